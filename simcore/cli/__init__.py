@@ -1,0 +1,34 @@
+"""The ``simcore`` command line (typer + rich).
+
+Each command group lives in its own module under ``simcore/cli/`` and registers itself on ``app``
+when imported; the list of modules is ``_COMMAND_MODULES`` below. User errors
+(:class:`~simcore.errors.SimcoreError`) print one line and exit with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from simcore.cli.common import app, run_app
+
+# Modules that register commands on ``app`` (one line each; keep sorted).
+_COMMAND_MODULES = [
+    "simcore.cli.hw",
+    "simcore.cli.scenario",
+]
+
+
+def _register() -> None:
+    for mod in _COMMAND_MODULES:
+        importlib.import_module(mod)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``simcore`` console script."""
+    _register()
+    code = run_app(argv if argv is not None else sys.argv[1:])
+    raise SystemExit(code)
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,77 @@
+"""``simcore check`` and ``simcore schema``: scenario files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from simcore import units
+from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import load_scenario, resolve_cluster
+from simcore.specs.scenario import Scenario
+
+ScenarioArgs = Annotated[list[str], typer.Argument(help="Scenario YAML files or built-in scenario names.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a field: key.path=value (repeatable)."),
+]
+
+
+def summary(sc: Scenario) -> dict[str, object]:
+    """What a scenario describes, in a few facts."""
+    reg = default_registry()
+    cl = resolve_cluster(sc.cluster, reg)
+    m = sc.model
+    out: dict[str, object] = {
+        "name": sc.name,
+        "kind": sc.kind,
+        "system": cl.system.name,
+        "device": cl.device.name,
+        "nodes": cl.nodes,
+        "gpus": cl.gpus,
+        "fabric": f"{cl.fabric.link} {cl.fabric.topology} {cl.fabric.tiers}-tier {cl.fabric.oversubscription:g}:1",
+        "model": f"{m.name}: {m.layers} layers, hidden {m.hidden}, {m.heads} heads"
+        + (f" ({m.kv_heads} kv)" if m.kv_heads else "")
+        + (f", MoE {m.moe.experts}x top-{m.moe.top_k}" if m.moe else ""),
+        "parallel": {k: v for k, v in sc.parallel.model_dump().items() if v not in (None, False)},
+    }
+    if sc.training:
+        out["training"] = sc.training.model_dump(exclude_none=True)
+    if sc.inference:
+        out["inference"] = sc.inference.model_dump(exclude_none=True)
+    return out
+
+
+@app.command()
+def check(scenarios: ScenarioArgs, set_: SetOpt = None, as_json: JsonOpt = False) -> None:
+    """Validate scenario files and print what they describe."""
+    for path in scenarios:
+        sc = load_scenario(path, set_ or [])
+        s = summary(sc)
+        if as_json:
+            emit_json({"file": path, "ok": True, **s})
+            continue
+        t = Table(title=f"{path}: ok")
+        t.add_column("field")
+        t.add_column("value")
+        for k, v in s.items():
+            t.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+        console.print(t)
+
+
+@app.command()
+def schema(
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
+) -> None:
+    """Write the JSON Schema of scenario files (for editors)."""
+    text = json.dumps(Scenario.model_json_schema(), indent=2)
+    if output is None:
+        print(text)
+    else:
+        output.write_text(text + "\n")
+        console.print(f"wrote {output} ({units.fmt(len(text), 'bytes')})")

@@ -1,0 +1,171 @@
+"""Hardware specs: devices (GPUs), links and switches, systems (a node or a rack).
+
+Every number is an SI float after loading; YAML files under ``hardware_specs/`` give values with
+units and name a source for each. Peak rates are *dense* (vendor sheets often quote 2:4 sparse).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from simcore.specs.quantities import Bandwidth, Bytes, FlopRate, Hertz, PosBytes, Seconds, Spec, Watts
+
+DType = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"]
+DTYPE_BYTES: dict[str, float] = {
+    "fp64": 8.0,
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp4": 0.5,
+    "int8": 1.0,
+}
+
+
+class MemorySpec(Spec):
+    """Device memory (HBM)."""
+
+    type: str
+    capacity: PosBytes
+    """Bytes of device memory."""
+    bandwidth: Bandwidth
+    """Peak bytes/s (datasheet)."""
+
+
+class NVLinkPort(Spec):
+    """A GPU's NVLink (or Infinity Fabric) attachment."""
+
+    generation: int = Field(ge=1)
+    links: int = Field(ge=1)
+    bandwidth: Bandwidth
+    """Bytes/s per GPU per direction, all links together."""
+
+
+class Device(Spec):
+    """One accelerator."""
+
+    name: str
+    aliases: list[str] = []
+    display_name: str
+    vendor: Literal["nvidia", "amd", "intel", "other"]
+    architecture: str
+    sm_count: int = Field(gt=0)
+    boost_clock: Hertz
+    peak: dict[DType, FlopRate]
+    """Dense peak FLOP/s per dtype (tensor cores where they exist; fp32 is the non-tensor rate)."""
+    memory: MemorySpec
+    l2_cache: Bytes
+    smem_per_sm: Bytes | None = None
+    tdp: Watts
+    idle_power: Watts | None = None
+    nvlink: NVLinkPort | None = None
+    pcie_generation: int = Field(ge=3)
+    pcie_bandwidth: Bandwidth
+    """Bytes/s per direction of the host link (x16)."""
+    calibration: str | None = None
+    """Name of the calibration profile this device uses; ``None`` means the nearest calibrated
+    device's curves are transferred (and predictions say so)."""
+    sources: dict[str, str]
+    notes: list[str] = []
+
+    @model_validator(mode="after")
+    def _needs_bf16(self) -> Device:
+        if "bf16" not in self.peak and "fp16" not in self.peak:
+            raise ValueError("peak must give at least bf16 or fp16")
+        return self
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype``; falls back to the nearest wider type the device has."""
+        order = {
+            "fp4": ["fp4", "fp8", "bf16"],
+            "fp8": ["fp8", "bf16"],
+            "int8": ["int8", "fp8", "bf16"],
+            "bf16": ["bf16", "fp16"],
+            "fp16": ["fp16", "bf16"],
+            "tf32": ["tf32", "fp32"],
+            "fp32": ["fp32"],
+            "fp64": ["fp64", "fp32"],
+        }[dtype]
+        for d in order:
+            if d in self.peak:
+                return self.peak[d]  # type: ignore[index,unused-ignore]
+        raise KeyError(dtype)
+
+
+LinkKind = Literal["nvlink", "nvswitch", "c2c", "pcie", "infiniband", "ethernet"]
+
+
+class Link(Spec):
+    """A link, port or switch generation (NVLink, NVSwitch, PCIe, InfiniBand, Ethernet)."""
+
+    name: str
+    aliases: list[str] = []
+    display_name: str
+    kind: LinkKind
+    generation: str
+    bandwidth: Bandwidth
+    """Bytes/s per direction of one port (NIC, switch port) or of one GPU's attachment (NVLink)."""
+    latency: Seconds
+    """Seconds added per traversal (a switch hop or a NIC-to-NIC link)."""
+    radix: int | None = Field(default=None, gt=0)
+    """Ports per switch, for switches."""
+    in_network_reduction: bool = False
+    """NVLink SHARP (NVLS) on NVSwitch, SHARP on InfiniBand switches."""
+    sources: dict[str, str]
+    notes: list[str] = []
+
+
+class FabricSpec(Spec):
+    """The scale-out network joining systems."""
+
+    link: str = "ib-ndr"
+    """Name of the NIC/switch generation (a link spec of kind infiniband or ethernet)."""
+    topology: Literal["rail_optimized", "fat_tree"] = "rail_optimized"
+    tiers: Literal[2, 3] = 2
+    oversubscription: float = Field(default=1.0, ge=1.0)
+    """Leaf downlink:uplink ratio (1 = non-blocking)."""
+    nics_per_node: int | None = Field(default=None, gt=0)
+    """Compute NICs (rails) per system; default from the system spec."""
+    nic_bandwidth: Bandwidth | None = None
+    """Override of the NIC's bytes/s per direction."""
+    switch_radix: int | None = Field(default=None, gt=1)
+
+
+class System(Spec):
+    """A node (HGX/DGX) or a rack (NVL72): GPUs, their NVLink domain, NICs and host."""
+
+    name: str
+    aliases: list[str] = []
+    display_name: str
+    device: str
+    gpus: int = Field(gt=0)
+    nvlink_domain: int = Field(gt=0)
+    """GPUs that reach each other over NVLink/NVSwitch (8 for HGX, 72 for NVL72)."""
+    nvswitch: str | None = None
+    """Link spec of the NVSwitch generation; ``None`` for direct GPU-GPU links."""
+    nvswitch_count: int = Field(default=0, ge=0)
+    nvlink_bandwidth: Bandwidth | None = None
+    """Bytes/s per GPU per direction when the system limits it below the device's (H800)."""
+    nics: int = Field(ge=0)
+    """Compute (scale-out) NICs per system."""
+    nic: str
+    """Link spec of the compute NIC."""
+    pcie: str
+    cpu: str
+    cpus: int = Field(ge=0)
+    host_memory: Bytes
+    power_max: Watts
+    cooling: Literal["air", "liquid", "hybrid"]
+    fabric: FabricSpec = FabricSpec()
+    """Default scale-out fabric when a scenario names none."""
+    sources: dict[str, str]
+    notes: list[str] = []
+
+    @model_validator(mode="after")
+    def _domain(self) -> System:
+        if self.gpus % self.nvlink_domain != 0:
+            raise ValueError(f"gpus ({self.gpus}) must be a multiple of nvlink_domain ({self.nvlink_domain})")
+        return self

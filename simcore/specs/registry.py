@@ -1,0 +1,160 @@
+"""The registry of specs: built-in ones shipped with simcore plus user folders.
+
+User folders come from ``--specs DIR`` on the CLI, ``SIMCORE_SPECS`` (``os.pathsep``-separated) in
+the environment, or :func:`registry(extra_dirs=...)`. A user folder has the same layout as the
+built-in ``hardware_specs/``: ``devices/``, ``links/``, ``systems/``, ``models/``, ``calibration/``.
+A user spec with the same name as a built-in one replaces it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from simcore.errors import SpecError
+from simcore.specs.hardware import Device, Link, System
+from simcore.specs.loader import load_file, read_yaml
+
+ENV_VAR = "SIMCORE_SPECS"
+_PKG = Path(__file__).resolve().parent.parent
+
+
+def builtin_dir(kind: str = "hardware_specs") -> Path:
+    """Folder of built-in data: inside the installed package, or the repository in a checkout."""
+    for cand in (_PKG / "_data" / kind, _PKG.parent / kind):
+        if cand.is_dir():
+            return cand
+    raise SpecError(f"built-in {kind}/ folder not found (looked in {_PKG / '_data'} and {_PKG.parent})")
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+@dataclass
+class Registry:
+    """Specs by canonical name; aliases resolve to canonical names."""
+
+    devices: dict[str, Device] = field(default_factory=dict)
+    links: dict[str, Link] = field(default_factory=dict)
+    systems: dict[str, System] = field(default_factory=dict)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calibration_files: dict[str, Path] = field(default_factory=dict)
+    aliases: dict[tuple[str, str], str] = field(default_factory=dict)
+    origin: dict[tuple[str, str], Path] = field(default_factory=dict)
+
+    def _lookup(self, kind: str, table: dict[str, Any], name: str) -> str:
+        key = _norm(name)
+        key = self.aliases.get((kind, key), key)
+        if key not in table:
+            known = ", ".join(sorted(table))
+            raise SpecError(f"unknown {kind} {name!r}; known: {known}")
+        return key
+
+    def device(self, name: str) -> Device:
+        return self.devices[self._lookup("device", self.devices, name)]
+
+    def link(self, name: str) -> Link:
+        return self.links[self._lookup("link", self.links, name)]
+
+    def system(self, name: str) -> System:
+        return self.systems[self._lookup("system", self.systems, name)]
+
+    def model_preset(self, name: str) -> dict[str, Any]:
+        return dict(self.models[self._lookup("model preset", self.models, name)])
+
+    def calibration_path(self, name: str) -> Path | None:
+        key = _norm(name)
+        return self.calibration_files.get(key)
+
+    def find(self, name: str) -> tuple[str, Device | Link | System]:
+        """Look a name up among devices, systems and links (in that order)."""
+        key = _norm(name)
+        for kind, table in (("device", self.devices), ("system", self.systems), ("link", self.links)):
+            k = self.aliases.get((kind, key), key)
+            if k in table:
+                return kind, table[k]
+        known = ", ".join(sorted([*self.devices, *self.systems, *self.links]))
+        raise SpecError(f"unknown device, system or link {name!r}; known: {known}")
+
+    def _add(self, kind: str, table: dict[str, Any], spec: Any, path: Path) -> None:
+        key = _norm(spec.name)
+        if key in table and self.origin.get((kind, key), path).parent == path.parent:
+            raise SpecError(
+                f"duplicate {kind} name {spec.name!r} (also in {self.origin[(kind, key)]})", file=str(path)
+            )
+        table[key] = spec
+        self.origin[(kind, key)] = path
+        for a in spec.aliases:
+            self.aliases[(kind, _norm(a))] = key
+
+    def load_dir(self, root: Path) -> None:
+        if not root.is_dir():
+            raise SpecError("spec folder not found", file=str(root))
+        for path in sorted((root / "devices").glob("*.yaml")):
+            self._add("device", self.devices, load_file(Device, path), path)
+        for path in sorted((root / "links").glob("*.yaml")):
+            self._add("link", self.links, load_file(Link, path), path)
+        for path in sorted((root / "systems").glob("*.yaml")):
+            self._add("system", self.systems, load_file(System, path), path)
+        for path in sorted((root / "models").glob("*.yaml")):
+            data = read_yaml(path)
+            name = _norm(str(data.get("name", path.stem)))
+            self.models[name] = data
+            for a in data.pop("aliases", []) or []:
+                self.aliases[("model preset", _norm(a))] = name
+        for path in sorted((root / "calibration").glob("*.yaml")):
+            self.calibration_files[_norm(path.stem)] = path
+
+    def check_references(self) -> None:
+        """Every system names a known device, NIC, switch and PCIe link."""
+        for s in self.systems.values():
+            where = str(self.origin[("system", _norm(s.name))])
+            for fld, kind, table, value in (
+                ("device", "device", self.devices, s.device),
+                ("nic", "link", self.links, s.nic),
+                ("pcie", "link", self.links, s.pcie),
+                ("nvswitch", "link", self.links, s.nvswitch),
+                ("fabric.link", "link", self.links, s.fabric.link),
+            ):
+                if value is None:
+                    continue
+                try:
+                    self._lookup(kind, table, value)
+                except SpecError as e:
+                    raise SpecError(e.problem, file=where, field=fld) from None
+
+
+def spec_dirs(extra_dirs: Iterable[str | Path] = ()) -> tuple[Path, ...]:
+    env = [p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    return (builtin_dir(), *(Path(p) for p in env), *(Path(p) for p in extra_dirs))
+
+
+@lru_cache(maxsize=8)
+def _cached(dirs: tuple[Path, ...]) -> Registry:
+    reg = Registry()
+    for d in dirs:
+        reg.load_dir(d)
+    reg.check_references()
+    return reg
+
+
+def registry(extra_dirs: Iterable[str | Path] = ()) -> Registry:
+    """The registry of built-in specs plus ``$SIMCORE_SPECS`` and ``extra_dirs`` (later ones win)."""
+    return _cached(spec_dirs(extra_dirs))
+
+
+_default_extra: list[Path] = []
+
+
+def set_user_dirs(dirs: Iterable[str | Path]) -> None:
+    """Set folders that :func:`default_registry` adds (the CLI's ``--specs``)."""
+    _default_extra[:] = [Path(d) for d in dirs]
+
+
+def default_registry() -> Registry:
+    return registry(tuple(_default_extra))

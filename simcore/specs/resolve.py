@@ -1,0 +1,202 @@
+"""Scenario loading (overrides, model presets) and resolution of names against the registry."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcore.errors import SpecError
+from simcore.specs.hardware import Device, FabricSpec, Link, System
+from simcore.specs.loader import read_yaml, validate
+from simcore.specs.registry import Registry, builtin_dir, default_registry
+from simcore.specs.scenario import ClusterSpec, Scenario
+
+
+def apply_overrides(
+    data: dict[str, Any], overrides: list[str] | tuple[str, ...], file: str | None = None
+) -> None:
+    """Apply ``key.path=value`` overrides in place; values are parsed as YAML scalars."""
+    for item in overrides:
+        if "=" not in item:
+            raise SpecError(f"--set {item!r}: expected key.path=value", file=file)
+        key, _, raw = item.partition("=")
+        parts = [p for p in key.strip().split(".") if p]
+        if not parts:
+            raise SpecError(f"--set {item!r}: empty key", file=file)
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node: Any = data
+        for p in parts[:-1]:
+            if not isinstance(node, dict):
+                raise SpecError(f"--set {item!r}: {p!r} is not a section", file=file)
+            node = node.setdefault(p, {})
+            if node is None:
+                node = {}
+        if not isinstance(node, dict):
+            raise SpecError(f"--set {item!r}: cannot set a field inside a value", file=file)
+        node[parts[-1]] = value
+
+
+def resolve_scenario_dict(data: dict[str, Any], reg: Registry, file: str | None = None) -> dict[str, Any]:
+    """Fill ``model`` from its preset (explicit fields override the preset)."""
+    data = copy.deepcopy(data)
+    model = data.get("model")
+    if isinstance(model, dict) and model.get("preset"):
+        try:
+            preset = reg.model_preset(str(model["preset"]))
+        except SpecError as e:
+            raise SpecError(e.problem, file=file, field="model.preset") from None
+        preset.pop("aliases", None)
+        merged = {**preset, **model}
+        data["model"] = merged
+    return data
+
+
+def find_scenario(name: str | Path) -> Path:
+    """A scenario path, or the name of a built-in scenario (``scenarios/NAME.yaml``)."""
+    p = Path(name)
+    if p.exists():
+        return p
+    try:
+        builtin = builtin_dir("scenarios")
+    except SpecError:
+        return p
+    for cand in (builtin / f"{name}.yaml", builtin / str(name)):
+        if cand.is_file():
+            return cand
+    return p
+
+
+def load_scenario(
+    path: str | Path, overrides: list[str] | tuple[str, ...] = (), reg: Registry | None = None
+) -> Scenario:
+    """Load and validate a scenario YAML file (or built-in scenario name), with ``--set`` overrides."""
+    reg = reg or default_registry()
+    p = find_scenario(path)
+    data = read_yaml(p)
+    apply_overrides(data, overrides, str(p))
+    return scenario_from_dict(data, reg, str(p))
+
+
+def scenario_from_dict(
+    data: dict[str, Any], reg: Registry | None = None, file: str | None = None
+) -> Scenario:
+    reg = reg or default_registry()
+    data = resolve_scenario_dict(data, reg, file)
+    sc = validate(Scenario, data, file)
+    resolve_cluster(sc.cluster, reg, file)  # name and size checks
+    return sc
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A cluster spec resolved against the registry."""
+
+    system: System
+    device: Device
+    nodes: int
+    """Systems used (a subset of one system counts as one)."""
+    gpus: int
+    """GPUs used in total."""
+    fabric: FabricSpec
+    nic: Link
+    fabric_link: Link
+    nvswitch: Link | None
+
+    @property
+    def gpus_per_node(self) -> int:
+        return min(self.gpus, self.system.gpus)
+
+    @property
+    def nvlink_bandwidth(self) -> float:
+        """Bytes/s per GPU per direction inside the NVLink domain."""
+        if self.system.nvlink_bandwidth is not None:
+            return self.system.nvlink_bandwidth
+        if self.device.nvlink is not None:
+            return self.device.nvlink.bandwidth
+        return self.device.pcie_bandwidth
+
+    @property
+    def nics_per_node(self) -> int:
+        return self.fabric.nics_per_node or self.system.nics
+
+    @property
+    def nic_bandwidth(self) -> float:
+        """Bytes/s per NIC per direction."""
+        return self.fabric.nic_bandwidth or self.fabric_link.bandwidth
+
+
+def resolve_cluster(c: ClusterSpec, reg: Registry, file: str | None = None) -> ClusterInfo:
+    try:
+        system = reg.system(c.system)
+    except SpecError as e:
+        raise SpecError(e.problem, file=file, field="cluster.system") from None
+    per = system.gpus
+    if c.nodes is not None and c.gpus is not None:
+        if c.gpus > c.nodes * per:
+            raise SpecError(
+                f"{c.gpus} GPUs exceed what {c.nodes} x {system.name} hold ({c.nodes * per})",
+                file=file,
+                field="cluster.gpus",
+            )
+        nodes, gpus = c.nodes, c.gpus
+    elif c.gpus is not None:
+        gpus = c.gpus
+        nodes = -(-gpus // per)
+    elif c.nodes is not None:
+        nodes, gpus = c.nodes, c.nodes * per
+    else:
+        nodes, gpus = 1, per
+    if gpus > per and gpus % per != 0 and c.nodes is None:
+        raise SpecError(
+            f"{gpus} GPUs do not fill whole {system.name} systems ({per} GPUs each)",
+            file=file,
+            field="cluster.gpus",
+        )
+    fabric = c.fabric or system.fabric
+    try:
+        fabric_link = reg.link(fabric.link)
+    except SpecError as e:
+        raise SpecError(e.problem, file=file, field="cluster.fabric.link") from None
+    if fabric_link.kind not in ("infiniband", "ethernet"):
+        raise SpecError(
+            f"{fabric.link!r} is a {fabric_link.kind} link, expected infiniband or ethernet",
+            file=file,
+            field="cluster.fabric.link",
+        )
+    return ClusterInfo(
+        system=system,
+        device=reg.device(system.device),
+        nodes=nodes,
+        gpus=gpus,
+        fabric=fabric,
+        nic=reg.link(system.nic),
+        fabric_link=fabric_link,
+        nvswitch=reg.link(system.nvswitch) if system.nvswitch else None,
+    )
+
+
+def cluster_for(
+    system: str, gpus: int | None = None, nodes: int | None = None, reg: Registry | None = None
+) -> ClusterInfo:
+    """Resolve a cluster from a system name and a size (for the CLI and API)."""
+    reg = reg or default_registry()
+    spec = validate(ClusterSpec, {"system": system, "gpus": gpus, "nodes": nodes}, None, "cluster")
+    return resolve_cluster(spec, reg)
+
+
+__all__ = [
+    "ClusterInfo",
+    "apply_overrides",
+    "cluster_for",
+    "find_scenario",
+    "load_scenario",
+    "resolve_cluster",
+    "scenario_from_dict",
+]

@@ -1,0 +1,168 @@
+"""Scenario specs: what to run (model, training or inference), on what (cluster), and how
+(parallel plan, runtime)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from simcore.specs.hardware import FabricSpec
+from simcore.specs.quantities import Spec
+
+Precision = Literal["bf16", "fp16", "fp8", "fp32"]
+
+
+class ClusterSpec(Spec):
+    """Which systems and how many. Give ``nodes`` (systems) or ``gpus`` (total), not both needed."""
+
+    system: str
+    nodes: int | None = Field(default=None, gt=0)
+    gpus: int | None = Field(default=None, gt=0)
+    fabric: FabricSpec | None = None
+
+
+class MoESpec(Spec):
+    experts: int = Field(gt=0)
+    top_k: int = Field(gt=0)
+    shared_experts: int = Field(default=0, ge=0)
+    expert_ffn_hidden: int = Field(gt=0)
+    dense_layers: int = Field(default=0, ge=0)
+    """Leading layers with a dense MLP instead of experts."""
+    capacity_factor: float | None = Field(default=None, gt=0)
+    imbalance: float = Field(default=1.0, ge=1.0)
+    """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
+
+    @model_validator(mode="after")
+    def _k(self) -> MoESpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        return self
+
+
+class MLASpec(Spec):
+    """Multi-head latent attention (DeepSeek-V2/V3)."""
+
+    q_lora_rank: int = Field(gt=0)
+    kv_lora_rank: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+
+
+class ModelSpec(Spec):
+    """A decoder-only transformer. ``preset`` fills the fields from ``hardware_specs/models``;
+    fields given beside it override the preset."""
+
+    preset: str | None = None
+    name: str = "custom"
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    kv_heads: int | None = Field(default=None, gt=0)
+    head_dim: int | None = Field(default=None, gt=0)
+    ffn_hidden: int = Field(gt=0)
+    vocab: int = Field(gt=0)
+    seq_len: int = Field(gt=0)
+    activation: Literal["gelu", "swiglu"] = "gelu"
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    tied_embeddings: bool = False
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+
+    @model_validator(mode="after")
+    def _heads(self) -> ModelSpec:
+        kv = self.kv_heads or self.heads
+        if self.heads % kv != 0:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
+        if self.head_dim is None and self.hidden % self.heads != 0:
+            raise ValueError(
+                f"hidden ({self.hidden}) must be divisible by heads ({self.heads}) or give head_dim"
+            )
+        return self
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+
+class TrainingSpec(Spec):
+    micro_batch: int = Field(default=1, gt=0)
+    global_batch: int | None = Field(default=None, gt=0)
+    """Sequences per optimizer step; default micro_batch x dp (one micro-batch per rank)."""
+    precision: Precision = "bf16"
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    master_weights: bool = True
+    """fp32 master copy of the weights kept by the optimizer (mixed precision)."""
+    recompute: Literal["none", "selective", "full"] = "none"
+    tokens: float | None = Field(default=None, gt=0)
+    """Tokens to train on, for time-to-train and GPU-hours."""
+
+
+class ParallelSpec(Spec):
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    dp: int | None = Field(default=None, gt=0)
+    """Data-parallel degree; default: whatever GPUs tp x pp x cp leave."""
+    cp: int = Field(default=1, gt=0)
+    ep: int = Field(default=1, gt=0)
+    vp: int = Field(default=1, gt=0)
+    """Virtual pipeline stages per rank (interleaved schedule)."""
+    sequence_parallel: bool = False
+    zero: Literal[0, 1, 2, 3] = 0
+    fsdp: bool = False
+    schedule: Literal["gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe"] = "1f1b"
+    dp_overlap: bool = True
+    tp_overlap: bool = False
+
+
+class InferenceSpec(Spec):
+    batch: int = Field(default=1, gt=0)
+    prompt_len: int = Field(default=1024, gt=0)
+    context_len: int | None = Field(default=None, ge=0)
+    """Tokens already in the KV cache for the decode step; default prompt_len."""
+    output_len: int = Field(default=128, gt=0)
+    precision: Precision = "bf16"
+    kv_cache_dtype: Precision | None = None
+
+
+class RuntimeSpec(Spec):
+    framework: Literal["eager", "compiled", "cuda_graphs"] = "eager"
+    dataloader: dict[str, Any] | None = None
+
+
+class CostSpec(Spec):
+    price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    """Currency units per GPU-hour."""
+    pue: float = Field(default=1.2, ge=1.0)
+    """Power usage effectiveness of the data centre (cooling overhead)."""
+
+
+class Scenario(Spec):
+    """One what-if: the top-level object of a scenario YAML file."""
+
+    name: str = "scenario"
+    description: str = ""
+    kind: Literal["training", "inference", "serving"]
+    cluster: ClusterSpec
+    model: ModelSpec
+    training: TrainingSpec | None = None
+    inference: InferenceSpec | None = None
+    serving: dict[str, Any] | None = None
+    parallel: ParallelSpec = ParallelSpec()
+    runtime: RuntimeSpec = RuntimeSpec()
+    calibration: str | None = None
+    """Calibration profile name or path; default: the device's own or the nearest one."""
+    cost: CostSpec = CostSpec()
+
+    @model_validator(mode="after")
+    def _section(self) -> Scenario:
+        if self.kind == "training" and self.training is None:
+            object.__setattr__(self, "training", TrainingSpec())
+        if self.kind == "inference" and self.inference is None:
+            object.__setattr__(self, "inference", InferenceSpec())
+        return self
