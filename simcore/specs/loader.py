@@ -64,7 +64,7 @@ def validation_error(e: ValidationError, file: str | None, prefix: str = "") -> 
         msg = msg[len("Value error, ") :]
     if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
         inp = err["input"]
-        if isinstance(inp, str | int | float) and not isinstance(inp, bool):
+        if isinstance(inp, str | int | float) and not isinstance(inp, bool) and repr(inp) not in msg:
             msg = f"{msg} (got {inp!r})"
     more = len(e.errors()) - 1
     if more:
