@@ -1,0 +1,802 @@
+"""Analytic cost of NCCL-style collectives: alpha-beta with protocol latencies and bandwidth ramps.
+
+For one collective on a group (see :mod:`simcore.comm.groups`) every candidate algorithm and protocol
+is priced as
+
+    time = base_latency[algorithm][protocol]
+           + steps_nvlink * hop_latency[nvlink][protocol] + steps_network * hop_latency[network][protocol]
+           + max over link classes of  load / (B_class * ramp(load) * protocol_fraction * efficiencies)
+
+where ``load`` is the bytes crossing the busiest port of that class per rank, ``B_class`` the spec
+bandwidth per GPU per direction (NVLink inside the domain, the GPU's share of the node's NICs on the
+fabric, divided by the oversubscription when the group leaves a leaf switch) and
+``ramp(x) = 1 / (1 + (ramp_bytes / x) ** ramp_exponent)`` a saturating efficiency curve (exponent 1 is
+plain alpha-beta; below 1 the approach to peak is slower, as measured NCCL curves show). ``auto`` takes
+the fastest candidate, which is how NCCL's own tuner chooses (it minimises the same kind of model).
+
+All parameters come from a comm calibration profile ``hardware_specs/calibration/comm-<system>.yaml``
+(fitted on measurements by :mod:`simcore.calibration.fit_comm`); systems without one borrow the
+nearest system's profile and say so.
+
+Conventions follow nccl-tests: ``nbytes`` is the larger of the send and receive buffer per rank (the
+gathered size for all_gather, the input size for reduce_scatter), ``algbw = nbytes / time`` and
+``busbw = algbw * factor(op, n)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from pydantic import BaseModel, ConfigDict, Field
+
+from simcore import units
+from simcore.comm.groups import FloatArray, GroupPlacement
+from simcore.errors import SimcoreError, SpecError
+from simcore.specs.loader import read_yaml, validate
+from simcore.specs.quantities import Bandwidth, Bytes, Seconds, Spec
+from simcore.specs.registry import Registry, default_registry
+from simcore.specs.resolve import ClusterInfo, cluster_for
+
+Op = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"]
+OPS: tuple[str, ...] = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "all_to_all",
+    "send_recv",
+)
+ALGORITHMS: tuple[str, ...] = ("ring", "tree", "nvls", "hierarchical", "pairwise", "p2p")
+"""Index order of :attr:`CollCost.algorithm`."""
+PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
+"""Index order of :attr:`CollCost.protocol`."""
+LINK_CLASSES: tuple[str, ...] = ("nvlink", "network")
+
+_OP_ALIASES = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "sendrecv": "send_recv",
+    "bcast": "broadcast",
+    "p2p": "send_recv",
+}
+
+
+def normalize_op(op: str) -> str:
+    """Canonical op name (``"AllReduce"``, ``"all-reduce"``, ``"all_reduce_perf"`` all give ``all_reduce``)."""
+    key = op.strip().lower().replace("-", "_")
+    key = key.removesuffix("_perf")
+    key = _OP_ALIASES.get(key.replace("_", ""), key)
+    if key not in OPS:
+        raise SimcoreError(f"unknown collective {op!r}; known: {', '.join(OPS)}", field="op")
+    return key
+
+
+def busbw_factor(op: str, n: ArrayLike) -> FloatArray:
+    """nccl-tests bus-bandwidth factor: busbw = algbw * factor (n = ranks)."""
+    op = normalize_op(op)
+    nn = np.asarray(n, dtype=np.float64)
+    if op == "all_reduce":
+        return 2.0 * (nn - 1.0) / nn
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (nn - 1.0) / nn
+    return np.ones_like(nn)
+
+
+# --------------------------------------------------------------------------------------------------
+# Calibration profile
+# --------------------------------------------------------------------------------------------------
+
+
+class ProtoTimes(Spec):
+    """Seconds per protocol (``LL``, ``LL128``, ``Simple``); a missing protocol is not offered."""
+
+    LL: Seconds | None = None
+    LL128: Seconds | None = None
+    Simple: Seconds | None = None
+
+    def get(self, proto: str) -> float | None:
+        v: float | None = getattr(self, proto)
+        return v
+
+
+class LinkCurve(Spec):
+    """Achieved fraction of a link class's spec bandwidth as a function of the per-port load."""
+
+    efficiency: float = Field(default=1.0, gt=0, le=1.5)
+    """Plateau fraction of spec bandwidth reached by very large messages."""
+    ramp_bytes: Bytes = 0.0
+    """Load (bytes per port) at which half of the plateau is reached (0: no ramp)."""
+    ramp_exponent: float = Field(default=1.0, gt=0, le=1.0)
+    """Shape of the ramp: 1 is alpha-beta, smaller approaches the plateau more slowly."""
+
+
+class Channels(Spec):
+    """NCCL channel (SM) limits: each protocol moves at most ``count * per_channel`` bytes/s."""
+
+    count: int = Field(default=32, gt=0)
+    per_channel: dict[str, Bandwidth] = {}
+    """Bytes/s per channel and protocol (e.g. LL128 is capped per channel); missing = no cap."""
+
+
+class CommProfile(Spec):
+    """Calibrated collective-cost parameters of one system (``comm-<system>.yaml``)."""
+
+    system: str
+    provisional: bool = False
+    """True while nothing was fitted: spec bandwidths, neutral efficiencies, NCCL's default latencies."""
+    source: str = ""
+    fitted_on: str | None = None
+    """Measurement file(s) the fitted numbers come from."""
+    fit_report: dict[str, Any] = {}
+    """Held-out errors written by the fit (for people; not used by the model)."""
+    base_latency: dict[str, ProtoTimes]
+    """Fixed cost per algorithm (ring, tree, nvls, hierarchical, p2p) and protocol."""
+    hop_latency: dict[str, ProtoTimes]
+    """Cost per step per link class (nvlink, network) and protocol."""
+    protocol_bandwidth: dict[str, float]
+    """Fraction of link bandwidth a protocol carries (LL ~1/4, LL128 ~0.92, Simple 1)."""
+    links: dict[str, LinkCurve]
+    algorithms: dict[str, float] = {}
+    """Bandwidth multiplier per algorithm (default 1)."""
+    ops: dict[str, float] = {}
+    """Bandwidth multiplier per op (default 1)."""
+    dtypes: dict[str, float] = {}
+    """Bandwidth multiplier per dtype for reductions (default 1)."""
+    peer_latency_fraction: float = Field(default=1.0, ge=0)
+    """All-to-all: fraction of a hop latency paid per peer."""
+    channels: Channels = Channels()
+    notes: list[str] = []
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A profile plus where it came from."""
+
+    profile: CommProfile
+    path: Path | None
+    transferred_from: str | None
+    """System whose profile was borrowed (``None`` when the system has its own)."""
+
+
+def profile_path(system: str, reg: Registry | None = None) -> Path | None:
+    reg = reg or default_registry()
+    return reg.calibration_path(f"comm-{system}")
+
+
+def read_profile(path: str | Path) -> CommProfile:
+    """Load a ``comm-*.yaml`` profile (one-line :class:`SpecError` when malformed)."""
+    return validate(CommProfile, read_yaml(path), str(path))
+
+
+def _nearest(system: str, reg: Registry) -> str | None:
+    target = reg.system(system)
+    tdev = reg.device(target.device)
+    best: tuple[int, str] | None = None
+    for key in sorted(reg.calibration_files):
+        if not key.startswith("comm-"):
+            continue
+        name = key[len("comm-") :]
+        try:
+            other = reg.system(name)
+        except SpecError:
+            continue
+        score = 0
+        score += 4 * (other.nvswitch == target.nvswitch)
+        score += 2 * (reg.device(other.device).architecture == tdev.architecture)
+        score += 1 * (other.fabric.link == target.fabric.link)
+        score += 1 * (other.nvlink_domain == target.nvlink_domain)
+        if best is None or score > best[0]:
+            best = (score, name)
+    return None if best is None else best[1]
+
+
+@lru_cache(maxsize=64)
+def _load_cached(system: str, reg_id: int) -> LoadedProfile:
+    reg = default_registry()
+    canonical = reg.system(system).name
+    path = profile_path(canonical, reg)
+    if path is not None:
+        return LoadedProfile(read_profile(path), path, None)
+    near = _nearest(canonical, reg)
+    if near is None:
+        raise SpecError(
+            f"no comm calibration profile for {canonical!r} and none to transfer from "
+            "(expected hardware_specs/calibration/comm-<system>.yaml)"
+        )
+    npath = profile_path(near, reg)
+    assert npath is not None
+    return LoadedProfile(read_profile(npath), npath, near)
+
+
+def load_profile(system: str) -> LoadedProfile:
+    """The comm profile of ``system`` or, failing that, of the nearest system that has one."""
+    return _load_cached(system, id(default_registry()))
+
+
+# --------------------------------------------------------------------------------------------------
+# Vectorised cost
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CollCost:
+    """Cost of a collective over numpy grids (all arrays share the broadcast shape).
+
+    Attributes:
+        time_s: predicted seconds.
+        algorithm: index into :data:`ALGORITHMS` of the algorithm chosen.
+        protocol: index into :data:`PROTOCOLS` of the protocol chosen.
+        bytes_nvlink: bytes each rank sends over NVLink (mean over ranks).
+        bytes_network: bytes each rank sends over the scale-out fabric (mean over ranks).
+    """
+
+    time_s: FloatArray
+    algorithm: NDArray[np.int64]
+    protocol: NDArray[np.int64]
+    bytes_nvlink: FloatArray
+    bytes_network: FloatArray
+    transferred_from: str | None = None
+    provisional: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def algorithm_names(self) -> NDArray[np.str_]:
+        return np.asarray(ALGORITHMS)[self.algorithm]
+
+    def protocol_names(self) -> NDArray[np.str_]:
+        return np.asarray(PROTOCOLS)[self.protocol]
+
+
+@dataclass(frozen=True)
+class _Cand:
+    """One candidate algorithm: its loads (bytes per port) and step counts, before protocols."""
+
+    algo: str
+    valid: FloatArray  # bool as float mask
+    load_nv: FloatArray
+    load_net: FloatArray
+    bytes_nv: FloatArray
+    bytes_net: FloatArray
+    steps_nv: FloatArray
+    steps_net: FloatArray
+    base: str  # key into base_latency
+    protocols: tuple[str, ...]
+    nvls_stage: bool = False  # the NVLink stage runs on NVLS (switch reduction)
+
+
+@dataclass(frozen=True)
+class LinkRates:
+    """Spec bandwidths (bytes/s per GPU per direction) a group sees."""
+
+    nvlink: FloatArray
+    network: FloatArray
+    nvls: bool
+
+
+def link_rates(cluster: ClusterInfo, group: GroupPlacement) -> LinkRates:
+    """NVLink bandwidth per GPU, and the GPU's share of its node's NICs (after spine oversubscription)."""
+    nv = float(cluster.nvlink_bandwidth)
+    nic_share = cluster.nic_bandwidth * cluster.nics_per_node / cluster.system.gpus
+    fabric = cluster.fabric
+    radix = fabric.switch_radix or cluster.fabric_link.radix or 64
+    if fabric.topology == "rail_optimized":
+        nodes_per_leaf = max(radix // 2, 1)
+    else:
+        nodes_per_leaf = max((radix // 2) // max(cluster.nics_per_node, 1), 1)
+    domains_per_node = max(cluster.system.gpus // cluster.system.nvlink_domain, 1)
+    nodes = np.ceil(group.domains / domains_per_node)
+    net = np.where(nodes > nodes_per_leaf, nic_share / fabric.oversubscription, nic_share)
+    sw = cluster.nvswitch
+    nvls = bool(sw is not None and sw.in_network_reduction)
+    return LinkRates(nvlink=np.full(group.shape, nv), network=np.asarray(net, dtype=np.float64), nvls=nvls)
+
+
+def _z(shape: tuple[int, ...]) -> FloatArray:
+    return np.zeros(shape)
+
+
+def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list[_Cand]:
+    shape = S.shape
+    n = np.broadcast_to(grp.size, shape)
+    g = np.broadcast_to(grp.per_domain, shape)
+    d = np.broadcast_to(grp.domains, shape)
+    multi = d > 1
+    one = np.ones(shape)
+    has_nv = (g > 1).astype(np.float64)
+    net_edges = np.where(multi, d, 0.0)
+    nv_edges = n - net_edges
+    out: list[_Cand] = []
+    all3 = PROTOCOLS
+
+    if op in ("all_reduce", "all_gather", "reduce_scatter"):
+        k = 2.0 if op == "all_reduce" else 1.0
+        per_rank = k * (n - 1.0) / n * S
+        out.append(
+            _Cand(
+                "ring",
+                one,
+                load_nv=per_rank * has_nv,
+                load_net=np.where(multi, per_rank / g, 0.0),
+                bytes_nv=per_rank * nv_edges / n,
+                bytes_net=per_rank * net_edges / n,
+                steps_nv=k * (n - 1.0) - k * np.where(multi, d - 1.0, 0.0),
+                steps_net=k * np.where(multi, d - 1.0, 0.0),
+                base="ring",
+                protocols=all3,
+            )
+        )
+        # NVLink SHARP inside one domain: all_reduce moves S per rank each way instead of 2(n-1)/n S.
+        nv_load = S if op == "all_reduce" else (n - 1.0) / n * S
+        out.append(
+            _Cand(
+                "nvls",
+                ((~multi) & (n > 1) & nvls).astype(np.float64),
+                load_nv=nv_load,
+                load_net=_z(shape),
+                bytes_nv=nv_load,
+                bytes_net=_z(shape),
+                steps_nv=one,
+                steps_net=_z(shape),
+                base="nvls",
+                protocols=("Simple",),
+                nvls_stage=True,
+            )
+        )
+        # Hierarchical: reduce-scatter inside the domain, all-reduce across domains per rail on S/g,
+        # all-gather inside; stages pipelined so the slower one sets the bandwidth term.
+        inner_nv = k * (g - 1.0) / g * S
+        inter = k * (d - 1.0) / d * S / g
+        valid_h = multi.astype(np.float64)
+        out.append(
+            _Cand(
+                "hierarchical",
+                valid_h,
+                load_nv=inner_nv,
+                load_net=inter,
+                bytes_nv=inner_nv,
+                bytes_net=inter,
+                steps_nv=k * (g - 1.0),
+                steps_net=k * (d - 1.0),
+                base="hierarchical",
+                protocols=all3,
+            )
+        )
+        if nvls:
+            # NVLS-tree flavour: the intra-domain stages run on the switch (one reduction+multicast).
+            nvls_inner = S if op == "all_reduce" else (g - 1.0) / g * S
+            out.append(
+                _Cand(
+                    "hierarchical",
+                    (multi & (g > 1)).astype(np.float64),
+                    load_nv=nvls_inner,
+                    load_net=inter,
+                    bytes_nv=nvls_inner,
+                    bytes_net=inter,
+                    steps_nv=one,
+                    steps_net=k * np.ceil(np.log2(np.maximum(d, 1.0))),
+                    base="nvls",
+                    protocols=("Simple",),
+                    nvls_stage=True,
+                )
+            )
+        if op == "all_reduce":
+            # Double binary tree across domains, chain inside: about 2S per rank each way.
+            log_d = np.ceil(np.log2(np.maximum(d, 1.0)))
+            out.append(
+                _Cand(
+                    "tree",
+                    one,
+                    load_nv=2.0 * S * has_nv,
+                    load_net=np.where(multi, 2.0 * S / g, 0.0),
+                    bytes_nv=2.0 * S * (g - 1.0) / g,
+                    bytes_net=np.where(multi, 2.0 * S * (d - 1.0) / (d * g), 0.0),
+                    steps_nv=2.0 * (g - 1.0),
+                    steps_net=2.0 * log_d,
+                    base="tree",
+                    protocols=all3,
+                )
+            )
+    elif op in ("broadcast", "reduce"):
+        # Pipelined chain (NCCL's ring for rooted collectives): each link carries S once.
+        out.append(
+            _Cand(
+                "ring",
+                one,
+                load_nv=S * has_nv,
+                load_net=np.where(multi, S / g, 0.0),
+                bytes_nv=S * (n - d) / n,
+                bytes_net=S * (d - 1.0) / n,
+                steps_nv=(n - 1.0) - (d - 1.0),
+                steps_net=d - 1.0,
+                base="ring",
+                protocols=all3,
+            )
+        )
+    elif op == "all_to_all":
+        # Pairwise exchange, all peers at once: S/n to each peer; NVLink to the domain, NIC to the rest.
+        nv_b = (g - 1.0) / n * S
+        net_b = (n - g) / n * S
+        out.append(
+            _Cand(
+                "pairwise",
+                one,
+                load_nv=nv_b,
+                load_net=net_b,
+                bytes_nv=nv_b,
+                bytes_net=net_b,
+                steps_nv=g - 1.0,
+                steps_net=n - g,
+                base="p2p",
+                protocols=("LL", "Simple"),
+            )
+        )
+    elif op == "send_recv":
+        # Each rank sends S to the next (GPUDirect RDMA through its NIC when the peer is off-domain).
+        out.append(
+            _Cand(
+                "p2p",
+                one,
+                load_nv=np.where(multi, 0.0, S),
+                load_net=np.where(multi, S, 0.0),
+                bytes_nv=S * (n - net_edges) / n,
+                bytes_net=S * net_edges / n,
+                steps_nv=np.where(multi, 0.0, 1.0),
+                steps_net=np.where(multi, 1.0, 0.0),
+                base="p2p",
+                protocols=("LL", "Simple"),
+            )
+        )
+    return out
+
+
+def _xfer(load: FloatArray, bw: FloatArray, curve: LinkCurve) -> FloatArray:
+    """Seconds to move ``load`` bytes at ``bw`` under the profile's saturating ramp."""
+    p = curve.ramp_exponent
+    h = curve.ramp_bytes
+    t = load
+    if h > 0:
+        t = load + (h**p) * np.power(np.maximum(load, 0.0), 1.0 - p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(load > 0, t / (bw * curve.efficiency), 0.0)
+
+
+def cost_from_profile(
+    op: str,
+    nbytes: ArrayLike,
+    group: GroupPlacement,
+    rates: LinkRates,
+    profile: CommProfile,
+    algorithm: str = "auto",
+    dtype: str = "bf16",
+) -> CollCost:
+    """:func:`collective_cost` with the link rates and profile given explicitly (for fitting, tests)."""
+    op = normalize_op(op)
+    S = np.asarray(nbytes, dtype=np.float64)
+    shape = np.broadcast_shapes(S.shape, group.shape, rates.nvlink.shape, rates.network.shape)
+    S = np.broadcast_to(S, shape)
+    nvb = np.broadcast_to(rates.nvlink, shape)
+    netb = np.broadcast_to(rates.network, shape)
+    grp = GroupPlacement(*(np.broadcast_to(a, shape) for a in (group.size, group.per_domain, group.domains)))
+    if algorithm not in ("auto", *ALGORITHMS):
+        raise SimcoreError(
+            f"unknown algorithm {algorithm!r}; known: auto, {', '.join(ALGORITHMS)}", field="algorithm"
+        )
+    cands = _candidates(op, S, grp, rates.nvls)
+    op_mult = profile.ops.get(op, 1.0)
+    if op in ("all_reduce", "reduce_scatter", "reduce"):
+        op_mult *= profile.dtypes.get(dtype, 1.0)
+    nv_curve = profile.links.get("nvlink", LinkCurve())
+    net_curve = profile.links.get("network", LinkCurve())
+    nvls_mult = profile.algorithms.get("nvls", 1.0)
+
+    best_t = np.full(shape, np.inf)
+    best_any = np.full(shape, np.inf)
+    res = {k: np.zeros(shape) for k in ("bnv", "bnet")}
+    algo_i = np.zeros(shape, dtype=np.int64)
+    proto_i = np.zeros(shape, dtype=np.int64)
+    any_algo = np.zeros(shape, dtype=np.int64)
+    any_proto = np.zeros(shape, dtype=np.int64)
+    any_res = {k: np.zeros(shape) for k in ("bnv", "bnet")}
+    a_of = ALGORITHMS.index
+    for c in cands:
+        base = profile.base_latency.get(c.base)
+        amult = profile.algorithms.get(c.algo, 1.0)
+        for proto in c.protocols:
+            b0 = base.get(proto) if base is not None else None
+            hnv = profile.hop_latency.get("nvlink")
+            hnet = profile.hop_latency.get("network")
+            lnv = hnv.get(proto) if hnv is not None else None
+            lnet = hnet.get(proto) if hnet is not None else None
+            frac = profile.protocol_bandwidth.get(proto)
+            if b0 is None or lnv is None or lnet is None or frac is None:
+                continue
+            lat = b0 + c.steps_nv * lnv + c.steps_net * lnet
+            mult = frac * amult * op_mult
+            cap = profile.channels.per_channel.get(proto)
+            nv_bw = nvb * mult * (nvls_mult if c.nvls_stage and c.algo != "nvls" else 1.0)
+            net_bw = netb * mult
+            if cap is not None:
+                nv_bw = np.minimum(nv_bw, cap * profile.channels.count)
+                net_bw = np.minimum(net_bw, cap * profile.channels.count)
+            t = lat + np.maximum(_xfer(c.load_nv, nv_bw, nv_curve), _xfer(c.load_net, net_bw, net_curve))
+            t = np.where(c.valid > 0, t, np.inf)
+            better_any = t < best_any
+            best_any = np.where(better_any, t, best_any)
+            any_algo = np.where(better_any, a_of(c.algo), any_algo)
+            any_proto = np.where(better_any, PROTOCOLS.index(proto), any_proto)
+            any_res["bnv"] = np.where(better_any, c.bytes_nv, any_res["bnv"])
+            any_res["bnet"] = np.where(better_any, c.bytes_net, any_res["bnet"])
+            if algorithm in ("auto", c.algo):
+                # 'auto' offers hierarchical only in its NVLS-tree form, as NCCL does.
+                if algorithm == "auto" and c.algo == "hierarchical" and not c.nvls_stage:
+                    continue
+                better = t < best_t
+                best_t = np.where(better, t, best_t)
+                algo_i = np.where(better, a_of(c.algo), algo_i)
+                proto_i = np.where(better, PROTOCOLS.index(proto), proto_i)
+                res["bnv"] = np.where(better, c.bytes_nv, res["bnv"])
+                res["bnet"] = np.where(better, c.bytes_net, res["bnet"])
+    # Where the requested algorithm does not apply, fall back to the best of any.
+    miss = ~np.isfinite(best_t)
+    if np.any(miss):
+        best_t = np.where(miss, best_any, best_t)
+        algo_i = np.where(miss, any_algo, algo_i)
+        proto_i = np.where(miss, any_proto, proto_i)
+        res["bnv"] = np.where(miss, any_res["bnv"], res["bnv"])
+        res["bnet"] = np.where(miss, any_res["bnet"], res["bnet"])
+    single = grp.size <= 1
+    best_t = np.where(single, 0.0, best_t)
+    return CollCost(
+        time_s=best_t,
+        algorithm=algo_i,
+        protocol=proto_i,
+        bytes_nvlink=np.where(single, 0.0, res["bnv"]),
+        bytes_network=np.where(single, 0.0, res["bnet"]),
+        provisional=profile.provisional,
+    )
+
+
+def collective_cost(
+    op: str,
+    nbytes: ArrayLike,
+    group: GroupPlacement,
+    cluster: ClusterInfo,
+    algorithm: str = "auto",
+    dtype: str = "bf16",
+    profile: CommProfile | None = None,
+) -> CollCost:
+    """Predicted cost of ``op`` over numpy grids of message sizes and group shapes.
+
+    Args:
+        op: all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or send_recv.
+        nbytes: bytes per rank, nccl-tests convention (larger of send and receive buffer); any shape.
+        group: placement of the communicator (arrays broadcast with ``nbytes``).
+        cluster: resolved cluster (link bandwidths, NVSwitch, fabric, oversubscription).
+        algorithm: ``auto`` (fastest modelled candidate, as NCCL's tuner) or one of :data:`ALGORITHMS`;
+            elements where the requested algorithm does not apply use the auto choice.
+        dtype: element type (reductions may carry a per-dtype efficiency in the profile).
+        profile: calibration profile; default: the system's (or the nearest system's) profile.
+
+    Returns:
+        :class:`CollCost` with ``time_s`` in seconds and the bytes per rank on each link class.
+    """
+    transferred: str | None = None
+    if profile is None:
+        lp = load_profile(cluster.system.name)
+        profile, transferred = lp.profile, lp.transferred_from
+    cost = cost_from_profile(op, nbytes, group, link_rates(cluster, group), profile, algorithm, dtype)
+    if transferred is None:
+        return cost
+    return CollCost(
+        time_s=cost.time_s,
+        algorithm=cost.algorithm,
+        protocol=cost.protocol,
+        bytes_nvlink=cost.bytes_nvlink,
+        bytes_network=cost.bytes_network,
+        transferred_from=transferred,
+        provisional=cost.provisional,
+        notes=(f"no comm profile for {cluster.system.name}; transferred from {transferred}",),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Point-to-point: KV-cache transfer for disaggregated serving
+# --------------------------------------------------------------------------------------------------
+
+
+def kv_transfer_time(
+    nbytes: ArrayLike,
+    cluster: ClusterInfo,
+    src_tp: ArrayLike = 1,
+    dst_tp: ArrayLike = 1,
+    same_domain: ArrayLike = False,
+    transfers: ArrayLike = 1,
+    gpudirect: bool = True,
+    profile: CommProfile | None = None,
+) -> FloatArray:
+    """Seconds to move a request's KV cache from a prefill instance to a decode instance (NIXL-style).
+
+    The cache (``nbytes`` in total) is sharded over the ``src_tp`` GPUs of the prefill instance and
+    must land on the ``dst_tp`` GPUs of the decode instance; every GPU drives its own path, so the
+    busier side moves ``nbytes / min(src_tp, dst_tp)``. Inside one NVLink domain the path is NVLink;
+    otherwise GPUDirect RDMA through the GPU's NIC (or, with ``gpudirect=False``, a bounce through
+    host memory over PCIe on both ends). ``transfers`` is the number of separate RDMA operations
+    (e.g. one per layer or per block group); each pays the protocol's point-to-point latency.
+    """
+    if profile is None:
+        profile = load_profile(cluster.system.name).profile
+    S = np.asarray(nbytes, dtype=np.float64)
+    par = np.minimum(np.asarray(src_tp, dtype=np.float64), np.asarray(dst_tp, dtype=np.float64))
+    same = np.asarray(same_domain, dtype=bool)
+    xf = np.maximum(np.asarray(transfers, dtype=np.float64), 1.0)
+    per_gpu = S / par
+    nv_curve = profile.links.get("nvlink", LinkCurve())
+    net_curve = profile.links.get("network", LinkCurve())
+    frac = profile.protocol_bandwidth.get("Simple", 1.0) * profile.algorithms.get("p2p", 1.0)
+    nic_share = cluster.nic_bandwidth * cluster.nics_per_node / cluster.system.gpus
+    net_bw = nic_share if gpudirect else min(nic_share, cluster.device.pcie_bandwidth)
+    t_nv = _xfer(per_gpu, np.asarray(cluster.nvlink_bandwidth * frac), nv_curve)
+    t_net = _xfer(per_gpu, np.asarray(net_bw * frac), net_curve)
+    if not gpudirect:
+        # staged copies device->host and host->device overlap with the wire only partly: add one copy
+        t_net = t_net + per_gpu / cluster.device.pcie_bandwidth
+    base = profile.base_latency.get("p2p")
+    b0 = (base.get("Simple") if base is not None else None) or 0.0
+    hnv = profile.hop_latency.get("nvlink")
+    lnv = (hnv.get("Simple") if hnv is not None else None) or 0.0
+    hnet = profile.hop_latency.get("network")
+    lnet = (hnet.get("Simple") if hnet is not None else None) or 0.0
+    lat = xf * (b0 + np.where(same, lnv, lnet))
+    return np.asarray(lat + np.where(same, t_nv, t_net), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------------
+
+
+class CollectiveResult(BaseModel):
+    """Predicted time of one collective (nccl-tests conventions)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    op: str
+    nbytes: float
+    """Bytes per rank (larger of send and receive buffer)."""
+    count: float
+    """Elements per rank as nccl-tests counts them."""
+    dtype: str
+    gpus: int
+    nodes: int
+    system: str
+    time_s: float
+    algorithm: str
+    protocol: str
+    algbw: float
+    """nbytes / time_s, bytes/s."""
+    busbw: float
+    """algbw x nccl-tests factor, bytes/s."""
+    bytes_nvlink_per_rank: float
+    bytes_network_per_rank: float
+    profile: str
+    provisional: bool
+    transferred_from: str | None = None
+    notes: list[str] = []
+
+
+def _group_for(cluster: ClusterInfo, gpus: int, nodes: int | None) -> GroupPlacement:
+    dom = cluster.system.nvlink_domain
+    per_node = math.ceil(gpus / cluster.nodes)
+    per_domain = min(per_node, dom)
+    return GroupPlacement.of(gpus, per_domain)
+
+
+def collective_time(
+    op: str,
+    nbytes: float | int | str,
+    gpus: int,
+    system: str,
+    nodes: int | None = None,
+    dtype: str = "bf16",
+    algorithm: str = "auto",
+) -> CollectiveResult:
+    """Predicted time of one collective over ``gpus`` GPUs of ``system`` (``nodes`` systems; default
+    as few as hold them).
+
+    ``nbytes`` is bytes per rank as nccl-tests counts it (a number or a string such as ``"256 MB"``).
+    Returns seconds in ``time_s`` with the algorithm, protocol, algbw and busbw (bytes/s) beside it.
+    """
+    from simcore.specs.hardware import DTYPE_BYTES
+
+    opn = normalize_op(op)
+    try:
+        S = units.parse(nbytes, "bytes")
+    except units.UnitError as e:
+        raise SimcoreError(str(e), field="nbytes") from None
+    if S <= 0:
+        raise SimcoreError("message size must be positive", field="nbytes")
+    if gpus < 1:
+        raise SimcoreError("gpus must be at least 1", field="gpus")
+    if opn == "send_recv" and gpus < 2:
+        raise SimcoreError("send_recv needs at least 2 GPUs", field="gpus")
+    if dtype not in DTYPE_BYTES:
+        raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}", field="dtype")
+    cluster = cluster_for(system, gpus=gpus, nodes=nodes)
+    group = _group_for(cluster, gpus, nodes)
+    lp = load_profile(cluster.system.name)
+    if algorithm != "auto":
+        if algorithm not in ALGORITHMS:
+            raise SimcoreError(
+                f"unknown algorithm {algorithm!r}; known: auto, {', '.join(ALGORITHMS)}", field="algorithm"
+            )
+        probe = cost_from_profile(opn, S, group, link_rates(cluster, group), lp.profile, algorithm, dtype)
+        chosen = ALGORITHMS[int(probe.algorithm)]
+        if chosen != algorithm and gpus > 1:
+            raise SimcoreError(
+                f"algorithm {algorithm!r} does not apply to {opn} on {gpus} GPUs in {cluster.nodes} "
+                f"node(s) of {cluster.system.name}",
+                field="algorithm",
+            )
+    cost = cost_from_profile(opn, S, group, link_rates(cluster, group), lp.profile, algorithm, dtype)
+    t = float(cost.time_s)
+    algbw = S / t if t > 0 else math.inf
+    factor = float(busbw_factor(opn, gpus))
+    elt = DTYPE_BYTES[dtype]
+    count = S / elt / (gpus if opn in ("all_gather", "reduce_scatter", "all_to_all") else 1)
+    notes: list[str] = []
+    if lp.transferred_from:
+        notes.append(
+            f"no comm profile for {cluster.system.name}; curves transferred from {lp.transferred_from}"
+        )
+    if lp.profile.provisional:
+        notes.append("provisional comm profile: spec bandwidths with neutral efficiencies, not fitted")
+    return CollectiveResult(
+        op=opn,
+        nbytes=S,
+        count=count,
+        dtype=dtype,
+        gpus=gpus,
+        nodes=cluster.nodes,
+        system=cluster.system.name,
+        time_s=t,
+        algorithm=ALGORITHMS[int(cost.algorithm)],
+        protocol=PROTOCOLS[int(cost.protocol)],
+        algbw=algbw,
+        busbw=algbw * factor,
+        bytes_nvlink_per_rank=float(cost.bytes_nvlink),
+        bytes_network_per_rank=float(cost.bytes_network),
+        profile=lp.profile.system,
+        provisional=lp.profile.provisional,
+        transferred_from=lp.transferred_from,
+        notes=notes,
+    )
+
+
+__all__ = [
+    "ALGORITHMS",
+    "OPS",
+    "PROTOCOLS",
+    "CollCost",
+    "CollectiveResult",
+    "CommProfile",
+    "LinkCurve",
+    "LinkRates",
+    "LoadedProfile",
+    "busbw_factor",
+    "collective_cost",
+    "collective_time",
+    "cost_from_profile",
+    "kv_transfer_time",
+    "link_rates",
+    "load_profile",
+    "normalize_op",
+    "read_profile",
+]
