@@ -1,0 +1,1 @@
+"""Communication cost models: cluster topologies, collective algorithms, flow-level link sharing."""

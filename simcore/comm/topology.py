@@ -1,0 +1,608 @@
+"""Cluster topologies as graphs: which links a transfer between two GPUs crosses, and how fast they are.
+
+:func:`build_topology` turns a resolved cluster (:class:`simcore.specs.resolve.ClusterInfo`) into a
+:class:`Topology`: a ``networkx.DiGraph`` with one directed edge per direction of every link, plus
+routing that is deterministic and fast (closed-form over the tree structure, no graph search on the hot
+path), so the collective models can ask thousands of path questions per second.
+
+Graph
+-----
+Node ids are tuples; node attributes are ``kind``, ``node`` (system index or ``None`` for shared
+switches), ``rail`` and ``rank`` (``None`` where they do not apply):
+
+* ``("gpu", rank)`` -- global ranks ``0..gpus-1``, filled system by system (rank ``r`` sits in system
+  ``r // system.gpus``, local index ``r % system.gpus``).
+* ``("nvswitch", node, domain)`` -- **one aggregated switch node per NVLink domain**. A system's
+  ``nvswitch_count`` switch chips are modelled as a single logical switch plane: every GPU of the domain
+  has one edge to it carrying the GPU's full per-direction NVLink bandwidth
+  (``ClusterInfo.nvlink_bandwidth``), so any two GPUs of a domain are one switch hop apart at the per-GPU
+  NVLink bandwidth (HGX H100/H200: 450 GB/s; GB200 NVL72: 900 GB/s between all 72 GPUs). The chip count
+  is kept as the node attribute ``chips``. Systems without NVSwitch (``nvswitch: null``) get a full mesh
+  of direct ``nvlink`` edges inside each domain, each carrying ``nvlink_bandwidth / (domain - 1)``.
+* ``("cpu", node, socket)`` -- host CPUs; GPU ``i`` of a system hangs off socket
+  ``i * cpus // gpus`` by a ``pcie`` edge (``c2c`` when the system's host link is NVLink-C2C, Grace).
+  Sockets of one system are joined to each other only when the system has several NVLink domains (then
+  GPUs of different domains talk through the host); that inter-socket edge reuses the host link's
+  bandwidth for want of a spec for it.
+* ``("nic", node, j)`` -- compute NICs, only when the cluster spans more than one system. GPU ``i`` uses
+  NIC ``i * nics // gpus`` (GPUs share NICs when a system has fewer NICs than GPUs); the GPU-NIC edge is
+  ``pcie`` at the device's PCIe bandwidth, the NIC-leaf edge is ``nic`` at ``ClusterInfo.nic_bandwidth``.
+* ``("leaf", i)``, ``("spine", pod, j)``, ``("core", plane, i)`` -- a folded-Clos (fat-tree) scale-out fabric of
+  switches of radix ``k`` (``fabric.switch_radix`` or the fabric link's ``radix``):
+
+  - ``rail_optimized`` (default): NIC ``j`` of every system is rail ``j``; one leaf per rail per group
+    of ``k/2`` systems, so same-rail NICs of a group share a leaf;
+  - ``fat_tree``: all NICs of a system sit on the same leaf (``k/2`` NIC ports per leaf).
+
+  A leaf has ``k/2`` ports down; its total uplink capacity is ``(k/2) * port_bandwidth /
+  oversubscription``. Two tiers: ``ceil(L / (2 * oversubscription))`` spines, every leaf linked to every
+  spine (edge kind ``spine``), ``L <= k``. Three tiers: pods of ``k/2`` leaves with
+  ``ceil(leaves_in_pod / oversubscription)`` spines each; spine ``j`` of every pod links to the
+  ``ceil(pods / 2)`` cores of plane ``j`` (edge kind ``core``); spines are non-blocking. Parallel
+  cables between two switches are one edge carrying their summed bandwidth. Capacities are those of
+  the switches as built (full leaves), whichever share of them this cluster's NICs occupy. When two tiers
+  cannot join the leaves (more than ``k``), three are built and :attr:`Topology.notes` says so.
+
+Edges carry ``bandwidth`` (bytes/s, that direction), ``latency`` (s) and ``kind`` (``nvlink``,
+``nvswitch``, ``pcie``, ``c2c``, ``nic``, ``spine``, ``core``). Latency is charged per switch traversal:
+an edge into or out of a switch carries half the switch's latency, a switch-to-switch edge the full
+latency, so a path's latency is the sum of the switches it crosses (one NVSwitch hop = the NVSwitch's
+latency; leaf-spine-leaf = three fabric hops) plus the PCIe/C2C traversals. Direct NVLink edges carry no
+latency (the specs give none).
+
+Routing
+-------
+Shortest by hops, never through another GPU: inside a domain GPU-switch-GPU; across systems
+GPU-NIC-leaf-NIC-GPU when both NICs share a leaf (same rail of the same group), otherwise up through a
+spine (and a core across pods). Among equal-cost spines and cores (ECMP) the choice is a deterministic
+hash of ``(a, b)``. Everything is in SI units: bytes/s and seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import networkx as nx
+
+from simcore.errors import SpecError
+from simcore.specs.hardware import Link
+from simcore.specs.registry import Registry, default_registry
+from simcore.specs.resolve import ClusterInfo
+
+Node = tuple[Any, ...]
+"""A graph node id, e.g. ``("gpu", 3)`` or ``("leaf", 0)``."""
+Edge = tuple[Node, Node]
+"""A directed edge ``(u, v)``."""
+Pattern = Literal["ring", "all_to_all"]
+
+NODE_KINDS = ("gpu", "nvswitch", "cpu", "nic", "leaf", "spine", "core")
+EDGE_KINDS = ("nvlink", "nvswitch", "pcie", "c2c", "nic", "spine", "core")
+
+
+def _mix(a: int, b: int) -> int:
+    """A deterministic 32-bit hash of an ordered pair (ECMP choice); independent of PYTHONHASHSEED."""
+    x = (a * 0x9E3779B1 + b * 0x85EBCA77 + 0x165667B1) & 0xFFFFFFFF
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    x ^= x >> 16
+    return x
+
+
+@dataclass
+class Topology:
+    """A cluster as a directed graph plus fast routing over it (see the module docstring)."""
+
+    graph: nx.DiGraph
+    cluster: ClusterInfo
+    gpus: int
+    """GPUs (ranks) in the graph."""
+    systems: int
+    """Systems that hold at least one of the GPUs."""
+    tiers: int
+    """Switch tiers above the NICs actually built: 0 (one system), 1 (one leaf), 2 or 3."""
+    switch_radix: int | None
+    notes: list[str]
+    """What the builder changed or assumed beyond the spec (e.g. a third tier added)."""
+    # routing tables (internal)
+    _rank_switch: list[Node | None] = field(repr=False)
+    _rank_domain: list[int] = field(repr=False)
+    _domains: list[list[int]] = field(repr=False)
+    _rank_cpu: list[Node | None] = field(repr=False)
+    _rank_nic: list[Node | None] = field(repr=False)
+    _nic_leaf: dict[Node, Node] = field(repr=False)
+    _leaf_pod: dict[Node, int] = field(repr=False)
+    _pod_spines: list[list[Node]] = field(repr=False)
+    _plane_cores: list[list[Node]] = field(repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ basic queries
+    def gpu(self, rank: int) -> Node:
+        """The graph node of GPU ``rank``."""
+        if not 0 <= rank < self.gpus:
+            raise SpecError(f"rank {rank} is outside 0..{self.gpus - 1}")
+        return ("gpu", rank)
+
+    def system_of(self, rank: int) -> int:
+        """Index of the system holding ``rank``."""
+        self.gpu(rank)
+        return rank // self.cluster.system.gpus
+
+    def same_nvlink_domain(self, a: int, b: int) -> bool:
+        """Whether GPUs ``a`` and ``b`` reach each other over NVLink/NVSwitch alone."""
+        self.gpu(a)
+        self.gpu(b)
+        return self._rank_domain[a] == self._rank_domain[b]
+
+    def nvlink_domain(self, rank: int) -> list[int]:
+        """Ranks of the NVLink domain that holds ``rank`` (including it), ascending."""
+        self.gpu(rank)
+        return list(self._domains[self._rank_domain[rank]])
+
+    def nvlink_domains(self) -> list[list[int]]:
+        """Every NVLink domain as a list of ranks."""
+        return [list(d) for d in self._domains]
+
+    def nic_of(self, rank: int) -> Node | None:
+        """The NIC GPU ``rank`` sends through (``None`` for a single-system cluster)."""
+        self.gpu(rank)
+        return self._rank_nic[rank]
+
+    def edge(self, u: Node, v: Node) -> dict[str, Any]:
+        """Attributes (``bandwidth``, ``latency``, ``kind``) of the directed edge ``u -> v``."""
+        data: dict[str, Any] = self.graph.edges[u, v]
+        return data
+
+    # ------------------------------------------------------------------ routing
+    def path(self, a: int, b: int) -> list[Edge]:
+        """Directed edges a transfer from GPU ``a`` to GPU ``b`` crosses, in order (empty if ``a == b``).
+
+        Shortest by hops, never transiting another GPU; ties among spines/cores broken by a hash of
+        ``(a, b)``.
+        """
+        ga, gb = self.gpu(a), self.gpu(b)
+        if a == b:
+            return []
+        if self._rank_domain[a] == self._rank_domain[b]:
+            sw = self._rank_switch[a]
+            if sw is None:
+                return [(ga, gb)]
+            return [(ga, sw), (sw, gb)]
+        per = self.cluster.system.gpus
+        if a // per == b // per:
+            ca, cb = self._rank_cpu[a], self._rank_cpu[b]
+            assert ca is not None and cb is not None
+            if ca == cb:
+                return [(ga, ca), (ca, gb)]
+            return [(ga, ca), (ca, cb), (cb, gb)]
+        na, nb = self._rank_nic[a], self._rank_nic[b]
+        assert na is not None and nb is not None
+        la, lb = self._nic_leaf[na], self._nic_leaf[nb]
+        out: list[Edge] = [(ga, na), (na, la)]
+        if la != lb:
+            h = _mix(a, b)
+            pa, pb = self._leaf_pod[la], self._leaf_pod[lb]
+            if pa == pb:
+                spines = self._pod_spines[pa]
+                s = spines[h % len(spines)]
+                out += [(la, s), (s, lb)]
+            else:
+                planes = min(len(self._pod_spines[pa]), len(self._pod_spines[pb]))
+                j = h % planes
+                cores = self._plane_cores[j]
+                c = cores[(h // planes) % len(cores)]
+                sa, sb = self._pod_spines[pa][j], self._pod_spines[pb][j]
+                out += [(la, sa), (sa, c), (c, sb), (sb, lb)]
+        out += [(lb, nb), (nb, gb)]
+        return out
+
+    def hops(self, a: int, b: int) -> int:
+        """Edges on the path from ``a`` to ``b``."""
+        return len(self.path(a, b))
+
+    def bottleneck_bandwidth(self, a: int, b: int) -> float:
+        """Smallest per-direction bandwidth (bytes/s) on the path from ``a`` to ``b``; ``inf`` if ``a == b``."""
+        g = self.graph
+        return min((g.edges[e]["bandwidth"] for e in self.path(a, b)), default=math.inf)
+
+    def path_latency(self, a: int, b: int) -> float:
+        """Sum of edge latencies (s) on the path from ``a`` to ``b`` (switch and host-link traversals)."""
+        g = self.graph
+        return float(sum(g.edges[e]["latency"] for e in self.path(a, b)))
+
+    def links_crossed(self, ranks: Sequence[int], pattern: Pattern = "ring") -> dict[Edge, int]:
+        """How many flows of a communication pattern over ``ranks`` cross each directed edge.
+
+        ``ring``: one flow ``ranks[i] -> ranks[i+1]`` for every ``i`` (cyclic), as in one step of a ring
+        collective; ``all_to_all``: one flow for every ordered pair of distinct ranks. Edges no flow
+        crosses are absent.
+        """
+        rs = list(ranks)
+        counts: Counter[Edge] = Counter()
+        if len(rs) < 2:
+            return {}
+        if pattern == "ring":
+            pairs: list[tuple[int, int]] = [(rs[i], rs[(i + 1) % len(rs)]) for i in range(len(rs))]
+        elif pattern == "all_to_all":
+            pairs = [(x, y) for x in rs for y in rs if x != y]
+        else:
+            raise SpecError(f"unknown pattern {pattern!r}; known: ring, all_to_all")
+        for x, y in pairs:
+            counts.update(self.path(x, y))
+        return dict(counts)
+
+    # ------------------------------------------------------------------ summary
+    def count(self, kind: str) -> int:
+        """Graph nodes of a kind (``gpu``, ``nvswitch``, ``cpu``, ``nic``, ``leaf``, ``spine``, ``core``)."""
+        counts: Counter[str] = self._cache.get("kinds") or Counter(
+            k for _, k in self.graph.nodes(data="kind")
+        )
+        self._cache["kinds"] = counts
+        return counts[kind]
+
+    def bisection_bandwidth(self) -> float:
+        """Bytes/s per direction across the cut between the first and second half of the cluster.
+
+        Several systems: the first ``n // 2`` systems against the last ``n // 2`` (the middle one is
+        left out when ``n`` is odd), as a max-flow over NIC links and switches (NVLink inside a system
+        is never cut). One system: the first half of its GPUs against the second half, as a max-flow
+        over its NVLink/host graph.
+        """
+        if "bisection" not in self._cache:
+            self._cache["bisection"] = self._bisection()
+        value: float = self._cache["bisection"]
+        return value
+
+    def _bisection(self) -> float:
+        if self.gpus < 2:
+            return 0.0
+        g = self.graph
+        h = nx.DiGraph()
+        if self.systems == 1:
+            half = self.gpus // 2
+            for u, v, d in g.edges(data=True):
+                h.add_edge(u, v, capacity=d["bandwidth"])
+            for r in range(half):
+                h.add_edge("S", ("gpu", r))
+            for r in range(self.gpus - half, self.gpus):
+                h.add_edge(("gpu", r), "T")
+            return float(nx.maximum_flow_value(h, "S", "T"))
+        n = self.systems
+        side_a = set(range(n // 2))
+        side_b = set(range(n - n // 2, n))
+        for u, v, d in g.edges(data=True):
+            if g.nodes[u]["kind"] in ("leaf", "spine", "core") and g.nodes[v]["kind"] in (
+                "leaf",
+                "spine",
+                "core",
+            ):
+                h.add_edge(u, v, capacity=d["bandwidth"])
+        cap_in: Counter[Node] = Counter()
+        cap_out: Counter[Node] = Counter()
+        for nic, leaf in self._nic_leaf.items():
+            sysidx = nic[1]
+            gpu_bw = sum(g.edges[p, nic]["bandwidth"] for p in g.predecessors(nic) if p[0] == "gpu")
+            if sysidx in side_a:
+                cap_in[leaf] += min(g.edges[nic, leaf]["bandwidth"], gpu_bw)
+            elif sysidx in side_b:
+                cap_out[leaf] += min(g.edges[leaf, nic]["bandwidth"], gpu_bw)
+        for leaf, c in cap_in.items():
+            h.add_edge("S", leaf, capacity=c)
+        for leaf, c in cap_out.items():
+            h.add_edge(leaf, "T", capacity=c)
+        if "S" not in h or "T" not in h:
+            return 0.0
+        return float(nx.maximum_flow_value(h, "S", "T"))
+
+    def summary(self) -> dict[str, Any]:
+        """Counts and headline bandwidths (bytes/s per direction) of the topology, JSON-ready."""
+        c = self.cluster
+        nvsw = self.count("nvswitch")
+        return {
+            "system": c.system.name,
+            "device": c.device.name,
+            "gpus": self.gpus,
+            "systems": self.systems,
+            "gpus_per_system": c.system.gpus,
+            "nvlink_domains": len(self._domains),
+            "nvlink_domain_size": c.system.nvlink_domain,
+            "nvlink_bandwidth_per_gpu": c.nvlink_bandwidth,
+            "nvswitch_planes": nvsw,
+            "nvswitch_chips": (c.system.nvswitch_count * nvsw * c.system.nvlink_domain) // c.system.gpus
+            if nvsw
+            else 0,
+            "cpus": self.count("cpu"),
+            "nics": self.count("nic"),
+            "nic_bandwidth": c.nic_bandwidth if self.count("nic") else None,
+            "fabric": c.fabric.link if self.systems > 1 else None,
+            "topology": c.fabric.topology if self.systems > 1 else None,
+            "fabric_tiers": self.tiers,
+            "oversubscription": c.fabric.oversubscription if self.systems > 1 else None,
+            "switch_radix": self.switch_radix,
+            "leaves": self.count("leaf"),
+            "spines": self.count("spine"),
+            "cores": self.count("core"),
+            "bisection_bandwidth": self.bisection_bandwidth(),
+            "notes": list(self.notes),
+            "graph_nodes": self.graph.number_of_nodes(),
+            "graph_edges": self.graph.number_of_edges(),
+        }
+
+
+# ---------------------------------------------------------------------- building
+
+
+def _host_links(cluster: ClusterInfo, reg: Registry | None) -> tuple[Link | None, Link | None]:
+    """(host link of the system, PCIe link of the device generation), each ``None`` if unknown."""
+    reg = reg or default_registry()
+    host: Link | None
+    try:
+        host = reg.link(cluster.system.pcie)
+    except SpecError:
+        host = None
+    pcie: Link | None = host if host is not None and host.kind == "pcie" else None
+    if pcie is None:
+        try:
+            cand = reg.link(f"pcie{cluster.device.pcie_generation}")
+            pcie = cand if cand.kind == "pcie" else None
+        except SpecError:
+            pcie = None
+    return host, pcie
+
+
+def build_topology(cluster: ClusterInfo, *, registry: Registry | None = None) -> Topology:
+    """Build the graph of ``cluster`` (see the module docstring for the model).
+
+    ``registry`` resolves the system's host link (PCIe or NVLink-C2C); the default registry is used when
+    it is not given. Raises :class:`~simcore.errors.SpecError` when the fabric cannot hold the cluster
+    (too many leaves for two tiers, too many pods for three, systems without NICs).
+    """
+    sysm = cluster.system
+    dev = cluster.device
+    per = sysm.gpus
+    n_gpus = cluster.gpus
+    n_sys = -(-n_gpus // per)
+    dom = sysm.nvlink_domain
+    nvbw = cluster.nvlink_bandwidth
+    host, pcie = _host_links(cluster, registry)
+    host_kind = "c2c" if host is not None and host.kind == "c2c" else "pcie"
+    host_bw = host.bandwidth if host is not None else dev.pcie_bandwidth
+    host_lat = host.latency if host is not None else 0.0
+    pcie_bw = dev.pcie_bandwidth
+    pcie_lat = pcie.latency if pcie is not None else host_lat
+
+    g = nx.DiGraph()
+    nodes: list[tuple[Node, dict[str, Any]]] = []
+    edges: list[tuple[Node, Node, dict[str, Any]]] = []
+
+    def link(u: Node, v: Node, bw: float, lat: float, kind: str, lat_back: float | None = None) -> None:
+        edges.append((u, v, {"bandwidth": bw, "latency": lat, "kind": kind}))
+        edges.append(
+            (v, u, {"bandwidth": bw, "latency": lat if lat_back is None else lat_back, "kind": kind})
+        )
+
+    rank_switch: list[Node | None] = [None] * n_gpus
+    rank_domain: list[int] = [0] * n_gpus
+    rank_cpu: list[Node | None] = [None] * n_gpus
+    rank_nic: list[Node | None] = [None] * n_gpus
+    domains: list[list[int]] = []
+
+    nvs_lat = cluster.nvswitch.latency if cluster.nvswitch is not None else 0.0
+    doms_per_sys = per // dom
+    n_cpu = sysm.cpus
+    if doms_per_sys > 1 and n_cpu == 0:
+        raise SpecError(
+            f"system {sysm.name!r} has {doms_per_sys} NVLink domains but no CPUs to join them", field="cpus"
+        )
+    multi = n_sys > 1
+    n_nics = cluster.nics_per_node
+    if multi and n_nics == 0:
+        raise SpecError(
+            f"system {sysm.name!r} has no compute NICs, so {n_sys} of them cannot be joined",
+            field="cluster.fabric.nics_per_node",
+        )
+
+    # --- inside each system
+    for s in range(n_sys):
+        lo, hi = s * per, min((s + 1) * per, n_gpus)
+        sockets: set[int] = set()
+        for r in range(lo, hi):
+            nodes.append((("gpu", r), {"kind": "gpu", "node": s, "rail": None, "rank": r}))
+        for d in range(doms_per_sys):
+            ranks = list(range(lo + d * dom, min(lo + (d + 1) * dom, hi)))
+            if not ranks:
+                continue
+            did = len(domains)
+            domains.append(ranks)
+            if cluster.nvswitch is not None:
+                sw: Node = ("nvswitch", s, d)
+                nodes.append(
+                    (
+                        sw,
+                        {
+                            "kind": "nvswitch",
+                            "node": s,
+                            "rail": None,
+                            "rank": None,
+                            "chips": sysm.nvswitch_count * dom // per,
+                        },
+                    )
+                )
+                for r in ranks:
+                    rank_switch[r] = sw
+                    rank_domain[r] = did
+                    link(("gpu", r), sw, nvbw, nvs_lat / 2, "nvswitch")
+            else:
+                for r in ranks:
+                    rank_domain[r] = did
+                if dom > 1:
+                    bw = nvbw / (dom - 1)
+                    for i, x in enumerate(ranks):
+                        for y in ranks[i + 1 :]:
+                            link(("gpu", x), ("gpu", y), bw, 0.0, "nvlink")
+        if n_cpu > 0:
+            for r in range(lo, hi):
+                sock = (r - lo) * n_cpu // per
+                cpu: Node = ("cpu", s, sock)
+                if sock not in sockets:
+                    sockets.add(sock)
+                    nodes.append((cpu, {"kind": "cpu", "node": s, "rail": None, "rank": None}))
+                rank_cpu[r] = cpu
+                link(("gpu", r), cpu, host_bw, host_lat, host_kind)
+            if doms_per_sys > 1:
+                socks = sorted(sockets)
+                for i, x in enumerate(socks):
+                    for y in socks[i + 1 :]:
+                        link(("cpu", s, x), ("cpu", s, y), host_bw, host_lat, host_kind)
+
+    # --- scale-out fabric
+    nic_leaf: dict[Node, Node] = {}
+    leaf_pod: dict[Node, int] = {}
+    pod_spines: list[list[Node]] = []
+    plane_cores: list[list[Node]] = []
+    tiers = 0
+    notes: list[str] = []
+    radix: int | None = None
+    if multi:
+        fab = cluster.fabric
+        radix = fab.switch_radix or cluster.fabric_link.radix
+        if radix is None or radix < 2:
+            raise SpecError(
+                f"fabric link {cluster.fabric_link.name!r} gives no switch radix; set it",
+                field="cluster.fabric.switch_radix",
+            )
+        down = radix // 2
+        nic_bw = cluster.nic_bandwidth
+        fab_lat = cluster.fabric_link.latency
+        ratio = fab.oversubscription
+        rail_opt = fab.topology == "rail_optimized"
+        leaf_rail: dict[int, int | None] = {}
+        for s in range(n_sys):
+            lo, hi = s * per, min((s + 1) * per, n_gpus)
+            for r in range(lo, hi):
+                j = (r - lo) * n_nics // per
+                nic: Node = ("nic", s, j)
+                if nic not in nic_leaf:
+                    if rail_opt:
+                        li = (s // down) * n_nics + j
+                        leaf_rail[li] = j
+                    elif n_nics <= down:
+                        li = s // (down // n_nics)
+                        leaf_rail.setdefault(li, None)
+                    else:
+                        per_sys_leaves = -(-n_nics // down)
+                        li = s * per_sys_leaves + j // down
+                        leaf_rail.setdefault(li, None)
+                    leaf: Node = ("leaf", li)
+                    nic_leaf[nic] = leaf
+                    nodes.append((nic, {"kind": "nic", "node": s, "rail": j, "rank": None}))
+                    link(nic, leaf, nic_bw, fab_lat / 2, "nic")
+                rank_nic[r] = nic
+                link(("gpu", r), nic, pcie_bw, pcie_lat, "pcie")
+        n_leaves = max(leaf_rail) + 1
+        for li in range(n_leaves):
+            nodes.append(
+                (("leaf", li), {"kind": "leaf", "node": None, "rail": leaf_rail.get(li), "rank": None})
+            )
+        # design capacity of a leaf: k/2 ports down, (k/2) * port bandwidth / oversubscription up
+        leaf_up = down * cluster.fabric_link.bandwidth / ratio
+        want = fab.tiers
+        if want == 2 and n_leaves > radix:
+            notes.append(
+                f"{n_leaves} leaf switches exceed what a two-tier fabric of radix-{radix} switches joins "
+                f"({radix}); built three tiers"
+            )
+            want = 3
+        if n_leaves == 1:
+            tiers = 1
+            leaf_pod[("leaf", 0)] = 0
+            pod_spines.append([])
+        elif want == 2:
+            tiers = 2
+            n_sp = math.ceil(n_leaves / (2 * ratio))
+            spines = [("spine", 0, i) for i in range(n_sp)]
+            pod_spines.append(spines)
+            for i, sp in enumerate(spines):
+                nodes.append(
+                    (sp, {"kind": "spine", "node": None, "rail": None, "rank": None, "pod": 0, "plane": i})
+                )
+            for li in range(n_leaves):
+                leaf_pod[("leaf", li)] = 0
+                for sp in spines:
+                    link(("leaf", li), sp, leaf_up / n_sp, fab_lat, "spine")
+        else:
+            tiers = 3
+            n_pods = -(-n_leaves // down)
+            if n_pods > radix:
+                raise SpecError(
+                    f"{n_leaves} leaf switches need {n_pods} pods, more than a three-tier fabric of "
+                    f"radix-{radix} switches joins ({radix})",
+                    field="cluster.fabric.switch_radix",
+                )
+            pod_up: list[float] = []
+            for p in range(n_pods):
+                pleaves = list(range(p * down, min((p + 1) * down, n_leaves)))
+                n_sp = math.ceil(len(pleaves) / ratio)
+                spines = []
+                for j in range(n_sp):
+                    sp = ("spine", p, j)
+                    spines.append(sp)
+                    nodes.append(
+                        (
+                            sp,
+                            {"kind": "spine", "node": None, "rail": None, "rank": None, "pod": p, "plane": j},
+                        )
+                    )
+                pod_spines.append(spines)
+                pod_up.append(len(pleaves) * leaf_up)
+                for li in pleaves:
+                    leaf_pod[("leaf", li)] = p
+                    for sp in spines:
+                        link(("leaf", li), sp, leaf_up / n_sp, fab_lat, "spine")
+            if n_pods > 1:
+                planes = max(len(x) for x in pod_spines)
+                for j in range(planes):
+                    members = [x[j] for x in pod_spines if len(x) > j]
+                    n_core = math.ceil(len(members) / 2)
+                    cores = []
+                    for ci in range(n_core):
+                        c: Node = ("core", j, ci)
+                        cores.append(c)
+                        nodes.append(
+                            (c, {"kind": "core", "node": None, "rail": None, "rank": None, "plane": j})
+                        )
+                    plane_cores.append(cores)
+                    for sp in members:
+                        # non-blocking spine: as much bandwidth up to the cores as comes up from leaves
+                        spine_down = pod_up[sp[1]] / len(pod_spines[sp[1]])
+                        for c in cores:
+                            link(sp, c, spine_down / n_core, fab_lat, "core")
+
+    g.add_nodes_from(nodes)
+    g.add_edges_from(edges)
+    return Topology(
+        graph=g,
+        cluster=cluster,
+        gpus=n_gpus,
+        systems=n_sys,
+        tiers=tiers,
+        switch_radix=radix,
+        notes=notes,
+        _rank_switch=rank_switch,
+        _rank_domain=rank_domain,
+        _domains=domains,
+        _rank_cpu=rank_cpu,
+        _rank_nic=rank_nic,
+        _nic_leaf=nic_leaf,
+        _leaf_pod=leaf_pod,
+        _pod_spines=pod_spines,
+        _plane_cores=plane_cores,
+    )
+
+
+__all__ = ["EDGE_KINDS", "NODE_KINDS", "Edge", "Node", "Topology", "build_topology"]

@@ -1,0 +1,1 @@
+"""Reports: plots, tables and trace exports of simcore results."""
