@@ -1,0 +1,945 @@
+"""Fit a compute calibration profile from op micro-benchmarks.
+
+Input: one or more CSV files (optionally gzip-compressed) with columns
+``kind,dtype,m,n,k,batch,heads,kv_heads,seq,kv_seq,head_dim,causal,backward,name,bytes,time_s,flops,framework``
+(see ``traces/README.md``). ``kind`` is ``gemm``, ``attention``, ``optimizer``, ``launch`` or a
+memory-bound op (``elementwise``/``memory``/``norm`` with ``name``, or the op name itself).
+
+The measurements are split deterministically by a hash of each row's shape: 70 % fit the
+parameters, 30 % only check them; the report gives the median and worst |relative error| per op
+family on the check part. Fitting is Levenberg-Marquardt on log time (numpy only), with box
+bounds through a logistic transform and a few starting points.
+
+Run ``python -m simcore.calibration.fit_compute traces/h200/ops.csv.gz -o hardware_specs/calibration/h200.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import hashlib
+import io
+import math
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simcore.calibration.profile import (
+    AttentionParams,
+    ComputeProfile,
+    GemmParams,
+    HardwareRef,
+    MemoryOpParams,
+    MemoryParams,
+    OptimizerParams,
+    save_profile,
+)
+from simcore.compute import kernels as K
+from simcore.errors import SimcoreError, TraceError
+from simcore.specs.hardware import DTYPE_BYTES, Device
+
+F = NDArray[np.float64]
+FIT_FRACTION = 0.7
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
+_MEMORY_KINDS = {"elementwise", "memory", "norm", "softmax", "copy", "reduction", "memory_op", "bandwidth"}
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+@dataclass
+class Table:
+    """Columns of an ops CSV as numpy arrays (floats; NaN where empty) and string lists."""
+
+    kind: list[str]
+    dtype: list[str]
+    name: list[str]
+    framework: list[str]
+    num: dict[str, F]
+    source: list[str]
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def take(self, idx: NDArray[np.int64]) -> Table:
+        il = idx.tolist()
+        return Table(
+            [self.kind[i] for i in il],
+            [self.dtype[i] for i in il],
+            [self.name[i] for i in il],
+            [self.framework[i] for i in il],
+            {k: v[idx] for k, v in self.num.items()},
+            [self.source[i] for i in il],
+        )
+
+
+_NUM_COLS = (
+    "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal", "backward",
+    "bytes", "time_s", "flops", "params",
+)  # fmt: skip
+
+
+def _float(v: str | None) -> float:
+    if v is None:
+        return math.nan
+    v = v.strip()
+    if v == "":
+        return math.nan
+    low = v.lower()
+    if low in ("true", "yes"):
+        return 1.0
+    if low in ("false", "no"):
+        return 0.0
+    try:
+        return float(v)
+    except ValueError:
+        return math.nan
+
+
+def read_ops(paths: Iterable[str | Path]) -> Table:
+    """Read one or more ops CSV files (``.csv`` or ``.csv.gz``) into a :class:`Table`."""
+    rows: list[dict[str, str]] = []
+    src: list[str] = []
+    for p in paths:
+        path = Path(p)
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise TraceError(f"cannot read: {e}", file=str(path)) from None
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        reader = csv.DictReader(io.StringIO(raw.decode("utf-8")))
+        if reader.fieldnames is None or "time_s" not in reader.fieldnames or "kind" not in reader.fieldnames:
+            raise TraceError("not an ops CSV (needs columns kind and time_s)", file=str(path))
+        for r in reader:
+            rows.append(r)
+            src.append(str(path))
+    num = {c: np.array([_float(r.get(c)) for r in rows], dtype=np.float64) for c in _NUM_COLS}
+    return Table(
+        [(r.get("kind") or "").strip().lower() for r in rows],
+        [(r.get("dtype") or "").strip().lower() for r in rows],
+        [(r.get("name") or "").strip().lower() for r in rows],
+        [(r.get("framework") or "").strip().lower() for r in rows],
+        num,
+        src,
+    )
+
+
+def shape_key(t: Table, i: int) -> str:
+    """A string naming the shape of row ``i`` (used for the deterministic fit/check split)."""
+    parts = [t.kind[i], t.dtype[i], t.name[i]]
+    for c in (
+        "m",
+        "n",
+        "k",
+        "batch",
+        "heads",
+        "kv_heads",
+        "seq",
+        "kv_seq",
+        "head_dim",
+        "causal",
+        "backward",
+        "bytes",
+        "params",
+    ):
+        v = t.num[c][i]
+        parts.append("" if math.isnan(v) else f"{v:.6g}")
+    return "|".join(parts)
+
+
+def is_fit_row(key: str, fraction: float = FIT_FRACTION) -> bool:
+    """Deterministic split: the same shape always lands on the same side."""
+    h = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    return (h % 10_000) < fraction * 10_000
+
+
+# ---------------------------------------------------------------------------------------------
+# a small bounded Levenberg-Marquardt (numpy only)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    lo: float
+    hi: float
+    init: float
+    log: bool = False
+    """Search in log space between the bounds (for scale-free positive quantities)."""
+
+
+def _to_x(ps: Sequence[Param], theta: F) -> F:
+    s = 1.0 / (1.0 + np.exp(-theta))
+    out = np.empty(len(ps))
+    for i, p in enumerate(ps):
+        if p.log:
+            out[i] = math.exp(math.log(p.lo) + (math.log(p.hi) - math.log(p.lo)) * s[i])
+        else:
+            out[i] = p.lo + (p.hi - p.lo) * s[i]
+    return out
+
+
+def _to_theta(ps: Sequence[Param], x: Sequence[float]) -> F:
+    out = np.empty(len(ps))
+    for i, p in enumerate(ps):
+        if p.log:
+            u = (math.log(x[i]) - math.log(p.lo)) / (math.log(p.hi) - math.log(p.lo))
+        else:
+            u = (x[i] - p.lo) / (p.hi - p.lo)
+        u = min(max(u, 1e-6), 1 - 1e-6)
+        out[i] = math.log(u / (1 - u))
+    return out
+
+
+def least_squares(
+    resid: Callable[[F], F],
+    ps: Sequence[Param],
+    starts: Sequence[Sequence[float]] | None = None,
+    max_iter: int = 60,
+    huber: float = 0.15,
+) -> tuple[F, float]:
+    """Minimise the (Huber-weighted) sum of squared residuals over bounded parameters.
+
+    ``resid(x)`` returns the residual vector (log-time errors). Returns the best ``x`` over the
+    starting points and its cost.
+    """
+    starts = list(starts) if starts else [[p.init for p in ps]]
+    best_x: F = np.array([p.init for p in ps])
+    best_c = math.inf
+    for s0 in starts:
+        theta = _to_theta(ps, s0)
+
+        def cost_of(th: F) -> tuple[float, F]:
+            r = resid(_to_x(ps, th))
+            if not np.all(np.isfinite(r)):
+                return math.inf, r
+            a = np.abs(r)
+            w = np.where(a <= huber, 1.0, huber / np.maximum(a, 1e-300))
+            return float(np.sum(w * r * r)), r
+
+        c, r = cost_of(theta)
+        lam = 1e-2
+        rel = 1.0
+        for _ in range(max_iter):
+            a = np.abs(r)
+            w = np.sqrt(np.where(a <= huber, 1.0, huber / np.maximum(a, 1e-300)))
+            jac = np.empty((r.size, theta.size))
+            for j in range(theta.size):
+                th = theta.copy()
+                th[j] += 1e-4
+                jac[:, j] = (resid(_to_x(ps, th)) - r) / 1e-4
+            jw = jac * w[:, None]
+            rw = r * w
+            g = jw.T @ rw
+            hmat = jw.T @ jw
+            improved = False
+            for _ in range(8):
+                step = np.linalg.solve(hmat + lam * (np.diag(np.diag(hmat)) + 1e-9 * np.eye(theta.size)), -g)
+                th_new = np.clip(theta + step, -12.0, 12.0)
+                c_new, r_new = cost_of(th_new)
+                if c_new < c:
+                    rel = (c - c_new) / max(c, 1e-300)
+                    theta, c, r = th_new, c_new, r_new
+                    lam = max(lam / 3.0, 1e-9)
+                    improved = True
+                    break
+                lam *= 4.0
+            if not improved or rel < 1e-9:
+                break
+        if c < best_c:
+            best_c, best_x = c, _to_x(ps, theta)
+    return best_x, best_c
+
+
+# ---------------------------------------------------------------------------------------------
+# prediction of a table's rows with a profile (vectorised per family)
+
+
+def _hw(dev: Device, dtype: str) -> K.HW:
+    return K.HW(
+        dev.peak_flops(dtype), dev.memory.bandwidth, dev.sm_count, dev.l2_cache, dev.peak_flops("fp32")
+    )
+
+
+def _gemm_pred(dev: Device, p: GemmParams, t: Table, dtype: str, mp: MemoryParams | None = None) -> F:
+    ob = 4.0 if dtype in ("fp32", "tf32") else 2.0
+    b = np.nan_to_num(t.num["batch"], nan=1.0)
+    b = np.where(b > 0, b, 1.0)
+    return K.gemm_time(
+        _hw(dev, dtype), p, t.num["m"], t.num["n"], t.num["k"], b, DTYPE_BYTES[dtype], ob, mp
+    ).time
+
+
+def _attn_pred(
+    dev: Device, p: AttentionParams, t: Table, dtype: str, backward: bool, mp: MemoryParams | None = None
+) -> F:
+    heads = t.num["heads"]
+    kvh = np.where(np.isnan(t.num["kv_heads"]) | (t.num["kv_heads"] <= 0), heads, t.num["kv_heads"])
+    skv = np.where(np.isnan(t.num["kv_seq"]) | (t.num["kv_seq"] <= 0), t.num["seq"], t.num["kv_seq"])
+    causal = np.nan_to_num(t.num["causal"], nan=0.0)
+    b = np.nan_to_num(t.num["batch"], nan=1.0)
+    return K.attention_time(
+        _hw(dev, dtype),
+        p,
+        b,
+        heads,
+        t.num["seq"],
+        t.num["head_dim"],
+        causal,
+        backward,
+        kvh,
+        skv,
+        DTYPE_BYTES.get(dtype, 2.0),
+        mp,
+    ).time
+
+
+def _mem_flops(t: Table) -> F:
+    return np.nan_to_num(t.num["flops"], nan=0.0)
+
+
+def _opt_params(t: Table) -> F:
+    for c in ("params", "n", "m"):
+        v = t.num[c]
+        if np.all(np.isfinite(v)):
+            return v
+    # bytes-based rows: 28 bytes per fp32 AdamW parameter
+    return t.num["bytes"] / 28.0
+
+
+def _opt_key(t: Table, i: int) -> str:
+    name = t.name[i] or "adamw_fused"
+    if "unfused" in name or "foreach" in name or "forloop" in name or name.endswith("_nonfused"):
+        fused = "unfused"
+    else:
+        fused = "fused"
+    opt = "sgd" if "sgd" in name else "adamw"
+    return f"{opt}_{fused}"
+
+
+def memory_name(t: Table, i: int) -> str:
+    """The memory-bound op a row measures."""
+    return t.name[i] or t.kind[i]
+
+
+def family_of(t: Table, i: int) -> str:
+    """Op family of row ``i``: gemm, attention_fwd, attention_bwd, memory, optimizer, launch."""
+    k = t.kind[i]
+    if k == "gemm" or k == "matmul":
+        return "gemm"
+    if k == "attention":
+        return "attention_bwd" if t.num["backward"][i] == 1 else "attention_fwd"
+    if k == "optimizer":
+        return "optimizer"
+    if k == "launch":
+        return "launch"
+    return "memory"
+
+
+# ---------------------------------------------------------------------------------------------
+# default (provisional) profile
+
+
+def neutral_profile(dev: Device, note: str | None = None) -> ComputeProfile:
+    """A profile of neutral defaults (0.8 of peak, 0.9 of bandwidth), marked provisional.
+
+    Used only until measurements exist; the numbers are round placeholders, not fitted and not
+    taken from any published result.
+    """
+    g = GemmParams(eff_peak=0.8, k_overhead=64.0, load_cost=0.0, eff_bw=0.9, sharpness=4.0, t0=3e-6)
+    a_fwd = AttentionParams(
+        eff_peak=0.8, head_dim_overhead=0.0, kv_overhead=64.0, eff_bw=0.9, sharpness=4.0, t0=4e-6
+    )
+    a_bwd = a_fwd.model_copy(update={"block_cols": 64})
+    mem = MemoryParams(eff_bw=0.9, t0=3e-6)
+    opt = {
+        "adamw_fused": OptimizerParams(traffic=1.0, t0=5e-6),
+        "adamw_unfused": OptimizerParams(traffic=3.0, t0=50e-6),
+        "sgd_fused": OptimizerParams(traffic=1.0, t0=5e-6),
+        "sgd_unfused": OptimizerParams(traffic=2.0, t0=20e-6),
+    }
+    return ComputeProfile(
+        device=dev.name,
+        source=[],
+        provisional=True,
+        measured_on=_ref(dev),
+        notes=[
+            note
+            or "PROVISIONAL: neutral defaults (0.8 of dense peak, 0.9 of HBM bandwidth, round kernel "
+            "latencies), not fitted on measurements; replace by running fit_compute on traces/<device>/ops.csv.gz"
+        ],
+        launch={"eager": 8e-6, "cuda_graphs": 1.5e-6, "compiled": 4e-6},
+        gemm={d: g for d in GEMM_DTYPES},
+        attention={"fwd": a_fwd, "bwd": a_bwd},
+        memory=mem,
+        optimizer=opt,
+    )
+
+
+def _ref(dev: Device) -> HardwareRef:
+    return HardwareRef(
+        peak={k: float(v) for k, v in dev.peak.items()},
+        bandwidth=dev.memory.bandwidth,
+        sm_count=dev.sm_count,
+        l2_cache=dev.l2_cache,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# fitting per family
+
+_GEMM_PARAMS = (
+    Param("eff_peak", 0.05, 1.1, 0.75),
+    Param("k_overhead", 0.5, 4096.0, 64.0, log=True),
+    Param("load_cost", 0.01, 256.0, 4.0, log=True),
+    Param("eff_bw", 0.05, 1.4, 0.8),
+    Param("sharpness", 1.0, 12.0, 3.0),
+    Param("t0", 1e-7, 5e-5, 3e-6, log=True),
+)
+_ATTN_PARAMS = (
+    Param("eff_peak", 0.05, 1.1, 0.6),
+    Param("head_dim_overhead", 0.1, 1024.0, 16.0, log=True),
+    Param("kv_overhead", 0.5, 8192.0, 128.0, log=True),
+    Param("eff_bw", 0.05, 1.4, 0.7),
+    Param("sharpness", 1.0, 12.0, 3.0),
+    Param("t0", 1e-7, 5e-5, 4e-6, log=True),
+)
+_MEM_PARAMS = (
+    Param("eff_bw", 0.05, 1.4, 0.85),
+    Param("t0", 1e-7, 5e-5, 3e-6, log=True),
+    Param("l2_speedup", 1.0, 6.0, 1.5),
+    Param("l2_fraction", 0.05, 2.0, 0.5),
+    Param("eff_compute", 0.01, 1.1, 0.5),
+)
+
+
+def _subset(ps: Sequence[Param], names: Iterable[str], base: Any) -> list[Param]:
+    keep = set(names)
+    out = []
+    for p in ps:
+        if p.name in keep:
+            init = float(getattr(base, p.name)) if base is not None else p.init
+            init = min(max(init, p.lo * 1.0001 if not p.log else p.lo * 1.001), p.hi * 0.999)
+            out.append(Param(p.name, p.lo, p.hi, init, p.log))
+    return out
+
+
+def _starts(ps: Sequence[Param], n: int = 3) -> list[list[float]]:
+    base = [p.init for p in ps]
+    out = [base]
+    rng = np.random.default_rng(1234)
+    for _ in range(n - 1):
+        s = []
+        for p in ps:
+            if p.log:
+                v = math.exp(rng.uniform(math.log(p.lo), math.log(p.hi)) * 0.5 + math.log(p.init) * 0.5)
+            else:
+                v = 0.5 * p.init + 0.5 * rng.uniform(p.lo, p.hi)
+            s.append(min(max(v, p.lo * 1.001), p.hi * 0.999))
+        out.append(s)
+    return out
+
+
+def _fit_model(
+    base: Any,
+    ps: Sequence[Param],
+    predict: Callable[[Any], F],
+    meas: F,
+    n_starts: int = 3,
+) -> Any:
+    names = [p.name for p in ps]
+    logm = np.log(meas)
+
+    def resid(x: F) -> F:
+        obj = base.model_copy(update=dict(zip(names, (float(v) for v in x), strict=True)))
+        return np.log(np.maximum(predict(obj), 1e-15)) - logm
+
+    x, _ = least_squares(resid, ps, _starts(ps, n_starts))
+    return base.model_copy(update=dict(zip(names, (float(v) for v in x), strict=True)))
+
+
+def _errors(pred: F, meas: F) -> dict[str, float | int]:
+    e = np.abs(pred / meas - 1.0)
+    if e.size == 0:
+        return {"n": 0}
+    return {
+        "n": int(e.size),
+        "median_abs_err": float(np.median(e)),
+        "p90_abs_err": float(np.quantile(e, 0.9)),
+        "worst_abs_err": float(np.max(e)),
+        "bias_median": float(np.median(pred / meas - 1.0)),
+    }
+
+
+@dataclass
+class FitResult:
+    profile: ComputeProfile
+    report: dict[str, Any]
+
+
+def _launch_for(prof: ComputeProfile, t: Table) -> F:
+    return np.array([prof.launch.get(f, 0.0) if f else 0.0 for f in t.framework])
+
+
+def _observed(kernel: F, launch: F, mode: str) -> F:
+    out: F = np.maximum(kernel, launch) if mode == "max" else kernel + launch
+    return out
+
+
+def predict_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
+    """Predicted measured time of every row of ``t`` under ``prof`` (seconds; NaN for launch rows)."""
+    out = np.full(len(t), np.nan)
+    fam = np.array([family_of(t, i) for i in range(len(t))])
+    for dtype in set(t.dtype):
+        idx = np.flatnonzero((fam == "gemm") & (np.array(t.dtype) == dtype))
+        if idx.size:
+            out[idx] = _gemm_pred(
+                dev, prof.gemm_params(dtype or "bf16"), t.take(idx), dtype or "bf16", prof.memory
+            )
+        for bwd in (False, True):
+            f = "attention_bwd" if bwd else "attention_fwd"
+            idx = np.flatnonzero((fam == f) & (np.array(t.dtype) == dtype))
+            if idx.size:
+                d = dtype or "bf16"
+                out[idx] = _attn_pred(dev, prof.attention_params(bwd, d), t.take(idx), d, bwd, prof.memory)
+    hw32 = _hw(dev, "fp32")
+    for i in np.flatnonzero(fam == "memory"):
+        nm = memory_name(t, int(i))
+        op = prof.memory.ops.get(nm)
+        out[i] = K.memory_time(
+            hw32,
+            prof.memory,
+            t.num["bytes"][i],
+            _mem_flops(t)[i],
+            op.eff if op else 1.0,
+            op.t0 if op else None,
+        ).time
+    idx = np.flatnonzero(fam == "optimizer")
+    if idx.size:
+        sub = t.take(idx)
+        params = _opt_params(sub)
+        for j, i in enumerate(idx):
+            key = _opt_key(t, int(i))
+            oz = prof.optimizer.get(key) or prof.optimizer["adamw_fused"]
+            nbytes = _opt_bytes(sub, j, params[j])
+            out[i] = K.memory_time(hw32, prof.memory, nbytes * oz.traffic, 16.0 * params[j], 1.0, oz.t0).time
+    launch = _launch_for(prof, t)
+    mask = fam != "launch"
+    out[mask] = _observed(out[mask], launch[mask], prof.launch_mode)
+    return out
+
+
+def _opt_bytes(t: Table, j: int, params: float) -> float:
+    b = t.num["bytes"][j]
+    if math.isfinite(b) and b > 0:
+        return float(b)
+    return 28.0 * params
+
+
+def fit(
+    ops_csv_paths: Sequence[str | Path],
+    device: Device,
+    base: ComputeProfile | None = None,
+    fraction: float = FIT_FRACTION,
+    n_starts: int = 3,
+) -> tuple[ComputeProfile, dict[str, Any]]:
+    """Fit a :class:`ComputeProfile` for ``device`` on the fit part of the measurements.
+
+    Returns the profile and a report: per op family, the errors on the check part (rows whose
+    shape hash falls outside the fit fraction) and on the fit part.
+    """
+    t = read_ops(ops_csv_paths)
+    if len(t) == 0:
+        raise TraceError("no rows", file=", ".join(str(p) for p in ops_csv_paths))
+    prof = base or neutral_profile(device)
+    keys = [shape_key(t, i) for i in range(len(t))]
+    fit_mask = np.array([is_fit_row(k, fraction) for k in keys])
+    fam = np.array([family_of(t, i) for i in range(len(t))])
+    meas = t.num["time_s"]
+    ok = np.isfinite(meas) & (meas > 0)
+    dtypes = np.array([d or "bf16" for d in t.dtype])
+
+    # launch overhead per framework (median of the launch rows), and whether it adds or overlaps
+    launch = dict(prof.launch)
+    for fw in sorted(set(t.framework)):
+        idx = np.flatnonzero((fam == "launch") & (np.array(t.framework) == fw) & ok)
+        if fw and idx.size:
+            launch[fw] = float(np.median(meas[idx]))
+    prof = prof.model_copy(update={"launch": launch})
+    frameworks = np.array(t.framework)
+    # rows measured without a framework (device-side kernel time) get no launch term
+
+    def fitsel(mask: NDArray[np.bool_]) -> NDArray[np.int64]:
+        return np.flatnonzero(mask & fit_mask & ok)
+
+    def launch_of(idx: NDArray[np.int64]) -> F:
+        return np.array([launch.get(frameworks[i], 0.0) if frameworks[i] else 0.0 for i in idx])
+
+    # memory-bound family first (the optimizer builds on it)
+    mem_idx = fitsel(fam == "memory")
+    mem = prof.memory
+    if mem_idx.size >= 6:
+        sub = t.take(mem_idx)
+        lo = launch_of(mem_idx)
+        names = [memory_name(t, int(i)) for i in mem_idx]
+        ref_names = {"copy", "add", "mul", "fill", "cast"}
+        # family parameters on plain streaming ops (or all ops if none)
+        sel = np.array([n in ref_names for n in names])
+        if sel.sum() < 6:
+            sel = np.ones(len(names), bool)
+        ssub = sub.take(np.flatnonzero(sel))
+        slo = lo[sel]
+        hw32 = _hw(device, "fp32")
+
+        def mem_pred(mp: MemoryParams, s: Table = ssub, lo_: F = slo) -> F:
+            k = K.memory_time(hw32, mp, s.num["bytes"], _mem_flops(s), 1.0, None).time
+            return _observed(k, lo_, prof.launch_mode)
+
+        mem = _fit_model(
+            mem,
+            _subset(_MEM_PARAMS, [p.name for p in _MEM_PARAMS], mem),
+            mem_pred,
+            ssub.num["time_s"],
+            n_starts,
+        )
+        # per-op efficiency and latency
+        ops: dict[str, MemoryOpParams] = {}
+        for nm in sorted(set(names)):
+            j = np.flatnonzero(np.array(names) == nm)
+            if j.size < 3 or nm in ref_names and sel.sum() < len(names):
+                continue
+            osub = sub.take(j)
+            olo = lo[j]
+
+            def op_pred(op: MemoryOpParams, s: Table = osub, lo_: F = olo, mp: MemoryParams = mem) -> F:
+                k = K.memory_time(hw32, mp, s.num["bytes"], _mem_flops(s), op.eff, op.t0).time
+                return _observed(k, lo_, prof.launch_mode)
+
+            ps = [Param("eff", 0.1, 2.0, 1.0), Param("t0", 1e-7, 5e-5, mem.t0, log=True)]
+            ops[nm] = _fit_model(MemoryOpParams(eff=1.0, t0=mem.t0), ps, op_pred, osub.num["time_s"], 2)
+        mem = mem.model_copy(update={"ops": ops})
+    prof = prof.model_copy(update={"memory": mem})
+
+    # GEMM per dtype: full fit for dtypes with enough rows, else efficiencies only
+    gemm = dict(prof.gemm)
+    order = sorted(GEMM_DTYPES, key=lambda d: -int(np.sum((fam == "gemm") & (dtypes == d) & fit_mask & ok)))
+    anchor: GemmParams | None = None
+    for d in order:
+        idx = fitsel((fam == "gemm") & (dtypes == d))
+        if idx.size == 0:
+            continue
+        sub = t.take(idx)
+        lo = launch_of(idx)
+
+        def gpred(p: GemmParams, s: Table = sub, lo_: F = lo, dt: str = d) -> F:
+            return _observed(_gemm_pred(device, p, s, dt, prof.memory), lo_, prof.launch_mode)
+
+        start = gemm.get(d) if anchor is None else anchor
+        if idx.size >= 25 or anchor is None:
+            names = [p.name for p in _GEMM_PARAMS]
+        else:
+            names = ["eff_peak", "eff_bw", "k_overhead"]
+        gemm[d] = _fit_model(start, _subset(_GEMM_PARAMS, names, start), gpred, sub.num["time_s"], n_starts)
+        if anchor is None:
+            anchor = gemm[d]
+    if anchor is not None:
+        for d in GEMM_DTYPES:
+            if not np.any((fam == "gemm") & (dtypes == d) & ok):
+                gemm.pop(d, None)  # falls back to the nearest fitted dtype
+    prof = prof.model_copy(update={"gemm": gemm})
+
+    # attention forward and backward (bf16/fp16 share; other dtypes get their own key if present)
+    attn = dict(prof.attention)
+    for bwd in (False, True):
+        f = "attention_bwd" if bwd else "attention_fwd"
+        key = "bwd" if bwd else "fwd"
+        for d in sorted(set(dtypes[(fam == f)])):
+            idx = fitsel((fam == f) & (dtypes == d))
+            if idx.size < 5:
+                continue
+            sub = t.take(idx)
+            lo = launch_of(idx)
+            k2 = key if d in ("bf16", "fp16") else f"{key}_{d}"
+            start_a = attn.get(k2, attn[key])
+
+            def apred(p: AttentionParams, s: Table = sub, lo_: F = lo, dt: str = d, b_: bool = bwd) -> F:
+                return _observed(_attn_pred(device, p, s, dt, b_, prof.memory), lo_, prof.launch_mode)
+
+            names = [p.name for p in _ATTN_PARAMS] if idx.size >= 20 else ["eff_peak", "kv_overhead", "t0"]
+            attn[k2] = _fit_model(
+                start_a, _subset(_ATTN_PARAMS, names, start_a), apred, sub.num["time_s"], n_starts
+            )
+    prof = prof.model_copy(update={"attention": attn})
+
+    # optimizer: traffic factor and latency per key
+    opt = dict(prof.optimizer)
+    oidx = fitsel(fam == "optimizer")
+    if oidx.size:
+        hw32 = _hw(device, "fp32")
+        okeys = np.array([_opt_key(t, int(i)) for i in oidx])
+        for ok_ in sorted(set(okeys)):
+            j = oidx[okeys == ok_]
+            if j.size < 2:
+                continue
+            sub = t.take(j)
+            lo = launch_of(j)
+            params = _opt_params(sub)
+            nbytes = np.array([_opt_bytes(sub, q, params[q]) for q in range(len(sub))])
+
+            def opred(
+                op: OptimizerParams,
+                nb: F = nbytes,
+                pr: F = params,
+                lo_: F = lo,
+                mp: MemoryParams = prof.memory,
+            ) -> F:
+                k = K.memory_time(hw32, mp, nb * op.traffic, 16.0 * pr, 1.0, op.t0).time
+                return _observed(k, lo_, prof.launch_mode)
+
+            ps = [Param("traffic", 0.3, 20.0, 1.5, log=True), Param("t0", 1e-7, 5e-3, 1e-5, log=True)]
+            opt[ok_] = _fit_model(
+                opt.get(ok_, OptimizerParams(traffic=1.0, t0=1e-5)), ps, opred, sub.num["time_s"], 2
+            )
+    prof = prof.model_copy(update={"optimizer": opt})
+
+    # report
+    pred = predict_rows(device, prof, t)
+    report: dict[str, Any] = {"rows": int(len(t)), "fit_fraction": fraction, "families": {}}
+    groups = {
+        "gemm": fam == "gemm",
+        "attention_fwd": fam == "attention_fwd",
+        "attention_bwd": fam == "attention_bwd",
+        "memory": fam == "memory",
+        "optimizer": fam == "optimizer",
+    }
+    for d in GEMM_DTYPES:
+        groups[f"gemm_{d}"] = (fam == "gemm") & (dtypes == d)
+    groups["kernels_all"] = fam != "launch"
+    for g, mask in groups.items():
+        chk = mask & ~fit_mask & ok
+        fitp = mask & fit_mask & ok
+        if not np.any(mask & ok):
+            continue
+        report["families"][g] = {
+            "check": _errors(pred[chk], meas[chk]),
+            "fit": _errors(pred[fitp], meas[fitp]),
+        }
+    report["launch_s"] = launch
+    sources = sorted({str(p) for p in ops_csv_paths})
+    small = {
+        g: {
+            "n_check": v["check"].get("n", 0),
+            "median_abs_err": round(float(v["check"].get("median_abs_err", float("nan"))), 4),
+            "worst_abs_err": round(float(v["check"].get("worst_abs_err", float("nan"))), 4),
+        }
+        for g, v in report["families"].items()
+        if v["check"].get("n", 0)
+    }
+    prof = prof.model_copy(
+        update={
+            "source": sources,
+            "provisional": False,
+            "transferred_from": None,
+            "measured_on": _ref(device),
+            "notes": [
+                f"fitted by simcore.calibration.fit_compute on {len(t)} rows "
+                f"({int(np.sum(fit_mask & ok))} fit, {int(np.sum(~fit_mask & ok))} held out by shape hash)"
+            ],
+            "fit_report": {"held_out": small},
+        }
+    )
+    return prof, report
+
+
+# ---------------------------------------------------------------------------------------------
+# published kernel numbers (checking only, never fitting)
+
+
+def _ref_devices(ref_yaml: Path) -> dict[str, Device]:
+    """Devices built from the reference hardware table (for checks of devices not in the registry)."""
+    import yaml
+
+    data = yaml.safe_load(ref_yaml.read_text())
+    out: dict[str, Device] = {}
+    for d in data.get("devices", []):
+        try:
+            peak = {}
+            for dt in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4"):
+                v = d.get(f"peak_tflops_{dt}_dense") if dt != "fp32" else d.get("peak_tflops_fp32")
+                if v:
+                    peak[dt] = f"{v} TFLOP/s"
+            dev = Device.model_validate(
+                {
+                    "name": d["id"],
+                    "display_name": d["name"],
+                    "vendor": d.get("vendor", "other")
+                    if d.get("vendor") in ("nvidia", "amd", "intel")
+                    else "other",
+                    "architecture": d.get("architecture", "?"),
+                    "sm_count": d["sm_count"],
+                    "boost_clock": f"{d.get('boost_clock_mhz') or 1000} MHz",
+                    "peak": peak,
+                    "memory": {
+                        "type": str(d.get("hbm_type")),
+                        "capacity": f"{d['hbm_capacity_gb']} GB",
+                        "bandwidth": f"{d['hbm_bandwidth_tbs']} TB/s",
+                    },
+                    "l2_cache": f"{d.get('l2_cache_mb') or 50} MB",
+                    "tdp": f"{d.get('tdp_w') or 700} W",
+                    "pcie_generation": max(int(d.get("pcie_generation") or 5), 3),
+                    "pcie_bandwidth": "64 GB/s",
+                    "sources": {"all": "shared/reference/hardware_specs.yaml"},
+                }
+            )
+        except Exception:  # noqa: BLE001 - incomplete rows are skipped
+            continue
+        out[d["id"]] = dev
+    return out
+
+
+_PUBLISHED_GPU = {
+    "NVIDIA H100 SXM": ("h100", "h100_sxm_80gb"),
+    "H100 80GB HBM3 (Azure ND H100 v5)": ("h100", "h100_sxm_80gb"),
+    "H100 80GB HBM3": ("h100", "h100_sxm_80gb"),
+    "NVIDIA A100 SXM": ("a100", "a100_sxm_80gb"),
+    "NVIDIA B200 SXM": ("b200", "b200_sxm_180gb"),
+    "NVIDIA H200 SXM": ("h200", "h200_sxm_141gb"),
+}
+
+
+def check_published(
+    profile: ComputeProfile, published_csv: str | Path, ref_yaml: str | Path | None = None
+) -> list[dict[str, Any]]:
+    """Predict the GEMM/bandwidth rows of the published kernel table for H100/H200/A100/B200 with
+    ``profile`` transferred to each device; returns one dict per row with the relative error."""
+    import re
+
+    from simcore.calibration.profile import transfer
+    from simcore.compute import ops
+    from simcore.specs.registry import default_registry
+
+    reg = default_registry()
+    refdevs = _ref_devices(Path(ref_yaml)) if ref_yaml else {}
+    out: list[dict[str, Any]] = []
+    with open(published_csv, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            gpu = row["gpu"].strip()
+            if gpu not in _PUBLISHED_GPU:
+                continue
+            reg_name, ref_id = _PUBLISHED_GPU[gpu]
+            try:
+                dev = reg.device(reg_name)
+            except SimcoreError:
+                dev = refdevs.get(ref_id)  # type: ignore[assignment]
+            if dev is None:
+                continue
+            prof = transfer(profile, dev)
+            metric = row["metric"]
+            value = float(row["value"])
+            dt_raw = row["dtype"].lower()
+            if metric in ("mamf_tflops", "gemm_tflops"):
+                mm = re.search(r"(\d+)x(\d+)x(\d+)", row["shape_or_config"])
+                if not mm:
+                    continue
+                m, n, k = (float(v) for v in mm.groups())
+                dtype = "fp8" if "fp8" in dt_raw else "bf16" if "bf16" in dt_raw else None
+                if dtype is None:
+                    continue
+                c = ops.gemm(dev, prof, m, n, k, dtype)
+                pred = c.flops / c.time_s / 1e12
+            elif metric == "hbm_bandwidth":
+                nbytes = 2 * 1024**3  # a large stream, far past L2
+                c = ops.memory_op(dev, prof, "copy", nbytes)
+                pred = nbytes / c.time_s / 1e12
+            else:
+                continue
+            out.append(
+                {
+                    "gpu": gpu,
+                    "device": dev.name,
+                    "kernel": row["kernel"],
+                    "dtype": row["dtype"],
+                    "shape": row["shape_or_config"],
+                    "published": value,
+                    "predicted": round(float(pred), 1),
+                    "unit": row["unit"],
+                    "rel_err": round(float(pred) / value - 1.0, 3),
+                    "transferred_from": prof.transferred_from,
+                }
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+
+def _fmt_report(report: dict[str, Any]) -> str:
+    lines = [f"{'family':<16}{'n_check':>8}{'median':>9}{'p90':>9}{'worst':>9}{'bias':>9}   (fit: n, median)"]
+    for g, v in report["families"].items():
+        c, f = v["check"], v["fit"]
+        if not c.get("n"):
+            lines.append(
+                f"{g:<16}{0:>8}{'-':>9}{'-':>9}{'-':>9}{'-':>9}   ({f.get('n', 0)}, {f.get('median_abs_err', float('nan')):.3f})"
+            )
+            continue
+        lines.append(
+            f"{g:<16}{c['n']:>8}{c['median_abs_err']:>9.3f}{c['p90_abs_err']:>9.3f}{c['worst_abs_err']:>9.3f}"
+            f"{c['bias_median']:>+9.3f}   ({f.get('n', 0)}, {f.get('median_abs_err', float('nan')):.3f})"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m simcore.calibration.fit_compute OPS.csv.gz... -o OUT.yaml [--device h200]``."""
+    ap = argparse.ArgumentParser(
+        prog="python -m simcore.calibration.fit_compute", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("csv", nargs="+", help="ops CSV files (.csv or .csv.gz)")
+    ap.add_argument("-o", "--output", help="write the profile YAML here")
+    ap.add_argument("--device", default="h200", help="device the traces were measured on (default h200)")
+    ap.add_argument("--published", help="published_kernels.csv to check against (never fitted)")
+    ap.add_argument("--reference-specs", help="reference hardware_specs.yaml for devices not in the registry")
+    ap.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = ap.parse_args(argv)
+    from simcore.specs.registry import default_registry
+
+    try:
+        dev = default_registry().device(args.device)
+        prof, report = fit(args.csv, dev)
+        if args.output:
+            save_profile(prof, args.output)
+        pub = check_published(prof, args.published, args.reference_specs) if args.published else []
+    except SimcoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        import json
+
+        print(json.dumps({"report": report, "published": pub}, default=float))
+        return 0
+    print(_fmt_report(report))
+    print("launch overhead per kernel (s):", {k: f"{v:.3g}" for k, v in report["launch_s"].items()})
+    if pub:
+        print("\npublished kernel numbers (checking only):")
+        for r in pub:
+            print(
+                f"  {r['gpu'][:34]:<34} {r['dtype'][:10]:<10} {r['shape'][:34]:<34} "
+                f"pub {r['published']:>8.1f} pred {r['predicted']:>8.1f} {r['unit']:<8} err {r['rel_err']:+.1%}"
+            )
+        errs = np.abs([r["rel_err"] for r in pub])
+        print(f"  median |err| {np.median(errs):.1%}, worst {np.max(errs):.1%} over {len(pub)} rows")
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

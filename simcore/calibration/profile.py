@@ -1,0 +1,324 @@
+"""Compute calibration profiles: fitted efficiency parameters per op family and dtype.
+
+A profile is the output of :mod:`simcore.calibration.fit_compute` run on micro-benchmark traces of
+one device (``hardware_specs/calibration/<device>.yaml``). It holds *fractions of the device's
+peaks* and a few structural constants (kernel latencies, tile overheads), never absolute rates, so
+it can be transferred to a device without measurements: the efficiencies are kept and the peaks,
+bandwidth, SM count and L2 size come from the target device (``transferred_from`` says so).
+
+The op cost models that read these parameters live in :mod:`simcore.compute.ops`; the meaning of
+each parameter is documented on its field and in ``docs/compute.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simcore.errors import SpecError
+from simcore.specs.hardware import Device
+from simcore.specs.loader import read_yaml, validate
+from simcore.specs.registry import default_registry
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GemmParams(_Frozen):
+    """Efficiency parameters of dense GEMM kernels for one dtype (see ``docs/compute.md``).
+
+    Per output tile of ``tm x tn`` with K-depth ``k``, the tensor-core time is
+    ``2 (tm tn + load_cost (tm + tn)) (k + k_overhead) / (eff_peak peak / sm_count)``.
+    """
+
+    eff_peak: float = Field(gt=0, le=1.2)
+    """Fraction of the dense peak the MMA main loop reaches (dimensionless)."""
+    k_overhead: float = Field(ge=0)
+    """Per-tile prologue/epilogue cost, as an equivalent K-depth (elements)."""
+    load_cost: float = Field(ge=0)
+    """Operand staging cost per tile edge (elements); makes small tiles less efficient."""
+    eff_bw: float = Field(gt=0, le=1.5)
+    """Fraction of HBM bandwidth reached when streaming operands (dimensionless)."""
+    sharpness: float = Field(ge=1, le=16)
+    """Exponent p of the smooth roofline corner ``(tc^p + tm^p)^(1/p)``."""
+    t0: float = Field(ge=0)
+    """Fixed device-side time per kernel (seconds)."""
+
+
+class AttentionParams(_Frozen):
+    """Efficiency parameters of a fused (flash-style) attention kernel, one direction.
+
+    Per CTA, the time is ``block_rows (L + kv_overhead) c`` where ``L`` is the KV (forward) or Q
+    (backward) length it walks and ``c = flops_per_score (head_dim + head_dim_overhead) /
+    (eff_peak peak / sm_count)``; ``head_dim_overhead`` models softmax/exp work per score element.
+    """
+
+    eff_peak: float = Field(gt=0, le=1.2)
+    """Fraction of the dense peak the MMAs reach (dimensionless)."""
+    head_dim_overhead: float = Field(ge=0)
+    """Non-MMA work per score element (softmax, masking), as an equivalent head dim (elements)."""
+    kv_overhead: float = Field(ge=0)
+    """Per-CTA prologue/epilogue cost, as an equivalent sequence length (tokens)."""
+    eff_bw: float = Field(gt=0, le=1.5)
+    """Fraction of HBM bandwidth reached when streaming Q/K/V (dimensionless)."""
+    sharpness: float = Field(ge=1, le=16)
+    """Exponent of the smooth roofline corner."""
+    t0: float = Field(ge=0)
+    """Fixed device-side time per kernel (seconds)."""
+    block_rows: int = Field(default=128, gt=0)
+    """Rows of the tile each CTA owns (query rows forward, key rows backward). Kernel structure."""
+    block_cols: int = Field(default=128, gt=0)
+    """Columns of the inner loop tile (keys forward, queries backward). Kernel structure."""
+
+
+class MemoryOpParams(_Frozen):
+    """Per-op adjustments of a memory-bound kernel relative to the family's parameters."""
+
+    eff: float = Field(default=1.0, gt=0, le=2.0)
+    """Multiplier of the family's bandwidth efficiency (dimensionless)."""
+    t0: float | None = Field(default=None, ge=0)
+    """Fixed time per kernel (seconds); ``None`` uses the family's."""
+
+
+class MemoryParams(_Frozen):
+    """Efficiency parameters of bandwidth-bound kernels (elementwise, norms, softmax, copies).
+
+    ``time = t0 + smoothmax(bytes / (bandwidth eff_bw eff_op boost(bytes)), flops / (fp32 peak eff_compute))``
+    with ``boost = 1 + (l2_speedup - 1) / (1 + (bytes / (l2_fraction l2_cache))^4)`` for working sets
+    that stay resident in L2 across back-to-back calls.
+    """
+
+    eff_bw: float = Field(gt=0, le=1.5)
+    """Fraction of HBM bandwidth reached by large streaming kernels (dimensionless)."""
+    t0: float = Field(ge=0)
+    """Fixed device-side time per kernel (seconds)."""
+    l2_speedup: float = Field(default=1.0, ge=1.0, le=10.0)
+    """Bandwidth ratio of L2-resident to HBM-resident working sets (1 = no L2 effect)."""
+    l2_fraction: float = Field(default=0.5, gt=0, le=2.0)
+    """Fraction of the L2 size at which residency fades (dimensionless)."""
+    eff_compute: float = Field(default=0.5, gt=0, le=1.2)
+    """Fraction of the fp32 (non-tensor) peak for the arithmetic of these kernels."""
+    sharpness: float = Field(default=4.0, ge=1, le=16)
+    """Exponent of the smooth roofline corner."""
+    ops: dict[str, MemoryOpParams] = {}
+    """Per-op adjustments (keys: add, gelu, softmax, layernorm, ...)."""
+
+
+class OptimizerParams(_Frozen):
+    """An optimizer step: a bandwidth-bound sweep over the parameters and their states."""
+
+    traffic: float = Field(gt=0)
+    """Bytes actually moved over the minimal bytes of the update (1 = one read and write of each
+    state; unfused implementations make several passes)."""
+    t0: float = Field(ge=0)
+    """Fixed time per step (seconds)."""
+
+
+class HardwareRef(_Frozen):
+    """The measured device's peaks, recorded for traceability (SI units)."""
+
+    peak: dict[str, float]
+    bandwidth: float
+    sm_count: int
+    l2_cache: float
+
+
+_FRAMEWORKS = ("eager", "cuda_graphs", "compiled")
+
+
+class ComputeProfile(_Frozen):
+    """Fitted compute efficiency parameters for one device (see module docstring)."""
+
+    device: str
+    """Device the parameters apply to (after transfer: the target device)."""
+    source: list[str] = []
+    """Traces the parameters were fitted on (paths relative to the repository)."""
+    provisional: bool = False
+    """True when the parameters are neutral defaults, not fitted on measurements."""
+    transferred_from: str | None = None
+    """Device whose measurements these parameters come from, when not ``device`` itself."""
+    measured_on: HardwareRef | None = None
+    notes: list[str] = []
+    fit_report: dict[str, Any] = {}
+    """Held-out errors per op family from the fit (informational)."""
+    launch: dict[str, float]
+    """Host-side dispatch time per kernel launch (seconds) per framework: eager, cuda_graphs, compiled."""
+    launch_mode: Literal["max", "add"] = "max"
+    """How launch overhead combines with kernel time in a stream of launches: ``max`` (the host
+    runs ahead of the GPU) or ``add`` (host time exposed); chosen by the fit."""
+    gemm: dict[str, GemmParams]
+    """Per dtype: bf16, fp16, fp8, tf32, fp32."""
+    attention: dict[str, AttentionParams]
+    """Keys ``fwd`` and ``bwd`` (optionally ``fwd_fp8``...)."""
+    memory: MemoryParams
+    optimizer: dict[str, OptimizerParams]
+    """Keys like ``adamw_fused``, ``adamw_unfused``, ``sgd_fused``, ``sgd_unfused``."""
+
+    def gemm_params(self, dtype: str) -> GemmParams:
+        """Parameters for ``dtype``, falling back to the nearest dtype the profile has."""
+        order = {
+            "fp4": ["fp4", "fp8", "bf16"],
+            "fp8": ["fp8", "bf16"],
+            "int8": ["int8", "fp8", "bf16"],
+            "bf16": ["bf16", "fp16"],
+            "fp16": ["fp16", "bf16"],
+            "tf32": ["tf32", "fp32", "bf16"],
+            "fp32": ["fp32", "tf32", "bf16"],
+            "fp64": ["fp64", "fp32", "bf16"],
+        }.get(dtype, [dtype, "bf16"])
+        for d in order:
+            if d in self.gemm:
+                return self.gemm[d]
+        raise SpecError(f"calibration profile for {self.device} has no GEMM parameters for {dtype}")
+
+    def attention_params(self, backward: bool, dtype: str = "bf16") -> AttentionParams:
+        """Forward or backward attention parameters (dtype-specific when the profile has them)."""
+        key = "bwd" if backward else "fwd"
+        return self.attention.get(f"{key}_{dtype}", self.attention[key])
+
+    def launch_s(self, framework: str) -> float:
+        """Host dispatch seconds per kernel for ``framework``."""
+        if framework not in self.launch:
+            raise SpecError(
+                f"unknown framework {framework!r}; known: {', '.join(sorted(self.launch))}", field="framework"
+            )
+        return self.launch[framework]
+
+
+# --------------------------------------------------------------------------------------------
+# loading and transfer
+
+
+def _read(path: Path) -> ComputeProfile:
+    data = read_yaml(path)
+    return validate(ComputeProfile, data, str(path))
+
+
+def _distance(a: Device, b: Device) -> float:
+    """How unlike two devices are: log-ratios of bf16 peak, bandwidth and SM count, plus penalties."""
+    d = abs(math.log(a.peak_flops("bf16") / b.peak_flops("bf16")))
+    d += abs(math.log(a.memory.bandwidth / b.memory.bandwidth))
+    d += 0.5 * abs(math.log(a.sm_count / b.sm_count))
+    if a.vendor != b.vendor:
+        d += 10.0
+    if a.architecture.split()[0].lower() != b.architecture.split()[0].lower():
+        d += 1.0
+    return d
+
+
+def transfer(profile: ComputeProfile, target: Device) -> ComputeProfile:
+    """``profile`` applied to ``target``: efficiencies kept, peaks taken from ``target`` at use."""
+    if profile.device == target.name:
+        return profile
+    src = profile.transferred_from or profile.device
+    note = (
+        f"efficiencies transferred from {src}: measured fractions of peak kept, "
+        f"peaks/bandwidth/SMs/L2 of {target.name} used"
+    )
+    return profile.model_copy(
+        update={"device": target.name, "transferred_from": src, "notes": [*profile.notes, note]}
+    )
+
+
+@lru_cache(maxsize=32)
+def _read_cached(path: str, mtime: float) -> ComputeProfile:
+    return _read(Path(path))
+
+
+def _read_file(path: Path) -> ComputeProfile:
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        raise SpecError("calibration file not found", file=str(path)) from None
+    return _read_cached(str(path), mtime)
+
+
+@lru_cache(maxsize=64)
+def _load_cached(device_json: str, name_or_path: str | None, files: tuple[str, ...]) -> ComputeProfile:
+    device = Device.model_validate_json(device_json)
+    reg = default_registry()
+    if name_or_path is not None:
+        path = reg.calibration_path(name_or_path)
+        if path is None:
+            p = Path(name_or_path)
+            if p.suffix in (".yaml", ".yml") or p.exists():
+                path = p
+        if path is None:
+            known = ", ".join(sorted(reg.calibration_files)) or "none"
+            raise SpecError(
+                f"unknown calibration profile {name_or_path!r}; known: {known}", field="calibration"
+            )
+        return transfer(_read_file(path), device)
+    own = reg.calibration_path(device.calibration) if device.calibration else None
+    if own is not None:
+        return transfer(_read_file(own), device)
+    # nearest calibrated device
+    best: tuple[float, str, Path] | None = None
+    for dname, dev in sorted(reg.devices.items()):
+        path = reg.calibration_path(dev.calibration) if dev.calibration else None
+        if path is None:
+            continue
+        dist = _distance(device, dev)
+        if best is None or dist < best[0]:
+            best = (dist, dname, path)
+    if best is None:
+        raise SpecError(f"no calibration profile for {device.name} and no calibrated device to transfer from")
+    return transfer(_read_file(best[2]), device)
+
+
+def load_profile(device: Device, name_or_path: str | None = None) -> ComputeProfile:
+    """The compute profile for ``device`` (cached).
+
+    ``name_or_path`` picks a profile by name (a ``calibration/<name>.yaml`` in the spec folders) or
+    by file path. Without it, the device's own profile (``Device.calibration``) is used, or, when the
+    device has none, the profile of the nearest calibrated device, transferred (``transferred_from``
+    is set). Raises :class:`SpecError` when nothing applies.
+    """
+    reg = default_registry()
+    files = tuple(sorted(str(p) for p in reg.calibration_files.values()))
+    return _load_cached(_device_key(device), name_or_path, files)
+
+
+_DEV_KEYS: dict[int, tuple[Device, str]] = {}
+
+
+def _device_key(device: Device) -> str:
+    hit = _DEV_KEYS.get(id(device))
+    if hit is not None and hit[0] is device:
+        return hit[1]
+    key = device.model_dump_json()
+    if len(_DEV_KEYS) > 256:
+        _DEV_KEYS.clear()
+    _DEV_KEYS[id(device)] = (device, key)
+    return key
+
+
+def save_profile(profile: ComputeProfile, path: str | Path) -> None:
+    """Write ``profile`` as YAML (the format :func:`load_profile` reads)."""
+    import yaml
+
+    data = profile.model_dump(mode="json", exclude_defaults=False)
+    Path(path).write_text(
+        "# Compute calibration profile (written by simcore.calibration.fit_compute).\n"
+        + yaml.safe_dump(data, sort_keys=False, width=110),
+        encoding="utf-8",
+    )
+
+
+__all__ = [
+    "AttentionParams",
+    "ComputeProfile",
+    "GemmParams",
+    "HardwareRef",
+    "MemoryOpParams",
+    "MemoryParams",
+    "OptimizerParams",
+    "load_profile",
+    "save_profile",
+    "transfer",
+]

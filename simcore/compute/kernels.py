@@ -1,0 +1,253 @@
+"""Core kernel-time formulas (pure, vectorised numpy), shared by the cost API and the fitter.
+
+Every function here takes plain hardware numbers (:class:`HW`) and a parameter object from
+:mod:`simcore.calibration.profile`, broadcasts its array arguments and returns device-side kernel
+time in seconds (no host launch overhead). Shapes are element counts; bytes and FLOP are SI.
+See ``docs/compute.md`` for the derivations.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from simcore.calibration.profile import AttentionParams, GemmParams, MemoryParams
+
+F = NDArray[np.float64]
+
+# Candidate CTA tiles (rows x cols of the output) and split-K factors a GEMM library chooses
+# among. This is kernel *structure* (the tile menu of cuBLAS/CUTLASS on Hopper-class GPUs), not
+# a fitted number: the model takes the fastest candidate, like the library's heuristic aims to.
+GEMM_TILES: tuple[tuple[int, int], ...] = ((128, 256), (256, 128), (128, 128), (64, 256), (64, 128), (64, 64))
+GEMM_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16)
+ATTN_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+
+
+class HW(NamedTuple):
+    """Hardware numbers a kernel formula needs (SI units)."""
+
+    peak: float
+    """Dense peak FLOP/s for the op's dtype."""
+    bandwidth: float
+    """HBM bytes/s."""
+    sm_count: int
+    l2_cache: float
+    """Bytes."""
+    fp32_peak: float
+    """Non-tensor fp32 FLOP/s (elementwise arithmetic)."""
+
+
+def f64(x: ArrayLike) -> F:
+    return np.asarray(x, dtype=np.float64)
+
+
+def smoothmax(a: F, b: F, p: float) -> F:
+    """``(a^p + b^p)^(1/p)``: a roofline corner that is soft where both limits are close."""
+    hi = np.maximum(a, b)
+    lo = np.minimum(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(hi > 0, lo / np.where(hi > 0, hi, 1.0), 0.0)
+    out: F = hi * (1.0 + r**p) ** (1.0 / p)
+    return out
+
+
+def _ceil_div(a: F, b: float | F) -> F:
+    out: F = np.ceil(a / b - 1e-9)
+    return np.maximum(out, 1.0)
+
+
+def l2_boost(hw: HW, mp: MemoryParams | None, nbytes: F) -> F | float:
+    """Bandwidth multiplier for a working set of ``nbytes``: ``l2_speedup`` when it fits well
+    inside the L2 (and stays resident between back-to-back calls), fading to 1 past
+    ``l2_fraction`` of the L2 size. Monotone: ``nbytes / boost`` never decreases with ``nbytes``."""
+    if mp is None or mp.l2_speedup == 1.0:
+        return 1.0
+    x = nbytes / (mp.l2_fraction * hw.l2_cache)
+    out: F = 1.0 + (mp.l2_speedup - 1.0) / (1.0 + x**4)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# GEMM
+
+
+class GemmTimes(NamedTuple):
+    time: F
+    compute: F
+    memory: F
+
+
+def gemm_time(
+    hw: HW,
+    p: GemmParams,
+    m: ArrayLike,
+    n: ArrayLike,
+    k: ArrayLike,
+    batch: ArrayLike,
+    in_bytes: float,
+    out_bytes: float,
+    mp: MemoryParams | None = None,
+) -> GemmTimes:
+    """Kernel time of ``batch`` GEMMs ``(m x k) @ (k x n)`` (seconds), with its compute and memory parts.
+
+    For each candidate tile ``tm x tn`` and split-K factor ``s``: ``ctas = ceil(m/tm) ceil(n/tn)
+    batch s`` run in ``waves = ceil(ctas / sm_count)``; a tile takes ``2 (tm tn + load_cost (tm+tn))
+    (ceil(k/s) + k_overhead) / (eff_peak peak / sm_count)``. Memory time is the minimal
+    bytes (plus fp32 split-K partials) over ``eff_bw`` of the bandwidth, raised by the L2 boost of
+    ``mp`` for working sets that stay in L2 between calls. The fastest candidate wins.
+    """
+    m_, n_, k_, b_ = np.broadcast_arrays(f64(m), f64(n), f64(k), f64(batch))
+    sm = float(hw.sm_count)
+    rate_sm = hw.peak * p.eff_peak / sm
+    base_bytes = b_ * ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * out_bytes)
+    bw = hw.bandwidth * p.eff_bw * l2_boost(hw, mp, base_bytes)
+    best = np.full(m_.shape, np.inf)
+    best_c = np.zeros(m_.shape)
+    best_m = np.zeros(m_.shape)
+    for tm, tn in GEMM_TILES:
+        tiles = _ceil_div(m_, tm) * _ceil_div(n_, tn) * b_
+        tile_work = 2.0 * (tm * tn + p.load_cost * (tm + tn))
+        for s in GEMM_SPLITS:
+            ks = _ceil_div(k_, s)
+            ctas = tiles * s
+            waves = _ceil_div(ctas, sm)
+            tc = waves * tile_work * (ks + p.k_overhead) / rate_sm
+            nbytes = base_bytes
+            if s > 1:
+                # fp32 partial tiles written and read back by the reduction
+                nbytes = base_bytes + 2.0 * 4.0 * s * m_ * n_ * b_
+            tmem = nbytes / bw
+            t = smoothmax(tc, tmem, p.sharpness)
+            better = t < best
+            best = np.where(better, t, best)
+            best_c = np.where(better, tc, best_c)
+            best_m = np.where(better, tmem, best_m)
+    return GemmTimes(best + p.t0, best_c, best_m)
+
+
+# ---------------------------------------------------------------------------------------------
+# attention
+
+
+def attention_pairs(seq: F, kv_seq: F, causal: F) -> F:
+    """Query-key pairs one head attends (bottom-right aligned causal mask when ``causal``)."""
+    full = seq * kv_seq
+    tri = np.where(
+        kv_seq >= seq,
+        seq * (kv_seq - seq) + seq * (seq + 1.0) / 2.0,
+        kv_seq * (kv_seq + 1.0) / 2.0,
+    )
+    out: F = np.where(causal > 0, tri, full)
+    return out
+
+
+class AttnTimes(NamedTuple):
+    time: F
+    compute: F
+    memory: F
+    flops: F
+    bytes: F
+
+
+def attention_time(
+    hw: HW,
+    p: AttentionParams,
+    batch: ArrayLike,
+    heads: ArrayLike,
+    seq: ArrayLike,
+    head_dim: ArrayLike,
+    causal: ArrayLike,
+    backward: bool,
+    kv_heads: ArrayLike,
+    kv_seq: ArrayLike,
+    elt_bytes: float,
+    mp: MemoryParams | None = None,
+) -> AttnTimes:
+    """Kernel time of fused attention, forward or backward (seconds), and its model FLOPs and bytes.
+
+    Forward: one CTA per ``block_rows`` query rows of one KV head group (GQA query heads of a
+    group are packed as rows; split-KV for few CTAs), walking the keys. Backward: one CTA per
+    ``block_rows`` keys of one query head, walking the queries. Work per score element is
+    ``f (head_dim + head_dim_overhead)`` FLOP-equivalents with ``f = 4`` forward and ``10``
+    backward (the FlashAttention convention: backward = 2.5 x forward FLOPs).
+    """
+    b, h, sq, d, c, kvh, skv = np.broadcast_arrays(
+        f64(batch), f64(heads), f64(seq), f64(head_dim), f64(causal), f64(kv_heads), f64(kv_seq)
+    )
+    sm = float(hw.sm_count)
+    br, bc = float(p.block_rows), float(p.block_cols)
+    pairs = attention_pairs(sq, skv, c)
+    fwd_flops = 4.0 * b * h * pairs * d
+    if backward:
+        flops = 2.5 * fwd_flops
+        q_side, kv_side = 4.0, 4.0  # Q, O, dO read, dQ written; K, V read, dK, dV written
+        f = 10.0
+    else:
+        flops = fwd_flops
+        q_side, kv_side = 2.0, 2.0  # Q read, O written; K, V read
+        f = 4.0
+    nbytes = b * (h * sq * d * q_side + kvh * skv * d * kv_side) * elt_bytes
+    cost = f * (d + p.head_dim_overhead) / (hw.peak * p.eff_peak / sm)  # seconds per (row x column)
+    bw = hw.bandwidth * p.eff_bw * l2_boost(hw, mp, nbytes)
+    if backward:
+        groups = b * h
+        rows = skv  # keys per head, split across CTAs
+        walk_max = sq  # longest walk over queries
+        walk_avg = pairs / np.maximum(skv, 1.0) + c * bc / 2.0
+        splits: tuple[int, ...] = (1,)
+    else:
+        g = np.maximum(h / np.maximum(kvh, 1.0), 1.0)
+        groups = b * kvh
+        rows = sq * g
+        walk_max = skv
+        walk_avg = pairs / np.maximum(sq, 1.0) + c * bc / 2.0
+        splits = ATTN_SPLITS
+    walk_max = _ceil_div(walk_max, bc) * bc
+    walk_avg = np.minimum(walk_avg, walk_max)
+    row_blocks = _ceil_div(rows, br)
+    best = np.full(b.shape, np.inf)
+    best_c = np.zeros(b.shape)
+    best_m = np.zeros(b.shape)
+    for s in splits:
+        ctas = groups * row_blocks * s
+        waves = _ceil_div(ctas, sm)
+        avg = br * (walk_avg / s + p.kv_overhead)
+        longest = br * (walk_max / s + p.kv_overhead)
+        tc = np.maximum(waves * avg, longest) * cost
+        extra = 0.0 if s == 1 else 2.0 * 4.0 * s * b * h * sq * d  # fp32 partial outputs
+        tmem = (nbytes + extra) / bw
+        t = smoothmax(tc, tmem, p.sharpness)
+        better = t < best
+        best = np.where(better, t, best)
+        best_c = np.where(better, tc, best_c)
+        best_m = np.where(better, tmem, best_m)
+    return AttnTimes(best + p.t0, best_c, best_m, flops, nbytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# bandwidth-bound kernels
+
+
+class MemTimes(NamedTuple):
+    time: F
+    compute: F
+    memory: F
+
+
+def memory_time(
+    hw: HW,
+    p: MemoryParams,
+    nbytes: ArrayLike,
+    flops: ArrayLike,
+    op_eff: float = 1.0,
+    t0: float | None = None,
+) -> MemTimes:
+    """Kernel time of a bandwidth-bound kernel that moves ``nbytes`` (read + written) and does
+    ``flops`` of non-tensor arithmetic (seconds)."""
+    nb, fl = np.broadcast_arrays(f64(nbytes), f64(flops))
+    tmem = nb / (hw.bandwidth * p.eff_bw * op_eff * l2_boost(hw, p, nb))
+    tc = fl / (hw.fp32_peak * p.eff_compute)
+    t = smoothmax(tmem, tc, p.sharpness) + (p.t0 if t0 is None else t0)
+    return MemTimes(t, tc, tmem)

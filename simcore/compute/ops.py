@@ -1,0 +1,534 @@
+"""Op cost models: GEMM, fused attention, bandwidth-bound ops, optimizer step, launch overhead.
+
+Pure, vectorised functions: every shape argument may be a numpy array (they broadcast) and the
+result fields are arrays of the broadcast shape (floats for scalar inputs). Each takes the device
+(:class:`~simcore.specs.hardware.Device`) and a calibration profile
+(:class:`~simcore.calibration.profile.ComputeProfile`, from :func:`load_profile`) first.
+
+Time is the roofline bound divided by a shape-dependent efficiency, i.e. a kernel model built on
+tiles, waves over SMs, per-tile overheads and a smooth roofline corner (see :mod:`.kernels` and
+``docs/compute.md``); every efficiency comes from the profile. ``time_s`` of an :class:`OpCost` is
+device-side kernel time; host launch overhead per kernel is :func:`launch_overhead`, added by
+:func:`op_time` (and by the workload lowering) according to ``runtime.framework``.
+
+FLOP conventions: a GEMM is ``2 m n k batch``; attention counts the attended (query, key) pairs
+(causal masks halve them): forward ``4 b h pairs d``, backward ``2.5 x`` forward. Bytes are the
+minimal HBM traffic (every operand read once, every result written once).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+from pydantic import BaseModel, ConfigDict
+
+from simcore import units
+from simcore.calibration.profile import ComputeProfile, load_profile
+from simcore.compute import kernels as K
+from simcore.errors import SimcoreError
+from simcore.specs.hardware import DTYPE_BYTES, Device
+
+Num = Any  # float or numpy array
+FRAMEWORKS = ("eager", "cuda_graphs", "compiled")
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32", "fp4", "int8", "fp64")
+
+
+class OpCost(NamedTuple):
+    """Cost of one kernel (arrays of the broadcast input shape, or floats)."""
+
+    time_s: Num
+    """Device-side kernel time (seconds), without host launch overhead."""
+    flops: Num
+    """FLOP (model FLOPs, see module docstring)."""
+    bytes: Num
+    """Minimal HBM bytes moved."""
+    compute_time_s: Num
+    """Time the tensor/ALU work alone would take at the modelled efficiency (seconds)."""
+    memory_time_s: Num
+    """Time the memory traffic alone would take at the modelled efficiency (seconds)."""
+
+
+def _out(x: Any) -> Num:
+    a = np.asarray(x, dtype=np.float64)
+    return float(a) if a.ndim == 0 else a
+
+
+def _cost(t: Any, fl: Any, nb: Any, tc: Any, tm: Any) -> OpCost:
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (t, fl, nb, tc, tm)))
+    return OpCost(
+        *(_out(np.broadcast_to(np.asarray(v, dtype=np.float64), shape)) for v in (t, fl, nb, tc, tm))
+    )
+
+
+def _hw(dev: Device, dtype: str) -> K.HW:
+    try:
+        peak = dev.peak_flops(dtype)
+    except KeyError:
+        raise SimcoreError(f"device {dev.name} has no {dtype} peak rate", field="dtype") from None
+    return K.HW(
+        peak=peak,
+        bandwidth=dev.memory.bandwidth,
+        sm_count=dev.sm_count,
+        l2_cache=dev.l2_cache,
+        fp32_peak=dev.peak_flops("fp32"),
+    )
+
+
+def _dtype_bytes(dtype: str) -> float:
+    if dtype not in DTYPE_BYTES:
+        raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}", field="dtype")
+    return DTYPE_BYTES[dtype]
+
+
+def gemm_out_bytes(dtype: str) -> float:
+    """Bytes per output element of a GEMM in ``dtype`` (low-precision inputs write bf16)."""
+    return 4.0 if dtype in ("fp32", "tf32", "fp64") else 2.0
+
+
+# ---------------------------------------------------------------------------------------------
+# op families
+
+
+def gemm(
+    dev: Device,
+    prof: ComputeProfile,
+    m: ArrayLike,
+    n: ArrayLike,
+    k: ArrayLike,
+    dtype: str = "bf16",
+    batch: ArrayLike = 1,
+) -> OpCost:
+    """``batch`` GEMMs ``C[m,n] = A[m,k] B[k,n]`` in ``dtype`` (seconds, FLOP, bytes)."""
+    ib = _dtype_bytes(dtype)
+    ob = gemm_out_bytes(dtype)
+    m_, n_, k_, b_ = (np.asarray(v, dtype=np.float64) for v in (m, n, k, batch))
+    r = K.gemm_time(_hw(dev, dtype), prof.gemm_params(dtype), m_, n_, k_, b_, ib, ob, prof.memory)
+    flops = 2.0 * m_ * n_ * k_ * b_
+    nbytes = b_ * ((m_ * k_ + k_ * n_) * ib + m_ * n_ * ob)
+    return _cost(r.time, flops, nbytes, r.compute, r.memory)
+
+
+def attention(
+    dev: Device,
+    prof: ComputeProfile,
+    batch: ArrayLike,
+    heads: ArrayLike,
+    seq: ArrayLike,
+    head_dim: ArrayLike,
+    causal: ArrayLike = True,
+    backward: bool = False,
+    kv_heads: ArrayLike | None = None,
+    kv_seq: ArrayLike | None = None,
+    dtype: str = "bf16",
+) -> OpCost:
+    """Fused (flash-style) attention over ``seq`` queries and ``kv_seq`` keys per sequence.
+
+    ``kv_heads`` < ``heads`` is GQA/MQA; decode is ``seq=1`` with ``kv_seq`` the cached length.
+    ``backward=True`` gives the backward kernel alone. Causal masks are aligned bottom-right
+    (the last query sees every key). Returns seconds, model FLOP and minimal bytes.
+    """
+    eb = _dtype_bytes(dtype)
+    kvh = heads if kv_heads is None else kv_heads
+    skv = seq if kv_seq is None else kv_seq
+    r = K.attention_time(
+        _hw(dev, dtype),
+        prof.attention_params(bool(backward), dtype),
+        batch,
+        heads,
+        seq,
+        head_dim,
+        np.asarray(causal, dtype=np.float64),
+        bool(backward),
+        kvh,
+        skv,
+        eb,
+        prof.memory,
+    )
+    return _cost(r.time, r.flops, r.bytes, r.compute, r.memory)
+
+
+# Bytes moved per element (in units of the element size, plus fixed bytes) and FLOP per element
+# of the common bandwidth-bound ops, forward. Backward variants ("<name>_bwd") read one more
+# tensor (the incoming gradient) unless listed.
+_TRAFFIC: dict[str, tuple[float, float, float]] = {
+    # name: (element-size multiples moved, extra bytes per element, FLOP per element)
+    "copy": (2.0, 0.0, 0.0),
+    "cast": (2.0, 0.0, 0.0),
+    "add": (3.0, 0.0, 1.0),
+    "mul": (3.0, 0.0, 1.0),
+    "gelu": (2.0, 0.0, 14.0),
+    "silu": (2.0, 0.0, 8.0),
+    "swiglu": (3.0, 0.0, 9.0),
+    "dropout": (2.0, 1.0, 4.0),
+    "softmax": (2.0, 0.0, 8.0),
+    "layernorm": (2.0, 0.0, 8.0),
+    "rmsnorm": (2.0, 0.0, 5.0),
+    "cross_entropy": (1.0, 0.0, 8.0),
+    "embedding": (2.0, 0.0, 0.0),
+    "rope": (2.0, 0.0, 6.0),
+    "fill": (1.0, 0.0, 0.0),
+}
+_TRAFFIC_BWD: dict[str, tuple[float, float, float]] = {
+    "add": (2.0, 0.0, 0.0),
+    "swiglu": (5.0, 0.0, 14.0),
+    "dropout": (2.0, 1.0, 2.0),
+    "cross_entropy": (2.0, 0.0, 6.0),
+    "embedding": (3.0, 0.0, 1.0),
+}
+
+
+def memory_op_names() -> list[str]:
+    """Names :func:`memory_op` and :func:`memory_op_traffic` know (forward and ``_bwd``)."""
+    return sorted([*_TRAFFIC, *(f"{n}_bwd" for n in _TRAFFIC)])
+
+
+def memory_op_traffic(name: str, numel: ArrayLike, elt_bytes: float = 2.0) -> tuple[Num, Num]:
+    """(bytes moved, FLOP) of op ``name`` over ``numel`` elements of ``elt_bytes`` each.
+
+    Conventions (forward): unary ops read and write each element once (``2 e``), binary ops and
+    SwiGLU read two and write one (``3 e``), dropout also writes a 1-byte mask, cross-entropy reads
+    the logits once, an embedding lookup reads and writes each gathered element. ``<name>_bwd``
+    adds a read of the incoming gradient.
+    """
+    base, bwd = (name[:-4], True) if name.endswith("_bwd") else (name, False)
+    if base not in _TRAFFIC:
+        raise SimcoreError(
+            f"unknown memory-bound op {name!r}; known: {', '.join(memory_op_names())}", field="name"
+        )
+    if bwd:
+        mult, extra, fl = _TRAFFIC_BWD.get(
+            base, (_TRAFFIC[base][0] + 1.0, _TRAFFIC[base][1], _TRAFFIC[base][2])
+        )
+    else:
+        mult, extra, fl = _TRAFFIC[base]
+    n = np.asarray(numel, dtype=np.float64)
+    return _out(n * (mult * elt_bytes + extra)), _out(n * fl)
+
+
+def memory_op(
+    dev: Device,
+    prof: ComputeProfile,
+    name: str,
+    nbytes: ArrayLike,
+    flops: ArrayLike = 0.0,
+) -> OpCost:
+    """A bandwidth-bound kernel ``name`` moving ``nbytes`` (read + written) with ``flops`` of
+    non-tensor arithmetic (seconds, FLOP, bytes)."""
+    base = name[:-4] if name.endswith("_bwd") else name
+    if base not in _TRAFFIC and name not in prof.memory.ops:
+        raise SimcoreError(
+            f"unknown memory-bound op {name!r}; known: {', '.join(memory_op_names())}", field="name"
+        )
+    mp = prof.memory
+    op = mp.ops.get(name) or mp.ops.get(base)
+    eff = op.eff if op is not None else 1.0
+    t0 = op.t0 if op is not None else None
+    r = K.memory_time(_hw(dev, "fp32"), mp, nbytes, flops, eff, t0)
+    return _cost(r.time, flops, nbytes, r.compute, r.memory)
+
+
+_OPT_BYTES: dict[tuple[str, bool], float] = {
+    # bytes per parameter of one update, minimal traffic
+    # adamw + fp32 master: master p r/w 8, fp32 grad 4, m r/w 8, v r/w 8, low-precision copy 2
+    ("adamw", True): 30.0,
+    # adamw on fp32 params: p r/w 8, grad 4, m 8, v 8
+    ("adamw", False): 28.0,
+    ("sgd", True): 22.0,
+    ("sgd", False): 20.0,
+}
+_OPT_FLOPS = {"adamw": 16.0, "sgd": 4.0}
+
+
+def optimizer_step(
+    dev: Device,
+    prof: ComputeProfile,
+    params: ArrayLike,
+    optimizer: str = "adamw",
+    fused: bool = True,
+    master_weights: bool = True,
+) -> OpCost:
+    """One optimizer update over ``params`` parameters on this GPU (seconds, FLOP, bytes).
+
+    Bytes are the minimal traffic of the update (see ``_OPT_BYTES``); unfused implementations
+    make more passes, a factor fitted in the profile (``optimizer.<name>_unfused.traffic``).
+    """
+    if optimizer not in _OPT_FLOPS:
+        raise SimcoreError(f"unknown optimizer {optimizer!r}; known: adamw, sgd", field="optimizer")
+    key = f"{optimizer}_{'fused' if fused else 'unfused'}"
+    op = prof.optimizer.get(key) or prof.optimizer.get(f"adamw_{'fused' if fused else 'unfused'}")
+    if op is None:
+        raise SimcoreError(f"calibration profile has no optimizer parameters for {key}")
+    p = np.asarray(params, dtype=np.float64)
+    nbytes = p * _OPT_BYTES[(optimizer, bool(master_weights))]
+    flops = p * _OPT_FLOPS[optimizer]
+    r = K.memory_time(_hw(dev, "fp32"), prof.memory, nbytes * op.traffic, flops, 1.0, op.t0)
+    return _cost(r.time, flops, nbytes, r.compute, r.memory)
+
+
+def launch_overhead(prof: ComputeProfile, framework: str) -> float:
+    """Host-side time to dispatch one kernel under ``framework`` (seconds): eager PyTorch pays
+    the Python/dispatcher path per op; CUDA graphs and compiled code much less."""
+    return prof.launch_s(framework)
+
+
+def with_launch(kernel_s: ArrayLike, launch_s: float, mode: str = "max") -> Num:
+    """Per-kernel time in a stream of back-to-back launches (seconds).
+
+    ``mode="max"``: the host runs ahead of the GPU, so a kernel costs ``max(kernel, launch)``;
+    ``"add"``: the host work is exposed (``kernel + launch``). The profile says which its
+    measurements support (``ComputeProfile.launch_mode``).
+    """
+    k = np.asarray(kernel_s, dtype=np.float64)
+    return _out(np.maximum(k, launch_s) if mode == "max" else k + launch_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# the public single-op API
+
+
+class OpResult(BaseModel):
+    """Predicted cost of one op on one device (SI units)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    device: str
+    dtype: str
+    framework: str
+    shape: dict[str, Any]
+    time_s: float
+    """Per-kernel time including host launch overhead as seen in a stream of launches (seconds)."""
+    kernel_time_s: float
+    """Device-side kernel time (seconds)."""
+    launch_overhead_s: float
+    flops: float
+    bytes: float
+    arithmetic_intensity: float
+    """FLOP per byte."""
+    compute_time_s: float
+    memory_time_s: float
+    bound: Literal["compute", "memory", "latency"]
+    efficiency: float
+    """Roofline time (the larger of FLOP/peak and bytes/bandwidth) over predicted kernel time."""
+    achieved_flops_per_s: float
+    achieved_bytes_per_s: float
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    calibration: str
+    """Which profile the efficiencies come from (with a note when transferred or provisional)."""
+    transferred_from: str | None = None
+    provisional: bool = False
+
+
+def _num(v: Any, name: str, dim: units.Dimension | None = None) -> float:
+    try:
+        if dim is not None:
+            return units.parse(v, dim)
+        return float(v)
+    except (TypeError, ValueError, units.UnitError) as e:
+        raise SimcoreError(f"cannot read {v!r} as a number: {e}", field=name) from None
+
+
+def _int(v: Any, name: str, low: float = 1.0) -> float:
+    x = _num(v, name)
+    if not np.isfinite(x) or x < low:
+        raise SimcoreError(f"must be at least {low:g} (got {v!r})", field=name)
+    return x
+
+
+def _flag(v: Any, name: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return v.lower() in ("true", "1", "yes")
+    raise SimcoreError(f"expected true or false (got {v!r})", field=name)
+
+
+_KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy", "optimizer")
+_SHAPE_KEYS: dict[str, set[str]] = {
+    "gemm": {"m", "n", "k", "batch"},
+    "attention": {"batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"},
+    "memory": {"name", "bytes", "flops", "numel"},
+    "optimizer": {"params", "optimizer", "fused", "master_weights"},
+}
+_NORM_NAMES = ("layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd")
+
+
+def _resolve_device(device: str | Device) -> Device:
+    if isinstance(device, Device):
+        return device
+    from simcore.specs.registry import default_registry
+
+    dev = default_registry().find(device)[1]
+    if not isinstance(dev, Device):
+        from simcore.specs.hardware import System
+
+        if isinstance(dev, System):
+            return default_registry().device(dev.device)
+        raise SimcoreError(f"{device!r} is a link, not a device", field="device")
+    return dev
+
+
+def op_cost(
+    kind: str, dev: Device, prof: ComputeProfile, dtype: str = "bf16", **shape: Any
+) -> tuple[OpCost, dict[str, Any]]:
+    """Dispatch ``kind`` with keyword ``shape`` to the op family; returns the cost and the
+    normalised shape. Raises :class:`SimcoreError` for unknown kinds or shape keywords."""
+    if kind not in _KINDS:
+        raise SimcoreError(f"unknown op kind {kind!r}; known: {', '.join(_KINDS)}", field="kind")
+    family = kind if kind in ("gemm", "attention", "optimizer") else "memory"
+    allowed = _SHAPE_KEYS[family]
+    unknown = sorted(set(shape) - allowed)
+    if unknown:
+        raise SimcoreError(
+            f"unknown shape keyword(s) {', '.join(unknown)} for {kind}; expected {', '.join(sorted(allowed))}",
+            field="shape",
+        )
+    if family == "gemm":
+        for key in ("m", "n", "k"):
+            if key not in shape:
+                raise SimcoreError("gemm needs m, n and k", field=key)
+        s = {key: _int(shape[key], key) for key in ("m", "n", "k")}
+        s["batch"] = _int(shape.get("batch", 1), "batch")
+        if dtype not in GEMM_DTYPES:
+            raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(GEMM_DTYPES)}", field="dtype")
+        return gemm(dev, prof, s["m"], s["n"], s["k"], dtype, s["batch"]), s
+    if family == "attention":
+        for key in ("batch", "heads", "seq", "head_dim"):
+            if key not in shape:
+                raise SimcoreError("attention needs batch, heads, seq and head_dim", field=key)
+        a: dict[str, Any] = {key: _int(shape[key], key) for key in ("batch", "heads", "seq", "head_dim")}
+        a["causal"] = _flag(shape.get("causal", True), "causal")
+        a["backward"] = _flag(shape.get("backward", False), "backward")
+        a["kv_heads"] = (
+            _int(shape["kv_heads"], "kv_heads") if shape.get("kv_heads") is not None else a["heads"]
+        )
+        a["kv_seq"] = _int(shape["kv_seq"], "kv_seq") if shape.get("kv_seq") is not None else a["seq"]
+        if a["heads"] % a["kv_heads"] != 0:
+            raise SimcoreError(
+                f"heads ({a['heads']:g}) must be a multiple of kv_heads ({a['kv_heads']:g})", field="kv_heads"
+            )
+        c = attention(
+            dev, prof, a["batch"], a["heads"], a["seq"], a["head_dim"], a["causal"], a["backward"],
+            a["kv_heads"], a["kv_seq"], dtype,
+        )  # fmt: skip
+        return c, a
+    if family == "optimizer":
+        if "params" not in shape:
+            raise SimcoreError("optimizer needs params (number of parameters)", field="params")
+        o: dict[str, Any] = {"params": _int(shape["params"], "params")}
+        o["optimizer"] = str(shape.get("optimizer", "adamw"))
+        o["fused"] = _flag(shape.get("fused", True), "fused")
+        o["master_weights"] = _flag(shape.get("master_weights", True), "master_weights")
+        return optimizer_step(dev, prof, o["params"], o["optimizer"], o["fused"], o["master_weights"]), o
+    # memory-bound
+    default = {"norm": "rmsnorm", "softmax": "softmax", "copy": "copy"}.get(kind)
+    name = str(shape.get("name") or default or "")
+    if not name:
+        raise SimcoreError(f"{kind} needs name (one of {', '.join(memory_op_names())})", field="name")
+    if kind == "norm" and name not in _NORM_NAMES:
+        raise SimcoreError(f"norm name must be one of {', '.join(_NORM_NAMES)} (got {name!r})", field="name")
+    elt = _dtype_bytes(dtype)
+    if shape.get("bytes") is not None:
+        nbytes = _num(shape["bytes"], "bytes", "bytes")
+        if nbytes <= 0:
+            raise SimcoreError(f"must be positive (got {shape['bytes']!r})", field="bytes")
+        numel = nbytes / memory_op_traffic(name, 1.0, elt)[0] if name in memory_op_names() else None
+    elif shape.get("numel") is not None:
+        numel = _int(shape["numel"], "numel")
+        nbytes = float(memory_op_traffic(name, numel, elt)[0])
+    else:
+        raise SimcoreError(f"{kind} needs bytes (bytes moved, e.g. '64 MB') or numel", field="bytes")
+    if shape.get("flops") is not None:
+        flops = _num(shape["flops"], "flops", "flops")
+    else:
+        flops = float(memory_op_traffic(name, numel, elt)[1]) if numel is not None else 0.0
+    return memory_op(dev, prof, name, nbytes, flops), {"name": name, "bytes": nbytes, "flops": flops}
+
+
+def op_time(
+    kind: str,
+    device: str | Device = "h200",
+    dtype: str = "bf16",
+    framework: str = "eager",
+    calibration: str | None = None,
+    **shape: Any,
+) -> OpResult:
+    """Predicted time of one kernel on ``device`` (seconds, with FLOP, bytes, bound, efficiency).
+
+    ``kind`` is gemm (``m, n, k[, batch]``), attention (``batch, heads, seq, head_dim[, causal,
+    backward, kv_heads, kv_seq]``), elementwise / norm / softmax / copy / memory (``name`` and
+    ``bytes`` moved, or ``numel``; optional ``flops``) or optimizer (``params[, optimizer, fused,
+    master_weights]``). ``framework`` (eager | cuda_graphs | compiled) sets the host launch
+    overhead. Unknown kinds or shape keywords raise :class:`SimcoreError`.
+    """
+    dev = _resolve_device(device)
+    if framework not in FRAMEWORKS:
+        raise SimcoreError(
+            f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}", field="framework"
+        )
+    prof = load_profile(dev, calibration)
+    cost, norm_shape = op_cost(kind, dev, prof, dtype, **shape)
+    kt = float(cost.time_s)
+    launch = launch_overhead(prof, framework)
+    total = float(with_launch(kt, launch, prof.launch_mode))
+    peak = dev.peak_flops(dtype if kind in ("gemm", "attention") else "fp32")
+    bw = dev.memory.bandwidth
+    fl, nb = float(cost.flops), float(cost.bytes)
+    tc, tm = float(cost.compute_time_s), float(cost.memory_time_s)
+    ideal = max(fl / peak, nb / bw)
+    if total - max(tc, tm) > max(tc, tm):
+        bound: Literal["compute", "memory", "latency"] = "latency"
+    else:
+        bound = "compute" if tc >= tm else "memory"
+    cal = f"{prof.transferred_from or prof.device} profile"
+    if prof.transferred_from:
+        cal += f" transferred to {dev.name} (efficiencies measured on {prof.transferred_from})"
+    if prof.provisional:
+        cal += " (provisional: neutral defaults, not fitted on measurements)"
+    return OpResult(
+        kind=kind,
+        device=dev.name,
+        dtype=dtype,
+        framework=framework,
+        shape=norm_shape,
+        time_s=total,
+        kernel_time_s=kt,
+        launch_overhead_s=launch,
+        flops=fl,
+        bytes=nb,
+        arithmetic_intensity=fl / nb if nb > 0 else float("inf"),
+        compute_time_s=tc,
+        memory_time_s=tm,
+        bound=bound,
+        efficiency=ideal / kt if kt > 0 else 0.0,
+        achieved_flops_per_s=fl / kt if kt > 0 else 0.0,
+        achieved_bytes_per_s=nb / kt if kt > 0 else 0.0,
+        peak_flops_per_s=peak,
+        bandwidth_bytes_per_s=bw,
+        calibration=cal,
+        transferred_from=prof.transferred_from,
+        provisional=prof.provisional,
+    )
+
+
+__all__ = [
+    "FRAMEWORKS",
+    "OpCost",
+    "OpResult",
+    "attention",
+    "gemm",
+    "launch_overhead",
+    "load_profile",
+    "memory_op",
+    "memory_op_names",
+    "memory_op_traffic",
+    "op_cost",
+    "op_time",
+    "optimizer_step",
+    "with_launch",
+]
