@@ -1,0 +1,147 @@
+"""Small shared helpers for the collection scripts: timing, incremental CSV, environment info."""
+
+from __future__ import annotations
+
+import csv
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+
+def log(*a) -> None:
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+class CsvOut:
+    """CSV written and flushed row by row, so a killed run keeps what it measured."""
+
+    def __init__(self, path: str, cols: list[str]):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.cols = cols
+        self.f = open(path, "w", newline="")
+        self.w = csv.DictWriter(self.f, fieldnames=cols)
+        self.w.writeheader()
+        self.f.flush()
+        self.n = 0
+
+    def row(self, **kw) -> None:
+        bad = set(kw) - set(self.cols)
+        if bad:
+            raise KeyError(f"unknown columns {bad}")
+        out = {}
+        for c in self.cols:
+            v = kw.get(c, "")
+            if v is None:
+                v = ""
+            elif isinstance(v, bool):
+                v = int(v)
+            elif isinstance(v, float):
+                v = f"{v:.6g}"
+            out[c] = v
+        self.w.writerow(out)
+        self.f.flush()
+        self.n += 1
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def measure(fn, n: int, dev: torch.device) -> float:
+    """Seconds per call of fn, averaged over n back-to-back calls (CUDA events on GPU)."""
+    if dev.type == "cuda":
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(n):
+            fn()
+        e.record()
+        e.synchronize()
+        return s.elapsed_time(e) / 1e3 / n
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def time_eager(fn, dev: torch.device, target: float = 0.01, max_iters: int = 2000, reps: int = 5,
+               warmup: int = 2) -> tuple[float, int, float]:
+    """Warm up, estimate, then `reps` repeats of n calls sized to take ~target seconds each.
+
+    Returns (median seconds per call, n calls per repeat, relative spread (max-min)/median)."""
+    for _ in range(warmup):
+        fn()
+    sync(dev)
+    t1 = measure(fn, 1, dev)
+    n = max(1, min(max_iters, int(target / max(t1, 1e-7))))
+    if t1 * n > 0.15:
+        reps = min(reps, 3)
+    ts = [measure(fn, n, dev) for _ in range(reps)]
+    med = statistics.median(ts)
+    return med, n, (max(ts) - min(ts)) / med if med > 0 else 0.0
+
+
+def time_graph(fn, dev: torch.device, n_inner: int, reps: int = 5) -> float:
+    """Capture n_inner back-to-back calls of fn in one CUDA graph; median seconds per call over replays."""
+    assert dev.type == "cuda"
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(n_inner):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / 1e3 / n_inner)
+    del g
+    return statistics.median(ts)
+
+
+def sh(cmd: str, timeout: int = 30) -> str:
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout).stdout
+    except Exception as e:  # noqa: BLE001
+        return f"<{cmd} failed: {e}>"
+
+
+def env_info(dev: torch.device) -> dict:
+    info = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+    try:
+        info["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001
+        info["nccl"] = None
+    if dev.type == "cuda":
+        p = torch.cuda.get_device_properties(dev)
+        info.update(gpu=p.name, sm_count=p.multi_processor_count, gpu_mem_bytes=p.total_memory,
+                    capability=f"{p.major}.{p.minor}",
+                    l2_bytes=getattr(p, "L2_cache_size", None))
+        info["driver"] = sh("nvidia-smi --query-gpu=driver_version --format=csv,noheader").strip()
+    return info
