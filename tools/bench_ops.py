@@ -280,8 +280,9 @@ class Bench:
             return [64 << 10, 256 << 10]
         return [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 2 << 30]
 
-    def mem_row(self, name, dt, fn, nbytes, m, n, k=None, batch=None, bwd=None, bwd_bytes=None, graph_ok=True):
-        base = dict(kind="memory", dtype=dt, m=m, n=n, k=k, batch=batch, name=name)
+    def mem_row(self, name, dt, fn, nbytes, m, n, k=None, batch=None, bwd=None, bwd_bytes=None, graph_ok=True,
+                kind="memory"):
+        base = dict(kind=kind, dtype=dt, m=m, n=n, k=k, batch=batch, name=name)
         fn()
         self.record(fn, graph_ok=graph_ok, backward=0, bytes=nbytes, **base)
         if bwd is not None:
@@ -430,7 +431,8 @@ class Bench:
             opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.1, **kw)
             opt.step()
             # reads p, g, m, v and writes p, m, v: 7 x 4 bytes per fp32 parameter
-            self.mem_row(f"adamw_{impl}", "fp32", opt.step, 28 * P, P, None, batch=len(params), graph_ok=False)
+            self.mem_row(f"adamw_{impl}", "fp32", opt.step, 28 * P, P, None, batch=len(params), graph_ok=False,
+                         kind="optimizer")
 
         pcs = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30] if not self.smoke else [1 << 12, 1 << 16]
         for P in pcs:
@@ -504,14 +506,14 @@ class Bench:
                 sync(dev)
                 walls.append((time.perf_counter() - t0) / 1000)
             self.out.row(kind="launch", dtype="fp32", m=1, name="graph_replay_1kernel_wall",
-                         time_s=statistics.median(walls), framework="cuda_graphs", batch=1000)
+                         time_s=statistics.median(walls), framework="cuda_graph_replay", batch=1000)
             walls = []
             for _ in range(200):
                 t0 = time.perf_counter()
                 torch.cuda.synchronize()
                 walls.append(time.perf_counter() - t0)
             self.out.row(kind="launch", m=0, name="synchronize_idle_wall", time_s=statistics.median(walls),
-                         framework="eager", batch=200)
+                         framework="host_sync", batch=200)
 
 
 def main():
