@@ -204,10 +204,12 @@ def least_squares(
     starts: Sequence[Sequence[float]] | None = None,
     max_iter: int = 60,
     huber: float = 0.15,
+    prior: float = 0.01,
 ) -> tuple[F, float]:
     """Minimise the (Huber-weighted) sum of squared residuals over bounded parameters.
 
-    ``resid(x)`` returns the residual vector (log-time errors). Returns the best ``x`` over the
+    ``resid(x)`` returns the residual vector (log-time errors); ``prior`` weighs a pull of the
+    (transformed) parameters towards their starting values. Returns the best ``x`` over the
     starting points and its cost.
     """
     starts = list(starts) if starts else [[p.init for p in ps]]
@@ -216,8 +218,14 @@ def least_squares(
     for s0 in starts:
         theta = _to_theta(ps, s0)
 
+        theta0 = theta.copy()
+
+        def full_resid(th: F, theta0: F = theta0) -> F:
+            # a weak pull towards the start keeps parameters the data cannot see at their defaults
+            return np.concatenate([resid(_to_x(ps, th)), prior * (th - theta0)])
+
         def cost_of(th: F) -> tuple[float, F]:
-            r = resid(_to_x(ps, th))
+            r = full_resid(th)
             if not np.all(np.isfinite(r)):
                 return math.inf, r
             a = np.abs(r)
@@ -234,7 +242,7 @@ def least_squares(
             for j in range(theta.size):
                 th = theta.copy()
                 th[j] += 1e-4
-                jac[:, j] = (resid(_to_x(ps, th)) - r) / 1e-4
+                jac[:, j] = (full_resid(th) - r) / 1e-4
             jw = jac * w[:, None]
             rw = r * w
             g = jw.T @ rw

@@ -348,7 +348,7 @@ def _flag(v: Any, name: str) -> bool:
     raise SimcoreError(f"expected true or false (got {v!r})", field=name)
 
 
-_KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy", "optimizer")
+KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy", "optimizer")
 _SHAPE_KEYS: dict[str, set[str]] = {
     "gemm": {"m", "n", "k", "batch"},
     "attention": {"batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"},
@@ -378,8 +378,8 @@ def op_cost(
 ) -> tuple[OpCost, dict[str, Any]]:
     """Dispatch ``kind`` with keyword ``shape`` to the op family; returns the cost and the
     normalised shape. Raises :class:`SimcoreError` for unknown kinds or shape keywords."""
-    if kind not in _KINDS:
-        raise SimcoreError(f"unknown op kind {kind!r}; known: {', '.join(_KINDS)}", field="kind")
+    if kind not in KINDS:
+        raise SimcoreError(f"unknown op kind {kind!r}; known: {', '.join(KINDS)}", field="kind")
     family = kind if kind in ("gemm", "attention", "optimizer") else "memory"
     allowed = _SHAPE_KEYS[family]
     unknown = sorted(set(shape) - allowed)
@@ -518,6 +518,7 @@ def op_time(
 
 __all__ = [
     "FRAMEWORKS",
+    "KINDS",
     "OpCost",
     "OpResult",
     "attention",

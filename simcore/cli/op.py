@@ -1,0 +1,185 @@
+"""``simcore op KIND ...``: predicted time of one kernel, its FLOPs, bytes and roofline bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from simcore import units
+from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.errors import SimcoreError
+
+_KIND_HELP = "gemm | attention | elementwise | norm | softmax | copy | memory | optimizer"
+
+# which CLI options belong to which kind (the rest are rejected with one line)
+_OPTS: dict[str, tuple[str, ...]] = {
+    "gemm": ("m", "n", "k", "batch"),
+    "attention": ("batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"),
+    "memory": ("name", "bytes", "numel", "flops"),
+    "optimizer": ("params", "optimizer", "fused", "master_weights"),
+}
+
+
+def _family(kind: str) -> str:
+    return kind if kind in ("gemm", "attention", "optimizer") else "memory"
+
+
+@app.command("op")
+def op_cmd(
+    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
+    device: Annotated[str, typer.Option("--device", help="Device (or system) name.")] = "h200",
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="bf16 | fp16 | fp8 | tf32 | fp32 (element type).")
+    ] = "bf16",
+    framework: Annotated[str, typer.Option("--framework", help="eager | cuda_graphs | compiled.")] = "eager",
+    calibration: Annotated[
+        str | None, typer.Option("--calibration", help="Calibration profile name or YAML path.")
+    ] = None,
+    m: Annotated[int | None, typer.Option("--m", help="GEMM rows of A and C.")] = None,
+    n: Annotated[int | None, typer.Option("--n", help="GEMM columns of B and C.")] = None,
+    k: Annotated[int | None, typer.Option("--k", help="GEMM reduction depth.")] = None,
+    batch: Annotated[
+        int | None, typer.Option("--batch", help="Batch (GEMM batch count or sequences).")
+    ] = None,
+    heads: Annotated[int | None, typer.Option("--heads", help="Attention query heads.")] = None,
+    seq: Annotated[
+        int | None, typer.Option("--seq", help="Query tokens per sequence (1 for decode).")
+    ] = None,
+    head_dim: Annotated[int | None, typer.Option("--head-dim", help="Attention head dimension.")] = None,
+    causal: Annotated[bool | None, typer.Option("--causal/--no-causal", help="Causal mask.")] = None,
+    backward: Annotated[bool, typer.Option("--backward", help="Backward kernel instead of forward.")] = False,
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="KV heads (GQA/MQA).")] = None,
+    kv_seq: Annotated[
+        int | None, typer.Option("--kv-seq", help="Keys per sequence (KV cache length).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Memory-bound op: add, gelu, rmsnorm, ...")
+    ] = None,
+    nbytes: Annotated[str | None, typer.Option("--bytes", help="Bytes moved, e.g. '64 MB'.")] = None,
+    numel: Annotated[
+        int | None, typer.Option("--numel", help="Elements (bytes from the op's convention).")
+    ] = None,
+    flops: Annotated[
+        str | None, typer.Option("--flops", help="FLOP of a memory-bound op, e.g. '1 GFLOP'.")
+    ] = None,
+    params: Annotated[str | None, typer.Option("--params", help="Optimizer: parameters, e.g. 7e9.")] = None,
+    optimizer: Annotated[str | None, typer.Option("--optimizer", help="adamw | sgd.")] = None,
+    fused: Annotated[bool | None, typer.Option("--fused/--no-fused", help="Fused optimizer kernel.")] = None,
+    master_weights: Annotated[
+        bool | None, typer.Option("--master-weights/--no-master-weights", help="fp32 master weights.")
+    ] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a roofline plot (PNG/SVG/PDF).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict one kernel's time on a device, with its FLOPs, bytes and roofline bound."""
+    from simcore.compute.ops import KINDS, op_time
+
+    if kind not in KINDS:
+        raise SimcoreError(f"unknown op kind {kind!r}; known: {', '.join(KINDS)}", field="op")
+    given: dict[str, Any] = {
+        "m": m, "n": n, "k": k, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
+        "causal": causal, "backward": backward or None, "kv_heads": kv_heads, "kv_seq": kv_seq,
+        "name": name, "bytes": nbytes, "numel": numel, "flops": flops, "params": params,
+        "optimizer": optimizer, "fused": fused, "master_weights": master_weights,
+    }  # fmt: skip
+    given = {key: v for key, v in given.items() if v is not None}
+    allowed = _OPTS.get(_family(kind), ())
+    wrong = [key for key in given if key not in allowed]
+    if wrong:
+        opts = ", ".join("--" + w.replace("_", "-") for w in wrong)
+        raise SimcoreError(f"{opts} not an option of {kind} (it takes {', '.join(allowed)})", field="op")
+    if "params" in given:
+        given["params"] = _number(given["params"], "params")
+    res = op_time(kind, device=device, dtype=dtype, framework=framework, calibration=calibration, **given)
+    if plot is not None:
+        roofline_plot(res, plot)
+    if as_json:
+        emit_json(res.model_dump())
+        return
+    t = Table(title=f"{kind} on {res.device} ({res.dtype}, {res.framework})", show_header=False)
+    t.add_column("quantity")
+    t.add_column("value")
+    shape = ", ".join(f"{key}={_short(v)}" for key, v in res.shape.items())
+    rows = [
+        ("shape", shape),
+        ("time per kernel", units.fmt(res.time_s, "time")),
+        ("  kernel (device)", units.fmt(res.kernel_time_s, "time")),
+        ("  launch overhead", units.fmt(res.launch_overhead_s, "time")),
+        ("FLOPs", units.fmt(res.flops, "flops")),
+        ("bytes", units.fmt(res.bytes, "bytes")),
+        ("arithmetic intensity", f"{res.arithmetic_intensity:.3g} FLOP/B"),
+        ("bound", res.bound),
+        ("efficiency (roofline / time)", f"{res.efficiency:.1%}"),
+        ("achieved", f"{units.fmt(res.achieved_flops_per_s, 'flop_rate')}, {units.fmt(res.achieved_bytes_per_s, 'bandwidth')}"),
+        ("peak", f"{units.fmt(res.peak_flops_per_s, 'flop_rate')}, {units.fmt(res.bandwidth_bytes_per_s, 'bandwidth')}"),
+        ("calibration", res.calibration),
+    ]  # fmt: skip
+    for a, b in rows:
+        t.add_row(a, b)
+    console.print(t)
+    if plot is not None:
+        console.print(f"roofline plot: {plot}")
+
+
+def _number(v: str, field: str) -> float:
+    """A count such as ``7e9``, ``7B``, ``350M`` or ``1.5T``."""
+    text = v.strip().replace("_", "")
+    scale = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}.get(text[-1:], 1.0)
+    if scale != 1.0:
+        text = text[:-1]
+    try:
+        return float(text) * scale
+    except ValueError:
+        raise SimcoreError(f"cannot read {v!r} as a count (e.g. 7e9 or 7B)", field=field) from None
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def roofline_plot(res: Any, path: Path) -> None:
+    """Plot the device roofline for the op's dtype and the op as a point (file at ``path``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    peak = res.peak_flops_per_s
+    bw = res.bandwidth_bytes_per_s
+    ai = max(res.arithmetic_intensity, 1e-2) if np.isfinite(res.arithmetic_intensity) else 1e4
+    ridge = peak / bw
+    x = np.logspace(np.log10(min(ai, ridge) / 100), np.log10(max(ai, ridge) * 100), 200)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.loglog(
+        x, np.minimum(peak, bw * x) / 1e12, color="k", lw=1.5, label=f"{res.device} {res.dtype} roofline"
+    )
+    y = max(res.achieved_flops_per_s, bw * ai * res.efficiency if res.flops == 0 else 0.0) / 1e12
+    if res.flops == 0:
+        y = res.achieved_bytes_per_s * ai / 1e12
+    ax.loglog(
+        [ai],
+        [max(y, 1e-6)],
+        "o",
+        color="C3",
+        ms=8,
+        label=f"{res.kind}: {units.fmt(res.time_s, 'time')} ({res.bound})",
+    )
+    ax.axvline(ridge, color="0.7", ls=":", lw=1)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{res.kind} on {res.device}: {res.efficiency:.0%} of roofline")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as e:
+        raise SimcoreError(f"cannot write plot: {e}", file=str(path)) from None
+    finally:
+        plt.close(fig)
