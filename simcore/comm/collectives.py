@@ -25,6 +25,7 @@ gathered size for all_gather, the input size for reduce_scatter), ``algbw = nbyt
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -244,6 +245,15 @@ class CollCost:
     protocol: NDArray[np.int64]
     bytes_nvlink: FloatArray
     bytes_network: FloatArray
+    latency_s: FloatArray | None = None
+    """Latency part of ``time_s`` (base + per-step hops)."""
+    wire_nvlink_s: FloatArray | None = None
+    """Seconds the NVLink stage needs for its bytes (time_s = latency + max of the two wire times)."""
+    wire_network_s: FloatArray | None = None
+    load_nvlink: FloatArray | None = None
+    """Bytes crossing the busiest NVLink port of a rank."""
+    load_network: FloatArray | None = None
+    """Bytes crossing a rank's share of the NICs."""
     transferred_from: str | None = None
     provisional: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -323,7 +333,7 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
             _Cand(
                 "ring",
                 one,
-                load_nv=per_rank * has_nv,
+                load_nv=per_rank * has_nv * np.where(multi, (g - 1.0) / g, 1.0),
                 load_net=np.where(multi, per_rank / g, 0.0),
                 bytes_nv=per_rank * nv_edges / n,
                 bytes_net=per_rank * net_edges / n,
@@ -410,7 +420,7 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
             _Cand(
                 "ring",
                 one,
-                load_nv=S * has_nv,
+                load_nv=S * has_nv * np.where(multi, (g - 1.0) / g, 1.0),
                 load_net=np.where(multi, S / g, 0.0),
                 bytes_nv=S * (n - d) / n,
                 bytes_net=S * (d - 1.0) / n,
@@ -497,22 +507,23 @@ def cost_from_profile(
     net_curve = profile.links.get("network", LinkCurve())
     nvls_mult = profile.algorithms.get("nvls", 1.0)
 
+    keys = ("bnv", "bnet", "lat", "tnv", "tnet", "lnv", "lnet")
     best_t = np.full(shape, np.inf)
     best_any = np.full(shape, np.inf)
-    res = {k: np.zeros(shape) for k in ("bnv", "bnet")}
+    res = {k: np.zeros(shape) for k in keys}
+    any_res = {k: np.zeros(shape) for k in keys}
     algo_i = np.zeros(shape, dtype=np.int64)
     proto_i = np.zeros(shape, dtype=np.int64)
     any_algo = np.zeros(shape, dtype=np.int64)
     any_proto = np.zeros(shape, dtype=np.int64)
-    any_res = {k: np.zeros(shape) for k in ("bnv", "bnet")}
     a_of = ALGORITHMS.index
+    hnv = profile.hop_latency.get("nvlink")
+    hnet = profile.hop_latency.get("network")
     for c in cands:
         base = profile.base_latency.get(c.base)
         amult = profile.algorithms.get(c.algo, 1.0)
         for proto in c.protocols:
             b0 = base.get(proto) if base is not None else None
-            hnv = profile.hop_latency.get("nvlink")
-            hnet = profile.hop_latency.get("network")
             lnv = hnv.get(proto) if hnv is not None else None
             lnet = hnet.get(proto) if hnet is not None else None
             frac = profile.protocol_bandwidth.get(proto)
@@ -526,14 +537,24 @@ def cost_from_profile(
             if cap is not None:
                 nv_bw = np.minimum(nv_bw, cap * profile.channels.count)
                 net_bw = np.minimum(net_bw, cap * profile.channels.count)
-            t = lat + np.maximum(_xfer(c.load_nv, nv_bw, nv_curve), _xfer(c.load_net, net_bw, net_curve))
-            t = np.where(c.valid > 0, t, np.inf)
+            tnv = _xfer(c.load_nv, nv_bw, nv_curve)
+            tnet = _xfer(c.load_net, net_bw, net_curve)
+            t = np.where(c.valid > 0, lat + np.maximum(tnv, tnet), np.inf)
+            vals = {
+                "bnv": c.bytes_nv,
+                "bnet": c.bytes_net,
+                "lat": lat,
+                "tnv": tnv,
+                "tnet": tnet,
+                "lnv": c.load_nv,
+                "lnet": c.load_net,
+            }
             better_any = t < best_any
             best_any = np.where(better_any, t, best_any)
             any_algo = np.where(better_any, a_of(c.algo), any_algo)
             any_proto = np.where(better_any, PROTOCOLS.index(proto), any_proto)
-            any_res["bnv"] = np.where(better_any, c.bytes_nv, any_res["bnv"])
-            any_res["bnet"] = np.where(better_any, c.bytes_net, any_res["bnet"])
+            for k in keys:
+                any_res[k] = np.where(better_any, vals[k], any_res[k])
             if algorithm in ("auto", c.algo):
                 # 'auto' offers hierarchical only in its NVLS-tree form, as NCCL does.
                 if algorithm == "auto" and c.algo == "hierarchical" and not c.nvls_stage:
@@ -542,24 +563,32 @@ def cost_from_profile(
                 best_t = np.where(better, t, best_t)
                 algo_i = np.where(better, a_of(c.algo), algo_i)
                 proto_i = np.where(better, PROTOCOLS.index(proto), proto_i)
-                res["bnv"] = np.where(better, c.bytes_nv, res["bnv"])
-                res["bnet"] = np.where(better, c.bytes_net, res["bnet"])
+                for k in keys:
+                    res[k] = np.where(better, vals[k], res[k])
     # Where the requested algorithm does not apply, fall back to the best of any.
     miss = ~np.isfinite(best_t)
     if np.any(miss):
         best_t = np.where(miss, best_any, best_t)
         algo_i = np.where(miss, any_algo, algo_i)
         proto_i = np.where(miss, any_proto, proto_i)
-        res["bnv"] = np.where(miss, any_res["bnv"], res["bnv"])
-        res["bnet"] = np.where(miss, any_res["bnet"], res["bnet"])
+        for k in keys:
+            res[k] = np.where(miss, any_res[k], res[k])
     single = grp.size <= 1
-    best_t = np.where(single, 0.0, best_t)
+
+    def z(a: FloatArray) -> FloatArray:
+        return np.where(single, 0.0, a)
+
     return CollCost(
-        time_s=best_t,
+        time_s=z(best_t),
         algorithm=algo_i,
         protocol=proto_i,
-        bytes_nvlink=np.where(single, 0.0, res["bnv"]),
-        bytes_network=np.where(single, 0.0, res["bnet"]),
+        bytes_nvlink=z(res["bnv"]),
+        bytes_network=z(res["bnet"]),
+        latency_s=z(res["lat"]),
+        wire_nvlink_s=z(res["tnv"]),
+        wire_network_s=z(res["tnet"]),
+        load_nvlink=z(res["lnv"]),
+        load_network=z(res["lnet"]),
         provisional=profile.provisional,
     )
 
@@ -595,14 +624,9 @@ def collective_cost(
     cost = cost_from_profile(op, nbytes, group, link_rates(cluster, group), profile, algorithm, dtype)
     if transferred is None:
         return cost
-    return CollCost(
-        time_s=cost.time_s,
-        algorithm=cost.algorithm,
-        protocol=cost.protocol,
-        bytes_nvlink=cost.bytes_nvlink,
-        bytes_network=cost.bytes_network,
+    return dataclasses.replace(
+        cost,
         transferred_from=transferred,
-        provisional=cost.provisional,
         notes=(f"no comm profile for {cluster.system.name}; transferred from {transferred}",),
     )
 
