@@ -18,6 +18,7 @@ equals :func:`simcore.comm.collectives.collective_cost` (a test holds them withi
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,7 +183,10 @@ class _Sim:
             self._activate(i)
         else:
             ev = self.env.timeout(delay)
-            ev.callbacks.append(lambda _e, i=i: self._activate(i))
+            ev.callbacks.append(functools.partial(self._activated, i))
+
+    def _activated(self, i: int, _ev: Any) -> None:
+        self._activate(i)
 
     def _activate(self, i: int) -> None:
         self.active.append(i)
