@@ -17,6 +17,7 @@ _COMMAND_MODULES = [
     "simcore.cli.hw",
     "simcore.cli.op",
     "simcore.cli.scenario",
+    "simcore.cli.topo",
 ]
 
 

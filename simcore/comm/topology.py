@@ -62,16 +62,18 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import networkx as nx
 
 from simcore.errors import SpecError
-from simcore.specs.hardware import Link
+from simcore.specs.hardware import FabricSpec, Link
+from simcore.specs.loader import validate
 from simcore.specs.registry import Registry, default_registry
-from simcore.specs.resolve import ClusterInfo
+from simcore.specs.resolve import ClusterInfo, resolve_cluster
+from simcore.specs.scenario import ClusterSpec
 
 Node = tuple[Any, ...]
 """A graph node id, e.g. ``("gpu", 3)`` or ``("leaf", 0)``."""
@@ -605,4 +607,57 @@ def build_topology(cluster: ClusterInfo, *, registry: Registry | None = None) ->
     )
 
 
-__all__ = ["EDGE_KINDS", "NODE_KINDS", "Edge", "Node", "Topology", "build_topology"]
+def resolve_with_fabric(
+    spec: ClusterSpec,
+    registry: Registry | None = None,
+    fabric: Mapping[str, Any] | None = None,
+    file: str | None = None,
+) -> ClusterInfo:
+    """Resolve a cluster spec with fabric fields overridden (``None`` values are ignored).
+
+    ``fabric`` keys are those of :class:`~simcore.specs.hardware.FabricSpec` (``oversubscription``,
+    ``tiers``, ``topology``, ``switch_radix``, ``link``, ...); they replace the scenario's fabric, or the
+    system's default fabric when the scenario names none.
+    """
+    reg = registry or default_registry()
+    over = {k: v for k, v in (fabric or {}).items() if v is not None}
+    if over:
+        base = spec.fabric
+        if base is None:
+            try:
+                base = reg.system(spec.system).fabric
+            except SpecError as e:
+                raise SpecError(e.problem, file=file, field="cluster.system") from None
+        merged = validate(FabricSpec, {**base.model_dump(exclude_none=True), **over}, file, "cluster.fabric")
+        spec = spec.model_copy(update={"fabric": merged})
+    return resolve_cluster(spec, reg, file)
+
+
+def topology_for(
+    system: str,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    *,
+    registry: Registry | None = None,
+    **fabric: Any,
+) -> Topology:
+    """Build the topology of ``nodes`` systems (or ``gpus`` GPUs) of a named system.
+
+    Extra keyword arguments override the system's default fabric (``oversubscription=2.0``,
+    ``tiers=3``, ``topology="fat_tree"``, ``switch_radix=64``...).
+    """
+    reg = registry or default_registry()
+    spec = validate(ClusterSpec, {"system": system, "gpus": gpus, "nodes": nodes}, None, "cluster")
+    return build_topology(resolve_with_fabric(spec, reg, fabric), registry=reg)
+
+
+__all__ = [
+    "EDGE_KINDS",
+    "NODE_KINDS",
+    "Edge",
+    "Node",
+    "Topology",
+    "build_topology",
+    "resolve_with_fabric",
+    "topology_for",
+]
