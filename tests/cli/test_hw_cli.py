@@ -163,3 +163,17 @@ def test_subprocess_console_script() -> None:
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["memory"]["capacity"] == 141e9 and d["calibration"] == "h200"
+
+
+def test_docs_user_spec_example_loads(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The user-device example in docs/hardware.md is a valid spec."""
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "hardware.md").read_text()
+    m = re.search(r"```yaml\n(# my_specs/devices/(\S+)\.yaml\n.*?)```", text, re.S)
+    assert m, "docs/hardware.md lost its user-device example"
+    (tmp_path / "devices").mkdir()
+    (tmp_path / "devices" / f"{m.group(2)}.yaml").write_text(m.group(1))
+    code, out, err = run(capsys, "--specs", str(tmp_path), "hw", "show", m.group(2), "--json")
+    assert code == 0, err
+    assert json.loads(out)["tdp"] == 500.0
