@@ -76,30 +76,32 @@ def maxmin_rates(
     rate = np.full(nflows, np.inf)
     if entry_flow.size == 0:
         return rate
-    rem = capacity.astype(np.float64).copy()
-    frozen = np.zeros(nflows, dtype=bool)
-    has_edge = np.zeros(nflows, dtype=bool)
-    has_edge[entry_flow] = True
-    frozen[~has_edge] = True
-    ne = capacity.shape[0]
-    live = np.ones(entry_flow.shape[0], dtype=bool)
-    while live.any():
-        ef = entry_flow[live]
-        ee = entry_edge[live]
+    # work on the edges actually used, renumbered 0..ne-1
+    used_edges, ee = np.unique(entry_edge, return_inverse=True)
+    rem = capacity[used_edges].astype(np.float64)
+    ne = used_edges.shape[0]
+    ef = entry_flow
+    while ef.size:
         cnt = np.bincount(ee, minlength=ne)
-        used = cnt > 0
         share = np.full(ne, np.inf)
-        share[used] = np.maximum(rem[used], 0.0) / cnt[used]
-        level = share.min()
-        sat = share <= level * (1.0 + 1e-12) + 1e-300
-        hit = sat[ee]
-        fl = np.unique(ef[hit])
-        rate[fl] = level
-        frozen[fl] = True
-        # take the frozen flows' rate off every edge they cross
-        newly = frozen[entry_flow] & live
-        rem -= np.bincount(entry_edge[newly], weights=rate[entry_flow[newly]], minlength=ne)
-        live &= ~newly
+        on = cnt > 0
+        share[on] = np.maximum(rem[on], 0.0) / cnt[on]
+        # Shares only grow as flows freeze, so an edge whose share is no larger than that of any edge
+        # its flows cross is a bottleneck now: freeze all such edges' flows in one round.
+        es = share[ee]
+        fmin = np.full(nflows, np.inf)
+        np.minimum.at(fmin, ef, es)
+        emin = np.full(ne, np.inf)
+        np.minimum.at(emin, ee, fmin[ef])
+        local = on & (share <= emin * (1.0 + 1e-9))
+        frozen_f = np.zeros(nflows, dtype=bool)
+        frozen_f[ef[local[ee]]] = True
+        rate[frozen_f] = fmin[frozen_f]
+        frozen = frozen_f[ef]
+        rem -= np.bincount(ee[frozen], weights=rate[ef[frozen]], minlength=ne)
+        keep = ~frozen
+        ef = ef[keep]
+        ee = ee[keep]
     return rate
 
 
