@@ -22,7 +22,7 @@ def load_hardware(name: str) -> Device | System | Link:
 
 
 _LAZY = {
-    "predict": "simcore.predict",
+    "predict": "simcore.prediction",
     "op_time": "simcore.compute.ops",
     "collective_time": "simcore.comm.collectives",
 }

@@ -99,6 +99,9 @@ class TrainingSpec(Spec):
     master_weights: bool = True
     """fp32 master copy of the weights kept by the optimizer (mixed precision)."""
     recompute: Literal["none", "selective", "full"] = "none"
+    param_dtype: Literal["bf16", "fp32"] = "bf16"
+    """Dtype the weights are stored in: ``bf16`` (Megatron-style, fp32 master copy in the optimizer)
+    or ``fp32`` (PyTorch AMP: fp32 weights, autocast to ``precision`` for the GEMMs)."""
     tokens: float | None = Field(default=None, gt=0)
     """Tokens to train on, for time-to-train and GPU-hours."""
 

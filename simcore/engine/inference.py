@@ -1,0 +1,95 @@
+"""Analytic engine for inference: one prefill and one decode step, over numpy grids.
+
+Prefill runs the forward pass over ``batch x prompt_len`` tokens (causal attention) and writes the
+KV cache; the LM head runs on the last token of each sequence. A decode step runs the forward pass
+for one new token per sequence with attention over ``context_len`` cached tokens. Tensor
+parallelism adds two all-reduces per layer; pipeline stages run one after another for a single
+batch (no micro-batching), with a point-to-point transfer between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simcore import memory as M
+from simcore.engine.pricing import Priced, Pricer
+from simcore.specs.hardware import DTYPE_BYTES
+from simcore.specs.resolve import ClusterInfo
+from simcore.specs.scenario import InferenceSpec, ModelSpec
+from simcore.workload import lowering as L
+from simcore.workload.model import param_counts
+
+Num = Any
+
+
+@dataclass
+class InferenceEval:
+    prefill: Priced
+    decode: Priced
+    prefill_time_s: Num
+    decode_step_time_s: Num
+    memory: dict[str, Num]
+    memory_per_gpu_bytes: Num
+    context_len: Num
+
+
+def _forward(pricer: Pricer, model: ModelSpec, lw: L.Layout, head_tokens: Num, pp: Num) -> Priced:
+    pc = param_counts(model)
+    out = pricer.price(L.embedding_fwd(model, lw))
+    for moe, count in ((False, pc.dense_layers), (True, pc.moe_layers)):
+        if count:
+            out = out.merged(pricer.price(L.layer_fwd(model, lw, moe_layer=moe), count))
+    out = out.merged(pricer.price(L.head_fwd(model, lw, tokens=head_tokens)))
+    p2p_bytes = head_tokens * 0 + lw.tokens * model.hidden * lw.act_bytes
+    out.add("pp_p2p", (np.asarray(pp, dtype=float) - 1) * pricer.comm_time("send_recv", p2p_bytes, "pp"))
+    return out
+
+
+def evaluate(
+    model: ModelSpec,
+    inf: InferenceSpec,
+    cluster: ClusterInfo,
+    tp: Num = 1,
+    pp: Num = 1,
+    framework: str = "eager",
+    calibration: str | None = None,
+) -> InferenceEval:
+    """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``."""
+    pricer = Pricer.for_layout(cluster, tp=tp, pp=pp, framework=framework, calibration=calibration)
+    dt = inf.precision
+    act = 2.0
+    batch = np.asarray(inf.batch, dtype=float)
+    ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
+    pre = L.Layout(micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act)
+    prefill = _forward(pricer, model, pre, batch, pp)
+    kv_dtype = inf.kv_cache_dtype or ("bf16" if dt == "fp32" else ("fp8" if dt == "fp8" else "bf16"))
+    kvb = DTYPE_BYTES[kv_dtype]
+    kv_write = M.kv_cache_bytes(model, batch, inf.prompt_len, tp, kvb) / np.asarray(pp, dtype=float)
+    prefill.add(
+        "kv_cache",
+        pricer.price([L.Op("kv_write", "memory", "kv_cache", {"name": "copy", "nbytes": kv_write})]).total(),
+    )
+    dec = L.Layout(micro_batch=batch, seq=1.0, tp=tp, dtype=dt, act_bytes=act, extra={"kv_seq": float(ctx)})
+    decode = _forward(pricer, model, dec, batch, pp)
+
+    pc = param_counts(model)
+    wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0
+    weights = pc.total * wbytes / (np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float))
+    kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
+    # transient activations: the widest layer intermediate of a prefill, plus fp32 logits
+    width = max(model.ffn_hidden * (2 if model.activation == "swiglu" else 1), 3 * model.hidden)
+    acts = batch * inf.prompt_len * (width / np.asarray(tp, dtype=float) + 2 * model.hidden) * act
+    logits = batch * model.vocab / np.asarray(tp, dtype=float) * 4.0
+    total = weights + kv + acts + logits
+    return InferenceEval(
+        prefill=prefill,
+        decode=decode,
+        prefill_time_s=prefill.total(),
+        decode_step_time_s=decode.total(),
+        memory={"weights": weights, "kv_cache": kv, "activations": acts, "logits": logits, "total": total},
+        memory_per_gpu_bytes=total,
+        context_len=ctx,
+    )

@@ -1,0 +1,205 @@
+"""Pipeline schedules as task orders, and their closed forms.
+
+A schedule gives, for every pipeline rank, the ordered list of tasks it runs in one optimizer step.
+A task is ``(kind, chunk, microbatch)`` with kind ``F`` (forward), ``B`` (backward; input and weight
+gradients together, or input gradients only when the schedule splits them) or ``W`` (weight
+gradients, zero-bubble schedules). Rank ``r`` holding chunk ``c`` is virtual stage ``c * p + r``
+(interleaved placement, Megatron-LM); DualPipe places its two directions as chunks 0 and 1 with the
+second direction's stages reversed.
+
+The discrete-event engine executes these orders; :func:`bubble_time` is the matching closed form used
+by the analytic engine over numpy grids.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+Task = tuple[str, int, int]
+"""(kind F|B|W, chunk, microbatch)"""
+
+Schedule = Literal["gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe"]
+SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")
+
+
+def gpipe(p: int, m: int, rank: int) -> list[Task]:
+    return [("F", 0, i) for i in range(m)] + [("B", 0, i) for i in reversed(range(m))]
+
+
+def one_f_one_b(p: int, m: int, rank: int) -> list[Task]:
+    warm = min(p - rank - 1, m)
+    order: list[Task] = [("F", 0, i) for i in range(warm)]
+    f, b = warm, 0
+    while f < m:
+        order.append(("F", 0, f))
+        f += 1
+        order.append(("B", 0, b))
+        b += 1
+    order.extend(("B", 0, i) for i in range(b, m))
+    return order
+
+
+def interleaved(p: int, m: int, rank: int, v: int) -> list[Task]:
+    """Megatron-LM interleaved 1F1B: micro-batches in groups of ``p`` cycle through the ``v`` chunks."""
+    if v == 1:
+        return one_f_one_b(p, m, rank)
+    total = m * v
+
+    def fwd_task(k: int) -> Task:
+        group, within = divmod(k, p * v)
+        chunk = within // p
+        mb = group * p + within % p
+        return ("F", chunk, mb)
+
+    def bwd_task(k: int) -> Task:
+        group, within = divmod(k, p * v)
+        chunk = v - 1 - within // p
+        mb = group * p + within % p
+        return ("B", chunk, mb)
+
+    warm = min((p - rank - 1) * 2 + (v - 1) * p, total)
+    order: list[Task] = [fwd_task(k) for k in range(warm)]
+    f, b = warm, 0
+    while f < total:
+        order.append(fwd_task(f))
+        f += 1
+        order.append(bwd_task(b))
+        b += 1
+    order.extend(bwd_task(k) for k in range(b, total))
+    return order
+
+
+def zero_bubble_h1(p: int, m: int, rank: int) -> list[Task]:
+    """ZB-H1 (Qi et al. 2024): 1F1B with backward split into B (input grads) and W (weight grads);
+    W of the warm-up micro-batches is deferred to fill the cool-down bubble."""
+    warm = min(p - rank - 1, m)
+    order: list[Task] = [("F", 0, i) for i in range(warm)]
+    f, b = warm, 0
+    deferred: list[int] = []
+    while f < m:
+        order.append(("F", 0, f))
+        f += 1
+        order.append(("B", 0, b))
+        if b < m - warm:
+            order.append(("W", 0, b))
+        else:
+            deferred.append(b)
+        b += 1
+    for i in range(b, m):
+        order.append(("B", 0, i))
+        deferred.append(i)
+        if deferred:
+            order.append(("W", 0, deferred.pop(0)))
+    order.extend(("W", 0, i) for i in deferred)
+    return order
+
+
+def dualpipe(p: int, m: int, rank: int) -> list[Task]:
+    """A DualPipe-style bidirectional schedule (DeepSeek-V3): half the micro-batches flow from rank 0
+    (chunk 0), half from rank p-1 (chunk 1); each rank alternates the two directions in a 1F1B
+    pattern with split backward, so the two streams fill each other's bubbles."""
+    half = max(m // 2, 1)
+    down = one_f_one_b(p, half, rank)
+    up = one_f_one_b(p, m - half, p - 1 - rank) if m - half > 0 else []
+    out: list[Task] = []
+    i = j = 0
+    while i < len(down) or j < len(up):
+        if i < len(down):
+            k, c, mb = down[i]
+            out.append((k, 0, mb))
+            i += 1
+        if j < len(up):
+            k, c, mb = up[j]
+            out.append((k, 1, half + mb))
+            j += 1
+    return out
+
+
+def rank_order(schedule: str, p: int, m: int, rank: int, v: int = 1) -> list[Task]:
+    """The ordered tasks of pipeline rank ``rank`` in one step."""
+    if schedule == "gpipe":
+        return gpipe(p, m, rank)
+    if schedule == "1f1b":
+        return one_f_one_b(p, m, rank)
+    if schedule == "interleaved":
+        return interleaved(p, m, rank, v)
+    if schedule == "zero_bubble":
+        return zero_bubble_h1(p, m, rank)
+    if schedule == "dualpipe":
+        return dualpipe(p, m, rank)
+    raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def chunks(schedule: str, v: int) -> int:
+    if schedule == "interleaved":
+        return v
+    if schedule == "dualpipe":
+        return 2
+    return 1
+
+
+def virtual_stage(schedule: str, p: int, rank: int, chunk: int) -> int:
+    """Position of (rank, chunk) along the micro-batch's path through the model."""
+    if schedule == "dualpipe":
+        return rank if chunk == 0 else p + (p - 1 - rank)
+    return chunk * p + rank
+
+
+def chain_length(schedule: str, p: int, v: int) -> int:
+    """Virtual stages a micro-batch visits (DualPipe: one direction of ``p`` stages)."""
+    return p if schedule == "dualpipe" else p * chunks(schedule, v)
+
+
+def bubble_fraction(schedule: Any, p: Any, m: Any, v: Any = 1, w_frac: Any = 1.0 / 3.0) -> Any:
+    """Idle fraction of the pipeline, bubble / (bubble + useful), for uniform stages and free
+    point-to-point transfers (closed forms; numpy arrays broadcast).
+
+    * GPipe and 1F1B: ``(p-1) / (m + p - 1)``.
+    * Interleaved 1F1B with ``v`` chunks: ``(p-1)/v / (m + (p-1)/v)``.
+    * ZB-H1: the bubble shrinks from ``(p-1)(F+B)`` to ``(p-1)(F+B-2W)`` where ``W`` is the weight
+      gradient share of the backward (``w_frac`` of F+B; 1/3 when backward is twice forward and
+      split evenly).
+    * DualPipe: ``(p/2 - 1)(F&B + B - 3W)`` from the DeepSeek-V3 report, approximated with F&B = F+B.
+    """
+    p = np.asarray(p, dtype=float)
+    m = np.asarray(m, dtype=float)
+    v = np.asarray(v, dtype=float)
+    s = np.asarray(schedule)
+    unit = np.select(
+        [s == "interleaved", s == "zero_bubble", s == "dualpipe"],
+        [(p - 1) / v, (p - 1) * (1 - 2 * w_frac), np.maximum(p / 2 - 1, 0) * (1 + (0.5 - 3 * w_frac) * 1.0)],
+        default=p - 1,
+    )
+    unit = np.maximum(unit, 0.0)
+    return unit / (m + unit)
+
+
+def rank_queues(schedule: str, p: int, m: int, rank: int, v: int = 1) -> list[list[Task]]:
+    """Task queues of a rank for the discrete-event engine, in priority order.
+
+    A rank runs the head of the first queue whose dependencies are met. One queue reproduces the
+    strict order of :func:`rank_order`. Zero-bubble keeps forward/backward in 1F1B order in the
+    first queue and weight gradients in the second, run whenever the first is blocked (or first,
+    once as many are deferred as 1F1B keeps micro-batches in flight). DualPipe keeps one queue per
+    direction, each in split-backward 1F1B order, so either direction fills the other's bubbles.
+    """
+    if schedule == "zero_bubble":
+        base = one_f_one_b(p, m, rank)
+        return [base, [("W", 0, i) for i in range(m)]]
+    if schedule == "dualpipe":
+        half = max(m // 2, 1)
+
+        def with_w(order: list[Task], chunk: int, offset: int) -> list[Task]:
+            out: list[Task] = []
+            for k, _c, mb in order:
+                out.append((k, chunk, offset + mb))
+                if k == "B":
+                    out.append(("W", chunk, offset + mb))
+            return out
+
+        q0 = with_w(one_f_one_b(p, half, rank), 0, 0)
+        q1 = with_w(one_f_one_b(p, m - half, p - 1 - rank), 1, half) if m > half else []
+        return [q0, q1]
+    return [rank_order(schedule, p, m, rank, v)]

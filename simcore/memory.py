@@ -1,0 +1,145 @@
+"""Memory model: bytes per GPU for weights, gradients, optimizer states, activations, KV cache.
+
+Pure functions over scalars or numpy arrays (one element per layout). Activation bytes are counted
+from the tensors each layer saves for its backward pass (flash attention: no s x s score matrix is
+kept), following Korthikanti et al. 2022 "Reducing Activation Recomputation in Large Transformer
+Models" with dropout removed (modern LLMs train without it) and GQA/SwiGLU shapes:
+
+* outside the tensor-parallel region (sharded only with sequence parallelism): the two norm inputs,
+  the QKV GEMM input and the MLP-in GEMM input — ``4 s b h`` elements;
+* inside it (sharded by TP): Q, K, V, the attention output, the MLP-in output(s) and the activation
+  output.
+
+Full recomputation keeps only each layer's input (plus one layer's working set during its
+recompute); selective recomputation re-runs the attention core, which with flash attention saves
+only the softmax statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simcore.specs.scenario import ModelSpec
+from simcore.workload.model import layer_shape
+
+Num = Any
+
+# Bytes per parameter of the training state.
+# bf16 weights + fp32 master (Megatron): 2 (weights) + 4 (fp32 grad accumulation) + 4 (master) + 8 (Adam m, v)
+# fp32 weights with autocast (PyTorch AMP): 4 (weights) + 4 (grads) + 8 (Adam m, v)
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter of each part of the training state."""
+
+    weights: float
+    grads: float
+    optimizer: float
+    """Optimizer states including an fp32 master copy when the weights are low precision."""
+
+
+def state_bytes(
+    precision: str, optimizer: str, master_weights: bool, param_dtype: str = "bf16"
+) -> StateBytes:
+    """Per-parameter bytes of weights, gradients and optimizer state.
+
+    ``param_dtype='fp32'`` is PyTorch AMP (fp32 weights, autocast): no separate master copy.
+    ``param_dtype='bf16'`` is Megatron-style mixed precision: low-precision weights, fp32 gradient
+    accumulation and an fp32 master copy in the optimizer when ``master_weights``.
+    """
+    moments = 8.0 if optimizer == "adamw" else 4.0  # SGD with momentum
+    if param_dtype == "fp32" or precision == "fp32":
+        return StateBytes(4.0, 4.0, moments)
+    # fp8 training keeps bf16 weights plus fp8 copies for the GEMMs (Transformer Engine).
+    w = 3.0 if precision == "fp8" else 2.0
+    master = 4.0 if master_weights else 0.0
+    grads = 4.0 if master_weights else 2.0
+    return StateBytes(w, grads, moments + master)
+
+
+def training_state_bytes(
+    params: Num, sb: StateBytes, dp: Num = 1, zero: Num = 0, fsdp: Num = False
+) -> tuple[Num, Num, Num]:
+    """(weights, grads, optimizer) bytes per GPU for ``params`` parameters held by the rank before
+    ZeRO sharding over ``dp`` ranks (stage 1: optimizer, 2: + grads, 3 or FSDP: + weights)."""
+    z = np.where(np.asarray(fsdp, dtype=bool), 3, zero)
+    w = params * sb.weights / np.where(z >= 3, dp, 1)
+    g = params * sb.grads / np.where(z >= 2, dp, 1)
+    o = params * sb.optimizer / np.where(z >= 1, dp, 1)
+    return w, g, o
+
+
+def activation_bytes_per_layer(
+    m: ModelSpec,
+    micro_batch: Num,
+    seq: Num,
+    tp: Num = 1,
+    cp: Num = 1,
+    sp: Num = False,
+    recompute: str = "none",
+    act_bytes: float = 2.0,
+    moe_layer: bool = False,
+) -> Num:
+    """Bytes one layer keeps for backward, per micro-batch, on one rank."""
+    s = layer_shape(m)
+    tokens = micro_batch * seq / cp
+    sp_div = np.where(np.asarray(sp, dtype=bool), tp, 1)
+    h = s.hidden
+    if recompute == "full":
+        return tokens * h * act_bytes / sp_div
+    outside = 4.0 * tokens * h / sp_div  # 2 norm inputs + QKV input + MLP-in input
+    qkv = tokens * (s.heads + 2 * s.kv_heads) * s.head_dim / tp
+    attn_out = tokens * s.heads * s.v_head_dim / tp
+    lse = tokens * s.heads / tp * 2.0  # fp32 softmax statistics, in bf16-element units
+    if recompute == "selective":
+        lse = 0.0
+    if moe_layer and m.moe is not None:
+        f = m.moe.expert_ffn_hidden
+        routed = tokens * m.moe.top_k * m.moe.imbalance
+        shared_f = m.moe.shared_experts * f
+        mlp = (routed * f + tokens * shared_f) / tp * (3.0 if s.gated else 2.0)
+        mlp = mlp + 2.0 * routed * h  # permuted tokens (dispatch and expert input)
+        mlp = mlp + tokens * m.moe.experts / tp * 2.0  # router probabilities (fp32)
+    else:
+        mlp = tokens * s.ffn_hidden / tp * (3.0 if s.gated else 2.0)
+    return (outside + qkv + attn_out + lse + mlp) * act_bytes
+
+
+def logits_bytes(
+    m: ModelSpec, micro_batch: Num, seq: Num, tp: Num = 1, cp: Num = 1, act_bytes: float = 2.0
+) -> Num:
+    """Peak bytes of the LM head output and the fp32 loss working set on the last stage."""
+    tokens = micro_batch * seq / cp
+    return tokens * m.vocab / tp * (act_bytes + 4.0 + 4.0)
+
+
+def inflight_microbatches(schedule: Num, pp: Num, micro_batches: Num, vp: Num = 1) -> Num:
+    """Micro-batches whose activations the first (busiest) stage holds at the peak.
+
+    GPipe holds all ``m``; 1F1B holds ``min(m, p)``; interleaved 1F1B holds
+    ``p * (1 + (p - 1) / (p * v))`` (Megatron-LM); zero-bubble H1 as 1F1B; DualPipe holds
+    ``p + 1`` micro-batches' worth (it runs two directions)."""
+    p = np.asarray(pp, dtype=float)
+    m = np.asarray(micro_batches, dtype=float)
+    v = np.asarray(vp, dtype=float)
+    one_f1b = np.minimum(m, p)
+    inter = np.minimum(m, p) * (1.0 + (p - 1.0) / (p * v))
+    dual = np.minimum(m, p + 1.0)
+    sched = np.asarray(schedule)
+    return np.select(
+        [sched == "gpipe", sched == "interleaved", sched == "dualpipe"], [m, inter, dual], default=one_f1b
+    )
+
+
+def kv_cache_bytes(m: ModelSpec, batch: Num, tokens: Num, tp: Num = 1, kv_bytes: float = 2.0) -> Num:
+    """Bytes of the KV cache for ``batch`` sequences of ``tokens`` tokens (MLA caches the latent)."""
+    if m.mla is not None:
+        per_token = (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * m.layers
+        return batch * tokens * per_token * kv_bytes
+    s = layer_shape(m)
+    kvh = np.maximum(s.kv_heads / np.asarray(tp, dtype=float), 1.0)
+    return batch * tokens * 2.0 * kvh * s.head_dim * m.layers * kv_bytes

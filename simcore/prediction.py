@@ -1,0 +1,311 @@
+"""``simcore.predict``: one scenario in, one result out (training or inference).
+
+This module composes the engines for a single scenario; the planner calls the same engines with
+numpy grids of layouts. Results are pydantic models (``.model_dump()`` gives the JSON of
+``simcore predict --json``), all quantities in SI units.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from simcore.calibration.profile import load_profile
+from simcore.engine import inference as I
+from simcore.engine import training as T
+from simcore.errors import SpecError
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import ClusterInfo, resolve_cluster
+from simcore.specs.scenario import Scenario
+
+GiB = 1024.0**3
+RESERVED_BYTES = 1.5 * GiB
+"""Device memory not available to tensors: CUDA context, cuBLAS/NCCL workspaces, allocator slack."""
+
+
+def _f(x: Any) -> float:
+    return float(np.asarray(x, dtype=float))
+
+
+class TrainingResult(BaseModel):
+    """Prediction for one training step (seconds, bytes, FLOP/s; SI units)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: Literal["training"] = "training"
+    engine: str
+    device: str
+    system: str
+    gpus: int
+    layout: dict[str, Any]
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    memory_per_gpu_bytes: float
+    memory_breakdown: dict[str, float]
+    fits_in_memory: bool
+    fits_reason: str
+    breakdown: dict[str, float]
+    bubble_fraction: float
+    exposed_comm: dict[str, float]
+    microbatches: int
+    tokens_per_step: float
+    time_to_train_s: float | None = None
+    gpu_hours: float | None = None
+    cost: float | None = None
+    power_per_gpu_w: float
+    energy_per_step_j: float
+    energy_per_token_j: float
+    calibration: str
+    notes: list[str] = []
+
+
+class InferenceResult(BaseModel):
+    """Prediction for a prefill and a decode step (seconds, bytes; SI units)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: Literal["inference"] = "inference"
+    device: str
+    system: str
+    gpus: int
+    layout: dict[str, Any]
+    batch: int
+    prompt_len: int
+    context_len: int
+    output_len: int
+    prefill_time_s: float
+    decode_step_time_s: float
+    ttft_s: float
+    tpot_s: float
+    e2e_latency_s: float
+    tokens_per_s: float
+    """Decode throughput: generated tokens per second for the whole batch."""
+    prefill_tokens_per_s: float
+    memory_per_gpu_bytes: float
+    memory_breakdown: dict[str, float]
+    fits_in_memory: bool
+    fits_reason: str
+    breakdown_prefill: dict[str, float]
+    breakdown_decode: dict[str, float]
+    calibration: str
+    notes: list[str] = []
+
+
+def _fits(total: float, cluster: ClusterInfo) -> tuple[bool, str]:
+    cap = cluster.device.memory.capacity
+    usable = cap - RESERVED_BYTES
+    if total <= usable:
+        return True, f"{total / GiB:.1f} GiB of {usable / GiB:.1f} GiB usable"
+    return (
+        False,
+        f"needs {total / GiB:.1f} GiB per GPU, {usable / GiB:.1f} GiB usable on {cluster.device.name}",
+    )
+
+
+def _calibration_note(cluster: ClusterInfo, name: str | None) -> tuple[str, list[str]]:
+    prof = load_profile(cluster.device, name)
+    notes: list[str] = []
+    tf = getattr(prof, "transferred_from", None)
+    label = str(getattr(prof, "device", "")) or "profile"
+    if tf:
+        notes.append(f"no measurements for {cluster.device.name}: efficiency curves transferred from {tf}")
+        label = f"transferred from {tf}"
+    if getattr(prof, "provisional", False):
+        notes.append("calibration profile is provisional (not yet fitted on measurements)")
+    return label, notes
+
+
+def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
+    """The scalar parallel layout of a training scenario, validated against the cluster and model."""
+    p = sc.parallel
+    tr = sc.training
+    assert tr is not None
+    m = sc.model
+    inner = p.tp * p.pp * p.cp
+    dp = p.dp if p.dp is not None else cluster.gpus // inner
+    if dp < 1 or inner * dp != cluster.gpus:
+        raise SpecError(
+            f"tp*pp*cp*dp = {p.tp}*{p.pp}*{p.cp}*{dp} = {inner * dp} does not match the cluster's {cluster.gpus} GPUs",
+            field="parallel",
+        )
+    if p.ep > 1 and dp * p.cp % p.ep:
+        raise SpecError(f"ep ({p.ep}) must divide dp*cp ({dp * p.cp})", field="parallel.ep")
+    if m.heads % p.tp:
+        raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({p.tp})", field="parallel.tp")
+    vp = p.vp if p.schedule == "interleaved" else 1
+    if m.layers % (p.pp * vp):
+        raise SpecError(
+            f"model.layers ({m.layers}) is not divisible by pp*vp ({p.pp * vp})", field="parallel.pp"
+        )
+    gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
+    if gb % (tr.micro_batch * dp):
+        raise SpecError(
+            f"global_batch ({gb}) is not a multiple of micro_batch*dp ({tr.micro_batch}*{dp})",
+            field="training.global_batch",
+        )
+    return {
+        "tp": p.tp,
+        "pp": p.pp,
+        "dp": dp,
+        "cp": p.cp,
+        "ep": p.ep,
+        "vp": vp,
+        "micro_batch": tr.micro_batch,
+        "global_batch": gb,
+        "sp": p.sequence_parallel,
+        "zero": p.zero,
+        "fsdp": p.fsdp,
+        "recompute": tr.recompute,
+        "schedule": p.schedule,
+        "dp_overlap": p.dp_overlap,
+        "tp_overlap": p.tp_overlap,
+    }
+
+
+def _power(cluster: ClusterInfo, busy: float) -> float:
+    d = cluster.device
+    idle = d.idle_power if d.idle_power is not None else 0.15 * d.tdp
+    return idle + (d.tdp - idle) * min(max(busy, 0.0), 1.0)
+
+
+def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
+    reg = default_registry()
+    cluster = resolve_cluster(sc.cluster, reg)
+    tr = sc.training
+    assert tr is not None
+    lay = layout_of(sc, cluster)
+    ev = T.evaluate(
+        sc.model, tr, T.TrainingLayout(**lay), cluster, sc.runtime.framework, sc.calibration, _param_dtype(sc)
+    )
+    step = _f(ev.step_time_s)
+    notes: list[str] = []
+    if engine == "des":
+        from simcore.engine.timeline import simulate_training
+
+        des = simulate_training(sc, cluster, lay, ev)
+        step = des.step_time_s
+    gpus = cluster.gpus
+    tokens = _f(ev.tokens_per_step)
+    mflops = _f(ev.model_flops_per_step)
+    peak = cluster.device.peak_flops(tr.precision)
+    mfu = mflops / (step * gpus * peak)
+    hfu = _f(ev.hardware_flops_per_step) / (step * gpus * peak)
+    mem = {k: _f(v) for k, v in ev.memory.items()}
+    fits, reason = _fits(mem["total"], cluster)
+    cal, cal_notes = _calibration_note(cluster, sc.calibration)
+    notes.extend(cal_notes)
+    bd = {k: _f(v) for k, v in ev.breakdown.items()}
+    busy = (
+        sum(v for k, v in bd.items() if k not in ("pipeline_bubble", "dp_comm") and not k.endswith("_comm"))
+        / step
+    )
+    power = _power(cluster, busy)
+    energy = power * gpus * step * sc.cost.pue
+    ttt = gh = cost = None
+    if tr.tokens:
+        ttt = tr.tokens / tokens * step
+        gh = ttt * gpus / 3600.0
+        if sc.cost.price_per_gpu_hour is not None:
+            cost = gh * sc.cost.price_per_gpu_hour
+    return TrainingResult(
+        name=sc.name,
+        engine=engine,
+        device=cluster.device.name,
+        system=cluster.system.name,
+        gpus=gpus,
+        layout=lay,
+        step_time_s=step,
+        tokens_per_s=tokens / step,
+        tokens_per_s_per_gpu=tokens / step / gpus,
+        model_tflops_per_gpu=mflops / step / gpus / 1e12,
+        mfu=mfu,
+        hfu=hfu,
+        memory_per_gpu_bytes=mem["total"],
+        memory_breakdown=mem,
+        fits_in_memory=fits,
+        fits_reason=reason,
+        breakdown=bd,
+        bubble_fraction=_f(ev.bubble_fraction),
+        exposed_comm={k: _f(v) for k, v in ev.exposed_comm.items()},
+        microbatches=int(round(_f(ev.microbatches))),
+        tokens_per_step=tokens,
+        time_to_train_s=ttt,
+        gpu_hours=gh,
+        cost=cost,
+        power_per_gpu_w=power,
+        energy_per_step_j=energy,
+        energy_per_token_j=energy / tokens,
+        calibration=cal,
+        notes=notes,
+    )
+
+
+def _param_dtype(sc: Scenario) -> str:
+    assert sc.training is not None
+    return "fp32" if sc.training.precision == "fp32" else sc.training.param_dtype
+
+
+def predict_inference(sc: Scenario) -> InferenceResult:
+    reg = default_registry()
+    cluster = resolve_cluster(sc.cluster, reg)
+    inf = sc.inference
+    assert inf is not None
+    p = sc.parallel
+    if p.tp * p.pp > cluster.gpus:
+        raise SpecError(f"tp*pp ({p.tp * p.pp}) exceeds the cluster's {cluster.gpus} GPUs", field="parallel")
+    ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, sc.runtime.framework, sc.calibration)
+    pre = _f(ev.prefill_time_s)
+    dec = _f(ev.decode_step_time_s)
+    mem = {k: _f(v) for k, v in ev.memory.items()}
+    fits, reason = _fits(mem["total"], cluster)
+    cal, notes = _calibration_note(cluster, sc.calibration)
+    return InferenceResult(
+        name=sc.name,
+        device=cluster.device.name,
+        system=cluster.system.name,
+        gpus=p.tp * p.pp,
+        layout={"tp": p.tp, "pp": p.pp},
+        batch=inf.batch,
+        prompt_len=inf.prompt_len,
+        context_len=int(ev.context_len),
+        output_len=inf.output_len,
+        prefill_time_s=pre,
+        decode_step_time_s=dec,
+        ttft_s=pre,
+        tpot_s=dec,
+        e2e_latency_s=pre + dec * max(inf.output_len - 1, 0),
+        tokens_per_s=inf.batch / dec,
+        prefill_tokens_per_s=inf.batch * inf.prompt_len / pre,
+        memory_per_gpu_bytes=mem["total"],
+        memory_breakdown=mem,
+        fits_in_memory=fits,
+        fits_reason=reason,
+        breakdown_prefill={k: _f(v) for k, v in ev.prefill.time.items()},
+        breakdown_decode={k: _f(v) for k, v in ev.decode.time.items()},
+        calibration=cal,
+        notes=notes,
+    )
+
+
+def predict(scenario: Scenario | str, engine: str = "analytic") -> TrainingResult | InferenceResult:
+    """Predict a scenario (object or path/built-in name): training step or inference prefill/decode.
+
+    ``engine`` is ``analytic`` (closed forms) or ``des`` (discrete-event simulation of the step).
+    """
+    if isinstance(scenario, str):
+        from simcore.specs.resolve import load_scenario
+
+        scenario = load_scenario(scenario)
+    if scenario.kind == "training":
+        return predict_training(scenario, engine)
+    if scenario.kind == "inference":
+        return predict_inference(scenario)
+    raise SpecError("serving scenarios are predicted with `simcore serve`", field="kind")

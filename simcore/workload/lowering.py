@@ -1,0 +1,306 @@
+"""Lowering: a transformer and a parallel layout become lists of ops per rank.
+
+The op lists are the single description of the work that every engine prices: the analytic
+engine evaluates them over numpy grids of layouts, the discrete-event engine places the same ops
+on streams. Every shape field may be a numpy array (one element per layout).
+
+Shapes follow Megatron-LM: column-parallel QKV and MLP-in GEMMs, row-parallel attention-out and
+MLP-out GEMMs, two tensor-parallel collectives per block in each direction (all-reduce, or
+all-gather + reduce-scatter with sequence parallelism), context parallelism splitting the sequence
+(attention exchanges K/V in a ring), expert parallelism with all-to-all dispatch and combine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from simcore.specs.hardware import DTYPE_BYTES
+from simcore.specs.scenario import ModelSpec
+from simcore.workload.model import layer_shape
+
+OpKind = Literal["gemm", "attention", "memory", "comm"]
+Phase = Literal["fwd", "bwd"]
+
+Num = Any
+"""A float or a numpy array of floats (one per layout)."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One kernel (or collective) type with its shape and how many times it runs.
+
+    ``args`` are the keyword arguments of the matching cost function in :mod:`simcore.compute.ops`
+    (``gemm``, ``attention``, ``memory_op``) or, for ``comm``, ``op``, ``nbytes`` and ``group``
+    (a parallel dimension name: ``tp``, ``cp``, ``ep``, ``dp``, ``pp``).
+    """
+
+    name: str
+    kind: OpKind
+    category: str
+    """Breakdown key: gemm, attention, elementwise, norm, tp_comm, cp_comm, ep_comm, ..."""
+    args: dict[str, Any]
+    count: Num = 1.0
+    overlappable: bool = False
+    """Communication that may hide behind computation (tp_overlap, CP ring exchange)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Per-rank shape of the work: one value or one numpy array element per layout."""
+
+    micro_batch: Num
+    seq: Num
+    """Full sequence length (before context parallel splitting)."""
+    tp: Num = 1
+    cp: Num = 1
+    ep: Num = 1
+    sp: Num = False
+    """Sequence parallelism (bool or array of bools)."""
+    dtype: str = "bf16"
+    act_bytes: float = 2.0
+    """Bytes per activation element (bf16)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> Num:
+        """Tokens a rank processes per micro-batch (sequence split by CP)."""
+        return self.micro_batch * self.seq / self.cp
+
+    @property
+    def sp_div(self) -> Num:
+        """Divisor of activation work outside the tensor-parallel region."""
+        return np.where(self.sp, self.tp, 1) if not isinstance(self.sp, bool) else (self.tp if self.sp else 1)
+
+
+def _gemm(
+    name: str, m: Num, n: Num, k: Num, dtype: str, category: str = "gemm", count: Num = 1.0, batch: Num = 1
+) -> Op:
+    return Op(name, "gemm", category, {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}, count)
+
+
+def _mem(name: str, nbytes: Num, category: str = "elementwise", count: Num = 1.0, flops: Num = 0.0) -> Op:
+    return Op(name, "memory", category, {"name": name, "nbytes": nbytes, "flops": flops}, count)
+
+
+def _comm(
+    name: str, op: str, nbytes: Num, group: str, category: str, count: Num = 1.0, overlappable: bool = False
+) -> Op:
+    return Op(name, "comm", category, {"op": op, "nbytes": nbytes, "group": group}, count, overlappable)
+
+
+def norm_name(m: ModelSpec) -> str:
+    return "rmsnorm" if m.norm == "rmsnorm" else "layernorm"
+
+
+def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Forward ops of one attention block (norm, QKV, attention core, out-projection, residual)."""
+    s = layer_shape(m)
+    T = lay.tokens
+    t = lay.tp
+    b = lay.act_bytes
+    dt = lay.dtype
+    h = s.hidden
+    ops: list[Op] = []
+    tsp = T / lay.sp_div  # tokens seen outside the TP region
+    ops.append(_mem(norm_name(m), 2 * tsp * h * b, "norm", flops=5 * tsp * h))
+    if m.mla is not None:
+        ml = m.mla
+        ops.append(_gemm("q_down", T, ml.q_lora_rank, h, dt))
+        ops.append(_gemm("q_up", T, s.heads * s.head_dim / t, ml.q_lora_rank, dt))
+        ops.append(_gemm("kv_down", T, ml.kv_lora_rank + ml.qk_rope_head_dim, h, dt))
+        ops.append(_gemm("kv_up", T, s.heads * (ml.qk_nope_head_dim + s.v_head_dim) / t, ml.kv_lora_rank, dt))
+        ops.append(_mem(norm_name(m), 2 * T * (ml.q_lora_rank + ml.kv_lora_rank) * b, "norm"))
+    else:
+        ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt))
+    ops.append(
+        Op(
+            "attention",
+            "attention",
+            "attention",
+            {
+                "batch": lay.micro_batch,
+                "heads": s.heads / t,
+                "kv_heads": s.kv_heads / t,
+                "seq": lay.seq,
+                "head_dim": s.head_dim,
+                "causal": "kv_seq" not in lay.extra,
+                "backward": False,
+                "dtype": dt,
+                "kv_seq": lay.extra.get("kv_seq"),
+            },
+            1.0 / lay.cp,
+        )
+    )
+    ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt))
+    ops.append(_mem("add", 3 * tsp * h * b, "elementwise", flops=tsp * h))
+    return ops
+
+
+def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num | None = None) -> list[Op]:
+    """Forward ops of a dense MLP block (or one expert group's when ``tokens`` is given)."""
+    s = layer_shape(m)
+    T = lay.tokens if tokens is None else tokens
+    f = (s.ffn_hidden if ffn is None else ffn) / lay.tp
+    h = s.hidden
+    b = lay.act_bytes
+    dt = lay.dtype
+    ops: list[Op] = []
+    if s.gated:
+        ops.append(_gemm("mlp_in", T, 2 * f, h, dt))
+        ops.append(_mem("swiglu", 3 * T * f * b, "elementwise", flops=5 * T * f))
+    else:
+        ops.append(_gemm("mlp_in", T, f, h, dt))
+        ops.append(_mem("gelu", 2 * T * f * b, "elementwise", flops=8 * T * f))
+    ops.append(_gemm("mlp_out", T, h, f, dt))
+    return ops
+
+
+def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2) -> list[Op]:
+    """Tensor-parallel collectives of ``blocks`` blocks in the forward pass."""
+    nbytes = lay.tokens * m.hidden * lay.act_bytes
+    ar = _comm("tp_allreduce", "all_reduce", nbytes, "tp", "tp_comm", count=blocks)
+    ag = _comm("tp_allgather", "all_gather", nbytes, "tp", "tp_comm", count=blocks)
+    rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks)
+    if isinstance(lay.sp, bool):
+        return [ag, rs] if lay.sp else [ar]
+    # Arrays of layouts: all three listed, counts zeroed where they do not apply.
+    sp = np.asarray(lay.sp, dtype=bool)
+    return [
+        Op(ar.name, ar.kind, ar.category, ar.args, np.where(sp, 0.0, blocks)),
+        Op(ag.name, ag.kind, ag.category, ag.args, np.where(sp, blocks, 0.0)),
+        Op(rs.name, rs.kind, rs.category, rs.args, np.where(sp, blocks, 0.0)),
+    ]
+
+
+def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all."""
+    assert m.moe is not None
+    moe = m.moe
+    s = layer_shape(m)
+    T = lay.tokens
+    h = s.hidden
+    b = lay.act_bytes
+    dt = lay.dtype
+    ops: list[Op] = [_gemm("router", T, moe.experts, h, dt, "moe_router")]
+    ops.append(_mem("router_softmax_topk", 2 * T * moe.experts * 4, "moe_router"))
+    routed = T * moe.top_k * moe.imbalance
+    # experts a rank runs: all of its share, or fewer when fewer tokens than experts arrive (decode)
+    local_experts = np.minimum(moe.experts / lay.ep, np.maximum(routed, 1.0))
+    per_expert = routed / local_experts
+    a2a_bytes = T * moe.top_k * h * b
+    ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))
+    ops.append(_mem("permute", 2 * routed * h * b, "moe_permute"))
+    for op in mlp_block_fwd(m, lay, ffn=moe.expert_ffn_hidden, tokens=per_expert):
+        args = dict(op.args)
+        if op.kind == "gemm":
+            args["batch"] = local_experts
+            ops.append(Op("expert_" + op.name, op.kind, "gemm", args, op.count))
+        else:
+            args["nbytes"] = op.args["nbytes"] * local_experts
+            ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))
+    ops.append(_mem("unpermute", 2 * routed * h * b, "moe_permute"))
+    ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
+    if moe.shared_experts:
+        ops.extend(
+            Op("shared_" + o.name, o.kind, o.category, o.args, o.count)
+            for o in mlp_block_fwd(m, lay, ffn=moe.shared_experts * moe.expert_ffn_hidden)
+        )
+    return ops
+
+
+def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
+    """All forward ops of one transformer layer on one rank."""
+    ops = attention_block_fwd(m, lay)
+    T = lay.tokens / lay.sp_div
+    ops.append(_mem(norm_name(m), 2 * T * m.hidden * lay.act_bytes, "norm", flops=5 * T * m.hidden))
+    ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
+    ops.append(_mem("add", 3 * T * m.hidden * lay.act_bytes, "elementwise", flops=T * m.hidden))
+    ops.extend(tp_comm_fwd(m, lay))
+    if not (isinstance(lay.cp, int | float) and lay.cp == 1):
+        # Ring attention: each rank passes its K/V shard around the ring (cp - 1 steps), overlapped
+        # with the attention compute of the previous shard.
+        s = layer_shape(m)
+        kv_bytes = 2 * lay.micro_batch * lay.seq / lay.cp * s.kv_heads / lay.tp * s.head_dim * lay.act_bytes
+        ops.append(
+            _comm(
+                "cp_kv_exchange", "send_recv", kv_bytes, "cp", "cp_comm", count=lay.cp - 1, overlappable=True
+            )
+        )
+    return ops
+
+
+def backward_of(op: Op) -> list[Op]:
+    """Backward ops of a forward op: two GEMMs per GEMM, the attention backward kernel, about twice
+    the bytes for memory-bound ops, the transposed collective for communication."""
+    if op.kind == "gemm":
+        a = op.args
+        return [
+            Op(
+                op.name + "_dgrad",
+                "gemm",
+                op.category,
+                {**a, "m": a["m"], "n": a["k"], "k": a["n"]},
+                op.count,
+            ),
+            Op(
+                op.name + "_wgrad",
+                "gemm",
+                op.category,
+                {**a, "m": a["k"], "n": a["n"], "k": a["m"]},
+                op.count,
+            ),
+        ]
+    if op.kind == "attention":
+        return [Op(op.name + "_bwd", "attention", op.category, {**op.args, "backward": True}, op.count)]
+    if op.kind == "memory":
+        a = op.args
+        return [
+            Op(
+                op.name + "_bwd",
+                "memory",
+                op.category,
+                {**a, "nbytes": 1.5 * a["nbytes"], "flops": 2 * a["flops"]},
+                op.count,
+            )
+        ]
+    a = op.args
+    swap = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}.get(a["op"], a["op"])
+    return [Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap}, op.count, op.overlappable)]
+
+
+def backward(ops: list[Op]) -> list[Op]:
+    out: list[Op] = []
+    for op in reversed(ops):
+        out.extend(backward_of(op))
+    return out
+
+
+def embedding_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Token embedding lookup (first pipeline stage)."""
+    T = lay.tokens / lay.sp_div
+    return [_mem("embedding", 2 * T * m.hidden * lay.act_bytes, "embedding")]
+
+
+def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:
+    """Final norm, LM head GEMM (vocabulary split by TP) and cross-entropy (last pipeline stage)."""
+    T = lay.tokens if tokens is None else tokens
+    v = m.vocab / lay.tp
+    ops = [
+        _mem(norm_name(m), 2 * T / lay.sp_div * m.hidden * lay.act_bytes, "norm"),
+        _gemm("lm_head", T, v, m.hidden, lay.dtype, "gemm"),
+    ]
+    return ops
+
+
+def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Cross-entropy over the (TP-split) logits: reads bf16 logits, fp32 softmax."""
+    T = lay.tokens
+    v = m.vocab / lay.tp
+    return [_mem("cross_entropy", T * v * (lay.act_bytes + 4), "loss", flops=5 * T * v)]
+
+
+def dtype_bytes(dtype: str) -> float:
+    return DTYPE_BYTES[dtype]

@@ -1,0 +1,161 @@
+"""Parameter and FLOP counts of decoder-only transformers (dense, MoE, MLA).
+
+Conventions (see docs/compute.md):
+
+* Parameters exclude biases (modern LLMs have none) and count norm weights.
+* *Model FLOPs* per token follow PaLM / Megatron: ``6 * N_active`` for the weight GEMMs (forward 2,
+  backward 4) plus ``12 * layers * seq * attn_dim`` for attention scores and values, not halved for
+  causal masks (the convention the published tables use). MFU uses model FLOPs; HFU adds
+  recomputation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.specs.scenario import ModelSpec
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """Dimensions of one transformer layer."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    """Head dimension of queries and keys."""
+    v_head_dim: int
+    ffn_hidden: int
+    gated: bool
+    """SwiGLU (three MLP matrices) rather than GELU (two)."""
+
+
+def layer_shape(m: ModelSpec) -> LayerShape:
+    if m.mla is not None:
+        qk = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
+        return LayerShape(
+            m.hidden, m.heads, m.heads, qk, m.mla.v_head_dim, m.ffn_hidden, m.activation == "swiglu"
+        )
+    return LayerShape(
+        m.hidden, m.heads, m.n_kv_heads, m.d_head, m.d_head, m.ffn_hidden, m.activation == "swiglu"
+    )
+
+
+def attention_params(m: ModelSpec) -> int:
+    """Weights of one attention block (projections only)."""
+    h = m.hidden
+    if m.mla is not None:
+        a = m.heads
+        ml = m.mla
+        q = h * ml.q_lora_rank + ml.q_lora_rank * a * (ml.qk_nope_head_dim + ml.qk_rope_head_dim)
+        kv = h * (ml.kv_lora_rank + ml.qk_rope_head_dim) + ml.kv_lora_rank * a * (
+            ml.qk_nope_head_dim + ml.v_head_dim
+        )
+        o = a * ml.v_head_dim * h
+        return q + kv + o + ml.q_lora_rank + ml.kv_lora_rank
+    d = m.d_head
+    return h * (m.heads + 2 * m.n_kv_heads) * d + m.heads * d * h
+
+
+def mlp_params(hidden: int, ffn: int, gated: bool) -> int:
+    return (3 if gated else 2) * hidden * ffn
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts (not bytes)."""
+
+    embedding: int
+    lm_head: int
+    """0 when tied to the embedding."""
+    attention_per_layer: int
+    dense_mlp_per_layer: int
+    moe_layer_experts: int
+    """All routed experts of one MoE layer."""
+    moe_layer_active: int
+    """Routed experts a token visits (top_k) plus shared experts, plus the router."""
+    moe_layer_shared: int
+    norms_per_layer: int
+    dense_layers: int
+    moe_layers: int
+
+    @property
+    def per_dense_layer(self) -> int:
+        return self.attention_per_layer + self.dense_mlp_per_layer + self.norms_per_layer
+
+    @property
+    def per_moe_layer(self) -> int:
+        return (
+            self.attention_per_layer + self.moe_layer_experts + self.moe_layer_shared + self.norms_per_layer
+        )
+
+    @property
+    def total(self) -> int:
+        return (
+            self.embedding
+            + self.lm_head
+            + self.dense_layers * self.per_dense_layer
+            + self.moe_layers * self.per_moe_layer
+        )
+
+    @property
+    def active(self) -> int:
+        """Parameters one token uses (MoE: top-k experts)."""
+        moe_active = self.attention_per_layer + self.moe_layer_active + self.norms_per_layer
+        return (
+            self.embedding
+            + self.lm_head
+            + self.dense_layers * self.per_dense_layer
+            + self.moe_layers * moe_active
+        )
+
+    @property
+    def active_non_embedding(self) -> int:
+        """Active parameters used in GEMMs (excludes the embedding lookup; keeps the LM head)."""
+        head = self.lm_head if self.lm_head else self.embedding
+        return self.active - self.embedding - self.lm_head + head
+
+
+def param_counts(m: ModelSpec) -> ParamCounts:
+    h = m.hidden
+    gated = m.activation == "swiglu"
+    emb = m.vocab * h
+    head = 0 if m.tied_embeddings else m.vocab * h
+    attn = attention_params(m)
+    norms = 2 * h
+    if m.moe is None:
+        return ParamCounts(emb, head, attn, mlp_params(h, m.ffn_hidden, gated), 0, 0, 0, norms, m.layers, 0)
+    moe = m.moe
+    expert = mlp_params(h, moe.expert_ffn_hidden, gated)
+    router = h * moe.experts
+    shared = moe.shared_experts * expert
+    return ParamCounts(
+        emb,
+        head,
+        attn,
+        mlp_params(h, m.ffn_hidden, gated),
+        moe.experts * expert + router,
+        moe.top_k * expert + shared + router,
+        shared,
+        norms,
+        moe.dense_layers,
+        m.layers - moe.dense_layers,
+    )
+
+
+def attn_dim(m: ModelSpec) -> int:
+    """Width of the attention scores/values computation (heads x head_dim), for FLOP counting."""
+    s = layer_shape(m)
+    return s.heads * (s.head_dim + s.v_head_dim) // 2
+
+
+def model_flops_per_token(m: ModelSpec, seq_len: int | None = None, training: bool = True) -> float:
+    """Model FLOPs per token: ``6 N_active + 12 L s (a d)`` for training, a third of it for inference
+    (forward only)."""
+    s = seq_len or m.seq_len
+    pc = param_counts(m)
+    weights = 2.0 * pc.active_non_embedding
+    attn = 4.0 * m.layers * s * attn_dim(m)
+    fwd = weights + attn
+    return 3.0 * fwd if training else fwd
