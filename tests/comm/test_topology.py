@@ -351,3 +351,28 @@ def test_cli_topo_bad_system(capsys: pytest.CaptureFixture[str], reset_user_dirs
     assert e.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "no-such-system" in err and len(err.splitlines()) == 1
+
+
+def test_cli_topo_scenario_file_keeps_its_fabric(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reset_user_dirs: object
+) -> None:
+    sc = tmp_path / "sc.yaml"
+    sc.write_text(
+        "name: t\nkind: training\n"
+        "cluster: {system: hgx-h200, nodes: 8, fabric: {link: ib-ndr, topology: fat_tree, oversubscription: 2}}\n"
+        "model: {layers: 2, hidden: 256, heads: 4, ffn_hidden: 1024, vocab: 1000, seq_len: 128}\n"
+    )
+    with pytest.raises(SystemExit) as e:
+        main(["topo", str(sc), "--json"])
+    assert e.value.code == 0
+    d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (d["systems"], d["topology"], d["oversubscription"], d["leaves"]) == (8, "fat_tree", 2.0, 2)
+    # options override single fabric fields and the size, the rest of the scenario's fabric stays
+    with pytest.raises(SystemExit) as e:
+        main(["topo", str(sc), "--oversubscription", "1", "--nodes", "16", "--json"])
+    d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (d["systems"], d["topology"], d["oversubscription"], d["leaves"]) == (16, "fat_tree", 1.0, 4)
+    with pytest.raises(SystemExit) as e:
+        main(["topo", str(tmp_path / "missing.yaml")])
+    assert e.value.code == 2
+    assert "missing.yaml" in capsys.readouterr().err
