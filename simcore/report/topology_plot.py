@@ -145,7 +145,15 @@ def draw_topology(
         frac = 0.0 if hi <= lo else (math.log(bw) - math.log(lo)) / (math.log(hi) - math.log(lo))
         colour = cmap(norm(bw))
         (x0, y0), (x1, y1) = pos[u], pos[v]
-        ax.plot([x0, x1], [y0, y1], color=colour, lw=0.6 + 2.4 * frac, alpha=0.75, zorder=1)
+        if y0 == y1:  # links within a row (direct GPU-GPU NVLink, inter-socket): arcs above the row
+            steps = [i / 16 for i in range(17)]
+            rise = 0.06 * abs(x1 - x0) + 0.1
+            xs = [x0 + (x1 - x0) * f for f in steps]
+            ys = [y0 + rise * math.sin(math.pi * f) for f in steps]
+            ax.plot(xs, ys, color=colour, lw=0.6 + 2.4 * frac, alpha=0.75, zorder=1)
+            y0 = y1 = y0 + rise
+        else:
+            ax.plot([x0, x1], [y0, y1], color=colour, lw=0.6 + 2.4 * frac, alpha=0.75, zorder=1)
         key = (d["kind"], round(bw, -6))
         if key not in legend_edges:
             ax.annotate(

@@ -376,3 +376,17 @@ def test_cli_topo_scenario_file_keeps_its_fabric(
         main(["topo", str(tmp_path / "missing.yaml")])
     assert e.value.code == 2
     assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_plot_draws_a_subset_of_big_clusters(reg: Registry, tmp_path: Path) -> None:
+    from simcore.report.topology_plot import _pick, draw_topology
+
+    t = topo(reg, "hgx-h100", nodes=128)
+    nodes, drawn, total = _pick(t, max_nodes=3, max_gpus=16, max_switches=16, show_cpus=False)
+    assert drawn["gpu"] == 24 and total["gpu"] == 1024
+    assert drawn["leaf"] == 8 and drawn["spine"] == 16  # rails 0-7 of group 0, every spine
+    assert all(n[0] != "cpu" for n in nodes)
+    out = draw_topology(t, tmp_path / "big.png", max_nodes=3)
+    assert out.stat().st_size > 10_000
+    t = topo(reg, "pcie-pairs", nodes=2)
+    assert draw_topology(t, tmp_path / "pairs.svg", show_cpus=True).read_text().startswith("<?xml")
