@@ -254,6 +254,8 @@ class CollCost:
     """Bytes crossing the busiest NVLink port of a rank."""
     load_network: FloatArray | None = None
     """Bytes crossing a rank's share of the NICs."""
+    nvls_stage: NDArray[np.bool_] | None = None
+    """Whether the NVLink stage runs on NVLink SHARP (nvls, and hierarchical in its NVLS-tree form)."""
     transferred_from: str | None = None
     provisional: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -507,7 +509,7 @@ def cost_from_profile(
     net_curve = profile.links.get("network", LinkCurve())
     nvls_mult = profile.algorithms.get("nvls", 1.0)
 
-    keys = ("bnv", "bnet", "lat", "tnv", "tnet", "lnv", "lnet")
+    keys = ("bnv", "bnet", "lat", "tnv", "tnet", "lnv", "lnet", "nvs")
     best_t = np.full(shape, np.inf)
     best_any = np.full(shape, np.inf)
     res = {k: np.zeros(shape) for k in keys}
@@ -548,6 +550,7 @@ def cost_from_profile(
                 "tnet": tnet,
                 "lnv": c.load_nv,
                 "lnet": c.load_net,
+                "nvs": np.full(shape, 1.0 if c.nvls_stage else 0.0),
             }
             better_any = t < best_any
             best_any = np.where(better_any, t, best_any)
@@ -589,6 +592,7 @@ def cost_from_profile(
         wire_network_s=z(res["tnet"]),
         load_nvlink=z(res["lnv"]),
         load_network=z(res["lnet"]),
+        nvls_stage=res["nvs"] > 0,
         provisional=profile.provisional,
     )
 

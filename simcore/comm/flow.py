@@ -299,7 +299,7 @@ def collective_flows(
     prof = profile or load_profile(cluster.system.name).profile
     cost = collective_cost(opn, nbytes, group, cluster, algorithm, dtype, prof)
     algo = ALGORITHMS[int(cost.algorithm)]
-    if algo in ("tree", "hierarchical") or (algo == "nvls" and opn != "all_reduce"):
+    if algo == "nvls" and opn != "all_reduce":
         cost = collective_cost(opn, nbytes, group, cluster, "ring", dtype, prof)
         algo = ALGORITHMS[int(cost.algorithm)]
     if n == 1:
@@ -378,6 +378,26 @@ def collective_flows(
             down = ((p[0][1], p[0][0]),)
             flows.append(Flow(a, a, nbytes * k_nv, start=start, latency=lat, path=up))
             flows.append(Flow(a, a, nbytes * k_nv, start=start, latency=lat, path=down))
+        return flows, cost
+    if algo in ("tree", "hierarchical"):
+        # Pipelined stages as concurrent streams: each rank streams its NVLink-stage load to the next
+        # rank of its domain (or to the switch and back for NVLS) and its network-stage load to the
+        # rank with the same local index in the next domain (its rail).
+        nvls_inner = bool(cost.nvls_stage) if cost.nvls_stage is not None else False
+        for di, d in enumerate(doms):
+            nxt = doms[(di + 1) % len(doms)]
+            for li, a in enumerate(d):
+                if ln > 0 and len(d) > 1:
+                    if nvls_inner:
+                        p = topo.path(a, d[(li + 1) % len(d)])
+                        flows.append(Flow(a, a, ln * k_nv, start=start, latency=lat, path=(p[0],)))
+                        flows.append(
+                            Flow(a, a, ln * k_nv, start=start, latency=lat, path=((p[0][1], p[0][0]),))
+                        )
+                    else:
+                        flows.append(Flow(a, d[(li + 1) % len(d)], ln * k_nv, start=start, latency=lat))
+                if lw > 0 and len(doms) > 1:
+                    flows.append(Flow(a, nxt[li], lw * k_net, start=start, latency=lat))
         return flows, cost
     raise SimcoreError(f"no flow expansion for {opn} with {algo}", field="algorithm")
 
