@@ -108,7 +108,7 @@ def _rows(prefix: str, obj: Any, out: list[tuple[str, str]]) -> None:
 
 def describe(spec: Device | System | Link, kind: str) -> dict[str, Any]:
     """A spec as a JSON-ready dict with derived facts people ask for."""
-    d: dict[str, Any] = {"kind": kind, **spec.model_dump()}
+    d: dict[str, Any] = {"kind": kind, **spec.model_dump(), "category": kind}
     reg = default_registry()
     if isinstance(spec, System):
         dev = reg.device(spec.device)
@@ -116,6 +116,7 @@ def describe(spec: Device | System | Link, kind: str) -> dict[str, Any]:
         d["derived"] = {
             "nvlink_domains": spec.gpus // spec.nvlink_domain,
             "nvlink_bandwidth_per_gpu": nvbw,
+            "nvlink_bandwidth_per_gpu_bidirectional": 2 * nvbw,
             "gpu_memory_total": dev.memory.capacity * spec.gpus,
             "bf16_dense_total": dev.peak_flops("bf16") * spec.gpus,
             "scaleout_bandwidth": spec.nics * reg.link(spec.nic).bandwidth,
@@ -142,7 +143,7 @@ def hw_show(
         return
     rows: list[tuple[str, str]] = []
     for k, v in d.items():
-        if k in ("sources", "kind", "derived"):
+        if k in ("sources", "kind", "derived", "category"):
             continue
         _rows(k, v, rows)
     for k, v in d.get("derived", {}).items():

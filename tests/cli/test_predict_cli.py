@@ -1,0 +1,107 @@
+"""End-to-end CLI: predict and timeline."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcore.cli import main
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return int(e.value.code or 0), out.out, out.err
+
+
+def test_predict_default_no_args(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["predict"], capsys)
+    assert code == 0
+    assert "step time" in out and "MFU" in out
+
+
+def test_predict_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["predict", "default", "llama3-8b-decode-h200", "--json"], capsys)
+    assert code == 0
+    lines = [json.loads(x) for x in out.strip().splitlines()]
+    assert len(lines) == 2
+    tr, inf = lines
+    for key in (
+        "step_time_s",
+        "tokens_per_s",
+        "tokens_per_s_per_gpu",
+        "model_tflops_per_gpu",
+        "mfu",
+        "hfu",
+        "memory_per_gpu_bytes",
+        "fits_in_memory",
+        "breakdown",
+    ):
+        assert key in tr
+    assert sum(tr["breakdown"].values()) == pytest.approx(tr["step_time_s"], rel=1e-6)
+    for key in (
+        "prefill_time_s",
+        "decode_step_time_s",
+        "ttft_s",
+        "tpot_s",
+        "tokens_per_s",
+        "memory_per_gpu_bytes",
+    ):
+        assert key in inf
+
+
+def test_predict_set_override_changes_result(capsys: pytest.CaptureFixture[str]) -> None:
+    _, a, _ = run(["predict", "--json"], capsys)
+    _, b, _ = run(["predict", "--json", "--set", "training.global_batch=128"], capsys)
+    assert json.loads(b)["step_time_s"] > json.loads(a)["step_time_s"]
+
+
+def test_predict_bad_layout_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["predict", "--set", "parallel.tp=3"], capsys)
+    assert code == 2
+    assert "parallel" in err and len(err.strip().splitlines()) == 1
+
+
+def test_predict_des_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        [
+            "predict",
+            "--json",
+            "--engine",
+            "des",
+            "--set",
+            "parallel.pp=2",
+            "--set",
+            "training.global_batch=16",
+        ],
+        capsys,
+    )
+    assert code == 0 and json.loads(out)["engine"] == "des"
+
+
+def test_timeline_writes_trace_and_gantt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace, png = tmp_path / "t.json", tmp_path / "g.png"
+    code, _, _ = run(
+        [
+            "timeline",
+            "default",
+            "-o",
+            str(trace),
+            "--png",
+            str(png),
+            "--set",
+            "parallel.pp=4",
+            "--set",
+            "parallel.tp=2",
+            "--set",
+            "training.global_batch=16",
+        ],
+        capsys,
+    )
+    assert code == 0
+    data = json.loads(trace.read_text())
+    kernels = [e for e in data["traceEvents"] if e.get("ph") == "X"]
+    assert {e["pid"] for e in kernels} == {0, 1, 2, 3}
+    assert all(e["dur"] >= 0 for e in kernels)
+    assert png.stat().st_size > 1000

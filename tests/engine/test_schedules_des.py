@@ -1,0 +1,75 @@
+"""Pipeline schedules: the DES reproduces the closed-form bubble fractions; analytic == DES."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simcore
+from simcore.engine.des import PipelineJob, StageTimes, simulate_pipeline
+from simcore.engine.schedules import bubble_fraction, chunks, rank_order
+from simcore.specs.resolve import load_scenario
+
+
+def _run(schedule: str, p: int, m: int, v: int = 1, f: float = 1.0, b: float = 2.0, w: float = 0.0) -> float:
+    n = chunks(schedule, v)
+    stages = [StageTimes(f / n, b / n, w / n)] * (p * n)
+    return simulate_pipeline(PipelineJob(schedule, p, m, v, stages, 0.0, [0.0] * p)).step_time_s
+
+
+@given(p=st.integers(2, 8), m=st.integers(1, 24))
+@settings(max_examples=30, deadline=None)
+def test_1f1b_bubble_fraction(p: int, m: int) -> None:
+    t = _run("1f1b", p, m)
+    bubble = (t - 3.0 * m) / t
+    assert bubble == pytest.approx((p - 1) / (m + p - 1), rel=1e-9)
+    assert bubble == pytest.approx(float(bubble_fraction("1f1b", p, m)), rel=1e-9)
+
+
+@given(p=st.integers(2, 6), k=st.integers(1, 4), v=st.integers(2, 4))
+@settings(max_examples=20, deadline=None)
+def test_interleaving_divides_bubble_by_v(p: int, k: int, v: int) -> None:
+    m = p * k  # Megatron requires m to be a multiple of p for interleaving
+    t = _run("interleaved", p, m, v)
+    bubble_time = t - 3.0 * m
+    assert bubble_time == pytest.approx((p - 1) * 3.0 / v, rel=1e-9)
+    assert (t - 3.0 * m) / t == pytest.approx(float(bubble_fraction("interleaved", p, m, v)), rel=1e-9)
+
+
+def test_every_task_runs_once() -> None:
+    for sched, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zero_bubble", 1)):
+        for r in range(4):
+            order = rank_order(sched, 4, 8, r, v)
+            fs = [t for t in order if t[0] == "F"]
+            assert len(fs) == len(set(fs)) == 8 * chunks(sched, v)
+
+
+def test_zero_bubble_beats_1f1b_and_conserves_work() -> None:
+    t1 = _run("1f1b", 4, 8, w=1.0)
+    tz = _run("zero_bubble", 4, 8, w=1.0)
+    assert tz < t1
+    assert tz >= 3.0 * 8  # never less than the work of one stage
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        [],
+        ["parallel.pp=4", "parallel.tp=2", "training.global_batch=64"],
+        [
+            "parallel.pp=4",
+            "parallel.tp=2",
+            "parallel.schedule=interleaved",
+            "parallel.vp=2",
+            "training.global_batch=64",
+        ],
+        ["parallel.pp=2", "parallel.tp=2", "parallel.schedule=gpipe", "training.global_batch=32"],
+        ["parallel.pp=4", "parallel.tp=2", "parallel.schedule=zero_bubble", "training.global_batch=64"],
+        ["parallel.tp=1", "parallel.zero=3"],
+        ["parallel.tp=1", "parallel.dp_overlap=false"],
+    ],
+)
+def test_analytic_equals_des_uncontended(over: list[str]) -> None:
+    sc = load_scenario("default", over)
+    a = simcore.predict(sc)
+    d = simcore.predict(sc, engine="des")
+    assert d.step_time_s == pytest.approx(a.step_time_s, rel=0.01)

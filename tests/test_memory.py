@@ -1,0 +1,71 @@
+"""Memory model against hand computation (Korthikanti et al. 2022 without dropout)."""
+
+import numpy as np
+import pytest
+
+from simcore import memory as M
+from simcore.specs import default_registry, scenario_from_dict
+
+
+def _gpt(**over: object):
+    model = {
+        "layers": 24,
+        "hidden": 2048,
+        "heads": 16,
+        "ffn_hidden": 8192,
+        "vocab": 50304,
+        "seq_len": 2048,
+        **over,
+    }
+    sc = scenario_from_dict(
+        {"kind": "training", "cluster": {"system": "hgx-h200"}, "model": model}, default_registry()
+    )
+    return sc.model
+
+
+def test_activation_bytes_gpt_no_recompute() -> None:
+    m = _gpt()
+    s, b, h = 2048, 4, 2048
+    # bf16: 4sbh outside TP + qkv 3sbh + attn out sbh + lse (2 sb a) + mlp in 4sbh + act 4sbh
+    expected = (4 * s * b * h + 3 * s * b * h + s * b * h + 2 * s * b * 16 + 8 * s * b * h) * 2
+    assert M.activation_bytes_per_layer(m, b, s) == pytest.approx(expected)
+
+
+def test_tensor_and_sequence_parallel_shard_activations() -> None:
+    m = _gpt()
+    full = M.activation_bytes_per_layer(m, 1, 2048, tp=1)
+    tp = M.activation_bytes_per_layer(m, 1, 2048, tp=4)
+    sp = M.activation_bytes_per_layer(m, 1, 2048, tp=4, sp=True)
+    assert sp == pytest.approx(full / 4)
+    assert sp < tp < full
+
+
+def test_full_recompute_keeps_layer_input_only() -> None:
+    m = _gpt()
+    assert M.activation_bytes_per_layer(m, 2, 2048, recompute="full") == pytest.approx(2 * 2048 * 2048 * 2)
+
+
+def test_state_bytes_mixed_precision() -> None:
+    sb = M.state_bytes("bf16", "adamw", True)
+    assert (sb.weights, sb.grads, sb.optimizer) == (2.0, 4.0, 12.0)  # 18 bytes/param (Megatron)
+    amp = M.state_bytes("bf16", "adamw", True, param_dtype="fp32")
+    assert amp.weights + amp.grads + amp.optimizer == 16.0  # PyTorch AMP
+
+
+def test_zero_stages_shard_progressively() -> None:
+    sb = M.state_bytes("bf16", "adamw", True)
+    parts = [np.sum(M.training_state_bytes(1e9, sb, dp=8, zero=z)) for z in (0, 1, 2, 3)]
+    assert parts == sorted(parts, reverse=True)
+    assert parts[3] == pytest.approx(18e9 / 8)
+
+
+def test_inflight_microbatches() -> None:
+    assert M.inflight_microbatches("1f1b", 4, 16) == 4
+    assert M.inflight_microbatches("gpipe", 4, 16) == 16
+    assert M.inflight_microbatches("interleaved", 4, 16, 2) == pytest.approx(4 * (1 + 3 / 8))
+
+
+def test_kv_cache_gqa() -> None:
+    m = _gpt(kv_heads=4, layers=2)
+    # 2 (k,v) x kv_heads x head_dim x layers x bytes
+    assert M.kv_cache_bytes(m, 3, 100) == pytest.approx(3 * 100 * 2 * 4 * 128 * 2 * 2)
