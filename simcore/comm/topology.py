@@ -32,7 +32,11 @@ switches), ``rail`` and ``rank`` (``None`` where they do not apply):
 
   - ``rail_optimized`` (default): NIC ``j`` of every system is rail ``j``; one leaf per rail per group
     of ``k/2`` systems, so same-rail NICs of a group share a leaf;
-  - ``fat_tree``: all NICs of a system sit on the same leaf (``k/2`` NIC ports per leaf).
+  - ``fat_tree``: all NICs of a system sit on the same leaf (``k/2`` NIC ports per leaf; a system with
+    more NICs than that fills consecutive leaves).
+
+  A rack-scale system (NVL72: 72 NICs) has as many rails, hence one leaf per rail even for two racks;
+  cross-rail traffic then climbs to the spines (cores). One system alone has no NICs in the graph.
 
   A leaf has ``k/2`` ports down; its total uplink capacity is ``(k/2) * port_bandwidth /
   oversubscription``. Two tiers: ``ceil(L / (2 * oversubscription))`` spines, every leaf linked to every
