@@ -65,6 +65,15 @@ def canonical_op(name: str) -> str | None:
     return _OP_NAMES.get(key)
 
 
+def op_from_filename(path: str) -> str | None:
+    """The collective a file name starts with (``all_reduce_perf_8gpu.log`` -> ``all_reduce``)."""
+    letters = re.sub(r"[^a-z]", "", Path(path).name.lower())
+    for key in sorted(_OP_NAMES, key=len, reverse=True):
+        if letters.startswith(key):
+            return _OP_NAMES[key]
+    return None
+
+
 @dataclass(frozen=True)
 class CommMeasurements:
     """Measured collectives, one row per (op, dtype, size, group, in-place) point. SI units."""
@@ -263,7 +272,7 @@ def parse_nccl_tests_text(
     if not saw_table or not rows:
         raise TraceError("no nccl-tests result table found", file=source)
     if found_op is None:
-        found_op = canonical_op(Path(source).name.split(".")[0])
+        found_op = op_from_filename(source)
     if found_op is None:
         raise TraceError("cannot tell which collective this is; pass op=", file=source)
     n = gpus or len(ranks)
@@ -305,7 +314,7 @@ def parse_nccl_tests_json(
                 if found:
                     break
     if found is None:
-        found = canonical_op(Path(source).name.split(".")[0])
+        found = op_from_filename(source)
     if found is None:
         raise TraceError("cannot tell which collective this is; pass op=", file=source)
     dev_raw = data.get("devices")
