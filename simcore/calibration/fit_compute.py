@@ -290,27 +290,16 @@ def _attn_pred(
 ) -> F:
     heads = t.num["heads"]
     kvh = np.where(np.isnan(t.num["kv_heads"]) | (t.num["kv_heads"] <= 0), heads, t.num["kv_heads"])
+    # K/V expanded to every query head before the kernel ("gqa_repeat" rows): the kernel sees MHA
+    repeat = np.array(["repeat" in nm for nm in t.name], dtype=bool)
+    kvh = np.where(repeat, heads, kvh)
     skv = np.where(np.isnan(t.num["kv_seq"]) | (t.num["kv_seq"] <= 0), t.num["seq"], t.num["kv_seq"])
     causal = np.nan_to_num(t.num["causal"], nan=0.0)
     b = np.nan_to_num(t.num["batch"], nan=1.0)
     return K.attention_time(
-        _hw(dev, dtype),
-        p,
-        b,
-        heads,
-        t.num["seq"],
-        t.num["head_dim"],
-        causal,
-        backward,
-        kvh,
-        skv,
-        DTYPE_BYTES.get(dtype, 2.0),
-        mp,
-    ).time
-
-
-def _mem_flops(t: Table) -> F:
-    return np.nan_to_num(t.num["flops"], nan=0.0)
+        _hw(dev, dtype), p, b, heads, t.num["seq"], t.num["head_dim"], causal, backward, kvh, skv,
+        DTYPE_BYTES.get(dtype, 2.0), mp,
+    ).time  # fmt: skip
 
 
 def _opt_params(t: Table) -> F:
@@ -318,29 +307,54 @@ def _opt_params(t: Table) -> F:
         v = t.num[c]
         if np.all(np.isfinite(v)):
             return v
-    # bytes-based rows: 28 bytes per fp32 AdamW parameter
     return t.num["bytes"] / 28.0
+
+
+def _opt_bytes(t: Table) -> F:
+    b = t.num["bytes"]
+    return np.where(np.isfinite(b) & (b > 0), b, 28.0 * _opt_params(t))
 
 
 def _opt_key(t: Table, i: int) -> str:
     name = t.name[i] or "adamw_fused"
-    if "unfused" in name or "foreach" in name or "forloop" in name or name.endswith("_nonfused"):
-        fused = "unfused"
-    else:
-        fused = "fused"
+    fused = "unfused" if any(w in name for w in ("unfused", "foreach", "forloop", "nonfused")) else "fused"
     opt = "sgd" if "sgd" in name else "adamw"
     return f"{opt}_{fused}"
 
 
+# names in traces -> canonical op names of simcore.compute.ops
+_CANON = {
+    "layer_norm": "layernorm",
+    "rms_norm": "rmsnorm",
+    "rms_norm_manual": "rmsnorm",
+    "swiglu_eager": "swiglu",
+    "copy_cast_fp32_to_bf16": "cast",
+    "log_softmax": "softmax",
+}
+
+
+def canonical_memory_name(raw: str) -> str:
+    """The simcore op name of a memory-bound op as named in a trace (``layer_norm`` -> ``layernorm``)."""
+    bwd = raw.endswith("_bwd")
+    base = raw[:-4] if bwd else raw
+    base = _CANON.get(base, base)
+    if base.startswith("dropout"):
+        base = "dropout"
+    return base + ("_bwd" if bwd else "")
+
+
 def memory_name(t: Table, i: int) -> str:
-    """The memory-bound op a row measures."""
-    return t.name[i] or t.kind[i]
+    """The canonical memory-bound op a row measures (``_bwd`` appended for backward rows)."""
+    name = canonical_memory_name(t.name[i] or t.kind[i])
+    if t.num["backward"][i] == 1 and not name.endswith("_bwd"):
+        name += "_bwd"
+    return name
 
 
 def family_of(t: Table, i: int) -> str:
-    """Op family of row ``i``: gemm, attention_fwd, attention_bwd, memory, optimizer, launch."""
+    """Op family of row ``i``: gemm, attention_fwd/_bwd, memory, memory_bwd, optimizer, launch."""
     k = t.kind[i]
-    if k == "gemm" or k == "matmul":
+    if k in ("gemm", "matmul"):
         return "gemm"
     if k == "attention":
         return "attention_bwd" if t.num["backward"][i] == 1 else "attention_fwd"
@@ -348,7 +362,96 @@ def family_of(t: Table, i: int) -> str:
         return "optimizer"
     if k == "launch":
         return "launch"
-    return "memory"
+    return "memory_bwd" if memory_name(t, i).endswith("_bwd") else "memory"
+
+
+def _mem_flops(t: Table, names: Sequence[str]) -> F:
+    """FLOP of memory rows: the trace's, else simcore's convention from bytes and dtype."""
+    from simcore.compute.ops import memory_op_names, memory_op_traffic
+
+    known = set(memory_op_names())
+    out = np.nan_to_num(t.num["flops"], nan=-1.0)
+    for j, nm in enumerate(names):
+        if out[j] >= 0:
+            continue
+        if nm in known:
+            e = DTYPE_BYTES.get(t.dtype[j] or "bf16", 2.0)
+            per_b, per_f = memory_op_traffic(nm, 1.0, e)
+            out[j] = t.num["bytes"][j] / float(per_b) * float(per_f)
+        else:
+            out[j] = 0.0
+    return out
+
+
+def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
+    """Predicted device-side kernel time of every row (seconds; NaN for launch rows)."""
+    out = np.full(len(t), np.nan)
+    fam = np.array([family_of(t, i) for i in range(len(t))])
+    dts = np.array([d or "bf16" for d in t.dtype])
+    for dtype in sorted(set(dts)):
+        idx = np.flatnonzero((fam == "gemm") & (dts == dtype))
+        if idx.size:
+            out[idx] = _gemm_pred(dev, prof.gemm_params(dtype), t.take(idx), dtype, prof.memory)
+        for bwd in (False, True):
+            idx = np.flatnonzero((fam == ("attention_bwd" if bwd else "attention_fwd")) & (dts == dtype))
+            if idx.size:
+                out[idx] = _attn_pred(
+                    dev, prof.attention_params(bwd, dtype), t.take(idx), dtype, bwd, prof.memory
+                )
+    hw32 = _hw(dev, "fp32")
+    midx = np.flatnonzero((fam == "memory") | (fam == "memory_bwd"))
+    if midx.size:
+        names = [memory_name(t, int(i)) for i in midx]
+        sub = t.take(midx)
+        flops = _mem_flops(sub, names)
+        for nm in sorted(set(names)):
+            j = np.flatnonzero(np.array(names) == nm)
+            op = prof.memory.ops.get(nm)
+            out[midx[j]] = K.memory_time(
+                hw32, prof.memory, sub.num["bytes"][j], flops[j], op.eff if op else 1.0, op.t0 if op else None
+            ).time
+    oidx = np.flatnonzero(fam == "optimizer")
+    if oidx.size:
+        sub = t.take(oidx)
+        keys = np.array([_opt_key(t, int(i)) for i in oidx])
+        params, nbytes = _opt_params(sub), _opt_bytes(sub)
+        for key in sorted(set(keys)):
+            j = np.flatnonzero(keys == key)
+            oz = prof.optimizer.get(key) or prof.optimizer["adamw_fused"]
+            out[oidx[j]] = K.memory_time(
+                hw32, prof.memory, nbytes[j] * oz.traffic, 16.0 * params[j], 1.0, oz.t0
+            ).time
+    return out
+
+
+def floor_rows(prof: ComputeProfile, t: Table) -> F:
+    """Host-side floor of every row's measured time (seconds): eager rows wait for the op's host
+    dispatch, CUDA-graph rows for the per-kernel graph floor, kernel-only rows for nothing."""
+    out = np.zeros(len(t))
+    for i in range(len(t)):
+        fw = t.framework[i]
+        fam = family_of(t, i)
+        if fam == "launch":
+            continue
+        if fw == "eager":
+            host = None
+            if fam in ("memory", "memory_bwd"):
+                op = prof.memory.ops.get(memory_name(t, i))
+                host = op.host if op is not None else None
+            out[i] = host if host is not None else prof.host_overhead.get(fam, prof.launch.get("eager", 0.0))
+        elif fw in prof.launch:
+            out[i] = prof.launch[fw]
+    return out
+
+
+def _observed(kernel: F, floor: F, mode: str) -> F:
+    out: F = np.maximum(kernel, floor) if mode == "max" else kernel + floor
+    return out
+
+
+def predict_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
+    """Predicted measured time of every row of ``t`` under ``prof`` (seconds; NaN for launch rows)."""
+    return _observed(kernel_rows(dev, prof, t), floor_rows(prof, t), prof.launch_mode)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +486,7 @@ def neutral_profile(dev: Device, note: str | None = None) -> ComputeProfile:
             or "PROVISIONAL: neutral defaults (0.8 of dense peak, 0.9 of HBM bandwidth, round kernel "
             "latencies), not fitted on measurements; replace by running fit_compute on traces/<device>/ops.csv.gz"
         ],
-        launch={"eager": 8e-6, "cuda_graphs": 1.5e-6, "compiled": 4e-6},
+        launch={"eager": 8e-6, "cuda_graphs": 1.5e-6, "compiled": 1.5e-6},
         gemm={d: g for d in GEMM_DTYPES},
         attention={"fwd": a_fwd, "bwd": a_bwd},
         memory=mem,
@@ -417,7 +520,7 @@ _ATTN_PARAMS = (
     Param("kv_overhead", 0.5, 8192.0, 128.0, log=True),
     Param("eff_bw", 0.05, 1.4, 0.7),
     Param("sharpness", 1.0, 12.0, 3.0),
-    Param("t0", 1e-7, 5e-5, 4e-6, log=True),
+    Param("t0", 1e-7, 2e-4, 4e-6, log=True),
 )
 _MEM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.85),
@@ -426,6 +529,7 @@ _MEM_PARAMS = (
     Param("l2_fraction", 0.05, 2.0, 0.5),
     Param("eff_compute", 0.01, 1.1, 0.5),
 )
+_HOST = Param("host", 5e-7, 2e-3, 8e-6, log=True)
 
 
 def _subset(ps: Sequence[Param], names: Iterable[str], base: Any) -> list[Param]:
@@ -433,9 +537,8 @@ def _subset(ps: Sequence[Param], names: Iterable[str], base: Any) -> list[Param]
     out = []
     for p in ps:
         if p.name in keep:
-            init = float(getattr(base, p.name)) if base is not None else p.init
-            init = min(max(init, p.lo * 1.0001 if not p.log else p.lo * 1.001), p.hi * 0.999)
-            out.append(Param(p.name, p.lo, p.hi, init, p.log))
+            init = float(getattr(base, p.name)) if base is not None and hasattr(base, p.name) else p.init
+            out.append(Param(p.name, p.lo, p.hi, min(max(init, p.lo * 1.001), p.hi * 0.999), p.log))
     return out
 
 
@@ -458,19 +561,36 @@ def _starts(ps: Sequence[Param], n: int = 3) -> list[list[float]]:
 def _fit_model(
     base: Any,
     ps: Sequence[Param],
-    predict: Callable[[Any], F],
+    kernel: Callable[[Any], F],
     meas: F,
+    eager: NDArray[np.bool_],
+    floor: F,
+    host: float | None,
+    mode: str,
     n_starts: int = 3,
-) -> Any:
+) -> tuple[Any, float | None]:
+    """Fit ``ps`` of the pydantic object ``base`` (and, when ``host`` is given and rows are eager,
+    the eager host time) so that ``observed(kernel(obj), floor)`` matches ``meas`` in log space."""
     names = [p.name for p in ps]
+    fit_host = host is not None and bool(np.any(eager))
+    all_ps = (
+        [*ps, Param(_HOST.name, _HOST.lo, _HOST.hi, min(max(host or _HOST.init, 1e-6), 1e-3), True)]
+        if fit_host
+        else list(ps)
+    )
     logm = np.log(meas)
 
-    def resid(x: F) -> F:
-        obj = base.model_copy(update=dict(zip(names, (float(v) for v in x), strict=True)))
-        return np.log(np.maximum(predict(obj), 1e-15)) - logm
+    def split(x: F) -> tuple[Any, float | None]:
+        obj = base.model_copy(update=dict(zip(names, (float(v) for v in x[: len(names)]), strict=True)))
+        return obj, (float(x[-1]) if fit_host else None)
 
-    x, _ = least_squares(resid, ps, _starts(ps, n_starts))
-    return base.model_copy(update=dict(zip(names, (float(v) for v in x), strict=True)))
+    def resid(x: F) -> F:
+        obj, h = split(x)
+        fl = np.where(eager, h, floor) if h is not None else floor
+        return np.log(np.maximum(_observed(kernel(obj), fl, mode), 1e-15)) - logm
+
+    x, _ = least_squares(resid, all_ps, _starts(all_ps, n_starts))
+    return split(x)
 
 
 def _errors(pred: F, meas: F) -> dict[str, float | int]:
@@ -484,71 +604,6 @@ def _errors(pred: F, meas: F) -> dict[str, float | int]:
         "worst_abs_err": float(np.max(e)),
         "bias_median": float(np.median(pred / meas - 1.0)),
     }
-
-
-@dataclass
-class FitResult:
-    profile: ComputeProfile
-    report: dict[str, Any]
-
-
-def _launch_for(prof: ComputeProfile, t: Table) -> F:
-    return np.array([prof.launch.get(f, 0.0) if f else 0.0 for f in t.framework])
-
-
-def _observed(kernel: F, launch: F, mode: str) -> F:
-    out: F = np.maximum(kernel, launch) if mode == "max" else kernel + launch
-    return out
-
-
-def predict_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
-    """Predicted measured time of every row of ``t`` under ``prof`` (seconds; NaN for launch rows)."""
-    out = np.full(len(t), np.nan)
-    fam = np.array([family_of(t, i) for i in range(len(t))])
-    for dtype in set(t.dtype):
-        idx = np.flatnonzero((fam == "gemm") & (np.array(t.dtype) == dtype))
-        if idx.size:
-            out[idx] = _gemm_pred(
-                dev, prof.gemm_params(dtype or "bf16"), t.take(idx), dtype or "bf16", prof.memory
-            )
-        for bwd in (False, True):
-            f = "attention_bwd" if bwd else "attention_fwd"
-            idx = np.flatnonzero((fam == f) & (np.array(t.dtype) == dtype))
-            if idx.size:
-                d = dtype or "bf16"
-                out[idx] = _attn_pred(dev, prof.attention_params(bwd, d), t.take(idx), d, bwd, prof.memory)
-    hw32 = _hw(dev, "fp32")
-    for i in np.flatnonzero(fam == "memory"):
-        nm = memory_name(t, int(i))
-        op = prof.memory.ops.get(nm)
-        out[i] = K.memory_time(
-            hw32,
-            prof.memory,
-            t.num["bytes"][i],
-            _mem_flops(t)[i],
-            op.eff if op else 1.0,
-            op.t0 if op else None,
-        ).time
-    idx = np.flatnonzero(fam == "optimizer")
-    if idx.size:
-        sub = t.take(idx)
-        params = _opt_params(sub)
-        for j, i in enumerate(idx):
-            key = _opt_key(t, int(i))
-            oz = prof.optimizer.get(key) or prof.optimizer["adamw_fused"]
-            nbytes = _opt_bytes(sub, j, params[j])
-            out[i] = K.memory_time(hw32, prof.memory, nbytes * oz.traffic, 16.0 * params[j], 1.0, oz.t0).time
-    launch = _launch_for(prof, t)
-    mask = fam != "launch"
-    out[mask] = _observed(out[mask], launch[mask], prof.launch_mode)
-    return out
-
-
-def _opt_bytes(t: Table, j: int, params: float) -> float:
-    b = t.num["bytes"][j]
-    if math.isfinite(b) and b > 0:
-        return float(b)
-    return 28.0 * params
 
 
 def fit(
@@ -567,180 +622,185 @@ def fit(
     if len(t) == 0:
         raise TraceError("no rows", file=", ".join(str(p) for p in ops_csv_paths))
     prof = base or neutral_profile(device)
-    keys = [shape_key(t, i) for i in range(len(t))]
-    fit_mask = np.array([is_fit_row(k, fraction) for k in keys])
+    fit_mask = np.array([is_fit_row(shape_key(t, i), fraction) for i in range(len(t))])
     fam = np.array([family_of(t, i) for i in range(len(t))])
     meas = t.num["time_s"]
     ok = np.isfinite(meas) & (meas > 0)
     dtypes = np.array([d or "bf16" for d in t.dtype])
+    fws = np.array(t.framework)
+    mode = prof.launch_mode
 
-    # launch overhead per framework (median of the launch rows), and whether it adds or overlaps
+    # launch: generic per-kernel host time (eager) and per-kernel floor in a CUDA graph
     launch = dict(prof.launch)
-    for fw in sorted(set(t.framework)):
-        idx = np.flatnonzero((fam == "launch") & (np.array(t.framework) == fw) & ok)
-        if fw and idx.size:
+    for fw in ("eager", "cuda_graphs"):
+        idx = np.flatnonzero((fam == "launch") & (fws == fw) & ok)
+        if idx.size:
             launch[fw] = float(np.median(meas[idx]))
+    if "cuda_graphs" in launch:
+        launch["compiled"] = launch["cuda_graphs"]
     prof = prof.model_copy(update={"launch": launch})
-    frameworks = np.array(t.framework)
-    # rows measured without a framework (device-side kernel time) get no launch term
+    host_overhead: dict[str, float] = dict(prof.host_overhead)
 
-    def fitsel(mask: NDArray[np.bool_]) -> NDArray[np.int64]:
-        return np.flatnonzero(mask & fit_mask & ok)
+    def sel(mask: NDArray[np.bool_]) -> tuple[Table, F, NDArray[np.bool_], F]:
+        idx = np.flatnonzero(mask & fit_mask & ok)
+        sub = t.take(idx)
+        eager = fws[idx] == "eager"
+        floor = np.array([launch.get(f, 0.0) if f and f != "eager" else 0.0 for f in fws[idx]])
+        return sub, sub.num["time_s"], eager, floor
 
-    def launch_of(idx: NDArray[np.int64]) -> F:
-        return np.array([launch.get(frameworks[i], 0.0) if frameworks[i] else 0.0 for i in idx])
+    hw32 = _hw(device, "fp32")
 
-    # memory-bound family first (the optimizer builds on it)
-    mem_idx = fitsel(fam == "memory")
+    # 1. memory-bound family parameters on plain streaming ops, then per-op adjustments
     mem = prof.memory
-    if mem_idx.size >= 6:
-        sub = t.take(mem_idx)
-        lo = launch_of(mem_idx)
-        names = [memory_name(t, int(i)) for i in mem_idx]
-        ref_names = {"copy", "add", "mul", "fill", "cast"}
-        # family parameters on plain streaming ops (or all ops if none)
-        sel = np.array([n in ref_names for n in names])
-        if sel.sum() < 6:
-            sel = np.ones(len(names), bool)
-        ssub = sub.take(np.flatnonzero(sel))
-        slo = lo[sel]
-        hw32 = _hw(device, "fp32")
+    all_mem = (fam == "memory") | (fam == "memory_bwd")
+    names_all = np.array([memory_name(t, i) if all_mem[i] else "" for i in range(len(t))])
+    ref = np.isin(names_all, ["copy", "add", "mul"])
+    if np.sum(ref & fit_mask & ok) < 6:
+        ref = fam == "memory"
+    if np.sum(ref & fit_mask & ok) >= 6:
+        sub, y, eager, floor = sel(ref)
+        flops = _mem_flops(sub, [canonical_memory_name(n) for n in sub.name])
 
-        def mem_pred(mp: MemoryParams, s: Table = ssub, lo_: F = slo) -> F:
-            k = K.memory_time(hw32, mp, s.num["bytes"], _mem_flops(s), 1.0, None).time
-            return _observed(k, lo_, prof.launch_mode)
+        def mem_k(mp: MemoryParams, s: Table = sub, fl: F = flops) -> F:
+            return K.memory_time(hw32, mp, s.num["bytes"], fl, 1.0, None).time
 
-        mem = _fit_model(
-            mem,
-            _subset(_MEM_PARAMS, [p.name for p in _MEM_PARAMS], mem),
-            mem_pred,
-            ssub.num["time_s"],
-            n_starts,
-        )
-        # per-op efficiency and latency
-        ops: dict[str, MemoryOpParams] = {}
-        for nm in sorted(set(names)):
-            j = np.flatnonzero(np.array(names) == nm)
-            if j.size < 3 or nm in ref_names and sel.sum() < len(names):
-                continue
-            osub = sub.take(j)
-            olo = lo[j]
+        mem, h = _fit_model(mem, _subset(_MEM_PARAMS, [p.name for p in _MEM_PARAMS], mem),
+                            mem_k, y, eager, floor, host_overhead.get("memory", launch["eager"]), mode, n_starts)  # fmt: skip
+        if h is not None:
+            host_overhead["memory"] = h
+    ops: dict[str, MemoryOpParams] = {}
+    bwd_hosts = []
+    for nm in sorted(str(v) for v in set(names_all[all_mem])):
+        mask = names_all == nm
+        if np.sum(mask & fit_mask & ok) < 3:
+            continue
+        sub, y, eager, floor = sel(mask)
+        flops = _mem_flops(sub, [nm] * len(sub))
 
-            def op_pred(op: MemoryOpParams, s: Table = osub, lo_: F = olo, mp: MemoryParams = mem) -> F:
-                k = K.memory_time(hw32, mp, s.num["bytes"], _mem_flops(s), op.eff, op.t0).time
-                return _observed(k, lo_, prof.launch_mode)
+        def op_k(op: MemoryOpParams, s: Table = sub, fl: F = flops, mp: MemoryParams = mem) -> F:
+            return K.memory_time(hw32, mp, s.num["bytes"], fl, op.eff, op.t0).time
 
-            ps = [Param("eff", 0.1, 2.0, 1.0), Param("t0", 1e-7, 5e-5, mem.t0, log=True)]
-            ops[nm] = _fit_model(MemoryOpParams(eff=1.0, t0=mem.t0), ps, op_pred, osub.num["time_s"], 2)
-        mem = mem.model_copy(update={"ops": ops})
+        ps = [Param("eff", 0.1, 2.0, 1.0), Param("t0", 1e-7, 2e-4, mem.t0, log=True)]
+        h0 = host_overhead.get("memory", launch["eager"]) * (4.0 if nm.endswith("_bwd") else 1.0)
+        op, h = _fit_model(MemoryOpParams(eff=1.0, t0=mem.t0), ps, op_k, y, eager, floor, h0, mode, 2)
+        ops[nm] = op.model_copy(update={"host": h})
+        if nm.endswith("_bwd") and h is not None:
+            bwd_hosts.append(h)
+    if bwd_hosts:
+        host_overhead["memory_bwd"] = float(np.median(bwd_hosts))
+    mem = mem.model_copy(update={"ops": ops})
     prof = prof.model_copy(update={"memory": mem})
 
-    # GEMM per dtype: full fit for dtypes with enough rows, else efficiencies only
+    # 2. GEMM per dtype: full fit for the best-covered dtype, fewer parameters for thin ones
     gemm = dict(prof.gemm)
     order = sorted(GEMM_DTYPES, key=lambda d: -int(np.sum((fam == "gemm") & (dtypes == d) & fit_mask & ok)))
     anchor: GemmParams | None = None
     for d in order:
-        idx = fitsel((fam == "gemm") & (dtypes == d))
-        if idx.size == 0:
+        mask = (fam == "gemm") & (dtypes == d)
+        if not np.any(mask & fit_mask & ok):
             continue
-        sub = t.take(idx)
-        lo = launch_of(idx)
+        sub, y, eager, floor = sel(mask)
 
-        def gpred(p: GemmParams, s: Table = sub, lo_: F = lo, dt: str = d) -> F:
-            return _observed(_gemm_pred(device, p, s, dt, prof.memory), lo_, prof.launch_mode)
+        def g_k(p: GemmParams, s: Table = sub, dt: str = d) -> F:
+            return _gemm_pred(device, p, s, dt, mem)
 
-        start = gemm.get(d) if anchor is None else anchor
-        if idx.size >= 25 or anchor is None:
-            names = [p.name for p in _GEMM_PARAMS]
-        else:
-            names = ["eff_peak", "eff_bw", "k_overhead"]
-        gemm[d] = _fit_model(start, _subset(_GEMM_PARAMS, names, start), gpred, sub.num["time_s"], n_starts)
+        start = gemm.get(d, anchor) if anchor is None else anchor
+        assert start is not None
+        names = (
+            [p.name for p in _GEMM_PARAMS]
+            if (len(sub) >= 25 or anchor is None)
+            else ["eff_peak", "eff_bw", "k_overhead"]
+        )
+        host = host_overhead.get("gemm", launch["eager"]) if anchor is None else None
+        floor_e = np.where(eager, host_overhead.get("gemm", launch["eager"]), floor)
+        p_fit, h = _fit_model(
+            start, _subset(_GEMM_PARAMS, names, start), g_k, y, eager, floor_e, host, mode, n_starts
+        )
+        gemm[d] = p_fit
         if anchor is None:
-            anchor = gemm[d]
+            anchor = p_fit
+            if h is not None:
+                host_overhead["gemm"] = h
     if anchor is not None:
         for d in GEMM_DTYPES:
             if not np.any((fam == "gemm") & (dtypes == d) & ok):
-                gemm.pop(d, None)  # falls back to the nearest fitted dtype
+                gemm.pop(d, None)  # falls back to the nearest fitted dtype (profile.gemm_params)
     prof = prof.model_copy(update={"gemm": gemm})
 
-    # attention forward and backward (bf16/fp16 share; other dtypes get their own key if present)
+    # 3. attention forward and backward
     attn = dict(prof.attention)
     for bwd in (False, True):
         f = "attention_bwd" if bwd else "attention_fwd"
         key = "bwd" if bwd else "fwd"
-        for d in sorted(set(dtypes[(fam == f)])):
-            idx = fitsel((fam == f) & (dtypes == d))
-            if idx.size < 5:
+        for d in sorted(set(dtypes[fam == f])):
+            mask = (fam == f) & (dtypes == d)
+            if np.sum(mask & fit_mask & ok) < 5:
                 continue
-            sub = t.take(idx)
-            lo = launch_of(idx)
+            sub, y, eager, floor = sel(mask)
             k2 = key if d in ("bf16", "fp16") else f"{key}_{d}"
             start_a = attn.get(k2, attn[key])
 
-            def apred(p: AttentionParams, s: Table = sub, lo_: F = lo, dt: str = d, b_: bool = bwd) -> F:
-                return _observed(_attn_pred(device, p, s, dt, b_, prof.memory), lo_, prof.launch_mode)
+            def a_k(p: AttentionParams, s: Table = sub, dt: str = d, b_: bool = bwd) -> F:
+                return _attn_pred(device, p, s, dt, b_, mem)
 
-            names = [p.name for p in _ATTN_PARAMS] if idx.size >= 20 else ["eff_peak", "kv_overhead", "t0"]
-            attn[k2] = _fit_model(
-                start_a, _subset(_ATTN_PARAMS, names, start_a), apred, sub.num["time_s"], n_starts
+            names = [p.name for p in _ATTN_PARAMS] if len(sub) >= 20 else ["eff_peak", "kv_overhead", "t0"]
+            h0 = host_overhead.get(f, launch["eager"] * (6.0 if bwd else 2.0))
+            attn[k2], h = _fit_model(
+                start_a, _subset(_ATTN_PARAMS, names, start_a), a_k, y, eager, floor, h0, mode, n_starts
             )
+            if h is not None:
+                host_overhead[f] = h
     prof = prof.model_copy(update={"attention": attn})
 
-    # optimizer: traffic factor and latency per key
+    # 4. optimizer: traffic factor and latency per implementation
     opt = dict(prof.optimizer)
-    oidx = fitsel(fam == "optimizer")
-    if oidx.size:
-        hw32 = _hw(device, "fp32")
-        okeys = np.array([_opt_key(t, int(i)) for i in oidx])
-        for ok_ in sorted(set(okeys)):
-            j = oidx[okeys == ok_]
-            if j.size < 2:
-                continue
-            sub = t.take(j)
-            lo = launch_of(j)
-            params = _opt_params(sub)
-            nbytes = np.array([_opt_bytes(sub, q, params[q]) for q in range(len(sub))])
+    okeys = np.array([_opt_key(t, i) if fam[i] == "optimizer" else "" for i in range(len(t))])
+    for key in sorted(set(okeys[fam == "optimizer"])):
+        mask = okeys == key
+        if np.sum(mask & fit_mask & ok) < 2:
+            continue
+        sub, y, eager, floor = sel(mask)
+        params, nbytes = _opt_params(sub), _opt_bytes(sub)
 
-            def opred(
-                op: OptimizerParams,
-                nb: F = nbytes,
-                pr: F = params,
-                lo_: F = lo,
-                mp: MemoryParams = prof.memory,
-            ) -> F:
-                k = K.memory_time(hw32, mp, nb * op.traffic, 16.0 * pr, 1.0, op.t0).time
-                return _observed(k, lo_, prof.launch_mode)
+        def o_k(op: OptimizerParams, nb: F = nbytes, pr: F = params) -> F:
+            return K.memory_time(hw32, mem, nb * op.traffic, 16.0 * pr, 1.0, op.t0).time
 
-            ps = [Param("traffic", 0.3, 20.0, 1.5, log=True), Param("t0", 1e-7, 5e-3, 1e-5, log=True)]
-            opt[ok_] = _fit_model(
-                opt.get(ok_, OptimizerParams(traffic=1.0, t0=1e-5)), ps, opred, sub.num["time_s"], 2
-            )
-    prof = prof.model_copy(update={"optimizer": opt})
+        ps = [Param("traffic", 0.3, 20.0, 1.5, log=True), Param("t0", 1e-7, 5e-3, 1e-5, log=True)]
+        base_o = opt.get(key, OptimizerParams(traffic=1.0, t0=1e-5))
+        opt[key], h = _fit_model(base_o, ps, o_k, y, eager, floor, None, mode, 2)
+    prof = prof.model_copy(update={"optimizer": opt, "host_overhead": host_overhead})
 
-    # report
-    pred = predict_rows(device, prof, t)
+    # report on the check part
+    kern = kernel_rows(device, prof, t)
+    pred = _observed(kern, floor_rows(prof, t), mode)
     report: dict[str, Any] = {"rows": int(len(t)), "fit_fraction": fraction, "families": {}}
-    groups = {
-        "gemm": fam == "gemm",
-        "attention_fwd": fam == "attention_fwd",
-        "attention_bwd": fam == "attention_bwd",
-        "memory": fam == "memory",
-        "optimizer": fam == "optimizer",
-    }
+    kernel_dominated = kern > 2.0 * floor_rows(prof, t)
+    groups: dict[str, NDArray[np.bool_]] = {}
+    for g in ("gemm", "attention_fwd", "attention_bwd", "memory", "memory_bwd", "optimizer"):
+        groups[g] = fam == g
     for d in GEMM_DTYPES:
         groups[f"gemm_{d}"] = (fam == "gemm") & (dtypes == d)
-    groups["kernels_all"] = fam != "launch"
+    for nm in sorted(set(names_all[all_mem])):
+        groups[f"mem:{nm}"] = names_all == nm
+    groups["all"] = fam != "launch"
+    groups["all_cuda_graphs"] = (fam != "launch") & (fws == "cuda_graphs")
+    groups["all_eager"] = (fam != "launch") & (fws == "eager")
+    groups["all_kernel_dominated"] = (fam != "launch") & kernel_dominated
     for g, mask in groups.items():
-        chk = mask & ~fit_mask & ok
-        fitp = mask & fit_mask & ok
         if not np.any(mask & ok):
             continue
+        chk = mask & ~fit_mask & ok
+        fitp = mask & fit_mask & ok
         report["families"][g] = {
             "check": _errors(pred[chk], meas[chk]),
             "fit": _errors(pred[fitp], meas[fitp]),
         }
+    lrows = {}
+    for i in np.flatnonzero(fam == "launch"):
+        lrows[f"{t.name[i]}[{t.framework[i]}]"] = float(meas[i])
+    report["launch_rows"] = lrows
     report["launch_s"] = launch
-    sources = sorted({str(p) for p in ops_csv_paths})
+    report["host_overhead_s"] = host_overhead
     small = {
         g: {
             "n_check": v["check"].get("n", 0),
@@ -748,17 +808,18 @@ def fit(
             "worst_abs_err": round(float(v["check"].get("worst_abs_err", float("nan"))), 4),
         }
         for g, v in report["families"].items()
-        if v["check"].get("n", 0)
+        if v["check"].get("n", 0) and not g.startswith("mem:")
     }
     prof = prof.model_copy(
         update={
-            "source": sources,
+            "source": sorted({str(p) for p in ops_csv_paths}),
             "provisional": False,
             "transferred_from": None,
             "measured_on": _ref(device),
             "notes": [
                 f"fitted by simcore.calibration.fit_compute on {len(t)} rows "
-                f"({int(np.sum(fit_mask & ok))} fit, {int(np.sum(~fit_mask & ok))} held out by shape hash)"
+                f"({int(np.sum(fit_mask & ok))} fit, {int(np.sum(~fit_mask & ok))} held out by shape hash)",
+                "launch.compiled is not measured: it takes the CUDA-graph value (torch.compile mode=reduce-overhead)",
             ],
             "fit_report": {"held_out": small},
         }

@@ -82,7 +82,10 @@ class MemoryOpParams(_Frozen):
     eff: float = Field(default=1.0, gt=0, le=2.0)
     """Multiplier of the family's bandwidth efficiency (dimensionless)."""
     t0: float | None = Field(default=None, ge=0)
-    """Fixed time per kernel (seconds); ``None`` uses the family's."""
+    """Fixed device time per call (seconds); ``None`` uses the family's."""
+    host: float | None = Field(default=None, ge=0)
+    """Eager host time per call (seconds; autograd backward calls cost more); ``None`` uses
+    ``ComputeProfile.host_overhead``."""
 
 
 class MemoryParams(_Frozen):
@@ -148,6 +151,10 @@ class ComputeProfile(_Frozen):
     """Held-out errors per op family from the fit (informational)."""
     launch: dict[str, float]
     """Host-side dispatch time per kernel launch (seconds) per framework: eager, cuda_graphs, compiled."""
+    host_overhead: dict[str, float] = {}
+    """Eager host time per *call* (seconds) by op family (gemm, attention_fwd, attention_bwd,
+    memory, memory_bwd, optimizer): PyTorch dispatch of the op, which may launch several kernels.
+    Falls back to ``launch['eager']``."""
     launch_mode: Literal["max", "add"] = "max"
     """How launch overhead combines with kernel time in a stream of launches: ``max`` (the host
     runs ahead of the GPU) or ``add`` (host time exposed); chosen by the fit."""
@@ -181,12 +188,14 @@ class ComputeProfile(_Frozen):
         key = "bwd" if backward else "fwd"
         return self.attention.get(f"{key}_{dtype}", self.attention[key])
 
-    def launch_s(self, framework: str) -> float:
-        """Host dispatch seconds per kernel for ``framework``."""
+    def launch_s(self, framework: str, family: str | None = None) -> float:
+        """Host seconds per kernel (or per op call of ``family`` in eager mode) for ``framework``."""
         if framework not in self.launch:
             raise SpecError(
                 f"unknown framework {framework!r}; known: {', '.join(sorted(self.launch))}", field="framework"
             )
+        if framework == "eager" and family is not None and family in self.host_overhead:
+            return self.host_overhead[family]
         return self.launch[framework]
 
 

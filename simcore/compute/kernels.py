@@ -43,6 +43,12 @@ def f64(x: ArrayLike) -> F:
     return np.asarray(x, dtype=np.float64)
 
 
+def _flat(*xs: ArrayLike) -> list[F]:
+    """Broadcast and flatten to 1-d (scalars and arrays then take the same numpy code paths, so
+    a scalar call returns exactly the element of an array call)."""
+    return [a.reshape(-1) for a in np.broadcast_arrays(*(np.atleast_1d(f64(x)) for x in xs))]
+
+
 def smoothmax(a: F, b: F, p: float) -> F:
     """``(a^p + b^p)^(1/p)``: a roofline corner that is soft where both limits are close."""
     hi = np.maximum(a, b)
@@ -98,7 +104,8 @@ def gemm_time(
     bytes (plus fp32 split-K partials) over ``eff_bw`` of the bandwidth, raised by the L2 boost of
     ``mp`` for working sets that stay in L2 between calls. The fastest candidate wins.
     """
-    m_, n_, k_, b_ = np.broadcast_arrays(f64(m), f64(n), f64(k), f64(batch))
+    m_, n_, k_, b_ = _flat(m, n, k, batch)
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (m, n, k, batch)))
     sm = float(hw.sm_count)
     rate_sm = hw.peak * p.eff_peak / sm
     base_bytes = b_ * ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * out_bytes)
@@ -124,7 +131,7 @@ def gemm_time(
             best = np.where(better, t, best)
             best_c = np.where(better, tc, best_c)
             best_m = np.where(better, tmem, best_m)
-    return GemmTimes(best + p.t0, best_c, best_m)
+    return GemmTimes(*(v.reshape(shape) for v in (best + p.t0, best_c, best_m)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,8 +180,9 @@ def attention_time(
     ``f (head_dim + head_dim_overhead)`` FLOP-equivalents with ``f = 4`` forward and ``10``
     backward (the FlashAttention convention: backward = 2.5 x forward FLOPs).
     """
-    b, h, sq, d, c, kvh, skv = np.broadcast_arrays(
-        f64(batch), f64(heads), f64(seq), f64(head_dim), f64(causal), f64(kv_heads), f64(kv_seq)
+    b, h, sq, d, c, kvh, skv = _flat(batch, heads, seq, head_dim, causal, kv_heads, kv_seq)
+    shape = np.broadcast_shapes(
+        *(np.shape(v) for v in (batch, heads, seq, head_dim, causal, kv_heads, kv_seq))
     )
     sm = float(hw.sm_count)
     br, bc = float(p.block_rows), float(p.block_cols)
@@ -223,7 +231,7 @@ def attention_time(
         best = np.where(better, t, best)
         best_c = np.where(better, tc, best_c)
         best_m = np.where(better, tmem, best_m)
-    return AttnTimes(best + p.t0, best_c, best_m, flops, nbytes)
+    return AttnTimes(*(v.reshape(shape) for v in (best + p.t0, best_c, best_m, flops, nbytes)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,8 +254,9 @@ def memory_time(
 ) -> MemTimes:
     """Kernel time of a bandwidth-bound kernel that moves ``nbytes`` (read + written) and does
     ``flops`` of non-tensor arithmetic (seconds)."""
-    nb, fl = np.broadcast_arrays(f64(nbytes), f64(flops))
+    nb, fl = _flat(nbytes, flops)
+    shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops))
     tmem = nb / (hw.bandwidth * p.eff_bw * op_eff * l2_boost(hw, p, nb))
     tc = fl / (hw.fp32_peak * p.eff_compute)
     t = smoothmax(tmem, tc, p.sharpness) + (p.t0 if t0 is None else t0)
-    return MemTimes(t, tc, tmem)
+    return MemTimes(t.reshape(shape), tc.reshape(shape), tmem.reshape(shape))

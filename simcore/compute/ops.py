@@ -267,10 +267,14 @@ def optimizer_step(
     return _cost(r.time, flops, nbytes, r.compute, r.memory)
 
 
-def launch_overhead(prof: ComputeProfile, framework: str) -> float:
+def launch_overhead(prof: ComputeProfile, framework: str, family: str | None = None) -> float:
     """Host-side time to dispatch one kernel under ``framework`` (seconds): eager PyTorch pays
-    the Python/dispatcher path per op; CUDA graphs and compiled code much less."""
-    return prof.launch_s(framework)
+    the Python/dispatcher path per op; CUDA graphs and compiled code much less.
+
+    ``family`` (gemm, attention_fwd, attention_bwd, memory, memory_bwd, optimizer) gives the
+    measured eager host time of one op call of that family instead of the generic per-kernel one.
+    """
+    return prof.launch_s(framework, family)
 
 
 def with_launch(kernel_s: ArrayLike, launch_s: float, mode: str = "max") -> Num:
@@ -450,6 +454,18 @@ def op_cost(
     return memory_op(dev, prof, name, nbytes, flops), {"name": name, "bytes": nbytes, "flops": flops}
 
 
+def op_family(kind: str, shape: dict[str, Any]) -> str:
+    """Family of an op for host-overhead purposes: gemm, attention_fwd, attention_bwd, memory,
+    memory_bwd or optimizer."""
+    if kind == "gemm":
+        return "gemm"
+    if kind == "attention":
+        return "attention_bwd" if shape.get("backward") else "attention_fwd"
+    if kind == "optimizer":
+        return "optimizer"
+    return "memory_bwd" if str(shape.get("name", "")).endswith("_bwd") else "memory"
+
+
 def op_time(
     kind: str,
     device: str | Device = "h200",
@@ -474,7 +490,11 @@ def op_time(
     prof = load_profile(dev, calibration)
     cost, norm_shape = op_cost(kind, dev, prof, dtype, **shape)
     kt = float(cost.time_s)
-    launch = launch_overhead(prof, framework)
+    launch = launch_overhead(prof, framework, op_family(kind, norm_shape))
+    if framework == "eager" and "name" in norm_shape:
+        op = prof.memory.ops.get(str(norm_shape["name"]))
+        if op is not None and op.host is not None:
+            launch = op.host
     total = float(with_launch(kt, launch, prof.launch_mode))
     peak = dev.peak_flops(dtype if kind in ("gemm", "attention") else "fp32")
     bw = dev.memory.bandwidth
@@ -529,6 +549,7 @@ __all__ = [
     "memory_op_names",
     "memory_op_traffic",
     "op_cost",
+    "op_family",
     "op_time",
     "optimizer_step",
     "with_launch",

@@ -1,0 +1,64 @@
+"""``simcore op`` through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcore.cli import main
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return int(e.value.code or 0), out.out, out.err
+
+
+def test_gemm_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["op", "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--json"], capsys)
+    assert code == 0
+    d = json.loads(out)
+    assert d["flops"] == 2 * 4096**3 and d["bound"] == "compute" and d["time_s"] > 0
+    assert d["device"] == "h200"
+
+
+def test_attention_decode_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "roof.png"
+    args = ["op", "attention", "--batch", "8", "--heads", "32", "--kv-heads", "8", "--seq", "1",
+            "--kv-seq", "8192", "--head-dim", "128", "--no-causal", "--json", "--plot", str(png)]  # fmt: skip
+    code, out, _ = run(args, capsys)
+    assert code == 0 and json.loads(out)["bound"] == "memory"
+    assert png.stat().st_size > 1000
+
+
+def test_elementwise_table_and_units(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        ["op", "elementwise", "--name", "rmsnorm", "--bytes", "64 MB", "--framework", "cuda_graphs"], capsys
+    )
+    assert code == 0 and "memory" in out and "64 MB" in out
+
+
+def test_optimizer_and_transfer_note(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["op", "optimizer", "--params", "7B", "--device", "b200", "--json"], capsys)
+    assert code == 0
+    d = json.loads(out)
+    assert d["transferred_from"] == "h200" and d["shape"]["params"] == 7e9
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["op", "gemm", "--m", "1", "--heads", "2"], "--heads not an option of gemm"),
+        (["op", "conv"], "unknown op kind"),
+        (["op", "gemm", "--m", "1", "--n", "1", "--k", "1", "--device", "tpu9"], "unknown device"),
+        (["op", "elementwise", "--name", "add", "--bytes", "12 parsecs"], "bytes"),
+        (["op", "optimizer", "--params", "lots"], "count"),
+    ],
+)
+def test_errors_one_line_exit_2(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(args, capsys)
+    assert code == 2
+    assert needle in err and err.strip().count("\n") == 0
