@@ -20,9 +20,26 @@ from simcore.calibration.profile import (
 )
 from simcore.specs.hardware import Device
 
-COLS = "kind,dtype,m,n,k,batch,heads,kv_heads,seq,kv_seq,head_dim,causal,backward,name,bytes,time_s,flops,framework".split(
-    ","
-)
+COLS = [
+    "kind",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "heads",
+    "kv_heads",
+    "seq",
+    "kv_seq",
+    "head_dim",
+    "causal",
+    "backward",
+    "name",
+    "bytes",
+    "time_s",
+    "flops",
+    "framework",
+]
 
 
 def true_profile(dev: Device) -> ComputeProfile:
