@@ -23,6 +23,7 @@ F = NDArray[np.float64]
 GEMM_TILES: tuple[tuple[int, int], ...] = ((128, 256), (256, 128), (128, 128), (64, 256), (64, 128), (64, 64))
 GEMM_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16)
 ATTN_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+_CHUNK = 16384
 
 
 class HW(NamedTuple):
@@ -109,28 +110,27 @@ def gemm_time(
     sm = float(hw.sm_count)
     rate_sm = hw.peak * p.eff_peak / sm
     base_bytes = b_ * ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * out_bytes)
-    bw = hw.bandwidth * p.eff_bw * l2_boost(hw, mp, base_bytes)
-    best = np.full(m_.shape, np.inf)
-    best_c = np.zeros(m_.shape)
-    best_m = np.zeros(m_.shape)
-    for tm, tn in GEMM_TILES:
-        tiles = _ceil_div(m_, tm) * _ceil_div(n_, tn) * b_
-        tile_work = 2.0 * (tm * tn + p.load_cost * (tm + tn))
-        for s in GEMM_SPLITS:
-            ks = _ceil_div(k_, s)
-            ctas = tiles * s
-            waves = _ceil_div(ctas, sm)
-            tc = waves * tile_work * (ks + p.k_overhead) / rate_sm
-            nbytes = base_bytes
-            if s > 1:
-                # fp32 partial tiles written and read back by the reduction
-                nbytes = base_bytes + 2.0 * 4.0 * s * m_ * n_ * b_
-            tmem = nbytes / bw
-            t = smoothmax(tc, tmem, p.sharpness)
-            better = t < best
-            best = np.where(better, t, best)
-            best_c = np.where(better, tc, best_c)
-            best_m = np.where(better, tmem, best_m)
+    bw = np.broadcast_to(hw.bandwidth * p.eff_bw * l2_boost(hw, mp, base_bytes), m_.shape)
+    cand = [(tm, tn, sp) for tm, tn in GEMM_TILES for sp in GEMM_SPLITS]
+    tm_c = np.array([c[0] for c in cand], dtype=np.float64)[:, None]
+    tn_c = np.array([c[1] for c in cand], dtype=np.float64)[:, None]
+    s_c = np.array([c[2] for c in cand], dtype=np.float64)[:, None]
+    work_c = 2.0 * (tm_c * tn_c + p.load_cost * (tm_c + tn_c))
+    partial_c = np.where(s_c > 1, 2.0 * 4.0 * s_c, 0.0)  # fp32 partial tiles written and read back
+    best = np.empty(m_.shape)
+    best_c = np.empty(m_.shape)
+    best_m = np.empty(m_.shape)
+    for lo in range(0, m_.size, _CHUNK):  # blocks of elements keep temporaries small
+        sl = slice(lo, lo + _CHUNK)
+        mm, nn, kk, bb = m_[sl][None, :], n_[sl][None, :], k_[sl][None, :], b_[sl][None, :]
+        ctas = _ceil_div(mm, tm_c) * _ceil_div(nn, tn_c) * bb * s_c
+        waves = _ceil_div(ctas, sm)
+        tc = waves * work_c * (_ceil_div(kk, s_c) + p.k_overhead) / rate_sm
+        tmem = (base_bytes[sl][None, :] + partial_c * mm * nn * bb) / bw[sl][None, :]
+        t = smoothmax(tc, tmem, p.sharpness)
+        j = np.argmin(t, axis=0)
+        cols = np.arange(t.shape[1])
+        best[sl], best_c[sl], best_m[sl] = t[j, cols], tc[j, cols], tmem[j, cols]
     return GemmTimes(*(v.reshape(shape) for v in (best + p.t0, best_c, best_m)))
 
 
