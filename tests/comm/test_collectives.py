@@ -277,3 +277,65 @@ def test_bytes_per_rank_match_the_algorithm(profile: CommProfile, S: float, shap
     if n > 1 and per == n:
         c = collective_cost("all_reduce", S, g, cl, "ring", profile=profile)
         assert float(c.bytes_network) == 0.0
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from simcore.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(e.value.code or 0), out, err
+
+
+def test_cli_json_matches_api(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    code, out, _ = run_cli(["collective", "all_reduce", "--bytes", "64 MB", "--gpus", "16", "--json"], capsys)
+    assert code == 0
+    d = json.loads(out)
+    r = collective_time("all_reduce", nbytes=64e6, gpus=16, system="hgx-h200")
+    assert d["time_s"] == pytest.approx(r.time_s) and d["nodes"] == 2 and d["busbw"] == pytest.approx(r.busbw)
+
+
+def test_cli_sweep_with_measured_overlay(capsys: pytest.CaptureFixture[str], tmp_path: object) -> None:
+    from pathlib import Path
+
+    tmp = Path(str(tmp_path))
+    csv = tmp / "m.csv"
+    csv.write_text(
+        "op,dtype,nbytes,gpus,time_s\nall_gather,bf16,1048576,2,1e-5\nall_gather,bf16,1024,2,5e-6\n"
+    )
+    png = tmp / "curve.png"
+    code, out, _ = run_cli(
+        [
+            "collective",
+            "all_gather",
+            "--sweep",
+            "--gpus",
+            "2",
+            "--measured",
+            str(csv),
+            "-o",
+            str(png),
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0 and png.stat().st_size > 1000
+    import json
+
+    d = json.loads(out)
+    assert len(d["points"]) == 23
+    with_meas = [p for p in d["points"] if "measured_time_s" in p]
+    assert [p["nbytes"] for p in with_meas] == [1024.0, 1048576.0]
+
+
+def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["collective", "all_reduce", "--gpus", "8"], capsys)
+    assert code == 2 and "--bytes" in err
+    code, _, err = run_cli(["collective", "all_reduce", "--bytes", "1 MB", "--system", "nope"], capsys)
+    assert code == 2 and "unknown system" in err and err.count("\n") == 1
