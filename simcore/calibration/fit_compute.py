@@ -322,25 +322,11 @@ def _opt_key(t: Table, i: int) -> str:
     return f"{opt}_{fused}"
 
 
-# names in traces -> canonical op names of simcore.compute.ops
-_CANON = {
-    "layer_norm": "layernorm",
-    "rms_norm": "rmsnorm",
-    "rms_norm_manual": "rmsnorm",
-    "swiglu_eager": "swiglu",
-    "copy_cast_fp32_to_bf16": "cast",
-    "log_softmax": "softmax",
-}
-
-
 def canonical_memory_name(raw: str) -> str:
     """The simcore op name of a memory-bound op as named in a trace (``layer_norm`` -> ``layernorm``)."""
-    bwd = raw.endswith("_bwd")
-    base = raw[:-4] if bwd else raw
-    base = _CANON.get(base, base)
-    if base.startswith("dropout"):
-        base = "dropout"
-    return base + ("_bwd" if bwd else "")
+    from simcore.compute.ops import canonical_op_name
+
+    return canonical_op_name(raw)
 
 
 def memory_name(t: Table, i: int) -> str:

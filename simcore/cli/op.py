@@ -18,7 +18,7 @@ _KIND_HELP = "gemm | attention | elementwise | norm | softmax | copy | memory | 
 _OPTS: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "batch"),
     "attention": ("batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"),
-    "memory": ("name", "bytes", "numel", "flops"),
+    "memory": ("name", "bytes", "numel", "flops", "backward"),
     "optimizer": ("params", "optimizer", "fused", "master_weights"),
 }
 

@@ -207,20 +207,51 @@ def memory_op_traffic(name: str, numel: ArrayLike, elt_bytes: float = 2.0) -> tu
     return _out(n * (mult * elt_bytes + extra)), _out(n * fl)
 
 
+# names used by PyTorch / the calibration traces -> simcore op names
+_ALIASES = {
+    "layer_norm": "layernorm",
+    "rms_norm": "rmsnorm",
+    "rms_norm_manual": "rmsnorm",
+    "swiglu_eager": "swiglu",
+    "copy_cast_fp32_to_bf16": "cast",
+    "log_softmax": "softmax",
+    "xent": "cross_entropy",
+    "crossentropy": "cross_entropy",
+}
+
+
+def canonical_op_name(name: str) -> str:
+    """simcore's name of a memory-bound op (``layer_norm`` -> ``layernorm``, ``dropout_p0.1`` ->
+    ``dropout``); a ``_bwd`` suffix is kept."""
+    raw = name.strip().lower()
+    bwd = raw.endswith("_bwd")
+    base = raw[:-4] if bwd else raw
+    base = _ALIASES.get(base, base)
+    if base.startswith("dropout"):
+        base = "dropout"
+    return base + ("_bwd" if bwd else "")
+
+
 def memory_op(
     dev: Device,
     prof: ComputeProfile,
     name: str,
     nbytes: ArrayLike,
-    flops: ArrayLike = 0.0,
+    flops: ArrayLike | None = None,
+    elt_bytes: float = 2.0,
 ) -> OpCost:
     """A bandwidth-bound kernel ``name`` moving ``nbytes`` (read + written) with ``flops`` of
-    non-tensor arithmetic (seconds, FLOP, bytes)."""
+    non-tensor arithmetic (seconds, FLOP, bytes). ``flops=None`` takes the op's convention for
+    ``nbytes`` of ``elt_bytes``-byte elements (see :func:`memory_op_traffic`)."""
+    name = canonical_op_name(name)
     base = name[:-4] if name.endswith("_bwd") else name
     if base not in _TRAFFIC and name not in prof.memory.ops:
         raise SimcoreError(
             f"unknown memory-bound op {name!r}; known: {', '.join(memory_op_names())}", field="name"
         )
+    if flops is None:
+        per_b, per_f = memory_op_traffic(name, 1.0, elt_bytes) if base in _TRAFFIC else (1.0, 0.0)
+        flops = np.asarray(nbytes, dtype=np.float64) / per_b * per_f
     mp = prof.memory
     op = mp.ops.get(name) or mp.ops.get(base)
     eff = op.eff if op is not None else 1.0
@@ -356,7 +387,7 @@ KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy"
 _SHAPE_KEYS: dict[str, set[str]] = {
     "gemm": {"m", "n", "k", "batch"},
     "attention": {"batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"},
-    "memory": {"name", "bytes", "flops", "numel"},
+    "memory": {"name", "bytes", "flops", "numel", "backward"},
     "optimizer": {"params", "optimizer", "fused", "master_weights"},
 }
 _NORM_NAMES = ("layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd")
@@ -431,27 +462,32 @@ def op_cost(
         return optimizer_step(dev, prof, o["params"], o["optimizer"], o["fused"], o["master_weights"]), o
     # memory-bound
     default = {"norm": "rmsnorm", "softmax": "softmax", "copy": "copy"}.get(kind)
-    name = str(shape.get("name") or default or "")
+    name = canonical_op_name(str(shape.get("name") or default or ""))
     if not name:
         raise SimcoreError(f"{kind} needs name (one of {', '.join(memory_op_names())})", field="name")
+    if _flag(shape.get("backward", False), "backward") and not name.endswith("_bwd"):
+        name += "_bwd"
     if kind == "norm" and name not in _NORM_NAMES:
         raise SimcoreError(f"norm name must be one of {', '.join(_NORM_NAMES)} (got {name!r})", field="name")
+    known = name in memory_op_names()
+    if not known and name not in prof.memory.ops:
+        raise SimcoreError(
+            f"unknown memory-bound op {name!r}; known: {', '.join(memory_op_names())}", field="name"
+        )
     elt = _dtype_bytes(dtype)
     if shape.get("bytes") is not None:
         nbytes = _num(shape["bytes"], "bytes", "bytes")
         if nbytes <= 0:
             raise SimcoreError(f"must be positive (got {shape['bytes']!r})", field="bytes")
-        numel = nbytes / memory_op_traffic(name, 1.0, elt)[0] if name in memory_op_names() else None
     elif shape.get("numel") is not None:
-        numel = _int(shape["numel"], "numel")
-        nbytes = float(memory_op_traffic(name, numel, elt)[0])
+        if not known:
+            raise SimcoreError(f"give bytes for {name!r} (no byte convention)", field="bytes")
+        nbytes = float(memory_op_traffic(name, _int(shape["numel"], "numel"), elt)[0])
     else:
         raise SimcoreError(f"{kind} needs bytes (bytes moved, e.g. '64 MB') or numel", field="bytes")
-    if shape.get("flops") is not None:
-        flops = _num(shape["flops"], "flops", "flops")
-    else:
-        flops = float(memory_op_traffic(name, numel, elt)[1]) if numel is not None else 0.0
-    return memory_op(dev, prof, name, nbytes, flops), {"name": name, "bytes": nbytes, "flops": flops}
+    flops = _num(shape["flops"], "flops", "flops") if shape.get("flops") is not None else None
+    cost = memory_op(dev, prof, name, nbytes, flops, elt)
+    return cost, {"name": name, "bytes": nbytes, "flops": float(cost.flops)}
 
 
 def op_family(kind: str, shape: dict[str, Any]) -> str:
@@ -542,6 +578,7 @@ __all__ = [
     "OpCost",
     "OpResult",
     "attention",
+    "canonical_op_name",
     "gemm",
     "launch_overhead",
     "load_profile",
