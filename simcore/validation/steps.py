@@ -1,0 +1,223 @@
+"""Whole-step validation on a real GPU: training steps, prefill and decode steps.
+
+The measurements (``traces/h200/steps.csv.gz``, made by ``tools/bench_steps.py``) are of a plain
+PyTorch GPT (``tools/gpt.py``) on one H200: training with fp32 parameters under bf16 autocast and
+fused AdamW, eager; inference with bf16 parameters, eager or CUDA graphs. None of these rows is used
+to fit anything — the compute profile is fitted on single-kernel micro-benchmarks
+(``traces/h200/ops.csv.gz``) — so every row here is held out.
+
+``python -m simcore.validation.steps [CSV] [--json] [--plot out.png]`` prints predicted vs measured
+per row and the median and worst |error| for step time, peak memory, prefill and decode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simcore.errors import SimcoreError, TraceError
+from simcore.prediction import InferenceResult, TrainingResult, predict
+from simcore.specs.registry import builtin_dir, default_registry
+from simcore.specs.resolve import scenario_from_dict
+
+DEFAULT_CSV = "h200/steps.csv.gz"
+
+
+def traces_dir() -> Path:
+    """The repository's ``traces/`` folder (measurements ship with the source tree)."""
+    here = Path(__file__).resolve().parents[2] / "traces"
+    if here.is_dir():
+        return here
+    try:
+        return builtin_dir("traces")
+    except SimcoreError:
+        return here
+
+
+def read_rows(path: str | Path) -> list[dict[str, str]]:
+    p = Path(path)
+    try:
+        raw = gzip.open(p, "rt") if p.suffix == ".gz" else open(p)  # noqa: SIM115
+        with raw as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise TraceError("file not found", file=str(p)) from None
+    except (OSError, EOFError) as e:
+        raise TraceError(f"cannot read: {e}", file=str(p)) from None
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows or "mode" not in rows[0]:
+        raise TraceError("not a steps CSV (no 'mode' column)", file=str(p))
+    return rows
+
+
+def _i(v: str) -> int:
+    return int(float(v))
+
+
+def scenario_for(row: dict[str, str]) -> dict[str, Any]:
+    """The scenario (as a dict) of one measured row."""
+    model = {
+        "name": row["name"],
+        "layers": _i(row["layers"]),
+        "hidden": _i(row["hidden"]),
+        "heads": _i(row["heads"]),
+        "kv_heads": _i(row["kv_heads"] or row["heads"]),
+        "ffn_hidden": _i(row["ffn_hidden"]),
+        "vocab": _i(row["vocab"]),
+        "seq_len": _i(row["seq_len"]),
+        "activation": row["activation"],
+        "norm": row["norm"],
+        "tied_embeddings": row["tied"].strip().lower() in ("true", "1"),
+    }
+    base: dict[str, Any] = {
+        "name": f"{row['mode']}:{row['name']}",
+        "cluster": {"system": "hgx-h200", "gpus": 1},
+        "model": model,
+        "runtime": {"framework": row.get("framework") or "eager"},
+    }
+    mb = _i(row["micro_batch"])
+    if row["mode"] == "train":
+        base["kind"] = "training"
+        base["training"] = {
+            "micro_batch": mb,
+            "global_batch": mb,
+            "precision": "bf16",
+            "param_dtype": "fp32",
+            "recompute": row["recompute"] or "none",
+        }
+    else:
+        L = _i(row["seq_len"])
+        base["kind"] = "inference"
+        base["inference"] = (
+            {"batch": mb, "prompt_len": L, "output_len": 1, "precision": "bf16"}
+            if row["mode"] == "prefill"
+            else {"batch": mb, "prompt_len": L, "context_len": L, "output_len": 1, "precision": "bf16"}
+        )
+    return base
+
+
+def validate(path: str | Path | None = None) -> dict[str, Any]:
+    """Predict every ok row; return per-row comparisons and summary statistics."""
+    p = Path(path) if path else traces_dir() / DEFAULT_CSV
+    reg = default_registry()
+    rows_out: list[dict[str, Any]] = []
+    for row in read_rows(p):
+        if row.get("status", "ok") != "ok" or not row.get("step_time_s"):
+            continue
+        sc = scenario_from_dict(scenario_for(row), reg, str(p))
+        r = predict(sc)
+        measured = float(row["step_time_s"])
+        if isinstance(r, TrainingResult):
+            pred = r.step_time_s
+            kind = "train"
+        else:
+            assert isinstance(r, InferenceResult)
+            kind = row["mode"]
+            pred = r.prefill_time_s if kind == "prefill" else r.decode_step_time_s
+        out: dict[str, Any] = {
+            "mode": kind,
+            "name": row["name"],
+            "framework": row.get("framework") or "eager",
+            "micro_batch": _i(row["micro_batch"]),
+            "seq_len": _i(row["seq_len"]),
+            "recompute": row.get("recompute", ""),
+            "measured_s": measured,
+            "predicted_s": pred,
+            "error_pct": (pred / measured - 1) * 100,
+        }
+        if row.get("peak_mem_bytes"):
+            mem_meas = float(row["peak_mem_bytes"])
+            out["measured_mem"] = mem_meas
+            out["predicted_mem"] = r.memory_per_gpu_bytes
+            out["mem_error_pct"] = (r.memory_per_gpu_bytes / mem_meas - 1) * 100
+        rows_out.append(out)
+    summary: dict[str, Any] = {}
+    for mode in ("train", "prefill", "decode"):
+        errs = np.array([abs(r["error_pct"]) for r in rows_out if r["mode"] == mode])
+        if errs.size:
+            summary[mode] = {
+                "n": int(errs.size),
+                "median_abs_error_pct": float(np.median(errs)),
+                "max_abs_error_pct": float(errs.max()),
+            }
+        merr = np.array(
+            [abs(r["mem_error_pct"]) for r in rows_out if r["mode"] == mode and "mem_error_pct" in r]
+        )
+        if merr.size:
+            summary[mode]["memory_median_abs_error_pct"] = float(np.median(merr))
+            summary[mode]["memory_max_abs_error_pct"] = float(merr.max())
+    return {"file": str(p), "rows": rows_out, "summary": summary}
+
+
+def plot(result: dict[str, Any], path: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 6))
+    for mode, c in (("train", "#4C72B0"), ("prefill", "#DD8452"), ("decode", "#55A868")):
+        pts = [(r["measured_s"], r["predicted_s"]) for r in result["rows"] if r["mode"] == mode]
+        if pts:
+            x, y = zip(*pts, strict=True)
+            ax.scatter(x, y, label=mode, color=c, s=18)
+    lo = min(min(r["measured_s"], r["predicted_s"]) for r in result["rows"])
+    hi = max(max(r["measured_s"], r["predicted_s"]) for r in result["rows"])
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    for f in (0.9, 1.1):
+        ax.plot([lo, hi], [lo * f, hi * f], ":", color="grey", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured seconds (H200)")
+    ax.set_ylabel("predicted seconds")
+    ax.set_title("whole steps, held out (dotted: ±10 %)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m simcore.validation.steps", description=__doc__)
+    ap.add_argument("csv", nargs="?", default=None)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--plot", default=None)
+    a = ap.parse_args(argv)
+    try:
+        res = validate(a.csv)
+    except SimcoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps(res))
+    else:
+        print(
+            f"{'mode':8} {'name':26} {'fw':11} {'mb':>4} {'seq':>6} {'rec':>9} {'meas ms':>9} {'pred ms':>9} {'err%':>7} {'mem err%':>8}"
+        )
+        for r in sorted(res["rows"], key=lambda r: (r["mode"], -abs(r["error_pct"]))):
+            me = f"{r['mem_error_pct']:8.1f}" if "mem_error_pct" in r else ""
+            print(
+                f"{r['mode']:8} {r['name'][:26]:26} {r['framework'][:11]:11} {r['micro_batch']:>4} {r['seq_len']:>6} "
+                f"{r['recompute'][:9]:>9} {r['measured_s'] * 1e3:9.3f} {r['predicted_s'] * 1e3:9.3f} {r['error_pct']:7.1f} {me}"
+            )
+        for mode, s in res["summary"].items():
+            line = f"{mode}: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst {s['max_abs_error_pct']:.1f}%"
+            if "memory_median_abs_error_pct" in s:
+                line += f"  memory median {s['memory_median_abs_error_pct']:.1f}% worst {s['memory_max_abs_error_pct']:.1f}%"
+            print(line)
+    if a.plot:
+        plot(res, a.plot)
+        print(f"wrote {a.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
