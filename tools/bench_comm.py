@@ -8,9 +8,9 @@ nbytes follows nccl-tests: the larger of the send and receive buffer per rank (a
 gathered output; reduce_scatter: the input; send_recv: the message in one direction).
 time_s: median over `reps` repeats of (CUDA-event time of `iters` back-to-back calls / iters), on rank 0,
 after a barrier. time_max_s: the largest of the ranks' medians.
-algbw = nbytes / time_s; busbw = algbw * factor (all_reduce 2(n-1)/n; all_gather and reduce_scatter
-(n-1)/n; broadcast, reduce, all_to_all, send_recv 1 -- for all_to_all nccl-tests uses (n-1)/n, we keep 1
-as the brief asked and note it; send_recv_bidir counts one direction).
+algbw = nbytes / time_s; busbw = algbw * factor, with nccl-tests' factors: all_reduce 2(n-1)/n;
+all_gather, reduce_scatter and all_to_all (n-1)/n; broadcast, reduce, send_recv 1 (send_recv_bidir:
+nbytes and busbw count one direction; both directions move twice that).
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def main():
     sizes = [s for s in sizes if s <= args.max_bytes]
     ops = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
            "send_recv", "send_recv_bidir"]
-    factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n}
+    factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+              "all_to_all": (n - 1) / n}
 
     def make(op, nbytes, dt):
         e = torch.tensor([], dtype=dt).element_size()
