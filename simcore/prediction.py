@@ -167,6 +167,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "schedule": p.schedule,
         "dp_overlap": p.dp_overlap,
         "tp_overlap": p.tp_overlap,
+        "dp_mode": p.data_parallel,
     }
 
 

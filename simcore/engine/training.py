@@ -57,6 +57,8 @@ class TrainingLayout:
     schedule: Num = "1f1b"
     dp_overlap: Num = True
     tp_overlap: Num = False
+    dp_mode: Num = "ddp"
+    """``ddp`` or ``dataparallel`` (single-process nn.DataParallel)."""
 
 
 def _a(x: Num, dtype: Any = float) -> Any:
@@ -233,6 +235,19 @@ def evaluate(
         dp_comm,
     )
     dp_exposed = np.where(zero >= 3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
+    # single-process nn.DataParallel: parameters broadcast from GPU 0 and gradients reduced to it every
+    # step, nothing overlapped; one Python process launches every replica's kernels (GIL)
+    single_proc = np.asarray(lay.dp_mode) == "dataparallel"
+    pbytes = 4.0 if param_dtype == "fp32" else 2.0
+    dp_legacy = pricer.comm_time("broadcast", params_rank * pbytes, "dp") + pricer.comm_time(
+        "reduce", params_rank * grad_b, "dp", "fp32" if grad_b == 4 else "bf16"
+    )
+    dp_exposed = np.where(single_proc & (dp > 1), dp_legacy, dp_exposed)
+    host = (
+        F_layers.kernels + B_layers.kernels + emb_f.kernels + emb_b.kernels + head_f.kernels + head_b.kernels
+    ) * pricer.launch_s
+    # per micro-batch the host issues dp replicas' kernels serially; the excess over GPU time is exposed
+    gil = np.where(single_proc & (dp > 1), np.maximum(host * dp - stage_max, 0.0) * m, 0.0)
 
     # --- optimizer
     opt_params = params_rank / np.where(zero >= 1, dp, 1.0)
@@ -249,7 +264,7 @@ def evaluate(
         pricer.prof.launch_mode,
     )
 
-    step = t_pipe + dp_exposed + zero3_exposed + opt
+    step = t_pipe + dp_exposed + zero3_exposed + opt + gil
 
     # --- breakdown (the bottleneck stage's view; sums to the step time)
     bd: dict[str, Num] = {}
@@ -264,6 +279,7 @@ def evaluate(
     bd["pipeline_bubble"] = np.maximum(t_pipe - compute_sum, 0.0)
     bd["dp_comm"] = dp_exposed + zero3_exposed
     bd["optimizer"] = opt
+    bd["host_launch"] = gil
 
     # --- FLOPs and memory
     tokens = _a(lay.global_batch) * model.seq_len

@@ -121,6 +121,10 @@ class ParallelSpec(Spec):
     schedule: Literal["gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe"] = "1f1b"
     dp_overlap: bool = True
     tp_overlap: bool = False
+    data_parallel: Literal["ddp", "dataparallel"] = "ddp"
+    """``ddp``: one process per GPU, bucketed all-reduce overlapped with backward.
+    ``dataparallel``: PyTorch's single-process ``nn.DataParallel`` (parameters broadcast from GPU 0
+    every step, replicas driven by threads of one Python process, gradients reduced to GPU 0)."""
 
 
 class InferenceSpec(Spec):
