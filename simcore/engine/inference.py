@@ -79,17 +79,31 @@ def evaluate(
     wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0
     weights = pc.total * wbytes / (np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float))
     kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
-    # transient activations: the widest layer intermediate of a prefill, plus fp32 logits
+    # transient activations: the widest layer intermediate (plus the residual stream) of a prefill
+    # over prompt_len tokens or a decode step over one token per sequence, plus fp32 logits of the
+    # last position
     width = max(model.ffn_hidden * (2 if model.activation == "swiglu" else 1), 3 * model.hidden)
-    acts = batch * inf.prompt_len * (width / np.asarray(tp, dtype=float) + 2 * model.hidden) * act
+    per_token = (width / np.asarray(tp, dtype=float) + 2 * model.hidden) * act
+    acts_prefill = batch * inf.prompt_len * per_token
+    acts_decode = batch * per_token
     logits = batch * model.vocab / np.asarray(tp, dtype=float) * 4.0
-    total = weights + kv + acts + logits
+    prefill_peak = weights + kv + acts_prefill + logits
+    decode_peak = weights + kv + acts_decode + logits
+    total = np.maximum(prefill_peak, decode_peak)
     return InferenceEval(
         prefill=prefill,
         decode=decode,
         prefill_time_s=prefill.total(),
         decode_step_time_s=decode.total(),
-        memory={"weights": weights, "kv_cache": kv, "activations": acts, "logits": logits, "total": total},
+        memory={
+            "weights": weights,
+            "kv_cache": kv,
+            "activations": acts_prefill,
+            "logits": logits,
+            "prefill_peak": prefill_peak,
+            "decode_peak": decode_peak,
+            "total": total,
+        },
         memory_per_gpu_bytes=total,
         context_len=ctx,
     )

@@ -136,8 +136,11 @@ def validate(path: str | Path | None = None) -> dict[str, Any]:
         if row.get("peak_mem_bytes"):
             mem_meas = float(row["peak_mem_bytes"])
             out["measured_mem"] = mem_meas
-            out["predicted_mem"] = r.memory_per_gpu_bytes
-            out["mem_error_pct"] = (r.memory_per_gpu_bytes / mem_meas - 1) * 100
+            pm = r.memory_per_gpu_bytes
+            if isinstance(r, InferenceResult):
+                pm = r.memory_breakdown["prefill_peak" if kind == "prefill" else "decode_peak"]
+            out["predicted_mem"] = pm
+            out["mem_error_pct"] = (pm / mem_meas - 1) * 100
         rows_out.append(out)
     summary: dict[str, Any] = {}
     for mode in ("train", "prefill", "decode"):
