@@ -70,7 +70,7 @@ def evaluate(
     kv_write = M.kv_cache_bytes(model, batch, inf.prompt_len, tp, kvb) / np.asarray(pp, dtype=float)
     prefill.add(
         "kv_cache",
-        pricer.price([L.Op("kv_write", "memory", "kv_cache", {"name": "copy", "nbytes": kv_write})]).total(),
+        pricer.price([L.mem_op("copy", kv_write / kvb / 2.0, kvb, "kv_cache")]).total(),
     )
     dec = L.Layout(micro_batch=batch, seq=1.0, tp=tp, dtype=dt, act_bytes=act, extra={"kv_seq": float(ctx)})
     decode = _forward(pricer, model, dec, batch, pp)

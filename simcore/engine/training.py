@@ -178,6 +178,19 @@ def evaluate(
         (pricer.kernel_time(o) * o.count for o in L.backward(head_f_ops) if o.name.endswith("_wgrad")), 0.0
     )
 
+    # PyTorch AMP (fp32 weights, autocast): weight casts in every forward, bf16 -> fp32 gradient
+    # accumulation in every backward, per micro-batch, on each rank's share of the weights
+    if param_dtype == "fp32" and training.precision != "fp32":
+        tensors_per_layer = 6.0
+        stage_params = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / pp / tp
+        amp_f, amp_b = L.amp_ops(stage_params, tensors_per_layer * layers_per_rank)
+        F_layers = F_layers.merged(pricer.price(amp_f))
+        B_layers = B_layers.merged(pricer.price(amp_b))
+        emb_params = (pc.embedding + pc.lm_head) / tp
+        ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0)
+        head_f = head_f.merged(pricer.price(ea_f))
+        head_b = head_b.merged(pricer.price(ea_b))
+
     Fl, Bl = F_layers.total(), B_layers.total()
     embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
     single = pp <= 1

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from simcore.compute.ops import memory_op_traffic
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.scenario import ModelSpec
 from simcore.workload.model import layer_shape
@@ -81,8 +82,18 @@ def _gemm(
     return Op(name, "gemm", category, {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}, count)
 
 
-def _mem(name: str, nbytes: Num, category: str = "elementwise", count: Num = 1.0, flops: Num = 0.0) -> Op:
-    return Op(name, "memory", category, {"name": name, "nbytes": nbytes, "flops": flops}, count)
+def mem_op(name: str, numel: Num, elt_bytes: float, category: str = "elementwise", count: Num = 1.0) -> Op:
+    """A bandwidth-bound kernel over ``numel`` elements; bytes and FLOPs follow the compute layer's
+    traffic conventions (:func:`simcore.compute.ops.memory_op_traffic`), the ones its efficiencies
+    were fitted with."""
+    nbytes, flops = memory_op_traffic(name, numel, elt_bytes)
+    return Op(
+        name,
+        "memory",
+        category,
+        {"name": name, "nbytes": nbytes, "flops": flops, "numel": numel, "elt": elt_bytes},
+        count,
+    )
 
 
 def _comm(
@@ -105,14 +116,14 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     h = s.hidden
     ops: list[Op] = []
     tsp = T / lay.sp_div  # tokens seen outside the TP region
-    ops.append(_mem(norm_name(m), 2 * tsp * h * b, "norm", flops=5 * tsp * h))
+    ops.append(mem_op(norm_name(m), tsp * h, b, "norm"))
     if m.mla is not None:
         ml = m.mla
         ops.append(_gemm("q_down", T, ml.q_lora_rank, h, dt))
         ops.append(_gemm("q_up", T, s.heads * s.head_dim / t, ml.q_lora_rank, dt))
         ops.append(_gemm("kv_down", T, ml.kv_lora_rank + ml.qk_rope_head_dim, h, dt))
         ops.append(_gemm("kv_up", T, s.heads * (ml.qk_nope_head_dim + s.v_head_dim) / t, ml.kv_lora_rank, dt))
-        ops.append(_mem(norm_name(m), 2 * T * (ml.q_lora_rank + ml.kv_lora_rank) * b, "norm"))
+        ops.append(mem_op(norm_name(m), T * (ml.q_lora_rank + ml.kv_lora_rank), b, "norm"))
     else:
         ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt))
     ops.append(
@@ -135,7 +146,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         )
     )
     ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt))
-    ops.append(_mem("add", 3 * tsp * h * b, "elementwise", flops=tsp * h))
+    ops.append(mem_op("add", tsp * h, b, "elementwise"))
     return ops
 
 
@@ -150,10 +161,10 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
     ops: list[Op] = []
     if s.gated:
         ops.append(_gemm("mlp_in", T, 2 * f, h, dt))
-        ops.append(_mem("swiglu", 3 * T * f * b, "elementwise", flops=5 * T * f))
+        ops.append(mem_op("swiglu", T * f, b, "elementwise"))
     else:
         ops.append(_gemm("mlp_in", T, f, h, dt))
-        ops.append(_mem("gelu", 2 * T * f * b, "elementwise", flops=8 * T * f))
+        ops.append(mem_op("gelu", T * f, b, "elementwise"))
     ops.append(_gemm("mlp_out", T, h, f, dt))
     return ops
 
@@ -185,14 +196,14 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     b = lay.act_bytes
     dt = lay.dtype
     ops: list[Op] = [_gemm("router", T, moe.experts, h, dt, "moe_router")]
-    ops.append(_mem("router_softmax_topk", 2 * T * moe.experts * 4, "moe_router"))
+    ops.append(mem_op("softmax", T * moe.experts, 4.0, "moe_router"))
     routed = T * moe.top_k * moe.imbalance
     # experts a rank runs: all of its share, or fewer when fewer tokens than experts arrive (decode)
     local_experts = np.minimum(moe.experts / lay.ep, np.maximum(routed, 1.0))
     per_expert = routed / local_experts
     a2a_bytes = T * moe.top_k * h * b
     ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))
-    ops.append(_mem("permute", 2 * routed * h * b, "moe_permute"))
+    ops.append(mem_op("copy", routed * h, b, "moe_permute"))
     for op in mlp_block_fwd(m, lay, ffn=moe.expert_ffn_hidden, tokens=per_expert):
         args = dict(op.args)
         if op.kind == "gemm":
@@ -200,8 +211,10 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             ops.append(Op("expert_" + op.name, op.kind, "gemm", args, op.count))
         else:
             args["nbytes"] = op.args["nbytes"] * local_experts
+            args["flops"] = op.args["flops"] * local_experts
+            args["numel"] = op.args["numel"] * local_experts
             ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))
-    ops.append(_mem("unpermute", 2 * routed * h * b, "moe_permute"))
+    ops.append(mem_op("copy", routed * h, b, "moe_permute"))
     ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     if moe.shared_experts:
         ops.extend(
@@ -215,9 +228,9 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     """All forward ops of one transformer layer on one rank."""
     ops = attention_block_fwd(m, lay)
     T = lay.tokens / lay.sp_div
-    ops.append(_mem(norm_name(m), 2 * T * m.hidden * lay.act_bytes, "norm", flops=5 * T * m.hidden))
+    ops.append(mem_op(norm_name(m), T * m.hidden, lay.act_bytes, "norm"))
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
-    ops.append(_mem("add", 3 * T * m.hidden * lay.act_bytes, "elementwise", flops=T * m.hidden))
+    ops.append(mem_op("add", T * m.hidden, lay.act_bytes, "elementwise"))
     ops.extend(tp_comm_fwd(m, lay))
     if not (isinstance(lay.cp, int | float) and lay.cp == 1):
         # Ring attention: each rank passes its K/V shard around the ring (cp - 1 steps), overlapped
@@ -257,12 +270,14 @@ def backward_of(op: Op) -> list[Op]:
         return [Op(op.name + "_bwd", "attention", op.category, {**op.args, "backward": True}, op.count)]
     if op.kind == "memory":
         a = op.args
+        name = a["name"] + "_bwd"
+        nbytes, flops = memory_op_traffic(name, a["numel"], a["elt"])
         return [
             Op(
                 op.name + "_bwd",
                 "memory",
                 op.category,
-                {**a, "nbytes": 1.5 * a["nbytes"], "flops": 2 * a["flops"]},
+                {**a, "name": name, "nbytes": nbytes, "flops": flops},
                 op.count,
             )
         ]
@@ -281,7 +296,7 @@ def backward(ops: list[Op]) -> list[Op]:
 def embedding_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Token embedding lookup (first pipeline stage)."""
     T = lay.tokens / lay.sp_div
-    return [_mem("embedding", 2 * T * m.hidden * lay.act_bytes, "embedding")]
+    return [mem_op("embedding", T * m.hidden, lay.act_bytes, "embedding")]
 
 
 def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:
@@ -289,7 +304,7 @@ def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:
     T = lay.tokens if tokens is None else tokens
     v = m.vocab / lay.tp
     ops = [
-        _mem(norm_name(m), 2 * T / lay.sp_div * m.hidden * lay.act_bytes, "norm"),
+        mem_op(norm_name(m), T / lay.sp_div * m.hidden, lay.act_bytes, "norm"),
         _gemm("lm_head", T, v, m.hidden, lay.dtype, "gemm"),
     ]
     return ops
@@ -299,8 +314,20 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Cross-entropy over the (TP-split) logits: reads bf16 logits, fp32 softmax."""
     T = lay.tokens
     v = m.vocab / lay.tp
-    return [_mem("cross_entropy", T * v * (lay.act_bytes + 4), "loss", flops=5 * T * v)]
+    # the loss runs in fp32 (autocast's fp32 list; Megatron's vocab-parallel cross-entropy): the bf16
+    # logits are upcast, then softmax + NLL read them
+    return [mem_op("cast", T * v, lay.act_bytes + 4.0, "loss"), mem_op("cross_entropy", T * v, 4.0, "loss")]
 
 
 def dtype_bytes(dtype: str) -> float:
     return DTYPE_BYTES[dtype]
+
+
+def amp_ops(params: Num, tensors: Num) -> tuple[list[Op], list[Op]]:
+    """PyTorch autocast with fp32 weights: every forward casts each weight to bf16 (read 4, write 2
+    bytes per parameter), and every backward accumulates the bf16 weight gradient into the fp32
+    ``.grad`` (about the same traffic). ``tensors`` kernels share ``params`` parameters."""
+    per = params / np.maximum(tensors, 1.0)
+    fwd = [mem_op("cast", per, 3.0, "amp_cast", count=tensors)]
+    bwd = [mem_op("cast", per, 3.0, "amp_cast", count=tensors)]
+    return fwd, bwd
