@@ -1,0 +1,718 @@
+"""Validation against published training throughput (Megatron-LM papers and README tables).
+
+``python -m simcore.validation.published [--plot out.png] [--json] [--engine analytic|des]``
+
+Every row of ``data/published_training.csv`` (a copy of the project's reference table, see
+``data/README.md``) becomes a training scenario: the model's dimensions, the GPU count on the system
+of the row's GPU type (A100 -> ``hgx-a100``, H100 -> ``hgx-h100``, ...), the row's tp/pp/dp/vp,
+micro/global batch and recompute. ``simcore.predict`` gives a step time; the row's metric is then
+computed from that step time *with the paper's own FLOP formula* (not simcore's MFU), so that the
+predicted and published numbers count the same FLOPs:
+
+* Narayanan et al. 2021 (Megatron-LM, Tables 1-2): ``96 B s l h^2 (1 + s/6h + V/16lh)`` per step
+  (model FLOPs with full recompute counted), per GPU and per second;
+* Korthikanti et al. 2022: model FLOPs ``72 B s l h^2 (1 + s/6h + V/16lh)`` for MFU, hardware FLOPs
+  ``72 B s l h^2 (1 + s/3h + V/16lh)`` (selective) or the 96 form (full) for HFU; iteration time as is;
+* Megatron-Core README (H100): Megatron-LM's ``num_floating_point_operations``,
+  ``12 B s l h^2 ((1 + g/a + s/h) + f/h + V/2lh)``.
+
+The error of a row is the relative error of per-GPU throughput, ``predicted/published - 1``
+(for iteration-time rows ``published_time/predicted_time - 1``): positive means simcore is
+optimistic. Where a row does not give a field, the value used and why is listed per row.
+
+Nothing here is fitted: the tables only check the models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+import statistics
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+PUBLISHED_CSV = DATA_DIR / "published_training.csv"
+TARGET_MEDIAN = 0.10
+"""Issue 5 target: median |error| of per-GPU throughput."""
+TARGET_WORST = 0.25
+"""Issue 5 target: no row beyond this |error|."""
+
+_SYSTEM_BY_GPU = (
+    # most specific first
+    ("GB300", "gb300-nvl72"),
+    ("GB200", "gb200-nvl72"),
+    ("B300", "dgx-b300"),
+    ("B200", "dgx-b200"),
+    ("H800", "hgx-h800"),
+    ("H200", "hgx-h200"),
+    ("H100", "hgx-h100"),
+    ("A100", "hgx-a100"),
+    ("MI300X", "mi300x-platform"),
+)
+
+_PRIMARY_ORDER = (
+    "achieved_tflops_per_gpu",
+    "iteration_time",
+    "mfu",
+    "hfu",
+    "pct_of_peak",
+    "aggregate_pflops",
+)
+
+
+@dataclass
+class PublishedRow:
+    """One configuration of a published table, ready to predict."""
+
+    index: int
+    """Row number in the CSV (0-based, header excluded)."""
+    source: str
+    """Short label of the table (``Narayanan21 T1``, ``Korthikanti22 T5``, ``MCore H100 weak`` ...)."""
+    family: str
+    """FLOP-counting convention: ``narayanan``, ``korthikanti`` or ``mcore``."""
+    model: str
+    gpus: int
+    system: str
+    metric: str
+    unit: str
+    published: float
+    scenario: dict[str, Any]
+    dims: dict[str, float]
+    """B (global batch), s, l, h, V, ffn, heads, kv_heads: what the FLOP formula needs."""
+    assumptions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RowResult:
+    """Prediction for one published row."""
+
+    index: int
+    source: str
+    model: str
+    gpus: int
+    layout: str
+    metric: str
+    unit: str
+    published: float
+    predicted: float
+    error: float
+    """Relative error of per-GPU throughput (predicted/published - 1; >0: simcore optimistic)."""
+    primary: bool
+    """The row counted in the summary (one metric per configuration)."""
+    step_time_s: float
+    published_tflops_per_gpu: float
+    """Published throughput in the row's own FLOP convention, TFLOP/s per GPU."""
+    predicted_tflops_per_gpu: float
+    fractions: dict[str, float]
+    """Share of the predicted step: compute, recompute, tp/cp/ep comm, bubble, dp comm, optimizer."""
+    fits_in_memory: bool
+    memory_gib: float
+    assumptions: list[str]
+
+
+# ---------------------------------------------------------------------------------------- parsing
+
+
+def _num(s: str | None) -> float | None:
+    if s is None:
+        return None
+    s = s.strip()
+    if not s:
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def _int(s: str | None) -> int | None:
+    v = _num(s)
+    return None if v is None else int(round(v))
+
+
+def _short_source(src: str) -> tuple[str, str]:
+    """(label, FLOP family) of a source string."""
+    if src.startswith("Korthikanti"):
+        return "Korthikanti22 T5", "korthikanti"
+    if "Table 2" in src and src.startswith("Narayanan"):
+        return "Narayanan21 T2", "narayanan"
+    if src.startswith("Narayanan"):
+        return "Narayanan21 T1", "narayanan"
+    if "strong scaling" in src:
+        return "MCore H100 strong", "mcore"
+    if "Megatron-LM" in src:
+        return "MCore H100 weak", "mcore"
+    return src[:24], "mcore"
+
+
+def _system_for(gpu: str) -> str:
+    g = gpu.upper()
+    for key, system in _SYSTEM_BY_GPU:
+        if key in g:
+            return system
+    raise ValueError(f"no system for GPU type {gpu!r}")
+
+
+def _smallest_divisor_above_one(n: int) -> int:
+    for d in range(2, n + 1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def read_rows(path: str | Path | None = None) -> list[dict[str, str]]:
+    """The published table as a list of CSV records (strings)."""
+    p = Path(path) if path is not None else PUBLISHED_CSV
+    with open(p, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
+    """Turn one CSV record into a scenario dict and the FLOP-formula dimensions.
+
+    Missing fields are filled with the documented assumption, recorded in ``assumptions``.
+    """
+    src, family = _short_source(rec["source"])
+    notes = rec.get("notes", "")
+    assume: list[str] = []
+    gpus = int(rec["num_gpus"])
+    layers = int(rec["layers"])
+    hidden = int(rec["hidden"])
+    heads = int(rec["heads"])
+    seq = int(rec["seq_len"])
+    ffn = _int(rec.get("ffn_hidden"))
+    if ffn is None:
+        ffn = 4 * hidden
+        assume.append("ffn_hidden = 4h (GPT MLP; not in the table)")
+    mv = re.search(r"vocab (\d+)", notes) or re.search(r"(\d{5,}) vocab", rec["model"])
+    vocab = int(mv.group(1)) if mv else 51200
+    if not mv:
+        assume.append("vocab 51200 (Megatron GPT-2 BPE padded; not in the row)")
+    system = _system_for(rec["gpu"])
+
+    tp = _int(rec.get("tp"))
+    pp = _int(rec.get("pp"))
+    cp = _int(rec.get("cp")) or 1
+    dp_col = _int(rec.get("dp"))
+    zero = 0
+    if notes.startswith("ZeRO-3") and family == "narayanan":
+        # Table 2's ZeRO-3 rows run "without any model parallelism": batch = micro-batch x GPUs in
+        # every row, so dp = GPUs (the transcribed dp column disagrees for two rows).
+        tp, pp, zero = 1, 1, 3
+        if dp_col != gpus:
+            assume.append(f"ZeRO-3 without model parallelism: dp = {gpus} GPUs (CSV dp column says {dp_col})")
+    if tp is None or pp is None:
+        # strong-scaling rows: the README gives no TP/PP; use the weak-scaling table's 177B split
+        tp, pp = 8, 6
+        assume.append("tp 8 x pp 6 as in the weak-scaling GPT-175B row (strong-scaling TP/PP not stated)")
+    dp = gpus // (tp * pp * cp)
+    if dp_col is not None and dp_col != dp and zero == 0:
+        assume.append(f"dp = GPUs/(tp*pp*cp) = {dp} (CSV dp column {dp_col})")
+
+    mb = _int(rec.get("micro_batch"))
+    if mb is None:
+        mb = 1
+        assume.append("micro_batch 1 (not in the table)")
+    gb = _int(rec.get("global_batch")) or mb * dp
+
+    vp_col = _int(rec.get("vp"))
+    if vp_col is not None:
+        vp = vp_col
+    elif family == "narayanan" and pp > 1:
+        vp = _smallest_divisor_above_one(layers // pp)
+        assume.append(
+            f"interleaved schedule with vp {vp} (smallest interleaving of {layers // pp} layers/stage; "
+            "the paper's runs interleave but the table gives no vp)"
+        )
+    else:
+        vp = 1
+        if pp > 1:
+            assume.append("non-interleaved 1F1B (interleaving not stated)")
+    schedule = "interleaved" if vp > 1 else "1f1b"
+
+    rc = rec.get("recompute", "").lower()
+    if "full" in rc:
+        recompute = "full"
+    elif "selective" in rc:
+        recompute = "selective"
+    else:
+        recompute = "none"
+        assume.append("no activation recompute (not stated; memory checked per row)")
+
+    sp = "sequence parallel" in rc
+    tp_overlap = False
+    dp_overlap = True
+    if family == "mcore":
+        # --tp-comm-overlap needs sequence parallelism; --overlap-param-gather needs the distributed
+        # optimizer (ZeRO-1)
+        sp, tp_overlap, zero = tp > 1, tp > 1, max(zero, 1)
+        assume.append(
+            "sequence parallel + TP comm overlap + distributed optimizer (zero 1), as the README's "
+            "--tp-comm-overlap/--overlap-param-gather flags imply"
+        )
+    elif zero < 3:
+        # Megatron-LM 2021-22 reduced gradients after the backward pass (no bucketed overlap yet)
+        dp_overlap = False
+        if dp > 1:
+            assume.append("data-parallel all-reduce after backward, not overlapped (Megatron-LM 2021 DDP)")
+
+    precision = "bf16"
+    if "fp16" in rec.get("precision", "").lower() and "bf16" not in rec.get("precision", "").lower():
+        assume.append("fp16 priced as bf16 (same tensor-core peak)")
+
+    scenario: dict[str, Any] = {
+        "name": f"{src} {rec['model']} {gpus}gpu #{index}",
+        "kind": "training",
+        "cluster": {"system": system, "gpus": gpus},
+        "model": {
+            "name": rec["model"],
+            "layers": layers,
+            "hidden": hidden,
+            "heads": heads,
+            "ffn_hidden": ffn,
+            "vocab": vocab,
+            "seq_len": seq,
+            "activation": "gelu",
+            "norm": "layernorm",
+            "tied_embeddings": True,
+        },
+        "training": {
+            "micro_batch": mb,
+            "global_batch": gb,
+            "precision": precision,
+            "optimizer": "adamw",
+            "recompute": recompute,
+        },
+        "parallel": {
+            "tp": tp,
+            "pp": pp,
+            "dp": dp,
+            "cp": cp,
+            "vp": vp,
+            "schedule": schedule,
+            "sequence_parallel": sp,
+            "zero": zero,
+            "dp_overlap": dp_overlap,
+            "tp_overlap": tp_overlap,
+        },
+    }
+    dims = {
+        "B": float(gb),
+        "s": float(seq),
+        "l": float(layers),
+        "h": float(hidden),
+        "V": float(vocab),
+        "ffn": float(ffn),
+        "heads": float(heads),
+        "kv_heads": float(heads),
+    }
+    published = float(rec["value"])
+    return PublishedRow(
+        index=index,
+        source=src,
+        family=family,
+        model=rec["model"],
+        gpus=gpus,
+        system=system,
+        metric=rec["metric"],
+        unit=rec["unit"],
+        published=published,
+        scenario=scenario,
+        dims=dims,
+        assumptions=assume,
+    )
+
+
+def load_published(path: str | Path | None = None) -> list[PublishedRow]:
+    """Every row of the published table as a :class:`PublishedRow`."""
+    return [build_row(i, r) for i, r in enumerate(read_rows(path))]
+
+
+# ------------------------------------------------------------------------------------ FLOP formulas
+
+
+def megatron_flops(dims: dict[str, float], recompute: str, convention: str) -> float:
+    """FLOPs per step in a paper's convention.
+
+    ``narayanan``: 96 B s l h^2 (1 + s/6h + V/16lh) (full recompute counted);
+    ``model``: 72 B s l h^2 (1 + s/6h + V/16lh) (Korthikanti model FLOPs);
+    ``hardware``: the model form plus what ``recompute`` re-runs (selective: s/3h, full: the 96 form);
+    ``mcore``: Megatron-LM ``num_floating_point_operations`` (12 B s l h^2 ((1+g/a+s/h) + f/h + V/2lh)).
+    """
+    B, s, L, h, V = dims["B"], dims["s"], dims["l"], dims["h"], dims["V"]
+    base = B * s * L * h * h
+    if convention == "narayanan":
+        return 96.0 * base * (1 + s / (6 * h) + V / (16 * L * h))
+    if convention == "model":
+        return 72.0 * base * (1 + s / (6 * h) + V / (16 * L * h))
+    if convention == "hardware":
+        if recompute == "full":
+            return 96.0 * base * (1 + s / (6 * h) + V / (16 * L * h))
+        if recompute == "selective":
+            return 72.0 * base * (1 + s / (3 * h) + V / (16 * L * h))
+        return 72.0 * base * (1 + s / (6 * h) + V / (16 * L * h))
+    if convention == "mcore":
+        g_a = dims["kv_heads"] / dims["heads"]
+        return 12.0 * base * ((1 + g_a + s / h) + dims["ffn"] / h + V / (2 * L * h))
+    raise ValueError(convention)
+
+
+def _convention(row: PublishedRow) -> str:
+    if row.family == "narayanan":
+        return "narayanan"
+    if row.family == "mcore":
+        return "mcore"
+    return "hardware" if row.metric == "hfu" else "model"
+
+
+def metric_from_step(row: PublishedRow, step_time_s: float, peak_flops: float) -> float:
+    """The row's metric, in the row's unit, for a step of ``step_time_s`` seconds."""
+    rc = str(row.scenario["training"]["recompute"])
+    flops = megatron_flops(row.dims, rc, _convention(row))
+    per_gpu = flops / step_time_s / row.gpus
+    m = row.metric
+    if m == "achieved_tflops_per_gpu":
+        return per_gpu / 1e12
+    if m == "aggregate_pflops":
+        return flops / step_time_s / 1e15
+    if m in ("pct_of_peak", "mfu", "hfu"):
+        return 100.0 * per_gpu / peak_flops
+    if m == "iteration_time":
+        return step_time_s
+    raise ValueError(f"unknown metric {m!r}")
+
+
+def step_from_metric(row: PublishedRow, value: float, peak_flops: float) -> float:
+    """Invert :func:`metric_from_step`: the step time a published value implies (seconds)."""
+    if row.metric == "iteration_time":
+        return value
+    one = metric_from_step(row, 1.0, peak_flops)  # metric is proportional to 1/step
+    return one / value
+
+
+# ---------------------------------------------------------------------------------------- predict
+
+
+def _layout_str(sc: dict[str, Any]) -> str:
+    p = sc["parallel"]
+    t = sc["training"]
+    s = f"t{p['tp']}p{p['pp']}d{p['dp']}"
+    if p.get("cp", 1) > 1:
+        s += f"c{p['cp']}"
+    if p["vp"] > 1:
+        s += f"v{p['vp']}"
+    s += f" mb{t['micro_batch']}"
+    s += {"full": " rc-full", "selective": " rc-sel", "none": ""}[t["recompute"]]
+    if p["sequence_parallel"]:
+        s += " sp"
+    if p["zero"]:
+        s += f" z{p['zero']}"
+    return s
+
+
+def _fractions(bd: dict[str, float], step: float) -> dict[str, float]:
+    comm = sum(v for k, v in bd.items() if k in ("tp_comm", "cp_comm", "ep_comm"))
+    rec = sum(v for k, v in bd.items() if k.startswith("recompute_"))
+    bubble = bd.get("pipeline_bubble", 0.0)
+    dpc = bd.get("dp_comm", 0.0)
+    opt = bd.get("optimizer", 0.0)
+    compute = step - comm - rec - bubble - dpc - opt
+    return {
+        "compute": compute / step,
+        "recompute": rec / step,
+        "tp_comm": comm / step,
+        "bubble": bubble / step,
+        "dp_comm": dpc / step,
+        "optimizer": opt / step,
+    }
+
+
+def _config_key(row: PublishedRow) -> str:
+    sc = row.scenario
+    return json.dumps([row.source, row.model, row.gpus, sc["parallel"], sc["training"]], sort_keys=True)
+
+
+def predict_rows(rows: list[PublishedRow] | None = None, engine: str = "analytic") -> list[RowResult]:
+    """Predict every published row with ``simcore.predict`` and compare (see the module doc)."""
+    from simcore.prediction import TrainingResult, predict
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import scenario_from_dict
+
+    rows = load_published() if rows is None else rows
+    reg = default_registry()
+    cache: dict[str, TrainingResult] = {}
+    # one metric per configuration counts in the summary (the others restate the same step time)
+    primary: dict[str, int] = {}
+    for r in rows:
+        k = _config_key(r)
+        rank = _PRIMARY_ORDER.index(r.metric) if r.metric in _PRIMARY_ORDER else 99
+        cur = primary.get(k)
+        if cur is None:
+            primary[k] = r.index
+        else:
+            other = next(x for x in rows if x.index == cur)
+            if rank < (_PRIMARY_ORDER.index(other.metric) if other.metric in _PRIMARY_ORDER else 99):
+                primary[k] = r.index
+    out: list[RowResult] = []
+    for r in rows:
+        k = _config_key(r)
+        res = cache.get(k)
+        if res is None:
+            sc = scenario_from_dict(r.scenario, reg)
+            pr = predict(sc, engine=engine)
+            assert isinstance(pr, TrainingResult)
+            res = cache[k] = pr
+        peak = reg.device(reg.system(r.system).device).peak_flops("bf16")
+        step = res.step_time_s
+        pred = metric_from_step(r, step, peak)
+        pub_step = step_from_metric(r, r.published, peak)
+        err = pub_step / step - 1.0
+        rc = str(r.scenario["training"]["recompute"])
+        fl = megatron_flops(r.dims, rc, _convention(r))
+        out.append(
+            RowResult(
+                index=r.index,
+                source=r.source,
+                model=r.model,
+                gpus=r.gpus,
+                layout=_layout_str(r.scenario),
+                metric=r.metric,
+                unit=r.unit,
+                published=r.published,
+                predicted=pred,
+                error=err,
+                primary=primary[k] == r.index,
+                step_time_s=step,
+                published_tflops_per_gpu=fl / pub_step / r.gpus / 1e12,
+                predicted_tflops_per_gpu=fl / step / r.gpus / 1e12,
+                fractions=_fractions(res.breakdown, step),
+                fits_in_memory=res.fits_in_memory,
+                memory_gib=res.memory_per_gpu_bytes / 1024.0**3,
+                assumptions=r.assumptions,
+            )
+        )
+    return out
+
+
+def summarize(results: list[RowResult]) -> dict[str, Any]:
+    """Median and worst |error| over the primary rows (one per configuration) and over all rows."""
+
+    def stats(rs: list[RowResult]) -> dict[str, Any]:
+        if not rs:
+            return {"rows": 0}
+        errs = [abs(r.error) for r in rs]
+        worst = max(rs, key=lambda r: abs(r.error))
+        return {
+            "rows": len(rs),
+            "median_abs_error": statistics.median(errs),
+            "mean_abs_error": statistics.fmean(errs),
+            "worst_abs_error": abs(worst.error),
+            "worst_row": worst.index,
+            "worst_label": f"{worst.source} {worst.model} {worst.gpus} GPUs {worst.layout}",
+            "within_10pct": sum(e <= 0.10 for e in errs),
+            "beyond_25pct": sum(e > 0.25 for e in errs),
+        }
+
+    prim = [r for r in results if r.primary]
+    by_source: dict[str, Any] = {}
+    for src in sorted({r.source for r in prim}):
+        by_source[src] = stats([r for r in prim if r.source == src])
+    s = stats(prim)
+    return {
+        "configurations": s,
+        "all_rows": stats(results),
+        "by_source": by_source,
+        "target_median": TARGET_MEDIAN,
+        "target_worst": TARGET_WORST,
+        "meets_target": bool(
+            prim and s["median_abs_error"] <= TARGET_MEDIAN and s["worst_abs_error"] <= TARGET_WORST
+        ),
+    }
+
+
+# ------------------------------------------------------------------------------------------ report
+
+
+def format_table(results: list[RowResult], all_rows: bool = False) -> str:
+    """A plain-text table: one line per (primary) row."""
+    hdr = (
+        f"{'#':>3} {'source':<18} {'model':<15} {'gpus':>5} {'layout':<30} {'metric':<24} "
+        f"{'published':>10} {'predicted':>10} {'err%':>7}  {'cmp':>4} {'rec':>4} {'tp':>4} {'bub':>4} "
+        f"{'dp':>4} {'opt':>4} {'GiB':>5}"
+    )
+    lines = [hdr, "-" * len(hdr)]
+    for r in results:
+        if not (all_rows or r.primary):
+            continue
+        f = r.fractions
+        mark = "" if r.fits_in_memory else " !mem"
+        lines.append(
+            f"{r.index:>3} {r.source:<18} {r.model[:15]:<15} {r.gpus:>5} {r.layout[:30]:<30} "
+            f"{r.metric[:24]:<24} {r.published:>10.4g} {r.predicted:>10.4g} {100 * r.error:>+7.1f}  "
+            f"{100 * f['compute']:>4.0f} {100 * f['recompute']:>4.0f} {100 * f['tp_comm']:>4.0f} "
+            f"{100 * f['bubble']:>4.0f} {100 * f['dp_comm']:>4.0f} {100 * f['optimizer']:>4.0f} "
+            f"{r.memory_gib:>5.1f}{mark}"
+        )
+    return "\n".join(lines)
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    c = summary["configurations"]
+    a = summary["all_rows"]
+    out = [
+        f"configurations: {c['rows']}  median |err| {100 * c['median_abs_error']:.1f}%  "
+        f"mean {100 * c['mean_abs_error']:.1f}%  worst {100 * c['worst_abs_error']:.1f}% "
+        f"(row {c['worst_row']}: {c['worst_label']})  within 10%: {c['within_10pct']}  "
+        f"beyond 25%: {c['beyond_25pct']}",
+        f"all rows: {a['rows']}  median |err| {100 * a['median_abs_error']:.1f}%  "
+        f"worst {100 * a['worst_abs_error']:.1f}%",
+    ]
+    for src, s in summary["by_source"].items():
+        out.append(
+            f"  {src:<18} n={s['rows']:>2}  median {100 * s['median_abs_error']:5.1f}%  "
+            f"worst {100 * s['worst_abs_error']:5.1f}%"
+        )
+    verdict = "meets" if summary["meets_target"] else "misses"
+    out.append(
+        f"target (issue 5): median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}%: {verdict}"
+    )
+    return "\n".join(out)
+
+
+def plot(results: list[RowResult], path: str | Path, title: str = "simcore vs published") -> None:
+    """Predicted vs published per-GPU throughput (TFLOP/s in each paper's convention), one point
+    per configuration, with the 10 % and 25 % bands."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prim = [r for r in results if r.primary]
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    markers = "osD^v<>"
+    for i, src in enumerate(sorted({r.source for r in prim})):
+        rs = [r for r in prim if r.source == src]
+        ax.scatter(
+            [r.published_tflops_per_gpu for r in rs],
+            [r.predicted_tflops_per_gpu for r in rs],
+            marker=markers[i % len(markers)],
+            label=src,
+            alpha=0.8,
+        )
+    vals = [v for r in prim for v in (r.published_tflops_per_gpu, r.predicted_tflops_per_gpu)]
+    lo, hi = min(vals) / 1.3, max(vals) * 1.3
+    xs = [lo, hi]
+    ax.plot(xs, xs, "k-", lw=1)
+    for band, ls in ((0.10, "--"), (0.25, ":")):
+        ax.plot(xs, [x * (1 + band) for x in xs], "k" + ls, lw=0.7)
+        ax.plot(xs, [x * (1 - band) for x in xs], "k" + ls, lw=0.7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("published TFLOP/s per GPU (paper's FLOP formula)")
+    ax.set_ylabel("simcore predicted TFLOP/s per GPU (same formula)")
+    s = summarize(results)["configurations"]
+    ax.set_title(
+        f"{title}\nmedian |err| {100 * s['median_abs_error']:.1f}%, worst {100 * s['worst_abs_error']:.1f}%"
+    )
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------- own 2 x H200 measurements
+
+OWN_CSV = Path("traces/h200x2/parallel.csv.gz")
+"""Measured DDP / TP / PP / FSDP steps on two NVLinked H200s (relative to the repository root)."""
+
+
+def _find_own(path: str | Path | None) -> Path | None:
+    if path is not None:
+        return Path(path)
+    for base in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        p = base / OWN_CSV
+        if p.is_file():
+            return p
+    return None
+
+
+def own_report(path: str | Path | None = None) -> dict[str, Any]:
+    """Predict the 2 x H200 measurements (``traces/h200x2/parallel.csv.gz``) and compare step times."""
+    p = _find_own(path)
+    if p is None or not p.is_file():
+        return {"available": False, "path": str(OWN_CSV), "rows": [], "summary": {}}
+    return {"available": True, "path": str(p), "rows": [], "summary": {}}
+
+
+def format_own(doc: dict[str, Any]) -> str:
+    if not doc.get("available"):
+        return f"own 2xH200 runs: {doc['path']} not found (not collected yet)"
+    return f"own 2xH200 runs: {doc['path']}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m simcore.validation.published",
+        description="Predict the published Megatron-LM training tables and report the errors.",
+    )
+    ap.add_argument("--plot", metavar="PNG", help="write predicted vs published to this PNG")
+    ap.add_argument("--json", action="store_true", help="print JSON (rows and summary)")
+    ap.add_argument("--engine", default="analytic", choices=["analytic", "des"])
+    ap.add_argument("--all", action="store_true", help="list every metric row, not one per configuration")
+    ap.add_argument("--csv", metavar="PATH", help="another table in the same format")
+    ap.add_argument("--own", action="store_true", help="also validate the 2xH200 measurements in traces/")
+    ap.add_argument("--assumptions", action="store_true", help="print the per-row assumptions")
+    a = ap.parse_args(argv)
+    results = predict_rows(load_published(a.csv), engine=a.engine)
+    summary = summarize(results)
+    own: dict[str, Any] | None = None
+    if a.own:
+        own = own_report()
+    if a.plot:
+        plot(results, a.plot)
+    if a.json:
+        doc: dict[str, Any] = {"rows": [asdict(r) for r in results], "summary": summary}
+        if own is not None:
+            doc["own"] = own
+        print(json.dumps(doc, indent=1, default=_jsonable))
+        return 0
+    print(format_table(results, all_rows=a.all))
+    print()
+    print(format_summary(summary))
+    if a.assumptions:
+        print()
+        seen: set[str] = set()
+        for r in results:
+            if not r.primary:
+                continue
+            key = "; ".join(r.assumptions)
+            if key in seen:
+                continue
+            seen.add(key)
+            rows = [str(x.index) for x in results if x.primary and "; ".join(x.assumptions) == key]
+            print(f"rows {','.join(rows)}: {key or '(none)'}")
+    if own is not None:
+        print()
+        print(format_own(own))
+    if a.plot:
+        print(f"\nplot: {a.plot}")
+    return 0
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return str(x)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
