@@ -130,3 +130,24 @@ def test_cli_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert P.main([]) == 0
     out = capsys.readouterr().out
     assert "median |err|" in out and "Narayanan21 T1" in out
+
+
+_PREDATES_HEADER_RULE = {"llama3-8b-decode-h200"}
+SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_scenario_library_checks_and_predicts(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every ready-made scenario passes ``simcore check`` and ``simcore predict``."""
+    from simcore.cli import main
+
+    for cmd in (["check", str(path)], ["predict", str(path), "--json"]):
+        with pytest.raises(SystemExit) as e:
+            main(cmd)
+        assert e.value.code == 0, (cmd, capsys.readouterr())
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    if doc["kind"] == "training":
+        assert doc["step_time_s"] > 0 and 0 < doc["mfu"] < 1
+        assert doc["fits_in_memory"], doc["fits_reason"]
+    if path.stem not in _PREDATES_HEADER_RULE:
+        assert path.read_text().lstrip().startswith("#"), "each scenario says where its layout comes from"
