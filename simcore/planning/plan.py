@@ -356,7 +356,8 @@ def plan(
         )
 
     baseline = None
-    base_lay = baseline_layout(sc, sizes[0])
+    own = resolve_cluster(sc.cluster, default_registry()).gpus
+    base_lay = baseline_layout(sc, own if own in sizes else sizes[0])
     if base_lay is not None:
         try:
             baseline = _predict_entry(sc, base_lay, des=des_top > 0)

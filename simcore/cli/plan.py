@@ -1,0 +1,237 @@
+"""``simcore plan`` (search the parallel layout) and ``simcore sweep`` (what-if grids)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from simcore import units
+from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.errors import SpecError
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a field of the scenario: key.path=value (repeatable)."),
+]
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SpecError(f"{name} {text!r}: expected integers separated by commas", field=name) from None
+    if not vals or any(v < 1 for v in vals):
+        raise SpecError(f"{name} {text!r}: expected positive integers", field=name)
+    return vals
+
+
+def _strs(text: str | None) -> list[str] | None:
+    return None if text is None else [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _days(s: float | None) -> str:
+    return "-" if s is None else f"{s / 86400:.1f} d"
+
+
+@app.command("plan")
+def plan_cmd(
+    scenario: Annotated[str, typer.Argument(help="Training scenario file or built-in name.")],
+    gpus: Annotated[
+        str | None,
+        typer.Option("--gpus", help="GPUs to plan for; several as 512,1024,2048 (default: the scenario's)."),
+    ] = None,
+    objective: Annotated[str, typer.Option("--objective", help="time | cost | energy (per token).")] = "time",
+    top: Annotated[int, typer.Option("--top", help="Layouts to show.")] = 5,
+    des: Annotated[
+        int, typer.Option("--des", help="Re-check this many of the best with the discrete-event engine.")
+    ] = 3,
+    tp: Annotated[
+        str | None, typer.Option("--tp", help="Restrict tensor parallel degrees, e.g. 4,8.")
+    ] = None,
+    pp: Annotated[str | None, typer.Option("--pp", help="Restrict pipeline degrees.")] = None,
+    cp: Annotated[str | None, typer.Option("--cp", help="Restrict context-parallel degrees.")] = None,
+    micro_batch: Annotated[
+        str | None, typer.Option("--micro-batch", help="Restrict micro-batch sizes.")
+    ] = None,
+    schedules: Annotated[
+        str | None,
+        typer.Option(
+            "--schedules",
+            help="Pipeline schedules to try (default all: 1f1b,interleaved,zero_bubble,dualpipe,gpipe).",
+        ),
+    ] = None,
+    recompute: Annotated[
+        str | None, typer.Option("--recompute", help="Recompute modes to try (none,selective,full).")
+    ] = None,
+    max_cp: Annotated[int, typer.Option("--max-cp", help="Largest context-parallel degree searched.")] = 8,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Draw the time-vs-cost Pareto front to this PNG.")
+    ] = None,
+    set_: SetOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search every valid parallel layout (tp, pp, dp, cp, ep, vp, micro-batch, recompute, ZeRO,
+    schedule, overlap) that divides the cluster and fits in memory; rank by the objective."""
+    from simcore.planning.plan import plan, plot_pareto
+    from simcore.planning.space import SearchOptions
+    from simcore.specs.resolve import load_scenario
+
+    sc = load_scenario(scenario, set_ or [])
+    kw: dict[str, Any] = {"max_cp": max_cp}
+    for name, val in (("tp", tp), ("pp", pp), ("cp", cp), ("micro_batch", micro_batch)):
+        if val is not None:
+            kw[name] = _ints(val, f"--{name.replace('_', '-')}")
+    if schedules is not None:
+        kw["schedule"] = _strs(schedules)
+    if recompute is not None:
+        kw["recompute"] = _strs(recompute)
+    sizes = _ints(gpus, "--gpus") if gpus is not None else None
+    res = plan(sc, sizes, objective, top, SearchOptions(**kw), des_top=des, pareto=plot is not None)
+    if plot is not None:
+        plot_pareto(res, str(plot))
+    if as_json:
+        emit_json(res.to_json())
+        return
+    console.print(
+        f"[bold]{res.scenario}[/]: best layouts by {objective} on {', '.join(map(str, res.gpus))} GPUs "
+        f"({res.evaluated_configs:,} layouts priced, {res.valid_configs:,} fit in memory, {res.elapsed_s:.1f} s)"
+    )
+    t = Table()
+    for c in ("#", "GPUs", "step", "DES step", "MFU", "memory", "train", "cost", "MWh"):
+        t.add_column(c, justify="right", no_wrap=True)
+    rows = list(res.top)
+    if res.baseline is not None:
+        rows.append({**res.baseline, "rank": "base"})
+    for e in rows:
+        t.add_row(
+            str(e["rank"]),
+            str(e["gpus"]),
+            units.fmt(e["step_time_s"], "time"),
+            "-" if e["des_step_time_s"] is None else units.fmt(e["des_step_time_s"], "time"),
+            f"{e['mfu']:.1%}",
+            units.fmt(e["memory_per_gpu_bytes"], "bytes"),
+            _days(e["time_to_train_s"]),
+            "-" if e["cost"] is None else f"{e['cost']:,.0f}",
+            "-" if e["energy_run_kwh"] is None else f"{e['energy_run_kwh'] / 1000:,.0f}",
+        )
+    console.print(t)
+    for e in rows:
+        console.print(f"  {e['rank']}: {e['summary']}", highlight=False)
+    if res.baseline is not None and res.top:
+        b, w = res.baseline, res.top[0]
+        if b["gpus"] == w["gpus"]:
+            console.print(
+                f"best layout vs the scenario's own on {b['gpus']} GPUs: "
+                f"{b['step_time_s'] / w['step_time_s']:.2f}x faster step"
+            )
+    if plot is not None:
+        console.print(f"wrote {plot} ({len(res.pareto)} Pareto-optimal layouts)")
+    for n in res.notes:
+        console.print(f"[yellow]note:[/] {n}")
+
+
+@app.command("sweep")
+def sweep_cmd(
+    scenario: Annotated[str, typer.Argument(help="Base scenario file or built-in name.")],
+    grid: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--grid",
+            help="key.path=v1,v2,... (repeatable: cartesian product). Also scale.fabric_bandwidth=0.5,1,2 "
+            "and scale.nvlink_bandwidth=...; ranges as 256:4096:*2.",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Results file (.csv, appended and resumable; or .parquet)."),
+    ] = None,
+    executor: Annotated[str, typer.Option("--executor", help="local (processes) | dask | serial.")] = "local",
+    workers: Annotated[int, typer.Option("--workers", help="Local worker processes.")] = 2,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", help="Dask scheduler address tcp://host:port (with --executor dask)."),
+    ] = None,
+    mode: Annotated[
+        str, typer.Option("--mode", help="predict (the scenario's layout) | plan (best layout per point).")
+    ] = "predict",
+    engine: Annotated[str, typer.Option("--engine", help="analytic | des (predict mode).")] = "analytic",
+    objective: Annotated[str, typer.Option("--objective", help="Plan mode: time | cost | energy.")] = "time",
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Draw a result against a swept key to this PNG.")
+    ] = None,
+    x: Annotated[
+        str | None, typer.Option("--x", help="Swept key on the x axis (default: the first grid key).")
+    ] = None,
+    y: Annotated[str, typer.Option("--y", help="Result column to plot.")] = "step_time_s",
+    hue: Annotated[
+        str | None, typer.Option("--hue", help="Swept key giving one line per value (or heatmap rows).")
+    ] = None,
+    kind: Annotated[str, typer.Option("--kind", help="line | heatmap.")] = "line",
+    set_: SetOpt = None,
+    as_json: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Predict a scenario over grids of what-ifs (hardware, fabric, cluster size, sequence, batch)."""
+    from simcore.planning.sweep import parse_grid, plot_sweep, run_sweep
+
+    if not grid:
+        raise SpecError("give at least one --grid key.path=v1,v2,...", field="--grid")
+    if executor != "dask" and scheduler is not None:
+        raise SpecError("--scheduler needs --executor dask", field="--scheduler")
+    axes = [parse_grid(g) for g in grid]
+    keys = [a.key for a in axes]
+    if plot is not None:
+        x = x or keys[0]
+        for k, what in ((x, "--x"), (hue, "--hue")):
+            if k is not None and k not in keys:
+                raise SpecError(f"{what} {k!r} is not a swept key ({', '.join(keys)})", field=what)
+    res = run_sweep(
+        scenario,
+        grid,
+        output,
+        executor=executor,
+        workers=workers,
+        scheduler=scheduler,
+        overrides=set_ or [],
+        engine=engine,
+        mode=mode,
+        plan_args={"objective": objective, "des_top": 0} if mode == "plan" else None,
+        progress=not (quiet or as_json),
+    )
+    if plot is not None:
+        assert x is not None
+        plot_sweep(res.rows, x, y, plot, hue, kind)
+    if as_json:
+        for r in res.rows:
+            emit_json(r)
+        return
+    t = Table(
+        title=f"sweep: {len(res.rows)} points ({res.computed} computed, {res.skipped} from {res.output or 'memory'})"
+    )
+    show = [*keys, "status", y] + (
+        ["summary"] if mode == "plan" else ["mfu", "memory_per_gpu_bytes"] if y != "mfu" else []
+    )
+    for c in show:
+        t.add_column(c)
+    for r in res.rows:
+        if r.get("status") == "ok":
+            t.add_row(*[_cell(r.get(c)) for c in show])
+        else:
+            err = [str(r.get("error", ""))[:80]] + [""] * (len(show) - len(keys) - 2)
+            t.add_row(*[_cell(r.get(c)) for c in keys], "error", *err)
+    console.print(t)
+    if res.errors:
+        console.print(f"[yellow]note:[/] {res.errors} point(s) failed; see the error column")
+    if output is not None:
+        console.print(f"results in {res.output}")
+    if plot is not None:
+        console.print(f"wrote {plot}")
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "" if v is None else str(v)

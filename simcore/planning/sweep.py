@@ -1,0 +1,773 @@
+"""What-if sweeps: a scenario predicted over the cartesian product of grids of field values.
+
+A grid is ``key.path=v1,v2,...`` over any scenario field (``cluster.system=hgx-h100,dgx-b200``,
+``cluster.gpus=512,1024``, ``model.seq_len=4096,8192``, ``training.global_batch=...``) or one of the
+pseudo-keys
+
+* ``scale.fabric_bandwidth=0.5,1,2``: multiplies the NIC bandwidth of the scale-out fabric;
+* ``scale.nvlink_bandwidth=0.5,1,2``: multiplies the per-GPU NVLink bandwidth of the system (a
+  derived system spec ``<system>-nvlink-x<f>`` is registered in the worker);
+
+several grids give their cartesian product. Each point runs :func:`simcore.predict` (``mode="predict"``)
+or the layout search :func:`simcore.planning.plan.plan` (``mode="plan"``, the best layout per point)
+on an executor with the :mod:`concurrent.futures` interface: local processes
+(:class:`~concurrent.futures.ProcessPoolExecutor`, the default), in-process (``serial``), or a Dask
+cluster (``dask``: ``distributed.Client(address).get_executor()``; ``pip install simcore[dask]``).
+
+Results are appended to a CSV file as they complete, one row per point with a ``key`` column (the
+point's ``key=value`` list) and a ``base`` column (a hash of the base scenario, mode and engine);
+rerunning the same sweep skips the points already in the file, so an interrupted sweep resumes
+without recomputing or duplicating rows. ``.parquet`` output is written from that CSV when the
+sweep completes (needs ``pyarrow``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import csv
+import hashlib
+import importlib
+import io
+import itertools
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcore.errors import SimcoreError, SpecError
+
+PSEUDO_KEYS = ("scale.fabric_bandwidth", "scale.nvlink_bandwidth")
+MODES = ("predict", "plan")
+EXECUTORS = ("local", "serial", "dask")
+
+TRAINING_COLUMNS = (
+    "name",
+    "device",
+    "system",
+    "gpus",
+    "step_time_s",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "model_tflops_per_gpu",
+    "mfu",
+    "hfu",
+    "memory_per_gpu_bytes",
+    "fits_in_memory",
+    "bubble_fraction",
+    "microbatches",
+    "tokens_per_step",
+    "time_to_train_s",
+    "gpu_hours",
+    "cost",
+    "power_per_gpu_w",
+    "energy_per_step_j",
+    "energy_per_token_j",
+    "layout",
+    "breakdown",
+)
+INFERENCE_COLUMNS = (
+    "name",
+    "device",
+    "system",
+    "gpus",
+    "prefill_time_s",
+    "decode_step_time_s",
+    "ttft_s",
+    "tpot_s",
+    "e2e_latency_s",
+    "tokens_per_s",
+    "prefill_tokens_per_s",
+    "memory_per_gpu_bytes",
+    "fits_in_memory",
+    "layout",
+    "breakdown_prefill",
+    "breakdown_decode",
+)
+PLAN_COLUMNS = (
+    "gpus",
+    "device",
+    "system",
+    "summary",
+    "step_time_s",
+    "des_step_time_s",
+    "tokens_per_s",
+    "mfu",
+    "memory_per_gpu_bytes",
+    "time_to_train_s",
+    "gpu_hours",
+    "cost",
+    "energy_per_token_j",
+    "energy_run_kwh",
+    "evaluated_configs",
+    "valid_configs",
+    "search_s",
+    "layout",
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Grid specifications
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    """One swept key and its values (parsed as YAML scalars; ``raw`` keeps the text)."""
+
+    key: str
+    values: tuple[Any, ...]
+    raw: tuple[str, ...]
+
+
+def parse_grid(spec: str) -> GridAxis:
+    """Parse ``key.path=v1,v2,...`` (values are YAML scalars: numbers, booleans, strings).
+
+    A range ``start:stop:step`` (numbers, stop included) or ``start:stop:*factor`` (geometric)
+    also works: ``cluster.gpus=256:4096:*2``.
+    """
+    if "=" not in spec:
+        raise SpecError(f"--grid {spec!r}: expected key.path=v1,v2,...", field="--grid")
+    key, _, rhs = spec.partition("=")
+    key = key.strip()
+    parts = [p for p in key.split(".") if p]
+    if not parts or any(not p.replace("_", "").replace("-", "").isalnum() for p in parts):
+        raise SpecError(f"--grid {spec!r}: {key!r} is not a key path like cluster.gpus", field="--grid")
+    key = ".".join(parts)
+    if key.startswith("scale.") and key not in PSEUDO_KEYS:
+        raise SpecError(f"--grid {spec!r}: unknown scale key; use {', '.join(PSEUDO_KEYS)}", field="--grid")
+    raw = [r.strip() for r in rhs.split(",")]
+    if not rhs.strip() or any(r == "" for r in raw):
+        raise SpecError(f"--grid {spec!r}: empty value in the list", field="--grid")
+    if len(raw) == 1 and raw[0].count(":") == 2:
+        raw = _expand_range(spec, raw[0])
+    values = []
+    for r in raw:
+        try:
+            v = yaml.safe_load(r)
+        except yaml.YAMLError:
+            v = r
+        if isinstance(v, (dict, list)):
+            raise SpecError(f"--grid {spec!r}: value {r!r} is not a scalar", field="--grid")
+        values.append(v)
+    if len(set(raw)) != len(raw):
+        raise SpecError(f"--grid {spec!r}: repeated value", field="--grid")
+    if key in PSEUDO_KEYS:
+        for r, v in zip(raw, values, strict=True):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                raise SpecError(f"--grid {spec!r}: {key} needs positive factors, got {r!r}", field="--grid")
+    return GridAxis(key, tuple(values), tuple(raw))
+
+
+def _expand_range(spec: str, text: str) -> list[str]:
+    a, b, c = text.split(":")
+    try:
+        start, stop = float(a), float(b)
+        geometric = c.startswith("*")
+        step = float(c[1:] if geometric else c)
+    except ValueError:
+        raise SpecError(
+            f"--grid {spec!r}: range must be start:stop:step or start:stop:*factor", field="--grid"
+        ) from None
+    if (geometric and step <= 1) or (not geometric and step <= 0) or stop < start:
+        raise SpecError(f"--grid {spec!r}: range does not advance from {a} to {b}", field="--grid")
+    out: list[str] = []
+    v = start
+    while v <= stop * (1 + 1e-12) and len(out) < 10_000:
+        out.append(str(int(v)) if float(v).is_integer() else repr(v))
+        v = v * step if geometric else v + step
+    return out
+
+
+def grid_points(axes: Sequence[GridAxis]) -> list[list[tuple[str, Any, str]]]:
+    """Cartesian product of the axes: each point a list of (key, value, raw text), first axis outermost."""
+    keys = [a.key for a in axes]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise SpecError(f"--grid {dup} given twice", field="--grid")
+    per_axis = [[(a.key, v, r) for v, r in zip(a.values, a.raw, strict=True)] for a in axes]
+    return [list(p) for p in itertools.product(*per_axis)]
+
+
+def point_key(point: Sequence[tuple[str, Any, str]]) -> str:
+    """The row key of a point: ``key=value`` pairs joined by ``|``."""
+    return "|".join(f"{k}={r}" for k, _v, r in point)
+
+
+# --------------------------------------------------------------------------------------------------
+# One point
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """Everything a worker needs to compute one point (picklable, no open files)."""
+
+    key: str
+    base: dict[str, Any]
+    point: tuple[tuple[str, Any, str], ...]
+    mode: str = "predict"
+    engine: str = "analytic"
+    spec_dirs: tuple[str, ...] = ()
+    plan_args: dict[str, Any] = field(default_factory=dict)
+
+
+def apply_point(
+    base: dict[str, Any], point: Iterable[tuple[str, Any, str]]
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """The scenario dict of a point (``cluster.gpus`` and ``cluster.nodes`` replace each other) and
+    its pseudo-key scale factors."""
+    from simcore.specs.resolve import apply_overrides
+
+    data = copy.deepcopy(base)
+    scales: dict[str, float] = {}
+    for key, value, raw in point:
+        if key in PSEUDO_KEYS:
+            scales[key] = float(value)
+            continue
+        if key in ("cluster.gpus", "cluster.nodes") and isinstance(data.get("cluster"), dict):
+            data["cluster"].pop("nodes" if key == "cluster.gpus" else "gpus", None)
+        if key.startswith("model.") and key != "model.preset" and isinstance(data.get("model"), dict):
+            data["model"] = _expand_preset(data["model"])
+        if key == "model.preset" and isinstance(data.get("model"), dict):
+            data["model"] = {"preset": value}
+            continue
+        apply_overrides(data, [f"{key}={raw}"])
+    return data, scales
+
+
+def _expand_preset(model: dict[str, Any]) -> dict[str, Any]:
+    from simcore.specs.registry import default_registry
+
+    if not model.get("preset"):
+        return model
+    preset = default_registry().model_preset(str(model["preset"]))
+    preset.pop("aliases", None)
+    return {**preset, **{k: v for k, v in model.items() if k != "preset"}}
+
+
+def _derived_system(system: Any, factor: float, nvlink_bw: float) -> str:
+    """Register (idempotently) a copy of ``system`` with its NVLink bandwidth scaled; its name."""
+    from simcore.specs.registry import _default_extra, set_user_dirs
+
+    name = f"{system.name}-nvlink-x{factor:g}"
+    spec = system.model_dump(mode="json")
+    spec.update(name=name, aliases=[], nvlink_bandwidth=nvlink_bw * factor)
+    spec["sources"] = {**spec.get("sources", {}), "nvlink_bandwidth": f"what-if: {factor:g} x {system.name}"}
+    text = yaml.safe_dump(spec, sort_keys=True)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+    root = Path(tempfile.gettempdir()) / f"simcore-derived-{digest}"
+    target = root / "systems" / f"{name}.yaml"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    if root not in _default_extra:
+        set_user_dirs([*_default_extra, root])
+    return name
+
+
+def _apply_scales(data: dict[str, Any], scales: dict[str, float]) -> dict[str, Any]:
+    if not scales:
+        return data
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+    from simcore.specs.scenario import ClusterSpec
+
+    cl = resolve_cluster(ClusterSpec.model_validate(data["cluster"]), default_registry())
+    f = scales.get("scale.fabric_bandwidth")
+    if f is not None and f != 1.0:
+        fab = dict(data["cluster"].get("fabric") or cl.fabric.model_dump(mode="json", exclude_none=True))
+        fab["nic_bandwidth"] = cl.nic_bandwidth * f
+        data["cluster"]["fabric"] = fab
+    f = scales.get("scale.nvlink_bandwidth")
+    if f is not None and f != 1.0:
+        if "fabric" not in data["cluster"]:
+            data["cluster"]["fabric"] = cl.fabric.model_dump(mode="json", exclude_none=True)
+        data["cluster"]["system"] = _derived_system(cl.system, f, cl.nvlink_bandwidth)
+    return data
+
+
+def _scalar(v: Any) -> Any:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True, default=str)
+    return v
+
+
+def run_point(task: SweepTask) -> dict[str, Any]:
+    """Compute one point; user errors become a row with ``status=error`` (never an exception)."""
+    from simcore.specs.registry import set_user_dirs
+
+    row: dict[str, Any] = {"key": task.key, "status": "ok", "error": ""}
+    for k, _v, raw in task.point:
+        row[k] = raw
+    try:
+        if task.spec_dirs:
+            set_user_dirs([Path(p) for p in task.spec_dirs])
+        data, scales = apply_point(task.base, task.point)
+        data = _apply_scales(data, scales)
+        from simcore.specs.resolve import scenario_from_dict
+
+        sc = scenario_from_dict(data)
+        if task.mode == "plan":
+            from simcore.planning.plan import plan
+
+            res = plan(sc, top=1, **task.plan_args)
+            if not res.top:
+                raise SimcoreError("no layout fits in memory")
+            best = res.top[0]
+            for c in PLAN_COLUMNS:
+                if c in best:
+                    row[c] = _scalar(best[c])
+            cl_info = _cluster_names(sc)
+            row.update(cl_info)
+            row["evaluated_configs"] = res.evaluated_configs
+            row["valid_configs"] = res.valid_configs
+            row["search_s"] = res.search_s
+        else:
+            from simcore.prediction import predict
+
+            res_d = predict(sc, engine=task.engine).model_dump()
+            for c in TRAINING_COLUMNS + INFERENCE_COLUMNS:
+                if c in res_d:
+                    row[c] = _scalar(res_d[c])
+    except SimcoreError as e:
+        row["status"] = "error"
+        row["error"] = str(e)
+    except Exception as e:  # noqa: BLE001 - one broken point must not stop a long sweep
+        row["status"] = "error"
+        row["error"] = f"internal error: {type(e).__name__}: {e}".replace("\n", " ")
+    return row
+
+
+def _cluster_names(sc: Any) -> dict[str, Any]:
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+
+    cl = resolve_cluster(sc.cluster, default_registry())
+    return {"device": cl.device.name, "system": cl.system.name}
+
+
+# --------------------------------------------------------------------------------------------------
+# Executors
+# --------------------------------------------------------------------------------------------------
+
+
+class SerialExecutor(cf.Executor):
+    """Runs each task in the calling thread at submit time (debugging, tests, tiny sweeps)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        fut: cf.Future[Any] = cf.Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001
+            fut.set_exception(e)
+        return fut
+
+
+def make_executor(
+    kind: str = "local", workers: int = 2, scheduler: str | None = None
+) -> tuple[cf.Executor, Callable[[], None]]:
+    """An executor and a function that releases it.
+
+    ``local``: a process pool of ``workers``; ``serial``: in-process; ``dask``: the Dask cluster at
+    ``scheduler`` (``tcp://host:port``), or a local Dask cluster of ``workers`` processes when none
+    is given.
+    """
+    if kind == "local":
+        ex = cf.ProcessPoolExecutor(max_workers=max(1, workers))
+        return ex, lambda: ex.shutdown(wait=True, cancel_futures=True)
+    if kind == "serial":
+        s = SerialExecutor()
+        return s, lambda: None
+    if kind == "dask":
+        try:
+            distributed = importlib.import_module("distributed")
+        except ImportError:
+            raise SimcoreError(
+                "the dask executor needs dask.distributed: pip install 'simcore[dask]'", field="--executor"
+            ) from None
+        Client: Any = distributed.Client
+        try:
+            client: Any = (
+                Client(scheduler, timeout=10)
+                if scheduler
+                else Client(n_workers=max(1, workers), threads_per_worker=1)
+            )
+        except (OSError, TimeoutError) as e:
+            raise SimcoreError(
+                f"cannot reach the Dask scheduler {scheduler!r}: {e}", field="--scheduler"
+            ) from None
+        dex = client.get_executor()
+
+        def close() -> None:
+            client.close()
+
+        return dex, close
+    raise SpecError(f"unknown executor {kind!r}; use {', '.join(EXECUTORS)}", field="--executor")
+
+
+# --------------------------------------------------------------------------------------------------
+# Result files
+# --------------------------------------------------------------------------------------------------
+
+
+class ResultFile:
+    """An append-only CSV of rows with a fixed header; tolerant of a torn last line."""
+
+    def __init__(self, path: Path, columns: Sequence[str]) -> None:
+        self.path = path
+        self.columns = list(columns)
+        self.done: set[tuple[str, str]] = set()
+        self._fh: io.TextIOWrapper | None = None
+        self._writer: Any = None
+
+    def load(self) -> list[dict[str, str]]:
+        """Rows already in the file (the torn tail of an interrupted write is cut off)."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return []
+        raw = self.path.read_bytes()
+        if not raw.endswith(b"\n"):
+            cut = raw.rfind(b"\n") + 1
+            with self.path.open("r+b") as fh:
+                fh.truncate(cut)
+            raw = raw[:cut]
+        text = raw.decode("utf-8")
+        reader = csv.DictReader(io.StringIO(text))
+        header = reader.fieldnames or []
+        if header and header != self.columns:
+            raise SpecError(
+                f"{self.path} holds another sweep's columns ({', '.join(header[:6])}...); "
+                "write to a new file or delete it",
+                field="--output",
+            )
+        rows = []
+        for r in reader:
+            if None in r or any(v is None for v in r.values()):
+                continue  # a malformed row (should not happen after the cut)
+            rows.append(dict(r))
+            self.done.add((r["base"], r["key"]))
+        return rows
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._fh = self.path.open("a", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._fh, fieldnames=self.columns, extrasaction="ignore")
+        if new:
+            self._writer.writeheader()
+            self._fh.flush()
+
+    def append(self, row: dict[str, Any]) -> None:
+        assert self._writer is not None and self._fh is not None
+        self._writer.writerow({c: ("" if row.get(c) is None else row.get(c)) for c in self.columns})
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+# --------------------------------------------------------------------------------------------------
+# The sweep
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SweepResult:
+    """Rows of the whole grid (previously written ones included), in grid order."""
+
+    rows: list[dict[str, Any]]
+    columns: list[str]
+    computed: int
+    skipped: int
+    errors: int
+    output: Path | None
+
+
+def base_hash(base: dict[str, Any], mode: str, engine: str, plan_args: dict[str, Any]) -> str:
+    """Short hash identifying the base scenario and how points are computed."""
+    blob = json.dumps(
+        {"base": base, "mode": mode, "engine": engine, "plan": plan_args}, sort_keys=True, default=str
+    )
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def columns_for(kind: str, mode: str, keys: Sequence[str]) -> list[str]:
+    res = PLAN_COLUMNS if mode == "plan" else (TRAINING_COLUMNS if kind == "training" else INFERENCE_COLUMNS)
+    return ["key", "base", *keys, "status", "error", *res]
+
+
+def validate_grid(base: dict[str, Any], axes: Sequence[GridAxis]) -> None:
+    """Check every value of every axis alone against the base scenario (one clear error line)."""
+    from simcore.specs.resolve import scenario_from_dict
+
+    for a in axes:
+        if a.key in PSEUDO_KEYS:
+            continue
+        for v, r in zip(a.values, a.raw, strict=True):
+            try:
+                data, _ = apply_point(base, [(a.key, v, r)])
+                scenario_from_dict(data)
+            except SimcoreError as e:
+                raise SpecError(f"--grid {a.key}={r}: {e.problem}", field=None) from None
+
+
+def _coerce(v: str) -> Any:
+    if v in ("True", "False"):
+        return v == "True"
+    try:
+        f = float(v)
+    except ValueError:
+        return v
+    return int(f) if f.is_integer() and "." not in v and "e" not in v.lower() else f
+
+
+def run_sweep(
+    scenario: str | Path,
+    grids: Sequence[str],
+    output: str | Path | None = None,
+    executor: str = "local",
+    workers: int = 2,
+    scheduler: str | None = None,
+    overrides: Sequence[str] = (),
+    engine: str = "analytic",
+    mode: str = "predict",
+    plan_args: dict[str, Any] | None = None,
+    progress: bool = True,
+    _stop_after: int | None = None,
+) -> SweepResult:
+    """Run a what-if sweep (see the module docstring); returns every row of the grid.
+
+    Args:
+        scenario: base scenario file or built-in name.
+        grids: ``key.path=v1,v2,...`` specifications (cartesian product).
+        output: ``.csv`` (appended as rows complete; resumable) or ``.parquet``; ``None`` keeps rows
+            in memory only.
+        executor: ``local`` (process pool), ``serial`` or ``dask``.
+        workers: local processes (or local Dask workers when no scheduler is given).
+        scheduler: Dask scheduler address ``tcp://host:port``.
+        overrides: ``key.path=value`` applied to the base scenario first.
+        engine: ``analytic`` or ``des`` (predict mode).
+        mode: ``predict`` or ``plan`` (best layout per point).
+        plan_args: keyword arguments for :func:`~simcore.planning.plan.plan` in plan mode.
+        progress: show a progress bar.
+    """
+    from simcore.specs.loader import read_yaml
+    from simcore.specs.registry import _default_extra
+    from simcore.specs.resolve import apply_overrides, find_scenario, scenario_from_dict
+
+    if mode not in MODES:
+        raise SpecError(f"unknown mode {mode!r}; use predict or plan", field="--mode")
+    if engine not in ("analytic", "des"):
+        raise SpecError(f"unknown engine {engine!r}; use analytic or des", field="--engine")
+    if executor not in EXECUTORS:
+        raise SpecError(f"unknown executor {executor!r}; use {', '.join(EXECUTORS)}", field="--executor")
+    if not grids:
+        raise SpecError("give at least one --grid key.path=v1,v2,...", field="--grid")
+    axes = [parse_grid(g) for g in grids]
+    points = grid_points(axes)
+    path = find_scenario(str(scenario))
+    base = read_yaml(path)
+    apply_overrides(base, list(overrides), str(path))
+    sc = scenario_from_dict(base, file=str(path))
+    if mode == "plan" and sc.kind != "training":
+        raise SpecError("--mode plan needs a training scenario", field="--mode")
+    validate_grid(base, axes)
+    pargs = dict(plan_args or {})
+    bh = base_hash(base, mode, engine, pargs)
+    columns = columns_for(sc.kind, mode, [a.key for a in axes])
+
+    out_path = Path(output) if output is not None else None
+    final_parquet: Path | None = None
+    if out_path is not None and out_path.suffix == ".parquet":
+        try:
+            importlib.import_module("pyarrow")
+        except ImportError:
+            raise SpecError(
+                "parquet output needs pyarrow (pip install pyarrow); or use -o results.csv", field="--output"
+            ) from None
+        final_parquet = out_path
+        out_path = out_path.with_name(out_path.name + ".partial.csv")
+    elif out_path is not None and out_path.suffix != ".csv":
+        raise SpecError(f"{out_path}: results are written as .csv or .parquet", field="--output")
+
+    rf = ResultFile(out_path, columns) if out_path is not None else None
+    existing = rf.load() if rf is not None else []
+    by_key: dict[str, dict[str, Any]] = {r["key"]: r for r in existing if r["base"] == bh}
+    todo = [p for p in points if point_key(p) not in by_key]
+    spec_dirs = tuple(str(p) for p in _default_extra)
+    tasks = [SweepTask(point_key(p), base, tuple(p), mode, engine, spec_dirs, pargs) for p in todo]
+
+    computed = 0
+    new_rows: dict[str, dict[str, Any]] = {}
+    if tasks:
+        ex, close = make_executor(executor, workers, scheduler)
+        if rf is not None:
+            rf.open()
+        window = max(2 * max(workers, 1), 4)
+        bar = None
+        try:
+            it = iter(tasks)
+            inflight: set[cf.Future[Any]] = set()
+            for t in itertools.islice(it, window):
+                inflight.add(ex.submit(run_point, t))
+            bar = _progress(progress, len(points), len(points) - len(todo))  # after workers start
+            while inflight:
+                done, inflight = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    row = fut.result()
+                    row["base"] = bh
+                    if rf is not None:
+                        rf.append(row)
+                    new_rows[row["key"]] = row
+                    computed += 1
+                    if bar is not None:
+                        bar[0].advance(bar[1])
+                    if _stop_after is not None and computed >= _stop_after:
+                        raise KeyboardInterrupt(f"stopped after {computed} rows (test hook)")
+                    nxt = next(it, None)
+                    if nxt is not None:
+                        inflight.add(ex.submit(run_point, nxt))
+        finally:
+            if bar is not None:
+                bar[0].stop()
+            if rf is not None:
+                rf.close()
+            close()
+
+    rows: list[dict[str, Any]] = []
+    for p in points:
+        k = point_key(p)
+        r = new_rows.get(k) or by_key.get(k)
+        if r is not None:
+            rows.append({c: _coerce(str(r[c])) if isinstance(r.get(c), str) else r.get(c) for c in columns})
+    errors = sum(1 for r in rows if r.get("status") == "error")
+    if final_parquet is not None and len(rows) == len(points):
+        _write_parquet(rows, columns, final_parquet)
+    return SweepResult(rows, columns, computed, len(points) - len(todo), errors, final_parquet or out_path)
+
+
+def _write_parquet(rows: list[dict[str, Any]], columns: list[str], path: Path) -> None:
+    pa: Any = importlib.import_module("pyarrow")
+    pq: Any = importlib.import_module("pyarrow.parquet")
+
+    data = {c: [None if r.get(c) in ("", None) else str(r.get(c)) for r in rows] for c in columns}
+    pq.write_table(pa.table(data), path)
+
+
+def _progress(enabled: bool, total: int, completed: int) -> tuple[Any, Any] | None:
+    if not enabled:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from simcore.cli.common import err_console
+
+    p = Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+    p.start()
+    task = p.add_task("sweep", total=total, completed=completed)
+    return p, task
+
+
+def plot_sweep(
+    rows: Sequence[dict[str, Any]],
+    x: str,
+    y: str,
+    path: str | Path,
+    hue: str | None = None,
+    kind: str = "line",
+    title: str | None = None,
+) -> None:
+    """Lines of result ``y`` against swept key ``x`` (one line per ``hue`` value), or a heatmap of
+    ``y`` over ``x`` x ``hue`` (``kind="heatmap"``), from sweep rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if not ok:
+        raise SpecError("nothing to plot: no successful rows", field="--plot")
+    for col in (x, y, hue):
+        if col is not None and col not in ok[0]:
+            raise SpecError(f"no column {col!r}; columns: {', '.join(ok[0])}", field="--plot")
+
+    def num(v: Any) -> float:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return math.nan
+
+    xs = list(dict.fromkeys(r[x] for r in ok))
+    numeric_x = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in xs)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    hues = list(dict.fromkeys(r[hue] for r in ok)) if hue else [None]
+    if kind == "heatmap":
+        if hue is None:
+            raise SpecError("a heatmap needs --hue (the second swept key)", field="--hue")
+        grid = np.full((len(hues), len(xs)), np.nan)
+        for r in ok:
+            grid[hues.index(r[hue]), xs.index(r[x])] = num(r[y])
+        im = ax.imshow(grid, aspect="auto", origin="lower", cmap="viridis")
+        ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30, fontsize=7)
+        ax.set_yticks(range(len(hues)), [str(v) for v in hues], fontsize=7)
+        ax.set_ylabel(hue)
+        fig.colorbar(im, ax=ax, label=y)
+        for i in range(len(hues)):
+            for j in range(len(xs)):
+                if np.isfinite(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=6, color="w")
+    elif kind == "line":
+        for h in hues:
+            sel = [r for r in ok if hue is None or r[hue] == h]
+            px = [r[x] if numeric_x else xs.index(r[x]) for r in sel]
+            py = [num(r[y]) for r in sel]
+            order = np.argsort(px)
+            ax.plot(
+                np.asarray(px)[order], np.asarray(py)[order], "o-", label=None if h is None else f"{hue}={h}"
+            )
+        if not numeric_x:
+            ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30, fontsize=7)
+        elif all(num(v) > 0 for v in xs) and max(num(v) for v in xs) / min(num(v) for v in xs) >= 16:
+            ax.set_xscale("log", base=2)
+        if hue:
+            ax.legend(fontsize=7)
+        ax.set_ylabel(y)
+        ax.grid(alpha=0.3)
+    else:
+        raise SpecError(f"unknown plot kind {kind!r}; use line or heatmap", field="--kind")
+    ax.set_xlabel(x)
+    ax.set_title(title or f"{y} vs {x}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+__all__ = [
+    "GridAxis",
+    "SweepResult",
+    "SweepTask",
+    "grid_points",
+    "make_executor",
+    "parse_grid",
+    "plot_sweep",
+    "point_key",
+    "run_point",
+    "run_sweep",
+]
