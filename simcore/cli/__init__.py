@@ -18,6 +18,7 @@ _COMMAND_MODULES = [
     "simcore.cli.hw",
     "simcore.cli.predict",
     "simcore.cli.op",
+    "simcore.cli.plan",
     "simcore.cli.scenario",
     "simcore.cli.topo",
 ]
