@@ -438,8 +438,13 @@ def _config_key(row: PublishedRow) -> str:
     return json.dumps([row.source, row.model, row.gpus, sc["parallel"], sc["training"]], sort_keys=True)
 
 
-def predict_rows(rows: list[PublishedRow] | None = None, engine: str = "analytic") -> list[RowResult]:
-    """Predict every published row with ``simcore.predict`` and compare (see the module doc)."""
+def predict_rows(
+    rows: list[PublishedRow] | None = None, engine: str = "analytic", calibration: str | None = None
+) -> list[RowResult]:
+    """Predict every published row with ``simcore.predict`` and compare (see the module doc).
+
+    ``calibration`` (a profile name or path) replaces each device's default profile: a what-if.
+    """
     from simcore.prediction import TrainingResult, predict
     from simcore.specs.registry import default_registry
     from simcore.specs.resolve import scenario_from_dict
@@ -464,7 +469,10 @@ def predict_rows(rows: list[PublishedRow] | None = None, engine: str = "analytic
         k = _config_key(r)
         res = cache.get(k)
         if res is None:
-            sc = scenario_from_dict(r.scenario, reg)
+            data = dict(r.scenario)
+            if calibration is not None:
+                data["calibration"] = calibration
+            sc = scenario_from_dict(data, reg)
             pr = predict(sc, engine=engine)
             assert isinstance(pr, TrainingResult)
             res = cache[k] = pr
@@ -700,7 +708,9 @@ def _own_scenario(rec: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
     return sc, notes
 
 
-def own_report(path: str | Path | None = None, engine: str = "analytic") -> dict[str, Any]:
+def own_report(
+    path: str | Path | None = None, engine: str = "analytic", calibration: str | None = None
+) -> dict[str, Any]:
     """Predict the 2 x H200 measurements (``traces/h200x2/parallel.csv.gz``: single, DDP, TP, PP,
     FSDP steps of two GPTs) and compare step times. Error = measured/predicted - 1 (throughput)."""
     import gzip
@@ -717,6 +727,8 @@ def own_report(path: str | Path | None = None, engine: str = "analytic") -> dict
     rows: list[dict[str, Any]] = []
     for rec in recs:
         sc, notes = _own_scenario(rec)
+        if calibration is not None:
+            sc["calibration"] = calibration
         res = predict(scenario_from_dict(sc), engine=engine)
         assert isinstance(res, TrainingResult)
         measured = float(rec["step_time_max_s"] or rec["step_time_s"])
@@ -786,13 +798,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all", action="store_true", help="list every metric row, not one per configuration")
     ap.add_argument("--csv", metavar="PATH", help="another table in the same format")
     ap.add_argument("--own", action="store_true", help="also validate the 2xH200 measurements in traces/")
+    ap.add_argument(
+        "--calibration", metavar="NAME|PATH", help="what-if: use this compute profile for every device"
+    )
     ap.add_argument("--assumptions", action="store_true", help="print the per-row assumptions")
     a = ap.parse_args(argv)
-    results = predict_rows(load_published(a.csv), engine=a.engine)
+    results = predict_rows(load_published(a.csv), engine=a.engine, calibration=a.calibration)
     summary = summarize(results)
     own: dict[str, Any] | None = None
     if a.own:
-        own = own_report(engine=a.engine)
+        own = own_report(engine=a.engine, calibration=a.calibration)
     if a.plot:
         plot(results, a.plot)
     if a.json:
