@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from simcore.calibration.profile import load_profile
+from simcore.cost import busy_fraction, cost_energy
 from simcore.engine import inference as I
 from simcore.engine import training as T
 from simcore.errors import SpecError
@@ -171,12 +172,6 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     }
 
 
-def _power(cluster: ClusterInfo, busy: float) -> float:
-    d = cluster.device
-    idle = d.idle_power if d.idle_power is not None else 0.15 * d.tdp
-    return idle + (d.tdp - idle) * min(max(busy, 0.0), 1.0)
-
-
 def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     reg = default_registry()
     cluster = resolve_cluster(sc.cluster, reg)
@@ -204,18 +199,12 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}
-    busy = (
-        sum(v for k, v in bd.items() if k not in ("pipeline_bubble", "dp_comm") and not k.endswith("_comm"))
-        / step
-    )
-    power = _power(cluster, busy)
-    energy = power * gpus * step * sc.cost.pue
-    ttt = gh = cost = None
-    if tr.tokens:
-        ttt = tr.tokens / tokens * step
-        gh = ttt * gpus / 3600.0
-        if sc.cost.price_per_gpu_hour is not None:
-            cost = gh * sc.cost.price_per_gpu_hour
+    ce = cost_energy(cluster, step, busy_fraction(bd, step), tokens, gpus, sc.cost, tr.tokens)
+    power = _f(ce["power_per_gpu_w"])
+    energy = _f(ce["energy_per_step_j"])
+    ttt = _f(ce["time_to_train_s"]) if tr.tokens else None
+    gh = _f(ce["gpu_hours"]) if tr.tokens else None
+    cost = _f(ce["cost"]) if tr.tokens and ce.get("cost") is not None else None
     return TrainingResult(
         name=sc.name,
         engine=engine,

@@ -147,6 +147,8 @@ class CostSpec(Spec):
     """Currency units per GPU-hour."""
     pue: float = Field(default=1.2, ge=1.0)
     """Power usage effectiveness of the data centre (cooling overhead)."""
+    price_per_kwh: float | None = Field(default=None, ge=0)
+    """Currency units per kWh of facility energy, added to the cost when given."""
 
 
 class Scenario(Spec):
