@@ -1,0 +1,444 @@
+"""Streaming reader of PyTorch profiler (Kineto) Chrome-trace JSON, ``.json`` or ``.json.gz``.
+
+The file is never loaded whole: a small incremental tokenizer walks the top-level object, decodes
+every member except ``traceEvents`` with :meth:`json.JSONDecoder.raw_decode`, and decodes the
+``traceEvents`` array one event at a time from a sliding text buffer (4 MiB chunks). Only the events
+simcore uses are kept (GPU kernels/memcpy/memset, ``cpu_op`` with shapes, CUDA runtime calls,
+annotations), in compact slotted objects, so memory grows with the number of GPU activities and
+not with the file size.
+
+Both layouts are read: old traces with absolute epoch-microsecond ``ts``, and newer ones with
+``ts`` relative to ``baseTimeNanoseconds`` (written after ``traceEvents``). Times come out in seconds
+from the first event of the file; :attr:`Trace.t0_ns` is that instant in epoch nanoseconds.
+A bare JSON array of events (the Chrome "array format") is read too.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gc
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, cast
+
+from simcore.calibration.traces.model import Annotation, CpuOp, GpuEvent, RuntimeCall, Trace
+from simcore.errors import TraceError
+
+CHUNK = 4 << 20
+"""Bytes read (decompressed) per refill."""
+MAX_EVENT = 32 << 20
+"""Longest single JSON value the tokenizer will buffer before calling the file invalid."""
+
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+_GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
+_CAT_ALIAS = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
+_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "runtime"})
+_ANNOT_CATS = frozenset({"user_annotation", "gpu_user_annotation"})
+_KERNEL_ARGS = (
+    "grid",
+    "block",
+    "bytes",
+    "registers per thread",
+    "shared memory",
+    "Collective name",
+    "In msg nelems",
+    "Out msg nelems",
+    "In msg size",
+    "Out msg size",
+    "dtype",
+    "Group size",
+    "Process Group Name",
+    "Process Group Description",
+    "Process Group Ranks",
+    "Seq",
+    "Rank",
+    "In split size",
+    "Out split size",
+    "Src Rank",
+    "Dst Rank",
+)
+
+
+class _Source:
+    """Decompressed text of a file, read in chunks through a sliding buffer."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            raw: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed in close()
+        except OSError as e:
+            raise TraceError(f"cannot read: {e.strerror or e}", file=str(path)) from None
+        head = raw.read(2)
+        raw.seek(0)
+        self.fh: IO[bytes] = (
+            cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")) if head == b"\x1f\x8b" else raw
+        )
+        self.raw = raw
+        self.dec = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.nbytes = 0
+        self.consumed = 0  # characters dropped from the front of the buffer
+
+    def close(self) -> None:
+        self.fh.close()
+        self.raw.close()
+
+    def fail(self, problem: str) -> TraceError:
+        return TraceError(problem, file=str(self.path))
+
+    def refill(self) -> bool:
+        """Append one chunk; False at the end of the file."""
+        if self.eof:
+            return False
+        try:
+            data = self.fh.read(CHUNK)
+        except EOFError:
+            raise self.fail(
+                f"truncated: the gzip stream ends early (after {self.nbytes / 1e6:.1f} MB of JSON)"
+            ) from None
+        except (OSError, zlib.error) as e:
+            raise self.fail(f"not a readable trace file ({e})") from None
+        try:
+            text = self.dec.decode(data, final=not data)
+        except UnicodeDecodeError:
+            raise self.fail(f"not UTF-8 text near byte {self.nbytes} (not a JSON trace?)") from None
+        self.nbytes += len(data)
+        if not data:
+            self.eof = True
+            return False
+        if self.pos > 0:
+            self.consumed += self.pos
+            self.buf = self.buf[self.pos :] + text
+            self.pos = 0
+        else:
+            self.buf += text
+        return True
+
+    def skip_ws(self) -> str:
+        """Skip whitespace; return the next character ('' at the end of the file)."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.refill():
+                return ""
+
+    def expect(self, chars: str, where: str) -> str:
+        c = self.skip_ws()
+        if c == "":
+            raise self.fail(f"truncated: the JSON ends inside {where}")
+        if c not in chars:
+            raise self.fail(
+                f"invalid JSON in {where} at character {self.consumed + self.pos}: "
+                f"expected {' or '.join(repr(x) for x in chars)}, found {c!r}"
+            )
+        self.pos += 1
+        return c
+
+    def value(self, where: str) -> Any:
+        """Decode one JSON value at the cursor, reading more text as needed."""
+        self.skip_ws()
+        while True:
+            try:
+                obj, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as e:
+                if len(self.buf) - self.pos > MAX_EVENT:
+                    raise self.fail(
+                        f"invalid JSON in {where} at character {self.consumed + e.pos}: {e.msg}"
+                    ) from None
+                if self.refill():
+                    continue
+                near_end = e.pos >= len(self.buf) - 2 or e.msg.startswith("Unterminated")
+                if near_end or self.buf[self.pos :].strip() == "" or _incomplete(self.buf[self.pos :]):
+                    raise self.fail(f"truncated: the JSON ends inside {where}") from None
+                raise self.fail(
+                    f"invalid JSON in {where} at character {self.consumed + e.pos}: {e.msg}"
+                ) from None
+            # a number or literal at the very end of the buffer may continue in the next chunk
+            if (
+                end == len(self.buf)
+                and not self.eof
+                and not isinstance(obj, dict | list | str)
+                and self.refill()
+            ):
+                continue
+            self.pos = end
+            return obj
+
+
+def _incomplete(tail: str) -> bool:
+    """True when ``tail`` is a JSON prefix that only lacks its end (balanced brackets never close)."""
+    depth = 0
+    in_str = False
+    esc = False
+    for ch in tail:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth > 0 or in_str
+
+
+def iter_trace(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """Stream a Chrome-trace JSON file: yields ``("events", [dict, ...])`` batches of the elements
+    of ``traceEvents`` and ``(key, value)`` for every other top-level member, in file order, then
+    ``("__bytes__", n)`` with the decompressed size.
+
+    Raises :class:`~simcore.errors.TraceError` (one line naming the file) on truncated or
+    malformed input.
+    """
+    src = _Source(Path(path))
+    try:
+        c = src.skip_ws()
+        if c == "":
+            raise src.fail("empty file (not a JSON trace)")
+        if c == "[":
+            src.pos += 1
+            yield from _iter_array(src, "the event array")
+            yield "__bytes__", src.nbytes
+            return
+        if c != "{":
+            raise src.fail(f"not a JSON trace (starts with {c!r}, expected '{{')")
+        src.pos += 1
+        first = True
+        while True:
+            c = src.skip_ws()
+            if c == "}":
+                src.pos += 1
+                break
+            if not first:
+                src.expect(",", "the top-level object")
+                if src.skip_ws() == "}":
+                    src.pos += 1
+                    break
+            first = False
+            if src.skip_ws() != '"':
+                src.expect('"', "the top-level object")
+            key = src.value("a top-level key")
+            src.expect(":", f"the top-level member {key!r}")
+            if key == "traceEvents":
+                if src.expect("[", "traceEvents") != "[":  # pragma: no cover - expect raises
+                    break
+                yield from _iter_array(src, "traceEvents")
+            else:
+                yield str(key), src.value(f"the top-level member {key!r}")
+        yield "__bytes__", src.nbytes
+    finally:
+        src.close()
+
+
+_BOUNDARY = re.compile(r"\}\s*,\s*\{")
+_SEP = re.compile(r"[ \t\n\r,]*")
+
+
+def _iter_array(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
+    """Elements of a JSON array, yielded as ``("events", [dict, ...])`` batches.
+
+    Fast path: the text from the cursor to the last ``}, {`` in the buffer is parsed in one
+    ``json.loads`` call. A successful parse of ``[`` + that text + ``]`` proves the cut fell between
+    two elements (parsing is deterministic from an element start), so no event is split; when the
+    cut falls inside a string or a nested value the parse fails and the slow path decodes events
+    one by one with the C scanner.
+    """
+    n = 0
+    loads = json.loads
+    scan = _DECODER.scan_once  # type: ignore[attr-defined]
+    sep = _SEP.match
+    while True:
+        c = src.skip_ws()
+        if c == "":
+            raise src.fail(f"truncated: the JSON ends inside {where} after {n} events")
+        if c == "]":
+            src.pos += 1
+            return
+        if c == ",":
+            src.pos += 1
+            continue
+        buf, pos = src.buf, src.pos
+        cuts = [m.start() for m in _BOUNDARY.finditer(buf, max(pos, len(buf) - 65536))][-3:]
+        batch: list[Any] | None = None
+        for cut in reversed(cuts):
+            try:
+                batch = loads("[" + buf[pos : cut + 1] + "]")
+            except json.JSONDecodeError:
+                continue
+            src.pos = cut + 1
+            break
+        if batch is None:
+            # slow path: one event at a time up to the end of the buffer
+            batch = []
+            end_buf = len(buf)
+            while pos < end_buf and buf[pos] != "]":
+                try:
+                    obj, end = scan(buf, pos)
+                except (json.JSONDecodeError, StopIteration):
+                    break
+                if end >= end_buf and not src.eof:
+                    break
+                batch.append(obj)
+                pos = sep(buf, end).end()  # type: ignore[union-attr]
+            src.pos = pos
+            if not batch:
+                batch = [src.value(f"{where} (event {n})")]
+        n += len(batch)
+        yield "events", batch
+
+
+def _int(v: Any, default: int = -1) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def read_kineto(
+    path: str | Path,
+    keep_cpu_op: Callable[[str], bool] | None = None,
+) -> Trace:
+    """Read a PyTorch profiler trace into a :class:`Trace` (seconds from the first event).
+
+    ``keep_cpu_op(name)`` selects the ``cpu_op`` events kept (default: every op that recorded
+    ``Input Dims`` or has an External id); GPU events, runtime calls and annotations are always kept.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived containers: the cyclic collector only slows this down
+    try:
+        return _read_kineto(Path(path), keep_cpu_op)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
+    tr = Trace(path=str(p), format="kineto")
+    t0_us: float | None = None
+    base_ns: float | None = None
+    gpu_pids: set[Any] = set()
+    nev = 0
+    raw_gpu: list[GpuEvent] = []
+    gpu_cats, rt_cats, an_cats = _GPU_CATS, _RUNTIME_CATS, _ANNOT_CATS
+    for key, val in iter_trace(p):
+        if key != "events":
+            if key == "deviceProperties" and isinstance(val, list):
+                tr.device_properties = [d for d in val if isinstance(d, dict)]
+            elif key == "distributedInfo" and isinstance(val, dict):
+                tr.distributed = val
+            elif key == "baseTimeNanoseconds":
+                try:
+                    base_ns = float(val)
+                except (TypeError, ValueError):
+                    base_ns = None
+            elif key == "__bytes__":
+                tr.bytes_read = int(val)
+            elif not isinstance(val, list | dict):
+                tr.metadata[key] = val
+            continue
+        nev += len(val)
+        for ev in val:
+            if not isinstance(ev, dict):
+                continue
+            ph = ev.get("ph")
+            if ph != "X":
+                if ph == "M" and ev.get("name") == "process_labels":
+                    lab = str((ev.get("args") or {}).get("labels", ""))
+                    if lab.startswith("GPU"):
+                        gpu_pids.add(ev.get("pid"))
+                continue
+            cat = ev.get("cat", "")
+            if cat in gpu_cats:
+                kind = 0
+            elif cat == "cpu_op":
+                kind = 1
+            elif cat in rt_cats:
+                kind = 2
+            elif cat in an_cats or (cat == "" and str(ev.get("name", "")).startswith("ProfilerStep#")):
+                kind = 3
+            else:
+                continue
+            try:
+                ts_us = float(ev["ts"])
+                dur = float(ev.get("dur", 0.0)) * 1e-6
+            except (KeyError, TypeError, ValueError):
+                continue
+            if t0_us is None:
+                t0_us = ts_us
+            ts = (ts_us - t0_us) * 1e-6
+            args = ev.get("args") or {}
+            if kind == 0:
+                raw_gpu.append(
+                    GpuEvent(
+                        str(ev.get("name", "")),
+                        str(_CAT_ALIAS.get(cat, cat)),
+                        ts,
+                        dur,
+                        _int(args.get("device", ev.get("pid")), 0),
+                        _int(args.get("stream", ev.get("tid")), 0),
+                        _int(args.get("correlation")),
+                        _int(args.get("External id")),
+                        {k: args[k] for k in _KERNEL_ARGS if k in args},
+                    )
+                )
+            elif kind == 1:
+                ext = _int(args.get("External id"))
+                name = str(ev.get("name", ""))
+                if ext < 0 or (keep_cpu_op is not None and not keep_cpu_op(name)):
+                    continue
+                prev = tr.cpu_ops.get(ext)
+                # the same External id marks nested ops; keep the innermost (latest-starting) one
+                if prev is None or ts >= prev.ts:
+                    tr.cpu_ops[ext] = CpuOp(
+                        name,
+                        ts,
+                        dur,
+                        ext,
+                        _int(ev.get("tid"), 0),
+                        args.get("Input Dims"),
+                        args.get("Input type"),
+                        args.get("Concrete Inputs"),
+                    )
+            elif kind == 2:
+                rc = RuntimeCall(
+                    str(ev.get("name", "")),
+                    ts,
+                    dur,
+                    _int(args.get("correlation")),
+                    _int(ev.get("tid"), 0),
+                    _int(args.get("External id")),
+                )
+                tr.host_calls.append(rc)
+                if rc.correlation >= 0:
+                    tr.runtime[rc.correlation] = rc
+            else:
+                tr.annotations.append(
+                    Annotation(
+                        str(ev.get("name", "")), ts, dur, cat == "gpu_user_annotation", _int(ev.get("tid"), 0)
+                    )
+                )
+    tr.events_seen = nev
+    tr.gpu_events = raw_gpu
+    if t0_us is not None:
+        if base_ns is not None:
+            tr.relative_timestamps = True
+            tr.t0_ns = base_ns + t0_us * 1e3
+        elif t0_us > 1e14:  # absolute epoch microseconds (old layout)
+            tr.t0_ns = t0_us * 1e3
+    tr.metadata["gpu_pids"] = sorted(str(p) for p in gpu_pids)
+    return tr
