@@ -152,6 +152,9 @@ class CommProfile(Spec):
     """Bandwidth multiplier per op (default 1)."""
     dtypes: dict[str, float] = {}
     """Bandwidth multiplier per dtype for reductions (default 1)."""
+    op_overhead: dict[str, Seconds] = {}
+    """Per-call floor of an op, seconds: back-to-back calls cannot be issued faster than the host
+    launch path (torch.distributed + NCCL enqueue), so time = max(floor, latency + wire); default 0."""
     peer_latency_fraction: float = Field(default=1.0, ge=0)
     """All-to-all: fraction of a hop latency paid per peer."""
     channels: Channels = Channels()
@@ -282,6 +285,8 @@ class _Cand:
     base: str  # key into base_latency
     protocols: tuple[str, ...]
     nvls_stage: bool = False  # the NVLink stage runs on NVLS (switch reduction)
+    chunk_nv: FloatArray | None = None  # bytes moved per step on NVLink (where the ramp is read)
+    chunk_net: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -341,12 +346,17 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
                 bytes_net=per_rank * net_edges / n,
                 steps_nv=k * (n - 1.0) - k * np.where(multi, d - 1.0, 0.0),
                 steps_net=k * np.where(multi, d - 1.0, 0.0),
+                chunk_nv=S / n,
+                chunk_net=S / n,
                 base="ring",
                 protocols=all3,
             )
         )
-        # NVLink SHARP inside one domain: all_reduce moves S per rank each way instead of 2(n-1)/n S.
-        nv_load = S if op == "all_reduce" else (n - 1.0) / n * S
+        # NVLink SHARP inside one domain. The multicast team includes the caller, so every shard goes
+        # through the switch: all_reduce = ld_reduce (each GPU serves S out, takes its S/n reduced
+        # shard in) + multimem store (S/n out, S in), i.e. S (n+1)/n per direction instead of the
+        # ring's 2(n-1)/n S; reduce_scatter and all_gather move S on their busy direction.
+        nv_load = S * (n + 1.0) / n if op == "all_reduce" else S
         out.append(
             _Cand(
                 "nvls",
@@ -357,6 +367,8 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
                 bytes_net=_z(shape),
                 steps_nv=one,
                 steps_net=_z(shape),
+                chunk_nv=S / n,
+                chunk_net=S / n,
                 base="nvls",
                 protocols=("Simple",),
                 nvls_stage=True,
@@ -377,13 +389,15 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
                 bytes_net=inter,
                 steps_nv=k * (g - 1.0),
                 steps_net=k * (d - 1.0),
+                chunk_nv=S / g,
+                chunk_net=S / n,
                 base="hierarchical",
                 protocols=all3,
             )
         )
         if nvls:
             # NVLS-tree flavour: the intra-domain stages run on the switch (one reduction+multicast).
-            nvls_inner = S if op == "all_reduce" else (g - 1.0) / g * S
+            nvls_inner = S * (g + 1.0) / g if op == "all_reduce" else S
             out.append(
                 _Cand(
                     "hierarchical",
@@ -394,6 +408,8 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
                     bytes_net=inter,
                     steps_nv=one,
                     steps_net=k * np.ceil(np.log2(np.maximum(d, 1.0))),
+                    chunk_nv=S / g,
+                    chunk_net=S / n,
                     base="nvls",
                     protocols=("Simple",),
                     nvls_stage=True,
@@ -412,6 +428,8 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
                     bytes_net=np.where(multi, 2.0 * S * (d - 1.0) / (d * g), 0.0),
                     steps_nv=2.0 * (g - 1.0),
                     steps_net=2.0 * log_d,
+                    chunk_nv=S / 2.0,
+                    chunk_net=S / 2.0,
                     base="tree",
                     protocols=all3,
                 )
@@ -428,6 +446,8 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
                 bytes_net=S * (d - 1.0) / n,
                 steps_nv=(n - 1.0) - (d - 1.0),
                 steps_net=d - 1.0,
+                chunk_nv=S,
+                chunk_net=S,
                 base="ring",
                 protocols=all3,
             )
@@ -446,6 +466,8 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
                 bytes_net=net_b,
                 steps_nv=g - 1.0,
                 steps_net=n - g,
+                chunk_nv=S / n,
+                chunk_net=S / n,
                 base="p2p",
                 protocols=("LL", "Simple"),
             )
@@ -462,6 +484,8 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
                 bytes_net=S * net_edges / n,
                 steps_nv=np.where(multi, 0.0, 1.0),
                 steps_net=np.where(multi, 1.0, 0.0),
+                chunk_nv=S,
+                chunk_net=S,
                 base="p2p",
                 protocols=("LL", "Simple"),
             )
@@ -469,13 +493,18 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
     return out
 
 
-def _xfer(load: FloatArray, bw: FloatArray, curve: LinkCurve) -> FloatArray:
-    """Seconds to move ``load`` bytes at ``bw`` under the profile's saturating ramp."""
+def _xfer(load: FloatArray, bw: FloatArray, curve: LinkCurve, chunk: FloatArray | None = None) -> FloatArray:
+    """Seconds to move ``load`` bytes at ``bw`` when each step moves ``chunk`` bytes (default: all of
+    it at once): efficiency ``curve.efficiency / (1 + (ramp_bytes / chunk) ** ramp_exponent)``."""
     p = curve.ramp_exponent
     h = curve.ramp_bytes
     t = load
     if h > 0:
-        t = load + (h**p) * np.power(np.maximum(load, 0.0), 1.0 - p)
+        c = load if chunk is None else np.minimum(chunk, np.maximum(load, 0.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # load * (h / c) ** p written so that it stays finite (and monotone) as load -> 0
+            k = np.where(c > 0, np.maximum(load, 0.0) / np.where(c > 0, c, 1.0), 1.0)
+            t = load + (h**p) * np.power(k, p) * np.power(np.maximum(load, 0.0), 1.0 - p)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(load > 0, t / (bw * curve.efficiency), 0.0)
 
@@ -521,6 +550,7 @@ def cost_from_profile(
     a_of = ALGORITHMS.index
     hnv = profile.hop_latency.get("nvlink")
     hnet = profile.hop_latency.get("network")
+    overhead = profile.op_overhead.get(op, 0.0)
     for c in cands:
         base = profile.base_latency.get(c.base)
         amult = profile.algorithms.get(c.algo, 1.0)
@@ -531,7 +561,8 @@ def cost_from_profile(
             frac = profile.protocol_bandwidth.get(proto)
             if b0 is None or lnv is None or lnet is None or frac is None:
                 continue
-            lat = b0 + c.steps_nv * lnv + c.steps_net * lnet
+            pf = profile.peer_latency_fraction if c.algo == "pairwise" else 1.0
+            lat = b0 + pf * (c.steps_nv * lnv + c.steps_net * lnet)
             mult = frac * amult * op_mult
             cap = profile.channels.per_channel.get(proto)
             nv_bw = nvb * mult * (nvls_mult if c.nvls_stage and c.algo != "nvls" else 1.0)
@@ -539,8 +570,8 @@ def cost_from_profile(
             if cap is not None:
                 nv_bw = np.minimum(nv_bw, cap * profile.channels.count)
                 net_bw = np.minimum(net_bw, cap * profile.channels.count)
-            tnv = _xfer(c.load_nv, nv_bw, nv_curve)
-            tnet = _xfer(c.load_net, net_bw, net_curve)
+            tnv = _xfer(c.load_nv, nv_bw, nv_curve, c.chunk_nv)
+            tnet = _xfer(c.load_net, net_bw, net_curve, c.chunk_net)
             t = np.where(c.valid > 0, lat + np.maximum(tnv, tnet), np.inf)
             vals = {
                 "bnv": c.bytes_nv,
@@ -576,6 +607,8 @@ def cost_from_profile(
         proto_i = np.where(miss, any_proto, proto_i)
         for k in keys:
             res[k] = np.where(miss, any_res[k], res[k])
+    # Calls cannot be issued faster than the per-call host overhead: below it the GPU time hides.
+    best_t = np.maximum(best_t, overhead)
     single = grp.size <= 1
 
     def z(a: FloatArray) -> FloatArray:

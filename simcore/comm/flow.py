@@ -220,7 +220,7 @@ class _Sim:
             if dt > 0:
                 yield env.any_of([env.timeout(dt), self.wake])
             el = env.now - t0
-            moved = np.where(np.isinf(rate), rem, rate * el)
+            moved = np.where(np.isinf(rate), rem, np.where(np.isinf(rate), 0.0, rate) * el)
             self.remaining[act] = rem - moved
             # flows whose remaining time falls under a relative tolerance are done
             left = self.remaining[act]
@@ -299,11 +299,30 @@ def collective_flows(
     prof = profile or load_profile(cluster.system.name).profile
     cost = collective_cost(opn, nbytes, group, cluster, algorithm, dtype, prof)
     algo = ALGORITHMS[int(cost.algorithm)]
-    if algo == "nvls" and opn != "all_reduce":
-        cost = collective_cost(opn, nbytes, group, cluster, "ring", dtype, prof)
-        algo = ALGORITHMS[int(cost.algorithm)]
     if n == 1:
         return [], cost
+    flows, cost = _expand(topo, opn, nbytes, ranks, doms, g, algo, cost, prof, start)
+    floor = prof.op_overhead.get(opn, 0.0)
+    if floor > 0:
+        # the per-call floor (host issue rate) as an empty flow that ends at start + floor
+        flows.append(Flow(ranks[0], ranks[0], 0.0, start=start, latency=floor, path=()))
+    return flows, cost
+
+
+def _expand(
+    topo: Topology,
+    opn: str,
+    nbytes: float,
+    ranks: list[int],
+    doms: list[list[int]],
+    g: int,
+    algo: str,
+    cost: CollCost,
+    prof: CommProfile,
+    start: float,
+) -> tuple[list[Flow], CollCost]:
+    n = len(ranks)
+    cluster = topo.cluster
     assert cost.latency_s is not None and cost.load_nvlink is not None and cost.load_network is not None
     assert cost.wire_nvlink_s is not None and cost.wire_network_s is not None
     lat = float(cost.latency_s)
@@ -336,8 +355,8 @@ def collective_flows(
             for d in doms:
                 order += d[c:] + d[:c] if multi else d
             rings.append(order)
-        step_lat = (lat - _base_latency(prof, cost)) / steps
         base = _base_latency(prof, cost)
+        step_lat = (lat - base) / steps
         # Each round of a channel waits for the whole previous round of that channel (the analytic
         # model's step-by-step schedule; NCCL's chunk pipelining overlaps a little more).
         prev: list[tuple[int, ...]] = [() for _ in rings]
@@ -376,8 +395,8 @@ def collective_flows(
             p = topo.path(a, ranks[0] if a != ranks[0] else ranks[1])
             up = (p[0],)
             down = ((p[0][1], p[0][0]),)
-            flows.append(Flow(a, a, nbytes * k_nv, start=start, latency=lat, path=up))
-            flows.append(Flow(a, a, nbytes * k_nv, start=start, latency=lat, path=down))
+            flows.append(Flow(a, a, ln * k_nv, start=start, latency=lat, path=up))
+            flows.append(Flow(a, a, ln * k_nv, start=start, latency=lat, path=down))
         return flows, cost
     if algo in ("tree", "hierarchical"):
         # Pipelined stages as concurrent streams: each rank streams its NVLink-stage load to the next

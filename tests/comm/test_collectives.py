@@ -88,9 +88,9 @@ def test_nvls_all_reduce_by_hand() -> None:
     cl = cluster_for("hgx-h200", gpus=8)
     S = 4e9
     c = collective_cost("all_reduce", S, GroupPlacement.of(8), cl, "nvls", profile=neutral())
-    # NVLS moves S per rank each way through the switch: 20 us + 1 NVLink hop + S / 450 GB/s
-    assert float(c.time_s) == pytest.approx(20 * US + 3 * US + S / 450e9, rel=1e-12)
-    assert float(c.bytes_nvlink) == pytest.approx(S)
+    # NVLS: S (n+1)/n per rank each way through the switch: 20 us + 1 NVLink hop + 9/8 S / 450 GB/s
+    assert float(c.time_s) == pytest.approx(20 * US + 3 * US + 9 / 8 * S / 450e9, rel=1e-12)
+    assert float(c.bytes_nvlink) == pytest.approx(9 / 8 * S)
 
 
 def test_two_nodes_ring_is_limited_by_nic_share() -> None:
