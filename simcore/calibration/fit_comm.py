@@ -612,15 +612,10 @@ def report_comm(
                 f"{r['published_busbw_GBps']:9.1f} {r['predicted_busbw_GBps']:9.1f} {r['error']:+7.1%}",
                 file=out,
             )
-        for label, sel in (
-            ("single node", lambda r: r["nodes"] == 1),
-            ("multi-node", lambda r: r["nodes"] > 1),
-        ):
-            large = [abs(r["error"]) for r in pub if r["nbytes"] >= 256e6 and sel(r)]
+        for label, multi in (("single node", False), ("multi-node", True)):
+            large = [abs(r["error"]) for r in pub if r["nbytes"] >= 256e6 and (r["nodes"] > 1) == multi]
             if large:
-                key = "published_large_median_abs_error_" + (
-                    "single_node" if label == "single node" else "multi_node"
-                )
+                key = "published_large_median_abs_error_" + ("multi_node" if multi else "single_node")
                 summary[key] = float(np.median(large))
                 print(
                     f"{label}: median |error| at >= 256 MB: {np.median(large):.1%} over {len(large)} rows",
