@@ -122,8 +122,6 @@ _MEM_OPS: dict[str, tuple[str, str]] = {
     "aten::_softmax_backward_data": ("softmax_bwd", "elementwise"),
     "aten::_log_softmax": ("softmax", "loss"),
     "aten::_log_softmax_backward_data": ("softmax_bwd", "loss"),
-    "aten::nll_loss_forward": ("cross_entropy", "loss"),
-    "aten::nll_loss_backward": ("cross_entropy_bwd", "loss"),
     "aten::embedding": ("embedding", "embedding"),
     "aten::index_select": ("embedding", "embedding"),
     "aten::embedding_dense_backward": ("embedding_bwd", "embedding"),
@@ -547,6 +545,9 @@ def classify_event(
             ):
                 return "gemm", gemm_shape(op)
             return "elementwise", None
+        if "nll_loss" in opname:
+            # gathers (forward) or scatters (backward) one element per token: no bandwidth model
+            return "loss", None
         if opname in _MEM_OPS:
             cls = _MEM_OPS[opname][1]
             if cls == "norm" and not _NORM_NAME.search(name) and "reduce" in name:

@@ -155,6 +155,26 @@ def shape_key(t: Table, i: int) -> str:
     return "|".join(parts)
 
 
+def _hash01(key: str) -> float:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2.0**64
+
+
+def split_rows(t: Table, fam: NDArray[Any], fraction: float = FIT_FRACTION) -> NDArray[np.bool_]:
+    """Deterministic fit/check split, stratified: within each group (family and dtype or op
+    name) the distinct shapes are ranked by a hash of their shape and the first ``fraction`` of
+    them fit; repeated measurements of one shape stay on one side."""
+    keys = [shape_key(t, i) for i in range(len(t))]
+    groups: dict[str, set[str]] = {}
+    for i, k in enumerate(keys):
+        g = f"{fam[i]}|{t.dtype[i]}|{t.name[i] if fam[i] != 'gemm' else ''}"
+        groups.setdefault(g, set()).add(k)
+    fit_keys: set[str] = set()
+    for shapes in groups.values():
+        ranked = sorted(shapes, key=_hash01)
+        fit_keys.update(ranked[: max(1, math.ceil(fraction * len(ranked)))] if len(ranked) > 1 else ranked)
+    return np.array([k in fit_keys for k in keys])
+
+
 def is_fit_row(key: str, fraction: float = FIT_FRACTION) -> bool:
     """Deterministic split: the same shape always lands on the same side."""
     h = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
@@ -302,6 +322,12 @@ def _attn_pred(
     ).time  # fmt: skip
 
 
+def _misaligned(t: Table) -> NDArray[np.bool_]:
+    e = np.array([DTYPE_BYTES.get(d or "bf16", 2.0) for d in t.dtype])
+    out: NDArray[np.bool_] = (np.mod(t.num["k"] * e, 16.0) != 0) | (np.mod(t.num["n"] * e, 16.0) != 0)
+    return out
+
+
 def _opt_params(t: Table) -> F:
     for c in ("params", "n", "m"):
         v = t.num[c]
@@ -424,20 +450,46 @@ def floor_rows(prof: ComputeProfile, t: Table) -> F:
             if fam in ("memory", "memory_bwd"):
                 op = prof.memory.ops.get(memory_name(t, i))
                 host = op.host if op is not None else None
+            elif fam == "optimizer":
+                oz = prof.optimizer.get(_opt_key(t, i))
+                host = oz.host if oz is not None else None
             out[i] = host if host is not None else prof.host_overhead.get(fam, prof.launch.get("eager", 0.0))
         elif fw in prof.launch:
             out[i] = prof.launch[fw]
     return out
 
 
-def _observed(kernel: F, floor: F, mode: str) -> F:
-    out: F = np.maximum(kernel, floor) if mode == "max" else kernel + floor
+def gap_rows(prof: ComputeProfile, t: Table) -> F:
+    """Device idle time between back-to-back launches for every row's framework (seconds)."""
+    return np.array([prof.gap.get(f, 0.0) if f else 0.0 for f in t.framework])
+
+
+def _observed(kernel: F, floor: F, mode: str, gap: F | float = 0.0) -> F:
+    out: F = np.maximum(kernel + gap, floor) if mode == "max" else kernel + floor
     return out
 
 
 def predict_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
     """Predicted measured time of every row of ``t`` under ``prof`` (seconds; NaN for launch rows)."""
-    return _observed(kernel_rows(dev, prof, t), floor_rows(prof, t), prof.launch_mode)
+    return _observed(kernel_rows(dev, prof, t), floor_rows(prof, t), prof.launch_mode, gap_rows(prof, t))
+
+
+def estimate_gap(t: Table, launch_eager: float) -> float | None:
+    """Median extra time of an eager call over the same op in a CUDA graph, where the kernel is
+    long enough that the host is not the bottleneck (seconds); ``None`` without such pairs."""
+    by_shape: dict[str, dict[str, float]] = {}
+    for i in range(len(t)):
+        if t.kind[i] == "launch" or not t.framework[i]:
+            continue
+        by_shape.setdefault(shape_key(t, i), {})[t.framework[i]] = float(t.num["time_s"][i])
+    diffs = [
+        v["eager"] - v["cuda_graphs"]
+        for v in by_shape.values()
+        if "eager" in v and "cuda_graphs" in v and v["cuda_graphs"] > 1.5 * launch_eager
+    ]
+    if len(diffs) < 3:
+        return None
+    return max(float(np.median(diffs)), 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -499,6 +551,7 @@ _GEMM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.8),
     Param("sharpness", 1.0, 12.0, 3.0),
     Param("t0", 1e-7, 5e-5, 3e-6, log=True),
+    Param("eff_misaligned", 0.02, 1.0, 0.5),
 )
 _ATTN_PARAMS = (
     Param("eff_peak", 0.05, 1.1, 0.6),
@@ -507,6 +560,7 @@ _ATTN_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.7),
     Param("sharpness", 1.0, 12.0, 3.0),
     Param("t0", 1e-7, 2e-4, 4e-6, log=True),
+    Param("split_t0", 1e-8, 5e-5, 1e-6, log=True),
 )
 _MEM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.85),
@@ -554,6 +608,7 @@ def _fit_model(
     host: float | None,
     mode: str,
     n_starts: int = 3,
+    gap: F | float = 0.0,
 ) -> tuple[Any, float | None]:
     """Fit ``ps`` of the pydantic object ``base`` (and, when ``host`` is given and rows are eager,
     the eager host time) so that ``observed(kernel(obj), floor)`` matches ``meas`` in log space."""
@@ -573,7 +628,7 @@ def _fit_model(
     def resid(x: F) -> F:
         obj, h = split(x)
         fl = np.where(eager, h, floor) if h is not None else floor
-        return np.log(np.maximum(_observed(kernel(obj), fl, mode), 1e-15)) - logm
+        return np.log(np.maximum(_observed(kernel(obj), fl, mode, gap), 1e-15)) - logm
 
     x, _ = least_squares(resid, all_ps, _starts(all_ps, n_starts))
     return split(x)
@@ -608,8 +663,8 @@ def fit(
     if len(t) == 0:
         raise TraceError("no rows", file=", ".join(str(p) for p in ops_csv_paths))
     prof = base or neutral_profile(device)
-    fit_mask = np.array([is_fit_row(shape_key(t, i), fraction) for i in range(len(t))])
     fam = np.array([family_of(t, i) for i in range(len(t))])
+    fit_mask = split_rows(t, fam, fraction)
     meas = t.num["time_s"]
     ok = np.isfinite(meas) & (meas > 0)
     dtypes = np.array([d or "bf16" for d in t.dtype])
@@ -624,7 +679,12 @@ def fit(
             launch[fw] = float(np.median(meas[idx]))
     if "cuda_graphs" in launch:
         launch["compiled"] = launch["cuda_graphs"]
-    prof = prof.model_copy(update={"launch": launch})
+    # device idle time between eager launches (from eager vs CUDA-graph pairs of the fit part)
+    gap = dict(prof.gap)
+    g_e = estimate_gap(t.take(np.flatnonzero(fit_mask)), launch["eager"])
+    if g_e is not None:
+        gap["eager"] = g_e
+    prof = prof.model_copy(update={"launch": launch, "gap": gap})
     host_overhead: dict[str, float] = dict(prof.host_overhead)
 
     def sel(mask: NDArray[np.bool_]) -> tuple[Table, F, NDArray[np.bool_], F]:
@@ -633,6 +693,9 @@ def fit(
         eager = fws[idx] == "eager"
         floor = np.array([launch.get(f, 0.0) if f and f != "eager" else 0.0 for f in fws[idx]])
         return sub, sub.num["time_s"], eager, floor
+
+    def gap_of(s: Table) -> F:
+        return gap_rows(prof, s)
 
     hw32 = _hw(device, "fp32")
 
@@ -651,7 +714,7 @@ def fit(
             return K.memory_time(hw32, mp, s.num["bytes"], fl, 1.0, None).time
 
         mem, h = _fit_model(mem, _subset(_MEM_PARAMS, [p.name for p in _MEM_PARAMS], mem),
-                            mem_k, y, eager, floor, host_overhead.get("memory", launch["eager"]), mode, n_starts)  # fmt: skip
+                            mem_k, y, eager, floor, host_overhead.get("memory", launch["eager"]), mode, n_starts, gap_of(sub))  # fmt: skip
         if h is not None:
             host_overhead["memory"] = h
     ops: dict[str, MemoryOpParams] = {}
@@ -668,7 +731,9 @@ def fit(
 
         ps = [Param("eff", 0.1, 2.0, 1.0), Param("t0", 1e-7, 2e-4, mem.t0, log=True)]
         h0 = host_overhead.get("memory", launch["eager"]) * (4.0 if nm.endswith("_bwd") else 1.0)
-        op, h = _fit_model(MemoryOpParams(eff=1.0, t0=mem.t0), ps, op_k, y, eager, floor, h0, mode, 2)
+        op, h = _fit_model(
+            MemoryOpParams(eff=1.0, t0=mem.t0), ps, op_k, y, eager, floor, h0, mode, 2, gap_of(sub)
+        )
         ops[nm] = op.model_copy(update={"host": h})
         if nm.endswith("_bwd") and h is not None:
             bwd_hosts.append(h)
@@ -677,32 +742,53 @@ def fit(
     mem = mem.model_copy(update={"ops": ops})
     prof = prof.model_copy(update={"memory": mem})
 
-    # 2. GEMM per dtype: full fit for the best-covered dtype, fewer parameters for thin ones
+    # 2. GEMM: bf16 and fp16 (same tensor-core rate, same kernels) fitted together with every
+    #    parameter; other dtypes refit the efficiencies and keep the structure of that fit
     gemm = dict(prof.gemm)
-    order = sorted(GEMM_DTYPES, key=lambda d: -int(np.sum((fam == "gemm") & (dtypes == d) & fit_mask & ok)))
+    groups_g = [("bf16", ("bf16", "fp16"))] + [(d, (d,)) for d in GEMM_DTYPES if d not in ("bf16", "fp16")]
+    groups_g.sort(key=lambda g: -int(np.sum((fam == "gemm") & np.isin(dtypes, g[1]) & fit_mask & ok)))
     anchor: GemmParams | None = None
-    for d in order:
-        mask = (fam == "gemm") & (dtypes == d)
+    for key_g, members in groups_g:
+        mask = (fam == "gemm") & np.isin(dtypes, members)
         if not np.any(mask & fit_mask & ok):
             continue
         sub, y, eager, floor = sel(mask)
+        sub_dt = np.array([d or "bf16" for d in sub.dtype])
 
-        def g_k(p: GemmParams, s: Table = sub, dt: str = d) -> F:
-            return _gemm_pred(device, p, s, dt, mem)
+        def g_k(p: GemmParams, s: Table = sub, dts: NDArray[Any] = sub_dt) -> F:
+            out = np.empty(len(s))
+            for d in sorted(set(dts)):
+                j = np.flatnonzero(dts == d)
+                out[j] = _gemm_pred(device, p, s.take(j), str(d), mem)
+            return out
 
-        start = gemm.get(d, anchor) if anchor is None else anchor
-        assert start is not None
-        names = (
-            [p.name for p in _GEMM_PARAMS]
-            if (len(sub) >= 25 or anchor is None)
-            else ["eff_peak", "eff_bw", "k_overhead"]
-        )
+        start = gemm.get(key_g, gemm["bf16"]) if anchor is None else anchor
+        misal = bool(np.any(_misaligned(sub)))
+        if anchor is None:
+            names = [p.name for p in _GEMM_PARAMS] + (["eff_misaligned"] if misal else [])
+        else:
+            names = ["eff_peak", "k_overhead", "t0"] + (["eff_misaligned"] if misal else [])
+            if np.sum(np.minimum(sub.num["m"], sub.num["n"]) <= 256) >= 4:
+                names.append("eff_bw")  # skinny (memory-bound) shapes measured
+            if len(sub) >= 40:
+                names.append("load_cost")
         host = host_overhead.get("gemm", launch["eager"]) if anchor is None else None
         floor_e = np.where(eager, host_overhead.get("gemm", launch["eager"]), floor)
         p_fit, h = _fit_model(
-            start, _subset(_GEMM_PARAMS, names, start), g_k, y, eager, floor_e, host, mode, n_starts
+            start,
+            _subset(_GEMM_PARAMS, names, start),
+            g_k,
+            y,
+            eager,
+            floor_e,
+            host,
+            mode,
+            n_starts,
+            gap_of(sub),
         )
-        gemm[d] = p_fit
+        for d in members:
+            if np.any((fam == "gemm") & (dtypes == d) & ok) or anchor is None:
+                gemm[d] = p_fit
         if anchor is None:
             anchor = p_fit
             if h is not None:
@@ -730,9 +816,20 @@ def fit(
                 return _attn_pred(device, p, s, dt, b_, mem)
 
             names = [p.name for p in _ATTN_PARAMS] if len(sub) >= 20 else ["eff_peak", "kv_overhead", "t0"]
+            if bwd:
+                names = [n for n in names if n != "split_t0"]
             h0 = host_overhead.get(f, launch["eager"] * (6.0 if bwd else 2.0))
             attn[k2], h = _fit_model(
-                start_a, _subset(_ATTN_PARAMS, names, start_a), a_k, y, eager, floor, h0, mode, n_starts
+                start_a,
+                _subset(_ATTN_PARAMS, names, start_a),
+                a_k,
+                y,
+                eager,
+                floor,
+                h0,
+                mode,
+                n_starts,
+                gap_of(sub),
             )
             if h is not None:
                 host_overhead[f] = h
@@ -741,9 +838,11 @@ def fit(
     # 4. optimizer: traffic factor and latency per implementation
     opt = dict(prof.optimizer)
     okeys = np.array([_opt_key(t, i) if fam[i] == "optimizer" else "" for i in range(len(t))])
+    opt_hosts = []
     for key in sorted(set(okeys[fam == "optimizer"])):
         mask = okeys == key
-        if np.sum(mask & fit_mask & ok) < 2:
+        n_fit = int(np.sum(mask & fit_mask & ok))
+        if n_fit < 1:
             continue
         sub, y, eager, floor = sel(mask)
         params, nbytes = _opt_params(sub), _opt_bytes(sub)
@@ -751,14 +850,22 @@ def fit(
         def o_k(op: OptimizerParams, nb: F = nbytes, pr: F = params) -> F:
             return K.memory_time(hw32, mem, nb * op.traffic, 16.0 * pr, 1.0, op.t0).time
 
-        ps = [Param("traffic", 0.3, 20.0, 1.5, log=True), Param("t0", 1e-7, 5e-3, 1e-5, log=True)]
+        ps = [Param("traffic", 0.3, 20.0, 1.5, log=True)]
+        if n_fit >= 3:
+            ps.append(Param("t0", 1e-7, 5e-3, 1e-5, log=True))
         base_o = opt.get(key, OptimizerParams(traffic=1.0, t0=1e-5))
-        opt[key], h = _fit_model(base_o, ps, o_k, y, eager, floor, None, mode, 2)
+        h0 = host_overhead.get("optimizer", 5.0 * launch["eager"]) if n_fit >= 4 else None
+        o_fit, h = _fit_model(base_o, ps, o_k, y, eager, floor, h0, mode, 2, gap_of(sub))
+        opt[key] = o_fit.model_copy(update={"host": h})
+        if h is not None:
+            opt_hosts.append(h)
+    if opt_hosts:
+        host_overhead["optimizer"] = float(np.median(opt_hosts))
     prof = prof.model_copy(update={"optimizer": opt, "host_overhead": host_overhead})
 
     # report on the check part
     kern = kernel_rows(device, prof, t)
-    pred = _observed(kern, floor_rows(prof, t), mode)
+    pred = _observed(kern, floor_rows(prof, t), mode, gap_rows(prof, t))
     report: dict[str, Any] = {"rows": int(len(t)), "fit_fraction": fraction, "families": {}}
     kernel_dominated = kern > 2.0 * floor_rows(prof, t)
     groups: dict[str, NDArray[np.bool_]] = {}
@@ -786,6 +893,7 @@ def fit(
         lrows[f"{t.name[i]}[{t.framework[i]}]"] = float(meas[i])
     report["launch_rows"] = lrows
     report["launch_s"] = launch
+    report["gap_s"] = gap
     report["host_overhead_s"] = host_overhead
     small = {
         g: {

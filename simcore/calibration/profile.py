@@ -48,6 +48,9 @@ class GemmParams(_Frozen):
     """Exponent p of the smooth roofline corner ``(tc^p + tm^p)^(1/p)``."""
     t0: float = Field(ge=0)
     """Fixed device-side time per kernel (seconds)."""
+    eff_misaligned: float = Field(default=1.0, gt=0, le=1.0)
+    """Multiplier of ``eff_peak`` when a row stride (``k`` or ``n`` elements) is not a multiple of
+    16 bytes: libraries then fall back to kernels without TMA/vector loads (dimensionless)."""
 
 
 class AttentionParams(_Frozen):
@@ -74,6 +77,11 @@ class AttentionParams(_Frozen):
     """Rows of the tile each CTA owns (query rows forward, key rows backward). Kernel structure."""
     block_cols: int = Field(default=128, gt=0)
     """Columns of the inner loop tile (keys forward, queries backward). Kernel structure."""
+    split_t0: float = Field(default=0.0, ge=0)
+    """Extra fixed time of a split-KV launch (the combine kernel), seconds."""
+    split_threshold: float = Field(default=0.8, ge=0)
+    """Split the KV walk only when the grid has fewer CTAs than this fraction of the SMs
+    (FlashAttention-2's split-KV heuristic). Kernel structure."""
 
 
 class MemoryOpParams(_Frozen):
@@ -120,6 +128,8 @@ class OptimizerParams(_Frozen):
     state; unfused implementations make several passes)."""
     t0: float = Field(ge=0)
     """Fixed time per step (seconds)."""
+    host: float | None = Field(default=None, ge=0)
+    """Eager host time of one ``step()`` call (seconds); ``None`` uses ``host_overhead``."""
 
 
 class HardwareRef(_Frozen):
@@ -155,6 +165,10 @@ class ComputeProfile(_Frozen):
     """Eager host time per *call* (seconds) by op family (gemm, attention_fwd, attention_bwd,
     memory, memory_bwd, optimizer): PyTorch dispatch of the op, which may launch several kernels.
     Falls back to ``launch['eager']``."""
+    gap: dict[str, float] = {}
+    """Device idle time between back-to-back kernels (seconds) by framework, beyond what a
+    CUDA-graph replay shows (the kernel fits include that): eager launches leave a small gap
+    even when the GPU is the bottleneck."""
     launch_mode: Literal["max", "add"] = "max"
     """How launch overhead combines with kernel time in a stream of launches: ``max`` (the host
     runs ahead of the GPU) or ``add`` (host time exposed); chosen by the fit."""

@@ -24,6 +24,7 @@ GEMM_TILES: tuple[tuple[int, int], ...] = ((128, 256), (256, 128), (128, 128), (
 GEMM_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16)
 ATTN_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 _CHUNK = 16384
+_MMA_ROWS = 64.0  # smallest row tile of a Hopper warpgroup MMA (wgmma M = 64)
 
 
 class HW(NamedTuple):
@@ -101,14 +102,17 @@ def gemm_time(
 
     For each candidate tile ``tm x tn`` and split-K factor ``s``: ``ctas = ceil(m/tm) ceil(n/tn)
     batch s`` run in ``waves = ceil(ctas / sm_count)``; a tile takes ``2 (tm tn + load_cost (tm+tn))
-    (ceil(k/s) + k_overhead) / (eff_peak peak / sm_count)``. Memory time is the minimal
+    (ceil(k/s) + k_overhead) / (eff_peak peak / sm_count)``, times ``1 / eff_misaligned`` when the
+    row strides are not 16-byte aligned. Memory time is the minimal
     bytes (plus fp32 split-K partials) over ``eff_bw`` of the bandwidth, raised by the L2 boost of
     ``mp`` for working sets that stay in L2 between calls. The fastest candidate wins.
     """
     m_, n_, k_, b_ = _flat(m, n, k, batch)
     shape = np.broadcast_shapes(*(np.shape(v) for v in (m, n, k, batch)))
     sm = float(hw.sm_count)
-    rate_sm = hw.peak * p.eff_peak / sm
+    # strides of A (k elements) and B/C (n elements) that are not 16-byte multiples
+    misaligned = (np.mod(k_ * in_bytes, 16.0) != 0) | (np.mod(n_ * in_bytes, 16.0) != 0)
+    rate_sm = hw.peak * p.eff_peak / sm * np.where(misaligned, p.eff_misaligned, 1.0)
     base_bytes = b_ * ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * out_bytes)
     bw = np.broadcast_to(hw.bandwidth * p.eff_bw * l2_boost(hw, mp, base_bytes), m_.shape)
     cand = [(tm, tn, sp) for tm, tn in GEMM_TILES for sp in GEMM_SPLITS]
@@ -125,7 +129,7 @@ def gemm_time(
         mm, nn, kk, bb = m_[sl][None, :], n_[sl][None, :], k_[sl][None, :], b_[sl][None, :]
         ctas = _ceil_div(mm, tm_c) * _ceil_div(nn, tn_c) * bb * s_c
         waves = _ceil_div(ctas, sm)
-        tc = waves * work_c * (_ceil_div(kk, s_c) + p.k_overhead) / rate_sm
+        tc = waves * work_c * (_ceil_div(kk, s_c) + p.k_overhead) / rate_sm[sl][None, :]
         tmem = (base_bytes[sl][None, :] + partial_c * mm * nn * bb) / bw[sl][None, :]
         t = smoothmax(tc, tmem, p.sharpness)
         j = np.argmin(t, axis=0)
@@ -176,9 +180,12 @@ def attention_time(
 
     Forward: one CTA per ``block_rows`` query rows of one KV head group (GQA query heads of a
     group are packed as rows; split-KV for few CTAs), walking the keys. Backward: one CTA per
-    ``block_rows`` keys of one query head, walking the queries. Work per score element is
-    ``f (head_dim + head_dim_overhead)`` FLOP-equivalents with ``f = 4`` forward and ``10``
-    backward (the FlashAttention convention: backward = 2.5 x forward FLOPs).
+    ``block_rows`` keys of one query head, walking the queries. When the grid has fewer than
+    ``split_threshold x sm_count`` CTAs the forward splits the KV walk (flash-decoding) with a
+    64-row tile. Per column walked, a CTA spends ``f (rows_tile head_dim + real_rows
+    head_dim_overhead)`` FLOP-equivalents: MMAs on the padded tile, softmax on the real rows,
+    with ``f = 4`` forward and ``10`` backward (the FlashAttention convention: backward = 2.5 x
+    forward FLOPs).
     """
     b, h, sq, d, c, kvh, skv = _flat(batch, heads, seq, head_dim, causal, kv_heads, kv_seq)
     shape = np.broadcast_shapes(
@@ -197,7 +204,7 @@ def attention_time(
         q_side, kv_side = 2.0, 2.0  # Q read, O written; K, V read
         f = 4.0
     nbytes = b * (h * sq * d * q_side + kvh * skv * d * kv_side) * elt_bytes
-    cost = f * (d + p.head_dim_overhead) / (hw.peak * p.eff_peak / sm)  # seconds per (row x column)
+    rate_sm = hw.peak * p.eff_peak / sm
     bw = hw.bandwidth * p.eff_bw * l2_boost(hw, mp, nbytes)
     if backward:
         groups = b * h
@@ -215,18 +222,33 @@ def attention_time(
     walk_max = _ceil_div(walk_max, bc) * bc
     walk_avg = np.minimum(walk_avg, walk_max)
     row_blocks = _ceil_div(rows, br)
+    # Split-KV (flash-decoding) only when the un-split grid leaves SMs idle (FlashAttention-2's
+    # heuristic); the split kernel uses the 64-row MMA granule as its row tile.
+    split_ok = groups * row_blocks < p.split_threshold * sm
+    kv_blocks = _ceil_div(walk_max, bc)
     best = np.full(b.shape, np.inf)
     best_c = np.zeros(b.shape)
     best_m = np.zeros(b.shape)
     for s in splits:
-        ctas = groups * row_blocks * s
+        if s == 1:
+            br_s: F | float = br
+            rb = row_blocks
+        else:
+            br_s = np.minimum(br, _MMA_ROWS * _ceil_div(rows, _MMA_ROWS))
+            rb = _ceil_div(rows, br_s)
+        real_rows = np.minimum(rows, br_s)
+        # seconds per column walked by one CTA: MMAs on the padded tile, softmax on the real rows
+        per_col = f * (br_s * d + real_rows * p.head_dim_overhead) / rate_sm
+        ctas = groups * rb * s
         waves = _ceil_div(ctas, sm)
-        avg = br * (walk_avg / s + p.kv_overhead)
-        longest = br * (walk_max / s + p.kv_overhead)
-        tc = np.maximum(waves * avg, longest) * cost
+        avg = walk_avg / s + p.kv_overhead
+        longest = walk_max / s + p.kv_overhead
+        tc = np.maximum(waves * avg, longest) * per_col
         extra = 0.0 if s == 1 else 2.0 * 4.0 * s * b * h * sq * d  # fp32 partial outputs
         tmem = (nbytes + extra) / bw
         t = smoothmax(tc, tmem, p.sharpness)
+        if s > 1:
+            t = np.where(split_ok & (kv_blocks >= s), t + p.split_t0, np.inf)
         better = t < best
         best = np.where(better, t, best)
         best_c = np.where(better, tc, best_c)

@@ -308,15 +308,24 @@ def launch_overhead(prof: ComputeProfile, framework: str, family: str | None = N
     return prof.launch_s(framework, family)
 
 
-def with_launch(kernel_s: ArrayLike, launch_s: float, mode: str = "max") -> Num:
+def with_launch(kernel_s: ArrayLike, launch_s: float, mode: str = "max", gap_s: float = 0.0) -> Num:
     """Per-kernel time in a stream of back-to-back launches (seconds).
 
-    ``mode="max"``: the host runs ahead of the GPU, so a kernel costs ``max(kernel, launch)``;
-    ``"add"``: the host work is exposed (``kernel + launch``). The profile says which its
-    measurements support (``ComputeProfile.launch_mode``).
+    ``mode="max"``: the host runs ahead of the GPU, so a kernel costs
+    ``max(kernel + gap, launch)`` (``gap``: device idle time between launched kernels, see
+    ``ComputeProfile.gap``); ``"add"``: the host work is exposed (``kernel + launch``). The
+    profile says which its measurements support (``ComputeProfile.launch_mode``).
     """
     k = np.asarray(kernel_s, dtype=np.float64)
-    return _out(np.maximum(k, launch_s) if mode == "max" else k + launch_s)
+    return _out(np.maximum(k + gap_s, launch_s) if mode == "max" else k + launch_s)
+
+
+def stream_time(prof: ComputeProfile, kernel_s: ArrayLike, framework: str, family: str | None = None) -> Num:
+    """Time per op of ``family`` in a stream of back-to-back calls under ``framework`` (seconds):
+    ``max(kernel + gap[framework], host time)``."""
+    return with_launch(
+        kernel_s, launch_overhead(prof, framework, family), prof.launch_mode, prof.gap.get(framework, 0.0)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,7 +540,7 @@ def op_time(
         op = prof.memory.ops.get(str(norm_shape["name"]))
         if op is not None and op.host is not None:
             launch = op.host
-    total = float(with_launch(kt, launch, prof.launch_mode))
+    total = float(with_launch(kt, launch, prof.launch_mode, prof.gap.get(framework, 0.0)))
     peak = dev.peak_flops(dtype if kind in ("gemm", "attention") else "fp32")
     bw = dev.memory.bandwidth
     fl, nb = float(cost.flops), float(cost.bytes)
@@ -589,5 +598,6 @@ __all__ = [
     "op_family",
     "op_time",
     "optimizer_step",
+    "stream_time",
     "with_launch",
 ]
