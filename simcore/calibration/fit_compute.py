@@ -854,8 +854,8 @@ def fit(
         if n_fit >= 3:
             ps.append(Param("t0", 1e-7, 5e-3, 1e-5, log=True))
         base_o = opt.get(key, OptimizerParams(traffic=1.0, t0=1e-5))
-        h0 = host_overhead.get("optimizer", 5.0 * launch["eager"]) if n_fit >= 4 else None
-        o_fit, h = _fit_model(base_o, ps, o_k, y, eager, floor, h0, mode, 2, gap_of(sub))
+        h_opt: float | None = host_overhead.get("optimizer", 5.0 * launch["eager"]) if n_fit >= 4 else None
+        o_fit, h = _fit_model(base_o, ps, o_k, y, eager, floor, h_opt, mode, 2, gap_of(sub))
         opt[key] = o_fit.model_copy(update={"host": h})
         if h is not None:
             opt_hosts.append(h)
