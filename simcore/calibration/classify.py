@@ -282,30 +282,69 @@ _LAUNCH_GAP_MAX = 200e-6
 """Idle gaps on the device longer than this are host-side stalls (``idle``), not launch gaps."""
 
 
+def _merge(iv: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    out: list[tuple[float, float, str]] = []
+    for a, b, c in sorted(iv):
+        if out and a <= out[-1][1]:
+            pa, pb, pc = out[-1]
+            out[-1] = (pa, max(pb, b), pc)
+        else:
+            out.append((a, b, c))
+    return out
+
+
+def _covered(iv: list[tuple[float, float, str]], a: float, b: float) -> dict[str, float]:
+    """Seconds of [a, b] covered by the merged intervals ``iv``, by label."""
+    out: dict[str, float] = {}
+    if b <= a:
+        return out
+    for x, y, c in iv:
+        if y <= a:
+            continue
+        if x >= b:
+            break
+        ov = min(b, y) - max(a, x)
+        if ov > 0:
+            out[c] = out.get(c, 0.0) + ov
+    return out
+
+
 def step_class_times(step: Step, exposed: bool = True) -> dict[str, float]:
-    """Seconds per class in one step (see :meth:`Analysis.class_times`)."""
+    """Seconds per class in one step (see :meth:`Analysis.class_times`).
+
+    Exposed attribution: compute, memcpy and memset kernels own the device timeline (where they
+    overlap each other the earlier one keeps the instant); communication counts only where no
+    other kernel runs; an idle gap before a kernel of at most 200 µs is that kernel's launch gap,
+    a longer one is ``idle``. The classes then sum to the step time."""
     out: dict[str, float] = defaultdict(float)
     ks = sorted(step.kernels, key=lambda k: k.ev.ts)
     if not exposed:
         for k in ks:
             out[k.cls] += k.ev.dur
         return dict(out)
+    comm = _merge([(k.ev.ts, k.ev.ts + k.ev.dur, k.cls) for k in ks if k.base == "comm"])
     cursor = step.gpu_start
+
+    def fill(a: float, b: float, nxt: str | None) -> None:
+        if b <= a:
+            return
+        cov = _covered(comm, a, b)
+        for c, v in cov.items():
+            out[c] += v
+        rest = (b - a) - sum(cov.values())
+        if rest > 0:
+            out[nxt if nxt is not None and rest <= _LAUNCH_GAP_MAX else "idle"] += rest
+
     for k in ks:
+        if k.base == "comm":
+            continue
         e = k.ev
         end = e.ts + e.dur
-        if e.ts > cursor:
-            gap = e.ts - cursor
-            if gap <= _LAUNCH_GAP_MAX:
-                out[k.cls] += gap
-            else:
-                out["idle"] += gap
+        fill(cursor, e.ts, k.cls)
         own = max(0.0, end - max(e.ts, cursor))
         out[k.cls] += own
         cursor = max(cursor, end)
-    tail = step.gpu_start + step.time_s - cursor
-    if tail > 0:
-        out["idle"] += tail
+    fill(cursor, step.gpu_start + step.time_s, None)
     return dict(out)
 
 

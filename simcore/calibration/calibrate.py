@@ -1,0 +1,394 @@
+"""``simcore calibrate``: fit calibration profiles from whatever measurements the user has.
+
+Inputs (files or folders, mixed freely):
+
+* op micro-benchmark CSVs (``kind,...,time_s`` columns, e.g. ``traces/h200/ops.csv.gz``);
+* profiler traces (Kineto ``.json[.gz]``, Nsight Systems ``.sqlite``): every op whose shape the
+  trace recorded (GEMM, attention, memory-bound ops, fused optimizer) becomes one kernel-time row
+  (median over its occurrences), NCCL kernels become collective measurements (bytes from
+  ``In msg nelems`` x dtype, group size from the metadata; matched across ranks, the shortest
+  rank's time);
+* collective measurements: nccl-tests text or ``-J`` JSON logs, ``bench_comm`` sweep CSVs.
+
+The compute profile is fitted by :func:`simcore.calibration.fit_compute.fit` (its deterministic
+shape-hash split holds 30 % of the rows out and reports the error on them); the communication
+profile by :func:`simcore.calibration.fit_comm.fit` (held-out sizes and op). With only op CSVs as
+input the compute profile is exactly what ``python -m simcore.calibration.fit_compute`` writes.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import statistics
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simcore.calibration.classify import Analysis
+from simcore.errors import SimcoreError, TraceError
+
+OPS_COLUMNS = (
+    "kind", "dtype", "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal",
+    "backward", "name", "bytes", "time_s", "flops", "framework", "params",
+)  # fmt: skip
+
+
+@dataclass
+class Inputs:
+    """Calibration inputs sorted by type."""
+
+    ops_csv: list[Path] = field(default_factory=list)
+    traces: list[Path] = field(default_factory=list)
+    comm: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+
+
+def _head(path: Path, n: int = 8192) -> str:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(n)
+        if raw[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as gz:
+                raw = gz.read(n)
+    except (OSError, EOFError):
+        return ""
+    return raw.decode("utf-8", errors="replace")
+
+
+def kind_of(path: Path) -> str | None:
+    """``ops``, ``trace``, ``comm`` or None (not a calibration input)."""
+    name = path.name.lower()
+    base = name.removesuffix(".gz")
+    if base.endswith((".sqlite", ".db")):
+        return "trace"
+    head = _head(path)
+    if base.endswith(".json"):
+        if any(k in head for k in ('"traceEvents"', '"schemaVersion"', '"deviceProperties"')):
+            return "trace"
+        if '"results"' in head or '"nccl_version"' in head or '"config"' in head:
+            return "comm"
+        return "trace" if head.lstrip().startswith("[") else None
+    if base.endswith(".csv"):
+        first = head.splitlines()[0] if head else ""
+        cols = [c.strip() for c in first.split(",")]
+        if "kind" in cols and "time_s" in cols:
+            return "ops"
+        if "op" in cols and "nbytes" in cols and "time_s" in cols:
+            return "comm"
+        return None
+    if "nccl-tests" in head or "Avg bus bandwidth" in head or "out-of-place" in head:
+        return "comm"
+    return None
+
+
+def sort_inputs(paths: list[str] | list[Path]) -> Inputs:
+    """Sort files (and the files inside folders) into op CSVs, traces and comm logs.
+
+    A file named explicitly must be recognised; unknown files inside a folder are skipped."""
+    out = Inputs()
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise TraceError("no such file or folder", file=str(p))
+        files = sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
+        for f in files:
+            k = kind_of(f)
+            if k is None and not p.is_dir() and f.name.lower().removesuffix(".gz").endswith(".json"):
+                k = "trace"  # named explicitly: let the trace reader say what is wrong with it
+            if k is None:
+                if not p.is_dir():
+                    raise TraceError(
+                        "not a calibration input (expected an ops CSV, a profiler trace, an nccl-tests log "
+                        "or a collective sweep CSV)",
+                        file=str(f),
+                    )
+                out.skipped.append(f)
+            elif k == "ops":
+                out.ops_csv.append(f)
+            elif k == "trace":
+                out.traces.append(f)
+            else:
+                out.comm.append(f)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# trace -> op rows
+
+
+def trace_op_rows(analyses: list[Analysis]) -> list[dict[str, Any]]:
+    """Kernel-time rows in the ops-CSV layout from the ops with recovered shapes.
+
+    One row per distinct (op, shape): the median over occurrences of the summed duration of the
+    op's kernels (an op such as flash-attention backward launches several). ``framework`` is empty:
+    these are device times without host launch gaps."""
+    per: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    proto: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for a in analyses:
+        inst: dict[tuple[int, int], list[Any]] = {}
+        for k in a.kernels:
+            s = k.shape
+            if (
+                s is None
+                or k.step < 0
+                or k.ev.ext_id < 0
+                or s.get("kind") not in ("gemm", "attention", "memory", "optimizer")
+            ):
+                continue
+            key = (k.step, k.ev.ext_id)
+            if key in inst:
+                inst[key][1] += k.ev.dur
+            else:
+                inst[key] = [s, k.ev.dur]
+        for s, dur in inst.values():
+            row = _row(s)
+            if row is None:
+                continue
+            sig = tuple(sorted((c, str(v)) for c, v in row.items()))
+            per[sig].append(dur)
+            proto[sig] = row
+    out = []
+    for sig, durs in per.items():
+        row = dict(proto[sig])
+        row["time_s"] = float(statistics.median(durs))
+        out.append(row)
+    return out
+
+
+def _row(s: dict[str, Any]) -> dict[str, Any] | None:
+    kind = s["kind"]
+    if kind == "gemm":
+        return {"kind": "gemm", "dtype": s["dtype"], "m": s["m"], "n": s["n"], "k": s["k"], "batch": s["batch"],
+                "flops": 2.0 * s["m"] * s["n"] * s["k"] * s["batch"], "framework": ""}  # fmt: skip
+    if kind == "attention":
+        return {"kind": "attention", "dtype": s["dtype"], "batch": s["batch"], "heads": s["heads"],
+                "kv_heads": s["kv_heads"], "seq": s["seq"], "kv_seq": s["kv_seq"], "head_dim": s["head_dim"],
+                "causal": int(bool(s["causal"])), "backward": int(bool(s["backward"])), "framework": ""}  # fmt: skip
+    if kind == "memory":
+        name = str(s["name"])
+        bwd = name.endswith("_bwd")
+        return {"kind": "memory", "dtype": s["dtype"], "name": name.removesuffix("_bwd"), "backward": int(bwd),
+                "bytes": s["nbytes"], "framework": ""}  # fmt: skip
+    if kind == "optimizer":
+        fused = "fused" if s.get("fused") else "foreach"
+        return {"kind": "optimizer", "dtype": "fp32", "name": f"{s['optimizer']}_{fused}", "m": s["params"],
+                "params": s["params"], "bytes": 28.0 * s["params"], "framework": ""}  # fmt: skip
+    return None
+
+
+def write_ops_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    """Write rows in the ops-CSV layout read by :func:`simcore.calibration.fit_compute.read_ops`."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(OPS_COLUMNS))
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: ("" if r.get(c) is None else r.get(c, "")) for c in OPS_COLUMNS})
+
+
+def trace_comm_rows(analyses: list[Analysis]) -> list[dict[str, Any]]:
+    """Collective measurements from NCCL kernels: op, dtype, nbytes, gpus, time_s (the shortest
+    rank's kernel of each collective matched across ranks)."""
+    rows: list[dict[str, Any]] = []
+    for group in runs(analyses):
+        rows.extend(_comm_rows_of_run(group))
+    return rows
+
+
+def runs(analyses: list[Analysis]) -> list[list[Analysis]]:
+    """Group traces into runs: the ranks of one multi-GPU run (same folder and world size, distinct
+    ranks) go together; every other trace is a run of its own."""
+    groups: dict[tuple[str, int], list[Analysis]] = defaultdict(list)
+    out: list[list[Analysis]] = []
+    for a in analyses:
+        if a.trace.world_size > 1:
+            groups[(str(Path(a.trace.path).parent), a.trace.world_size)].append(a)
+        else:
+            out.append([a])
+    for g in groups.values():
+        ranks = [a.trace.rank for a in g]
+        if len(set(ranks)) == len(ranks):
+            out.append(g)
+        else:
+            out.extend([a] for a in g)
+    return out
+
+
+def _comm_rows_of_run(analyses: list[Analysis]) -> list[dict[str, Any]]:
+    from simcore.workload.replay import build_graph
+
+    g = build_graph(analyses)
+    rows = []
+    seen: set[int] = set()
+    for t in g.tasks:
+        if not t.kernel.cls.startswith("comm") or t.id in seen:
+            continue
+        members = g.collectives[t.coll] if t.coll >= 0 else [t.id]
+        seen.update(members)
+        s = t.kernel.shape or {}
+        nb, gs, op = s.get("nbytes"), s.get("group_size"), s.get("op")
+        if not nb or not gs or gs < 2 or op in (None, "unknown", "barrier"):
+            continue
+        rows.append(
+            {"op": op, "dtype": s.get("dtype", "bf16"), "nbytes": float(nb), "gpus": int(gs), "time_s": t.dur}
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# driver
+
+
+@dataclass
+class CalibrationResult:
+    """What ``calibrate`` fitted and how well."""
+
+    inputs: Inputs
+    compute_profile: Any | None
+    compute_report: dict[str, Any] | None
+    trace_rows: int
+    trace_check: dict[str, Any] | None
+    comm_yaml: str | None
+    comm_report: dict[str, Any] | None
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ops_csv": [str(p) for p in self.inputs.ops_csv],
+            "traces": [str(p) for p in self.inputs.traces],
+            "comm": [str(p) for p in self.inputs.comm],
+            "trace_rows": self.trace_rows,
+            "compute_held_out": (
+                self.compute_profile.fit_report.get("held_out") if self.compute_profile else None
+            ),
+            "trace_check": self.trace_check,
+            "comm_report": self.comm_report,
+            "notes": self.notes,
+        }
+
+
+def _errors(pred: np.ndarray[Any, Any], meas: np.ndarray[Any, Any]) -> dict[str, Any]:
+    ok = np.isfinite(pred) & np.isfinite(meas) & (meas > 0)
+    e = np.abs(pred[ok] / meas[ok] - 1.0)
+    if e.size == 0:
+        return {"n": 0}
+    return {"n": int(e.size), "median_abs_err": float(np.median(e)), "worst_abs_err": float(np.max(e))}
+
+
+def calibrate(
+    paths: list[str] | list[Path],
+    device: str,
+    system: str | None = None,
+    fit_comm_profile: bool = True,
+) -> CalibrationResult:
+    """Fit the compute (and, when there are collective measurements, the communication) profile."""
+    from simcore.calibration import fit_compute as FC
+    from simcore.specs.registry import default_registry
+    from simcore.workload.replay import default_system, load_analyses
+
+    reg = default_registry()
+    dev = reg.device(device)
+    inp = sort_inputs(paths)
+    notes: list[str] = []
+    analyses = load_analyses([str(p) for p in inp.traces]) if inp.traces else []
+    rows = trace_op_rows(analyses)
+    prof = report = None
+    trace_check = None
+    with tempfile.TemporaryDirectory(prefix="simcore-calibrate-") as tmp:
+        csvs: list[Path] = list(inp.ops_csv)
+        tpath = Path(tmp) / "trace_ops.csv"
+        if rows:
+            write_ops_csv(rows, tpath)
+            csvs.append(tpath)
+        if csvs:
+            prof, report = FC.fit([str(p) for p in csvs], dev)
+            if rows:
+                src = sorted({*(str(p) for p in inp.ops_csv), *(str(p) for p in inp.traces)})
+                prof = prof.model_copy(
+                    update={
+                        "source": src,
+                        "notes": [
+                            *prof.notes,
+                            f"{len(rows)} kernel-time rows from {len(inp.traces)} profiler trace(s)",
+                        ],
+                    }
+                )
+                t = FC.read_ops([tpath])
+                pred = FC.predict_rows(dev, prof, t)
+                fit_mask = np.array([FC.is_fit_row(FC.shape_key(t, i)) for i in range(len(t))])
+                meas = t.num["time_s"]
+                trace_check = {
+                    "held_out": _errors(pred[~fit_mask], meas[~fit_mask]),
+                    "fit": _errors(pred[fit_mask], meas[fit_mask]),
+                }
+        elif not inp.comm and not analyses:
+            raise SimcoreError(
+                "nothing to calibrate from: no op CSV, trace or collective log among the inputs"
+            )
+        else:
+            notes.append(
+                "no compute measurements (op CSV or traces with recorded shapes): compute profile not fitted"
+            )
+    # communication
+    comm_yaml = comm_report = None
+    if fit_comm_profile:
+        comm_yaml, comm_report, n = _fit_comm(inp, analyses, system or default_system(dev.name, reg), notes)
+        if n == 0:
+            notes.append("no collective measurements: communication profile not fitted")
+    return CalibrationResult(inp, prof, report, len(rows), trace_check, comm_yaml, comm_report, notes)
+
+
+def _fit_comm(
+    inp: Inputs, analyses: list[Analysis], system: str, notes: list[str]
+) -> tuple[str | None, dict[str, Any] | None, int]:
+    from simcore.calibration import fit_comm as FM
+    from simcore.calibration.nccl import CommMeasurements, read_measurements
+
+    parts = [read_measurements(p) for p in inp.comm]
+    trows = trace_comm_rows(analyses) if analyses else []
+    if trows:
+        parts.append(
+            CommMeasurements(
+                op=np.array([r["op"] for r in trows]),
+                dtype=np.array([r["dtype"] for r in trows]),
+                nbytes=np.array([r["nbytes"] for r in trows], dtype=np.float64),
+                gpus=np.array([r["gpus"] for r in trows], dtype=np.int64),
+                nodes=np.ones(len(trows), dtype=np.int64),
+                time_s=np.array([r["time_s"] for r in trows], dtype=np.float64),
+                in_place=np.zeros(len(trows), dtype=bool),
+                source="traces",
+            )
+        )
+    if not parts:
+        return None, None, 0
+    m = CommMeasurements.concat(parts)
+    base_fn = getattr(FM, "_provisional_base", None)
+    try:
+        base = base_fn(system) if base_fn is not None else None
+        res = FM.fit(m, system, base)
+    except SimcoreError as e:
+        notes.append(f"communication profile not fitted: {e}")
+        return None, None, len(m)
+    fitted_on = ",".join(
+        [
+            *(str(p) for p in inp.comm),
+            *(["NCCL kernels of " + ",".join(str(p) for p in inp.traces)] if trows else []),
+        ]
+    )
+    text = FM.profile_yaml(res, base if base is not None else res.profile, fitted_on)
+    return text, dict(res.report), len(m)
+
+
+def ops_table(rows: list[dict[str, Any]]) -> str:
+    """Rows in the ops-CSV layout as CSV text."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(OPS_COLUMNS))
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: r.get(c, "") for c in OPS_COLUMNS})
+    return buf.getvalue()

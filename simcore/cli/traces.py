@@ -1,0 +1,210 @@
+"""``simcore calibrate``, ``simcore validate`` and ``simcore replay``: measured traces in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from simcore import units
+from simcore.cli.common import JsonOpt, app, console, emit_json
+
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a scenario field: key.path=value (repeatable).")
+]
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else units.fmt(x, "time")
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+@app.command()
+def calibrate(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Profiler traces (.json[.gz], .sqlite), op CSVs, nccl-tests logs, sweep CSVs, or folders."
+        ),
+    ],
+    device: Annotated[
+        str, typer.Option("--device", help="GPU the measurements ran on (e.g. h200).")
+    ] = "h200",
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the compute calibration profile here (YAML).")
+    ] = None,
+    system: Annotated[
+        str | None,
+        typer.Option("--system", help="System of the collective measurements (default: the device's)."),
+    ] = None,
+    comm_output: Annotated[
+        Path | None,
+        typer.Option(
+            "--comm-output",
+            help="Write the communication profile here (default: comm-<system>.yaml beside -o).",
+        ),
+    ] = None,
+    no_comm: Annotated[bool, typer.Option("--no-comm", help="Do not fit the communication profile.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Fit calibration profiles (compute efficiency curves, collective costs) from measurements."""
+    from simcore.calibration.calibrate import calibrate as run
+    from simcore.calibration.profile import save_profile
+
+    res = run([str(p) for p in inputs], device, system, fit_comm_profile=not no_comm)
+    written: list[str] = []
+    if output is not None and res.compute_profile is not None:
+        save_profile(res.compute_profile, output)
+        written.append(str(output))
+    if res.comm_yaml is not None and (comm_output is not None or output is not None):
+        from simcore.specs.registry import default_registry
+        from simcore.workload.replay import default_system
+
+        sysname = system or default_system(default_registry().device(device).name)
+        cpath = comm_output or (output.parent / f"comm-{sysname}.yaml" if output else None)
+        if cpath is not None:
+            cpath.write_text(res.comm_yaml)
+            written.append(str(cpath))
+    if json_out:
+        emit_json({**res.to_dict(), "written": written})
+        return
+    inp = res.inputs
+    console.print(
+        f"inputs: {len(inp.ops_csv)} op CSV, {len(inp.traces)} trace(s) ({res.trace_rows} shaped ops), "
+        f"{len(inp.comm)} collective log(s)"
+    )
+    if res.compute_profile is not None:
+        t = Table(title=f"compute profile for {device}: error on held-out measurements (not fitted)")
+        for c in ("family", "n", "median |err|", "worst |err|"):
+            t.add_column(c, justify="left" if c == "family" else "right")
+        for fam, v in (res.compute_profile.fit_report.get("held_out") or {}).items():
+            t.add_row(fam, str(v["n_check"]), f"{v['median_abs_err']:.1%}", f"{v['worst_abs_err']:.1%}")
+        if res.trace_check:
+            h = res.trace_check["held_out"]
+            if h.get("n"):
+                t.add_row(
+                    "trace kernels", str(h["n"]), f"{h['median_abs_err']:.1%}", f"{h['worst_abs_err']:.1%}"
+                )
+        console.print(t)
+    if res.comm_report:
+        ho = res.comm_report.get("held_out", {})
+        console.print(
+            f"communication profile: held-out median |err| {ho.get('median_abs_error_ge_1MB', float('nan')):.1%} "
+            f"(>= 1 MB), {ho.get('median_abs_error_lt_1MB', float('nan')):.1%} (< 1 MB) over {ho.get('points')} points"
+        )
+    for n in res.notes:
+        console.print(f"[yellow]note:[/] {n}")
+    for w in written:
+        console.print(f"wrote {w}")
+
+
+@app.command()
+def validate(
+    traces: Annotated[
+        list[Path], typer.Argument(help="Profiler trace(s) of one run (one file per rank) or a folder.")
+    ],
+    scenario: Annotated[
+        str, typer.Option("--scenario", help="Scenario file (or built-in name) describing the run.")
+    ],
+    set_: SetOpt = None,
+    engine: Annotated[str, typer.Option("--engine", help="analytic or des.")] = "analytic",
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a predicted-vs-measured bar chart (PNG).")
+    ] = None,
+    kernels: Annotated[int, typer.Option("--kernels", help="Show this many per-op rows.")] = 10,
+    json_out: JsonOpt = False,
+) -> None:
+    """Predict a traced run with simcore and compare: per step, per op class, per kernel."""
+    from simcore.validation.traces import plot as plot_report
+    from simcore.validation.traces import validate as run
+
+    rep = run([str(t) for t in traces], scenario, set_ or [], engine=engine, top_kernels=max(kernels, 0))
+    if plot is not None:
+        plot_report(rep, plot)
+    if json_out:
+        emit_json(rep.to_dict())
+        return
+    t = Table(
+        title=f"{rep.scenario} vs {len(rep.traces)} trace(s) on {rep.device} ({len(rep.step_times_s)} steps, {rep.step_source})"
+    )
+    for c in ("class", "measured", "(kernels)", "predicted", "error", "error %"):
+        t.add_column(c, justify="left" if c == "class" else "right")
+    for r in rep.classes:
+        t.add_row(
+            r["class"], _ms(r["measured_s"]), _ms(r["measured_kernel_s"]), _ms(r["predicted_s"]),
+            _ms(r["error_s"]), _pct(r["error_pct"]),
+        )  # fmt: skip
+    t.add_section()
+    t.add_row(
+        "[bold]step[/]", _ms(rep.measured_step_time_s), "", _ms(rep.predicted_step_time_s),
+        _ms(rep.predicted_step_time_s - rep.measured_step_time_s), f"[bold]{rep.error_pct:+.1f}%[/]",
+    )  # fmt: skip
+    console.print(t)
+    if rep.kernels:
+        k = Table(title="per op (shapes from the trace), largest total error first")
+        for c in ("op", "per step", "measured", "predicted", "error %"):
+            k.add_column(c, justify="left" if c == "op" else "right", overflow="fold")
+        for r in rep.kernels:
+            k.add_row(
+                r["op"][:90],
+                f"{r['count_per_step']:g}",
+                _ms(r["measured_s"]),
+                _ms(r["predicted_s"]),
+                _pct(r["error_pct"]),
+            )
+        console.print(k)
+    for n in rep.notes:
+        console.print(f"[yellow]note:[/] {n}")
+    if plot is not None:
+        console.print(f"wrote {plot}")
+
+
+@app.command()
+def replay(
+    traces: Annotated[
+        list[Path], typer.Argument(help="Profiler trace(s) of one run (one file per rank) or a folder.")
+    ],
+    device: Annotated[str, typer.Option("--device", help="Target GPU (e.g. b200, gb200).")],
+    system: Annotated[
+        str | None, typer.Option("--system", help="Target system (default: the device's).")
+    ] = None,
+    source_device: Annotated[
+        str | None, typer.Option("--source-device", help="GPU the trace ran on, when the trace does not say.")
+    ] = None,
+    source_system: Annotated[
+        str | None, typer.Option("--source-system", help="System the trace ran on.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Replay a measured run on other hardware: every kernel re-priced, host gaps kept."""
+    from simcore.workload.replay import replay as run
+
+    res = run([str(t) for t in traces], device, system, source_device, source_system)
+    if json_out:
+        emit_json(res.to_dict())
+        return
+    src, dst = res.source, res.target
+    t = Table(title=f"replay: {src['device']} ({src['system']}) -> {dst['device']} ({dst['system']})")
+    for c in ("class", src["device"], dst["device"], "change"):
+        t.add_column(c, justify="left" if c == "class" else "right")
+    for r in res.classes:
+        t.add_row(r["class"], _ms(r["source_s"]), _ms(r["target_s"]), _ms(r["change_s"]))
+    t.add_section()
+    t.add_row("[bold]step[/]", _ms(res.replayed_source_step_time_s), _ms(res.predicted_step_time_s),
+              f"[bold]x{res.speedup:.2f}[/]")  # fmt: skip
+    console.print(t)
+    console.print(
+        f"measured step {_ms(res.measured_step_time_s)}; replay on the source reproduces it as "
+        f"{_ms(res.replayed_source_step_time_s)} ({_pct(100 * (res.replayed_source_step_time_s / res.measured_step_time_s - 1))})"
+    )
+    console.print(
+        "kernels priced by "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(res.how.items(), key=lambda kv: -kv[1]))
+    )
+    for n in res.notes:
+        console.print(f"[yellow]note:[/] {n}")

@@ -1,0 +1,291 @@
+"""Predicted vs measured: validate simcore against profiler traces of a real run.
+
+``validate(traces, scenario)`` reads the traces (one file per rank), classifies their kernels,
+takes the median step time over the profiled steps, predicts the scenario that describes the run
+with :func:`simcore.predict`, and compares:
+
+* per step: measured median step time vs predicted step time (training: ``step_time_s``;
+  inference: one profiled step = prefill + ``output_len`` decode steps);
+* per op class: the measured time each class adds to the device timeline (its kernels plus the
+  launch gaps before them; overlapped communication counts only where it is exposed) vs the
+  prediction's breakdown folded onto the same classes;
+* per kernel: every op whose shape the trace recorded, priced by simcore's cost model for that
+  exact shape on the scenario's device and calibration profile.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simcore.calibration.classify import Analysis
+from simcore.errors import SimcoreError
+from simcore.specs.scenario import Scenario
+
+CLASS_ORDER = (
+    "gemm",
+    "attention",
+    "norm",
+    "elementwise",
+    "loss",
+    "embedding",
+    "optimizer",
+    "communication",
+    "memcpy/memset",
+    "idle",
+    "other",
+)
+
+
+def predicted_class(category: str) -> str:
+    """The trace class a breakdown category of :func:`simcore.predict` belongs to."""
+    c = category.removeprefix("recompute_")
+    if c.endswith("_comm") or c in ("pp_p2p", "comm"):
+        return "communication"
+    if c in ("gemm", "moe_router"):
+        return "gemm"
+    if c in ("elementwise", "amp_cast", "moe_permute", "kv_cache", "cast"):
+        return "elementwise"
+    if c == "pipeline_bubble":
+        return "idle"
+    if c in ("attention", "norm", "loss", "embedding", "optimizer"):
+        return c
+    return "other"
+
+
+def measured_class(cls: str) -> str:
+    """The comparison class of a trace class (``comm:all_reduce`` -> ``communication``)."""
+    if cls.startswith("comm"):
+        return "communication"
+    if cls in ("memcpy", "memset"):
+        return "memcpy/memset"
+    return cls if cls in CLASS_ORDER else "other"
+
+
+@dataclass
+class ValidationReport:
+    """Result of :func:`validate`; ``to_dict`` gives the JSON form."""
+
+    traces: list[str]
+    scenario: str
+    device: str
+    step_source: str
+    measured_step_time_s: float
+    predicted_step_time_s: float
+    step_times_s: list[float]
+    classes: list[dict[str, Any]]
+    kernels: list[dict[str, Any]]
+    collectives: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def error_pct(self) -> float:
+        """(predicted - measured) / measured, in percent."""
+        return 100.0 * (self.predicted_step_time_s / self.measured_step_time_s - 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "traces": self.traces,
+            "scenario": self.scenario,
+            "device": self.device,
+            "step_source": self.step_source,
+            "steps": len(self.step_times_s),
+            "step_times_s": self.step_times_s,
+            "measured_step_time_s": self.measured_step_time_s,
+            "predicted_step_time_s": self.predicted_step_time_s,
+            "error_pct": self.error_pct,
+            "classes": self.classes,
+            "collectives_measured_s": self.collectives,
+            "kernels": self.kernels,
+            "notes": self.notes,
+        }
+
+
+def _predicted(sc: Scenario, engine: str) -> tuple[float, dict[str, float], Any, list[str]]:
+    from simcore.prediction import predict
+
+    r = predict(sc, engine=engine)
+    d = r.model_dump()
+    notes = [str(n) for n in d.get("notes", [])]
+    if sc.kind == "training":
+        return float(d["step_time_s"]), {k: float(v) for k, v in d["breakdown"].items()}, r, notes
+    inf = sc.inference
+    assert inf is not None
+    n_dec = inf.output_len
+    bd: dict[str, float] = defaultdict(float)
+    for k, v in d.get("breakdown_prefill", {}).items():
+        bd[k] += float(v)
+    for k, v in d.get("breakdown_decode", {}).items():
+        bd[k] += n_dec * float(v)
+    notes.append(f"inference: one profiled step = prefill + {n_dec} decode steps (inference.output_len)")
+    return float(d["prefill_time_s"]) + n_dec * float(d["decode_step_time_s"]), dict(bd), r, notes
+
+
+def _kernel_rows(ans: list[Analysis], sc: Scenario, top: int) -> list[dict[str, Any]]:
+    """Per-op comparison for ops with recorded shapes, largest total error first."""
+    from simcore.calibration.profile import load_profile
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+    from simcore.workload.replay import price_shape
+
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    prof = load_profile(cluster.device, sc.calibration)
+    a = ans[0]
+    nsteps = max(1, len(a.steps))
+    inst: dict[tuple[int, int], list[Any]] = {}
+    for k in a.kernels:
+        if k.step < 0 or k.shape is None or k.base == "comm" or k.ev.ext_id < 0:
+            continue
+        key = (k.step, k.ev.ext_id)
+        if key in inst:
+            inst[key][1] += k.ev.dur
+            inst[key][3] += 1
+        else:
+            inst[key] = [k, k.ev.dur, k.op, 1]
+    groups: dict[str, list[Any]] = {}
+    for k, dur, op, nk in inst.values():
+        s = k.shape
+        g = groups.setdefault(f"{op} {shape_label(s)}", [k.cls, s, [], nk])
+        g[2].append(dur)
+    rows = []
+    for name, (cls, s, durs, nk) in groups.items():
+        pred = price_shape(s, cluster.device, prof)
+        if pred is None:
+            continue
+        meas = float(statistics.median(durs))
+        count = len(durs) / nsteps
+        rows.append(
+            {
+                "op": name,
+                "class": cls,
+                "kernels_per_op": nk,
+                "count_per_step": count,
+                "measured_s": meas,
+                "predicted_s": pred,
+                "error_pct": 100.0 * (pred / meas - 1.0),
+                "total_error_s": count * (pred - meas),
+            }
+        )
+    rows.sort(key=lambda r: -abs(r["total_error_s"]))
+    return rows[:top]
+
+
+def _i(v: Any) -> str:
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def shape_label(s: dict[str, Any]) -> str:
+    """A short human label of a recovered shape (``4096x1024x3072 bf16``)."""
+    kind = s.get("kind")
+    if kind == "gemm":
+        b = f"{_i(s['batch'])}x " if s.get("batch", 1) != 1 else ""
+        return f"{b}{_i(s['m'])}x{_i(s['n'])}x{_i(s['k'])} {s['dtype']}"
+    if kind == "attention":
+        return (
+            f"b{_i(s['batch'])} h{_i(s['heads'])}/{_i(s['kv_heads'])} s{_i(s['seq'])}/{_i(s['kv_seq'])} "
+            f"d{_i(s['head_dim'])}{' causal' if s['causal'] else ''} {'bwd' if s['backward'] else 'fwd'}"
+        )
+    if kind == "memory":
+        return f"{s['name']} {s['nbytes'] / 1e6:.3g} MB"
+    if kind == "optimizer":
+        return f"{s['optimizer']} {'fused' if s.get('fused') else 'foreach'} {s['params'] / 1e6:.3g}M params"
+    return ""
+
+
+def validate(
+    traces: list[str],
+    scenario: str | Path | Scenario,
+    overrides: list[str] | None = None,
+    engine: str = "analytic",
+    analyses: list[Analysis] | None = None,
+    top_kernels: int = 15,
+) -> ValidationReport:
+    """Compare the prediction of ``scenario`` with the measured ``traces`` (one file per rank)."""
+    from simcore.specs.resolve import load_scenario
+    from simcore.workload.replay import load_analyses
+
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario), overrides or [])
+    if sc.kind == "serving":
+        raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
+    ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
+    slowest = max(ans, key=lambda a: a.step_time_s)
+    measured = slowest.step_time_s
+    pred_step, bd, _res, notes = _predicted(sc, engine)
+
+    meas_cls: dict[str, float] = defaultdict(float)
+    meas_kernel: dict[str, float] = defaultdict(float)
+    colls: dict[str, float] = defaultdict(float)
+    for c, v in slowest.class_times(exposed=True).items():
+        meas_cls[measured_class(c)] += v
+    for c, v in slowest.class_times(exposed=False).items():
+        meas_kernel[measured_class(c)] += v
+        if c.startswith("comm:"):
+            colls[c.split(":", 1)[1]] += v
+    pred_cls: dict[str, float] = defaultdict(float)
+    for c, v in bd.items():
+        pred_cls[predicted_class(c)] += v
+    # whatever of the predicted step the breakdown does not cover (should be ~0)
+    gap = pred_step - sum(pred_cls.values())
+    if abs(gap) > 1e-3 * pred_step:
+        pred_cls["other"] += gap
+    rows = []
+    for c in CLASS_ORDER:
+        m, p = meas_cls.get(c, 0.0), pred_cls.get(c, 0.0)
+        if m == 0.0 and p == 0.0:
+            continue
+        rows.append(
+            {
+                "class": c,
+                "measured_s": m,
+                "measured_kernel_s": meas_kernel.get(c, 0.0),
+                "predicted_s": p,
+                "error_s": p - m,
+                "error_pct": 100.0 * (p / m - 1.0) if m > 0 else None,
+            }
+        )
+    rows.sort(key=lambda r: -abs(float(r["error_s"])))
+    if slowest.step_source != "annotation":
+        notes.append(
+            f"steps found by {'repeated kernel sequences' if slowest.step_source == 'repeat' else 'taking the whole trace as one step'}"
+        )
+    kernels = _kernel_rows([slowest], sc, top_kernels)
+    return ValidationReport(
+        traces=[a.trace.path for a in ans],
+        scenario=sc.name,
+        device=str(slowest.trace.device_name),
+        step_source=slowest.step_source,
+        measured_step_time_s=measured,
+        predicted_step_time_s=pred_step,
+        step_times_s=[s.time_s for s in slowest.steps],
+        classes=rows,
+        kernels=kernels,
+        collectives=dict(colls),
+        notes=notes,
+    )
+
+
+def plot(report: ValidationReport, path: str | Path) -> None:
+    """Bar chart of predicted vs measured seconds per class, and the step, written to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(report.classes, key=lambda r: CLASS_ORDER.index(r["class"]))
+    names = [r["class"] for r in rows] + ["step"]
+    meas = [r["measured_s"] * 1e3 for r in rows] + [report.measured_step_time_s * 1e3]
+    pred = [r["predicted_s"] * 1e3 for r in rows] + [report.predicted_step_time_s * 1e3]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names)), 4.0))
+    x = list(range(len(names)))
+    ax.bar([i - 0.2 for i in x], meas, 0.4, label="measured", color="#4c72b0")
+    ax.bar([i + 0.2 for i in x], pred, 0.4, label="simcore", color="#dd8452")
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_ylabel("ms per step")
+    ax.set_title(f"{report.scenario}: step {report.error_pct:+.1f}%")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
