@@ -21,6 +21,7 @@ _COMMAND_MODULES = [
     "simcore.cli.plan",
     "simcore.cli.scenario",
     "simcore.cli.topo",
+    "simcore.cli.traces",
 ]
 
 
