@@ -540,6 +540,10 @@ def op_time(
         op = prof.memory.ops.get(str(norm_shape["name"]))
         if op is not None and op.host is not None:
             launch = op.host
+    if framework == "eager" and kind == "optimizer":
+        oz = prof.optimizer.get(f"{norm_shape['optimizer']}_{'fused' if norm_shape['fused'] else 'unfused'}")
+        if oz is not None and oz.host is not None:
+            launch = oz.host
     total = float(with_launch(kt, launch, prof.launch_mode, prof.gap.get(framework, 0.0)))
     peak = dev.peak_flops(dtype if kind in ("gemm", "attention") else "fp32")
     bw = dev.memory.bandwidth
