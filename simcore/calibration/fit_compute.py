@@ -377,6 +377,17 @@ def family_of(t: Table, i: int) -> str:
     return "memory_bwd" if memory_name(t, i).endswith("_bwd") else "memory"
 
 
+ROWWISE = ("softmax", "layernorm", "rmsnorm", "cross_entropy")
+
+
+def _rows(t: Table, name: str) -> F | None:
+    """Row counts of row-wise ops (trace column ``m``), else ``None``."""
+    base = name[:-4] if name.endswith("_bwd") else name
+    if base not in ROWWISE or not np.all(np.isfinite(t.num["m"])):
+        return None
+    return t.num["m"]
+
+
 def _mem_flops(t: Table, names: Sequence[str]) -> F:
     """FLOP of memory rows: the trace's, else simcore's convention from bytes and dtype."""
     from simcore.compute.ops import memory_op_names, memory_op_traffic
@@ -419,9 +430,12 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
         for nm in sorted(set(names)):
             j = np.flatnonzero(np.array(names) == nm)
             op = prof.memory.ops.get(nm)
+            share = op.row_share if op else None
+            rows = _rows(sub.take(j), nm) if share else None
             out[midx[j]] = K.memory_time(
-                hw32, prof.memory, sub.num["bytes"][j], flops[j], op.eff if op else 1.0, op.t0 if op else None
-            ).time
+                hw32, prof.memory, sub.num["bytes"][j], flops[j], op.eff if op else 1.0, op.t0 if op else None,
+                rows, share,
+            ).time  # fmt: skip
     oidx = np.flatnonzero(fam == "optimizer")
     if oidx.size:
         sub = t.take(oidx)
@@ -726,14 +740,20 @@ def fit(
         sub, y, eager, floor = sel(mask)
         flops = _mem_flops(sub, [nm] * len(sub))
 
-        def op_k(op: MemoryOpParams, s: Table = sub, fl: F = flops, mp: MemoryParams = mem) -> F:
-            return K.memory_time(hw32, mp, s.num["bytes"], fl, op.eff, op.t0).time
+        rows = _rows(sub, nm)
+
+        def op_k(
+            op: MemoryOpParams, s: Table = sub, fl: F = flops, mp: MemoryParams = mem, r: F | None = rows
+        ) -> F:
+            return K.memory_time(hw32, mp, s.num["bytes"], fl, op.eff, op.t0, r, op.row_share).time
 
         ps = [Param("eff", 0.1, 2.0, 1.0), Param("t0", 1e-7, 2e-4, mem.t0, log=True)]
+        base_op = MemoryOpParams(eff=1.0, t0=mem.t0)
+        if rows is not None and np.any(rows < 4 * device.sm_count):
+            ps.append(Param("row_share", 0.01, 50.0, 1.0, log=True))
+            base_op = base_op.model_copy(update={"row_share": 1.0})
         h0 = host_overhead.get("memory", launch["eager"]) * (4.0 if nm.endswith("_bwd") else 1.0)
-        op, h = _fit_model(
-            MemoryOpParams(eff=1.0, t0=mem.t0), ps, op_k, y, eager, floor, h0, mode, 2, gap_of(sub)
-        )
+        op, h = _fit_model(base_op, ps, op_k, y, eager, floor, h0, mode, 2, gap_of(sub))
         ops[nm] = op.model_copy(update={"host": h})
         if nm.endswith("_bwd") and h is not None:
             bwd_hosts.append(h)

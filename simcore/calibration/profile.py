@@ -94,6 +94,9 @@ class MemoryOpParams(_Frozen):
     host: float | None = Field(default=None, ge=0)
     """Eager host time per call (seconds; autograd backward calls cost more); ``None`` uses
     ``ComputeProfile.host_overhead``."""
+    row_share: float | None = Field(default=None, gt=0)
+    """Row-wise ops: one CTA streams a row at ``row_share x bandwidth / sm_count``; used when
+    the row count is known (few long rows are slow). ``None``: no row limit."""
 
 
 class MemoryParams(_Frozen):

@@ -18,7 +18,7 @@ _KIND_HELP = "gemm | attention | elementwise | norm | softmax | copy | memory | 
 _OPTS: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "batch"),
     "attention": ("batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"),
-    "memory": ("name", "bytes", "numel", "flops", "backward"),
+    "memory": ("name", "bytes", "numel", "flops", "backward", "rows"),
     "optimizer": ("params", "optimizer", "fused", "master_weights"),
 }
 
@@ -65,6 +65,9 @@ def op_cmd(
     flops: Annotated[
         str | None, typer.Option("--flops", help="FLOP of a memory-bound op, e.g. '1 GFLOP'.")
     ] = None,
+    rows: Annotated[
+        int | None, typer.Option("--rows", help="Rows of a row-wise op (softmax, norms, cross-entropy).")
+    ] = None,
     params: Annotated[str | None, typer.Option("--params", help="Optimizer: parameters, e.g. 7e9.")] = None,
     optimizer: Annotated[str | None, typer.Option("--optimizer", help="adamw | sgd.")] = None,
     fused: Annotated[bool | None, typer.Option("--fused/--no-fused", help="Fused optimizer kernel.")] = None,
@@ -82,7 +85,7 @@ def op_cmd(
     given: dict[str, Any] = {
         "m": m, "n": n, "k": k, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
         "causal": causal, "backward": backward or None, "kv_heads": kv_heads, "kv_seq": kv_seq,
-        "name": name, "bytes": nbytes, "numel": numel, "flops": flops, "params": params,
+        "name": name, "bytes": nbytes, "numel": numel, "flops": flops, "rows": rows, "params": params,
         "optimizer": optimizer, "fused": fused, "master_weights": master_weights,
     }  # fmt: skip
     given = {key: v for key, v in given.items() if v is not None}

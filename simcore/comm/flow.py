@@ -33,6 +33,7 @@ from simcore.comm.collectives import (
     CollCost,
     CommProfile,
     collective_cost,
+    link_rates,
     load_profile,
     normalize_op,
 )
@@ -326,10 +327,12 @@ def _expand(
     assert cost.latency_s is not None and cost.load_nvlink is not None and cost.load_network is not None
     assert cost.wire_nvlink_s is not None and cost.wire_network_s is not None
     lat = float(cost.latency_s)
-    # Scale factors from bytes to "wire bytes" so a lone flow on its spec-rate links takes the
-    # analytic wire time of its class.
-    nv_bw = cluster.nvlink_bandwidth
-    net_bw = cluster.nic_bandwidth * cluster.nics_per_node / cluster.system.gpus
+    # Scale factors from bytes to "wire bytes": a lone flow at the rate the analytic model assumed
+    # takes the analytic wire time of its class. The rates exclude nothing the graph models itself:
+    # spine oversubscription is divided out here because the graph's spine links carry it.
+    rates = link_rates(cluster, GroupPlacement.of(n, g))
+    nv_bw = float(rates.nvlink)
+    net_bw = float(rates.network)
     ln, lw = float(cost.load_nvlink), float(cost.load_network)
     k_nv = float(cost.wire_nvlink_s) * nv_bw / ln if ln > 0 else 1.0
     k_net = float(cost.wire_network_s) * net_bw / lw if lw > 0 else 1.0

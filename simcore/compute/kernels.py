@@ -273,12 +273,28 @@ def memory_time(
     flops: ArrayLike,
     op_eff: float = 1.0,
     t0: float | None = None,
+    rows: ArrayLike | None = None,
+    row_share: float | None = None,
 ) -> MemTimes:
     """Kernel time of a bandwidth-bound kernel that moves ``nbytes`` (read + written) and does
-    ``flops`` of non-tensor arithmetic (seconds)."""
-    nb, fl = _flat(nbytes, flops)
-    shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops))
+    ``flops`` of non-tensor arithmetic (seconds).
+
+    Row-wise kernels (softmax, norms, cross-entropy) give one row to a CTA: with ``rows`` and the
+    op's ``row_share`` (a CTA streams at ``row_share x bandwidth / sm_count``) the time is at least
+    ``ceil(rows / sm_count)`` waves of one row each, which is what makes a few long rows slow.
+    """
+    if rows is None or row_share is None:
+        nb, fl = _flat(nbytes, flops)
+        rw = None
+        shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops))
+    else:
+        nb, fl, rw = _flat(nbytes, flops, rows)
+        shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops), np.shape(rows))
     tmem = nb / (hw.bandwidth * p.eff_bw * op_eff * l2_boost(hw, p, nb))
+    if rw is not None and row_share is not None:
+        rw = np.maximum(rw, 1.0)
+        bw_cta = row_share * hw.bandwidth * p.eff_bw / hw.sm_count
+        tmem = np.maximum(tmem, _ceil_div(rw, float(hw.sm_count)) * (nb / rw) / bw_cta)
     tc = fl / (hw.fp32_peak * p.eff_compute)
     t = smoothmax(tmem, tc, p.sharpness) + (p.t0 if t0 is None else t0)
     return MemTimes(t.reshape(shape), tc.reshape(shape), tmem.reshape(shape))

@@ -239,10 +239,12 @@ def memory_op(
     nbytes: ArrayLike,
     flops: ArrayLike | None = None,
     elt_bytes: float = 2.0,
+    rows: ArrayLike | None = None,
 ) -> OpCost:
     """A bandwidth-bound kernel ``name`` moving ``nbytes`` (read + written) with ``flops`` of
     non-tensor arithmetic (seconds, FLOP, bytes). ``flops=None`` takes the op's convention for
-    ``nbytes`` of ``elt_bytes``-byte elements (see :func:`memory_op_traffic`)."""
+    ``nbytes`` of ``elt_bytes``-byte elements (see :func:`memory_op_traffic`). ``rows``: the row
+    count of a row-wise op (softmax, norms, cross-entropy); few long rows run on few SMs."""
     name = canonical_op_name(name)
     base = name[:-4] if name.endswith("_bwd") else name
     if base not in _TRAFFIC and name not in prof.memory.ops:
@@ -256,7 +258,8 @@ def memory_op(
     op = mp.ops.get(name) or mp.ops.get(base)
     eff = op.eff if op is not None else 1.0
     t0 = op.t0 if op is not None else None
-    r = K.memory_time(_hw(dev, "fp32"), mp, nbytes, flops, eff, t0)
+    share = op.row_share if op is not None else None
+    r = K.memory_time(_hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share)
     return _cost(r.time, flops, nbytes, r.compute, r.memory)
 
 
@@ -396,7 +399,7 @@ KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy"
 _SHAPE_KEYS: dict[str, set[str]] = {
     "gemm": {"m", "n", "k", "batch"},
     "attention": {"batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"},
-    "memory": {"name", "bytes", "flops", "numel", "backward"},
+    "memory": {"name", "bytes", "flops", "numel", "backward", "rows"},
     "optimizer": {"params", "optimizer", "fused", "master_weights"},
 }
 _NORM_NAMES = ("layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd")
@@ -495,8 +498,12 @@ def op_cost(
     else:
         raise SimcoreError(f"{kind} needs bytes (bytes moved, e.g. '64 MB') or numel", field="bytes")
     flops = _num(shape["flops"], "flops", "flops") if shape.get("flops") is not None else None
-    cost = memory_op(dev, prof, name, nbytes, flops, elt)
-    return cost, {"name": name, "bytes": nbytes, "flops": float(cost.flops)}
+    rows = _int(shape["rows"], "rows") if shape.get("rows") is not None else None
+    cost = memory_op(dev, prof, name, nbytes, flops, elt, rows)
+    out: dict[str, Any] = {"name": name, "bytes": nbytes, "flops": float(cost.flops)}
+    if rows is not None:
+        out["rows"] = rows
+    return cost, out
 
 
 def op_family(kind: str, shape: dict[str, Any]) -> str:

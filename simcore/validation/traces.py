@@ -231,7 +231,7 @@ def validate(
     gap = pred_step - sum(pred_cls.values())
     if abs(gap) > 1e-3 * pred_step:
         pred_cls["other"] += gap
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in CLASS_ORDER:
         m, p = meas_cls.get(c, 0.0), pred_cls.get(c, 0.0)
         if m == 0.0 and p == 0.0:
