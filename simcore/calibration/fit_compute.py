@@ -1032,6 +1032,11 @@ def check_published(
                 if not mm:
                     continue
                 m, n, k = (float(v) for v in mm.groups())
+                if "cublaslt" in row["kernel"].lower():
+                    # cuBLASLt benchmarks are column-major (strides m and k); simcore's shapes are
+                    # PyTorch row-major C[m,n] = A[m,k] B[k,n] (strides n and k): same problem
+                    # with m and n swapped
+                    m, n = n, m
                 dtype = "fp8" if "fp8" in dt_raw else "bf16" if "bf16" in dt_raw else None
                 if dtype is None:
                     continue
