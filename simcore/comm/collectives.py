@@ -593,6 +593,9 @@ def cost_from_profile(
                 # 'auto' offers hierarchical only in its NVLS-tree form, as NCCL does.
                 if algorithm == "auto" and c.algo == "hierarchical" and not c.nvls_stage:
                     continue
+                # ... and trees only across domains (inside one, NCCL's auto choice is ring or NVLS).
+                if algorithm == "auto" and c.algo == "tree":
+                    t = np.where(grp.domains > 1, t, np.inf)
                 better = t < best_t
                 best_t = np.where(better, t, best_t)
                 algo_i = np.where(better, a_of(c.algo), algo_i)
