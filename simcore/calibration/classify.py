@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simcore.calibration.traces.model import CpuOp, GpuEvent, Trace
+from simcore.compute.ops import memory_op_traffic
 from simcore.errors import TraceError
 
 CLASSES = (
@@ -445,8 +446,6 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
     spec = _MEM_OPS.get(op.name)
     if spec is None or not isinstance(op.input_dims, list):
         return None
-    from simcore.compute.ops import memory_op_traffic
-
     name = spec[0]
     types = op.input_types or []
     best, elt = 0.0, 2.0
@@ -554,44 +553,38 @@ def _num(v: Any) -> float | None:
 # classification
 
 
-def classify_event(
-    ev: GpuEvent, op: CpuOp | None, in_optimizer: bool = False
-) -> tuple[str, dict[str, Any] | None]:
-    """(class, recovered shape or None) of one GPU activity."""
-    name = ev.name
-    if ev.cat == "gpu_memcpy" or name.startswith("Memcpy"):
+def class_of(
+    name: str, cat: str, opname: str, in_optimizer: bool = False, collective: bool = False
+) -> tuple[str, str | None]:
+    """(class, shape recovery to apply: ``gemm``/``attention``/``memory``/``optimizer``/``comm``/None)
+    of a GPU activity named ``name`` launched by op ``opname``."""
+    if cat == "gpu_memcpy" or name.startswith("Memcpy"):
         return "memcpy", None
-    if ev.cat == "gpu_memset" or name.startswith("Memset"):
+    if cat == "gpu_memset" or name.startswith("Memset"):
         return "memset", None
-    if "Collective name" in ev.args or _COMM_NAME.search(name):
-        info = collective_info(ev)
-        return f"comm:{info['op']}", {"kind": "comm", **info}
-    opname = op.name if op is not None else ""
+    if collective or _COMM_NAME.search(name):
+        return "comm", "comm"
     if (
         in_optimizer
         or "_fused_adam" in opname
         or "_foreach_" in opname
-        or _OPT_NAME.search(name)
-        and "multi_tensor" in name
+        or ("multi_tensor" in name and _OPT_NAME.search(name))
     ):
-        return "optimizer", optimizer_shape(op) if op is not None else None
-    if op is not None:
+        return "optimizer", "optimizer"
+    if opname:
         if opname in _ATTN_OPS_FWD or opname in _ATTN_OPS_BWD:
-            return "attention", attention_shape(op)
+            return "attention", "attention"
         if opname in _GEMM_OPS:
             if _GEMM_NAME.search(name) or not re.search(
                 r"elementwise|reduce_kernel|copy|fill", name, re.IGNORECASE
             ):
-                return "gemm", gemm_shape(op)
+                return "gemm", "gemm"
             return "elementwise", None
         if "nll_loss" in opname:
             # gathers (forward) or scatters (backward) one element per token: no bandwidth model
             return "loss", None
         if opname in _MEM_OPS:
-            cls = _MEM_OPS[opname][1]
-            if cls == "norm" and not _NORM_NAME.search(name) and "reduce" in name:
-                cls = "norm"
-            return cls, memory_shape(op)
+            return _MEM_OPS[opname][1], "memory"
     # by kernel name alone
     if _ATTN_NAME.search(name):
         return "attention", None
@@ -608,6 +601,31 @@ def classify_event(
     if "norm" in opname:
         return "norm", None
     return "elementwise", None
+
+
+_SHAPERS = {
+    "gemm": gemm_shape,
+    "attention": attention_shape,
+    "memory": memory_shape,
+    "optimizer": optimizer_shape,
+}
+
+
+def classify_event(
+    ev: GpuEvent, op: CpuOp | None, in_optimizer: bool = False
+) -> tuple[str, dict[str, Any] | None]:
+    """(class, recovered shape or None) of one GPU activity."""
+    cls, how = class_of(ev.name, ev.cat, op.name if op else "", in_optimizer, "Collective name" in ev.args)
+    return _finish(ev, op, cls, how)
+
+
+def _finish(ev: GpuEvent, op: CpuOp | None, cls: str, how: str | None) -> tuple[str, dict[str, Any] | None]:
+    if how == "comm":
+        info = collective_info(ev)
+        return f"comm:{info['op']}", {"kind": "comm", **info}
+    if how is None or op is None:
+        return cls, None
+    return cls, _SHAPERS[how](op)
 
 
 def _ranges(trace: Trace, prefix: str) -> list[tuple[float, float, str]]:
@@ -634,6 +652,7 @@ def classify(trace: Trace) -> list[Kernel]:
     """Classify every GPU activity of ``trace`` (sorted by start time)."""
     opt_ranges = _ranges(trace, "Optimizer.step")
     out: list[Kernel] = []
+    cache: dict[tuple[str, str, str, bool, bool], tuple[str, str | None]] = {}
     # the autograd-engine wrappers and module annotations share ids with nothing; cpu_ops holds
     # the innermost op per External id
     for ev in sorted(trace.gpu_events, key=lambda e: e.ts):
@@ -641,7 +660,11 @@ def classify(trace: Trace) -> list[Kernel]:
         rc = trace.runtime.get(ev.correlation) if ev.correlation >= 0 else None
         launch = rc.ts if rc is not None else None
         in_opt = launch is not None and _in_ranges(launch, opt_ranges) >= 0
-        cls, shape = classify_event(ev, op, in_opt)
+        key = (ev.name, ev.cat, op.name if op else "", in_opt, "Collective name" in ev.args)
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = class_of(*key)
+        cls, shape = _finish(ev, op, *hit)
         out.append(Kernel(ev, cls, op.name if op else None, shape, -1, launch))
     return out
 

@@ -260,45 +260,46 @@ def _iter_array(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
     """
     n = 0
     loads = json.loads
-    scan = _DECODER.scan_once  # type: ignore[attr-defined]
-    sep = _SEP.match
+    need_value = True  # at the start, and after a comma
+    first = True
     while True:
         c = src.skip_ws()
         if c == "":
             raise src.fail(f"truncated: the JSON ends inside {where} after {n} events")
-        if c == "]":
+        if c == "]" and (not need_value or first):
             src.pos += 1
             return
-        if c == ",":
+        if not need_value:
+            if c != ",":
+                raise src.fail(
+                    f"invalid JSON in {where} at character {src.consumed + src.pos}: expected ',' or ']' "
+                    f"after event {n}, found {c!r}"
+                )
             src.pos += 1
+            need_value = True
             continue
+        first = False
         buf, pos = src.buf, src.pos
-        cuts = [m.start() for m in _BOUNDARY.finditer(buf, max(pos, len(buf) - 65536))][-3:]
         batch: list[Any] | None = None
-        for cut in reversed(cuts):
+        limit = len(buf)
+        for _ in range(6):
+            cuts = [m.start() for m in _BOUNDARY.finditer(buf, max(pos, limit - 65536), limit)]
+            if not cuts:
+                break
+            cut = cuts[-1]
             try:
                 batch = loads("[" + buf[pos : cut + 1] + "]")
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as e:
+                # everything before the failure point parses: retry with a cut before it
+                limit = min(cut, pos + max(e.pos - 1, 0))
                 continue
             src.pos = cut + 1
             break
         if batch is None:
-            # slow path: one event at a time up to the end of the buffer
-            batch = []
-            end_buf = len(buf)
-            while pos < end_buf and buf[pos] != "]":
-                try:
-                    obj, end = scan(buf, pos)
-                except (json.JSONDecodeError, StopIteration):
-                    break
-                if end >= end_buf and not src.eof:
-                    break
-                batch.append(obj)
-                pos = sep(buf, end).end()  # type: ignore[union-attr]
-            src.pos = pos
-            if not batch:
-                batch = [src.value(f"{where} (event {n})")]
+            # slow path: one event, reading more text as needed
+            batch = [src.value(f"{where} (event {n})")]
         n += len(batch)
+        need_value = False
         yield "events", batch
 
 

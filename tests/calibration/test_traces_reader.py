@@ -1,0 +1,274 @@
+"""Trace readers: Kineto JSON (both timestamp layouts, gzip, bare arrays, streaming boundaries),
+Nsight Systems SQLite, and one-line errors for broken input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simcore.calibration.traces import kineto, read_trace
+from simcore.calibration.traces.synth import SynthConfig, write_trace
+from simcore.cli import main
+from simcore.errors import TraceError
+
+REPO = Path(__file__).resolve().parents[2]
+H200 = REPO / "traces" / "h200"
+H200X2 = REPO / "traces" / "h200x2"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    else:  # pragma: no cover
+        code = 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    p = tmp_path_factory.mktemp("synth") / "rank0.json.gz"
+    info = write_trace(p, SynthConfig(steps=3))
+    return p, info
+
+
+def test_new_layout_counts_and_times(synth: tuple[Path, dict[str, object]]) -> None:
+    path, info = synth
+    tr = read_trace(path)
+    kernels = info["kernels"]
+    assert isinstance(kernels, list)
+    assert len(tr.gpu_events) == len(kernels)
+    assert tr.device_name == "NVIDIA H200"
+    assert tr.relative_timestamps
+    # base 1759276800 s + the first event's offset (5 µs), in epoch ns
+    assert tr.t0_ns == pytest.approx(1759276800e9 + 5e3, abs=1.0)
+    # durations in seconds, as written in microseconds
+    got = sorted(e.dur for e in tr.gpu_events)
+    want = sorted(k[2] * 1e-6 for k in kernels)
+    assert got == pytest.approx(want, rel=1e-6, abs=1e-9)
+    assert sum(1 for a in tr.annotations if a.name.startswith("ProfilerStep#")) == 3
+
+
+def test_old_layout_absolute_timestamps(tmp_path: Path) -> None:
+    p = tmp_path / "old.json"
+    info = write_trace(p, SynthConfig(layout="old", steps=2))
+    tr = read_trace(p)
+    assert not tr.relative_timestamps
+    assert tr.t0_ns == pytest.approx(1_750_000_000_000_005e3, rel=1e-12)
+    spans = info["step_spans_us"]
+    assert isinstance(spans, list)
+    first = min(e.ts for e in tr.gpu_events)
+    # the first kernel starts 10.2 µs after the first event (the first cpu_op at 5 µs)
+    assert first == pytest.approx((spans[0][0] - 5.0) * 1e-6, abs=1e-6)
+
+
+def test_bare_array_and_plain_json(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 10.0, "dur": 5.0, "args": {"stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 20.0, "dur": 2.5, "args": {"stream": 7}},
+    ]
+    p = tmp_path / "arr.json"
+    p.write_text(json.dumps(events))
+    tr = read_trace(p)
+    assert [e.name for e in tr.gpu_events] == ["k1", "k2"]
+    assert tr.gpu_events[1].ts == pytest.approx(10e-6)
+    assert tr.gpu_events[1].dur == pytest.approx(2.5e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(chunk=st.integers(min_value=7, max_value=5000))
+def test_streaming_is_independent_of_chunk_size(chunk: int) -> None:
+    # every chunk boundary (inside strings, numbers, between events) must give the same result
+    global _SMALL
+    if "_SMALL" not in globals():
+        import tempfile
+
+        d = Path(tempfile.mkdtemp())
+        write_trace(d / "s.json", SynthConfig(layers=1, hidden=64, heads=2, seq=16, vocab=64, steps=1))
+        _SMALL = (d / "s.json", read_trace(d / "s.json"))
+    path, ref = _SMALL
+    old = kineto.CHUNK
+    kineto.CHUNK = chunk
+    try:
+        tr = read_trace(path)
+    finally:
+        kineto.CHUNK = old
+    assert [(e.name, e.ts, e.dur) for e in tr.gpu_events] == [(e.name, e.ts, e.dur) for e in ref.gpu_events]
+    assert tr.cpu_ops.keys() == ref.cpu_ops.keys()
+    assert tr.metadata == ref.metadata
+
+
+_SMALL: tuple[Path, object]
+
+
+def test_truncated_gzip(tmp_path: Path, synth: tuple[Path, dict[str, object]]) -> None:
+    data = synth[0].read_bytes()
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError, match=r"cut\.json\.gz: truncated"):
+        read_trace(p)
+
+
+def test_truncated_json(tmp_path: Path, synth: tuple[Path, dict[str, object]]) -> None:
+    text = gzip.decompress(synth[0].read_bytes()).decode()
+    p = tmp_path / "cut.json"
+    p.write_text(text[: len(text) // 3])
+    with pytest.raises(TraceError, match=r"cut\.json: truncated: the JSON ends inside traceEvents"):
+        read_trace(p)
+
+
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ('{"traceEvents": [{"ph": "X", "ts": 1,, "dur": 2}]}', "invalid JSON in traceEvents"),
+        ('{"traceEvents": [{"ph": "X"} {"ph": "X"}]}', "invalid JSON"),
+        ("hello", "not a JSON trace"),
+        ("", "empty file"),
+        ('{"schemaVersion": 1 "traceEvents": []}', "invalid JSON in the top-level object"),
+    ],
+)
+def test_wrong_json(tmp_path: Path, text: str, msg: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_text(text)
+    with pytest.raises(TraceError, match=msg) as ei:
+        read_trace(p)
+    assert str(ei.value).startswith(str(p))
+    assert "\n" not in str(ei.value)
+
+
+def test_binary_garbage(tmp_path: Path) -> None:
+    p = tmp_path / "x.json.gz"
+    p.write_bytes(b"\x1f\x8b" + bytes(range(256)) * 4)
+    with pytest.raises(TraceError, match="x.json.gz"):
+        read_trace(p)
+
+
+def test_no_gpu_events_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "cpu_only.json"
+    write_trace(p, SynthConfig(with_gpu=False, steps=1))
+    code, _out, err = run_cli(capsys, "replay", str(p), "--device", "b200")
+    assert code == 2
+    assert "cpu_only.json" in err and "no GPU activity" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_unknown_gpu_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "weird.json.gz"
+    write_trace(p, SynthConfig(device_name="Voodoo Graphics 3dfx", steps=1))
+    code, _out, err = run_cli(capsys, "replay", str(p), "--device", "b200")
+    assert code == 2
+    assert "weird.json.gz" in err and "unknown GPU 'Voodoo Graphics 3dfx'" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_truncated_trace_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], synth: tuple[Path, dict[str, object]]) -> None:
+    p = tmp_path / "half.json.gz"
+    p.write_bytes(synth[0].read_bytes()[:2000])
+    code, _out, err = run_cli(capsys, "validate", str(p), "--scenario", "default")
+    assert code == 2 and "half.json.gz: truncated" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# the committed H200 traces
+
+
+def test_real_single_gpu_trace() -> None:
+    tr = read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz")
+    assert tr.device_name == "NVIDIA H200"
+    assert tr.relative_timestamps and tr.t0_ns is not None
+    assert len(tr.gpu_events) > 300
+    assert {a.name for a in tr.annotations if a.name.startswith("ProfilerStep#")} == {"ProfilerStep#2", "ProfilerStep#3"}
+    shaped = [op for op in tr.cpu_ops.values() if op.name == "aten::mm" and op.input_dims]
+    assert shaped and all(len(op.input_dims[0]) == 2 for op in shaped)  # type: ignore[index]
+
+
+def test_real_ddp_ranks() -> None:
+    r0 = read_trace(H200X2 / "profile_ddp_rank0.json.gz")
+    r1 = read_trace(H200X2 / "profile_ddp_rank1.json.gz")
+    assert (r0.rank, r1.rank, r0.world_size) == (0, 1, 2)
+    nccl = [e for e in r0.gpu_events if "Collective name" in e.args]
+    assert nccl and all(e.args["Group size"] == 2 for e in nccl)
+
+
+# ---------------------------------------------------------------------------------------------
+# Nsight Systems
+
+
+def _nsys_db(path: Path, with_gpu_table: bool = True) -> None:
+    c = sqlite3.connect(path)
+    c.executescript(
+        """
+        CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INT, end INT, deviceId INT, contextId INT, streamId INT,
+          correlationId INT, globalPid INT, demangledName INT, shortName INT, gridX INT, gridY INT, gridZ INT,
+          blockX INT, blockY INT, blockZ INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET(start INT, end INT, deviceId INT, contextId INT, streamId INT,
+          correlationId INT, globalPid INT, value INT, bytes INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INT, end INT, eventClass INT, globalTid INT,
+          correlationId INT, nameId INT, returnValue INT);
+        CREATE TABLE NVTX_EVENTS(start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
+          text TEXT, globalTid INT, endGlobalTid INT, textId INT);
+        CREATE TABLE TARGET_INFO_SESSION_START_TIME(utcEpochNs INT);
+        INSERT INTO StringIds VALUES (1, 'nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT'), (2, 'cudaLaunchKernel'),
+          (3, 'ProfilerStep#1'), (4, 'cudaMemsetAsync');
+        INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000);
+        INSERT INTO NVTX_EVENTS VALUES (1000, 100000, 59, 0, 0, 0, NULL, 7, 7, 3);
+        INSERT INTO NVTX_EVENTS VALUES (2000, 5000, 59, 0, 0, 0,
+          'aten::mm, seq = 1, sizes = [[4096, 1024], [1024, 3072]]', 7, 7, NULL);
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (3000, 4000, 0, 7, 11, 2, 0);
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (6000, 6500, 0, 7, 12, 4, 0);
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (6000, 60000, 0, 1, 7, 11, 1, 1, 1, 132, 1, 1, 256, 1, 1);
+        INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (61000, 62000, 0, 1, 7, 12, 1, 0, 4096);
+        """
+    )
+    if with_gpu_table:
+        c.executescript(
+            "CREATE TABLE TARGET_INFO_GPU(id INT, name TEXT, smCount INT);"
+            "INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H200', 132);"
+        )
+    c.commit()
+    c.close()
+
+
+def test_nsys_reader(tmp_path: Path) -> None:
+    from simcore.calibration.classify import analyze
+
+    p = tmp_path / "run.sqlite"
+    _nsys_db(p)
+    tr = read_trace(p)
+    assert tr.format == "nsys" and tr.device_name == "NVIDIA H200"
+    assert tr.t0_ns == pytest.approx(1700000000000000000 + 1000)
+    a = analyze(tr)
+    gemm = [k for k in a.kernels if k.cls == "gemm"]
+    assert len(gemm) == 1 and gemm[0].ev.dur == pytest.approx(54e-6)
+    assert gemm[0].shape == {"kind": "gemm", "m": 4096.0, "n": 3072.0, "k": 1024.0, "batch": 1.0, "dtype": "bf16"}
+    assert [k.cls for k in a.kernels] == ["gemm", "memset"]
+    assert a.step_source == "annotation" and len(a.steps) == 1
+
+
+def test_nsys_without_gpu_table_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "nogpu.sqlite"
+    _nsys_db(p, with_gpu_table=False)
+    code, _out, err = run_cli(capsys, "replay", str(p), "--device", "b200")
+    assert code == 2 and "nogpu.sqlite" in err and "--source-device" in err
+    code, out, _err = run_cli(capsys, "replay", str(p), "--device", "b200", "--source-device", "h200", "--json")
+    assert code == 0
+    assert json.loads(out)["source"]["device"] == "h200"
+
+
+def test_not_an_nsys_export(tmp_path: Path) -> None:
+    p = tmp_path / "other.sqlite"
+    c = sqlite3.connect(p)
+    c.execute("CREATE TABLE t(x INT)")
+    c.commit()
+    c.close()
+    with pytest.raises(TraceError, match="other.sqlite: not an Nsight Systems export"):
+        read_trace(p)
