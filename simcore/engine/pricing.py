@@ -89,11 +89,15 @@ class Pricer:
         return Pricer(cluster, framework, groups, calibration=calibration)
 
     def kernel_time(self, op: Op) -> Num:
-        """Seconds of one invocation of ``op`` (compute ops include the launch overhead)."""
+        """Seconds of one invocation of ``op``: the kernel, or the host's dispatch of it when that is
+        longer (eager forward ops pay their measured per-family host time in Python; backward ops are
+        dispatched by the C++ autograd engine at the generic per-kernel cost)."""
         a = op.args
         dev, prof = self.cluster.device, self.prof
+        backward = op.name.endswith(("_bwd", "_dgrad", "_wgrad"))
         if op.kind == "gemm":
             t = C.gemm(dev, prof, a["m"], a["n"], a["k"], a["dtype"], a.get("batch", 1)).time_s
+            family = "gemm"
         elif op.kind == "attention":
             t = C.attention(
                 dev,
@@ -108,11 +112,13 @@ class Pricer:
                 a.get("kv_seq"),
                 "bf16" if a["dtype"] == "fp8" else a["dtype"],
             ).time_s
+            family = "attention_bwd" if a.get("backward") else "attention_fwd"
         elif op.kind == "memory":
             t = C.memory_op(dev, prof, a["name"], a["nbytes"], a.get("flops", 0.0)).time_s
+            family = "memory"
         else:
             return self.comm_time(a["op"], a["nbytes"], a["group"])
-        return C.with_launch(t, self.launch_s, prof.launch_mode)
+        return C.stream_time(prof, t, self.framework, None if backward else family)
 
     def flops(self, op: Op) -> Num:
         a = op.args

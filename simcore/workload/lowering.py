@@ -267,12 +267,18 @@ def backward_of(op: Op) -> list[Op]:
             ),
         ]
     if op.kind == "attention":
-        return [Op(op.name + "_bwd", "attention", op.category, {**op.args, "backward": True}, op.count)]
+        a = op.args
+        out = [Op(op.name + "_bwd", "attention", op.category, {**a, "backward": True}, op.count)]
+        if a.get("kv_seq") is None:
+            # the separate dq, dk, dv are concatenated into the fused QKV projection's gradient
+            numel = a["batch"] * a["seq"] * (a["heads"] + 2 * a["kv_heads"]) * a["head_dim"]
+            out.append(mem_op("copy", numel, 2.0, "elementwise", count=op.count))
+        return out
     if op.kind == "memory":
         a = op.args
         name = a["name"] + "_bwd"
         nbytes, flops = memory_op_traffic(name, a["numel"], a["elt"])
-        return [
+        out = [
             Op(
                 op.name + "_bwd",
                 "memory",
@@ -281,6 +287,17 @@ def backward_of(op: Op) -> list[Op]:
                 op.count,
             )
         ]
+        base = a["name"]
+        if base in ("layernorm", "rmsnorm"):
+            # a second kernel reduces x_hat * dy over tokens into the weight (and bias) gradient
+            out.append(mem_op("add", a["numel"], a["elt"], op.category, count=op.count))
+        elif base == "cross_entropy":
+            # NLL backward zero-fills the full fp32 gradient of the logits before scattering into it
+            out.insert(0, mem_op("fill", a["numel"], 4.0, op.category, count=op.count))
+        elif base == "embedding" and "table_numel" in a:
+            # the dense fp32 gradient of the embedding table is zeroed, then rows are accumulated
+            out.insert(0, mem_op("fill", a["table_numel"], 4.0, op.category, count=op.count))
+        return out
     a = op.args
     swap = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}.get(a["op"], a["op"])
     return [Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap}, op.count, op.overlappable)]
@@ -296,7 +313,8 @@ def backward(ops: list[Op]) -> list[Op]:
 def embedding_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Token embedding lookup (first pipeline stage)."""
     T = lay.tokens / lay.sp_div
-    return [mem_op("embedding", T * m.hidden, lay.act_bytes, "embedding")]
+    op = mem_op("embedding", T * m.hidden, lay.act_bytes, "embedding")
+    return [Op(op.name, op.kind, op.category, {**op.args, "table_numel": m.vocab * m.hidden / lay.tp}, op.count)]
 
 
 def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:
