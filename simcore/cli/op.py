@@ -74,6 +74,9 @@ def op_cmd(
     master_weights: Annotated[
         bool | None, typer.Option("--master-weights/--no-master-weights", help="fp32 master weights.")
     ] = None,
+    cold_cache: Annotated[
+        bool, typer.Option("--cold-cache", help="Operands come from HBM even if they would fit the L2.")
+    ] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a roofline plot (PNG/SVG/PDF).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -96,7 +99,15 @@ def op_cmd(
         raise SimcoreError(f"{opts} not an option of {kind} (it takes {', '.join(allowed)})", field="op")
     if "params" in given:
         given["params"] = _number(given["params"], "params")
-    res = op_time(kind, device=device, dtype=dtype, framework=framework, calibration=calibration, **given)
+    res = op_time(
+        kind,
+        device=device,
+        dtype=dtype,
+        framework=framework,
+        calibration=calibration,
+        cold_cache=cold_cache,
+        **given,
+    )
     if plot is not None:
         roofline_plot(res, plot)
     if as_json:
@@ -106,7 +117,7 @@ def op_cmd(
     t.add_column("quantity")
     t.add_column("value")
     shape = ", ".join(f"{key}={_short(v)}" for key, v in res.shape.items())
-    rows = [
+    lines = [
         ("shape", shape),
         ("time per kernel", units.fmt(res.time_s, "time")),
         ("  kernel (device)", units.fmt(res.kernel_time_s, "time")),
@@ -120,7 +131,7 @@ def op_cmd(
         ("peak", f"{units.fmt(res.peak_flops_per_s, 'flop_rate')}, {units.fmt(res.bandwidth_bytes_per_s, 'bandwidth')}"),
         ("calibration", res.calibration),
     ]  # fmt: skip
-    for a, b in rows:
+    for a, b in lines:
         t.add_row(a, b)
     console.print(t)
     if plot is not None:

@@ -275,6 +275,7 @@ def memory_time(
     t0: float | None = None,
     rows: ArrayLike | None = None,
     row_share: float | None = None,
+    l2_reuse: bool = True,
 ) -> MemTimes:
     """Kernel time of a bandwidth-bound kernel that moves ``nbytes`` (read + written) and does
     ``flops`` of non-tensor arithmetic (seconds).
@@ -282,6 +283,7 @@ def memory_time(
     Row-wise kernels (softmax, norms, cross-entropy) give one row to a CTA: with ``rows`` and the
     op's ``row_share`` (a CTA streams at ``row_share x bandwidth / sm_count``) the time is at least
     ``ceil(rows / sm_count)`` waves of one row each, which is what makes a few long rows slow.
+    ``l2_reuse=False`` streams from HBM whatever the size (data not touched since long ago).
     """
     if rows is None or row_share is None:
         nb, fl = _flat(nbytes, flops)
@@ -290,7 +292,7 @@ def memory_time(
     else:
         nb, fl, rw = _flat(nbytes, flops, rows)
         shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops), np.shape(rows))
-    tmem = nb / (hw.bandwidth * p.eff_bw * op_eff * l2_boost(hw, p, nb))
+    tmem = nb / (hw.bandwidth * p.eff_bw * op_eff * l2_boost(hw, p if l2_reuse else None, nb))
     if rw is not None and row_share is not None:
         rw = np.maximum(rw, 1.0)
         bw_cta = row_share * hw.bandwidth * p.eff_bw / hw.sm_count

@@ -99,12 +99,19 @@ def gemm(
     k: ArrayLike,
     dtype: str = "bf16",
     batch: ArrayLike = 1,
+    l2_reuse: bool = True,
 ) -> OpCost:
-    """``batch`` GEMMs ``C[m,n] = A[m,k] B[k,n]`` in ``dtype`` (seconds, FLOP, bytes)."""
+    """``batch`` GEMMs ``C[m,n] = A[m,k] B[k,n]`` in ``dtype`` (seconds, FLOP, bytes).
+
+    Row-major (PyTorch) convention: ``k`` and ``n`` are the row strides. ``l2_reuse=True``
+    (the benchmark situation) lets working sets that fit the L2 stream at L2 speed;
+    ``False`` reads the operands from HBM (e.g. a layer's weights in a decode step, untouched
+    since the previous step)."""
     ib = _dtype_bytes(dtype)
     ob = gemm_out_bytes(dtype)
     m_, n_, k_, b_ = (np.asarray(v, dtype=np.float64) for v in (m, n, k, batch))
-    r = K.gemm_time(_hw(dev, dtype), prof.gemm_params(dtype), m_, n_, k_, b_, ib, ob, prof.memory)
+    mp = prof.memory if l2_reuse else None
+    r = K.gemm_time(_hw(dev, dtype), prof.gemm_params(dtype), m_, n_, k_, b_, ib, ob, mp)
     flops = 2.0 * m_ * n_ * k_ * b_
     nbytes = b_ * ((m_ * k_ + k_ * n_) * ib + m_ * n_ * ob)
     return _cost(r.time, flops, nbytes, r.compute, r.memory)
@@ -122,12 +129,14 @@ def attention(
     kv_heads: ArrayLike | None = None,
     kv_seq: ArrayLike | None = None,
     dtype: str = "bf16",
+    l2_reuse: bool = True,
 ) -> OpCost:
     """Fused (flash-style) attention over ``seq`` queries and ``kv_seq`` keys per sequence.
 
     ``kv_heads`` < ``heads`` is GQA/MQA; decode is ``seq=1`` with ``kv_seq`` the cached length.
     ``backward=True`` gives the backward kernel alone. Causal masks are aligned bottom-right
     (the last query sees every key). Returns seconds, model FLOP and minimal bytes.
+    ``l2_reuse=False``: Q/K/V come from HBM even when they would fit the L2 (see :func:`gemm`).
     """
     eb = _dtype_bytes(dtype)
     kvh = heads if kv_heads is None else kv_heads
@@ -144,7 +153,7 @@ def attention(
         kvh,
         skv,
         eb,
-        prof.memory,
+        prof.memory if l2_reuse else None,
     )
     return _cost(r.time, r.flops, r.bytes, r.compute, r.memory)
 
@@ -240,11 +249,13 @@ def memory_op(
     flops: ArrayLike | None = None,
     elt_bytes: float = 2.0,
     rows: ArrayLike | None = None,
+    l2_reuse: bool = True,
 ) -> OpCost:
     """A bandwidth-bound kernel ``name`` moving ``nbytes`` (read + written) with ``flops`` of
     non-tensor arithmetic (seconds, FLOP, bytes). ``flops=None`` takes the op's convention for
     ``nbytes`` of ``elt_bytes``-byte elements (see :func:`memory_op_traffic`). ``rows``: the row
-    count of a row-wise op (softmax, norms, cross-entropy); few long rows run on few SMs."""
+    count of a row-wise op (softmax, norms, cross-entropy); few long rows run on few SMs.
+    ``l2_reuse=False``: operands come from HBM whatever their size (see :func:`gemm`)."""
     name = canonical_op_name(name)
     base = name[:-4] if name.endswith("_bwd") else name
     if base not in _TRAFFIC and name not in prof.memory.ops:
@@ -259,7 +270,7 @@ def memory_op(
     eff = op.eff if op is not None else 1.0
     t0 = op.t0 if op is not None else None
     share = op.row_share if op is not None else None
-    r = K.memory_time(_hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share)
+    r = K.memory_time(_hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share, l2_reuse)
     return _cost(r.time, flops, nbytes, r.compute, r.memory)
 
 
@@ -421,7 +432,7 @@ def _resolve_device(device: str | Device) -> Device:
 
 
 def op_cost(
-    kind: str, dev: Device, prof: ComputeProfile, dtype: str = "bf16", **shape: Any
+    kind: str, dev: Device, prof: ComputeProfile, dtype: str = "bf16", l2_reuse: bool = True, **shape: Any
 ) -> tuple[OpCost, dict[str, Any]]:
     """Dispatch ``kind`` with keyword ``shape`` to the op family; returns the cost and the
     normalised shape. Raises :class:`SimcoreError` for unknown kinds or shape keywords."""
@@ -443,7 +454,7 @@ def op_cost(
         s["batch"] = _int(shape.get("batch", 1), "batch")
         if dtype not in GEMM_DTYPES:
             raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(GEMM_DTYPES)}", field="dtype")
-        return gemm(dev, prof, s["m"], s["n"], s["k"], dtype, s["batch"]), s
+        return gemm(dev, prof, s["m"], s["n"], s["k"], dtype, s["batch"], l2_reuse), s
     if family == "attention":
         for key in ("batch", "heads", "seq", "head_dim"):
             if key not in shape:
@@ -461,7 +472,7 @@ def op_cost(
             )
         c = attention(
             dev, prof, a["batch"], a["heads"], a["seq"], a["head_dim"], a["causal"], a["backward"],
-            a["kv_heads"], a["kv_seq"], dtype,
+            a["kv_heads"], a["kv_seq"], dtype, l2_reuse,
         )  # fmt: skip
         return c, a
     if family == "optimizer":
@@ -499,7 +510,7 @@ def op_cost(
         raise SimcoreError(f"{kind} needs bytes (bytes moved, e.g. '64 MB') or numel", field="bytes")
     flops = _num(shape["flops"], "flops", "flops") if shape.get("flops") is not None else None
     rows = _int(shape["rows"], "rows") if shape.get("rows") is not None else None
-    cost = memory_op(dev, prof, name, nbytes, flops, elt, rows)
+    cost = memory_op(dev, prof, name, nbytes, flops, elt, rows, l2_reuse)
     out: dict[str, Any] = {"name": name, "bytes": nbytes, "flops": float(cost.flops)}
     if rows is not None:
         out["rows"] = rows
@@ -524,6 +535,7 @@ def op_time(
     dtype: str = "bf16",
     framework: str = "eager",
     calibration: str | None = None,
+    cold_cache: bool = False,
     **shape: Any,
 ) -> OpResult:
     """Predicted time of one kernel on ``device`` (seconds, with FLOP, bytes, bound, efficiency).
@@ -532,7 +544,9 @@ def op_time(
     backward, kv_heads, kv_seq]``), elementwise / norm / softmax / copy / memory (``name`` and
     ``bytes`` moved, or ``numel``; optional ``flops``) or optimizer (``params[, optimizer, fused,
     master_weights]``). ``framework`` (eager | cuda_graphs | compiled) sets the host launch
-    overhead. Unknown kinds or shape keywords raise :class:`SimcoreError`.
+    overhead. ``cold_cache=True`` reads operands from HBM even when they would fit the L2 (the
+    default matches back-to-back benchmark calls, where they stay resident). Unknown kinds or
+    shape keywords raise :class:`SimcoreError`.
     """
     dev = _resolve_device(device)
     if framework not in FRAMEWORKS:
@@ -540,7 +554,7 @@ def op_time(
             f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}", field="framework"
         )
     prof = load_profile(dev, calibration)
-    cost, norm_shape = op_cost(kind, dev, prof, dtype, **shape)
+    cost, norm_shape = op_cost(kind, dev, prof, dtype, not cold_cache, **shape)
     kt = float(cost.time_s)
     launch = launch_overhead(prof, framework, op_family(kind, norm_shape))
     if framework == "eager" and "name" in norm_shape:

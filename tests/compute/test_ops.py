@@ -250,3 +250,52 @@ def test_broadcasting_grid() -> None:
     c = ops.gemm(H200, PROF, m, n, k)
     assert c.time_s.shape == (3, 2, 4)
     assert np.all(np.isfinite(c.time_s)) and np.all(c.time_s > 0)
+
+
+def test_cold_cache_reads_hbm() -> None:
+    warm = simcore.op_time("gemm", m=1, n=4096, k=4096, framework="cuda_graphs")
+    cold = simcore.op_time("gemm", m=1, n=4096, k=4096, framework="cuda_graphs", cold_cache=True)
+    assert cold.kernel_time_s >= warm.kernel_time_s
+    big_w = simcore.op_time("copy", bytes="4 GB")
+    big_c = simcore.op_time("copy", bytes="4 GB", cold_cache=True)
+    assert big_c.kernel_time_s == pytest.approx(big_w.kernel_time_s, rel=1e-3)  # far past the L2 anyway
+
+
+def test_op_time_reproduces_the_fit_on_trace_rows() -> None:
+    """op_time with a trace row's shape and framework gives what the fitter predicts for it."""
+    from pathlib import Path
+
+    from simcore.calibration import fit_compute as FC
+
+    path = Path(__file__).resolve().parents[2] / "traces" / "h200" / "ops.csv.gz"
+    if not path.exists():
+        pytest.fail(f"{path} missing")
+    t = FC.read_ops([path])
+    pred = FC.predict_rows(H200, PROF, t)
+    checked = 0
+    for i in range(0, len(t), 7):
+        fam, fw = FC.family_of(t, i), t.framework[i]
+        if fam == "launch" or fw not in ("eager", "cuda_graphs"):
+            continue
+        g = {c: float(t.num[c][i]) for c in t.num}
+        if fam == "gemm":
+            b = 1.0 if np.isnan(g["batch"]) else g["batch"]
+            r = simcore.op_time("gemm", dtype=t.dtype[i], framework=fw, m=g["m"], n=g["n"], k=g["k"], batch=b)
+        elif fam.startswith("attention"):
+            r = simcore.op_time(
+                "attention", framework=fw, batch=g["batch"], heads=g["heads"], seq=g["seq"],
+                head_dim=g["head_dim"], causal=bool(g["causal"]), backward=bool(g["backward"]),
+                kv_heads=g["kv_heads"], kv_seq=g["kv_seq"],
+            )  # fmt: skip
+        elif fam.startswith("memory"):
+            r = simcore.op_time(
+                "memory", dtype=t.dtype[i] or "bf16", framework=fw, name=t.name[i], bytes=g["bytes"],
+                backward=bool(g["backward"]), rows=g["m"] if np.isfinite(g["m"]) else None,
+            )  # fmt: skip
+        else:
+            r = simcore.op_time(
+                "optimizer", framework=fw, params=g["m"], fused="fused" in t.name[i], master_weights=False
+            )
+        assert r.time_s == pytest.approx(pred[i], rel=1e-9), (t.kind[i], t.name[i], fw)
+        checked += 1
+    assert checked > 100
