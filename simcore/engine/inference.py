@@ -63,16 +63,16 @@ def evaluate(
     act = 2.0
     batch = np.asarray(inf.batch, dtype=float)
     ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
-    pre = L.Layout(micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act)
-    prefill = _forward(pricer, model, pre, batch, pp)
     kv_dtype = inf.kv_cache_dtype or ("bf16" if dt == "fp32" else ("fp8" if dt == "fp8" else "bf16"))
     kvb = DTYPE_BYTES[kv_dtype]
-    kv_write = M.kv_cache_bytes(model, batch, inf.prompt_len, tp, kvb) / np.asarray(pp, dtype=float)
-    prefill.add(
-        "kv_cache",
-        pricer.price([L.mem_op("copy", kv_write / kvb / 2.0, kvb, "kv_cache")]).total(),
+    kv_extra = {"kv_cache": True, "kv_bytes": kvb}
+    pre = L.Layout(
+        micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra
     )
-    dec = L.Layout(micro_batch=batch, seq=1.0, tp=tp, dtype=dt, act_bytes=act, extra={"kv_seq": float(ctx)})
+    prefill = _forward(pricer, model, pre, batch, pp)
+    dec = L.Layout(
+        micro_batch=batch, seq=1.0, tp=tp, dtype=dt, act_bytes=act, extra={**kv_extra, "kv_seq": float(ctx)}
+    )
     decode = _forward(pricer, model, dec, batch, pp)
 
     pc = param_counts(model)

@@ -145,6 +145,13 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             1.0 / lay.cp,
         )
     )
+    if lay.extra.get("kv_cache"):
+        # inference: this step's keys and values are written into the KV cache (one copy each)
+        ops.append(
+            mem_op(
+                "copy", T * s.kv_heads / t * s.head_dim, lay.extra.get("kv_bytes", b), "kv_cache", count=2.0
+            )
+        )
     ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt))
     ops.append(mem_op("add", tsp * h, b, "elementwise"))
     return ops
@@ -314,7 +321,9 @@ def embedding_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Token embedding lookup (first pipeline stage)."""
     T = lay.tokens / lay.sp_div
     op = mem_op("embedding", T * m.hidden, lay.act_bytes, "embedding")
-    return [Op(op.name, op.kind, op.category, {**op.args, "table_numel": m.vocab * m.hidden / lay.tp}, op.count)]
+    return [
+        Op(op.name, op.kind, op.category, {**op.args, "table_numel": m.vocab * m.hidden / lay.tp}, op.count)
+    ]
 
 
 def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:
