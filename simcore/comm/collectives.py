@@ -496,16 +496,13 @@ def _candidates(op: str, S: FloatArray, grp: GroupPlacement, nvls: bool) -> list
 def _xfer(load: FloatArray, bw: FloatArray, curve: LinkCurve, chunk: FloatArray | None = None) -> FloatArray:
     """Seconds to move ``load`` bytes at ``bw`` when each step moves ``chunk`` bytes (default: all of
     it at once): efficiency ``curve.efficiency / (1 + (ramp_bytes / chunk) ** ramp_exponent)``."""
-    p = curve.ramp_exponent
     h = curve.ramp_bytes
-    t = load
-    if h > 0:
-        c = load if chunk is None else np.minimum(chunk, np.maximum(load, 0.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # load * (h / c) ** p written so that it stays finite (and monotone) as load -> 0
-            k = np.where(c > 0, np.maximum(load, 0.0) / np.where(c > 0, c, 1.0), 1.0)
-            t = load + (h**p) * np.power(k, p) * np.power(np.maximum(load, 0.0), 1.0 - p)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if h > 0:
+            c = load if chunk is None else np.minimum(chunk, load)
+            t = load * (1.0 + np.power(h / np.maximum(c, 1e-300), curve.ramp_exponent))
+        else:
+            t = load
         return np.where(load > 0, t / (bw * curve.efficiency), 0.0)
 
 
@@ -520,16 +517,21 @@ def cost_from_profile(
 ) -> CollCost:
     """:func:`collective_cost` with the link rates and profile given explicitly (for fitting, tests)."""
     op = normalize_op(op)
-    S = np.asarray(nbytes, dtype=np.float64)
-    shape = np.broadcast_shapes(S.shape, group.shape, rates.nvlink.shape, rates.network.shape)
-    S = np.broadcast_to(S, shape)
-    nvb = np.broadcast_to(rates.nvlink, shape)
-    netb = np.broadcast_to(rates.network, shape)
-    grp = GroupPlacement(*(np.broadcast_to(a, shape) for a in (group.size, group.per_domain, group.domains)))
     if algorithm not in ("auto", *ALGORITHMS):
         raise SimcoreError(
             f"unknown algorithm {algorithm!r}; known: auto, {', '.join(ALGORITHMS)}", field="algorithm"
         )
+    S0 = np.asarray(nbytes, dtype=np.float64)
+    shape = np.broadcast_shapes(S0.shape, group.shape, rates.nvlink.shape, rates.network.shape)
+    N = int(np.prod(shape, dtype=np.int64))
+
+    def flat(a: ArrayLike) -> FloatArray:
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype=np.float64), shape)).reshape(N)
+
+    S = flat(S0)
+    nvb = flat(rates.nvlink)
+    netb = flat(rates.network)
+    grp = GroupPlacement(flat(group.size), flat(group.per_domain), flat(group.domains))
     cands = _candidates(op, S, grp, rates.nvls)
     op_mult = profile.ops.get(op, 1.0)
     if op in ("all_reduce", "reduce_scatter", "reduce"):
@@ -537,23 +539,29 @@ def cost_from_profile(
     nv_curve = profile.links.get("nvlink", LinkCurve())
     net_curve = profile.links.get("network", LinkCurve())
     nvls_mult = profile.algorithms.get("nvls", 1.0)
-
-    keys = ("bnv", "bnet", "lat", "tnv", "tnet", "lnv", "lnet", "nvs")
-    best_t = np.full(shape, np.inf)
-    best_any = np.full(shape, np.inf)
-    res = {k: np.zeros(shape) for k in keys}
-    any_res = {k: np.zeros(shape) for k in keys}
-    algo_i = np.zeros(shape, dtype=np.int64)
-    proto_i = np.zeros(shape, dtype=np.int64)
-    any_algo = np.zeros(shape, dtype=np.int64)
-    any_proto = np.zeros(shape, dtype=np.int64)
-    a_of = ALGORITHMS.index
     hnv = profile.hop_latency.get("nvlink")
     hnet = profile.hop_latency.get("network")
     overhead = profile.op_overhead.get(op, 0.0)
+    ch_cap = profile.channels.count
+
+    # Pass 1: the time of every (candidate, protocol); the bandwidth terms scale as 1/multiplier, so
+    # the ramp (the costly part) is evaluated once per candidate unless a channel cap applies.
+    entries: list[tuple[_Cand, str, FloatArray, float, float, float | None]] = []
+    t_auto: list[FloatArray] = []
+    t_req: list[FloatArray] = []
+    never = np.full(N, np.inf)
+    multi = grp.domains > 1
     for c in cands:
+        # 'auto' offers hierarchical only in its NVLS-tree form and trees only across domains, as
+        # NCCL's tuner does; an explicit choice also prices the auto candidates (the fallback where
+        # it does not apply).
+        auto_ok = not (c.algo == "hierarchical" and not c.nvls_stage)
+        requested = algorithm == c.algo
+        if not (auto_ok or requested) or not c.valid.any():
+            continue
         base = profile.base_latency.get(c.base)
         amult = profile.algorithms.get(c.algo, 1.0)
+        unit: tuple[FloatArray, FloatArray] | None = None
         for proto in c.protocols:
             b0 = base.get(proto) if base is not None else None
             lnv = hnv.get(proto) if hnv is not None else None
@@ -563,64 +571,84 @@ def cost_from_profile(
                 continue
             pf = profile.peer_latency_fraction if c.algo == "pairwise" else 1.0
             lat = b0 + pf * (c.steps_nv * lnv + c.steps_net * lnet)
-            mult = frac * amult * op_mult
+            net_f = frac * amult * op_mult
+            nv_f = net_f * (nvls_mult if c.nvls_stage and c.algo != "nvls" else 1.0)
             cap = profile.channels.per_channel.get(proto)
-            nv_bw = nvb * mult * (nvls_mult if c.nvls_stage and c.algo != "nvls" else 1.0)
-            net_bw = netb * mult
-            if cap is not None:
-                nv_bw = np.minimum(nv_bw, cap * profile.channels.count)
-                net_bw = np.minimum(net_bw, cap * profile.channels.count)
-            tnv = _xfer(c.load_nv, nv_bw, nv_curve, c.chunk_nv)
-            tnet = _xfer(c.load_net, net_bw, net_curve, c.chunk_net)
+            if cap is None:
+                if unit is None:
+                    unit = (
+                        _xfer(c.load_nv, nvb, nv_curve, c.chunk_nv),
+                        _xfer(c.load_net, netb, net_curve, c.chunk_net),
+                    )
+                tnv, tnet = unit[0] / nv_f, unit[1] / net_f
+            else:
+                tnv = _xfer(c.load_nv, np.minimum(nvb * nv_f, cap * ch_cap), nv_curve, c.chunk_nv)
+                tnet = _xfer(c.load_net, np.minimum(netb * net_f, cap * ch_cap), net_curve, c.chunk_net)
             t = np.where(c.valid > 0, lat + np.maximum(tnv, tnet), np.inf)
-            vals = {
-                "bnv": c.bytes_nv,
-                "bnet": c.bytes_net,
-                "lat": lat,
-                "tnv": tnv,
-                "tnet": tnet,
-                "lnv": c.load_nv,
-                "lnet": c.load_net,
-                "nvs": np.full(shape, 1.0 if c.nvls_stage else 0.0),
-            }
-            better_any = t < best_any
-            best_any = np.where(better_any, t, best_any)
-            any_algo = np.where(better_any, a_of(c.algo), any_algo)
-            any_proto = np.where(better_any, PROTOCOLS.index(proto), any_proto)
-            for k in keys:
-                any_res[k] = np.where(better_any, vals[k], any_res[k])
-            if algorithm in ("auto", c.algo):
-                # 'auto' offers hierarchical only in its NVLS-tree form, as NCCL does.
-                if algorithm == "auto" and c.algo == "hierarchical" and not c.nvls_stage:
-                    continue
-                # ... and trees only across domains (inside one, NCCL's auto choice is ring or NVLS).
-                if algorithm == "auto" and c.algo == "tree":
-                    t = np.where(grp.domains > 1, t, np.inf)
-                better = t < best_t
-                best_t = np.where(better, t, best_t)
-                algo_i = np.where(better, a_of(c.algo), algo_i)
-                proto_i = np.where(better, PROTOCOLS.index(proto), proto_i)
-                for k in keys:
-                    res[k] = np.where(better, vals[k], res[k])
-    # Where the requested algorithm does not apply, fall back to the best of any.
-    miss = ~np.isfinite(best_t)
-    if np.any(miss):
-        best_t = np.where(miss, best_any, best_t)
-        algo_i = np.where(miss, any_algo, algo_i)
-        proto_i = np.where(miss, any_proto, proto_i)
-        for k in keys:
-            res[k] = np.where(miss, any_res[k], res[k])
+            entries.append((c, proto, lat, nv_f, net_f, cap))
+            if not auto_ok:
+                t_auto.append(never)
+            elif c.algo == "tree":
+                t_auto.append(np.where(multi, t, np.inf))
+            else:
+                t_auto.append(t)
+            t_req.append(t if requested else never)
+    if not entries:
+        raise SpecError(f"the comm profile of {profile.system!r} offers no protocol for {op}")
+    cols = np.arange(N)
+    ta = np.stack(t_auto)
+    choice = np.argmin(ta, axis=0)
+    best_t = ta[choice, cols]
+    del ta
+    if algorithm != "auto":
+        # the requested algorithm where it applies, the auto choice elsewhere
+        tr = np.stack(t_req)
+        ir = np.argmin(tr, axis=0)
+        tbest = tr[ir, cols]
+        del tr
+        ok = np.isfinite(tbest)
+        choice = np.where(ok, ir, choice)
+        best_t = np.where(ok, tbest, best_t)
+
+    # Pass 2: the chosen candidate's breakdown, computed only where it was chosen.
+    keys = ("bnv", "bnet", "lat", "tnv", "tnet", "lnv", "lnet")
+    res = {k: np.zeros(N) for k in keys}
+    algo_i = np.zeros(N, dtype=np.int64)
+    proto_i = np.zeros(N, dtype=np.int64)
+    nvs = np.zeros(N, dtype=bool)
+    for j in np.unique(choice).tolist():
+        m = choice == j
+        c, proto, lat, nv_f, net_f, cap = entries[j]
+        lnv_m, lnet_m = c.load_nv[m], c.load_net[m]
+        cnv = None if c.chunk_nv is None else c.chunk_nv[m]
+        cnet = None if c.chunk_net is None else c.chunk_net[m]
+        bnv = nvb[m] * nv_f
+        bnet = netb[m] * net_f
+        if cap is not None:
+            bnv = np.minimum(bnv, cap * ch_cap)
+            bnet = np.minimum(bnet, cap * ch_cap)
+        res["tnv"][m] = _xfer(lnv_m, bnv, nv_curve, cnv)
+        res["tnet"][m] = _xfer(lnet_m, bnet, net_curve, cnet)
+        res["lat"][m] = lat[m]
+        res["bnv"][m] = c.bytes_nv[m]
+        res["bnet"][m] = c.bytes_net[m]
+        res["lnv"][m] = lnv_m
+        res["lnet"][m] = lnet_m
+        algo_i[m] = ALGORITHMS.index(c.algo)
+        proto_i[m] = PROTOCOLS.index(proto)
+        nvs[m] = c.nvls_stage
+
     # Calls cannot be issued faster than the per-call host overhead: below it the GPU time hides.
     best_t = np.maximum(best_t, overhead)
     single = grp.size <= 1
 
     def z(a: FloatArray) -> FloatArray:
-        return np.where(single, 0.0, a)
+        return np.where(single, 0.0, a).reshape(shape)
 
     return CollCost(
         time_s=z(best_t),
-        algorithm=algo_i,
-        protocol=proto_i,
+        algorithm=algo_i.reshape(shape),
+        protocol=proto_i.reshape(shape),
         bytes_nvlink=z(res["bnv"]),
         bytes_network=z(res["bnet"]),
         latency_s=z(res["lat"]),
@@ -628,7 +656,7 @@ def cost_from_profile(
         wire_network_s=z(res["tnet"]),
         load_nvlink=z(res["lnv"]),
         load_network=z(res["lnet"]),
-        nvls_stage=res["nvs"] > 0,
+        nvls_stage=nvs.reshape(shape),
         provisional=profile.provisional,
     )
 
@@ -811,7 +839,7 @@ def collective_time(
             )
     cost = cost_from_profile(opn, S, group, link_rates(cluster, group), lp.profile, algorithm, dtype)
     t = float(cost.time_s)
-    algbw = S / t if t > 0 else math.inf
+    algbw = S / t if t > 0 else 0.0  # one GPU: nothing moves
     factor = float(busbw_factor(opn, gpus))
     elt = DTYPE_BYTES[dtype]
     count = S / elt / (gpus if opn in ("all_gather", "reduce_scatter", "all_to_all") else 1)

@@ -339,3 +339,17 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "--bytes" in err
     code, _, err = run_cli(["collective", "all_reduce", "--bytes", "1 MB", "--system", "nope"], capsys)
     assert code == 2 and "unknown system" in err and err.count("\n") == 1
+
+
+def test_single_gpu_costs_nothing() -> None:
+    r = collective_time("all_reduce", nbytes=1e6, gpus=1, system="hgx-h200")
+    assert r.time_s == 0.0 and r.algbw == 0.0 and r.busbw == 0.0
+
+
+def test_explicit_algorithm_falls_back_to_auto_where_it_does_not_apply() -> None:
+    cl = cluster_for("hgx-h200", nodes=2)
+    grp = GroupPlacement.of(np.array([8, 16]), np.array([8, 8]))
+    forced = collective_cost("all_reduce", 1e9, grp, cl, "nvls")
+    auto = collective_cost("all_reduce", 1e9, grp, cl)
+    assert forced.algorithm_names().tolist()[0] == "nvls"
+    assert float(forced.time_s[1]) == float(auto.time_s[1])
