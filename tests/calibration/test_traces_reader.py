@@ -72,8 +72,26 @@ def test_old_layout_absolute_timestamps(tmp_path: Path) -> None:
 
 def test_bare_array_and_plain_json(tmp_path: Path) -> None:
     events = [
-        {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 10.0, "dur": 5.0, "args": {"stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 20.0, "dur": 2.5, "args": {"stream": 7}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k1",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10.0,
+            "dur": 5.0,
+            "args": {"stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k2",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20.0,
+            "dur": 2.5,
+            "args": {"stream": 7},
+        },
     ]
     p = tmp_path / "arr.json"
     p.write_text(json.dumps(events))
@@ -169,7 +187,9 @@ def test_unknown_gpu_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_truncated_trace_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], synth: tuple[Path, dict[str, object]]) -> None:
+def test_truncated_trace_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], synth: tuple[Path, dict[str, object]]
+) -> None:
     p = tmp_path / "half.json.gz"
     p.write_bytes(synth[0].read_bytes()[:2000])
     code, _out, err = run_cli(capsys, "validate", str(p), "--scenario", "default")
@@ -185,7 +205,10 @@ def test_real_single_gpu_trace() -> None:
     assert tr.device_name == "NVIDIA H200"
     assert tr.relative_timestamps and tr.t0_ns is not None
     assert len(tr.gpu_events) > 300
-    assert {a.name for a in tr.annotations if a.name.startswith("ProfilerStep#")} == {"ProfilerStep#2", "ProfilerStep#3"}
+    assert {a.name for a in tr.annotations if a.name.startswith("ProfilerStep#")} == {
+        "ProfilerStep#2",
+        "ProfilerStep#3",
+    }
     shaped = [op for op in tr.cpu_ops.values() if op.name == "aten::mm" and op.input_dims]
     assert shaped and all(len(op.input_dims[0]) == 2 for op in shaped)  # type: ignore[index]
 
@@ -249,7 +272,14 @@ def test_nsys_reader(tmp_path: Path) -> None:
     a = analyze(tr)
     gemm = [k for k in a.kernels if k.cls == "gemm"]
     assert len(gemm) == 1 and gemm[0].ev.dur == pytest.approx(54e-6)
-    assert gemm[0].shape == {"kind": "gemm", "m": 4096.0, "n": 3072.0, "k": 1024.0, "batch": 1.0, "dtype": "bf16"}
+    assert gemm[0].shape == {
+        "kind": "gemm",
+        "m": 4096.0,
+        "n": 3072.0,
+        "k": 1024.0,
+        "batch": 1.0,
+        "dtype": "bf16",
+    }
     assert [k.cls for k in a.kernels] == ["gemm", "memset"]
     assert a.step_source == "annotation" and len(a.steps) == 1
 
@@ -259,7 +289,9 @@ def test_nsys_without_gpu_table_says_so(tmp_path: Path, capsys: pytest.CaptureFi
     _nsys_db(p, with_gpu_table=False)
     code, _out, err = run_cli(capsys, "replay", str(p), "--device", "b200")
     assert code == 2 and "nogpu.sqlite" in err and "--source-device" in err
-    code, out, _err = run_cli(capsys, "replay", str(p), "--device", "b200", "--source-device", "h200", "--json")
+    code, out, _err = run_cli(
+        capsys, "replay", str(p), "--device", "b200", "--source-device", "h200", "--json"
+    )
     assert code == 0
     assert json.loads(out)["source"]["device"] == "h200"
 

@@ -1,0 +1,101 @@
+"""Trace -> task graph -> replay on the same and on other hardware."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcore.calibration.classify import analyze
+from simcore.calibration.traces import read_trace
+from simcore.calibration.traces.synth import SynthConfig, write_trace
+from simcore.cli import main
+from simcore.workload.replay import build_graph, load_analyses, match_device_name, replay, simulate
+
+REPO = Path(__file__).resolve().parents[2]
+H200 = REPO / "traces" / "h200"
+H200X2 = REPO / "traces" / "h200x2"
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("NVIDIA B200", "b200"),
+        ("NVIDIA GB200", "gb200"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("Voodoo Graphics", None),
+    ],
+)
+def test_device_names(name: str, key: str | None) -> None:
+    assert match_device_name(name) == key
+
+
+@pytest.mark.parametrize(
+    "files, tol",
+    [
+        ([H200 / "profile_train_gpt_gelu_ln.json.gz"], 0.01),
+        ([H200 / "profile_infer_prefill_decode.json.gz"], 0.01),
+        ([H200X2 / "profile_ddp_rank0.json.gz", H200X2 / "profile_ddp_rank1.json.gz"], 0.05),
+    ],
+)
+def test_replay_on_source_reproduces_measurement(files: list[Path], tol: float) -> None:
+    ans = load_analyses([str(f) for f in files])
+    g = build_graph(ans)
+    sched = simulate(g)
+    measured = max(a.step_time_s for a in ans)
+    assert sched.step_time_s == pytest.approx(measured, rel=tol)
+
+
+def test_collectives_matched_across_ranks(tmp_path: Path) -> None:
+    paths = []
+    for r in (0, 1):
+        p = tmp_path / f"rank{r}.json.gz"
+        write_trace(p, SynthConfig(layers=2, steps=2, world=2, rank=r, host_per_op=12e-6 + 3e-6 * r))
+        paths.append(p)
+    ans = [analyze(read_trace(p)) for p in paths]
+    g = build_graph(ans)
+    per_rank = sum(1 for k in ans[0].kernels if k.cls.startswith("comm") and k.step >= 0)
+    assert len(g.collectives) == per_rank and all(len(m) == 2 for m in g.collectives)
+    sched = simulate(g)
+    for members in g.collectives:
+        assert sched.start[members[0]] == pytest.approx(sched.start[members[1]])
+
+
+def test_host_bound_run_does_not_speed_up(tmp_path: Path) -> None:
+    # tiny kernels behind 300 µs of host work each: a faster GPU changes nothing
+    p = tmp_path / "cpu_bound.json.gz"
+    write_trace(
+        p, SynthConfig(layers=1, hidden=64, heads=2, seq=16, batch=1, vocab=64, steps=3, host_per_op=300e-6)
+    )
+    r = replay([str(p)], "b200")
+    assert r.predicted_step_time_s == pytest.approx(r.replayed_source_step_time_s, rel=0.02)
+
+
+def test_gpu_bound_run_speeds_up_on_b200() -> None:
+    r = replay([str(H200 / "profile_train_gpt_gelu_ln.json.gz")], "b200")
+    rows = {c["class"]: c for c in r.classes}
+    assert rows["gemm"]["target_s"] < rows["gemm"]["source_s"]
+    assert r.how.get("shape", 0) > 0.8 * sum(r.how.values())
+    assert r.target == {"device": "b200", "system": "dgx-b200"}
+    # host gaps are kept: the replay cannot beat the measured step by more than the GPU work saved
+    saved = sum(max(0.0, c["source_s"] - c["target_s"]) for c in r.classes)
+    assert r.predicted_step_time_s >= r.replayed_source_step_time_s - saved - 1e-9
+
+
+def test_replay_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        main(["replay", str(H200X2 / "profile_ddp_rank0.json.gz"), str(H200X2 / "profile_ddp_rank1.json.gz"),
+              "--device", "gb200", "--json"])  # fmt: skip
+    except SystemExit as e:
+        assert e.code in (0, None)
+    d = json.loads(capsys.readouterr().out)
+    assert d["source"]["device"] == "h200" and d["target"]["system"] == "gb200-nvl72"
+    assert d["how"].get("collective model", 0) == 32  # 16 all-reduces per rank, 2 ranks
+    assert {"measured_step_time_s", "replayed_source_step_time_s", "predicted_step_time_s", "classes"} <= set(
+        d
+    )

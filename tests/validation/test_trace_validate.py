@@ -1,0 +1,115 @@
+"""``simcore validate``: predicted vs measured per step, per class and per op."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import simcore
+from simcore.calibration.classify import analyze
+from simcore.calibration.traces import read_trace
+from simcore.cli import main
+from simcore.validation.traces import predicted_class, validate
+
+REPO = Path(__file__).resolve().parents[2]
+SC = REPO / "tests" / "data" / "trace_scenarios"
+CASES = {
+    "h200_train_gpt_gelu_ln": ["traces/h200/profile_train_gpt_gelu_ln.json.gz"],
+    "h200_train_llama_swiglu_rms_gqa_selective": [
+        "traces/h200/profile_train_llama_swiglu_rms_gqa_selective.json.gz"
+    ],
+    "h200x2_ddp_gpt": ["traces/h200x2/profile_ddp_rank0.json.gz", "traces/h200x2/profile_ddp_rank1.json.gz"],
+    "h200_infer_prefill_decode": ["traces/h200/profile_infer_prefill_decode.json.gz"],
+}
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    else:  # pragma: no cover
+        code = 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_validate_real_traces(name: str) -> None:
+    files = [str(REPO / f) for f in CASES[name]]
+    rep = validate(files, SC / f"{name}.yaml")
+    d = rep.to_dict()
+    # measured: the slowest rank's median step
+    measured = max(analyze(read_trace(f)).step_time_s for f in files)
+    assert d["measured_step_time_s"] == pytest.approx(measured)
+    r = simcore.predict(str(SC / f"{name}.yaml")).model_dump()
+    # inference: one profiled step = prefill + output_len (8) decode steps
+    want = r["step_time_s"] if "step_time_s" in r else r["prefill_time_s"] + 8 * r["decode_step_time_s"]
+    assert d["predicted_step_time_s"] == pytest.approx(want)
+    assert d["error_pct"] == pytest.approx(100 * (want / measured - 1))
+    errs = [abs(c["error_s"]) for c in d["classes"]]
+    assert errs == sorted(errs, reverse=True)
+    # the measured classes tile the step
+    assert sum(c["measured_s"] for c in d["classes"]) == pytest.approx(measured, rel=1e-6)
+    assert d["kernels"] and all(k["measured_s"] > 0 and k["predicted_s"] > 0 for k in d["kernels"])
+
+
+def test_breakdown_categories_fold_onto_classes() -> None:
+    assert predicted_class("recompute_gemm") == "gemm"
+    assert predicted_class("dp_comm") == "communication"
+    assert predicted_class("amp_cast") == "elementwise"
+    assert predicted_class("pipeline_bubble") == "idle"
+    assert predicted_class("something_new") == "other"
+
+
+def test_cli_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tr = str(REPO / CASES["h200x2_ddp_gpt"][0]), str(REPO / CASES["h200x2_ddp_gpt"][1])
+    png = tmp_path / "v.png"
+    code, out, err = run_cli(
+        capsys, "validate", *tr, "--scenario", str(SC / "h200x2_ddp_gpt.yaml"), "--plot", str(png)
+    )
+    assert code == 0, err
+    first_table = out.split("per op")[0]
+    lines = [ln for ln in first_table.splitlines() if "│" in ln]
+    assert "step" in lines[-1]  # the step-level error is the class table's last row
+    assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+    code, out, err = run_cli(
+        capsys, "validate", *tr, "--scenario", str(SC / "h200x2_ddp_gpt.yaml"), "--json", "--kernels", "3"
+    )
+    d = json.loads(out)
+    assert {"measured_step_time_s", "predicted_step_time_s", "error_pct", "classes"} <= set(d)
+    assert len(d["kernels"]) == 3
+    assert any(c["class"] == "communication" for c in d["classes"])
+    assert d["collectives_measured_s"]["all_reduce"] > 0
+
+
+def test_set_override_changes_prediction(capsys: pytest.CaptureFixture[str]) -> None:
+    tr = str(REPO / CASES["h200_train_gpt_gelu_ln"][0])
+    sc = str(SC / "h200_train_gpt_gelu_ln.yaml")
+    _, a, _ = run_cli(capsys, "validate", tr, "--scenario", sc, "--json")
+    _, b, _ = run_cli(
+        capsys,
+        "validate",
+        tr,
+        "--scenario",
+        sc,
+        "--json",
+        "--set",
+        "training.micro_batch=8",
+        "--set",
+        "training.global_batch=8",
+    )
+    da, db = json.loads(a), json.loads(b)
+    assert da["measured_step_time_s"] == db["measured_step_time_s"]
+    assert db["predicted_step_time_s"] > da["predicted_step_time_s"]
+
+
+def test_serving_scenario_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sc = tmp_path / "s.yaml"
+    sc.write_text("kind: serving\ncluster: {system: hgx-h200, gpus: 1}\nmodel: {preset: llama3-8b}\n")
+    code, _out, err = run_cli(
+        capsys, "validate", str(REPO / CASES["h200_train_gpt_gelu_ln"][0]), "--scenario", str(sc)
+    )
+    assert code == 2 and "serving" in err and "Traceback" not in err
