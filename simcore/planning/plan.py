@@ -350,6 +350,13 @@ def plan(
             entry["rank"] = rank + 1
             entry["objective_value"] = float(vals[o])
             top_entries.append(entry)
+        for e in top_entries:
+            d = e["des_step_time_s"]
+            if d is not None and abs(d / e["step_time_s"] - 1.0) > 0.05:
+                notes.append(
+                    f"#{e['rank']}: the discrete-event engine predicts {d:.3g} s against the analytic "
+                    f"{e['step_time_s']:.3g} s ({d / e['step_time_s'] - 1:+.0%}); check the runners-up with --des"
+                )
     else:
         notes.append(
             "no layout fits in device memory; try more GPUs, recompute, ZeRO or a smaller micro-batch"
