@@ -182,6 +182,83 @@ def is_fit_row(key: str, fraction: float = FIT_FRACTION) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# SM clocks during the sweeps (nvidia-smi dmon + the benchmark's log)
+
+_SECTION_FAMILY = {"gemm": "gemm", "attention": "attention", "memory": "memory"}
+
+
+def _hms(text: str) -> int | None:
+    parts = text.strip().split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    h, m, sec = (int(p) for p in parts)
+    return h * 3600 + m * 60 + sec
+
+
+def sweep_clocks(
+    dmon: str | Path, log: str | Path, gpu: int = 0, min_sm_pct: float = 50.0
+) -> dict[str, float]:
+    """Median SM clock (Hz) of GPU ``gpu`` while each section of ``tools/bench_ops.py`` ran."""
+    return {k: v[0] for k, v in sweep_clock_power(dmon, log, gpu, min_sm_pct).items() if k != "idle"}
+
+
+def sweep_clock_power(
+    dmon: str | Path, log: str | Path, gpu: int = 0, min_sm_pct: float = 50.0
+) -> dict[str, tuple[float, float]]:
+    """(median SM clock in Hz, median board power in W) of GPU ``gpu`` per section of
+    ``tools/bench_ops.py``, plus ``"idle"``: the lowest power seen with the SMs idle.
+
+    ``log`` is the benchmark's log (lines ``HH:MM:SS == gemm ...``, ending ``HH:MM:SS done``);
+    ``dmon`` is ``nvidia-smi dmon -s pucm`` output (columns time, gpu, pwr, ..., sm, ..., pclk).
+    Samples with SM utilisation below ``min_sm_pct`` are ignored (idle moments between points).
+    """
+    marks: list[tuple[int, str]] = []
+    for line in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and _hms(parts[0]) is not None:
+            if parts[1] == "==" and len(parts) >= 3:
+                marks.append((_hms(parts[0]) or 0, parts[2]))
+            elif parts[1].startswith("done"):
+                marks.append((_hms(parts[0]) or 0, "done"))
+    samples: list[tuple[int, float, float, float]] = []
+    header: list[str] = []
+    for line in Path(dmon).read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("#"):
+            if not header and "pclk" in line:
+                header = line.lstrip("#").split()
+            continue
+        parts = line.split()
+        if not header or len(parts) != len(header):
+            continue
+        t = _hms(parts[0])
+        try:
+            if t is None or int(parts[header.index("gpu")]) != gpu:
+                continue
+            samples.append(
+                (
+                    t,
+                    float(parts[header.index("sm")]),
+                    float(parts[header.index("pclk")]) * 1e6,
+                    float(parts[header.index("pwr")]),
+                )
+            )
+        except ValueError:
+            continue
+    out: dict[str, tuple[float, float]] = {}
+    for (t0, name), (t1, _) in zip(marks, marks[1:], strict=False):
+        fam = _SECTION_FAMILY.get(name)
+        if fam is None:
+            continue
+        sel = [(c, w) for t, sm, c, w in samples if t0 < t <= t1 and sm >= min_sm_pct]
+        if sel:
+            out[fam] = (float(np.median([c for c, _ in sel])), float(np.median([w for _, w in sel])))
+    idle = [(c, w) for _, sm, c, w in samples if sm == 0]
+    if idle:
+        out["idle"] = (float(np.median([c for c, _ in idle])), float(min(w for _, w in idle)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # a small bounded Levenberg-Marquardt (numpy only)
 
 
@@ -667,8 +744,12 @@ def fit(
     base: ComputeProfile | None = None,
     fraction: float = FIT_FRACTION,
     n_starts: int = 3,
+    clocks: dict[str, float] | None = None,
 ) -> tuple[ComputeProfile, dict[str, Any]]:
     """Fit a :class:`ComputeProfile` for ``device`` on the fit part of the measurements.
+
+    ``clocks``: SM clock (Hz) per family during the sweeps (see :func:`sweep_clocks`); by default
+    read from ``dmon.txt`` and ``ops.log`` next to the first CSV when both exist.
 
     Returns the profile and a report: per op family, the errors on the check part (rows whose
     shape hash falls outside the fit fraction) and on the fit part.
@@ -677,6 +758,14 @@ def fit(
     if len(t) == 0:
         raise TraceError("no rows", file=", ".join(str(p) for p in ops_csv_paths))
     prof = base or neutral_profile(device)
+    clocks_found: dict[str, float] = dict(clocks or {})
+    power_found: dict[str, float] = {}
+    if clocks is None:
+        folder = Path(ops_csv_paths[0]).parent
+        if (folder / "dmon.txt").is_file() and (folder / "ops.log").is_file():
+            cp = sweep_clock_power(folder / "dmon.txt", folder / "ops.log")
+            clocks_found = {k: v[0] for k, v in cp.items() if k != "idle"}
+            power_found = {k: v[1] for k, v in cp.items()}
     fam = np.array([family_of(t, i) for i in range(len(t))])
     fit_mask = split_rows(t, fam, fraction)
     meas = t.num["time_s"]
@@ -936,8 +1025,12 @@ def fit(
                 "launch.compiled is not measured: it takes the CUDA-graph value (torch.compile mode=reduce-overhead)",
             ],
             "fit_report": {"held_out": small},
+            "clock_fraction": {k: v / device.boost_clock for k, v in clocks_found.items()},
+            "power_fraction": {k: v / device.tdp for k, v in power_found.items()} if device.tdp > 0 else {},
         }
     )
+    report["clocks_hz"] = clocks_found
+    report["power_w"] = power_found
     return prof, report
 
 
@@ -1115,6 +1208,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(_fmt_report(report))
     print("launch overhead per kernel (s):", {k: f"{v:.3g}" for k, v in report["launch_s"].items()})
+    if report.get("clocks_hz"):
+        print(
+            "SM clock during the sweeps:", {k: f"{v / 1e9:.3g} GHz" for k, v in report["clocks_hz"].items()}
+        )
     if pub:
         print("\npublished kernel numbers (checking only):")
         for r in pub:

@@ -168,6 +168,14 @@ class ComputeProfile(_Frozen):
     """Eager host time per *call* (seconds) by op family (gemm, attention_fwd, attention_bwd,
     memory, memory_bwd, optimizer): PyTorch dispatch of the op, which may launch several kernels.
     Falls back to ``launch['eager']``."""
+    clock_fraction: dict[str, float] = {}
+    """SM clock while each family (gemm, attention, memory) was measured, as a fraction of the
+    device's boost clock (``nvidia-smi dmon`` during the sweep). Power-capped GPUs slow their clock
+    under sustained tensor-core load; compute-bound times scale with 1/clock, so an op priced at
+    another clock (``clock_hz=``) is rescaled. Empty: no clock information."""
+    power_fraction: dict[str, float] = {}
+    """Median board power while each family was measured, as a fraction of the device's TDP, and
+    ``idle``: the idle board power fraction (``nvidia-smi dmon``). Feeds :func:`sustained_clock`."""
     gap: dict[str, float] = {}
     """Device idle time between back-to-back kernels (seconds) by framework, beyond what a
     CUDA-graph replay shows (the kernel fits include that): eager launches leave a small gap

@@ -74,6 +74,9 @@ def op_cmd(
     master_weights: Annotated[
         bool | None, typer.Option("--master-weights/--no-master-weights", help="fp32 master weights.")
     ] = None,
+    clock: Annotated[
+        str | None, typer.Option("--clock", help="SM clock to price compute at, e.g. '1.98 GHz'.")
+    ] = None,
     cold_cache: Annotated[
         bool, typer.Option("--cold-cache", help="Operands come from HBM even if they would fit the L2.")
     ] = False,

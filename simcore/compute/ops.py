@@ -76,6 +76,56 @@ def _hw(dev: Device, dtype: str) -> K.HW:
     )
 
 
+def clock_scale(dev: Device, prof: ComputeProfile, family: str, clock_hz: float | None) -> float:
+    """Factor on compute throughput when the SM clock is ``clock_hz`` instead of the one the
+    profile's ``family`` was measured at (1 when either is unknown)."""
+    frac = prof.clock_fraction.get(family)
+    if clock_hz is None or frac is None:
+        return 1.0
+    if not clock_hz > 0:
+        raise SimcoreError(f"clock must be positive (got {clock_hz!r})", field="clock_hz")
+    return float(clock_hz) / (frac * dev.boost_clock)
+
+
+def sustained_clock(
+    dev: Device, prof: ComputeProfile, seconds: dict[str, float], exponent: float = 3.0
+) -> float:
+    """SM clock (Hz) a power-capped GPU sustains on a workload (a training or inference step).
+
+    ``seconds``: device time by family (``gemm``, ``attention``, ``memory``, and optionally
+    ``idle``) as priced at the profile's calibration clocks. Board power of each family follows
+    ``P(f) = P_idle + (P_measured - P_idle) (f / f_measured)^exponent`` (dynamic power ~ f V^2 with
+    V rising with f); compute-bound time scales with ``1/f``, memory-bound time does not. The clock
+    is the highest one, up to the boost clock, at which the time-averaged power stays within the
+    TDP. Without power data in the profile, returns the boost clock.
+    """
+    pf, cf = prof.power_fraction, prof.clock_fraction
+    fams = [k for k, v in seconds.items() if v > 0 and k in pf and k in cf]
+    if not fams or "idle" not in pf:
+        return dev.boost_clock
+    p_idle = pf["idle"] * dev.tdp
+    f_max = dev.boost_clock
+
+    def avg_power(f: float) -> float:
+        num = den = 0.0
+        for k in fams:
+            f_k = cf[k] * f_max
+            t = seconds[k] * (f_k / f if k in ("gemm", "attention") else 1.0)
+            p = p_idle + (pf[k] * dev.tdp - p_idle) * (f / f_k) ** exponent
+            num += t * p
+            den += t
+        t_idle = seconds.get("idle", 0.0)
+        return (num + t_idle * p_idle) / (den + t_idle)
+
+    if avg_power(f_max) <= dev.tdp:
+        return f_max
+    lo, hi = 0.2 * f_max, f_max
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if avg_power(mid) <= dev.tdp else (lo, mid)
+    return lo
+
+
 def _dtype_bytes(dtype: str) -> float:
     if dtype not in DTYPE_BYTES:
         raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}", field="dtype")
@@ -100,18 +150,24 @@ def gemm(
     dtype: str = "bf16",
     batch: ArrayLike = 1,
     l2_reuse: bool = True,
+    clock_hz: float | None = None,
 ) -> OpCost:
     """``batch`` GEMMs ``C[m,n] = A[m,k] B[k,n]`` in ``dtype`` (seconds, FLOP, bytes).
 
     Row-major (PyTorch) convention: ``k`` and ``n`` are the row strides. ``l2_reuse=True``
     (the benchmark situation) lets working sets that fit the L2 stream at L2 speed;
     ``False`` reads the operands from HBM (e.g. a layer's weights in a decode step, untouched
-    since the previous step)."""
+    since the previous step). ``clock_hz``: SM clock the kernel runs at (default: the sustained
+    clock of the calibration sweep, see ``ComputeProfile.clock_fraction``)."""
     ib = _dtype_bytes(dtype)
     ob = gemm_out_bytes(dtype)
     m_, n_, k_, b_ = (np.asarray(v, dtype=np.float64) for v in (m, n, k, batch))
     mp = prof.memory if l2_reuse else None
-    r = K.gemm_time(_hw(dev, dtype), prof.gemm_params(dtype), m_, n_, k_, b_, ib, ob, mp)
+    gp = prof.gemm_params(dtype)
+    scale = clock_scale(dev, prof, "gemm", clock_hz)
+    if scale != 1.0:
+        gp = gp.model_copy(update={"eff_peak": gp.eff_peak * scale})
+    r = K.gemm_time(_hw(dev, dtype), gp, m_, n_, k_, b_, ib, ob, mp)
     flops = 2.0 * m_ * n_ * k_ * b_
     nbytes = b_ * ((m_ * k_ + k_ * n_) * ib + m_ * n_ * ob)
     return _cost(r.time, flops, nbytes, r.compute, r.memory)
@@ -130,20 +186,26 @@ def attention(
     kv_seq: ArrayLike | None = None,
     dtype: str = "bf16",
     l2_reuse: bool = True,
+    clock_hz: float | None = None,
 ) -> OpCost:
     """Fused (flash-style) attention over ``seq`` queries and ``kv_seq`` keys per sequence.
 
     ``kv_heads`` < ``heads`` is GQA/MQA; decode is ``seq=1`` with ``kv_seq`` the cached length.
     ``backward=True`` gives the backward kernel alone. Causal masks are aligned bottom-right
     (the last query sees every key). Returns seconds, model FLOP and minimal bytes.
-    ``l2_reuse=False``: Q/K/V come from HBM even when they would fit the L2 (see :func:`gemm`).
+    ``l2_reuse=False``: Q/K/V come from HBM even when they would fit the L2 (see :func:`gemm`);
+    ``clock_hz``: SM clock (see :func:`gemm`).
     """
     eb = _dtype_bytes(dtype)
     kvh = heads if kv_heads is None else kv_heads
     skv = seq if kv_seq is None else kv_seq
+    ap = prof.attention_params(bool(backward), dtype)
+    scale = clock_scale(dev, prof, "attention", clock_hz)
+    if scale != 1.0:
+        ap = ap.model_copy(update={"eff_peak": ap.eff_peak * scale})
     r = K.attention_time(
         _hw(dev, dtype),
-        prof.attention_params(bool(backward), dtype),
+        ap,
         batch,
         heads,
         seq,
@@ -432,7 +494,13 @@ def _resolve_device(device: str | Device) -> Device:
 
 
 def op_cost(
-    kind: str, dev: Device, prof: ComputeProfile, dtype: str = "bf16", l2_reuse: bool = True, **shape: Any
+    kind: str,
+    dev: Device,
+    prof: ComputeProfile,
+    dtype: str = "bf16",
+    l2_reuse: bool = True,
+    clock_hz: float | None = None,
+    **shape: Any,
 ) -> tuple[OpCost, dict[str, Any]]:
     """Dispatch ``kind`` with keyword ``shape`` to the op family; returns the cost and the
     normalised shape. Raises :class:`SimcoreError` for unknown kinds or shape keywords."""
@@ -454,7 +522,7 @@ def op_cost(
         s["batch"] = _int(shape.get("batch", 1), "batch")
         if dtype not in GEMM_DTYPES:
             raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(GEMM_DTYPES)}", field="dtype")
-        return gemm(dev, prof, s["m"], s["n"], s["k"], dtype, s["batch"], l2_reuse), s
+        return gemm(dev, prof, s["m"], s["n"], s["k"], dtype, s["batch"], l2_reuse, clock_hz), s
     if family == "attention":
         for key in ("batch", "heads", "seq", "head_dim"):
             if key not in shape:
@@ -472,7 +540,7 @@ def op_cost(
             )
         c = attention(
             dev, prof, a["batch"], a["heads"], a["seq"], a["head_dim"], a["causal"], a["backward"],
-            a["kv_heads"], a["kv_seq"], dtype, l2_reuse,
+            a["kv_heads"], a["kv_seq"], dtype, l2_reuse, clock_hz,
         )  # fmt: skip
         return c, a
     if family == "optimizer":
@@ -536,6 +604,7 @@ def op_time(
     framework: str = "eager",
     calibration: str | None = None,
     cold_cache: bool = False,
+    clock_hz: float | str | None = None,
     **shape: Any,
 ) -> OpResult:
     """Predicted time of one kernel on ``device`` (seconds, with FLOP, bytes, bound, efficiency).
@@ -545,8 +614,9 @@ def op_time(
     ``bytes`` moved, or ``numel``; optional ``flops``) or optimizer (``params[, optimizer, fused,
     master_weights]``). ``framework`` (eager | cuda_graphs | compiled) sets the host launch
     overhead. ``cold_cache=True`` reads operands from HBM even when they would fit the L2 (the
-    default matches back-to-back benchmark calls, where they stay resident). Unknown kinds or
-    shape keywords raise :class:`SimcoreError`.
+    default matches back-to-back benchmark calls, where they stay resident). ``clock_hz`` (a
+    number or ``"1.8 GHz"``) prices compute at that SM clock instead of the sustained clock of the
+    calibration sweep. Unknown kinds or shape keywords raise :class:`SimcoreError`.
     """
     dev = _resolve_device(device)
     if framework not in FRAMEWORKS:
@@ -554,7 +624,8 @@ def op_time(
             f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}", field="framework"
         )
     prof = load_profile(dev, calibration)
-    cost, norm_shape = op_cost(kind, dev, prof, dtype, not cold_cache, **shape)
+    clk = None if clock_hz is None else _num(clock_hz, "clock_hz", "frequency")
+    cost, norm_shape = op_cost(kind, dev, prof, dtype, not cold_cache, clk, **shape)
     kt = float(cost.time_s)
     launch = launch_overhead(prof, framework, op_family(kind, norm_shape))
     if framework == "eager" and "name" in norm_shape:
@@ -613,6 +684,7 @@ __all__ = [
     "OpResult",
     "attention",
     "canonical_op_name",
+    "clock_scale",
     "gemm",
     "launch_overhead",
     "load_profile",
@@ -624,5 +696,6 @@ __all__ = [
     "op_time",
     "optimizer_step",
     "stream_time",
+    "sustained_clock",
     "with_launch",
 ]

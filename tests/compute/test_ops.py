@@ -299,3 +299,31 @@ def test_op_time_reproduces_the_fit_on_trace_rows() -> None:
         assert r.time_s == pytest.approx(pred[i], rel=1e-9), (t.kind[i], t.name[i], fw)
         checked += 1
     assert checked > 100
+
+
+def test_clock_rescales_compute_not_memory() -> None:
+    if "gemm" not in PROF.clock_fraction:
+        pytest.fail("h200 profile carries no sweep clocks")
+    f_meas = PROF.clock_fraction["gemm"] * H200.boost_clock
+    base = ops.gemm(H200, PROF, 8192, 8192, 8192)
+    same = ops.gemm(H200, PROF, 8192, 8192, 8192, clock_hz=f_meas)
+    fast = ops.gemm(H200, PROF, 8192, 8192, 8192, clock_hz=1.2 * f_meas)
+    assert same.time_s == pytest.approx(base.time_s, rel=1e-12)
+    # compute scales with 1/clock (the library may then prefer another tile: within 2 %)
+    assert fast.compute_time_s == pytest.approx(base.compute_time_s / 1.2, rel=0.02)
+    assert fast.time_s < base.time_s
+    skinny = ops.gemm(H200, PROF, 1, 16384, 16384)
+    skinny_fast = ops.gemm(H200, PROF, 1, 16384, 16384, clock_hz=1.2 * f_meas)
+    assert skinny_fast.memory_time_s == skinny.memory_time_s
+    r = simcore.op_time("gemm", m=8192, n=8192, k=8192, clock_hz="1.98 GHz")
+    assert r.kernel_time_s < simcore.op_time("gemm", m=8192, n=8192, k=8192).kernel_time_s
+
+
+def test_sustained_clock_power_cap() -> None:
+    boost = H200.boost_clock
+    assert ops.sustained_clock(H200, PROF, {"memory": 1.0}) == boost  # far below the TDP
+    clocks = [ops.sustained_clock(H200, PROF, {"gemm": g, "memory": 1.0 - g}) for g in (0.2, 0.5, 0.8, 1.0)]
+    assert all(a >= b for a, b in zip(clocks, clocks[1:], strict=False))  # more tensor work, lower clock
+    assert clocks[-1] < boost
+    # the pure-GEMM clock is near the one measured during the GEMM sweep
+    assert clocks[-1] == pytest.approx(PROF.clock_fraction["gemm"] * boost, rel=0.1)
