@@ -116,7 +116,7 @@ def test_interrupted_sweep_resumes_without_recomputing_or_duplicating(tmp_path: 
 def test_killed_process_resumes(tmp_path: Path) -> None:
     """SIGKILL a `simcore sweep` subprocess after a few rows, rerun it: every row exactly once."""
     out = tmp_path / "k.csv"
-    grid = ["cluster.gpus=256,512,1024", "training.global_batch=512,1024,1536,2048"]
+    grid = ["cluster.gpus=256,512,1024", "training.global_batch=512,1024,2048"]
     args = [
         "sweep",
         GPT3,
@@ -139,20 +139,20 @@ def test_killed_process_resumes(tmp_path: Path) -> None:
     t0 = time.time()
     try:
         while time.time() - t0 < 60 and proc.poll() is None:
-            if out.exists() and out.read_text().count("\n") >= 4:  # header + 3 rows
+            if out.exists() and out.read_text().count("\n") >= 3:  # header + 2 rows
                 break
             time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
     before = _rows(out)
-    assert 3 <= len(before) < 12, "the sweep finished before it could be killed"
+    assert 2 <= len(before) < 9, "the sweep finished before it could be killed"
     with pytest.raises(SystemExit) as ex:
         main(args)
     assert ex.value.code == 0
     rows = _rows(out)
     keys = [r["key"] for r in rows]
-    assert len(keys) == 12 and len(set(keys)) == 12
+    assert len(keys) == 9 and len(set(keys)) == 9
     assert rows[: len(before)] == before
     assert all(r["status"] == "ok" for r in rows)
 
@@ -207,8 +207,6 @@ def test_plan_mode_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                 GPT3,
                 "--grid",
                 "cluster.gpus=512,1024",
-                "--grid",
-                "cluster.system=hgx-h100,hgx-h200",
                 "--mode",
                 "plan",
                 "--executor",
@@ -217,8 +215,6 @@ def test_plan_mode_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                 str(png),
                 "--y",
                 "mfu",
-                "--hue",
-                "cluster.system",
                 "--quiet",
                 "-o",
                 str(tmp_path / "p.csv"),
@@ -226,7 +222,7 @@ def test_plan_mode_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         )
     assert ex.value.code == 0
     rows = _rows(tmp_path / "p.csv")
-    assert len(rows) == 4 and all(r["status"] == "ok" and r["summary"] for r in rows)
+    assert len(rows) == 2 and all(r["status"] == "ok" and r["summary"] for r in rows)
     assert all(int(r["valid_configs"]) > 0 for r in rows)
     assert png.stat().st_size > 1000
     heat = tmp_path / "h.png"
