@@ -514,6 +514,7 @@ def cost_from_profile(
     profile: CommProfile,
     algorithm: str = "auto",
     dtype: str = "bf16",
+    host_floor: bool = True,
 ) -> CollCost:
     """:func:`collective_cost` with the link rates and profile given explicitly (for fitting, tests)."""
     op = normalize_op(op)
@@ -541,7 +542,7 @@ def cost_from_profile(
     nvls_mult = profile.algorithms.get("nvls", 1.0)
     hnv = profile.hop_latency.get("nvlink")
     hnet = profile.hop_latency.get("network")
-    overhead = profile.op_overhead.get(op, 0.0)
+    overhead = profile.op_overhead.get(op, 0.0) if host_floor else 0.0
     ch_cap = profile.channels.count
 
     # Pass 1: the time of every (candidate, protocol); the bandwidth terms scale as 1/multiplier, so
@@ -669,6 +670,7 @@ def collective_cost(
     algorithm: str = "auto",
     dtype: str = "bf16",
     profile: CommProfile | None = None,
+    host_floor: bool = True,
 ) -> CollCost:
     """Predicted cost of ``op`` over numpy grids of message sizes and group shapes.
 
@@ -681,6 +683,9 @@ def collective_cost(
             elements where the requested algorithm does not apply use the auto choice.
         dtype: element type (reductions may carry a per-dtype efficiency in the profile).
         profile: calibration profile; default: the system's (or the nearest system's) profile.
+        host_floor: apply the profile's per-call floor (``op_overhead``: back-to-back eager calls
+            cannot be issued faster than the host launch path). Pass False for CUDA graphs or when
+            the caller models host launch itself; ``latency_s + max(wire_*)`` is the GPU-side time.
 
     Returns:
         :class:`CollCost` with ``time_s`` in seconds and the bytes per rank on each link class.
@@ -689,7 +694,9 @@ def collective_cost(
     if profile is None:
         lp = load_profile(cluster.system.name)
         profile, transferred = lp.profile, lp.transferred_from
-    cost = cost_from_profile(op, nbytes, group, link_rates(cluster, group), profile, algorithm, dtype)
+    cost = cost_from_profile(
+        op, nbytes, group, link_rates(cluster, group), profile, algorithm, dtype, host_floor
+    )
     if transferred is None:
         return cost
     return dataclasses.replace(

@@ -353,3 +353,15 @@ def test_explicit_algorithm_falls_back_to_auto_where_it_does_not_apply() -> None
     auto = collective_cost("all_reduce", 1e9, grp, cl)
     assert forced.algorithm_names().tolist()[0] == "nvls"
     assert float(forced.time_s[1]) == float(auto.time_s[1])
+
+
+def test_host_floor_only_lifts_small_messages() -> None:
+    cl = cluster_for("hgx-h200", gpus=8)
+    prof = load_profile("hgx-h200").profile
+    floor = prof.op_overhead.get("all_reduce", 0.0)
+    S = np.array([1e3, 1e9])
+    on = collective_cost("all_reduce", S, GroupPlacement.of(8), cl)
+    off = collective_cost("all_reduce", S, GroupPlacement.of(8), cl, host_floor=False)
+    assert np.all(on.time_s >= off.time_s)
+    assert float(on.time_s[0]) == pytest.approx(max(floor, float(off.time_s[0])))
+    assert float(on.time_s[1]) == float(off.time_s[1])
