@@ -6,8 +6,10 @@ schedule, DP and TP overlap). The space is stored factorised:
 
 * ``base``: a table (one numpy array per column, all of length ``rows``) of the shapes that pass the
   divisibility rules: ``tp*pp*cp*dp == gpus``, ``heads % tp == 0`` (and the KV heads), TP inside one
-  NVLink domain (``domain % tp == 0``), ``layers % (pp*vp) == 0``, ``seq_len % cp == 0``,
-  ``global_batch % (micro_batch*dp) == 0``, and for MoE ``experts % ep == 0`` and ``(dp*cp) % ep == 0``;
+  NVLink domain (``domain % tp == 0``), ``layers % (pp*vp) == 0`` with virtual stages,
+  ``pp <= layers`` without them (uneven stages when the engine takes them, else
+  ``layers % pp == 0``), ``seq_len % cp == 0``, ``global_batch % (micro_batch*dp) == 0``, and for
+  MoE ``experts % ep == 0`` and ``(dp*cp) % ep == 0``;
 * ``knobs``: one short array per knob.
 
 The full grid is ``rows x prod(len(knob))``; :meth:`SearchSpace.layout` returns a
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -65,6 +68,34 @@ class SearchOptions:
     max_cp: int = 8
     max_micro_batch: int = 16
     max_vp: int | None = None
+    uneven_pp: bool | None = None
+    """Allow pipeline degrees that do not divide the layers (the first stages take one more layer;
+    not with virtual stages). ``None``: whatever :func:`simcore.prediction.layout_of` accepts."""
+
+
+@lru_cache(maxsize=1)
+def engine_allows_uneven_pp() -> bool:
+    """Whether the engine accepts pipeline stages of unequal layer counts (``layers % pp != 0``).
+
+    Asked of :func:`simcore.prediction.layout_of` itself, so the planner never proposes a layout
+    that ``simcore predict`` would reject."""
+    from simcore.prediction import layout_of
+    from simcore.specs.resolve import cluster_for, scenario_from_dict
+
+    sc = scenario_from_dict(
+        {
+            "kind": "training",
+            "cluster": {"system": "hgx-h100", "gpus": 2},
+            "model": {"layers": 3, "hidden": 64, "heads": 2, "ffn_hidden": 128, "vocab": 128, "seq_len": 32},
+            "training": {"global_batch": 2},
+            "parallel": {"pp": 2},
+        }
+    )
+    try:
+        layout_of(sc, cluster_for("hgx-h100", gpus=2))
+    except SpecError:
+        return False
+    return True
 
 
 def divisors(n: int) -> np.ndarray:
@@ -217,7 +248,9 @@ def build_space(
     tp_auto = divisors(int(np.gcd(np.gcd(model.heads, model.n_kv_heads), gpus)))
     tp_auto = tp_auto[(tp_auto <= dom) & (dom % tp_auto == 0)]
     tp_c = _cand(o.tp, tp_auto)
-    pp_c = _cand(o.pp, divisors(int(np.gcd(model.layers, gpus))))
+    uneven = o.uneven_pp if o.uneven_pp is not None else engine_allows_uneven_pp()
+    pp_auto = divisors(gpus) if uneven else divisors(int(np.gcd(model.layers, gpus)))
+    pp_c = _cand(o.pp, pp_auto[pp_auto <= model.layers])
     cp_auto = divisors(int(np.gcd(model.seq_len, gpus)))
     cp_c = _cand(o.cp, cp_auto[cp_auto <= o.max_cp] if o.cp is None else cp_auto)
 
@@ -250,7 +283,8 @@ def build_space(
     if "interleaved" not in o.schedule:
         vp_c = vp_c[vp_c == 1] if 1 in vp_c else np.ones(1, dtype=np.int64)
     t = _cross(t, "vp", vp_c)
-    t = _keep(t, (model.layers % (t["pp"] * t["vp"]) == 0) & ((t["vp"] == 1) | (t["pp"] > 1)))
+    even = model.layers % (t["pp"] * t["vp"]) == 0
+    t = _keep(t, np.where(t["vp"] == 1, even | uneven, even & (t["pp"] > 1)))
 
     base = {k: t[k].astype(np.int64) for k in BASE_NAMES}
     knobs = {

@@ -30,7 +30,7 @@ def _check_rows(space, model, gpus, dom) -> None:  # type: ignore[no-untyped-def
     assert np.all(model.heads % b["tp"] == 0)
     assert np.all(model.n_kv_heads % b["tp"] == 0)
     assert np.all((b["tp"] <= dom) & (dom % b["tp"] == 0))
-    assert np.all(model.layers % (b["pp"] * b["vp"]) == 0)
+    assert np.all(np.where(b["vp"] > 1, model.layers % (b["pp"] * b["vp"]) == 0, b["pp"] <= model.layers))
     assert np.all(b["global_batch"] % (b["micro_batch"] * b["dp"]) == 0)
     assert np.all(model.seq_len % b["cp"] == 0)
     assert np.all((b["vp"] == 1) | (b["pp"] > 1))
@@ -49,11 +49,12 @@ def _check_rows(space, model, gpus, dom) -> None:  # type: ignore[no-untyped-def
     st.sampled_from([8, 16, 64, 96, 256, 1024]),
     st.sampled_from([64, 128, 256, 1536]),
     st.sampled_from(["gpt3-13b", "llama3-70b", "mixtral-8x7b"]),
+    st.booleans(),
 )
-def test_rows_obey_rules_and_nothing_is_missing(gpus: int, gb: int, preset: str) -> None:
+def test_rows_obey_rules_and_nothing_is_missing(gpus: int, gb: int, preset: str, uneven: bool) -> None:
     model = _model(preset)
     cl = cluster_for("hgx-h100", gpus=gpus)
-    space = build_space(model, cl, gb, SearchOptions(max_cp=4, max_micro_batch=4))
+    space = build_space(model, cl, gb, SearchOptions(max_cp=4, max_micro_batch=4, uneven_pp=uneven))
     _check_rows(space, model, gpus, 8)
     # brute force: every layout that obeys the rules is in the table
     got = {
@@ -67,7 +68,7 @@ def test_rows_obey_rules_and_nothing_is_missing(gpus: int, gb: int, preset: str)
             for cp in (1, 2, 4):
                 if gpus % (tp * pp * cp) or model.heads % tp or model.n_kv_heads % tp or 8 % tp:
                     continue
-                if model.layers % pp or model.seq_len % cp:
+                if (model.layers % pp and not uneven) or pp > model.layers or model.seq_len % cp:
                     continue
                 dp = gpus // (tp * pp * cp)
                 for ep in range(1, experts + 1):
@@ -77,7 +78,9 @@ def test_rows_obey_rules_and_nothing_is_missing(gpus: int, gb: int, preset: str)
                         if gb % (mb * dp):
                             continue
                         for vp in range(1, model.layers + 1):
-                            if model.layers % (pp * vp) or (vp > 1 and pp == 1):
+                            if vp > 1 and (model.layers % (pp * vp) or pp == 1):
+                                continue
+                            if vp == 1 and model.layers % pp and not uneven:
                                 continue
                             want.add((tp, pp, cp, dp, ep, vp, mb))
     assert got == want
