@@ -247,3 +247,39 @@ def test_plan_mode_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             ]
         )
     assert ex.value.code == 0 and heat.stat().st_size > 1000
+
+
+def test_output_and_executor_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = [
+        (["--executor", "local", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --executor dask"),
+        (["--executor", "threads"], "unknown executor"),
+        (["-o", str(tmp_path / "r.txt")], ".csv or .parquet"),
+        (["--mode", "search"], "unknown mode"),
+    ]
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        cases.append((["-o", str(tmp_path / "r.parquet")], "needs pyarrow"))
+    for extra, what in cases:
+        with pytest.raises(SystemExit) as ex:
+            main(["sweep", "default", "--grid", "cluster.gpus=8", "--quiet", *extra])
+        assert ex.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and "\n" not in err and what in err
+
+
+def test_results_file_of_another_sweep_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    run_sweep("default", ["cluster.gpus=8,16"], out, executor="serial", progress=False)
+    with pytest.raises(SpecError, match="another sweep"):
+        run_sweep("default", ["training.micro_batch=1,2"], out, executor="serial", progress=False)
+    # the same grid over a changed base scenario computes its own rows (the base hash differs)
+    res = run_sweep(
+        "default",
+        ["cluster.gpus=8,16"],
+        out,
+        executor="serial",
+        overrides=["training.global_batch=128"],
+        progress=False,
+    )
+    assert res.computed == 2 and len(_rows(out)) == 4
