@@ -19,8 +19,9 @@ The split is deterministic: the held-out set is every point of the ``reduce`` op
 message size (log2 index ``% 3 == 1``) of every other op; the fit sees only the rest. The loss is
 the sum of squared log ratios of predicted to measured time: a grid over the shared ramp shape,
 and for each shape an independent 2-D Nelder-Mead per family (numpy only).
-Only measurements inside one NVLink domain constrain anything here; the network curve stays at its
-spec values until multi-node measurements exist.
+Points inside one NVLink domain fit the NVLink side; multi-node points (nccl-tests across nodes),
+when a file has them, then fit the network curve (plateau and ramp) with the NVLink side fixed.
+Without them the network curve stays at its spec values.
 """
 
 from __future__ import annotations
@@ -371,21 +372,58 @@ def fit(
     m = aggregate(m)
     if base is None:
         base = _provisional_base(system)
-    cl = cluster_for(system, gpus=int(m.gpus.max()))
-    if np.any(m.gpus > cl.system.nvlink_domain) or np.any(m.nodes > 1):
-        raise SimcoreError("only single-node (one NVLink domain) measurements can be fitted so far")
+    dom = cluster_for(system).system.nvlink_domain
+    inter = (m.nodes > 1) | (m.gpus > dom)
     test_mask = held_out_mask(m)
     train, test = m.select(~test_mask), m.select(test_mask)
-    if len(train) < 8:
-        raise SimcoreError(f"too few measurements to fit ({len(train)} training points)")
-    prm = _fit_params(train, system, base, iters, grid)
+    intra_train = m.select(~test_mask & ~inter)
+    if len(intra_train) < 8:
+        raise SimcoreError(f"too few single-node measurements to fit ({len(intra_train)} training points)")
+    prm = _fit_params(intra_train, system, base, iters, grid)
     prof = apply(base, prm)
-    report = {
+    inter_train = m.select(~test_mask & inter)
+    if len(inter_train) >= 4:
+        prof = _fit_network(inter_train, system, prof, iters * 4)
+    report: dict[str, Any] = {
         "split": f"held out: all of '{HELD_OUT_OP}' and every third log2 size of the other ops",
         "train": _errors(train, predict(train, prof, system)),
         "held_out": _errors(test, predict(test, prof, system)),
     }
+    if np.any(inter):
+        t_inter = m.select(test_mask & inter)
+        if len(t_inter):
+            report["held_out_multi_node"] = _errors(t_inter, predict(t_inter, prof, system))
     return FitResult(prof, prm, train, test, report)
+
+
+def _fit_network(m: CommMeasurements, system: str, prof: CommProfile, iters: int) -> CommProfile:
+    """Fit the network link curve (plateau, ramp) on multi-node points, NVLink side fixed."""
+    plan = design(m, system)
+    logt = np.log(m.time_s)
+
+    def curve(v: NDArray[np.float64]) -> LinkCurve:
+        return LinkCurve.model_construct(
+            efficiency=float(min(math.exp(v[0]), 1.5)),
+            ramp_bytes=float(10 ** (3.0 + 7.0 * _sigmoid(float(v[1])))),
+            ramp_exponent=float(0.05 + 0.95 * _sigmoid(float(v[2]))),
+        )
+
+    def with_net(v: NDArray[np.float64]) -> CommProfile:
+        return prof.model_copy(update={"links": {**prof.links, "network": curve(v)}})
+
+    def loss(v: NDArray[np.float64]) -> float:
+        r = np.log(predict(m, with_net(v), system, plan)) - logt
+        return float(np.sum(r * r))
+
+    best: tuple[float, NDArray[np.float64]] | None = None
+    for ramp_logit in (-2.0, 0.0, 2.0):
+        for expo_logit in (-1.0, 1.0):
+            x = nelder_mead(loss, np.array([math.log(0.8), ramp_logit, expo_logit]), step=0.5, iters=iters)
+            fx = loss(x)
+            if best is None or fx < best[0]:
+                best = (fx, x)
+    assert best is not None
+    return with_net(best[1])
 
 
 def _provisional_base(system: str) -> CommProfile:

@@ -241,3 +241,45 @@ def test_report_comm_prints_tables(tmp_path: Path) -> None:
     text = buf.getvalue()
     assert "held-out" in text or "train" in text
     assert summary["heldout"]
+
+
+def test_fit_uses_multi_node_points_for_the_network_curve() -> None:
+    from simcore.calibration import fit_comm as F
+    from simcore.calibration.nccl import CommMeasurements
+    from simcore.comm.collectives import LinkCurve
+
+    truth = F.Params(
+        0.8,
+        1e6,
+        0.5,
+        dict.fromkeys(F.PROTOCOLS, 1.0),
+        dict.fromkeys(F.FAMILY_NAMES, 1.0),
+        1.0,
+        dict.fromkeys(F.FAMILY_NAMES, 20e-6),
+    )
+    base = F._provisional_base("hgx-h200")
+    net = LinkCurve(efficiency=0.85, ramp_bytes=4e6, ramp_exponent=0.6)
+    prof = F.apply(base, truth)
+    prof = prof.model_copy(update={"links": {**prof.links, "network": net}})
+    sizes = [float(1 << i) for i in range(12, 33, 2)]
+    rows = [
+        (o, s, g, k)
+        for o in ("all_reduce", "all_gather")
+        for s in sizes
+        for g, k in ((2, 1), (16, 2), (4, 4))
+    ]
+    n = len(rows)
+    m = CommMeasurements(
+        op=np.array([r[0] for r in rows]),
+        dtype=np.array(["bf16"] * n),
+        nbytes=np.array([r[1] for r in rows]),
+        gpus=np.array([r[2] for r in rows]),
+        nodes=np.array([r[3] for r in rows]),
+        time_s=np.ones(n),
+        in_place=np.zeros(n, dtype=bool),
+    )
+    m = CommMeasurements(m.op, m.dtype, m.nbytes, m.gpus, m.nodes, F.predict(m, prof, "hgx-h200"), m.in_place)
+    res = F.fit(m, "hgx-h200", base, iters=40, grid=((1e6,), (0.5,)))
+    got = res.profile.links["network"]
+    assert got.efficiency == pytest.approx(0.85, rel=0.05)
+    assert res.report["held_out_multi_node"]["median_abs_error_ge_1MB"] < 0.03
