@@ -399,7 +399,7 @@ def make_executor(
             client: Any = (
                 Client(scheduler, timeout=10)
                 if scheduler
-                else Client(n_workers=max(1, workers), threads_per_worker=1)
+                else Client(n_workers=max(1, workers), threads_per_worker=1, dashboard_address=None)
             )
         except (OSError, TimeoutError) as e:
             raise SimcoreError(
