@@ -791,11 +791,10 @@ class CollectiveResult(BaseModel):
     notes: list[str] = []
 
 
-def _group_for(cluster: ClusterInfo, gpus: int, nodes: int | None) -> GroupPlacement:
-    dom = cluster.system.nvlink_domain
+def _group_for(cluster: ClusterInfo, gpus: int) -> GroupPlacement:
+    """All ``gpus`` of the cluster, spread evenly over its nodes, filling NVLink domains in order."""
     per_node = math.ceil(gpus / cluster.nodes)
-    per_domain = min(per_node, dom)
-    return GroupPlacement.of(gpus, per_domain)
+    return GroupPlacement.of(gpus, min(per_node, cluster.system.nvlink_domain))
 
 
 def collective_time(
@@ -829,7 +828,7 @@ def collective_time(
     if dtype not in DTYPE_BYTES:
         raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}", field="dtype")
     cluster = cluster_for(system, gpus=gpus, nodes=nodes)
-    group = _group_for(cluster, gpus, nodes)
+    group = _group_for(cluster, gpus)
     lp = load_profile(cluster.system.name)
     if algorithm != "auto":
         if algorithm not in ALGORITHMS:
