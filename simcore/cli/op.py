@@ -109,6 +109,7 @@ def op_cmd(
         framework=framework,
         calibration=calibration,
         cold_cache=cold_cache,
+        clock_hz=clock,
         **given,
     )
     if plot is not None:

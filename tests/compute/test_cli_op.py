@@ -62,3 +62,16 @@ def test_errors_one_line_exit_2(args: list[str], needle: str, capsys: pytest.Cap
     code, _, err = run(args, capsys)
     assert code == 2
     assert needle in err and err.strip().count("\n") == 0
+
+
+def test_clock_and_cold_cache_options(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["op", "gemm", "--m", "8192", "--n", "8192", "--k", "8192", "--json"]
+    _, out, _ = run(base, capsys)
+    _, fast, _ = run([*base, "--clock", "1.98 GHz"], capsys)
+    assert json.loads(fast)["kernel_time_s"] < json.loads(out)["kernel_time_s"]
+    code, _, err = run([*base, "--clock", "fast"], capsys)
+    assert code == 2 and "clock" in err
+    dec = ["op", "gemm", "--m", "1", "--n", "4096", "--k", "4096", "--json"]
+    _, warm, _ = run(dec, capsys)
+    _, cold, _ = run([*dec, "--cold-cache"], capsys)
+    assert json.loads(cold)["kernel_time_s"] > json.loads(warm)["kernel_time_s"]
