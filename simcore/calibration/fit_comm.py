@@ -117,12 +117,11 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-min(max(x, -40.0), 40.0)))
 
 
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p))
-
-
 @dataclass(frozen=True)
 class Params:
+    """Fitted values: NVLink curve, protocol latency scales (kept at 1), and per op family a bandwidth
+    multiplier and a per-call floor (seconds); ``fp32`` is a reduction multiplier (kept at 1)."""
+
     efficiency: float
     ramp_bytes: float
     ramp_exponent: float
@@ -130,50 +129,6 @@ class Params:
     family: dict[str, float]
     fp32: float
     overhead: dict[str, float]
-
-    def vector(self) -> NDArray[np.float64]:
-        p = min(max(self.ramp_exponent, 0.051), 0.999)
-        return np.array(
-            [
-                math.log(self.efficiency),
-                _logit((math.log10(min(max(self.ramp_bytes, 1e3 * 1.0001), 1e10 / 1.0001)) - 3.0) / 7.0),
-                math.log((p - 0.05) / (1.0 - p)),
-                *(math.log(self.lat_scale[k]) for k in PROTOCOLS),
-                *(math.log(self.family[k]) for k in ("ring", "rooted", "p2p")),
-                math.log(self.fp32),
-                *(math.log(max(self.overhead[k], 1e-9) * 1e6) for k in FAMILY_NAMES),
-            ]
-        )
-
-    def vector_head(self) -> NDArray[np.float64]:
-        """The first six entries of :meth:`vector` (curve and latency scales) without the dicts."""
-        p = min(max(self.ramp_exponent, 0.051), 0.999)
-        return np.array(
-            [
-                math.log(self.efficiency),
-                _logit((math.log10(min(max(self.ramp_bytes, 1e3 * 1.0001), 1e10 / 1.0001)) - 3.0) / 7.0),
-                math.log((p - 0.05) / (1.0 - p)),
-                *(math.log(self.lat_scale[k]) for k in PROTOCOLS),
-            ]
-        )
-
-    @staticmethod
-    def from_vector(v: NDArray[np.float64]) -> Params:
-        p = 0.05 + 0.95 / (1.0 + math.exp(-float(np.clip(v[2], -30, 30))))
-        return Params(
-            efficiency=float(min(math.exp(v[0]), 1.5)),
-            ramp_bytes=float(10 ** (3.0 + 7.0 * _sigmoid(float(v[1])))),
-            ramp_exponent=float(min(p, 1.0)),
-            lat_scale={k: float(math.exp(np.clip(v[3 + i], -5, 5))) for i, k in enumerate(PROTOCOLS)},
-            family={
-                "all_reduce": 1.0,
-                **{k: float(min(math.exp(v[6 + i]), 3.0)) for i, k in enumerate(("ring", "rooted", "p2p"))},
-            },
-            fp32=float(min(math.exp(v[9]), 3.0)),
-            overhead={
-                k: float(math.exp(np.clip(v[10 + i], -10, 8))) * 1e-6 for i, k in enumerate(FAMILY_NAMES)
-            },
-        )
 
 
 def apply(base: CommProfile, prm: Params) -> CommProfile:
