@@ -7,10 +7,10 @@ collectives, and report its error on measurements it was not fitted on.
 What is fitted (the rest of the profile keeps its spec/NCCL-default values):
 
 * the NVLink bandwidth curve: plateau ``efficiency``, ``ramp_bytes`` and ``ramp_exponent``;
-* per op family a per-call floor (``op_overhead``: back-to-back calls through torch.distributed
-  cannot be issued faster than this) and a bandwidth multiplier -- families -- ``all_reduce`` (the anchor, 1), ``ring`` (all_gather,
+* per op a per-call floor (``op_overhead``: back-to-back calls through torch.distributed cannot be
+  issued faster than this), and per op family a bandwidth multiplier -- families -- ``all_reduce`` (the anchor, 1), ``ring`` (all_gather,
   reduce_scatter), ``rooted`` (broadcast, reduce), ``p2p`` (all_to_all, send_recv) -- so an op never
-  seen in fitting borrows its family's values.
+  seen in fitting borrows its family's multiplier and mean floor.
 
 NCCL's protocol latencies (LL, LL128, Simple; base and per hop) are kept: two GPUs cannot separate
 them from the per-call floor. bf16 and fp32 points are fitted together (same bytes, same curve).
@@ -119,8 +119,9 @@ def _sigmoid(x: float) -> float:
 
 @dataclass(frozen=True)
 class Params:
-    """Fitted values: NVLink curve, protocol latency scales (kept at 1), and per op family a bandwidth
-    multiplier and a per-call floor (seconds); ``fp32`` is a reduction multiplier (kept at 1)."""
+    """Fitted values: NVLink curve, protocol latency scales (kept at 1), a bandwidth multiplier per op
+    family, per-call floors (seconds) per op (or per family); ``fp32`` is a reduction multiplier (kept
+    at 1)."""
 
     efficiency: float
     ramp_bytes: float
@@ -153,7 +154,9 @@ def apply(base: CommProfile, prm: Params) -> CommProfile:
                 **{k: v for k, v in base.hop_latency.items() if k != "nvlink"},
             },
             "ops": {op: prm.family[fam] for op, fam in FAMILIES.items()},
-            "op_overhead": {op: prm.overhead[fam] for op, fam in FAMILIES.items()},
+            "op_overhead": {
+                op: prm.overhead.get(op, prm.overhead.get(fam, 0.0)) for op, fam in FAMILIES.items()
+            },
             "dtypes": {"fp32": prm.fp32} if prm.fp32 != 1.0 else {},
         }
     )
@@ -263,8 +266,9 @@ def _fit_params(
     grid: tuple[tuple[float, ...], tuple[float, ...]],
 ) -> Params:
     """Separable fit: the ramp shape (``ramp_bytes``, ``ramp_exponent``) is shared and searched on a
-    grid; for each shape every op family gets its own plateau efficiency and per-call floor by a 2-D
-    Nelder-Mead on its own points (families do not interact, so this is exact and fast). The
+    grid; for each shape every op family gets its own plateau efficiency, and each of its ops its
+    per-call floor, by a small Nelder-Mead on the family's points (families do not interact, so this
+    is exact and fast); an op never fitted takes its family's mean floor. The
     all_reduce family's plateau is the link efficiency; the others become multipliers of it. NCCL's
     protocol latencies are kept: two GPUs cannot separate them from the per-call floor."""
     fam_of = np.array([FAMILIES[model_op(o)] for o in train.op.tolist()])
@@ -273,7 +277,11 @@ def _fit_params(
     logs = {f: np.log(m.time_s) for f, m in subsets.items()}
     floor0 = {f: float(np.min(m.time_s)) for f, m in subsets.items()}
 
+    ops_of = {f: sorted({model_op(o) for o in m.op.tolist()}) for f, m in subsets.items()}
+
     def family_fit(f: str, ramp: float, expo: float) -> tuple[float, NDArray[np.float64]]:
+        ops = ops_of[f]
+
         def lf(v: NDArray[np.float64]) -> float:
             prm = Params(
                 float(min(math.exp(v[0]), 3.0)),
@@ -282,13 +290,13 @@ def _fit_params(
                 dict.fromkeys(PROTOCOLS, 1.0),
                 dict.fromkeys(FAMILY_NAMES, 1.0),
                 1.0,
-                dict.fromkeys(FAMILY_NAMES, float(math.exp(min(v[1], 8.0))) * 1e-6),
+                {op: float(math.exp(min(v[1 + i], 8.0))) * 1e-6 for i, op in enumerate(ops)},
             )
             r = np.log(predict(subsets[f], apply(base, prm), system, plans[f])) - logs[f]
             return float(np.sum(r * r))
 
-        x0 = np.array([math.log(0.8), math.log(max(floor0[f] * 1e6 * 0.8, 1e-3))])
-        x = nelder_mead(lf, x0, step=0.4, iters=iters)
+        x0 = np.array([math.log(0.8)] + [math.log(max(floor0[f] * 1e6 * 0.8, 1e-3))] * len(ops))
+        x = nelder_mead(lf, x0, step=0.4, iters=iters * len(ops))
         return lf(x), x
 
     best: tuple[float, float, float, dict[str, NDArray[np.float64]]] | None = None
@@ -309,7 +317,15 @@ def _fit_params(
     link_eff = min(anchor, 1.5)
     fam = {f: (eff[f] / link_eff if f in eff else 1.0) for f in FAMILY_NAMES}
     fam["all_reduce"] = 1.0
-    floors = {f: (float(math.exp(min(sol[f][1], 8.0))) * 1e-6 if f in sol else 0.0) for f in FAMILY_NAMES}
+    # per-call floors per op; an op never fitted takes the mean of its family's fitted ops
+    floors: dict[str, float] = {}
+    for f, x in sol.items():
+        for i, op in enumerate(ops_of[f]):
+            floors[op] = float(math.exp(min(x[1 + i], 8.0))) * 1e-6
+    for op, f in FAMILIES.items():
+        if op not in floors:
+            known = [floors[o] for o in ops_of.get(f, [])]
+            floors[op] = float(np.mean(known)) if known else 0.0
     return Params(link_eff, ramp, expo, dict.fromkeys(PROTOCOLS, 1.0), fam, 1.0, floors)
 
 

@@ -457,6 +457,11 @@ def family_of(t: Table, i: int) -> str:
 ROWWISE = ("softmax", "layernorm", "rmsnorm", "cross_entropy")
 
 
+def _elt(t: Table) -> F:
+    """Element size (bytes) of each row's dtype."""
+    return np.array([DTYPE_BYTES.get(d or "bf16", 2.0) for d in t.dtype])
+
+
 def _rows(t: Table, name: str) -> F | None:
     """Row counts of row-wise ops (trace column ``m``), else ``None``."""
     base = name[:-4] if name.endswith("_bwd") else name
@@ -509,9 +514,10 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
             op = prof.memory.ops.get(nm)
             share = op.row_share if op else None
             rows = _rows(sub.take(j), nm) if share else None
+            elt = _elt(sub.take(j))
             out[midx[j]] = K.memory_time(
                 hw32, prof.memory, sub.num["bytes"][j], flops[j], op.eff if op else 1.0, op.t0 if op else None,
-                rows, share,
+                rows, share, True, elt,
             ).time  # fmt: skip
     oidx = np.flatnonzero(fam == "optimizer")
     if oidx.size:
@@ -652,6 +658,7 @@ _ATTN_PARAMS = (
     Param("sharpness", 1.0, 12.0, 3.0),
     Param("t0", 1e-7, 2e-4, 4e-6, log=True),
     Param("split_t0", 1e-8, 5e-5, 1e-6, log=True),
+    Param("head_dim_scale", 16.0, 1e5, 2000.0, log=True),
 )
 _MEM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.85),
@@ -831,10 +838,17 @@ def fit(
 
         rows = _rows(sub, nm)
 
+        elt_s = _elt(sub)
+
         def op_k(
-            op: MemoryOpParams, s: Table = sub, fl: F = flops, mp: MemoryParams = mem, r: F | None = rows
+            op: MemoryOpParams,
+            s: Table = sub,
+            fl: F = flops,
+            mp: MemoryParams = mem,
+            r: F | None = rows,
+            e: F = elt_s,
         ) -> F:
-            return K.memory_time(hw32, mp, s.num["bytes"], fl, op.eff, op.t0, r, op.row_share).time
+            return K.memory_time(hw32, mp, s.num["bytes"], fl, op.eff, op.t0, r, op.row_share, True, e).time
 
         ps = [Param("eff", 0.1, 2.0, 1.0), Param("t0", 1e-7, 2e-4, mem.t0, log=True)]
         base_op = MemoryOpParams(eff=1.0, t0=mem.t0)
@@ -927,6 +941,10 @@ def fit(
             names = [p.name for p in _ATTN_PARAMS] if len(sub) >= 20 else ["eff_peak", "kv_overhead", "t0"]
             if bwd:
                 names = [n for n in names if n != "split_t0"]
+            if len(set(sub.num["head_dim"][np.isfinite(sub.num["head_dim"])])) < 3:
+                names = [n for n in names if n != "head_dim_scale"]
+            elif start_a.head_dim_scale is None:
+                start_a = start_a.model_copy(update={"head_dim_scale": 2000.0})
             h0 = host_overhead.get(f, launch["eager"] * (6.0 if bwd else 2.0))
             attn[k2], h = _fit_model(
                 start_a,

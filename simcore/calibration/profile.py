@@ -67,6 +67,10 @@ class AttentionParams(_Frozen):
     """Non-MMA work per score element (softmax, masking), as an equivalent head dim (elements)."""
     kv_overhead: float = Field(ge=0)
     """Per-CTA prologue/epilogue cost, as an equivalent sequence length (tokens)."""
+    head_dim_scale: float | None = Field(default=None, gt=0)
+    """Large head dims cost ``head_dim / head_dim_scale`` more per MMA element: the shared memory
+    a tile needs grows with the head dim, so KV tiles narrow and the output accumulator is
+    rescaled more often per score. ``None``: no such term."""
     eff_bw: float = Field(gt=0, le=1.5)
     """Fraction of HBM bandwidth reached when streaming Q/K/V (dimensionless)."""
     sharpness: float = Field(ge=1, le=16)

@@ -222,6 +222,7 @@ def attention_time(
     walk_max = _ceil_div(walk_max, bc) * bc
     walk_avg = np.minimum(walk_avg, walk_max)
     row_blocks = _ceil_div(rows, br)
+    d_factor = 1.0 if p.head_dim_scale is None else 1.0 + d / p.head_dim_scale
     # Split-KV (flash-decoding) only when the un-split grid leaves SMs idle (FlashAttention-2's
     # heuristic); the split kernel uses the 64-row MMA granule as its row tile.
     split_ok = groups * row_blocks < p.split_threshold * sm
@@ -238,7 +239,7 @@ def attention_time(
             rb = _ceil_div(rows, br_s)
         real_rows = np.minimum(rows, br_s)
         # seconds per column walked by one CTA: MMAs on the padded tile, softmax on the real rows
-        per_col = f * (br_s * d + real_rows * p.head_dim_overhead) / rate_sm
+        per_col = f * (br_s * d * d_factor + real_rows * p.head_dim_overhead) / rate_sm
         ctas = groups * rb * s
         waves = _ceil_div(ctas, sm)
         avg = walk_avg / s + p.kv_overhead
@@ -276,13 +277,15 @@ def memory_time(
     rows: ArrayLike | None = None,
     row_share: float | None = None,
     l2_reuse: bool = True,
+    elt_bytes: ArrayLike = 2.0,
 ) -> MemTimes:
     """Kernel time of a bandwidth-bound kernel that moves ``nbytes`` (read + written) and does
     ``flops`` of non-tensor arithmetic (seconds).
 
     Row-wise kernels (softmax, norms, cross-entropy) give one row to a CTA: with ``rows`` and the
     op's ``row_share`` (a CTA streams at ``row_share x bandwidth / sm_count``) the time is at least
-    ``ceil(rows / sm_count)`` waves of one row each, which is what makes a few long rows slow.
+    ``ceil(rows / sm_count)`` waves of one row each, which is what makes a few long rows slow
+    (row work counted in elements: bytes scaled to 2-byte elements with ``elt_bytes``).
     ``l2_reuse=False`` streams from HBM whatever the size (data not touched since long ago).
     """
     if rows is None or row_share is None:
@@ -296,7 +299,11 @@ def memory_time(
     if rw is not None and row_share is not None:
         rw = np.maximum(rw, 1.0)
         bw_cta = row_share * hw.bandwidth * p.eff_bw / hw.sm_count
-        tmem = np.maximum(tmem, _ceil_div(rw, float(hw.sm_count)) * (nb / rw) / bw_cta)
+        # a row's work counts elements (loops over a row are per element, not per byte)
+        scale = 2.0 / np.broadcast_to(
+            f64(elt_bytes), np.broadcast_shapes(np.shape(elt_bytes), shape)
+        ).reshape(-1)
+        tmem = np.maximum(tmem, _ceil_div(rw, float(hw.sm_count)) * (nb * scale / rw) / bw_cta)
     tc = fl / (hw.fp32_peak * p.eff_compute)
     t = smoothmax(tmem, tc, p.sharpness) + (p.t0 if t0 is None else t0)
     return MemTimes(t.reshape(shape), tc.reshape(shape), tmem.reshape(shape))
