@@ -142,9 +142,13 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     if m.heads % p.tp:
         raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({p.tp})", field="parallel.tp")
     vp = p.vp if p.schedule == "interleaved" else 1
-    if m.layers % (p.pp * vp):
+    if vp > 1 and m.layers % (p.pp * vp):
         raise SpecError(
-            f"model.layers ({m.layers}) is not divisible by pp*vp ({p.pp * vp})", field="parallel.pp"
+            f"model.layers ({m.layers}) is not divisible by pp*vp ({p.pp * vp})", field="parallel.vp"
+        )
+    if m.layers < p.pp:
+        raise SpecError(
+            f"model.layers ({m.layers}) is fewer than pipeline stages ({p.pp})", field="parallel.pp"
         )
     gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
     if gb % (tr.micro_batch * dp):

@@ -50,6 +50,9 @@ class PipelineJob:
     buckets: int = 1
     """Gradient buckets per rank (released in order during the last backward)."""
     optimizer_time: list[float] = field(default_factory=list)
+    tail_time: list[float] = field(default_factory=list)
+    """Per rank: exposed seconds after the optimizer (e.g. a parameter all-gather the next step's
+    forward cannot hide)."""
 
 
 @dataclass
@@ -236,6 +239,12 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
             t0 = env.now
             yield env.timeout(opt)
             events.append(Event(r, "compute", "optimizer", t0, env.now))
+            counter[0] += 1
+        tail = job.tail_time[r] if job.tail_time else 0.0
+        if tail > 0:
+            t0 = env.now
+            yield env.timeout(tail)
+            events.append(Event(r, "dp_comm", "param gather (exposed)", t0, env.now))
             counter[0] += 1
         finish[r] = env.now
 

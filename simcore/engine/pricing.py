@@ -66,6 +66,7 @@ class Pricer:
         if self.profile is None:
             self.profile = load_profile(self.cluster.device, self.calibration)
         self.launch_s = C.launch_overhead(self.profile, self.framework)
+        self._comm_cache: dict[tuple[Any, ...], Any] = {}
 
     @property
     def prof(self) -> ComputeProfile:
@@ -150,16 +151,111 @@ class Pricer:
         if np.all(size <= 1):
             return 0.0 * np.asarray(nbytes, dtype=float)
         nb = np.maximum(np.asarray(nbytes, dtype=float), 1.0)
-        t = collective_cost(op, nb, g, self.cluster, dtype=dtype).time_s
-        return np.where(size > 1, t, 0.0)
+        key = (op, group, dtype, nb.shape, nb.tobytes())
+        hit = self._comm_cache.get(key)
+        if hit is None:
+            t = collective_cost(op, nb, g, self.cluster, dtype=dtype).time_s
+            hit = self._comm_cache[key] = np.where(size > 1, t, 0.0)
+        return hit
+
+    def times(self, ops: list[Op]) -> tuple[list[Num], list[Num]]:
+        """Seconds of one invocation and FLOPs of each op, priced in batches: ops of the same kind
+        (and dtype, direction, memory-op name or communicator) are stacked on a leading axis and
+        costed in one vectorised call, so a layer costs a handful of numpy passes."""
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, op in enumerate(ops):
+            a = op.args
+            bwd = op.name.endswith(("_bwd", "_dgrad", "_wgrad"))
+            if op.kind == "gemm":
+                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd)
+            elif op.kind == "attention":
+                key = (
+                    "attention",
+                    bool(a.get("causal", True)),
+                    bool(a.get("backward", False)),
+                    "bf16" if a["dtype"] == "fp8" else a["dtype"],
+                    a.get("kv_seq") is None,
+                    a.get("kv_heads") is None,
+                    bwd,
+                )
+            elif op.kind == "memory":
+                key = ("memory", a["name"], bwd)
+            else:
+                key = ("comm", a["op"], a["group"])
+            groups.setdefault(key, []).append(i)
+        t_out: list[Num] = [0.0] * len(ops)
+        f_out: list[Num] = [0.0] * len(ops)
+        dev, prof = self.cluster.device, self.prof
+        for key, idx in groups.items():
+            sel = [ops[i] for i in idx]
+
+            # every array of the group shares one layout shape; ops are stacked in front of it
+            common = np.broadcast_shapes(
+                *(
+                    np.shape(v)
+                    for o in sel
+                    for v in o.args.values()
+                    if not isinstance(v, str) and v is not None
+                )
+            )
+
+            def stack(name: str, default: Any = None, sel: list[Op] = sel, common: Any = common) -> Any:
+                vals = [np.asarray(o.args.get(name, default), dtype=float) for o in sel]
+                shape = np.broadcast_shapes(*(v.shape for v in vals))
+                out = np.stack([np.broadcast_to(v, shape) for v in vals])
+                return out.reshape((len(sel),) + (1,) * (len(common) - len(shape)) + shape)
+
+            kind = key[0]
+            if kind == "comm":
+                nb = stack("nbytes")
+                t = self.comm_time(key[1], nb, key[2])
+                fl: Any = 0.0
+            else:
+                if kind == "gemm":
+                    m, n, k, b = stack("m"), stack("n"), stack("k"), stack("batch", 1)
+                    t = C.gemm(dev, prof, m, n, k, key[1], b).time_s
+                    fl = 2.0 * m * n * k * b
+                    family: str | None = "gemm"
+                    backward = key[2]
+                elif kind == "attention":
+                    kvh = None if key[5] else stack("kv_heads")
+                    kvs = None if key[4] else stack("kv_seq")
+                    r = C.attention(
+                        dev,
+                        prof,
+                        stack("batch"),
+                        stack("heads"),
+                        stack("seq"),
+                        stack("head_dim"),
+                        key[1],
+                        key[2],
+                        kvh,
+                        kvs,
+                        key[3],
+                    )
+                    t, fl = r.time_s, r.flops
+                    family = "attention_bwd" if key[2] else "attention_fwd"
+                    backward = key[6]
+                else:
+                    t = C.memory_op(dev, prof, key[1], stack("nbytes"), stack("flops", 0.0)).time_s
+                    fl = 0.0
+                    family = "memory"
+                    backward = key[2]
+                t = C.stream_time(prof, t, self.framework, None if backward else family)
+            t_arr = np.asarray(t, dtype=float)
+            f_arr = np.asarray(fl, dtype=float)
+            for j, i in enumerate(idx):
+                t_out[i] = t_arr[j] if t_arr.ndim else float(t_arr)
+                f_out[i] = f_arr[j] if f_arr.ndim else float(f_arr)
+        return t_out, f_out
 
     def price(self, ops: list[Op], count: Num = 1.0) -> Priced:
         """Seconds by category of running ``ops`` (each ``op.count`` times), ``count`` times."""
         out = Priced()
-        for op in ops:
-            t = self.kernel_time(op) * op.count * count
-            out.add(op.category, t)
+        ts, fs = self.times(ops)
+        for op, t, f in zip(ops, ts, fs, strict=True):
+            out.add(op.category, t * op.count * count)
             if op.kind != "comm":
-                out.flops = out.flops + self.flops(op) * op.count * count
+                out.flops = out.flops + f * op.count * count
                 out.kernels = out.kernels + op.count * count
         return out

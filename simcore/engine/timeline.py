@@ -32,16 +32,18 @@ def pipeline_job(lay: dict[str, Any], ev: TrainingEval) -> PipelineJob:
     v = int(lay["vp"]) if sched == "interleaved" else 1
     nch = chunks(sched, v)
     m = int(round(_f(ev.microbatches)))
-    per_chunk = 1 if sched == "dualpipe" else nch
-    f = st["forward_s"] / per_chunk
-    b = st["backward_s"] / per_chunk
-    w = st["wgrad_s"] / per_chunk
-    stages = []
     nstage = p * nch
     chain = p if sched == "dualpipe" else nstage
+    # per-layer seconds (the stage times are for layers / pp layers); layers that do not divide
+    # evenly go one extra to the first stages
+    layers = int(round(st["layers"]))
+    per_rank = layers / p
+    f, b, w = (st[k] / per_rank for k in ("forward_s", "backward_s", "wgrad_s"))
+    stages = []
     for vs in range(nstage):
         pos = vs % chain
-        sf, sb, sw = f, b, w
+        n = layers // chain + (1 if pos < layers % chain else 0)
+        sf, sb, sw = f * n, b * n, w * n
         if pos == 0:
             sf += st["embedding_fwd_s"]
             sb += st["embedding_bwd_s"]
@@ -58,9 +60,13 @@ def pipeline_job(lay: dict[str, Any], ev: TrainingEval) -> PipelineJob:
         stages=stages,
         p2p_time=st["p2p_s"] if p > 1 else 0.0,
         dp_time=[st["dp_comm_s"]] * p,
-        dp_overlap=bool(lay["dp_overlap"]) and int(lay["zero"]) < 3 and not bool(lay["fsdp"]),
+        dp_overlap=bool(lay["dp_overlap"])
+        and int(lay["zero"]) < 3
+        and not bool(lay["fsdp"])
+        and lay.get("dp_mode", "ddp") == "ddp",
         buckets=max(int(round(st["buckets"])), 1),
         optimizer_time=[st["optimizer_s"]] * p,
+        tail_time=[st["dp_tail_s"] + st["host_tail_s"]] * p,
     )
 
 

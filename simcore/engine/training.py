@@ -102,15 +102,28 @@ def _stage_priced(
     return fwd, bwd, w, attn, gemm, attn_flops
 
 
-def _exposed(p: Priced, attn: Num, gemm: Num, tp_overlap: Num) -> Priced:
+def _exposed(
+    p: Priced, attn: Num, gemm: Num, tp_overlap: Num, tp: Num, schedule: Num, compute: Num
+) -> Priced:
     """Replace overlappable communication by its exposed part: CP ring exchange hides behind the
     attention compute; TP collectives hide behind the GEMMs when ``tp_overlap``."""
     out = Priced(dict(p.time), p.flops, p.kernels)
     if "cp_comm" in out.time:
         out.time["cp_comm"] = np.maximum(out.time["cp_comm"] - attn, 0.0)
     if "tp_comm" in out.time:
+        # communication overlap (userbuffers ring exchange) splits each GEMM into tp chunks and
+        # pipelines the exchange of one chunk with the GEMM of the previous: the first chunk's
+        # transfer always shows, the rest hides behind the GEMM work that remains
         tpc = out.time["tp_comm"]
-        out.time["tp_comm"] = np.where(_a(tp_overlap, bool), np.maximum(tpc - gemm, 0.0), tpc)
+        k = np.maximum(_a(tp), 1.0)
+        hidden = np.maximum(tpc / k, tpc - gemm * (1.0 - 1.0 / k))
+        out.time["tp_comm"] = np.where(_a(tp_overlap, bool), hidden, tpc)
+    if "ep_comm" in out.time:
+        # DualPipe overlaps one micro-batch's expert all-to-all with another's computation
+        epc = out.time["ep_comm"]
+        out.time["ep_comm"] = np.where(
+            np.asarray(schedule) == "dualpipe", np.maximum(epc - compute, 0.0), epc
+        )
     return out
 
 
@@ -147,8 +160,10 @@ def evaluate(
         if count == 0:
             continue
         fwd, bwd, w, attn, gemm, attn_flops = _stage_priced(pricer, model, lw, moe)
-        fwd_x = _exposed(fwd, attn, gemm, lay.tp_overlap)
-        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, lay.tp_overlap)
+        comp_f = fwd.total(exclude=COMM_CATEGORIES)
+        comp_b = bwd.total(exclude=COMM_CATEGORIES)
+        fwd_x = _exposed(fwd, attn, gemm, lay.tp_overlap, tp, schedule, comp_f)
+        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, lay.tp_overlap, tp, schedule, comp_b)
         # recomputation re-runs the forward (full) or the attention core (selective) before backward
         full = fwd_x
         rec_t = np.where(recompute == "full", 1.0, 0.0)
@@ -194,8 +209,17 @@ def evaluate(
     Fl, Bl = F_layers.total(), B_layers.total()
     embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
     single = pp <= 1
-    R = Fl + Bl  # a middle stage
-    stage_max = R + np.where(single, embF + embB + headF + headB, np.maximum(headF + headB, embF + embB))
+    R = Fl + Bl  # a middle stage (average layer count)
+    # layers that do not divide evenly go one extra to the first stages (the last stage, which also
+    # runs the LM head, gets the smaller share)
+    n_hi = np.ceil(model.layers / pp - 1e-9)
+    n_lo = np.floor(model.layers / pp + 1e-9)
+    r_layer = R / (model.layers / pp)
+    first = r_layer * n_hi + embF + embB
+    last = r_layer * n_lo + headF + headB
+    stage_max = np.where(
+        single, R + embF + embB + headF + headB, np.maximum(np.maximum(first, last), r_layer * n_hi)
+    )
     stage_sum = pp * R + embF + embB + headF + headB
     W_max = W_layers + np.where(single, head_w, 0.0)
 
@@ -229,31 +253,48 @@ def evaluate(
     grad_b = sb.grads
     dense_grads = (dense_params_rank + embed_rank) * grad_b
     exp_grads = expert_params_rank * grad_b
-    ar = pricer.comm_time("all_reduce", dense_grads, "dp", "fp32" if grad_b == 4 else "bf16")
-    rs = pricer.comm_time("reduce_scatter", dense_grads, "dp", "fp32" if grad_b == 4 else "bf16")
-    ag = pricer.comm_time("all_gather", (dense_params_rank + embed_rank) * 2.0, "dp")
+    gdt = "fp32" if grad_b == 4 else "bf16"
+    zero0, zero12, zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
+    single_proc = np.asarray(lay.dp_mode) == "dataparallel"
+    zeros = 0.0 * dp
+
+    def when(mask: Num, fn: Any) -> Num:
+        """Price a collective only if some layout needs it (scalar layouts skip the rest)."""
+        return fn() if np.any(mask & (dp > 1)) else zeros
+
+    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
+    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
+    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (dense_params_rank + embed_rank) * 2.0, "dp"))
     # expert gradients reduce over the expert-data-parallel group (dp / ep ranks): priced on dp with the ratio
     edp_frac = np.where(dp > 1, np.maximum(dp / ep - 1, 0) / np.maximum(dp - 1, 1), 0.0)
-    ar_exp = pricer.comm_time("all_reduce", exp_grads, "dp") * edp_frac
-    dp_comm = np.select([zero == 0, zero <= 2], [ar, rs + ag], default=rs) + ar_exp
-    zero3_gather = np.where(
-        zero >= 3, 2.0 * ag, 0.0
-    )  # forward + backward parameter all-gather, per micro-batch
-    zero3_exposed = np.maximum(zero3_gather + rs * np.where(zero >= 3, 1.0, 0.0) - (Fl + Bl), 0.0) * m
+    ar_exp = when(pc.moe_layers > 0, lambda: pricer.comm_time("all_reduce", exp_grads, "dp") * edp_frac)
     buckets = np.maximum(layers_per_rank, 1.0)
     B_last = Bl + np.where(single, embB + headB, np.maximum(embB, headB))
-    dp_exposed = np.where(
-        _a(lay.dp_overlap, bool),
-        np.maximum(dp_comm / buckets, dp_comm - B_last * (1 - 1 / buckets)),
-        dp_comm,
-    )
-    dp_exposed = np.where(zero >= 3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
+    F_first = Fl + np.where(single, embF + headF, embF)
+    overlap = _a(lay.dp_overlap, bool)
+
+    def hidden(comm: Num, window: Num) -> Num:
+        """Exposed part of a bucketed collective overlapped with ``window`` seconds of compute: the
+        last bucket always shows."""
+        return np.where(overlap, np.maximum(comm / buckets, comm - window * (1 - 1 / buckets)), comm)
+
+    # DDP: gradient all-reduce in buckets during the last backward. ZeRO-1/2 (distributed optimizer):
+    # gradient reduce-scatter during the last backward, parameter all-gather during the next forward.
+    # ZeRO-3/FSDP: parameters gathered for forward and backward and gradients reduce-scattered per
+    # micro-batch, prefetched behind the layer compute.
+    dp_grad = np.select([zero0, zero12], [ar, rs], default=0.0) + ar_exp
+    dp_exposed = hidden(dp_grad, B_last) + np.where(zero12, hidden(ag, F_first), 0.0)
+    zero3_exposed = np.where(zero3, np.maximum(2.0 * ag + rs - (Fl + Bl), 0.0) * m, 0.0)
+    dp_exposed = np.where(zero3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
     # single-process nn.DataParallel: parameters broadcast from GPU 0 and gradients reduced to it every
     # step, nothing overlapped; one Python process launches every replica's kernels (GIL)
-    single_proc = np.asarray(lay.dp_mode) == "dataparallel"
     pbytes = 4.0 if param_dtype == "fp32" else 2.0
-    dp_legacy = pricer.comm_time("broadcast", params_rank * pbytes, "dp") + pricer.comm_time(
-        "reduce", params_rank * grad_b, "dp", "fp32" if grad_b == 4 else "bf16"
+    dp_legacy = when(
+        single_proc,
+        lambda: (
+            pricer.comm_time("broadcast", params_rank * pbytes, "dp")
+            + pricer.comm_time("reduce", params_rank * grad_b, "dp", gdt)
+        ),
     )
     dp_exposed = np.where(single_proc & (dp > 1), dp_legacy, dp_exposed)
     host = (
@@ -314,9 +355,14 @@ def evaluate(
         "head_bwd_s": headB,
         "head_wgrad_s": head_w,
         "p2p_s": c,
-        "dp_comm_s": np.where(zero >= 3, zero3_exposed, np.where(dp > 1, dp_comm, 0.0)),
+        "dp_comm_s": np.where(
+            zero3, zero3_exposed, np.where(dp > 1, np.where(single_proc, dp_legacy, dp_grad), 0.0)
+        ),
+        "dp_tail_s": np.where(zero12 & (dp > 1) & ~single_proc, hidden(ag, F_first), 0.0),
+        "host_tail_s": gil,
         "optimizer_s": opt,
         "buckets": buckets,
+        "layers": float(model.layers),
     }
     exposed = {
         "tp_comm": bd.get("tp_comm", 0.0),
@@ -369,7 +415,7 @@ def training_memory(
             moe = M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, True)
             layer = (dense * pc.dense_layers + moe * pc.moe_layers) / model.layers
         per_layer = per_layer + sel * layer
-    layers_rank = model.layers / pp
+    layers_rank = np.ceil(model.layers / pp - 1e-9)  # the first stages hold the extra layers
     inflight = M.inflight_microbatches(np.asarray(lay.schedule), pp, m, vp)
     acts = per_layer * layers_rank * inflight
     # full recompute: one layer's full working set is rebuilt during its backward

@@ -130,8 +130,13 @@ class Registry:
 
 
 def spec_dirs(extra_dirs: Iterable[str | Path] = ()) -> tuple[Path, ...]:
-    env = [p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-    return (builtin_dir(), *(Path(p) for p in env), *(Path(p) for p in extra_dirs))
+    return _spec_dirs(os.environ.get(ENV_VAR, ""), tuple(str(p) for p in extra_dirs))
+
+
+@lru_cache(maxsize=32)
+def _spec_dirs(env: str, extra: tuple[str, ...]) -> tuple[Path, ...]:
+    paths = [p for p in env.split(os.pathsep) if p]
+    return (builtin_dir(), *(Path(p) for p in paths), *(Path(p) for p in extra))
 
 
 @lru_cache(maxsize=8)

@@ -66,6 +66,11 @@ def test_zero_bubble_beats_1f1b_and_conserves_work() -> None:
         ["parallel.pp=4", "parallel.tp=2", "parallel.schedule=zero_bubble", "training.global_batch=64"],
         ["parallel.tp=1", "parallel.zero=3"],
         ["parallel.tp=1", "parallel.dp_overlap=false"],
+        ["parallel.tp=1", "parallel.zero=1"],
+        ["parallel.tp=2", "parallel.zero=2", "parallel.pp=2", "training.global_batch=32"],
+        ["parallel.tp=1", "parallel.data_parallel=dataparallel"],
+        ["parallel.pp=3", "parallel.tp=1", "cluster.gpus=6", "training.global_batch=48"],  # uneven layers
+        ["parallel.pp=5", "parallel.tp=1", "cluster.gpus=5", "training.global_batch=20"],
     ],
 )
 def test_analytic_equals_des_uncontended(over: list[str]) -> None:
