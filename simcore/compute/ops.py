@@ -332,7 +332,9 @@ def memory_op(
     eff = op.eff if op is not None else 1.0
     t0 = op.t0 if op is not None else None
     share = op.row_share if op is not None else None
-    r = K.memory_time(_hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share, l2_reuse)
+    r = K.memory_time(
+        _hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share, l2_reuse, elt_bytes
+    )
     return _cost(r.time, flops, nbytes, r.compute, r.memory)
 
 
