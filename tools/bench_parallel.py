@@ -246,7 +246,16 @@ def main():
     ap.add_argument("--profile-dir", default=None)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--budget", type=float, default=240.0)
-    ap.add_argument("--only", default="single,ddp,tp,pp,fsdp")
+    ap.add_argument("--only", default="single,ddp,tp,pp,fsdp", help="strategies to time; '' = none")
+    ap.add_argument("--profile-strategies", default="",
+                    help="e.g. tp,fsdp,pp: after the timed jobs, one profiler trace per strategy of the first "
+                         "model (rank 0 only) into --profile-dir as profile_<strategy>_rank0.json.gz")
+    ap.add_argument("--profile-layers", type=int, default=0,
+                    help="layers of the profiled model (0 = the model's own); a trace whose gzip exceeds "
+                         "--profile-max-mb is redone with --profile-fallback-layers")
+    ap.add_argument("--profile-max-mb", type=float, default=1.5)
+    ap.add_argument("--profile-fallback-layers", type=int, default=6)
+    ap.add_argument("--profile-n-micro", type=int, default=4, help="micro-batches of the profiled pp step")
     args = ap.parse_args()
     C = Ctx(args.smoke)
     probe_sdpa(C.dev)
@@ -258,7 +267,7 @@ def main():
                   ("gpt-1.3b", GPTConfig(layers=24, hidden=2048, heads=16, vocab=50304), 2048, 2)]
     nwarm, ntime = (1, 2) if args.smoke else (3, 6)
     t0 = time.time()
-    strategies = args.only.split(",")
+    strategies = [s for s in args.only.split(",") if s]
     jobs = []
     for name, cfg, seq, mb in models:
         for s in strategies:
@@ -328,11 +337,89 @@ def main():
         if C.cuda:
             torch.cuda.empty_cache()
         dist.barrier()
+    for s in [s for s in args.profile_strategies.split(",") if s]:
+        if not args.profile_dir:
+            break
+        name, cfg, seq, mb = models[0]
+        try:
+            profile_strategy(C, s, cfg, seq, mb, args)
+        except Exception as e:  # noqa: BLE001
+            log(f"rank{C.rank} ERROR profile {s}: {repr(e)[:400]}")
+        gc.collect()
+        if C.cuda:
+            torch.cuda.empty_cache()
+        dist.barrier()
     if out:
         out.close()
         log(f"done {out.n} rows in {time.time() - t0:.0f}s")
     dist.barrier()
     dist.destroy_process_group()
+
+
+def profile_strategy(C, s, cfg0, seq, mb, args):
+    """Profiler trace of 2 steps of strategy s on rank 0 (other ranks run the same steps unprofiled).
+
+    Same recipe and shapes as the timed job (seq, micro-batch; pp with --profile-n-micro micro-batches);
+    only the layer count may be reduced (--profile-layers, or the fallback when the trace is too large).
+    Schedule: 1 untimed warm-up step, then wait=1, warmup=1, active=2 (ProfilerStep#2, #3 in the trace)."""
+    import dataclasses
+
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    os.makedirs(args.profile_dir, exist_ok=True)
+    layers = args.profile_layers or cfg0.layers
+    while True:
+        cfg = dataclasses.replace(cfg0, layers=layers, seq_len=seq)
+        torch.manual_seed(0)
+        if s in ("single", "ddp"):
+            r = build_single_or_ddp(C, cfg, mb, seq, s == "ddp")
+        elif s == "tp":
+            r = build_tp(C, cfg, mb, seq)
+        elif s == "pp":
+            r = build_pp(C, cfg, mb, seq, args.profile_n_micro)
+        elif s == "fsdp":
+            r = build_fsdp(C, cfg, mb, seq)
+        else:
+            raise ValueError(f"unknown strategy {s}")
+        step, impl = r[0], r[3]
+        step()
+        C.sync()
+        dist.barrier()
+        path = os.path.join(args.profile_dir, f"profile_{s}_rank{C.rank}.json")
+        if C.rank == 0:
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if C.cuda else [])
+            t0 = time.time()
+            with profile(activities=acts, record_shapes=True,
+                         schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as prof:
+                for _ in range(4):
+                    step()
+                    prof.step()
+            t1 = time.time()
+            prof.export_chrome_trace(path)
+            with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
+                g.write(f.read())
+            os.remove(path)
+            mb_gz = os.path.getsize(path + ".gz") / 1e6
+            log(f"rank0 trace {s}: {path}.gz {mb_gz:.2f} MB, layers {layers}, seq {seq}, micro-batch {mb}"
+                f"{f', n_micro {args.profile_n_micro}' if s == 'pp' else ''}, {impl}; 4 profiled steps "
+                f"{t1 - t0:.2f}s wall, export {time.time() - t1:.1f}s")
+            redo = mb_gz > args.profile_max_mb and layers > args.profile_fallback_layers
+        else:
+            for _ in range(4):
+                step()
+            C.sync()
+            redo = False
+        flag = torch.tensor([1.0 if redo else 0.0], device=C.dev)
+        dist.broadcast(flag, 0)
+        del step, r
+        gc.collect()
+        if C.cuda:
+            torch.cuda.empty_cache()
+        dist.barrier()
+        if flag.item() == 0:
+            return
+        layers = args.profile_fallback_layers
+        log(f"rank{C.rank} {s}: trace too large, redoing with {layers} layers")
 
 
 def profile_ddp(C, cfg0, outdir):

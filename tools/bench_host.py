@@ -1,0 +1,376 @@
+"""Host (CPU dispatch) overhead per call of eager PyTorch constructs, with tiny tensors.
+
+  python tools/bench_host.py --out host.csv            # on one GPU
+  python tools/bench_host.py --smoke --out /tmp/host.csv   # CPU, few calls (tests the script)
+
+Every tensor is tiny (Linear 64x64, 8 tokens), so the GPU is never the bottleneck: what is timed is the
+host's time to issue the work.
+
+host_s_per_call: per point, warm-up calls, then 5 repeats of n back-to-back calls (n sized to ~0.08 s per
+  repeat, 20 <= n <= 2000) timed with time.perf_counter, one torch.cuda.synchronize() before and after each
+  repeat; value = median over repeats of (repeat time / n). gc.collect() runs before each point, the
+  garbage collector stays on (as in training).
+gpu_s_per_call: device time of the same work without launch gaps: torch.cuda._sleep() holds the stream
+  while the host queues n (<= 30) calls behind it; CUDA events recorded after the sleep and after the last
+  call give the device's busy time per call. Only kept when the host finished queueing before the sleep
+  ended (checked with event.query()); empty otherwise (and on CPU).
+framework: `eager` = measured; `derived` = a difference of measured rows (the formula is in notes), e.g.
+  the extra host time that torch.utils.checkpoint adds per checkpointed region, or a per-tensor slope.
+The first row (name `env`) holds the torch / CUDA / GPU versions in notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchutil import CsvOut, log  # noqa: E402
+from gpt import SDPA_STATE, Block, GPTConfig, RMSNorm, probe_sdpa, sdpa  # noqa: E402
+
+COLS = ["name", "framework", "calls", "host_s_per_call", "gpu_s_per_call", "notes"]
+H, T = 64, 8  # hidden size, tokens
+
+
+class Bench:
+    def __init__(self, args):
+        self.smoke = args.smoke
+        self.dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+        self.cuda = self.dev.type == "cuda"
+        self.out = CsvOut(args.out, COLS)
+        self.res: dict[str, float] = {}
+        self.deadline = time.time() + args.budget
+        self.cycles_per_s = self._calibrate_sleep() if self.cuda else 0.0
+
+    # ------------------------------------------------------------------ timing
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def _calibrate_sleep(self) -> float:
+        torch.cuda._sleep(1000)
+        torch.cuda.synchronize()
+        best = 0.0
+        for _ in range(3):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            torch.cuda._sleep(10_000_000)
+            b.record()
+            b.synchronize()
+            best = max(best, 10_000_000 / (a.elapsed_time(b) / 1e3))
+        log(f"sleep calibration: {best / 1e9:.2f} G cycles/s")
+        return best
+
+    def host_per_call(self, fn, reps: int = 5, target: float = 0.08) -> tuple[float, int, float]:
+        warm = 3 if self.smoke else 20
+        for _ in range(warm):
+            fn()
+        self.sync()
+        t0 = time.perf_counter()
+        for _ in range(5):
+            fn()
+        self.sync()
+        t1 = (time.perf_counter() - t0) / 5
+        n = 10 if self.smoke else max(20, min(2000, int(target / max(t1, 1e-7))))
+        reps = 2 if self.smoke else reps
+        gc.collect()
+        ts = []
+        for _ in range(reps):
+            self.sync()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            self.sync()
+            ts.append((time.perf_counter() - t0) / n)
+        med = statistics.median(ts)
+        return med, n, (max(ts) - min(ts)) / med
+
+    def gpu_per_call(self, fn, host_s: float) -> tuple[float | None, str]:
+        if not self.cuda:
+            return None, ""
+        for n in (30, 8):
+            sleep_s = min(0.5, max(0.01, 3.0 * n * host_s))
+            torch.cuda.synchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(int(sleep_s * self.cycles_per_s))
+            a.record()
+            for _ in range(n):
+                fn()
+            b.record()
+            ahead = not a.query()
+            b.synchronize()
+            if ahead:
+                return a.elapsed_time(b) / 1e3 / n, f"gpu over {n} queued calls"
+        return None, "gpu: host could not queue ahead of the device"
+
+    # ------------------------------------------------------------------ rows
+    def point(self, name: str, fn, notes: str = "", gpu: bool = True) -> None:
+        if time.time() > self.deadline:
+            log("budget reached, skipping", name)
+            return
+        try:
+            host, n, spread = self.host_per_call(fn)
+            g, gnote = self.gpu_per_call(fn, host) if gpu else (None, "")
+            self.res[name] = host
+            note = "; ".join(x for x in (notes, f"spread {spread:.3f}", gnote) if x)
+            self.out.row(name=name, framework="eager", calls=n, host_s_per_call=host, gpu_s_per_call=g,
+                         notes=note)
+            log(f"{name:58s} host {host * 1e6:9.2f} us/call  gpu {'' if g is None else f'{g * 1e6:8.2f} us'}"
+                f"  n={n} spread={spread:.3f}")
+        except Exception as e:  # noqa: BLE001
+            self.out.row(name=name, framework="eager", notes=f"error: {repr(e)[:300]}")
+            log(f"ERROR {name}: {repr(e)[:300]}")
+
+    def derived(self, name: str, terms: list[tuple[float, str]], div: float = 1.0, notes: str = "") -> None:
+        """host = (sum of coef * res[name]) / div."""
+        if any(t not in self.res for _, t in terms):
+            return
+        v = sum(c * self.res[t] for c, t in terms) / div
+        self.res[name] = v
+        formula = " ".join(f"{'+' if c > 0 else '-'}{'' if abs(c) == 1 else abs(c)}{t}" for c, t in terms)
+        formula = f"({formula.lstrip('+')})" + (f" / {div:g}" if div != 1 else "")
+        self.out.row(name=name, framework="derived", host_s_per_call=v,
+                     notes="; ".join(x for x in (f"= {formula}", notes) if x))
+        log(f"{name:58s} host {v * 1e6:9.2f} us  (derived)")
+
+    # ------------------------------------------------------------------ measurements
+    def run(self) -> None:
+        dev = self.dev
+        ver = (f"torch {torch.__version__}; cuda {torch.version.cuda}; python {platform.python_version()}; "
+               f"device {torch.cuda.get_device_name() if self.cuda else 'cpu'}; "
+               f"sdpa {'flash forced' if SDPA_STATE['force_flash'] else 'default'}")
+        self.out.row(name="env", framework="", notes=ver)
+        log(ver)
+        torch.manual_seed(0)
+        x0 = torch.randn(T, H, device=dev)
+
+        # ---- reference: a bare op and an empty module call
+        xa = x0.clone()
+        self.point("bare_add_inplace", lambda: xa.add_(1.0), "x.add_(1.0), x [8,64] fp32, one kernel")
+        ident = nn.Identity()
+        self.point("module_call_identity", lambda: ident(x0), "nn.Identity()(x): module __call__, no kernel")
+
+        # ---- (a)/(b) checkpoint around a tiny region: one Linear(64,64) + GELU
+        lin = nn.Linear(H, H, device=dev)
+        xg = torch.randn(T, H, device=dev, requires_grad=True)
+
+        def region(x):
+            return F.gelu(lin(x))
+
+        def fwd_plain():
+            return region(xg)
+
+        def fb_plain():
+            region(xg).sum().backward()
+
+        self.point("region_fwd", fwd_plain, "Linear(64,64)+GELU forward, grad enabled, input requires grad")
+        self.point("region_fwd_bwd", fb_plain, "region forward + .sum().backward() (grads accumulate)")
+        variants = [
+            ("ckpt_nonreentrant", dict(use_reentrant=False)),
+            ("ckpt_nonreentrant_norng", dict(use_reentrant=False, preserve_rng_state=False)),
+            ("ckpt_reentrant", dict(use_reentrant=True)),
+        ]
+        for vname, kw in variants:
+            def fwd_ck(kw=kw):
+                return checkpoint(region, xg, **kw)
+
+            def fb_ck(kw=kw):
+                checkpoint(region, xg, **kw).sum().backward()
+
+            self.point(f"{vname}_fwd", fwd_ck, f"torch.utils.checkpoint.checkpoint(region, x, {kw}) forward")
+            self.point(f"{vname}_fwd_bwd", fb_ck, "same, forward + .sum().backward()")
+            self.derived(f"{vname}_extra_fwd", [(1, f"{vname}_fwd"), (-1, "region_fwd")],
+                         notes="extra host time per checkpointed region in forward")
+            self.derived(f"{vname}_extra_total", [(1, f"{vname}_fwd_bwd"), (-1, "region_fwd_bwd")],
+                         notes="extra host time per checkpointed region, forward + backward (recompute included)")
+            self.derived(f"{vname}_extra_bwd", [(1, f"{vname}_extra_total"), (-1, f"{vname}_extra_fwd")],
+                         notes="extra host time per region in backward, including the recomputed forward")
+            self.derived(f"{vname}_extra_bwd_minus_recompute",
+                         [(1, f"{vname}_extra_bwd"), (-1, "region_fwd")],
+                         notes="backward machinery alone: extra_bwd minus one plain region forward")
+
+        # ---- (c) autocast cast dispatch on a Linear forward (fp32 weights)
+        ac = dict(device_type=dev.type, dtype=torch.bfloat16)
+        self.point("linear_fwd_fp32", lambda: lin(x0), "nn.Linear(64,64) fp32 weight, fp32 input, no autocast")
+        lin16 = nn.Linear(H, H, device=dev, dtype=torch.bfloat16)
+        x16 = x0.to(torch.bfloat16)
+        self.point("linear_fwd_bf16_native", lambda: lin16(x16), "bf16 weight and input, no autocast")
+        with torch.autocast(**ac, cache_enabled=False):
+            self.point("linear_fwd_autocast_nocache", lambda: lin(x0),
+                       "inside one autocast(bf16, cache_enabled=False): casts weight, bias and input every call")
+        with torch.autocast(**ac):
+            self.point("linear_fwd_autocast_cached", lambda: lin(x0),
+                       "inside one autocast(bf16) context: weight cast cached after the first call, input cast")
+
+        def ac_enter_call():
+            with torch.autocast(**ac):
+                return lin(x0)
+
+        self.point("linear_fwd_autocast_enter_exit", ac_enter_call,
+                   "autocast context entered and left around every call (cache emptied on exit)")
+
+        def ac_enter_only():
+            with torch.autocast(**ac):
+                pass
+
+        self.point("autocast_enter_exit_empty", ac_enter_only, "entering and leaving torch.autocast, no op", gpu=False)
+        self.derived("autocast_extra_linear_fwd", [(1, "linear_fwd_autocast_nocache"), (-1, "linear_fwd_fp32")],
+                     notes="cast dispatch of one fp32-weight Linear under autocast (weight+bias+input casts)")
+        self.derived("autocast_extra_linear_fwd_cached", [(1, "linear_fwd_autocast_cached"), (-1, "linear_fwd_fp32")],
+                     notes="same with the weight cast served from the autocast cache")
+
+        def lin_fb_fp32():
+            lin(xg).sum().backward()
+
+        def lin_fb_ac():
+            with torch.autocast(**ac, cache_enabled=False):
+                y = lin(xg)
+            y.float().sum().backward()
+
+        self.point("linear_fwd_bwd_fp32", lin_fb_fp32, "Linear forward + sum().backward(), fp32")
+        self.point("linear_fwd_bwd_autocast_nocache", lin_fb_ac,
+                   "same with the forward under autocast(bf16, cache_enabled=False), y.float().sum().backward()")
+        self.derived("autocast_extra_linear_fwd_bwd",
+                     [(1, "linear_fwd_bwd_autocast_nocache"), (-1, "linear_fwd_bwd_fp32")],
+                     notes="includes the extra .float() of the output and the cast-backward nodes")
+
+        # ---- (d) norms: module call vs functional
+        ln = nn.LayerNorm(H, bias=False, device=dev)
+        rms = RMSNorm(H).to(dev)
+        self.point("layernorm_module_fwd", lambda: ln(xg), "nn.LayerNorm(64, bias=False)(x), grad enabled")
+        self.point("layer_norm_functional_fwd", lambda: F.layer_norm(xg, (H,), ln.weight),
+                   "F.layer_norm(x, (64,), weight)")
+        self.point("rmsnorm_module_fwd", lambda: rms(xg), "tools/gpt.py RMSNorm module (F.rms_norm inside)")
+        if hasattr(F, "rms_norm"):
+            self.point("rms_norm_functional_fwd", lambda: F.rms_norm(xg, (H,), rms.weight, 1e-5),
+                       "F.rms_norm(x, (64,), weight, 1e-5)")
+        self.derived("module_overhead_layernorm", [(1, "layernorm_module_fwd"), (-1, "layer_norm_functional_fwd")])
+        self.derived("module_overhead_rmsnorm", [(1, "rmsnorm_module_fwd"), (-1, "rms_norm_functional_fwd")])
+        self.point("linear_functional_fwd_fp32", lambda: F.linear(x0, lin.weight, lin.bias), "F.linear(x, w, b)")
+        self.derived("module_overhead_linear", [(1, "linear_fwd_fp32"), (-1, "linear_functional_fwd_fp32")])
+        with torch.autocast(**ac, cache_enabled=False):
+            self.point("layernorm_module_fwd_autocast", lambda: ln(xg),
+                       "under autocast(bf16): layer_norm runs in fp32 (autocast fp32 list)")
+            self.point("rmsnorm_module_fwd_autocast", lambda: rms(xg), "under autocast(bf16)")
+
+        # ---- (e) tiny transformer layers (tools/gpt.py Block), forward+backward, autocast bf16
+        layer_variants = [
+            ("gpt_ln_gelu", dict()),
+            ("llama_rms_swiglu_gqa", dict(activation="swiglu", norm="rmsnorm", kv_heads=2)),
+        ]
+        for lname, extra in layer_variants:
+            recomputes = ["none", "full", "selective"] if lname == "gpt_ln_gelu" else ["none", "full"]
+            for rc in recomputes:
+                cfg = GPTConfig(layers=4, hidden=H, heads=4, vocab=512, seq_len=T, recompute=rc, **extra)
+                blocks = nn.ModuleList([Block(cfg) for _ in range(4)]).to(dev).train()
+                xb = torch.randn(1, T, H, device=dev, requires_grad=True)
+                for L in (1, 4):
+                    def fwd(L=L, blocks=blocks, xb=xb, rc=rc):
+                        with torch.autocast(**ac):
+                            h = xb
+                            for blk in blocks[:L]:
+                                h = checkpoint(blk, h, use_reentrant=False) if rc == "full" else blk(h)
+                        return h
+
+                    def fb(fwd=fwd):
+                        fwd().float().sum().backward()
+
+                    base = f"layers{L}_{lname}_rc_{rc}"
+                    desc = (f"{L} x gpt.py Block (h {H}, 4 heads, seq {T}, batch 1, {cfg.activation}, {cfg.norm}, "
+                            f"kv_heads {cfg.kv_heads}), recompute={rc}, autocast bf16, fp32 params")
+                    if rc != "selective":
+                        self.point(base + "_fwd", fwd, desc + "; forward with grad enabled")
+                    self.point(base + "_fwd_bwd", fb, desc + "; forward + .float().sum().backward()")
+                for ph in ("fwd", "fwd_bwd"):
+                    self.derived(f"per_layer_{lname}_rc_{rc}_{ph}",
+                                 [(1, f"layers4_{lname}_rc_{rc}_{ph}"), (-1, f"layers1_{lname}_rc_{rc}_{ph}")], 3,
+                                 notes="host time per transformer layer: slope between 1 and 4 layers")
+            self.derived(f"per_layer_{lname}_full_ckpt_extra_fwd_bwd",
+                         [(1, f"per_layer_{lname}_rc_full_fwd_bwd"), (-1, f"per_layer_{lname}_rc_none_fwd_bwd")],
+                         notes="extra host time of one checkpointed layer (recompute forward included)")
+            self.derived(f"per_layer_{lname}_full_ckpt_extra_fwd",
+                         [(1, f"per_layer_{lname}_rc_full_fwd"), (-1, f"per_layer_{lname}_rc_none_fwd")],
+                         notes="extra host time of one checkpointed layer in forward")
+        self.derived("per_layer_gpt_ln_gelu_selective_extra_fwd_bwd",
+                     [(1, "per_layer_gpt_ln_gelu_rc_selective_fwd_bwd"), (-1, "per_layer_gpt_ln_gelu_rc_none_fwd_bwd")],
+                     notes="extra host time of checkpointing the SDPA call of one layer")
+
+        # a lone SDPA call (flash forced on CUDA), bf16 [1,4,8,16]
+        q = torch.randn(1, 4, T, H // 4, device=dev, dtype=torch.bfloat16)
+        self.point("sdpa_fwd_bf16", lambda: sdpa(q, q, q, True), "gpt.py sdpa() (sdpa_kernel ctx + SDPA), causal")
+
+        # ---- (f) zero_grad(set_to_none=True) and (g) AdamW(fused).step(), many tiny tensors
+        counts = (10, 100) if self.smoke else (10, 100, 1000)
+        fused_ok = True
+        for P in counts:
+            ps = [torch.zeros(H, device=dev, requires_grad=True) for _ in range(P)]
+            gs = [torch.randn(H, device=dev) for _ in range(P)]
+            try:
+                opt = torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1, fused=True)
+            except Exception as e:  # noqa: BLE001
+                fused_ok = False
+                log("fused AdamW unavailable:", repr(e)[:200])
+                opt = torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1, foreach=True)
+
+            def assign(ps=ps, gs=gs):
+                for p, g in zip(ps, gs):
+                    p.grad = g
+
+            def assign_zero_none(assign=assign, opt=opt):
+                assign()
+                opt.zero_grad(set_to_none=True)
+
+            def assign_zero_fill(assign=assign, opt=opt):
+                assign()
+                opt.zero_grad(set_to_none=False)
+
+            d = f"{P} params of [64] fp32"
+            self.point(f"grad_assign_{P}", assign, d + "; python loop p.grad = g (the baseline)", gpu=False)
+            self.point(f"grad_assign_zero_grad_none_{P}", assign_zero_none, d + "; assign + zero_grad(set_to_none=True)",
+                       gpu=False)
+            self.point(f"grad_assign_zero_grad_fill_{P}", assign_zero_fill,
+                       d + "; assign + zero_grad(set_to_none=False) (foreach zero_)")
+            self.derived(f"zero_grad_none_{P}", [(1, f"grad_assign_zero_grad_none_{P}"), (-1, f"grad_assign_{P}")],
+                         notes=f"optimizer.zero_grad(set_to_none=True) over {P} tensors")
+            self.derived(f"zero_grad_fill_{P}", [(1, f"grad_assign_zero_grad_fill_{P}"), (-1, f"grad_assign_{P}")],
+                         notes=f"optimizer.zero_grad(set_to_none=False) over {P} tensors")
+            assign()
+            impl = "fused" if fused_ok else "foreach(fallback)"
+            self.point(f"adamw_{impl}_step_{P}", opt.step, f"{d}; AdamW({impl}, lr 1e-4, wd 0.1).step(), grads set")
+            opt2 = torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1, foreach=True)
+            self.point(f"adamw_foreach_step_{P}", opt2.step, f"{d}; AdamW(foreach=True).step(), grads set")
+            del opt, opt2
+        a, b = counts[-2], counts[-1]
+        impl = "fused" if fused_ok else "foreach(fallback)"
+        for stem in (f"adamw_{impl}_step", "adamw_foreach_step", "zero_grad_none", "zero_grad_fill"):
+            self.derived(f"{stem}_per_tensor", [(1, f"{stem}_{b}"), (-1, f"{stem}_{a}")], b - a,
+                         notes=f"host time per parameter tensor: slope between {a} and {b} tensors")
+            self.derived(f"{stem}_fixed", [(1 + a / (b - a), f"{stem}_{a}"), (-a / (b - a), f"{stem}_{b}")],
+                         notes=f"intercept (0 tensors) of the line through {a} and {b} tensors")
+        self.out.close()
+        log(f"done: {self.out.n} rows")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--budget", type=float, default=150.0, help="seconds; later points are skipped")
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    probe_sdpa(dev)
+    Bench(args).run()
+
+
+if __name__ == "__main__":
+    main()
