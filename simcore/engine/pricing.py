@@ -61,6 +61,9 @@ class Pricer:
     groups: dict[str, GroupPlacement] = field(default_factory=dict)
     profile: ComputeProfile | None = None
     calibration: str | None = None
+    l2_reuse: bool = False
+    """Whether a GEMM's operands may stay in L2 between calls (true in a micro-benchmark that repeats
+    one GEMM; false in a model step, where every layer reads its own weights from HBM)."""
 
     def __post_init__(self) -> None:
         if self.profile is None:
@@ -213,7 +216,8 @@ class Pricer:
             else:
                 if kind == "gemm":
                     m, n, k, b = stack("m"), stack("n"), stack("k"), stack("batch", 1)
-                    t = C.gemm(dev, prof, m, n, k, key[1], b).time_s
+                    # in a model step each layer's weights stream from HBM: no L2 reuse across calls
+                    t = C.gemm(dev, prof, m, n, k, key[1], b, l2_reuse=self.l2_reuse).time_s
                     fl = 2.0 * m * n * k * b
                     family: str | None = "gemm"
                     backward = key[2]
