@@ -3,16 +3,19 @@
 For one collective on a group (see :mod:`simcore.comm.groups`) every candidate algorithm and protocol
 is priced as
 
-    time = base_latency[algorithm][protocol]
-           + steps_nvlink * hop_latency[nvlink][protocol] + steps_network * hop_latency[network][protocol]
-           + max over link classes of  load / (B_class * ramp(load) * protocol_fraction * efficiencies)
+    time = max(op_overhead,
+               base_latency[algorithm][protocol]
+               + steps_nvlink * hop_latency[nvlink][protocol] + steps_network * hop_latency[network][protocol]
+               + max over link classes of  load / (B_class * ramp(chunk) * protocol_fraction * efficiencies))
 
-where ``load`` is the bytes crossing the busiest port of that class per rank, ``B_class`` the spec
-bandwidth per GPU per direction (NVLink inside the domain, the GPU's share of the node's NICs on the
-fabric, divided by the oversubscription when the group leaves a leaf switch) and
-``ramp(x) = 1 / (1 + (ramp_bytes / x) ** ramp_exponent)`` a saturating efficiency curve (exponent 1 is
-plain alpha-beta; below 1 the approach to peak is slower, as measured NCCL curves show). ``auto`` takes
-the fastest candidate, which is how NCCL's own tuner chooses (it minimises the same kind of model).
+where ``load`` is the bytes crossing the busiest port of that class per rank, ``chunk`` the bytes one
+step moves, ``B_class`` the spec bandwidth per GPU per direction (NVLink inside the domain, the GPU's
+share of the node's NICs on the fabric, divided by the oversubscription when the group leaves a leaf
+switch), ``ramp(x) = efficiency / (1 + (ramp_bytes / x) ** ramp_exponent)`` a saturating efficiency
+curve (exponent 1 is plain alpha-beta; below 1 the approach to peak is slower, as measured NCCL curves
+show) and ``op_overhead`` the per-call floor of eager host-issued calls (``host_floor=False`` drops
+it). ``auto`` takes the fastest candidate, which is how NCCL's own tuner chooses (it minimises the same
+kind of model).
 
 All parameters come from a comm calibration profile ``hardware_specs/calibration/comm-<system>.yaml``
 (fitted on measurements by :mod:`simcore.calibration.fit_comm`); systems without one borrow the
