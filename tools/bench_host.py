@@ -123,10 +123,13 @@ class Bench:
             g, gnote = self.gpu_per_call(fn, host) if gpu else (None, "")
             self.res[name] = host
             note = "; ".join(x for x in (notes, f"spread {spread:.3f}", gnote) if x)
-            self.out.row(name=name, framework="eager", calls=n, host_s_per_call=host, gpu_s_per_call=g,
-                         notes=note)
-            log(f"{name:58s} host {host * 1e6:9.2f} us/call  gpu {'' if g is None else f'{g * 1e6:8.2f} us'}"
-                f"  n={n} spread={spread:.3f}")
+            self.out.row(
+                name=name, framework="eager", calls=n, host_s_per_call=host, gpu_s_per_call=g, notes=note
+            )
+            log(
+                f"{name:58s} host {host * 1e6:9.2f} us/call  gpu {'' if g is None else f'{g * 1e6:8.2f} us'}"
+                f"  n={n} spread={spread:.3f}"
+            )
         except Exception as e:  # noqa: BLE001
             self.out.row(name=name, framework="eager", notes=f"error: {repr(e)[:300]}")
             log(f"ERROR {name}: {repr(e)[:300]}")
@@ -139,16 +142,22 @@ class Bench:
         self.res[name] = v
         formula = " ".join(f"{'+' if c > 0 else '-'}{'' if abs(c) == 1 else abs(c)}{t}" for c, t in terms)
         formula = f"({formula.lstrip('+')})" + (f" / {div:g}" if div != 1 else "")
-        self.out.row(name=name, framework="derived", host_s_per_call=v,
-                     notes="; ".join(x for x in (f"= {formula}", notes) if x))
+        self.out.row(
+            name=name,
+            framework="derived",
+            host_s_per_call=v,
+            notes="; ".join(x for x in (f"= {formula}", notes) if x),
+        )
         log(f"{name:58s} host {v * 1e6:9.2f} us  (derived)")
 
     # ------------------------------------------------------------------ measurements
     def run(self) -> None:
         dev = self.dev
-        ver = (f"torch {torch.__version__}; cuda {torch.version.cuda}; python {platform.python_version()}; "
-               f"device {torch.cuda.get_device_name() if self.cuda else 'cpu'}; "
-               f"sdpa {'flash forced' if SDPA_STATE['force_flash'] else 'default'}")
+        ver = (
+            f"torch {torch.__version__}; cuda {torch.version.cuda}; python {platform.python_version()}; "
+            f"device {torch.cuda.get_device_name() if self.cuda else 'cpu'}; "
+            f"sdpa {'flash forced' if SDPA_STATE['force_flash'] else 'default'}"
+        )
         self.out.row(name="env", framework="", notes=ver)
         log(ver)
         torch.manual_seed(0)
@@ -181,6 +190,7 @@ class Bench:
             ("ckpt_reentrant", dict(use_reentrant=True)),
         ]
         for vname, kw in variants:
+
             def fwd_ck(kw=kw):
                 return checkpoint(region, xg, **kw)
 
@@ -189,45 +199,78 @@ class Bench:
 
             self.point(f"{vname}_fwd", fwd_ck, f"torch.utils.checkpoint.checkpoint(region, x, {kw}) forward")
             self.point(f"{vname}_fwd_bwd", fb_ck, "same, forward + .sum().backward()")
-            self.derived(f"{vname}_extra_fwd", [(1, f"{vname}_fwd"), (-1, "region_fwd")],
-                         notes="extra host time per checkpointed region in forward")
-            self.derived(f"{vname}_extra_total", [(1, f"{vname}_fwd_bwd"), (-1, "region_fwd_bwd")],
-                         notes="extra host time per checkpointed region, forward + backward (recompute included)")
-            self.derived(f"{vname}_extra_bwd", [(1, f"{vname}_extra_total"), (-1, f"{vname}_extra_fwd")],
-                         notes="extra host time per region in backward, including the recomputed forward")
-            self.derived(f"{vname}_extra_bwd_minus_recompute",
-                         [(1, f"{vname}_extra_bwd"), (-1, "region_fwd")],
-                         notes="backward machinery alone: extra_bwd minus one plain region forward")
+            self.derived(
+                f"{vname}_extra_fwd",
+                [(1, f"{vname}_fwd"), (-1, "region_fwd")],
+                notes="extra host time per checkpointed region in forward",
+            )
+            self.derived(
+                f"{vname}_extra_total",
+                [(1, f"{vname}_fwd_bwd"), (-1, "region_fwd_bwd")],
+                notes="extra host time per checkpointed region, forward + backward (recompute included)",
+            )
+            self.derived(
+                f"{vname}_extra_bwd",
+                [(1, f"{vname}_extra_total"), (-1, f"{vname}_extra_fwd")],
+                notes="extra host time per region in backward, including the recomputed forward",
+            )
+            self.derived(
+                f"{vname}_extra_bwd_minus_recompute",
+                [(1, f"{vname}_extra_bwd"), (-1, "region_fwd")],
+                notes="backward machinery alone: extra_bwd minus one plain region forward",
+            )
 
         # ---- (c) autocast cast dispatch on a Linear forward (fp32 weights)
         ac = dict(device_type=dev.type, dtype=torch.bfloat16)
-        self.point("linear_fwd_fp32", lambda: lin(x0), "nn.Linear(64,64) fp32 weight, fp32 input, no autocast")
+        self.point(
+            "linear_fwd_fp32", lambda: lin(x0), "nn.Linear(64,64) fp32 weight, fp32 input, no autocast"
+        )
         lin16 = nn.Linear(H, H, device=dev, dtype=torch.bfloat16)
         x16 = x0.to(torch.bfloat16)
         self.point("linear_fwd_bf16_native", lambda: lin16(x16), "bf16 weight and input, no autocast")
         with torch.autocast(**ac, cache_enabled=False):
-            self.point("linear_fwd_autocast_nocache", lambda: lin(x0),
-                       "inside one autocast(bf16, cache_enabled=False): casts weight, bias and input every call")
+            self.point(
+                "linear_fwd_autocast_nocache",
+                lambda: lin(x0),
+                "inside one autocast(bf16, cache_enabled=False): casts weight, bias and input every call",
+            )
         with torch.autocast(**ac):
-            self.point("linear_fwd_autocast_cached", lambda: lin(x0),
-                       "inside one autocast(bf16) context: weight cast cached after the first call, input cast")
+            self.point(
+                "linear_fwd_autocast_cached",
+                lambda: lin(x0),
+                "inside one autocast(bf16) context: weight cast cached after the first call, input cast",
+            )
 
         def ac_enter_call():
             with torch.autocast(**ac):
                 return lin(x0)
 
-        self.point("linear_fwd_autocast_enter_exit", ac_enter_call,
-                   "autocast context entered and left around every call (cache emptied on exit)")
+        self.point(
+            "linear_fwd_autocast_enter_exit",
+            ac_enter_call,
+            "autocast context entered and left around every call (cache emptied on exit)",
+        )
 
         def ac_enter_only():
             with torch.autocast(**ac):
                 pass
 
-        self.point("autocast_enter_exit_empty", ac_enter_only, "entering and leaving torch.autocast, no op", gpu=False)
-        self.derived("autocast_extra_linear_fwd", [(1, "linear_fwd_autocast_nocache"), (-1, "linear_fwd_fp32")],
-                     notes="cast dispatch of one fp32-weight Linear under autocast (weight+bias+input casts)")
-        self.derived("autocast_extra_linear_fwd_cached", [(1, "linear_fwd_autocast_cached"), (-1, "linear_fwd_fp32")],
-                     notes="same with the weight cast served from the autocast cache")
+        self.point(
+            "autocast_enter_exit_empty",
+            ac_enter_only,
+            "entering and leaving torch.autocast, no op",
+            gpu=False,
+        )
+        self.derived(
+            "autocast_extra_linear_fwd",
+            [(1, "linear_fwd_autocast_nocache"), (-1, "linear_fwd_fp32")],
+            notes="cast dispatch of one fp32-weight Linear under autocast (weight+bias+input casts)",
+        )
+        self.derived(
+            "autocast_extra_linear_fwd_cached",
+            [(1, "linear_fwd_autocast_cached"), (-1, "linear_fwd_fp32")],
+            notes="same with the weight cast served from the autocast cache",
+        )
 
         def lin_fb_fp32():
             lin(xg).sum().backward()
@@ -238,29 +281,47 @@ class Bench:
             y.float().sum().backward()
 
         self.point("linear_fwd_bwd_fp32", lin_fb_fp32, "Linear forward + sum().backward(), fp32")
-        self.point("linear_fwd_bwd_autocast_nocache", lin_fb_ac,
-                   "same with the forward under autocast(bf16, cache_enabled=False), y.float().sum().backward()")
-        self.derived("autocast_extra_linear_fwd_bwd",
-                     [(1, "linear_fwd_bwd_autocast_nocache"), (-1, "linear_fwd_bwd_fp32")],
-                     notes="includes the extra .float() of the output and the cast-backward nodes")
+        self.point(
+            "linear_fwd_bwd_autocast_nocache",
+            lin_fb_ac,
+            "same with the forward under autocast(bf16, cache_enabled=False), y.float().sum().backward()",
+        )
+        self.derived(
+            "autocast_extra_linear_fwd_bwd",
+            [(1, "linear_fwd_bwd_autocast_nocache"), (-1, "linear_fwd_bwd_fp32")],
+            notes="includes the extra .float() of the output and the cast-backward nodes",
+        )
 
         # ---- (d) norms: module call vs functional
         ln = nn.LayerNorm(H, bias=False, device=dev)
         rms = RMSNorm(H).to(dev)
         self.point("layernorm_module_fwd", lambda: ln(xg), "nn.LayerNorm(64, bias=False)(x), grad enabled")
-        self.point("layer_norm_functional_fwd", lambda: F.layer_norm(xg, (H,), ln.weight),
-                   "F.layer_norm(x, (64,), weight)")
+        self.point(
+            "layer_norm_functional_fwd",
+            lambda: F.layer_norm(xg, (H,), ln.weight),
+            "F.layer_norm(x, (64,), weight)",
+        )
         self.point("rmsnorm_module_fwd", lambda: rms(xg), "tools/gpt.py RMSNorm module (F.rms_norm inside)")
         if hasattr(F, "rms_norm"):
-            self.point("rms_norm_functional_fwd", lambda: F.rms_norm(xg, (H,), rms.weight, 1e-5),
-                       "F.rms_norm(x, (64,), weight, 1e-5)")
-        self.derived("module_overhead_layernorm", [(1, "layernorm_module_fwd"), (-1, "layer_norm_functional_fwd")])
+            self.point(
+                "rms_norm_functional_fwd",
+                lambda: F.rms_norm(xg, (H,), rms.weight, 1e-5),
+                "F.rms_norm(x, (64,), weight, 1e-5)",
+            )
+        self.derived(
+            "module_overhead_layernorm", [(1, "layernorm_module_fwd"), (-1, "layer_norm_functional_fwd")]
+        )
         self.derived("module_overhead_rmsnorm", [(1, "rmsnorm_module_fwd"), (-1, "rms_norm_functional_fwd")])
-        self.point("linear_functional_fwd_fp32", lambda: F.linear(x0, lin.weight, lin.bias), "F.linear(x, w, b)")
+        self.point(
+            "linear_functional_fwd_fp32", lambda: F.linear(x0, lin.weight, lin.bias), "F.linear(x, w, b)"
+        )
         self.derived("module_overhead_linear", [(1, "linear_fwd_fp32"), (-1, "linear_functional_fwd_fp32")])
         with torch.autocast(**ac, cache_enabled=False):
-            self.point("layernorm_module_fwd_autocast", lambda: ln(xg),
-                       "under autocast(bf16): layer_norm runs in fp32 (autocast fp32 list)")
+            self.point(
+                "layernorm_module_fwd_autocast",
+                lambda: ln(xg),
+                "under autocast(bf16): layer_norm runs in fp32 (autocast fp32 list)",
+            )
             self.point("rmsnorm_module_fwd_autocast", lambda: rms(xg), "under autocast(bf16)")
 
         # ---- (e) tiny transformer layers (tools/gpt.py Block), forward+backward, autocast bf16
@@ -275,6 +336,7 @@ class Bench:
                 blocks = nn.ModuleList([Block(cfg) for _ in range(4)]).to(dev).train()
                 xb = torch.randn(1, T, H, device=dev, requires_grad=True)
                 for L in (1, 4):
+
                     def fwd(L=L, blocks=blocks, xb=xb, rc=rc):
                         with torch.autocast(**ac):
                             h = xb
@@ -286,28 +348,44 @@ class Bench:
                         fwd().float().sum().backward()
 
                     base = f"layers{L}_{lname}_rc_{rc}"
-                    desc = (f"{L} x gpt.py Block (h {H}, 4 heads, seq {T}, batch 1, {cfg.activation}, {cfg.norm}, "
-                            f"kv_heads {cfg.kv_heads}), recompute={rc}, autocast bf16, fp32 params")
+                    desc = (
+                        f"{L} x gpt.py Block (h {H}, 4 heads, seq {T}, batch 1, {cfg.activation}, {cfg.norm}, "
+                        f"kv_heads {cfg.kv_heads}), recompute={rc}, autocast bf16, fp32 params"
+                    )
                     if rc != "selective":
                         self.point(base + "_fwd", fwd, desc + "; forward with grad enabled")
                     self.point(base + "_fwd_bwd", fb, desc + "; forward + .float().sum().backward()")
                 for ph in ("fwd", "fwd_bwd"):
-                    self.derived(f"per_layer_{lname}_rc_{rc}_{ph}",
-                                 [(1, f"layers4_{lname}_rc_{rc}_{ph}"), (-1, f"layers1_{lname}_rc_{rc}_{ph}")], 3,
-                                 notes="host time per transformer layer: slope between 1 and 4 layers")
-            self.derived(f"per_layer_{lname}_full_ckpt_extra_fwd_bwd",
-                         [(1, f"per_layer_{lname}_rc_full_fwd_bwd"), (-1, f"per_layer_{lname}_rc_none_fwd_bwd")],
-                         notes="extra host time of one checkpointed layer (recompute forward included)")
-            self.derived(f"per_layer_{lname}_full_ckpt_extra_fwd",
-                         [(1, f"per_layer_{lname}_rc_full_fwd"), (-1, f"per_layer_{lname}_rc_none_fwd")],
-                         notes="extra host time of one checkpointed layer in forward")
-        self.derived("per_layer_gpt_ln_gelu_selective_extra_fwd_bwd",
-                     [(1, "per_layer_gpt_ln_gelu_rc_selective_fwd_bwd"), (-1, "per_layer_gpt_ln_gelu_rc_none_fwd_bwd")],
-                     notes="extra host time of checkpointing the SDPA call of one layer")
+                    self.derived(
+                        f"per_layer_{lname}_rc_{rc}_{ph}",
+                        [(1, f"layers4_{lname}_rc_{rc}_{ph}"), (-1, f"layers1_{lname}_rc_{rc}_{ph}")],
+                        3,
+                        notes="host time per transformer layer: slope between 1 and 4 layers",
+                    )
+            self.derived(
+                f"per_layer_{lname}_full_ckpt_extra_fwd_bwd",
+                [(1, f"per_layer_{lname}_rc_full_fwd_bwd"), (-1, f"per_layer_{lname}_rc_none_fwd_bwd")],
+                notes="extra host time of one checkpointed layer (recompute forward included)",
+            )
+            self.derived(
+                f"per_layer_{lname}_full_ckpt_extra_fwd",
+                [(1, f"per_layer_{lname}_rc_full_fwd"), (-1, f"per_layer_{lname}_rc_none_fwd")],
+                notes="extra host time of one checkpointed layer in forward",
+            )
+        self.derived(
+            "per_layer_gpt_ln_gelu_selective_extra_fwd_bwd",
+            [
+                (1, "per_layer_gpt_ln_gelu_rc_selective_fwd_bwd"),
+                (-1, "per_layer_gpt_ln_gelu_rc_none_fwd_bwd"),
+            ],
+            notes="extra host time of checkpointing the SDPA call of one layer",
+        )
 
         # a lone SDPA call (flash forced on CUDA), bf16 [1,4,8,16]
         q = torch.randn(1, 4, T, H // 4, device=dev, dtype=torch.bfloat16)
-        self.point("sdpa_fwd_bf16", lambda: sdpa(q, q, q, True), "gpt.py sdpa() (sdpa_kernel ctx + SDPA), causal")
+        self.point(
+            "sdpa_fwd_bf16", lambda: sdpa(q, q, q, True), "gpt.py sdpa() (sdpa_kernel ctx + SDPA), causal"
+        )
 
         # ---- (f) zero_grad(set_to_none=True) and (g) AdamW(fused).step(), many tiny tensors
         counts = (10, 100) if self.smoke else (10, 100, 1000)
@@ -323,7 +401,7 @@ class Bench:
                 opt = torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1, foreach=True)
 
             def assign(ps=ps, gs=gs):
-                for p, g in zip(ps, gs):
+                for p, g in zip(ps, gs, strict=True):
                     p.grad = g
 
             def assign_zero_none(assign=assign, opt=opt):
@@ -336,27 +414,49 @@ class Bench:
 
             d = f"{P} params of [64] fp32"
             self.point(f"grad_assign_{P}", assign, d + "; python loop p.grad = g (the baseline)", gpu=False)
-            self.point(f"grad_assign_zero_grad_none_{P}", assign_zero_none, d + "; assign + zero_grad(set_to_none=True)",
-                       gpu=False)
-            self.point(f"grad_assign_zero_grad_fill_{P}", assign_zero_fill,
-                       d + "; assign + zero_grad(set_to_none=False) (foreach zero_)")
-            self.derived(f"zero_grad_none_{P}", [(1, f"grad_assign_zero_grad_none_{P}"), (-1, f"grad_assign_{P}")],
-                         notes=f"optimizer.zero_grad(set_to_none=True) over {P} tensors")
-            self.derived(f"zero_grad_fill_{P}", [(1, f"grad_assign_zero_grad_fill_{P}"), (-1, f"grad_assign_{P}")],
-                         notes=f"optimizer.zero_grad(set_to_none=False) over {P} tensors")
+            self.point(
+                f"grad_assign_zero_grad_none_{P}",
+                assign_zero_none,
+                d + "; assign + zero_grad(set_to_none=True)",
+                gpu=False,
+            )
+            self.point(
+                f"grad_assign_zero_grad_fill_{P}",
+                assign_zero_fill,
+                d + "; assign + zero_grad(set_to_none=False) (foreach zero_)",
+            )
+            self.derived(
+                f"zero_grad_none_{P}",
+                [(1, f"grad_assign_zero_grad_none_{P}"), (-1, f"grad_assign_{P}")],
+                notes=f"optimizer.zero_grad(set_to_none=True) over {P} tensors",
+            )
+            self.derived(
+                f"zero_grad_fill_{P}",
+                [(1, f"grad_assign_zero_grad_fill_{P}"), (-1, f"grad_assign_{P}")],
+                notes=f"optimizer.zero_grad(set_to_none=False) over {P} tensors",
+            )
             assign()
             impl = "fused" if fused_ok else "foreach(fallback)"
-            self.point(f"adamw_{impl}_step_{P}", opt.step, f"{d}; AdamW({impl}, lr 1e-4, wd 0.1).step(), grads set")
+            self.point(
+                f"adamw_{impl}_step_{P}", opt.step, f"{d}; AdamW({impl}, lr 1e-4, wd 0.1).step(), grads set"
+            )
             opt2 = torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1, foreach=True)
             self.point(f"adamw_foreach_step_{P}", opt2.step, f"{d}; AdamW(foreach=True).step(), grads set")
             del opt, opt2
         a, b = counts[-2], counts[-1]
         impl = "fused" if fused_ok else "foreach(fallback)"
         for stem in (f"adamw_{impl}_step", "adamw_foreach_step", "zero_grad_none", "zero_grad_fill"):
-            self.derived(f"{stem}_per_tensor", [(1, f"{stem}_{b}"), (-1, f"{stem}_{a}")], b - a,
-                         notes=f"host time per parameter tensor: slope between {a} and {b} tensors")
-            self.derived(f"{stem}_fixed", [(1 + a / (b - a), f"{stem}_{a}"), (-a / (b - a), f"{stem}_{b}")],
-                         notes=f"intercept (0 tensors) of the line through {a} and {b} tensors")
+            self.derived(
+                f"{stem}_per_tensor",
+                [(1, f"{stem}_{b}"), (-1, f"{stem}_{a}")],
+                b - a,
+                notes=f"host time per parameter tensor: slope between {a} and {b} tensors",
+            )
+            self.derived(
+                f"{stem}_fixed",
+                [(1 + a / (b - a), f"{stem}_{a}"), (-a / (b - a), f"{stem}_{b}")],
+                notes=f"intercept (0 tensors) of the line through {a} and {b} tensors",
+            )
         self.out.close()
         log(f"done: {self.out.n} rows")
 
