@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.calibration.fit_host import fit_host, host_files_beside
 from simcore.calibration.profile import (
     AttentionParams,
     ComputeProfile,
@@ -1047,6 +1048,14 @@ def fit(
             "power_fraction": {k: v / device.tdp for k, v in power_found.items()} if device.tdp > 0 else {},
         }
     )
+    host_files = host_files_beside(ops_csv_paths[0])
+    if host_files:
+        prof = prof.model_copy(
+            update={
+                "host_layer": fit_host(list(host_files)),
+                "source": sorted({*prof.source, *(str(p) for p in host_files)}),
+            }
+        )
     report["clocks_hz"] = clocks_found
     report["power_w"] = power_found
     return prof, report

@@ -172,6 +172,10 @@ class ComputeProfile(_Frozen):
     """Eager host time per *call* (seconds) by op family (gemm, attention_fwd, attention_bwd,
     memory, memory_bwd, optimizer): PyTorch dispatch of the op, which may launch several kernels.
     Falls back to ``launch['eager']``."""
+    host_layer: dict[str, float] = {}
+    """Eager host time per transformer layer, per checkpointed layer and per optimizer tensor
+    (seconds), measured with tiny tensors (see :mod:`simcore.calibration.fit_host`). Empty: the
+    engines fall back to per-op host times."""
     clock_fraction: dict[str, float] = {}
     """SM clock while each family (gemm, attention, memory) was measured, as a fraction of the
     device's boost clock (``nvidia-smi dmon`` during the sweep). Power-capped GPUs slow their clock

@@ -61,6 +61,9 @@ class Pricer:
     groups: dict[str, GroupPlacement] = field(default_factory=dict)
     profile: ComputeProfile | None = None
     calibration: str | None = None
+    per_op_host: bool = True
+    """Bound each kernel by its op's host dispatch time; off when the engine models host time per
+    layer from measured whole-layer host overheads."""
     l2_reuse: bool = False
     """Whether a GEMM's operands may stay in L2 between calls (true in a micro-benchmark that repeats
     one GEMM; false in a model step, where every layer reads its own weights from HBM)."""
@@ -86,11 +89,12 @@ class Pricer:
         ep: Num = 1,
         framework: str = "eager",
         calibration: str | None = None,
+        per_op_host: bool = True,
     ) -> Pricer:
         """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp)."""
         groups = megatron_groups(cluster, tp, cp, dp, pp)
         groups["ep"] = placement(cluster, ep, np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
-        return Pricer(cluster, framework, groups, calibration=calibration)
+        return Pricer(cluster, framework, groups, calibration=calibration, per_op_host=per_op_host)
 
     def kernel_time(self, op: Op) -> Num:
         """Seconds of one invocation of ``op``: the kernel, or the host's dispatch of it when that is
@@ -245,7 +249,11 @@ class Pricer:
                     fl = 0.0
                     family = "memory"
                     backward = key[2]
-                t = C.stream_time(prof, t, self.framework, None if backward else family)
+                if self.per_op_host:
+                    t = C.stream_time(prof, t, self.framework, None if backward else family)
+                else:
+                    # host time is modelled per layer by the engine: the kernel plus its launch gap
+                    t = C.with_launch(t, 0.0, "max", prof.gap.get(self.framework, 0.0))
             t_arr = np.asarray(t, dtype=float)
             f_arr = np.asarray(fl, dtype=float)
             for j, i in enumerate(idx):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
+from simcore.calibration.profile import load_profile
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer
 from simcore.specs.resolve import ClusterInfo
@@ -143,7 +144,13 @@ def evaluate(
     recompute = np.asarray(lay.recompute)
     schedule = np.asarray(lay.schedule)
     m = np.maximum(_a(lay.global_batch) / (mb * dp), 1.0)
-    pricer = Pricer.for_layout(cluster, tp, cp, dp, pp, ep, framework, calibration)
+    prof = load_profile(cluster.device, calibration)
+    act_key = "swiglu" if model.activation == "swiglu" else "gelu"
+    host_cal = prof.host_layer
+    layer_host = framework == "eager" and f"train_fwd_{act_key}" in host_cal
+    pricer = Pricer.for_layout(
+        cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not layer_host
+    )
     gemm_dtype = training.precision
     act = 2.0 if training.precision != "fp32" else 4.0
     lw = L.Layout(
@@ -205,6 +212,22 @@ def evaluate(
         ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0)
         head_f = head_f.merged(pricer.price(ea_f))
         head_b = head_b.merged(pricer.price(ea_b))
+
+    if layer_host:
+        # eager PyTorch: the host dispatches every op of a layer (module calls, autocast, autograd);
+        # a micro-batch's forward (backward) on a stage takes the longer of its GPU and host times
+        full_t = np.where(recompute == "full", 1.0, 0.0)
+        sel_t = np.where(recompute == "selective", 1.0, 0.0)
+        h_f = layers_per_rank * (
+            host_cal[f"train_fwd_{act_key}"] + full_t * host_cal.get(f"ckpt_full_fwd_{act_key}", 0.0)
+        )
+        h_b = layers_per_rank * (
+            host_cal[f"train_bwd_{act_key}"]
+            + full_t * host_cal.get(f"ckpt_full_bwd_{act_key}", 0.0)
+            + sel_t * host_cal.get("ckpt_selective", 0.0)
+        )
+        F_layers.add("host_overhead", np.maximum(h_f - F_layers.total(), 0.0))
+        B_layers.add("host_overhead", np.maximum(h_b - B_layers.total(), 0.0))
 
     Fl, Bl = F_layers.total(), B_layers.total()
     embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
@@ -317,6 +340,11 @@ def evaluate(
         pricer.launch_s,
         pricer.prof.launch_mode,
     )
+    if layer_host and "adamw_fused_fixed" in host_cal:
+        # fused AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections,
+        # MLP matrices of each layer; embedding, head and final norm)
+        tensors = (7.0 if model.activation == "swiglu" else 6.0) * np.ceil(layers_per_rank) + 3.0
+        opt = np.maximum(opt, host_cal["adamw_fused_fixed"] + host_cal["adamw_fused_per_tensor"] * tensors)
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil
 

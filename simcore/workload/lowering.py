@@ -283,7 +283,8 @@ def backward_of(op: Op) -> list[Op]:
         return out
     if op.kind == "memory":
         a = op.args
-        name = a["name"] + "_bwd"
+        # the gradient of a dtype cast is the reverse cast: the same traffic
+        name = a["name"] if a["name"] == "cast" else a["name"] + "_bwd"
         nbytes, flops = memory_op_traffic(name, a["numel"], a["elt"])
         out = [
             Op(
@@ -343,7 +344,11 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     v = m.vocab / lay.tp
     # the loss runs in fp32 (autocast's fp32 list; Megatron's vocab-parallel cross-entropy): the bf16
     # logits are upcast, then softmax + NLL read them
-    return [mem_op("cast", T * v, lay.act_bytes + 4.0, "loss"), mem_op("cross_entropy", T * v, 4.0, "loss")]
+    # (a cast reads 2 and writes 4 bytes per element: traffic 2e at 3 bytes per element)
+    return [
+        mem_op("cast", T * v, (lay.act_bytes + 4.0) / 2.0, "loss"),
+        mem_op("cross_entropy", T * v, 4.0, "loss"),
+    ]
 
 
 def dtype_bytes(dtype: str) -> float:

@@ -1,0 +1,95 @@
+"""Host (CPU) overheads of eager PyTorch, measured per transformer layer and per optimizer tensor.
+
+``tools/bench_host.py`` times eager constructs with tiny tensors so the GPU never bounds them
+(``traces/h200/host.csv.gz``, ``host_infer.csv.gz``). This module turns those rows into the
+``host_layer`` section of a compute profile (seconds):
+
+* ``train_fwd_<act>`` / ``train_bwd_<act>``: host time of one layer's forward (grad enabled, autocast)
+  and of its backward, for ``gelu`` (GPT: LayerNorm, GELU MLP) and ``swiglu`` (Llama: RMSNorm,
+  SwiGLU, GQA) blocks — the slope between 1- and 4-layer models;
+* ``ckpt_full_fwd_<act>`` / ``ckpt_full_bwd_<act>``: extra host time of checkpointing a whole layer
+  (``torch.utils.checkpoint``, non-reentrant) in forward and in backward (recompute included);
+* ``ckpt_selective``: extra host time of checkpointing the attention core of a layer;
+* ``adamw_fused_per_tensor`` / ``adamw_fused_fixed`` (and ``adamw_foreach_*``): optimizer step host time;
+* ``infer_decode_<act>`` / ``infer_prefill_<act>`` / ``infer_fixed_<act>``: no-grad bf16 forward per
+  layer for a decode step and a prefill, and the per-step cost outside the layers, when measured.
+
+The engines take a phase's time as ``max(GPU time, host time)``: eager PyTorch queues kernels
+asynchronously, so the slower of the two sides sets the pace.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from pathlib import Path
+
+from simcore.errors import TraceError
+
+_ACT = {"gpt_ln_gelu": "gelu", "llama_rms_swiglu_gqa": "swiglu"}
+
+
+def read_host_rows(path: str | Path) -> dict[str, float]:
+    """``name -> host_s_per_call`` of a host-overhead CSV (gzip or plain)."""
+    p = Path(path)
+    try:
+        raw = gzip.open(p, "rt") if p.suffix == ".gz" else open(p)  # noqa: SIM115
+        with raw as f:
+            text = f.read()
+    except (OSError, EOFError) as e:
+        raise TraceError(f"cannot read: {e}", file=str(p)) from None
+    out: dict[str, float] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        v = (row.get("host_s_per_call") or "").strip()
+        if row.get("name") and v:
+            try:
+                out[row["name"]] = float(v)
+            except ValueError:
+                raise TraceError(
+                    f"host_s_per_call {v!r} is not a number", file=str(p), field=row["name"]
+                ) from None
+    if not out:
+        raise TraceError("no host-overhead rows", file=str(p))
+    return out
+
+
+def fit_host(paths: list[str | Path]) -> dict[str, float]:
+    """The ``host_layer`` profile section from host-overhead CSVs (seconds; missing rows are skipped)."""
+    rows: dict[str, float] = {}
+    for p in paths:
+        rows.update(read_host_rows(p))
+    out: dict[str, float] = {}
+    for tag, act in _ACT.items():
+        fwd = rows.get(f"per_layer_{tag}_rc_none_fwd")
+        fb = rows.get(f"per_layer_{tag}_rc_none_fwd_bwd")
+        if fwd is not None and fb is not None:
+            out[f"train_fwd_{act}"] = fwd
+            out[f"train_bwd_{act}"] = max(fb - fwd, 0.0)
+        cf = rows.get(f"per_layer_{tag}_full_ckpt_extra_fwd")
+        cfb = rows.get(f"per_layer_{tag}_full_ckpt_extra_fwd_bwd")
+        if cf is not None and cfb is not None:
+            out[f"ckpt_full_fwd_{act}"] = max(cf, 0.0)
+            out[f"ckpt_full_bwd_{act}"] = max(cfb - cf, 0.0)
+        for mode in ("decode", "prefill"):
+            v = rows.get(f"per_layer_{mode}_{tag}")
+            if v is not None:
+                out[f"infer_{mode}_{act}"] = v
+        v = rows.get(f"decode_fixed_{tag}")
+        if v is not None:
+            out[f"infer_fixed_{act}"] = max(v, 0.0)
+    sel = rows.get("per_layer_gpt_ln_gelu_selective_extra_fwd_bwd")
+    if sel is not None:
+        out["ckpt_selective"] = max(sel, 0.0)
+    for opt in ("adamw_fused", "adamw_foreach"):
+        for part in ("per_tensor", "fixed"):
+            v = rows.get(f"{opt}_step_{part}")
+            if v is not None:
+                out[f"{opt}_{part}"] = max(v, 0.0)
+    return out
+
+
+def host_files_beside(ops_csv: str | Path) -> list[Path]:
+    """Host-overhead CSVs in the folder of an ops CSV (``host*.csv.gz``)."""
+    folder = Path(ops_csv).parent
+    return sorted(p for p in folder.glob("host*.csv*") if p.is_file())
