@@ -267,20 +267,17 @@ class Analysis:
         """Median step time over the profiled steps (seconds)."""
         return float(statistics.median(s.time_s for s in self.steps))
 
-    def class_times(self, exposed: bool = True) -> dict[str, float]:
+    def class_times(self, exposed: bool = True, launch_gap_max: float = 0.0) -> dict[str, float]:
         """Median over steps of seconds per class.
 
         ``exposed=True`` counts what each class adds to the device's busy timeline (the first
-        stream to occupy an instant owns it; launch gaps before a kernel are added to its class);
-        the remainder of the step is ``idle``. ``exposed=False`` sums kernel durations.
+        stream to occupy an instant owns it, communication only where nothing else runs); the rest
+        of the step is ``idle`` (see :func:`step_class_times`). ``exposed=False`` sums kernel
+        durations.
         """
-        per: list[dict[str, float]] = [step_class_times(s, exposed) for s in self.steps]
+        per: list[dict[str, float]] = [step_class_times(s, exposed, launch_gap_max) for s in self.steps]
         keys = sorted({k for d in per for k in d})
         return {k: float(statistics.median(d.get(k, 0.0) for d in per)) for k in keys}
-
-
-_LAUNCH_GAP_MAX = 200e-6
-"""Idle gaps on the device longer than this are host-side stalls (``idle``), not launch gaps."""
 
 
 def _merge(iv: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
@@ -310,13 +307,14 @@ def _covered(iv: list[tuple[float, float, str]], a: float, b: float) -> dict[str
     return out
 
 
-def step_class_times(step: Step, exposed: bool = True) -> dict[str, float]:
+def step_class_times(step: Step, exposed: bool = True, launch_gap_max: float = 0.0) -> dict[str, float]:
     """Seconds per class in one step (see :meth:`Analysis.class_times`).
 
     Exposed attribution: compute, memcpy and memset kernels own the device timeline (where they
     overlap each other the earlier one keeps the instant); communication counts only where no
-    other kernel runs; an idle gap before a kernel of at most 200 µs is that kernel's launch gap,
-    a longer one is ``idle``. The classes then sum to the step time."""
+    other kernel runs; time with nothing on the device is ``idle`` (launch gaps and host stalls:
+    the GPU waiting for the host), except that a gap of at most ``launch_gap_max`` seconds before
+    a kernel is charged to that kernel's class. The classes sum to the step time."""
     out: dict[str, float] = defaultdict(float)
     ks = sorted(step.kernels, key=lambda k: k.ev.ts)
     if not exposed:
@@ -334,7 +332,7 @@ def step_class_times(step: Step, exposed: bool = True) -> dict[str, float]:
             out[c] += v
         rest = (b - a) - sum(cov.values())
         if rest > 0:
-            out[nxt if nxt is not None and rest <= _LAUNCH_GAP_MAX else "idle"] += rest
+            out[nxt if nxt is not None and rest <= launch_gap_max else "idle"] += rest
 
     for k in ks:
         if k.base == "comm":

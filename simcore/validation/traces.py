@@ -49,7 +49,7 @@ def predicted_class(category: str) -> str:
         return "gemm"
     if c in ("elementwise", "amp_cast", "moe_permute", "kv_cache", "cast"):
         return "elementwise"
-    if c == "pipeline_bubble":
+    if c in ("pipeline_bubble", "host_overhead", "idle"):
         return "idle"
     if c in ("attention", "norm", "loss", "embedding", "optimizer"):
         return c

@@ -112,7 +112,8 @@ def test_trace_rows(tmp_path: Path) -> None:
 
 
 def test_trace_comm_rows_real_ddp() -> None:
-    rows = trace_comm_rows(load_analyses([str(REPO / "traces/h200x2")]))
+    ddp = [str(REPO / f"traces/h200x2/profile_ddp_rank{r}.json.gz") for r in (0, 1)]
+    rows = trace_comm_rows(load_analyses(ddp))
     params = 2 * 50304 * 1024 + 4 * (12 * 1024 * 1024 + 2 * 1024) + 1024
     assert {r["op"] for r in rows} == {"all_reduce"} and {r["gpus"] for r in rows} == {2}
     assert sum(r["nbytes"] for r in rows) == 2 * 4 * params  # two profiled steps

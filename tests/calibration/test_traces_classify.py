@@ -208,3 +208,21 @@ def test_real_gqa_trace_kv_heads() -> None:
         if k.shape and k.shape.get("kind") == "attention" and not k.shape["backward"]
     ]
     assert len(fwd) == 2 * 4
+
+
+@pytest.mark.parametrize(
+    "strategy, want",
+    [
+        # traces/README.md (round 2): TP all-reduces 48 bf16 forward, 48 fp32 backward per step;
+        # FSDP 49 all-gathers and 25 reduce-scatters; PP stage 0 sends 4 activations, receives 4 grads
+        ("tp", {("comm:all_reduce", "bf16"): 48, ("comm:all_reduce", "fp32"): 48}),
+        ("fsdp", {("comm:all_gather", "bf16"): 49, ("comm:reduce_scatter", "fp32"): 25}),
+        ("pp", {("comm:send_recv", "fp32"): 8}),
+    ],
+)
+def test_real_parallel_collectives(strategy: str, want: dict[tuple[str, str], int]) -> None:
+    a = analyze(read_trace(H200X2 / f"profile_{strategy}_rank0.json.gz"))
+    assert len(a.steps) == 2
+    for s in a.steps:
+        got = Counter((k.cls, (k.shape or {}).get("dtype")) for k in s.kernels if k.base == "comm")
+        assert dict(got) == want

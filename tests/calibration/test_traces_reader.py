@@ -304,3 +304,39 @@ def test_not_an_nsys_export(tmp_path: Path) -> None:
     c.close()
     with pytest.raises(TraceError, match="other.sqlite: not an Nsight Systems export"):
         read_trace(p)
+
+
+@pytest.mark.parametrize("name", ["synthetic", "real"])
+def test_skipping_unused_events_changes_nothing(name: str, tmp_path: Path) -> None:
+    import re
+
+    if name == "real":
+        path = H200X2 / "profile_ddp_rank0.json.gz"
+    else:
+        path = tmp_path / "pad.json"
+        write_trace(path, SynthConfig(layers=1, steps=2, pad_cpu_events=2, world=2))
+        # an unused event whose text the fast skip must leave alone (braces in its name)
+        text = path.read_text().replace('"traceEvents": [\n', '"traceEvents": [\n  {"ph": "X", "cat": "python_function", '
+                                        '"name": "f{}", "ts": 1, "dur": 1, "args": {"a": {"b": 1}}},\n', 1)  # fmt: skip
+        path.write_text(text)
+
+    def sig(tr: object) -> object:
+        t = tr  # type: ignore[assignment]
+        return (
+            [
+                (e.name, e.ts, e.dur, e.stream, e.correlation, e.ext_id, sorted(map(str, e.args.items())))
+                for e in t.gpu_events
+            ],  # type: ignore[attr-defined]
+            {k: (v.name, v.ts, v.input_dims) for k, v in t.cpu_ops.items()},  # type: ignore[attr-defined]
+            [(h.name, h.ts) for h in t.host_calls],  # type: ignore[attr-defined]
+            t.events_seen,  # type: ignore[attr-defined]
+        )
+
+    fast = read_trace(path)
+    old = kineto._SKIP
+    kineto._SKIP = re.compile(r"(?!x)x")
+    try:
+        slow = read_trace(path)
+    finally:
+        kineto._SKIP = old
+    assert sig(fast) == sig(slow)

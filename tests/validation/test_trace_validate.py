@@ -22,6 +22,9 @@ CASES = {
     ],
     "h200x2_ddp_gpt": ["traces/h200x2/profile_ddp_rank0.json.gz", "traces/h200x2/profile_ddp_rank1.json.gz"],
     "h200_infer_prefill_decode": ["traces/h200/profile_infer_prefill_decode.json.gz"],
+    "h200x2_tp_gpt350m": ["traces/h200x2/profile_tp_rank0.json.gz"],
+    "h200x2_fsdp_gpt350m": ["traces/h200x2/profile_fsdp_rank0.json.gz"],
+    "h200x2_pp_gpt350m": ["traces/h200x2/profile_pp_rank0.json.gz"],
 }
 
 
@@ -61,6 +64,7 @@ def test_breakdown_categories_fold_onto_classes() -> None:
     assert predicted_class("dp_comm") == "communication"
     assert predicted_class("amp_cast") == "elementwise"
     assert predicted_class("pipeline_bubble") == "idle"
+    assert predicted_class("host_overhead") == "idle"
     assert predicted_class("something_new") == "other"
 
 

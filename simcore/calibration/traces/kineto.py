@@ -354,6 +354,7 @@ def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
     nev = 0
     raw_gpu: list[GpuEvent] = []
     gpu_cats, rt_cats, an_cats = _GPU_CATS, _RUNTIME_CATS, _ANNOT_CATS
+    keep_args = frozenset(_KERNEL_ARGS)
     for key, val in iter_trace(p):
         if key != "events":
             if key == "skipped":
@@ -404,21 +405,34 @@ def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
             ts = (ts_us - t0_us) * 1e-6
             args = ev.get("args") or {}
             if kind == 0:
+                dev = args.get("device", ev.get("pid", 0))
+                stream = args.get("stream", ev.get("tid", 0))
+                corr = args.get("correlation", -1)
+                ext = args.get("External id", -1)
+                kcat = _CAT_ALIAS.get(cat, cat)
+                # only collectives and copies carry arguments simcore reads
+                kept = (
+                    {k: v for k, v in args.items() if k in keep_args}
+                    if kcat != "kernel" or "Collective name" in args
+                    else {}
+                )
                 raw_gpu.append(
                     GpuEvent(
                         str(ev.get("name", "")),
-                        str(_CAT_ALIAS.get(cat, cat)),
+                        str(kcat),
                         ts,
                         dur,
-                        _int(args.get("device", ev.get("pid")), 0),
-                        _int(args.get("stream", ev.get("tid")), 0),
-                        _int(args.get("correlation")),
-                        _int(args.get("External id")),
-                        {k: args[k] for k in _KERNEL_ARGS if k in args},
+                        dev if dev.__class__ is int else _int(dev, 0),
+                        stream if stream.__class__ is int else _int(stream, 0),
+                        corr if corr.__class__ is int else _int(corr),
+                        ext if ext.__class__ is int else _int(ext),
+                        kept,
                     )
                 )
             elif kind == 1:
-                ext = _int(args.get("External id"))
+                ext = args.get("External id", -1)
+                if ext.__class__ is not int:
+                    ext = _int(ext)
                 name = str(ev.get("name", ""))
                 if ext < 0 or (keep_cpu_op is not None and not keep_cpu_op(name)):
                     continue
@@ -436,13 +450,16 @@ def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
                         args.get("Concrete Inputs"),
                     )
             elif kind == 2:
+                corr = args.get("correlation", -1)
+                tid = ev.get("tid", 0)
+                ext = args.get("External id", -1)
                 rc = RuntimeCall(
                     str(ev.get("name", "")),
                     ts,
                     dur,
-                    _int(args.get("correlation")),
-                    _int(ev.get("tid"), 0),
-                    _int(args.get("External id")),
+                    corr if corr.__class__ is int else _int(corr),
+                    tid if tid.__class__ is int else _int(tid, 0),
+                    ext if ext.__class__ is int else _int(ext),
                 )
                 tr.host_calls.append(rc)
                 if rc.correlation >= 0:
