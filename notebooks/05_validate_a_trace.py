@@ -43,9 +43,9 @@ print(f"median step: {a.step_time_s * 1e3:.2f} ms")
 # %% [markdown]
 # ## Where a step goes
 #
-# "Exposed" time is what each class adds to the GPU timeline: the kernel itself plus the launch gap
-# before it (when the GPU waited less than 200 µs for the host). Longer waits are `idle`. Summed,
-# the classes give the step. "Kernel" time is the sum of kernel durations alone.
+# "Exposed" time is what each class adds to the GPU timeline (communication only where no other
+# kernel runs); time with nothing on the GPU is `idle`: launch gaps and host stalls, the GPU waiting
+# for the host. Summed, the classes give the step. "Kernel" time is the sum of kernel durations.
 
 # %%
 exposed = a.class_times(exposed=True)
@@ -69,7 +69,7 @@ for k in step.kernels:
     )
 ax.set_yticks([])
 ax.set_xlabel("ms from the step's first kernel")
-ax.set_title(f"{step.name}: kernels on the GPU by class (white = GPU idle)")
+ax.set_title(f"{step.name}: kernels on the GPU by class (white = GPU idle, waiting for the host)")
 handles = [plt.Rectangle((0, 0), 1, 1, color=v) for v in colors.values()]
 ax.legend(handles, list(colors), ncol=5, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45))
 fig.tight_layout()

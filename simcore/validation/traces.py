@@ -251,6 +251,12 @@ def validate(
         notes.append(
             f"steps found by {'repeated kernel sequences' if slowest.step_source == 'repeat' else 'taking the whole trace as one step'}"
         )
+    idle = meas_cls.get("idle", 0.0)
+    if idle > 0.2 * measured:
+        notes.append(
+            f"the GPU is idle {idle / measured:.0%} of the measured step (launch gaps and host stalls): the run is "
+            "host-bound there, and a profiler with record_shapes=True adds host time to every op"
+        )
     kernels = _kernel_rows([slowest], sc, top_kernels)
     return ValidationReport(
         traces=[a.trace.path for a in ans],
