@@ -83,15 +83,21 @@ def activation_bytes_per_layer(
     recompute: str = "none",
     act_bytes: float = 2.0,
     moe_layer: bool = False,
+    residual_bytes: float | None = None,
 ) -> Num:
-    """Bytes one layer keeps for backward, per micro-batch, on one rank."""
+    """Bytes one layer keeps for backward, per micro-batch, on one rank.
+
+    ``residual_bytes``: bytes per element of the residual stream (fp32 under autocast with fp32
+    weights), which the two norms keep as their inputs; default ``act_bytes``."""
     s = layer_shape(m)
     tokens = micro_batch * seq / cp
     sp_div = np.where(np.asarray(sp, dtype=bool), tp, 1)
     h = s.hidden
+    rb = act_bytes if residual_bytes is None else residual_bytes
     if recompute == "full":
-        return tokens * h * act_bytes / sp_div
-    outside = 4.0 * tokens * h / sp_div  # 2 norm inputs + QKV input + MLP-in input
+        return tokens * h * rb / sp_div
+    # 2 norm inputs (residual dtype) + QKV input + MLP-in input, in activation-element units
+    outside = (2.0 * rb / act_bytes + 2.0) * tokens * h / sp_div
     qkv = tokens * (s.heads + 2 * s.kv_heads) * s.head_dim / tp
     attn_out = tokens * s.heads * s.v_head_dim / tp
     lse = tokens * s.heads / tp * 2.0  # fp32 softmax statistics, in bf16-element units
@@ -110,11 +116,23 @@ def activation_bytes_per_layer(
 
 
 def logits_bytes(
-    m: ModelSpec, micro_batch: Num, seq: Num, tp: Num = 1, cp: Num = 1, act_bytes: float = 2.0
+    m: ModelSpec,
+    micro_batch: Num,
+    seq: Num,
+    tp: Num = 1,
+    cp: Num = 1,
+    act_bytes: float = 2.0,
+    unfused: bool = False,
 ) -> Num:
-    """Peak bytes of the LM head output and the fp32 loss working set on the last stage."""
+    """Peak bytes of the LM head output and the fp32 loss working set on the last stage.
+
+    Fused (Megatron's vocab-parallel cross-entropy): the logits, their fp32 softmax and its gradient
+    (``act + 4 + 4`` bytes per element). ``unfused`` (PyTorch autocast: cast to fp32, log_softmax,
+    NLL): at the start of backward the saved fp32 log-probabilities, the zero-filled fp32 NLL
+    gradient and the fp32 log_softmax gradient coexist (12 bytes per element)."""
     tokens = micro_batch * seq / cp
-    return tokens * m.vocab / tp * (act_bytes + 4.0 + 4.0)
+    per = 12.0 if unfused else act_bytes + 4.0 + 4.0
+    return tokens * m.vocab / tp * per
 
 
 def inflight_microbatches(schedule: Num, pp: Num, micro_batches: Num, vp: Num = 1) -> Num:

@@ -153,8 +153,17 @@ def evaluate(
     )
     gemm_dtype = training.precision
     act = 2.0 if training.precision != "fp32" else 4.0
+    resid = 4.0 if param_dtype == "fp32" else act
     lw = L.Layout(
-        micro_batch=mb, seq=float(model.seq_len), tp=tp, cp=cp, ep=ep, sp=sp, dtype=gemm_dtype, act_bytes=act
+        micro_batch=mb,
+        seq=float(model.seq_len),
+        tp=tp,
+        cp=cp,
+        ep=ep,
+        sp=sp,
+        dtype=gemm_dtype,
+        act_bytes=act,
+        extra={"residual_bytes": resid},
     )
 
     pc = param_counts(model)
@@ -433,14 +442,16 @@ def training_memory(
     sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
     w, g, o = M.training_state_bytes(params_rank, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
     act = 2.0 if training.precision != "fp32" else 4.0
+    amp = param_dtype == "fp32" and training.precision != "fp32"
+    resid = 4.0 if amp else act
     pc = param_counts(model)
     per_layer: Num = 0.0
     for rec in ("none", "selective", "full"):
         sel = np.where(recompute == rec, 1.0, 0.0)
-        dense = M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, False)
+        dense = M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, False, resid)
         layer = dense
         if pc.moe_layers:
-            moe = M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, True)
+            moe = M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, True, resid)
             layer = (dense * pc.dense_layers + moe * pc.moe_layers) / model.layers
         per_layer = per_layer + sel * layer
     layers_rank = np.ceil(model.layers / pp - 1e-9)  # the first stages hold the extra layers
@@ -449,21 +460,28 @@ def training_memory(
     # full recompute: one layer's full working set is rebuilt during its backward
     working = np.where(
         recompute == "full",
-        M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, "none", act, pc.moe_layers > 0),
+        M.activation_bytes_per_layer(
+            model, mb, model.seq_len, tp, cp, sp, "none", act, pc.moe_layers > 0, resid
+        ),
         0.0,
     )
-    logits = np.where(pp <= 1, M.logits_bytes(model, mb, model.seq_len, tp, cp, act), 0.0)
-    last_stage_logits = M.logits_bytes(model, mb, model.seq_len, tp, cp, act)
-    first = w + g + o + acts + working + logits
-    # the last stage holds fewer in-flight micro-batches (1F1B: one) but the logits
-    last = (
-        w
-        + g
-        + o
-        + per_layer * layers_rank * np.where(np.asarray(lay.schedule) == "gpipe", m, 1.0)
-        + last_stage_logits
-        + working
-    )
+    last_stage_logits = M.logits_bytes(model, mb, model.seq_len, tp, cp, act, unfused=amp)
+    logits = np.where(pp <= 1, last_stage_logits, 0.0)
+    layers_mem = per_layer * layers_rank * np.where(np.asarray(lay.schedule) == "gpipe", m, 1.0)
+    if amp:
+        # PyTorch AMP: autocast's bf16 weight copies are saved by the GEMMs for backward (one layer's
+        # at a time under full recompute); gradients are allocated during backward as activations
+        # are freed (zero_grad(set_to_none=True)), so the peak is the larger of the two phases
+        copies = params_rank * 2.0 * np.where(recompute == "full", 1.0 / layers_rank, 1.0)
+        fwd_peak_first = acts + working + logits + copies
+        fwd_peak_last = layers_mem + last_stage_logits + working + copies
+        first = w + o + np.maximum(fwd_peak_first, g + working)
+        last = w + o + np.maximum(fwd_peak_last, g + working)
+    else:
+        # Megatron-style: the gradient buffers are persistent
+        first = w + g + o + acts + working + logits
+        # the last stage holds fewer in-flight micro-batches (1F1B: one) but the logits
+        last = w + g + o + layers_mem + last_stage_logits + working
     total = np.maximum(first, np.where(pp > 1, last, 0.0))
     return {
         "weights": w,

@@ -66,6 +66,12 @@ class Layout:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def residual_bytes(self) -> float:
+        """Bytes per element of the residual stream: fp32 under PyTorch autocast with fp32 weights
+        (the embedding output is fp32 and residual adds promote), else the activation dtype."""
+        return float(self.extra.get("residual_bytes", self.act_bytes))
+
+    @property
     def tokens(self) -> Num:
         """Tokens a rank processes per micro-batch (sequence split by CP)."""
         return self.micro_batch * self.seq / self.cp
@@ -106,6 +112,16 @@ def norm_name(m: ModelSpec) -> str:
     return "rmsnorm" if m.norm == "rmsnorm" else "layernorm"
 
 
+def norm_ops(m: ModelSpec, lay: Layout, tokens: Num) -> list[Op]:
+    """A norm over the residual stream, and, when that stream is wider than the GEMM input dtype
+    (autocast), the cast of the norm output for the next GEMM."""
+    rb = lay.residual_bytes
+    ops = [mem_op(norm_name(m), tokens * m.hidden, rb, "norm")]
+    if rb > lay.act_bytes:
+        ops.append(mem_op("cast", tokens * m.hidden, (rb + lay.act_bytes) / 2.0, "amp_cast"))
+    return ops
+
+
 def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Forward ops of one attention block (norm, QKV, attention core, out-projection, residual)."""
     s = layer_shape(m)
@@ -116,7 +132,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     h = s.hidden
     ops: list[Op] = []
     tsp = T / lay.sp_div  # tokens seen outside the TP region
-    ops.append(mem_op(norm_name(m), tsp * h, b, "norm"))
+    ops.extend(norm_ops(m, lay, tsp))
     if m.mla is not None:
         ml = m.mla
         ops.append(_gemm("q_down", T, ml.q_lora_rank, h, dt))
@@ -153,7 +169,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             )
         )
     ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt))
-    ops.append(mem_op("add", tsp * h, b, "elementwise"))
+    ops.append(mem_op("add", tsp * h, lay.residual_bytes, "elementwise"))
     return ops
 
 
@@ -179,7 +195,15 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
 def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2) -> list[Op]:
     """Tensor-parallel collectives of ``blocks`` blocks in the forward pass."""
     nbytes = lay.tokens * m.hidden * lay.act_bytes
-    ar = _comm("tp_allreduce", "all_reduce", nbytes, "tp", "tp_comm", count=blocks)
+    # backward collectives carry gradients of the residual stream (fp32 under autocast)
+    bwd = lay.tokens * m.hidden * lay.residual_bytes
+    ar = Op(
+        "tp_allreduce",
+        "comm",
+        "tp_comm",
+        {"op": "all_reduce", "nbytes": nbytes, "bwd_nbytes": bwd, "group": "tp"},
+        blocks,
+    )
     ag = _comm("tp_allgather", "all_gather", nbytes, "tp", "tp_comm", count=blocks)
     rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks)
     if isinstance(lay.sp, bool):
@@ -235,9 +259,9 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     """All forward ops of one transformer layer on one rank."""
     ops = attention_block_fwd(m, lay)
     T = lay.tokens / lay.sp_div
-    ops.append(mem_op(norm_name(m), T * m.hidden, lay.act_bytes, "norm"))
+    ops.extend(norm_ops(m, lay, T))
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
-    ops.append(mem_op("add", T * m.hidden, lay.act_bytes, "elementwise"))
+    ops.append(mem_op("add", T * m.hidden, lay.residual_bytes, "elementwise"))
     ops.extend(tp_comm_fwd(m, lay))
     if not (isinstance(lay.cp, int | float) and lay.cp == 1):
         # Ring attention: each rank passes its K/V shard around the ring (cp - 1 steps), overlapped
@@ -308,7 +332,10 @@ def backward_of(op: Op) -> list[Op]:
         return out
     a = op.args
     swap = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}.get(a["op"], a["op"])
-    return [Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap}, op.count, op.overlappable)]
+    nb = a.get("bwd_nbytes", a["nbytes"])
+    return [
+        Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)
+    ]
 
 
 def backward(ops: list[Op]) -> list[Op]:
@@ -331,11 +358,7 @@ def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:
     """Final norm, LM head GEMM (vocabulary split by TP) and cross-entropy (last pipeline stage)."""
     T = lay.tokens if tokens is None else tokens
     v = m.vocab / lay.tp
-    ops = [
-        mem_op(norm_name(m), T / lay.sp_div * m.hidden, lay.act_bytes, "norm"),
-        _gemm("lm_head", T, v, m.hidden, lay.dtype, "gemm"),
-    ]
-    return ops
+    return [*norm_ops(m, lay, T / lay.sp_div), _gemm("lm_head", T, v, m.hidden, lay.dtype, "gemm")]
 
 
 def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:

@@ -27,6 +27,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis, Kernel, Step, analyze, step_class_times
@@ -422,6 +423,9 @@ class ReplayResult:
     how: dict[str, int]
     """Kernels priced per method (shape, collective model, hardware ratios)."""
     notes: list[str]
+    graph: TaskGraph | None = None
+    schedule: Schedule | None = None
+    written: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -435,6 +439,7 @@ class ReplayResult:
             "classes": self.classes,
             "how": self.how,
             "notes": self.notes,
+            "written": self.written,
         }
 
 
@@ -458,8 +463,13 @@ def replay(
     source_device: str | None = None,
     source_system: str | None = None,
     analyses: list[Analysis] | None = None,
+    trace_out: str | None = None,
 ) -> ReplayResult:
-    """Replay measured traces (one per rank) on ``device`` (and ``system``) and compare."""
+    """Replay measured traces (one per rank) on ``device`` (and ``system``) and compare.
+
+    ``trace_out``: write the replayed timeline of every rank as a PyTorch-profiler (Kineto) trace
+    (``{rank}`` in the name is replaced by the rank; otherwise ``.rankN`` is inserted for several
+    ranks), readable by simcore, Perfetto and HTA beside the measured one."""
     reg = default_registry()
     ans = analyses if analyses is not None else load_analyses(paths)
     src_dev = reg.device(source_device) if source_device else device_from_trace(ans[0].trace, reg)
@@ -496,6 +506,19 @@ def replay(
         notes.append(
             f"{dst.device.name} has no measured profile: curves transferred from {dst.profile.transferred_from}"
         )
+    written = []
+    if trace_out:
+        for r in sorted(g.ranks):
+            path = _rank_path(trace_out, r, len(g.ranks))
+            write_kineto(
+                g,
+                pred,
+                r,
+                path,
+                dst.device,
+                f"simcore replay of {g.ranks[r].analysis.trace.path} on {dst.device.name}",
+            )
+            written.append(path)
     return ReplayResult(
         traces=[a.trace.path for a in ans],
         source={"device": src.device.name, "system": src.system},
@@ -507,7 +530,90 @@ def replay(
         classes=classes,
         how=dict(how),
         notes=notes,
+        graph=g,
+        schedule=pred,
+        written=written,
     )
+
+
+def _rank_path(template: str, rank: int, n: int) -> str:
+    if "{rank}" in template:
+        return template.replace("{rank}", str(rank))
+    if n == 1:
+        return template
+    p = Path(template)
+    name = p.name
+    for ext in (".json.gz", ".json"):
+        if name.endswith(ext):
+            return str(p.with_name(f"{name[: -len(ext)]}.rank{rank}{ext}"))
+    return f"{template}.rank{rank}"
+
+
+def write_kineto(
+    g: TaskGraph, sched: Schedule, rank: int, path: str | Path, device: Device, name: str = ""
+) -> None:
+    """Write one rank's scheduled tasks as a Chrome trace in PyTorch profiler (Kineto) layout:
+    ``kernel``/``gpu_memcpy``/``gpu_memset`` events on ``pid`` = device, ``tid`` = stream, with
+    ``correlation``, ``External id`` and collective metadata, and ``ProfilerStep#N`` ranges."""
+    import gzip
+    import json
+
+    evs: list[dict[str, Any]] = []
+    devices = sorted({t.stream[0] for t in g.tasks if t.rank == rank})
+    for d in devices:
+        evs.append({"ph": "M", "name": "process_labels", "pid": d, "tid": 0, "args": {"labels": f"GPU {d}"}})
+    per_step: dict[int, list[float]] = defaultdict(list)
+    for t in g.tasks:
+        if t.rank != rank:
+            continue
+        e = t.kernel.ev
+        st, en = sched.start[t.id], sched.end[t.id]
+        per_step[t.kernel.step].append(st)
+        args: dict[str, Any] = {
+            "External id": e.ext_id,
+            "device": e.device,
+            "stream": e.stream,
+            "correlation": e.correlation,
+        }
+        args.update(e.args)
+        evs.append({"ph": "X", "cat": e.cat, "name": e.name, "pid": e.device, "tid": e.stream,
+                    "ts": round(st * 1e6, 3), "dur": round((en - st) * 1e6, 3), "args": args})  # fmt: skip
+    steps = sorted(per_step)
+    times = sched.step_times.get(rank, [])
+    for j, s_ in enumerate(steps):
+        t0 = min(per_step[s_])
+        dur = times[j] if j < len(times) else 0.0
+        label = (
+            g.ranks[rank].analysis.steps[s_].name if s_ < len(g.ranks[rank].analysis.steps) else f"step#{s_}"
+        )
+        if not label.startswith("ProfilerStep#"):
+            label = f"ProfilerStep#{j}"
+        for cat, pid, tid in (("user_annotation", 1_000_000, 1), ("gpu_user_annotation", devices[0], 0)):
+            evs.append({"ph": "X", "cat": cat, "name": label, "pid": pid, "tid": tid,
+                        "ts": round(t0 * 1e6, 3), "dur": round(dur * 1e6, 3), "args": {}})  # fmt: skip
+    trace = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {
+                "id": d,
+                "name": device.display_name,
+                "numSms": device.sm_count,
+                "totalGlobalMem": device.memory.capacity,
+            }
+            for d in devices
+        ],
+        "distributedInfo": {"rank": rank, "world_size": len(g.ranks), "backend": "nccl"},
+        "traceEvents": evs,
+        "traceName": name or "simcore replay",
+        "displayTimeUnit": "ms",
+    }
+    p = Path(path)
+    text = json.dumps(trace)
+    if p.name.endswith(".gz"):
+        with gzip.open(p, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        p.write_text(text, encoding="utf-8")
 
 
 def _retimed_steps(g: TaskGraph, sched: Schedule, rank: int) -> list[Step]:
