@@ -179,12 +179,21 @@ def replay(
     source_system: Annotated[
         str | None, typer.Option("--source-system", help="System the trace ran on.")
     ] = None,
+    trace_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace-out", help="Write the replayed timeline as a PyTorch-profiler trace ({rank} = rank)."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Replay a measured run on other hardware: every kernel re-priced, host gaps kept."""
     from simcore.workload.replay import replay as run
 
-    res = run([str(t) for t in traces], device, system, source_device, source_system)
+    res = run(
+        [str(t) for t in traces], device, system, source_device, source_system,
+        trace_out=str(trace_out) if trace_out else None,
+    )  # fmt: skip
     if json_out:
         emit_json(res.to_dict())
         return
@@ -206,5 +215,7 @@ def replay(
         "kernels priced by "
         + ", ".join(f"{k}: {v}" for k, v in sorted(res.how.items(), key=lambda kv: -kv[1]))
     )
+    for w in res.written:
+        console.print(f"wrote {w}")
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}")

@@ -211,6 +211,15 @@ def validate(
     if sc.kind == "serving":
         raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
+    from simcore.calibration.calibrate import runs
+
+    groups = runs(ans)
+    if len(groups) > 1:
+        raise SimcoreError(
+            f"the traces are {len(groups)} different runs ("
+            + "; ".join(", ".join(Path(a.trace.path).name for a in g) for g in groups)
+            + "): validate one run (its ranks' traces) at a time"
+        )
     slowest = max(ans, key=lambda a: a.step_time_s)
     measured = slowest.step_time_s
     pred_step, bd, _res, notes = _predicted(sc, engine)

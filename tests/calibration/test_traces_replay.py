@@ -99,3 +99,18 @@ def test_replay_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"measured_step_time_s", "replayed_source_step_time_s", "predicted_step_time_s", "classes"} <= set(
         d
     )
+
+
+def test_replayed_timeline_is_a_kineto_trace(tmp_path: Path) -> None:
+    out = tmp_path / "replay_{rank}.json.gz"
+    files = [str(H200X2 / f"profile_ddp_rank{r}.json.gz") for r in (0, 1)]
+    r = replay(files, "b200", trace_out=str(out))
+    assert r.written == [str(tmp_path / "replay_0.json.gz"), str(tmp_path / "replay_1.json.gz")]
+    back = [analyze(read_trace(p)) for p in r.written]
+    assert [a.trace.rank for a in back] == [0, 1]
+    assert match_device_name(str(back[0].trace.device_name)) == "b200"
+    assert back[0].step_source == "annotation" and len(back[0].steps) == 2
+    # simcore reads its own replay back with the step time the replay reported
+    assert max(a.step_time_s for a in back) == pytest.approx(r.predicted_step_time_s, rel=0.02)
+    n_in = sum(1 for k in load_analyses(files)[0].kernels if k.step >= 0)
+    assert len(back[0].kernels) == n_in

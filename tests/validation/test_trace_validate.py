@@ -117,3 +117,12 @@ def test_serving_scenario_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
         capsys, "validate", str(REPO / CASES["h200_train_gpt_gelu_ln"][0]), "--scenario", str(sc)
     )
     assert code == 2 and "serving" in err and "Traceback" not in err
+
+
+def test_mixed_runs_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = (
+        str(REPO / CASES[n][0])
+        for n in ("h200_train_gpt_gelu_ln", "h200_train_llama_swiglu_rms_gqa_selective")
+    )
+    code, _out, err = run_cli(capsys, "validate", a, b, "--scenario", str(SC / "h200_train_gpt_gelu_ln.yaml"))
+    assert code == 2 and "different runs" in err and "Traceback" not in err
