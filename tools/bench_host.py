@@ -2,6 +2,7 @@
 
   python tools/bench_host.py --out host.csv            # on one GPU
   python tools/bench_host.py --smoke --out /tmp/host.csv   # CPU, few calls (tests the script)
+  python tools/bench_host.py --infer --out host_infer.csv  # inference mode (see run_infer)
 
 Every tensor is tiny (Linear 64x64, 8 tokens), so the GPU is never the bottleneck: what is timed is the
 host's time to issue the work.
@@ -17,16 +18,26 @@ gpu_s_per_call: device time of the same work without launch gaps: torch.cuda._sl
 framework: `eager` = measured; `derived` = a difference of measured rows (the formula is in notes), e.g.
   the extra host time that torch.utils.checkpoint adds per checkpointed region, or a per-tensor slope.
 The first row (name `env`) holds the torch / CUDA / GPU versions in notes.
+
+--infer (Bench.run_infer): inference as tools/bench_steps.py runs it (bf16 parameters, model.eval(), no
+  autocast, torch.no_grad(), preallocated KV cache, tools/gpt.py GPT with 1, 4 and 8 layers, hidden 64, 4 heads,
+  vocab 512, batch 1): a decode step (1 token at pos 8 over a 16-slot cache, last_only logits, argmax), a
+  prefill (8 tokens at pos 0, cache written, last_only logits), the decode step captured in a CUDA graph
+  (replay), and a torch.profiler count of kernels and aten ops of one eager step. Derived rows: per-layer
+  slope between 1 and 4 layers, fixed part = intercept, and the 1-to-8 slope as a linearity check.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
+import json
 import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 
 import torch
@@ -36,7 +47,7 @@ from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchutil import CsvOut, log  # noqa: E402
-from gpt import SDPA_STATE, Block, GPTConfig, RMSNorm, probe_sdpa, sdpa  # noqa: E402
+from gpt import GPT, SDPA_STATE, Block, GPTConfig, RMSNorm, make_kv_caches, probe_sdpa, sdpa  # noqa: E402
 
 COLS = ["name", "framework", "calls", "host_s_per_call", "gpu_s_per_call", "notes"]
 H, T = 64, 8  # hidden size, tokens
@@ -49,6 +60,7 @@ class Bench:
         self.cuda = self.dev.type == "cuda"
         self.out = CsvOut(args.out, COLS)
         self.res: dict[str, float] = {}
+        self.gres: dict[str, float] = {}
         self.deadline = time.time() + args.budget
         self.cycles_per_s = self._calibrate_sleep() if self.cuda else 0.0
 
@@ -122,6 +134,8 @@ class Bench:
             host, n, spread = self.host_per_call(fn)
             g, gnote = self.gpu_per_call(fn, host) if gpu else (None, "")
             self.res[name] = host
+            if g is not None:
+                self.gres[name] = g
             note = "; ".join(x for x in (notes, f"spread {spread:.3f}", gnote) if x)
             self.out.row(
                 name=name, framework="eager", calls=n, host_s_per_call=host, gpu_s_per_call=g, notes=note
@@ -134,21 +148,30 @@ class Bench:
             self.out.row(name=name, framework="eager", notes=f"error: {repr(e)[:300]}")
             log(f"ERROR {name}: {repr(e)[:300]}")
 
-    def derived(self, name: str, terms: list[tuple[float, str]], div: float = 1.0, notes: str = "") -> None:
-        """host = (sum of coef * res[name]) / div."""
+    def derived(
+        self, name: str, terms: list[tuple[float, str]], div: float = 1.0, notes: str = "", gpu: bool = False
+    ) -> None:
+        """host = (sum of coef * res[name]) / div; with gpu=True also the same formula on gpu_s_per_call."""
         if any(t not in self.res for _, t in terms):
             return
         v = sum(c * self.res[t] for c, t in terms) / div
         self.res[name] = v
-        formula = " ".join(f"{'+' if c > 0 else '-'}{'' if abs(c) == 1 else abs(c)}{t}" for c, t in terms)
+        g = None
+        if gpu and all(t in self.gres for _, t in terms):
+            g = sum(c * self.gres[t] for c, t in terms) / div
+            self.gres[name] = g
+        formula = " ".join(
+            f"{'+' if c > 0 else '-'}{'' if abs(c) == 1 else f'{abs(c):g}'}{t}" for c, t in terms
+        )
         formula = f"({formula.lstrip('+')})" + (f" / {div:g}" if div != 1 else "")
         self.out.row(
             name=name,
             framework="derived",
             host_s_per_call=v,
+            gpu_s_per_call=g,
             notes="; ".join(x for x in (f"= {formula}", notes) if x),
         )
-        log(f"{name:58s} host {v * 1e6:9.2f} us  (derived)")
+        log(f"{name:58s} host {v * 1e6:9.2f} us  (derived){'' if g is None else f'  gpu {g * 1e6:8.2f} us'}")
 
     # ------------------------------------------------------------------ measurements
     def run(self) -> None:
@@ -460,16 +483,370 @@ class Bench:
         self.out.close()
         log(f"done: {self.out.n} rows")
 
+    # ------------------------------------------------------------------ inference (--infer)
+    def _profile_counts(self, fn) -> tuple[collections.Counter, int, float]:
+        """One call of fn under torch.profiler: (kernel-name counter, aten-op count, summed kernel time s)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        for _ in range(3):
+            fn()
+        self.sync()
+        with profile(activities=acts) as prof:
+            fn()
+            self.sync()
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            path = f.name
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                evs = json.load(f).get("traceEvents", [])
+        finally:
+            os.unlink(path)
+        kern: collections.Counter = collections.Counter()
+        ops = 0
+        ktime = 0.0
+        for e in evs:
+            cat = e.get("cat", "")
+            if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+                kern[(cat + ":" if cat != "kernel" else "") + e.get("name", "?")[:60]] += 1
+                ktime += float(e.get("dur", 0.0)) * 1e-6
+            elif cat == "cpu_op":
+                ops += 1
+        return kern, ops, ktime
+
+    def count_point(self, stem: str, lname: str, fns: dict[int, object], desc: str) -> None:
+        """Rows kernels_<stem>_layers<L>_<lname> (count in `calls`) and the per-layer slope 1 -> 4."""
+        if time.time() > self.deadline:
+            log("budget reached, skipping counts", stem, lname)
+            return
+        try:
+            got = {L: self._profile_counts(fn) for L, fn in fns.items()}
+        except Exception as e:  # noqa: BLE001
+            self.out.row(
+                name=f"kernels_{stem}_{lname}", framework="profiler", notes=f"error: {repr(e)[:300]}"
+            )
+            log(f"ERROR counts {stem} {lname}: {repr(e)[:300]}")
+            return
+        for L, (kern, ops, kt) in got.items():
+            n = sum(kern.values())
+            self.out.row(
+                name=f"kernels_{stem}_layers{L}_{lname}",
+                framework="profiler",
+                calls=n,
+                gpu_s_per_call=kt if self.cuda else None,
+                notes=f"{desc}, {L} layers; calls = kernels+memcpy+memset of one step (torch.profiler); "
+                f"gpu = their summed durations; aten ops (cpu_op events, nested included) {ops}",
+            )
+            log(f"kernels {stem} L={L} {lname}: {n} kernels, {ops} aten ops, {kt * 1e6:.1f} us kernel time")
+        if 1 in got and 4 in got:
+            k1, o1, t1 = got[1]
+            k4, o4, t4 = got[4]
+            diff = {k: (k4[k] - k1.get(k, 0)) / 3 for k in k4 if k4[k] != k1.get(k, 0)}
+            per = (sum(k4.values()) - sum(k1.values())) / 3
+            fixed = sum(k1.values()) - per
+            names = ", ".join(f"{v:g}x {k}" for k, v in sorted(diff.items(), key=lambda kv: -kv[1]))
+            self.out.row(
+                name=f"kernels_per_layer_{stem}_{lname}",
+                framework="derived",
+                calls=round(per),
+                gpu_s_per_call=(t4 - t1) / 3 if self.cuda else None,
+                notes=f"= (layers4 - layers1) / 3 = {per:g} kernels per layer (calls column, rounded); "
+                f"fixed (intercept) {fixed:g} kernels; aten ops per layer {(o4 - o1) / 3:g}, fixed "
+                f"{o1 - (o4 - o1) / 3:g}; gpu = summed kernel durations per layer; per layer: {names}"[:1500],
+            )
+            log(f"kernels per layer {stem} {lname}: {per:g} (fixed {fixed:g}); ops/layer {(o4 - o1) / 3:g}")
+            self.res[f"kernels_per_layer_{stem}_{lname}"] = per
+
+    def graph_point(self, name: str, fn, notes: str) -> None:
+        """CUDA-graph replay: host_per_call/gpu_per_call rows, plus the host time to issue one replay."""
+        self.point(name, fn, notes)
+        if not self.cuda or time.time() > self.deadline:
+            return
+        try:
+            n = 50
+            ts = []
+            for _ in range(5):
+                torch.cuda.synchronize()
+                a = torch.cuda.Event()
+                torch.cuda._sleep(int(0.02 * self.cycles_per_s))
+                a.record()
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                dt = (time.perf_counter() - t0) / n
+                ahead = not a.query()
+                torch.cuda.synchronize()
+                if ahead:
+                    ts.append(dt)
+            if ts:
+                v = statistics.median(ts)
+                self.res[name + "_issue"] = v
+                self.out.row(
+                    name=name + "_issue",
+                    framework="eager",
+                    calls=n,
+                    host_s_per_call=v,
+                    notes="host time to issue one g.replay() while the stream is held by torch.cuda._sleep "
+                    f"(median of {len(ts)} repeats of {n} replays)",
+                )
+                log(f"{name + '_issue':58s} host {v * 1e6:9.2f} us/replay (issue only)")
+        except Exception as e:  # noqa: BLE001
+            log(f"ERROR issue {name}: {repr(e)[:300]}")
+
+    def _infer_derived(self, lname: str) -> None:
+        """Derived rows of one layer variant (from self.res / self.gres; also used by --merge)."""
+        for stem in ("decode", "prefill"):
+            self.derived(
+                f"per_layer_{stem}_{lname}",
+                [(1, f"{stem}_layers4_{lname}"), (-1, f"{stem}_layers1_{lname}")],
+                3,
+                notes="host time per layer: slope between 1 and 4 layers (gpu: eager device time per layer)",
+                gpu=True,
+            )
+            self.derived(
+                f"per_layer_{stem}_{lname}_1to8",
+                [(1, f"{stem}_layers8_{lname}"), (-1, f"{stem}_layers1_{lname}")],
+                7,
+                notes="slope between 1 and 8 layers (linearity check)",
+                gpu=True,
+            )
+            self.derived(
+                f"{stem}_fixed_{lname}",
+                [(4 / 3, f"{stem}_layers1_{lname}"), (-1 / 3, f"{stem}_layers4_{lname}")],
+                notes="intercept (0 layers) of the 1-vs-4-layer line: embedding, final norm, LM head on the "
+                "last token" + (", argmax" if stem == "decode" else "") + ", no_grad entry",
+                gpu=True,
+            )
+        self.derived(
+            f"per_layer_decode_infmode_{lname}",
+            [(1, f"decode_infmode_layers4_{lname}"), (-1, f"decode_infmode_layers1_{lname}")],
+            3,
+            notes="per-layer host time with torch.inference_mode()",
+        )
+        self.derived(
+            f"graph_decode_per_layer_{lname}",
+            [(1, f"graph_decode_layers4_{lname}"), (-1, f"graph_decode_layers1_{lname}")],
+            3,
+            notes="CUDA-graph replay time per layer (slope 1 -> 4 layers): host = wall, gpu = device time",
+            gpu=True,
+        )
+        self.derived(
+            f"graph_decode_per_layer_{lname}_1to8",
+            [(1, f"graph_decode_layers8_{lname}"), (-1, f"graph_decode_layers1_{lname}")],
+            7,
+            notes="slope between 1 and 8 layers (linearity check)",
+            gpu=True,
+        )
+        self.derived(
+            f"graph_decode_fixed_{lname}",
+            [(4 / 3, f"graph_decode_layers1_{lname}"), (-1 / 3, f"graph_decode_layers4_{lname}")],
+            notes="intercept of the replay line (0 layers): graph launch + embedding/norm/head/argmax",
+            gpu=True,
+        )
+        kpl = self.res.get(f"kernels_per_layer_decode_{lname}")
+        gpl = self.gres.get(f"graph_decode_per_layer_{lname}")
+        if kpl and gpl is not None:
+            self.out.row(
+                name=f"graph_decode_per_kernel_{lname}",
+                framework="derived",
+                host_s_per_call=self.res[f"graph_decode_per_layer_{lname}"] / kpl,
+                gpu_s_per_call=gpl / kpl,
+                notes=f"= graph_decode_per_layer / kernels_per_layer_decode ({kpl:g}): in-graph cost per "
+                "kernel of tiny kernels (host col: wall-based, gpu col: device-time based)",
+            )
+            log(f"graph per kernel {lname}: {gpl / kpl * 1e6:.2f} us (gpu)")
+
+    def merge(self, paths: list[str]) -> None:
+        """Combine several --infer CSVs: each measured row becomes the minimum over runs (host noise only adds
+        time), the per-run rows are kept with a _runK suffix, derived rows are recomputed from the minima."""
+        import csv
+        import gzip
+
+        runs = []
+        for p in paths:
+            with gzip.open(p, "rt") if p.endswith(".gz") else open(p) as f:
+                runs.append(list(csv.DictReader(f)))
+        env = [r for r in runs[0] if r["name"] == "env"]
+        self.out.row(
+            name="env",
+            framework="",
+            notes=(env[0]["notes"] if env else "") + f"; merged: minimum over {len(runs)} runs of the same "
+            "script on the same machine (tools/bench_host.py --merge)",
+        )
+        lnames: list[str] = []
+        by_name: dict[str, list[dict]] = collections.defaultdict(list)
+        for k, rows in enumerate(runs, 1):
+            for r in rows:
+                if r["framework"] == "eager" and r["host_s_per_call"]:
+                    by_name[r["name"]].append(dict(r, run=k))
+        for name, rs in by_name.items():
+            best = min(rs, key=lambda r: float(r["host_s_per_call"]))
+            gs = [float(r["gpu_s_per_call"]) for r in rs if r["gpu_s_per_call"]]
+            host = float(best["host_s_per_call"])
+            self.res[name] = host
+            if gs:
+                self.gres[name] = min(gs)
+            per = ", ".join(f"run{r['run']} {float(r['host_s_per_call']) * 1e6:.1f}" for r in rs)
+            base = best["notes"].split("; spread")[0]
+            self.out.row(
+                name=name,
+                framework="eager",
+                calls=best["calls"],
+                host_s_per_call=host,
+                gpu_s_per_call=min(gs) if gs else None,
+                notes=f"{base}; min over runs (host us: {per}); gpu = min over runs",
+            )
+            for lname in ("gpt_ln_gelu", "llama_rms_swiglu_gqa"):
+                if name.endswith(lname) and lname not in lnames:
+                    lnames.append(lname)
+        for r in runs[0]:  # profiler counts are deterministic: take run 1's
+            if r["name"].startswith("kernels_"):
+                self.out.row(**{c: r[c] for c in COLS})
+                if r["name"].startswith("kernels_per_layer_") and r["calls"]:
+                    m = r["notes"]
+                    per_k = float(m.split("/ 3 = ")[1].split(" ")[0]) if "/ 3 = " in m else float(r["calls"])
+                    self.res[r["name"]] = per_k
+        for lname in lnames:
+            self._infer_derived(lname)
+        for k, rows in enumerate(runs, 1):
+            for r in rows:
+                if r["framework"] == "eager" and r["host_s_per_call"]:
+                    self.out.row(**dict({c: r[c] for c in COLS}, name=f"{r['name']}_run{k}"))
+        self.out.close()
+        log(f"merged {len(runs)} runs: {self.out.n} rows")
+
+    def run_infer(self) -> None:
+        dev = self.dev
+        ver = (
+            f"torch {torch.__version__}; cuda {torch.version.cuda}; python {platform.python_version()}; "
+            f"device {torch.cuda.get_device_name() if self.cuda else 'cpu'}; "
+            f"sdpa {'flash forced' if SDPA_STATE['force_flash'] else 'default'}; gqa {SDPA_STATE['gqa_mode']}; "
+            "mode infer"
+        )
+        self.out.row(name="env", framework="", notes=ver)
+        log(ver)
+        ctx, pos, tp = 16, 8, T  # cache slots, decode position, prefill tokens
+        Ls = (1, 4, 8)
+        variants = [
+            ("gpt_ln_gelu", dict()),
+            ("llama_rms_swiglu_gqa", dict(activation="swiglu", norm="rmsnorm", kv_heads=2)),
+        ]
+        for lname, extra in variants:
+            models, dec, pre, caches_d = {}, {}, {}, {}
+            for L in Ls:
+                torch.manual_seed(0)
+                cfg = GPTConfig(layers=L, hidden=H, heads=4, vocab=512, seq_len=ctx, **extra)
+                m = GPT(cfg).to(dev).to(torch.bfloat16).eval()
+                models[L] = m
+                cd = make_kv_caches(cfg, 1, ctx, dev)
+                for kc, vc in cd:
+                    kc.normal_()
+                    vc.normal_()
+                caches_d[L] = cd
+                cp = make_kv_caches(cfg, 1, ctx, dev)
+                tok = torch.randint(0, cfg.vocab, (1, 1), device=dev)
+                xp = torch.randint(0, cfg.vocab, (1, tp), device=dev)
+
+                def dfn(m=m, cd=cd, tok=tok):
+                    with torch.no_grad():
+                        return m(tok, kv_caches=cd, pos=pos, last_only=True).argmax(-1)
+
+                def pfn(m=m, cp=cp, xp=xp):
+                    with torch.no_grad():
+                        return m(xp, kv_caches=cp, pos=0, last_only=True)
+
+                dec[L], pre[L] = dfn, pfn
+            desc = (
+                f"gpt.py GPT (h {H}, 4 heads, kv_heads {cfg.kv_heads}, {cfg.activation}, {cfg.norm}, vocab 512), "
+                "bf16 params, eval, no autocast, torch.no_grad() entered per call"
+            )
+            # (a) decode step, (b) prefill
+            for stem, fns, what in (
+                (
+                    "decode",
+                    dec,
+                    f"decode step: batch 1, 1 token at pos {pos}, {ctx}-slot KV cache, "
+                    "last_only logits + argmax(-1)",
+                ),
+                (
+                    "prefill",
+                    pre,
+                    f"prefill: batch 1, {tp} tokens at pos 0 (causal), KV cache written, last_only logits",
+                ),
+            ):
+                for L in Ls:
+                    self.point(f"{stem}_layers{L}_{lname}", fns[L], f"{desc}; {L} layers; {what}")
+            # decode under torch.inference_mode instead of no_grad (1 and 4 layers)
+            for L in (1, 4):
+                m, cd = models[L], caches_d[L]
+                tok = torch.randint(0, 512, (1, 1), device=dev)
+
+                def ifn(m=m, cd=cd, tok=tok):
+                    with torch.inference_mode():
+                        return m(tok, kv_caches=cd, pos=pos, last_only=True).argmax(-1)
+
+                self.point(
+                    f"decode_infmode_layers{L}_{lname}",
+                    ifn,
+                    f"{desc}; {L} layers; decode step under torch.inference_mode() instead of no_grad",
+                    gpu=False,
+                )
+            # (d) kernels and aten ops per layer
+            self.count_point("decode", lname, {L: dec[L] for L in (1, 4)}, "eager decode step")
+            self.count_point("prefill", lname, {L: pre[L] for L in (1, 4)}, "eager prefill")
+            # (d) CUDA graph of the decode step
+            if self.cuda:
+                for L in Ls:
+                    try:
+                        fn = dec[L]
+                        s = torch.cuda.Stream()
+                        s.wait_stream(torch.cuda.current_stream())
+                        with torch.cuda.stream(s):
+                            for _ in range(3):
+                                fn()
+                        torch.cuda.current_stream().wait_stream(s)
+                        g = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(g):
+                            fn()
+                        self.graph_point(
+                            f"graph_decode_layers{L}_{lname}",
+                            g.replay,
+                            f"{desc}; {L} layers; decode step captured in one CUDA graph; host = wall per "
+                            "replay (back-to-back replays, so ~device-bound), gpu = device time per replay",
+                        )
+                    except Exception as e:  # noqa: BLE001
+                        self.out.row(
+                            name=f"graph_decode_layers{L}_{lname}",
+                            framework="eager",
+                            notes=f"error: {repr(e)[:300]}",
+                        )
+                        log(f"ERROR graph {L} {lname}: {repr(e)[:300]}")
+            self._infer_derived(lname)
+            del models, dec, pre, caches_d
+        self.out.close()
+        log(f"done: {self.out.n} rows")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--budget", type=float, default=150.0, help="seconds; later points are skipped")
+    ap.add_argument("--infer", action="store_true", help="inference-mode measurements (run_infer) only")
+    ap.add_argument("--merge", nargs="+", help="CSV(.gz) files of --infer runs to combine (no measurement)")
     args = ap.parse_args()
+    if args.merge:
+        args.smoke = True  # no device needed
+        Bench(args).merge(args.merge)
+        return
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     probe_sdpa(dev)
-    Bench(args).run()
+    b = Bench(args)
+    if args.infer:
+        b.run_infer()
+    else:
+        b.run()
 
 
 if __name__ == "__main__":
