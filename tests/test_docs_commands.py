@@ -1,0 +1,91 @@
+"""The commands and files that docs/validation.md tells a reader to use exist.
+
+Fast checks only: every ``python -m MODULE`` named in the page is importable and answers ``--help``,
+every ``simcore COMMAND`` is a registered CLI command, and every trace and scenario path it names is
+in the repository. No report is run here (they have their own tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "validation.md"
+
+
+def _code_text() -> str:
+    """Inline and fenced code of the page (where commands are written)."""
+    text = DOC.read_text(encoding="utf-8")
+    fenced = re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S)
+    inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    return "\n".join(fenced + inline)
+
+
+def _modules() -> list[str]:
+    return sorted(set(re.findall(r"python -m ([\w.]+)", _code_text())))
+
+
+def _cli_commands() -> list[str]:
+    return sorted(set(re.findall(r"(?:^|\s|;)simcore ([a-z][\w-]*)", _code_text(), flags=re.M)))
+
+
+def _paths() -> list[str]:
+    code = _code_text()
+    found = set(
+        re.findall(
+            r"\b((?:traces|tests/data|simcore|docs|notebooks|hardware_specs)/[\w./{},-]+)(?![\w./{},$-])",
+            code,
+        )
+    )
+    out: set[str] = set()
+    for p in found:
+        p = p.rstrip(".,")
+        if "$" in p or "{" in p or "*" in p or p.endswith("/NAME.yaml"):
+            continue
+        out.add(p)
+    return sorted(out)
+
+
+def test_the_page_names_commands() -> None:
+    assert DOC.is_file()
+    assert "simcore.validation.steps" in _modules()
+    assert "validate" in _cli_commands()
+    assert any(p.startswith("tests/data/trace_scenarios/") for p in _paths())
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_python_m_module_answers_help(module: str) -> None:
+    mod = importlib.import_module(module)
+    main = getattr(mod, "main", None)
+    assert callable(main), f"{module} has no main()"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    assert "usage" in out.getvalue().lower()
+
+
+@pytest.mark.parametrize("command", _cli_commands())
+def test_cli_command_is_registered(command: str) -> None:
+    from simcore.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0, f"`simcore {command} --help` exited {exc.value.code}"
+
+
+@pytest.mark.parametrize("path", _paths())
+def test_named_path_exists(path: str) -> None:
+    assert (ROOT / path).exists(), f"docs/validation.md names {path}, which is not in the repository"
+
+
+def test_every_committed_trace_scenario_is_listed() -> None:
+    listed = DOC.read_text(encoding="utf-8")
+    for sc in sorted((ROOT / "tests" / "data" / "trace_scenarios").glob("*.yaml")):
+        assert sc.name in listed, f"docs/validation.md does not list {sc.name}"
