@@ -173,6 +173,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "dp_overlap": p.dp_overlap,
         "tp_overlap": p.tp_overlap,
         "dp_mode": p.data_parallel,
+        "vocab_parallel": p.vocab_parallel,
     }
 
 

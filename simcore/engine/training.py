@@ -60,6 +60,16 @@ class TrainingLayout:
     tp_overlap: Num = False
     dp_mode: Num = "ddp"
     """``ddp`` or ``dataparallel`` (single-process nn.DataParallel)."""
+    vocab_parallel: bool = True
+    """Embedding, LM head and loss sharded over TP (scalar for a whole grid)."""
+
+
+def comm_call_host(cluster: ClusterInfo) -> float:
+    """Host seconds of one eager torch.distributed collective call: the per-call floor of the
+    system's communication profile (back-to-back eager calls)."""
+    from simcore.comm.collectives import load_profile as load_comm_profile
+
+    return float(load_comm_profile(cluster.system.name).profile.op_overhead.get("all_reduce", 0.0))
 
 
 def _a(x: Num, dtype: Any = float) -> Any:
@@ -163,10 +173,11 @@ def evaluate(
         sp=sp,
         dtype=gemm_dtype,
         act_bytes=act,
-        extra={"residual_bytes": resid},
+        extra={"residual_bytes": resid, "vocab_parallel": bool(lay.vocab_parallel)},
     )
 
     pc = param_counts(model)
+    vdiv = tp if lay.vocab_parallel else 1.0
     n_moe = pc.moe_layers
     n_dense = pc.dense_layers
 
@@ -217,7 +228,7 @@ def evaluate(
         amp_f, amp_b = L.amp_ops(stage_params, tensors_per_layer * layers_per_rank)
         F_layers = F_layers.merged(pricer.price(amp_f))
         B_layers = B_layers.merged(pricer.price(amp_b))
-        emb_params = (pc.embedding + pc.lm_head) / tp
+        emb_params = (pc.embedding + pc.lm_head) / vdiv
         ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0)
         head_f = head_f.merged(pricer.price(ea_f))
         head_b = head_b.merged(pricer.price(ea_b))
@@ -235,6 +246,11 @@ def evaluate(
             + full_t * host_cal.get(f"ckpt_full_bwd_{act_key}", 0.0)
             + sel_t * host_cal.get("ckpt_selective", 0.0)
         )
+        # each collective the layer issues is one more host call (torch.distributed dispatch)
+        floor = comm_call_host(cluster)
+        n_tp = np.where(tp > 1, np.where(sp, 4.0, 2.0), 0.0)
+        h_f = h_f + layers_per_rank * n_tp * floor
+        h_b = h_b + layers_per_rank * n_tp * floor
         F_layers.add("host_overhead", np.maximum(h_f - F_layers.total(), 0.0))
         B_layers.add("host_overhead", np.maximum(h_b - B_layers.total(), 0.0))
 
@@ -278,7 +294,8 @@ def evaluate(
     dense_params_rank = (n_dense * dense_layer_params + n_moe * moe_attn) / pp / tp
     expert_params_rank = n_moe * moe_experts / pp / tp / ep
     embed_rank = (
-        np.where(single, pc.embedding + pc.lm_head, np.maximum(pc.embedding, pc.lm_head or pc.embedding)) / tp
+        np.where(single, pc.embedding + pc.lm_head, np.maximum(pc.embedding, pc.lm_head or pc.embedding))
+        / vdiv
     )
     params_rank = dense_params_rank + expert_params_rank + embed_rank
     zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))
@@ -329,6 +346,15 @@ def evaluate(
         ),
     )
     dp_exposed = np.where(single_proc & (dp > 1), dp_legacy, dp_exposed)
+    # PyTorch DDP (fp32 weights): each gradient is copied into its flat bucket before the all-reduce
+    # and back afterwards, on the compute stream (Megatron-style training reduces in place in
+    # contiguous gradient buffers)
+    ddp_copy = zeros
+    if param_dtype == "fp32" and np.any((dp > 1) & zero0 & ~single_proc):
+        copy_op = L.mem_op(
+            "copy", 2.0 * (dense_params_rank + embed_rank + expert_params_rank), grad_b, "dp_copy"
+        )
+        ddp_copy = np.where((dp > 1) & zero0 & ~single_proc, pricer.price([copy_op]).total(), 0.0)
     host = (
         F_layers.kernels + B_layers.kernels + emb_f.kernels + emb_b.kernels + head_f.kernels + head_b.kernels
     ) * pricer.launch_s
@@ -355,7 +381,7 @@ def evaluate(
         tensors = (7.0 if model.activation == "swiglu" else 6.0) * np.ceil(layers_per_rank) + 3.0
         opt = np.maximum(opt, host_cal["adamw_fused_fixed"] + host_cal["adamw_fused_per_tensor"] * tensors)
 
-    step = t_pipe + dp_exposed + zero3_exposed + opt + gil
+    step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy
 
     # --- breakdown (the bottleneck stage's view; sums to the step time)
     bd: dict[str, Num] = {}
@@ -371,6 +397,7 @@ def evaluate(
     bd["dp_comm"] = dp_exposed + zero3_exposed
     bd["optimizer"] = opt
     bd["host_launch"] = gil
+    bd["dp_copy"] = ddp_copy
 
     # --- FLOPs and memory
     tokens = _a(lay.global_batch) * model.seq_len
@@ -382,6 +409,11 @@ def evaluate(
     hflops = mflops + rec_flops_rank * m * gpus
 
     mem = training_memory(model, training, lay, params_rank, dense_params_rank, m, param_dtype)
+    if param_dtype == "fp32":
+        # PyTorch DDP's flat gradient buckets: a second copy of the gradients
+        buckets_mem = np.where((dp > 1) & zero0 & ~single_proc, params_rank * grad_b, 0.0)
+        mem["gradients"] = mem["gradients"] + buckets_mem
+        mem["total"] = mem["total"] + buckets_mem
     stage_times = {
         "forward_s": Fl,
         "backward_s": Bl,
@@ -396,7 +428,7 @@ def evaluate(
             zero3, zero3_exposed, np.where(dp > 1, np.where(single_proc, dp_legacy, dp_grad), 0.0)
         ),
         "dp_tail_s": np.where(zero12 & (dp > 1) & ~single_proc, hidden(ag, F_first), 0.0),
-        "host_tail_s": gil,
+        "host_tail_s": gil + ddp_copy,
         "optimizer_s": opt,
         "buckets": buckets,
         "layers": float(model.layers),
@@ -465,9 +497,15 @@ def training_memory(
         ),
         0.0,
     )
-    last_stage_logits = M.logits_bytes(model, mb, model.seq_len, tp, cp, act, unfused=amp)
+    vdiv = tp if lay.vocab_parallel else 1.0
+    last_stage_logits = M.logits_bytes(model, mb, model.seq_len, vdiv, cp, act, unfused=amp)
     logits = np.where(pp <= 1, last_stage_logits, 0.0)
-    layers_mem = per_layer * layers_rank * np.where(np.asarray(lay.schedule) == "gpipe", m, 1.0)
+    inflight_last = np.where(np.asarray(lay.schedule) == "gpipe", m, 1.0)
+    layers_mem = per_layer * layers_rank * inflight_last
+    # other in-flight micro-batches on the last stage keep their fp32 log-probabilities for backward
+    last_stage_logits = (
+        last_stage_logits + (inflight_last - 1.0) * mb * model.seq_len / cp * model.vocab / vdiv * 4.0
+    )
     if amp:
         # PyTorch AMP: autocast's bf16 weight copies are saved by the GEMMs for backward (one layer's
         # at a time under full recompute); gradients are allocated during backward as activations

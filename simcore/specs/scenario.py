@@ -121,6 +121,9 @@ class ParallelSpec(Spec):
     schedule: Literal["gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe"] = "1f1b"
     dp_overlap: bool = True
     tp_overlap: bool = False
+    vocab_parallel: bool = True
+    """Shard the embedding, LM head and loss over the tensor-parallel ranks (Megatron); ``false``
+    keeps them replicated on every TP rank."""
     data_parallel: Literal["ddp", "dataparallel"] = "ddp"
     """``ddp``: one process per GPU, bucketed all-reduce overlapped with backward.
     ``dataparallel``: PyTorch's single-process ``nn.DataParallel`` (parameters broadcast from GPU 0

@@ -669,8 +669,8 @@ def _own_scenario(rec: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
     elif strat == "ddp":
         par["dp"] = world
     elif strat == "tp":
-        par.update(tp=world)
-        notes.append("embedding, norms and LM head replicated in the measured code (simcore splits the head)")
+        # tools/gpt.py keeps the embedding, norms and LM head replicated on both TP ranks
+        par.update(tp=world, vocab_parallel=False)
     elif strat == "pp":
         par.update(pp=world, schedule="gpipe")
         notes.append("fp32 activations between stages in the measured code (simcore sends bf16)")

@@ -66,6 +66,12 @@ class Layout:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def vocab_div(self) -> Num:
+        """Divisor of the vocabulary: TP shards the embedding, LM head and loss unless the framework
+        keeps them replicated (``parallel.vocab_parallel: false``)."""
+        return self.tp if self.extra.get("vocab_parallel", True) else 1.0
+
+    @property
     def residual_bytes(self) -> float:
         """Bytes per element of the residual stream: fp32 under PyTorch autocast with fp32 weights
         (the embedding output is fp32 and residual adds promote), else the activation dtype."""
@@ -350,21 +356,27 @@ def embedding_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     T = lay.tokens / lay.sp_div
     op = mem_op("embedding", T * m.hidden, lay.act_bytes, "embedding")
     return [
-        Op(op.name, op.kind, op.category, {**op.args, "table_numel": m.vocab * m.hidden / lay.tp}, op.count)
+        Op(
+            op.name,
+            op.kind,
+            op.category,
+            {**op.args, "table_numel": m.vocab * m.hidden / lay.vocab_div},
+            op.count,
+        )
     ]
 
 
 def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:
     """Final norm, LM head GEMM (vocabulary split by TP) and cross-entropy (last pipeline stage)."""
     T = lay.tokens if tokens is None else tokens
-    v = m.vocab / lay.tp
+    v = m.vocab / lay.vocab_div
     return [*norm_ops(m, lay, T / lay.sp_div), _gemm("lm_head", T, v, m.hidden, lay.dtype, "gemm")]
 
 
 def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Cross-entropy over the (TP-split) logits: reads bf16 logits, fp32 softmax."""
     T = lay.tokens
-    v = m.vocab / lay.tp
+    v = m.vocab / lay.vocab_div
     # the loss runs in fp32 (autocast's fp32 list; Megatron's vocab-parallel cross-entropy): the bf16
     # logits are upcast, then softmax + NLL read them
     # (a cast reads 2 and writes 4 bytes per element: traffic 2e at 3 bytes per element)
