@@ -48,7 +48,7 @@ print(h200.name, f"bf16 dense peak {h200.peak_flops('bf16') / 1e12:.0f} TFLOP/s,
 # GPT layer (QKV, MLP, LM head, at 4096 tokens) and of decode (8 tokens), fused attention forward and
 # backward (training, prefill and decode over a KV cache), and bandwidth-bound ops (norms, softmax,
 # GELU, copies). The x axis is arithmetic intensity (model FLOPs per minimal HBM byte); the y axis is
-# what the kernel achieves. A point on the roof runs at the roofline; the distance below it is the
+# what the kernel achieves (points are numbered as in the table). A point on the roof runs at the roofline; the distance below it is the
 # efficiency the calibration predicts (wave quantisation, tile padding, small-kernel latency). Ops
 # without FLOPs (copies) have no place on this plot: the right panel shows every bandwidth-bound op
 # as achieved bytes/s against its size.
@@ -85,10 +85,10 @@ res = {
     label: simcore.op_time(kind, device="h200", dtype="bf16", framework="cuda_graphs", **shape)
     for label, (kind, shape) in kernels.items()
 }
-print(f"{'kernel':36} {'time':>10} {'TFLOP/s':>8} {'TB/s':>6} {'bound':>8} {'eff':>5}")
-for label, r in res.items():
+print(f"{'#':>2} {'kernel':36} {'time':>10} {'TFLOP/s':>8} {'TB/s':>6} {'bound':>8} {'eff':>5}")
+for i, (label, r) in enumerate(res.items(), 1):
     print(
-        f"{label:36} {r.kernel_time_s * 1e6:8.1f}us {r.achieved_flops_per_s / 1e12:8.1f}"
+        f"{i:2d} {label:36} {r.kernel_time_s * 1e6:8.1f}us {r.achieved_flops_per_s / 1e12:8.1f}"
         f" {r.achieved_bytes_per_s / 1e12:6.2f} {r.bound:>8} {r.efficiency:5.0%}"
     )
 
@@ -100,13 +100,14 @@ x = np.logspace(-1, 4.5, 300)
 ax.loglog(x, np.minimum(peak, bw * x) / 1e12, "k", lw=1.5, label="H200 bf16 roofline (dense peak, HBM)")
 ax.axvline(peak / bw, color="0.7", ls=":", lw=1)
 colors = {"gemm": "C0", "attention": "C1"}
-for label, r in res.items():
+for i, r in enumerate(res.values(), 1):
     if r.flops <= 0:
         continue
     c = colors.get(r.kind, "C2")
     ax.loglog(r.arithmetic_intensity, r.achieved_flops_per_s / 1e12, "o", color=c, ms=6)
-    ax.annotate(label, (r.arithmetic_intensity, r.achieved_flops_per_s / 1e12), fontsize=6.5,
-                xytext=(4, -3), textcoords="offset points")  # fmt: skip
+    # numbers refer to the table above (labels would overlap)
+    ax.annotate(str(i), (r.arithmetic_intensity, r.achieved_flops_per_s / 1e12), fontsize=7,
+                xytext=(3, 3 if i % 2 else -9), textcoords="offset points")  # fmt: skip
 for kind, c in (("gemm", "C0"), ("attention", "C1"), ("bandwidth-bound", "C2")):
     ax.plot([], [], "o", color=c, label=kind)
 ax.set_xlabel("arithmetic intensity (FLOP / HBM byte)")
@@ -234,7 +235,8 @@ for rc, c in (("none", "C0"), ("full", "C1")):
     mem = np.array([r.memory_per_gpu_bytes / GiB for r in rs])
     ax.plot(mbs, tps, "-", color=c, alpha=0.4)
     ax.plot(mbs[fits], tps[fits], "o", color=c, label=f"recompute={rc}")
-    ax.plot(mbs[~fits], tps[~fits], "x", color=c, label=f"recompute={rc} (does not fit)")
+    if (~fits).any():
+        ax.plot(mbs[~fits], tps[~fits], "x", color=c, ms=9, label=f"recompute={rc} (does not fit)")
     ax2.plot(mbs, mem, "o-", color=c, label=f"recompute={rc}")
 ax.set_xlabel("micro-batch (sequences of 2048 tokens)")
 ax.set_ylabel("tokens / s")
