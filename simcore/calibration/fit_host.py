@@ -11,8 +11,10 @@
   (``torch.utils.checkpoint``, non-reentrant) in forward and in backward (recompute included);
 * ``ckpt_selective``: extra host time of checkpointing the attention core of a layer;
 * ``adamw_fused_per_tensor`` / ``adamw_fused_fixed`` (and ``adamw_foreach_*``): optimizer step host time;
-* ``infer_decode_<act>`` / ``infer_prefill_<act>`` / ``infer_fixed_<act>``: no-grad bf16 forward per
-  layer for a decode step and a prefill, and the per-step cost outside the layers, when measured.
+* ``infer_decode_<act>`` / ``infer_prefill_<act>`` / ``infer_<mode>_fixed_<act>``: no-grad bf16 forward
+  per layer for a decode step and a prefill, and the per-step cost outside the layers;
+* ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
+  kernel inside a captured decode step).
 
 The engines take a phase's time as ``max(GPU time, host time)``: eager PyTorch queues kernels
 asynchronously, so the slower of the two sides sets the pace.
@@ -75,9 +77,13 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             v = rows.get(f"per_layer_{mode}_{tag}")
             if v is not None:
                 out[f"infer_{mode}_{act}"] = v
-        v = rows.get(f"decode_fixed_{tag}")
+        for mode in ("decode", "prefill"):
+            v = rows.get(f"{mode}_fixed_{tag}")
+            if v is not None:
+                out[f"infer_{mode}_fixed_{act}"] = max(v, 0.0)
+        v = rows.get(f"graph_decode_per_kernel_{tag}")
         if v is not None:
-            out[f"infer_fixed_{act}"] = max(v, 0.0)
+            out[f"graph_kernel_{act}"] = v
     sel = rows.get("per_layer_gpt_ln_gelu_selective_extra_fwd_bwd")
     if sel is not None:
         out["ckpt_selective"] = max(sel, 0.0)

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
+from simcore.calibration.profile import load_profile
 from simcore.engine.pricing import Priced, Pricer
+from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import InferenceSpec, ModelSpec
@@ -60,7 +62,15 @@ def evaluate(
     calibration: str | None = None,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``."""
-    pricer = Pricer.for_layout(cluster, tp=tp, pp=pp, framework=framework, calibration=calibration)
+    prof = load_profile(cluster.device, calibration)
+    act_key = "swiglu" if model.activation == "swiglu" else "gelu"
+    host_cal = prof.host_layer
+    layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal
+    graph_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0) if framework == "cuda_graphs" else 0.0
+    pricer = Pricer.for_layout(
+        cluster, tp=tp, pp=pp, framework=framework, calibration=calibration, per_op_host=not layer_host
+    )
+    pricer.kernel_floor = graph_floor
     dt = inf.precision
     act = 2.0
     batch = np.asarray(inf.batch, dtype=float)
@@ -76,6 +86,17 @@ def evaluate(
         micro_batch=batch, seq=1.0, tp=tp, dtype=dt, act_bytes=act, extra={**kv_extra, "kv_seq": float(ctx)}
     )
     decode = _forward(pricer, model, dec, batch, pp)
+
+    if layer_host:
+        # eager PyTorch inference is host-bound for small batches: the host issues every op of every
+        # layer (measured per layer, traces/h200/host_infer.csv.gz); a step takes max(GPU, host)
+        layers = float(model.layers) / np.asarray(pp, dtype=float)
+        comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
+        for pr, mode in ((prefill, "prefill"), (decode, "decode")):
+            host = layers * host_cal[f"infer_{mode}_{act_key}"] + host_cal.get(
+                f"infer_{mode}_fixed_{act_key}", 0.0
+            )
+            pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 
     pc = param_counts(model)
     wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0
