@@ -1,0 +1,78 @@
+"""``python -m simcore.validation [steps|published|own|kernels|comm|all]``: every accuracy report.
+
+Each report predicts measurements the models were not fitted on and prints the errors:
+
+* ``steps``: whole training steps, prefills and decode steps on one H200 (``traces/h200/steps.csv.gz``);
+* ``published``: the published Megatron-LM training tables, row by row;
+* ``own``: our DDP / tensor / pipeline / FSDP runs on two NVLinked H200s (``traces/h200x2``);
+* ``kernels``: the compute profile's held-out kernels (a refit on ``traces/h200/ops.csv.gz``);
+* ``comm``: the collective profile's held-out sizes and ops, and the published 8xH100 curves.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from simcore.validation.steps import traces_dir
+
+
+def _steps() -> int:
+    from simcore.validation import steps
+
+    return steps.main([])
+
+
+def _published() -> int:
+    from simcore.validation import published
+
+    return published.main([])
+
+
+def _own() -> int:
+    from simcore.validation import published
+
+    return published.main(["--own"])
+
+
+def _kernels() -> int:
+    from simcore.calibration import fit_compute
+
+    return fit_compute.main([str(traces_dir() / "h200" / "ops.csv.gz")])
+
+
+def _comm() -> int:
+    from simcore.calibration import fit_comm
+
+    return fit_comm.main(["--report"])
+
+
+REPORTS: dict[str, Callable[[], int]] = {
+    "steps": _steps,
+    "published": _published,
+    "own": _own,
+    "kernels": _kernels,
+    "comm": _comm,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    names = list(REPORTS) if not args or args == ["all"] else args
+    unknown = [n for n in names if n not in REPORTS]
+    if unknown:
+        print(f"error: unknown report {unknown[0]!r}; known: {', '.join(REPORTS)}, all", file=sys.stderr)
+        return 2
+    code = 0
+    for n in names:
+        print(f"\n=== {n} ===", flush=True)
+        t0 = time.perf_counter()
+        rc = REPORTS[n]()
+        print(f"({n}: {time.perf_counter() - t0:.1f} s)", flush=True)
+        code = code or rc
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
