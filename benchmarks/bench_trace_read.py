@@ -7,6 +7,7 @@ that process's peak resident memory (``resource.getrusage``). Targets: >= 50 MB/
 
     python benchmarks/bench_trace_read.py                 # 200 MB plain JSON
     python benchmarks/bench_trace_read.py --gzip --mb 50  # gzip-compressed input
+    python benchmarks/bench_trace_read.py --no-stack      # no python_function events
 """
 
 from __future__ import annotations
@@ -40,13 +41,21 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=200.0, help="approximate trace size in MB (decompressed)")
     ap.add_argument("--gzip", action="store_true", help="write and read .json.gz")
     ap.add_argument("--keep", help="write the trace here instead of a temporary folder")
+    ap.add_argument(
+        "--no-stack",
+        action="store_true",
+        help="no python_function events (a with_stack=False trace: denser in kernels)",
+    )
     args = ap.parse_args()
     from simcore.calibration.traces.synth import SynthConfig, write_trace
 
     with tempfile.TemporaryDirectory(prefix="simcore-bench-") as tmp:
         path = Path(args.keep or tmp) / ("bench.json.gz" if args.gzip else "bench.json")
-        # one step of this config is ~0.33 MB with 3 padding events per op
-        cfg = SynthConfig(layers=12, hidden=512, heads=8, seq=256, batch=2, vocab=4096, pad_cpu_events=3, steps=1)
+        # one step of this config is ~0.3 MB
+        pad = 0 if args.no_stack else 3
+        cfg = SynthConfig(
+            layers=12, hidden=512, heads=8, seq=256, batch=2, vocab=4096, pad_cpu_events=pad, steps=1
+        )
         t0 = time.perf_counter()
         probe = Path(tmp) / "probe.json"
         write_trace(probe, cfg)

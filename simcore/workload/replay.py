@@ -161,6 +161,9 @@ class Task:
     """Measured host launch time (seconds), None when the trace has no runtime call for it."""
     gap: float = 0.0
     """Measured idle before it on its stream (used when there is no launch time)."""
+    wait: float = 0.0
+    """Measured delay beyond everything the graph explains (stream, launch, dependencies): kept as
+    an external wait."""
     deps: list[int] = field(default_factory=list)
     coll: int = -1
     """Index of its cross-rank collective group (-1: none)."""
@@ -172,8 +175,10 @@ class RankInfo:
 
     rank: int
     analysis: Analysis
-    syncs: list[tuple[float, float]]
-    """(measured start, duration) of host calls that wait for the GPU."""
+    syncs: list[tuple[float, float, float, list[int]]]
+    """(measured start, duration, host time of its own, tasks it waited for) of host calls that
+    may wait for the GPU; the rest of the duration was the wait, which the replay recomputes. The
+    tasks are, per stream, the last one launched before the call that ended before it returned."""
     launch_latency: float
     queue_gap: float = 0.0
     """Median idle between back-to-back kernels already queued on a stream (device front-end)."""
@@ -212,8 +217,8 @@ def build_graph(analyses: list[Analysis]) -> TaskGraph:
         in_steps = [k for k in a.kernels if k.step >= 0]
         lats = [k.ev.ts - k.launch_ts for k in in_steps if k.launch_ts is not None and k.ev.ts >= k.launch_ts]
         lat = min(lats) if lats else 0.0
-        syncs = sorted((c.ts, c.dur) for c in a.trace.host_calls if _SYNC.search(c.name))
-        info = RankInfo(r, a, syncs, min(lat, 50e-6))
+        raw_syncs = sorted((c.ts, c.dur) for c in a.trace.host_calls if _SYNC.search(c.name))
+        info = RankInfo(r, a, [], min(lat, 50e-6))
         ranks[r] = info
         queued: list[float] = []
         last_end: dict[tuple[int, int], float] = {}
@@ -246,6 +251,41 @@ def build_graph(analyses: list[Analysis]) -> TaskGraph:
             ends.sort() if len(ends) > 1 and ends[-1][0] < ends[-2][0] else None
         if queued:
             info.queue_gap = max(0.0, float(statistics.median(queued)))
+        mine = [t for t in tasks if t.rank == r]
+        # unexplained delays, with the device's queue gap known
+        prev_end: dict[tuple[int, int], float] = {}
+        for t in mine:
+            e = t.kernel.ev
+            pe = prev_end.get(t.stream)
+            if pe is not None:
+                ready = pe + info.queue_gap
+                if t.launch is not None:
+                    ready = max(ready, t.launch + info.launch_latency)
+                for d in t.deps:
+                    ready = max(ready, tasks[d].kernel.ev.ts + tasks[d].kernel.ev.dur)
+                if t.kernel.base != "comm" and e.ts - ready > 2e-6:
+                    t.wait = e.ts - ready
+            prev_end[t.stream] = max(pe if pe is not None else -math.inf, e.ts + e.dur)
+        # the host's own time in calls that can block on the GPU, and what each waited for
+        per_stream: dict[tuple[int, int], list[Task]] = defaultdict(list)
+        for t in mine:
+            if t.launch is not None:
+                per_stream[t.stream].append(t)
+        keys: dict[tuple[int, int], tuple[list[float], list[float]]] = {
+            st: ([x.launch for x in v if x.launch is not None], [x.kernel.ev.ts + x.kernel.ev.dur for x in v])
+            for st, v in per_stream.items()
+        }
+        for ts, sd in raw_syncs:
+            awaited: list[int] = []
+            done = -math.inf
+            for st, v in per_stream.items():
+                lts, ens = keys[st]
+                j = min(bisect_right(lts, ts), bisect_right(ens, ts + sd + 1e-6)) - 1
+                if j >= 0:
+                    awaited.append(v[j].id)
+                    done = max(done, ens[j])
+            waited = min(sd, max(0.0, done - ts))
+            info.syncs.append((ts, sd, sd - waited, awaited))
     colls: list[list[int]] = []
     for members in groups.values():
         if len(members) > 1:
@@ -281,7 +321,6 @@ def simulate(g: TaskGraph, durations: list[float] | None = None) -> Schedule:
     stream_end: dict[tuple[int, tuple[int, int]], float] = {}
     shift: dict[int, float] = {r: 0.0 for r in g.ranks}
     sync_i: dict[int, int] = {r: 0 for r in g.ranks}
-    done_by_launch: dict[int, list[tuple[float, float]]] = {r: [] for r in g.ranks}
     coll_ready: dict[int, list[float]] = defaultdict(list)
     coll_start: dict[int, float] = {}
     processed = [False] * n
@@ -289,11 +328,10 @@ def simulate(g: TaskGraph, durations: list[float] | None = None) -> Schedule:
     def host(r: int, launch: float) -> float:
         info = g.ranks[r]
         while sync_i[r] < len(info.syncs) and info.syncs[sync_i[r]][0] < launch:
-            ts, d = info.syncs[sync_i[r]]
+            ts, d, own, awaited = info.syncs[sync_i[r]]
             sync_i[r] += 1
-            gpu_done = max((e for lt, e in done_by_launch[r] if lt < ts), default=-math.inf)
-            h = ts + shift[r]
-            after = max(h + min(d, 10e-6), gpu_done + min(d, 10e-6))
+            gpu_done = max((end[j] for j in awaited if processed[j]), default=-math.inf)
+            after = max(ts + shift[r], gpu_done) + own
             shift[r] = after - (ts + d)
         return launch + shift[r]
 
@@ -313,6 +351,7 @@ def simulate(g: TaskGraph, durations: list[float] | None = None) -> Schedule:
         for d in t.deps:
             if processed[d]:
                 ready = max(ready, end[d])
+        ready += t.wait
         if t.coll >= 0:
             members = g.collectives[t.coll]
             if t.coll in coll_start:
@@ -336,8 +375,6 @@ def simulate(g: TaskGraph, durations: list[float] | None = None) -> Schedule:
         end[i] = ready + dur[i]
         stream_end[key] = max(prev if prev is not None else -math.inf, end[i])
         processed[i] = True
-        if t.launch is not None:
-            done_by_launch[t.rank].append((t.launch, end[i]))
     steps: dict[int, list[float]] = {}
     for r, info in g.ranks.items():
         steps[r] = _step_times(g, info, start, end)

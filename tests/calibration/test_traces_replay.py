@@ -40,7 +40,8 @@ def test_device_names(name: str, key: str | None) -> None:
     [
         ([H200 / "profile_train_gpt_gelu_ln.json.gz"], 0.01),
         ([H200 / "profile_infer_prefill_decode.json.gz"], 0.01),
-        ([H200X2 / "profile_ddp_rank0.json.gz", H200X2 / "profile_ddp_rank1.json.gz"], 0.05),
+        ([H200X2 / "profile_ddp_rank0.json.gz", H200X2 / "profile_ddp_rank1.json.gz"], 0.01),
+        ([H200X2 / "profile_pp_rank0.json.gz"], 0.01),
     ],
 )
 def test_replay_on_source_reproduces_measurement(files: list[Path], tol: float) -> None:

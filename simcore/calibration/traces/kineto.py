@@ -321,6 +321,10 @@ def _iter_array(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
         yield "events", batch
 
 
+def _str(v: Any) -> str:
+    return v if v.__class__ is str else str(v)
+
+
 def _int(v: Any, default: int = -1) -> int:
     try:
         return int(v)
@@ -395,11 +399,15 @@ def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
                 kind = 3
             else:
                 continue
-            try:
-                ts_us = float(ev["ts"])
-                dur = float(ev.get("dur", 0.0)) * 1e-6
-            except (KeyError, TypeError, ValueError):
-                continue
+            ts_us: Any = ev.get("ts")
+            dur = ev.get("dur", 0.0)
+            if ts_us.__class__ is not float or dur.__class__ is not float:
+                try:
+                    ts_us = float(ts_us)
+                    dur = float(dur)
+                except (TypeError, ValueError):
+                    continue
+            dur *= 1e-6
             if t0_us is None:
                 t0_us = ts_us
             ts = (ts_us - t0_us) * 1e-6
@@ -418,7 +426,7 @@ def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
                 )
                 raw_gpu.append(
                     GpuEvent(
-                        str(ev.get("name", "")),
+                        _str(ev.get("name", "")),
                         str(kcat),
                         ts,
                         dur,
@@ -433,7 +441,7 @@ def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
                 ext = args.get("External id", -1)
                 if ext.__class__ is not int:
                     ext = _int(ext)
-                name = str(ev.get("name", ""))
+                name = _str(ev.get("name", ""))
                 if ext < 0 or (keep_cpu_op is not None and not keep_cpu_op(name)):
                     continue
                 prev = tr.cpu_ops.get(ext)
@@ -454,7 +462,7 @@ def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
                 tid = ev.get("tid", 0)
                 ext = args.get("External id", -1)
                 rc = RuntimeCall(
-                    str(ev.get("name", "")),
+                    _str(ev.get("name", "")),
                     ts,
                     dur,
                     corr if corr.__class__ is int else _int(corr),
