@@ -136,15 +136,19 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
         counter[0] += 1
         env.timeout(t1 - env.now).callbacks.append(lambda _ev: mark(key))
 
-    def deps(kind: str, vs: int, mb: int) -> list[simpy.Event]:
+    def missing(kind: str, vs: int, mb: int) -> tuple[str, str, int, int] | None:
+        """The first unmet dependency of a task (None when it can run)."""
         if kind == "F":
-            return [wait_for(("arr", "F", vs, mb))] if vs % chain > 0 else []
+            key = ("arr", "F", vs, mb)
+            return key if vs % chain > 0 and key not in flags else None
         if kind == "B":
-            d = [wait_for(("done", "F", vs, mb))]
-            if vs % chain < chain - 1:
-                d.append(wait_for(("arr", "B", vs, mb)))
-            return d
-        return [wait_for(("done", "B", vs, mb))]
+            key = ("done", "F", vs, mb)
+            if key not in flags:
+                return key
+            key = ("arr", "B", vs, mb)
+            return key if vs % chain < chain - 1 and key not in flags else None
+        key = ("done", "B", vs, mb)
+        return key if key not in flags else None
 
     def ready(kind: str, vs: int, mb: int) -> bool:
         if kind == "F":
@@ -186,8 +190,10 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
                     pick = qi
                     break
             if pick < 0:
-                waits = [env.all_of(deps(kind, vs, mb)) for kind, vs, mb, _ in heads]
-                yield env.any_of(waits)
+                # wait for one unmet dependency of each head, then look again
+                keys = [missing(kind, vs, mb) for kind, vs, mb, _ in heads]
+                waits = [wait_for(k) for k in keys if k is not None]
+                yield waits[0] if len(waits) == 1 else env.any_of(waits)
                 continue
             kind, c, mb = queues[pick].popleft()
             vs = virtual_stage(job.schedule, p, r, c)
