@@ -29,6 +29,9 @@ class Priced:
     time: dict[str, Num] = field(default_factory=dict)
     flops: Num = 0.0
     kernels: Num = 0.0
+    wgrad: Num = 0.0
+    """Seconds of weight-gradient GEMMs among them (zero-bubble schedules defer these)."""
+    attention_flops: Num = 0.0
 
     def add(self, category: str, t: Num) -> None:
         self.time[category] = self.time.get(category, 0.0) + t
@@ -97,59 +100,6 @@ class Pricer:
         groups = megatron_groups(cluster, tp, cp, dp, pp)
         groups["ep"] = placement(cluster, ep, np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
         return Pricer(cluster, framework, groups, calibration=calibration, per_op_host=per_op_host)
-
-    def kernel_time(self, op: Op) -> Num:
-        """Seconds of one invocation of ``op``: the kernel, or the host's dispatch of it when that is
-        longer (eager forward ops pay their measured per-family host time in Python; backward ops are
-        dispatched by the C++ autograd engine at the generic per-kernel cost)."""
-        a = op.args
-        dev, prof = self.cluster.device, self.prof
-        backward = op.name.endswith(("_bwd", "_dgrad", "_wgrad"))
-        if op.kind == "gemm":
-            t = C.gemm(dev, prof, a["m"], a["n"], a["k"], a["dtype"], a.get("batch", 1)).time_s
-            family = "gemm"
-        elif op.kind == "attention":
-            t = C.attention(
-                dev,
-                prof,
-                a["batch"],
-                a["heads"],
-                a["seq"],
-                a["head_dim"],
-                a.get("causal", True),
-                a.get("backward", False),
-                a.get("kv_heads"),
-                a.get("kv_seq"),
-                "bf16" if a["dtype"] == "fp8" else a["dtype"],
-            ).time_s
-            family = "attention_bwd" if a.get("backward") else "attention_fwd"
-        elif op.kind == "memory":
-            t = C.memory_op(dev, prof, a["name"], a["nbytes"], a.get("flops", 0.0)).time_s
-            family = "memory"
-        else:
-            return self.comm_time(a["op"], a["nbytes"], a["group"])
-        return C.stream_time(prof, t, self.framework, None if backward else family)
-
-    def flops(self, op: Op) -> Num:
-        a = op.args
-        if op.kind == "gemm":
-            return 2.0 * a["m"] * a["n"] * a["k"] * a.get("batch", 1)
-        if op.kind == "attention":
-            dev, prof = self.cluster.device, self.prof
-            return C.attention(
-                dev,
-                prof,
-                a["batch"],
-                a["heads"],
-                a["seq"],
-                a["head_dim"],
-                a.get("causal", True),
-                a.get("backward", False),
-                a.get("kv_heads"),
-                a.get("kv_seq"),
-                "bf16",
-            ).flops
-        return 0.0
 
     def comm_time(self, op: str, nbytes: Num, group: str, dtype: str = "bf16") -> Num:
         """Seconds of a collective over the named communicator (0 where the group has one rank)."""
@@ -274,4 +224,8 @@ class Pricer:
             if op.kind != "comm":
                 out.flops = out.flops + f * op.count * count
                 out.kernels = out.kernels + op.count * count
+            if op.name.endswith("_wgrad"):
+                out.wgrad = out.wgrad + t * op.count * count
+            if op.kind == "attention":
+                out.attention_flops = out.attention_flops + f * op.count * count
         return out

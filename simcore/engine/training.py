@@ -103,14 +103,9 @@ def _stage_priced(
     b_ops = L.backward(f_ops)
     fwd = pricer.price(f_ops)
     bwd = pricer.price(b_ops)
-    w = 0.0
-    for op in b_ops:
-        if op.name.endswith("_wgrad"):
-            w = w + pricer.kernel_time(op) * op.count
     attn = fwd.time.get("attention", 0.0)
     gemm = fwd.time.get("gemm", 0.0)
-    attn_flops: Num = sum((pricer.flops(op) * op.count for op in f_ops if op.kind == "attention"), 0.0)
-    return fwd, bwd, w, attn, gemm, attn_flops
+    return fwd, bwd, bwd.wgrad, attn, gemm, fwd.attention_flops
 
 
 def _exposed(
@@ -216,9 +211,7 @@ def evaluate(
     head_f_ops = L.head_fwd(model, lw) + L.loss_fwd(model, lw)
     emb_f, emb_b = pricer.price(emb_f_ops), pricer.price(L.backward(emb_f_ops))
     head_f, head_b = pricer.price(head_f_ops), pricer.price(L.backward(head_f_ops))
-    head_w: Num = sum(
-        (pricer.kernel_time(o) * o.count for o in L.backward(head_f_ops) if o.name.endswith("_wgrad")), 0.0
-    )
+    head_w: Num = head_b.wgrad
 
     # PyTorch AMP (fp32 weights, autocast): weight casts in every forward, bf16 -> fp32 gradient
     # accumulation in every backward, per micro-batch, on each rank's share of the weights
