@@ -140,6 +140,15 @@ def validate(
             _ms(r["error_s"]), _pct(r["error_pct"]),
         )  # fmt: skip
     t.add_section()
+    mb, pb = rep.measured_gpu_busy_s, rep.predicted_gpu_busy_s
+    t.add_row(
+        "GPU busy (step - idle)",
+        _ms(mb),
+        "",
+        _ms(pb),
+        _ms(pb - mb),
+        _pct(100 * (pb / mb - 1) if mb > 0 else None),
+    )
     t.add_row(
         "[bold]step[/]", _ms(rep.measured_step_time_s), "", _ms(rep.predicted_step_time_s),
         _ms(rep.predicted_step_time_s - rep.measured_step_time_s), f"[bold]{rep.error_pct:+.1f}%[/]",

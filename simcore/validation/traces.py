@@ -86,6 +86,19 @@ class ValidationReport:
         """(predicted - measured) / measured, in percent."""
         return 100.0 * (self.predicted_step_time_s / self.measured_step_time_s - 1.0)
 
+    def _idle(self, key: str) -> float:
+        return float(sum(r[key] for r in self.classes if r["class"] == "idle"))
+
+    @property
+    def measured_gpu_busy_s(self) -> float:
+        """Measured step minus the time the GPU sat idle (launch gaps, host stalls)."""
+        return self.measured_step_time_s - self._idle("measured_s")
+
+    @property
+    def predicted_gpu_busy_s(self) -> float:
+        """Predicted step minus predicted idle (``host_overhead``, ``pipeline_bubble``)."""
+        return self.predicted_step_time_s - self._idle("predicted_s")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "traces": self.traces,
@@ -97,6 +110,11 @@ class ValidationReport:
             "measured_step_time_s": self.measured_step_time_s,
             "predicted_step_time_s": self.predicted_step_time_s,
             "error_pct": self.error_pct,
+            "measured_gpu_busy_s": self.measured_gpu_busy_s,
+            "predicted_gpu_busy_s": self.predicted_gpu_busy_s,
+            "gpu_busy_error_pct": 100.0 * (self.predicted_gpu_busy_s / self.measured_gpu_busy_s - 1.0)
+            if self.measured_gpu_busy_s > 0
+            else None,
             "classes": self.classes,
             "collectives_measured_s": self.collectives,
             "kernels": self.kernels,
@@ -266,6 +284,19 @@ def validate(
             f"the GPU is idle {idle / measured:.0%} of the measured step (launch gaps and host stalls): the run is "
             "host-bound there, and a profiler with record_shapes=True adds host time to every op"
         )
+    from simcore.specs.registry import default_registry
+    from simcore.workload.replay import match_device_name
+
+    traced = slowest.trace.device_name
+    if traced:
+        reg = default_registry()
+        key = match_device_name(traced, reg)
+        want = reg.system(sc.cluster.system).device
+        if key != want:
+            notes.append(
+                f"the trace ran on {traced!r}{f' ({key})' if key else ''} but the scenario's system "
+                f"{sc.cluster.system} has {want} GPUs"
+            )
     kernels = _kernel_rows([slowest], sc, top_kernels)
     return ValidationReport(
         traces=[a.trace.path for a in ans],

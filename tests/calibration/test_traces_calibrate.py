@@ -137,3 +137,15 @@ def test_cli_calibrate_nothing_usable(tmp_path: Path, capsys: pytest.CaptureFixt
     p.write_text("hello\n")
     code, _out, err = run_cli(capsys, "calibrate", str(p), "--device", "h200")
     assert code == 2 and "notes.txt: not a calibration input" in err and "Traceback" not in err
+
+
+def test_nccl_tests_log_is_a_comm_input(tmp_path: Path) -> None:
+    log = tmp_path / "all_reduce_perf.txt"
+    log.write_text(
+        "# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807\n"
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+        "     1048576        262144     float     sum      -1    25.10   41.78   41.78      0    24.90   42.11   42.11      0\n"
+        "# Avg bus bandwidth    : 41.9\n"
+    )
+    assert kind_of(log) == "comm"
+    assert sort_inputs([log]).comm == [log]

@@ -126,3 +126,18 @@ def test_mixed_runs_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     )
     code, _out, err = run_cli(capsys, "validate", a, b, "--scenario", str(SC / "h200_train_gpt_gelu_ln.yaml"))
     assert code == 2 and "different runs" in err and "Traceback" not in err
+
+
+def test_gpu_busy_and_device_mismatch_note(capsys: pytest.CaptureFixture[str]) -> None:
+    tr = str(REPO / CASES["h200x2_tp_gpt350m"][0])
+    sc = str(SC / "h200x2_tp_gpt350m.yaml")
+    _, out, _ = run_cli(capsys, "validate", tr, "--scenario", sc, "--json")
+    d = json.loads(out)
+    idle = {c["class"]: c for c in d["classes"]}["idle"]
+    assert d["measured_gpu_busy_s"] == pytest.approx(d["measured_step_time_s"] - idle["measured_s"])
+    assert d["predicted_gpu_busy_s"] == pytest.approx(d["predicted_step_time_s"] - idle["predicted_s"])
+    assert not any("scenario's system" in n for n in d["notes"])
+    _, out, _ = run_cli(
+        capsys, "validate", tr, "--scenario", sc, "--json", "--set", "cluster.system=hgx-h100"
+    )
+    assert any("ran on 'NVIDIA H200' (h200)" in n for n in json.loads(out)["notes"])
