@@ -122,7 +122,32 @@ class ValidationReport:
         }
 
 
-def _predicted(sc: Scenario, engine: str) -> tuple[float, dict[str, float], Any, list[str]]:
+def inference_composition(a: Analysis, layers_per_rank: float) -> tuple[float, float] | None:
+    """(prefills, decode steps) in one profiled step, counted from the attention ops the trace
+    recorded (a forward attention over more than one query is a prefill layer, over one query a
+    decode layer), median over steps; None when the trace has no attention shapes."""
+    per: list[tuple[float, float]] = []
+    for st in a.steps:
+        seen: set[int] = set()
+        pre = dec = 0
+        for k in st.kernels:
+            s = k.shape
+            if k.cls != "attention" or s is None or s.get("backward") or k.ev.ext_id in seen:
+                continue
+            seen.add(k.ev.ext_id)
+            if s["seq"] > 1:
+                pre += 1
+            else:
+                dec += 1
+        per.append((pre / layers_per_rank, dec / layers_per_rank))
+    if not per or all(p == (0.0, 0.0) for p in per):
+        return None
+    return float(statistics.median(p[0] for p in per)), float(statistics.median(p[1] for p in per))
+
+
+def _predicted(
+    sc: Scenario, engine: str, a: Analysis | None = None
+) -> tuple[float, dict[str, float], Any, list[str]]:
     from simcore.prediction import predict
 
     r = predict(sc, engine=engine)
@@ -132,14 +157,24 @@ def _predicted(sc: Scenario, engine: str) -> tuple[float, dict[str, float], Any,
         return float(d["step_time_s"]), {k: float(v) for k, v in d["breakdown"].items()}, r, notes
     inf = sc.inference
     assert inf is not None
-    n_dec = inf.output_len
+    comp = inference_composition(a, sc.model.layers / sc.parallel.pp) if a is not None else None
+    if comp is not None:
+        n_pre, n_dec = comp
+        notes.append(
+            f"inference: one profiled step = {n_pre:g} prefill + {n_dec:g} decode steps (counted from the "
+            "trace's attention ops)"
+        )
+    else:
+        n_pre, n_dec = 1.0, float(inf.output_len)
+        notes.append(
+            f"inference: one profiled step = prefill + {n_dec:g} decode steps (inference.output_len)"
+        )
     bd: dict[str, float] = defaultdict(float)
     for k, v in d.get("breakdown_prefill", {}).items():
-        bd[k] += float(v)
+        bd[k] += n_pre * float(v)
     for k, v in d.get("breakdown_decode", {}).items():
         bd[k] += n_dec * float(v)
-    notes.append(f"inference: one profiled step = prefill + {n_dec} decode steps (inference.output_len)")
-    return float(d["prefill_time_s"]) + n_dec * float(d["decode_step_time_s"]), dict(bd), r, notes
+    return n_pre * float(d["prefill_time_s"]) + n_dec * float(d["decode_step_time_s"]), dict(bd), r, notes
 
 
 def _kernel_rows(ans: list[Analysis], sc: Scenario, top: int) -> list[dict[str, Any]]:
@@ -240,7 +275,7 @@ def validate(
         )
     slowest = max(ans, key=lambda a: a.step_time_s)
     measured = slowest.step_time_s
-    pred_step, bd, _res, notes = _predicted(sc, engine)
+    pred_step, bd, _res, notes = _predicted(sc, engine, slowest)
 
     meas_cls: dict[str, float] = defaultdict(float)
     meas_kernel: dict[str, float] = defaultdict(float)

@@ -141,3 +141,20 @@ def test_gpu_busy_and_device_mismatch_note(capsys: pytest.CaptureFixture[str]) -
         capsys, "validate", tr, "--scenario", sc, "--json", "--set", "cluster.system=hgx-h100"
     )
     assert any("ran on 'NVIDIA H200' (h200)" in n for n in json.loads(out)["notes"])
+
+
+def test_inference_step_composition_from_the_trace(tmp_path: Path) -> None:
+    from simcore.validation.traces import inference_composition
+
+    a = analyze(read_trace(REPO / CASES["h200_infer_prefill_decode"][0]))
+    # traces/README.md: each profiled step = one prefill + 8 decode steps of a 4-layer model
+    assert inference_composition(a, 4) == (1.0, 8.0)
+    # no attention shapes recorded: nothing to count
+    from simcore.calibration.traces.synth import SynthConfig, write_trace
+
+    p = tmp_path / "t.json"
+    write_trace(p, SynthConfig(steps=1))
+    b = analyze(read_trace(p))
+    for k in b.kernels:
+        k.shape = None
+    assert inference_composition(b, 2) is None
