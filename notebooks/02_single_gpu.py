@@ -312,10 +312,10 @@ for mode, s in val["summary"].items():
           f"  worst {s.get('memory_max_abs_error_pct', float('nan')):5.1f}%")  # fmt: skip
 
 # %% [markdown]
-# Training steps meet the targets (median ≤ 5 %, worst ≤ 15 %, memory within 10 % at the
-# median). Prefill is within 8 % at the median but short prefills (one sequence of 256-1024 tokens)
-# are host-bound and predicted too fast. Decode misses: eager decode steps of these small models are
-# bound by Python dispatch (4.4-4.9 ms for Llama 1B whatever the batch), which the inference engine
-# prices per kernel rather than from the measured per-layer host time the training engine uses;
-# CUDA-graph decode is predicted 5-17 % too fast. `docs/validation.md` lists every report and its
-# current numbers.
+# Training steps meet the targets (median ≤ 5 %, worst ≤ 15 %, peak memory within 10 %).
+# Prefill is within 8 % at the median once a step has a few thousand tokens; short prefills and
+# eager decode of these small models are bound by the Python host, which simcore prices from the
+# per-layer host times measured by `tools/bench_host.py` — a separate benchmark that puts the host
+# path ~20 % slower than these steps show, so eager decode is predicted too slow. CUDA-graph decode
+# is kernel-bound and predicted a few to 16 % too fast. `docs/validation.md` lists every report,
+# the command that reproduces it and its current numbers.

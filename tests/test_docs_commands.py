@@ -59,16 +59,40 @@ def test_the_page_names_commands() -> None:
     assert any(p.startswith("tests/data/trace_scenarios/") for p in _paths())
 
 
-@pytest.mark.parametrize("module", _modules())
-def test_python_m_module_answers_help(module: str) -> None:
+def _entry(module: str) -> object:
+    """The module ``python -m`` runs: the package's ``__main__`` or the module itself."""
     mod = importlib.import_module(module)
-    main = getattr(mod, "main", None)
+    if hasattr(mod, "__path__"):
+        mod = importlib.import_module(module + ".__main__")
+    return mod
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_python_m_module_exists(module: str) -> None:
+    main = getattr(_entry(module), "main", None)
     assert callable(main), f"{module} has no main()"
+
+
+@pytest.mark.parametrize("module", [m for m in _modules() if m != "simcore.validation"])
+def test_python_m_module_answers_help(module: str) -> None:
+    main = _entry(module).main  # type: ignore[attr-defined]
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exc:
         main(["--help"])
     assert exc.value.code == 0
     assert "usage" in out.getvalue().lower()
+
+
+def test_named_validation_reports_exist() -> None:
+    """``python -m simcore.validation NAME...``: every report the page names is registered."""
+    from simcore.validation.__main__ import REPORTS
+
+    named: set[str] = set()
+    for args in re.findall(r"python -m simcore\.validation ([a-z |]+)", _code_text()):
+        named.update(w for w in re.split(r"[ |]+", args) if w)
+    assert named, "the page names no report of python -m simcore.validation"
+    unknown = named - set(REPORTS) - {"all"}
+    assert not unknown, f"unknown reports named: {sorted(unknown)}"
 
 
 @pytest.mark.parametrize("command", _cli_commands())
