@@ -482,8 +482,10 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
 
 
 def optimizer_shape(op: CpuOp) -> dict[str, Any] | None:
-    """``params`` (elements updated) of a fused/foreach optimizer op from its first tensor list."""
-    if not isinstance(op.input_dims, list) or not op.input_dims:
+    """``params`` (elements updated) of a fused optimizer step (``aten::_fused_adamw_``, ...) from its
+    first tensor list. A ``foreach`` implementation runs one op per arithmetic step, none of which
+    is the whole update: no shape."""
+    if "_fused_" not in op.name or not isinstance(op.input_dims, list) or not op.input_dims:
         return None
     first = op.input_dims[0]
     total = 0.0

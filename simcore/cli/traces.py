@@ -10,10 +10,24 @@ from rich.table import Table
 
 from simcore import units
 from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.errors import SimcoreError
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a scenario field: key.path=value (repeatable).")
 ]
+
+
+def _out_path(p: Path | None) -> Path | None:
+    """Create the folder of an output file; a path that cannot be written is a user error."""
+    if p is None:
+        return None
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SimcoreError(f"cannot create the folder for {p}: {e.strerror or e}") from None
+    if p.exists() and p.is_dir():
+        raise SimcoreError(f"{p} is a folder, expected a file name")
+    return p
 
 
 def _ms(x: float | None) -> str:
@@ -56,6 +70,8 @@ def calibrate(
     from simcore.calibration.calibrate import calibrate as run
     from simcore.calibration.profile import save_profile
 
+    output = _out_path(output)
+    comm_output = _out_path(comm_output)
     res = run([str(p) for p in inputs], device, system, fit_comm_profile=not no_comm)
     written: list[str] = []
     if output is not None and res.compute_profile is not None:
@@ -123,6 +139,7 @@ def validate(
     from simcore.validation.traces import plot as plot_report
     from simcore.validation.traces import validate as run
 
+    plot = _out_path(plot)
     rep = run([str(t) for t in traces], scenario, set_ or [], engine=engine, top_kernels=max(kernels, 0))
     if plot is not None:
         plot_report(rep, plot)
@@ -199,6 +216,7 @@ def replay(
     """Replay a measured run on other hardware: every kernel re-priced, host gaps kept."""
     from simcore.workload.replay import replay as run
 
+    trace_out = _out_path(trace_out)
     res = run(
         [str(t) for t in traces], device, system, source_device, source_system,
         trace_out=str(trace_out) if trace_out else None,
