@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from simcore.validation.steps import traces_dir
 
@@ -39,7 +40,8 @@ def _own() -> int:
 def _kernels() -> int:
     from simcore.calibration import fit_compute
 
-    return fit_compute.main([str(traces_dir() / "h200" / "ops.csv.gz")])
+    published = Path(__file__).resolve().parent / "data" / "published_kernels.csv"
+    return fit_compute.main([str(traces_dir() / "h200" / "ops.csv.gz"), "--published", str(published)])
 
 
 def _comm() -> int:
@@ -59,6 +61,9 @@ REPORTS: dict[str, Callable[[], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__)
+        return 0
     names = list(REPORTS) if not args or args == ["all"] else args
     unknown = [n for n in names if n not in REPORTS]
     if unknown:
