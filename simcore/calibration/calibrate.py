@@ -308,7 +308,7 @@ def calibrate(
         if csvs:
             prof, report = FC.fit([str(p) for p in csvs], dev)
             if rows:
-                src = sorted({*(str(p) for p in inp.ops_csv), *(str(p) for p in inp.traces)})
+                src = sorted({*(x for x in prof.source if x != str(tpath)), *(str(p) for p in inp.traces)})
                 prof = prof.model_copy(
                     update={
                         "source": src,
