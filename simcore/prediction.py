@@ -177,15 +177,29 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     }
 
 
-def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
-    reg = default_registry()
-    cluster = resolve_cluster(sc.cluster, reg)
-    tr = sc.training
-    assert tr is not None
+def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
+    """Resolve a training scenario and run the analytic engine on its (scalar) layout."""
+    if sc.training is None:
+        raise SpecError("needs a training scenario", field="kind")
+    cluster = resolve_cluster(sc.cluster, default_registry())
     lay = layout_of(sc, cluster)
     ev = T.evaluate(
-        sc.model, tr, T.TrainingLayout(**lay), cluster, sc.runtime.framework, sc.calibration, _param_dtype(sc)
+        sc.model,
+        sc.training,
+        T.TrainingLayout(**lay),
+        cluster,
+        sc.runtime.framework,
+        sc.calibration,
+        _param_dtype(sc),
+        sc.runtime.profiler,
     )
+    return cluster, lay, ev
+
+
+def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
+    cluster, lay, ev = evaluate_training(sc)
+    tr = sc.training
+    assert tr is not None
     step = _f(ev.step_time_s)
     notes: list[str] = []
     if engine == "des":
@@ -256,7 +270,9 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     p = sc.parallel
     if p.tp * p.pp > cluster.gpus:
         raise SpecError(f"tp*pp ({p.tp * p.pp}) exceeds the cluster's {cluster.gpus} GPUs", field="parallel")
-    ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, sc.runtime.framework, sc.calibration)
+    ev = I.evaluate(
+        sc.model, inf, cluster, p.tp, p.pp, sc.runtime.framework, sc.calibration, sc.runtime.profiler
+    )
     pre = _f(ev.prefill_time_s)
     dec = _f(ev.decode_step_time_s)
     mem = {k: _f(v) for k, v in ev.memory.items()}

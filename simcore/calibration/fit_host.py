@@ -57,10 +57,21 @@ def read_host_rows(path: str | Path) -> dict[str, float]:
 
 
 def fit_host(paths: list[str | Path]) -> dict[str, float]:
-    """The ``host_layer`` profile section from host-overhead CSVs (seconds; missing rows are skipped)."""
+    """The ``host_layer`` profile section from host-overhead CSVs (seconds; missing rows are skipped).
+
+    Rows measured with the PyTorch profiler recording (``profiled_<name>``) give the same keys
+    prefixed ``profiled_``."""
     rows: dict[str, float] = {}
     for p in paths:
         rows.update(read_host_rows(p))
+    out = _section(rows)
+    profiled = {k.removeprefix("profiled_"): v for k, v in rows.items() if k.startswith("profiled_")}
+    if profiled:
+        out.update({f"profiled_{k}": v for k, v in _section(profiled).items()})
+    return out
+
+
+def _section(rows: dict[str, float]) -> dict[str, float]:
     out: dict[str, float] = {}
     for tag, act in _ACT.items():
         fwd = rows.get(f"per_layer_{tag}_rc_none_fwd")
@@ -93,6 +104,15 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             if v is not None:
                 out[f"{opt}_{part}"] = max(v, 0.0)
     return out
+
+
+def host_value(
+    host_layer: dict[str, float], name: str, profiled: bool = False, default: float = 0.0
+) -> float:
+    """A ``host_layer`` entry, the profiler-recorded one when ``profiled`` and measured."""
+    if profiled and f"profiled_{name}" in host_layer:
+        return host_layer[f"profiled_{name}"]
+    return host_layer.get(name, default)
 
 
 def host_files_beside(ops_csv: str | Path) -> list[Path]:

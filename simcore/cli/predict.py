@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -133,27 +133,14 @@ def timeline_cmd(
     set_: SetOpt = None,
 ) -> None:
     """Simulate one training step with the discrete-event engine and write its timeline."""
-    from simcore.engine import training as T
     from simcore.engine.timeline import simulate_training
-    from simcore.prediction import _param_dtype, layout_of
+    from simcore.prediction import evaluate_training
     from simcore.report.chrome_trace import gantt, write_trace
-    from simcore.specs.registry import default_registry
-    from simcore.specs.resolve import resolve_cluster
 
     sc = load_scenario(scenario, set_ or [])
     if sc.kind != "training" or sc.training is None:
         raise SpecError("timeline needs a training scenario", field="kind")
-    cluster = resolve_cluster(sc.cluster, default_registry())
-    lay = layout_of(sc, cluster)
-    ev = T.evaluate(
-        sc.model,
-        sc.training,
-        T.TrainingLayout(**lay),
-        cluster,
-        sc.runtime.framework,
-        sc.calibration,
-        _param_dtype(sc),
-    )
+    cluster, lay, ev = evaluate_training(sc)
     res = simulate_training(sc, cluster, lay, ev)
     write_trace(res, output, cluster.device.display_name)
     console.print(
@@ -162,7 +149,3 @@ def timeline_cmd(
     if png is not None:
         gantt(res, png, f"{sc.name}: step {res.step_time_s:.3f} s, bubble {res.bubble_fraction:.1%}")
         console.print(f"wrote {png}")
-
-
-def _unused(_: Any) -> None:  # keep typer's signature parsing simple
-    return None

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
+from simcore.calibration.fit_host import host_value
 from simcore.calibration.profile import load_profile
 from simcore.engine.pricing import Priced, Pricer
 from simcore.engine.training import comm_call_host
@@ -60,6 +61,7 @@ def evaluate(
     pp: Num = 1,
     framework: str = "eager",
     calibration: str | None = None,
+    profiler: bool = False,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``."""
     prof = load_profile(cluster.device, calibration)
@@ -93,8 +95,8 @@ def evaluate(
         layers = float(model.layers) / np.asarray(pp, dtype=float)
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
         for pr, mode in ((prefill, "prefill"), (decode, "decode")):
-            host = layers * host_cal[f"infer_{mode}_{act_key}"] + host_cal.get(
-                f"infer_{mode}_fixed_{act_key}", 0.0
+            host = layers * host_value(host_cal, f"infer_{mode}_{act_key}", profiler) + host_value(
+                host_cal, f"infer_{mode}_fixed_{act_key}", profiler
             )
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
+from simcore.calibration.fit_host import host_value
 from simcore.calibration.profile import load_profile
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer
@@ -141,6 +142,7 @@ def evaluate(
     framework: str = "eager",
     calibration: str | None = None,
     param_dtype: str = "bf16",
+    profiler: bool = False,
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting)."""
     tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
@@ -231,13 +233,15 @@ def evaluate(
         # a micro-batch's forward (backward) on a stage takes the longer of its GPU and host times
         full_t = np.where(recompute == "full", 1.0, 0.0)
         sel_t = np.where(recompute == "selective", 1.0, 0.0)
-        h_f = layers_per_rank * (
-            host_cal[f"train_fwd_{act_key}"] + full_t * host_cal.get(f"ckpt_full_fwd_{act_key}", 0.0)
-        )
+
+        def hv(name: str) -> float:
+            return host_value(host_cal, name, profiler)
+
+        h_f = layers_per_rank * (hv(f"train_fwd_{act_key}") + full_t * hv(f"ckpt_full_fwd_{act_key}"))
         h_b = layers_per_rank * (
-            host_cal[f"train_bwd_{act_key}"]
-            + full_t * host_cal.get(f"ckpt_full_bwd_{act_key}", 0.0)
-            + sel_t * host_cal.get("ckpt_selective", 0.0)
+            hv(f"train_bwd_{act_key}")
+            + full_t * hv(f"ckpt_full_bwd_{act_key}")
+            + sel_t * hv("ckpt_selective")
         )
         # each collective the layer issues is one more host call (torch.distributed dispatch)
         floor = comm_call_host(cluster)

@@ -142,6 +142,9 @@ class InferenceSpec(Spec):
 
 class RuntimeSpec(Spec):
     framework: Literal["eager", "compiled", "cuda_graphs"] = "eager"
+    profiler: bool = False
+    """The run is recorded by the PyTorch profiler (CPU + CUDA activities, shapes): eager host time
+    per op grows, which matters wherever the host bounds the step. Set it to compare with a trace."""
     dataloader: dict[str, Any] | None = None
 
 
