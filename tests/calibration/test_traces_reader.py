@@ -340,3 +340,14 @@ def test_skipping_unused_events_changes_nothing(name: str, tmp_path: Path) -> No
     finally:
         kineto._SKIP = old
     assert sig(fast) == sig(slow)
+
+
+def test_emit_nvtx_range_texts() -> None:
+    from simcore.calibration.traces.nsys import _parse_nvtx_op
+
+    text = (
+        "aten::mm, seq = 3, op_id = 12, sizes = [[4096, 1024], [1024, 1024]], input_op_ids = [(1, 0), (2, 0)]"
+    )
+    assert _parse_nvtx_op(text) == ("aten::mm", [[4096, 1024], [1024, 1024]])
+    assert _parse_nvtx_op("aten::relu") == ("aten::relu", None)
+    assert _parse_nvtx_op("aten::mm, sizes = [[1, 2], [") == ("aten::mm", None)

@@ -38,17 +38,26 @@ def _cols(con: sqlite3.Connection, table: str) -> set[str]:
 
 
 def _parse_nvtx_op(text: str) -> tuple[str, list[Any] | None]:
-    """(op name, input dims) of a PyTorch emit_nvtx range text."""
+    """(op name, input dims) of a PyTorch ``emit_nvtx`` range text such as
+    ``aten::mm, seq = 3, op_id = 12, sizes = [[4096, 1024], [1024, 1024]], input_op_ids = [...]``."""
     name = text.split(",", 1)[0].strip()
-    dims: list[Any] | None = None
-    i = text.find("sizes = ")
-    if i >= 0:
-        try:
-            v = ast.literal_eval(text[i + len("sizes = ") :].strip())
-            dims = v if isinstance(v, list) else None
-        except (ValueError, SyntaxError):
-            dims = None
-    return name, dims
+    i = text.find("sizes = [")
+    if i < 0:
+        return name, None
+    j = i + len("sizes = ")
+    depth = 0
+    for k in range(j, len(text)):
+        if text[k] == "[":
+            depth += 1
+        elif text[k] == "]":
+            depth -= 1
+            if depth == 0:
+                try:
+                    v = ast.literal_eval(text[j : k + 1])
+                except (ValueError, SyntaxError):
+                    return name, None
+                return name, v if isinstance(v, list) else None
+    return name, None
 
 
 def read_nsys(path: str | Path) -> Trace:
