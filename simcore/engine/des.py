@@ -50,6 +50,9 @@ class PipelineJob:
     buckets: int = 1
     """Gradient buckets per rank (released in order during the last backward)."""
     optimizer_time: list[float] = field(default_factory=list)
+    dp_window: list[float] = field(default_factory=list)
+    """Per rank: seconds of compute before the end of its last backward during which gradient buckets
+    become ready (default: the last backward task)."""
     tail_time: list[float] = field(default_factory=list)
     """Per rank: exposed seconds after the optimizer (e.g. a parameter all-gather the next step's
     forward cannot hide)."""
@@ -221,10 +224,15 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
         dp = job.dp_time[r] if job.dp_time else 0.0
         if dp > 0:
             nb = max(job.buckets, 1)
-            last_b = duration("B", virtual_stage(job.schedule, p, r, 0)) + duration(
-                "W", virtual_stage(job.schedule, p, r, 0)
-            )
-            start = last_b_start.get(r, env.now)
+            if job.dp_window:
+                # the rank's whole backward of its last micro-batch (all of its chunks) ends now
+                last_b = job.dp_window[r]
+                start = env.now - last_b
+            else:
+                last_b = duration("B", virtual_stage(job.schedule, p, r, 0)) + duration(
+                    "W", virtual_stage(job.schedule, p, r, 0)
+                )
+                start = last_b_start.get(r, env.now)
             t = env.now
             if job.dp_overlap:
                 # bucket j is ready (j+1)/nb of the way through the last backward

@@ -67,6 +67,7 @@ def pipeline_job(lay: dict[str, Any], ev: TrainingEval) -> PipelineJob:
         buckets=max(int(round(st["buckets"])), 1),
         optimizer_time=[st["optimizer_s"]] * p,
         tail_time=[st["dp_tail_s"] + st["host_tail_s"]] * p,
+        dp_window=[st["dp_window_s"]] * p if sched == "interleaved" else [],
     )
 
 

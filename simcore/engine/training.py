@@ -428,6 +428,7 @@ def evaluate(
         "host_tail_s": gil + ddp_copy,
         "optimizer_s": opt,
         "buckets": buckets,
+        "dp_window_s": B_last,
         "layers": float(model.layers),
     }
     exposed = {

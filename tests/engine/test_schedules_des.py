@@ -78,3 +78,22 @@ def test_analytic_equals_des_uncontended(over: list[str]) -> None:
     a = simcore.predict(sc)
     d = simcore.predict(sc, engine="des")
     assert d.step_time_s == pytest.approx(a.step_time_s, rel=0.01)
+
+
+def test_analytic_equals_des_interleaved_across_nodes() -> None:
+    # pipeline stages on different nodes (p2p over InfiniBand), ZeRO-2 data parallel, many chunks
+    sc = load_scenario(
+        "gpt3-175b-1024xh100",
+        [
+            "parallel.pp=4",
+            "parallel.tp=8",
+            "parallel.vp=24",
+            "training.micro_batch=6",
+            "parallel.schedule=interleaved",
+            "parallel.zero=2",
+            "parallel.dp=32",
+        ],
+    )
+    a = simcore.predict(sc)
+    d = simcore.predict(sc, engine="des")
+    assert d.step_time_s == pytest.approx(a.step_time_s, rel=0.01)
