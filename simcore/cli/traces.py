@@ -159,7 +159,7 @@ def validate(
     t.add_section()
     mb, pb = rep.measured_gpu_busy_s, rep.predicted_gpu_busy_s
     t.add_row(
-        "GPU busy (step - idle)",
+        "GPU busy",
         _ms(mb),
         "",
         _ms(pb),

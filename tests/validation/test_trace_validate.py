@@ -158,3 +158,18 @@ def test_inference_step_composition_from_the_trace(tmp_path: Path) -> None:
     for k in b.kernels:
         k.shape = None
     assert inference_composition(b, 2) is None
+
+
+def test_pipeline_p2p_waiting_counts_as_idle() -> None:
+    from simcore.validation.traces import p2p_wait
+
+    a = analyze(read_trace(REPO / CASES["h200x2_pp_gpt350m"][0]))
+    sr = [k for k in a.steps[0].kernels if k.cls == "comm:send_recv"]
+    shortest = min(k.ev.dur for k in sr)
+    # every send/recv of this trace moves the same activation size: the wait is the excess over the shortest
+    assert len({(k.shape or {}).get("nbytes") for k in sr}) == 1
+    waits = [sum(k.ev.dur - shortest for k in s.kernels if k.cls == "comm:send_recv") for s in a.steps]
+    assert p2p_wait(a) == pytest.approx(sorted(waits)[len(waits) // 2] if len(waits) % 2 else sum(waits) / 2)
+    rep = validate([str(REPO / CASES["h200x2_pp_gpt350m"][0])], SC / "h200x2_pp_gpt350m.yaml")
+    assert any("waiting for the peer" in n for n in rep.notes)
+    assert sum(c["measured_s"] for c in rep.classes) == pytest.approx(rep.measured_step_time_s, rel=1e-6)
