@@ -67,6 +67,13 @@ def plan_cmd(
         str | None, typer.Option("--recompute", help="Recompute modes to try (none,selective,full).")
     ] = None,
     max_cp: Annotated[int, typer.Option("--max-cp", help="Largest context-parallel degree searched.")] = 8,
+    max_cost: Annotated[
+        float | None,
+        typer.Option("--max-cost", help="Budget for the run (money with a price, else GPU-hours)."),
+    ] = None,
+    max_days: Annotated[
+        float | None, typer.Option("--max-days", help="Deadline for the run in days.")
+    ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Draw the time-vs-cost Pareto front to this PNG.")
     ] = None,
@@ -89,7 +96,17 @@ def plan_cmd(
     if recompute is not None:
         kw["recompute"] = _strs(recompute)
     sizes = _ints(gpus, "--gpus") if gpus is not None else None
-    res = plan(sc, sizes, objective, top, SearchOptions(**kw), des_top=des, pareto=plot is not None)
+    res = plan(
+        sc,
+        sizes,
+        objective,
+        top,
+        SearchOptions(**kw),
+        des_top=des,
+        pareto=plot is not None,
+        max_cost=max_cost,
+        max_time_s=None if max_days is None else max_days * 86400.0,
+    )
     if plot is not None:
         plot_pareto(res, str(plot))
     if as_json:

@@ -239,6 +239,8 @@ def plan(
     des_top: int = 3,
     pareto: bool = False,
     chunk_elems: int = 400_000,
+    max_cost: float | None = None,
+    max_time_s: float | None = None,
 ) -> PlanResult:
     """Search the training layouts of ``scenario`` on ``gpus`` GPUs (one size or several).
 
@@ -253,6 +255,9 @@ def plan(
         des_top: how many of the winners to re-check with the discrete-event engine.
         pareto: also compute the time-vs-cost Pareto front over all valid layouts.
         chunk_elems: grid points per analytic-engine call (memory vs call overhead).
+        max_cost: budget for the whole run (training.tokens; money with a price, else GPU-hours):
+            layouts over it are left out.
+        max_time_s: deadline for the whole run in seconds: slower layouts are left out.
     """
     t0 = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -278,9 +283,14 @@ def plan(
         raise SpecError(
             "plan needs training.global_batch (sequences per step)", field="training.global_batch"
         )
+    if (max_cost is not None or max_time_s is not None) and not tr.tokens:
+        raise SpecError(
+            "a budget or deadline needs training.tokens (tokens to train on)", field="training.tokens"
+        )
     model = sc.model
     pdt = _param_dtype(sc)
     keep = max(4 * top, des_top, 16)
+    n_within = 0
 
     n_eval = n_valid = n_grid = 0
     best_vals: list[np.ndarray] = []
@@ -311,6 +321,16 @@ def plan(
             if not valid.any():
                 continue
             obj, c_tok = _objective(objective, ev, cluster, g, sc, shape)
+            if max_cost is not None or max_time_s is not None:
+                assert tr.tokens is not None
+                if max_cost is not None:
+                    valid = valid & (c_tok * tr.tokens <= max_cost)
+                if max_time_s is not None:
+                    t_tok = np.broadcast_to(
+                        np.asarray(ev.step_time_s) / np.asarray(ev.tokens_per_step), shape
+                    )
+                    valid = valid & (t_tok * tr.tokens <= max_time_s)
+                n_within += int(valid.sum())
             flat = np.where(valid, obj, np.inf).ravel()
             k = min(keep, flat.size)
             idx = np.argpartition(flat, k - 1)[:k]
@@ -357,10 +377,14 @@ def plan(
                     f"#{e['rank']}: the discrete-event engine predicts {d:.3g} s against the analytic "
                     f"{e['step_time_s']:.3g} s ({d / e['step_time_s'] - 1:+.0%}); check the runners-up with --des"
                 )
+    elif n_valid and (max_cost is not None or max_time_s is not None):
+        notes.append(f"{n_valid:,} layouts fit in memory but none meets the budget or deadline")
     else:
         notes.append(
             "no layout fits in device memory; try more GPUs, recompute, ZeRO or a smaller micro-batch"
         )
+    if max_cost is not None or max_time_s is not None:
+        notes.append(f"{n_within:,} layouts meet the budget/deadline")
 
     baseline = None
     own = resolve_cluster(sc.cluster, default_registry()).gpus

@@ -176,3 +176,18 @@ def test_cli_plan_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> N
         assert ex.value.code == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err
+
+
+def test_budget_and_deadline_constrain_the_winners() -> None:
+    sc = load_scenario(GPT3)
+    free = plan(sc, [512, 1024, 2048], "time", top=1, des_top=0)
+    fastest = free.top[0]
+    budget = fastest["cost"] * 0.97  # the fastest layout is over this budget
+    res = plan(sc, [512, 1024, 2048], "time", top=3, des_top=0, max_cost=budget)
+    assert res.top and all(e["cost"] <= budget * (1 + 1e-9) for e in res.top)
+    assert res.top[0]["step_time_s"] > fastest["step_time_s"]
+    deadline = fastest["time_to_train_s"] * 1.5
+    cheap = plan(sc, [512, 1024, 2048], "cost", top=3, des_top=0, max_time_s=deadline)
+    assert cheap.top and all(e["time_to_train_s"] <= deadline * (1 + 1e-9) for e in cheap.top)
+    none = plan(sc, [512], "time", top=1, des_top=0, max_time_s=60.0)
+    assert none.top == [] and any("budget" in n for n in none.notes)
