@@ -25,6 +25,7 @@ _LAZY = {
     "predict": "simcore.prediction",
     "op_time": "simcore.compute.ops",
     "collective_time": "simcore.comm.collectives",
+    "plan": "simcore.planning.plan",
 }
 
 
@@ -48,5 +49,6 @@ __all__ = [
     "load_hardware",
     "load_scenario",
     "op_time",
+    "plan",
     "predict",
 ]

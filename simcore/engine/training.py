@@ -471,6 +471,8 @@ def training_memory(
     recompute = np.asarray(lay.recompute)
     sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
     w, g, o = M.training_state_bytes(params_rank, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
+    # DualPipe keeps two copies of the parameters (one per direction; DeepSeek-V3 report, 3.2.1)
+    w = w * np.where(np.asarray(lay.schedule) == "dualpipe", 2.0, 1.0)
     act = 2.0 if training.precision != "fp32" else 4.0
     amp = param_dtype == "fp32" and training.precision != "fp32"
     resid = 4.0 if amp else act

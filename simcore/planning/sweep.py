@@ -254,7 +254,7 @@ def _expand_preset(model: dict[str, Any]) -> dict[str, Any]:
 
 def _derived_system(system: Any, factor: float, nvlink_bw: float) -> str:
     """Register (idempotently) a copy of ``system`` with its NVLink bandwidth scaled; its name."""
-    from simcore.specs.registry import _default_extra, set_user_dirs
+    from simcore.specs.registry import set_user_dirs, user_dirs
 
     name = f"{system.name}-nvlink-x{factor:g}"
     spec = system.model_dump(mode="json")
@@ -269,8 +269,8 @@ def _derived_system(system: Any, factor: float, nvlink_bw: float) -> str:
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, target)
-    if root not in _default_extra:
-        set_user_dirs([*_default_extra, root])
+    if root not in user_dirs():
+        set_user_dirs([*user_dirs(), root])
     return name
 
 
@@ -562,7 +562,7 @@ def run_sweep(
         progress: show a progress bar.
     """
     from simcore.specs.loader import read_yaml
-    from simcore.specs.registry import _default_extra
+    from simcore.specs.registry import user_dirs
     from simcore.specs.resolve import apply_overrides, find_scenario, scenario_from_dict
 
     if mode not in MODES:
@@ -604,7 +604,7 @@ def run_sweep(
     existing = rf.load() if rf is not None else []
     by_key: dict[str, dict[str, Any]] = {r["key"]: r for r in existing if r["base"] == bh}
     todo = [p for p in points if point_key(p) not in by_key]
-    spec_dirs = tuple(str(p) for p in _default_extra)
+    spec_dirs = tuple(str(p) for p in user_dirs())
     tasks = [SweepTask(point_key(p), base, tuple(p), mode, engine, spec_dirs, pargs) for p in todo]
 
     computed = 0

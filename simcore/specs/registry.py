@@ -161,5 +161,10 @@ def set_user_dirs(dirs: Iterable[str | Path]) -> None:
     _default_extra[:] = [Path(d) for d in dirs]
 
 
+def user_dirs() -> tuple[Path, ...]:
+    """Folders :func:`set_user_dirs` added (the CLI's ``--specs``), e.g. to hand to sweep workers."""
+    return tuple(_default_extra)
+
+
 def default_registry() -> Registry:
     return registry(tuple(_default_extra))
