@@ -25,6 +25,14 @@ The first row (name `env`) holds the torch / CUDA / GPU versions in notes.
   prefill (8 tokens at pos 0, cache written, last_only logits), the decode step captured in a CUDA graph
   (replay), and a torch.profiler count of kernels and aten ops of one eager step. Derived rows: per-layer
   slope between 1 and 4 layers, fixed part = intercept, and the 1-to-8 slope as a linearity check.
+
+--profiled (Bench.run_profiled): the per-layer points of both modes (training: 1 and 4 gpt.py Blocks, recompute
+  none, autocast bf16, forward and forward+backward; inference: decode step and prefill of a 1- and 4-layer GPT,
+  bf16, no_grad), each measured unprofiled (plain name) and then with torch.profiler recording
+  (`profiled_<name>`: profile(activities=[CPU, CUDA], record_shapes=True, with_stack=False), a fresh profiler
+  per point, <= 200 calls under it, only calls inside the recording window timed, the profiler's stop not);
+  derived per-layer slopes, intercepts and `profiler_extra_*` = profiled - unprofiled.
+  `--profiled --merge a.csv.gz b.csv.gz --out m.csv` combines runs (min per point, derived rows recomputed).
 """
 
 from __future__ import annotations
@@ -827,6 +835,275 @@ class Bench:
         self.out.close()
         log(f"done: {self.out.n} rows")
 
+    # ------------------------------------------------------------------ profiled (--profiled)
+    def host_per_call_profiled(
+        self, fn, reps: int = 3, target: float = 0.05, max_calls: int = 200
+    ) -> tuple[float, int, float, float]:
+        """host_per_call with torch.profiler recording (CPU + CUDA activities, record_shapes=True,
+        with_stack=False, no schedule: recording from enter to exit). A fresh profiler per point, at most
+        max_calls calls under it; only the repeats are timed (inside the recording window), the profiler's
+        stop/processing after the last repeat is not. Returns (median s/call, n, spread, stop seconds)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        warm, est = (2, 2) if self.smoke else (5, 3)
+        reps = 2 if self.smoke else reps
+        gc.collect()
+        self.sync()
+        prof = profile(activities=acts, record_shapes=True, with_stack=False)
+        prof.__enter__()
+        try:
+            for _ in range(warm):
+                fn()
+            self.sync()
+            t0 = time.perf_counter()
+            for _ in range(est):
+                fn()
+            self.sync()
+            t1 = (time.perf_counter() - t0) / est
+            room = (max_calls - warm - est) // reps
+            n = 5 if self.smoke else max(5, min(room, int(target / max(t1, 1e-7))))
+            ts = []
+            for _ in range(reps):
+                self.sync()
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                self.sync()
+                ts.append((time.perf_counter() - t0) / n)
+        finally:
+            t0 = time.perf_counter()
+            prof.__exit__(None, None, None)
+            stop_s = time.perf_counter() - t0
+            del prof
+            gc.collect()
+        med = statistics.median(ts)
+        return med, n, (max(ts) - min(ts)) / med, stop_s
+
+    def profiled_point(self, name: str, fn, notes: str = "") -> None:
+        """Row `name` measured with the profiler recording (see host_per_call_profiled); no gpu column."""
+        if time.time() > self.deadline:
+            log("budget reached, skipping", name)
+            return
+        try:
+            host, n, spread, stop_s = self.host_per_call_profiled(fn)
+            self.res[name] = host
+            note = "; ".join(
+                x
+                for x in (
+                    notes,
+                    "torch.profiler recording (CPU+CUDA, record_shapes, no stack), fresh profiler per point",
+                    f"spread {spread:.3f}",
+                    f"profiler stop {stop_s:.2f} s (not timed)",
+                )
+                if x
+            )
+            self.out.row(name=name, framework="eager", calls=n, host_s_per_call=host, notes=note)
+            log(f"{name:58s} host {host * 1e6:9.2f} us/call  n={n} spread={spread:.3f} stop={stop_s:.2f}s")
+        except Exception as e:  # noqa: BLE001
+            self.out.row(name=name, framework="eager", notes=f"error: {repr(e)[:300]}")
+            log(f"ERROR {name}: {repr(e)[:300]}")
+
+    def pair_point(self, name: str, fn, notes: str) -> None:
+        """The same work unprofiled (row `name`) and then with the profiler recording (`profiled_<name>`)."""
+        self.point(name, fn, notes, gpu=False)
+        self.profiled_point("profiled_" + name, fn, notes)
+
+    def _profiled_derived(self, lnames: list[str]) -> None:
+        """Per-layer slopes (1 -> 4 layers) and intercepts, unprofiled and profiled, plus profiler extras."""
+        for lname in lnames:
+            for pre in ("", "profiled_"):
+                for ph in ("fwd", "fwd_bwd"):
+                    self.derived(
+                        f"{pre}per_layer_{lname}_rc_none_{ph}",
+                        [
+                            (1, f"{pre}layers4_{lname}_rc_none_{ph}"),
+                            (-1, f"{pre}layers1_{lname}_rc_none_{ph}"),
+                        ],
+                        3,
+                        notes="host time per transformer layer (training, autocast): slope between 1 and 4 layers"
+                        + (", profiler recording" if pre else ""),
+                    )
+                    self.derived(
+                        f"{pre}train_fixed_{lname}_rc_none_{ph}",
+                        [
+                            (4 / 3, f"{pre}layers1_{lname}_rc_none_{ph}"),
+                            (-1 / 3, f"{pre}layers4_{lname}_rc_none_{ph}"),
+                        ],
+                        notes="intercept (0 layers): autocast entry"
+                        + (" + .float().sum().backward() entry" if ph == "fwd_bwd" else "")
+                        + (", profiler recording" if pre else ""),
+                    )
+                for stem in ("decode", "prefill"):
+                    self.derived(
+                        f"{pre}per_layer_{stem}_{lname}",
+                        [(1, f"{pre}{stem}_layers4_{lname}"), (-1, f"{pre}{stem}_layers1_{lname}")],
+                        3,
+                        notes="host time per layer (inference): slope between 1 and 4 layers"
+                        + (", profiler recording" if pre else ""),
+                    )
+                    self.derived(
+                        f"{pre}{stem}_fixed_{lname}",
+                        [(4 / 3, f"{pre}{stem}_layers1_{lname}"), (-1 / 3, f"{pre}{stem}_layers4_{lname}")],
+                        notes="intercept (0 layers) of the 1-vs-4-layer line: embedding, final norm, LM head"
+                        + (", argmax" if stem == "decode" else "")
+                        + ", no_grad entry"
+                        + (", profiler recording" if pre else ""),
+                    )
+            for base in (
+                f"per_layer_{lname}_rc_none_fwd",
+                f"per_layer_{lname}_rc_none_fwd_bwd",
+                f"per_layer_decode_{lname}",
+                f"per_layer_prefill_{lname}",
+                f"decode_fixed_{lname}",
+                f"prefill_fixed_{lname}",
+            ):
+                a, b = self.res.get("profiled_" + base), self.res.get(base)
+                ratio = f"; ratio profiled/unprofiled {a / b:.3f}" if a is not None and b else ""
+                self.derived(
+                    f"profiler_extra_{base}",
+                    [(1, f"profiled_{base}"), (-1, base)],
+                    notes="host time the profiler adds (profiled - unprofiled, same run)" + ratio,
+                )
+
+    def run_profiled(self) -> None:
+        """Per-layer host times with and without torch.profiler recording, training (rc none, autocast) and
+        inference (decode / prefill, bf16, no_grad), both layer variants, 1 and 4 layers."""
+        from torch.profiler import ProfilerActivity, profile
+
+        dev = self.dev
+        ver = (
+            f"torch {torch.__version__}; cuda {torch.version.cuda}; python {platform.python_version()}; "
+            f"device {torch.cuda.get_device_name() if self.cuda else 'cpu'}; "
+            f"sdpa {'flash forced' if SDPA_STATE['force_flash'] else 'default'}; gqa {SDPA_STATE['gqa_mode']}; "
+            "mode profiled"
+        )
+        self.out.row(name="env", framework="", notes=ver)
+        log(ver)
+        # initialise the profiler (CUPTI) once, outside any timed point
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        xw = torch.randn(T, H, device=dev)
+        with profile(activities=acts, record_shapes=True, with_stack=False):
+            for _ in range(3):
+                xw.add_(1.0)
+            self.sync()
+        ac = dict(device_type=dev.type, dtype=torch.bfloat16)
+        variants = [
+            ("gpt_ln_gelu", dict()),
+            ("llama_rms_swiglu_gqa", dict(activation="swiglu", norm="rmsnorm", kv_heads=2)),
+        ]
+        ctx, pos, tp = 16, 8, T
+        for lname, extra in variants:
+            # training: gpt.py Blocks, recompute none, autocast bf16, fp32 params (as run())
+            torch.manual_seed(0)
+            cfg = GPTConfig(layers=4, hidden=H, heads=4, vocab=512, seq_len=T, recompute="none", **extra)
+            blocks = nn.ModuleList([Block(cfg) for _ in range(4)]).to(dev).train()
+            xb = torch.randn(1, T, H, device=dev, requires_grad=True)
+            for L in (1, 4):
+
+                def fwd(L=L, blocks=blocks, xb=xb):
+                    with torch.autocast(**ac):
+                        h = xb
+                        for blk in blocks[:L]:
+                            h = blk(h)
+                    return h
+
+                def fb(fwd=fwd):
+                    fwd().float().sum().backward()
+
+                base = f"layers{L}_{lname}_rc_none"
+                desc = (
+                    f"{L} x gpt.py Block (h {H}, 4 heads, seq {T}, batch 1, {cfg.activation}, {cfg.norm}, "
+                    f"kv_heads {cfg.kv_heads}), recompute=none, autocast bf16, fp32 params"
+                )
+                self.pair_point(base + "_fwd", fwd, desc + "; forward with grad enabled")
+                self.pair_point(base + "_fwd_bwd", fb, desc + "; forward + .float().sum().backward()")
+            del blocks, xb
+            # inference: GPT, bf16 params, eval, no_grad per call (as run_infer())
+            for L in (1, 4):
+                torch.manual_seed(0)
+                icfg = GPTConfig(layers=L, hidden=H, heads=4, vocab=512, seq_len=ctx, **extra)
+                m = GPT(icfg).to(dev).to(torch.bfloat16).eval()
+                cd = make_kv_caches(icfg, 1, ctx, dev)
+                for kc, vc in cd:
+                    kc.normal_()
+                    vc.normal_()
+                cp = make_kv_caches(icfg, 1, ctx, dev)
+                tok = torch.randint(0, icfg.vocab, (1, 1), device=dev)
+                xp = torch.randint(0, icfg.vocab, (1, tp), device=dev)
+
+                def dfn(m=m, cd=cd, tok=tok):
+                    with torch.no_grad():
+                        return m(tok, kv_caches=cd, pos=pos, last_only=True).argmax(-1)
+
+                def pfn(m=m, cp=cp, xp=xp):
+                    with torch.no_grad():
+                        return m(xp, kv_caches=cp, pos=0, last_only=True)
+
+                idesc = (
+                    f"gpt.py GPT (h {H}, 4 heads, kv_heads {icfg.kv_heads}, {icfg.activation}, {icfg.norm}, "
+                    f"vocab 512), bf16 params, eval, no autocast, torch.no_grad() entered per call; {L} layers"
+                )
+                self.pair_point(
+                    f"decode_layers{L}_{lname}",
+                    dfn,
+                    f"{idesc}; decode step: batch 1, 1 token at pos {pos}, {ctx}-slot KV cache, last_only "
+                    "logits + argmax(-1)",
+                )
+                self.pair_point(
+                    f"prefill_layers{L}_{lname}",
+                    pfn,
+                    f"{idesc}; prefill: batch 1, {tp} tokens at pos 0 (causal), KV cache written, last_only logits",
+                )
+                del m, cd, cp
+            self._profiled_derived([lname])
+        self.out.close()
+        log(f"done: {self.out.n} rows")
+
+    def merge_profiled(self, paths: list[str]) -> None:
+        """Combine several --profiled CSVs: each measured row becomes the minimum over runs, per-run rows are
+        kept with a _runK suffix, derived rows are recomputed from the minima."""
+        import csv
+        import gzip
+
+        runs = []
+        for p in paths:
+            with gzip.open(p, "rt") if p.endswith(".gz") else open(p) as f:
+                runs.append(list(csv.DictReader(f)))
+        env = [r for r in runs[0] if r["name"] == "env"]
+        self.out.row(
+            name="env",
+            framework="",
+            notes=(env[0]["notes"] if env else "") + f"; merged: minimum over {len(runs)} runs of the same "
+            "script on the same machine (tools/bench_host.py --profiled --merge)",
+        )
+        by_name: dict[str, list[dict]] = collections.defaultdict(list)
+        for k, rows in enumerate(runs, 1):
+            for r in rows:
+                if r["framework"] == "eager" and r["host_s_per_call"]:
+                    by_name[r["name"]].append(dict(r, run=k))
+        lnames = [ln for ln in ("gpt_ln_gelu", "llama_rms_swiglu_gqa") if any(ln in n for n in by_name)]
+        for name, rs in by_name.items():
+            best = min(rs, key=lambda r: float(r["host_s_per_call"]))
+            host = float(best["host_s_per_call"])
+            self.res[name] = host
+            per = ", ".join(f"run{r['run']} {float(r['host_s_per_call']) * 1e6:.1f}" for r in rs)
+            base = best["notes"].split("; spread")[0]
+            self.out.row(
+                name=name,
+                framework="eager",
+                calls=best["calls"],
+                host_s_per_call=host,
+                notes=f"{base}; min over runs (host us: {per})",
+            )
+        self._profiled_derived(lnames)
+        for k, rows in enumerate(runs, 1):
+            for r in rows:
+                if r["framework"] == "eager" and r["host_s_per_call"]:
+                    self.out.row(**dict({c: r[c] for c in COLS}, name=f"{r['name']}_run{k}"))
+        self.out.close()
+        log(f"merged {len(runs)} runs: {self.out.n} rows")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -835,7 +1112,17 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=150.0, help="seconds; later points are skipped")
     ap.add_argument("--infer", action="store_true", help="inference-mode measurements (run_infer) only")
     ap.add_argument("--merge", nargs="+", help="CSV(.gz) files of --infer runs to combine (no measurement)")
+    ap.add_argument(
+        "--profiled",
+        action="store_true",
+        help="per-layer host times with and without torch.profiler recording (run_profiled); with --merge: "
+        "combine --profiled CSVs",
+    )
     args = ap.parse_args()
+    if args.merge and args.profiled:
+        args.smoke = True  # no device needed
+        Bench(args).merge_profiled(args.merge)
+        return
     if args.merge:
         args.smoke = True  # no device needed
         Bench(args).merge(args.merge)
@@ -843,7 +1130,9 @@ def main() -> None:
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     probe_sdpa(dev)
     b = Bench(args)
-    if args.infer:
+    if args.profiled:
+        b.run_profiled()
+    elif args.infer:
         b.run_infer()
     else:
         b.run()
