@@ -59,15 +59,26 @@ def read_host_rows(path: str | Path) -> dict[str, float]:
 def fit_host(paths: list[str | Path]) -> dict[str, float]:
     """The ``host_layer`` profile section from host-overhead CSVs (seconds; missing rows are skipped).
 
-    Rows measured with the PyTorch profiler recording (``profiled_<name>``) give the same keys
-    prefixed ``profiled_``."""
+    A file with rows measured while the PyTorch profiler records (``profiled_<name>`` beside
+    ``<name>``, taken back to back in one process) gives the profiler's *ratio* per entry; the
+    ``profiled_`` entries are the other files' values times that ratio, so a noisier machine on the
+    day of that measurement does not leak into the absolute host times."""
     rows: dict[str, float] = {}
+    profiled_files: list[dict[str, float]] = []
     for p in paths:
-        rows.update(read_host_rows(p))
+        r = read_host_rows(p)
+        if any(k.startswith("profiled_") for k in r):
+            profiled_files.append(r)
+        else:
+            rows.update(r)
     out = _section(rows)
-    profiled = {k.removeprefix("profiled_"): v for k, v in rows.items() if k.startswith("profiled_")}
-    if profiled:
-        out.update({f"profiled_{k}": v for k, v in _section(profiled).items()})
+    for r in profiled_files:
+        plain = _section({k: v for k, v in r.items() if not k.startswith("profiled_")})
+        prof = _section({k.removeprefix("profiled_"): v for k, v in r.items() if k.startswith("profiled_")})
+        for k, v in prof.items():
+            base = plain.get(k, 0.0)
+            if k in out and base > 0 and v > 0:
+                out[f"profiled_{k}"] = out[k] * v / base
     return out
 
 
