@@ -107,7 +107,9 @@ def evaluate(
     # transient activations: the widest layer intermediate (plus the residual stream) of a prefill
     # over prompt_len tokens or a decode step over one token per sequence, plus fp32 logits of the
     # last position
-    width = max(model.ffn_hidden * (2 if model.activation == "swiglu" else 1), 3 * model.hidden)
+    # the MLP is the widest point: SwiGLU holds the fused gate/up output (2f), silu(gate) (f) and the
+    # product (f) at once; GELU holds fc1's output and its activation (2f)
+    width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
     per_token = (width / np.asarray(tp, dtype=float) + 2 * model.hidden) * act
     acts_prefill = batch * inf.prompt_len * per_token
     acts_decode = batch * per_token
