@@ -19,9 +19,13 @@ import codecs
 import gc
 import gzip
 import json
+import multiprocessing
+import os
 import re
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -197,7 +201,7 @@ def _incomplete(tail: str) -> bool:
     return depth > 0 or in_str
 
 
-def iter_trace(path: str | Path) -> Iterator[tuple[str, Any]]:
+def iter_trace(path: str | Path, segments: bool = False) -> Iterator[tuple[str, Any]]:
     """Stream a Chrome-trace JSON file: yields ``("events", [dict, ...])`` batches of the elements
     of ``traceEvents`` and ``(key, value)`` for every other top-level member, in file order, then
     ``("__bytes__", n)`` with the decompressed size.
@@ -237,7 +241,9 @@ def iter_trace(path: str | Path) -> Iterator[tuple[str, Any]]:
             if key == "traceEvents":
                 if src.expect("[", "traceEvents") != "[":  # pragma: no cover - expect raises
                     break
-                yield from _iter_array(src, "traceEvents")
+                yield from (
+                    _iter_segments(src, "traceEvents") if segments else _iter_array(src, "traceEvents")
+                )
             else:
                 yield str(key), src.value(f"the top-level member {key!r}")
         yield "__bytes__", src.nbytes
@@ -335,34 +341,294 @@ def _int(v: Any, default: int = -1) -> int:
 def read_kineto(
     path: str | Path,
     keep_cpu_op: Callable[[str], bool] | None = None,
+    workers: int | None = None,
 ) -> Trace:
     """Read a PyTorch profiler trace into a :class:`Trace` (seconds from the first event).
 
-    ``keep_cpu_op(name)`` selects the ``cpu_op`` events kept (default: every op that recorded
-    ``Input Dims`` or has an External id); GPU events, runtime calls and annotations are always kept.
+    ``keep_cpu_op(name)`` selects the ``cpu_op`` events kept (default: every op with an External
+    id); GPU events, runtime calls and annotations are always kept. ``workers``: processes that
+    parse large Kineto-formatted traces in parallel (default: ``SIMCORE_TRACE_WORKERS`` or up to 4
+    CPUs, for files of more than about 48 MB of JSON; 0 or 1 reads in this process only). The
+    result does not depend on it.
     """
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: the cyclic collector only slows this down
     try:
-        return _read_kineto(Path(path), keep_cpu_op)
+        p = Path(path)
+        n = _workers(p) if workers is None else workers
+        if n >= 2:
+            try:
+                return _read(p, keep_cpu_op, n)
+            except _Fallback:
+                pass
+        return _read(p, keep_cpu_op, 0)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
+PARALLEL_MIN_BYTES = 48 << 20
+"""Approximate JSON size above which a trace is parsed by several processes."""
+SEGMENT = 4 << 20
+"""Characters of events sent to a worker at a time."""
+_KINETO_BOUNDARY = "},\n  {"
+"""How Kineto separates two top-level events (a newline never occurs inside a JSON string)."""
+
+
+class _Fallback(Exception):
+    """The parallel reader met text it cannot split safely: read the file in one process."""
+
+
+def _workers(p: Path) -> int:
+    env = os.environ.get("SIMCORE_TRACE_WORKERS")
+    if env is not None:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            return 0
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return 0
+    est = size * (10 if gz else 1)
+    if est < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    return min(4, os.cpu_count() or 1)
+
+
+@dataclass
+class _Acc:
+    """Events of one batch or segment, as tuples with raw (microsecond) timestamps."""
+
+    first_ts: float | None = None
+    gpu: list[tuple[Any, ...]] = field(default_factory=list)
+    cpu: list[tuple[Any, ...]] = field(default_factory=list)
+    rt: list[tuple[Any, ...]] = field(default_factory=list)
+    ann: list[tuple[Any, ...]] = field(default_factory=list)
+    gpu_pids: set[str] = field(default_factory=set)
+    n: int = 0
+
+
+_KEEP_ARGS = frozenset(_KERNEL_ARGS)
+
+
+def _extract(batch: list[Any], acc: _Acc) -> None:
+    """Append the events simcore uses from ``batch`` to ``acc``."""
+    gpu_cats, rt_cats, an_cats, keep_args = _GPU_CATS, _RUNTIME_CATS, _ANNOT_CATS, _KEEP_ARGS
+    gpu, cpu, rt, ann = acc.gpu, acc.cpu, acc.rt, acc.ann
+    acc.n += len(batch)
+    for ev in batch:
+        if not isinstance(ev, dict):
+            continue
+        ph = ev.get("ph")
+        if ph != "X":
+            if ph == "M" and ev.get("name") == "process_labels":
+                lab = str((ev.get("args") or {}).get("labels", ""))
+                if lab.startswith("GPU"):
+                    acc.gpu_pids.add(str(ev.get("pid")))
+            continue
+        cat = ev.get("cat", "")
+        if cat in gpu_cats:
+            kind = 0
+        elif cat == "cpu_op":
+            kind = 1
+        elif cat in rt_cats:
+            kind = 2
+        elif cat in an_cats or (cat == "" and str(ev.get("name", "")).startswith("ProfilerStep#")):
+            kind = 3
+        else:
+            continue
+        ts_us: Any = ev.get("ts")
+        dur = ev.get("dur", 0.0)
+        if ts_us.__class__ is not float or dur.__class__ is not float:
+            try:
+                ts_us = float(ts_us)
+                dur = float(dur)
+            except (TypeError, ValueError):
+                continue
+        dur *= 1e-6
+        if acc.first_ts is None:
+            acc.first_ts = ts_us
+        args = ev.get("args") or {}
+        if kind == 0:
+            dev = args.get("device", ev.get("pid", 0))
+            stream = args.get("stream", ev.get("tid", 0))
+            corr = args.get("correlation", -1)
+            ext = args.get("External id", -1)
+            kcat = _CAT_ALIAS.get(cat, cat)
+            # only collectives and copies carry arguments simcore reads
+            kept = (
+                {k: v for k, v in args.items() if k in keep_args}
+                if kcat != "kernel" or "Collective name" in args
+                else {}
+            )
+            gpu.append(
+                (
+                    _str(ev.get("name", "")),
+                    str(kcat),
+                    ts_us,
+                    dur,
+                    dev if dev.__class__ is int else _int(dev, 0),
+                    stream if stream.__class__ is int else _int(stream, 0),
+                    corr if corr.__class__ is int else _int(corr),
+                    ext if ext.__class__ is int else _int(ext),
+                    kept,
+                )
+            )
+        elif kind == 1:
+            ext = args.get("External id", -1)
+            if ext.__class__ is not int:
+                ext = _int(ext)
+            if ext < 0:
+                continue
+            cpu.append(
+                (
+                    _str(ev.get("name", "")),
+                    ts_us,
+                    dur,
+                    ext,
+                    _int(ev.get("tid"), 0),
+                    args.get("Input Dims"),
+                    args.get("Input type"),
+                    args.get("Concrete Inputs"),
+                )
+            )
+        elif kind == 2:
+            corr = args.get("correlation", -1)
+            tid = ev.get("tid", 0)
+            ext = args.get("External id", -1)
+            rt.append(
+                (
+                    _str(ev.get("name", "")),
+                    ts_us,
+                    dur,
+                    corr if corr.__class__ is int else _int(corr),
+                    tid if tid.__class__ is int else _int(tid, 0),
+                    ext if ext.__class__ is int else _int(ext),
+                )
+            )
+        else:
+            ann.append(
+                (str(ev.get("name", "")), ts_us, dur, cat == "gpu_user_annotation", _int(ev.get("tid"), 0))
+            )
+
+
+class _Builder:
+    """Turns accumulated tuples into the :class:`Trace`'s records, part by part in file order."""
+
+    def __init__(self, tr: Trace, keep_cpu_op: Callable[[str], bool] | None) -> None:
+        self.tr = tr
+        self.keep = keep_cpu_op
+        self.t0: float | None = None
+        self.nev = 0
+        self.gpu_pids: set[str] = set()
+
+    def add(self, acc: _Acc) -> None:
+        tr = self.tr
+        self.nev += acc.n
+        self.gpu_pids |= acc.gpu_pids
+        if self.t0 is None:
+            self.t0 = acc.first_ts
+        t0 = self.t0
+        if t0 is None:
+            return
+        gev = tr.gpu_events
+        for name, kcat, ts, dur, dev, stream, corr, ext, kept in acc.gpu:
+            gev.append(GpuEvent(name, kcat, (ts - t0) * 1e-6, dur, dev, stream, corr, ext, kept))
+        ops, keep = tr.cpu_ops, self.keep
+        for name, ts, dur, ext, tid, dims, types, conc in acc.cpu:
+            if keep is not None and not keep(name):
+                continue
+            t = (ts - t0) * 1e-6
+            prev = ops.get(ext)
+            # the same External id marks nested ops; keep the innermost (latest-starting) one
+            if prev is None or t >= prev.ts:
+                ops[ext] = CpuOp(name, t, dur, ext, tid, dims, types, conc)
+        calls, runtime = tr.host_calls, tr.runtime
+        for name, ts, dur, corr, tid, ext in acc.rt:
+            rc = RuntimeCall(name, (ts - t0) * 1e-6, dur, corr, tid, ext)
+            calls.append(rc)
+            if corr >= 0:
+                runtime[corr] = rc
+        for name, ts, dur, on_gpu, tid in acc.ann:
+            tr.annotations.append(Annotation(name, (ts - t0) * 1e-6, dur, on_gpu, tid))
+
+
+def _parse_segment(text: str) -> _Acc | None:
+    """Worker: parse a segment of whole events (``ev, ev, ..., ev``); None when it is not one."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        acc = _Acc()
+        stripped, skipped = _SKIP.subn("", text)
+        try:
+            batch = json.loads("[" + stripped + "]")
+        except json.JSONDecodeError:
+            try:
+                batch = json.loads("[" + text + "]")
+            except json.JSONDecodeError:
+                return None
+            skipped = 0
+        acc.n = skipped
+        _extract(batch, acc)
+        return acc
+    finally:
+        if was:
+            gc.enable()
+
+
+def _iter_segments(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
+    """``("segment", text)`` runs of whole events split at Kineto's own event boundaries, then the
+    rest of the array through the one-process path."""
+    while True:
+        while len(src.buf) - src.pos < SEGMENT and src.refill():
+            pass
+        i = src.buf.rfind(_KINETO_BOUNDARY, src.pos)
+        if i <= src.pos:
+            break
+        yield "segment", src.buf[src.pos : i + 1]
+        src.pos = i + 2
+    yield from _iter_array(src, where)
+
+
+def _read(p: Path, keep_cpu_op: Callable[[str], bool] | None, workers: int) -> Trace:
     tr = Trace(path=str(p), format="kineto")
-    t0_us: float | None = None
+    b = _Builder(tr, keep_cpu_op)
     base_ns: float | None = None
-    gpu_pids: set[Any] = set()
-    nev = 0
-    raw_gpu: list[GpuEvent] = []
-    gpu_cats, rt_cats, an_cats = _GPU_CATS, _RUNTIME_CATS, _ANNOT_CATS
-    keep_args = frozenset(_KERNEL_ARGS)
-    for key, val in iter_trace(p):
-        if key != "events":
-            if key == "skipped":
-                nev += int(val)
+    pool: Any = None
+    pending: deque[Any] = deque()  # futures (parallel) and finished parts, in file order
+
+    def drain(limit: int) -> None:
+        while len(pending) > limit:
+            item = pending.popleft()
+            acc = item.result() if hasattr(item, "result") else item
+            if acc is None:
+                raise _Fallback
+            b.add(acc)
+
+    if workers >= 2:
+        import concurrent.futures
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pool = concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork")
+            )
+    try:
+        for key, val in iter_trace(p, segments=pool is not None):
+            if key == "segment":
+                pending.append(pool.submit(_parse_segment, val))
+                drain(2 * workers)
+            elif key == "events":
+                acc = _Acc()
+                _extract(val, acc)
+                pending.append(acc)
+                drain(2 * workers if pool is not None else 0)
+            elif key == "skipped":
+                b.nev += int(val)
             elif key == "deviceProperties" and isinstance(val, list):
                 tr.device_properties = [d for d in val if isinstance(d, dict)]
             elif key == "distributedInfo" and isinstance(val, dict):
@@ -376,115 +642,17 @@ def _read_kineto(p: Path, keep_cpu_op: Callable[[str], bool] | None) -> Trace:
                 tr.bytes_read = int(val)
             elif not isinstance(val, list | dict):
                 tr.metadata[key] = val
-            continue
-        nev += len(val)
-        for ev in val:
-            if not isinstance(ev, dict):
-                continue
-            ph = ev.get("ph")
-            if ph != "X":
-                if ph == "M" and ev.get("name") == "process_labels":
-                    lab = str((ev.get("args") or {}).get("labels", ""))
-                    if lab.startswith("GPU"):
-                        gpu_pids.add(ev.get("pid"))
-                continue
-            cat = ev.get("cat", "")
-            if cat in gpu_cats:
-                kind = 0
-            elif cat == "cpu_op":
-                kind = 1
-            elif cat in rt_cats:
-                kind = 2
-            elif cat in an_cats or (cat == "" and str(ev.get("name", "")).startswith("ProfilerStep#")):
-                kind = 3
-            else:
-                continue
-            ts_us: Any = ev.get("ts")
-            dur = ev.get("dur", 0.0)
-            if ts_us.__class__ is not float or dur.__class__ is not float:
-                try:
-                    ts_us = float(ts_us)
-                    dur = float(dur)
-                except (TypeError, ValueError):
-                    continue
-            dur *= 1e-6
-            if t0_us is None:
-                t0_us = ts_us
-            ts = (ts_us - t0_us) * 1e-6
-            args = ev.get("args") or {}
-            if kind == 0:
-                dev = args.get("device", ev.get("pid", 0))
-                stream = args.get("stream", ev.get("tid", 0))
-                corr = args.get("correlation", -1)
-                ext = args.get("External id", -1)
-                kcat = _CAT_ALIAS.get(cat, cat)
-                # only collectives and copies carry arguments simcore reads
-                kept = (
-                    {k: v for k, v in args.items() if k in keep_args}
-                    if kcat != "kernel" or "Collective name" in args
-                    else {}
-                )
-                raw_gpu.append(
-                    GpuEvent(
-                        _str(ev.get("name", "")),
-                        str(kcat),
-                        ts,
-                        dur,
-                        dev if dev.__class__ is int else _int(dev, 0),
-                        stream if stream.__class__ is int else _int(stream, 0),
-                        corr if corr.__class__ is int else _int(corr),
-                        ext if ext.__class__ is int else _int(ext),
-                        kept,
-                    )
-                )
-            elif kind == 1:
-                ext = args.get("External id", -1)
-                if ext.__class__ is not int:
-                    ext = _int(ext)
-                name = _str(ev.get("name", ""))
-                if ext < 0 or (keep_cpu_op is not None and not keep_cpu_op(name)):
-                    continue
-                prev = tr.cpu_ops.get(ext)
-                # the same External id marks nested ops; keep the innermost (latest-starting) one
-                if prev is None or ts >= prev.ts:
-                    tr.cpu_ops[ext] = CpuOp(
-                        name,
-                        ts,
-                        dur,
-                        ext,
-                        _int(ev.get("tid"), 0),
-                        args.get("Input Dims"),
-                        args.get("Input type"),
-                        args.get("Concrete Inputs"),
-                    )
-            elif kind == 2:
-                corr = args.get("correlation", -1)
-                tid = ev.get("tid", 0)
-                ext = args.get("External id", -1)
-                rc = RuntimeCall(
-                    _str(ev.get("name", "")),
-                    ts,
-                    dur,
-                    corr if corr.__class__ is int else _int(corr),
-                    tid if tid.__class__ is int else _int(tid, 0),
-                    ext if ext.__class__ is int else _int(ext),
-                )
-                tr.host_calls.append(rc)
-                if rc.correlation >= 0:
-                    tr.runtime[rc.correlation] = rc
-            else:
-                tr.annotations.append(
-                    Annotation(
-                        str(ev.get("name", "")), ts, dur, cat == "gpu_user_annotation", _int(ev.get("tid"), 0)
-                    )
-                )
-    tr.events_seen = nev
-    tr.gpu_events = raw_gpu
+        drain(0)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    tr.events_seen = b.nev
+    t0_us = b.t0
     if t0_us is not None:
         if base_ns is not None:
             tr.relative_timestamps = True
             tr.t0_ns = base_ns + t0_us * 1e3
         elif t0_us > 1e14:  # absolute epoch microseconds (old layout)
             tr.t0_ns = t0_us * 1e3
-    tr.metadata["gpu_pids"] = sorted(str(p) for p in gpu_pids)
+    tr.metadata["gpu_pids"] = sorted(b.gpu_pids)
     return tr
