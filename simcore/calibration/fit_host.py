@@ -65,13 +65,29 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     day of that measurement does not leak into the absolute host times."""
     rows: dict[str, float] = {}
     profiled_files: list[dict[str, float]] = []
+    dist_files: list[dict[str, float]] = []
     for p in paths:
         r = read_host_rows(p)
         if any(k.startswith("profiled_") for k in r):
             profiled_files.append(r)
+        elif any(k.startswith(("per_layer_fsdp2_", "per_layer_tp2_")) for k in r):
+            dist_files.append(r)
         else:
             rows.update(r)
     out = _section(rows)
+    for r in dist_files:
+        # distributed wrappers (FSDP2, tensor parallel): their per-layer host time over the plain
+        # model's in the same run, applied to the reference per-layer values
+        plain = _section(r)
+        for wrap in ("fsdp2", "tp2"):
+            wrapped = _section({k.replace(f"_{wrap}_", "_", 1): v for k, v in r.items() if f"_{wrap}_" in k})
+            for k in ("train_fwd_gelu", "train_bwd_gelu", "train_fwd_swiglu", "train_bwd_swiglu"):
+                if k in out and plain.get(k, 0.0) > 0 and wrapped.get(k, 0.0) > 0:
+                    out[f"{wrap.rstrip('2')}_{k}"] = out[k] * wrapped[k] / plain[k]
+        for part in ("per_tensor", "fixed"):
+            v = r.get(f"adamw_fused_dtensor_step_{part}")
+            if v is not None:
+                out[f"adamw_fused_dtensor_{part}"] = max(v, 0.0)
     for r in profiled_files:
         plain = _section({k: v for k, v in r.items() if not k.startswith("profiled_")})
         prof = _section({k.removeprefix("profiled_"): v for k, v in r.items() if k.startswith("profiled_")})
@@ -127,6 +143,8 @@ def host_value(
 
 
 def host_files_beside(ops_csv: str | Path) -> list[Path]:
-    """Host-overhead CSVs in the folder of an ops CSV (``host*.csv.gz``)."""
+    """Host-overhead CSVs in the folder of an ops CSV (``host*.csv.gz``) and in its multi-GPU
+    sibling folders (``<folder>x2/`` and the like, for distributed wrappers)."""
     folder = Path(ops_csv).parent
-    return sorted(p for p in folder.glob("host*.csv*") if p.is_file())
+    found = [*folder.glob("host*.csv*"), *folder.parent.glob(f"{folder.name}x*/host*.csv*")]
+    return sorted(p for p in found if p.is_file())

@@ -237,17 +237,30 @@ def evaluate(
         def hv(name: str) -> float:
             return host_value(host_cal, name, profiler)
 
-        h_f = layers_per_rank * (hv(f"train_fwd_{act_key}") + full_t * hv(f"ckpt_full_fwd_{act_key}"))
+        zero3_l = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int)) >= 3
+
+        def wrapped(name: str) -> Num:
+            """Per-layer host time with the distributed wrapper the layout uses (FSDP2 / ZeRO-3,
+            tensor parallel), as measured ratios over the plain layer."""
+            base = hv(name)
+            ratio_f = host_cal.get(f"fsdp_{name}", 0.0) / host_cal[name] if host_cal.get(name) else 0.0
+            ratio_t = host_cal.get(f"tp_{name}", 0.0) / host_cal[name] if host_cal.get(name) else 0.0
+            return base * np.where(
+                zero3_l & (ratio_f > 0), ratio_f, np.where((tp > 1) & (ratio_t > 0), ratio_t, 1.0)
+            )
+
+        h_f = layers_per_rank * (wrapped(f"train_fwd_{act_key}") + full_t * hv(f"ckpt_full_fwd_{act_key}"))
         h_b = layers_per_rank * (
-            hv(f"train_bwd_{act_key}")
+            wrapped(f"train_bwd_{act_key}")
             + full_t * hv(f"ckpt_full_bwd_{act_key}")
             + sel_t * hv("ckpt_selective")
         )
-        # each collective the layer issues is one more host call (torch.distributed dispatch)
-        floor = comm_call_host(cluster)
-        n_tp = np.where(tp > 1, np.where(sp, 4.0, 2.0), 0.0)
-        h_f = h_f + layers_per_rank * n_tp * floor
-        h_b = h_b + layers_per_rank * n_tp * floor
+        if f"tp_train_fwd_{act_key}" not in host_cal:
+            # without a measured TP layer: each collective the layer issues is one more host call
+            floor = comm_call_host(cluster)
+            n_tp = np.where(tp > 1, np.where(sp, 4.0, 2.0), 0.0)
+            h_f = h_f + layers_per_rank * n_tp * floor
+            h_b = h_b + layers_per_rank * n_tp * floor
         F_layers.add("host_overhead", np.maximum(h_f - F_layers.total(), 0.0))
         B_layers.add("host_overhead", np.maximum(h_b - B_layers.total(), 0.0))
 
@@ -376,7 +389,13 @@ def evaluate(
         # fused AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections,
         # MLP matrices of each layer; embedding, head and final norm)
         tensors = (7.0 if model.activation == "swiglu" else 6.0) * np.ceil(layers_per_rank) + 3.0
-        opt = np.maximum(opt, host_cal["adamw_fused_fixed"] + host_cal["adamw_fused_per_tensor"] * tensors)
+        plain_opt = host_cal["adamw_fused_fixed"] + host_cal["adamw_fused_per_tensor"] * tensors
+        dtensor_opt = (
+            host_cal.get("adamw_fused_dtensor_fixed", host_cal["adamw_fused_fixed"])
+            + host_cal.get("adamw_fused_dtensor_per_tensor", host_cal["adamw_fused_per_tensor"]) * tensors
+        )
+        z3 = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int)) >= 3
+        opt = np.maximum(opt, np.where(z3, dtensor_opt, plain_opt))
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy
 
