@@ -1105,6 +1105,448 @@ class Bench:
         log(f"merged {len(runs)} runs: {self.out.n} rows")
 
 
+# ---------------------------------------------------------------------------------------------- --dist (round 5)
+class _NullOut:
+    """CsvOut stand-in for ranks other than 0 (only rank 0 writes)."""
+
+    n = 0
+
+    def row(self, **kw) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Stack(nn.Module):
+    """L gpt.py Blocks applied in sequence (no embedding / head): the unit FSDP2 wraps per block and at the root."""
+
+    def __init__(self, cfg: GPTConfig, L: int, tp: int = 1, tp_group=None):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(cfg, tp, tp_group) for _ in range(L)])
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk(x)
+        return x
+
+
+class _Params(nn.Module):
+    """P tiny parameters of [64] in one module (fully_shard turns them into FSDP2 DTensor shards of [32])."""
+
+    def __init__(self, P: int, dev: torch.device):
+        super().__init__()
+        self.ps = nn.ParameterList([nn.Parameter(torch.zeros(H, device=dev)) for _ in range(P)])
+
+
+class DistBench(Bench):
+    """--dist: host time per layer of the distributed wrappers, 2 processes (torchrun --nproc_per_node=2).
+
+    Every rank runs the same points in lock step (the call count n is rank 0's choice, broadcast; a barrier
+    before every repeat); only rank 0's host wall time is recorded (its repeat ends with a
+    torch.cuda.synchronize()), and only rank 0 writes the CSV. Each point is measured once per pass (--passes,
+    default 2, the whole list again); rows `<name>_run<k>` are written as each pass goes, the plain-named row
+    is the minimum over passes, and derived rows are computed from those minima at the end."""
+
+    def __init__(self, args):
+        import datetime
+
+        import torch.distributed as dist
+
+        self.dist = dist
+        self.smoke = args.smoke
+        self.rank = int(os.environ.get("RANK", 0))
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        self.cuda = torch.cuda.is_available() and not args.smoke
+        tmo = datetime.timedelta(seconds=args.dist_timeout)
+        if self.cuda:
+            torch.cuda.set_device(local)
+            self.dev = torch.device("cuda", local)
+            dist.init_process_group("nccl", device_id=self.dev, timeout=tmo)
+        else:
+            self.dev = torch.device("cpu")
+            dist.init_process_group("gloo", timeout=tmo)
+        self.world = dist.get_world_size()
+        if self.world != 2:
+            raise SystemExit(
+                f"--dist needs exactly 2 processes (torchrun --nproc_per_node=2), got {self.world}"
+            )
+        from torch.distributed.device_mesh import init_device_mesh
+
+        self.mesh = init_device_mesh(self.dev.type, (self.world,))
+        probe_sdpa(self.dev)
+        self.out = CsvOut(args.out, COLS) if self.rank == 0 else _NullOut()
+        self.res = {}
+        self.gres = {}
+        self.deadline = time.time() + args.budget
+        self.cycles_per_s = 0.0
+        self.passes = args.passes
+        self.runs: dict[str, list[tuple[float, int, float]]] = collections.OrderedDict()
+        self.notes: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+
+    def log0(self, *a) -> None:
+        if self.rank == 0:
+            log(*a)
+
+    def _bcast(self, v: float) -> float:
+        t = torch.tensor([v], dtype=torch.float64, device=self.dev)
+        self.dist.broadcast(t, 0)
+        return float(t.item())
+
+    def _fence(self) -> None:
+        self.sync()
+        self.dist.barrier()
+        self.sync()
+
+    def host_per_call(self, fn, reps: int = 5, target: float = 0.08) -> tuple[float, int, float]:
+        """Lock-step version of Bench.host_per_call: n from rank 0 (broadcast), a barrier before each repeat."""
+        warm = 2 if self.smoke else 5
+        for _ in range(warm):
+            fn()
+        self._fence()
+        t0 = time.perf_counter()
+        for _ in range(3):
+            fn()
+        self.sync()
+        t1 = (time.perf_counter() - t0) / 3
+        n = 3 if self.smoke else max(5, min(1000, int(target / max(t1, 1e-7))))
+        n = int(self._bcast(float(n)))
+        reps = 2 if self.smoke else reps
+        gc.collect()
+        ts = []
+        for _ in range(reps):
+            self._fence()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            self.sync()
+            ts.append((time.perf_counter() - t0) / n)
+        med = statistics.median(ts)
+        return med, n, (max(ts) - min(ts)) / med
+
+    def dpoint(self, k: int, name: str, fn, notes: str) -> None:
+        """Measure `name` in pass k on every rank (skipped on all ranks once rank 0 is past the budget)."""
+        if self._bcast(1.0 if time.time() > self.deadline else 0.0) > 0:
+            self.log0("budget reached, skipping", name, f"pass {k}")
+            return
+        if name in self.failed:
+            return
+        self.notes[name] = notes
+        try:
+            host, n, spread = self.host_per_call(fn)
+        except Exception as e:  # noqa: BLE001
+            self.failed[name] = repr(e)[:300]
+            self.out.row(name=name, framework="eager", notes=f"error: {repr(e)[:300]}")
+            log(f"rank{self.rank} ERROR {name}: {repr(e)[:300]}")
+            self._fence()
+            return
+        self.runs.setdefault(name, []).append((host, n, spread))
+        self.out.row(
+            name=f"{name}_run{k}",
+            framework="eager",
+            calls=n,
+            host_s_per_call=host,
+            notes=f"{notes}; pass {k}; spread {spread:.3f}",
+        )
+        self.log0(f"[pass {k}] {name:52s} host {host * 1e6:9.1f} us/call  n={n} spread={spread:.3f}")
+
+    # ------------------------------------------------------------------ builders
+    def _fsdp2(self, m: _Stack, mp: bool) -> _Stack:
+        try:
+            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        except ImportError as e:  # torch < 2.6
+            raise RuntimeError(f"torch.distributed.fsdp.fully_shard (FSDP2) unavailable: {e!r}") from e
+        kw = dict(mesh=self.mesh)
+        if mp:
+            kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for blk in m.blocks:
+            fully_shard(blk, **kw)
+        fully_shard(m, **kw)
+        return m
+
+    def run_dist(self) -> None:
+        dev = self.dev
+        ver = (
+            f"torch {torch.__version__}; cuda {torch.version.cuda}; python {platform.python_version()}; "
+            f"device {torch.cuda.get_device_name() if self.cuda else 'cpu'}; "
+            f"sdpa {'flash forced' if SDPA_STATE['force_flash'] else 'default'}; mode dist; world {self.world}; "
+            f"backend {self.dist.get_backend()}; passes {self.passes}; host time = rank 0's wall time, ranks in "
+            "lock step; no gpu column"
+        )
+        self.out.row(name="env", framework="", notes=ver)
+        self.log0(ver)
+        ac = dict(device_type=dev.type, dtype=torch.bfloat16)
+        lname = "gpt_ln_gelu"
+        cfg = GPTConfig(layers=4, hidden=H, heads=4, vocab=512, seq_len=T, recompute="none")
+        desc0 = (
+            f"gpt.py Block (h {H}, 4 heads, seq {T}, batch 1, gelu, layernorm), recompute=none, autocast bf16, "
+            "fp32 params"
+        )
+        # variant prefix -> (builder, description)
+        variants: dict[str, tuple] = {
+            "": (lambda L: _Stack(cfg, L).to(dev).train(), "plain model on each rank, no communication"),
+            "fsdp2_": (
+                lambda L: self._fsdp2(_Stack(cfg, L).to(dev).train(), True),
+                "FSDP2: fully_shard(mesh of 2) on every Block and the root, reshard_after_forward=True, "
+                "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (as bench_parallel.py)",
+            ),
+            "tp2_": (
+                lambda L: _Stack(cfg, L, tp=self.world, tp_group=self.dist.group.WORLD).to(dev).train(),
+                "tensor parallel over 2 ranks (gpt.py tp_group: column/row-parallel Linears, all_reduce after "
+                "attention and MLP in forward, before them in backward)",
+            ),
+            "fsdp2_nomp_": (
+                lambda L: self._fsdp2(_Stack(cfg, L).to(dev).train(), False),
+                "FSDP2 as fsdp2_ but without MixedPrecisionPolicy (fp32 all-gather / reduce-scatter; autocast "
+                "casts)",
+            ),
+        }
+        models: dict[tuple[str, int], nn.Module] = {}
+        build_err: dict[str, str] = {}
+        for pfx, (build, _) in variants.items():
+            for L in (1, 4):
+                torch.manual_seed(0)
+                try:
+                    models[(pfx, L)] = build(L)
+                except Exception as e:  # noqa: BLE001
+                    build_err[pfx] = repr(e)[:300]
+                    log(f"rank{self.rank} ERROR building {pfx or 'plain'} L={L}: {repr(e)[:300]}")
+                    break
+        self._fence()
+        torch.manual_seed(0)
+        xb = torch.randn(1, T, H, device=dev, requires_grad=True)
+
+        # ---- optimizer inputs: P tiny params, plain and FSDP2 DTensor shards
+        counts = (10, 100) if self.smoke else (100, 1000)
+        opt_sets: list[tuple[str, int, list, list]] = []  # (kind, P, params, grads)
+        for P in counts:
+            pl = [torch.zeros(H // 2, device=dev, requires_grad=True) for _ in range(P)]
+            opt_sets.append(("plain", P, pl, [torch.randn(H // 2, device=dev) for _ in pl]))
+            try:
+                from torch.distributed.fsdp import fully_shard
+                from torch.distributed.tensor import DTensor
+
+                pm = _Params(P, dev)
+                fully_shard(pm, mesh=self.mesh)
+                dps = list(pm.parameters())
+                if not all(isinstance(p, DTensor) for p in dps):
+                    raise RuntimeError("fully_shard left non-DTensor parameters")
+                dgs = [
+                    DTensor.from_local(torch.randn_like(p.to_local()), p.device_mesh, p.placements)
+                    for p in dps
+                ]
+                opt_sets.append(("dtensor", P, dps, dgs))
+            except Exception as e:  # noqa: BLE001
+                build_err["dtensor"] = repr(e)[:300]
+                log(f"rank{self.rank} ERROR building DTensor params: {repr(e)[:300]}")
+        opts: dict[tuple[str, str, int], object] = {}
+        for kind, P, ps, _ in opt_sets:
+            for impl in ("fused", "foreach"):
+                try:
+                    kw = {impl: True}
+                    o = torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1, **kw)
+                    opts[(kind, impl, P)] = o
+                except Exception as e:  # noqa: BLE001
+                    build_err[f"adamw_{impl}_{kind}"] = repr(e)[:300]
+        for k, v in build_err.items():
+            self.out.row(name=f"build_error_{k or 'plain'}", framework="", notes=f"error: {v}")
+        self._fence()
+
+        for k in range(1, self.passes + 1):
+            # ---- per-layer points, variants interleaved so that drift hits them alike
+            for L in (1, 4):
+                for ph in ("fwd", "fwd_bwd"):
+                    for pfx, (_, vdesc) in variants.items():
+                        m = models.get((pfx, L))
+                        if m is None:
+                            continue
+
+                        def fwd(m=m):
+                            with torch.autocast(**ac):
+                                return m(xb)
+
+                        def fb(fwd=fwd):
+                            fwd().float().sum().backward()
+
+                        self.dpoint(
+                            k,
+                            f"layers{L}_{pfx}{lname}_rc_none_{ph}",
+                            fwd if ph == "fwd" else fb,
+                            f"{L} x {desc0}; {vdesc}; "
+                            + (
+                                "forward with grad enabled"
+                                if ph == "fwd"
+                                else "forward + .float().sum().backward()"
+                            ),
+                        )
+            # ---- optimizer step and zero_grad over P tiny tensors, plain vs FSDP2 DTensor
+            for kind, P, ps, gs in opt_sets:
+                tag = "" if kind == "plain" else "dtensor_"
+                d = (
+                    f"{P} params: plain fp32 tensors of [32]"
+                    if kind == "plain"
+                    else f"{P} FSDP2 params (fully_shard of {P} x [64] fp32) = DTensor Shard(0), local [32]"
+                )
+
+                def assign(ps=ps, gs=gs):
+                    for p, g in zip(ps, gs, strict=True):
+                        p.grad = g
+
+                o_any = opts.get((kind, "fused", P)) or opts.get((kind, "foreach", P))
+                if o_any is None:
+                    continue
+
+                def assign_zero_none(assign=assign, o=o_any):
+                    assign()
+                    o.zero_grad(set_to_none=True)
+
+                self.dpoint(k, f"grad_assign_{tag}{P}", assign, d + "; python loop p.grad = g (the baseline)")
+                self.dpoint(
+                    k,
+                    f"grad_assign_zero_grad_none_{tag}{P}",
+                    assign_zero_none,
+                    d + "; assign + zero_grad(set_to_none=True)",
+                )
+                assign()
+                for impl in ("fused", "foreach"):
+                    o = opts.get((kind, impl, P))
+                    if o is not None:
+                        self.dpoint(
+                            k,
+                            f"adamw_{impl}_{tag}step_{P}",
+                            o.step,
+                            f"{d}; AdamW({impl}=True, lr 1e-4, wd 0.1).step(), grads set",
+                        )
+            # ---- AdamW(fused) over the layer models' own parameters (grads from one backward), 1 vs 4 layers
+            for pfx, tag in (("", ""), ("fsdp2_", "dtensor_")):
+                for L in (1, 4):
+                    m = models.get((pfx, L))
+                    if m is None:
+                        continue
+                    key = ("model", pfx, L)
+                    if key not in opts:
+                        try:
+                            with torch.autocast(**ac):
+                                y = m(xb)
+                            y.float().sum().backward()
+                            opts[key] = torch.optim.AdamW(
+                                m.parameters(), lr=1e-4, weight_decay=0.1, fused=True
+                            )
+                        except Exception as e:  # noqa: BLE001
+                            opts[key] = None
+                            log(f"rank{self.rank} ERROR model optimizer {pfx} L={L}: {repr(e)[:300]}")
+                            self.out.row(
+                                name=f"adamw_fused_{tag}step_layers{L}",
+                                framework="eager",
+                                notes=f"error: {repr(e)[:300]}",
+                            )
+                    o = opts[key]
+                    if o is not None:
+                        self.dpoint(
+                            k,
+                            f"adamw_fused_{tag}step_layers{L}",
+                            o.step,
+                            f"AdamW(fused=True).step() over the parameters of {L} x {desc0}; "
+                            + ("plain tensors" if not pfx else "FSDP2 DTensor shards (fsdp2_ model)")
+                            + f", {6 * L} tensors",
+                        )
+            self._fence()
+        self._dist_finish(lname, counts)
+
+    def _dist_finish(self, lname: str, counts: tuple[int, int]) -> None:
+        """Rows with the plain names (min over passes) and the derived rows (rank 0 only)."""
+        if self.rank != 0:
+            self._fence()
+            self.dist.destroy_process_group()
+            return
+        for name, rs in self.runs.items():
+            host, n, spread = min(rs)
+            self.res[name] = host
+            per = ", ".join(f"pass{i} {r[0] * 1e6:.1f}" for i, r in enumerate(rs, 1))
+            self.out.row(
+                name=name,
+                framework="eager",
+                calls=n,
+                host_s_per_call=host,
+                notes=f"{self.notes[name]}; min over {len(rs)} passes (host us: {per}); spread {spread:.3f}",
+            )
+        for pfx, what in (
+            ("", "plain"),
+            ("fsdp2_", "FSDP2"),
+            ("tp2_", "TP=2"),
+            ("fsdp2_nomp_", "FSDP2 no mp policy"),
+        ):
+            for ph in ("fwd", "fwd_bwd"):
+                self.derived(
+                    f"per_layer_{pfx}{lname}_rc_none_{ph}",
+                    [(1, f"layers4_{pfx}{lname}_rc_none_{ph}"), (-1, f"layers1_{pfx}{lname}_rc_none_{ph}")],
+                    3,
+                    notes=f"host time per transformer layer ({what}, rank 0): slope between 1 and 4 layers",
+                )
+                self.derived(
+                    f"train_fixed_{pfx}{lname}_rc_none_{ph}",
+                    [
+                        (4 / 3, f"layers1_{pfx}{lname}_rc_none_{ph}"),
+                        (-1 / 3, f"layers4_{pfx}{lname}_rc_none_{ph}"),
+                    ],
+                    notes=f"intercept (0 layers) of the 1-vs-4-layer line ({what})",
+                )
+            self.derived(
+                f"per_layer_{pfx}{lname}_rc_none_bwd",
+                [(1, f"per_layer_{pfx}{lname}_rc_none_fwd_bwd"), (-1, f"per_layer_{pfx}{lname}_rc_none_fwd")],
+                notes=f"backward host time per layer ({what}) = fwd_bwd - fwd",
+            )
+            if pfx:
+                for ph in ("fwd", "fwd_bwd", "bwd"):
+                    a, b = (
+                        self.res.get(f"per_layer_{pfx}{lname}_rc_none_{ph}"),
+                        self.res.get(f"per_layer_{lname}_rc_none_{ph}"),
+                    )
+                    ratio = f"; ratio {a / b:.3f}" if a is not None and b else ""
+                    self.derived(
+                        f"{pfx}extra_per_layer_{lname}_rc_none_{ph}",
+                        [
+                            (1, f"per_layer_{pfx}{lname}_rc_none_{ph}"),
+                            (-1, f"per_layer_{lname}_rc_none_{ph}"),
+                        ],
+                        notes=f"host time {what} adds per layer over the plain model (same run){ratio}",
+                    )
+        a, b = counts
+        for P in counts:
+            for tag in ("", "dtensor_"):
+                self.derived(
+                    f"zero_grad_none_{tag}{P}",
+                    [(1, f"grad_assign_zero_grad_none_{tag}{P}"), (-1, f"grad_assign_{tag}{P}")],
+                    notes=f"optimizer.zero_grad(set_to_none=True) over {P} {'DTensor' if tag else 'plain'} tensors",
+                )
+        stems = [f"{s}_{t}" for t in ("", "dtensor_") for s in ("adamw_fused", "adamw_foreach")]
+        for stem in [s + "step" for s in stems] + ["zero_grad_none", "zero_grad_none_dtensor"]:
+            sa, sb = f"{stem}_{a}", f"{stem}_{b}"
+            self.derived(
+                f"{stem}_per_tensor",
+                [(1, sb), (-1, sa)],
+                b - a,
+                notes=f"host time per parameter tensor: slope between {a} and {b} tensors",
+            )
+            self.derived(
+                f"{stem}_fixed",
+                [(1 + a / (b - a), sa), (-a / (b - a), sb)],
+                notes=f"intercept (0 tensors) of the line through {a} and {b} tensors",
+            )
+        for tag in ("", "dtensor_"):
+            self.derived(
+                f"adamw_fused_{tag}step_per_layer",
+                [(1, f"adamw_fused_{tag}step_layers4"), (-1, f"adamw_fused_{tag}step_layers1")],
+                3,
+                notes="AdamW(fused).step() host time per transformer layer (6 tensors): slope between 1 and 4 layers",
+            )
+        self.out.close()
+        self.log0(f"done: {self.out.n} rows")
+        self._fence()
+        self.dist.destroy_process_group()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -1118,7 +1560,20 @@ def main() -> None:
         help="per-layer host times with and without torch.profiler recording (run_profiled); with --merge: "
         "combine --profiled CSVs",
     )
+    ap.add_argument(
+        "--dist",
+        action="store_true",
+        help="distributed wrappers (plain / FSDP2 / TP=2 per-layer host time, AdamW over DTensors; run_dist); "
+        "run with torchrun --nproc_per_node=2, rank 0 writes --out",
+    )
+    ap.add_argument("--passes", type=int, default=2, help="--dist: passes over all points (min kept)")
+    ap.add_argument(
+        "--dist-timeout", type=float, default=120.0, help="--dist: process-group timeout, seconds"
+    )
     args = ap.parse_args()
+    if args.dist:
+        DistBench(args).run_dist()
+        return
     if args.merge and args.profiled:
         args.smoke = True  # no device needed
         Bench(args).merge_profiled(args.merge)
