@@ -129,15 +129,18 @@ def price_shape(shape: dict[str, Any], dev: Device, prof: ComputeProfile) -> flo
 
 
 @lru_cache(maxsize=4096)
-def _coll_time(op: str, nbytes: float, gpus: int, system: str, dtype: str) -> float | None:
+def _coll_time(
+    op: str, nbytes: float, gpus: int, system: str, dtype: str, nodes: int | None = None
+) -> float | None:
     from simcore.comm.collectives import collective_time
 
     try:
         return float(
             collective_time(
-                op, nbytes, gpus, system, dtype=dtype if dtype in ("bf16", "fp16", "fp32", "fp8") else "bf16"
+                op, nbytes, gpus, system, nodes=nodes,
+                dtype=dtype if dtype in ("bf16", "fp16", "fp32", "fp8") else "bf16",
             ).time_s
-        )
+        )  # fmt: skip
     except (SimcoreError, ValueError, KeyError):
         return None
 
@@ -424,8 +427,10 @@ def _factor(
         s = k.shape or {}
         nb, gs = s.get("nbytes"), s.get("group_size")
         if nb and gs and gs > 1:
-            a = _coll_time(str(s["op"]), float(nb), int(gs), src.system, str(s.get("dtype", "bf16")))
-            b = _coll_time(str(s["op"]), float(nb), int(gs), dst.system, str(s.get("dtype", "bf16")))
+            dt = str(s.get("dtype", "bf16"))
+            ranks = s.get("ranks")
+            a = _coll_time(str(s["op"]), float(nb), int(gs), src.system, dt, group_nodes(ranks, src.system))
+            b = _coll_time(str(s["op"]), float(nb), int(gs), dst.system, dt, group_nodes(ranks, dst.system))
             if a and b:
                 return b / a, "collective model"
         bw_a = default_registry().system(src.system)
@@ -442,6 +447,15 @@ def _factor(
         pb = dst.device.peak.get(dt) or dst.device.peak_flops("bf16")
         return float(pa / pb), "peak FLOP/s ratio"
     return float(src.device.memory.bandwidth / dst.device.memory.bandwidth), "HBM bandwidth ratio"
+
+
+def group_nodes(ranks: list[int] | None, system: str) -> int | None:
+    """Systems a process group spans when global ranks fill ``system``'s GPUs in order (ranks
+    0..g-1 on the first system, ...); None when the trace did not record the group's ranks."""
+    if not ranks:
+        return None
+    per = default_registry().system(system).gpus
+    return len({int(r) // per for r in ranks})
 
 
 @dataclass

@@ -115,3 +115,13 @@ def test_replayed_timeline_is_a_kineto_trace(tmp_path: Path) -> None:
     assert max(a.step_time_s for a in back) == pytest.approx(r.predicted_step_time_s, rel=0.02)
     n_in = sum(1 for k in load_analyses(files)[0].kernels if k.step >= 0)
     assert len(back[0].kernels) == n_in
+
+
+def test_process_group_placement_from_ranks() -> None:
+    from simcore.workload.replay import group_nodes
+
+    # global ranks fill systems in order: ranks 0, 8, 16, 24 are on four HGX nodes, on one NVL72 rack
+    assert group_nodes([0, 1], "hgx-h200") == 1
+    assert group_nodes([0, 8, 16, 24], "hgx-h200") == 4
+    assert group_nodes([0, 8, 16, 24], "gb200-nvl72") == 1
+    assert group_nodes(None, "hgx-h200") is None
