@@ -226,7 +226,9 @@ def build_graph(analyses: list[Analysis]) -> TaskGraph:
         queued: list[float] = []
         last_end: dict[tuple[int, int], float] = {}
         ordinal: dict[tuple[Any, str], int] = {}
-        ends: list[tuple[float, int, tuple[int, int]]] = []  # (end, task id, stream) of this rank
+        # per stream, ends (non-decreasing: a stream runs one kernel at a time) and task ids
+        s_ends: dict[tuple[int, int], list[float]] = defaultdict(list)
+        s_ids: dict[tuple[int, int], list[int]] = defaultdict(list)
         for k in sorted(in_steps, key=lambda k: k.ev.ts):
             e = k.ev
             st = (e.device, e.stream)
@@ -239,19 +241,23 @@ def build_graph(analyses: list[Analysis]) -> TaskGraph:
             )
             if prev is not None and k.launch_ts is not None and k.launch_ts + lat < prev - 5e-6:
                 queued.append(e.ts - prev)
-            if e.ts - ready > 2e-6 and ends:
+            if e.ts - ready > 2e-6:
                 # it waited for something else: the latest end on another stream just before it
-                i = bisect_right(ends, (e.ts + 0.5e-6, math.inf, st)) - 1
-                while i >= 0 and ends[i][2] == st:
-                    i -= 1
-                if i >= 0 and e.ts - ends[i][0] < 20e-6:
-                    t.deps.append(ends[i][1])
+                best, best_id = -math.inf, -1
+                for st2, lst in s_ends.items():
+                    if st2 == st:
+                        continue
+                    j = bisect_right(lst, e.ts + 0.5e-6) - 1
+                    if j >= 0 and lst[j] > best:
+                        best, best_id = lst[j], s_ids[st2][j]
+                if best_id >= 0 and e.ts - best < 20e-6:
+                    t.deps.append(best_id)
             if k.cls.startswith("comm"):
                 groups[_coll_key(k, ordinal)].append(t.id)
             tasks.append(t)
             last_end[st] = max(prev or -math.inf, e.ts + e.dur)
-            ends.append((e.ts + e.dur, t.id, st))
-            ends.sort() if len(ends) > 1 and ends[-1][0] < ends[-2][0] else None
+            s_ends[st].append(e.ts + e.dur)
+            s_ids[st].append(t.id)
         if queued:
             info.queue_gap = max(0.0, float(statistics.median(queued)))
         mine = [t for t in tasks if t.rank == r]
