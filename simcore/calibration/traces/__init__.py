@@ -52,6 +52,22 @@ def expand_paths(paths: list[str] | list[Path]) -> list[Path]:
     return out
 
 
+def read_kineto(path: str | Path) -> Trace:
+    """Read a PyTorch profiler (Kineto) trace; see :func:`simcore.calibration.traces.kineto.read_kineto`."""
+    from simcore.calibration.traces import kineto
+
+    tr: Trace = kineto.read_kineto(path)
+    return tr
+
+
+def read_nsys(path: str | Path) -> Trace:
+    """Read an Nsight Systems SQLite export; see :func:`simcore.calibration.traces.nsys.read_nsys`."""
+    from simcore.calibration.traces import nsys
+
+    tr: Trace = nsys.read_nsys(path)
+    return tr
+
+
 __all__ = [
     "Annotation",
     "CpuOp",
@@ -60,5 +76,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "expand_paths",
+    "read_kineto",
+    "read_nsys",
     "read_trace",
 ]
