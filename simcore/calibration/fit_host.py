@@ -13,6 +13,8 @@
 * ``adamw_fused_per_tensor`` / ``adamw_fused_fixed`` (and ``adamw_foreach_*``): optimizer step host time;
 * ``infer_decode_<act>`` / ``infer_prefill_<act>`` / ``infer_<mode>_fixed_<act>``: no-grad bf16 forward
   per layer for a decode step and a prefill, and the per-step cost outside the layers;
+* ``fsdp_ratio_<fwd|bwd>`` / ``tp_ratio_<fwd|bwd>``: per-layer host time of a layer under FSDP2
+  (``fully_shard``) or tensor parallelism over the plain layer's, measured in one run;
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
   kernel inside a captured decode step).
 
@@ -81,9 +83,14 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         plain = _section(r)
         for wrap in ("fsdp2", "tp2"):
             wrapped = _section({k.replace(f"_{wrap}_", "_", 1): v for k, v in r.items() if f"_{wrap}_" in k})
-            for k in ("train_fwd_gelu", "train_bwd_gelu", "train_fwd_swiglu", "train_bwd_swiglu"):
-                if k in out and plain.get(k, 0.0) > 0 and wrapped.get(k, 0.0) > 0:
-                    out[f"{wrap.rstrip('2')}_{k}"] = out[k] * wrapped[k] / plain[k]
+            for phase in ("fwd", "bwd"):
+                ratios = [
+                    wrapped[k] / plain[k]
+                    for k in (f"train_{phase}_gelu", f"train_{phase}_swiglu")
+                    if plain.get(k, 0.0) > 0 and wrapped.get(k, 0.0) > 0
+                ]
+                if ratios:
+                    out[f"{wrap.rstrip('2')}_ratio_{phase}"] = sum(ratios) / len(ratios)
         for part in ("per_tensor", "fixed"):
             v = r.get(f"adamw_fused_dtensor_step_{part}")
             if v is not None:

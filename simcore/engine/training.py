@@ -239,23 +239,22 @@ def evaluate(
 
         zero3_l = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int)) >= 3
 
-        def wrapped(name: str) -> Num:
+        def wrapped(name: str, phase: str) -> Num:
             """Per-layer host time with the distributed wrapper the layout uses (FSDP2 / ZeRO-3,
             tensor parallel), as measured ratios over the plain layer."""
-            base = hv(name)
-            ratio_f = host_cal.get(f"fsdp_{name}", 0.0) / host_cal[name] if host_cal.get(name) else 0.0
-            ratio_t = host_cal.get(f"tp_{name}", 0.0) / host_cal[name] if host_cal.get(name) else 0.0
-            return base * np.where(
-                zero3_l & (ratio_f > 0), ratio_f, np.where((tp > 1) & (ratio_t > 0), ratio_t, 1.0)
-            )
+            r_f = host_cal.get(f"fsdp_ratio_{phase}", 1.0)
+            r_t = host_cal.get(f"tp_ratio_{phase}", 1.0)
+            return hv(name) * np.where(zero3_l, r_f, np.where(tp > 1, r_t, 1.0))
 
-        h_f = layers_per_rank * (wrapped(f"train_fwd_{act_key}") + full_t * hv(f"ckpt_full_fwd_{act_key}"))
+        h_f = layers_per_rank * (
+            wrapped(f"train_fwd_{act_key}", "fwd") + full_t * hv(f"ckpt_full_fwd_{act_key}")
+        )
         h_b = layers_per_rank * (
-            wrapped(f"train_bwd_{act_key}")
+            wrapped(f"train_bwd_{act_key}", "bwd")
             + full_t * hv(f"ckpt_full_bwd_{act_key}")
             + sel_t * hv("ckpt_selective")
         )
-        if f"tp_train_fwd_{act_key}" not in host_cal:
+        if "tp_ratio_fwd" not in host_cal:
             # without a measured TP layer: each collective the layer issues is one more host call
             floor = comm_call_host(cluster)
             n_tp = np.where(tp > 1, np.where(sp, 4.0, 2.0), 0.0)
