@@ -20,6 +20,14 @@ SetOpt = Annotated[
 EngineOpt = Annotated[str, typer.Option("--engine", help="analytic (closed forms) or des (discrete-event).")]
 
 
+def _memory_rows(t: Table, r: TrainingResult | InferenceResult) -> None:
+    fits = "fits" if r.fits_in_memory else "DOES NOT FIT"
+    t.add_row("memory per GPU", f"{units.fmt(r.memory_per_gpu_bytes, 'bytes')} ({fits}: {r.fits_reason})")
+    for k, v in r.memory_breakdown.items():
+        if k != "total":
+            t.add_row(f"  memory {k}", units.fmt(v, "bytes"))
+
+
 def _table_training(r: TrainingResult) -> None:
     t = Table(title=f"{r.name}: {r.gpus} x {r.device} ({r.system}), {r.engine} engine")
     t.add_column("metric")
@@ -36,13 +44,7 @@ def _table_training(r: TrainingResult) -> None:
     t.add_row("model TFLOP/s per GPU", f"{r.model_tflops_per_gpu:.1f}")
     t.add_row("MFU / HFU", f"{r.mfu:.1%} / {r.hfu:.1%}")
     t.add_row("bubble fraction", f"{r.bubble_fraction:.1%}")
-    t.add_row(
-        "memory per GPU",
-        f"{units.fmt(r.memory_per_gpu_bytes, 'bytes')} ({'fits' if r.fits_in_memory else 'DOES NOT FIT'}: {r.fits_reason})",
-    )
-    for k, v in r.memory_breakdown.items():
-        if k != "total":
-            t.add_row(f"  memory {k}", units.fmt(v, "bytes"))
+    _memory_rows(t, r)
     if r.time_to_train_s is not None:
         t.add_row("time to train", f"{r.time_to_train_s / 86400:.1f} days ({r.gpu_hours:,.0f} GPU-hours)")
     if r.cost is not None:
@@ -74,13 +76,7 @@ def _table_inference(r: InferenceResult) -> None:
     t.add_row("end-to-end latency", units.fmt(r.e2e_latency_s, "time"))
     t.add_row("decode tokens/s", f"{r.tokens_per_s:,.0f}")
     t.add_row("prefill tokens/s", f"{r.prefill_tokens_per_s:,.0f}")
-    t.add_row(
-        "memory per GPU",
-        f"{units.fmt(r.memory_per_gpu_bytes, 'bytes')} ({'fits' if r.fits_in_memory else 'DOES NOT FIT'}: {r.fits_reason})",
-    )
-    for k, v in r.memory_breakdown.items():
-        if k != "total":
-            t.add_row(f"  memory {k}", units.fmt(v, "bytes"))
+    _memory_rows(t, r)
     t.add_row("calibration", r.calibration)
     console.print(t)
     for title, bd, tot in (
