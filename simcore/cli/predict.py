@@ -58,7 +58,7 @@ def _table_training(r: TrainingResult) -> None:
     b.add_column("seconds", justify="right")
     b.add_column("share", justify="right")
     for k, v in sorted(r.breakdown.items(), key=lambda kv: -kv[1]):
-        if v > 0:
+        if v > 1e-9 * max(r.step_time_s, 1e-30):
             b.add_row(k, units.fmt(v, "time"), f"{v / r.step_time_s:.1%}")
     console.print(b)
     for n in r.notes:
@@ -88,7 +88,7 @@ def _table_inference(r: InferenceResult) -> None:
         b.add_column("seconds", justify="right")
         b.add_column("share", justify="right")
         for k, v in sorted(bd.items(), key=lambda kv: -kv[1]):
-            if v > 0:
+            if v > 1e-9 * max(tot, 1e-30):
                 b.add_row(k, units.fmt(v, "time"), f"{v / tot:.1%}")
         console.print(b)
     for n in r.notes:
