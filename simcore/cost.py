@@ -33,8 +33,9 @@ Num = Any
 IDLE_FRACTION_FALLBACK = 0.15
 """Idle draw as a fraction of TDP for devices whose spec gives no ``idle_power`` (energy only)."""
 
-NOT_BUSY = ("pipeline_bubble", "dp_comm")
-"""Breakdown categories during which the GPU waits rather than computes (besides ``*_comm``)."""
+NOT_BUSY = ("pipeline_bubble", "dp_comm", "host_overhead", "host_launch")
+"""Breakdown categories during which the GPU waits (for peers or for the host) rather than computes
+(besides ``*_comm``)."""
 
 JOULES_PER_KWH = 3.6e6
 

@@ -159,5 +159,6 @@ def kv_cache_bytes(m: ModelSpec, batch: Num, tokens: Num, tp: Num = 1, kv_bytes:
         per_token = (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * m.layers
         return batch * tokens * per_token * kv_bytes
     s = layer_shape(m)
-    kvh = np.maximum(s.kv_heads / np.asarray(tp, dtype=float), 1.0)
+    # each rank holds whole KV heads: ceil(kv_heads / tp), at least one (replicated when tp > kv_heads)
+    kvh = np.maximum(np.ceil(s.kv_heads / np.asarray(tp, dtype=float)), 1.0)
     return batch * tokens * 2.0 * kvh * s.head_dim * m.layers * kv_bytes

@@ -131,6 +131,8 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     assert tr is not None
     m = sc.model
     inner = p.tp * p.pp * p.cp
+    if inner > cluster.gpus:
+        raise SpecError(f"tp*pp*cp ({inner}) exceeds the cluster's {cluster.gpus} GPUs", field="parallel")
     dp = p.dp if p.dp is not None else cluster.gpus // inner
     if dp < 1 or inner * dp != cluster.gpus:
         raise SpecError(
@@ -139,6 +141,12 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         )
     if p.ep > 1 and dp * p.cp % p.ep:
         raise SpecError(f"ep ({p.ep}) must divide dp*cp ({dp * p.cp})", field="parallel.ep")
+    if p.ep > 1 and m.moe is None:
+        raise SpecError(f"ep ({p.ep}) needs an MoE model (model.moe)", field="parallel.ep")
+    if m.moe is not None and m.moe.experts % p.ep:
+        raise SpecError(
+            f"model.moe.experts ({m.moe.experts}) is not divisible by ep ({p.ep})", field="parallel.ep"
+        )
     if m.heads % p.tp:
         raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({p.tp})", field="parallel.tp")
     vp = p.vp if p.schedule == "interleaved" else 1
@@ -268,16 +276,38 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     inf = sc.inference
     assert inf is not None
     p = sc.parallel
+    m = sc.model
     if p.tp * p.pp > cluster.gpus:
         raise SpecError(f"tp*pp ({p.tp * p.pp}) exceeds the cluster's {cluster.gpus} GPUs", field="parallel")
+    if m.heads % p.tp:
+        raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({p.tp})", field="parallel.tp")
+    if m.layers < p.pp:
+        raise SpecError(
+            f"model.layers ({m.layers}) is fewer than pipeline stages ({p.pp})", field="parallel.pp"
+        )
+    ignored = [k for k in ("cp", "ep") if getattr(p, k) > 1] + (
+        ["sequence_parallel"] if p.sequence_parallel else []
+    )
+    if p.dp not in (None, 1):
+        ignored.append("dp")
     ev = I.evaluate(
         sc.model, inf, cluster, p.tp, p.pp, sc.runtime.framework, sc.calibration, sc.runtime.profiler
+    )
+    # the generated tokens see a growing cache: price the mean decode step at the middle of the output
+    ctx0 = inf.context_len if inf.context_len is not None else inf.prompt_len
+    mid = inf.model_copy(update={"context_len": ctx0 + inf.output_len // 2})
+    dec_mid = _f(
+        I.evaluate(
+            sc.model, mid, cluster, p.tp, p.pp, sc.runtime.framework, sc.calibration, sc.runtime.profiler
+        ).decode_step_time_s
     )
     pre = _f(ev.prefill_time_s)
     dec = _f(ev.decode_step_time_s)
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     cal, notes = _calibration_note(cluster, sc.calibration)
+    if ignored:
+        notes.append(f"inference prices one tp x pp replica; parallel.{', parallel.'.join(ignored)} not used")
     return InferenceResult(
         name=sc.name,
         device=cluster.device.name,
@@ -292,7 +322,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         decode_step_time_s=dec,
         ttft_s=pre,
         tpot_s=dec,
-        e2e_latency_s=pre + dec * max(inf.output_len - 1, 0),
+        e2e_latency_s=pre + dec_mid * max(inf.output_len - 1, 0),
         tokens_per_s=inf.batch / dec,
         prefill_tokens_per_s=inf.batch * inf.prompt_len / pre,
         memory_per_gpu_bytes=mem["total"],
@@ -315,8 +345,14 @@ def predict(scenario: Scenario | str, engine: str = "analytic") -> TrainingResul
         from simcore.specs.resolve import load_scenario
 
         scenario = load_scenario(scenario)
+    if engine not in ("analytic", "des"):
+        raise SpecError(f"unknown engine {engine!r}; use analytic or des", field="engine")
     if scenario.kind == "training":
         return predict_training(scenario, engine)
+    if engine == "des":
+        raise SpecError(
+            "the discrete-event engine simulates training steps; use analytic for inference", field="engine"
+        )
     if scenario.kind == "inference":
         return predict_inference(scenario)
-    raise SpecError("serving scenarios are predicted with `simcore serve`", field="kind")
+    raise SpecError("serving simulation is not implemented yet", field="kind")

@@ -457,6 +457,7 @@ def evaluate(
         "pp_p2p": 2 * (pp - 1) * c,
     }
     bubble = bd["pipeline_bubble"] / np.maximum(t_pipe, 1e-30)
+    bubble = np.where(bubble < 1e-9, 0.0, bubble)  # float noise of single-stage layouts
     return TrainingEval(
         step_time_s=step,
         breakdown=bd,

@@ -35,9 +35,9 @@ def apply_overrides(
         for p in parts[:-1]:
             if not isinstance(node, dict):
                 raise SpecError(f"--set {item!r}: {p!r} is not a section", file=file)
-            node = node.setdefault(p, {})
-            if node is None:
-                node = {}
+            if node.get(p) is None:  # absent, or an empty section (``training:`` with nothing under it)
+                node[p] = {}
+            node = node[p]
         if not isinstance(node, dict):
             raise SpecError(f"--set {item!r}: cannot set a field inside a value", file=file)
         node[parts[-1]] = value
@@ -111,7 +111,8 @@ class ClusterInfo:
 
     @property
     def gpus_per_node(self) -> int:
-        return min(self.gpus, self.system.gpus)
+        """GPUs used in each system (all systems use the same number)."""
+        return self.gpus // max(self.nodes, 1)
 
     @property
     def nvlink_bandwidth(self) -> float:
@@ -142,6 +143,12 @@ def resolve_cluster(c: ClusterSpec, reg: Registry, file: str | None = None) -> C
         if c.gpus > c.nodes * per:
             raise SpecError(
                 f"{c.gpus} GPUs exceed what {c.nodes} x {system.name} hold ({c.nodes * per})",
+                file=file,
+                field="cluster.gpus",
+            )
+        if c.gpus % c.nodes:
+            raise SpecError(
+                f"{c.gpus} GPUs do not spread evenly over {c.nodes} x {system.name} ({per} GPUs each)",
                 file=file,
                 field="cluster.gpus",
             )

@@ -176,6 +176,12 @@ class Scenario(Spec):
 
     @model_validator(mode="after")
     def _section(self) -> Scenario:
+        if self.kind == "serving":
+            raise ValueError("serving simulation is not implemented yet; use kind training or inference")
+        if self.kind == "inference" and self.training is not None:
+            raise ValueError("an inference scenario takes an 'inference' section, not 'training'")
+        if self.kind == "training" and self.inference is not None:
+            raise ValueError("a training scenario takes a 'training' section, not 'inference'")
         if self.kind == "training" and self.training is None:
             object.__setattr__(self, "training", TrainingSpec())
         if self.kind == "inference" and self.inference is None:

@@ -1,0 +1,76 @@
+"""Inference engine against rooflines and hand-computed bounds, and its input checks."""
+
+import pytest
+
+import simcore
+from simcore.errors import SpecError
+from simcore.specs import default_registry, scenario_from_dict
+from simcore.workload.model import param_counts
+
+
+def _sc(**inf: object) -> object:
+    return scenario_from_dict(
+        {
+            "kind": "inference",
+            "cluster": {"system": "hgx-h200", "gpus": 1},
+            "model": {"preset": "llama3-8b"},
+            "inference": {"batch": 1, "prompt_len": 2048, "output_len": 64, **inf},
+            "runtime": {"framework": "cuda_graphs"},
+        },
+        default_registry(),
+    )
+
+
+def test_decode_is_bounded_by_streaming_the_weights() -> None:
+    sc = _sc()
+    r = simcore.predict(sc)
+    dev = default_registry().device("h200")
+    weights = param_counts(sc.model).total * 2.0  # bf16
+    floor = weights / dev.memory.bandwidth  # every weight read once per step at peak bandwidth
+    assert floor < r.decode_step_time_s < 2.0 * floor
+
+
+def test_prefill_is_bounded_by_its_flops() -> None:
+    sc = _sc(batch=8, prompt_len=4096)
+    r = simcore.predict(sc)
+    dev = default_registry().device("h200")
+    tokens = 8 * 4096
+    flops = 2.0 * param_counts(sc.model).active_non_embedding * tokens
+    floor = flops / dev.peak_flops("bf16")
+    assert floor < r.prefill_time_s < 3.0 * floor
+
+
+def test_longer_context_and_bigger_batch_are_never_faster() -> None:
+    a = simcore.predict(_sc(context_len=1024)).decode_step_time_s
+    b = simcore.predict(_sc(context_len=8192)).decode_step_time_s
+    c = simcore.predict(_sc(context_len=8192, batch=16)).decode_step_time_s
+    assert a <= b <= c
+
+
+def test_kv_cache_memory_hand_computed() -> None:
+    r = simcore.predict(_sc(batch=4, prompt_len=1000, output_len=24))
+    # llama3-8b: 32 layers, 8 KV heads of 128, bf16, K and V, 1024 tokens per sequence
+    assert r.memory_breakdown["kv_cache"] == pytest.approx(4 * 1024 * 2 * 8 * 128 * 32 * 2)
+
+
+def test_e2e_latency_covers_every_generated_token() -> None:
+    r = simcore.predict(_sc())
+    assert r.e2e_latency_s >= r.prefill_time_s + 63 * r.decode_step_time_s
+
+
+def test_tp_must_divide_heads_and_des_is_for_training() -> None:
+    sc = scenario_from_dict(
+        {
+            "kind": "inference",
+            "cluster": {"system": "hgx-h200", "gpus": 3},
+            "model": {"preset": "llama3-8b"},
+            "parallel": {"tp": 3},
+        },
+        default_registry(),
+    )
+    with pytest.raises(SpecError, match="heads"):
+        simcore.predict(sc)
+    with pytest.raises(SpecError, match="engine"):
+        simcore.predict(_sc(), engine="des")
+    with pytest.raises(SpecError, match="engine"):
+        simcore.predict(_sc(), engine="fast")
