@@ -140,15 +140,6 @@ def _section(rows: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def host_value(
-    host_layer: dict[str, float], name: str, profiled: bool = False, default: float = 0.0
-) -> float:
-    """A ``host_layer`` entry, the profiler-recorded one when ``profiled`` and measured."""
-    if profiled and f"profiled_{name}" in host_layer:
-        return host_layer[f"profiled_{name}"]
-    return host_layer.get(name, default)
-
-
 def host_files_beside(ops_csv: str | Path) -> list[Path]:
     """Host-overhead CSVs in the folder of an ops CSV (``host*.csv.gz``) and in its multi-GPU
     sibling folders (``<folder>x2/`` and the like, for distributed wrappers)."""

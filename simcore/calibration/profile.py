@@ -199,6 +199,12 @@ class ComputeProfile(_Frozen):
     optimizer: dict[str, OptimizerParams]
     """Keys like ``adamw_fused``, ``adamw_unfused``, ``sgd_fused``, ``sgd_unfused``."""
 
+    def host(self, name: str, profiled: bool = False, default: float = 0.0) -> float:
+        """A ``host_layer`` entry (seconds): the profiler-recorded one when ``profiled`` and measured."""
+        if profiled and f"profiled_{name}" in self.host_layer:
+            return self.host_layer[f"profiled_{name}"]
+        return self.host_layer.get(name, default)
+
     def gemm_params(self, dtype: str) -> GemmParams:
         """Parameters for ``dtype``, falling back to the nearest dtype the profile has."""
         order = {

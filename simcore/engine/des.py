@@ -9,6 +9,10 @@ the optimizer step follows. Every event is recorded so the step can be written a
 
 Tasks of a rank run in list order, except weight-gradient (``W``) tasks of zero-bubble schedules,
 which a rank runs whenever the next task in its order is not ready yet.
+
+Scope: collectives inside a stage's work are priced by the analytic models (no link sharing between
+concurrent collectives here; see :mod:`simcore.comm.flow` for that) and there are no stragglers, so
+on a single job the DES reproduces the analytic closed forms (see docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.fit_host import host_value
 from simcore.calibration.profile import load_profile
 from simcore.engine.pricing import Priced, Pricer
 from simcore.engine.training import comm_call_host
@@ -95,8 +94,8 @@ def evaluate(
         layers = float(model.layers) / np.asarray(pp, dtype=float)
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
         for pr, mode in ((prefill, "prefill"), (decode, "decode")):
-            host = layers * host_value(host_cal, f"infer_{mode}_{act_key}", profiler) + host_value(
-                host_cal, f"infer_{mode}_fixed_{act_key}", profiler
+            host = layers * prof.host(f"infer_{mode}_{act_key}", profiler) + prof.host(
+                f"infer_{mode}_fixed_{act_key}", profiler
             )
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 

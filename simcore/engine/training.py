@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.fit_host import host_value
 from simcore.calibration.profile import load_profile
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer
@@ -235,7 +234,7 @@ def evaluate(
         sel_t = np.where(recompute == "selective", 1.0, 0.0)
 
         def hv(name: str) -> float:
-            return host_value(host_cal, name, profiler)
+            return prof.host(name, profiler)
 
         zero3_l = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int)) >= 3
 
