@@ -215,6 +215,11 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
 
         des = simulate_training(sc, cluster, lay, ev)
         step = des.step_time_s
+        if sc.runtime.straggler_sigma > 0:
+            notes.append(
+                f"stragglers: per-GPU speed spread sigma {sc.runtime.straggler_sigma:g} (seed {sc.runtime.seed}); "
+                f"{step / _f(ev.step_time_s) - 1:+.1%} over the straggler-free step"
+            )
     gpus = cluster.gpus
     tokens = _f(ev.tokens_per_step)
     mflops = _f(ev.model_flops_per_step)

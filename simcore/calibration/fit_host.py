@@ -95,9 +95,9 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
                 if ratios:
                     out[f"{wrap.rstrip('2')}_ratio_{phase}"] = sum(ratios) / len(ratios)
         for part in ("per_tensor", "fixed"):
-            v = r.get(f"adamw_fused_dtensor_step_{part}")
-            if v is not None:
-                out[f"adamw_fused_dtensor_{part}"] = max(v, 0.0)
+            opt = r.get(f"adamw_fused_dtensor_step_{part}")
+            if opt is not None:
+                out[f"adamw_fused_dtensor_{part}"] = max(opt, 0.0)
     for r in profiled_files:
         plain = _section({k: v for k, v in r.items() if not k.startswith("profiled_")})
         prof = _section({k.removeprefix("profiled_"): v for k, v in r.items() if k.startswith("profiled_")})

@@ -9,6 +9,7 @@ hold them within 1 %).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -71,7 +72,35 @@ def pipeline_job(lay: dict[str, Any], ev: TrainingEval) -> PipelineJob:
     )
 
 
+def straggler_factors(lay: dict[str, Any], sigma: float, seed: int = 0) -> np.ndarray:
+    """Slow-down factor of each pipeline rank: per-GPU speeds ``exp(N(0, sigma))`` (drawn with
+    ``seed``), the slowest of a stage's ``tp x dp`` GPUs sets its pace (>= 1 for every stage)."""
+    p, dp, tp = int(lay["pp"]), int(lay["dp"]), int(lay["tp"]) * int(lay["cp"])
+    if sigma <= 0:
+        return np.ones(p)
+    rng = np.random.default_rng(seed)
+    speeds = rng.lognormal(0.0, sigma, size=(p, dp * tp))
+    return np.asarray(np.maximum(speeds.max(axis=1), 1.0), dtype=float)
+
+
+def with_stragglers(job: PipelineJob, factors: np.ndarray) -> PipelineJob:
+    """The job with every stage's compute on pipeline rank ``r`` slowed by ``factors[r]``."""
+    if np.all(factors == 1.0):
+        return job
+    p = job.pp
+    chain = p if job.schedule == "dualpipe" else p * chunks(job.schedule, job.vp)
+    stages = []
+    for vs, st in enumerate(job.stages):
+        pos = vs % chain
+        rank = pos % p if job.schedule != "dualpipe" else (pos if vs < p else p - 1 - pos)
+        f = float(factors[rank])
+        stages.append(StageTimes(st.fwd * f, st.bwd * f, st.wgrad * f))
+    return dataclasses.replace(job, stages=stages)
+
+
 def simulate_training(sc: Scenario, cluster: ClusterInfo, lay: dict[str, Any], ev: TrainingEval) -> DESResult:
-    """Run the DES for one training step of a scenario with a scalar layout."""
-    del sc, cluster
-    return simulate_pipeline(pipeline_job(lay, ev))
+    """Run the DES for one training step of a scenario with a scalar layout (with its stragglers)."""
+    del cluster
+    job = pipeline_job(lay, ev)
+    factors = straggler_factors(lay, sc.runtime.straggler_sigma, sc.runtime.seed)
+    return simulate_pipeline(with_stragglers(job, factors))

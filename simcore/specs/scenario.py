@@ -145,7 +145,12 @@ class RuntimeSpec(Spec):
     profiler: bool = False
     """The run is recorded by the PyTorch profiler (CPU + CUDA activities, shapes): eager host time
     per op grows, which matters wherever the host bounds the step. Set it to compare with a trace."""
-    dataloader: dict[str, Any] | None = None
+    straggler_sigma: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Spread of per-GPU compute speed: each GPU takes ``exp(N(0, sigma))`` times the nominal time
+    (drawn with ``seed``). The discrete-event engine runs each tensor-parallel group at its slowest
+    member's pace and each pipeline stage at the slowest of its data-parallel replicas' (an upper
+    bound: replicas sync only at the gradient reduction). The analytic engine ignores it."""
+    seed: int = 0
 
 
 class CostSpec(Spec):

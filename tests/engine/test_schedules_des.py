@@ -97,3 +97,18 @@ def test_analytic_equals_des_interleaved_across_nodes() -> None:
     a = simcore.predict(sc)
     d = simcore.predict(sc, engine="des")
     assert d.step_time_s == pytest.approx(a.step_time_s, rel=0.01)
+
+
+def test_stragglers_slow_the_des_step_reproducibly() -> None:
+    over = ["parallel.pp=4", "parallel.tp=2", "training.global_batch=32"]
+    base = simcore.predict(load_scenario("default", over), engine="des")
+    sc = load_scenario("default", [*over, "runtime.straggler_sigma=0.05", "runtime.seed=3"])
+    a = simcore.predict(sc, engine="des")
+    b = simcore.predict(sc, engine="des")
+    assert a.step_time_s == b.step_time_s  # same seed, same draw
+    assert a.step_time_s > base.step_time_s
+    assert any("stragglers" in n for n in a.notes)
+    # the analytic engine has no stragglers
+    assert simcore.predict(sc).step_time_s == pytest.approx(
+        simcore.predict(load_scenario("default", over)).step_time_s
+    )
