@@ -20,6 +20,7 @@ _COMMAND_MODULES = [
     "simcore.cli.op",
     "simcore.cli.plan",
     "simcore.cli.scenario",
+    "simcore.cli.serve",
     "simcore.cli.topo",
     "simcore.cli.traces",
 ]

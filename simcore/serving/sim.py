@@ -1,0 +1,968 @@
+"""Request-level inference serving simulation (simpy): arrivals, continuous batching with chunked
+prefill over a paged KV cache, replicas, optional prefill/decode disaggregation.
+
+How an engine step is priced
+----------------------------
+The analytic inference engine (:func:`simcore.engine.inference.evaluate`) is sampled once per
+instance shape into a small table:
+
+* ``D(b, c)``: a decode step of ``b`` sequences whose KV caches hold ``c`` tokens each, on a grid of
+  batches and contexts (bilinear interpolation; the mean context of the running batch is used);
+* ``P(n)``: the prefill of one sequence of ``n`` tokens (linear interpolation on a grid of lengths).
+
+A step that runs ``b`` decodes and prefill chunks ``(p_i, c_i)`` (``c_i`` new tokens after ``p_i``
+already cached) costs ``D(b, mean context) + sum_i [P(p_i + c_i) - P(p_i)]``, with ``P(0)`` set to
+``P(1)``: the weight read and launch floor of a step is paid once, by the decode part (or, in a step
+with no decodes, by ``P(1)``); a chunk adds its marginal GEMM and attention work, attention over its
+whole prefix included. This adds compute-bound prefill time to memory-bound decode time instead of
+overlapping them, so mixed steps are priced slightly high.
+
+Scheduler (vLLM V1 style, per instance)
+---------------------------------------
+Each step: running decodes first (one token each; each takes a new KV block when its last one is
+full — with no free block the newest running request is preempted: its blocks are freed and it
+re-enters the head of the queue to be recomputed, prompt plus generated tokens), then prefill chunks
+of admitted requests, then new requests first-come first-served while the step's token budget
+(``max_batch_tokens``), ``max_batch`` sequences and free KV blocks allow (a request that does not
+fit stops admission). The step that computes a prompt's last chunk samples its first token.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import simpy
+from pydantic import BaseModel, ConfigDict
+
+from simcore import memory as MEM
+from simcore.comm.collectives import kv_transfer_time
+from simcore.engine import inference as INF
+from simcore.errors import SpecError
+from simcore.prediction import RESERVED_BYTES
+from simcore.serving.spec import ServingSpec, load_trace
+from simcore.specs.hardware import DTYPE_BYTES
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import ClusterInfo, resolve_cluster
+from simcore.specs.scenario import InferenceSpec, Scenario
+
+Role = Literal["mixed", "prefill", "decode"]
+
+
+# --------------------------------------------------------------------------------------------
+# step-cost table
+
+
+def _grid(top: int) -> list[int]:
+    """1, 2, 3, 4, 6, 8, 12, ... up to ``top`` (inclusive)."""
+    out = {1, top}
+    v = 1
+    while v < top:
+        out.add(v)
+        if v * 3 // 2 < top:
+            out.add(v * 3 // 2)
+        v *= 2
+    return sorted(x for x in out if 1 <= x <= top)
+
+
+def _interp(xs: list[float], ys: list[float], x: float) -> float:
+    """Piecewise-linear interpolation on sorted ``xs`` (clamped to the first segment's slope
+    below and the last one's above)."""
+    i = bisect_right(xs, x) - 1
+    i = min(max(i, 0), len(xs) - 2)
+    x0, x1 = xs[i], xs[i + 1]
+    return ys[i] + (ys[i + 1] - ys[i]) * (x - x0) / (x1 - x0)
+
+
+@dataclass
+class StepModel:
+    """Engine-step cost of one instance (``tp`` x ``pp`` GPUs), seconds."""
+
+    b_grid: list[float]
+    c_grid: list[float]
+    dec: list[list[float]]
+    """``dec[j][i]``: decode step of ``b_grid[i]`` sequences at context ``c_grid[j]``."""
+    n_grid: list[float]
+    pre: list[float]
+    """``pre[i]``: prefill of one sequence of ``n_grid[i]`` tokens."""
+
+    @property
+    def floor(self) -> float:
+        """One-token forward pass: the fixed cost of any step (weights read, launches), seconds."""
+        return self.pre[0]
+
+    def prefill(self, n: float) -> float:
+        """``P(n)``: prefill of one ``n``-token sequence from scratch (``P(0) = P(1)``), seconds."""
+        if n <= 1.0:
+            return self.pre[0]
+        return _interp(self.n_grid, self.pre, n)
+
+    def chunk(self, done: float, new: float) -> float:
+        """Marginal time of prefilling ``new`` tokens after ``done`` cached ones, seconds."""
+        return self.prefill(done + new) - self.prefill(done)
+
+    def decode(self, b: float, ctx: float) -> float:
+        """Decode step of ``b`` sequences with mean context ``ctx`` tokens (bilinear), seconds."""
+        cg = self.c_grid
+        j = min(max(bisect_right(cg, ctx) - 1, 0), len(cg) - 2)
+        w = (ctx - cg[j]) / (cg[j + 1] - cg[j])
+        lo = _interp(self.b_grid, self.dec[j], b)
+        hi = _interp(self.b_grid, self.dec[j + 1], b)
+        return lo + (hi - lo) * w
+
+    def step(self, b: int, ctx_mean: float, chunks: float) -> float:
+        """A step of ``b`` decodes at mean context ``ctx_mean`` plus prefill chunks costing
+        ``chunks`` seconds (from :meth:`chunk`)."""
+        return (self.decode(b, ctx_mean) if b > 0 else self.floor) + chunks
+
+
+def build_step_model(sc: Scenario, cluster: ClusterInfo, tp: int, max_batch: int, max_len: int) -> StepModel:
+    """Sample the inference engine into a :class:`StepModel` for batches up to ``max_batch`` and
+    contexts/prompts up to ``max_len`` tokens."""
+    inf = sc.inference
+    assert inf is not None
+    b_grid = _grid(max_batch)
+    n_grid = _grid(max(max_len, 2))
+    barr = np.asarray(b_grid, dtype=float)
+    dec: list[list[float]] = []
+    pre: list[float] = []
+    for n in n_grid:
+        # the engine broadcasts over a batch array; the spec's int field is bypassed on purpose
+        fields: dict[str, Any] = {"batch": barr}
+        spec = InferenceSpec.model_construct(
+            **fields,
+            prompt_len=n,
+            context_len=n,
+            output_len=1,
+            precision=inf.precision,
+            kv_cache_dtype=inf.kv_cache_dtype,
+        )
+        ev = INF.evaluate(
+            sc.model,
+            spec,
+            cluster,
+            tp,
+            sc.parallel.pp,
+            sc.runtime.framework,
+            sc.calibration,
+            sc.runtime.profiler,
+        )
+        d = np.broadcast_to(np.asarray(ev.decode_step_time_s, dtype=float), barr.shape)
+        p = np.broadcast_to(np.asarray(ev.prefill_time_s, dtype=float), barr.shape)
+        dec.append([float(x) for x in d])
+        pre.append(float(p[0]))
+    # a prefill never gets cheaper with more tokens (guards interpolation against noise)
+    pre = list(np.maximum.accumulate(np.asarray(pre)))
+    return StepModel(
+        [float(b) for b in b_grid], [float(n) for n in n_grid], dec, [float(n) for n in n_grid], pre
+    )
+
+
+def _kv_dtype_bytes(sc: Scenario) -> float:
+    inf = sc.inference
+    assert inf is not None
+    dt = inf.precision
+    kv = inf.kv_cache_dtype or ("fp8" if dt == "fp8" else "bf16")
+    return float(DTYPE_BYTES[kv])
+
+
+def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) -> tuple[int, dict[str, float]]:
+    """KV-cache blocks of one instance and its per-GPU memory budget (bytes): device memory times
+    ``memory_utilization`` (at most capacity minus the reserved runtime bytes), minus weights, the
+    activations of a ``max_batch_tokens`` prefill step and the logits of ``max_batch`` sequences."""
+    inf = sc.inference
+    assert inf is not None
+    pp = sc.parallel.pp
+    spec1 = InferenceSpec.model_construct(
+        batch=1,
+        prompt_len=spec.max_batch_tokens,
+        context_len=1,
+        output_len=1,
+        precision=inf.precision,
+        kv_cache_dtype=inf.kv_cache_dtype,
+    )
+    ev = INF.evaluate(sc.model, spec1, cluster, tp, pp, sc.runtime.framework, sc.calibration)
+    weights = float(np.asarray(ev.memory["weights"]))
+    acts = float(np.asarray(ev.memory["activations"]))
+    logits = float(np.asarray(ev.memory["logits"])) * spec.max_batch
+    cap = cluster.device.memory.capacity
+    usable = min(cap * spec.memory_utilization, cap - RESERVED_BYTES)
+    free = usable - weights - acts - logits
+    per_token = float(np.asarray(MEM.kv_cache_bytes(sc.model, 1, 1, tp, _kv_dtype_bytes(sc)))) / pp
+    blocks = int(max(free, 0.0) // (per_token * spec.kv_block_tokens))
+    return blocks, {
+        "usable": usable,
+        "weights": weights,
+        "activations": acts + logits,
+        "kv_cache": blocks * per_token * spec.kv_block_tokens,
+        "kv_bytes_per_token": per_token,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# requests and instances
+
+
+class _Req:
+    __slots__ = (
+        "i",
+        "arrival",
+        "prompt",
+        "out",
+        "cached",
+        "computed",
+        "target",
+        "gen",
+        "g0",
+        "k_start",
+        "ctx_base",
+        "blocks",
+        "first",
+        "finish",
+        "sched",
+        "epoch",
+        "decoding",
+        "kv_ready",
+        "preemptions",
+        "inst",
+    )
+
+    def __init__(self, i: int, arrival: float, prompt: int, out: int, cached: int) -> None:
+        self.i = i
+        self.arrival = arrival
+        self.prompt = prompt
+        self.out = out
+        self.cached = cached
+        self.computed = cached
+        self.target = prompt
+        self.gen = 0
+        self.g0 = 0
+        self.k_start = 0
+        self.ctx_base = 0
+        self.blocks = 0
+        self.first = -1.0
+        self.finish = -1.0
+        self.sched = -1.0
+        self.epoch = 0
+        self.decoding = False
+        self.kv_ready = False
+        self.preemptions = 0
+        self.inst: _Instance | None = None
+
+
+class _Instance:
+    """One model instance (tp x pp GPUs) with its scheduler loop."""
+
+    def __init__(self, sim: _Sim, idx: int, role: Role, model: StepModel, blocks: int) -> None:
+        self.sim = sim
+        self.env = sim.env
+        self.idx = idx
+        self.role = role
+        self.m = model
+        self.total_blocks = blocks
+        self.free = blocks
+        self.B = sim.spec.kv_block_tokens
+        self.max_batch = sim.spec.max_batch
+        self.budget = sim.spec.max_batch_tokens
+        self.waiting: deque[_Req] = deque()
+        self.running: dict[_Req, None] = {}
+        self.prefilling: list[_Req] = []
+        self.nd = 0
+        self.S = 0
+        self.k = 0
+        self.hfin: list[tuple[int, int, int, _Req]] = []
+        self.hblk: list[tuple[int, int, int, _Req]] = []
+        self.wake: simpy.Event | None = None
+        self.load = 0
+        self.kv_area = 0.0
+        self.kv_peak = 0
+        self.busy = 0.0
+        self.steps = 0
+        self.preempted = 0
+        self.nic = simpy.Resource(self.env, capacity=1) if role == "prefill" else None
+        self.env.process(self._loop())
+
+    # -- queue
+    def enqueue(self, r: _Req) -> None:
+        r.inst = self
+        self.waiting.append(r)
+        self.sim.queue_change(+1)
+        self.poke()
+
+    def poke(self) -> None:
+        if self.wake is not None and not self.wake.triggered:
+            self.wake.succeed()
+
+    # -- decode bookkeeping
+    def _enter_decode(self, r: _Req, k_start: int) -> None:
+        r.decoding = True
+        r.g0 = r.gen
+        r.k_start = k_start
+        r.ctx_base = r.prompt + r.gen - k_start
+        self.nd += 1
+        self.S += r.ctx_base
+        sq = self.sim.seq
+        self.sim.seq += 1
+        heapq.heappush(self.hfin, (k_start + r.out - r.g0 - 1, sq, r.epoch, r))
+        k_nb = k_start + r.blocks * self.B - (r.prompt + r.g0)
+        heapq.heappush(self.hblk, (k_nb, sq, r.epoch, r))
+
+    def _leave(self, r: _Req) -> None:
+        if r.decoding:
+            self.nd -= 1
+            self.S -= r.ctx_base
+            r.decoding = False
+        else:
+            self.prefilling.remove(r)
+        del self.running[r]
+        r.epoch += 1
+
+    def _preempt(self, v: _Req) -> None:
+        if v.decoding:
+            v.gen = v.g0 + max(self.k - v.k_start + 1, 0)
+        self._leave(v)
+        self.free += v.blocks
+        v.blocks = 0
+        v.target = v.prompt + v.gen
+        v.computed = v.cached
+        v.kv_ready = False
+        v.preemptions += 1
+        self.preempted += 1
+        self.waiting.appendleft(v)
+        self.sim.queue_change(+1)
+
+    def _finish(self, r: _Req) -> None:
+        self._leave(r)
+        self.free += r.blocks
+        r.blocks = 0
+        r.gen = r.out
+        self.load -= 1
+        self.sim.done(r)
+
+    def release(self, r: _Req) -> None:
+        """KV of a handed-off request has left this (prefill) instance."""
+        self.free += r.blocks
+        r.blocks = 0
+        self.poke()
+
+    # -- one step
+    def _plan(self) -> tuple[float, list[tuple[_Req, int]]] | None:
+        B = self.B
+        k = self.k + 1
+        while True:
+            hb = self.hblk
+            while hb and hb[0][0] <= k:
+                step, sq, ep, r = heapq.heappop(hb)
+                if ep != r.epoch:
+                    continue
+                while self.free < 1:
+                    v = next(reversed(self.running))
+                    self._preempt(v)
+                    if v is r:
+                        break
+                if ep != r.epoch:
+                    continue
+                self.free -= 1
+                r.blocks += 1
+                heapq.heappush(hb, (step + B, sq, ep, r))
+            budget = self.budget - self.nd
+            cost = 0.0
+            chunks: list[tuple[_Req, int]] = []
+            for r in self.prefilling:
+                if budget <= 0:
+                    break
+                c = min(r.target - r.computed, budget, (r.blocks + self.free) * B - r.computed - 1)
+                if c <= 0:
+                    continue
+                need = -(-(r.computed + c + 1) // B) - r.blocks
+                if need > 0:
+                    self.free -= need
+                    r.blocks += need
+                cost += self.m.chunk(r.computed, c)
+                chunks.append((r, c))
+                budget -= c
+            while self.waiting and budget > 0 and len(self.running) < self.max_batch:
+                r = self.waiting[0]
+                if r.kv_ready:
+                    need = -(-(r.prompt + r.gen + 1) // B) - r.blocks
+                    if need > self.free:
+                        break
+                    self.waiting.popleft()
+                    self.sim.queue_change(-1)
+                    self.free -= need
+                    r.blocks += need
+                    self.running[r] = None
+                    r.kv_ready = False
+                    self._enter_decode(r, k)
+                    budget -= 1
+                    continue
+                c = min(r.target - r.computed, budget)
+                need = -(-(r.computed + c + 1) // B) - r.blocks
+                if need > self.free:
+                    break
+                self.waiting.popleft()
+                self.sim.queue_change(-1)
+                if r.sched < 0:
+                    r.sched = self.env.now
+                self.free -= need
+                r.blocks += need
+                self.running[r] = None
+                self.prefilling.append(r)
+                cost += self.m.chunk(r.computed, c)
+                chunks.append((r, c))
+                budget -= c
+            if self.nd == 0 and not chunks:
+                if self.running:
+                    # prefills hold blocks and none can grow: recompute the newest later
+                    self._preempt(next(reversed(self.running)))
+                    continue
+                return None
+            nd = self.nd
+            ctx = (self.S + nd * k) / nd if nd else 0.0
+            return self.m.step(nd, ctx, cost), chunks
+
+    def _complete(self, chunks: list[tuple[_Req, int]]) -> None:
+        k = self.k
+        now = self.env.now
+        for r, c in chunks:
+            r.computed += c
+            if r.computed < r.target:
+                continue
+            r.gen += 1
+            if self.role == "prefill":
+                self.prefilling.remove(r)
+                del self.running[r]
+                r.epoch += 1
+                self.load -= 1
+                if r.gen >= r.out:
+                    self.free += r.blocks
+                    r.blocks = 0
+                    r.first = now
+                    self.sim.done(r)
+                else:
+                    self.sim.hand_off(r, self)
+                continue
+            if r.first < 0:
+                r.first = now
+            if r.gen >= r.out:
+                self._finish(r)
+            else:
+                self.prefilling.remove(r)
+                self._enter_decode(r, k + 1)
+        hf = self.hfin
+        while hf and hf[0][0] <= k:
+            _, _, ep, r = heapq.heappop(hf)
+            if ep == r.epoch:
+                self._finish(r)
+
+    def _loop(self) -> Generator[simpy.Event, Any, None]:
+        env = self.env
+        while True:
+            plan = self._plan()
+            if plan is None:
+                self.wake = env.event()
+                yield self.wake
+                self.wake = None
+                continue
+            dt, chunks = plan
+            used = self.total_blocks - self.free
+            yield env.timeout(dt)
+            self.k += 1
+            self.steps += 1
+            self.busy += dt
+            self.kv_area += used * dt
+            if used > self.kv_peak:
+                self.kv_peak = used
+            self._complete(chunks)
+
+
+class _Env(simpy.Environment):
+    """A simpy environment that counts the events it processes."""
+
+    processed = 0
+
+    def step(self) -> None:
+        self.processed += 1
+        super().step()
+
+
+class _Sim:
+    def __init__(self, spec: ServingSpec, n: int) -> None:
+        self.spec = spec
+        self.env = _Env()
+        self.seq = 0
+        self.n = n
+        self.completed = 0
+        self.all_done = self.env.event()
+        self.in_system = 0
+        self.queued = 0
+        self.last_t = 0.0
+        self.area_sys = 0.0
+        self.area_q = 0.0
+        self.max_sys = 0
+        self.max_q = 0
+        self.front: list[_Instance] = []
+        self.back: list[_Instance] = []
+        self.rr = [0, 0]
+        self.xfer: np.ndarray = np.zeros(0)
+
+    def _mark(self) -> None:
+        now = self.env.now
+        dt = now - self.last_t
+        self.area_sys += self.in_system * dt
+        self.area_q += self.queued * dt
+        self.last_t = now
+
+    def queue_change(self, d: int) -> None:
+        self._mark()
+        self.queued += d
+        if self.queued > self.max_q:
+            self.max_q = self.queued
+
+    def route(self, pool: list[_Instance], which: int) -> _Instance:
+        if self.spec.router == "round_robin":
+            inst = pool[self.rr[which] % len(pool)]
+            self.rr[which] += 1
+        else:
+            inst = min(pool, key=lambda x: x.load)
+        inst.load += 1
+        return inst
+
+    def arrive(self, r: _Req) -> None:
+        self._mark()
+        self.in_system += 1
+        if self.in_system > self.max_sys:
+            self.max_sys = self.in_system
+        self.route(self.front, 0).enqueue(r)
+
+    def done(self, r: _Req) -> None:
+        self._mark()
+        self.in_system -= 1
+        r.finish = self.env.now
+        self.completed += 1
+        if self.completed == self.n:
+            self.all_done.succeed()
+
+    def hand_off(self, r: _Req, src: _Instance) -> None:
+        self.env.process(self._transfer(r, src))
+
+    def _transfer(self, r: _Req, src: _Instance) -> Generator[simpy.Event, Any, None]:
+        assert src.nic is not None
+        with src.nic.request() as req:
+            yield req
+            yield self.env.timeout(float(self.xfer[r.i]))
+        src.release(r)
+        r.first = self.env.now
+        r.kv_ready = True
+        self.route(self.back, 1).enqueue(r)
+
+
+# --------------------------------------------------------------------------------------------
+# results
+
+
+class Stats(BaseModel):
+    """Summary of a latency distribution, seconds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+
+class ServingResult(BaseModel):
+    """Outcome of a serving simulation (seconds, requests/s, tokens/s; SI units)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: Literal["serving"] = "serving"
+    device: str
+    gpus: int
+    instances: dict[str, int]
+    """Model instances by role (``mixed``, or ``prefill`` and ``decode``)."""
+    layout: dict[str, Any]
+    requests: int
+    offered_rate: float | None
+    """Arrival rate asked for (requests/s); ``None`` for a trace."""
+    duration_s: float
+    """From the first arrival to the last completion (seconds)."""
+    requests_per_s: float
+    """Completions per second while requests arrive (first to last arrival; the drain after the
+    last arrival is left out); over the whole run when all requests arrive at once."""
+    input_tokens_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    ttft_s: Stats
+    tpot_s: Stats
+    """Mean time per output token after the first, per request (requests with one output token
+    are left out)."""
+    e2e_s: Stats
+    queue_wait_s: Stats
+    """From arrival to the first scheduled prefill chunk."""
+    goodput: float
+    """Requests/s that met every SLO given."""
+    slo_attainment: float
+    """Fraction of requests that met every SLO given."""
+    mean_in_system: float
+    """Time-averaged requests in the system (queued or running)."""
+    max_in_system: int
+    mean_queue: float
+    """Time-averaged requests waiting for admission."""
+    max_queue: int
+    kv_blocks_per_instance: dict[str, int]
+    kv_tokens_per_instance: dict[str, int]
+    kv_utilization: float
+    """Time-averaged fraction of KV blocks in use, over instances and the whole run."""
+    kv_peak_utilization: float
+    busy_fraction: float
+    """Fraction of instance-time spent running steps."""
+    preemptions: int
+    steps: int
+    events: int
+    """simpy events processed."""
+    memory_per_gpu: dict[str, float]
+    calibration: str | None
+    notes: list[str] = []
+
+
+@dataclass
+class RequestLog:
+    """Per-request arrays (seconds, tokens), in arrival order."""
+
+    arrival: np.ndarray
+    first_token: np.ndarray
+    finish: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    preemptions: np.ndarray
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return np.asarray(self.first_token - self.arrival, dtype=float)
+
+    @property
+    def e2e(self) -> np.ndarray:
+        return np.asarray(self.finish - self.arrival, dtype=float)
+
+    @property
+    def tpot(self) -> np.ndarray:
+        """Mean inter-token time of each request (NaN for a single output token)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.output > 1, (self.finish - self.first_token) / (self.output - 1), np.nan)
+
+
+@dataclass
+class ServingRun:
+    """A simulation's summary, its per-request log and the simulator's own wall time (s)."""
+
+    result: ServingResult
+    log: RequestLog
+    wall_s: float
+    step_models: dict[str, StepModel] = field(default_factory=dict)
+
+
+def _stats(x: np.ndarray) -> Stats:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return Stats(mean=0.0, p50=0.0, p90=0.0, p99=0.0, max=0.0)
+    q = np.percentile(x, [50, 90, 99])
+    return Stats(mean=float(x.mean()), p50=float(q[0]), p90=float(q[1]), p99=float(q[2]), max=float(x.max()))
+
+
+# --------------------------------------------------------------------------------------------
+# workload
+
+
+def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Arrival times (s), prompt and output lengths (tokens), and how many requests were clipped."""
+    rng = np.random.default_rng(spec.seed)
+    if spec.trace is not None:
+        t, p, o = load_trace(spec.trace)
+        keep = np.ones(t.size, dtype=bool)
+        if spec.duration_s is not None:
+            keep &= t <= spec.duration_s
+        t, p, o = t[keep], p[keep], o[keep]
+        if spec.requests is not None:
+            t, p, o = t[: spec.requests], p[: spec.requests], o[: spec.requests]
+        if t.size == 0:
+            raise SpecError("no trace request arrives within duration_s", field="serving.duration_s")
+    else:
+        assert spec.rate is not None
+        cv2 = spec.arrival_cv**2
+        if spec.requests is not None:
+            n = spec.requests
+        elif spec.duration_s is not None:
+            n = int(
+                spec.rate * spec.duration_s * 1.2 + 10 * math.sqrt(spec.rate * spec.duration_s * cv2) + 10
+            )
+        else:
+            n = 1000
+        gaps = rng.gamma(1.0 / cv2, cv2 / spec.rate, size=n)
+        t = np.cumsum(gaps)
+        if spec.duration_s is not None:
+            while t[-1] <= spec.duration_s and spec.requests is None:
+                more = np.cumsum(rng.gamma(1.0 / cv2, cv2 / spec.rate, size=n)) + t[-1]
+                t = np.concatenate([t, more])
+            t = t[t <= spec.duration_s]
+            if t.size == 0:
+                raise SpecError("no request arrives within duration_s", field="serving.duration_s")
+        n = t.size
+        p = spec.prompt.sample(rng, n)
+        o = spec.output.sample(rng, n)
+    p0, o0 = p.copy(), o.copy()
+    p = np.clip(p, 1, max(seq_len - 1, 1))
+    o = np.clip(o, 1, np.maximum(seq_len - p, 1))
+    clipped = int(np.count_nonzero((p != p0) | (o != o0)))
+    return t.astype(float), p.astype(np.int64), o.astype(np.int64), clipped
+
+
+# --------------------------------------------------------------------------------------------
+# entry points
+
+
+def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
+    """Simulate serving ``sc``'s model on its cluster under ``spec``'s load; deterministic for a
+    given ``spec.seed``."""
+    wall0 = time.perf_counter()
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    m = sc.model
+    pp = sc.parallel.pp
+    notes: list[str] = []
+    if sc.inference is None:
+        raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
+    if m.layers < pp:
+        raise SpecError(
+            f"model.layers ({m.layers}) is fewer than pipeline stages ({pp})", field="parallel.pp"
+        )
+
+    def check_tp(tp: int, fld: str) -> None:
+        if m.heads % tp:
+            raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({tp})", field=fld)
+
+    arrival, prompt, output, clipped = _workload(spec, m.seq_len)
+    n = int(arrival.size)
+    if clipped:
+        notes.append(f"{clipped} request(s) clipped to the model's seq_len ({m.seq_len} tokens)")
+    longest = int((prompt + output).max())
+    max_len = int(min(m.seq_len, max(longest + 1, 2)))
+    dis = spec.disaggregated
+    pools: list[tuple[Role, int, int]] = []  # (role, instances, tp)
+    if dis is None:
+        tp = sc.parallel.tp
+        check_tp(tp, "parallel.tp")
+        per = tp * pp
+        reps = spec.replicas if spec.replicas is not None else max(cluster.gpus // per, 1)
+        if reps * per > cluster.gpus:
+            raise SpecError(
+                f"{reps} replica(s) of tp*pp = {per} GPUs need {reps * per} GPUs; the cluster has {cluster.gpus}",
+                field="serving.replicas",
+            )
+        pools.append(("mixed", reps, tp))
+    else:
+        for role, gpus, tpx in (
+            ("prefill", dis.prefill_gpus, dis.prefill_tp or sc.parallel.tp),
+            ("decode", dis.decode_gpus, dis.decode_tp or sc.parallel.tp),
+        ):
+            check_tp(tpx, f"serving.disaggregated.{role}_tp")
+            if gpus % (tpx * pp):
+                raise SpecError(
+                    f"{role}_gpus ({gpus}) is not a multiple of {role}_tp*pp ({tpx * pp})",
+                    field=f"serving.disaggregated.{role}_gpus",
+                )
+            pools.append((role, gpus // (tpx * pp), tpx))  # type: ignore[arg-type]
+        if dis.prefill_gpus + dis.decode_gpus > cluster.gpus:
+            raise SpecError(
+                f"prefill_gpus + decode_gpus ({dis.prefill_gpus + dis.decode_gpus}) exceed the cluster's "
+                f"{cluster.gpus} GPUs",
+                field="serving.disaggregated",
+            )
+        if spec.replicas is not None:
+            notes.append("serving.replicas is ignored with disaggregated pools")
+
+    sim = _Sim(spec, n)
+    models: dict[str, StepModel] = {}
+    blocks_by_role: dict[str, int] = {}
+    mem_by_role: dict[str, dict[str, float]] = {}
+    gpus = 0
+    for role, count, tpx in pools:
+        key = f"tp{tpx}"
+        if key not in models:
+            models[key] = build_step_model(sc, cluster, tpx, spec.max_batch, max_len)
+        blocks, mem = kv_blocks(sc, cluster, spec, tpx)
+        cap_tokens = blocks * spec.kv_block_tokens
+        need = longest + 1 if role != "prefill" else int(prompt.max()) + 1
+        if cap_tokens < need:
+            raise SpecError(
+                f"the KV cache of a tp={tpx} instance holds {cap_tokens} tokens "
+                f"({mem['usable'] / 2**30:.1f} GiB usable, weights {mem['weights'] / 2**30:.1f} GiB per GPU), "
+                f"less than the longest request ({need} tokens)",
+                field="serving",
+            )
+        blocks_by_role[role] = blocks
+        mem_by_role[role] = mem
+        gpus += count * tpx * pp
+        pool = sim.back if role == "decode" else sim.front
+        for _ in range(count):
+            pool.append(_Instance(sim, len(pool), role, models[key], blocks))
+
+    cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
+    if dis is not None:
+        ptp = dis.prefill_tp or sc.parallel.tp
+        dtp = dis.decode_tp or sc.parallel.tp
+        nbytes = np.asarray(MEM.kv_cache_bytes(m, 1, prompt + 1, 1, _kv_dtype_bytes(sc)), dtype=float)
+        same = dis.prefill_gpus + dis.decode_gpus <= cluster.system.gpus
+        sim.xfer = np.asarray(
+            kv_transfer_time(
+                nbytes,
+                cluster,
+                src_tp=ptp,
+                dst_tp=dtp,
+                same_domain=same,
+                transfers=dis.transfers_per_request or m.layers,
+                gpudirect=dis.gpudirect,
+            ),
+            dtype=float,
+        ) * np.ones(n)
+
+    reqs = [_Req(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i])) for i in range(n)]
+
+    def arrivals() -> Generator[simpy.Event, Any, None]:
+        env = sim.env
+        for r in reqs:
+            d = r.arrival - env.now
+            if d > 0:
+                yield env.timeout(d)
+            sim.arrive(r)
+
+    sim.env.process(arrivals())
+    sim.env.run(until=sim.all_done)
+    sim._mark()
+
+    log = RequestLog(
+        arrival=arrival,
+        first_token=np.array([r.first for r in reqs]),
+        finish=np.array([r.finish for r in reqs]),
+        prompt=prompt,
+        output=output,
+        preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
+    )
+    sched = np.array([r.sched for r in reqs])
+    t0 = float(arrival.min())
+    span = max(float(log.finish.max()) - t0, 1e-12)
+    ttft, tpot, e2e = log.ttft, log.tpot, log.e2e
+    ok = np.ones(n, dtype=bool)
+    if spec.slo.ttft_s is not None:
+        ok &= ttft <= spec.slo.ttft_s
+    if spec.slo.tpot_s is not None:
+        ok &= ~(tpot > spec.slo.tpot_s)  # NaN (one output token) passes
+    # steady state: what completes (and is generated) while requests keep arriving; a run whose
+    # requests all arrive at once is measured over its whole span
+    t1 = float(arrival.max())
+    if t1 - t0 > 1e-9 * span and n > 1:
+        win = t1 - t0
+        done_in = log.finish <= t1
+        lo = np.maximum(log.first_token, t0)
+        gen_span = np.maximum(log.finish - log.first_token, 1e-30)
+        frac = np.clip((t1 - lo) / gen_span, 0.0, 1.0)
+        out_win = np.where(log.first_token <= t1, 1.0 + (output - 1) * frac, 0.0)
+        tokens_out = float(out_win.sum())
+        n_win = float(done_in.sum())
+        good_win = float((ok & done_in).sum())
+        in_win = float(prompt[log.first_token <= t1].sum())
+    else:
+        win = span
+        tokens_out = float(output.sum())
+        n_win = float(n)
+        good_win = float(ok.sum())
+        in_win = float(prompt.sum())
+    insts = sim.front + sim.back
+    kv_area = sum(i.kv_area / max(i.total_blocks, 1) for i in insts)
+    offered = spec.rate if spec.trace is None else None
+    rps = n_win / win
+    if offered is not None and spec.arrival_cv == 1.0 and n >= 200 and rps < 0.85 * offered:
+        notes.append(
+            f"saturated: served {rps:.3g} requests/s of {offered:.3g} offered; the queue grows through the run "
+            "and latencies depend on how many requests are simulated"
+        )
+    pre = sum(i.preempted for i in insts)
+    if pre:
+        notes.append(f"{pre} preemption(s) for lack of KV blocks (recomputed)")
+    if pp > 1:
+        notes.append("pipeline stages run one batch at a time (no micro-batching across steps)")
+    layout: dict[str, Any] = {"tp": sc.parallel.tp, "pp": pp}
+    if dis is not None:
+        layout = {"prefill_tp": pools[0][2], "decode_tp": pools[1][2], "pp": pp}
+    res = ServingResult(
+        name=sc.name,
+        device=cluster.device.name,
+        gpus=gpus,
+        instances={role: cnt for role, cnt, _ in pools},
+        layout=layout,
+        requests=n,
+        offered_rate=offered,
+        duration_s=span,
+        requests_per_s=rps,
+        input_tokens_per_s=in_win / win,
+        output_tokens_per_s=tokens_out / win,
+        output_tokens_per_s_per_gpu=tokens_out / win / gpus,
+        ttft_s=_stats(ttft),
+        tpot_s=_stats(tpot),
+        e2e_s=_stats(e2e),
+        queue_wait_s=_stats(sched[sched >= 0] - arrival[sched >= 0]),
+        goodput=good_win / win,
+        slo_attainment=float(ok.mean()),
+        mean_in_system=sim.area_sys / span,
+        max_in_system=sim.max_sys,
+        mean_queue=sim.area_q / span,
+        max_queue=sim.max_q,
+        kv_blocks_per_instance=blocks_by_role,
+        kv_tokens_per_instance={k: v * spec.kv_block_tokens for k, v in blocks_by_role.items()},
+        kv_utilization=kv_area / (len(insts) * span),
+        kv_peak_utilization=max(i.kv_peak / max(i.total_blocks, 1) for i in insts),
+        busy_fraction=sum(i.busy for i in insts) / (len(insts) * span),
+        preemptions=pre,
+        steps=sum(i.steps for i in insts),
+        events=sim.env.processed,
+        memory_per_gpu=mem_by_role[pools[-1][0]],
+        calibration=sc.calibration,
+        notes=notes,
+    )
+    return ServingRun(result=res, log=log, wall_s=time.perf_counter() - wall0, step_models=models)
+
+
+def serve(
+    scenario: str | Scenario, spec: ServingSpec | None = None, overrides: list[str] | None = None
+) -> ServingResult:
+    """Simulate a ``kind: serving`` scenario file (or a loaded scenario and its serving spec)."""
+    if isinstance(scenario, str):
+        from simcore.serving.spec import load_serving
+
+        sc, sp = load_serving(scenario, overrides or [])
+        return simulate(sc, spec or sp).result
+    if spec is None:
+        raise SpecError("needs a ServingSpec with a loaded scenario", field="serving")
+    return simulate(scenario, spec).result
+
+
+__all__ = [
+    "RequestLog",
+    "ServingResult",
+    "ServingRun",
+    "StepModel",
+    "Stats",
+    "build_step_model",
+    "kv_blocks",
+    "serve",
+    "simulate",
+]
