@@ -128,7 +128,7 @@ def build_step_model(sc: Scenario, cluster: ClusterInfo, tp: int, max_batch: int
     contexts/prompts up to ``max_len`` tokens."""
     inf = sc.inference
     assert inf is not None
-    b_grid = _grid(max_batch)
+    b_grid = _grid(max(max_batch, 2))
     n_grid = _grid(max(max_len, 2))
     barr = np.asarray(b_grid, dtype=float)
     dec: list[list[float]] = []
@@ -598,8 +598,8 @@ class ServingResult(BaseModel):
     duration_s: float
     """From the first arrival to the last completion (seconds)."""
     requests_per_s: float
-    """Completions per second while requests arrive (first to last arrival; the drain after the
-    last arrival is left out); over the whole run when all requests arrive at once."""
+    """Requests completed per second over the run (first arrival to last completion): the arrival
+    rate below saturation (less a drain of about one latency), the service capacity above."""
     input_tokens_per_s: float
     output_tokens_per_s: float
     output_tokens_per_s_per_gpu: float
@@ -670,6 +670,8 @@ class ServingRun:
     log: RequestLog
     wall_s: float
     step_models: dict[str, StepModel] = field(default_factory=dict)
+    kv_blocks_leaked: int = 0
+    """KV blocks still held when every request has finished (a consistency check: 0)."""
 
 
 def _stats(x: np.ndarray) -> Stats:
@@ -866,30 +868,10 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
         ok &= ttft <= spec.slo.ttft_s
     if spec.slo.tpot_s is not None:
         ok &= ~(tpot > spec.slo.tpot_s)  # NaN (one output token) passes
-    # steady state: what completes (and is generated) while requests keep arriving; a run whose
-    # requests all arrive at once is measured over its whole span
-    t1 = float(arrival.max())
-    if t1 - t0 > 1e-9 * span and n > 1:
-        win = t1 - t0
-        done_in = log.finish <= t1
-        lo = np.maximum(log.first_token, t0)
-        gen_span = np.maximum(log.finish - log.first_token, 1e-30)
-        frac = np.clip((t1 - lo) / gen_span, 0.0, 1.0)
-        out_win = np.where(log.first_token <= t1, 1.0 + (output - 1) * frac, 0.0)
-        tokens_out = float(out_win.sum())
-        n_win = float(done_in.sum())
-        good_win = float((ok & done_in).sum())
-        in_win = float(prompt[log.first_token <= t1].sum())
-    else:
-        win = span
-        tokens_out = float(output.sum())
-        n_win = float(n)
-        good_win = float(ok.sum())
-        in_win = float(prompt.sum())
     insts = sim.front + sim.back
     kv_area = sum(i.kv_area / max(i.total_blocks, 1) for i in insts)
     offered = spec.rate if spec.trace is None else None
-    rps = n_win / win
+    rps = n / span
     if offered is not None and spec.arrival_cv == 1.0 and n >= 200 and rps < 0.85 * offered:
         notes.append(
             f"saturated: served {rps:.3g} requests/s of {offered:.3g} offered; the queue grows through the run "
@@ -913,14 +895,14 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
         offered_rate=offered,
         duration_s=span,
         requests_per_s=rps,
-        input_tokens_per_s=in_win / win,
-        output_tokens_per_s=tokens_out / win,
-        output_tokens_per_s_per_gpu=tokens_out / win / gpus,
+        input_tokens_per_s=float(prompt.sum()) / span,
+        output_tokens_per_s=float(output.sum()) / span,
+        output_tokens_per_s_per_gpu=float(output.sum()) / span / gpus,
         ttft_s=_stats(ttft),
         tpot_s=_stats(tpot),
         e2e_s=_stats(e2e),
         queue_wait_s=_stats(sched[sched >= 0] - arrival[sched >= 0]),
-        goodput=good_win / win,
+        goodput=float(ok.sum()) / span,
         slo_attainment=float(ok.mean()),
         mean_in_system=sim.area_sys / span,
         max_in_system=sim.max_sys,
@@ -938,7 +920,13 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
         calibration=sc.calibration,
         notes=notes,
     )
-    return ServingRun(result=res, log=log, wall_s=time.perf_counter() - wall0, step_models=models)
+    return ServingRun(
+        result=res,
+        log=log,
+        wall_s=time.perf_counter() - wall0,
+        step_models=models,
+        kv_blocks_leaked=sum(i.total_blocks - i.free for i in insts),
+    )
 
 
 def serve(

@@ -1,0 +1,282 @@
+"""Serving simulation: hand-computed single-request timings, queueing laws, monotonicity, policies."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simcore.serving import ServingSpec, load_serving, simulate
+from simcore.serving.sim import ServingRun
+from simcore.specs.resolve import scenario_from_dict
+from simcore.specs.scenario import Scenario
+
+BASE: dict[str, Any] = {
+    "name": "t",
+    "kind": "inference",
+    "cluster": {"system": "hgx-h200", "gpus": 1},
+    "model": {"preset": "llama3-8b"},
+    "inference": {"precision": "bf16"},
+    "runtime": {"framework": "cuda_graphs"},
+}
+_SC: dict[str, Scenario] = {}
+
+
+def scen(**cluster: Any) -> Scenario:
+    key = repr(sorted(cluster.items()))
+    if key not in _SC:
+        d = copy.deepcopy(BASE)
+        d["cluster"].update(cluster)
+        _SC[key] = scenario_from_dict(d)
+    return _SC[key]
+
+
+def run(sc: Scenario | None = None, **serving: Any) -> ServingRun:
+    spec = ServingSpec.model_validate({"rate": 5.0, "requests": 400, "prompt": 512, "output": 64, **serving})
+    return simulate(sc or scen(), spec)
+
+
+# ---------------------------------------------------------------- hand-computed single requests
+
+
+def test_single_request_timing_follows_the_step_table() -> None:
+    r = run(requests=1, prompt=512, output=10)
+    sm = r.step_models["tp1"]
+    log = r.log
+    ttft = sm.prefill(512)  # one chunk, no decodes running: P(512)
+    decode = sum(sm.decode(1, 512 + 1 + j) for j in range(9))  # tokens 2..10, context grows by one
+    assert log.ttft[0] == pytest.approx(ttft, rel=1e-12)
+    assert log.e2e[0] == pytest.approx(ttft + decode, rel=1e-12)
+    assert r.result.tpot_s.mean == pytest.approx(decode / 9, rel=1e-12)
+    assert r.result.steps == 10
+
+
+def test_chunked_prefill_pays_the_step_floor_per_chunk() -> None:
+    r = run(requests=1, prompt=4096, output=2, max_batch_tokens=1024)
+    sm = r.step_models["tp1"]
+    # four chunks of 1024: marginal costs telescope to P(4096) - P(0), plus the floor of each step
+    assert r.log.ttft[0] == pytest.approx(sm.prefill(4096) + 3 * sm.floor, rel=1e-12)
+    whole = run(requests=1, prompt=4096, output=2, max_batch_tokens=8192)
+    assert whole.log.ttft[0] == pytest.approx(sm.prefill(4096), rel=1e-12)
+
+
+def test_step_table_is_monotone() -> None:
+    sm = run(requests=1).step_models["tp1"]
+    assert all(np.diff(sm.pre) >= 0)
+    for row in sm.dec:
+        assert all(np.diff(row) >= -1e-12)
+    assert sm.decode(64, 2048) > sm.decode(64, 128) > sm.decode(1, 128) > 0
+
+
+# ---------------------------------------------------------------- determinism and queueing laws
+
+
+def test_deterministic_with_a_seed() -> None:
+    a = run(seed=3, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5}).result.model_dump()
+    b = run(seed=3, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5}).result.model_dump()
+    c = run(seed=4, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5}).result.model_dump()
+    assert a == b
+    assert a != c
+
+
+def test_littles_law() -> None:
+    res = run(rate=8.0, requests=1500, output={"dist": "uniform", "low": 16, "high": 128}).result
+    # time-averaged requests in the system = arrival rate x mean time in the system
+    assert res.mean_in_system == pytest.approx(8.0 * res.e2e_s.mean, rel=0.08)
+
+
+def test_throughput_follows_arrivals_below_saturation_and_saturates_above() -> None:
+    low = run(rate=4.0, requests=1500)
+    emp = (low.result.requests - 1) / float(low.log.arrival.max() - low.log.arrival.min())
+    assert low.result.requests_per_s == pytest.approx(emp, rel=0.02)
+    assert low.result.requests_per_s == pytest.approx(4.0, rel=0.08)
+    assert low.result.output_tokens_per_s == pytest.approx(emp * 64, rel=0.03)
+    hi = [run(rate=r, requests=3000, max_batch=64).result for r in (400.0, 800.0)]
+    cap = hi[0].requests_per_s
+    assert cap < 0.5 * 400.0
+    assert hi[1].requests_per_s == pytest.approx(cap, rel=0.1)
+    assert any("saturated" in n for n in hi[1].notes)
+
+
+def test_higher_rate_never_lowers_p99_ttft() -> None:
+    p99 = [run(rate=r, requests=600).result.ttft_s.p99 for r in (2.0, 8.0, 20.0, 80.0, 320.0)]
+    for a, b in zip(p99, p99[1:], strict=False):
+        assert b >= a * 0.98, p99
+    assert p99[-1] > 5 * p99[0]
+
+
+def test_prefix_cache_lowers_ttft() -> None:
+    base = run(rate=20.0, prompt=2048).result
+    cached = run(rate=20.0, prompt=2048, prefix_cache_hit=0.75).result
+    assert cached.ttft_s.mean < 0.7 * base.ttft_s.mean
+    assert cached.ttft_s.p99 < base.ttft_s.p99
+
+
+def test_more_replicas_never_hurt() -> None:
+    sc = scen(gpus=4)
+    res = [run(sc, rate=60.0, requests=1200, replicas=k).result for k in (1, 2, 4)]
+    for a, b in zip(res, res[1:], strict=False):
+        assert b.e2e_s.p99 <= a.e2e_s.p99 * 1.02
+        assert b.ttft_s.mean <= a.ttft_s.mean * 1.02
+        assert b.requests_per_s >= a.requests_per_s * 0.98
+    assert [r.gpus for r in res] == [1, 2, 4]
+    # default: as many replicas as the cluster holds
+    assert run(sc, requests=50).result.instances == {"mixed": 4}
+
+
+def test_kv_pressure_preempts_and_still_finishes() -> None:
+    # room for a few thousand tokens of KV: requests queue for blocks and running ones get preempted
+    r = run(rate=50.0, requests=300, prompt=1024, output=256, memory_utilization=0.14)
+    res = r.result
+    assert res.kv_tokens_per_instance["mixed"] < 20000
+    assert np.all(r.log.finish > r.log.first_token)
+    assert res.kv_peak_utilization <= 1.0
+    assert res.kv_peak_utilization > 0.9
+    assert res.preemptions > 0
+    roomy = run(rate=50.0, requests=300, prompt=1024, output=256).result
+    assert roomy.preemptions == 0
+    assert res.e2e_s.mean > roomy.e2e_s.mean
+
+
+def test_slo_goodput() -> None:
+    loose = run(rate=10.0, slo={"ttft_s": "10 s", "tpot_s": "1 s"}).result
+    assert loose.slo_attainment == 1.0
+    assert loose.goodput == pytest.approx(loose.requests_per_s)
+    tight = run(rate=10.0, slo={"ttft_s": "30 ms"}).result
+    assert 0.0 < tight.slo_attainment < 1.0
+    assert tight.goodput < tight.requests_per_s
+
+
+# ---------------------------------------------------------------- disaggregation
+
+
+def test_disaggregated_mode_runs_and_pays_the_transfer() -> None:
+    sc = scen(gpus=8)
+    dis = run(sc, rate=10.0, disaggregated={"prefill_gpus": 2, "decode_gpus": 2}, requests=300)
+    res = dis.result
+    assert res.instances == {"prefill": 2, "decode": 2}
+    assert res.gpus == 4
+    assert np.all(dis.log.finish >= dis.log.first_token)
+    sm = dis.step_models["tp1"]
+    # first token after the prefill and the KV transfer
+    assert dis.log.ttft.min() > sm.prefill(512)
+    # decode instances never prefill: their steps are pure decodes, so TPOT sits on the decode table
+    assert res.tpot_s.p50 < 2 * sm.decode(16, 560)
+    slow = run(
+        sc,
+        rate=10.0,
+        disaggregated={"prefill_gpus": 2, "decode_gpus": 2, "gpudirect": False},
+        requests=300,
+        prompt=8192,
+    )
+    fast = run(sc, rate=10.0, disaggregated={"prefill_gpus": 2, "decode_gpus": 2}, requests=300, prompt=8192)
+    assert slow.result.ttft_s.mean >= fast.result.ttft_s.mean
+
+
+# ---------------------------------------------------------------- workload and spec
+
+
+def test_length_distributions_and_clipping() -> None:
+    r = run(
+        requests=3000,
+        prompt={"dist": "lognormal", "mean": 800, "sigma": 0.7},
+        output={"dist": "uniform", "low": 5, "high": 9},
+    )
+    assert float(r.log.prompt.mean()) == pytest.approx(800, rel=0.06)
+    assert r.log.output.min() >= 5 and r.log.output.max() <= 9
+    c = run(requests=20, prompt=9000, output=100)  # llama3-8b seq_len is 8192
+    assert int((c.log.prompt + c.log.output).max()) <= 8192
+    assert any("clipped" in n for n in c.result.notes)
+
+
+def test_trace_file(tmp_path: Path) -> None:
+    csv = tmp_path / "trace.csv"
+    csv.write_text("arrival_s,prompt_len,output_len\n0.5,100,5\n0.0,200,3\n0.2,300,4\n", encoding="utf-8")
+    r = simulate(scen(), ServingSpec(trace=str(csv)))
+    assert r.log.prompt.tolist() == [200, 300, 100]
+    assert r.log.output.tolist() == [3, 4, 5]
+    assert r.result.offered_rate is None
+    assert np.all(r.log.finish > r.log.arrival)
+
+
+@pytest.mark.parametrize(
+    "bad,needle",
+    [
+        ({"rate": 1, "trace": "x.csv"}, "exactly one"),
+        ({}, "exactly one"),
+        ({"rate": 1, "max_batch": 64, "max_batch_tokens": 32}, "max_batch_tokens"),
+        ({"rate": 1, "prompt": {"dist": "uniform", "low": 5}}, "high"),
+        ({"rate": 1, "prefix_cache_hit": 1.0}, "less than 1"),
+        ({"rate": 1, "slo": {"ttft_s": "fast"}}, "ttft_s"),
+    ],
+)
+def test_bad_specs(bad: dict[str, Any], needle: str) -> None:
+    with pytest.raises(Exception) as e:
+        ServingSpec.model_validate(bad)
+    assert needle in str(e.value)
+
+
+def test_load_serving_resolves_trace_relative_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,output_len\n0,10,2\n", encoding="utf-8")
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "kind: serving\ncluster: {system: hgx-h200, gpus: 1}\nmodel: {preset: llama3-8b}\nserving: {trace: t.csv}\n",
+        encoding="utf-8",
+    )
+    sc, spec = load_serving(f, ["serving.seed=7"])
+    assert spec.trace == str(tmp_path / "t.csv")
+    assert spec.seed == 7
+    assert sc.kind == "inference"
+
+
+# ---------------------------------------------------------------- invariants under random policies
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from simcore.errors import SpecError  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    max_batch=st.integers(1, 32),
+    extra_tokens=st.integers(0, 2048),  # a budget of max_batch tokens forbids any prefill
+    block=st.sampled_from([1, 8, 16, 64]),
+    util=st.floats(0.1345, 0.2),
+    hit=st.floats(0.0, 0.9),
+    disagg=st.booleans(),
+    seed=st.integers(0, 100),
+)
+def test_every_request_finishes_and_no_block_leaks(
+    max_batch: int, extra_tokens: int, block: int, util: float, hit: float, disagg: bool, seed: int
+) -> None:
+    sc = scen(gpus=2)
+    serving: dict[str, Any] = {
+        "rate": 40.0,
+        "requests": 60,
+        "prompt": {"dist": "lognormal", "mean": 1500, "sigma": 1.0},
+        "output": {"dist": "uniform", "low": 1, "high": 300},
+        "max_batch": max_batch,
+        "max_batch_tokens": max_batch + extra_tokens,
+        "kv_block_tokens": block,
+        "memory_utilization": util,
+        "prefix_cache_hit": hit,
+        "seed": seed,
+    }
+    if disagg:
+        serving["disaggregated"] = {"prefill_gpus": 1, "decode_gpus": 1}
+    try:
+        r = run(sc, **serving)
+    except SpecError as e:
+        assert "KV cache" in str(e)
+        return
+    log = r.log
+    assert r.kv_blocks_leaked == 0
+    assert np.all(log.first_token >= log.arrival)
+    assert np.all(log.finish >= log.first_token)
+    assert np.all(np.isfinite(log.finish))
+    assert 0.0 <= r.result.kv_utilization <= r.result.kv_peak_utilization <= 1.0
+    assert r.result.max_queue <= 60
