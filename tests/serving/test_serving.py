@@ -99,6 +99,12 @@ def test_throughput_follows_arrivals_below_saturation_and_saturates_above() -> N
     assert cap < 0.5 * 400.0
     assert hi[1].requests_per_s == pytest.approx(cap, rel=0.1)
     assert any("saturated" in n for n in hi[1].notes)
+    assert not any("saturated" in n for n in low.result.notes)
+    # the steady-state rate (second half of the arrivals) sits on the same capacity
+    s0, s1 = hi[0].steady_requests_per_s, hi[1].steady_requests_per_s
+    assert s0 is not None and s1 is not None
+    assert s1 == pytest.approx(s0, rel=0.1)
+    assert low.result.steady_requests_per_s == pytest.approx(4.0, rel=0.1)
 
 
 def test_higher_rate_never_lowers_p99_ttft() -> None:
