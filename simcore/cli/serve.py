@@ -22,12 +22,15 @@ SetOpt = Annotated[
 
 def _table(r: ServingResult, wall_s: float) -> None:
     inst = ", ".join(f"{n} {role}" for role, n in r.instances.items())
-    t = Table(title=f"{r.name}: {r.gpus} x {r.device} ({inst} instance(s), layout {r.layout})")
+    lay = " ".join(f"{k} {v}" for k, v in r.layout.items())
+    t = Table(title=f"{r.name}: {r.gpus} x {r.device} ({inst} instance(s), {lay})")
     t.add_column("metric")
     t.add_column("value", justify="right")
     offered = f" of {r.offered_rate:g} offered" if r.offered_rate is not None else ""
     t.add_row("requests", f"{r.requests} over {r.duration_s:,.1f} s")
     t.add_row("throughput", f"{r.requests_per_s:,.2f} requests/s{offered}")
+    if r.steady_requests_per_s is not None:
+        t.add_row("steady throughput (2nd half)", f"{r.steady_requests_per_s:,.2f} requests/s")
     t.add_row(
         "output tokens/s", f"{r.output_tokens_per_s:,.0f} ({r.output_tokens_per_s_per_gpu:,.0f} per GPU)"
     )
