@@ -208,9 +208,14 @@ def load_serving(
     data = read_yaml(p)
     apply_overrides(data, overrides, str(p))
     kind = data.get("kind", "serving")
-    if kind != "serving":
-        raise SpecError(f"simcore serve needs kind: serving (got {kind!r})", file=str(p), field="kind")
     raw = data.pop("serving", None)
+    # until Scenario accepts kind: serving, an inference scenario with a serving section is served too
+    if kind not in ("serving", "inference") or (kind == "inference" and raw is None):
+        raise SpecError(
+            f"simcore serve needs kind: serving (or inference with a serving section), got {kind!r}",
+            file=str(p),
+            field="kind",
+        )
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
