@@ -51,7 +51,7 @@ def main() -> None:
     sc, spec = load_serving(SCEN)
     cluster = resolve_cluster(sc.cluster, default_registry())
     t = time.perf_counter()
-    build_step_model(sc, cluster, 1, spec.max_batch, sc.model.seq_len)
+    build_step_model(sc, cluster, 1, spec.max_batch, sc.model.seq_len, spec.max_batch_tokens)
     print(
         f"step-cost table (batches to {spec.max_batch}, contexts to {sc.model.seq_len}): {time.perf_counter() - t:.3f} s"
     )

@@ -4,18 +4,13 @@ prefill over a paged KV cache, replicas, optional prefill/decode disaggregation.
 How an engine step is priced
 ----------------------------
 The analytic inference engine (:func:`simcore.engine.inference.evaluate`) is sampled once per
-instance shape into a small table:
-
-* ``D(b, c)``: a decode step of ``b`` sequences whose KV caches hold ``c`` tokens each, on a grid of
-  batches and contexts (bilinear interpolation; the mean context of the running batch is used);
-* ``P(n)``: the prefill of one sequence of ``n`` tokens (linear interpolation on a grid of lengths).
-
-A step that runs ``b`` decodes and prefill chunks ``(p_i, c_i)`` (``c_i`` new tokens after ``p_i``
-already cached) costs ``D(b, mean context) + sum_i [P(p_i + c_i) - P(p_i)]``, with ``P(0)`` set to
-``P(1)``: the weight read and launch floor of a step is paid once, by the decode part (or, in a step
-with no decodes, by ``P(1)``); a chunk adds its marginal GEMM and attention work, attention over its
-whole prefix included. This adds compute-bound prefill time to memory-bound decode time instead of
-overlapping them, so mixed steps are priced slightly high.
+instance shape into a small table (:class:`StepModel`): the GPU time of a decode step over a grid of
+batches and contexts, and of a one-prompt prefill over a grid of lengths split into attention and
+the rest, plus the host time of issuing a step (eager PyTorch). A continuous-batching step prices
+its non-attention work (GEMMs, norms, TP communication) as a roofline over all its tokens -- so a
+small prefill chunk rides on the weight read of the decodes and a large one is compute-bound -- and
+adds the causal attention of each chunk over its prefix. The decode batch is priced at its mean
+context.
 
 Scheduler (vLLM V1 style, per instance)
 ---------------------------------------
@@ -83,33 +78,34 @@ def _interp(xs: list[float], ys: list[float], x: float) -> float:
 
 @dataclass
 class StepModel:
-    """Engine-step cost of one instance (``tp`` x ``pp`` GPUs), seconds."""
+    """Engine-step cost of one instance (``tp`` x ``pp`` GPUs), seconds.
+
+    GPU time of a step with ``b`` decodes at mean context ``c`` and prefill chunks ``(p_i, n_i)``
+    (``n_i`` new tokens after ``p_i`` cached ones), ``N = b + sum n_i`` tokens in all::
+
+        D(b, c) + R(N) - R(b) + sum_i [A(p_i + n_i) - A(p_i)]      (A(0) := A(1))
+
+    ``D``: decode step (GPU), ``R(n)``: everything but attention of an ``n``-token forward pass
+    (GEMMs, norms, TP communication: a roofline over the step's whole token count, so small chunks
+    ride on the weight read of the decodes), ``A(n)``: causal attention of one ``n``-token prompt.
+    Without decodes the step costs ``R(N) + A(1) + sum_i [...]``. The step takes at least the host
+    time of issuing it (eager PyTorch), ``H_pre`` with prefill chunks, ``H_dec`` without.
+    """
 
     b_grid: list[float]
     c_grid: list[float]
     dec: list[list[float]]
-    """``dec[j][i]``: decode step of ``b_grid[i]`` sequences at context ``c_grid[j]``."""
+    """``dec[j][i]``: GPU time of a decode step of ``b_grid[i]`` sequences at context ``c_grid[j]``."""
     n_grid: list[float]
-    pre: list[float]
-    """``pre[i]``: prefill of one sequence of ``n_grid[i]`` tokens."""
+    rest: list[float]
+    """``rest[i]``: GPU time of an ``n_grid[i]``-token prefill, attention left out."""
+    attn: list[float]
+    """``attn[i]``: attention time of one ``n_grid[i]``-token prompt."""
+    host_decode: float = 0.0
+    host_prefill: float = 0.0
 
-    @property
-    def floor(self) -> float:
-        """One-token forward pass: the fixed cost of any step (weights read, launches), seconds."""
-        return self.pre[0]
-
-    def prefill(self, n: float) -> float:
-        """``P(n)``: prefill of one ``n``-token sequence from scratch (``P(0) = P(1)``), seconds."""
-        if n <= 1.0:
-            return self.pre[0]
-        return _interp(self.n_grid, self.pre, n)
-
-    def chunk(self, done: float, new: float) -> float:
-        """Marginal time of prefilling ``new`` tokens after ``done`` cached ones, seconds."""
-        return self.prefill(done + new) - self.prefill(done)
-
-    def decode(self, b: float, ctx: float) -> float:
-        """Decode step of ``b`` sequences with mean context ``ctx`` tokens (bilinear), seconds."""
+    def decode_gpu(self, b: float, ctx: float) -> float:
+        """GPU time of a decode step of ``b`` sequences at mean context ``ctx`` (bilinear), s."""
         cg = self.c_grid
         j = min(max(bisect_right(cg, ctx) - 1, 0), len(cg) - 2)
         w = (ctx - cg[j]) / (cg[j + 1] - cg[j])
@@ -117,25 +113,59 @@ class StepModel:
         hi = _interp(self.b_grid, self.dec[j + 1], b)
         return lo + (hi - lo) * w
 
-    def step(self, b: int, ctx_mean: float, chunks: float) -> float:
-        """A step of ``b`` decodes at mean context ``ctx_mean`` plus prefill chunks costing
-        ``chunks`` seconds (from :meth:`chunk`)."""
-        return (self.decode(b, ctx_mean) if b > 0 else self.floor) + chunks
+    def rest_gpu(self, n: float) -> float:
+        """``R(n)``: non-attention GPU time of ``n`` tokens in one step, s."""
+        return _interp(self.n_grid, self.rest, n)
+
+    def attention(self, n: float) -> float:
+        """``A(n)``: attention of one causal ``n``-token prompt (``A(0) = A(1)``), s."""
+        if n <= 1.0:
+            return self.attn[0]
+        return _interp(self.n_grid, self.attn, n)
+
+    def chunk_attention(self, done: float, new: float) -> float:
+        """Attention added by ``new`` prompt tokens after ``done`` cached ones, s."""
+        return self.attention(done + new) - self.attention(done)
+
+    def step_time(self, b: int, ctx_mean: float, prefill_tokens: float, attn: float) -> float:
+        """A step of ``b`` decodes at mean context ``ctx_mean`` tokens plus ``prefill_tokens``
+        prompt tokens whose chunk attention (from :meth:`chunk_attention`) sums to ``attn``, s."""
+        if b > 0:
+            gpu = self.decode_gpu(b, ctx_mean)
+            if prefill_tokens > 0:
+                gpu += self.rest_gpu(b + prefill_tokens) - self.rest_gpu(b) + attn
+            return max(gpu, self.host_prefill if prefill_tokens > 0 else self.host_decode)
+        gpu = self.rest_gpu(prefill_tokens) + self.attn[0] + attn
+        return max(gpu, self.host_prefill)
+
+    def prefill(self, n: float) -> float:
+        """One ``n``-token prompt prefilled alone in one step, s."""
+        return self.step_time(0, 0.0, n, self.chunk_attention(0.0, n))
+
+    def decode(self, b: float, ctx: float) -> float:
+        """A decode-only step of ``b`` sequences at mean context ``ctx``, s."""
+        return max(self.decode_gpu(b, ctx), self.host_decode)
 
 
-def build_step_model(sc: Scenario, cluster: ClusterInfo, tp: int, max_batch: int, max_len: int) -> StepModel:
-    """Sample the inference engine into a :class:`StepModel` for batches up to ``max_batch`` and
-    contexts/prompts up to ``max_len`` tokens."""
+def build_step_model(
+    sc: Scenario, cluster: ClusterInfo, tp: int, max_batch: int, max_len: int, max_tokens: int = 0
+) -> StepModel:
+    """Sample the inference engine into a :class:`StepModel` for batches up to ``max_batch``,
+    contexts up to ``max_len`` tokens and steps of up to ``max(max_len, max_tokens)`` tokens."""
     inf = sc.inference
     assert inf is not None
     b_grid = _grid(max(max_batch, 2))
-    n_grid = _grid(max(max_len, 2))
+    c_top = max(max_len, 2)
+    n_grid = _grid(max(c_top, max_tokens))
+    c_grid = [n for n in n_grid if n <= c_top]
     barr = np.asarray(b_grid, dtype=float)
     dec: list[list[float]] = []
-    pre: list[float] = []
+    rest: list[float] = []
+    attn: list[float] = []
+    h_dec = h_pre = 0.0
     for n in n_grid:
         # the engine broadcasts over a batch array; the spec's int field is bypassed on purpose
-        fields: dict[str, Any] = {"batch": barr}
+        fields: dict[str, Any] = {"batch": barr if n <= c_top else 1}
         spec = InferenceSpec.model_construct(
             **fields,
             prompt_len=n,
@@ -154,14 +184,35 @@ def build_step_model(sc: Scenario, cluster: ClusterInfo, tp: int, max_batch: int
             sc.calibration,
             sc.runtime.profiler,
         )
-        d = np.broadcast_to(np.asarray(ev.decode_step_time_s, dtype=float), barr.shape)
-        p = np.broadcast_to(np.asarray(ev.prefill_time_s, dtype=float), barr.shape)
-        dec.append([float(x) for x in d])
-        pre.append(float(p[0]))
-    # a prefill never gets cheaper with more tokens (guards interpolation against noise)
-    pre = list(np.maximum.accumulate(np.asarray(pre)))
+        pt = {k: float(np.ravel(np.asarray(v, dtype=float))[0]) for k, v in ev.prefill.time.items()}
+        p_host = pt.pop("host_overhead", 0.0)
+        p_attn = pt.get("attention", 0.0)
+        p_gpu = sum(pt.values())
+        rest.append(p_gpu - p_attn)
+        attn.append(p_attn)
+        if p_host > 0:
+            h_pre = max(h_pre, p_gpu + p_host)
+        if n <= c_top:
+            dt = {
+                k: np.broadcast_to(np.asarray(v, dtype=float), barr.shape) for k, v in ev.decode.time.items()
+            }
+            d_host = dt.pop("host_overhead", np.zeros(barr.shape))
+            d_gpu = np.sum(list(dt.values()), axis=0)
+            dec.append([float(x) for x in d_gpu])
+            if np.any(d_host > 0):
+                h_dec = max(h_dec, float(np.max((d_gpu + d_host)[d_host > 0])))
+    # more tokens never take less time (guards interpolation against rounding in the tables)
+    rest = [float(x) for x in np.maximum.accumulate(np.asarray(rest))]
+    attn = [float(x) for x in np.maximum.accumulate(np.asarray(attn))]
     return StepModel(
-        [float(b) for b in b_grid], [float(n) for n in n_grid], dec, [float(n) for n in n_grid], pre
+        [float(b) for b in b_grid],
+        [float(n) for n in c_grid],
+        dec,
+        [float(n) for n in n_grid],
+        rest,
+        attn,
+        h_dec,
+        h_pre,
     )
 
 
@@ -374,6 +425,7 @@ class _Instance:
                 heapq.heappush(hb, (step + B, sq, ep, r))
             budget = self.budget - self.nd
             cost = 0.0
+            ptok = 0
             chunks: list[tuple[_Req, int]] = []
             for r in self.prefilling:
                 if budget <= 0:
@@ -385,7 +437,8 @@ class _Instance:
                 if need > 0:
                     self.free -= need
                     r.blocks += need
-                cost += self.m.chunk(r.computed, c)
+                cost += self.m.chunk_attention(r.computed, c)
+                ptok += c
                 chunks.append((r, c))
                 budget -= c
             while self.waiting and budget > 0 and len(self.running) < self.max_batch:
@@ -415,7 +468,8 @@ class _Instance:
                 r.blocks += need
                 self.running[r] = None
                 self.prefilling.append(r)
-                cost += self.m.chunk(r.computed, c)
+                cost += self.m.chunk_attention(r.computed, c)
+                ptok += c
                 chunks.append((r, c))
                 budget -= c
             if self.nd == 0 and not chunks:
@@ -426,7 +480,7 @@ class _Instance:
                 return None
             nd = self.nd
             ctx = (self.S + nd * k) / nd if nd else 0.0
-            return self.m.step(nd, ctx, cost), chunks
+            return self.m.step_time(nd, ctx, ptok, cost), chunks
 
     def _complete(self, chunks: list[tuple[_Req, int]]) -> None:
         k = self.k
@@ -804,7 +858,7 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     for role, count, tpx in pools:
         key = f"tp{tpx}"
         if key not in models:
-            models[key] = build_step_model(sc, cluster, tpx, spec.max_batch, max_len)
+            models[key] = build_step_model(sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens)
         blocks, mem = kv_blocks(sc, cluster, spec, tpx)
         cap_tokens = blocks * spec.kv_block_tokens
         need = longest + 1 if role != "prefill" else int(prompt.max()) + 1
