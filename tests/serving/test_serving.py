@@ -8,7 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from simcore.errors import SpecError
 from simcore.serving import ServingSpec, load_serving, simulate
 from simcore.serving.sim import ServingRun
 from simcore.specs.resolve import scenario_from_dict
@@ -269,11 +272,6 @@ def test_load_serving_resolves_trace_relative_to_the_file(tmp_path: Path) -> Non
 
 # ---------------------------------------------------------------- invariants under random policies
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from simcore.errors import SpecError  # noqa: E402
-
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -315,3 +313,51 @@ def test_every_request_finishes_and_no_block_leaks(
     assert np.all(np.isfinite(log.finish))
     assert 0.0 <= r.result.kv_utilization <= r.result.kv_peak_utilization <= 1.0
     assert r.result.max_queue <= 60
+
+
+# ---------------------------------------------------------------- arrival process, routing, layouts
+
+
+def test_burstier_arrivals_queue_longer() -> None:
+    smooth = run(rate=15.0, requests=800, prompt=1024, output=128).result
+    bursty = run(rate=15.0, requests=800, prompt=1024, output=128, arrival_cv=3.0).result
+    assert bursty.ttft_s.p99 > smooth.ttft_s.p99
+    assert bursty.mean_queue > smooth.mean_queue
+
+
+def test_duration_bounds_the_arrivals() -> None:
+    r = run(rate=10.0, requests=None, duration_s="30 s")
+    assert float(r.log.arrival.max()) <= 30.0
+    assert r.result.requests == pytest.approx(300, rel=0.25)
+
+
+def test_round_robin_and_least_loaded_both_spread_load() -> None:
+    sc = scen(gpus=4)
+    ll = run(sc, rate=40.0, requests=800).result
+    rr = run(sc, rate=40.0, requests=800, router="round_robin").result
+    assert ll.instances == rr.instances == {"mixed": 4}
+    # least-loaded routing never does worse on the tail than blind turns
+    assert ll.e2e_s.p99 <= rr.e2e_s.p99 * 1.02
+
+
+def test_tensor_and_pipeline_parallel_instances() -> None:
+    d = copy.deepcopy(BASE)
+    d["cluster"]["gpus"] = 8
+    d["parallel"] = {"tp": 2, "pp": 2}
+    sc = scenario_from_dict(d)
+    res = run(sc, rate=20.0, requests=200).result
+    assert res.instances == {"mixed": 2} and res.gpus == 8
+    assert any("pipeline" in n for n in res.notes)
+    # TP=2 halves the weights per GPU: more KV room per GPU than a TP=1 instance on one GPU
+    one = run(rate=20.0, requests=50).result
+    assert res.memory_per_gpu["weights"] < one.memory_per_gpu["weights"]
+    dis = run(
+        scen(gpus=8),
+        rate=20.0,
+        requests=200,
+        disaggregated={"prefill_gpus": 4, "decode_gpus": 2, "prefill_tp": 2, "decode_tp": 1},
+    ).result
+    assert dis.instances == {"prefill": 2, "decode": 2}
+    assert dis.layout == {"prefill_tp": 2, "decode_tp": 1, "pp": 1}
+    with pytest.raises(SpecError, match="multiple of prefill_tp"):
+        run(scen(gpus=8), disaggregated={"prefill_gpus": 3, "decode_gpus": 2, "prefill_tp": 2})
