@@ -322,6 +322,7 @@ class _Instance:
         self.B = sim.spec.kv_block_tokens
         self.max_batch = sim.spec.max_batch
         self.budget = sim.spec.max_batch_tokens
+        self.reserve = sim.spec.reserve_output_kv
         self.waiting: deque[_Req] = deque()
         self.running: dict[_Req, None] = {}
         self.prefilling: list[_Req] = []
@@ -444,7 +445,10 @@ class _Instance:
             while self.waiting and budget > 0 and len(self.running) < self.max_batch:
                 r = self.waiting[0]
                 if r.kv_ready:
-                    need = -(-(r.prompt + r.gen + 1) // B) - r.blocks
+                    tokens = r.prompt + r.gen + 1
+                    if self.reserve:
+                        tokens = max(tokens, r.prompt + r.out)
+                    need = -(-tokens // B) - r.blocks
                     if need > self.free:
                         break
                     self.waiting.popleft()
@@ -457,7 +461,10 @@ class _Instance:
                     budget -= 1
                     continue
                 c = min(r.target - r.computed, budget)
-                need = -(-(r.computed + c + 1) // B) - r.blocks
+                tokens = r.computed + c + 1
+                if self.reserve:  # a prefill instance holds the prompt (and first token) only
+                    tokens = max(tokens, r.prompt + (1 if self.role == "prefill" else r.out))
+                need = -(-tokens // B) - r.blocks
                 if need > self.free:
                     break
                 self.waiting.popleft()

@@ -140,6 +140,10 @@ class ServingSpec(Spec):
     memory_utilization: float = Field(default=0.9, gt=0, le=1.0)
     """Fraction of device memory the engine may use (vLLM ``gpu_memory_utilization``); the KV
     cache gets what weights and step activations leave of it."""
+    reserve_output_kv: bool = False
+    """Admit a request only when KV blocks for its prompt and whole output are free, and hold them
+    from the start (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): never preempts, admits fewer. Default:
+    blocks on demand with preemption by recompute (vLLM)."""
     prefix_cache_hit: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Fraction of each prompt's tokens found in a prefix cache (not recomputed)."""
     router: Literal["least_loaded", "round_robin"] = "least_loaded"

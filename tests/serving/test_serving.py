@@ -281,10 +281,18 @@ def test_load_serving_resolves_trace_relative_to_the_file(tmp_path: Path) -> Non
     util=st.floats(0.1345, 0.2),
     hit=st.floats(0.0, 0.9),
     disagg=st.booleans(),
+    reserve=st.booleans(),
     seed=st.integers(0, 100),
 )
 def test_every_request_finishes_and_no_block_leaks(
-    max_batch: int, extra_tokens: int, block: int, util: float, hit: float, disagg: bool, seed: int
+    max_batch: int,
+    extra_tokens: int,
+    block: int,
+    util: float,
+    hit: float,
+    disagg: bool,
+    reserve: bool,
+    seed: int,
 ) -> None:
     sc = scen(gpus=2)
     serving: dict[str, Any] = {
@@ -297,6 +305,7 @@ def test_every_request_finishes_and_no_block_leaks(
         "kv_block_tokens": block,
         "memory_utilization": util,
         "prefix_cache_hit": hit,
+        "reserve_output_kv": reserve,
         "seed": seed,
     }
     if disagg:
@@ -313,6 +322,8 @@ def test_every_request_finishes_and_no_block_leaks(
     assert np.all(np.isfinite(log.finish))
     assert 0.0 <= r.result.kv_utilization <= r.result.kv_peak_utilization <= 1.0
     assert r.result.max_queue <= 60
+    if reserve:
+        assert r.result.preemptions == 0
 
 
 # ---------------------------------------------------------------- arrival process, routing, layouts
@@ -361,3 +372,15 @@ def test_tensor_and_pipeline_parallel_instances() -> None:
     assert dis.layout == {"prefill_tp": 2, "decode_tp": 1, "pp": 1}
     with pytest.raises(SpecError, match="multiple of prefill_tp"):
         run(scen(gpus=8), disaggregated={"prefill_gpus": 3, "decode_gpus": 2, "prefill_tp": 2})
+
+
+def test_reserving_output_kv_never_preempts() -> None:
+    tight = {"rate": 50.0, "requests": 300, "prompt": 1024, "output": 256, "memory_utilization": 0.14}
+    on_demand = run(**tight)
+    reserved = run(**tight, reserve_output_kv=True)
+    assert on_demand.result.preemptions > 0
+    assert reserved.result.preemptions == 0
+    assert reserved.kv_blocks_leaked == 0
+    # with room to spare both policies serve the same way
+    roomy = {"rate": 5.0, "requests": 200}
+    assert run(**roomy).result.e2e_s == run(**roomy, reserve_output_kv=True).result.e2e_s
