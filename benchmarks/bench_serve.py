@@ -1,6 +1,7 @@
 """Speed of the serving simulator: 10,000 requests of the built-in Llama-3 8B / H200 scenario.
 
 python benchmarks/bench_serve.py
+python benchmarks/bench_serve.py --published [CSV]   # offline max-throughput vs TensorRT-LLM's table
 
 Three loads: below saturation (10 requests/s on one H200), saturated (60 requests/s: a queue of
 thousands), and 8 replicas on an HGX H200 node with a prefill/decode split (4 + 4 GPUs). Prints
@@ -10,14 +11,17 @@ and the time spent building the step-cost table.
 
 from __future__ import annotations
 
+import csv
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-from simcore.serving import load_serving, simulate
+from simcore.serving import ServingSpec, load_serving, simulate
 from simcore.serving.sim import build_step_model
 from simcore.specs.registry import default_registry
-from simcore.specs.resolve import resolve_cluster
+from simcore.specs.resolve import resolve_cluster, scenario_from_dict
 
 SCEN = Path(__file__).resolve().parent.parent / "scenarios" / "serve_llama3_8b_h200.yaml"
 CASES = {
@@ -57,5 +61,48 @@ def main() -> None:
     )
 
 
+PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "published_inference.csv"
+
+
+def published(path: Path) -> None:
+    """Offline max-throughput (every request queued at t=0) of Llama 3.1 8B FP8 on one H100 against
+    TensorRT-LLM's perf-overview table: a check, nothing is fitted to it. Engine settings as
+    trtllm-bench's defaults where the table says them (CUDA graphs, 0.95 of free memory for KV,
+    FP8 weights and KV cache); batch 512 sequences and 8192 tokens per step are our guesses."""
+    rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r["model"] == "Llama 3.1 8B"]
+    print(f"{'ISL':>6s} {'OSL':>5s} {'published':>10s} {'simulated':>10s} {'ratio':>6s}  (output tokens/s)")
+    ratios = []
+    for r in rows:
+        isl, osl = int(r["input_len"]), int(r["output_len"])
+        sc = scenario_from_dict(
+            {
+                "name": "trtllm-8b-h100",
+                "kind": "inference",
+                "cluster": {"system": "hgx-h100", "gpus": 1},
+                "model": {"preset": "llama3-8b", "seq_len": max(8192, isl + osl)},
+                "inference": {"precision": "fp8", "kv_cache_dtype": "fp8"},
+                "runtime": {"framework": "cuda_graphs"},
+            }
+        )
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("arrival_s,prompt_len,output_len\n" + f"0,{isl},{osl}\n" * 1500)
+        spec = ServingSpec(
+            trace=f.name,
+            max_batch=512,
+            max_batch_tokens=8192,
+            memory_utilization=0.95,
+            reserve_output_kv=True,
+        )
+        res = simulate(sc, spec).result
+        Path(f.name).unlink()
+        pub = float(r["value"])
+        ratios.append(res.output_tokens_per_s / pub)
+        print(f"{isl:6d} {osl:5d} {pub:10,.0f} {res.output_tokens_per_s:10,.0f} {ratios[-1]:6.2f}")
+    print(f"median simulated/published: {statistics.median(ratios):.2f} over {len(ratios)} rows")
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "--published":
+        published(Path(sys.argv[2]) if len(sys.argv) > 2 else PUBLISHED)
+    else:
+        main()
