@@ -26,6 +26,7 @@ _LAZY = {
     "op_time": "simcore.compute.ops",
     "collective_time": "simcore.comm.collectives",
     "plan": "simcore.planning.plan",
+    "serve": "simcore.serving",
 }
 
 
@@ -51,4 +52,5 @@ __all__ = [
     "op_time",
     "plan",
     "predict",
+    "serve",
 ]

@@ -341,8 +341,9 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     )
 
 
-def predict(scenario: Scenario | str, engine: str = "analytic") -> TrainingResult | InferenceResult:
-    """Predict a scenario (object or path/built-in name): training step or inference prefill/decode.
+def predict(scenario: Scenario | str, engine: str = "analytic") -> Any:
+    """Predict a scenario (object or path/built-in name): a training step (``TrainingResult``), an
+    inference prefill and decode step (``InferenceResult``), or a serving run (``ServingResult``).
 
     ``engine`` is ``analytic`` (closed forms) or ``des`` (discrete-event simulation of the step).
     """
@@ -360,4 +361,8 @@ def predict(scenario: Scenario | str, engine: str = "analytic") -> TrainingResul
         )
     if scenario.kind == "inference":
         return predict_inference(scenario)
-    raise SpecError("serving simulation is not implemented yet", field="kind")
+    if engine != "analytic":
+        raise SpecError("serving scenarios run the request-level simulation; drop --engine", field="engine")
+    from simcore.serving import serve
+
+    return serve(scenario)

@@ -115,8 +115,12 @@ def predict_cmd(
             emit_json(r.model_dump())
         elif isinstance(r, TrainingResult):
             _table_training(r)
-        else:
+        elif isinstance(r, InferenceResult):
             _table_inference(r)
+        else:
+            from simcore.cli.serve import _table as serving_table
+
+            serving_table(r)
 
 
 @app.command("timeline")

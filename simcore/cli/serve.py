@@ -20,7 +20,7 @@ SetOpt = Annotated[
 ]
 
 
-def _table(r: ServingResult, wall_s: float) -> None:
+def _table(r: ServingResult, wall_s: float | None = None) -> None:
     inst = ", ".join(f"{n} {role}" for role, n in r.instances.items())
     lay = " ".join(f"{k} {v}" for k, v in r.layout.items())
     t = Table(title=f"{r.name}: {r.gpus} x {r.device} ({inst} instance(s), {lay})")
@@ -54,7 +54,8 @@ def _table(r: ServingResult, wall_s: float) -> None:
     t.add_row("KV utilisation mean / peak", f"{r.kv_utilization:.1%} / {r.kv_peak_utilization:.1%}")
     t.add_row("busy fraction", f"{r.busy_fraction:.1%}")
     t.add_row("preemptions", str(r.preemptions))
-    t.add_row("steps / events", f"{r.steps:,} / {r.events:,} (simulated in {wall_s:.2f} s)")
+    wall = f" (simulated in {wall_s:.2f} s)" if wall_s is not None else ""
+    t.add_row("steps / events", f"{r.steps:,} / {r.events:,}{wall}")
     console.print(t)
     for n in r.notes:
         console.print(f"[yellow]note:[/] {n}")

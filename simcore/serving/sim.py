@@ -1012,8 +1012,9 @@ def serve(
 
         sc, sp = load_serving(scenario, overrides or [])
         return simulate(sc, spec or sp).result
+    spec = spec or scenario.serving
     if spec is None:
-        raise SpecError("needs a ServingSpec with a loaded scenario", field="serving")
+        raise SpecError("a serving simulation needs a 'serving' section", field="serving")
     return simulate(scenario, spec).result
 
 

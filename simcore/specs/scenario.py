@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from simcore.specs.hardware import FabricSpec
 from simcore.specs.quantities import Spec
+from simcore.specs.serving import ServingSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
 
@@ -172,7 +173,7 @@ class Scenario(Spec):
     model: ModelSpec
     training: TrainingSpec | None = None
     inference: InferenceSpec | None = None
-    serving: dict[str, Any] | None = None
+    serving: ServingSpec | None = None
     parallel: ParallelSpec = ParallelSpec()
     runtime: RuntimeSpec = RuntimeSpec()
     calibration: str | None = None
@@ -182,7 +183,18 @@ class Scenario(Spec):
     @model_validator(mode="after")
     def _section(self) -> Scenario:
         if self.kind == "serving":
-            raise ValueError("serving simulation is not implemented yet; use kind training or inference")
+            if self.serving is None:
+                raise ValueError(
+                    "a serving scenario needs a 'serving' section (rate or trace, lengths, scheduler)"
+                )
+            if self.training is not None:
+                raise ValueError(
+                    "a serving scenario takes 'serving' (and 'inference' for precision), not 'training'"
+                )
+            if self.inference is None:
+                object.__setattr__(self, "inference", InferenceSpec())
+        if self.kind != "serving" and self.serving is not None:
+            raise ValueError(f"a 'serving' section needs kind: serving (got {self.kind})")
         if self.kind == "inference" and self.training is not None:
             raise ValueError("an inference scenario takes an 'inference' section, not 'training'")
         if self.kind == "training" and self.inference is not None:

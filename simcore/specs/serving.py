@@ -1,0 +1,165 @@
+"""Serving specs: the ``serving`` section of a scenario (arrivals, request lengths, scheduler, KV cache
+policy, replicas, disaggregation, SLOs). Pure data; the simulation is :mod:`simcore.serving`.
+
+All times in seconds, rates in requests per second, lengths in tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BeforeValidator, Field, model_validator
+
+from simcore.specs.quantities import Seconds, Spec
+
+
+def _length_shorthand(v: Any) -> Any:
+    """``prompt: 512`` means a fixed length of 512 tokens."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return {"dist": "fixed", "value": v}
+    return v
+
+
+class LengthDist(Spec):
+    """A request-length distribution in tokens: ``fixed`` (``value``), ``uniform`` (``low``..``high``
+    inclusive) or ``lognormal`` (``mean`` of the lengths and ``sigma`` of their logarithm)."""
+
+    dist: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    value: int | None = Field(default=None, gt=0)
+    low: int | None = Field(default=None, gt=0)
+    high: int | None = Field(default=None, gt=0)
+    mean: float | None = Field(default=None, gt=0)
+    sigma: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _fields(self) -> LengthDist:
+        need = {"fixed": ("value",), "uniform": ("low", "high"), "lognormal": ("mean", "sigma")}[self.dist]
+        for k in need:
+            if getattr(self, k) is None:
+                raise ValueError(f"{self.dist} length needs '{k}'")
+        extra = [
+            k
+            for k in ("value", "low", "high", "mean", "sigma")
+            if k not in need and getattr(self, k) is not None
+        ]
+        if extra:
+            raise ValueError(f"{self.dist} length does not take '{extra[0]}'")
+        if self.dist == "uniform" and self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"low ({self.low}) exceeds high ({self.high})")
+        return self
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` lengths (int64 tokens, at least 1)."""
+        if self.dist == "fixed":
+            assert self.value is not None
+            out = np.full(n, self.value, dtype=np.int64)
+        elif self.dist == "uniform":
+            assert self.low is not None and self.high is not None
+            out = rng.integers(self.low, self.high + 1, size=n, dtype=np.int64)
+        else:
+            assert self.mean is not None and self.sigma is not None
+            mu = np.log(self.mean) - 0.5 * self.sigma**2
+            out = np.rint(rng.lognormal(mu, self.sigma, size=n)).astype(np.int64)
+        return np.maximum(out, 1)
+
+    @property
+    def mean_tokens(self) -> float:
+        """Mean length before clipping (tokens)."""
+        if self.dist == "fixed":
+            return float(self.value or 0)
+        if self.dist == "uniform":
+            return 0.5 * float((self.low or 0) + (self.high or 0))
+        return float(self.mean or 0.0)
+
+
+Length = Annotated[LengthDist, BeforeValidator(_length_shorthand)]
+
+
+class DisaggSpec(Spec):
+    """Prefill/decode disaggregation: two pools of GPUs; a request's KV cache moves from the
+    prefill instance that computed it to a decode instance."""
+
+    prefill_gpus: int = Field(gt=0)
+    """GPUs of the prefill pool (instances of ``prefill_tp`` x ``parallel.pp`` GPUs each)."""
+    decode_gpus: int = Field(gt=0)
+    """GPUs of the decode pool (instances of ``decode_tp`` x ``parallel.pp`` GPUs each)."""
+    prefill_tp: int | None = Field(default=None, gt=0)
+    """Tensor-parallel degree of a prefill instance; default ``parallel.tp``."""
+    decode_tp: int | None = Field(default=None, gt=0)
+    """Tensor-parallel degree of a decode instance; default ``parallel.tp``."""
+    gpudirect: bool = True
+    """KV moves GPU to GPU (GPUDirect RDMA); ``false`` bounces through host memory."""
+    transfers_per_request: int | None = Field(default=None, gt=0)
+    """Separate RDMA operations per request (each pays the point-to-point latency); default one per
+    layer."""
+
+
+class SLOSpec(Spec):
+    """Latency targets for goodput: a request counts when it meets every target given."""
+
+    ttft_s: Seconds | None = None
+    """Time to first token (seconds; YAML may say ``"500 ms"``)."""
+    tpot_s: Seconds | None = None
+    """Mean time per output token after the first (seconds)."""
+
+
+class ServingSpec(Spec):
+    """Request-level serving simulation: who arrives when, how long they are, how they are served."""
+
+    rate: float | None = Field(default=None, gt=0)
+    """Mean arrival rate (requests/s) of a renewal process (Poisson when ``arrival_cv`` is 1)."""
+    arrival_cv: float = Field(default=1.0, gt=0)
+    """Coefficient of variation of the gaps between arrivals: 1 is Poisson, above 1 is burstier
+    (gamma-distributed gaps)."""
+    trace: str | None = None
+    """CSV of ``arrival_s,prompt_len,output_len`` (header row), instead of ``rate`` and lengths;
+    a relative path is relative to the scenario file."""
+    prompt: Length = LengthDist(dist="fixed", value=1024)
+    output: Length = LengthDist(dist="fixed", value=128)
+    requests: int | None = Field(default=None, gt=0)
+    """Requests to simulate (default 1000 unless ``duration_s`` is given)."""
+    duration_s: Seconds | None = Field(default=None, gt=0)
+    """Arrivals stop after this time (seconds); requests in flight then run to completion."""
+    replicas: int | None = Field(default=None, gt=0)
+    """Model replicas (each ``parallel.tp`` x ``parallel.pp`` GPUs); default: as many as the cluster
+    holds. Ignored when ``disaggregated`` is given."""
+    max_batch: int = Field(default=256, gt=0)
+    """Sequences running at once per replica (vLLM ``max_num_seqs``)."""
+    max_batch_tokens: int = Field(default=8192, gt=0)
+    """Tokens per engine step, decodes first, prefill chunks in the rest (vLLM
+    ``max_num_batched_tokens``, chunked prefill)."""
+    kv_block_tokens: int = Field(default=16, gt=0)
+    """Tokens per paged KV-cache block."""
+    memory_utilization: float = Field(default=0.9, gt=0, le=1.0)
+    """Fraction of device memory the engine may use (vLLM ``gpu_memory_utilization``); the KV
+    cache gets what weights and step activations leave of it."""
+    reserve_output_kv: bool = False
+    """Admit a request only when KV blocks for its prompt and whole output are free, and hold them
+    from the start (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): never preempts, admits fewer. Default:
+    blocks on demand with preemption by recompute (vLLM)."""
+    prefix_cache_hit: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Fraction of each prompt's tokens found in a prefix cache (not recomputed)."""
+    router: Literal["least_loaded", "round_robin"] = "least_loaded"
+    """How arrivals pick a replica: fewest requests in the replica, or in turn."""
+    disaggregated: DisaggSpec | None = None
+    slo: SLOSpec = SLOSpec()
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> ServingSpec:
+        if (self.rate is None) == (self.trace is None):
+            raise ValueError("give exactly one of 'rate' (requests/s) or 'trace' (CSV file)")
+        if self.trace is not None and (
+            "prompt" in self.model_fields_set or "output" in self.model_fields_set
+        ):
+            raise ValueError("a trace gives the request lengths; drop 'prompt' and 'output'")
+        if self.max_batch_tokens < self.max_batch:
+            raise ValueError(
+                f"max_batch_tokens ({self.max_batch_tokens}) must be at least max_batch ({self.max_batch}):"
+                " every running sequence decodes one token per step"
+            )
+        return self
+
+
+__all__ = ["DisaggSpec", "LengthDist", "SLOSpec", "ServingSpec"]
