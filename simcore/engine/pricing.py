@@ -132,7 +132,7 @@ class Pricer:
                     "attention",
                     bool(a.get("causal", True)),
                     bool(a.get("backward", False)),
-                    "bf16" if a["dtype"] == "fp8" else a["dtype"],
+                    a.get("attn_dtype", "bf16" if a["dtype"] == "fp8" else a["dtype"]),
                     a.get("kv_seq") is None,
                     a.get("kv_heads") is None,
                     bwd,

@@ -162,6 +162,11 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
                 "causal": "kv_seq" not in lay.extra,
                 "backward": False,
                 "dtype": dt,
+                # fused attention runs in bf16 under fp8 GEMMs; a decode step over an fp8 KV cache
+                # streams 1-byte keys and values
+                "attn_dtype": "fp8"
+                if "kv_seq" in lay.extra and lay.extra.get("kv_bytes") == 1.0
+                else ("bf16" if dt == "fp8" else dt),
                 "kv_seq": lay.extra.get("kv_seq"),
             },
             1.0 / lay.cp,
