@@ -61,7 +61,7 @@ def main() -> None:
     )
 
 
-PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "published_inference.csv"
+PUBLISHED = Path(__file__).resolve().parents[1] / "simcore" / "validation" / "data" / "published_inference.csv"
 
 
 def published(path: Path) -> None:
