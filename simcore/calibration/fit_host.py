@@ -13,8 +13,9 @@
 * ``adamw_fused_per_tensor`` / ``adamw_fused_fixed`` (and ``adamw_foreach_*``): optimizer step host time;
 * ``infer_decode_<act>`` / ``infer_prefill_<act>`` / ``infer_<mode>_fixed_<act>``: no-grad bf16 forward
   per layer for a decode step and a prefill, and the per-step cost outside the layers;
-* ``fsdp_ratio_<fwd|bwd>`` / ``tp_ratio_<fwd|bwd>``: per-layer host time of a layer under FSDP2
-  (``fully_shard``) or tensor parallelism over the plain layer's, measured in one run;
+* ``fsdp_ratio_<fwd|bwd>`` / ``tp_ratio_<fwd|bwd>`` / ``ddp_ratio_<fwd|bwd>``: per-layer host time of
+  a layer under FSDP2 (``fully_shard``), tensor parallelism or PyTorch DDP over the plain layer's,
+  measured in one run;
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
   kernel inside a captured decode step).
 
@@ -72,7 +73,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         r = read_host_rows(p)
         if any(k.startswith("profiled_") for k in r):
             profiled_files.append(r)
-        elif any(k.startswith(("per_layer_fsdp2_", "per_layer_tp2_")) for k in r):
+        elif any(k.startswith(("per_layer_fsdp2_", "per_layer_tp2_", "per_layer_ddp2_")) for k in r):
             dist_files.append(r)
         else:
             # the same quantity measured in several rounds: keep the smallest (host-time noise on a
@@ -84,7 +85,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         # distributed wrappers (FSDP2, tensor parallel): their per-layer host time over the plain
         # model's in the same run, applied to the reference per-layer values
         plain = _section(r)
-        for wrap in ("fsdp2", "tp2"):
+        for wrap in ("fsdp2", "tp2", "ddp2"):
             wrapped = _section({k.replace(f"_{wrap}_", "_", 1): v for k, v in r.items() if f"_{wrap}_" in k})
             for phase in ("fwd", "bwd"):
                 ratios = [

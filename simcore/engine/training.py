@@ -243,7 +243,11 @@ def evaluate(
             tensor parallel), as measured ratios over the plain layer."""
             r_f = host_cal.get(f"fsdp_ratio_{phase}", 1.0)
             r_t = host_cal.get(f"tp_ratio_{phase}", 1.0)
-            return hv(name) * np.where(zero3_l, r_f, np.where(tp > 1, r_t, 1.0))
+            r_d = host_cal.get(f"ddp_ratio_{phase}", 1.0)
+            ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
+            # FSDP replaces DDP; tensor parallelism and DDP hooks compose
+            other = np.where(tp > 1, r_t, 1.0) * np.where(ddp, r_d, 1.0)
+            return hv(name) * np.where(zero3_l, r_f, other)
 
         h_f = layers_per_rank * (
             wrapped(f"train_fwd_{act_key}", "fwd") + full_t * hv(f"ckpt_full_fwd_{act_key}")
