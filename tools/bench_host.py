@@ -1265,6 +1265,12 @@ class DistBench(Bench):
         fully_shard(m, **kw)
         return m
 
+    def _ddp(self, m: _Stack) -> nn.Module:
+        """torch DDP with its defaults (25 MB buckets, gradient_as_bucket_view=False), as bench_parallel.py's ddp."""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        return DDP(m, device_ids=[self.dev.index] if self.cuda else None)
+
     def run_dist(self) -> None:
         dev = self.dev
         ver = (
@@ -1302,6 +1308,21 @@ class DistBench(Bench):
                 "casts)",
             ),
         }
+        # --dist-variants (round 7): only the plain model + the named variants, no optimizer points
+        sel = [v.strip() for v in (getattr(self, "variant_sel", "") or "").split(",") if v.strip()]
+        if sel:
+            allv = dict(variants)
+            allv["ddp2_"] = (
+                lambda L: self._ddp(_Stack(cfg, L).to(dev).train()),
+                "DDP: torch.nn.parallel.DistributedDataParallel over 2 ranks with its defaults (bucket_cap_mb 25, "
+                "gradient_as_bucket_view=False, find_unused_parameters=False; as bench_parallel.py's ddp); "
+                "backward includes DDP's autograd hooks and the bucket all_reduce launches",
+            )
+            pfx_of = {"ddp": "ddp2_", "plain": ""}
+            bad = [v for v in sel if pfx_of.get(v, v + "_") not in allv]
+            if bad:
+                raise SystemExit(f"--dist-variants: unknown {bad}; known: ddp, fsdp2, tp2, fsdp2_nomp")
+            variants = {"": allv[""]} | {pfx_of.get(v, v + "_"): allv[pfx_of.get(v, v + "_")] for v in sel}
         models: dict[tuple[str, int], nn.Module] = {}
         build_err: dict[str, str] = {}
         for pfx, (build, _) in variants.items():
@@ -1320,7 +1341,7 @@ class DistBench(Bench):
         # ---- optimizer inputs: P tiny params, plain and FSDP2 DTensor shards
         counts = (10, 100) if self.smoke else (100, 1000)
         opt_sets: list[tuple[str, int, list, list]] = []  # (kind, P, params, grads)
-        for P in counts:
+        for P in counts if not sel else ():
             pl = [torch.zeros(H // 2, device=dev, requires_grad=True) for _ in range(P)]
             opt_sets.append(("plain", P, pl, [torch.randn(H // 2, device=dev) for _ in pl]))
             try:
@@ -1419,7 +1440,7 @@ class DistBench(Bench):
                             f"{d}; AdamW({impl}=True, lr 1e-4, wd 0.1).step(), grads set",
                         )
             # ---- AdamW(fused) over the layer models' own parameters (grads from one backward), 1 vs 4 layers
-            for pfx, tag in (("", ""), ("fsdp2_", "dtensor_")):
+            for pfx, tag in (("", ""), ("fsdp2_", "dtensor_")) if not sel else ():
                 for L in (1, 4):
                     m = models.get((pfx, L))
                     if m is None:
@@ -1476,6 +1497,7 @@ class DistBench(Bench):
             ("fsdp2_", "FSDP2"),
             ("tp2_", "TP=2"),
             ("fsdp2_nomp_", "FSDP2 no mp policy"),
+            ("ddp2_", "DDP"),
         ):
             for ph in ("fwd", "fwd_bwd"):
                 self.derived(
@@ -1570,9 +1592,17 @@ def main() -> None:
     ap.add_argument(
         "--dist-timeout", type=float, default=120.0, help="--dist: process-group timeout, seconds"
     )
+    ap.add_argument(
+        "--dist-variants",
+        default="",
+        help="--dist: comma list of variants to run besides the plain model (ddp, fsdp2, tp2, fsdp2_nomp); "
+        "given: only those per-layer points, no optimizer points (round 7: ddp); empty: round 5's set",
+    )
     args = ap.parse_args()
     if args.dist:
-        DistBench(args).run_dist()
+        db = DistBench(args)
+        db.variant_sel = args.dist_variants
+        db.run_dist()
         return
     if args.merge and args.profiled:
         args.smoke = True  # no device needed
