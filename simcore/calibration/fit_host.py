@@ -15,7 +15,8 @@
   per layer for a decode step and a prefill, and the per-step cost outside the layers;
 * ``fsdp_ratio_<fwd|bwd>`` / ``tp_ratio_<fwd|bwd>`` / ``ddp_ratio_<fwd|bwd>``: per-layer host time of
   a layer under FSDP2 (``fully_shard``), tensor parallelism or PyTorch DDP over the plain layer's,
-  measured in one run;
+  measured in one run; ``ddp_fixed``: DDP's extra host time per forward + backward outside the
+  layers;
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
   kernel inside a captured decode step).
 
@@ -95,6 +96,12 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
                 ]
                 if ratios:
                     out[f"{wrap.rstrip('2')}_ratio_{phase}"] = sum(ratios) / len(ratios)
+        # DDP's per-step host work outside the layers (prepare_for_backward, bucket finalisation):
+        # the difference of the 0-layer intercepts of a forward + backward
+        fixed_ddp = r.get("train_fixed_ddp2_gpt_ln_gelu_rc_none_fwd_bwd")
+        fixed_plain = r.get("train_fixed_gpt_ln_gelu_rc_none_fwd_bwd")
+        if fixed_ddp is not None and fixed_plain is not None:
+            out["ddp_fixed"] = max(fixed_ddp - fixed_plain, 0.0)
         for part in ("per_tensor", "fixed"):
             opt = r.get(f"adamw_fused_dtensor_step_{part}")
             if opt is not None:

@@ -257,6 +257,8 @@ def evaluate(
             + full_t * hv(f"ckpt_full_bwd_{act_key}")
             + sel_t * hv("ckpt_selective")
         )
+        ddp_step = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp") & ~zero3_l
+        h_b = h_b + np.where(ddp_step, host_cal.get("ddp_fixed", 0.0), 0.0)
         if "tp_ratio_fwd" not in host_cal:
             # without a measured TP layer: each collective the layer issues is one more host call
             floor = comm_call_host(cluster)
