@@ -159,7 +159,10 @@ class Pricer:
             )
 
             def stack(name: str, default: Any = None, sel: list[Op] = sel, common: Any = common) -> Any:
-                vals = [np.asarray(o.args.get(name, default), dtype=float) for o in sel]
+                raw = [o.args.get(name, default) for o in sel]
+                if not common:  # one layout: plain numbers, one small vector
+                    return np.array([float(v) for v in raw])
+                vals = [np.asarray(v, dtype=float) for v in raw]
                 shape = np.broadcast_shapes(*(v.shape for v in vals))
                 out = np.stack([np.broadcast_to(v, shape) for v in vals])
                 return out.reshape((len(sel),) + (1,) * (len(common) - len(shape)) + shape)
