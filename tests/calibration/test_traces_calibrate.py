@@ -12,24 +12,13 @@ from simcore.calibration import fit_compute as FC
 from simcore.calibration.calibrate import calibrate, kind_of, sort_inputs, trace_comm_rows, trace_op_rows
 from simcore.calibration.profile import ComputeProfile
 from simcore.calibration.traces.synth import SynthConfig, write_trace
-from simcore.cli import main
 from simcore.errors import TraceError
 from simcore.specs.registry import builtin_dir, default_registry
 from simcore.workload.replay import load_analyses
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 OPS = "traces/h200/ops.csv.gz"
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    else:  # pragma: no cover
-        code = 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")

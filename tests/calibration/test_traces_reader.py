@@ -14,23 +14,12 @@ from hypothesis import strategies as st
 
 from simcore.calibration.traces import kineto, read_trace
 from simcore.calibration.traces.synth import SynthConfig, write_trace
-from simcore.cli import main
 from simcore.errors import TraceError
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces" / "h200"
 H200X2 = REPO / "traces" / "h200x2"
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    else:  # pragma: no cover
-        code = 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")

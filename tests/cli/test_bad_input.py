@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from simcore.cli import main
 from simcore.specs.registry import builtin_dir, set_user_dirs
+from tests.cli_runner import run_cli
 
 GOOD = {"kind": "training", "cluster": {"system": "hgx-h200", "nodes": 2}, "model": {"preset": "llama3-8b"}}
 
@@ -28,17 +28,6 @@ def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     set_user_dirs([])
     yield
     set_user_dirs([])
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    else:  # pragma: no cover
-        code = 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def assert_one_line_error(code: int, err: str, *needles: str) -> None:
@@ -69,7 +58,7 @@ def write(tmp_path: Path, data: dict[str, Any] | str, name: str = "scenario.yaml
 
 
 def test_good_scenario_passes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, err = run(capsys, "check", str(write(tmp_path, GOOD)))
+    code, out, err = run_cli(capsys, "check", str(write(tmp_path, GOOD)))
     assert code == 0, err
     assert "hgx-h200" in out
 
@@ -136,19 +125,19 @@ def test_bad_scenario(
     needles: tuple[str, ...],
 ) -> None:
     path = write(tmp_path, make(tmp_path))
-    code, _, err = run(capsys, "check", str(path))
+    code, _, err = run_cli(capsys, "check", str(path))
     assert_one_line_error(code, err, str(path), *needles)
 
 
 def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "nope.yaml"
-    code, _, err = run(capsys, "check", str(path))
+    code, _, err = run_cli(capsys, "check", str(path))
     assert_one_line_error(code, err, str(path), "file not found")
 
 
 def test_bad_set_override(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write(tmp_path, GOOD)
-    code, _, err = run(capsys, "check", str(path), "--set", "cluster.gpus=-1")
+    code, _, err = run_cli(capsys, "check", str(path), "--set", "cluster.gpus=-1")
     assert_one_line_error(code, err, str(path), "cluster.gpus")
 
 
@@ -260,16 +249,16 @@ def test_bad_user_spec(
     root, f = spec_folder(tmp_path, rel, content)
     scen = write(tmp_path, GOOD)
     if via == "option":
-        code, _, err = run(capsys, "--specs", str(root), "check", str(scen))
+        code, _, err = run_cli(capsys, "--specs", str(root), "check", str(scen))
     else:
         monkeypatch.setenv("SIMCORE_SPECS", str(root))
-        code, _, err = run(capsys, "check", str(scen))
+        code, _, err = run_cli(capsys, "check", str(scen))
     assert_one_line_error(code, err, str(f), *needles)
 
 
 def test_missing_spec_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     root = tmp_path / "no-such-dir"
-    code, _, err = run(capsys, "--specs", str(root), "check", str(write(tmp_path, GOOD)))
+    code, _, err = run_cli(capsys, "--specs", str(root), "check", str(write(tmp_path, GOOD)))
     assert_one_line_error(code, err, str(root), "spec folder not found")
 
 
@@ -278,7 +267,7 @@ def test_good_user_system_is_usable(capsys: pytest.CaptureFixture[str], tmp_path
     node.update(name="my-node", aliases=[], gpus=16, nvlink_domain=16)
     root, _ = spec_folder(tmp_path, "systems/my-node.yaml", node)
     scen = write(tmp_path, scenario(tmp_path, cluster__system="my-node", cluster__nodes=1))
-    code, out, err = run(capsys, "--specs", str(root), "check", str(scen), "--json")
+    code, out, err = run_cli(capsys, "--specs", str(root), "check", str(scen), "--json")
     assert code == 0, err
     assert '"gpus": 16' in out
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simcore.cli import main
 from simcore.cli.common import console
 from simcore.specs.registry import builtin_dir, set_user_dirs
+from tests.cli_runner import run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -34,17 +34,6 @@ def wide() -> Iterator[None]:
     console._width = old
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    else:  # pragma: no cover
-        code = 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def user_device(tmp_path: Path, name: str = "my-gpu") -> Path:
     """A user spec folder holding one device derived from the built-in H100."""
     d = yaml.safe_load((builtin_dir() / "devices" / "h100.yaml").read_text())
@@ -58,7 +47,7 @@ def user_device(tmp_path: Path, name: str = "my-gpu") -> Path:
 
 @pytest.mark.usefixtures("wide")
 def test_hw_list_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "hw", "list")
+    code, out, err = run_cli(capsys, "hw", "list")
     assert code == 0, err
     for name in ("h100", "h200", "b200", "gb200", "a100", "mi300x", "ib-ndr", "nvswitch4", "hgx-h200"):
         assert name in out
@@ -67,7 +56,7 @@ def test_hw_list_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_hw_list_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "hw", "list", "--json")
+    code, out, _ = run_cli(capsys, "hw", "list", "--json")
     assert code == 0
     d = json.loads(out)
     assert set(d) == {"devices", "systems", "links", "models"}
@@ -76,7 +65,7 @@ def test_hw_list_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_hw_show_device_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "hw", "show", "h100", "--json")
+    code, out, _ = run_cli(capsys, "hw", "show", "h100", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["kind"] == "device"
@@ -88,7 +77,7 @@ def test_hw_show_device_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_hw_show_alias_and_case(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "hw", "show", "DGX-H100", "--json")
+    code, out, _ = run_cli(capsys, "hw", "show", "DGX-H100", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["kind"] == "system" and d["name"] == "hgx-h100"
@@ -96,7 +85,7 @@ def test_hw_show_alias_and_case(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_hw_show_link_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "hw", "show", "ib-ndr", "--json")
+    code, out, _ = run_cli(capsys, "hw", "show", "ib-ndr", "--json")
     assert code == 0
     d = json.loads(out)
     # describe() puts kind="link" first, then the Link's own ``kind`` field (infiniband) overrides it
@@ -105,20 +94,20 @@ def test_hw_show_link_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.usefixtures("wide")
 def test_hw_show_table_has_sources(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "hw", "show", "b200")
+    code, out, _ = run_cli(capsys, "hw", "show", "b200")
     assert code == 0
     assert "2.25 PFLOP/s" in out and "sources" in out
 
 
 def test_hw_show_h800_system_limit(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "hw", "show", "hgx-h800", "--json")
+    code, out, _ = run_cli(capsys, "hw", "show", "hgx-h800", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["nvlink_bandwidth"] == 200e9 and d["derived"]["nvlink_bandwidth_per_gpu"] == 200e9
 
 
 def test_hw_show_unknown_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "hw", "show", "h900")
+    code, out, err = run_cli(capsys, "hw", "show", "h900")
     assert code == 2
     assert out == ""
     assert len(err.strip().splitlines()) == 1
@@ -127,18 +116,18 @@ def test_hw_show_unknown_is_one_line(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_user_specs_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     folder = user_device(tmp_path)
-    code, out, _ = run(capsys, "--specs", str(folder), "hw", "show", "my-gpu", "--json")
+    code, out, _ = run_cli(capsys, "--specs", str(folder), "hw", "show", "my-gpu", "--json")
     assert code == 0
     assert json.loads(out)["peak"]["bf16"] == 1234e12
-    code, out, _ = run(capsys, "--specs", str(folder), "hw", "list", "--json")
+    code, out, _ = run_cli(capsys, "--specs", str(folder), "hw", "list", "--json")
     assert "my-gpu" in json.loads(out)["devices"]
-    code, out, _ = run(capsys, "hw", "list", "--json")  # without --specs the user device is gone
+    code, out, _ = run_cli(capsys, "hw", "list", "--json")  # without --specs the user device is gone
     assert "my-gpu" not in json.loads(out)["devices"]
 
 
 def test_user_spec_replaces_builtin(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     folder = user_device(tmp_path, name="h100")
-    code, out, _ = run(capsys, "--specs", str(folder), "hw", "show", "h100", "--json")
+    code, out, _ = run_cli(capsys, "--specs", str(folder), "hw", "show", "h100", "--json")
     assert code == 0
     assert json.loads(out)["peak"]["bf16"] == 1234e12
 
@@ -147,7 +136,7 @@ def test_env_var_specs(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SIMCORE_SPECS", str(user_device(tmp_path)))
-    code, out, _ = run(capsys, "hw", "show", "my-gpu", "--json")
+    code, out, _ = run_cli(capsys, "hw", "show", "my-gpu", "--json")
     assert code == 0
     assert json.loads(out)["display_name"] == "My GPU"
 
@@ -174,6 +163,6 @@ def test_docs_user_spec_example_loads(capsys: pytest.CaptureFixture[str], tmp_pa
     assert m, "docs/hardware.md lost its user-device example"
     (tmp_path / "devices").mkdir()
     (tmp_path / "devices" / f"{m.group(2)}.yaml").write_text(m.group(1))
-    code, out, err = run(capsys, "--specs", str(tmp_path), "hw", "show", m.group(2), "--json")
+    code, out, err = run_cli(capsys, "--specs", str(tmp_path), "hw", "show", m.group(2), "--json")
     assert code == 0, err
     assert json.loads(out)["tdp"] == 500.0

@@ -5,24 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from simcore.cli import main
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out = capsys.readouterr()
-    return int(e.value.code or 0), out.out, out.err
+from tests.cli_runner import run_cli
 
 
 def test_predict_default_no_args(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["predict"], capsys)
+    code, out, _ = run_cli(capsys, "predict")
     assert code == 0
     assert "step time" in out and "MFU" in out
 
 
 def test_predict_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["predict", "default", "llama3-8b-decode-h200", "--json"], capsys)
+    code, out, _ = run_cli(capsys, "predict", "default", "llama3-8b-decode-h200", "--json")
     assert code == 0
     lines = [json.loads(x) for x in out.strip().splitlines()]
     assert len(lines) == 2
@@ -52,20 +45,21 @@ def test_predict_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_predict_set_override_changes_result(capsys: pytest.CaptureFixture[str]) -> None:
-    _, a, _ = run(["predict", "--json"], capsys)
-    _, b, _ = run(["predict", "--json", "--set", "training.global_batch=128"], capsys)
+    _, a, _ = run_cli(capsys, "predict", "--json")
+    _, b, _ = run_cli(capsys, "predict", "--json", "--set", "training.global_batch=128")
     assert json.loads(b)["step_time_s"] > json.loads(a)["step_time_s"]
 
 
 def test_predict_bad_layout_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["predict", "--set", "parallel.tp=3"], capsys)
+    code, _, err = run_cli(capsys, "predict", "--set", "parallel.tp=3")
     assert code == 2
     assert "parallel" in err and len(err.strip().splitlines()) == 1
 
 
 def test_predict_des_engine(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        [
+    code, out, _ = run_cli(
+        capsys,
+        *[
             "predict",
             "--json",
             "--engine",
@@ -75,15 +69,15 @@ def test_predict_des_engine(capsys: pytest.CaptureFixture[str]) -> None:
             "--set",
             "training.global_batch=16",
         ],
-        capsys,
     )
     assert code == 0 and json.loads(out)["engine"] == "des"
 
 
 def test_timeline_writes_trace_and_gantt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace, png = tmp_path / "t.json", tmp_path / "g.png"
-    code, _, _ = run(
-        [
+    code, _, _ = run_cli(
+        capsys,
+        *[
             "timeline",
             "default",
             "-o",
@@ -97,7 +91,6 @@ def test_timeline_writes_trace_and_gantt(tmp_path: Path, capsys: pytest.CaptureF
             "--set",
             "training.global_batch=16",
         ],
-        capsys,
     )
     assert code == 0
     data = json.loads(trace.read_text())

@@ -26,6 +26,7 @@ from simcore.comm.groups import GroupPlacement, megatron_groups, placement
 from simcore.errors import SimcoreError
 from simcore.specs.registry import builtin_dir
 from simcore.specs.resolve import cluster_for
+from tests.cli_runner import run_cli
 
 US = 1e-6
 
@@ -282,19 +283,12 @@ def test_bytes_per_rank_match_the_algorithm(profile: CommProfile, S: float, shap
 # ------------------------------------------------------------------ CLI
 
 
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    from simcore.cli import main
-
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(e.value.code or 0), out, err
-
-
 def test_cli_json_matches_api(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    code, out, _ = run_cli(["collective", "all_reduce", "--bytes", "64 MB", "--gpus", "16", "--json"], capsys)
+    code, out, _ = run_cli(
+        capsys, *["collective", "all_reduce", "--bytes", "64 MB", "--gpus", "16", "--json"]
+    )
     assert code == 0
     d = json.loads(out)
     r = collective_time("all_reduce", nbytes=64e6, gpus=16, system="hgx-h200")
@@ -311,7 +305,8 @@ def test_cli_sweep_with_measured_overlay(capsys: pytest.CaptureFixture[str], tmp
     )
     png = tmp / "curve.png"
     code, out, _ = run_cli(
-        [
+        capsys,
+        *[
             "collective",
             "all_gather",
             "--sweep",
@@ -323,7 +318,6 @@ def test_cli_sweep_with_measured_overlay(capsys: pytest.CaptureFixture[str], tmp
             str(png),
             "--json",
         ],
-        capsys,
     )
     assert code == 0 and png.stat().st_size > 1000
     import json
@@ -335,9 +329,9 @@ def test_cli_sweep_with_measured_overlay(capsys: pytest.CaptureFixture[str], tmp
 
 
 def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(["collective", "all_reduce", "--gpus", "8"], capsys)
+    code, _, err = run_cli(capsys, "collective", "all_reduce", "--gpus", "8")
     assert code == 2 and "--bytes" in err
-    code, _, err = run_cli(["collective", "all_reduce", "--bytes", "1 MB", "--system", "nope"], capsys)
+    code, _, err = run_cli(capsys, "collective", "all_reduce", "--bytes", "1 MB", "--system", "nope")
     assert code == 2 and "unknown system" in err and err.count("\n") == 1
 
 

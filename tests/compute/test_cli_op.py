@@ -7,18 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from simcore.cli import main
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out = capsys.readouterr()
-    return int(e.value.code or 0), out.out, out.err
+from tests.cli_runner import run_cli
 
 
 def test_gemm_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["op", "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--json"], capsys)
+    code, out, _ = run_cli(capsys, "op", "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["flops"] == 2 * 4096**3 and d["bound"] == "compute" and d["time_s"] > 0
@@ -29,20 +22,20 @@ def test_attention_decode_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture
     png = tmp_path / "roof.png"
     args = ["op", "attention", "--batch", "8", "--heads", "32", "--kv-heads", "8", "--seq", "1",
             "--kv-seq", "8192", "--head-dim", "128", "--no-causal", "--json", "--plot", str(png)]  # fmt: skip
-    code, out, _ = run(args, capsys)
+    code, out, _ = run_cli(capsys, *args)
     assert code == 0 and json.loads(out)["bound"] == "memory"
     assert png.stat().st_size > 1000
 
 
 def test_elementwise_table_and_units(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        ["op", "elementwise", "--name", "rmsnorm", "--bytes", "64 MB", "--framework", "cuda_graphs"], capsys
+    code, out, _ = run_cli(
+        capsys, *["op", "elementwise", "--name", "rmsnorm", "--bytes", "64 MB", "--framework", "cuda_graphs"]
     )
     assert code == 0 and "memory" in out and "64 MB" in out
 
 
 def test_optimizer_and_transfer_note(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["op", "optimizer", "--params", "7B", "--device", "b200", "--json"], capsys)
+    code, out, _ = run_cli(capsys, "op", "optimizer", "--params", "7B", "--device", "b200", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["transferred_from"] == "h200" and d["shape"]["params"] == 7e9
@@ -59,19 +52,19 @@ def test_optimizer_and_transfer_note(capsys: pytest.CaptureFixture[str]) -> None
     ],
 )
 def test_errors_one_line_exit_2(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(args, capsys)
+    code, _, err = run_cli(capsys, *args)
     assert code == 2
     assert needle in err and err.strip().count("\n") == 0
 
 
 def test_clock_and_cold_cache_options(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["op", "gemm", "--m", "8192", "--n", "8192", "--k", "8192", "--json"]
-    _, out, _ = run(base, capsys)
-    _, fast, _ = run([*base, "--clock", "1.98 GHz"], capsys)
+    _, out, _ = run_cli(capsys, *base)
+    _, fast, _ = run_cli(capsys, *base, "--clock", "1.98 GHz")
     assert json.loads(fast)["kernel_time_s"] < json.loads(out)["kernel_time_s"]
-    code, _, err = run([*base, "--clock", "fast"], capsys)
+    code, _, err = run_cli(capsys, *base, "--clock", "fast")
     assert code == 2 and "clock" in err
     dec = ["op", "gemm", "--m", "1", "--n", "4096", "--k", "4096", "--json"]
-    _, warm, _ = run(dec, capsys)
-    _, cold, _ = run([*dec, "--cold-cache"], capsys)
+    _, warm, _ = run_cli(capsys, *dec)
+    _, cold, _ = run_cli(capsys, *dec, "--cold-cache")
     assert json.loads(cold)["kernel_time_s"] > json.loads(warm)["kernel_time_s"]

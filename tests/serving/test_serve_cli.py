@@ -8,25 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simcore.cli import main
+from tests.cli_runner import run_cli
 
 SCEN = Path(__file__).resolve().parents[2] / "scenarios" / "serve_llama3_8b_h200.yaml"
 FAST = ["--set", "serving.requests=200"]
 
 
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    else:  # pragma: no cover
-        code = 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def test_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = cli(capsys, "serve", str(SCEN), *FAST, "--json")
+    code, out, err = run_cli(capsys, "serve", str(SCEN), *FAST, "--json")
     assert code == 0, err
     lines = out.strip().splitlines()
     assert len(lines) == 1
@@ -56,7 +45,7 @@ def test_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_set_and_table_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     png = tmp_path / "serve.png"
-    code, out, err = cli(capsys, "serve", str(SCEN), *FAST, "--set", "serving.rate=2", "--plot", str(png))
+    code, out, err = run_cli(capsys, "serve", str(SCEN), *FAST, "--set", "serving.rate=2", "--plot", str(png))
     assert code == 0, err
     assert "TTFT" in out and "goodput" in out and "2 offered" in out
     assert png.stat().st_size > 10_000
@@ -81,7 +70,7 @@ def test_bad_input_is_one_line(
     args = ["serve", str(SCEN)]
     for s in sets:
         args += ["--set", s]
-    code, out, err = cli(capsys, *args)
+    code, out, err = run_cli(capsys, *args)
     assert code == 2, (out, err)
     assert "Traceback" not in err
     lines = err.strip().splitlines()
@@ -97,13 +86,13 @@ def test_bad_trace_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     data["serving"] = {"trace": "t.csv"}
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump(data), encoding="utf-8")
-    code, _, err = cli(capsys, "serve", str(f))
+    code, _, err = run_cli(capsys, "serve", str(f))
     assert code == 2
     assert "line 3" in err and "t.csv" in err
     assert len(err.strip().splitlines()) == 1
     data["serving"] = {"trace": "missing.csv"}
     f.write_text(yaml.safe_dump(data), encoding="utf-8")
-    code, _, err = cli(capsys, "serve", str(f))
+    code, _, err = run_cli(capsys, "serve", str(f))
     assert code == 2
     assert "missing.csv" in err and "not found" in err
     assert len(err.strip().splitlines()) == 1

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from simcore.cli import main
 from simcore.specs import Device, Link, System, scenario_from_dict
 from simcore.specs.loader import load_file, read_yaml
 from simcore.specs.registry import Registry, builtin_dir, registry, set_user_dirs
 from simcore.specs.resolve import cluster_for
+from tests.cli_runner import run_cli
 
 SPECS = builtin_dir()
 
@@ -84,17 +84,6 @@ def _builtin_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture
 def reg() -> Registry:
     return registry()
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = int(e.code or 0)
-    else:  # pragma: no cover - main always exits
-        code = 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 # --- every file loads, names match files ------------------------------------------------------------

@@ -10,8 +10,8 @@ import pytest
 import simcore
 from simcore.calibration.classify import analyze
 from simcore.calibration.traces import read_trace
-from simcore.cli import main
 from simcore.validation.traces import predicted_class, validate
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SC = REPO / "tests" / "data" / "trace_scenarios"
@@ -26,17 +26,6 @@ CASES = {
     "h200x2_fsdp_gpt350m": ["traces/h200x2/profile_fsdp_rank0.json.gz"],
     "h200x2_pp_gpt350m": ["traces/h200x2/profile_pp_rank0.json.gz"],
 }
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    else:  # pragma: no cover
-        code = 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -1,0 +1,17 @@
+"""Run the ``simcore`` command line in-process for tests: ``(exit code, stdout, stderr)``."""
+
+import pytest
+
+from simcore.cli import main
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run ``simcore ARGS...`` and return its exit code and captured output."""
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    else:  # pragma: no cover - main always exits
+        pytest.fail("simcore main returned without exiting")
+    out = capsys.readouterr()
+    return code, out.out, out.err
