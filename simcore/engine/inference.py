@@ -69,7 +69,13 @@ def evaluate(
     layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal
     graph_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0) if framework == "cuda_graphs" else 0.0
     pricer = Pricer.for_layout(
-        cluster, tp=tp, pp=pp, framework=framework, calibration=calibration, per_op_host=not layer_host
+        cluster,
+        tp=tp,
+        pp=pp,
+        framework=framework,
+        calibration=calibration,
+        per_op_host=not layer_host,
+        profile=prof,
     )
     pricer.kernel_floor = graph_floor
     dt = inf.precision

@@ -95,11 +95,14 @@ class Pricer:
         framework: str = "eager",
         calibration: str | None = None,
         per_op_host: bool = True,
+        profile: ComputeProfile | None = None,
     ) -> Pricer:
         """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp)."""
         groups = megatron_groups(cluster, tp, cp, dp, pp)
         groups["ep"] = placement(cluster, ep, np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
-        return Pricer(cluster, framework, groups, calibration=calibration, per_op_host=per_op_host)
+        return Pricer(
+            cluster, framework, groups, profile=profile, calibration=calibration, per_op_host=per_op_host
+        )
 
     def comm_time(self, op: str, nbytes: Num, group: str, dtype: str = "bf16") -> Num:
         """Seconds of a collective over the named communicator (0 where the group has one rank)."""

@@ -155,8 +155,10 @@ def evaluate(
     host_cal = prof.host_layer
     layer_host = framework == "eager" and f"train_fwd_{act_key}" in host_cal
     pricer = Pricer.for_layout(
-        cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not layer_host
+        cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not layer_host, profile=prof
     )
+    full_t = np.where(recompute == "full", 1.0, 0.0)
+    sel_t = np.where(recompute == "selective", 1.0, 0.0)
     gemm_dtype = training.precision
     act = 2.0 if training.precision != "fp32" else 4.0
     resid = 4.0 if param_dtype == "fp32" else act
@@ -189,12 +191,10 @@ def evaluate(
         bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, lay.tp_overlap, tp, schedule, comp_b)
         # recomputation re-runs the forward (full) or the attention core (selective) before backward
         full = fwd_x
-        rec_t = np.where(recompute == "full", 1.0, 0.0)
-        sel_t = np.where(recompute == "selective", 1.0, 0.0)
-        rec = full.scaled(rec_t)
+        rec = full.scaled(full_t)
         rec.time = {f"recompute_{k}": v for k, v in rec.time.items()}
         rec.add("recompute_attention", attn * sel_t)
-        rec.flops = fwd.flops * rec_t + attn_flops * sel_t
+        rec.flops = fwd.flops * full_t + attn_flops * sel_t
         parts.append((count, fwd_x, bwd_x.merged(rec), w, rec.flops))
 
     layers_per_rank = model.layers / pp
@@ -230,9 +230,6 @@ def evaluate(
     if layer_host:
         # eager PyTorch: the host dispatches every op of a layer (module calls, autocast, autograd);
         # a micro-batch's forward (backward) on a stage takes the longer of its GPU and host times
-        full_t = np.where(recompute == "full", 1.0, 0.0)
-        sel_t = np.where(recompute == "selective", 1.0, 0.0)
-
         def hv(name: str) -> float:
             return prof.host(name, profiler)
 
