@@ -159,6 +159,10 @@ def evaluate(
     )
     full_t = np.where(recompute == "full", 1.0, 0.0)
     sel_t = np.where(recompute == "selective", 1.0, 0.0)
+    zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
+    zero0, zero12, zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
+    single_proc = np.asarray(lay.dp_mode) == "dataparallel"
+    ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
     gemm_dtype = training.precision
     act = 2.0 if training.precision != "fp32" else 4.0
     resid = 4.0 if param_dtype == "fp32" else act
@@ -233,7 +237,6 @@ def evaluate(
         def hv(name: str) -> float:
             return prof.host(name, profiler)
 
-        zero3_l = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int)) >= 3
 
         def wrapped(name: str, phase: str) -> Num:
             """Per-layer host time with the distributed wrapper the layout uses (FSDP2 / ZeRO-3,
@@ -241,10 +244,9 @@ def evaluate(
             r_f = host_cal.get(f"fsdp_ratio_{phase}", 1.0)
             r_t = host_cal.get(f"tp_ratio_{phase}", 1.0)
             r_d = host_cal.get(f"ddp_ratio_{phase}", 1.0)
-            ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
             # FSDP replaces DDP; tensor parallelism and DDP hooks compose
             other = np.where(tp > 1, r_t, 1.0) * np.where(ddp, r_d, 1.0)
-            return hv(name) * np.where(zero3_l, r_f, other)
+            return hv(name) * np.where(zero3, r_f, other)
 
         h_f = layers_per_rank * (
             wrapped(f"train_fwd_{act_key}", "fwd") + full_t * hv(f"ckpt_full_fwd_{act_key}")
@@ -254,8 +256,7 @@ def evaluate(
             + full_t * hv(f"ckpt_full_bwd_{act_key}")
             + sel_t * hv("ckpt_selective")
         )
-        ddp_step = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp") & ~zero3_l
-        h_b = h_b + np.where(ddp_step, host_cal.get("ddp_fixed", 0.0), 0.0)
+        h_b = h_b + np.where(ddp & ~zero3, host_cal.get("ddp_fixed", 0.0), 0.0)
         if "tp_ratio_fwd" not in host_cal:
             # without a measured TP layer: each collective the layer issues is one more host call
             floor = comm_call_host(cluster)
@@ -309,13 +310,10 @@ def evaluate(
         / vdiv
     )
     params_rank = dense_params_rank + expert_params_rank + embed_rank
-    zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))
     grad_b = sb.grads
     dense_grads = (dense_params_rank + embed_rank) * grad_b
     exp_grads = expert_params_rank * grad_b
     gdt = "fp32" if grad_b == 4 else "bf16"
-    zero0, zero12, zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
-    single_proc = np.asarray(lay.dp_mode) == "dataparallel"
     zeros = 0.0 * dp
 
     def when(mask: Num, fn: Any) -> Num:
@@ -395,8 +393,7 @@ def evaluate(
             host_cal.get("adamw_fused_dtensor_fixed", host_cal["adamw_fused_fixed"])
             + host_cal.get("adamw_fused_dtensor_per_tensor", host_cal["adamw_fused_per_tensor"]) * tensors
         )
-        z3 = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int)) >= 3
-        opt = np.maximum(opt, np.where(z3, dtensor_opt, plain_opt))
+        opt = np.maximum(opt, np.where(zero3, dtensor_opt, plain_opt))
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy
 
