@@ -114,12 +114,12 @@ def _fits(total: float, cluster: ClusterInfo) -> tuple[bool, str]:
 def _calibration_note(cluster: ClusterInfo, name: str | None) -> tuple[str, list[str]]:
     prof = load_profile(cluster.device, name)
     notes: list[str] = []
-    tf = getattr(prof, "transferred_from", None)
-    label = str(getattr(prof, "device", "")) or "profile"
+    tf = prof.transferred_from
+    label = prof.device
     if tf:
         notes.append(f"no measurements for {cluster.device.name}: efficiency curves transferred from {tf}")
         label = f"transferred from {tf}"
-    if getattr(prof, "provisional", False):
+    if prof.provisional:
         notes.append("calibration profile is provisional (not yet fitted on measurements)")
     return label, notes
 
