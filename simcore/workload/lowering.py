@@ -109,9 +109,20 @@ def mem_op(name: str, numel: Num, elt_bytes: float, category: str = "elementwise
 
 
 def _comm(
-    name: str, op: str, nbytes: Num, group: str, category: str, count: Num = 1.0, overlappable: bool = False
+    name: str,
+    op: str,
+    nbytes: Num,
+    group: str,
+    category: str,
+    count: Num = 1.0,
+    overlappable: bool = False,
+    bwd_nbytes: Num | None = None,
 ) -> Op:
-    return Op(name, "comm", category, {"op": op, "nbytes": nbytes, "group": group}, count, overlappable)
+    """A collective; ``bwd_nbytes`` sizes its backward twin when that moves a different dtype."""
+    args = {"op": op, "nbytes": nbytes, "group": group}
+    if bwd_nbytes is not None:
+        args["bwd_nbytes"] = bwd_nbytes
+    return Op(name, "comm", category, args, count, overlappable)
 
 
 def norm_name(m: ModelSpec) -> str:
@@ -208,13 +219,7 @@ def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2) -> list[Op]:
     nbytes = lay.tokens * m.hidden * lay.act_bytes
     # backward collectives carry gradients of the residual stream (fp32 under autocast)
     bwd = lay.tokens * m.hidden * lay.residual_bytes
-    ar = Op(
-        "tp_allreduce",
-        "comm",
-        "tp_comm",
-        {"op": "all_reduce", "nbytes": nbytes, "bwd_nbytes": bwd, "group": "tp"},
-        blocks,
-    )
+    ar = _comm("tp_allreduce", "all_reduce", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=bwd)
     ag = _comm("tp_allgather", "all_gather", nbytes, "tp", "tp_comm", count=blocks)
     rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks)
     if isinstance(lay.sp, bool):
