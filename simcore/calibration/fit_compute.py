@@ -83,7 +83,7 @@ class Table:
 
 _NUM_COLS = (
     "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal", "backward",
-    "bytes", "time_s", "flops", "params",
+    "bytes", "time_s", "flops", "params", "cold",
 )  # fmt: skip
 
 
@@ -104,10 +104,41 @@ def _float(v: str | None) -> float:
         return math.nan
 
 
+def file_clock(path: str | Path) -> float | None:
+    """SM clock (Hz) a measurement file ran at, from its ``nvidia-smi dmon`` sidecar
+    (``cold.csv.gz`` -> ``cold.dmon.txt``): the median ``pclk`` of the samples with the SMs busy;
+    ``None`` without a sidecar (the file then runs at the sweep clocks of :func:`sweep_clock_power`)."""
+    path = Path(path)
+    stem = path.name.removesuffix(".gz").removesuffix(".csv")
+    side = path.with_name(f"{stem}.dmon.txt")
+    if not side.is_file():
+        return None
+    header: list[str] = []
+    clocks: list[float] = []
+    for line in side.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("#"):
+            if not header and "pclk" in line:
+                header = line.lstrip("#").split()
+            continue
+        parts = line.split()
+        if not header or len(parts) != len(header):
+            continue
+        try:
+            if float(parts[header.index("sm")]) > 0:
+                clocks.append(float(parts[header.index("pclk")]) * 1e6)
+        except ValueError:
+            continue
+    return float(np.median(clocks)) if clocks else None
+
+
 def read_ops(paths: Iterable[str | Path]) -> Table:
-    """Read one or more ops CSV files (``.csv`` or ``.csv.gz``) into a :class:`Table`."""
+    """Read one or more ops CSV files (``.csv`` or ``.csv.gz``) into a :class:`Table`.
+
+    Column ``clock`` (Hz) is the file's SM clock from its dmon sidecar (:func:`file_clock`), NaN
+    when unknown; ``cold`` (1 = operands read from HBM, not L2) is 0 when the file lacks it."""
     rows: list[dict[str, str]] = []
     src: list[str] = []
+    clk: list[float] = []
     for p in paths:
         path = Path(p)
         try:
@@ -119,10 +150,14 @@ def read_ops(paths: Iterable[str | Path]) -> Table:
         reader = csv.DictReader(io.StringIO(raw.decode("utf-8")))
         if reader.fieldnames is None or "time_s" not in reader.fieldnames or "kind" not in reader.fieldnames:
             raise TraceError("not an ops CSV (needs columns kind and time_s)", file=str(path))
+        fc = file_clock(path)
         for r in reader:
             rows.append(r)
             src.append(str(path))
+            clk.append(math.nan if fc is None else fc)
     num = {c: np.array([_float(r.get(c)) for r in rows], dtype=np.float64) for c in _NUM_COLS}
+    num["cold"] = np.nan_to_num(num["cold"], nan=0.0)
+    num["clock"] = np.array(clk, dtype=np.float64)
     return Table(
         [(r.get("kind") or "").strip().lower() for r in rows],
         [(r.get("dtype") or "").strip().lower() for r in rows],
@@ -374,17 +409,50 @@ def _hw(dev: Device, dtype: str) -> K.HW:
     )
 
 
-def _gemm_pred(dev: Device, p: GemmParams, t: Table, dtype: str, mp: MemoryParams | None = None) -> F:
+def _row_groups(t: Table, clock_ref: float | None) -> list[tuple[NDArray[np.int64], float, bool]]:
+    """Rows grouped by (compute-rate scale, cold): the scale is the row's SM clock over the clock
+    the profile's efficiencies refer to (1 when either is unknown); cold rows read HBM."""
+    clk = t.num["clock"] if "clock" in t.num else np.full(len(t), np.nan)
+    scale = np.where(np.isfinite(clk) & ((clock_ref or 0.0) > 0), clk / (clock_ref or 1.0), 1.0)
+    cold = (t.num["cold"] > 0) if "cold" in t.num else np.zeros(len(t), dtype=bool)
+    out = []
+    for sc in sorted(set(scale.tolist())):
+        for c in (False, True):
+            idx = np.flatnonzero((scale == sc) & (cold == c))
+            if idx.size:
+                out.append((idx, float(sc), c))
+    return out
+
+
+def _gemm_pred(
+    dev: Device,
+    p: GemmParams,
+    t: Table,
+    dtype: str,
+    mp: MemoryParams | None = None,
+    clock_ref: float | None = None,
+) -> F:
     ob = 4.0 if dtype in ("fp32", "tf32") else 2.0
     b = np.nan_to_num(t.num["batch"], nan=1.0)
     b = np.where(b > 0, b, 1.0)
-    return K.gemm_time(
-        _hw(dev, dtype), p, t.num["m"], t.num["n"], t.num["k"], b, DTYPE_BYTES[dtype], ob, mp
-    ).time
+    out = np.empty(len(t))
+    hw = _hw(dev, dtype)
+    for idx, sc, cold in _row_groups(t, clock_ref):
+        out[idx] = K.gemm_time(
+            hw._replace(peak=hw.peak * sc), p, t.num["m"][idx], t.num["n"][idx], t.num["k"][idx], b[idx],
+            DTYPE_BYTES[dtype], ob, None if cold else mp,
+        ).time  # fmt: skip
+    return out
 
 
 def _attn_pred(
-    dev: Device, p: AttentionParams, t: Table, dtype: str, backward: bool, mp: MemoryParams | None = None
+    dev: Device,
+    p: AttentionParams,
+    t: Table,
+    dtype: str,
+    backward: bool,
+    mp: MemoryParams | None = None,
+    clock_ref: float | None = None,
 ) -> F:
     heads = t.num["heads"]
     kvh = np.where(np.isnan(t.num["kv_heads"]) | (t.num["kv_heads"] <= 0), heads, t.num["kv_heads"])
@@ -394,10 +462,14 @@ def _attn_pred(
     skv = np.where(np.isnan(t.num["kv_seq"]) | (t.num["kv_seq"] <= 0), t.num["seq"], t.num["kv_seq"])
     causal = np.nan_to_num(t.num["causal"], nan=0.0)
     b = np.nan_to_num(t.num["batch"], nan=1.0)
-    return K.attention_time(
-        _hw(dev, dtype), p, b, heads, t.num["seq"], t.num["head_dim"], causal, backward, kvh, skv,
-        DTYPE_BYTES.get(dtype, 2.0), mp,
-    ).time  # fmt: skip
+    out = np.empty(len(t))
+    hw = _hw(dev, dtype)
+    for i, sc, cold in _row_groups(t, clock_ref):
+        out[i] = K.attention_time(
+            hw._replace(peak=hw.peak * sc), p, b[i], heads[i], t.num["seq"][i], t.num["head_dim"][i],
+            causal[i], backward, kvh[i], skv[i], DTYPE_BYTES.get(dtype, 2.0), None if cold else mp,
+        ).time  # fmt: skip
+    return out
 
 
 def _misaligned(t: Table) -> NDArray[np.bool_]:
@@ -489,6 +561,12 @@ def _mem_flops(t: Table, names: Sequence[str]) -> F:
     return out
 
 
+def _clock_ref(dev: Device, prof: ComputeProfile, family: str) -> float | None:
+    """SM clock (Hz) the profile's ``family`` efficiencies refer to (``None`` when unknown)."""
+    frac = prof.clock_fraction.get(family)
+    return None if frac is None else frac * dev.boost_clock
+
+
 def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
     """Predicted device-side kernel time of every row (seconds; NaN for launch rows)."""
     out = np.full(len(t), np.nan)
@@ -497,13 +575,16 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
     for dtype in sorted(set(dts)):
         idx = np.flatnonzero((fam == "gemm") & (dts == dtype))
         if idx.size:
-            out[idx] = _gemm_pred(dev, prof.gemm_params(dtype), t.take(idx), dtype, prof.memory)
+            out[idx] = _gemm_pred(
+                dev, prof.gemm_params(dtype), t.take(idx), dtype, prof.memory, _clock_ref(dev, prof, "gemm")
+            )
         for bwd in (False, True):
             idx = np.flatnonzero((fam == ("attention_bwd" if bwd else "attention_fwd")) & (dts == dtype))
             if idx.size:
                 out[idx] = _attn_pred(
-                    dev, prof.attention_params(bwd, dtype), t.take(idx), dtype, bwd, prof.memory
-                )
+                    dev, prof.attention_params(bwd, dtype), t.take(idx), dtype, bwd, prof.memory,
+                    _clock_ref(dev, prof, "attention"),
+                )  # fmt: skip
     hw32 = _hw(dev, "fp32")
     midx = np.flatnonzero((fam == "memory") | (fam == "memory_bwd"))
     if midx.size:
@@ -650,7 +731,11 @@ _GEMM_PARAMS = (
     Param("sharpness", 1.0, 12.0, 3.0),
     Param("t0", 1e-7, 5e-5, 3e-6, log=True),
     Param("eff_misaligned", 0.02, 1.0, 0.5),
+    Param("cta_bw", 0.2, 8.0, 2.0, log=True),
+    Param("split_t0", 1e-8, 2e-5, 1e-6, log=True),
+    Param("t0_hbm", 1e-8, 2e-5, 1e-6, log=True),
 )
+_COLD_GEMM = ("cta_bw", "split_t0", "t0_hbm")
 _ATTN_PARAMS = (
     Param("eff_peak", 0.05, 1.1, 0.6),
     Param("head_dim_overhead", 0.1, 1024.0, 16.0, log=True),
@@ -676,7 +761,8 @@ def _subset(ps: Sequence[Param], names: Iterable[str], base: Any) -> list[Param]
     out = []
     for p in ps:
         if p.name in keep:
-            init = float(getattr(base, p.name)) if base is not None and hasattr(base, p.name) else p.init
+            v = getattr(base, p.name, None) if base is not None else None
+            init = p.init if v is None else float(v)
             out.append(Param(p.name, p.lo, p.hi, min(max(init, p.lo * 1.001), p.hi * 0.999), p.log))
     return out
 
@@ -883,13 +969,17 @@ def fit(
             out = np.empty(len(s))
             for d in sorted(set(dts)):
                 j = np.flatnonzero(dts == d)
-                out[j] = _gemm_pred(device, p, s.take(j), str(d), mem)
+                out[j] = _gemm_pred(device, p, s.take(j), str(d), mem, clocks_found.get("gemm"))
             return out
 
         start = gemm.get(key_g, gemm["bf16"]) if anchor is None else anchor
         misal = bool(np.any(_misaligned(sub)))
         if anchor is None:
-            names = [p.name for p in _GEMM_PARAMS] + (["eff_misaligned"] if misal else [])
+            names = [p.name for p in _GEMM_PARAMS if p.name not in _COLD_GEMM] + (
+                ["eff_misaligned"] if misal else []
+            )
+            if np.any(sub.num["cold"] > 0):
+                names += list(_COLD_GEMM)  # identifiable only with skinny GEMMs read from HBM
         else:
             names = ["eff_peak", "k_overhead", "t0"] + (["eff_misaligned"] if misal else [])
             if np.sum(np.minimum(sub.num["m"], sub.num["n"]) <= 256) >= 4:
@@ -937,7 +1027,7 @@ def fit(
             start_a = attn.get(k2, attn[key])
 
             def a_k(p: AttentionParams, s: Table = sub, dt: str = d, b_: bool = bwd) -> F:
-                return _attn_pred(device, p, s, dt, b_, mem)
+                return _attn_pred(device, p, s, dt, b_, mem, clocks_found.get("attention"))
 
             names = [p.name for p in _ATTN_PARAMS] if len(sub) >= 20 else ["eff_peak", "kv_overhead", "t0"]
             if bwd:

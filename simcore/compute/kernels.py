@@ -66,14 +66,23 @@ def _ceil_div(a: F, b: float | F) -> F:
     return np.maximum(out, 1.0)
 
 
+def l2_resident(hw: HW, mp: MemoryParams | None, nbytes: F) -> F | float:
+    """Fraction (0..1) of a working set of ``nbytes`` served from L2 between back-to-back calls
+    (the fading part of :func:`l2_boost`); 0 without ``mp`` (operands come from HBM)."""
+    if mp is None or mp.l2_speedup == 1.0:
+        return 0.0
+    x = nbytes / (mp.l2_fraction * hw.l2_cache)
+    out: F = 1.0 / (1.0 + x**4)
+    return out
+
+
 def l2_boost(hw: HW, mp: MemoryParams | None, nbytes: F) -> F | float:
     """Bandwidth multiplier for a working set of ``nbytes``: ``l2_speedup`` when it fits well
     inside the L2 (and stays resident between back-to-back calls), fading to 1 past
     ``l2_fraction`` of the L2 size. Monotone: ``nbytes / boost`` never decreases with ``nbytes``."""
     if mp is None or mp.l2_speedup == 1.0:
         return 1.0
-    x = nbytes / (mp.l2_fraction * hw.l2_cache)
-    out: F = 1.0 + (mp.l2_speedup - 1.0) / (1.0 + x**4)
+    out: F = 1.0 + (mp.l2_speedup - 1.0) * l2_resident(hw, mp, nbytes)
     return out
 
 
@@ -105,7 +114,11 @@ def gemm_time(
     (ceil(k/s) + k_overhead) / (eff_peak peak / sm_count)``, times ``1 / eff_misaligned`` when the
     row strides are not 16-byte aligned. Memory time is the minimal
     bytes (plus fp32 split-K partials) over ``eff_bw`` of the bandwidth, raised by the L2 boost of
-    ``mp`` for working sets that stay in L2 between calls. The fastest candidate wins.
+    ``mp`` for working sets that stay in L2 between calls; with ``cta_bw``, each wave also takes at
+    least one CTA's operand tiles ``(min(m, tm) + min(n, tn)) ceil(k / s)`` elements over
+    ``cta_bw x bandwidth / sm_count`` (a grid of few deep CTAs cannot reach the HBM rate). A split-K candidate pays ``split_t0``;
+    operands from HBM add ``t0_hbm`` (scaled by the part not resident in L2). The fastest
+    candidate wins.
     """
     m_, n_, k_, b_ = _flat(m, n, k, batch)
     shape = np.broadcast_shapes(*(np.shape(v) for v in (m, n, k, batch)))
@@ -115,6 +128,7 @@ def gemm_time(
     rate_sm = hw.peak * p.eff_peak / sm * np.where(misaligned, p.eff_misaligned, 1.0)
     base_bytes = b_ * ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * out_bytes)
     bw = np.broadcast_to(hw.bandwidth * p.eff_bw * l2_boost(hw, mp, base_bytes), m_.shape)
+    t_fixed = p.t0 + p.t0_hbm * (1.0 - np.broadcast_to(l2_resident(hw, mp, base_bytes), m_.shape))
     cand = [(tm, tn, sp) for tm, tn in GEMM_TILES for sp in GEMM_SPLITS]
     tm_c = np.array([c[0] for c in cand], dtype=np.float64)[:, None]
     tn_c = np.array([c[1] for c in cand], dtype=np.float64)[:, None]
@@ -130,12 +144,18 @@ def gemm_time(
         ctas = _ceil_div(mm, tm_c) * _ceil_div(nn, tn_c) * bb * s_c
         waves = _ceil_div(ctas, sm)
         tc = waves * work_c * (_ceil_div(kk, s_c) + p.k_overhead) / rate_sm[sl][None, :]
-        tmem = (base_bytes[sl][None, :] + partial_c * mm * nn * bb) / bw[sl][None, :]
-        t = smoothmax(tc, tmem, p.sharpness)
+        bw_c = bw[sl][None, :]
+        tmem = (base_bytes[sl][None, :] + partial_c * mm * nn * bb) / bw_c
+        if p.cta_bw is not None:
+            # one CTA pulls its own operand tiles (real rows/columns only) through one SM at
+            # cta_bw x the SM's share of the bandwidth: few, deep CTAs cannot reach the HBM rate
+            per_cta = (np.minimum(mm, tm_c) + np.minimum(nn, tn_c)) * _ceil_div(kk, s_c) * in_bytes
+            tmem = np.maximum(tmem, waves * per_cta / (bw_c * p.cta_bw / sm))
+        t = smoothmax(tc, tmem, p.sharpness) + np.where(s_c > 1, p.split_t0, 0.0)
         j = np.argmin(t, axis=0)
         cols = np.arange(t.shape[1])
         best[sl], best_c[sl], best_m[sl] = t[j, cols], tc[j, cols], tmem[j, cols]
-    return GemmTimes(*(v.reshape(shape) for v in (best + p.t0, best_c, best_m)))
+    return GemmTimes(*(v.reshape(shape) for v in (best + t_fixed, best_c, best_m)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 OPS = "traces/h200/ops.csv.gz"
+COLD = "traces/h200/cold.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +31,8 @@ def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     os.chdir(REPO)
     try:
         dev = default_registry().device("h200")
-        ours = calibrate([OPS], "h200", fit_comm_profile=False).compute_profile
-        ref, _ = FC.fit([OPS], dev)
+        ours = calibrate([OPS, COLD], "h200", fit_comm_profile=False).compute_profile
+        ref, _ = FC.fit([OPS, COLD], dev)
     finally:
         os.chdir(old)
     assert ours is not None
@@ -77,7 +78,7 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz") == "trace"
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
-    assert [p.name for p in inp.ops_csv] == ["ops.csv.gz"]
+    assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "ops.csv.gz"]
     assert len(inp.traces) == 3 and inp.comm == []
     assert any(p.name == "steps.csv.gz" for p in inp.skipped)
     with pytest.raises(TraceError, match="steps.csv.gz: not a calibration input"):
