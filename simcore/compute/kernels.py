@@ -82,8 +82,7 @@ def l2_boost(hw: HW, mp: MemoryParams | None, nbytes: F) -> F | float:
     ``l2_fraction`` of the L2 size. Monotone: ``nbytes / boost`` never decreases with ``nbytes``."""
     if mp is None or mp.l2_speedup == 1.0:
         return 1.0
-    out: F = 1.0 + (mp.l2_speedup - 1.0) * l2_resident(hw, mp, nbytes)
-    return out
+    return 1.0 + (mp.l2_speedup - 1.0) * l2_resident(hw, mp, nbytes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -237,7 +237,6 @@ def evaluate(
         def hv(name: str) -> float:
             return prof.host(name, profiler)
 
-
         def wrapped(name: str, phase: str) -> Num:
             """Per-layer host time with the distributed wrapper the layout uses (FSDP2 / ZeRO-3,
             tensor parallel), as measured ratios over the plain layer."""
