@@ -978,8 +978,6 @@ def fit(
             names = [p.name for p in _GEMM_PARAMS if p.name not in _COLD_GEMM] + (
                 ["eff_misaligned"] if misal else []
             )
-            if np.any(sub.num["cold"] > 0):
-                names += list(_COLD_GEMM)  # identifiable only with skinny GEMMs read from HBM
         else:
             names = ["eff_peak", "k_overhead", "t0"] + (["eff_misaligned"] if misal else [])
             if np.sum(np.minimum(sub.num["m"], sub.num["n"]) <= 256) >= 4:
@@ -988,18 +986,32 @@ def fit(
                 names.append("load_cost")
         host = host_overhead.get("gemm", launch["eager"]) if anchor is None else None
         floor_e = np.where(eager, host_overhead.get("gemm", launch["eager"]), floor)
-        p_fit, h = _fit_model(
-            start,
-            _subset(_GEMM_PARAMS, names, start),
-            g_k,
-            y,
-            eager,
-            floor_e,
-            host,
-            mode,
-            n_starts,
-            gap_of(sub),
-        )
+        cold = sub.num["cold"] > 0
+        if anchor is None and np.any(cold):
+            # Two stages: the general parameters on the sweep (rows at the sweep clocks, no decode-regime
+            # file, whose hundreds of skinny shapes would otherwise outweigh the large GEMMs); then the
+            # HBM-streaming parameters, identifiable only from skinny GEMMs read from HBM, on every row
+            # with the rest held.
+            hot = np.flatnonzero(~cold & ~np.isfinite(sub.num["clock"]))
+            sub_h, dt_h = sub.take(hot), sub_dt[hot]
+
+            def g_hot(p: GemmParams, s: Table = sub_h, dts: NDArray[Any] = dt_h) -> F:
+                return g_k(p, s, dts)
+
+            p_fit, h = _fit_model(
+                start, _subset(_GEMM_PARAMS, names, start), g_hot,
+                y[hot], eager[hot], floor_e[hot], host, mode, n_starts, gap_of(sub)[hot],
+            )  # fmt: skip
+            floor_2 = np.where(eager, h if h is not None else floor_e, floor_e)
+            p_fit, _ = _fit_model(
+                p_fit, _subset(_GEMM_PARAMS, _COLD_GEMM, p_fit), g_k, y, eager, floor_2, None, mode,
+                n_starts, gap_of(sub),
+            )  # fmt: skip
+        else:
+            p_fit, h = _fit_model(
+                start, _subset(_GEMM_PARAMS, names, start), g_k, y, eager, floor_e, host, mode, n_starts,
+                gap_of(sub),
+            )  # fmt: skip
         for d in members:
             if np.any((fam == "gemm") & (dtypes == d) & ok) or anchor is None:
                 gemm[d] = p_fit

@@ -145,12 +145,16 @@ def gemm_time(
         tc = waves * work_c * (_ceil_div(kk, s_c) + p.k_overhead) / rate_sm[sl][None, :]
         bw_c = bw[sl][None, :]
         tmem = (base_bytes[sl][None, :] + partial_c * mm * nn * bb) / bw_c
+        t = smoothmax(tc, tmem, p.sharpness)
         if p.cta_bw is not None:
             # one CTA pulls its own operand tiles (real rows/columns only) through one SM at
             # cta_bw x the SM's share of the bandwidth: few, deep CTAs cannot reach the HBM rate
+            # (a floor, not a third roofline term: a compute-bound tile overlaps its loads)
             per_cta = (np.minimum(mm, tm_c) + np.minimum(nn, tn_c)) * _ceil_div(kk, s_c) * in_bytes
-            tmem = np.maximum(tmem, waves * per_cta / (bw_c * p.cta_bw / sm))
-        t = smoothmax(tc, tmem, p.sharpness) + np.where(s_c > 1, p.split_t0, 0.0)
+            t_cta = waves * per_cta / (bw_c * p.cta_bw / sm)
+            tmem = np.maximum(tmem, t_cta)
+            t = np.maximum(t, t_cta)
+        t = t + np.where(s_c > 1, p.split_t0, 0.0)
         j = np.argmin(t, axis=0)
         cols = np.arange(t.shape[1])
         best[sl], best_c[sl], best_m[sl] = t[j, cols], tc[j, cols], tmem[j, cols]

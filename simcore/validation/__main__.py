@@ -41,7 +41,10 @@ def _kernels() -> int:
     from simcore.calibration import fit_compute
 
     published = Path(__file__).resolve().parent / "data" / "published_kernels.csv"
-    return fit_compute.main([str(traces_dir() / "h200" / "ops.csv.gz"), "--published", str(published)])
+    h200 = traces_dir() / "h200"
+    return fit_compute.main(
+        [str(h200 / "ops.csv.gz"), str(h200 / "cold.csv.gz"), "--published", str(published)]
+    )
 
 
 def _comm() -> int:
