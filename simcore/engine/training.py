@@ -64,6 +64,46 @@ class TrainingLayout:
     """Embedding, LM head and loss sharded over TP (scalar for a whole grid)."""
 
 
+def host_run_ahead(
+    h_f: Num,
+    h_b: Num,
+    g_f: Num,
+    g_b: Num,
+    emb_f: Num,
+    emb_b: Num,
+    head_f: Num,
+    head_b: Num,
+    layers: Num,
+    m: Num,
+) -> tuple[Num, Num]:
+    """Per-micro-batch time and end-of-backward GPU lag of one pipeline-free eager step (seconds).
+
+    The host issues the ops in order (embedding, ``layers`` forward layers of ``h_f / layers`` host
+    seconds each, LM head and loss, the backward layers, the embedding backward); the GPU runs each
+    as soon as it is issued and the previous one is done, with an unbounded launch queue and no
+    synchronisation until the step ends. Host cost of the embedding and head phases is neglected
+    (a few ops). For ``n`` identical units of host time ``h`` and GPU time ``g`` that start with the
+    GPU free at ``G`` and the host at ``H``, the GPU finishes at
+    ``max(G + n g, H + h + (n - 1) max(h, g))`` (a two-stage pipeline); later micro-batches repeat
+    at ``max(host, GPU)`` per micro-batch. Returns ``(period, lag)``: the step's layer phases take
+    ``m x period`` on the GPU, and the host finishes issuing the last backward ``lag`` seconds
+    before the GPU finishes it (>= 0 when the GPU is behind).
+    """
+    n = np.maximum(np.asarray(layers, dtype=float), 1.0)
+    hu_f, hu_b, gu_f, gu_b = h_f / n, h_b / n, g_f / n, g_b / n
+    G = emb_f + np.maximum(g_f, hu_f + (n - 1.0) * np.maximum(hu_f, gu_f) - emb_f)
+    H = h_f
+    G = G + head_f + head_b
+    G = np.maximum(G + g_b, H + hu_b + (n - 1.0) * np.maximum(hu_b, gu_b)) + emb_b
+    H = H + h_b
+    g_mb = emb_f + g_f + head_f + head_b + g_b + emb_b
+    period_rest = np.maximum(g_mb, h_f + h_b)
+    mm = np.maximum(np.asarray(m, dtype=float), 1.0)
+    G_m = G + (mm - 1.0) * period_rest
+    H_m = mm * (h_f + h_b)
+    return G_m / mm, G_m - H_m
+
+
 def comm_call_host(cluster: ClusterInfo) -> float:
     """Host seconds of one eager torch.distributed collective call: the per-call floor of the
     system's communication profile (back-to-back eager calls)."""
@@ -231,6 +271,7 @@ def evaluate(
         head_f = head_f.merged(pricer.price(ea_f))
         head_b = head_b.merged(pricer.price(ea_b))
 
+    host_lag: Num = 0.0
     if layer_host:
         # eager PyTorch: the host dispatches every op of a layer (module calls, autocast, autograd);
         # a micro-batch's forward (backward) on a stage takes the longer of its GPU and host times
@@ -262,8 +303,23 @@ def evaluate(
             n_tp = np.where(tp > 1, np.where(sp, 4.0, 2.0), 0.0)
             h_f = h_f + layers_per_rank * n_tp * floor
             h_b = h_b + layers_per_rank * n_tp * floor
-        F_layers.add("host_overhead", np.maximum(h_f - F_layers.total(), 0.0))
-        B_layers.add("host_overhead", np.maximum(h_b - B_layers.total(), 0.0))
+        Fg, Bg = F_layers.total(), B_layers.total()
+        x_f, x_b = np.maximum(h_f - Fg, 0.0), np.maximum(h_b - Bg, 0.0)
+        # One stage: nothing synchronises host and GPU inside a step, so the host runs ahead of the
+        # GPU while the GPU is busy (LM head and loss, long layers) and that slack absorbs host-bound
+        # layers later; see host_run_ahead. Pipeline stages keep the per-micro-batch max (their
+        # send/recv calls synchronise with the neighbours).
+        g_mb, lag = host_run_ahead(
+            h_f, h_b, Fg, Bg, emb_f.total(), emb_b.total(), head_f.total(), head_b.total(), layers_per_rank, m
+        )
+        per_mb = np.maximum(
+            g_mb - (Fg + Bg + emb_f.total() + emb_b.total() + head_f.total() + head_b.total()), 0.0
+        )
+        share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
+        single_stage = np.asarray(pp, dtype=float) <= 1
+        F_layers.add("host_overhead", np.where(single_stage, per_mb * share_f, x_f))
+        B_layers.add("host_overhead", np.where(single_stage, per_mb * (1.0 - share_f), x_b))
+        host_lag = np.where(single_stage, lag, 0.0)
 
     Fl, Bl = F_layers.total(), B_layers.total()
     embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
@@ -392,7 +448,8 @@ def evaluate(
             host_cal.get("adamw_fused_dtensor_fixed", host_cal["adamw_fused_fixed"])
             + host_cal.get("adamw_fused_dtensor_per_tensor", host_cal["adamw_fused_per_tensor"]) * tensors
         )
-        opt = np.maximum(opt, np.where(zero3, dtensor_opt, plain_opt))
+        # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward
+        opt = np.maximum(opt, np.where(zero3, dtensor_opt, plain_opt) - host_lag)
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy
 
