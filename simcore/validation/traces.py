@@ -279,6 +279,16 @@ def validate(
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario), overrides or [])
     if sc.kind == "serving":
         raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
+    profiler_note = None
+    if "profiler" not in sc.runtime.model_fields_set and not any(
+        o.split("=", 1)[0].strip() == "runtime.profiler" for o in overrides or []
+    ):
+        # a profiler trace was recorded with the profiler attached: predict the profiled run
+        sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"profiler": True})})
+        profiler_note = (
+            "predicted with runtime.profiler: true (the run was recorded by the profiler, which adds host "
+            "time to every op); --set runtime.profiler=false predicts the same run unprofiled"
+        )
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
     from simcore.calibration.calibrate import runs
 
@@ -292,6 +302,8 @@ def validate(
     slowest = max(ans, key=lambda a: a.step_time_s)
     measured = slowest.step_time_s
     pred_step, bd, _res, notes = _predicted(sc, engine, slowest)
+    if profiler_note:
+        notes = [*notes, profiler_note]
 
     meas_cls: dict[str, float] = defaultdict(float)
     meas_kernel: dict[str, float] = defaultdict(float)
