@@ -18,7 +18,10 @@
   measured in one run; ``ddp_fixed``: DDP's extra host time per forward + backward outside the
   layers;
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
-  kernel inside a captured decode step).
+  kernel inside a captured decode step);
+* ``profiled_<entry>``: the entry while the PyTorch profiler records, the entry times the profiler's
+  ratio measured in one process (``profiler_ratio_<decode|train>_<act>`` from the interleaved
+  multi-process runs of ``tools/bench_host_size.py`` where they exist).
 
 The engines take a phase's time as ``max(GPU time, host time)``: eager PyTorch queues kernels
 asynchronously, so the slower of the two sides sets the pace.
@@ -60,6 +63,53 @@ def read_host_rows(path: str | Path) -> dict[str, float]:
     return out
 
 
+def read_size_runs(path: str | Path) -> dict[str, float] | None:
+    """Profiler ratios from an interleaved multi-process host run (``tools/bench_host_size.py``:
+    columns run, rep, mode, arch, hidden, layers, profiled, host_s), or ``None`` for other files.
+
+    Per run, width and profiled flag the per-layer slope is ``(median t(4 layers) - median
+    t(1 layer)) / 3`` over the repeats (medians: single calls spike when the allocator or the garbage
+    collector runs); the ratio profiled / plain is taken per run and width, and the median over those
+    is returned as ``profiler_ratio_<decode|train>_<act>`` (``train`` is forward + backward)."""
+    p = Path(path)
+    try:
+        raw = gzip.open(p, "rt") if p.suffix == ".gz" else open(p)  # noqa: SIM115
+        with raw as f:
+            reader = csv.DictReader(io.StringIO(f.read()))
+            if not reader.fieldnames or "profiled" not in reader.fieldnames or "run" not in reader.fieldnames:
+                return None
+            rows = list(reader)
+    except (OSError, EOFError) as e:
+        raise TraceError(f"cannot read: {e}", file=str(p)) from None
+    times: dict[tuple[str, str, str, str, str, str], list[float]] = {}
+    for r in rows:
+        try:
+            key = (r["run"], r["mode"], r["arch"], r["hidden"], r["profiled"], r["layers"])
+            times.setdefault(key, []).append(float(r["host_s"]))
+        except (KeyError, ValueError):
+            raise TraceError("malformed host-size row", file=str(p), field=str(r)) from None
+
+    def med(v: list[float]) -> float:
+        v = sorted(v)
+        n = len(v)
+        return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+    ratios: dict[str, list[float]] = {}
+    for run, mode, arch, hidden, prof, layers in times:
+        if prof not in ("1", "True", "true") or layers != "1":
+            continue
+        k = (run, mode, arch, hidden)
+        try:
+            sp = (med(times[(*k, prof, "4")]) - med(times[(*k, prof, "1")])) / 3
+            su = (med(times[(*k, "0", "4")]) - med(times[(*k, "0", "1")])) / 3
+        except KeyError:
+            continue
+        if sp > 0 and su > 0:
+            act = "swiglu" if arch == "llama" else "gelu"
+            ratios.setdefault(f"profiler_ratio_{mode}_{act}", []).append(sp / su)
+    return {k: med(v) for k, v in ratios.items()}
+
+
 def fit_host(paths: list[str | Path]) -> dict[str, float]:
     """The ``host_layer`` profile section from host-overhead CSVs (seconds; missing rows are skipped).
 
@@ -70,7 +120,12 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     rows: dict[str, float] = {}
     profiled_files: list[dict[str, float]] = []
     dist_files: list[dict[str, float]] = []
+    size_ratios: dict[str, float] = {}
     for p in paths:
+        sr = read_size_runs(p)
+        if sr is not None:
+            size_ratios.update(sr)
+            continue
         r = read_host_rows(p)
         if any(k.startswith("profiled_") for k in r):
             profiled_files.append(r)
@@ -113,6 +168,19 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             base = plain.get(k, 0.0)
             if k in out and base > 0 and v > 0:
                 out[f"profiled_{k}"] = out[k] * v / base
+    # interleaved multi-process ratios (round 9) supersede the one-run ratios they cover: decode, and
+    # training forward + backward (one ratio for both phases)
+    for key, ratio in size_ratios.items():
+        mode, act = key.removeprefix("profiler_ratio_").split("_", 1)
+        names = (
+            [f"infer_decode_{act}", f"infer_decode_fixed_{act}"]
+            if mode == "decode"
+            else [f"train_fwd_{act}", f"train_bwd_{act}"]
+        )
+        for k in names:
+            if k in out:
+                out[f"profiled_{k}"] = out[k] * ratio
+        out[key] = ratio
     return out
 
 
