@@ -1598,7 +1598,12 @@ def main() -> None:
         help="--dist: comma list of variants to run besides the plain model (ddp, fsdp2, tp2, fsdp2_nomp); "
         "given: only those per-layer points, no optimizer points (round 7: ddp); empty: round 5's set",
     )
+    ap.add_argument(
+        "--hidden", type=int, default=64, help="model width of every point (round 10: 1024 for --dist at real sizes)"
+    )
     args = ap.parse_args()
+    global H
+    H = args.hidden
     if args.dist:
         db = DistBench(args)
         db.variant_sel = args.dist_variants
