@@ -70,7 +70,8 @@ def read_size_runs(path: str | Path) -> dict[str, float] | None:
     Per run, width and profiled flag the per-layer slope is ``(median t(4 layers) - median
     t(1 layer)) / 3`` over the repeats (medians: single calls spike when the allocator or the garbage
     collector runs); the ratio profiled / plain is taken per run and width, and the median over those
-    is returned as ``profiler_ratio_<decode|train>_<act>`` (``train`` is forward + backward)."""
+    is returned as ``profiler_ratio_<decode|train>_<act>`` (``train`` is forward + backward); the
+    unprofiled decode slope at width 64 (median over the processes) as ``per_layer_decode_<tag>``."""
     p = Path(path)
     try:
         raw = gzip.open(p, "rt") if p.suffix == ".gz" else open(p)  # noqa: SIM115
@@ -107,6 +108,15 @@ def read_size_runs(path: str | Path) -> dict[str, float] | None:
         if sp > 0 and su > 0:
             act = "swiglu" if arch == "llama" else "gelu"
             ratios.setdefault(f"profiler_ratio_{mode}_{act}", []).append(sp / su)
+    # the unprofiled decode slope at width 64 (the other rounds' convention), one value per process
+    for run, mode, arch, hidden, prof, layers in times:
+        if mode != "decode" or hidden != "64" or prof not in ("0", "False", "false") or layers != "1":
+            continue
+        one, four = (run, mode, arch, hidden, prof, "1"), (run, mode, arch, hidden, prof, "4")
+        if four in times:
+            tag = "llama_rms_swiglu_gqa" if arch == "llama" else "gpt_ln_gelu"
+            slope = (med(times[four]) - med(times[one])) / 3
+            ratios.setdefault(f"per_layer_decode_{tag}", []).append(slope)
     return {k: med(v) for k, v in ratios.items()}
 
 
@@ -124,7 +134,11 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     for p in paths:
         sr = read_size_runs(p)
         if sr is not None:
-            size_ratios.update(sr)
+            size_ratios.update({k: v for k, v in sr.items() if k.startswith("profiler_ratio_")})
+            # its per-layer slopes (median over its processes) join the other rounds' lower envelope
+            for k, v in sr.items():
+                if k.startswith("per_layer_"):
+                    rows[k] = min(rows[k], v) if k in rows else v
             continue
         r = read_host_rows(p)
         if any(k.startswith("profiled_") for k in r):

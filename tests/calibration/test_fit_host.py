@@ -1,0 +1,74 @@
+"""``simcore.calibration.fit_host``: per-layer host slopes, profiler ratios, the lower envelope."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from pathlib import Path
+
+import pytest
+
+from simcore.calibration.fit_host import fit_host, host_files_beside, read_size_runs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _size_csv(path: Path, rows: list[tuple[int, str, str, int, int, int, float]]) -> Path:
+    cols = [
+        "run",
+        "rep",
+        "mode",
+        "arch",
+        "hidden",
+        "layers",
+        "profiled",
+        "pinned",
+        "calls",
+        "host_s",
+        "event_s",
+    ]
+    with gzip.open(path, "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for run, mode, arch, hidden, layers, prof, t in rows:
+            for rep in range(3):
+                w.writerow([run, rep, mode, arch, hidden, layers, prof, "", 40, t, t])
+    return path
+
+
+def test_size_runs_hand_computed(tmp_path: Path) -> None:
+    rows = []
+    # run 1: plain slope (1.3 - 0.4) / 3 = 0.3 ms, profiled (2.0 - 0.5) / 3 = 0.5 ms -> ratio 5/3
+    # run 2: plain slope 0.4 ms, profiled 0.8 ms -> ratio 2; median ratio 11/6, median slope 0.35 ms
+    for run, (p1, p4, q1, q4) in {
+        1: (0.4e-3, 1.3e-3, 0.5e-3, 2.0e-3),
+        2: (0.5e-3, 1.7e-3, 0.6e-3, 3.0e-3),
+    }.items():
+        rows += [(run, "decode", "llama", 64, 1, 0, p1), (run, "decode", "llama", 64, 4, 0, p4)]
+        rows += [(run, "decode", "llama", 64, 1, 1, q1), (run, "decode", "llama", 64, 4, 1, q4)]
+    r = read_size_runs(_size_csv(tmp_path / "host_size.csv.gz", rows))
+    assert r is not None
+    assert r["profiler_ratio_decode_swiglu"] == pytest.approx((5 / 3 + 2) / 2)
+    assert r["per_layer_decode_llama_rms_swiglu_gqa"] == pytest.approx(0.35e-3)
+
+
+def test_other_files_are_not_size_runs() -> None:
+    assert read_size_runs(REPO / "traces" / "h200" / "host.csv.gz") is None
+
+
+def test_shipped_host_section() -> None:
+    h = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
+    # the profiled entries are the plain ones times the interleaved-run ratio
+    for act in ("gelu", "swiglu"):
+        r = h[f"profiler_ratio_decode_{act}"]
+        assert 1.0 < r < 3.0
+        assert h[f"profiled_infer_decode_{act}"] == pytest.approx(h[f"infer_decode_{act}"] * r)
+        rt = h[f"profiler_ratio_train_{act}"]
+        assert h[f"profiled_train_fwd_{act}"] == pytest.approx(h[f"train_fwd_{act}"] * rt)
+    # lower envelope: never above any single round's per-layer decode slope
+    assert (
+        h["infer_decode_swiglu"]
+        <= read_size_runs(REPO / "traces" / "h200" / "host_size.csv.gz")[  # type: ignore[index]
+            "per_layer_decode_llama_rms_swiglu_gqa"
+        ]
+    )
