@@ -263,11 +263,12 @@ def evaluate(
     if param_dtype == "fp32" and training.precision != "fp32":
         tensors_per_layer = 6.0
         stage_params = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / pp / tp
-        amp_f, amp_b = L.amp_ops(stage_params, tensors_per_layer * layers_per_rank)
+        acc = (m - 1.0) / m  # backwards that add into an existing fp32 .grad
+        amp_f, amp_b = L.amp_ops(stage_params, tensors_per_layer * layers_per_rank, acc)
         F_layers = F_layers.merged(pricer.price(amp_f))
         B_layers = B_layers.merged(pricer.price(amp_b))
         emb_params = (pc.embedding + pc.lm_head) / vdiv
-        ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0)
+        ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0, acc)
         head_f = head_f.merged(pricer.price(ea_f))
         head_b = head_b.merged(pricer.price(ea_b))
 
@@ -582,11 +583,13 @@ def training_memory(
     )
     if amp:
         # PyTorch AMP: autocast's bf16 weight copies are saved by the GEMMs for backward (one layer's
-        # at a time under full recompute); gradients are allocated during backward as activations
-        # are freed (zero_grad(set_to_none=True)), so the peak is the larger of the two phases
+        # at a time under full recompute). Each micro-batch's forward runs in its own autocast region,
+        # whose cast cache is dropped on exit, so every micro-batch in flight holds its own copies
+        # (GPipe: all of them). Gradients are allocated during backward as activations are freed
+        # (zero_grad(set_to_none=True)), so the peak is the larger of the two phases.
         copies = params_rank * 2.0 * np.where(recompute == "full", 1.0 / layers_rank, 1.0)
-        fwd_peak_first = acts + working + logits + copies
-        fwd_peak_last = layers_mem + last_stage_logits + working + copies
+        fwd_peak_first = acts + working + logits + copies * inflight
+        fwd_peak_last = layers_mem + last_stage_logits + working + copies * inflight_last
         first = w + o + np.maximum(fwd_peak_first, g + working)
         last = w + o + np.maximum(fwd_peak_last, g + working)
     else:
