@@ -1,0 +1,48 @@
+"""PyTorch AMP (fp32 weights, autocast) over several micro-batches: per-micro-batch weight copies in
+flight and the fp32 gradient accumulation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simcore.engine import training as T
+from simcore.specs import cluster_for
+from simcore.specs.resolve import load_scenario
+from simcore.workload import lowering as L
+from simcore.workload.model import param_counts
+
+
+def _eval(schedule: str, m: int, pp: int = 2) -> T.TrainingEval:
+    sc = load_scenario("default")
+    assert sc.training is not None
+    lay = T.TrainingLayout(tp=1, pp=pp, dp=1, micro_batch=1, global_batch=m, schedule=schedule)
+    return T.evaluate(sc.model, sc.training, lay, cluster_for("hgx-h200", gpus=pp), param_dtype="fp32")
+
+
+def test_gpipe_holds_one_weight_copy_per_micro_batch_in_flight() -> None:
+    sc = load_scenario("default")
+    pc = param_counts(sc.model)
+    a, b = _eval("gpipe", 4), _eval("gpipe", 8)
+    # four more micro-batches in flight on the first stage: four more activation sets and four more
+    # bf16 copies of the stage's weights (2 bytes per parameter)
+    per_mb_acts = (float(b.memory["activations"]) - float(a.memory["activations"])) / 4
+    stage_params = float(b.extra["params_per_gpu"]) if "params_per_gpu" in b.extra else None
+    assert stage_params is not None and stage_params < pc.total
+    # the peak is the busier of the first and last stages; the first grows by exactly this much
+    extra = float(b.memory_per_gpu_bytes) - float(a.memory_per_gpu_bytes)
+    assert extra >= (4 * per_mb_acts + 4 * 2.0 * stage_params) * (1 - 1e-9)
+    assert 4 * 2.0 * stage_params > 0.05 * extra  # and the weight copies are a visible part of it
+
+
+def test_gradient_accumulation_adds_fp32_grads_after_the_first_micro_batch() -> None:
+    fwd, bwd = L.amp_ops(1e6, 4.0, 0.0)
+    assert [op.count for op in bwd] == [4.0, 0.0]  # one micro-batch: no accumulation kernel
+    fwd, bwd = L.amp_ops(1e6, 4.0, 0.75)
+    add = bwd[1]
+    assert add.count == 4.0
+    # 12 bytes per accumulated parameter (read two fp32 gradients, write one) on 3/4 of the backwards
+    assert add.args["nbytes"] * add.count == pytest.approx(12.0 * 1e6 * 0.75)
+    one, many = _eval("1f1b", 1, pp=1), _eval("1f1b", 8, pp=1)
+    assert float(many.breakdown["amp_cast"]) / 8 > float(one.breakdown["amp_cast"])
+    assert np.isfinite(float(many.step_time_s))
