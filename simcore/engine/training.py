@@ -306,10 +306,11 @@ def evaluate(
             h_b = h_b + layers_per_rank * n_tp * floor
         Fg, Bg = F_layers.total(), B_layers.total()
         x_f, x_b = np.maximum(h_f - Fg, 0.0), np.maximum(h_b - Bg, 0.0)
-        # One stage: nothing synchronises host and GPU inside a step, so the host runs ahead of the
-        # GPU while the GPU is busy (LM head and loss, long layers) and that slack absorbs host-bound
-        # layers later; see host_run_ahead. Pipeline stages keep the per-micro-batch max (their
-        # send/recv calls synchronise with the neighbours).
+        # Nothing synchronises host and GPU inside a step (NCCL send/recv waits are stream-side), so
+        # the host runs ahead of the GPU while the GPU is busy (LM head and loss, long layers) and
+        # that slack absorbs host-bound layers later. One stage: the phase-by-phase pipeline of
+        # host_run_ahead. A pipeline stage: a micro-batch's forward and backward on the stage take at
+        # least the host's time for both (its per-micro-batch excess, split as the phases' excesses).
         g_mb, lag = host_run_ahead(
             h_f, h_b, Fg, Bg, emb_f.total(), emb_b.total(), head_f.total(), head_b.total(), layers_per_rank, m
         )
@@ -318,8 +319,9 @@ def evaluate(
         )
         share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
         single_stage = np.asarray(pp, dtype=float) <= 1
-        F_layers.add("host_overhead", np.where(single_stage, per_mb * share_f, x_f))
-        B_layers.add("host_overhead", np.where(single_stage, per_mb * (1.0 - share_f), x_b))
+        per_mb = np.where(single_stage, per_mb, np.maximum(h_f + h_b - (Fg + Bg), 0.0))
+        F_layers.add("host_overhead", per_mb * share_f)
+        B_layers.add("host_overhead", per_mb * (1.0 - share_f))
         host_lag = np.where(single_stage, lag, 0.0)
 
     Fl, Bl = F_layers.total(), B_layers.total()
