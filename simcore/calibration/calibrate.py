@@ -256,6 +256,8 @@ class CalibrationResult:
     comm_yaml: str | None
     comm_report: dict[str, Any] | None
     notes: list[str]
+    host: list[dict[str, Any]] = field(default_factory=list)
+    """Per-step host seconds per layer measured in the traces vs the profile's (see host_trace)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -268,6 +270,8 @@ class CalibrationResult:
             ),
             "trace_check": self.trace_check,
             "comm_report": self.comm_report,
+            "host_scale": self.compute_profile.host_scale if self.compute_profile else None,
+            "host_steps": self.host,
             "notes": self.notes,
         }
 
@@ -334,13 +338,37 @@ def calibrate(
             notes.append(
                 "no compute measurements (op CSV or traces with recorded shapes): compute profile not fitted"
             )
+    # host speed: the CPU timeline of eager single-GPU traces against the profile's host model
+    host_rows: list[dict[str, Any]] = []
+    if analyses:
+        from simcore.calibration.host_trace import host_scale
+        from simcore.calibration.profile import load_profile
+
+        shipped = load_profile(dev)
+        base = prof if prof is not None else shipped
+        if not base.host_layer and shipped.host_layer:
+            base = base.model_copy(update={"host_layer": dict(shipped.host_layer)})
+            notes.append(f"host model (host_layer) taken from the {dev.name} profile")
+        scale, found = host_scale(analyses, base.model_copy(update={"host_scale": 1.0}))
+        if scale is not None:
+            host_rows = [
+                {"mode": x.mode, "act": x.act, "layers": x.layers, "measured_s": x.measured_s,
+                 "expected_s": x.expected_s, "ratio": x.ratio}
+                for x in found
+            ]  # fmt: skip
+            prof = base.model_copy(update={"host_scale": scale})
+            notes.append(
+                f"host speed: {len(found)} step(s) measured per layer, x{scale:.3f} the profile's host times"
+            )
     # communication
     comm_yaml = comm_report = None
     if fit_comm_profile:
         comm_yaml, comm_report, n = _fit_comm(inp, analyses, system or default_system(dev.name, reg), notes)
         if n == 0:
             notes.append("no collective measurements: communication profile not fitted")
-    return CalibrationResult(inp, prof, report, len(rows), trace_check, comm_yaml, comm_report, notes)
+    return CalibrationResult(
+        inp, prof, report, len(rows), trace_check, comm_yaml, comm_report, notes, host_rows
+    )
 
 
 def _fit_comm(

@@ -185,6 +185,10 @@ class ComputeProfile(_Frozen):
     """Eager host time per transformer layer, per checkpointed layer and per optimizer tensor
     (seconds), measured with tiny tensors (see :mod:`simcore.calibration.fit_host`). Empty: the
     engines fall back to per-op host times."""
+    host_scale: float = Field(default=1.0, gt=0)
+    """This machine's host speed over the one ``host_layer`` was measured on (dimensionless;
+    multiplies every ``host_layer`` entry). ``simcore calibrate`` sets it from the CPU timeline of
+    profiler traces (:mod:`simcore.calibration.host_trace`)."""
     clock_fraction: dict[str, float] = {}
     """SM clock while each family (gemm, attention, memory) was measured, as a fraction of the
     device's boost clock (``nvidia-smi dmon`` during the sweep). Power-capped GPUs slow their clock
@@ -211,8 +215,8 @@ class ComputeProfile(_Frozen):
     def host(self, name: str, profiled: bool = False, default: float = 0.0) -> float:
         """A ``host_layer`` entry (seconds): the profiler-recorded one when ``profiled`` and measured."""
         if profiled and f"profiled_{name}" in self.host_layer:
-            return self.host_layer[f"profiled_{name}"]
-        return self.host_layer.get(name, default)
+            return self.host_layer[f"profiled_{name}"] * self.host_scale
+        return self.host_layer.get(name, default) * self.host_scale
 
     def gemm_params(self, dtype: str) -> GemmParams:
         """Parameters for ``dtype``, falling back to the nearest dtype the profile has."""

@@ -1,0 +1,63 @@
+"""Host speed from the CPU timeline of profiler traces (``simcore.calibration.host_trace``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simcore.calibration.calibrate import calibrate
+from simcore.calibration.host_trace import host_scale, layer_host_times
+from simcore.calibration.profile import load_profile
+from simcore.specs.registry import default_registry
+from simcore.workload.replay import load_analyses
+
+REPO = Path(__file__).resolve().parents[2]
+H200 = REPO / "traces" / "h200"
+
+
+@pytest.fixture(scope="module")
+def prof():  # type: ignore[no-untyped-def]
+    return load_profile(default_registry().device("h200"))
+
+
+def test_training_trace_layers_and_activation(prof) -> None:  # type: ignore[no-untyped-def]
+    xs = layer_host_times(load_analyses([str(H200 / "profile_train_gpt_gelu_ln.json.gz")])[0], prof)
+    assert [(x.mode, x.act, x.layers) for x in xs] == [("train", "gelu", 4)] * 2  # two profiled steps
+    # the profile's expectation is its profiled forward + backward per layer
+    want = prof.host("train_fwd_gelu", True) + prof.host("train_bwd_gelu", True)
+    assert all(x.expected_s == pytest.approx(want) for x in xs)
+    # the CPU timeline: forward norms 0.23 ... 5.88 ms, backward norm nodes 7.33 ... 11.61 ms (4 layers)
+    assert 1.5e-3 < xs[0].measured_s < 3.5e-3
+
+
+def test_selective_recompute_is_recognised(prof) -> None:  # type: ignore[no-untyped-def]
+    path = H200 / "profile_train_llama_swiglu_rms_gqa_selective.json.gz"
+    xs = layer_host_times(load_analyses([str(path)])[0], prof)
+    want = (
+        prof.host("train_fwd_swiglu", True)
+        + prof.host("train_bwd_swiglu", True)
+        + prof.host("ckpt_selective", True)
+    )
+    assert xs and all(x.act == "swiglu" and x.expected_s == pytest.approx(want) for x in xs)
+
+
+def test_decode_passes_and_distributed_traces(prof) -> None:  # type: ignore[no-untyped-def]
+    xs = layer_host_times(load_analyses([str(H200 / "profile_infer_prefill_decode.json.gz")])[0], prof)
+    # 2 profiled steps x 8 decode steps of a 4-layer model; the prefill passes (512 tokens) are not decode
+    assert len(xs) == 16 and all(x.mode == "decode" and x.layers == 4 for x in xs)
+    tp = REPO / "traces" / "h200x2" / "profile_tp_rank0.json.gz"
+    assert layer_host_times(load_analyses([str(tp)])[0], prof) == []  # NCCL kernels: skipped
+    scale, found = host_scale(load_analyses([str(tp)]), prof)
+    assert scale is None and found == []
+
+
+def test_calibrate_sets_the_host_scale(prof) -> None:  # type: ignore[no-untyped-def]
+    res = calibrate([str(H200 / "profile_train_gpt_gelu_ln.json.gz")], "h200", fit_comm_profile=False)
+    assert res.compute_profile is not None
+    s = res.compute_profile.host_scale
+    ratios = [h["ratio"] for h in res.host]
+    assert len(ratios) == 2 and s == pytest.approx(sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2)
+    # every host_layer entry the engines read is scaled
+    assert res.compute_profile.host("train_fwd_gelu") == pytest.approx(s * prof.host("train_fwd_gelu"))
+    assert res.to_dict()["host_scale"] == s
