@@ -327,3 +327,28 @@ def test_sustained_clock_power_cap() -> None:
     assert clocks[-1] < boost
     # the pure-GEMM clock is near the one measured during the GEMM sweep
     assert clocks[-1] == pytest.approx(PROF.clock_fraction["gemm"] * boost, rel=0.1)
+
+
+def test_few_deep_ctas_stream_slowly_unless_split() -> None:
+    """A skinny GEMM with few output tiles and a deep K: one CTA pulls (1 + 64) x 4096 bf16 elements
+    through one SM at cta_bw x its share of the bandwidth (hand-computed), unless split-K spreads it."""
+    base = _plain(bw=0.9)
+    g = base.gemm["bf16"]
+    slow_split = g.model_copy(update={"cta_bw": 2.0, "split_t0": 1.0})  # splitting never pays
+    prof = base.model_copy(update={"gemm": {"bf16": slow_split}})
+    per_cta = (1 + 64) * 4096 * 2.0
+    t_cta = per_cta / (H200.memory.bandwidth * 0.9 * 2.0 / H200.sm_count)
+    r = ops.gemm(H200, prof, 1, 1024, 4096, l2_reuse=False)
+    assert r.time_s == pytest.approx(t_cta, rel=1e-9)
+    assert r.time_s > 3 * r.bytes / (H200.memory.bandwidth * 0.9)  # far from the HBM roofline
+    # free split-K: 8 splits give 128 CTAs in one wave, the HBM roofline (+ fp32 partials) again
+    free = base.model_copy(update={"gemm": {"bf16": g.model_copy(update={"cta_bw": 2.0})}})
+    f = ops.gemm(H200, free, 1, 1024, 4096, l2_reuse=False)
+    # (the smooth roofline corner adds a hair of compute time)
+    assert f.time_s == pytest.approx((r.bytes + 8 * 8 * 1024) / (H200.memory.bandwidth * 0.9), rel=1e-3)
+    # operands from HBM pay t0_hbm; L2-resident ones (back-to-back benchmark calls) do not
+    lat = base.model_copy(update={"gemm": {"bf16": g.model_copy(update={"t0_hbm": 1e-6})}})
+    lat = lat.model_copy(update={"memory": lat.memory.model_copy(update={"l2_speedup": 2.0})})
+    cold = ops.gemm(H200, lat, 1, 1024, 1024, l2_reuse=False).time_s
+    warm = ops.gemm(H200, lat, 1, 1024, 1024, l2_reuse=True).time_s
+    assert cold - warm > 0.9e-6
