@@ -356,6 +356,11 @@ def calibrate(
                  "expected_s": x.expected_s, "ratio": x.ratio}
                 for x in found
             ]  # fmt: skip
+            if prof is None:
+                notes.append(
+                    f"no compute measurements: the profile written is the shipped {dev.name} profile with "
+                    "only its host speed (host_scale) calibrated; its held-out errors are the shipped fit's"
+                )
             prof = base.model_copy(update={"host_scale": scale})
             notes.append(
                 f"host speed: {len(found)} step(s) measured per layer, x{scale:.3f} the profile's host times"

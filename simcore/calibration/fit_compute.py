@@ -104,30 +104,17 @@ def _float(v: str | None) -> float:
         return math.nan
 
 
-def file_clock(path: str | Path) -> float | None:
+def file_clock(path: str | Path, gpu: int = 0) -> float | None:
     """SM clock (Hz) a measurement file ran at, from its ``nvidia-smi dmon`` sidecar
-    (``cold.csv.gz`` -> ``cold.dmon.txt``): the median ``pclk`` of the samples with the SMs busy;
+    (``cold.csv.gz`` -> ``cold.dmon.txt``): the median ``pclk`` of GPU ``gpu``'s samples with the
+    SMs busy (any utilisation: short decode kernels leave the SMs mostly idle between them);
     ``None`` without a sidecar (the file then runs at the sweep clocks of :func:`sweep_clock_power`)."""
     path = Path(path)
     stem = path.name.removesuffix(".gz").removesuffix(".csv")
     side = path.with_name(f"{stem}.dmon.txt")
     if not side.is_file():
         return None
-    header: list[str] = []
-    clocks: list[float] = []
-    for line in side.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("#"):
-            if not header and "pclk" in line:
-                header = line.lstrip("#").split()
-            continue
-        parts = line.split()
-        if not header or len(parts) != len(header):
-            continue
-        try:
-            if float(parts[header.index("sm")]) > 0:
-                clocks.append(float(parts[header.index("pclk")]) * 1e6)
-        except ValueError:
-            continue
+    clocks = [c for _, sm, c, _ in dmon_samples(side, gpu) if sm > 0]
     return float(np.median(clocks)) if clocks else None
 
 
@@ -238,6 +225,36 @@ def sweep_clocks(
     return {k: v[0] for k, v in sweep_clock_power(dmon, log, gpu, min_sm_pct).items() if k != "idle"}
 
 
+def dmon_samples(dmon: str | Path, gpu: int = 0) -> list[tuple[int | None, float, float, float]]:
+    """``(time of day in s or None, SM %, SM clock in Hz, board W)`` of GPU ``gpu`` per sample of an
+    ``nvidia-smi dmon -s pucm`` file (with or without its ``-o T`` time column)."""
+    out: list[tuple[int | None, float, float, float]] = []
+    header: list[str] = []
+    for line in Path(dmon).read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("#"):
+            if not header and "pclk" in line:
+                header = line.lstrip("#").split()
+            continue
+        parts = line.split()
+        if not header or len(parts) != len(header):
+            continue
+        try:
+            if int(parts[header.index("gpu")]) != gpu:
+                continue
+            t = _hms(parts[0]) if header[0].lower() == "time" else None
+            out.append(
+                (
+                    t,
+                    float(parts[header.index("sm")]),
+                    float(parts[header.index("pclk")]) * 1e6,
+                    float(parts[header.index("pwr")]),
+                )
+            )
+        except ValueError:
+            continue
+    return out
+
+
 def sweep_clock_power(
     dmon: str | Path, log: str | Path, gpu: int = 0, min_sm_pct: float = 50.0
 ) -> dict[str, tuple[float, float]]:
@@ -256,30 +273,7 @@ def sweep_clock_power(
                 marks.append((_hms(parts[0]) or 0, parts[2]))
             elif parts[1].startswith("done"):
                 marks.append((_hms(parts[0]) or 0, "done"))
-    samples: list[tuple[int, float, float, float]] = []
-    header: list[str] = []
-    for line in Path(dmon).read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("#"):
-            if not header and "pclk" in line:
-                header = line.lstrip("#").split()
-            continue
-        parts = line.split()
-        if not header or len(parts) != len(header):
-            continue
-        t = _hms(parts[0])
-        try:
-            if t is None or int(parts[header.index("gpu")]) != gpu:
-                continue
-            samples.append(
-                (
-                    t,
-                    float(parts[header.index("sm")]),
-                    float(parts[header.index("pclk")]) * 1e6,
-                    float(parts[header.index("pwr")]),
-                )
-            )
-        except ValueError:
-            continue
+    samples = [(t, sm, c, w) for t, sm, c, w in dmon_samples(dmon, gpu) if t is not None]
     out: dict[str, tuple[float, float]] = {}
     for (t0, name), (t1, _) in zip(marks, marks[1:], strict=False):
         fam = _SECTION_FAMILY.get(name)
@@ -987,12 +981,13 @@ def fit(
         host = host_overhead.get("gemm", launch["eager"]) if anchor is None else None
         floor_e = np.where(eager, host_overhead.get("gemm", launch["eager"]), floor)
         cold = sub.num["cold"] > 0
-        if anchor is None and np.any(cold):
+        sweep = ~cold & ~np.isfinite(sub.num["clock"])
+        if anchor is None and np.any(cold) and int(np.sum(sweep)) >= 20:
             # Two stages: the general parameters on the sweep (rows at the sweep clocks, no decode-regime
             # file, whose hundreds of skinny shapes would otherwise outweigh the large GEMMs); then the
             # HBM-streaming parameters, identifiable only from skinny GEMMs read from HBM, on every row
             # with the rest held.
-            hot = np.flatnonzero(~cold & ~np.isfinite(sub.num["clock"]))
+            hot = np.flatnonzero(sweep)
             sub_h, dt_h = sub.take(hot), sub_dt[hot]
 
             def g_hot(p: GemmParams, s: Table = sub_h, dts: NDArray[Any] = dt_h) -> F:
@@ -1008,6 +1003,8 @@ def fit(
                 n_starts, gap_of(sub),
             )  # fmt: skip
         else:
+            if anchor is None and np.any(cold):
+                names = [*names, *_COLD_GEMM]  # too few sweep rows for two stages: one fit of everything
             p_fit, h = _fit_model(
                 start, _subset(_GEMM_PARAMS, names, start), g_k, y, eager, floor_e, host, mode, n_starts,
                 gap_of(sub),

@@ -97,12 +97,13 @@ def read_size_runs(path: str | Path) -> dict[str, float] | None:
 
     ratios: dict[str, list[float]] = {}
     for run, mode, arch, hidden, prof, layers in times:
-        if prof not in ("1", "True", "true") or layers != "1":
+        if prof.lower() not in ("1", "true") or layers != "1":
             continue
         k = (run, mode, arch, hidden)
         try:
             sp = (med(times[(*k, prof, "4")]) - med(times[(*k, prof, "1")])) / 3
-            su = (med(times[(*k, "0", "4")]) - med(times[(*k, "0", "1")])) / 3
+            plain = next((p for p in ("0", "False", "false") if (*k, p, "1") in times), "0")
+            su = (med(times[(*k, plain, "4")]) - med(times[(*k, plain, "1")])) / 3
         except KeyError:
             continue
         if sp > 0 and su > 0:
@@ -110,7 +111,7 @@ def read_size_runs(path: str | Path) -> dict[str, float] | None:
             ratios.setdefault(f"profiler_ratio_{mode}_{act}", []).append(sp / su)
     # the unprofiled decode slope at width 64 (the other rounds' convention), one value per process
     for run, mode, arch, hidden, prof, layers in times:
-        if mode != "decode" or hidden != "64" or prof not in ("0", "False", "false") or layers != "1":
+        if mode != "decode" or hidden != "64" or prof.lower() not in ("0", "false") or layers != "1":
             continue
         one, four = (run, mode, arch, hidden, prof, "1"), (run, mode, arch, hidden, prof, "4")
         if four in times:
@@ -189,7 +190,9 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         names = (
             [f"infer_decode_{act}", f"infer_decode_fixed_{act}"]
             if mode == "decode"
-            else [f"train_fwd_{act}", f"train_bwd_{act}"]
+            else [f"train_fwd_{act}", f"train_bwd_{act}", f"ckpt_full_fwd_{act}", f"ckpt_full_bwd_{act}"]
+            # the selective checkpoint's extra was measured on the GELU block
+            + (["ckpt_selective"] if act == "gelu" else [])
         )
         for k in names:
             if k in out:

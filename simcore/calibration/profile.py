@@ -52,8 +52,9 @@ class GemmParams(_Frozen):
     """Multiplier of ``eff_peak`` when a row stride (``k`` or ``n`` elements) is not a multiple of
     16 bytes: libraries then fall back to kernels without TMA/vector loads (dimensionless)."""
     cta_bw: float | None = Field(default=None, gt=0, le=8.0)
-    """Streaming rate one CTA sustains, as a multiple of ``eff_bw bandwidth / sm_count``
-    (dimensionless; ``None`` = no per-CTA limit). Skinny GEMMs with few output tiles cannot keep
+    """Streaming rate one CTA sustains, as a multiple of ``eff_bw bandwidth / sm_count`` (times the
+    L2 boost when the operands are L2-resident: a CTA also pulls faster from L2) (dimensionless;
+    ``None`` = no per-CTA limit). Skinny GEMMs with few output tiles cannot keep
     enough loads in flight to reach the HBM bandwidth (decode GEMVs with a small ``n``)."""
     split_t0: float = Field(default=0.0, ge=0)
     """Extra time of a split-K GEMM (seconds): the partial sums are reduced by a second pass."""

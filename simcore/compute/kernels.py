@@ -115,7 +115,8 @@ def gemm_time(
     bytes (plus fp32 split-K partials) over ``eff_bw`` of the bandwidth, raised by the L2 boost of
     ``mp`` for working sets that stay in L2 between calls; with ``cta_bw``, each wave also takes at
     least one CTA's operand tiles ``(min(m, tm) + min(n, tn)) ceil(k / s)`` elements over
-    ``cta_bw x bandwidth / sm_count`` (a grid of few deep CTAs cannot reach the HBM rate). A split-K candidate pays ``split_t0``;
+    ``cta_bw x eff_bw x bandwidth / sm_count`` (a grid of few deep CTAs cannot reach the HBM rate;
+    raised by the L2 boost like the bandwidth when the operands stay in L2). A split-K candidate pays ``split_t0``;
     operands from HBM add ``t0_hbm`` (scaled by the part not resident in L2). The fastest
     candidate wins.
     """

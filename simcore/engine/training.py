@@ -264,11 +264,13 @@ def evaluate(
         tensors_per_layer = 6.0
         stage_params = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / pp / tp
         acc = (m - 1.0) / m  # backwards that add into an existing fp32 .grad
-        amp_f, amp_b = L.amp_ops(stage_params, tensors_per_layer * layers_per_rank, acc)
+        # ZeRO-2/3 and FSDP accumulate on the reduce-scattered shard of the gradient
+        shard = np.where(zero >= 2, 1.0 / np.maximum(dp, 1.0), 1.0)
+        amp_f, amp_b = L.amp_ops(stage_params, tensors_per_layer * layers_per_rank, acc, shard)
         F_layers = F_layers.merged(pricer.price(amp_f))
         B_layers = B_layers.merged(pricer.price(amp_b))
         emb_params = (pc.embedding + pc.lm_head) / vdiv
-        ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0, acc)
+        ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0, acc, shard)
         head_f = head_f.merged(pricer.price(ea_f))
         head_b = head_b.merged(pricer.price(ea_b))
 
@@ -297,7 +299,7 @@ def evaluate(
             + full_t * hv(f"ckpt_full_bwd_{act_key}")
             + sel_t * hv("ckpt_selective")
         )
-        h_b = h_b + np.where(ddp & ~zero3, host_cal.get("ddp_fixed", 0.0), 0.0)
+        h_b = h_b + np.where(ddp & ~zero3, hv("ddp_fixed"), 0.0)
         if "tp_ratio_fwd" not in host_cal:
             # without a measured TP layer: each collective the layer issues is one more host call
             floor = comm_call_host(cluster)
@@ -446,10 +448,12 @@ def evaluate(
         # fused AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections,
         # MLP matrices of each layer; embedding, head and final norm)
         tensors = (7.0 if model.activation == "swiglu" else 6.0) * np.ceil(layers_per_rank) + 3.0
-        plain_opt = host_cal["adamw_fused_fixed"] + host_cal["adamw_fused_per_tensor"] * tensors
+        # (seconds entries through ComputeProfile.host: scaled by the profile's host speed)
+        h = prof.host
+        plain_opt = h("adamw_fused_fixed") + h("adamw_fused_per_tensor") * tensors
         dtensor_opt = (
-            host_cal.get("adamw_fused_dtensor_fixed", host_cal["adamw_fused_fixed"])
-            + host_cal.get("adamw_fused_dtensor_per_tensor", host_cal["adamw_fused_per_tensor"]) * tensors
+            h("adamw_fused_dtensor_fixed", default=h("adamw_fused_fixed"))
+            + h("adamw_fused_dtensor_per_tensor", default=h("adamw_fused_per_tensor")) * tensors
         )
         # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward
         opt = np.maximum(opt, np.where(zero3, dtensor_opt, plain_opt) - host_lag)
@@ -590,8 +594,13 @@ def training_memory(
         # (GPipe: all of them). Gradients are allocated during backward as activations are freed
         # (zero_grad(set_to_none=True)), so the peak is the larger of the two phases.
         copies = params_rank * 2.0 * np.where(recompute == "full", 1.0 / layers_rank, 1.0)
-        fwd_peak_first = acts + working + logits + copies * inflight
-        fwd_peak_last = layers_mem + last_stage_logits + working + copies * inflight_last
+        # (checkpointed layers save no autocast copies: under full recompute only the layer being
+        # recomputed holds one, whatever the number of micro-batches in flight)
+        full_rc = recompute == "full"
+        fwd_peak_first = acts + working + logits + copies * np.where(full_rc, 1.0, inflight)
+        fwd_peak_last = (
+            layers_mem + last_stage_logits + working + copies * np.where(full_rc, 1.0, inflight_last)
+        )
         first = w + o + np.maximum(fwd_peak_first, g + working)
         last = w + o + np.maximum(fwd_peak_last, g + working)
     else:

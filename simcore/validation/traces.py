@@ -279,17 +279,20 @@ def validate(
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario), overrides or [])
     if sc.kind == "serving":
         raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
+    ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
     profiler_note = None
-    if "profiler" not in sc.runtime.model_fields_set and not any(
-        o.split("=", 1)[0].strip() == "runtime.profiler" for o in overrides or []
+    if (
+        "profiler" not in sc.runtime.model_fields_set
+        and not any(o.split("=", 1)[0].strip() == "runtime.profiler" for o in overrides or [])
+        and all(a.trace.format == "kineto" for a in ans)
     ):
-        # a profiler trace was recorded with the profiler attached: predict the profiled run
+        # a PyTorch-profiler trace was recorded with the profiler attached: predict the profiled run
+        # (Nsight Systems traces were not)
         sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"profiler": True})})
         profiler_note = (
-            "predicted with runtime.profiler: true (the run was recorded by the profiler, which adds host "
-            "time to every op); --set runtime.profiler=false predicts the same run unprofiled"
+            "predicted with runtime.profiler: true (the run was recorded by the PyTorch profiler, which "
+            "adds host time to every op); --set runtime.profiler=false predicts the same run unprofiled"
         )
-    ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
     from simcore.calibration.calibrate import runs
 
     groups = runs(ans)

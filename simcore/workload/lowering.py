@@ -400,18 +400,18 @@ def dtype_bytes(dtype: str) -> float:
     return DTYPE_BYTES[dtype]
 
 
-def amp_ops(params: Num, tensors: Num, accumulate: Num = 0.0) -> tuple[list[Op], list[Op]]:
+def amp_ops(params: Num, tensors: Num, accumulate: Num = 0.0, shard: Num = 1.0) -> tuple[list[Op], list[Op]]:
     """PyTorch autocast with fp32 weights: every forward casts each weight to bf16 (read 4, write 2
     bytes per parameter), and every backward casts the bf16 weight gradient to fp32 (about the same
     traffic). ``tensors`` kernels share ``params`` parameters. ``accumulate``: the fraction of
     backwards whose fp32 gradient is then added to an existing ``.grad`` (gradient accumulation over
-    ``m`` micro-batches: ``(m - 1) / m``; the first one's is stored as is), an fp32 add of 12 bytes per
-    parameter."""
+    ``m`` micro-batches: ``(m - 1) / m``; the first one's is stored as is), one fp32 add of 12 bytes per
+    parameter per tensor; ``shard``: the part of each gradient a rank accumulates (``1 / dp`` when the
+    gradients are reduce-scattered first: ZeRO-2/3, FSDP)."""
     per = params / np.maximum(tensors, 1.0)
     fwd = [mem_op("cast", per, 3.0, "amp_cast", count=tensors)]
     bwd = [
         mem_op("cast", per, 3.0, "amp_cast", count=tensors),
-        # (no kernel at all where nothing accumulates)
-        mem_op("add", per * accumulate, 4.0, "amp_cast", count=tensors * (np.asarray(accumulate) > 0)),
+        mem_op("add", per * shard, 4.0, "amp_cast", count=tensors * accumulate),
     ]
     return fwd, bwd

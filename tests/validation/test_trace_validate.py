@@ -162,3 +162,26 @@ def test_pipeline_p2p_waiting_counts_as_idle() -> None:
     rep = validate([str(REPO / CASES["h200x2_pp_gpt350m"][0])], SC / "h200x2_pp_gpt350m.yaml")
     assert any("waiting for the peer" in n for n in rep.notes)
     assert sum(c["measured_s"] for c in rep.classes) == pytest.approx(rep.measured_step_time_s, rel=1e-6)
+
+
+def test_profiled_run_is_assumed_for_pytorch_profiler_traces_only() -> None:
+    import yaml
+
+    from simcore.specs.resolve import scenario_from_dict
+    from simcore.workload.replay import load_analyses
+
+    name = "h200_train_gpt_gelu_ln"
+    data = yaml.safe_load((SC / f"{name}.yaml").read_text())
+    data["runtime"] = {"framework": "eager"}  # says nothing about the profiler
+    sc = scenario_from_dict(data)
+    files = [str(REPO / f) for f in CASES[name]]
+    ans = load_analyses(files)
+    kineto = validate(files, sc, analyses=ans)
+    assert any("runtime.profiler: true" in n for n in kineto.notes)
+    explicit = validate(files, sc, ["runtime.profiler=false"], analyses=ans)
+    assert not any("runtime.profiler: true" in n for n in explicit.notes)
+    assert explicit.predicted_step_time_s < kineto.predicted_step_time_s  # the profiler's host time
+    for a in ans:
+        a.trace.format = "nsys"  # an Nsight Systems capture has no PyTorch profiler overhead
+    nsys = validate(files, sc, analyses=ans)
+    assert nsys.predicted_step_time_s == pytest.approx(explicit.predicted_step_time_s)
