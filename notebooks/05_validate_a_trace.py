@@ -116,8 +116,9 @@ plt.show()
 # This run is partly host-bound, so the step depends on how fast the CPU issues work. Eager PyTorch
 # never waits for the GPU inside a step, so the trace's CPU timestamps show the host's pace: the
 # spacing of the norm ops gives the host time per layer, which `simcore calibrate` compares with the
-# profile's host model (`host_scale`). Measured on one trace and used on another recorded in the same
-# process (the Llama-like training trace), the prediction moves with the host speed.
+# profile's host model (`host_scale`). Measured on this training trace and used on another recorded
+# in the same process (an eager inference run: a prefill and eight decode steps per profiled step),
+# the prediction moves with the host speed.
 
 # %%
 import tempfile  # noqa: E402
@@ -131,14 +132,14 @@ scale, steps = host_scale([a], prof)
 for x in steps:
     print(f"{x.mode} ({x.act}, {x.layers} layers): host {x.measured_s * 1e3:.2f} ms per layer, "
           f"profile {x.expected_s * 1e3:.2f} ms -> x{x.ratio:.3f}")  # fmt: skip
-other = "traces/h200/profile_train_llama_swiglu_rms_gqa_selective.json.gz"
-other_sc = "tests/data/trace_scenarios/h200_train_llama_swiglu_rms_gqa_selective.yaml"
+other = "traces/h200/profile_infer_prefill_decode.json.gz"
+other_sc = "tests/data/trace_scenarios/h200_infer_prefill_decode.yaml"
 plain = validate([other], other_sc)
 with tempfile.TemporaryDirectory() as tmp:
     path = f"{tmp}/h200_host.yaml"
     save_profile(prof.model_copy(update={"host_scale": scale or 1.0}), path)
     cal = validate([other], other_sc, [f"calibration={path}"])
-print(f"Llama trace: measured {plain.measured_step_time_s * 1e3:.2f} ms; shipped profile "
+print(f"inference trace: measured {plain.measured_step_time_s * 1e3:.2f} ms; shipped profile "
       f"{plain.predicted_step_time_s * 1e3:.2f} ms ({plain.error_pct:+.1f}%), host speed from this "
       f"trace {cal.predicted_step_time_s * 1e3:.2f} ms ({cal.error_pct:+.1f}%)")  # fmt: skip
 

@@ -6,8 +6,7 @@ twice per layer and once at the end (``2 L + 1`` norm ops per forward, and as ma
 nodes per backward), so the spacing of those ops gives the host time per layer:
 
 * training step: the forward norms before the first autograd node, the backward norm nodes after
-  it; recomputation is recognised (norms rerun inside the backward: full; attention forwards rerun
-  inside it: selective);
+  it; steps with recomputation (norms or attention forwards rerun inside the backward) are left out;
 * inference step: each forward pass's norms (a decode step: one token per sequence, read from the
   norm's recorded input shape).
 
@@ -83,12 +82,11 @@ def layer_host_times(a: Analysis, prof: ComputeProfile) -> list[LayerHost]:
             layers = (n - 1) // 2
             meas = (fwd[-1] - fwd[0] + bwd[-1] - bwd[0]) / layers
             exp = prof.host(f"train_fwd_{act}", True) + prof.host(f"train_bwd_{act}", True)
-            rerun_norms = any(o.ts > first_bwd for o in norms)
-            rerun_attn = any(o.ts > first_bwd and o.name in _ATTN_FWD for o in win)
-            if rerun_norms:
-                exp += prof.host(f"ckpt_full_fwd_{act}", True) + prof.host(f"ckpt_full_bwd_{act}", True)
-            elif rerun_attn:
-                exp += prof.host("ckpt_selective", True)
+            # recomputation (norms rerun inside the backward: full; attention forwards: selective) adds
+            # checkpointing host work whose model is a single width-64 measurement: such steps would
+            # measure that model rather than the host's speed, so they are left out
+            if any(o.ts > first_bwd and (o.name in FWD_NORMS or o.name in _ATTN_FWD) for o in win):
+                continue
             if exp > 0 and meas > 0:
                 out.append(LayerHost("train", act, layers, meas, exp))
             continue

@@ -31,15 +31,11 @@ def test_training_trace_layers_and_activation(prof) -> None:  # type: ignore[no-
     assert 1.5e-3 < xs[0].measured_s < 3.5e-3
 
 
-def test_selective_recompute_is_recognised(prof) -> None:  # type: ignore[no-untyped-def]
+def test_recompute_steps_are_left_out(prof) -> None:  # type: ignore[no-untyped-def]
+    # the Llama trace checkpoints its attention (selective recompute): a flash forward reruns inside
+    # the backward, and the checkpointing host model would be measured instead of the host's speed
     path = H200 / "profile_train_llama_swiglu_rms_gqa_selective.json.gz"
-    xs = layer_host_times(load_analyses([str(path)])[0], prof)
-    want = (
-        prof.host("train_fwd_swiglu", True)
-        + prof.host("train_bwd_swiglu", True)
-        + prof.host("ckpt_selective", True)
-    )
-    assert xs and all(x.act == "swiglu" and x.expected_s == pytest.approx(want) for x in xs)
+    assert layer_host_times(load_analyses([str(path)])[0], prof) == []
 
 
 def test_decode_passes_and_distributed_traces(prof) -> None:  # type: ignore[no-untyped-def]
