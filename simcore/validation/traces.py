@@ -47,10 +47,12 @@ def predicted_class(category: str) -> str:
         return "communication"
     if c in ("gemm", "moe_router"):
         return "gemm"
-    if c in ("elementwise", "amp_cast", "moe_permute", "kv_cache", "cast"):
+    if c in ("elementwise", "amp_cast", "loss_cast", "moe_permute", "kv_cache", "cast"):
         return "elementwise"
     if c in ("pipeline_bubble", "host_overhead", "idle"):
         return "idle"
+    if c == "dp_copy":  # PyTorch DDP's gradient bucket copies: device-to-device memcpy
+        return "memcpy/memset"
     if c in ("attention", "norm", "loss", "embedding", "optimizer"):
         return c
     return "other"

@@ -391,7 +391,7 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # logits are upcast, then softmax + NLL read them
     # (a cast reads 2 and writes 4 bytes per element: traffic 2e at 3 bytes per element)
     return [
-        mem_op("cast", T * v, (lay.act_bytes + 4.0) / 2.0, "loss"),
+        mem_op("cast", T * v, (lay.act_bytes + 4.0) / 2.0, "loss_cast"),
         mem_op("cross_entropy", T * v, 4.0, "loss"),
     ]
 

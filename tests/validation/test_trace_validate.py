@@ -55,6 +55,8 @@ def test_breakdown_categories_fold_onto_classes() -> None:
     assert predicted_class("pipeline_bubble") == "idle"
     assert predicted_class("host_overhead") == "idle"
     assert predicted_class("something_new") == "other"
+    assert predicted_class("loss_cast") == "elementwise"  # the logits' fp32 upcast is a copy kernel
+    assert predicted_class("dp_copy") == "memcpy/memset"
 
 
 def test_cli_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
