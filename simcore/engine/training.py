@@ -277,7 +277,7 @@ def evaluate(
     host_lag: Num = 0.0
     if layer_host:
         # eager PyTorch: the host dispatches every op of a layer (module calls, autocast, autograd);
-        # a micro-batch's forward (backward) on a stage takes the longer of its GPU and host times
+        # where the host is slower than the GPU, the difference shows as host_overhead (below)
         def hv(name: str) -> float:
             return prof.host(name, profiler)
 
