@@ -91,3 +91,20 @@ def test_bad_input_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert FC.main([str(bad)]) == 2
     err = capsys.readouterr().err
     assert "not an ops CSV" in err and err.count("\n") == 1
+
+
+def test_dmon_sidecar_clock(tmp_path: Path) -> None:
+    """A measurement file's SM clock: the median busy-sample pclk of GPU 0 in its dmon sidecar."""
+    (tmp_path / "cold.dmon.txt").write_text(
+        "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk     fb   bar1   ccpm \n"
+        "# Idx      W      C      C      %      %      %      %      %      %    MHz    MHz     MB     MB     MB \n"
+        "    0     77     39     38      0      0      0      0      0      0   3201    345      0      1      0 \n"
+        "    0    130     41     39      8      2      0      0      0      0   3201   1980   2057   2058      0 \n"
+        "    1    300     41     39     90      2      0      0      0      0   3201   1500   2057   2058      0 \n"
+        "    0    240     48     45     13     15      0      0      0      0   3201   1815   1879   1880      0 \n"
+        "    0    200     43     41     10      3      0      0      0      0   3201   1965   2059   2060      0 \n"
+    )
+    csv_path = tmp_path / "cold.csv.gz"
+    assert FC.file_clock(csv_path) == 1965e6  # GPU 0's busy samples 1980, 1815, 1965; idle and GPU 1 out
+    assert FC.file_clock(csv_path, gpu=1) == 1500e6
+    assert FC.file_clock(tmp_path / "ops.csv.gz") is None  # no sidecar: the sweep clocks apply
