@@ -734,7 +734,7 @@ _ATTN_PARAMS = (
     Param("eff_peak", 0.05, 1.1, 0.6),
     Param("head_dim_overhead", 0.1, 1024.0, 16.0, log=True),
     Param("kv_overhead", 0.5, 8192.0, 128.0, log=True),
-    Param("eff_bw", 0.05, 1.4, 0.7),
+    Param("eff_bw", 0.05, 1.0, 0.7),  # at most the HBM peak (L2-resident rows get the L2 boost)
     Param("sharpness", 1.0, 12.0, 3.0),
     Param("t0", 1e-7, 2e-4, 4e-6, log=True),
     Param("split_t0", 1e-8, 5e-5, 1e-6, log=True),

@@ -93,9 +93,10 @@ class AttentionParams(_Frozen):
     """Columns of the inner loop tile (keys forward, queries backward). Kernel structure."""
     split_t0: float = Field(default=0.0, ge=0)
     """Extra fixed time of a split-KV launch (the combine kernel), seconds."""
-    split_threshold: float = Field(default=0.8, ge=0)
-    """Split the KV walk only when the grid has fewer CTAs than this fraction of the SMs
-    (FlashAttention-2's split-KV heuristic). Kernel structure."""
+    split_threshold: float = Field(default=1.6, ge=0)
+    """Split the KV walk only when the grid of 64-row blocks has fewer CTAs than this many per SM:
+    FlashAttention-2's split-KV heuristic, 0.8 of two CTA slots per SM (flash_api.cpp). Kernel
+    structure, not fitted."""
 
 
 class MemoryOpParams(_Frozen):

@@ -22,7 +22,6 @@ F = NDArray[np.float64]
 # a fitted number: the model takes the fastest candidate, like the library's heuristic aims to.
 GEMM_TILES: tuple[tuple[int, int], ...] = ((128, 256), (256, 128), (128, 128), (64, 256), (64, 128), (64, 64))
 GEMM_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16)
-ATTN_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 _CHUNK = 16384
 _MMA_ROWS = 64.0  # smallest row tile of a Hopper warpgroup MMA (wgmma M = 64)
 
@@ -235,50 +234,74 @@ def attention_time(
         rows = skv  # keys per head, split across CTAs
         walk_max = sq  # longest walk over queries
         walk_avg = pairs / np.maximum(skv, 1.0) + c * bc / 2.0
-        splits: tuple[int, ...] = (1,)
     else:
         g = np.maximum(h / np.maximum(kvh, 1.0), 1.0)
         groups = b * kvh
         rows = sq * g
         walk_max = skv
         walk_avg = pairs / np.maximum(sq, 1.0) + c * bc / 2.0
-        splits = ATTN_SPLITS
     walk_max = _ceil_div(walk_max, bc) * bc
     walk_avg = np.minimum(walk_avg, walk_max)
-    row_blocks = _ceil_div(rows, br)
     d_factor = 1.0 if p.head_dim_scale is None else 1.0 + d / p.head_dim_scale
-    # Split-KV (flash-decoding) only when the un-split grid leaves SMs idle (FlashAttention-2's
-    # heuristic); the split kernel uses the 64-row MMA granule as its row tile.
-    split_ok = groups * row_blocks < p.split_threshold * sm
-    kv_blocks = _ceil_div(walk_max, bc)
-    best = np.full(b.shape, np.inf)
-    best_c = np.zeros(b.shape)
-    best_m = np.zeros(b.shape)
-    for s in splits:
-        if s == 1:
-            br_s: F | float = br
-            rb = row_blocks
-        else:
-            br_s = np.minimum(br, _MMA_ROWS * _ceil_div(rows, _MMA_ROWS))
-            rb = _ceil_div(rows, br_s)
-        real_rows = np.minimum(rows, br_s)
-        # seconds per column walked by one CTA: MMAs on the padded tile, softmax on the real rows
-        per_col = f * (br_s * d * d_factor + real_rows * p.head_dim_overhead) / rate_sm
-        ctas = groups * rb * s
-        waves = _ceil_div(ctas, sm)
-        avg = walk_avg / s + p.kv_overhead
-        longest = walk_max / s + p.kv_overhead
-        tc = np.maximum(waves * avg, longest) * per_col
-        extra = 0.0 if s == 1 else 2.0 * 4.0 * s * b * h * sq * d  # fp32 partial outputs
-        tmem = (nbytes + extra) / bw
-        t = smoothmax(tc, tmem, p.sharpness)
-        if s > 1:
-            t = np.where(split_ok & (kv_blocks >= s), t + p.split_t0, np.inf)
-        better = t < best
-        best = np.where(better, t, best)
-        best_c = np.where(better, tc, best_c)
-        best_m = np.where(better, tmem, best_m)
-    return AttnTimes(*(v.reshape(shape) for v in (best + p.t0, best_c, best_m, flops, nbytes)))
+    if backward:
+        s = np.ones_like(b)
+    else:
+        # Split-KV (flash-decoding) as FlashAttention-2 chooses it: only when the grid of 64-row
+        # blocks leaves the SMs' CTA slots idle, then the smallest split count within 85 % of the
+        # best wave efficiency (fa2_num_splits); the split kernel uses 64-row tiles and the KV
+        # blocks of its head dim.
+        block_n = np.where(d <= 64, 256.0, np.where(d <= 128, 128.0, 64.0))
+        s = fa2_num_splits(
+            groups * _ceil_div(rows, _MMA_ROWS), p.split_threshold * sm, _ceil_div(skv, block_n)
+        )
+    split = s > 1
+    br_s = np.where(split, np.minimum(br, _MMA_ROWS * _ceil_div(rows, _MMA_ROWS)), br)
+    rb = _ceil_div(rows, br_s)
+    real_rows = np.minimum(rows, br_s)
+    # seconds per column walked by one CTA: MMAs on the padded tile, softmax on the real rows
+    per_col = f * (br_s * d * d_factor + real_rows * p.head_dim_overhead) / rate_sm
+    waves = _ceil_div(groups * rb * s, sm)
+    avg = walk_avg / s + p.kv_overhead
+    longest = walk_max / s + p.kv_overhead
+    tc = np.maximum(waves * avg, longest) * per_col
+    extra = np.where(split, 2.0 * 4.0 * s * b * h * sq * d, 0.0)  # fp32 partial outputs
+    tmem = (nbytes + extra) / bw
+    t = smoothmax(tc, tmem, p.sharpness) + np.where(split, p.split_t0, 0.0)
+    return AttnTimes(*(v.reshape(shape) for v in (t + p.t0, tc, tmem, flops, nbytes)))
+
+
+FA2_SLOTS_PER_SM = 2.0
+"""CTA slots per SM FlashAttention-2's split heuristic counts (128-thread blocks, two per SM)."""
+
+
+def fa2_num_splits(blocks: F, threshold_blocks: F | float, n_blocks: F, max_splits: int = 128) -> F:
+    """FlashAttention-2's ``num_splits_heuristic`` (flash_api.cpp), vectorised: 1 when the grid has
+    at least ``threshold_blocks`` CTAs; otherwise, over the split counts that change the KV blocks
+    per split, the smallest whose wave efficiency ``w / ceil(w)`` (``w = blocks s / slots``, slots
+    = 2 per SM, i.e. ``threshold_blocks / 0.8``) is within 85 % of the best."""
+    slots = np.maximum(np.asarray(threshold_blocks, dtype=np.float64) / 0.8, 1.0)
+    blocks = np.maximum(blocks, 1.0)
+    need = blocks < 0.8 * slots
+    if not np.any(need):  # training and prefill grids: never split
+        return np.ones_like(blocks)
+    top = np.minimum(np.minimum(float(max_splits), slots), n_blocks)
+    k_max = int(min(max_splits, np.max(np.where(need, top, 1.0))))
+    effs = []
+    best = np.zeros_like(blocks)
+    for k in range(1, k_max + 1):
+        eligible = (k == 1) | (np.ceil(n_blocks / k) != np.ceil(n_blocks / max(k - 1, 1)))
+        w = blocks * k / slots
+        e = np.where(eligible & (k <= top), w / np.ceil(w), 0.0)
+        effs.append(e)
+        best = np.maximum(best, e)
+    chosen = np.ones_like(blocks)
+    found = np.zeros(blocks.shape, dtype=bool)
+    for k, e in enumerate(effs, start=1):
+        hit = ~found & (e > 0) & (e >= 0.85 * best)
+        chosen = np.where(hit, float(k), chosen)
+        found |= hit
+    out: F = np.where(blocks >= 0.8 * slots, 1.0, chosen)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -352,3 +352,36 @@ def test_few_deep_ctas_stream_slowly_unless_split() -> None:
     cold = ops.gemm(H200, lat, 1, 1024, 1024, l2_reuse=False).time_s
     warm = ops.gemm(H200, lat, 1, 1024, 1024, l2_reuse=True).time_s
     assert cold - warm > 0.9e-6
+
+
+def test_flash_attention_split_heuristic_hand_computed() -> None:
+    """FlashAttention-2's num_splits_heuristic on an H200-sized grid (132 SMs, two CTA slots each:
+    the split threshold is 0.8 x 264 = 211 blocks)."""
+    from simcore.compute.kernels import fa2_num_splits
+
+    thr = 1.6 * 132
+    # enough blocks to fill the slots: never split
+    assert fa2_num_splits(np.array([212.0]), thr, np.array([32.0]))[0] == 1.0
+    # 128 blocks (batch 16 x 8 KV heads): 2 splits already give 256 / 264 = 0.97 of a wave
+    assert fa2_num_splits(np.array([128.0]), thr, np.array([32.0]))[0] == 2.0
+    # 8 blocks, 32 KV blocks: efficiency 8 k / 264 grows to k = 32 (0.97); the first eligible split
+    # count within 85 % of that (k >= 27.2, and ceil(32 / k) must change) is 32
+    assert fa2_num_splits(np.array([8.0]), thr, np.array([32.0]))[0] == 32.0
+    # one KV block: nothing to split
+    assert fa2_num_splits(np.array([8.0]), thr, np.array([1.0]))[0] == 1.0
+
+
+def test_gqa_decode_splits_instead_of_padding() -> None:
+    """Batch 16 of a Llama-1B decode (8 KV heads, 4 query heads each, 8K context): a split grid of
+    64-row tiles beats one wave of 128-row tiles that are 97 % padding."""
+    prof = PROF.model_copy(
+        update={
+            "attention": {
+                **PROF.attention,
+                "fwd": PROF.attention["fwd"].model_copy(update={"split_threshold": 0.0}),
+            }
+        }
+    )
+    split = ops.attention(H200, PROF, 16, 32, 1, 64, False, False, 8, 8192, l2_reuse=False).time_s
+    nosplit = ops.attention(H200, prof, 16, 32, 1, 64, False, False, 8, 8192, l2_reuse=False).time_s
+    assert split < 0.8 * nosplit
