@@ -82,6 +82,9 @@ class ValidationReport:
     kernels: list[dict[str, Any]]
     collectives: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    host_speed_ratio: float | None = None
+    """Host time per layer on the trace's CPU timeline over the profile's (profiled) host model
+    (:mod:`simcore.calibration.host_trace`); ``None`` where the trace does not show it."""
 
     @property
     def error_pct(self) -> float:
@@ -120,6 +123,7 @@ class ValidationReport:
             "classes": self.classes,
             "collectives_measured_s": self.collectives,
             "kernels": self.kernels,
+            "host_speed_ratio": self.host_speed_ratio,
             "notes": self.notes,
         }
 
@@ -309,6 +313,12 @@ def validate(
     pred_step, bd, _res, notes = _predicted(sc, engine, slowest)
     if profiler_note:
         notes = [*notes, profiler_note]
+    host_ratio = _host_speed(sc, ans)
+    if host_ratio is not None:
+        notes.append(
+            f"the trace's CPU issued each layer in x{host_ratio:.2f} the profile's host time (from the spacing of "
+            "its norm ops; `simcore calibrate TRACE` puts this into a profile's host_scale)"
+        )
 
     meas_cls: dict[str, float] = defaultdict(float)
     meas_kernel: dict[str, float] = defaultdict(float)
@@ -389,7 +399,22 @@ def validate(
         kernels=kernels,
         collectives=dict(colls),
         notes=notes,
+        host_speed_ratio=host_ratio,
     )
+
+
+def _host_speed(sc: Scenario, ans: list[Analysis]) -> float | None:
+    """This run's host pace per layer over the scenario's profile (eager single-GPU traces only)."""
+    from simcore.calibration.host_trace import host_scale
+    from simcore.calibration.profile import load_profile
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+
+    if sc.runtime.framework != "eager":
+        return None
+    prof = load_profile(resolve_cluster(sc.cluster, default_registry()).device, sc.calibration)
+    scale, _ = host_scale(ans, prof.model_copy(update={"host_scale": 1.0}))
+    return None if scale is None else scale * 1.0 / prof.host_scale
 
 
 def plot(report: ValidationReport, path: str | Path) -> None:

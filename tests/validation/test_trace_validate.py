@@ -187,3 +187,14 @@ def test_profiled_run_is_assumed_for_pytorch_profiler_traces_only() -> None:
         a.trace.format = "nsys"  # an Nsight Systems capture has no PyTorch profiler overhead
     nsys = validate(files, sc, analyses=ans)
     assert nsys.predicted_step_time_s == pytest.approx(explicit.predicted_step_time_s)
+
+
+def test_host_speed_of_the_trace_is_reported() -> None:
+    gelu = validate(
+        [str(REPO / f) for f in CASES["h200_train_gpt_gelu_ln"]], SC / "h200_train_gpt_gelu_ln.yaml"
+    )
+    assert gelu.host_speed_ratio is not None and 0.5 < gelu.host_speed_ratio < 2.0
+    assert any("issued each layer" in n for n in gelu.notes)
+    assert gelu.to_dict()["host_speed_ratio"] == gelu.host_speed_ratio
+    tp = validate([str(REPO / f) for f in CASES["h200x2_tp_gpt350m"]], SC / "h200x2_tp_gpt350m.yaml")
+    assert tp.host_speed_ratio is None  # a distributed trace: its layers include the wrapper's work
