@@ -597,6 +597,12 @@ def training_memory(
         # (checkpointed layers save no autocast copies: under full recompute only the layer being
         # recomputed holds one, whatever the number of micro-batches in flight)
         full_rc = recompute == "full"
+        # FSDP / ZeRO-3: the parameters are gathered already in bf16 (mixed-precision policy) and
+        # freed again after each layer's forward, so autocast saves no copies; what is held is the
+        # gathered layer and the prefetched next one
+        sharded = (_a(lay.zero, int) >= 3) | _a(lay.fsdp, bool)
+        copies = np.where(sharded, 2.0 * dense_params_rank / np.maximum(layers_rank, 1.0) * 2.0, copies)
+        full_rc = full_rc | sharded  # one set, not one per micro-batch in flight
         fwd_peak_first = acts + working + logits + copies * np.where(full_rc, 1.0, inflight)
         fwd_peak_last = (
             layers_mem + last_stage_logits + working + copies * np.where(full_rc, 1.0, inflight_last)

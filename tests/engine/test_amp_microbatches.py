@@ -58,3 +58,18 @@ def test_gradient_accumulation_adds_fp32_grads_after_the_first_micro_batch() -> 
     one, many = _eval("1f1b", 1, pp=1), _eval("1f1b", 8, pp=1)
     assert float(many.breakdown["amp_cast"]) / 8 > float(one.breakdown["amp_cast"])
     assert np.isfinite(float(many.step_time_s))
+
+
+def test_fsdp_amp_holds_gathered_layers_not_a_model_copy() -> None:
+    """FSDP's mixed-precision policy gathers bf16 parameters and frees them after each layer, so
+    autocast saves no weight copies: the forward peak beyond the states, activations and logits is
+    two gathered layers (the current one and the prefetched next), not a bf16 copy of the model."""
+    sc = load_scenario("default")
+    assert sc.training is not None
+    model = sc.model.model_copy(update={"vocab": 512})
+    lay = T.TrainingLayout(tp=1, pp=1, dp=2, micro_batch=1, global_batch=2, fsdp=True)
+    ev = T.evaluate(model, sc.training, lay, cluster_for("hgx-h200", gpus=2), param_dtype="fp32")
+    mem = {k: float(v) for k, v in ev.memory.items()}
+    held = mem["total"] - mem["weights"] - mem["optimizer"] - mem["activations"] - mem["logits"]
+    layer = param_counts(model).per_dense_layer
+    assert held == pytest.approx(2 * layer * 2.0, rel=0.01)
