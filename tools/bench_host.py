@@ -1225,8 +1225,9 @@ class DistBench(Bench):
         med = statistics.median(ts)
         return med, n, (max(ts) - min(ts)) / med
 
-    def dpoint(self, k: int, name: str, fn, notes: str) -> None:
-        """Measure `name` in pass k on every rank (skipped on all ranks once rank 0 is past the budget)."""
+    def dpoint(self, k: int, name: str, fn, notes: str, profiled: bool = False) -> None:
+        """Measure `name` in pass k on every rank (skipped on all ranks once rank 0 is past the budget);
+        `profiled`: with torch.profiler recording (CPU + CUDA, shapes) around the timing."""
         if self._bcast(1.0 if time.time() > self.deadline else 0.0) > 0:
             self.log0("budget reached, skipping", name, f"pass {k}")
             return
@@ -1234,7 +1235,14 @@ class DistBench(Bench):
             return
         self.notes[name] = notes
         try:
-            host, n, spread = self.host_per_call(fn)
+            if profiled:
+                from torch.profiler import ProfilerActivity, profile
+
+                acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+                with profile(activities=acts, record_shapes=True, with_stack=False):
+                    host, n, spread = self.host_per_call(fn)
+            else:
+                host, n, spread = self.host_per_call(fn)
         except Exception as e:  # noqa: BLE001
             self.failed[name] = repr(e)[:300]
             self.out.row(name=name, framework="eager", notes=f"error: {repr(e)[:300]}")
@@ -1390,17 +1398,18 @@ class DistBench(Bench):
                         def fb(fwd=fwd):
                             fwd().float().sum().backward()
 
-                        self.dpoint(
-                            k,
-                            f"layers{L}_{pfx}{lname}_rc_none_{ph}",
-                            fwd if ph == "fwd" else fb,
-                            f"{L} x {desc0}; {vdesc}; "
-                            + (
-                                "forward with grad enabled"
-                                if ph == "fwd"
-                                else "forward + .float().sum().backward()"
-                            ),
+                        what = f"{L} x {desc0}; {vdesc}; " + (
+                            "forward with grad enabled" if ph == "fwd" else "forward + .float().sum().backward()"
                         )
+                        self.dpoint(k, f"layers{L}_{pfx}{lname}_rc_none_{ph}", fwd if ph == "fwd" else fb, what)
+                        if getattr(self, "dist_profiled", False):
+                            self.dpoint(
+                                k,
+                                f"profiled_layers{L}_{pfx}{lname}_rc_none_{ph}",
+                                fwd if ph == "fwd" else fb,
+                                what + "; torch.profiler recording (CPU+CUDA, record_shapes=True) around the timing",
+                                profiled=True,
+                            )
             # ---- optimizer step and zero_grad over P tiny tensors, plain vs FSDP2 DTensor
             for kind, P, ps, gs in opt_sets:
                 tag = "" if kind == "plain" else "dtensor_"
@@ -1492,45 +1501,50 @@ class DistBench(Bench):
                 host_s_per_call=host,
                 notes=f"{self.notes[name]}; min over {len(rs)} passes (host us: {per}); spread {spread:.3f}",
             )
-        for pfx, what in (
-            ("", "plain"),
-            ("fsdp2_", "FSDP2"),
-            ("tp2_", "TP=2"),
-            ("fsdp2_nomp_", "FSDP2 no mp policy"),
-            ("ddp2_", "DDP"),
-        ):
+        pps = ("", "profiled_") if getattr(self, "dist_profiled", False) else ("",)
+        for pp, pfx, what in [
+            (pp, pfx, what)
+            for pp in pps
+            for pfx, what in (
+                ("", "plain"),
+                ("fsdp2_", "FSDP2"),
+                ("tp2_", "TP=2"),
+                ("fsdp2_nomp_", "FSDP2 no mp policy"),
+                ("ddp2_", "DDP"),
+            )
+        ]:
             for ph in ("fwd", "fwd_bwd"):
                 self.derived(
-                    f"per_layer_{pfx}{lname}_rc_none_{ph}",
-                    [(1, f"layers4_{pfx}{lname}_rc_none_{ph}"), (-1, f"layers1_{pfx}{lname}_rc_none_{ph}")],
+                    f"{pp}per_layer_{pfx}{lname}_rc_none_{ph}",
+                    [(1, f"{pp}layers4_{pfx}{lname}_rc_none_{ph}"), (-1, f"{pp}layers1_{pfx}{lname}_rc_none_{ph}")],
                     3,
                     notes=f"host time per transformer layer ({what}, rank 0): slope between 1 and 4 layers",
                 )
                 self.derived(
-                    f"train_fixed_{pfx}{lname}_rc_none_{ph}",
+                    f"{pp}train_fixed_{pfx}{lname}_rc_none_{ph}",
                     [
-                        (4 / 3, f"layers1_{pfx}{lname}_rc_none_{ph}"),
-                        (-1 / 3, f"layers4_{pfx}{lname}_rc_none_{ph}"),
+                        (4 / 3, f"{pp}layers1_{pfx}{lname}_rc_none_{ph}"),
+                        (-1 / 3, f"{pp}layers4_{pfx}{lname}_rc_none_{ph}"),
                     ],
                     notes=f"intercept (0 layers) of the 1-vs-4-layer line ({what})",
                 )
             self.derived(
-                f"per_layer_{pfx}{lname}_rc_none_bwd",
-                [(1, f"per_layer_{pfx}{lname}_rc_none_fwd_bwd"), (-1, f"per_layer_{pfx}{lname}_rc_none_fwd")],
+                f"{pp}per_layer_{pfx}{lname}_rc_none_bwd",
+                [(1, f"{pp}per_layer_{pfx}{lname}_rc_none_fwd_bwd"), (-1, f"{pp}per_layer_{pfx}{lname}_rc_none_fwd")],
                 notes=f"backward host time per layer ({what}) = fwd_bwd - fwd",
             )
             if pfx:
                 for ph in ("fwd", "fwd_bwd", "bwd"):
                     a, b = (
-                        self.res.get(f"per_layer_{pfx}{lname}_rc_none_{ph}"),
-                        self.res.get(f"per_layer_{lname}_rc_none_{ph}"),
+                        self.res.get(f"{pp}per_layer_{pfx}{lname}_rc_none_{ph}"),
+                        self.res.get(f"{pp}per_layer_{lname}_rc_none_{ph}"),
                     )
                     ratio = f"; ratio {a / b:.3f}" if a is not None and b else ""
                     self.derived(
-                        f"{pfx}extra_per_layer_{lname}_rc_none_{ph}",
+                        f"{pp}{pfx}extra_per_layer_{lname}_rc_none_{ph}",
                         [
-                            (1, f"per_layer_{pfx}{lname}_rc_none_{ph}"),
-                            (-1, f"per_layer_{lname}_rc_none_{ph}"),
+                            (1, f"{pp}per_layer_{pfx}{lname}_rc_none_{ph}"),
+                            (-1, f"{pp}per_layer_{lname}_rc_none_{ph}"),
                         ],
                         notes=f"host time {what} adds per layer over the plain model (same run){ratio}",
                     )
@@ -1601,12 +1615,18 @@ def main() -> None:
     ap.add_argument(
         "--hidden", type=int, default=64, help="model width of every point (round 10: 1024 for --dist at real sizes)"
     )
+    ap.add_argument(
+        "--dist-profiled",
+        action="store_true",
+        help="--dist: also time every per-layer point with torch.profiler recording (profiled_<name> rows; round 12)",
+    )
     args = ap.parse_args()
     global H
     H = args.hidden
     if args.dist:
         db = DistBench(args)
         db.variant_sel = args.dist_variants
+        db.dist_profiled = args.dist_profiled
         db.run_dist()
         return
     if args.merge and args.profiled:
