@@ -72,3 +72,18 @@ def test_shipped_host_section() -> None:
             "per_layer_decode_llama_rms_swiglu_gqa"
         ]
     )
+
+
+def test_size_runs_accept_true_false_flags(tmp_path: Path) -> None:
+    rows = []
+    for prof, (t1, t4) in {0: (0.4e-3, 1.3e-3), 1: (0.5e-3, 2.0e-3)}.items():
+        rows += [(1, "decode", "gpt", 64, 1, prof, t1), (1, "decode", "gpt", 64, 4, prof, t4)]
+    path = _size_csv(tmp_path / "s.csv.gz", rows)
+    with gzip.open(path, "rt") as f:
+        text = f.read().replace(",0,,40,", ",False,,40,").replace(",1,,40,", ",True,,40,")
+    with gzip.open(path, "wt") as f:
+        f.write(text)
+    r = read_size_runs(path)
+    assert r is not None
+    assert r["profiler_ratio_decode_gelu"] == pytest.approx(5 / 3)
+    assert r["per_layer_decode_gpt_ln_gelu"] == pytest.approx(0.3e-3)
