@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import statistics
 from pathlib import Path
 
 from simcore.errors import TraceError
@@ -39,8 +40,8 @@ from simcore.errors import TraceError
 _ACT = {"gpt_ln_gelu": "gelu", "llama_rms_swiglu_gqa": "swiglu"}
 
 
-def read_host_rows(path: str | Path) -> dict[str, float]:
-    """``name -> host_s_per_call`` of a host-overhead CSV (gzip or plain)."""
+def _csv_rows(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a CSV file (gzip or plain), as dicts."""
     p = Path(path)
     try:
         raw = gzip.open(p, "rt") if p.suffix == ".gz" else open(p)  # noqa: SIM115
@@ -48,18 +49,31 @@ def read_host_rows(path: str | Path) -> dict[str, float]:
             text = f.read()
     except (OSError, EOFError) as e:
         raise TraceError(f"cannot read: {e}", file=str(p)) from None
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _is_size_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and "profiled" in rows[0] and "run" in rows[0]
+
+
+def read_host_rows(path: str | Path) -> dict[str, float]:
+    """``name -> host_s_per_call`` of a host-overhead CSV (gzip or plain)."""
+    return _host_rows(_csv_rows(path), path)
+
+
+def _host_rows(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     out: dict[str, float] = {}
-    for row in csv.DictReader(io.StringIO(text)):
+    for row in rows:
         v = (row.get("host_s_per_call") or "").strip()
         if row.get("name") and v:
             try:
                 out[row["name"]] = float(v)
             except ValueError:
                 raise TraceError(
-                    f"host_s_per_call {v!r} is not a number", file=str(p), field=row["name"]
+                    f"host_s_per_call {v!r} is not a number", file=str(path), field=row["name"]
                 ) from None
     if not out:
-        raise TraceError("no host-overhead rows", file=str(p))
+        raise TraceError("no host-overhead rows", file=str(path))
     return out
 
 
@@ -72,53 +86,39 @@ def read_size_runs(path: str | Path) -> dict[str, float] | None:
     collector runs); the ratio profiled / plain is taken per run and width, and the median over those
     is returned as ``profiler_ratio_<decode|train>_<act>`` (``train`` is forward + backward); the
     unprofiled decode slope at width 64 (median over the processes) as ``per_layer_decode_<tag>``."""
-    p = Path(path)
-    try:
-        raw = gzip.open(p, "rt") if p.suffix == ".gz" else open(p)  # noqa: SIM115
-        with raw as f:
-            reader = csv.DictReader(io.StringIO(f.read()))
-            if not reader.fieldnames or "profiled" not in reader.fieldnames or "run" not in reader.fieldnames:
-                return None
-            rows = list(reader)
-    except (OSError, EOFError) as e:
-        raise TraceError(f"cannot read: {e}", file=str(p)) from None
-    times: dict[tuple[str, str, str, str, str, str], list[float]] = {}
+    rows = _csv_rows(path)
+    return _size_runs(rows, path) if _is_size_run(rows) else None
+
+
+def _size_runs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
+    # (run, mode, arch, hidden, profiled 0/1, layers) -> host seconds of each repeat
+    times: dict[tuple[str, str, str, str, int, str], list[float]] = {}
     for r in rows:
         try:
-            key = (r["run"], r["mode"], r["arch"], r["hidden"], r["profiled"], r["layers"])
+            prof = 1 if r["profiled"].strip().lower() in ("1", "true") else 0
+            key = (r["run"], r["mode"], r["arch"], r["hidden"], prof, r["layers"])
             times.setdefault(key, []).append(float(r["host_s"]))
         except (KeyError, ValueError):
-            raise TraceError("malformed host-size row", file=str(p), field=str(r)) from None
+            raise TraceError("malformed host-size row", file=str(path), field=str(r)) from None
 
-    def med(v: list[float]) -> float:
-        v = sorted(v)
-        n = len(v)
-        return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+    def slope(run: str, mode: str, arch: str, hidden: str, prof: int) -> float | None:
+        one, four = (
+            times.get((run, mode, arch, hidden, prof, "1")),
+            times.get((run, mode, arch, hidden, prof, "4")),
+        )
+        return None if one is None or four is None else (statistics.median(four) - statistics.median(one)) / 3
 
-    ratios: dict[str, list[float]] = {}
-    for run, mode, arch, hidden, prof, layers in times:
-        if prof.lower() not in ("1", "true") or layers != "1":
-            continue
-        k = (run, mode, arch, hidden)
-        try:
-            sp = (med(times[(*k, prof, "4")]) - med(times[(*k, prof, "1")])) / 3
-            plain = next((p for p in ("0", "False", "false") if (*k, p, "1") in times), "0")
-            su = (med(times[(*k, plain, "4")]) - med(times[(*k, plain, "1")])) / 3
-        except KeyError:
-            continue
-        if sp > 0 and su > 0:
-            act = "swiglu" if arch == "llama" else "gelu"
-            ratios.setdefault(f"profiler_ratio_{mode}_{act}", []).append(sp / su)
-    # the unprofiled decode slope at width 64 (the other rounds' convention), one value per process
-    for run, mode, arch, hidden, prof, layers in times:
-        if mode != "decode" or hidden != "64" or prof.lower() not in ("0", "false") or layers != "1":
-            continue
-        one, four = (run, mode, arch, hidden, prof, "1"), (run, mode, arch, hidden, prof, "4")
-        if four in times:
+    out: dict[str, list[float]] = {}
+    for run, mode, arch, hidden in sorted({k[:4] for k in times}):
+        act = "swiglu" if arch == "llama" else "gelu"
+        sp, su = slope(run, mode, arch, hidden, 1), slope(run, mode, arch, hidden, 0)
+        if sp is not None and su is not None and sp > 0 and su > 0:
+            out.setdefault(f"profiler_ratio_{mode}_{act}", []).append(sp / su)
+        # the unprofiled decode slope at width 64 (the other rounds' convention), one value per process
+        if mode == "decode" and hidden == "64" and su is not None:
             tag = "llama_rms_swiglu_gqa" if arch == "llama" else "gpt_ln_gelu"
-            slope = (med(times[four]) - med(times[one])) / 3
-            ratios.setdefault(f"per_layer_decode_{tag}", []).append(slope)
-    return {k: med(v) for k, v in ratios.items()}
+            out.setdefault(f"per_layer_decode_{tag}", []).append(su)
+    return {k: float(statistics.median(v)) for k, v in out.items()}
 
 
 def fit_host(paths: list[str | Path]) -> dict[str, float]:
@@ -133,15 +133,16 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     dist_files: list[dict[str, float]] = []
     size_ratios: dict[str, float] = {}
     for p in paths:
-        sr = read_size_runs(p)
-        if sr is not None:
+        csv_rows = _csv_rows(p)
+        if _is_size_run(csv_rows):
+            sr = _size_runs(csv_rows, p)
             size_ratios.update({k: v for k, v in sr.items() if k.startswith("profiler_ratio_")})
             # its per-layer slopes (median over its processes) join the other rounds' lower envelope
             for k, v in sr.items():
                 if k.startswith("per_layer_"):
                     rows[k] = min(rows[k], v) if k in rows else v
             continue
-        r = read_host_rows(p)
+        r = _host_rows(csv_rows, p)
         if any(k.startswith("profiled_") for k in r):
             profiled_files.append(r)
         elif any(k.startswith(("per_layer_fsdp2_", "per_layer_tp2_", "per_layer_ddp2_")) for k in r):
