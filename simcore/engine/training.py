@@ -274,6 +274,7 @@ def evaluate(
         head_f = head_f.merged(pricer.price(ea_f))
         head_b = head_b.merged(pricer.price(ea_b))
 
+    embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
     host_lag: Num = 0.0
     if layer_host:
         # eager PyTorch: the host dispatches every op of a layer (module calls, autocast, autograd);
@@ -313,12 +314,8 @@ def evaluate(
         # that slack absorbs host-bound layers later. One stage: the phase-by-phase pipeline of
         # host_run_ahead. A pipeline stage: a micro-batch's forward and backward on the stage take at
         # least the host's time for both (its per-micro-batch excess, split as the phases' excesses).
-        g_mb, lag = host_run_ahead(
-            h_f, h_b, Fg, Bg, emb_f.total(), emb_b.total(), head_f.total(), head_b.total(), layers_per_rank, m
-        )
-        per_mb = np.maximum(
-            g_mb - (Fg + Bg + emb_f.total() + emb_b.total() + head_f.total() + head_b.total()), 0.0
-        )
+        g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, layers_per_rank, m)
+        per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
         share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
         single_stage = np.asarray(pp, dtype=float) <= 1
         per_mb = np.where(single_stage, per_mb, np.maximum(h_f + h_b - (Fg + Bg), 0.0))
@@ -327,7 +324,6 @@ def evaluate(
         host_lag = np.where(single_stage, lag, 0.0)
 
     Fl, Bl = F_layers.total(), B_layers.total()
-    embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
     single = pp <= 1
     R = Fl + Bl  # a middle stage (average layer count)
     # layers that do not divide evenly go one extra to the first stages (the last stage, which also
