@@ -19,6 +19,7 @@ input the compute profile is exactly what ``python -m simcore.calibration.fit_co
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import statistics
@@ -346,16 +347,14 @@ def calibrate(
 
         shipped = load_profile(dev)
         base = prof if prof is not None else shipped
-        if not base.host_layer and shipped.host_layer:
+        borrowed = not base.host_layer and bool(shipped.host_layer)
+        if borrowed:
             base = base.model_copy(update={"host_layer": dict(shipped.host_layer)})
-            notes.append(f"host model (host_layer) taken from the {dev.name} profile")
         scale, found = host_scale(analyses, base.model_copy(update={"host_scale": 1.0}))
         if scale is not None:
-            host_rows = [
-                {"mode": x.mode, "act": x.act, "layers": x.layers, "measured_s": x.measured_s,
-                 "expected_s": x.expected_s, "ratio": x.ratio}
-                for x in found
-            ]  # fmt: skip
+            host_rows = [{**dataclasses.asdict(x), "ratio": x.ratio} for x in found]
+            if borrowed:
+                notes.append(f"host model (host_layer) taken from the {dev.name} profile")
             if prof is None:
                 notes.append(
                     f"no compute measurements: the profile written is the shipped {dev.name} profile with "

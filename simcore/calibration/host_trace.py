@@ -79,14 +79,14 @@ def layer_host_times(a: Analysis, prof: ComputeProfile) -> list[LayerHost]:
             n = len(fwd)
             if n < 5 or n % 2 == 0 or len(bwd) != n:
                 continue
-            layers = (n - 1) // 2
-            meas = (fwd[-1] - fwd[0] + bwd[-1] - bwd[0]) / layers
-            exp = prof.host(f"train_fwd_{act}", True) + prof.host(f"train_bwd_{act}", True)
             # recomputation (norms rerun inside the backward: full; attention forwards: selective) adds
             # checkpointing host work whose model is a single width-64 measurement: such steps would
             # measure that model rather than the host's speed, so they are left out
             if any(o.ts > first_bwd and (o.name in FWD_NORMS or o.name in _ATTN_FWD) for o in win):
                 continue
+            layers = (n - 1) // 2
+            meas = (fwd[-1] - fwd[0] + bwd[-1] - bwd[0]) / layers
+            exp = prof.host(f"train_fwd_{act}", True) + prof.host(f"train_bwd_{act}", True)
             if exp > 0 and meas > 0:
                 out.append(LayerHost("train", act, layers, meas, exp))
             continue
