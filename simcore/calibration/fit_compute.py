@@ -230,7 +230,11 @@ def dmon_samples(dmon: str | Path, gpu: int = 0) -> list[tuple[int | None, float
     ``nvidia-smi dmon -s pucm`` file (with or without its ``-o T`` time column)."""
     out: list[tuple[int | None, float, float, float]] = []
     header: list[str] = []
-    for line in Path(dmon).read_text(encoding="utf-8", errors="replace").splitlines():
+    try:
+        text = Path(dmon).read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise TraceError(f"cannot read: {e}", file=str(dmon)) from None
+    for line in text.splitlines():
         if line.startswith("#"):
             if not header and "pclk" in line:
                 header = line.lstrip("#").split()
