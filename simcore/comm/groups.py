@@ -66,8 +66,8 @@ class GroupPlacement:
 
 
 def domain_size(cluster: ClusterInfo) -> int:
-    """GPUs of the cluster inside one NVLink domain (fewer when the cluster is a subset of one)."""
-    return min(cluster.system.nvlink_domain, cluster.gpus)
+    """GPUs of the cluster inside one NVLink domain (fewer when the cluster uses part of a system)."""
+    return min(cluster.system.nvlink_domain, cluster.gpus_per_node)
 
 
 def placement(cluster: ClusterInfo, size: ArrayLike, stride: ArrayLike = 1) -> GroupPlacement:

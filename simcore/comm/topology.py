@@ -11,7 +11,8 @@ Node ids are tuples; node attributes are ``kind``, ``node`` (system index or ``N
 switches), ``rail`` and ``rank`` (``None`` where they do not apply):
 
 * ``("gpu", rank)`` -- global ranks ``0..gpus-1``, filled system by system (rank ``r`` sits in system
-  ``r // system.gpus``, local index ``r % system.gpus``).
+  ``r // g``, local index ``r % g``, with ``g = ClusterInfo.gpus_per_node`` the GPUs used per system:
+  ``system.gpus`` unless the job uses part of each system, e.g. 64 GPUs of each NVL72 rack).
 * ``("nvswitch", node, domain)`` -- **one aggregated switch node per NVLink domain**. A system's
   ``nvswitch_count`` switch chips are modelled as a single logical switch plane: every GPU of the domain
   has one edge to it carrying the GPU's full per-direction NVLink bandwidth
@@ -137,7 +138,7 @@ class Topology:
     def system_of(self, rank: int) -> int:
         """Index of the system holding ``rank``."""
         self.gpu(rank)
-        return rank // self.cluster.system.gpus
+        return rank // self.cluster.gpus_per_node
 
     def same_nvlink_domain(self, a: int, b: int) -> bool:
         """Whether GPUs ``a`` and ``b`` reach each other over NVLink/NVSwitch alone."""
@@ -179,7 +180,7 @@ class Topology:
             if sw is None:
                 return [(ga, gb)]
             return [(ga, sw), (sw, gb)]
-        per = self.cluster.system.gpus
+        per = self.cluster.gpus_per_node
         if a // per == b // per:
             ca, cb = self._rank_cpu[a], self._rank_cpu[b]
             assert ca is not None and cb is not None
@@ -370,7 +371,8 @@ def build_topology(cluster: ClusterInfo, *, registry: Registry | None = None) ->
     """
     sysm = cluster.system
     dev = cluster.device
-    per = sysm.gpus
+    per = cluster.gpus_per_node  # GPUs used in each system (fewer than it holds on part-used racks)
+    phys = sysm.gpus
     n_gpus = cluster.gpus
     n_sys = -(-n_gpus // per)
     dom = sysm.nvlink_domain
@@ -399,7 +401,7 @@ def build_topology(cluster: ClusterInfo, *, registry: Registry | None = None) ->
     domains: list[list[int]] = []
 
     nvs_lat = cluster.nvswitch.latency if cluster.nvswitch is not None else 0.0
-    doms_per_sys = per // dom
+    doms_per_sys = phys // dom
     n_cpu = sysm.cpus
     if doms_per_sys > 1 and n_cpu == 0:
         raise SpecError(
@@ -435,7 +437,7 @@ def build_topology(cluster: ClusterInfo, *, registry: Registry | None = None) ->
                             "node": s,
                             "rail": None,
                             "rank": None,
-                            "chips": sysm.nvswitch_count * dom // per,
+                            "chips": sysm.nvswitch_count * dom // phys,
                         },
                     )
                 )
@@ -453,7 +455,7 @@ def build_topology(cluster: ClusterInfo, *, registry: Registry | None = None) ->
                             link(("gpu", x), ("gpu", y), bw, 0.0, "nvlink")
         if n_cpu > 0:
             for r in range(lo, hi):
-                sock = (r - lo) * n_cpu // per
+                sock = (r - lo) * n_cpu // phys
                 cpu: Node = ("cpu", s, sock)
                 if sock not in sockets:
                     sockets.add(sock)
@@ -491,7 +493,7 @@ def build_topology(cluster: ClusterInfo, *, registry: Registry | None = None) ->
         for s in range(n_sys):
             lo, hi = s * per, min((s + 1) * per, n_gpus)
             for r in range(lo, hi):
-                j = (r - lo) * n_nics // per
+                j = (r - lo) * n_nics // phys
                 nic: Node = ("nic", s, j)
                 if nic not in nic_leaf:
                     if rail_opt:

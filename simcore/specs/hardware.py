@@ -144,6 +144,10 @@ class System(Spec):
     gpus: int = Field(gt=0)
     nvlink_domain: int = Field(gt=0)
     """GPUs that reach each other over NVLink/NVSwitch (8 for HGX, 72 for NVL72)."""
+    tray_gpus: int | None = Field(default=None, gt=0)
+    """GPUs of the smallest part of the system a job can be given (a compute tray of an NVL72 rack: 4).
+    ``None``: the whole system. A cluster of a GPU count that does not fill whole systems spreads over
+    as few systems as hold it evenly in whole trays (256 GPUs of GB200 NVL72: 4 racks x 64 GPUs)."""
     nvswitch: str | None = None
     """Link spec of the NVSwitch generation; ``None`` for direct GPU-GPU links."""
     nvswitch_count: int = Field(default=0, ge=0)
@@ -168,4 +172,6 @@ class System(Spec):
     def _domain(self) -> System:
         if self.gpus % self.nvlink_domain != 0:
             raise ValueError(f"gpus ({self.gpus}) must be a multiple of nvlink_domain ({self.nvlink_domain})")
+        if self.tray_gpus is not None and self.gpus % self.tray_gpus != 0:
+            raise ValueError(f"gpus ({self.gpus}) must be a multiple of tray_gpus ({self.tray_gpus})")
         return self

@@ -133,6 +133,18 @@ class ClusterInfo:
         return self.fabric.nic_bandwidth or self.fabric_link.bandwidth
 
 
+def _spread(gpus: int, system: System) -> int | None:
+    """Fewest systems that hold ``gpus`` GPUs evenly in whole trays (``None`` if the system has no
+    trays or no such count exists)."""
+    tray = system.tray_gpus
+    if tray is None or gpus % tray:
+        return None
+    for n in range(-(-gpus // system.gpus), gpus // tray + 1):
+        if gpus % n == 0 and (gpus // n) % tray == 0:
+            return n
+    return None
+
+
 def resolve_cluster(c: ClusterSpec, reg: Registry, file: str | None = None) -> ClusterInfo:
     try:
         system = reg.system(c.system)
@@ -161,11 +173,14 @@ def resolve_cluster(c: ClusterSpec, reg: Registry, file: str | None = None) -> C
     else:
         nodes, gpus = 1, per
     if gpus > per and gpus % per != 0 and c.nodes is None:
-        raise SpecError(
-            f"{gpus} GPUs do not fill whole {system.name} systems ({per} GPUs each)",
-            file=file,
-            field="cluster.gpus",
-        )
+        nodes = _spread(gpus, system)
+        if nodes is None:
+            raise SpecError(
+                f"{gpus} GPUs do not fill whole {system.name} systems ({per} GPUs each); give "
+                "cluster.nodes to spread them over that many systems",
+                file=file,
+                field="cluster.gpus",
+            )
     fabric = c.fabric or system.fabric
     try:
         fabric_link = reg.link(fabric.link)

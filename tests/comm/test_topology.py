@@ -112,11 +112,23 @@ def test_no_nvswitch_full_mesh_and_host_between_domains(reg: Registry) -> None:
 def test_subset_of_a_system_and_partial_last_system(reg: Registry) -> None:
     t = topo(reg, "hgx-h100", gpus=4)
     assert t.gpus == 4 and t.systems == 1 and t.nvlink_domain(0) == [0, 1, 2, 3]
+    # GPUs spread evenly over the systems (ClusterInfo.gpus_per_node): 6 + 6, not 8 + 4
     t = topo(reg, "hgx-h100", nodes=2, gpus=12)
-    assert t.systems == 2 and t.nvlink_domain(9) == [8, 9, 10, 11]
-    assert t.system_of(7) == 0 and t.system_of(8) == 1
+    assert t.systems == 2 and t.nvlink_domain(9) == [6, 7, 8, 9, 10, 11]
+    assert t.system_of(5) == 0 and t.system_of(6) == 1
+    assert via(t, t.path(5, 6))[0] == "nic"
     with pytest.raises(SpecError, match="outside"):
         t.gpu(12)
+
+
+def test_part_used_nvl72_racks() -> None:
+    """256 GB200 GPUs (built-in spec): 4 racks of 64 (16 of each rack's 18 trays); NVLink within a rack."""
+    t = topology_for("gb200-nvl72", gpus=256)
+    assert t.systems == 4 and t.cluster.gpus_per_node == 64
+    assert t.nvlink_domain(70) == list(range(64, 128))
+    assert t.system_of(63) == 0 and t.system_of(64) == 1
+    assert via(t, t.path(0, 63)) == ["nvswitch"]
+    assert "nic" in via(t, t.path(63, 64))
 
 
 # ---------------------------------------------------------------------------------- across systems

@@ -153,6 +153,22 @@ def test_gb200_nvl72_is_one_72_gpu_nvlink_domain(capsys: pytest.CaptureFixture[s
     assert d["cooling"] == "liquid"
 
 
+def test_part_used_racks_spread_in_whole_trays() -> None:
+    """A GPU count that does not fill whole NVL72 racks takes as few racks as hold it evenly in
+    4-GPU trays; whole-node systems without trays still ask for cluster.nodes."""
+    from simcore.comm.groups import domain_size
+    from simcore.errors import SpecError
+
+    for gpus, nodes in ((256, 4), (1024, 16), (144, 2), (8, 1)):
+        c = cluster_for("gb200-nvl72", gpus=gpus)
+        assert (c.nodes, c.gpus_per_node) == (nodes, gpus // nodes)
+        assert domain_size(c) == min(72, gpus // nodes)
+    with pytest.raises(SpecError, match="cluster.nodes"):
+        cluster_for("hgx-h100", gpus=12)
+    c = cluster_for("hgx-h100", gpus=12, nodes=2)
+    assert domain_size(c) == 6  # 6 GPUs of each node share its NVLink
+
+
 def test_gb200_nvl72_text_states_both_directions() -> None:
     env = {**os.environ, "COLUMNS": "400"}
     env.pop("SIMCORE_SPECS", None)
