@@ -150,9 +150,11 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     if m.heads % p.tp:
         raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({p.tp})", field="parallel.tp")
     vp = p.vp if p.schedule == "interleaved" else 1
-    if vp > 1 and m.layers % (p.pp * vp):
+    # layers that do not divide pp*vp evenly go one extra to the first model chunks (as Megatron's
+    # uneven splits: --decoder-first/last-pipeline-num-layers, or embedding and loss counted as layers)
+    if vp > 1 and m.layers < p.pp * vp:
         raise SpecError(
-            f"model.layers ({m.layers}) is not divisible by pp*vp ({p.pp * vp})", field="parallel.vp"
+            f"model.layers ({m.layers}) is fewer than pp*vp model chunks ({p.pp * vp})", field="parallel.vp"
         )
     if m.layers < p.pp:
         raise SpecError(
