@@ -173,14 +173,15 @@ def resolve_cluster(c: ClusterSpec, reg: Registry, file: str | None = None) -> C
     else:
         nodes, gpus = 1, per
     if gpus > per and gpus % per != 0 and c.nodes is None:
-        nodes = _spread(gpus, system)
-        if nodes is None:
+        spread = _spread(gpus, system)
+        if spread is None:
             raise SpecError(
                 f"{gpus} GPUs do not fill whole {system.name} systems ({per} GPUs each); give "
                 "cluster.nodes to spread them over that many systems",
                 file=file,
                 field="cluster.gpus",
             )
+        nodes = spread
     fabric = c.fabric or system.fabric
     try:
         fabric_link = reg.link(fabric.link)

@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simcore.errors import SimcoreError
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 PUBLISHED_CSV = DATA_DIR / "published_training.csv"
 TARGET_MEDIAN = 0.10
@@ -63,6 +65,8 @@ _PRIMARY_ORDER = (
     "hfu",
     "pct_of_peak",
     "aggregate_pflops",
+    "tokens_per_s_per_gpu",
+    "tokens_per_s",
 )
 
 
@@ -84,8 +88,10 @@ class PublishedRow:
     published: float
     scenario: dict[str, Any]
     dims: dict[str, float]
-    """B (global batch), s, l, h, V, ffn, heads, kv_heads: what the FLOP formula needs."""
+    """B (global batch), s, l, h, V, ffn, heads, kv_heads, glu: what the FLOP formula needs."""
     assumptions: list[str] = field(default_factory=list)
+    problem: str | None = None
+    """Why the row cannot be predicted (a field missing or not understood); ``None`` if it can."""
 
 
 @dataclass
@@ -114,6 +120,9 @@ class RowResult:
     fits_in_memory: bool
     memory_gib: float
     assumptions: list[str]
+    problem: str | None = None
+    """Why the row was not predicted (then ``predicted``/``error`` are NaN and it is left out of the
+    summary); ``None`` when it was."""
 
 
 # ---------------------------------------------------------------------------------------- parsing
@@ -148,6 +157,10 @@ def _short_source(src: str) -> tuple[str, str]:
         return "MCore H100 strong", "mcore"
     if "Megatron-LM" in src:
         return "MCore H100 weak", "mcore"
+    if src.startswith("Megatron-Bridge"):
+        # "Megatron-Bridge 25.11 DGX-GB200 (...)": one label per release and system
+        parts = src.split()
+        return f"MBridge {parts[1]} {parts[2].removeprefix('DGX-')}", "mcore"
     return src[:24], "mcore"
 
 
@@ -173,6 +186,54 @@ def read_rows(path: str | Path | None = None) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+_METRICS = (
+    "achieved_tflops_per_gpu",
+    "iteration_time",
+    "mfu",
+    "hfu",
+    "pct_of_peak",
+    "aggregate_pflops",
+    "tokens_per_s_per_gpu",
+    "tokens_per_s",
+)
+
+
+def normalize_metric(metric: str) -> str | None:
+    """The metric of a row in this module's names: tables spell them many ways (``Tokens / sec / GPU``,
+    ``model_tflops_per_gpu``, ``step_time_s``...). ``None`` if it is not one simcore predicts."""
+    m = re.sub(r"[^a-z0-9]+", "_", metric.lower()).strip("_")
+    if m in _METRICS:
+        return m
+    if "token" in m:
+        return "tokens_per_s_per_gpu" if "gpu" in m else "tokens_per_s"
+    if "tflop" in m and "gpu" in m:
+        return "achieved_tflops_per_gpu"
+    if "pflop" in m:
+        return "aggregate_pflops"
+    if m in ("step_time", "step_time_s", "time_per_step", "iteration_time_s", "time_per_iteration"):
+        return "iteration_time"
+    return None
+
+
+def _norm_name(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _preset_for(model: str, layers: int, hidden: int) -> dict[str, Any] | None:
+    """The built-in model preset a row's model name names (name or alias, ignoring case and
+    punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row."""
+    from simcore.specs.registry import default_registry
+
+    reg = default_registry()
+    key = _norm_name(model)
+    names: dict[str, str] = {_norm_name(n): n for n in reg.models}
+    names.update({_norm_name(a): n for (kind, a), n in reg.aliases.items() if kind == "model preset"})
+    data = reg.models.get(names.get(key, ""))
+    if data is None or data.get("layers") != layers or data.get("hidden") != hidden:
+        return None
+    return {k: v for k, v in data.items() if k != "name"}
+
+
 def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     """Turn one CSV record into a scenario dict and the FLOP-formula dimensions.
 
@@ -187,18 +248,33 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     heads = int(rec["heads"])
     seq = int(rec["seq_len"])
     ffn = _int(rec.get("ffn_hidden"))
+    # the architecture: a built-in preset the model name names (Llama: SwiGLU, RMSNorm, GQA), else GPT
+    preset = _preset_for(rec["model"], layers, hidden)
+    arch: dict[str, Any] = {"activation": "gelu", "norm": "layernorm", "tied_embeddings": True}
+    if preset is not None:
+        keep = ("activation", "norm", "kv_heads", "head_dim", "moe", "mla", "tied_embeddings")
+        arch = {k: preset[k] for k in keep if k in preset}
+        arch.setdefault("tied_embeddings", False)
+        assume.append(f"architecture of the built-in preset matching {rec['model']!r}")
+        if ffn is None and "ffn_hidden" in preset:
+            ffn = int(preset["ffn_hidden"])
     if ffn is None:
         ffn = 4 * hidden
         assume.append("ffn_hidden = 4h (GPT MLP; not in the table)")
     mv = re.search(r"vocab (\d+)", notes) or re.search(r"(\d{5,}) vocab", rec["model"])
-    vocab = int(mv.group(1)) if mv else 51200
-    if not mv:
+    if mv:
+        vocab = int(mv.group(1))
+    elif preset is not None and "vocab" in preset:
+        vocab = int(preset["vocab"])
+    else:
+        vocab = 51200
         assume.append("vocab 51200 (Megatron GPT-2 BPE padded; not in the row)")
     system = _system_for(rec["gpu"])
 
     tp = _int(rec.get("tp"))
     pp = _int(rec.get("pp"))
     cp = _int(rec.get("cp")) or 1
+    ep = _int(rec.get("ep")) or 1
     dp_col = _int(rec.get("dp"))
     zero = 0
     if notes.startswith("ZeRO-3") and family == "narayanan":
@@ -211,7 +287,15 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         # strong-scaling rows: the README gives no TP/PP; use the weak-scaling table's 177B split
         tp, pp = 8, 6
         assume.append("tp 8 x pp 6 as in the weak-scaling GPT-175B row (strong-scaling TP/PP not stated)")
-    dp = gpus // (tp * pp * cp)
+    problem: str | None = None
+    if tp * pp * cp > gpus or gpus % (tp * pp * cp):
+        problem = f"tp*pp*cp = {tp * pp * cp} does not divide the {gpus} GPUs"
+    if ep > 1 and "moe" not in arch:
+        problem = f"ep {ep} on a model simcore knows no experts of (name it as a built-in MoE preset)"
+    metric = normalize_metric(rec["metric"])
+    if metric is None:
+        problem = f"metric {rec['metric']!r} is not one simcore predicts"
+    dp = max(gpus // (tp * pp * cp), 1)
     if dp_col is not None and dp_col != dp and zero == 0:
         assume.append(f"dp = GPUs/(tp*pp*cp) = {dp} (CSV dp column {dp_col})")
 
@@ -262,9 +346,15 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         if dp > 1:
             assume.append("data-parallel all-reduce after backward, not overlapped (Megatron-LM 2021 DDP)")
 
+    prec_col = rec.get("precision", "").lower()
     precision = "bf16"
-    if "fp16" in rec.get("precision", "").lower() and "bf16" not in rec.get("precision", "").lower():
+    if "fp8" in prec_col or "mxfp8" in prec_col:
+        precision = "fp8"
+        if "mx" in prec_col or "(" in prec_col:
+            assume.append("FP8 priced at the device's fp8 rate (scaling granularity not modelled)")
+    elif "fp16" in prec_col and "bf16" not in prec_col:
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
+    fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
 
     scenario: dict[str, Any] = {
         "name": f"{src} {rec['model']} {gpus}gpu #{index}",
@@ -278,9 +368,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "ffn_hidden": ffn,
             "vocab": vocab,
             "seq_len": seq,
-            "activation": "gelu",
-            "norm": "layernorm",
-            "tied_embeddings": True,
+            **arch,
         },
         "training": {
             "micro_batch": mb,
@@ -297,7 +385,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "vp": vp,
             "schedule": schedule,
             "sequence_parallel": sp,
-            "zero": zero,
+            "zero": 3 if fsdp else zero,
+            "fsdp": fsdp,
+            "ep": ep,
             "dp_overlap": dp_overlap,
             "tp_overlap": tp_overlap,
         },
@@ -310,9 +400,13 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         "V": float(vocab),
         "ffn": float(ffn),
         "heads": float(heads),
-        "kv_heads": float(heads),
+        "kv_heads": float(arch.get("kv_heads") or heads),
+        "glu": 1.5 if arch.get("activation") == "swiglu" else 1.0,
     }
-    published = float(rec["value"])
+    mval = re.search(r"[-+]?\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?", rec.get("value", ""))
+    published = float(mval.group(0).replace(",", "")) if mval else math.nan
+    if not math.isfinite(published) or published <= 0:
+        problem = f"value {rec.get('value', '')!r} is not a positive number"
     return PublishedRow(
         index=index,
         source=src,
@@ -320,18 +414,42 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         model=rec["model"],
         gpus=gpus,
         system=system,
-        metric=rec["metric"],
-        unit=rec["unit"],
+        metric=metric or rec["metric"],
+        unit=rec.get("unit", ""),
         published=published,
         scenario=scenario,
         dims=dims,
         assumptions=assume,
+        problem=problem,
     )
 
 
 def load_published(path: str | Path | None = None) -> list[PublishedRow]:
-    """Every row of the published table as a :class:`PublishedRow`."""
-    return [build_row(i, r) for i, r in enumerate(read_rows(path))]
+    """Every row of the published table as a :class:`PublishedRow`; a row that cannot be read (a
+    column missing, a GPU type simcore has no system for) keeps its index with ``problem`` set."""
+    out: list[PublishedRow] = []
+    for i, rec in enumerate(read_rows(path)):
+        try:
+            out.append(build_row(i, rec))
+        except (KeyError, ValueError, TypeError) as e:
+            what = f"column {e} missing" if isinstance(e, KeyError) else str(e)
+            out.append(
+                PublishedRow(
+                    index=i,
+                    source=(rec.get("source") or "?")[:24],
+                    family="mcore",
+                    model=rec.get("model") or "?",
+                    gpus=_int(rec.get("num_gpus")) or 0,
+                    system="",
+                    metric=rec.get("metric") or "?",
+                    unit=rec.get("unit") or "",
+                    published=math.nan,
+                    scenario={},
+                    dims={},
+                    problem=what,
+                )
+            )
+    return out
 
 
 # ------------------------------------------------------------------------------------ FLOP formulas
@@ -359,7 +477,8 @@ def megatron_flops(dims: dict[str, float], recompute: str, convention: str) -> f
         return 72.0 * base * (1 + s / (6 * h) + V / (16 * L * h))
     if convention == "mcore":
         g_a = dims["kv_heads"] / dims["heads"]
-        return 12.0 * base * ((1 + g_a + s / h) + dims["ffn"] / h + V / (2 * L * h))
+        glu = dims.get("glu", 1.0)  # Megatron's gated_linear_multiplier: 3/2 for SwiGLU
+        return 12.0 * base * ((1 + g_a + s / h) + glu * dims["ffn"] / h + V / (2 * L * h))
     raise ValueError(convention)
 
 
@@ -385,6 +504,11 @@ def metric_from_step(row: PublishedRow, step_time_s: float, peak_flops: float) -
         return 100.0 * per_gpu / peak_flops
     if m == "iteration_time":
         return step_time_s
+    tokens = row.dims["B"] * row.dims["s"] / step_time_s
+    if m == "tokens_per_s":
+        return tokens
+    if m == "tokens_per_s_per_gpu":
+        return tokens / row.gpus
     raise ValueError(f"unknown metric {m!r}")
 
 
@@ -435,6 +559,8 @@ def _fractions(bd: dict[str, float], step: float) -> dict[str, float]:
 
 def _config_key(row: PublishedRow) -> str:
     sc = row.scenario
+    if not sc:
+        return f"unreadable row {row.index}"
     return json.dumps([row.source, row.model, row.gpus, sc["parallel"], sc["training"]], sort_keys=True)
 
 
@@ -465,17 +591,29 @@ def predict_rows(
             if rank < (_PRIMARY_ORDER.index(other.metric) if other.metric in _PRIMARY_ORDER else 99):
                 primary[k] = r.index
     out: list[RowResult] = []
+    failed: dict[str, str] = {}
     for r in rows:
         k = _config_key(r)
+        if r.problem is not None:
+            out.append(_unpredicted(r, r.problem, primary[k] == r.index))
+            continue
         res = cache.get(k)
-        if res is None:
+        problem = failed.get(k)
+        if res is None and problem is None:
             data = dict(r.scenario)
             if calibration is not None:
                 data["calibration"] = calibration
-            sc = scenario_from_dict(data, reg)
-            pr = predict(sc, engine=engine)
-            assert isinstance(pr, TrainingResult)
-            res = cache[k] = pr
+            try:
+                sc = scenario_from_dict(data, reg)
+                pr = predict(sc, engine=engine)
+            except SimcoreError as e:
+                problem = failed[k] = str(e)
+            else:
+                assert isinstance(pr, TrainingResult)
+                res = cache[k] = pr
+        if res is None:
+            out.append(_unpredicted(r, problem or "not predicted", primary[k] == r.index))
+            continue
         peak = reg.device(reg.system(r.system).device).peak_flops("bf16")
         step = res.step_time_s
         pred = metric_from_step(r, step, peak)
@@ -508,6 +646,31 @@ def predict_rows(
     return out
 
 
+def _unpredicted(r: PublishedRow, problem: str, primary: bool) -> RowResult:
+    nan = math.nan
+    return RowResult(
+        index=r.index,
+        source=r.source,
+        model=r.model,
+        gpus=r.gpus,
+        layout=_layout_str(r.scenario) if r.scenario else "",
+        metric=r.metric,
+        unit=r.unit,
+        published=r.published,
+        predicted=nan,
+        error=nan,
+        primary=primary,
+        step_time_s=nan,
+        published_tflops_per_gpu=nan,
+        predicted_tflops_per_gpu=nan,
+        fractions={},
+        fits_in_memory=False,
+        memory_gib=nan,
+        assumptions=r.assumptions,
+        problem=problem,
+    )
+
+
 def summarize(results: list[RowResult]) -> dict[str, Any]:
     """Median and worst |error| over the primary rows (one per configuration) and over all rows."""
 
@@ -527,6 +690,8 @@ def summarize(results: list[RowResult]) -> dict[str, Any]:
             "beyond_25pct": sum(e > 0.25 for e in errs),
         }
 
+    skipped = [r for r in results if r.problem is not None and r.primary]
+    results = [r for r in results if r.problem is None]
     prim = [r for r in results if r.primary]
     by_source: dict[str, Any] = {}
     for src in sorted({r.source for r in prim}):
@@ -536,6 +701,7 @@ def summarize(results: list[RowResult]) -> dict[str, Any]:
         "configurations": s,
         "all_rows": stats(results),
         "by_source": by_source,
+        "not_predicted": [{"row": r.index, "problem": r.problem} for r in skipped],
         "target_median": TARGET_MEDIAN,
         "target_worst": TARGET_WORST,
         "meets_target": bool(
@@ -558,6 +724,11 @@ def format_table(results: list[RowResult], all_rows: bool = False) -> str:
     for r in results:
         if not (all_rows or r.primary):
             continue
+        if r.problem is not None:
+            lines.append(
+                f"{r.index:>3} {r.source:<18} {r.model[:15]:<15} {r.gpus:>5} not predicted: {r.problem}"
+            )
+            continue
         f = r.fractions
         mark = "" if r.fits_in_memory else " !mem"
         lines.append(
@@ -573,6 +744,8 @@ def format_table(results: list[RowResult], all_rows: bool = False) -> str:
 def format_summary(summary: dict[str, Any]) -> str:
     c = summary["configurations"]
     a = summary["all_rows"]
+    if not c["rows"]:
+        return f"no configuration predicted ({len(summary['not_predicted'])} not predicted)"
     out = [
         f"configurations: {c['rows']}  median |err| {100 * c['median_abs_error']:.1f}%  "
         f"mean {100 * c['mean_abs_error']:.1f}%  worst {100 * c['worst_abs_error']:.1f}% "
@@ -581,6 +754,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"all rows: {a['rows']}  median |err| {100 * a['median_abs_error']:.1f}%  "
         f"worst {100 * a['worst_abs_error']:.1f}%",
     ]
+    if summary["not_predicted"]:
+        out.append(f"not predicted: {len(summary['not_predicted'])} configuration(s) (listed in the table)")
     for src, s in summary["by_source"].items():
         out.append(
             f"  {src:<18} n={s['rows']:>2}  median {100 * s['median_abs_error']:5.1f}%  "
@@ -601,7 +776,9 @@ def plot(results: list[RowResult], path: str | Path, title: str = "simcore vs pu
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    prim = [r for r in results if r.primary]
+    prim = [r for r in results if r.primary and r.problem is None]
+    if not prim:
+        raise SimcoreError("nothing to plot: no row was predicted", field="--plot")
     fig, ax = plt.subplots(figsize=(6.5, 6))
     markers = "osD^v<>"
     for i, src in enumerate(sorted({r.source for r in prim})):

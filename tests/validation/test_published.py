@@ -151,3 +151,90 @@ def test_scenario_library_checks_and_predicts(path: Path, capsys: pytest.Capture
         assert doc["fits_in_memory"], doc["fits_reason"]
     if path.stem not in _PREDATES_HEADER_RULE:
         assert path.read_text().lstrip().startswith("#"), "each scenario says where its layout comes from"
+
+
+# ------------------------------------------------------------------ tables in other spellings
+
+
+def _rec(**kw: str) -> dict[str, str]:
+    base = {
+        "source": "Some lab 2026 table 3",
+        "system": "DGX-GB200",
+        "gpu": "GB200",
+        "num_gpus": "256",
+        "model": "LLAMA3.1_405B",
+        "params_b": "405",
+        "layers": "126",
+        "hidden": "16384",
+        "heads": "128",
+        "ffn_hidden": "",
+        "seq_len": "8192",
+        "global_batch": "1536",
+        "micro_batch": "1",
+        "tp": "4",
+        "pp": "16",
+        "cp": "1",
+        "ep": "1",
+        "vp": "4",
+        "dp": "",
+        "precision": "FP8-CS",
+        "recompute": "",
+        "metric": "Tokens / sec / GPU",
+        "value": "813 (790)",
+        "unit": "tokens/s/GPU",
+        "notes": "",
+    }
+    base.update(kw)
+    return base
+
+
+def test_a_newer_table_row_is_read_in_its_own_spelling() -> None:
+    """A Megatron-Bridge style row: model named by a preset, FP8, tokens/s per GPU, 256 GPUs of NVL72
+    racks (4 x 64) and 126 layers on pp 16 x vp 4 (uneven chunks) all predict."""
+    r = P.build_row(0, _rec())
+    assert r.problem is None and r.metric == "tokens_per_s_per_gpu" and r.published == 813
+    m = r.scenario["model"]
+    assert (m["activation"], m["norm"], m["kv_heads"], m["ffn_hidden"]) == ("swiglu", "rmsnorm", 8, 53248)
+    assert r.scenario["training"]["precision"] == "fp8"
+    assert r.dims["glu"] == 1.5 and r.dims["kv_heads"] == 8
+    (res,) = P.predict_rows([r])
+    assert res.problem is None and res.predicted > 0
+    # tokens per second per GPU straight from the step time: B s / step / gpus
+    assert res.predicted == pytest.approx(1536 * 8192 / res.step_time_s / 256)
+
+
+def test_metric_spellings() -> None:
+    assert P.normalize_metric("Tokens / sec / GPU") == "tokens_per_s_per_gpu"
+    assert P.normalize_metric("tokens per second") == "tokens_per_s"
+    assert P.normalize_metric("Model TFLOP / sec / GPU") == "achieved_tflops_per_gpu"
+    assert P.normalize_metric("step_time_s") == "iteration_time"
+    assert P.normalize_metric("mfu") == "mfu"
+    assert P.normalize_metric("loss") is None
+
+
+def test_rows_that_cannot_be_predicted_are_reported_not_fatal(tmp_path: Path) -> None:
+    bad_metric = _rec(metric="validation loss", num_gpus="512")
+    experts_unknown = _rec(model="SomeMoE-100B", ep="8", tp="1", pp="1", vp="")
+    no_system = _rec(gpu="TPU v5p")
+    path = tmp_path / "t.csv"
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(_rec()))
+        w.writeheader()
+        for rec in (_rec(), bad_metric, experts_unknown, no_system):
+            w.writerow(rec)
+    rows = P.load_published(path)
+    assert [r.problem is None for r in rows] == [True, False, False, False]
+    res = P.predict_rows(rows)
+    s = P.summarize(res)
+    assert s["configurations"]["rows"] == 1
+    assert {d["row"] for d in s["not_predicted"]} == {1, 2, 3}
+    assert "not predicted" in P.format_table(res) and "not predicted" in P.format_summary(s)
+
+
+def test_gpt_rows_keep_the_gpt_architecture(rows: list[P.PublishedRow]) -> None:
+    """Preset matching goes by name and dimensions: the GPT rows of the papers stay GELU/LayerNorm."""
+    for r in rows:
+        assert r.scenario["model"]["activation"] == "gelu", r.index
+        assert r.problem is None
