@@ -7,6 +7,9 @@ Inference: bf16 parameters (model.to(bfloat16)), no autocast, torch.no_grad(), p
 
   python tools/bench_steps.py --out steps.csv --configs-json steps_configs.json --profile-dir prof/
   python tools/bench_steps.py --smoke --out /tmp/steps.csv        # tiny models on CPU
+  python tools/bench_steps.py --compile --only train,profiles --names gpt-125m,llama-1b --out c.csv
+      # the same training steps under torch.compile (default mode), each next to its eager step in the
+      # same process (framework column "compiled" / "eager"); profiles named *_compiled
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ class Runner:
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
 
     # ------------------------------------------------------------------ training
-    def train_one(self, name, cfg, seq, mb):
+    def train_one(self, name, cfg, seq, mb, compiled=False):
         dev = self.dev
         cfg.seq_len = seq
         torch.manual_seed(0)
@@ -141,6 +144,10 @@ class Runner:
         with torch.device(dev):
             model = GPT(cfg)
         model.train()
+        run_model = model
+        if compiled:
+            t_c = time.time()
+            run_model = torch.compile(model)
         nparam = sum(p.numel() for p in model.parameters())
         fused = dev.type == "cuda"
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1,
@@ -154,7 +161,7 @@ class Runner:
             if evs:
                 evs[0].record()
             with ac:
-                loss = model(x, y)
+                loss = run_model(x, y)
             if evs:
                 evs[1].record()
             loss.backward()
@@ -167,9 +174,13 @@ class Runner:
             return loss
 
         nwarm, ntime = (1, 2) if self.smoke else (3, 6)
+        if compiled:
+            ntime = 2 if self.smoke else 12
         for _ in range(nwarm):
             step()
         sync(dev)
+        if compiled:
+            log(f"compiled {name} in {time.time() - t_c:.0f}s (first steps included)")
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         phases = []
@@ -188,17 +199,20 @@ class Runner:
         fwd = statistics.median(p[0] for p in phases)
         bwd = statistics.median(p[1] - p[0] for p in phases)
         optt = statistics.median(p[2] - p[1] for p in phases)
-        # forward only (no autograd) with the same autocast
+        # forward only (no autograd) with the same autocast (eager only: another graph to compile)
         model.eval()
 
         def fwd_only():
             with torch.no_grad(), ac:
                 return model(x, y)
 
-        fwd_only()
-        fo = statistics.median(measure(fwd_only, 1, dev) for _ in range(3))
+        fo = ""
+        if not compiled:
+            fwd_only()
+            fo = statistics.median(measure(fwd_only, 1, dev) for _ in range(3))
         med = statistics.median(tot)
-        self.out.row(mode="train", name=name, framework="eager", params=nparam, seq_len=seq, micro_batch=mb,
+        fw = "compiled" if compiled else "eager"
+        self.out.row(mode="train", name=name, framework=fw, params=nparam, seq_len=seq, micro_batch=mb,
                      precision="fp32 params + autocast bf16, AdamW fused", tokens=mb * seq,
                      step_time_s=med, fwd_time_s=fwd if dev.type == "cuda" else "",
                      bwd_time_s=bwd if dev.type == "cuda" else "", opt_time_s=optt if dev.type == "cuda" else "",
@@ -206,18 +220,26 @@ class Runner:
                      mem_after_init_bytes=mem_init, n_timed=ntime, spread=(max(tot) - min(tot)) / med,
                      status="ok", **cfgrow(cfg))
         self.configs["train"].append({**cfg.asdict(), "name": name, "params": nparam, "seq_len": seq, "micro_batch": mb})
-        log(f"train {name} seq={seq} mb={mb} params={nparam / 1e6:.0f}M step={med * 1e3:.1f}ms "
-            f"(fwd {fwd * 1e3:.1f} bwd {bwd * 1e3:.1f} opt {optt * 1e3:.1f}) fwd_only={fo * 1e3:.1f}ms "
+        log(f"train {fw} {name} seq={seq} mb={mb} params={nparam / 1e6:.0f}M step={med * 1e3:.1f}ms "
+            f"(fwd {fwd * 1e3:.1f} bwd {bwd * 1e3:.1f} opt {optt * 1e3:.1f}) "
             f"peak={(peak / 2**30) if peak != '' else 0:.1f}GiB")
-        del model, opt, x, y
+        del model, run_model, opt, x, y
+        if compiled:
+            torch._dynamo.reset()
 
     def run_train(self, deadline):
+        names = [n for n in (self.args.names or "").split(",") if n]
         for name, cfg, seq, mb in train_configs(self.smoke):
+            if names and name not in names:
+                continue
             if time.time() > deadline:
                 log("train: deadline reached")
                 break
             try:
                 self.train_one(name, cfg, seq, mb)
+                if self.args.compile:
+                    self.cleanup()
+                    self.train_one(name, cfg, seq, mb, compiled=True)
             except torch.cuda.OutOfMemoryError as e:
                 log("OOM", name, repr(e)[:150])
                 self.out.row(mode="train", name=name, seq_len=seq, micro_batch=mb, status="oom", **cfgrow(cfg))
@@ -351,6 +373,12 @@ class Runner:
              GPTConfig(**small, kv_heads=small["heads"] // 4, activation="swiglu", norm="rmsnorm",
                        recompute="selective")),
         ]
+        if self.args.compile:
+            jobs = [
+                ("profile_train_gpt_gelu_ln_compiled", GPTConfig(**small)),
+                ("profile_train_llama_swiglu_rms_gqa_compiled",
+                 GPTConfig(**small, kv_heads=small["heads"] // 4, activation="swiglu", norm="rmsnorm")),
+            ]
         meta = {}
         for pname, cfg in jobs:
             if time.time() > deadline:
@@ -363,23 +391,38 @@ class Runner:
                                                                          else {}))
                 x = torch.randint(0, cfg.vocab, (mb, seq), device=dev)
                 ac = torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+                run_model = model
+                if self.args.compile:
+                    run_model = torch.compile(model)
+                    for _ in range(3):  # compile outside the profiled steps
+                        with ac:
+                            run_model(x, x).backward()
+                        opt.step()
+                        opt.zero_grad(set_to_none=True)
+                    sync(dev)
                 with profile(activities=acts, record_shapes=True,
                              schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as prof:
                     for _ in range(4):
                         with ac:
-                            loss = model(x, x)
+                            loss = run_model(x, x)
                         loss.backward()
                         opt.step()
                         opt.zero_grad(set_to_none=True)
                         prof.step()
                 self._save_trace(prof, os.path.join(outdir, pname + ".json.gz"))
                 meta[pname] = {**cfg.asdict(), "mode": "train", "seq_len": seq, "micro_batch": mb,
-                               "precision": "fp32 params + autocast bf16, AdamW fused"}
-                del model, opt
+                               "precision": "fp32 params + autocast bf16, AdamW fused",
+                               "framework": "compiled" if self.args.compile else "eager"}
+                del model, run_model, opt
+                if self.args.compile:
+                    torch._dynamo.reset()
                 self.cleanup()
             except Exception as e:  # noqa: BLE001
                 log("ERROR profile", pname, repr(e)[:300])
         # inference: each profiler step = prefill (b=4, 512 tokens) + 8 eager decode steps
+        if self.args.compile:
+            self.configs["profiles"] = meta
+            return
         try:
             cfg = GPTConfig(**{**small, "vocab": 512 if self.smoke else 128256}, kv_heads=small["heads"] // 4,
                             ffn_hidden=4 * small["hidden"], activation="swiglu", norm="rmsnorm", tied=True)
@@ -422,6 +465,8 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--only", default="train,infer,profiles")
     ap.add_argument("--budget", type=float, default=420.0)
+    ap.add_argument("--compile", action="store_true", help="also time each training config under torch.compile")
+    ap.add_argument("--names", default="", help="comma-separated training config names (default: all)")
     args = ap.parse_args()
     R = Runner(args)
     st = probe_sdpa(R.dev)
