@@ -1,0 +1,126 @@
+"""Host (CPU) time per transformer layer of a training step under torch.compile, beside eager.
+
+A GPU-trivial model (width 64, vocab 512, micro-batch 1, 64 tokens) keeps every kernel far shorter
+than its launch, so the wall time of a call is the host's time to issue it. For each architecture
+(GPT: GELU + LayerNorm; Llama-like: SwiGLU + RMSNorm + GQA) and framework (eager, compiled), the
+forward (with loss) and the backward are timed separately at 2 and 8 layers, interleaved over
+several passes; the slope over layers is the host time per layer, the intercept the embedding/head/
+loss part. Each point is also timed under torch.profiler (CPU+CUDA activities, record_shapes=True)
+for the profiler's host inflation. Kernels per layer come from a profiled step's kernel count.
+
+  python tools/bench_compiled_host.py --out compiled_host.csv [--passes 5] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchutil import CsvOut, env_info, log, sync  # noqa: E402
+from gpt import GPT, GPTConfig, probe_sdpa  # noqa: E402
+
+COLS = ["arch", "framework", "profiled", "layers", "pass", "fwd_host_s", "bwd_host_s", "step_wall_s",
+        "kernels_per_step", "n"]
+
+
+def build(arch: str, layers: int, dev):
+    kw = dict(layers=layers, hidden=64, heads=4, vocab=512)
+    if arch == "llama":
+        kw.update(kv_heads=2, activation="swiglu", norm="rmsnorm")
+    cfg = GPTConfig(**kw)
+    cfg.seq_len = 64
+    torch.manual_seed(0)
+    with torch.device(dev):
+        model = GPT(cfg)
+    return model, cfg
+
+
+def timed_steps(run_model, x, n, ac, dev):
+    """Median host seconds of forward(+loss) and backward calls, and wall seconds per step."""
+    fw, bw = [], []
+    sync(dev)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        a = time.perf_counter()
+        with ac:
+            loss = run_model(x, x)
+        b = time.perf_counter()
+        loss.backward()
+        c = time.perf_counter()
+        fw.append(b - a)
+        bw.append(c - b)
+    sync(dev)
+    wall = (time.perf_counter() - t0) / n
+    return statistics.median(fw), statistics.median(bw), wall
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=400)
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    probe_sdpa(dev)
+    log("env", env_info(dev))
+    out = CsvOut(args.out, COLS)
+    t_start = time.time()
+    ac = torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+    layer_counts = (2, 8)
+    # build every (arch, framework, layers) once; compile before any timing
+    runs = {}
+    for arch in ("gpt", "llama"):
+        for L in layer_counts:
+            for fw in ("eager", "compiled"):
+                model, cfg = build(arch, L, dev)
+                x = torch.randint(0, cfg.vocab, (1, cfg.seq_len), device=dev)
+                rm = torch.compile(model) if fw == "compiled" else model
+                t = time.time()
+                for _ in range(3):
+                    with ac:
+                        rm(x, x).backward()
+                sync(dev)
+                log(f"ready {arch} L={L} {fw} ({time.time() - t:.0f}s)")
+                runs[(arch, fw, L)] = (rm, x)
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    kernels = {}
+    for key, (rm, x) in runs.items():
+        with profile(activities=acts, record_shapes=True) as prof:
+            with ac:
+                loss = rm(x, x)
+            loss.backward()
+            sync(dev)
+        kernels[key] = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        log("kernels", key, kernels[key])
+    for p in range(args.passes):
+        if time.time() - t_start > args.budget:
+            log("budget reached")
+            break
+        for key, (rm, x) in runs.items():
+            arch, fw, L = key
+            for profiled in (False, True):
+                if profiled:
+                    with profile(activities=acts, record_shapes=True):
+                        f, b, w = timed_steps(rm, x, max(args.steps // 4, 3), ac, dev)
+                else:
+                    f, b, w = timed_steps(rm, x, args.steps, ac, dev)
+                out.row(arch=arch, framework=fw, profiled=profiled, layers=L, **{"pass": p}, fwd_host_s=f,
+                        bwd_host_s=b, step_wall_s=w, kernels_per_step=kernels[key],
+                        n=args.steps if not profiled else max(args.steps // 4, 3))
+        log(f"pass {p} done")
+    out.close()
+    log(f"done {out.n} rows in {time.time() - t_start:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
