@@ -84,11 +84,15 @@ def activation_bytes_per_layer(
     act_bytes: float = 2.0,
     moe_layer: bool = False,
     residual_bytes: float | None = None,
+    compiled: bool = False,
 ) -> Num:
     """Bytes one layer keeps for backward, per micro-batch, on one rank.
 
     ``residual_bytes``: bytes per element of the residual stream (fp32 under autocast with fp32
-    weights), which the two norms keep as their inputs; default ``act_bytes``."""
+    weights), which the two norms keep as their inputs; default ``act_bytes``.
+    ``compiled``: torch.compile's partitioner saves the norms' inputs but recomputes their
+    normalised outputs in backward, and saves the first MLP GEMM's output(s) but recomputes the
+    activation function's result (GELU: 1 instead of 2 tensors of the MLP width; SwiGLU: 2 instead of 3)."""
     s = layer_shape(m)
     tokens = micro_batch * seq / cp
     sp_div = np.where(np.asarray(sp, dtype=bool), tp, 1)
@@ -97,7 +101,9 @@ def activation_bytes_per_layer(
     if recompute == "full":
         return tokens * h * rb / sp_div
     # 2 norm inputs (residual dtype) + QKV input + MLP-in input, in activation-element units
-    outside = (2.0 * rb / act_bytes + 2.0) * tokens * h / sp_div
+    # (compiled: the norm outputs are recomputed from the saved inputs)
+    outside = (2.0 * rb / act_bytes + (0.0 if compiled else 2.0)) * tokens * h / sp_div
+    per_f = (2.0 if s.gated else 1.0) if compiled else (3.0 if s.gated else 2.0)
     qkv = tokens * (s.heads + 2 * s.kv_heads) * s.head_dim / tp
     attn_out = tokens * s.heads * s.v_head_dim / tp
     lse = tokens * s.heads / tp * 2.0  # fp32 softmax statistics, in bf16-element units
@@ -107,11 +113,11 @@ def activation_bytes_per_layer(
         f = m.moe.expert_ffn_hidden
         routed = tokens * m.moe.top_k * m.moe.imbalance
         shared_f = m.moe.shared_experts * f
-        mlp = (routed * f + tokens * shared_f) / tp * (3.0 if s.gated else 2.0)
+        mlp = (routed * f + tokens * shared_f) / tp * per_f
         mlp = mlp + 2.0 * routed * h  # permuted tokens (dispatch and expert input)
         mlp = mlp + tokens * m.moe.experts / tp * 2.0  # router probabilities (fp32)
     else:
-        mlp = tokens * s.ffn_hidden / tp * (3.0 if s.gated else 2.0)
+        mlp = tokens * s.ffn_hidden / tp * per_f
     return (outside + qkv + attn_out + lse + mlp) * act_bytes
 
 
@@ -123,15 +129,18 @@ def logits_bytes(
     cp: Num = 1,
     act_bytes: float = 2.0,
     unfused: bool = False,
+    compiled: bool = False,
 ) -> Num:
     """Peak bytes of the LM head output and the fp32 loss working set on the last stage.
 
     Fused (Megatron's vocab-parallel cross-entropy): the logits, their fp32 softmax and its gradient
     (``act + 4 + 4`` bytes per element). ``unfused`` (PyTorch autocast: cast to fp32, log_softmax,
     NLL): at the start of backward the saved fp32 log-probabilities, the zero-filled fp32 NLL
-    gradient and the fp32 log_softmax gradient coexist (12 bytes per element)."""
+    gradient and the fp32 log_softmax gradient coexist (12 bytes per element). ``compiled``
+    (torch.compile's one-kernel cross-entropy): the logits and their gradient, both in the activation
+    dtype (``2 act``)."""
     tokens = micro_batch * seq / cp
-    per = 12.0 if unfused else act_bytes + 4.0 + 4.0
+    per = 2.0 * act_bytes if compiled else (12.0 if unfused else act_bytes + 4.0 + 4.0)
     return tokens * m.vocab / tp * per
 
 

@@ -19,6 +19,9 @@
   layers;
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
   kernel inside a captured decode step);
+* ``compiled_ratio_<fwd|bwd>_<act>`` (and ``profiled_compiled_ratio_...``): host time of a layer under
+  ``torch.compile`` over the eager layer's, measured in one process (``tools/bench_compiled_host.py``,
+  ``host_compiled.csv.gz``);
 * ``profiled_<entry>``: the entry while the PyTorch profiler records, the entry times the profiler's
   ratio measured in one process (``profiler_ratio_<decode|train>_<act>`` from the interleaved
   multi-process runs of ``tools/bench_host_size.py`` where they exist).
@@ -54,6 +57,48 @@ def _csv_rows(path: str | Path) -> list[dict[str, str]]:
 
 def _is_size_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and "profiled" in rows[0] and "run" in rows[0]
+
+
+def _is_compiled_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"framework", "fwd_host_s", "bwd_host_s", "layers"} <= set(rows[0])
+
+
+def compiled_ratios(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
+    """Host time of a compiled layer over an eager one, from ``tools/bench_compiled_host.py`` rows
+    (columns arch, framework, profiled, layers, pass, fwd_host_s, bwd_host_s).
+
+    Per architecture, framework and profiler flag the per-layer host time of the forward and of the
+    backward is the slope between the two layer counts (medians over the passes); the returned
+    ``compiled_ratio_<fwd|bwd>_<act>`` is compiled / eager without the profiler,
+    ``profiled_compiled_ratio_<fwd|bwd>_<act>`` the same under the profiler (seconds cancel: one
+    process, interleaved)."""
+    acts = {"gpt": "gelu", "llama": "swiglu"}
+    t: dict[tuple[str, str, int, int, str], list[float]] = {}
+    for r in rows:
+        try:
+            prof = 1 if r["profiled"].strip().lower() in ("1", "true") else 0
+            key = (r["arch"], r["framework"], prof, int(float(r["layers"])))
+            for phase in ("fwd", "bwd"):
+                t.setdefault((*key, phase), []).append(float(r[f"{phase}_host_s"]))
+        except (KeyError, ValueError) as e:
+            raise TraceError(f"bad compiled-host row: {e}", file=str(path)) from None
+    out: dict[str, float] = {}
+    for arch, act in acts.items():
+        for prof in (0, 1):
+            for phase in ("fwd", "bwd"):
+                slopes = {}
+                for fw in ("eager", "compiled"):
+                    counts = sorted({k[3] for k in t if k[:3] == (arch, fw, prof) and k[4] == phase})
+                    if len(counts) < 2:
+                        break
+                    lo, hi = counts[0], counts[-1]
+                    a = statistics.median(t[(arch, fw, prof, lo, phase)])
+                    b = statistics.median(t[(arch, fw, prof, hi, phase)])
+                    slopes[fw] = (b - a) / (hi - lo)
+                if len(slopes) == 2 and slopes["eager"] > 0 and slopes["compiled"] > 0:
+                    name = f"compiled_ratio_{phase}_{act}"
+                    out[("profiled_" if prof else "") + name] = slopes["compiled"] / slopes["eager"]
+    return out
 
 
 def read_host_rows(path: str | Path) -> dict[str, float]:
@@ -132,8 +177,12 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     profiled_files: list[dict[str, float]] = []
     dist_files: list[dict[str, float]] = []
     size_ratios: dict[str, float] = {}
+    compiled: dict[str, float] = {}
     for p in paths:
         csv_rows = _csv_rows(p)
+        if _is_compiled_run(csv_rows):
+            compiled.update(compiled_ratios(csv_rows, p))
+            continue
         if _is_size_run(csv_rows):
             sr = _size_runs(csv_rows, p)
             size_ratios.update({k: v for k, v in sr.items() if k.startswith("profiler_ratio_")})
@@ -199,6 +248,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             if k in out:
                 out[f"profiled_{k}"] = out[k] * ratio
         out[key] = ratio
+    out.update(compiled)
     return out
 
 

@@ -84,7 +84,7 @@ def evaluate(
     ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
     kv_dtype = inf.kv_cache_dtype or ("bf16" if dt == "fp32" else ("fp8" if dt == "fp8" else "bf16"))
     kvb = DTYPE_BYTES[kv_dtype]
-    kv_extra = {"kv_cache": True, "kv_bytes": kvb}
+    kv_extra = {"kv_cache": True, "kv_bytes": kvb, "fused": framework == "compiled"}
     pre = L.Layout(
         micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra
     )

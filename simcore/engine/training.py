@@ -193,7 +193,12 @@ def evaluate(
     prof = load_profile(cluster.device, calibration)
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
-    layer_host = framework == "eager" and f"train_fwd_{act_key}" in host_cal
+    compiled = framework == "compiled"
+    # eager: measured per-layer host times; compiled (torch.compile): the same times scaled by the
+    # compiled/eager ratio measured in one process (fit_host, round 14), where the profile has it
+    layer_host = f"train_fwd_{act_key}" in host_cal and (
+        framework == "eager" or (compiled and f"compiled_ratio_fwd_{act_key}" in host_cal)
+    )
     pricer = Pricer.for_layout(
         cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not layer_host, profile=prof
     )
@@ -215,7 +220,7 @@ def evaluate(
         sp=sp,
         dtype=gemm_dtype,
         act_bytes=act,
-        extra={"residual_bytes": resid, "vocab_parallel": bool(lay.vocab_parallel)},
+        extra={"residual_bytes": resid, "vocab_parallel": bool(lay.vocab_parallel), "fused": compiled},
     )
 
     pc = param_counts(model)
@@ -280,7 +285,13 @@ def evaluate(
         # eager PyTorch: the host dispatches every op of a layer (module calls, autocast, autograd);
         # where the host is slower than the GPU, the difference shows as host_overhead (below)
         def hv(name: str) -> float:
-            return prof.host(name, profiler)
+            v = prof.host(name, profiler)
+            if compiled:
+                # the compiled graph issues a layer's kernels with less host work than eager
+                phase = "bwd" if "_bwd" in name or name == "ckpt_selective" else "fwd"
+                ratio = f"compiled_ratio_{phase}_{act_key}"
+                v *= host_cal.get(("profiled_" if profiler else "") + ratio, host_cal.get(ratio, 1.0))
+            return v
 
         def wrapped(name: str, phase: str) -> Num:
             """Per-layer host time with the distributed wrapper the layout uses (FSDP2 / ZeRO-3,
@@ -481,7 +492,7 @@ def evaluate(
         rec_flops_rank = rec_flops_rank + rf * count / model.layers * layers_per_rank
     hflops = mflops + rec_flops_rank * m * gpus
 
-    mem = training_memory(model, training, lay, params_rank, dense_params_rank, m, param_dtype)
+    mem = training_memory(model, training, lay, params_rank, dense_params_rank, m, param_dtype, compiled)
     if param_dtype == "fp32":
         # PyTorch DDP's flat gradient buckets: a second copy of the gradients
         buckets_mem = np.where((dp > 1) & zero0 & ~single_proc, params_rank * grad_b, 0.0)
@@ -540,8 +551,11 @@ def training_memory(
     dense_params_rank: Num,
     m: Num,
     param_dtype: str = "bf16",
+    compiled: bool = False,
 ) -> dict[str, Num]:
-    """Peak bytes per GPU on the busiest stage, by part."""
+    """Peak bytes per GPU on the busiest stage, by part. ``compiled``: torch.compile's graphs save
+    fewer activations (recomputable pointwise results are recomputed in backward) and its fused loss
+    keeps no fp32 logits (:func:`simcore.memory.activation_bytes_per_layer`, ``logits_bytes``)."""
     tp, pp, dp, cp, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -557,10 +571,14 @@ def training_memory(
     per_layer: Num = 0.0
     for rec in ("none", "selective", "full"):
         sel = np.where(recompute == rec, 1.0, 0.0)
-        dense = M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, False, resid)
+        dense = M.activation_bytes_per_layer(
+            model, mb, model.seq_len, tp, cp, sp, rec, act, False, resid, compiled
+        )
         layer = dense
         if pc.moe_layers:
-            moe = M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, True, resid)
+            moe = M.activation_bytes_per_layer(
+                model, mb, model.seq_len, tp, cp, sp, rec, act, True, resid, compiled
+            )
             layer = (dense * pc.dense_layers + moe * pc.moe_layers) / model.layers
         per_layer = per_layer + sel * layer
     layers_rank = np.ceil(model.layers / pp - 1e-9)  # the first stages hold the extra layers
@@ -570,18 +588,22 @@ def training_memory(
     working = np.where(
         recompute == "full",
         M.activation_bytes_per_layer(
-            model, mb, model.seq_len, tp, cp, sp, "none", act, pc.moe_layers > 0, resid
+            model, mb, model.seq_len, tp, cp, sp, "none", act, pc.moe_layers > 0, resid, compiled
         ),
         0.0,
     )
     vdiv = tp if lay.vocab_parallel else 1.0
-    last_stage_logits = M.logits_bytes(model, mb, model.seq_len, vdiv, cp, act, unfused=amp)
+    last_stage_logits = M.logits_bytes(
+        model, mb, model.seq_len, vdiv, cp, act, unfused=amp and not compiled, compiled=compiled
+    )
     logits = np.where(pp <= 1, last_stage_logits, 0.0)
     inflight_last = np.where(np.asarray(lay.schedule) == "gpipe", m, 1.0)
     layers_mem = per_layer * layers_rank * inflight_last
-    # other in-flight micro-batches on the last stage keep their fp32 log-probabilities for backward
+    # other in-flight micro-batches on the last stage keep their fp32 log-probabilities (compiled:
+    # their bf16 logits) for backward
+    kept = act if compiled else 4.0
     last_stage_logits = (
-        last_stage_logits + (inflight_last - 1.0) * mb * model.seq_len / cp * model.vocab / vdiv * 4.0
+        last_stage_logits + (inflight_last - 1.0) * mb * model.seq_len / cp * model.vocab / vdiv * kept
     )
     if amp:
         # PyTorch AMP: autocast's bf16 weight copies are saved by the GEMMs for backward (one layer's

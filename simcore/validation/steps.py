@@ -8,6 +8,9 @@ to fit anything — the compute profile is fitted on single-kernel micro-benchma
 
 ``python -m simcore.validation.steps [CSV] [--json] [--plot out.png]`` prints predicted vs measured
 per row and the median and worst |error| for step time, peak memory, prefill and decode.
+``traces/h200/compiled_steps.csv.gz`` (round 13) holds training steps under ``torch.compile`` each
+beside the same step in eager PyTorch, measured in one process; its compiled rows are summarised as
+``train_compiled``.
 """
 
 from __future__ import annotations
@@ -143,8 +146,13 @@ def validate(path: str | Path | None = None) -> dict[str, Any]:
             out["mem_error_pct"] = (pm / mem_meas - 1) * 100
         rows_out.append(out)
     summary: dict[str, Any] = {}
-    for mode in ("train", "prefill", "decode"):
-        errs = np.array([abs(r["error_pct"]) for r in rows_out if r["mode"] == mode])
+
+    def group(r: dict[str, Any]) -> str:
+        # torch.compile rows are summarised apart from the eager ones
+        return str(r["mode"]) + ("_compiled" if r["framework"] == "compiled" else "")
+
+    for mode in ("train", "prefill", "decode", "train_compiled", "prefill_compiled", "decode_compiled"):
+        errs = np.array([abs(r["error_pct"]) for r in rows_out if group(r) == mode])
         if errs.size:
             summary[mode] = {
                 "n": int(errs.size),
@@ -152,7 +160,7 @@ def validate(path: str | Path | None = None) -> dict[str, Any]:
                 "max_abs_error_pct": float(errs.max()),
             }
         merr = np.array(
-            [abs(r["mem_error_pct"]) for r in rows_out if r["mode"] == mode and "mem_error_pct" in r]
+            [abs(r["mem_error_pct"]) for r in rows_out if group(r) == mode and "mem_error_pct" in r]
         )
         if merr.size:
             summary[mode]["memory_median_abs_error_pct"] = float(np.median(merr))

@@ -78,6 +78,13 @@ class Layout:
         return float(self.extra.get("residual_bytes", self.act_bytes))
 
     @property
+    def fused(self) -> bool:
+        """Memory-bound ops fused by a compiler (``torch.compile``/inductor): each residual add, the
+        norm after it and the norm's dtype cast run as one kernel, and the loss reads the bf16 logits
+        without an fp32 copy (see :func:`norm_ops`, :func:`loss_fwd`)."""
+        return bool(self.extra.get("fused", False))
+
+    @property
     def tokens(self) -> Num:
         """Tokens a rank processes per micro-batch (sequence split by CP)."""
         return self.micro_batch * self.seq / self.cp
@@ -129,14 +136,61 @@ def norm_name(m: ModelSpec) -> str:
     return "rmsnorm" if m.norm == "rmsnorm" else "layernorm"
 
 
+def fused_mem_op(
+    name: str,
+    numel: Num,
+    elt_bytes: float,
+    fwd_bytes: float,
+    bwd_bytes: float,
+    category: str,
+    bwd_name: str | None = None,
+) -> Op:
+    """One fused memory-bound kernel priced on op ``name``'s fitted curve with explicit traffic:
+    ``fwd_bytes`` / ``bwd_bytes`` bytes per element read + written by its forward / backward kernels;
+    ``bwd_name``: the fitted op whose curve prices the backward kernel (default ``<name>_bwd``)."""
+    nbytes, flops = memory_op_traffic(name, numel, elt_bytes)
+    n = np.asarray(numel, dtype=np.float64)
+    return Op(
+        name,
+        "memory",
+        category,
+        {
+            "name": name,
+            "nbytes": n * fwd_bytes,
+            "flops": flops,
+            "numel": numel,
+            "elt": elt_bytes,
+            "bwd_nbytes": n * bwd_bytes,
+            "bwd_name": bwd_name or name + "_bwd",
+        },
+    )
+
+
 def norm_ops(m: ModelSpec, lay: Layout, tokens: Num) -> list[Op]:
     """A norm over the residual stream, and, when that stream is wider than the GEMM input dtype
-    (autocast), the cast of the norm output for the next GEMM."""
+    (autocast), the cast of the norm output for the next GEMM.
+
+    Fused (compiled): the residual add before the norm, the norm and its cast are one kernel: it reads
+    the branch output and the residual and writes the new residual and the normalised activations
+    (``2 rb + 2 b`` bytes per element); its backward reads the incoming gradient, the saved residual
+    and the residual's gradient, writes the residual's new gradient, and reads the gradient and the
+    input again for the weight gradient (``2 b + 4 rb``). The add itself is then not emitted
+    (:func:`residual_add`)."""
     rb = lay.residual_bytes
+    b = lay.act_bytes
+    if lay.fused:
+        return [fused_mem_op(norm_name(m), tokens * m.hidden, rb, 2 * rb + 2 * b, 2 * b + 4 * rb, "norm")]
     ops = [mem_op(norm_name(m), tokens * m.hidden, rb, "norm")]
     if rb > lay.act_bytes:
         ops.append(mem_op("cast", tokens * m.hidden, (rb + lay.act_bytes) / 2.0, "amp_cast"))
     return ops
+
+
+def residual_add(m: ModelSpec, lay: Layout, tokens: Num) -> list[Op]:
+    """The residual add closing a block (part of the next norm's kernel when fused)."""
+    if lay.fused:
+        return []
+    return [mem_op("add", tokens * m.hidden, lay.residual_bytes, "elementwise")]
 
 
 def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
@@ -191,7 +245,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             )
         )
     ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt))
-    ops.append(mem_op("add", tsp * h, lay.residual_bytes, "elementwise"))
+    ops.extend(residual_add(m, lay, tsp))
     return ops
 
 
@@ -277,7 +331,7 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     T = lay.tokens / lay.sp_div
     ops.extend(norm_ops(m, lay, T))
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
-    ops.append(mem_op("add", T * m.hidden, lay.residual_bytes, "elementwise"))
+    ops.extend(residual_add(m, lay, T))
     ops.extend(tp_comm_fwd(m, lay))
     if not (isinstance(lay.cp, int | float) and lay.cp == 1):
         # Ring attention: each rank passes its K/V shard around the ring (cp - 1 steps), overlapped
@@ -321,6 +375,21 @@ def backward_of(op: Op) -> list[Op]:
             numel = a["batch"] * a["seq"] * (a["heads"] + 2 * a["kv_heads"]) * a["head_dim"]
             out.append(mem_op("copy", numel, 2.0, "elementwise", count=op.count))
         return out
+    if op.kind == "memory" and "bwd_nbytes" in op.args:
+        # a fused kernel: its backward traffic was given with it
+        a = op.args
+        name = a["bwd_name"]
+        _nb, flops = memory_op_traffic(name, a["numel"], a["elt"])
+        args = {k: v for k, v in a.items() if k not in ("bwd_nbytes", "bwd_name")}
+        return [
+            Op(
+                op.name + "_bwd",
+                "memory",
+                op.category,
+                {**args, "name": name, "nbytes": a["bwd_nbytes"], "flops": flops},
+                op.count,
+            )
+        ]
     if op.kind == "memory":
         a = op.args
         # the gradient of a dtype cast is the reverse cast: the same traffic
@@ -387,6 +456,13 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Cross-entropy over the (TP-split) logits: reads bf16 logits, fp32 softmax."""
     T = lay.tokens
     v = m.vocab / lay.vocab_div
+    if lay.fused:
+        # one reduction kernel reads the bf16 logits (fp32 math in registers), priced as the loss's
+        # own read-once reduction; its backward is one pointwise pass (softmax minus the one-hot target)
+        # that reads them again and writes their bf16 gradient, priced as a softmax: no fp32 copy, no
+        # zero-filled gradient
+        b = lay.act_bytes
+        return [fused_mem_op("cross_entropy", T * v, b, b, 2 * b, "loss", bwd_name="softmax")]
     # the loss runs in fp32 (autocast's fp32 list; Megatron's vocab-parallel cross-entropy): the bf16
     # logits are upcast, then softmax + NLL read them
     # (a cast reads 2 and writes 4 bytes per element: traffic 2e at 3 bytes per element)

@@ -87,3 +87,40 @@ def test_size_runs_accept_true_false_flags(tmp_path: Path) -> None:
     assert r is not None
     assert r["profiler_ratio_decode_gelu"] == pytest.approx(5 / 3)
     assert r["per_layer_decode_gpt_ln_gelu"] == pytest.approx(0.3e-3)
+
+
+def test_compiled_ratios_hand_computed(tmp_path: Path) -> None:
+    """Slopes over layers per framework; the ratio is compiled / eager, per phase and profiler flag."""
+    from simcore.calibration.fit_host import compiled_ratios
+
+    per_layer = {("eager", 0): (400e-6, 800e-6), ("compiled", 0): (200e-6, 400e-6)}
+    per_layer |= {("eager", 1): (600e-6, 1200e-6), ("compiled", 1): (450e-6, 600e-6)}
+    rows = []
+    for (fw, prof), (f, b) in per_layer.items():
+        for layers in (2, 8):
+            for p in range(3):
+                noise = 1e-6 * p  # medians pick the middle pass
+                rows.append(
+                    {
+                        "arch": "gpt",
+                        "framework": fw,
+                        "profiled": str(prof),
+                        "layers": str(layers),
+                        "pass": str(p),
+                        "fwd_host_s": str(300e-6 + f * layers + noise),
+                        "bwd_host_s": str(500e-6 + b * layers + noise),
+                    }
+                )
+    r = compiled_ratios(rows, tmp_path / "x.csv")
+    assert r["compiled_ratio_fwd_gelu"] == pytest.approx(0.5)
+    assert r["compiled_ratio_bwd_gelu"] == pytest.approx(0.5)
+    assert r["profiled_compiled_ratio_fwd_gelu"] == pytest.approx(0.75)
+    assert r["profiled_compiled_ratio_bwd_gelu"] == pytest.approx(0.5)
+    assert "compiled_ratio_fwd_swiglu" not in r  # no llama rows
+
+
+def test_shipped_compiled_ratios() -> None:
+    h = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
+    for act in ("gelu", "swiglu"):
+        for phase in ("fwd", "bwd"):
+            assert 0.3 < h[f"compiled_ratio_{phase}_{act}"] < 1.0  # compiled issues less host work

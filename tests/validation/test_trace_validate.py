@@ -22,6 +22,10 @@ CASES = {
     ],
     "h200x2_ddp_gpt": ["traces/h200x2/profile_ddp_rank0.json.gz", "traces/h200x2/profile_ddp_rank1.json.gz"],
     "h200_infer_prefill_decode": ["traces/h200/profile_infer_prefill_decode.json.gz"],
+    "h200_train_gpt_gelu_ln_compiled": ["traces/h200/profile_train_gpt_gelu_ln_compiled.json.gz"],
+    "h200_train_llama_swiglu_rms_gqa_compiled": [
+        "traces/h200/profile_train_llama_swiglu_rms_gqa_compiled.json.gz"
+    ],
     "h200x2_tp_gpt350m": ["traces/h200x2/profile_tp_rank0.json.gz"],
     "h200x2_fsdp_gpt350m": ["traces/h200x2/profile_fsdp_rank0.json.gz"],
     "h200x2_pp_gpt350m": ["traces/h200x2/profile_pp_rank0.json.gz"],

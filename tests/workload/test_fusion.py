@@ -1,0 +1,77 @@
+"""Compiled (torch.compile) lowering: fused memory-bound kernels move fewer bytes, and nothing else
+changes; compiled memory keeps fewer activations and no fp32 logits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simcore import memory as M
+from simcore.specs.resolve import load_scenario
+from simcore.workload import lowering as L
+
+
+def _lay(fused: bool, rb: float = 4.0) -> L.Layout:
+    return L.Layout(micro_batch=4, seq=1024, extra={"residual_bytes": rb, "fused": fused})
+
+
+def _bytes(ops: list[L.Op], kind: str = "memory") -> float:
+    return float(sum(np.sum(o.args["nbytes"]) * o.count for o in ops if o.kind == kind))
+
+
+@pytest.fixture(scope="module")
+def model():  # type: ignore[no-untyped-def]
+    return load_scenario("default").model
+
+
+def test_fused_norm_is_one_kernel_with_counted_tensors(model) -> None:  # type: ignore[no-untyped-def]
+    T, h = 4 * 1024, model.hidden
+    (op,) = L.norm_ops(model, _lay(True), T)
+    # reads the branch output (bf16) and the fp32 residual, writes both again: 2 x 4 + 2 x 2 bytes
+    assert op.args["nbytes"] == pytest.approx(T * h * 12.0)
+    (bwd,) = L.backward_of(op)
+    # dy (bf16), x (fp32), the residual's gradient in and out (fp32), dy and x again for the weight
+    assert bwd.args["nbytes"] == pytest.approx(T * h * (2 * 2 + 4 * 4))
+    assert L.residual_add(model, _lay(True), T) == []
+    assert len(L.residual_add(model, _lay(False), T)) == 1
+
+
+def test_fused_layer_moves_fewer_bytes_and_same_gemms(model) -> None:  # type: ignore[no-untyped-def]
+    for moe in (False,):
+        eager = L.layer_fwd(model, _lay(False), moe)
+        fused = L.layer_fwd(model, _lay(True), moe)
+        assert _bytes(fused) < _bytes(eager)
+        assert _bytes(L.backward(fused)) < _bytes(L.backward(eager))
+        g = [o.args for o in eager if o.kind == "gemm"]
+        assert g == [o.args for o in fused if o.kind == "gemm"]
+
+
+def test_fused_loss_reads_bf16_logits(model) -> None:  # type: ignore[no-untyped-def]
+    lay = _lay(True)
+    (op,) = L.loss_fwd(model, lay)
+    n = lay.tokens * model.vocab
+    assert op.args["nbytes"] == pytest.approx(n * 2.0) and op.category == "loss"
+    (b,) = L.backward_of(op)
+    assert b.args["nbytes"] == pytest.approx(n * 4.0)
+    assert _bytes(L.loss_fwd(model, _lay(False))) > 3 * op.args["nbytes"]
+
+
+def test_compiled_keeps_fewer_activations_and_no_fp32_logits(model) -> None:  # type: ignore[no-untyped-def]
+    kw = dict(micro_batch=4, seq=1024, act_bytes=2.0, residual_bytes=4.0)
+    eager = M.activation_bytes_per_layer(model, **kw)  # type: ignore[arg-type]
+    comp = M.activation_bytes_per_layer(model, **kw, compiled=True)  # type: ignore[arg-type]
+    T, h, f = 4096, model.hidden, model.ffn_hidden
+    # two normalised outputs (bf16) and the GELU output are recomputed, not kept
+    assert eager - comp == pytest.approx(T * (2 * h + f) * 2.0)
+    assert M.logits_bytes(model, 4, 1024, compiled=True) == pytest.approx(T * model.vocab * 4.0)
+    assert M.logits_bytes(model, 4, 1024, unfused=True) == pytest.approx(T * model.vocab * 12.0)
+
+
+def test_compiled_step_is_faster_and_smaller_than_eager() -> None:
+    import simcore
+
+    e = simcore.predict(load_scenario("default", ["runtime.framework=eager"]))
+    c = simcore.predict(load_scenario("default", ["runtime.framework=compiled"]))
+    assert c.step_time_s < e.step_time_s
+    assert c.memory_per_gpu_bytes <= e.memory_per_gpu_bytes
+    assert c.breakdown.get("loss", 0.0) < e.breakdown["loss"]
