@@ -470,10 +470,18 @@ def evaluate(
     # --- breakdown (the bottleneck stage's view; sums to the step time)
     bd: dict[str, Num] = {}
     stage = F_layers.merged(B_layers)
-    extra_stage = np.where(single, 1.0, 0.0)
+    # the stage that sets the pace: the first (its layers and the embedding), the last (its layers and
+    # the LM head + loss) or a middle one (the larger layer count); one stage holds everything
+    mid = r_layer * n_hi
+    is_first = (first >= last) & (first >= mid)
+    is_last = ~is_first & (last >= mid)
+    w_emb = np.where(single | is_first, 1.0, 0.0)
+    w_head = np.where(single | is_last, 1.0, 0.0)
+    n_b = np.where(is_last, n_lo, n_hi)
+    layer_w = np.where(single, 1.0, n_b / np.maximum(layers_per_rank, 1e-30))
     for k, v in stage.time.items():
-        bd[k] = v * m
-    for pr, w8 in ((emb_f, extra_stage), (emb_b, extra_stage), (head_f, 1.0), (head_b, 1.0)):
+        bd[k] = v * m * layer_w
+    for pr, w8 in ((emb_f, w_emb), (emb_b, w_emb), (head_f, w_head), (head_b, w_head)):
         for k, v in pr.time.items():
             bd[k] = bd.get(k, 0.0) + v * m * w8
     compute_sum: Num = sum(bd.values(), 0.0)

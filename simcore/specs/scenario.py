@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -120,6 +120,8 @@ class ParallelSpec(Spec):
     zero: Literal[0, 1, 2, 3] = 0
     fsdp: bool = False
     schedule: Literal["gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe"] = "1f1b"
+    """Pipeline schedule; when not given, ``interleaved`` if ``vp > 1`` (Megatron's virtual stages imply
+    it), else ``1f1b``."""
     dp_overlap: bool = True
     tp_overlap: bool = False
     vocab_parallel: bool = True
@@ -129,6 +131,18 @@ class ParallelSpec(Spec):
     """``ddp``: one process per GPU, bucketed all-reduce overlapped with backward.
     ``dataparallel``: PyTorch's single-process ``nn.DataParallel`` (parameters broadcast from GPU 0
     every step, replicas driven by threads of one Python process, gradients reduced to GPU 0)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vp_means_interleaved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "schedule" not in data:
+            try:
+                vp = int(data.get("vp", 1))
+            except (TypeError, ValueError):
+                return data  # the field's own validation reports it
+            if vp > 1:
+                return {**data, "schedule": "interleaved"}
+        return data
 
 
 class InferenceSpec(Spec):

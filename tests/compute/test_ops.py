@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import simcore
@@ -185,6 +185,11 @@ def test_gemm_more_work_never_faster(m: int, n: int, k: int, dm: int, which: int
 def test_attention_longer_sequence_never_faster(
     b: int, h: int, s: int, d: int, ds: int, causal: bool, bwd: bool
 ) -> None:
+    """More sequence is never faster, where FlashAttention-2 runs one split: a forward whose grid of
+    64-row blocks leaves CTA slots idle takes a split count from FA2's heuristic, whose discrete
+    choice can make a longer sequence faster (as FA2 itself; see the test below)."""
+    if not bwd:
+        assume(b * h * -(-s // 64) >= 0.8 * 2 * H200.sm_count)
     t1 = ops.attention(H200, PROF, b, h, s, d, causal, bwd).time_s
     t2 = ops.attention(H200, PROF, b, h, s + ds, d, causal, bwd).time_s
     assert t2 >= t1 * (1 - 1e-12)
@@ -385,3 +390,18 @@ def test_gqa_decode_splits_instead_of_padding() -> None:
     split = ops.attention(H200, PROF, 16, 32, 1, 64, False, False, 8, 8192, l2_reuse=False).time_s
     nosplit = ops.attention(H200, prof, 16, 32, 1, 64, False, False, 8, 8192, l2_reuse=False).time_s
     assert split < 0.8 * nosplit
+
+
+def test_fa2_split_choice_can_make_a_longer_sequence_faster() -> None:
+    """b=1, 8 heads, d=64: 385 tokens are 7 row blocks x 8 heads = 56 CTAs over 2 KV blocks of 256,
+    544 tokens 72 CTAs over 3 KV blocks; FA2's heuristic splits the first in 2 and the second in 3,
+    so both walk one KV block per CTA, but the longer one runs 216 CTAs on the H200's 264 slots
+    instead of 112: it is faster although it does more work."""
+    from simcore.compute.kernels import fa2_num_splits
+
+    thr = 0.8 * 2 * H200.sm_count
+    assert float(fa2_num_splits(np.array([56.0]), thr, np.array([2.0]))[0]) == 2
+    assert float(fa2_num_splits(np.array([72.0]), thr, np.array([3.0]))[0]) == 3
+    short = ops.attention(H200, PROF, 1, 8, 385, 64, False, False).time_s
+    long = ops.attention(H200, PROF, 1, 8, 544, 64, False, False).time_s
+    assert long < short

@@ -132,3 +132,33 @@ def test_stragglers_slow_the_des_step_reproducibly() -> None:
     assert simcore.predict(sc).step_time_s == pytest.approx(
         simcore.predict(load_scenario("default", over)).step_time_s
     )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    pp=st.sampled_from([2, 4, 8, 16]),
+    vp=st.sampled_from([1, 2]),
+    layers=st.sampled_from([30, 32, 126]),
+    vocab=st.sampled_from([32000, 256000]),
+)
+def test_breakdown_is_the_bottleneck_stage_and_sums_to_the_step(
+    pp: int, vp: int, layers: int, vocab: int
+) -> None:
+    """The breakdown is the pacing stage's view: it sums to the step time, and a pipeline of several
+    stages shows a bubble (the head is counted only on the stage that holds it)."""
+    if layers < pp * vp:
+        return
+    over = [
+        f"parallel.pp={pp}",
+        f"parallel.vp={vp}",
+        f"parallel.schedule={'interleaved' if vp > 1 else '1f1b'}",
+        "parallel.tp=8",
+        f"cluster.gpus={8 * pp}",
+        f"model.layers={layers}",
+        f"model.vocab={vocab}",
+        "training.global_batch=64",
+        "training.micro_batch=1",
+    ]
+    r = simcore.predict(load_scenario("llama3-405b-h100", over))
+    assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+    assert r.bubble_fraction > 0.5 * (pp - 1) / (r.microbatches + pp - 1) / vp
