@@ -1144,7 +1144,7 @@ def fit(
             "notes": [
                 f"fitted by simcore.calibration.fit_compute on {len(t)} rows "
                 f"({int(np.sum(fit_mask & ok))} fit, {int(np.sum(~fit_mask & ok))} held out by shape hash)",
-                "launch.compiled is not measured: it takes the CUDA-graph value (torch.compile mode=reduce-overhead)",
+                "launch.compiled (one op) takes the CUDA-graph value; compiled training steps scale the eager host per layer by host_layer.compiled_ratio_* (measured)",
             ],
             "fit_report": {"held_out": small},
             "clock_fraction": {k: v / device.boost_clock for k, v in clocks_found.items()},
