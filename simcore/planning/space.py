@@ -6,9 +6,8 @@ schedule, DP and TP overlap). The space is stored factorised:
 
 * ``base``: a table (one numpy array per column, all of length ``rows``) of the shapes that pass the
   divisibility rules: ``tp*pp*cp*dp == gpus``, ``heads % tp == 0`` (and the KV heads), TP inside one
-  NVLink domain (``domain % tp == 0``), ``layers % (pp*vp) == 0`` with virtual stages,
-  ``pp <= layers`` without them (uneven stages when the engine takes them, else
-  ``layers % pp == 0``), ``seq_len % cp == 0``, ``global_batch % (micro_batch*dp) == 0``, and for
+  NVLink domain (``domain % tp == 0``), ``pp <= layers`` and ``pp*vp <= layers`` (uneven stages and
+  chunks when the engine takes them, else ``layers % (pp*vp) == 0``), ``seq_len % cp == 0``, ``global_batch % (micro_batch*dp) == 0``, and for
   MoE ``experts % ep == 0`` and ``(dp*cp) % ep == 0``;
 * ``knobs``: one short array per knob.
 
@@ -38,6 +37,8 @@ from simcore.specs.scenario import ModelSpec
 KNOB_NAMES = ("sp", "recompute", "zero", "schedule", "dp_overlap", "tp_overlap")
 BASE_NAMES = ("tp", "pp", "cp", "dp", "ep", "vp", "micro_batch", "global_batch")
 SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe", "gpipe")
+UNEVEN_VP_MAX = 8
+"""With uneven stages, virtual-stage counts up to this are tried besides the divisors of the layers."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,10 @@ class SearchOptions:
     max_micro_batch: int = 16
     max_vp: int | None = None
     uneven_pp: bool | None = None
-    """Allow pipeline degrees that do not divide the layers (the first stages take one more layer;
-    not with virtual stages). ``None``: whatever :func:`simcore.prediction.layout_of` accepts."""
+    """Allow pipeline degrees (and with virtual stages ``pp*vp`` chunk counts, ``vp`` up to
+    ``UNEVEN_VP_MAX`` besides the divisors of the layers) that do not divide the layers: the first
+    stages or chunks take one more layer. ``None``: whatever :func:`simcore.prediction.layout_of`
+    accepts."""
 
 
 @lru_cache(maxsize=1)
@@ -277,6 +280,10 @@ def build_space(
     t = _keep(t, t["global_batch"] % (t["micro_batch"] * t["dp"]) == 0)
 
     vp_auto = divisors(model.layers)
+    if uneven:
+        # uneven chunks: also the small interleavings that do not divide the layers (Llama 3.1 405B's
+        # 126 layers on pp 8 x vp 4 or 8)
+        vp_auto = np.union1d(vp_auto, np.arange(1, UNEVEN_VP_MAX + 1))
     if o.max_vp is not None:
         vp_auto = vp_auto[vp_auto <= o.max_vp]
     vp_c = _cand(o.vp, vp_auto)
@@ -284,7 +291,8 @@ def build_space(
         vp_c = vp_c[vp_c == 1] if 1 in vp_c else np.ones(1, dtype=np.int64)
     t = _cross(t, "vp", vp_c)
     even = model.layers % (t["pp"] * t["vp"]) == 0
-    t = _keep(t, np.where(t["vp"] == 1, even | uneven, even & (t["pp"] > 1)))
+    chunks_fit = t["pp"] * t["vp"] <= model.layers
+    t = _keep(t, np.where(t["vp"] == 1, even | uneven, (even | uneven) & chunks_fit & (t["pp"] > 1)))
 
     base = {k: t[k].astype(np.int64) for k in BASE_NAMES}
     knobs = {

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.planning.space import SearchOptions, build_space, divisors
+from simcore.planning.space import UNEVEN_VP_MAX, SearchOptions, build_space, divisors
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import cluster_for, scenario_from_dict
 
@@ -30,7 +30,7 @@ def _check_rows(space, model, gpus, dom) -> None:  # type: ignore[no-untyped-def
     assert np.all(model.heads % b["tp"] == 0)
     assert np.all(model.n_kv_heads % b["tp"] == 0)
     assert np.all((b["tp"] <= dom) & (dom % b["tp"] == 0))
-    assert np.all(np.where(b["vp"] > 1, model.layers % (b["pp"] * b["vp"]) == 0, b["pp"] <= model.layers))
+    assert np.all(b["pp"] * b["vp"] <= model.layers)  # (divisibility where required: the brute force)
     assert np.all(b["global_batch"] % (b["micro_batch"] * b["dp"]) == 0)
     assert np.all(model.seq_len % b["cp"] == 0)
     assert np.all((b["vp"] == 1) | (b["pp"] > 1))
@@ -78,8 +78,12 @@ def test_rows_obey_rules_and_nothing_is_missing(gpus: int, gb: int, preset: str,
                         if gb % (mb * dp):
                             continue
                         for vp in range(1, model.layers + 1):
-                            if vp > 1 and (model.layers % (pp * vp) or pp == 1):
+                            if vp > 1 and (pp == 1 or pp * vp > model.layers):
                                 continue
+                            if vp > 1 and model.layers % (pp * vp) and not uneven:
+                                continue
+                            if vp > UNEVEN_VP_MAX and model.layers % vp:
+                                continue  # the candidates: divisors of the layers, and 1..8 if uneven
                             if vp == 1 and model.layers % pp and not uneven:
                                 continue
                             want.add((tp, pp, cp, dp, ep, vp, mb))
