@@ -45,8 +45,10 @@ class MoE(torch.nn.Module):
         self.grouped, self.sync_counts = grouped, sync_counts
         kw = dict(device=dev, dtype=torch.bfloat16)
         self.router = torch.nn.Parameter(torch.randn(h, experts, **kw) * 0.02)
-        self.w1 = torch.nn.Parameter(torch.randn(experts, h, 2 * ffn, **kw) * 0.02)
-        self.w2 = torch.nn.Parameter(torch.randn(experts, ffn, h, **kw) * 0.02)
+        # stored [E, N, K] (each expert's weight as nn.Linear keeps it); the grouped GEMM takes the
+        # [E, K, N] view, column-major per expert, as torch._grouped_mm wants it on Hopper
+        self.w1 = torch.nn.Parameter(torch.randn(experts, 2 * ffn, h, **kw) * 0.02)
+        self.w2 = torch.nn.Parameter(torch.randn(experts, h, ffn, **kw) * 0.02)
 
     def forward(self, x):
         T, h = x.shape
@@ -62,15 +64,15 @@ class MoE(torch.nn.Module):
         xp = x.index_select(0, rows)
         offs = torch.cumsum(counts, 0).to(torch.int32)
         if self.grouped:
-            a = torch._grouped_mm(xp, self.w1, offs=offs)
+            a = torch._grouped_mm(xp, self.w1.transpose(-2, -1), offs=offs)
             g, u = a.chunk(2, dim=-1)
-            y = torch._grouped_mm(F.silu(g) * u, self.w2, offs=offs)
+            y = torch._grouped_mm((F.silu(g) * u).contiguous(), self.w2.transpose(-2, -1), offs=offs)
         else:
             outs, start = [], 0
             for e, c in enumerate(counts.tolist()):
-                a = xp[start:start + c] @ self.w1[e]
+                a = xp[start:start + c] @ self.w1[e].t()
                 g, u = a.chunk(2, dim=-1)
-                outs.append((F.silu(g) * u) @ self.w2[e])
+                outs.append((F.silu(g) * u) @ self.w2[e].t())
                 start += c
             y = torch.cat(outs)
         w = topv.reshape(-1).index_select(0, order).to(y.dtype)
