@@ -96,14 +96,53 @@ def timed(fn, n, dev):
     return s.elapsed_time(e) / 1e3 / n
 
 
+def profile_layers(args, dev):
+    import gzip
+    import shutil
+
+    from torch.profiler import ProfilerActivity, profile
+
+    os.makedirs(args.profile_dir, exist_ok=True)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    layers = {"tiny": (64, 8, 2, 32)} if args.smoke else LAYERS
+    T = 256 if args.smoke else args.profile_tokens
+    for name, (h, E, k, f) in layers.items():
+        torch.manual_seed(0)
+        m = MoE(h, E, k, f, dev.type == "cuda", True, dev)
+        x = torch.randn(T, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        for _ in range(2):
+            m(x).sum().backward()
+        sync(dev)
+        with profile(activities=acts, record_shapes=True) as prof:
+            for _ in range(3):
+                m(x).sum().backward()
+            sync(dev)
+        path = os.path.join(args.profile_dir, f"profile_moe_{name}_t{T}.json")
+        prof.export_chrome_trace(path)
+        with open(path, "rb") as a, gzip.open(path + ".gz", "wb", compresslevel=9) as b:
+            shutil.copyfileobj(a, b)
+        os.remove(path)
+        log("trace", path + ".gz", os.path.getsize(path + ".gz"))
+        del m, x
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget", type=float, default=300)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--profile-dir", default=None,
+                    help="only record a profiler trace of 3 forward+backward calls per layer "
+                         "(grouped, with the sync) at --profile-tokens, then stop")
+    ap.add_argument("--profile-tokens", type=int, default=8192)
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     log("env", env_info(dev))
+    if args.profile_dir:
+        profile_layers(args, dev)
+        return
     out = CsvOut(args.out, COLS)
     t0 = time.time()
     token_counts = (256, 1024) if args.smoke else (1024, 2048, 4096, 8192, 16384, 32768)

@@ -17,3 +17,4 @@ kill $DMON 2>/dev/null
 gzip -9 -f "$OUT/moe.csv"
 grep -E "ERROR|Traceback|done|budget" "$OUT/moe.log" | head -20
 tail -40 "$OUT/moe.log"
+# profiled layers (round 15b): python3 tools/bench_moe.py --out /dev/null --profile-dir "$OUT" --profile-tokens 8192
