@@ -186,23 +186,11 @@ def read_rows(path: str | Path | None = None) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-_METRICS = (
-    "achieved_tflops_per_gpu",
-    "iteration_time",
-    "mfu",
-    "hfu",
-    "pct_of_peak",
-    "aggregate_pflops",
-    "tokens_per_s_per_gpu",
-    "tokens_per_s",
-)
-
-
 def normalize_metric(metric: str) -> str | None:
     """The metric of a row in this module's names: tables spell them many ways (``Tokens / sec / GPU``,
     ``model_tflops_per_gpu``, ``step_time_s``...). ``None`` if it is not one simcore predicts."""
     m = re.sub(r"[^a-z0-9]+", "_", metric.lower()).strip("_")
-    if m in _METRICS:
+    if m in _PRIMARY_ORDER:
         return m
     if "token" in m:
         return "tokens_per_s_per_gpu" if "gpu" in m else "tokens_per_s"

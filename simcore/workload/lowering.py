@@ -148,7 +148,7 @@ def fused_mem_op(
     """One fused memory-bound kernel priced on op ``name``'s fitted curve with explicit traffic:
     ``fwd_bytes`` / ``bwd_bytes`` bytes per element read + written by its forward / backward kernels;
     ``bwd_name``: the fitted op whose curve prices the backward kernel (default ``<name>_bwd``)."""
-    nbytes, flops = memory_op_traffic(name, numel, elt_bytes)
+    _nb, flops = memory_op_traffic(name, numel, elt_bytes)
     n = np.asarray(numel, dtype=np.float64)
     return Op(
         name,
