@@ -270,6 +270,14 @@ def shape_label(s: dict[str, Any]) -> str:
     return ""
 
 
+_INDUCTOR_PREFIXES = ("triton_poi_fused", "triton_per_fused", "triton_red_fused")
+
+
+def inductor_kernels(a: Analysis) -> int:
+    """Kernels of a trace that torch.compile's inductor generated (by its naming of fused kernels)."""
+    return sum(1 for e in a.trace.gpu_events if e.name.startswith(_INDUCTOR_PREFIXES))
+
+
 def validate(
     traces: list[str],
     scenario: str | Path | Scenario,
@@ -299,6 +307,19 @@ def validate(
             "predicted with runtime.profiler: true (the run was recorded by the PyTorch profiler, which "
             "adds host time to every op); --set runtime.profiler=false predicts the same run unprofiled"
         )
+    framework_note = None
+    if (
+        "framework" not in sc.runtime.model_fields_set
+        and not any(o.split("=", 1)[0].strip() == "runtime.framework" for o in overrides or [])
+        and any(inductor_kernels(a) for a in ans)
+    ):
+        # torch.compile's inductor names its generated kernels triton_poi_/per_/red_fused_...: the
+        # traced run was compiled
+        sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"framework": "compiled"})})
+        framework_note = (
+            "predicted with runtime.framework: compiled (the trace's fused kernels are torch.compile's); "
+            "--set runtime.framework=eager predicts the same model in eager PyTorch"
+        )
     from simcore.calibration.calibrate import runs
 
     groups = runs(ans)
@@ -311,8 +332,7 @@ def validate(
     slowest = max(ans, key=lambda a: a.step_time_s)
     measured = slowest.step_time_s
     pred_step, bd, _res, notes = _predicted(sc, engine, slowest)
-    if profiler_note:
-        notes = [*notes, profiler_note]
+    notes = [*notes, *(n for n in (profiler_note, framework_note) if n)]
     host_ratio = _host_speed(sc, ans)
     if host_ratio is not None:
         notes.append(

@@ -202,3 +202,28 @@ def test_host_speed_of_the_trace_is_reported() -> None:
     assert gelu.to_dict()["host_speed_ratio"] == gelu.host_speed_ratio
     tp = validate([str(REPO / f) for f in CASES["h200x2_tp_gpt350m"]], SC / "h200x2_tp_gpt350m.yaml")
     assert tp.host_speed_ratio is None  # a distributed trace: its layers include the wrapper's work
+
+
+def test_compiled_run_is_assumed_for_traces_of_inductor_kernels() -> None:
+    import yaml
+
+    from simcore.specs.resolve import scenario_from_dict
+    from simcore.validation.traces import inductor_kernels
+    from simcore.workload.replay import load_analyses
+
+    name = "h200_train_gpt_gelu_ln_compiled"
+    data = yaml.safe_load((SC / f"{name}.yaml").read_text())
+    data["runtime"] = {"profiler": True}  # says nothing about the framework
+    sc = scenario_from_dict(data)
+    files = [str(REPO / f) for f in CASES[name]]
+    ans = load_analyses(files)
+    assert inductor_kernels(ans[0]) > 0
+    assumed = validate(files, sc, analyses=ans)
+    assert any("runtime.framework: compiled" in n for n in assumed.notes)
+    stated = validate(files, SC / f"{name}.yaml", analyses=ans)
+    assert assumed.predicted_step_time_s == pytest.approx(stated.predicted_step_time_s)
+    eager = validate(files, sc, ["runtime.framework=eager"], analyses=ans)
+    assert not any("runtime.framework: compiled" in n for n in eager.notes)
+    assert eager.predicted_step_time_s > assumed.predicted_step_time_s
+    # an eager trace has none of inductor's kernels
+    assert inductor_kernels(load_analyses([str(REPO / CASES["h200_train_gpt_gelu_ln"][0])])[0]) == 0
