@@ -128,17 +128,38 @@ class ValidationReport:
         }
 
 
+_NOT_A_PASS = ("bwd", "backward", "combine", "convert_dq", "dot_do_o")
+"""Attention kernels that are not one forward pass of a layer (backward, split-KV combine)."""
+
+
 def inference_composition(a: Analysis, layers_per_rank: float) -> tuple[float, float] | None:
     """(prefills, decode steps) in one profiled step, counted from the attention ops the trace
     recorded (a forward attention over more than one query is a prefill layer, over one query a
-    decode layer), median over steps; None when the trace has no attention shapes."""
+    decode layer), median over steps; None when the trace has no attention shapes.
+
+    Kernels without a recorded op (replayed from a CUDA graph, or traced without shapes) count by
+    their launch grid: a forward attention kernel (not a backward or split-combine kernel) whose
+    grid has one block of query rows (``grid[0] == 1``, FlashAttention's layout) is a decode layer,
+    more a prefill layer."""
     per: list[tuple[float, float]] = []
     for st in a.steps:
         seen: set[int] = set()
         pre = dec = 0
         for k in st.kernels:
             s = k.shape
-            if k.cls != "attention" or s is None or s.get("backward") or k.ev.ext_id in seen:
+            if k.cls != "attention":
+                continue
+            if s is None:
+                name = k.ev.name.lower()
+                grid = k.ev.args.get("grid")
+                if any(w in name for w in _NOT_A_PASS) or not isinstance(grid, list) or not grid:
+                    continue
+                if int(grid[0]) == 1:
+                    dec += 1
+                else:
+                    pre += 1
+                continue
+            if s.get("backward") or k.ev.ext_id in seen:
                 continue
             seen.add(k.ev.ext_id)
             if s["seq"] > 1:
@@ -184,7 +205,7 @@ def _predicted(
         n_pre, n_dec = comp
         notes.append(
             f"inference: one profiled step = {n_pre:g} prefill + {n_dec:g} decode steps (counted from the "
-            "trace's attention ops)"
+            "trace's attention ops, or their kernels' launch grids)"
         )
     else:
         n_pre, n_dec = 1.0, float(inf.output_len)
