@@ -79,7 +79,9 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
     assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "ops.csv.gz"]
-    assert len(inp.traces) == 8 and inp.comm == []
+    # every committed profiler trace of the folder, nothing else
+    assert sorted(inp.traces) == sorted((REPO / "traces" / "h200").glob("profile_*.json.gz"))
+    assert inp.comm == []
     assert any(p.name == "steps.csv.gz" for p in inp.skipped)
     with pytest.raises(TraceError, match="steps.csv.gz: not a calibration input"):
         sort_inputs([REPO / "traces/h200/steps.csv.gz"])
