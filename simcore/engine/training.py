@@ -602,7 +602,7 @@ def training_memory(
     )
     vdiv = tp if lay.vocab_parallel else 1.0
     last_stage_logits = M.logits_bytes(
-        model, mb, model.seq_len, vdiv, cp, act, unfused=amp and not compiled, compiled=compiled
+        model, mb, model.seq_len, vdiv, cp, act, unfused=amp, compiled=compiled
     )
     logits = np.where(pp <= 1, last_stage_logits, 0.0)
     inflight_last = np.where(np.asarray(lay.schedule) == "gpipe", m, 1.0)

@@ -315,32 +315,33 @@ def validate(
     if sc.kind == "serving":
         raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
-    profiler_note = None
-    if (
-        "profiler" not in sc.runtime.model_fields_set
-        and not any(o.split("=", 1)[0].strip() == "runtime.profiler" for o in overrides or [])
-        and all(a.trace.format == "kineto" for a in ans)
-    ):
-        # a PyTorch-profiler trace was recorded with the profiler attached: predict the profiled run
-        # (Nsight Systems traces were not)
-        sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"profiler": True})})
-        profiler_note = (
+    # what the traces show about the run, unless the scenario or --set says otherwise
+    assumed: list[str] = []
+    for runtime_field, value, shown, note in (
+        # a PyTorch-profiler trace was recorded with the profiler attached (Nsight Systems ones not)
+        (
+            "profiler",
+            True,
+            all(a.trace.format == "kineto" for a in ans),
             "predicted with runtime.profiler: true (the run was recorded by the PyTorch profiler, which "
-            "adds host time to every op); --set runtime.profiler=false predicts the same run unprofiled"
-        )
-    framework_note = None
-    if (
-        "framework" not in sc.runtime.model_fields_set
-        and not any(o.split("=", 1)[0].strip() == "runtime.framework" for o in overrides or [])
-        and any(inductor_kernels(a) for a in ans)
-    ):
-        # torch.compile's inductor names its generated kernels triton_poi_/per_/red_fused_...: the
-        # traced run was compiled
-        sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"framework": "compiled"})})
-        framework_note = (
+            "adds host time to every op); --set runtime.profiler=false predicts the same run unprofiled",
+        ),
+        # torch.compile's inductor names its generated kernels triton_poi_/per_/red_fused_...
+        (
+            "framework",
+            "compiled",
+            any(inductor_kernels(a) for a in ans),
             "predicted with runtime.framework: compiled (the trace's fused kernels are torch.compile's); "
-            "--set runtime.framework=eager predicts the same model in eager PyTorch"
-        )
+            "--set runtime.framework=eager predicts the same model in eager PyTorch",
+        ),
+    ):
+        if (
+            shown
+            and runtime_field not in sc.runtime.model_fields_set
+            and not any(o.split("=", 1)[0].strip() == f"runtime.{runtime_field}" for o in overrides or [])
+        ):
+            sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={runtime_field: value})})
+            assumed.append(note)
     from simcore.calibration.calibrate import runs
 
     groups = runs(ans)
@@ -353,7 +354,7 @@ def validate(
     slowest = max(ans, key=lambda a: a.step_time_s)
     measured = slowest.step_time_s
     pred_step, bd, _res, notes = _predicted(sc, engine, slowest)
-    notes = [*notes, *(n for n in (profiler_note, framework_note) if n)]
+    notes = [*notes, *assumed]
     host_ratio = _host_speed(sc, ans)
     if host_ratio is not None:
         notes.append(

@@ -458,20 +458,20 @@ def _extract(batch: list[Any], acc: _Acc) -> None:
             corr = args.get("correlation", -1)
             ext = args.get("External id", -1)
             kcat = _CAT_ALIAS.get(cat, cat)
+            name = _str(ev.get("name", ""))
             # only collectives and copies carry arguments simcore reads, and attention kernels their
             # launch grid (a prefill or a decode pass, where no op with shapes launched them)
-            kept = (
-                {k: v for k, v in args.items() if k in keep_args}
-                if kcat != "kernel" or "Collective name" in args
-                else {}
-            )
-            if kcat == "kernel" and "grid" in args:
-                nm = str(ev.get("name", ""))
-                if "flash" in nm or "fmha" in nm or "sdpa" in nm or "ttention" in nm:
-                    kept = {"grid": args["grid"]}
+            if kcat != "kernel" or "Collective name" in args:
+                kept = {k: v for k, v in args.items() if k in keep_args}
+            elif "grid" in args and (
+                "flash" in name or "fmha" in name or "sdpa" in name or "ttention" in name
+            ):
+                kept = {"grid": args["grid"]}
+            else:
+                kept = {}
             gpu.append(
                 (
-                    _str(ev.get("name", "")),
+                    name,
                     str(kcat),
                     ts_us,
                     dur,
