@@ -18,7 +18,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import log, sync  # noqa: E402
+from benchutil import capture_graph, log, sync  # noqa: E402
 from gpt import GPT, GPTConfig, make_kv_caches, probe_sdpa  # noqa: E402
 
 
@@ -48,16 +48,7 @@ def main():
             return model(tok, kv_caches=caches, pos=ctx, last_only=True).argmax(-1)
 
     if dev.type == "cuda":
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            step()
-        run = g.replay
+        run = capture_graph(step).replay
     else:
         run = step
     for _ in range(3):

@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, log  # noqa: E402
+from benchutil import CsvOut, capture_graph, log  # noqa: E402
 from gpt import GPT, SDPA_STATE, Block, GPTConfig, RMSNorm, make_kv_caches, probe_sdpa, sdpa  # noqa: E402
 
 COLS = ["name", "framework", "calls", "host_s_per_call", "gpu_s_per_call", "notes"]
@@ -807,16 +807,7 @@ class Bench:
             if self.cuda:
                 for L in Ls:
                     try:
-                        fn = dec[L]
-                        s = torch.cuda.Stream()
-                        s.wait_stream(torch.cuda.current_stream())
-                        with torch.cuda.stream(s):
-                            for _ in range(3):
-                                fn()
-                        torch.cuda.current_stream().wait_stream(s)
-                        g = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(g):
-                            fn()
+                        g = capture_graph(dec[L])
                         self.graph_point(
                             f"graph_decode_layers{L}_{lname}",
                             g.replay,

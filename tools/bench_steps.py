@@ -26,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, env_info, log, measure, sync  # noqa: E402
+from benchutil import CsvOut, capture_graph, env_info, log, measure, sync  # noqa: E402
 from gpt import GPT, GPTConfig, make_kv_caches, probe_sdpa  # noqa: E402
 
 COLS = ["mode", "name", "framework", "params", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
@@ -327,15 +327,7 @@ class Runner:
                 return logits.argmax(-1)
 
         if fw == "cuda_graphs":
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    fn()
-            torch.cuda.current_stream().wait_stream(s)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                fn()
+            g = capture_graph(fn)
             run = g.replay
         else:
             run = fn

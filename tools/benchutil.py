@@ -145,3 +145,18 @@ def env_info(dev: torch.device) -> dict:
                     l2_bytes=getattr(p, "L2_cache_size", None))
         info["driver"] = sh("nvidia-smi --query-gpu=driver_version --format=csv,noheader").strip()
     return info
+
+
+def capture_graph(fn, warmup: int = 3) -> "torch.cuda.CUDAGraph":
+    """A CUDA graph of one call of ``fn``, captured after ``warmup`` calls on a side stream (as
+    PyTorch's CUDA-graph recipe asks); replay it with ``.replay()``."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
