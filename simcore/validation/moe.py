@@ -1,0 +1,106 @@
+"""One MoE layer on one H200 (round 15, ``traces/h200/moe.csv.gz``): measured vs simcore's MoE lowering.
+
+``python -m simcore.validation.moe`` prints, per layer shape and token count, the measured forward and
+forward+backward times of ``tools/bench_moe.py``'s grouped-GEMM layer (with the host sync of the expert
+counts) beside simcore's price of the same layer (one GPU, EP 1), and, where the kernel traces of round
+15 are present (``traces/h200/profile_moe_<layer>_t<tokens>.json.gz``), the measured time of the grouped
+GEMM kernels beside simcore's expert GEMMs. A diagnostic: nothing is fitted to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+from simcore.errors import SimcoreError, TraceError
+from simcore.validation.steps import traces_dir
+
+GROUPED_GEMM_KERNEL = "cutlass"
+"""Name fragment of the grouped GEMM kernels (``torch._grouped_mm`` runs CUTLASS on Hopper)."""
+
+
+def compare(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """One dict per measured grouped-GEMM row (with the sync): shapes, measured and predicted seconds."""
+    from simcore.engine.pricing import Pricer
+    from simcore.specs.resolve import cluster_for
+    from simcore.specs.scenario import ModelSpec, MoESpec
+    from simcore.workload import lowering as L
+
+    p = Path(path) if path else traces_dir() / "h200" / "moe.csv.gz"
+    pricer = Pricer.for_layout(cluster_for("hgx-h200", gpus=1))
+    out: list[dict[str, Any]] = []
+    for r in _rows(p):
+        if r["grouped"] != "1" or r["sync"] != "1":
+            continue
+        h, experts, k, f, tokens = (int(r[c]) for c in ("hidden", "experts", "top_k", "expert_ffn", "tokens"))
+        model = ModelSpec(
+            layers=1, hidden=h, heads=16, ffn_hidden=f, vocab=128, seq_len=tokens, activation="swiglu",
+            norm="rmsnorm", moe=MoESpec(experts=experts, top_k=k, expert_ffn_hidden=f),
+        )  # fmt: skip
+        fwd = L.moe_block_fwd(model, L.Layout(micro_batch=1, seq=tokens))
+        pf, pb = pricer.price(fwd), pricer.price(L.backward(fwd))
+        row: dict[str, Any] = {
+            "layer": r["layer"],
+            "tokens": tokens,
+            "fwd_s": float(r["fwd_s"]),
+            "fwd_bwd_s": float(r["fwd_bwd_s"]),
+            "pred_fwd_s": float(pf.total()),
+            "pred_fwd_bwd_s": float(pf.total() + pb.total()),
+            "pred_expert_gemm_s": float(pf.time.get("gemm", 0.0) + pb.time.get("gemm", 0.0)),
+        }
+        trace = p.parent / f"profile_moe_{r['layer']}_t{tokens}.json.gz"
+        if trace.is_file():
+            row["grouped_gemm_s"] = grouped_gemm_seconds(trace)
+        out.append(row)
+    return out
+
+
+def _rows(p: Path) -> list[dict[str, str]]:
+    try:
+        with gzip.open(p, "rt") if p.suffix == ".gz" else open(p) as f:  # noqa: SIM115
+            rows = list(csv.DictReader(io.StringIO(f.read())))
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise TraceError(f"cannot read: {e}", file=str(p)) from None
+    if not rows or not {"grouped", "sync", "tokens", "fwd_bwd_s"} <= set(rows[0]):
+        raise TraceError(
+            "not a tools/bench_moe.py CSV (columns grouped, sync, tokens, fwd_bwd_s)", file=str(p)
+        )
+    return rows
+
+
+def grouped_gemm_seconds(trace: Path) -> float:
+    """Device seconds of the grouped GEMM kernels per forward+backward call (the trace holds 3)."""
+    from simcore.calibration.traces import read_trace
+
+    t = read_trace(trace)
+    return sum(e.dur for e in t.gpu_events if GROUPED_GEMM_KERNEL in e.name) / 3.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m simcore.validation.moe", description=__doc__)
+    ap.add_argument("csv", nargs="?", default=None)
+    a = ap.parse_args(argv)
+    try:
+        rows = compare(a.csv)
+    except SimcoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{'layer':22} {'tokens':>6} {'fwd ms':>8} {'pred':>8} {'fwd+bwd ms':>11} {'pred':>8} {'err%':>6}"
+          f" {'grouped GEMM ms':>16} {'pred':>7}")  # fmt: skip
+    for r in rows:
+        g = f"{r['grouped_gemm_s'] * 1e3:16.2f}" if "grouped_gemm_s" in r else f"{'':16}"
+        print(
+            f"{r['layer']:22} {r['tokens']:6d} {r['fwd_s'] * 1e3:8.3f} {r['pred_fwd_s'] * 1e3:8.3f} "
+            f"{r['fwd_bwd_s'] * 1e3:11.3f} {r['pred_fwd_bwd_s'] * 1e3:8.3f} "
+            f"{100 * (r['pred_fwd_bwd_s'] / r['fwd_bwd_s'] - 1):+6.0f} {g} {r['pred_expert_gemm_s'] * 1e3:7.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
