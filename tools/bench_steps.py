@@ -359,23 +359,35 @@ class Runner:
         small = dict(layers=2 if self.smoke else 4, hidden=64 if self.smoke else 1024,
                      heads=4 if self.smoke else 16, vocab=512 if self.smoke else 50304)
         seq, mb = (64, 2) if self.smoke else (1024, 4)
+        # (trace name, config, seq, micro-batch, compiled)
         jobs = [
-            ("profile_train_gpt_gelu_ln", GPTConfig(**small)),
+            ("profile_train_gpt_gelu_ln", GPTConfig(**small), seq, mb, False),
             ("profile_train_llama_swiglu_rms_gqa_selective",
              GPTConfig(**small, kv_heads=small["heads"] // 4, activation="swiglu", norm="rmsnorm",
-                       recompute="selective")),
+                       recompute="selective"), seq, mb, False),
         ]
         if self.args.compile:
             jobs = [
-                ("profile_train_gpt_gelu_ln_compiled", GPTConfig(**small)),
+                ("profile_train_gpt_gelu_ln_compiled", GPTConfig(**small), seq, mb, True),
                 ("profile_train_llama_swiglu_rms_gqa_compiled",
-                 GPTConfig(**small, kv_heads=small["heads"] // 4, activation="swiglu", norm="rmsnorm")),
+                 GPTConfig(**small, kv_heads=small["heads"] // 4, activation="swiglu", norm="rmsnorm"), seq, mb,
+                 True),
             ]
+        named = [n for n in (self.args.profile_names or "").split(",") if n]
+        if named:
+            # full-size training configs of train_configs, eager (and compiled with --compile)
+            jobs = []
+            for name, cfg, nseq, nmb in train_configs(self.smoke):
+                if name in named and not any(j[0].startswith(f"profile_train_{name}_") for j in jobs):
+                    for comp in (False, True) if self.args.compile else (False,):
+                        tag = "compiled" if comp else "eager"
+                        jobs.append((f"profile_train_{name}_s{nseq}_b{nmb}_{tag}", cfg, nseq, nmb, comp))
         meta = {}
-        for pname, cfg in jobs:
+        for pname, cfg, seq, mb, compiled in jobs:
             if time.time() > deadline:
                 return
             try:
+                cfg.seq_len = max(cfg.seq_len, seq)
                 torch.manual_seed(0)
                 with torch.device(dev):
                     model = GPT(cfg)
@@ -384,7 +396,7 @@ class Runner:
                 x = torch.randint(0, cfg.vocab, (mb, seq), device=dev)
                 ac = torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
                 run_model = model
-                if self.args.compile:
+                if compiled:
                     run_model = torch.compile(model)
                     for _ in range(3):  # compile outside the profiled steps
                         with ac:
@@ -404,25 +416,33 @@ class Runner:
                 self._save_trace(prof, os.path.join(outdir, pname + ".json.gz"))
                 meta[pname] = {**cfg.asdict(), "mode": "train", "seq_len": seq, "micro_batch": mb,
                                "precision": "fp32 params + autocast bf16, AdamW fused",
-                               "framework": "compiled" if self.args.compile else "eager"}
+                               "framework": "compiled" if compiled else "eager"}
                 del model, run_model, opt
-                if self.args.compile:
+                if compiled:
                     torch._dynamo.reset()
                 self.cleanup()
             except Exception as e:  # noqa: BLE001
                 log("ERROR profile", pname, repr(e)[:300])
-        # inference: each profiler step = prefill (b=4, 512 tokens) + 8 eager decode steps
-        if self.args.compile:
+        # inference: each profiler step = prefill (b=4, 512 tokens) + 8 eager decode steps; with
+        # --profile-infer MODEL:BATCH:PROMPT one of infer_models at that batch and prompt instead
+        pinf = self.args.profile_infer
+        if (self.args.compile or named) and not pinf:
             self.configs["profiles"] = meta
             return
         try:
             cfg = GPTConfig(**{**small, "vocab": 512 if self.smoke else 128256}, kv_heads=small["heads"] // 4,
                             ffn_hidden=4 * small["hidden"], activation="swiglu", norm="rmsnorm", tied=True)
+            b, P, D = (2, 32, 4) if self.smoke else (4, 512, 8)
+            pname = "profile_infer_prefill_decode"
+            if pinf:
+                iname, ib, ip = pinf.split(":")
+                cfg = dict(infer_models(self.smoke))[iname]
+                b, P = int(ib), int(ip) if not self.smoke else 32
+                pname = f"profile_infer_{iname}_b{b}_p{P}"
             torch.manual_seed(0)
             with torch.device(dev):
                 model = GPT(cfg)
             model.to(torch.bfloat16).eval()
-            b, P, D = (2, 32, 4) if self.smoke else (4, 512, 8)
             caches = make_kv_caches(cfg, b, P + D, dev)
             x = torch.randint(0, cfg.vocab, (b, P), device=dev)
             with torch.no_grad(), profile(activities=acts, record_shapes=True,
@@ -432,7 +452,6 @@ class Runner:
                     for i in range(D):
                         tok = model(tok, kv_caches=caches, pos=P + i, last_only=True).argmax(-1)
                     prof.step()
-            pname = "profile_infer_prefill_decode"
             self._save_trace(prof, os.path.join(outdir, pname + ".json.gz"))
             meta[pname] = {**cfg.asdict(), "mode": "prefill+decode", "batch": b, "prompt": P, "decode_steps": D,
                            "precision": "bf16 params"}
@@ -459,6 +478,10 @@ def main():
     ap.add_argument("--budget", type=float, default=420.0)
     ap.add_argument("--compile", action="store_true", help="also time each training config under torch.compile")
     ap.add_argument("--names", default="", help="comma-separated training config names (default: all)")
+    ap.add_argument("--profile-names", default="", help="profile these full-size training configs (eager, and "
+                    "compiled with --compile) instead of the 4-layer models")
+    ap.add_argument("--profile-infer", default="", help="MODEL:BATCH:PROMPT: profile prefill + 8 decode steps of "
+                    "this inference model instead of the 4-layer one")
     args = ap.parse_args()
     R = Runner(args)
     st = probe_sdpa(R.dev)
