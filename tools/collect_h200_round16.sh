@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
   $PY -c "import sys, torch, triton; print('python', sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
   nproc; lscpu | grep -E "Model name|MHz" || true
 } > "$OUT/env_round16.txt" 2>&1
-timeout 280 $PY tools/bench_compiled_host.py $SM --passes 5 --budget 170 --widths 64:64:1,768:512:4,1536:1024:2 \
+timeout 280 $PY tools/bench_compiled_host.py $SM --passes 6 --budget 200 --widths 64:64:1,768:512:4,1536:1024:2 \
     --out "$OUT/host_compiled_widths.csv" > "$OUT/host_compiled_widths.log" 2>&1
 echo "compiled_host rc=$?"
 gzip -9 -f "$OUT/host_compiled_widths.csv"
