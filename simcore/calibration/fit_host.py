@@ -65,39 +65,51 @@ def _is_compiled_run(rows: list[dict[str, str]]) -> bool:
 
 def compiled_ratios(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """Host time of a compiled layer over an eager one, from ``tools/bench_compiled_host.py`` rows
-    (columns arch, framework, profiled, layers, pass, fwd_host_s, bwd_host_s).
+    (columns arch, framework, profiled, layers, pass, fwd_host_s, bwd_host_s, and ``hidden`` where
+    the run measured several widths; rows without it are width 64).
 
-    Per architecture, framework and profiler flag the per-layer host time of the forward and of the
-    backward is the slope between the two layer counts (medians over the passes); the returned
-    ``compiled_ratio_<fwd|bwd>_<act>`` is compiled / eager without the profiler,
+    Per architecture, width, framework and profiler flag the per-layer host time of the forward and
+    of the backward is the slope between the two layer counts (medians over the passes); the
+    returned ``compiled_ratio_<fwd|bwd>_<act>`` is compiled / eager without the profiler,
     ``profiled_compiled_ratio_<fwd|bwd>_<act>`` the same under the profiler (seconds cancel: one
-    process, interleaved)."""
+    process, interleaved). Where layers wider than 64 were measured, the ratio is the mean over those
+    widths: inductor issues other kernels for real tensor sizes (split reductions), and the host time
+    of a compiled backward grows with them (round 16: GPT x0.69 at width 64, x0.88 / x1.01 at 768 /
+    1536 under the profiler); the GPU-trivial width 64 is used only when nothing wider was measured."""
     acts = {"gpt": "gelu", "llama": "swiglu"}
-    t: dict[tuple[str, str, int, int, str], list[float]] = {}
+    t: dict[tuple[str, int, str, int, int, str], list[float]] = {}
     for r in rows:
         try:
             prof = 1 if r["profiled"].strip().lower() in ("1", "true") else 0
-            key = (r["arch"], r["framework"], prof, int(float(r["layers"])))
+            width = int(float(r.get("hidden") or 64))
+            key = (r["arch"], width, r["framework"], prof, int(float(r["layers"])))
             for phase in ("fwd", "bwd"):
                 t.setdefault((*key, phase), []).append(float(r[f"{phase}_host_s"]))
         except (KeyError, ValueError) as e:
             raise TraceError(f"bad compiled-host row: {e}", file=str(path)) from None
     out: dict[str, float] = {}
     for arch, act in acts.items():
+        widths = sorted({k[1] for k in t if k[0] == arch})
+        wide = [w for w in widths if w > 64] or widths
         for prof in (0, 1):
             for phase in ("fwd", "bwd"):
-                slopes = {}
-                for fw in ("eager", "compiled"):
-                    counts = sorted({k[3] for k in t if k[:3] == (arch, fw, prof) and k[4] == phase})
-                    if len(counts) < 2:
-                        break
-                    lo, hi = counts[0], counts[-1]
-                    a = statistics.median(t[(arch, fw, prof, lo, phase)])
-                    b = statistics.median(t[(arch, fw, prof, hi, phase)])
-                    slopes[fw] = (b - a) / (hi - lo)
-                if len(slopes) == 2 and slopes["eager"] > 0 and slopes["compiled"] > 0:
+                ratios = []
+                for w in wide:
+                    slopes = {}
+                    for fw in ("eager", "compiled"):
+                        sel = (arch, w, fw, prof)
+                        counts = sorted({k[4] for k in t if k[:4] == sel and k[5] == phase})
+                        if len(counts) < 2:
+                            break
+                        lo, hi = counts[0], counts[-1]
+                        a = statistics.median(t[(*sel, lo, phase)])
+                        b = statistics.median(t[(*sel, hi, phase)])
+                        slopes[fw] = (b - a) / (hi - lo)
+                    if len(slopes) == 2 and slopes["eager"] > 0 and slopes["compiled"] > 0:
+                        ratios.append(slopes["compiled"] / slopes["eager"])
+                if ratios:
                     name = f"compiled_ratio_{phase}_{act}"
-                    out[("profiled_" if prof else "") + name] = slopes["compiled"] / slopes["eager"]
+                    out[("profiled_" if prof else "") + name] = statistics.fmean(ratios)
     return out
 
 
@@ -177,11 +189,13 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     profiled_files: list[dict[str, float]] = []
     dist_files: list[dict[str, float]] = []
     size_ratios: dict[str, float] = {}
-    compiled: dict[str, float] = {}
+    compiled_rows: list[dict[str, str]] = []
+    compiled_paths: list[str] = []
     for p in paths:
         csv_rows = _csv_rows(p)
         if _is_compiled_run(csv_rows):
-            compiled.update(compiled_ratios(csv_rows, p))
+            compiled_rows.extend(csv_rows)
+            compiled_paths.append(str(p))
             continue
         if _is_size_run(csv_rows):
             sr = _size_runs(csv_rows, p)
@@ -248,7 +262,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             if k in out:
                 out[f"profiled_{k}"] = out[k] * ratio
         out[key] = ratio
-    out.update(compiled)
+    if compiled_rows:  # the runs of every width together (one file per round)
+        out.update(compiled_ratios(compiled_rows, ", ".join(compiled_paths)))
     return out
 
 

@@ -1,4 +1,4 @@
-"""``python -m simcore.validation [steps|published|own|kernels|comm|all]``: every accuracy report.
+"""``python -m simcore.validation [steps|published|own|kernels|comm|traces|all]``: every accuracy report.
 
 Each report predicts measurements the models were not fitted on and prints the errors:
 
@@ -6,7 +6,8 @@ Each report predicts measurements the models were not fitted on and prints the e
 * ``published``: the published Megatron-LM training tables, row by row;
 * ``own``: our DDP / tensor / pipeline / FSDP runs on two NVLinked H200s (``traces/h200x2``);
 * ``kernels``: the compute profile's held-out kernels (a refit on ``traces/h200/ops.csv.gz``);
-* ``comm``: the collective profile's held-out sizes and ops, and the published 8xH100 curves.
+* ``comm``: the collective profile's held-out sizes and ops, and the published 8xH100 curves;
+* ``traces``: ``simcore validate`` on every committed profiler trace (``traces/validate.csv``).
 """
 
 from __future__ import annotations
@@ -53,12 +54,19 @@ def _comm() -> int:
     return fit_comm.main(["--report"])
 
 
+def _traces() -> int:
+    from simcore.validation import trace_report
+
+    return trace_report.main([])
+
+
 REPORTS: dict[str, Callable[[], int]] = {
     "steps": _steps,
     "published": _published,
     "own": _own,
     "kernels": _kernels,
     "comm": _comm,
+    "traces": _traces,
 }
 
 

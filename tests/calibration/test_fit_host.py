@@ -119,6 +119,29 @@ def test_compiled_ratios_hand_computed(tmp_path: Path) -> None:
     assert "compiled_ratio_fwd_swiglu" not in r  # no llama rows
 
 
+def test_compiled_ratios_prefer_real_widths(tmp_path: Path) -> None:
+    """Rows of several widths: the ratio is the mean over the widths above the GPU-trivial 64."""
+    from simcore.calibration.fit_host import compiled_ratios
+
+    # compiled / eager per width: 64 -> 0.5, 768 -> 0.8, 1536 -> 1.0 (every phase, profiled or not)
+    ratio = {64: 0.5, 768: 0.8, 1536: 1.0}
+    rows = []
+    for width, r in ratio.items():
+        for fw, slope in (("eager", 1e-3), ("compiled", r * 1e-3)):
+            for prof in (0, 1):
+                for layers in (2, 8):
+                    row = {"arch": "llama", "framework": fw, "profiled": str(prof), "layers": str(layers)}
+                    row |= {"pass": "0", "fwd_host_s": str(2e-4 + slope * layers)}
+                    row |= {"bwd_host_s": str(3e-4 + slope * layers), "hidden": str(width)}
+                    rows.append(row)
+    r = compiled_ratios(rows, tmp_path / "x.csv")
+    for key in ("compiled_ratio_fwd_swiglu", "profiled_compiled_ratio_bwd_swiglu"):
+        assert r[key] == pytest.approx(0.9)
+    # only the GPU-trivial width measured: that one
+    r64 = compiled_ratios([x for x in rows if x["hidden"] == "64"], tmp_path / "x.csv")
+    assert r64["compiled_ratio_bwd_swiglu"] == pytest.approx(0.5)
+
+
 def test_shipped_compiled_ratios() -> None:
     h = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
     for act in ("gelu", "swiglu"):

@@ -10,27 +10,23 @@ import pytest
 import simcore
 from simcore.calibration.classify import analyze
 from simcore.calibration.traces import read_trace
+from simcore.validation.trace_report import read_index, summary
 from simcore.validation.traces import predicted_class, validate
 from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SC = REPO / "tests" / "data" / "trace_scenarios"
-CASES = {
-    "h200_train_gpt_gelu_ln": ["traces/h200/profile_train_gpt_gelu_ln.json.gz"],
-    "h200_train_llama_swiglu_rms_gqa_selective": [
-        "traces/h200/profile_train_llama_swiglu_rms_gqa_selective.json.gz"
-    ],
-    "h200x2_ddp_gpt": ["traces/h200x2/profile_ddp_rank0.json.gz", "traces/h200x2/profile_ddp_rank1.json.gz"],
-    "h200_infer_prefill_decode": ["traces/h200/profile_infer_prefill_decode.json.gz"],
-    "h200_decode_cuda_graphs": ["traces/h200/profile_decode_cuda_graphs.json.gz"],
-    "h200_train_gpt_gelu_ln_compiled": ["traces/h200/profile_train_gpt_gelu_ln_compiled.json.gz"],
-    "h200_train_llama_swiglu_rms_gqa_compiled": [
-        "traces/h200/profile_train_llama_swiglu_rms_gqa_compiled.json.gz"
-    ],
-    "h200x2_tp_gpt350m": ["traces/h200x2/profile_tp_rank0.json.gz"],
-    "h200x2_fsdp_gpt350m": ["traces/h200x2/profile_fsdp_rank0.json.gz"],
-    "h200x2_pp_gpt350m": ["traces/h200x2/profile_pp_rank0.json.gz"],
-}
+# every committed trace and its scenario (traces/validate.csv, also read by the trace report)
+CASES = {c.name: [str(t.relative_to(REPO)) for t in c.traces] for c in read_index()}
+
+
+def test_index_lists_every_committed_trace_and_scenario() -> None:
+    listed = {t for files in CASES.values() for t in files}
+    for p in sorted((REPO / "traces").rglob("profile_*.json.gz")):
+        if "profile_moe_" in p.name:  # round 15's MoE layer traces are diagnostic (no scenario)
+            continue
+        assert str(p.relative_to(REPO)) in listed, f"traces/validate.csv does not list {p.name}"
+    assert set(CASES) == {p.stem for p in SC.glob("*.yaml")}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -47,9 +43,11 @@ def test_validate_real_traces(name: str) -> None:
     if "step_time_s" in r:
         want = r["step_time_s"]
     else:
+        from simcore.specs.resolve import load_scenario
         from simcore.validation.traces import inference_composition
 
-        comp = inference_composition(analyze(read_trace(files[0])), 4.0)
+        layers = float(load_scenario(str(SC / f"{name}.yaml")).model.layers)
+        comp = inference_composition(analyze(read_trace(files[0])), layers)
         assert comp is not None
         want = comp[0] * r["prefill_time_s"] + comp[1] * r["decode_step_time_s"]
     assert d["predicted_step_time_s"] == pytest.approx(want)
@@ -61,6 +59,32 @@ def test_validate_real_traces(name: str) -> None:
     # per-op rows need recorded shapes, which CUDA-graph replays do not have
     assert d["kernels"] or name == "h200_decode_cuda_graphs"
     assert all(k["measured_s"] > 0 and k["predicted_s"] > 0 for k in d["kernels"])
+
+
+def test_trace_report_summary_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        {"error_pct": 4.0, "held_apart": False},
+        {"error_pct": -12.0, "held_apart": True},
+        {"error_pct": 8.0, "held_apart": True},
+    ]
+    s = summary(rows)
+    assert s["all"] == {"n": 3, "median_abs_error_pct": 8.0, "worst_abs_error_pct": 12.0, "within_10pct": 2}
+    assert s["held_apart"]["n"] == 2 and s["held_apart"]["median_abs_error_pct"] == pytest.approx(10.0)
+    from simcore.validation import trace_report
+
+    # one case through the CLI: its row is the validate report's numbers
+    idx = tmp_path / "validate.csv"
+    gelu = REPO / CASES["h200_train_gpt_gelu_ln"][0]
+    idx.write_text(f"scenario,traces,round,held_apart,what\nh200_train_gpt_gelu_ln,{gelu},1,0,x\n")
+    assert trace_report.main(["--index", str(idx), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    want = validate([str(gelu)], SC / "h200_train_gpt_gelu_ln.yaml").to_dict()["error_pct"]
+    assert out["rows"][0]["error_pct"] == pytest.approx(want)
+    assert out["summary"]["all"]["n"] == 1
+    # a missing index: one line naming the file, exit 2
+    assert trace_report.main(["--index", str(tmp_path / "none.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none.csv" in err[0]
 
 
 def test_breakdown_categories_fold_onto_classes() -> None:

@@ -1,0 +1,149 @@
+"""``python -m simcore.validation.trace_report``: ``simcore validate`` on every committed profiler trace.
+
+The traces and the scenario that describes each run are listed in ``traces/validate.csv`` (scenario
+name under ``tests/data/trace_scenarios/``, the trace files of its ranks, the measurement round, and
+``held_apart``: 1 where the trace was collected after the model it checks and nothing was shaped on
+it). For each, the step-time error and the largest class errors; then the summary over all traces
+and over the held-apart ones.
+
+  python -m simcore.validation.trace_report [--json] [--index traces/validate.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simcore.errors import SimcoreError
+from simcore.validation.steps import traces_dir
+
+
+@dataclass(frozen=True)
+class TraceCase:
+    """One committed trace (all its ranks) and the scenario of its run."""
+
+    scenario: Path
+    traces: tuple[Path, ...]
+    round: str
+    held_apart: bool
+    what: str
+
+    @property
+    def name(self) -> str:
+        return self.scenario.stem
+
+
+def default_index() -> Path:
+    return traces_dir() / "validate.csv"
+
+
+def scenarios_dir() -> Path:
+    return traces_dir().parent / "tests" / "data" / "trace_scenarios"
+
+
+def read_index(path: str | Path | None = None) -> list[TraceCase]:
+    """The cases of a trace index CSV (columns scenario, traces, round, held_apart, what); trace
+    paths are relative to the index's folder, scenarios are names under ``tests/data/trace_scenarios``."""
+    p = Path(path) if path is not None else default_index()
+    try:
+        rows = list(csv.DictReader(p.read_text(encoding="utf-8").splitlines()))
+    except OSError as e:
+        raise SimcoreError(f"cannot read the trace index: {e.strerror}", file=str(p)) from None
+    out = []
+    for i, r in enumerate(rows, start=2):
+        try:
+            out.append(
+                TraceCase(
+                    scenario=scenarios_dir() / f"{r['scenario'].strip()}.yaml",
+                    traces=tuple(p.parent / t for t in r["traces"].split()),
+                    round=r.get("round", "").strip(),
+                    held_apart=r.get("held_apart", "0").strip() == "1",
+                    what=r.get("what", "").strip(),
+                )
+            )
+        except (KeyError, AttributeError):
+            raise SimcoreError(f"row {i} lacks the scenario or traces column", file=str(p)) from None
+    return out
+
+
+def run(cases: list[TraceCase]) -> list[dict[str, Any]]:
+    """``simcore validate`` on each case: step errors and the three largest class errors."""
+    from simcore.validation.traces import validate
+
+    out = []
+    for c in cases:
+        rep = validate([str(t) for t in c.traces], c.scenario).to_dict()
+        worst = sorted(rep["classes"], key=lambda r: -abs(r["error_s"]))[:3]
+        out.append(
+            {
+                "scenario": c.name,
+                "round": c.round,
+                "held_apart": c.held_apart,
+                "what": c.what,
+                "measured_step_time_s": rep["measured_step_time_s"],
+                "predicted_step_time_s": rep["predicted_step_time_s"],
+                "error_pct": rep["error_pct"],
+                "gpu_busy_error_pct": rep["gpu_busy_error_pct"],
+                "largest_class_errors_s": {r["class"]: r["error_s"] for r in worst},
+            }
+        )
+    return out
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median and worst |step error| and the count within 10 %, over all rows and the held-apart ones."""
+    out: dict[str, Any] = {}
+    for label, sel in (("all", rows), ("held_apart", [r for r in rows if r["held_apart"]])):
+        errs = [abs(r["error_pct"]) for r in sel]
+        if errs:
+            out[label] = {
+                "n": len(errs),
+                "median_abs_error_pct": statistics.median(errs),
+                "worst_abs_error_pct": max(errs),
+                "within_10pct": sum(e <= 10.0 for e in errs),
+            }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m simcore.validation.trace_report", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--index", default=None, help="trace index CSV (default: traces/validate.csv)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    args = ap.parse_args(argv)
+    try:
+        rows = run(read_index(args.index))
+    except SimcoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    summ = summary(rows)
+    if args.json:
+        print(json.dumps({"rows": rows, "summary": summ}, indent=1))
+        return 0
+    print(
+        f"{'scenario':42s} {'round':>5s} {'held':>4s} {'meas ms':>9s} {'pred ms':>9s} {'err%':>7s} {'busy%':>7s}  largest class errors (ms)"
+    )
+    for r in rows:
+        cls = ", ".join(f"{k} {v * 1e3:+.2f}" for k, v in r["largest_class_errors_s"].items())
+        print(
+            f"{r['scenario']:42s} {r['round']:>5s} {'yes' if r['held_apart'] else '':>4s} "
+            f"{r['measured_step_time_s'] * 1e3:9.2f} {r['predicted_step_time_s'] * 1e3:9.2f} "
+            f"{r['error_pct']:+7.1f} {r['gpu_busy_error_pct']:+7.1f}  {cls}"
+        )
+    for label, s in summ.items():
+        print(
+            f"{label}: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst {s['worst_abs_error_pct']:.1f}%"
+            f"  within 10%: {s['within_10pct']}/{s['n']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
