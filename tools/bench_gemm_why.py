@@ -4,7 +4,9 @@ One trace GEMM shape (8192 x 16384 x 2048 bf16, the Llama-1B MLP up-projection w
 strides) timed back to back after 0.3 s of warm-up, varying one thing at a time:
 operand data (standard normal, x0.02 like an initialised weight, a quarter of the values zero, all
 zero), and the measurement (CUDA events around 30 calls vs the PyTorch profiler's kernel durations,
-i.e. CUPTI). Prints and writes one row per variant.
+i.e. CUPTI). Then the power state: the same GEMM in short bursts (5 calls after an idle second,
+timed by events and by the profiler) vs sustained (after 0.3 s of the same GEMM). Prints and writes
+one row per variant.
 
   python tools/bench_gemm_why.py --out gemm_why.csv
 """
@@ -72,6 +74,24 @@ def main():
             tk = statistics.median(ks) * 1e-6
             out.row(variant=kind, measure="profiler", time_s=tk, n=len(ks))
             log(f"{kind}: profiler kernel {tk * 1e6:.1f} us ({len(ks)} kernels)")
+    # burst vs sustained: the card's power cap needs time to pull the clock down
+    a, b = operands("randn")
+    for label, warm_s in (("burst", 0.0), ("sustained", 0.3), ("burst", 0.0)):
+        time.sleep(1.0)  # idle: the clock recovers
+        t_end = time.perf_counter() + warm_s
+        while time.perf_counter() < t_end:
+            for _ in range(10):
+                torch.mm(a, b)
+            sync(dev)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(5):
+            torch.mm(a, b)
+        e.record()
+        sync(dev)
+        t = s.elapsed_time(e) / 1e3 / 5
+        out.row(variant=f"randn_{label}", measure="events_5", time_s=t, n=5)
+        log(f"{label}: events over 5 calls {t * 1e6:.1f} us")
     out.close()
 
 
