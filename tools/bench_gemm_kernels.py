@@ -1,0 +1,121 @@
+"""The GEMM sweep of ``ops.csv.gz`` again, timed by the kernels' own durations (round 19).
+
+Round 18 found that CUDA events around back-to-back GEMMs on a power-capped H200 include gaps
+between the kernels (8192 x 16384 x 2048: 838 µs per call by events, 718 µs per kernel by the
+profiler), while inside a training step the same kernel takes 711 µs with 1.6 µs gaps. simcore
+prices a GEMM as a kernel inside a step, so its efficiencies should come from kernel durations.
+
+For every non-fp8 GEMM row of the given ops CSV (unique dtype, m, n, k, batch), the operands are
+built as ``bench_ops.py`` builds them (contiguous ``A[m,k] @ B[k,n]``, ``torch.matmul``/``bmm``), a few
+calls warm up, then ``--calls`` calls run under the PyTorch profiler inside ``record_function``
+ranges; the row's time is the median over calls of the summed durations of the GEMM's own kernels
+(cuBLAS's workspace memsets excluded). Output rows are in the ops-CSV layout with ``framework``
+empty (device time, no launch gaps).
+
+  python tools/bench_gemm_kernels.py --ops traces/h200/ops.csv.gz --out gemm_kernels.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import os
+import statistics
+import sys
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchutil import CsvOut, env_info, log, sync  # noqa: E402
+
+TDT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
+ESZ = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+COLS = ["kind", "dtype", "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal",
+        "backward", "name", "bytes", "time_s", "flops", "framework"]
+
+
+def shapes(path):
+    seen, out = set(), []
+    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
+        for r in csv.DictReader(f):
+            if r["kind"] != "gemm" or r["dtype"] not in TDT:
+                continue
+            key = (r["dtype"], int(float(r["m"])), int(float(r["n"])), int(float(r["k"])),
+                   int(float(r["batch"])) if r["batch"] else 0)
+            if key not in seen:
+                seen.add(key)
+                out.append(key)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--calls", type=int, default=8)
+    ap.add_argument("--budget", type=float, default=420.0)
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    log("env", env_info(dev))
+    out = CsvOut(args.out, COLS)
+    t0 = time.time()
+    todo = shapes(args.ops)
+    log(f"{len(todo)} GEMM shapes")
+    for i, (dt, m, n, k, batch) in enumerate(todo):
+        if time.time() - t0 > args.budget:
+            log("budget reached")
+            break
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
+            tdt = TDT[dt]
+            if batch:
+                a = torch.randn(batch, m, k, device=dev, dtype=tdt)
+                b = torch.randn(batch, k, n, device=dev, dtype=tdt)
+            else:
+                a = torch.randn(m, k, device=dev, dtype=tdt)
+                b = torch.randn(k, n, device=dev, dtype=tdt)
+            for _ in range(3):
+                torch.matmul(a, b)
+            sync(dev)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for c in range(args.calls):
+                    with record_function(f"call{c}"):
+                        torch.matmul(a, b)
+                sync(dev)
+            # each kernel belongs to the op that launched it (aten::mm); sum them per call range
+            calls: dict[int, float] = {}
+            for ev in prof.events():
+                ks = [kk.duration for kk in (getattr(ev, "kernels", None) or []) if not kk.name.startswith("Memset")]
+                if not ks:
+                    continue
+                p = ev
+                while p is not None and not p.name.startswith("call"):
+                    p = p.cpu_parent
+                if p is not None:
+                    calls[p.id] = calls.get(p.id, 0.0) + sum(ks)
+            per_call = list(calls.values())
+            if not per_call:
+                raise RuntimeError("no kernels recorded")
+            t = statistics.median(per_call) * 1e-6
+            bt = batch or 1
+            out.row(kind="gemm", dtype=dt, m=m, n=n, k=k, batch=batch or "", name="bmm" if batch else "matmul",
+                    bytes=bt * ((m * k + k * n) * ESZ[dt] + m * n * ESZ[dt]), time_s=t, flops=2 * bt * m * n * k,
+                    framework="", backward=0)
+            if i % 25 == 0:
+                log(f"{i}/{len(todo)} {dt} {m}x{n}x{k} b{batch}: {t * 1e6:.1f} us")
+            del a, b
+        except torch.cuda.OutOfMemoryError:
+            log("OOM", dt, m, n, k, batch)
+            torch.cuda.empty_cache()
+        except Exception as e:  # noqa: BLE001
+            log("ERROR", dt, m, n, k, batch, repr(e)[:200])
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out.close()
+    log(f"done {out.n} rows in {time.time() - t0:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
