@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Round 18 (device tool, kind nvidia-h200): the GEMMs of the round-16 profiler traces re-timed alone
 # (tools/bench_trace_gemms.py): back to back, at ~50 % GEMM duty, beside their in-trace kernel time.
-# Writes to $OUT: trace_gemms.csv.gz, trace_gemms.log, trace_gemms.dmon.txt.
+# Writes to $OUT (committed under traces/h200/round18/): trace_gemms.csv.gz, trace_gemms.log, trace_gemms.dmon.txt.
 set -u
 OUT=${OUT:-/tmp/simcore_out_round18}
 mkdir -p "$OUT"

@@ -78,7 +78,7 @@ def kind_of(path: Path) -> str | None:
     if base.endswith(".csv"):
         first = head.splitlines()[0] if head else ""
         cols = [c.strip() for c in first.split(",")]
-        if "kind" in cols and "time_s" in cols:
+        if {"kind", "time_s", "framework"} <= set(cols):  # the op-sweep layout (bench_ops.py)
             return "ops"
         if "op" in cols and "nbytes" in cols and "time_s" in cols:
             return "comm"

@@ -446,11 +446,12 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
         return None
     name = spec[0]
     types = op.input_types or []
-    best, elt = 0.0, 2.0
+    best, elt, last = 0.0, 2.0, 0.0
     for i, d in enumerate(op.input_dims):
         n = _numel(d) if _is_shape(d) else 0.0
         if n > best:
             best = n
+            last = float(d[-1]) if d else 0.0
             dt = dtype_of(types[i]) if i < len(types) else None
             elt = _ELT.get(dt or "bf16", 2.0)
     if best <= 0:
@@ -472,13 +473,16 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
             nm = "cast" if e[0] != e[1] else "copy"
             return {"kind": "memory", "name": nm, "nbytes": n * (e[0] + e[1]), "dtype": "bf16", "numel": n}
     nb, _fl = memory_op_traffic(name, best, elt)
-    return {
+    out: dict[str, Any] = {
         "kind": "memory",
         "name": name,
         "nbytes": float(nb),
         "dtype": "fp32" if elt == 4.0 else "bf16",
         "numel": best,
     }
+    if name.removesuffix("_bwd") in ("layernorm", "rmsnorm") and last > 0:
+        out["rows"] = best / last  # a norm gives each row (of the last dimension) to one CTA
+    return out
 
 
 def optimizer_shape(op: CpuOp) -> dict[str, Any] | None:

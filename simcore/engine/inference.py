@@ -16,6 +16,7 @@ import numpy as np
 
 from simcore import memory as M
 from simcore.calibration.profile import load_profile
+from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer
 from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
@@ -104,6 +105,10 @@ def evaluate(
                 f"infer_{mode}_fixed_{act_key}", profiler
             )
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
+
+    # a power-capped GPU stretches a phase whose kernels would draw more than its TDP on average
+    for pr in (prefill, decode):
+        pr.add("power_cap", C.breakdown_power_cap(cluster.device, prof, pr.time))
 
     pc = param_counts(model)
     wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0

@@ -203,7 +203,9 @@ class Pricer:
                     family = "attention_bwd" if key[2] else "attention_fwd"
                     backward = key[6]
                 else:
-                    t = C.memory_op(dev, prof, key[1], stack("nbytes"), stack("flops", 0.0)).time_s
+                    # row-wise ops (norms) say their row count: few long rows run on few SMs
+                    rows = stack("rows") if all("rows" in o.args for o in sel) else None
+                    t = C.memory_op(dev, prof, key[1], stack("nbytes"), stack("flops", 0.0), rows=rows).time_s
                     fl = 0.0
                     family = "memory"
                     backward = key[2]

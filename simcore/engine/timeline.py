@@ -103,4 +103,7 @@ def simulate_training(sc: Scenario, cluster: ClusterInfo, lay: dict[str, Any], e
     del cluster
     job = pipeline_job(lay, ev)
     factors = straggler_factors(lay, sc.runtime.straggler_sigma, sc.runtime.seed)
-    return simulate_pipeline(with_stragglers(job, factors))
+    res = simulate_pipeline(with_stragglers(job, factors))
+    # the power cap stretches the whole step (simcore.compute.ops.power_cap_time), as in the analytic step
+    cap = float(np.asarray(ev.breakdown.get("power_cap", 0.0)))
+    return dataclasses.replace(res, step_time_s=res.step_time_s + cap) if cap > 0 else res

@@ -490,6 +490,10 @@ def evaluate(
     bd["optimizer"] = opt
     bd["host_launch"] = gil
     bd["dp_copy"] = ddp_copy
+    # a power-capped GPU stretches a step whose kernels would draw more than its TDP on average
+    power_cap = C.breakdown_power_cap(cluster.device, prof, bd)
+    bd["power_cap"] = power_cap
+    step = step + power_cap
 
     # --- FLOPs and memory
     tokens = _a(lay.global_batch) * model.seq_len

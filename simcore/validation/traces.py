@@ -49,7 +49,7 @@ def predicted_class(category: str) -> str:
         return "gemm"
     if c in ("elementwise", "amp_cast", "loss_cast", "moe_permute", "kv_cache", "cast"):
         return "elementwise"
-    if c in ("pipeline_bubble", "host_overhead", "idle"):
+    if c in ("pipeline_bubble", "host_overhead", "idle", "power_cap"):
         return "idle"
     if c == "dp_copy":  # PyTorch DDP's gradient bucket copies: device-to-device memcpy
         return "memcpy/memset"

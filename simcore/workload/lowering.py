@@ -101,18 +101,23 @@ def _gemm(
     return Op(name, "gemm", category, {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}, count)
 
 
-def mem_op(name: str, numel: Num, elt_bytes: float, category: str = "elementwise", count: Num = 1.0) -> Op:
+def mem_op(
+    name: str,
+    numel: Num,
+    elt_bytes: float,
+    category: str = "elementwise",
+    count: Num = 1.0,
+    rows: Num | None = None,
+) -> Op:
     """A bandwidth-bound kernel over ``numel`` elements; bytes and FLOPs follow the compute layer's
     traffic conventions (:func:`simcore.compute.ops.memory_op_traffic`), the ones its efficiencies
-    were fitted with."""
+    were fitted with. ``rows``: the row count of a row-wise op (norms), which gives each row to one
+    CTA (:func:`simcore.compute.ops.memory_op`)."""
     nbytes, flops = memory_op_traffic(name, numel, elt_bytes)
-    return Op(
-        name,
-        "memory",
-        category,
-        {"name": name, "nbytes": nbytes, "flops": flops, "numel": numel, "elt": elt_bytes},
-        count,
-    )
+    args = {"name": name, "nbytes": nbytes, "flops": flops, "numel": numel, "elt": elt_bytes}
+    if rows is not None:
+        args["rows"] = rows
+    return Op(name, "memory", category, args, count)
 
 
 def _comm(
@@ -180,7 +185,7 @@ def norm_ops(m: ModelSpec, lay: Layout, tokens: Num) -> list[Op]:
     b = lay.act_bytes
     if lay.fused:
         return [fused_mem_op(norm_name(m), tokens * m.hidden, rb, 2 * rb + 2 * b, 2 * b + 4 * rb, "norm")]
-    ops = [mem_op(norm_name(m), tokens * m.hidden, rb, "norm")]
+    ops = [mem_op(norm_name(m), tokens * m.hidden, rb, "norm", rows=tokens)]
     if rb > lay.act_bytes:
         ops.append(mem_op("cast", tokens * m.hidden, (rb + lay.act_bytes) / 2.0, "amp_cast"))
     return ops
@@ -210,7 +215,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(_gemm("q_up", T, s.heads * s.head_dim / t, ml.q_lora_rank, dt))
         ops.append(_gemm("kv_down", T, ml.kv_lora_rank + ml.qk_rope_head_dim, h, dt))
         ops.append(_gemm("kv_up", T, s.heads * (ml.qk_nope_head_dim + s.v_head_dim) / t, ml.kv_lora_rank, dt))
-        ops.append(mem_op(norm_name(m), T * (ml.q_lora_rank + ml.kv_lora_rank), b, "norm"))
+        ops.append(mem_op(norm_name(m), T * (ml.q_lora_rank + ml.kv_lora_rank), b, "norm", rows=T))
     else:
         ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt))
     ops.append(
@@ -405,10 +410,10 @@ def backward_of(op: Op) -> list[Op]:
             )
         ]
         base = a["name"]
-        if base in ("layernorm", "rmsnorm"):
-            # a second kernel reduces x_hat * dy over tokens into the weight (and bias) gradient
-            out.append(mem_op("add", a["numel"], a["elt"], op.category, count=op.count))
-        elif base == "cross_entropy":
+        # a norm's backward also reduces x_hat * dy over the tokens into the weight (and bias)
+        # gradient: the fitted norm backward includes it (the sweep takes the gradient of the input
+        # and the weight), and its row-wise time needs the row count the forward op carries
+        if base == "cross_entropy":
             # NLL backward zero-fills the full fp32 gradient of the logits before scattering into it
             out.insert(0, mem_op("fill", a["numel"], 4.0, op.category, count=op.count))
         elif base == "embedding" and "table_numel" in a:

@@ -118,7 +118,9 @@ def price_shape(shape: dict[str, Any], dev: Device, prof: ComputeProfile) -> flo
                 ).time_s
             )  # fmt: skip
         if kind == "memory":
-            return float(C.memory_op(dev, prof, shape["name"], shape["nbytes"]).time_s)
+            return float(
+                C.memory_op(dev, prof, shape["name"], shape["nbytes"], rows=shape.get("rows")).time_s
+            )
         if kind == "optimizer":
             return float(
                 C.optimizer_step(dev, prof, shape["params"], shape["optimizer"], shape["fused"], False).time_s

@@ -75,3 +75,26 @@ def test_compiled_step_is_faster_and_smaller_than_eager() -> None:
     assert c.step_time_s < e.step_time_s
     assert c.memory_per_gpu_bytes <= e.memory_per_gpu_bytes
     assert c.breakdown.get("loss", 0.0) < e.breakdown["loss"]
+
+
+def test_eager_norm_is_row_wise_and_its_backward_one_fitted_op(model) -> None:  # type: ignore[no-untyped-def]
+    """The eager norm says its row count (the fitted norm curves give each row to one CTA), and its
+    backward is the fitted norm backward alone: the sweep took the gradient of the input and the
+    weight in one measurement, so no separate weight-gradient kernel is added."""
+    T = 4 * 1024
+    norm = L.norm_ops(model, _lay(False), T)[0]
+    assert norm.args["rows"] == T
+    (bwd,) = L.backward_of(norm)
+    assert bwd.args["name"].endswith("_bwd") and bwd.args["rows"] == T
+    # the row count makes the same bytes slower when rows are long (few CTAs' worth of work each)
+    from simcore.calibration.profile import load_profile
+    from simcore.compute import ops as C
+    from simcore.specs.registry import default_registry
+
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    nb = bwd.args["nbytes"]
+    assert (
+        C.memory_op(dev, prof, bwd.args["name"], nb, rows=T).time_s
+        >= C.memory_op(dev, prof, bwd.args["name"], nb).time_s
+    )
