@@ -2,7 +2,7 @@
 # Round 19 (device tool, kind nvidia-h200): the non-fp8 GEMM rows of ops.csv.gz re-timed by their
 # kernels' durations under the PyTorch profiler (tools/bench_gemm_kernels.py), with a dmon sidecar.
 # Writes to $OUT: gemm_kernels.csv.gz, gemm_kernels.log, gemm_kernels.dmon.txt (committed under
-# traces/h200/round19/, the dmon file as gemm_kernels.dmon.log so that no fit reads it as a clock sidecar).
+# traces/h200/kernel_rates/, the dmon file as gemm_kernels.dmon.log so that no fit reads it as a clock sidecar).
 set -u
 OUT=${OUT:-/tmp/simcore_out_round19}
 mkdir -p "$OUT"

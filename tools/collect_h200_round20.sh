@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Round 20 (device tool, kind nvidia-h200): board power of HBM-streaming memory-bound kernels
-# (tools/bench_mem_power.py) with a timestamped dmon. Writes to $OUT: mem_power.log, mem_power.dmon.txt.
+# (tools/bench_mem_power.py) with a timestamped dmon. Writes to $OUT (committed under traces/h200/kernel_rates/): mem_power.log, mem_power.dmon.txt.
 set -u
 OUT=${OUT:-/tmp/simcore_out_round20}
 mkdir -p "$OUT"

@@ -292,6 +292,32 @@ def sweep_clock_power(
     return out
 
 
+def streaming_memory_power(dmon: str | Path, log: str | Path, gpu: int = 0) -> float | None:
+    """Median board power (W) of memory-bound kernels streaming from HBM: ``tools/bench_mem_power.py``
+    runs each op back to back for seconds between ``HH:MM:SS START <op> ...`` and ``... END <op>``
+    log lines; the median of each op's ``dmon`` samples (its first second dropped), then the median
+    over the ops other than ``idle`` and ``gemm*``. ``None`` when the files show no such window."""
+    starts: dict[str, int] = {}
+    windows: list[tuple[str, int, int]] = []
+    for line in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] in ("START", "END") and _hms(parts[0]) is not None:
+            t = _hms(parts[0]) or 0
+            if parts[1] == "START":
+                starts[parts[2]] = t
+            elif parts[2] in starts:
+                windows.append((parts[2], starts[parts[2]], t))
+    samples = [(t, w) for t, _sm, _c, w in dmon_samples(dmon, gpu) if t is not None]
+    per_op = []
+    for name, t0, t1 in windows:
+        if name == "idle" or name.startswith("gemm"):
+            continue
+        sel = [w for t, w in samples if t0 + 1 <= t < t1]
+        if sel:
+            per_op.append(float(np.median(sel)))
+    return float(np.median(per_op)) if per_op else None
+
+
 # ---------------------------------------------------------------------------------------------
 # a small bounded Levenberg-Marquardt (numpy only)
 
@@ -831,6 +857,26 @@ def power_fractions(power_w: dict[str, float], tdp: float, gemm_stretch: float |
     return out
 
 
+def kernel_rate_power(
+    paths: Sequence[str | Path], t: Table, fam: NDArray[Any], fws: NDArray[Any]
+) -> dict[str, float]:
+    """``{"memory": W}`` when GEMM kernel-duration rows are fitted and the folder of such an input
+    holds ``mem_power.log`` + ``mem_power.dmon.txt`` (round 20): a step priced at kernel rates streams
+    its memory-bound tensors from HBM, whose draw (~620 W on the H200) is far above the op sweep's
+    memory section (335 W, small L2-resident ops). Empty otherwise."""
+    del t
+    if not np.any((fam == "gemm") & (fws == "")):
+        return {}
+    for p in paths:
+        folder = Path(p).parent
+        log, dmon = folder / "mem_power.log", folder / "mem_power.dmon.txt"
+        if log.is_file() and dmon.is_file():
+            w = streaming_memory_power(dmon, log)
+            if w is not None:
+                return {"memory": w}
+    return {}
+
+
 def superseded_gemm_rows(
     t: Table, fam: NDArray[Any], dtypes: NDArray[Any], fws: NDArray[Any]
 ) -> NDArray[np.bool_]:
@@ -1211,7 +1257,9 @@ def fit(
             "fit_report": {"held_out": small},
             "clock_fraction": {k: v / device.boost_clock for k, v in clocks_found.items()},
             "power_fraction": power_fractions(
-                power_found, device.tdp, gemm_power_stretch(t, fam, dtypes, fws)
+                {**power_found, **kernel_rate_power(ops_csv_paths, t, fam, fws)},
+                device.tdp,
+                gemm_power_stretch(t, fam, dtypes, fws),
             ),
         }
     )

@@ -107,15 +107,19 @@ def scenario_for(row: dict[str, str]) -> dict[str, Any]:
     return base
 
 
-def validate(path: str | Path | None = None) -> dict[str, Any]:
-    """Predict every ok row; return per-row comparisons and summary statistics."""
+def validate(path: str | Path | None = None, calibration: str | None = None) -> dict[str, Any]:
+    """Predict every ok row; return per-row comparisons and summary statistics. ``calibration``
+    (a profile name or path) replaces the device's default profile: a what-if."""
     p = Path(path) if path else traces_dir() / DEFAULT_CSV
     reg = default_registry()
     rows_out: list[dict[str, Any]] = []
     for row in read_rows(p):
         if row.get("status", "ok") != "ok" or not row.get("step_time_s"):
             continue
-        sc = scenario_from_dict(scenario_for(row), reg, str(p))
+        data = scenario_for(row)
+        if calibration is not None:
+            data["calibration"] = calibration
+        sc = scenario_from_dict(data, reg, str(p))
         r = predict(sc)
         measured = float(row["step_time_s"])
         if isinstance(r, TrainingResult):
@@ -201,9 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("csv", nargs="?", default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--plot", default=None)
+    ap.add_argument("--calibration", metavar="NAME|PATH", help="what-if: predict with this compute profile")
     a = ap.parse_args(argv)
     try:
-        res = validate(a.csv)
+        res = validate(a.csv, a.calibration)
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

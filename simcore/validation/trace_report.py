@@ -6,7 +6,7 @@ name under ``tests/data/trace_scenarios/``, the trace files of its ranks, the me
 it). For each, the step-time error and the largest class errors; then the summary over all traces
 and over the held-apart ones.
 
-  python -m simcore.validation.trace_report [--json] [--index traces/validate.csv]
+  python -m simcore.validation.trace_report [--json] [--index traces/validate.csv] [--calibration NAME]
 """
 
 from __future__ import annotations
@@ -72,13 +72,15 @@ def read_index(path: str | Path | None = None) -> list[TraceCase]:
     return out
 
 
-def run(cases: list[TraceCase]) -> list[dict[str, Any]]:
-    """``simcore validate`` on each case: step errors and the three largest class errors."""
+def run(cases: list[TraceCase], calibration: str | None = None) -> list[dict[str, Any]]:
+    """``simcore validate`` on each case: step errors and the three largest class errors.
+    ``calibration``: predict with this compute profile (name or path) instead of the scenario's."""
     from simcore.validation.traces import validate
 
     out = []
+    over = [f"calibration={calibration}"] if calibration else None
     for c in cases:
-        rep = validate([str(t) for t in c.traces], c.scenario).to_dict()
+        rep = validate([str(t) for t in c.traces], c.scenario, overrides=over).to_dict()
         worst = sorted(rep["classes"], key=lambda r: -abs(r["error_s"]))[:3]
         out.append(
             {
@@ -117,9 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--index", default=None, help="trace index CSV (default: traces/validate.csv)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    ap.add_argument("--calibration", metavar="NAME|PATH", help="what-if: predict with this compute profile")
     args = ap.parse_args(argv)
     try:
-        rows = run(read_index(args.index))
+        rows = run(read_index(args.index), args.calibration)
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

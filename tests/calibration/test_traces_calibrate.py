@@ -80,7 +80,7 @@ def test_input_kinds(tmp_path: Path) -> None:
     inp = sort_inputs([REPO / "traces" / "h200"])
     # the op sweeps, and round 19's GEMM kernel durations (an op CSV in a subfolder); round 17's
     # in-step kernels (no framework column) are not op rows
-    assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "ops.csv.gz", "gemm_kernels.csv.gz"]
+    assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "gemm_kernels.csv.gz", "ops.csv.gz"]
     # every committed profiler trace of the folder, nothing else
     assert sorted(inp.traces) == sorted((REPO / "traces" / "h200").glob("profile_*.json.gz"))
     assert inp.comm == []
@@ -143,3 +143,53 @@ def test_nccl_tests_log_is_a_comm_input(tmp_path: Path) -> None:
     )
     assert kind_of(log) == "comm"
     assert sort_inputs([log]).comm == [log]
+
+
+def test_reproduces_shipped_kernel_rate_profile() -> None:
+    """``h200-kernels.yaml``: the op sweeps plus round 19's GEMM kernel durations (which supersede the
+    call-timed GEMM rows of their shapes) and round 20's HBM-streaming memory power beside them."""
+    import os
+
+    kr = "traces/h200/kernel_rates/gemm_kernels.csv.gz"
+    old = os.getcwd()
+    os.chdir(REPO)
+    try:
+        ours = calibrate([OPS, COLD, kr], "h200", fit_comm_profile=False).compute_profile
+    finally:
+        os.chdir(old)
+    assert ours is not None
+    shipped = ComputeProfile.model_validate(
+        yaml.safe_load((builtin_dir() / "calibration" / "h200-kernels.yaml").read_text())
+    )
+    a, b = _flat(ours.model_dump()), _flat(shipped.model_dump())
+    for k, v in b.items():
+        if k.split(".")[0] in ("gemm", "memory", "power_fraction", "attention"):
+            assert a.get(k) == (pytest.approx(v, rel=1e-6) if isinstance(v, float) else v), k
+    # GEMM kernels would draw more than the TDP back to back; HBM-streaming memory-bound ones ~0.9 of it
+    assert shipped.power_fraction["gemm"] > 1.0 > shipped.power_fraction["memory"] > 0.8
+    # the kernel-rate GEMMs are faster than the call-timed ones of the default profile
+    from simcore.compute import ops as C
+
+    dev = default_registry().device("h200")
+    base = ComputeProfile.model_validate(
+        yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())
+    )
+    t_k = float(C.gemm(dev, shipped, 8192, 8192, 4096).time_s)
+    t_c = float(C.gemm(dev, base, 8192, 8192, 4096).time_s)
+    assert 0.75 < t_k / t_c < 0.95
+
+
+def test_streaming_memory_power(tmp_path: Path) -> None:
+    log = tmp_path / "mem_power.log"
+    log.write_text(
+        "10:00:00 START copy 1\n10:00:04 END copy 2\n10:00:05 START idle 3\n10:00:08 END idle 4\n"
+        "10:00:09 START add 5\n10:00:13 END add 6\n"
+    )
+    dmon = tmp_path / "mem_power.dmon.txt"
+    head = "#Time gpu pwr gtemp mtemp sm mem enc dec jpg ofa mclk pclk fb bar1 ccpm\n"
+    rows = [("10:00:00", 300), ("10:00:01", 500), ("10:00:02", 520), ("10:00:03", 540)]
+    rows += [("10:00:06", 80), ("10:00:07", 80), ("10:00:10", 600), ("10:00:11", 620), ("10:00:12", 640)]
+    body = "".join(f"{t} 0 {w} 40 40 99 90 0 0 0 0 3201 1980 0 1 0\n" for t, w in rows)
+    dmon.write_text(head + body)
+    # copy: its samples after the first second (500, 520, 540 -> 520); add: 620; idle left out
+    assert FC.streaming_memory_power(dmon, log) == pytest.approx((520 + 620) / 2)
