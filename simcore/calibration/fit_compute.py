@@ -857,14 +857,11 @@ def power_fractions(power_w: dict[str, float], tdp: float, gemm_stretch: float |
     return out
 
 
-def kernel_rate_power(
-    paths: Sequence[str | Path], t: Table, fam: NDArray[Any], fws: NDArray[Any]
-) -> dict[str, float]:
+def kernel_rate_power(paths: Sequence[str | Path], fam: NDArray[Any], fws: NDArray[Any]) -> dict[str, float]:
     """``{"memory": W}`` when GEMM kernel-duration rows are fitted and the folder of such an input
     holds ``mem_power.log`` + ``mem_power.dmon.txt`` (round 20): a step priced at kernel rates streams
     its memory-bound tensors from HBM, whose draw (~620 W on the H200) is far above the op sweep's
     memory section (335 W, small L2-resident ops). Empty otherwise."""
-    del t
     if not np.any((fam == "gemm") & (fws == "")):
         return {}
     for p in paths:
@@ -1257,7 +1254,7 @@ def fit(
             "fit_report": {"held_out": small},
             "clock_fraction": {k: v / device.boost_clock for k, v in clocks_found.items()},
             "power_fraction": power_fractions(
-                {**power_found, **kernel_rate_power(ops_csv_paths, t, fam, fws)},
+                {**power_found, **kernel_rate_power(ops_csv_paths, fam, fws)},
                 device.tdp,
                 gemm_power_stretch(t, fam, dtypes, fws),
             ),

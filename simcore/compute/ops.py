@@ -154,35 +154,6 @@ def power_cap_time(dev: Device, prof: ComputeProfile, seconds: dict[str, Num], i
     return np.maximum(energy - total, 0.0) / max(1.0 - p_idle, 1e-9)
 
 
-_POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap")
-
-
-def power_family(category: str) -> str:
-    """The power family of a breakdown category: ``gemm``, ``attention``, ``idle`` or ``memory``
-    (memory-bound kernels, optimizer, communication, copies)."""
-    c = category.removeprefix("recompute_")
-    if c in ("gemm", "moe_router"):
-        return "gemm"
-    if c == "attention":
-        return "attention"
-    if c in _POWER_IDLE:
-        return "idle"
-    return "memory"
-
-
-def breakdown_power_cap(dev: Device, prof: ComputeProfile, breakdown: dict[str, Num]) -> Num:
-    """:func:`power_cap_time` of a step given as seconds by breakdown category."""
-    fams: dict[str, Num] = {}
-    idle: Num = 0.0
-    for k, v in breakdown.items():
-        f = power_family(k)
-        if f == "idle":
-            idle = idle + v
-        else:
-            fams[f] = fams.get(f, 0.0) + v
-    return power_cap_time(dev, prof, fams, idle)
-
-
 def _dtype_bytes(dtype: str) -> float:
     if dtype not in DTYPE_BYTES:
         raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}", field="dtype")
@@ -757,7 +728,5 @@ __all__ = [
     "stream_time",
     "sustained_clock",
     "power_cap_time",
-    "breakdown_power_cap",
-    "power_family",
     "with_launch",
 ]

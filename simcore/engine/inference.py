@@ -16,8 +16,7 @@ import numpy as np
 
 from simcore import memory as M
 from simcore.calibration.profile import load_profile
-from simcore.compute import ops as C
-from simcore.engine.pricing import Priced, Pricer
+from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.resolve import ClusterInfo
@@ -108,7 +107,7 @@ def evaluate(
 
     # a power-capped GPU stretches a phase whose kernels would draw more than its TDP on average
     for pr in (prefill, decode):
-        pr.add("power_cap", C.breakdown_power_cap(cluster.device, prof, pr.time))
+        pr.add("power_cap", breakdown_power_cap(cluster.device, prof, pr.time))
 
     pc = param_counts(model)
     wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0

@@ -16,6 +16,7 @@ from simcore.calibration.profile import ComputeProfile, load_profile
 from simcore.comm.collectives import collective_cost
 from simcore.comm.groups import GroupPlacement, megatron_groups, placement
 from simcore.compute import ops as C
+from simcore.specs.hardware import Device
 from simcore.specs.resolve import ClusterInfo
 from simcore.workload.lowering import Op
 
@@ -237,3 +238,32 @@ class Pricer:
             if op.kind == "attention":
                 out.attention_flops = out.attention_flops + f * op.count * count
         return out
+
+
+_POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap")
+
+
+def power_family(category: str) -> str:
+    """The power family of a breakdown category: ``gemm``, ``attention``, ``idle`` or ``memory``
+    (memory-bound kernels, optimizer, communication, copies)."""
+    c = category.removeprefix("recompute_")
+    if c in ("gemm", "moe_router"):
+        return "gemm"
+    if c == "attention":
+        return "attention"
+    if c in _POWER_IDLE:
+        return "idle"
+    return "memory"
+
+
+def breakdown_power_cap(dev: Device, prof: ComputeProfile, breakdown: dict[str, Num]) -> Num:
+    """:func:`power_cap_time` of a step given as seconds by breakdown category."""
+    fams: dict[str, Num] = {}
+    idle: Num = 0.0
+    for k, v in breakdown.items():
+        f = power_family(k)
+        if f == "idle":
+            idle = idle + v
+        else:
+            fams[f] = fams.get(f, 0.0) + v
+    return C.power_cap_time(dev, prof, fams, idle)

@@ -28,7 +28,7 @@ import numpy as np
 from simcore import memory as M
 from simcore.calibration.profile import load_profile
 from simcore.compute import ops as C
-from simcore.engine.pricing import Priced, Pricer
+from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import ModelSpec, TrainingSpec
 from simcore.workload import lowering as L
@@ -491,7 +491,7 @@ def evaluate(
     bd["host_launch"] = gil
     bd["dp_copy"] = ddp_copy
     # a power-capped GPU stretches a step whose kernels would draw more than its TDP on average
-    power_cap = C.breakdown_power_cap(cluster.device, prof, bd)
+    power_cap = breakdown_power_cap(cluster.device, prof, bd)
     bd["power_cap"] = power_cap
     step = step + power_cap
 
