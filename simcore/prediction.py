@@ -202,6 +202,7 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
         sc.calibration,
         _param_dtype(sc),
         sc.runtime.profiler,
+        sc.runtime.gate_up,
     )
     return cluster, lay, ev
 
@@ -297,15 +298,14 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     )
     if p.dp not in (None, 1):
         ignored.append("dp")
-    ev = I.evaluate(
-        sc.model, inf, cluster, p.tp, p.pp, sc.runtime.framework, sc.calibration, sc.runtime.profiler
-    )
+    rt = sc.runtime
+    ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, rt.profiler, rt.gate_up)
     # the generated tokens see a growing cache: price the mean decode step at the middle of the output
     ctx0 = inf.context_len if inf.context_len is not None else inf.prompt_len
     mid = inf.model_copy(update={"context_len": ctx0 + inf.output_len // 2})
     dec_mid = _f(
         I.evaluate(
-            sc.model, mid, cluster, p.tp, p.pp, sc.runtime.framework, sc.calibration, sc.runtime.profiler
+            sc.model, mid, cluster, p.tp, p.pp, rt.framework, sc.calibration, rt.profiler, rt.gate_up
         ).decode_step_time_s
     )
     pre = _f(ev.prefill_time_s)

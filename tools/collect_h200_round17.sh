@@ -2,7 +2,7 @@
 # Round 17 (device tool, kind nvidia-h200): kernels in their in-step form (tools/bench_insitu.py):
 # GEMM time vs the share of the stream spent in GEMMs (the power-capped clock), SwiGLU parts on
 # strided vs contiguous tensors, cold vs warm weight casts, norms forward/backward; with an
-# nvidia-smi dmon sidecar. Writes to $OUT (committed under traces/h200/round17/): insitu.csv.gz, insitu.log, insitu.dmon.txt, env_round17.txt.
+# nvidia-smi dmon sidecar. Writes to $OUT (committed under traces/h200/kernel_rates/): insitu.csv.gz, insitu.log, insitu.dmon.txt, env_round17.txt.
 set -u
 OUT=${OUT:-/tmp/simcore_out_round17}
 mkdir -p "$OUT"

@@ -874,21 +874,62 @@ def power_fractions(power_w: dict[str, float], tdp: float, gemm_stretch: float |
     return out
 
 
+def _beside_kernel_rates(
+    paths: Sequence[str | Path], fam: NDArray[Any], fws: NDArray[Any], *names: str
+) -> Path | None:
+    """The folder of the inputs that holds ``names`` (round 20's power log, round 17's in-step
+    kernels), when GEMM kernel-duration rows are fitted; ``None`` otherwise."""
+    if not np.any((fam == "gemm") & (fws == "")):
+        return None
+    for p in paths:
+        folder = Path(p).parent
+        if all((folder / n).is_file() for n in names):
+            return folder
+    return None
+
+
 def kernel_rate_power(paths: Sequence[str | Path], fam: NDArray[Any], fws: NDArray[Any]) -> dict[str, float]:
     """``{"memory": W}`` when GEMM kernel-duration rows are fitted and the folder of such an input
     holds ``mem_power.log`` + ``mem_power.dmon.txt`` (round 20): a step priced at kernel rates streams
     its memory-bound tensors from HBM, whose draw (~620 W on the H200) is far above the op sweep's
     memory section (335 W, small L2-resident ops). Empty otherwise."""
-    if not np.any((fam == "gemm") & (fws == "")):
-        return {}
-    for p in paths:
-        folder = Path(p).parent
-        log, dmon = folder / "mem_power.log", folder / "mem_power.dmon.txt"
-        if log.is_file() and dmon.is_file():
-            w = streaming_memory_power(dmon, log)
-            if w is not None:
-                return {"memory": w}
+    folder = _beside_kernel_rates(paths, fam, fws, "mem_power.log", "mem_power.dmon.txt")
+    if folder is not None:
+        w = streaming_memory_power(folder / "mem_power.dmon.txt", folder / "mem_power.log")
+        if w is not None:
+            return {"memory": w}
     return {}
+
+
+def strided_swiglu_ratios(path: str | Path) -> tuple[float, float] | None:
+    """(forward, backward) time of eager SwiGLU on the strided halves of a fused gate/up output over
+    the same on contiguous tensors, from round 17's ``insitu.csv.gz`` (rows ``kind=mem``, ``name``
+    silu / mul / silu_bwd, ``variant`` strided / contiguous, per ``m x n``): forward SiLU + product,
+    backward SiLU's backward + two products (both products read a strided half); medians over the
+    sizes. ``None`` without a complete size."""
+    t: dict[tuple[str, str, str], float] = {}
+    with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
+        for r in csv.DictReader(f):
+            if r.get("kind") == "mem" and r.get("variant") in ("strided", "contiguous"):
+                t[(f"{r['m']}x{r['n']}", r["name"], r["variant"])] = float(r["time_s"])
+    fwd, bwd = [], []
+    for size in sorted({k[0] for k in t}):
+        try:
+            g = {
+                (n, v): t[(size, n, v)]
+                for n in ("silu", "mul", "silu_bwd")
+                for v in ("strided", "contiguous")
+            }
+        except KeyError:
+            continue
+        fwd.append(
+            (g["silu", "strided"] + g["mul", "strided"]) / (g["silu", "contiguous"] + g["mul", "contiguous"])
+        )
+        s_b = g["silu_bwd", "strided"] + 2 * g["mul", "strided"]
+        bwd.append(s_b / (g["silu_bwd", "contiguous"] + 2 * g["mul", "contiguous"]))
+    if not fwd:
+        return None
+    return float(np.median(fwd)), float(np.median(bwd))
 
 
 def superseded_gemm_rows(
@@ -1072,6 +1113,14 @@ def fit(
             bwd_hosts.append(h)
     if bwd_hosts:
         host_overhead["memory_bwd"] = float(np.median(bwd_hosts))
+    in_step = _beside_kernel_rates(ops_csv_paths, fam, fws, "insitu.csv.gz")
+    ratios = strided_swiglu_ratios(in_step / "insitu.csv.gz") if in_step is not None else None
+    if ratios is not None:
+        # in-step kernels: SiLU and the product on the strided halves of a fused gate/up output
+        for nm, r in (("swiglu", ratios[0]), ("swiglu_bwd", ratios[1])):
+            if nm in ops:
+                strided = nm.replace("swiglu", "swiglu_strided")
+                ops[strided] = ops[nm].model_copy(update={"eff": ops[nm].eff / r})
     mem = mem.model_copy(update={"ops": ops})
     prof = prof.model_copy(update={"memory": mem})
 

@@ -260,6 +260,8 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
     "gelu": (2.0, 0.0, 14.0),
     "silu": (2.0, 0.0, 8.0),
     "swiglu": (3.0, 0.0, 9.0),
+    # SiLU and the product on the strided halves of one fused gate/up GEMM output (eager PyTorch)
+    "swiglu_strided": (3.0, 0.0, 9.0),
     "dropout": (2.0, 1.0, 4.0),
     "softmax": (2.0, 0.0, 8.0),
     "layernorm": (2.0, 0.0, 8.0),
@@ -272,6 +274,7 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
 _TRAFFIC_BWD: dict[str, tuple[float, float, float]] = {
     "add": (2.0, 0.0, 0.0),
     "swiglu": (5.0, 0.0, 14.0),
+    "swiglu_strided": (5.0, 0.0, 14.0),
     "dropout": (2.0, 1.0, 2.0),
     "cross_entropy": (2.0, 0.0, 6.0),
     "embedding": (3.0, 0.0, 1.0),
@@ -305,6 +308,9 @@ def memory_op_traffic(name: str, numel: ArrayLike, elt_bytes: float = 2.0) -> tu
     n = np.asarray(numel, dtype=np.float64)
     return _out(n * (mult * elt_bytes + extra)), _out(n * fl)
 
+
+# variants priced as their plain op where a profile lacks their own measurement
+_PRICED_AS = {"swiglu_strided": "swiglu", "swiglu_strided_bwd": "swiglu_bwd"}
 
 # names used by PyTorch / the calibration traces -> simcore op names
 _ALIASES = {
@@ -357,6 +363,8 @@ def memory_op(
         flops = np.asarray(nbytes, dtype=np.float64) / per_b * per_f
     mp = prof.memory
     op = mp.ops.get(name) or mp.ops.get(base)
+    if op is None and name in _PRICED_AS:  # a variant the profile has not measured: its plain op
+        op = mp.ops.get(_PRICED_AS[name])
     eff = op.eff if op is not None else 1.0
     t0 = op.t0 if op is not None else None
     share = op.row_share if op is not None else None

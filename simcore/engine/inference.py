@@ -61,6 +61,7 @@ def evaluate(
     framework: str = "eager",
     calibration: str | None = None,
     profiler: bool = False,
+    gate_up: str = "separate",
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``."""
     prof = load_profile(cluster.device, calibration)
@@ -84,7 +85,13 @@ def evaluate(
     ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
     kv_dtype = inf.kv_cache_dtype or ("bf16" if dt == "fp32" else ("fp8" if dt == "fp8" else "bf16"))
     kvb = DTYPE_BYTES[kv_dtype]
-    kv_extra = {"kv_cache": True, "kv_bytes": kvb, "fused": framework == "compiled"}
+    kv_extra = {
+        "kv_cache": True,
+        "kv_bytes": kvb,
+        "fused": framework == "compiled",
+        # eager SiLU and product on the strided halves of a fused gate/up output (graphs replay the same kernels)
+        "strided_gate_up": framework in ("eager", "cuda_graphs") and gate_up == "fused",
+    }
     pre = L.Layout(
         micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra
     )

@@ -182,8 +182,10 @@ def evaluate(
     calibration: str | None = None,
     param_dtype: str = "bf16",
     profiler: bool = False,
+    gate_up: str = "separate",
 ) -> TrainingEval:
-    """Price one training step for every layout in ``lay`` (numpy broadcasting)."""
+    """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
+    MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``)."""
     tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -220,7 +222,12 @@ def evaluate(
         sp=sp,
         dtype=gemm_dtype,
         act_bytes=act,
-        extra={"residual_bytes": resid, "vocab_parallel": bool(lay.vocab_parallel), "fused": compiled},
+        extra={
+            "residual_bytes": resid,
+            "vocab_parallel": bool(lay.vocab_parallel),
+            "fused": compiled,
+            "strided_gate_up": framework == "eager" and gate_up == "fused",
+        },
     )
 
     pc = param_counts(model)

@@ -160,6 +160,11 @@ class RuntimeSpec(Spec):
     profiler: bool = False
     """The run is recorded by the PyTorch profiler (CPU + CUDA activities, shapes): eager host time
     per op grows, which matters wherever the host bounds the step. Set it to compare with a trace."""
+    gate_up: Literal["separate", "fused"] = "separate"
+    """A gated MLP's gate and up projections: ``separate`` GEMMs (Hugging Face Llama) or one ``fused``
+    GEMM whose output is split in two (``w13(x).chunk(2, -1)``). In eager PyTorch SiLU and the product
+    then read the strided halves, at 0.4-0.6x the contiguous rate (round 17); priced so where the
+    calibration profile measured it (``swiglu_strided``), else as the contiguous op."""
     straggler_sigma: float = Field(default=0.0, ge=0.0, le=1.0)
     """Spread of per-GPU compute speed: each GPU takes ``exp(N(0, sigma))`` times the nominal time
     (drawn with ``seed``). The discrete-event engine runs each tensor-parallel group at its slowest

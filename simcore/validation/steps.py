@@ -84,7 +84,13 @@ def scenario_for(row: dict[str, str]) -> dict[str, Any]:
         "name": f"{row['mode']}:{row['name']}",
         "cluster": {"system": "hgx-h200", "gpus": 1},
         "model": model,
-        "runtime": {"framework": row.get("framework") or "eager"},
+        "runtime": {
+            "framework": row.get("framework") or "eager",
+            # tools/gpt.py runs a gated MLP's gate and up projections as one Linear unless told not to
+            "gate_up": "fused"
+            if (row.get("swiglu_fused") or "").strip().lower() in ("1", "true")
+            else "separate",
+        },
     }
     mb = _i(row["micro_batch"])
     if row["mode"] == "train":

@@ -265,7 +265,9 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
     ops: list[Op] = []
     if s.gated:
         ops.append(_gemm("mlp_in", T, 2 * f, h, dt))
-        ops.append(mem_op("swiglu", T * f, b, "elementwise"))
+        # one fused gate/up GEMM in eager PyTorch: SiLU and the product read its strided halves
+        act = "swiglu_strided" if lay.extra.get("strided_gate_up") else "swiglu"
+        ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
         ops.append(_gemm("mlp_in", T, f, h, dt))
         ops.append(mem_op("gelu", T * f, b, "elementwise"))
