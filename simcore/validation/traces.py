@@ -217,7 +217,20 @@ def _predicted(
         bd[k] += n_pre * float(v)
     for k, v in d.get("breakdown_decode", {}).items():
         bd[k] += n_dec * float(v)
-    return n_pre * float(d["prefill_time_s"]) + n_dec * float(d["decode_step_time_s"]), dict(bd), r, notes
+    total = n_pre * float(d["prefill_time_s"]) + n_dec * float(d["decode_step_time_s"])
+    if bd.get("power_cap", 0.0) > 0.0:
+        # the card holds its power limit over the profiled step, whose decode steps draw little: the
+        # stretch is that of the whole step, not the sum of each phase's as if it ran back to back
+        from simcore.calibration.profile import load_profile
+        from simcore.engine.pricing import breakdown_power_cap
+        from simcore.specs.registry import default_registry
+        from simcore.specs.resolve import resolve_cluster
+
+        dev = resolve_cluster(sc.cluster, default_registry()).device
+        per_phase = bd.pop("power_cap")
+        bd["power_cap"] = float(breakdown_power_cap(dev, load_profile(dev, sc.calibration), bd))
+        total += bd["power_cap"] - per_phase
+    return total, dict(bd), r, notes
 
 
 def _kernel_rows(ans: list[Analysis], sc: Scenario, top: int) -> list[dict[str, Any]]:

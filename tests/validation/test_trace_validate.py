@@ -277,3 +277,25 @@ def test_graph_replayed_attention_counts_by_launch_grid() -> None:
     # the eager trace with shapes: one prefill and 8 decode steps, the same either way
     (e,) = load_analyses([str(REPO / CASES["h200_infer_prefill_decode"][0])])
     assert inference_composition(e, 4.0) == (1.0, 8.0)
+
+
+def test_inference_power_cap_is_the_profiled_steps() -> None:
+    """With a profile whose kernels can exceed the TDP, a profiled inference step (one prefill, then
+    host-bound decode steps) is stretched as a whole: less than the per-phase stretches summed, which
+    would treat the prefill as if prefills ran back to back."""
+    name = "h200_infer_llama1b_b8"
+    files = [str(REPO / f) for f in CASES[name]]
+    over = ["calibration=h200-kernels"]
+    rep = validate(files, SC / f"{name}.yaml", overrides=over).to_dict()
+    from simcore.specs.resolve import load_scenario
+    from simcore.validation.traces import inference_composition
+
+    sc = load_scenario(str(SC / f"{name}.yaml"), over)
+    r = simcore.predict(sc).model_dump()
+    n_pre, n_dec = inference_composition(analyze(read_trace(files[0])), float(sc.model.layers)) or (1.0, 8.0)
+    per_phase = n_pre * r["prefill_time_s"] + n_dec * r["decode_step_time_s"]
+    caps = n_pre * r["breakdown_prefill"].get("power_cap", 0.0) + n_dec * r["breakdown_decode"].get(
+        "power_cap", 0.0
+    )
+    assert caps > 0
+    assert per_phase - caps <= rep["predicted_step_time_s"] < per_phase
