@@ -86,6 +86,10 @@ def main():
         alone = s.elapsed_time(e) / 1e3 / args.calls
         # enough all-reduces to outlast the compute window (and a margin)
         n_comm = max(3, int(2.0 * alone * args.calls / max(comm_alone, 1e-6)) + 2)
+        # every rank must launch the same number of collectives: agree on the largest
+        nt = torch.tensor([n_comm], device=dev)
+        dist.all_reduce(nt, op=dist.ReduceOp.MAX)
+        n_comm = int(nt.item())
         dist.barrier()
         torch.cuda.synchronize()
         cs, ce = timed(allreduce, n_comm, comm)

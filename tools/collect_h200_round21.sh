@@ -6,7 +6,7 @@ OUT=${OUT:-/tmp/simcore_out_round21}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cd "$(dirname "$0")/.."
-timeout 240 torchrun --nproc_per_node=2 tools/bench_overlap.py --out "$OUT/overlap.csv" > "$OUT/overlap.log" 2>&1
+timeout 150 torchrun --nproc_per_node=2 tools/bench_overlap.py --out "$OUT/overlap.csv" > "$OUT/overlap.log" 2>&1
 echo "rc=$?"
 gzip -9 -f "$OUT/overlap.csv"
 grep -vE "^\s*$|Warning|warn" "$OUT/overlap.log" | tail -20
