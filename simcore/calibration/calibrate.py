@@ -412,7 +412,8 @@ def _fit_comm(
             *(["NCCL kernels of " + ",".join(str(p) for p in inp.traces)] if trows else []),
         ]
     )
-    text = FM.profile_yaml(res, base if base is not None else res.profile, fitted_on)
+    slowdown = FM.overlap_beside(inp.comm[0]) if inp.comm else None
+    text = FM.profile_yaml(res, base if base is not None else res.profile, fitted_on, slowdown)
     return text, dict(res.report), len(m)
 
 

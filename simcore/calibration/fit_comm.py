@@ -53,7 +53,7 @@ from simcore.comm.collectives import (
     read_profile,
 )
 from simcore.comm.groups import GroupPlacement
-from simcore.errors import SimcoreError
+from simcore.errors import SimcoreError, TraceError
 from simcore.specs.registry import builtin_dir
 from simcore.specs.resolve import cluster_for
 
@@ -420,7 +420,33 @@ def _fmt_t(v: float) -> str:
     return f"{v * 1e6:.4g} us"
 
 
-def profile_yaml(res: FitResult, base: CommProfile, fitted_on: str) -> str:
+def overlap_slowdown(path: str | Path) -> float | None:
+    """Median of ``overlapped_s / alone_s`` over the rows of ``tools/bench_overlap.py``'s CSV: how
+    much slower compute kernels run beside a collective on another stream. ``None`` without rows."""
+    import csv
+    import gzip
+
+    try:
+        with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
+            r = [
+                float(x["overlapped_s"]) / float(x["alone_s"])
+                for x in csv.DictReader(f)
+                if float(x["alone_s"]) > 0
+            ]
+    except (OSError, KeyError, ValueError) as e:
+        raise TraceError(f"cannot read the overlap measurements: {e}", file=str(path)) from None
+    return float(np.median(r)) if r else None
+
+
+def overlap_beside(path: str | Path) -> float | None:
+    """:func:`overlap_slowdown` of ``overlap.csv.gz`` next to a collective measurement file, if any."""
+    side = Path(path).parent / "overlap.csv.gz"
+    return overlap_slowdown(side) if side.is_file() else None
+
+
+def profile_yaml(
+    res: FitResult, base: CommProfile, fitted_on: str, compute_slowdown: float | None = None
+) -> str:
     """The fitted profile as YAML (unit strings; provenance in comments and fields)."""
     p = res.profile
 
@@ -439,6 +465,7 @@ def profile_yaml(res: FitResult, base: CommProfile, fitted_on: str) -> str:
             "(src/graph/tuning.cc); network curve and NVLS efficiency stay at spec values"
         ),
         "fitted_on": fitted_on,
+        **({"compute_slowdown": round(compute_slowdown, 4)} if compute_slowdown is not None else {}),
         "base_latency": {k: pt(v) for k, v in p.base_latency.items()},
         "hop_latency": {k: pt(v) for k, v in p.hop_latency.items()},
         "protocol_bandwidth": dict(p.protocol_bandwidth),
@@ -672,7 +699,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.write:
             path = builtin_dir() / "calibration" / f"comm-{args.system}.yaml"
-            path.write_text(profile_yaml(res, base, ",".join(str(f) for f in files)))
+            path.write_text(
+                profile_yaml(res, base, ",".join(str(f) for f in files), overlap_beside(files[0]))
+            )
             print(f"wrote {path}")
         if args.report:
             report_comm(files[0], args.system)

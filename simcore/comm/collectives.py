@@ -155,6 +155,10 @@ class CommProfile(Spec):
     """Bandwidth multiplier per op (default 1)."""
     dtypes: dict[str, float] = {}
     """Bandwidth multiplier per dtype for reductions (default 1)."""
+    compute_slowdown: float = Field(default=1.0, ge=1.0)
+    """Factor on compute kernels while a collective of this system runs beside them on another
+    stream (NCCL's kernels take SMs and HBM bandwidth): the median over GEMMs and memory-bound ops of
+    their time beside a stream of all-reduces over their time alone (round 21, 2 H200s: 1.36)."""
     op_overhead: dict[str, Seconds] = {}
     """Per-call floor of an op, seconds: back-to-back calls cannot be issued faster than the host
     launch path (torch.distributed + NCCL enqueue), so time = max(floor, latency + wire); default 0."""

@@ -112,6 +112,14 @@ def comm_call_host(cluster: ClusterInfo) -> float:
     return float(load_comm_profile(cluster.system.name).profile.op_overhead.get("all_reduce", 0.0))
 
 
+def overlap_slowdown(cluster: ClusterInfo) -> float:
+    """Factor on compute kernels beside a collective of the cluster's system (its communication
+    profile's ``compute_slowdown``; 1 where nothing was measured)."""
+    from simcore.comm.collectives import load_profile as load_comm_profile
+
+    return float(load_comm_profile(cluster.system.name).profile.compute_slowdown)
+
+
 def _a(x: Num, dtype: Any = float) -> Any:
     return np.asarray(x, dtype=dtype)
 
@@ -429,6 +437,17 @@ def evaluate(
         ),
     )
     dp_exposed = np.where(single_proc & (dp > 1), dp_legacy, dp_exposed)
+    # compute beside an overlapped collective runs slower (NCCL's kernels take SMs and HBM bandwidth,
+    # the system's measured compute_slowdown); where the host bounds those phases the GPU has slack
+    overlapped = np.where(
+        zero3,
+        np.minimum(2.0 * ag + rs, Fl + Bl) * m,
+        (dp_grad - hidden(dp_grad, B_last)) + np.where(zero12, ag - hidden(ag, F_first), 0.0),
+    )
+    overlapped = np.where((dp > 1) & overlap & ~single_proc, overlapped, 0.0)
+    host_slack = (F_layers.time.get("host_overhead", 0.0) + B_layers.time.get("host_overhead", 0.0)) * m
+    slowdown = overlap_slowdown(cluster)
+    overlap_cost = np.maximum((slowdown - 1.0) * overlapped - host_slack, 0.0)
     # PyTorch DDP (fp32 weights): each gradient is copied into its flat bucket before the all-reduce
     # and back afterwards, on the compute stream (Megatron-style training reduces in place in
     # contiguous gradient buffers)
@@ -472,7 +491,7 @@ def evaluate(
         # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward
         opt = np.maximum(opt, np.where(zero3, dtensor_opt, plain_opt) - host_lag)
 
-    step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy
+    step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost
 
     # --- breakdown (the bottleneck stage's view; sums to the step time)
     bd: dict[str, Num] = {}
@@ -497,6 +516,7 @@ def evaluate(
     bd["optimizer"] = opt
     bd["host_launch"] = gil
     bd["dp_copy"] = ddp_copy
+    bd["overlap_slowdown"] = overlap_cost
     # a power-capped GPU stretches a step whose kernels would draw more than its TDP on average
     power_cap = breakdown_power_cap(cluster.device, prof, bd)
     bd["power_cap"] = power_cap

@@ -45,7 +45,7 @@ def predicted_class(category: str) -> str:
     c = category.removeprefix("recompute_")
     if c.endswith("_comm") or c in ("pp_p2p", "comm"):
         return "communication"
-    if c in ("gemm", "moe_router"):
+    if c in ("gemm", "moe_router", "overlap_slowdown"):  # compute slowed beside collectives: mostly GEMMs
         return "gemm"
     if c in ("elementwise", "amp_cast", "loss_cast", "moe_permute", "kv_cache", "cast"):
         return "elementwise"
