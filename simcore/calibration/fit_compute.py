@@ -932,9 +932,24 @@ def strided_swiglu_ratios(path: str | Path) -> tuple[float, float] | None:
     return float(np.median(fwd)), float(np.median(bwd))
 
 
-def superseded_gemm_rows(
-    t: Table, fam: NDArray[Any], dtypes: NDArray[Any], fws: NDArray[Any]
-) -> NDArray[np.bool_]:
+def _gemm_kernel_pairs(
+    t: Table, fam: NDArray[Any], fws: NDArray[Any]
+) -> tuple[list[tuple[Any, ...]], dict[tuple[Any, ...], int], NDArray[np.int64]]:
+    """Each row's GEMM shape (dtype, m, n, k, batch), the rows timed by their kernels' own durations
+    (``framework`` empty, round 19) by shape, and the call-timed GEMM rows (``eager``,
+    ``cuda_graphs``); the cold (HBM-read) decode rows are in neither."""
+    dts = [d or "bf16" for d in t.dtype]
+    batch = np.maximum(np.nan_to_num(t.num["batch"], nan=0.0), 1.0)
+    keys = [
+        (dts[i], float(t.num["m"][i]), float(t.num["n"][i]), float(t.num["k"][i]), float(batch[i]))
+        for i in range(len(t))
+    ]
+    gemm = (fam == "gemm") & ~(t.num["cold"] > 0)
+    kernels = {keys[i]: int(i) for i in np.flatnonzero(gemm & (fws == ""))}
+    return keys, kernels, np.flatnonzero(gemm & (fws != ""))
+
+
+def superseded_gemm_rows(t: Table, fam: NDArray[Any], fws: NDArray[Any]) -> NDArray[np.bool_]:
     """GEMM rows timed around calls (``eager``, ``cuda_graphs``) of a shape that another file times
     by its kernels' own durations (``framework`` empty, round 19's ``gemm_kernels.csv.gz``).
 
@@ -943,39 +958,27 @@ def superseded_gemm_rows(
     kernel takes 711 µs with 1.6 µs gaps (traces/README.md, round 18). simcore prices a GEMM as a
     kernel in a step, so where a kernel-duration row exists the call-timed rows of that shape are
     left out of the fit."""
-    gemm = fam == "gemm"
-    cold = t.num["cold"] > 0
-    cols = [t.num[c] for c in ("m", "n", "k")]
-    batch = np.nan_to_num(t.num["batch"], nan=0.0)
-
-    def key(i: Any) -> tuple[Any, ...]:
-        return (str(dtypes[i]), *(float(c[i]) for c in cols), float(max(batch[i], 1.0)))
-
-    kernel_keys = {key(i) for i in np.flatnonzero(gemm & (fws == "") & ~cold)}
+    keys, kernels, called = _gemm_kernel_pairs(t, fam, fws)
     out = np.zeros(len(t), dtype=bool)
-    if kernel_keys:
-        for i in np.flatnonzero(gemm & (fws != "") & ~cold):
-            out[i] = key(i) in kernel_keys
+    for i in called:
+        out[i] = keys[i] in kernels
     return out
 
 
 def gemm_power_stretch(
-    t: Table, fam: NDArray[Any], dtypes: NDArray[Any], fws: NDArray[Any], min_kernel_s: float = 100e-6
+    t: Table, fam: NDArray[Any], fws: NDArray[Any], min_kernel_s: float = 100e-6
 ) -> float | None:
     """Median ratio of a GEMM's back-to-back time per call (CUDA events, ``eager`` rows) to its own
     kernel duration (``framework`` empty), over the shapes measured both ways whose kernel takes at
     least ``min_kernel_s``: how much the power cap stretches a sustained stream of GEMMs (round 19:
     1.16 on the H200). ``None`` without such pairs."""
-    gemm = (fam == "gemm") & (t.num["cold"] <= 0)
-    cols = [t.num[c] for c in ("m", "n", "k")]
-    batch = np.nan_to_num(t.num["batch"], nan=0.0)
+    keys, kernels, called = _gemm_kernel_pairs(t, fam, fws)
     meas = t.num["time_s"]
-
-    def key(i: Any) -> tuple[Any, ...]:
-        return (str(dtypes[i]), *(float(c[i]) for c in cols), float(max(batch[i], 1.0)))
-
-    kern = {key(i): meas[i] for i in np.flatnonzero(gemm & (fws == "")) if meas[i] >= min_kernel_s}
-    ratios = [meas[i] / kern[key(i)] for i in np.flatnonzero(gemm & (fws == "eager")) if key(i) in kern]
+    ratios = []
+    for i in called:
+        k = kernels.get(keys[i])
+        if fws[i] == "eager" and k is not None and meas[k] >= min_kernel_s:
+            ratios.append(meas[i] / meas[k])
     return float(np.median(ratios)) if len(ratios) >= 5 else None
 
 
@@ -1026,7 +1029,7 @@ def fit(
     ok = np.isfinite(meas) & (meas > 0)
     dtypes = np.array([d or "bf16" for d in t.dtype])
     fws = np.array(t.framework)
-    ok &= ~superseded_gemm_rows(t, fam, dtypes, fws)
+    ok &= ~superseded_gemm_rows(t, fam, fws)
     mode = prof.launch_mode
 
     # launch: generic per-kernel host time (eager) and per-kernel floor in a CUDA graph
@@ -1325,7 +1328,7 @@ def fit(
             "power_fraction": power_fractions(
                 {**power_found, **kernel_rate_power(ops_csv_paths, fam, fws)},
                 device.tdp,
-                gemm_power_stretch(t, fam, dtypes, fws),
+                gemm_power_stretch(t, fam, fws),
             ),
         }
     )

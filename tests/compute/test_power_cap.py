@@ -93,11 +93,10 @@ def test_kernel_duration_rows_supersede_call_timed_ones(tmp_path: Path) -> None:
         z.write(head + "".join(rows))
     t = read_ops([f])
     fam = np.array(["gemm"] * len(t))
-    dt = np.array([d or "bf16" for d in t.dtype])
     fws = np.array(t.framework)
-    sup = superseded_gemm_rows(t, fam, dt, fws)
+    sup = superseded_gemm_rows(t, fam, fws)
     assert list(sup) == [True, False] * 6 + [False]
-    assert gemm_power_stretch(t, fam, dt, fws) == pytest.approx(1.2)
+    assert gemm_power_stretch(t, fam, fws) == pytest.approx(1.2)
     # the GEMM power that makes the cap model stretch a GEMM stream by exactly that
     pf = power_fractions({"gemm": 650.0, "idle": 70.0}, 700.0, 1.2)
     assert pf["gemm"] == pytest.approx(1 + 0.2 * (1 - 0.1))
