@@ -16,7 +16,7 @@ import numpy as np
 
 from simcore.engine.des import DESResult, PipelineJob, StageTimes, simulate_pipeline
 from simcore.engine.schedules import chunks
-from simcore.engine.training import TrainingEval
+from simcore.engine.training import STEP_TERMS, TrainingEval
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import Scenario
 
@@ -106,5 +106,5 @@ def simulate_training(sc: Scenario, cluster: ClusterInfo, lay: dict[str, Any], e
     res = simulate_pipeline(with_stragglers(job, factors))
     # step-level terms of the analytic step the pipeline simulation does not carry: the power cap's
     # stretch and compute slowed beside overlapped data-parallel collectives
-    extra = sum(float(np.asarray(ev.breakdown.get(k, 0.0))) for k in ("power_cap", "overlap_slowdown"))
+    extra = sum(float(np.asarray(ev.breakdown.get(k, 0.0))) for k in STEP_TERMS)
     return dataclasses.replace(res, step_time_s=res.step_time_s + extra) if extra > 0 else res

@@ -104,20 +104,28 @@ def host_run_ahead(
     return G_m / mm, G_m - H_m
 
 
+def _comm_profile(cluster: ClusterInfo) -> Any:
+    """The communication profile of the cluster's system (or of the nearest one that has one)."""
+    from simcore.comm.collectives import load_profile as load_comm_profile
+
+    return load_comm_profile(cluster.system.name).profile
+
+
 def comm_call_host(cluster: ClusterInfo) -> float:
     """Host seconds of one eager torch.distributed collective call: the per-call floor of the
     system's communication profile (back-to-back eager calls)."""
-    from simcore.comm.collectives import load_profile as load_comm_profile
-
-    return float(load_comm_profile(cluster.system.name).profile.op_overhead.get("all_reduce", 0.0))
+    return float(_comm_profile(cluster).op_overhead.get("all_reduce", 0.0))
 
 
 def overlap_slowdown(cluster: ClusterInfo) -> float:
     """Factor on compute kernels beside a collective of the cluster's system (its communication
     profile's ``compute_slowdown``; 1 where nothing was measured)."""
-    from simcore.comm.collectives import load_profile as load_comm_profile
+    return float(_comm_profile(cluster).compute_slowdown)
 
-    return float(load_comm_profile(cluster.system.name).profile.compute_slowdown)
+
+STEP_TERMS = ("power_cap", "overlap_slowdown")
+"""Breakdown categories the analytic step adds on top of its pipeline of stage times; the
+discrete-event engine, which simulates only that pipeline, adds them the same way."""
 
 
 def _a(x: Num, dtype: Any = float) -> Any:
