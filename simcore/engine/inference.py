@@ -89,8 +89,7 @@ def evaluate(
         "kv_cache": True,
         "kv_bytes": kvb,
         "fused": framework == "compiled",
-        # eager SiLU and product on the strided halves of a fused gate/up output (graphs replay the same kernels)
-        "strided_gate_up": framework in ("eager", "cuda_graphs") and gate_up == "fused",
+        "strided_gate_up": L.strided_gate_up(framework, gate_up),
     }
     pre = L.Layout(
         micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra

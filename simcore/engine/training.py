@@ -242,7 +242,7 @@ def evaluate(
             "residual_bytes": resid,
             "vocab_parallel": bool(lay.vocab_parallel),
             "fused": compiled,
-            "strided_gate_up": framework == "eager" and gate_up == "fused",
+            "strided_gate_up": L.strided_gate_up(framework, gate_up),
         },
     )
 

@@ -254,6 +254,13 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     return ops
 
 
+def strided_gate_up(framework: str, gate_up: str) -> bool:
+    """Whether a gated MLP's SiLU and product read the strided halves of one fused gate/up GEMM
+    output: a ``fused`` gate/up projection outside compiled code (eager kernels, and CUDA graphs
+    replaying them; inductor fuses the product into one kernel)."""
+    return gate_up == "fused" and framework != "compiled"
+
+
 def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num | None = None) -> list[Op]:
     """Forward ops of a dense MLP block (or one expert group's when ``tokens`` is given)."""
     s = layer_shape(m)
