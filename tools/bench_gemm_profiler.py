@@ -15,13 +15,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, log, sync  # noqa: E402
+from benchutil import CsvOut, log, run_for, sync  # noqa: E402
 
 
 def main():
@@ -36,11 +35,7 @@ def main():
     dst = torch.empty_like(src)
 
     def warm():
-        t_end = time.perf_counter() + 0.3
-        while time.perf_counter() < t_end:
-            for _ in range(10):
-                torch.mm(a, b)
-            sync(dev)
+        run_for(lambda: torch.mm(a, b), 0.3, dev)
 
     for pattern, fill in (("gemm_b2b", 0), ("gemm_copy", 1)):
         def run(n=30, fill=fill):

@@ -15,28 +15,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, log, sync  # noqa: E402
+from benchutil import CsvOut, log, measure, run_for  # noqa: E402
 from gpt import GPT, GPTConfig  # noqa: E402
 
 
 def timed(a, b, dev):
-    t_end = time.perf_counter() + 0.3
-    while time.perf_counter() < t_end:
-        for _ in range(10):
-            torch.mm(a, b)
-        sync(dev)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(30):
-        torch.mm(a, b)
-    e.record()
-    sync(dev)
-    return s.elapsed_time(e) / 1e3 / 30
+    """Seconds per back-to-back GEMM over 30 calls, after 0.3 s of the same GEMM."""
+    run_for(lambda: torch.mm(a, b), 0.3, dev)
+    return measure(lambda: torch.mm(a, b), 30, dev)
 
 
 def main():

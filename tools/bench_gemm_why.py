@@ -22,7 +22,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, log, sync  # noqa: E402
+from benchutil import CsvOut, log, measure, run_for, sync  # noqa: E402
 
 
 def main():
@@ -49,18 +49,8 @@ def main():
 
     for kind in ("randn", "small", "small_both", "sparse25", "zeros", "randn"):
         a, b = operands(kind)
-        t_end = time.perf_counter() + 0.3
-        while time.perf_counter() < t_end:
-            for _ in range(10):
-                torch.mm(a, b)
-            sync(dev)
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(30):
-            torch.mm(a, b)
-        e.record()
-        sync(dev)
-        t = s.elapsed_time(e) / 1e3 / 30
+        run_for(lambda a=a, b=b: torch.mm(a, b), 0.3, dev)
+        t = measure(lambda a=a, b=b: torch.mm(a, b), 30, dev)
         out.row(variant=kind, measure="events", time_s=t, n=30)
         log(f"{kind}: events {t * 1e6:.1f} us")
         from torch.profiler import ProfilerActivity, profile
@@ -78,18 +68,8 @@ def main():
     a, b = operands("randn")
     for label, warm_s in (("burst", 0.0), ("sustained", 0.3), ("burst", 0.0)):
         time.sleep(1.0)  # idle: the clock recovers
-        t_end = time.perf_counter() + warm_s
-        while time.perf_counter() < t_end:
-            for _ in range(10):
-                torch.mm(a, b)
-            sync(dev)
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(5):
-            torch.mm(a, b)
-        e.record()
-        sync(dev)
-        t = s.elapsed_time(e) / 1e3 / 5
+        run_for(lambda: torch.mm(a, b), warm_s, dev)
+        t = measure(lambda: torch.mm(a, b), 5, dev)
         out.row(variant=f"randn_{label}", measure="events_5", time_s=t, n=5)
         log(f"{label}: events over 5 calls {t * 1e6:.1f} us")
     out.close()

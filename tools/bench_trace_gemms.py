@@ -17,13 +17,12 @@ import json
 import os
 import statistics
 import sys
-import time
 from collections import defaultdict
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, env_info, log, sync  # noqa: E402
+from benchutil import CsvOut, env_info, log, measure, run_for, sync  # noqa: E402
 
 COLS = ["trace", "m", "n", "k", "a_strides", "b_strides", "count", "trace_kernel_s", "b2b_s", "duty50_s",
         "duty", "flops"]
@@ -90,17 +89,8 @@ def main():
         for key in shapes:
             dims, strides = json.loads(key[0]), json.loads(key[1])
             a, b, (m, n, k) = make(dims, strides, dev)
-            t_end = time.perf_counter() + 0.3
-            while time.perf_counter() < t_end:
-                for _ in range(20):
-                    torch.mm(a, b)
-                sync(dev)
-            s.record()
-            for _ in range(30):
-                torch.mm(a, b)
-            e.record()
-            sync(dev)
-            b2b = s.elapsed_time(e) / 1e3 / 30
+            run_for(lambda a=a, b=b: torch.mm(a, b), 0.3, dev, batch=20)
+            b2b = measure(lambda a=a, b=b: torch.mm(a, b), 30, dev)
             r = max(1, round(b2b / t_copy))
             pairs = []
             for _ in range(200):

@@ -73,6 +73,16 @@ def measure(fn, n: int, dev: torch.device) -> float:
     return (time.perf_counter() - t0) / n
 
 
+def run_for(fn, seconds: float, dev: torch.device, batch: int = 10) -> None:
+    """Call fn back to back for about ``seconds`` (batches of ``batch``, synchronizing between), so
+    that a power-capped GPU settles into its sustained state before a measurement."""
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        for _ in range(batch):
+            fn()
+        sync(dev)
+
+
 def time_eager(fn, dev: torch.device, target: float = 0.01, max_iters: int = 2000, reps: int = 5,
                warmup: int = 2) -> tuple[float, int, float]:
     """Warm up, estimate, then `reps` repeats of n calls sized to take ~target seconds each.
