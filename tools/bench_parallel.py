@@ -256,6 +256,13 @@ def main():
     ap.add_argument("--profile-max-mb", type=float, default=1.5)
     ap.add_argument("--profile-fallback-layers", type=int, default=6)
     ap.add_argument("--profile-n-micro", type=int, default=4, help="micro-batches of the profiled pp step")
+    ap.add_argument("--profile-model", default="",
+                    help="the model the --profile-strategies traces use instead of the first timed one, as "
+                         "KEY=VALUE,... (GPTConfig fields, plus seq and mb), e.g. "
+                         "layers=12,hidden=768,heads=12,seq=1024,mb=8")
+    ap.add_argument("--profile-all-ranks", action="store_true",
+                    help="every rank writes its own trace (profile_<strategy>_rank<r>.json.gz), not rank 0 only")
+    ap.add_argument("--profile-tag", default="", help="inserted in the trace names: profile_<strategy><tag>_rank<r>")
     args = ap.parse_args()
     C = Ctx(args.smoke)
     probe_sdpa(C.dev)
@@ -341,6 +348,8 @@ def main():
         if not args.profile_dir:
             break
         name, cfg, seq, mb = models[0]
+        if args.profile_model:
+            cfg, seq, mb = parse_model(args.profile_model)
         try:
             profile_strategy(C, s, cfg, seq, mb, args)
         except Exception as e:  # noqa: BLE001
@@ -354,6 +363,15 @@ def main():
         log(f"done {out.n} rows in {time.time() - t0:.0f}s")
     dist.barrier()
     dist.destroy_process_group()
+
+
+def parse_model(spec):
+    """GPTConfig, seq, micro-batch from KEY=VALUE,... (see --profile-model)."""
+    kw = dict(kv.split("=", 1) for kv in spec.split(",") if kv)
+    seq, mb = int(kw.pop("seq", 1024)), int(kw.pop("mb", 1))
+    ints = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
+    cfg = GPTConfig(**{k: int(v) if k in ints else v for k, v in kw.items()})
+    return cfg, seq, mb
 
 
 def profile_strategy(C, s, cfg0, seq, mb, args):
@@ -385,8 +403,8 @@ def profile_strategy(C, s, cfg0, seq, mb, args):
         step()
         C.sync()
         dist.barrier()
-        path = os.path.join(args.profile_dir, f"profile_{s}_rank{C.rank}.json")
-        if C.rank == 0:
+        path = os.path.join(args.profile_dir, f"profile_{s}{args.profile_tag}_rank{C.rank}.json")
+        if C.rank == 0 or args.profile_all_ranks:
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if C.cuda else [])
             t0 = time.time()
             with profile(activities=acts, record_shapes=True,
@@ -400,10 +418,10 @@ def profile_strategy(C, s, cfg0, seq, mb, args):
                 g.write(f.read())
             os.remove(path)
             mb_gz = os.path.getsize(path + ".gz") / 1e6
-            log(f"rank0 trace {s}: {path}.gz {mb_gz:.2f} MB, layers {layers}, seq {seq}, micro-batch {mb}"
+            log(f"rank{C.rank} trace {s}: {path}.gz {mb_gz:.2f} MB, layers {layers}, seq {seq}, micro-batch {mb}"
                 f"{f', n_micro {args.profile_n_micro}' if s == 'pp' else ''}, {impl}; 4 profiled steps "
                 f"{t1 - t0:.2f}s wall, export {time.time() - t1:.1f}s")
-            redo = mb_gz > args.profile_max_mb and layers > args.profile_fallback_layers
+            redo = C.rank == 0 and mb_gz > args.profile_max_mb and layers > args.profile_fallback_layers
         else:
             for _ in range(4):
                 step()
