@@ -9,7 +9,7 @@
 #      Llama-3.2-3B-shaped prefill (1 x 2048) + 8 decode steps at batch 1.
 # Same recipe as earlier rounds (tools/bench_parallel.py, tools/bench_steps.py: fp32 params + autocast bf16,
 # fused AdamW; profiler CPU+CUDA, record_shapes=True; ProfilerStep#2 and #3 active).
-# Writes to $OUT: env_round22.txt, profile_*.json.gz, parallel.log, steps.log.
+# Writes $OUT/round22.tar: env_round22.txt, profile_*.json.gz, parallel.log, steps.log.
 set -u
 OUT=${OUT:-/tmp/simcore_out_round22}
 mkdir -p "$OUT"
@@ -34,16 +34,20 @@ par() {  # strategy model tag extra-args...
       >> "$OUT/parallel.log" 2>&1
   echo "parallel $s$tag rc=$?"
 }
-par ddp "$GPT125" _gpt125m --profile-all-ranks
-par fsdp "$LLAMA8" _llama8l
-par tp "$LLAMA8" _llama8l
-par ddp layers=4,hidden=1024,heads=16,seq=1024,mb=4 _4l --profile-all-ranks
+PARTS=${PARTS:-ddp,fsdp,tp,ddp4,steps}  # a subset reruns only those parts
+has() { [[ ",$PARTS," == *",$1,"* ]]; }
+has ddp && par ddp "$GPT125" _gpt125m --profile-all-ranks
+has fsdp && par fsdp "$LLAMA8" _llama8l
+has tp && par tp "$LLAMA8" _llama8l
+has ddp4 && par ddp layers=4,hidden=1024,heads=16,seq=1024,mb=4 _4l --profile-all-ranks
 rm -f "$OUT/unused.csv"
 grep -E "trace |ERROR|Traceback" "$OUT/parallel.log" | head -20
-timeout 160 $PY tools/bench_steps.py $SM --compile --only profiles --budget 130 --out "$OUT/steps_unused.csv" \
+has steps && timeout 160 $PY tools/bench_steps.py $SM --compile --only profiles --budget 130 --out "$OUT/steps_unused.csv" \
     --profile-names llama-1b-full --profile-infer llama-3b-infer:1:2048 --profile-dir "$OUT" \
     --configs-json "$OUT/profiles_configs.json" > "$OUT/steps.log" 2>&1
 echo "steps rc=$?"
 rm -f "$OUT/steps_unused.csv"
 grep -E "trace |ERROR|OOM|Traceback" "$OUT/steps.log" | head -20
 ls -la "$OUT"
+# the device tool brings back a few files per call: one tar holds them all
+(cd "$OUT" && tar cf round22.tar --remove-files $(ls | grep -v round22.tar))
