@@ -17,6 +17,11 @@
   a layer under FSDP2 (``fully_shard``), tensor parallelism or PyTorch DDP over the plain layer's,
   measured in one run; ``ddp_fixed``: DDP's extra host time per forward + backward outside the
   layers;
+* ``profiled_ddp_param`` / ``profiled_ddp_bucket``: DDP's backward host work per gradient tensor (its
+  autograd hook and the copy back from the bucket) and per bucket (the all-reduce call) while the
+  profiler records, read from profiled DDP ranks' CPU timelines (``host_ddp_hooks.csv.gz``, made by
+  ``python -m simcore.calibration.host_trace --ddp``); without the profiler these costs are within the
+  per-layer ``ddp_ratio_bwd`` measured at width 64;
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
   kernel inside a captured decode step);
 * ``compiled_ratio_<fwd|bwd>_<act>`` (and ``profiled_compiled_ratio_...``): host time of a layer under
@@ -57,6 +62,22 @@ def _csv_rows(path: str | Path) -> list[dict[str, str]]:
 
 def _is_size_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and "profiled" in rows[0] and "run" in rows[0]
+
+
+def _is_ddp_hook_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"per_param_s", "per_bucket_s"} <= set(rows[0])
+
+
+def ddp_hook_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
+    """``profiled_ddp_param`` / ``profiled_ddp_bucket``: PyTorch DDP's host seconds per gradient
+    tensor and per gradient bucket while the profiler records, the medians over the profiled ranks
+    of ``python -m simcore.calibration.host_trace --ddp`` (one row per rank's trace)."""
+    try:
+        param = [float(r["per_param_s"]) for r in rows]
+        bucket = [float(r["per_bucket_s"]) for r in rows]
+    except (KeyError, ValueError) as e:
+        raise TraceError(f"bad DDP hook row: {e}", file=str(path)) from None
+    return {"profiled_ddp_param": statistics.median(param), "profiled_ddp_bucket": statistics.median(bucket)}
 
 
 def _is_compiled_run(rows: list[dict[str, str]]) -> bool:
@@ -191,8 +212,12 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     size_ratios: dict[str, float] = {}
     compiled_rows: list[dict[str, str]] = []
     compiled_paths: list[str] = []
+    ddp_hooks: dict[str, float] = {}
     for p in paths:
         csv_rows = _csv_rows(p)
+        if _is_ddp_hook_run(csv_rows):
+            ddp_hooks.update(ddp_hook_costs(csv_rows, p))
+            continue
         if _is_compiled_run(csv_rows):
             compiled_rows.extend(csv_rows)
             compiled_paths.append(str(p))
@@ -264,6 +289,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         out[key] = ratio
     if compiled_rows:  # the runs of every width together (one file per round)
         out.update(compiled_ratios(compiled_rows, ", ".join(compiled_paths)))
+    out.update(ddp_hooks)
     return out
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from simcore.calibration.classify import Analysis
 from simcore.calibration.profile import ComputeProfile
@@ -134,3 +135,114 @@ def host_scale(analyses: list[Analysis], prof: ComputeProfile) -> tuple[float | 
     if not found:
         return None, []
     return float(statistics.median(x.ratio for x in found)), found
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch DDP's host work in the backward, from a profiled DDP rank's CPU timeline
+
+_ACC_NODE = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
+_ACC_INNER = "torch::autograd::AccumulateGrad"
+_COPY_BACK = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+_BUCKET_CALL = "c10d::allreduce_"
+
+DDP_HOOK_COLUMNS = (
+    "trace",
+    "rank",
+    "steps",
+    "params_per_step",
+    "buckets_per_step",
+    "per_param_s",
+    "per_bucket_s",
+)
+
+
+@dataclass(frozen=True)
+class DdpHooks:
+    """DDP's host seconds in one profiled rank: per gradient tensor and per gradient bucket.
+
+    ``per_param_s``: the autograd hook DDP registers on every parameter (its gradient scaled into
+    the flat bucket: the ``AccumulateGrad`` node's time beyond the plain accumulation) plus the copy
+    of the reduced bucket back into the gradient at the end of the backward
+    (``copy_bucket_to_grad``); ``per_bucket_s``: the host call that launches a bucket's all-reduce
+    (``c10d::allreduce_``). Medians over the trace's events, so a bucket's call is not counted in
+    the per-parameter part (it runs inside one hook of each bucket)."""
+
+    trace: str
+    rank: int
+    steps: int
+    params_per_step: float
+    buckets_per_step: float
+    per_param_s: float
+    per_bucket_s: float
+
+    def row(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in DDP_HOOK_COLUMNS}
+
+
+def ddp_hooks(a: Analysis) -> DdpHooks | None:
+    """DDP's per-parameter and per-bucket host seconds in a profiled DDP trace (None when the trace
+    has no DDP reducer hooks or bucket all-reduces)."""
+    by: dict[str, list[float]] = {}
+    for o in a.trace.cpu_ops.values():
+        if o.name in (_ACC_NODE, _ACC_INNER, _COPY_BACK, _BUCKET_CALL):
+            by.setdefault(o.name, []).append(o.dur)
+    if not all(by.get(k) for k in (_ACC_NODE, _ACC_INNER, _COPY_BACK, _BUCKET_CALL)):
+        return None
+    med = {k: statistics.median(v) for k, v in by.items()}
+    steps = max(len(a.steps), 1)
+    return DdpHooks(
+        trace=a.trace.path,
+        rank=a.trace.rank,
+        steps=steps,
+        params_per_step=len(by[_ACC_NODE]) / steps,
+        buckets_per_step=len(by[_BUCKET_CALL]) / steps,
+        per_param_s=max(med[_ACC_NODE] - med[_ACC_INNER], 0.0) + med[_COPY_BACK],
+        per_bucket_s=med[_BUCKET_CALL],
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m simcore.calibration.host_trace --ddp TRACE... -o OUT.csv[.gz]``: DDP's host costs
+    per gradient tensor and per bucket from profiled DDP ranks, one CSV row per trace (the input of
+    ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``)."""
+    import argparse
+    import csv
+    import gzip
+    import sys
+
+    from simcore.calibration.classify import analyze
+    from simcore.calibration.traces import read_trace
+    from simcore.errors import SimcoreError
+
+    ap = argparse.ArgumentParser(prog="python -m simcore.calibration.host_trace", description=main.__doc__)
+    ap.add_argument("--ddp", nargs="+", required=True, metavar="TRACE", help="profiled DDP ranks' traces")
+    ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
+    args = ap.parse_args(argv)
+    rows = []
+    try:
+        for p in args.ddp:
+            h = ddp_hooks(analyze(read_trace(p)))
+            if h is None:
+                print(f"error: {p}: no DDP reducer hooks or bucket all-reduces in the trace", file=sys.stderr)
+                return 2
+            rows.append(h.row())
+    except SimcoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    with (
+        gzip.open(args.out, "wt", newline="") if args.out.endswith(".gz") else open(args.out, "w", newline="")
+    ) as f:
+        w = csv.DictWriter(f, fieldnames=list(DDP_HOOK_COLUMNS))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    for r in rows:
+        print(
+            f"{r['trace']}: {r['params_per_step']:.0f} gradients / {r['buckets_per_step']:.0f} buckets per step, "
+            f"{r['per_param_s'] * 1e6:.1f} us per gradient, {r['per_bucket_s'] * 1e6:.1f} us per bucket"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -111,6 +111,28 @@ def _comm_profile(cluster: ClusterInfo) -> Any:
     return load_comm_profile(cluster.system.name).profile
 
 
+DDP_BUCKET_BYTES = 25 * 2**20
+"""PyTorch DDP's default gradient bucket cap (``bucket_cap_mb=25``)."""
+
+
+def ddp_gradients_and_buckets(model: ModelSpec, pp: Num, grad_bytes: float) -> tuple[Num, Num]:
+    """Gradient tensors and gradient buckets of one PyTorch DDP rank (a pipeline stage's share).
+
+    Six weight tensors per layer (two norms, fused QKV, attention output, the MLP's input and output
+    projections: the layers of ``tools/gpt.py`` and of most GPT / Llama codes without biases), the
+    token embedding, an untied LM head and the final norm. DDP fills ``DDP_BUCKET_BYTES`` buckets in
+    reverse order and closes one when it is full: the layers' gradients make ``bytes / cap`` buckets
+    and each embedding-sized tensor closes one of its own (GPT-2 small, 12 x 768 fp32: 14 buckets,
+    as its profiled trace shows)."""
+    pc = param_counts(model)
+    layers = model.layers / np.asarray(pp, dtype=float)
+    big = 1.0 + (1.0 if pc.lm_head else 0.0)
+    layer_bytes = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / model.layers
+    grads = 6.0 * layers + big + 1.0
+    buckets = np.floor(layers * layer_bytes * grad_bytes / DDP_BUCKET_BYTES) + big
+    return grads, buckets
+
+
 def comm_call_host(cluster: ClusterInfo) -> float:
     """Host seconds of one eager torch.distributed collective call: the per-call floor of the
     system's communication profile (back-to-back eager calls)."""
@@ -335,6 +357,15 @@ def evaluate(
             + sel_t * hv("ckpt_selective")
         )
         h_b = h_b + np.where(ddp & ~zero3, hv("ddp_fixed"), 0.0)
+        if profiler:
+            # DDP's hooks while the profiler records: per gradient tensor and per bucket all-reduce
+            # call, once per step (the last micro-batch's backward; measured from profiled DDP ranks)
+            grad_b = M.state_bytes(
+                training.precision, training.optimizer, training.master_weights, param_dtype
+            ).grads
+            n_grads, n_buckets = ddp_gradients_and_buckets(model, pp, grad_b)
+            hooks = n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
+            h_b = h_b + np.where(ddp & ~zero3, hooks / m, 0.0)
         if "tp_ratio_fwd" not in host_cal:
             # without a measured TP layer: each collective the layer issues is one more host call
             floor = comm_call_host(cluster)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from simcore.calibration.calibrate import calibrate
+from simcore.calibration.classify import analyze
 from simcore.calibration.host_trace import host_scale, layer_host_times
 from simcore.calibration.profile import load_profile
+from simcore.calibration.traces import read_trace
 from simcore.specs.registry import default_registry
 from simcore.workload.replay import load_analyses
 
@@ -57,3 +60,58 @@ def test_calibrate_sets_the_host_scale(prof) -> None:  # type: ignore[no-untyped
     # every host_layer entry the engines read is scaled
     assert res.compute_profile.host("train_fwd_gelu") == pytest.approx(s * prof.host("train_fwd_gelu"))
     assert res.to_dict()["host_scale"] == s
+
+
+def test_ddp_hooks_reproduce_the_committed_csv(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import csv
+    import gzip
+
+    from simcore.calibration.host_trace import ddp_hooks, main
+
+    ranks = [f"traces/h200x2/profile_ddp_rank{r}.json.gz" for r in (0, 1)]
+    h = ddp_hooks(analyze(read_trace(REPO / ranks[0])))
+    assert h is not None
+    # 4 layers x 6 weights + embedding, LM head and final norm; the trace's 8 bucket all-reduces
+    assert (h.params_per_step, h.buckets_per_step, h.steps) == (27, 8, 2)
+    assert 10e-6 < h.per_param_s < 200e-6 and 50e-6 < h.per_bucket_s < 500e-6
+    out = tmp_path / "hooks.csv.gz"
+    old = os.getcwd()
+    os.chdir(REPO)
+    try:
+        assert main(["--ddp", *ranks, "-o", str(out)]) == 0
+    finally:
+        os.chdir(old)
+    with gzip.open(out, "rt") as a, gzip.open(REPO / "traces/h200x2/host_ddp_hooks.csv.gz", "rt") as b:
+        assert list(csv.DictReader(a)) == list(csv.DictReader(b))
+    # a trace without DDP: one line, exit 2
+    assert main(["--ddp", str(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)]) == 2
+
+
+def test_ddp_gradient_and_bucket_counts_match_the_traces() -> None:
+    from simcore.calibration.host_trace import ddp_hooks
+    from simcore.engine.training import ddp_gradients_and_buckets
+    from simcore.specs.resolve import load_scenario
+
+    sc_dir = REPO / "tests/data/trace_scenarios"
+    for name, trace in (
+        ("h200x2_ddp_gpt", "traces/h200x2/profile_ddp_rank0.json.gz"),
+        ("h200x2_ddp_gpt125m", "traces/h200x2/round22/profile_ddp_gpt125m_rank0.json.gz"),
+    ):
+        h = ddp_hooks(analyze(read_trace(REPO / trace)))
+        assert h is not None
+        grads, buckets = ddp_gradients_and_buckets(load_scenario(str(sc_dir / f"{name}.yaml")).model, 1, 4.0)
+        assert float(grads) == h.params_per_step
+        assert abs(float(buckets) - h.buckets_per_step) <= 1  # the 4-layer model: 9 predicted, 8 measured
+
+
+def test_profiled_ddp_step_pays_the_hooks() -> None:
+    import simcore
+    from simcore.specs.resolve import load_scenario
+
+    sc = load_scenario(str(REPO / "tests/data/trace_scenarios/h200x2_ddp_gpt.yaml"))
+    # host-bound: a tiny sequence keeps the GPU short, so the hooks' host time shows in the step
+    small = sc.model_copy(update={"model": sc.model.model_copy(update={"seq_len": 64})})
+    on = simcore.predict(small).step_time_s
+    off_rt = small.runtime.model_copy(update={"profiler": False})
+    off = simcore.predict(small.model_copy(update={"runtime": off_rt})).step_time_s
+    assert on > off

@@ -82,7 +82,7 @@ def test_input_kinds(tmp_path: Path) -> None:
     # in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "gemm_kernels.csv.gz", "ops.csv.gz"]
     # every committed profiler trace of the folder, nothing else
-    assert sorted(inp.traces) == sorted((REPO / "traces" / "h200").glob("profile_*.json.gz"))
+    assert sorted(inp.traces) == sorted((REPO / "traces" / "h200").rglob("profile_*.json.gz"))
     assert inp.comm == []
     assert any(p.name == "steps.csv.gz" for p in inp.skipped)
     with pytest.raises(TraceError, match="steps.csv.gz: not a calibration input"):
