@@ -138,6 +138,48 @@ def host_scale(analyses: list[Analysis], prof: ComputeProfile) -> tuple[float | 
 
 
 # ---------------------------------------------------------------------------------------------
+# the CPU's per-op speed
+
+PROBE_OP = "aten::t"
+"""A metadata-only operator (a transposed view) every GPT / Llama layer calls in its forward and in its
+backward: its duration is the CPU's speed of the moment, whatever the tensors."""
+BWD_LAYER_PROBES = 332.0
+"""Host time of a GPT-2-small backward layer under the profiler in units of the backward thread's
+``aten::t`` (round 23, ``traces/h200/round23/host_pace.csv.gz``: quartiles 323-348 over 36 points whose
+``aten::t`` ranged 2.4-7.4 µs)."""
+FWD_LAYER_PROBES = 152.0
+"""The same for a forward layer, in units of the main thread's ``aten::t`` (quartiles 147-160)."""
+
+
+@dataclass(frozen=True)
+class OpSpeed:
+    """Median ``aten::t`` seconds on a training trace's main (forward) and backward (autograd) thread."""
+
+    main_s: float | None
+    backward_s: float | None
+
+
+def op_speed(a: Analysis) -> OpSpeed | None:
+    """The CPU's per-op speed in a trace (None when it never calls ``aten::t``). The backward thread is
+    the one that runs the autograd nodes; the main thread the other one that calls ``aten::t``."""
+    by: dict[int, list[float]] = {}
+    bwd_tids: set[int] = set()
+    for o in a.trace.cpu_ops.values():
+        if o.name == PROBE_OP:
+            by.setdefault(o.tid, []).append(o.dur)
+        elif o.name.startswith(_BWD_NORM):
+            bwd_tids.add(o.tid)
+    if not by:
+        return None
+    bwd = [d for tid, v in by.items() if tid in bwd_tids for d in v]
+    main = max((v for tid, v in by.items() if tid not in bwd_tids), key=len, default=[])
+    return OpSpeed(
+        main_s=statistics.median(main) if main else None,
+        backward_s=statistics.median(bwd) if bwd else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # PyTorch DDP's host work in the backward, from a profiled DDP rank's CPU timeline
 
 _ACC_NODE = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis
+from simcore.calibration.host_trace import BWD_LAYER_PROBES, op_speed
 from simcore.errors import SimcoreError
 from simcore.specs.scenario import Scenario
 
@@ -83,6 +84,9 @@ class ValidationReport:
     collectives: dict[str, float]
     notes: list[str] = field(default_factory=list)
     host_speed_ratio: float | None = None
+    cpu_op_speed_s: dict[str, float | None] | None = None
+    """Median ``aten::t`` seconds on the main and the backward thread of the slowest rank (the CPU's
+    per-op speed; see :func:`simcore.calibration.host_trace.op_speed`)."""
     """Host time per layer on the trace's CPU timeline over the profile's (profiled) host model
     (:mod:`simcore.calibration.host_trace`); ``None`` where the trace does not show it."""
 
@@ -124,6 +128,7 @@ class ValidationReport:
             "collectives_measured_s": self.collectives,
             "kernels": self.kernels,
             "host_speed_ratio": self.host_speed_ratio,
+            "cpu_op_speed_s": self.cpu_op_speed_s,
             "notes": self.notes,
         }
 
@@ -374,6 +379,13 @@ def validate(
             f"the trace's CPU issued each layer in x{host_ratio:.2f} the profile's host time (from the spacing of "
             "its norm ops; `simcore calibrate TRACE` puts this into a profile's host_scale)"
         )
+    speed = op_speed(slowest)
+    if speed is not None and speed.backward_s is not None:
+        notes.append(
+            f"CPU speed: aten::t took {speed.backward_s * 1e6:.1f} us on the backward thread (a GPT backward layer "
+            f"is ~{BWD_LAYER_PROBES:.0f} of them under the profiler); the lent H200 machines ran 2.4-7.8 us, so "
+            "host-bound phases vary 3x with the machine's moment (traces/README.md, round 23)"
+        )
 
     meas_cls: dict[str, float] = defaultdict(float)
     meas_kernel: dict[str, float] = defaultdict(float)
@@ -455,6 +467,7 @@ def validate(
         collectives=dict(colls),
         notes=notes,
         host_speed_ratio=host_ratio,
+        cpu_op_speed_s=None if speed is None else {"main": speed.main_s, "backward": speed.backward_s},
     )
 
 

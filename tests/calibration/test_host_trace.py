@@ -115,3 +115,15 @@ def test_profiled_ddp_step_pays_the_hooks() -> None:
     off_rt = small.runtime.model_copy(update={"profiler": False})
     off = simcore.predict(small.model_copy(update={"runtime": off_rt})).step_time_s
     assert on > off
+
+
+def test_op_speed_probe_per_thread() -> None:
+    from simcore.calibration.host_trace import op_speed
+
+    s = op_speed(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz")))
+    assert s is not None and s.main_s is not None and s.backward_s is not None
+    # a transposed view: microseconds on either thread (round 1: 2.7 us backward, 9.4 us under autocast)
+    assert 1e-6 < s.backward_s < 20e-6 and 1e-6 < s.main_s < 20e-6
+    inf = op_speed(analyze(read_trace(H200 / "profile_infer_prefill_decode.json.gz")))
+    assert inf is not None and inf.backward_s is None and inf.main_s is not None
+    assert op_speed(analyze(read_trace(H200 / "profile_decode_cuda_graphs.json.gz"))) is None
