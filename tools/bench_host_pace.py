@@ -40,8 +40,8 @@ COLS = ["pass", "mb", "vocab", "sync", "optimizer", "profiled", "fwd_layer_s", "
         "bwd_call_s", "step_wall_s", "t_main_us", "t_bwd_us", "view_main_us", "view_bwd_us", "bwd_lag_s",
         "n_steps"]
 
-FWD_NORM = "aten::layer_norm"
-BWD_NORM = "autograd::engine::evaluate_function: NativeLayerNormBackward0"
+FWD_NORMS = ("aten::layer_norm", "aten::rms_norm")
+BWD_NODE = "autograd::engine::evaluate_function: "
 
 
 def build(vocab, dev, smoke):
@@ -81,6 +81,39 @@ def spacing(ts, per_layer_count=2):
     return statistics.median(d)
 
 
+def paces(events):
+    """Host seconds per layer of the forward and backward, and the per-op speed probes (median
+    ``aten::t`` microseconds on the main and on the backward thread), from a profiler's events of
+    two steps. Forward: outermost layer/RMS norm calls (two per layer, then the final norm);
+    backward: the norm-backward autograd nodes."""
+    fwd, bwd, t_by, v_by = [], [], {}, {}
+    main_tid = None
+    for e in events:
+        if e.name in FWD_NORMS:
+            fwd.append((e.time_range.start, e.time_range.end, e.thread))
+            main_tid = e.thread
+        elif e.name.startswith(BWD_NODE) and "NormBackward" in e.name:
+            bwd.append(e.time_range.start)
+        elif e.name in ("aten::t", "aten::view"):
+            (t_by if e.name == "aten::t" else v_by).setdefault(e.thread, []).append(e.time_range.elapsed_us())
+    fwd.sort()
+    outer, end = [], -1.0
+    for s0, t1, _ in fwd:
+        if s0 >= end:
+            outer.append(s0)
+            end = t1
+    half_f, half_b = len(outer) // 2, len(bwd) // 2
+    bwd.sort()
+    fwd_layer = statistics.median([spacing(outer[:half_f]), spacing(outer[half_f:])]) * 1e-6
+    bwd_layer = statistics.median([spacing(bwd[:half_b]), spacing(bwd[half_b:])]) * 1e-6
+    nan = [float("nan")]
+    t_main = statistics.median(t_by.get(main_tid, nan))
+    t_bwd = statistics.median([x for tid, xs in t_by.items() if tid != main_tid for x in xs] or nan)
+    v_main = statistics.median(v_by.get(main_tid, nan))
+    v_bwd = statistics.median([x for tid, xs in v_by.items() if tid != main_tid for x in xs] or nan)
+    return fwd_layer, bwd_layer, t_main, t_bwd, v_main, v_bwd
+
+
 def profiled_point(model, x, ac, opt, do_sync, dev, use_opt, acts):
     from torch.profiler import profile
 
@@ -91,46 +124,7 @@ def profiled_point(model, x, ac, opt, do_sync, dev, use_opt, acts):
         for _ in range(2):
             one_step(model, x, ac, opt, do_sync, dev, use_opt)
         sync(dev)
-    ev = prof.events()
-    fwd, bwd, t_by, v_by = [], [], {}, {}
-    main_tid = None
-    for e in ev:
-        if e.name == FWD_NORM:
-            fwd.append((e.time_range.start, e.time_range.end, e.thread))
-            main_tid = e.thread
-        elif e.name == BWD_NORM:
-            bwd.append(e.time_range.start)
-        elif e.name in ("aten::t", "aten::view"):
-            (t_by if e.name == "aten::t" else v_by).setdefault(e.thread, []).append(e.time_range.elapsed_us())
-    # outermost forward norms only (autocast may dispatch a norm inside another), per step
-    fwd.sort()
-    outer, end = [], -1.0
-    for s, t, _ in fwd:
-        if s >= end:
-            outer.append(s)
-            end = t
-    half_f, half_b = len(outer) // 2, len(bwd) // 2
-    bwd.sort()
-    fwd_layer = statistics.median([spacing(outer[:half_f]), spacing(outer[half_f:])]) * 1e-6
-    bwd_layer = statistics.median([spacing(bwd[:half_b]), spacing(bwd[half_b:])]) * 1e-6
-
-    t_main = statistics.median(t_by.get(main_tid, [float("nan")]))
-    t_bwd = statistics.median([x for tid, xs in t_by.items() if tid != main_tid for x in xs] or [float("nan")])
-    v_main = statistics.median(v_by.get(main_tid, [float("nan")]))
-    v_bwd = statistics.median([x for tid, xs in v_by.items() if tid != main_tid for x in xs] or [float("nan")])
-    # launch-to-start lag of the backward thread's kernels: CUDA events carry the correlation to the
-    # runtime call on the CPU side in kineto's export only; use the kernel start minus the launching
-    # op's start as a bound instead (the op that launched it on a non-main thread)
-    lags = []
-    for e in ev:
-        if e.thread != main_tid and e.device_type == torch.autograd.DeviceType.CPU and e.kernels:
-            for k in e.kernels:
-                try:
-                    lags.append((k.time_range.start - e.time_range.start) * 1e-6)
-                except AttributeError:
-                    pass
-    lag = statistics.median(lags) if lags else float("nan")
-    return fwd_layer, bwd_layer, t_main, t_bwd, v_main, v_bwd, lag
+    return (*paces(prof.events()), float("nan"))
 
 
 def main():
