@@ -146,9 +146,7 @@ backward: its duration is the CPU's speed of the moment, whatever the tensors.""
 BWD_LAYER_PROBES = 332.0
 """Host time of a GPT-2-small backward layer under the profiler in units of the backward thread's
 ``aten::t`` (round 23, ``traces/h200/round23/host_pace.csv.gz``: quartiles 323-348 over 36 points whose
-``aten::t`` ranged 2.4-7.4 µs)."""
-FWD_LAYER_PROBES = 152.0
-"""The same for a forward layer, in units of the main thread's ``aten::t`` (quartiles 147-160)."""
+``aten::t`` ranged 2.4-7.4 µs; a forward layer is 152 of the main thread's)."""
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,10 @@ def _comm_profile(cluster: ClusterInfo) -> Any:
     return load_comm_profile(cluster.system.name).profile
 
 
+WEIGHT_TENSORS_PER_LAYER = 6.0
+"""Weight tensors of one transformer layer without biases: two norms, fused QKV, attention output, the
+MLP's input (fused gate/up) and output projections (``tools/gpt.py``, most GPT / Llama codes)."""
+
 DDP_BUCKET_BYTES = 25 * 2**20
 """PyTorch DDP's default gradient bucket cap (``bucket_cap_mb=25``)."""
 
@@ -118,17 +122,15 @@ DDP_BUCKET_BYTES = 25 * 2**20
 def ddp_gradients_and_buckets(model: ModelSpec, pp: Num, grad_bytes: float) -> tuple[Num, Num]:
     """Gradient tensors and gradient buckets of one PyTorch DDP rank (a pipeline stage's share).
 
-    Six weight tensors per layer (two norms, fused QKV, attention output, the MLP's input and output
-    projections: the layers of ``tools/gpt.py`` and of most GPT / Llama codes without biases), the
-    token embedding, an untied LM head and the final norm. DDP fills ``DDP_BUCKET_BYTES`` buckets in
-    reverse order and closes one when it is full: the layers' gradients make ``bytes / cap`` buckets
-    and each embedding-sized tensor closes one of its own (GPT-2 small, 12 x 768 fp32: 14 buckets,
-    as its profiled trace shows)."""
+    ``WEIGHT_TENSORS_PER_LAYER`` per layer, the token embedding, an untied LM head and the final
+    norm. DDP fills ``DDP_BUCKET_BYTES`` buckets in reverse order and closes one when it is full: the
+    layers' gradients make ``bytes / cap`` buckets and each embedding-sized tensor closes one of its
+    own (GPT-2 small, 12 x 768 fp32: 14 buckets, as its profiled trace shows)."""
     pc = param_counts(model)
     layers = model.layers / np.asarray(pp, dtype=float)
     big = 1.0 + (1.0 if pc.lm_head else 0.0)
     layer_bytes = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / model.layers
-    grads = 6.0 * layers + big + 1.0
+    grads = WEIGHT_TENSORS_PER_LAYER * layers + big + 1.0
     buckets = np.floor(layers * layer_bytes * grad_bytes / DDP_BUCKET_BYTES) + big
     return grads, buckets
 
@@ -311,7 +313,7 @@ def evaluate(
     # PyTorch AMP (fp32 weights, autocast): weight casts in every forward, bf16 -> fp32 gradient
     # accumulation in every backward, per micro-batch, on each rank's share of the weights
     if param_dtype == "fp32" and training.precision != "fp32":
-        tensors_per_layer = 6.0
+        tensors_per_layer = WEIGHT_TENSORS_PER_LAYER
         stage_params = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / pp / tp
         acc = (m - 1.0) / m  # backwards that add into an existing fp32 .grad
         # ZeRO-2/3 and FSDP accumulate on the reduce-scattered shard of the gradient
