@@ -248,6 +248,7 @@ def evaluate(
     sel_t = np.where(recompute == "selective", 1.0, 0.0)
     zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
     zero0, zero12, zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
+    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
     single_proc = np.asarray(lay.dp_mode) == "dataparallel"
     ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
     gemm_dtype = training.precision
@@ -362,10 +363,7 @@ def evaluate(
         if profiler:
             # DDP's hooks while the profiler records: per gradient tensor and per bucket all-reduce
             # call, once per step (the last micro-batch's backward; measured from profiled DDP ranks)
-            grad_b = M.state_bytes(
-                training.precision, training.optimizer, training.master_weights, param_dtype
-            ).grads
-            n_grads, n_buckets = ddp_gradients_and_buckets(model, pp, grad_b)
+            n_grads, n_buckets = ddp_gradients_and_buckets(model, pp, sb.grads)
             hooks = n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
             h_b = h_b + np.where(ddp & ~zero3, hooks / m, 0.0)
         if "tp_ratio_fwd" not in host_cal:
@@ -422,7 +420,6 @@ def evaluate(
     )
 
     # --- data parallel: gradient reduction (and ZeRO/FSDP parameter gathers)
-    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
     dense_layer_params = pc.per_dense_layer
     moe_attn = pc.attention_per_layer + pc.norms_per_layer + pc.moe_layer_shared
     moe_experts = pc.moe_layer_experts
