@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, env_info, log, sync  # noqa: E402
+from benchutil import CsvOut, env_info, log, measure, sync  # noqa: E402
 
 COLS = ["layer", "hidden", "experts", "top_k", "expert_ffn", "tokens", "sync", "grouped",
         "fwd_s", "fwd_bwd_s", "fwd_host_s", "n"]
@@ -82,18 +82,7 @@ class MoE(torch.nn.Module):
 
 def timed(fn, n, dev):
     sync(dev)
-    if dev.type != "cuda":
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        return (time.perf_counter() - t) / n
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(n):
-        fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / 1e3 / n
+    return measure(fn, n, dev)
 
 
 def profile_layers(args, dev):
