@@ -15,9 +15,10 @@ Each point is profiled (CPU + CUDA, ``record_shapes=True`` as the traces) for 2 
 profiler's events: host seconds per layer of the forward (spacing of the outermost
 ``aten::layer_norm`` calls, two per layer) and of the backward (spacing of the
 ``NativeLayerNormBackward0`` autograd nodes), median ``aten::t`` / ``aten::view`` duration on each
-thread (a per-op host speed probe), and the median launch-to-start lag of the backward's kernels
-(small: the GPU waits for the host). Unprofiled, the host wall time of the forward and backward
-calls (no synchronize inside) and the step's wall time.
+thread (a per-op host speed probe). The column ``bwd_lag_s`` stays empty (round 23 wrote NaN): the
+in-process profiler events carry no kernel start times to measure a launch-to-start lag from.
+Unprofiled, the host wall time of the forward and backward calls (no synchronize inside) and the
+step's wall time.
 
   python tools/bench_host_pace.py --out pace.csv [--passes 3] [--smoke]
 """
@@ -124,7 +125,7 @@ def profiled_point(model, x, ac, opt, do_sync, dev, use_opt, acts):
         for _ in range(2):
             one_step(model, x, ac, opt, do_sync, dev, use_opt)
         sync(dev)
-    return (*paces(prof.events()), float("nan"))
+    return paces(prof.events())
 
 
 def main():
@@ -182,14 +183,13 @@ def main():
                     fwd_call_s=statistics.median(fw), bwd_call_s=statistics.median(bw), step_wall_s=wall,
                     fwd_layer_s="", bwd_layer_s="", t_main_us="", t_bwd_us="", view_main_us="", view_bwd_us="",
                     bwd_lag_s="", n_steps=args.steps)
-            fl, bl, tm, tb, vm, vb, lag = profiled_point(model, x, ac, opt, do_sync, dev, use_opt, acts)
+            fl, bl, tm, tb, vm, vb = profiled_point(model, x, ac, opt, do_sync, dev, use_opt, acts)
             out.row(**{"pass": p}, mb=mb, vocab=vocab, sync=int(do_sync), optimizer=int(use_opt), profiled=1,
                     fwd_layer_s=fl, bwd_layer_s=bl, fwd_call_s="", bwd_call_s="", step_wall_s="", t_main_us=tm,
-                    t_bwd_us=tb, view_main_us=vm, view_bwd_us=vb, bwd_lag_s=lag, n_steps=2)
+                    t_bwd_us=tb, view_main_us=vm, view_bwd_us=vb, bwd_lag_s="", n_steps=2)
             log(f"pass {p} vocab {vocab} mb {mb} sync {int(do_sync)} opt {int(use_opt)}: unprofiled fwd "
                 f"{statistics.median(fw) * 1e3:.2f} ms bwd {statistics.median(bw) * 1e3:.2f} ms wall {wall * 1e3:.2f} ms;"
-                f" profiled per layer fwd {fl * 1e3:.3f} bwd {bl * 1e3:.3f} ms, aten::t main {tm:.1f} bwd {tb:.1f} us,"
-                f" lag {lag * 1e3:.3f} ms")
+                f" profiled per layer fwd {fl * 1e3:.3f} bwd {bl * 1e3:.3f} ms, aten::t main {tm:.1f} bwd {tb:.1f} us")
     out.close()
     log(f"done {out.n} rows in {time.time() - t0:.0f}s")
 
