@@ -104,17 +104,36 @@ def test_ddp_gradient_and_bucket_counts_match_the_traces() -> None:
         assert abs(float(buckets) - h.buckets_per_step) <= 1  # the 4-layer model: 9 predicted, 8 measured
 
 
-def test_profiled_ddp_step_pays_the_hooks() -> None:
+def test_profiled_ddp_step_pays_the_hooks(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
     import simcore
+    from simcore.engine.training import ddp_gradients_and_buckets
+    from simcore.specs.registry import builtin_dir
     from simcore.specs.resolve import load_scenario
 
     sc = load_scenario(str(REPO / "tests/data/trace_scenarios/h200x2_ddp_gpt.yaml"))
-    # host-bound: a tiny sequence keeps the GPU short, so the hooks' host time shows in the step
+    # host-bound: a tiny sequence keeps the GPU short, so the hooks' host time shows in full in the step
     small = sc.model_copy(update={"model": sc.model.model_copy(update={"seq_len": 64})})
-    on = simcore.predict(small).step_time_s
+    shipped = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())
+    hl = shipped["host_layer"]
+    per_param, per_bucket = hl["profiled_ddp_param"], hl["profiled_ddp_bucket"]
+    hl["profiled_ddp_param"] = hl["profiled_ddp_bucket"] = 0.0
+    off = tmp_path / "no_hooks.yaml"
+    off.write_text(yaml.safe_dump(shipped))
+    grads, buckets = ddp_gradients_and_buckets(small.model, 1, 4.0)
+    with_hooks = simcore.predict(small).step_time_s
+    without = simcore.predict(small.model_copy(update={"calibration": str(off)})).step_time_s
+    assert with_hooks - without == pytest.approx(
+        float(grads) * per_param + float(buckets) * per_bucket, rel=0.01
+    )
+    # without the profiler the hooks are within the per-layer DDP ratio: no extra term
     off_rt = small.runtime.model_copy(update={"profiler": False})
-    off = simcore.predict(small.model_copy(update={"runtime": off_rt})).step_time_s
-    assert on > off
+    unprof = small.model_copy(update={"runtime": off_rt})
+    assert with_hooks > simcore.predict(unprof).step_time_s
+    assert simcore.predict(unprof).step_time_s == pytest.approx(
+        simcore.predict(unprof.model_copy(update={"calibration": str(off)})).step_time_s
+    )
 
 
 def test_op_speed_probe_per_thread() -> None:
