@@ -269,13 +269,19 @@ def main(argv: list[str] | None = None) -> int:
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    with (
-        gzip.open(args.out, "wt", newline="") if args.out.endswith(".gz") else open(args.out, "w", newline="")
-    ) as f:
-        w = csv.DictWriter(f, fieldnames=list(DDP_HOOK_COLUMNS))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    try:
+        with (
+            gzip.open(args.out, "wt", newline="")
+            if args.out.endswith(".gz")
+            else open(args.out, "w", newline="")
+        ) as f:
+            w = csv.DictWriter(f, fieldnames=list(DDP_HOOK_COLUMNS))
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    except OSError as e:
+        print(f"error: {args.out}: cannot write ({e.strerror})", file=sys.stderr)
+        return 2
     for r in rows:
         print(
             f"{r['trace']}: {r['params_per_step']:.0f} gradients / {r['buckets_per_step']:.0f} buckets per step, "

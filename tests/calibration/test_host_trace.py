@@ -85,6 +85,8 @@ def test_ddp_hooks_reproduce_the_committed_csv(tmp_path) -> None:  # type: ignor
         assert list(csv.DictReader(a)) == list(csv.DictReader(b))
     # a trace without DDP: one line, exit 2
     assert main(["--ddp", str(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)]) == 2
+    # an output that cannot be written: one line, exit 2
+    assert main(["--ddp", str(REPO / ranks[0]), "-o", str(tmp_path / "no_dir" / "x.csv")]) == 2
 
 
 def test_ddp_gradient_and_bucket_counts_match_the_traces() -> None:
