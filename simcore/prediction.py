@@ -203,8 +203,16 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
         _param_dtype(sc),
         sc.runtime.profiler,
         sc.runtime.gate_up,
+        sc.runtime.step_sync,
+        cpu_op_time(sc),
     )
     return cluster, lay, ev
+
+
+def cpu_op_time(sc: Scenario) -> tuple[float, float | None] | None:
+    """The scenario's CPU probe speed (main, backward seconds) for the engines, if it gives one."""
+    c = sc.runtime.cpu_op_time
+    return None if c is None else (c.main, c.backward)
 
 
 def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
@@ -299,13 +307,16 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     if p.dp not in (None, 1):
         ignored.append("dp")
     rt = sc.runtime
-    ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, rt.profiler, rt.gate_up)
+    cpu = cpu_op_time(sc)
+    ev = I.evaluate(
+        sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, rt.profiler, rt.gate_up, cpu
+    )
     # the generated tokens see a growing cache: price the mean decode step at the middle of the output
     ctx0 = inf.context_len if inf.context_len is not None else inf.prompt_len
     mid = inf.model_copy(update={"context_len": ctx0 + inf.output_len // 2})
     dec_mid = _f(
         I.evaluate(
-            sc.model, mid, cluster, p.tp, p.pp, rt.framework, sc.calibration, rt.profiler, rt.gate_up
+            sc.model, mid, cluster, p.tp, p.pp, rt.framework, sc.calibration, rt.profiler, rt.gate_up, cpu
         ).decode_step_time_s
     )
     pre = _f(ev.prefill_time_s)

@@ -41,6 +41,7 @@ import csv
 import gzip
 import io
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from simcore.errors import TraceError
@@ -78,6 +79,148 @@ def ddp_hook_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, fl
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad DDP hook row: {e}", file=str(path)) from None
     return {"profiled_ddp_param": statistics.median(param), "profiled_ddp_bucket": statistics.median(bucket)}
+
+
+def _is_step_host_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"fwd_layer_s", "bhead_s", "probe_main_s", "probe_bwd_s"} <= set(rows[0])
+
+
+def optimizer_tensors(act: str, layers: float) -> float:
+    """Parameter tensors fused AdamW steps for a model of ``layers`` blocks (norms, projections, MLP
+    matrices per layer; the embedding, the LM head and the final norm): the count simcore's engine and
+    this fit share."""
+    return (7.0 if act == "swiglu" else 6.0) * layers + 3.0
+
+
+def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
+    """Profiled host entries in CPU-speed units from whole profiled training steps (rows of
+    ``python -m simcore.calibration.host_trace --steps``, round 25).
+
+    Every segment of a step is divided by the step's own ``aten::t`` median on the thread that runs it
+    (main: forward, head, optimizer, end; backward: the autograd nodes), so the CPU's speed of the
+    moment cancels; the medians over the unsynchronized steps, times the median probe of all steps
+    (``probe_main`` / ``probe_backward``, the speed these entries stand for), give seconds:
+
+    * ``profiled_train_fwd_<act>`` / ``profiled_train_bwd_<act>``: one layer's forward / backward;
+    * ``profiled_step_fwd_<act>``: per micro-batch outside the layers on the main thread (the
+      embedding, the LM head, the loss, the ``backward()`` call);
+    * ``profiled_step_bwd_<act>``: per micro-batch outside the layers on the backward thread (loss and
+      LM head backward, the embedding backward, gradient accumulation);
+    * ``profiled_adamw_fused_fixed`` / ``profiled_adamw_fused_per_tensor``: ``optimizer.step()``, a
+      least-squares line over the parameter tensor count (:func:`optimizer_tensors`);
+    * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop).
+    """
+    try:
+        recs = [
+            (
+                r["act"],
+                r["synchronized"].strip().lower() in ("1", "true"),
+                {"layers": float(r["layers"]), **{k: float(r[k]) for k in r if k.endswith("_s")}},
+            )
+            for r in rows
+        ]
+    except (KeyError, ValueError) as e:
+        raise TraceError(f"bad step-host row: {e}", file=str(path)) from None
+    free = [(a, v) for a, sync, v in recs if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
+    if not free:
+        raise TraceError("no unsynchronized step with probes", file=str(path))
+    ref_m = statistics.median(v["probe_main_s"] for _, _, v in recs)
+    ref_b = statistics.median(v["probe_bwd_s"] for _, _, v in recs)
+    out = {"probe_main": ref_m, "probe_backward": ref_b}
+
+    def units(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> float:
+        return statistics.median(f(v) for v in sel)
+
+    for act in sorted({a for a, _ in free}):
+        sel = [v for a, v in free if a == act]
+        out[f"profiled_train_fwd_{act}"] = ref_m * units(sel, lambda v: v["fwd_layer_s"] / v["probe_main_s"])
+        out[f"profiled_train_bwd_{act}"] = ref_b * units(sel, lambda v: v["bwd_layer_s"] / v["probe_bwd_s"])
+        out[f"profiled_step_fwd_{act}"] = ref_m * units(
+            sel, lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]
+        )
+        out[f"profiled_step_bwd_{act}"] = ref_b * units(
+            sel, lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]
+        )
+    out["profiled_step_end"] = ref_m * units([v for _, v in free], lambda v: v["post_s"] / v["probe_main_s"])
+    xs = [optimizer_tensors(a, v["layers"]) for a, v in free]
+    ys = [v["optimizer_s"] / v["probe_main_s"] for _, v in free]
+    if len(set(xs)) >= 2:
+        slope, icpt = statistics.linear_regression(xs, ys)
+        out["profiled_adamw_fused_per_tensor"] = ref_m * max(slope, 0.0)
+        out["profiled_adamw_fused_fixed"] = ref_m * max(icpt, 0.0)
+    return out
+
+
+def _is_decode_host_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"pass_s", "layer_s", "probe_main_s"} <= set(rows[0])
+
+
+def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
+    """Profiled decode host entries in CPU-speed units from eager decode passes (rows of ``python -m
+    simcore.calibration.host_trace --decode``, round 25): per layer (the norms' spacing) and per step
+    outside the layers (the pass minus its layers: embedding, final norm, LM head, sampling), each over
+    the step's ``aten::t`` median, times the median probe of all passes (``probe_infer``; a no-grad
+    op costs less host than one under autograd and autocast, so inference has its own reference)."""
+    try:
+        recs = [
+            (r["act"], float(r["layers"]), float(r["pass_s"]), float(r["layer_s"]), float(r["probe_main_s"]))
+            for r in rows
+        ]
+    except (KeyError, ValueError) as e:
+        raise TraceError(f"bad decode-host row: {e}", file=str(path)) from None
+    recs = [x for x in recs if x[4] > 0]
+    if not recs:
+        raise TraceError("no decode pass with a probe", file=str(path))
+    ref = statistics.median(x[4] for x in recs)
+    out = {"probe_infer": ref}
+    for act in sorted({x[0] for x in recs}):
+        sel = [x for x in recs if x[0] == act]
+        out[f"profiled_infer_decode_{act}"] = ref * statistics.median(x[3] / x[4] for x in sel)
+        out[f"profiled_infer_decode_fixed_{act}"] = ref * max(
+            statistics.median((x[2] - x[1] * x[3]) / x[4] for x in sel), 0.0
+        )
+    return out
+
+
+def _is_pace_dist_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"strategy", "arch", "fwd_layer_s", "bwd_layer_s", "t_main_us", "t_bwd_us"} <= set(
+        rows[0]
+    )
+
+
+def profiled_wrapper_ratios(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
+    """``profiled_<fsdp|tp|ddp>_ratio_<fwd|bwd>``: a layer's host time under FSDP2 / tensor parallel /
+    DDP over the plain layer's while the profiler records, in CPU-speed units (each layer time over its
+    own run's ``aten::t`` median on that thread), from ``tools/bench_host_pace_dist.py`` rows (round 24:
+    every rank, GPT and Llama blocks; the mean of the two blocks' median ratios). Under the profiler a
+    wrapper's Python work weighs less against the dearer ops than at width 64 unprofiled, so these
+    replace the unprofiled ratios there. DDP's backward takes 1: its extra is the hooks, priced per
+    gradient and bucket (``profiled_ddp_param`` / ``profiled_ddp_bucket``)."""
+    units: dict[tuple[str, str, str], list[float]] = {}
+    try:
+        for r in rows:
+            if not r["fwd_layer_s"] or not r["t_main_us"] or not r["t_bwd_us"]:
+                continue
+            k = (r["arch"], r["strategy"])
+            units.setdefault((*k, "fwd"), []).append(float(r["fwd_layer_s"]) / float(r["t_main_us"]))
+            units.setdefault((*k, "bwd"), []).append(float(r["bwd_layer_s"]) / float(r["t_bwd_us"]))
+    except (KeyError, ValueError) as e:
+        raise TraceError(f"bad host-pace row: {e}", file=str(path)) from None
+    out: dict[str, float] = {}
+    for strategy in ("fsdp", "tp", "ddp"):
+        for phase in ("fwd", "bwd"):
+            if strategy == "ddp" and phase == "bwd":
+                out["profiled_ddp_ratio_bwd"] = 1.0
+                continue
+            ratios = [
+                statistics.median(units[(arch, strategy, phase)])
+                / statistics.median(units[(arch, "single", phase)])
+                for arch in sorted({k[0] for k in units})
+                if units.get((arch, strategy, phase)) and units.get((arch, "single", phase))
+            ]
+            if ratios:
+                out[f"profiled_{strategy}_ratio_{phase}"] = statistics.fmean(ratios)
+    return out
 
 
 def _is_compiled_run(rows: list[dict[str, str]]) -> bool:
@@ -213,8 +356,21 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     compiled_rows: list[dict[str, str]] = []
     compiled_paths: list[str] = []
     ddp_hooks: dict[str, float] = {}
+    step_hosts: dict[str, float] = {}
+    pace_rows: list[dict[str, str]] = []
+    pace_paths: list[str] = []
     for p in paths:
         csv_rows = _csv_rows(p)
+        if _is_step_host_run(csv_rows):
+            step_hosts.update(step_host_costs(csv_rows, p))
+            continue
+        if _is_decode_host_run(csv_rows):
+            step_hosts.update(decode_host_costs(csv_rows, p))
+            continue
+        if _is_pace_dist_run(csv_rows):
+            pace_rows.extend(csv_rows)
+            pace_paths.append(str(p))
+            continue
         if _is_ddp_hook_run(csv_rows):
             ddp_hooks.update(ddp_hook_costs(csv_rows, p))
             continue
@@ -290,6 +446,20 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     if compiled_rows:  # the runs of every width together (one file per round)
         out.update(compiled_ratios(compiled_rows, ", ".join(compiled_paths)))
     out.update(ddp_hooks)
+    # whole profiled steps in CPU-speed units (round 25) supersede the profiled per-layer entries above
+    # (a width-64 layer times the profiler's ratio); the unprofiled per-step host outside the layers is
+    # the profiled one over the profiler's measured per-layer ratio
+    out.update(step_hosts)
+    if pace_rows:  # every rank's file of a round together
+        out.update(profiled_wrapper_ratios(pace_rows, ", ".join(pace_paths)))
+    for act in ("gelu", "swiglu"):
+        train_ratio = out.get(f"profiler_ratio_train_{act}")
+        for part in ("fwd", "bwd"):
+            prof_v = step_hosts.get(f"profiled_step_{part}_{act}")
+            if prof_v is not None and train_ratio:
+                out[f"step_{part}_{act}"] = prof_v / train_ratio
+    if "profiled_step_end" in step_hosts and out.get("profiler_ratio_train_gelu"):
+        out["step_end"] = step_hosts["profiled_step_end"] / out["profiler_ratio_train_gelu"]
     return out
 
 
@@ -332,5 +502,10 @@ def host_files_beside(ops_csv: str | Path) -> list[Path]:
     """Host-overhead CSVs in the folder of an ops CSV (``host*.csv.gz``) and in its multi-GPU
     sibling folders (``<folder>x2/`` and the like, for distributed wrappers)."""
     folder = Path(ops_csv).parent
-    found = [*folder.glob("host*.csv*"), *folder.parent.glob(f"{folder.name}x*/host*.csv*")]
+    found = [
+        *folder.glob("host*.csv*"),
+        *folder.parent.glob(f"{folder.name}x*/host*.csv*"),
+        # the distributed wrappers' profiled host in CPU-speed units (round 24, one file per rank)
+        *folder.parent.glob(f"{folder.name}x*/round*/host_pace_dist_rank*.csv*"),
+    ]
     return sorted(p for p in found if p.is_file())

@@ -143,10 +143,6 @@ def host_scale(analyses: list[Analysis], prof: ComputeProfile) -> tuple[float | 
 PROBE_OP = "aten::t"
 """A metadata-only operator (a transposed view) every GPT / Llama layer calls in its forward and in its
 backward: its duration is the CPU's speed of the moment, whatever the tensors."""
-BWD_LAYER_PROBES = 332.0
-"""Host time of a GPT-2-small backward layer under the profiler in units of the backward thread's
-``aten::t`` (round 23, ``traces/h200/round23/host_pace.csv.gz``: quartiles 323-348 over 36 points whose
-``aten::t`` ranged 2.4-7.4 µs; a forward layer is 152 of the main thread's)."""
 
 
 @dataclass(frozen=True)
@@ -160,21 +156,212 @@ class OpSpeed:
 def op_speed(a: Analysis) -> OpSpeed | None:
     """The CPU's per-op speed in a trace (None when it never calls ``aten::t``). The backward thread is
     the one that runs the autograd nodes; the main thread the other one that calls ``aten::t``."""
+    ops = list(a.trace.cpu_ops.values())
+    if not any(o.name == PROBE_OP for o in ops):
+        return None
+    main, bwd = _probe_medians(ops, {o.tid for o in ops if o.name.startswith(_BWD_NORM)})
+    return OpSpeed(main_s=main, backward_s=bwd)
+
+
+def _probe_medians(ops: list[CpuOp], bwd_tids: set[int]) -> tuple[float | None, float | None]:
+    """Median ``aten::t`` seconds among ``ops`` on the main thread (the non-backward thread with the
+    most probes) and on the backward thread(s)."""
     by: dict[int, list[float]] = {}
-    bwd_tids: set[int] = set()
-    for o in a.trace.cpu_ops.values():
+    for o in ops:
         if o.name == PROBE_OP:
             by.setdefault(o.tid, []).append(o.dur)
-        elif o.name.startswith(_BWD_NORM):
-            bwd_tids.add(o.tid)
-    if not by:
-        return None
     bwd = [d for tid, v in by.items() if tid in bwd_tids for d in v]
     main = max((v for tid, v in by.items() if tid not in bwd_tids), key=len, default=[])
-    return OpSpeed(
-        main_s=statistics.median(main) if main else None,
-        backward_s=statistics.median(bwd) if bwd else None,
+    return (statistics.median(main) if main else None, statistics.median(bwd) if bwd else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# a whole training step's host timeline, and whether the loop synchronizes
+
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize")
+"""Runtime calls by which the host waits for the GPU (``loss.item()``, ``.cpu()``,
+``torch.cuda.synchronize()``); DDP's internal ``cudaEventSynchronize`` calls are not step syncs."""
+_OPT_STEP = "Optimizer.step#"
+
+STEP_HOST_COLUMNS = (
+    "trace",
+    "step",
+    "act",
+    "layers",
+    "synchronized",
+    "step_s",
+    "gpu_step_s",
+    "pre_s",
+    "fwd_layer_s",
+    "head_s",
+    "bhead_s",
+    "bwd_layer_s",
+    "tail_s",
+    "optimizer_s",
+    "post_s",
+    "probe_main_s",
+    "probe_bwd_s",
+)
+
+
+@dataclass(frozen=True)
+class StepHost:
+    """The host's timeline of one profiled eager training step (seconds, CPU timestamps).
+
+    In order: ``pre`` (step start to the first forward norm: zero-grad leftovers, the embedding),
+    ``layers`` forward layers of ``fwd_layer_s`` each, ``head`` (the final norm to the first autograd
+    node: LM head, loss, the ``backward()`` call), ``bhead`` (first autograd node to the first norm
+    backward: loss and LM head backward, final norm), ``layers`` backward layers of ``bwd_layer_s``,
+    ``tail`` (the last norm backward to ``optimizer.step()``: embedding backward, gradient
+    accumulation), ``optimizer`` (the ``Optimizer.step`` range) and ``post`` (after it to the step's
+    end: ``zero_grad``, the loop, and any wait for the GPU). ``probe_*``: the step's median
+    ``aten::t`` on the main and backward threads."""
+
+    trace: str
+    step: str
+    act: str
+    layers: int
+    synchronized: bool
+    """The step contains a host wait for the GPU (:data:`SYNC_CALLS`)."""
+    step_s: float
+    gpu_step_s: float
+    pre_s: float
+    fwd_layer_s: float
+    head_s: float
+    bhead_s: float
+    bwd_layer_s: float
+    tail_s: float
+    optimizer_s: float
+    post_s: float
+    probe_main_s: float
+    probe_bwd_s: float
+
+    def row(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in STEP_HOST_COLUMNS}
+
+
+def step_synchronized(a: Analysis) -> bool | None:
+    """Whether the training loop waits for the GPU in every annotated step (``None``: no annotated
+    step with a CPU range)."""
+    steps = [s for s in a.steps if s.cpu_start is not None and s.cpu_end is not None]
+    if not steps:
+        return None
+    calls = [c for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
+    return all(any(s.cpu_start <= c.ts <= s.cpu_end for c in calls) for s in steps)  # type: ignore[operator]
+
+
+def training_step_hosts(a: Analysis) -> list[StepHost]:
+    """The host timeline of every annotated eager training step of a trace whose norms, norm
+    backwards, ``Optimizer.step`` range and ``aten::t`` probes can all be found (steps with
+    recomputation are left out, as in :func:`layer_host_times`)."""
+    ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
+    opt_ranges = sorted(
+        (x for x in a.trace.annotations if x.name.startswith(_OPT_STEP) and not x.gpu), key=lambda x: x.ts
     )
+    calls = [c for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
+    out: list[StepHost] = []
+    for st in a.steps:
+        if st.cpu_start is None or st.cpu_end is None:
+            continue
+        lo, hi = st.cpu_start, st.cpu_end
+        win = [o for o in ops if lo <= o.ts <= hi]
+        bwd_nodes = [o for o in win if o.name.startswith(_BWD_NORM)]
+        if not bwd_nodes:
+            continue
+        first_bwd = bwd_nodes[0].ts
+        norms = _outermost([o for o in win if o.name in FWD_NORMS])
+        fwd = [o.ts for o in norms if o.ts < first_bwd]
+        bwd = [o.ts for o in bwd_nodes if "NormBackward" in o.name]
+        n = len(fwd)
+        if n < 3 or n % 2 == 0 or len(bwd) != n:
+            continue
+        if any(o.ts > first_bwd and (o.name in FWD_NORMS or o.name in _ATTN_FWD) for o in win):
+            continue
+        opt = next((x for x in opt_ranges if bwd[-1] <= x.ts <= hi), None)
+        probe_m, probe_b = _probe_medians(win, {o.tid for o in bwd_nodes})
+        if opt is None or probe_m is None or probe_b is None:
+            continue
+        layers = (n - 1) // 2
+        out.append(
+            StepHost(
+                trace=a.trace.path,
+                step=st.name,
+                act="swiglu" if any(o.name == "aten::silu" for o in win) else "gelu",
+                layers=layers,
+                synchronized=any(lo <= c.ts <= hi for c in calls),
+                step_s=hi - lo,
+                gpu_step_s=st.time_s,
+                pre_s=fwd[0] - lo,
+                fwd_layer_s=(fwd[-1] - fwd[0]) / layers,
+                head_s=first_bwd - fwd[-1],
+                bhead_s=bwd[0] - first_bwd,
+                bwd_layer_s=(bwd[-1] - bwd[0]) / layers,
+                tail_s=opt.ts - bwd[-1],
+                optimizer_s=opt.dur,
+                post_s=max(hi - opt.ts - opt.dur, 0.0),
+                probe_main_s=probe_m,
+                probe_bwd_s=probe_b,
+            )
+        )
+    return out
+
+
+DECODE_HOST_COLUMNS = ("trace", "step", "act", "layers", "pass_s", "layer_s", "probe_main_s")
+
+
+@dataclass(frozen=True)
+class DecodeHost:
+    """The host's time of one eager decode step (one token per sequence) in a profiled inference
+    trace: ``pass_s`` from its token-embedding lookup to the next forward pass's (or the step's end),
+    ``layer_s`` per layer (the spacing of its norms) and the median ``aten::t`` of the step."""
+
+    trace: str
+    step: str
+    act: str
+    layers: int
+    pass_s: float
+    layer_s: float
+    probe_main_s: float
+
+    def row(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in DECODE_HOST_COLUMNS}
+
+
+def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
+    """Every decode forward pass of a profiled eager inference trace whose norms and ``aten::t``
+    probes can be found (the input of ``fit_host``'s ``profiled_infer_decode_*`` in CPU-speed units)."""
+    ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
+    out: list[DecodeHost] = []
+    for st in a.steps:
+        if st.cpu_start is None or st.cpu_end is None:
+            continue
+        win = [o for o in ops if st.cpu_start <= o.ts <= st.cpu_end]
+        if any(o.name.startswith(_BWD_NORM) for o in win):
+            continue
+        probe, _ = _probe_medians(win, set())
+        starts = sorted(o.ts for o in win if o.name == "aten::embedding")
+        if probe is None or not starts:
+            continue
+        act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
+        norms = _outermost([o for o in win if o.name in FWD_NORMS])
+        for p in _split_passes(norms, starts):
+            if len(p) < 5 or len(p) % 2 == 0 or _tokens_of(p[0].input_dims) != 1:
+                continue
+            layers = (len(p) - 1) // 2
+            begin = max((t for t in starts if t <= p[0].ts), default=p[0].ts)
+            end = min((t for t in starts if t > p[-1].ts), default=st.cpu_end)
+            out.append(
+                DecodeHost(
+                    trace=a.trace.path,
+                    step=st.name,
+                    act=act,
+                    layers=layers,
+                    pass_s=end - begin,
+                    layer_s=(p[-1].ts - p[0].ts) / layers,
+                    probe_main_s=probe,
+                )
+            )
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,9 +429,13 @@ def ddp_hooks(a: Analysis) -> DdpHooks | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simcore.calibration.host_trace --ddp TRACE... -o OUT.csv[.gz]``: DDP's host costs
-    per gradient tensor and per bucket from profiled DDP ranks, one CSV row per trace (the input of
-    ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``)."""
+    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode) TRACE... -o OUT.csv[.gz]``.
+
+    ``--ddp``: DDP's host costs per gradient tensor and per bucket from profiled DDP ranks, one row
+    per trace (the input of ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``).
+    ``--steps``: the host timeline of every profiled eager training step (:class:`StepHost`), one row
+    per step (the input of ``fit_host``'s per-step and per-layer host in CPU-speed units).
+    ``--decode``: every eager decode pass of profiled inference traces (:class:`DecodeHost`)."""
     import argparse
     import csv
     import gzip
@@ -255,27 +446,49 @@ def main(argv: list[str] | None = None) -> int:
     from simcore.errors import SimcoreError
 
     ap = argparse.ArgumentParser(prog="python -m simcore.calibration.host_trace", description=main.__doc__)
-    ap.add_argument("--ddp", nargs="+", required=True, metavar="TRACE", help="profiled DDP ranks' traces")
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--ddp", nargs="+", metavar="TRACE", help="profiled DDP ranks' traces")
+    what.add_argument("--steps", nargs="+", metavar="TRACE", help="profiled eager training traces")
+    what.add_argument("--decode", nargs="+", metavar="TRACE", help="profiled eager inference traces")
     ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
     args = ap.parse_args(argv)
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
-        for p in args.ddp:
-            h = ddp_hooks(analyze(read_trace(p)))
-            if h is None:
-                print(f"error: {p}: no DDP reducer hooks or bucket all-reduces in the trace", file=sys.stderr)
+        for p in args.ddp or args.steps or args.decode:
+            a = analyze(read_trace(p))
+            if args.ddp:
+                h = ddp_hooks(a)
+                if h is None:
+                    print(
+                        f"error: {p}: no DDP reducer hooks or bucket all-reduces in the trace",
+                        file=sys.stderr,
+                    )
+                    return 2
+                rows.append(h.row())
+                continue
+            found: list[StepHost] | list[DecodeHost] = (
+                training_step_hosts(a) if args.steps else decode_step_hosts(a)
+            )
+            if not found:
+                missing = (
+                    "eager training step with its norms, Optimizer.step range"
+                    if args.steps
+                    else "eager decode step with its norms"
+                )
+                print(f"error: {p}: no {missing} and aten::t calls", file=sys.stderr)
                 return 2
-            rows.append(h.row())
+            rows.extend(x.row() for x in found)
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    columns = DDP_HOOK_COLUMNS if args.ddp else STEP_HOST_COLUMNS if args.steps else DECODE_HOST_COLUMNS
     try:
         with (
             gzip.open(args.out, "wt", newline="")
             if args.out.endswith(".gz")
             else open(args.out, "w", newline="")
         ) as f:
-            w = csv.DictWriter(f, fieldnames=list(DDP_HOOK_COLUMNS))
+            w = csv.DictWriter(f, fieldnames=list(columns))
             w.writeheader()
             for r in rows:
                 w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
@@ -283,10 +496,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.out}: cannot write ({e.strerror})", file=sys.stderr)
         return 2
     for r in rows:
-        print(
-            f"{r['trace']}: {r['params_per_step']:.0f} gradients / {r['buckets_per_step']:.0f} buckets per step, "
-            f"{r['per_param_s'] * 1e6:.1f} us per gradient, {r['per_bucket_s'] * 1e6:.1f} us per bucket"
-        )
+        if args.ddp:
+            print(
+                f"{r['trace']}: {r['params_per_step']:.0f} gradients / {r['buckets_per_step']:.0f} buckets per step, "
+                f"{r['per_param_s'] * 1e6:.1f} us per gradient, {r['per_bucket_s'] * 1e6:.1f} us per bucket"
+            )
+        elif args.decode:
+            print(
+                f"{r['trace']} {r['step']}: decode pass of {r['layers']} layers, host {r['pass_s'] * 1e3:.3f} ms "
+                f"({r['layer_s'] * 1e6:.0f} us per layer), aten::t {r['probe_main_s'] * 1e6:.1f} us"
+            )
+        else:
+            print(
+                f"{r['trace']} {r['step']}: {r['layers']} layers, host {r['step_s'] * 1e3:.2f} ms "
+                f"(layer {r['fwd_layer_s'] * 1e3:.3f} + {r['bwd_layer_s'] * 1e3:.3f} ms), GPU {r['gpu_step_s'] * 1e3:.2f} ms, "
+                f"aten::t {r['probe_main_s'] * 1e6:.1f} / {r['probe_bwd_s'] * 1e6:.1f} us"
+                + (", synchronized" if r["synchronized"] else "")
+            )
     return 0
 
 

@@ -162,6 +162,10 @@ class HardwareRef(_Frozen):
 _FRAMEWORKS = ("eager", "cuda_graphs", "compiled")
 
 
+BACKWARD_THREAD_HOST = ("train_bwd", "ckpt_full_bwd", "ckpt_selective", "ddp_param", "ddp_bucket", "step_bwd")
+"""``host_layer`` entries for work PyTorch's autograd thread does (the rest runs on the main thread)."""
+
+
 class ComputeProfile(_Frozen):
     """Fitted compute efficiency parameters for one device (see module docstring)."""
 
@@ -191,6 +195,8 @@ class ComputeProfile(_Frozen):
     """This machine's host speed over the one ``host_layer`` was measured on (dimensionless;
     multiplies every ``host_layer`` entry). ``simcore calibrate`` sets it from the CPU timeline of
     profiler traces (:mod:`simcore.calibration.host_trace`)."""
+    host_scale_bwd: float | None = Field(default=None, gt=0)
+    """The same for the work of the autograd (backward) thread, where it differs; ``None``: ``host_scale``."""
     clock_fraction: dict[str, float] = {}
     """SM clock while each family (gemm, attention, memory) was measured, as a fraction of the
     device's boost clock (``nvidia-smi dmon`` during the sweep). Power-capped GPUs slow their clock
@@ -215,10 +221,32 @@ class ComputeProfile(_Frozen):
     """Keys like ``adamw_fused``, ``adamw_unfused``, ``sgd_fused``, ``sgd_unfused``."""
 
     def host(self, name: str, profiled: bool = False, default: float = 0.0) -> float:
-        """A ``host_layer`` entry (seconds): the profiler-recorded one when ``profiled`` and measured."""
+        """A ``host_layer`` entry (seconds): the profiler-recorded one when ``profiled`` and measured,
+        at this profile's host speed (``host_scale``, or ``host_scale_bwd`` for the backward thread's
+        entries)."""
+        scale = self.host_scale
+        if self.host_scale_bwd is not None and name.startswith(BACKWARD_THREAD_HOST):
+            scale = self.host_scale_bwd
         if profiled and f"profiled_{name}" in self.host_layer:
-            return self.host_layer[f"profiled_{name}"] * self.host_scale
-        return self.host_layer.get(name, default) * self.host_scale
+            return self.host_layer[f"profiled_{name}"] * scale
+        return self.host_layer.get(name, default) * scale
+
+    def at_cpu_speed(
+        self, main_s: float, backward_s: float | None = None, inference: bool = False
+    ) -> ComputeProfile:
+        """This profile on a CPU whose per-op probe (median ``aten::t`` under the profiler, seconds) is
+        ``main_s`` on the main thread and ``backward_s`` on the autograd thread: the host entries scaled
+        by their ratio to the probes they were measured at (``host_layer`` ``probe_main`` /
+        ``probe_backward``; ``probe_infer`` for a no-grad ``inference`` run, whose ops cost less host).
+        Unchanged when the profile has no reference probe."""
+        ref_m = self.host_layer.get("probe_infer" if inference else "probe_main")
+        ref_b = self.host_layer.get("probe_backward")
+        if not ref_m or main_s <= 0:
+            return self
+        upd: dict[str, float | None] = {"host_scale": main_s / ref_m, "host_scale_bwd": None}
+        if backward_s and backward_s > 0 and ref_b:
+            upd["host_scale_bwd"] = backward_s / ref_b
+        return self.model_copy(update=upd)
 
     def gemm_params(self, dtype: str) -> GemmParams:
         """Parameters for ``dtype``, falling back to the nearest dtype the profile has."""

@@ -62,9 +62,13 @@ def evaluate(
     calibration: str | None = None,
     profiler: bool = False,
     gate_up: str = "separate",
+    cpu_op_time: tuple[float, float | None] | None = None,
 ) -> InferenceEval:
-    """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``."""
+    """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
+    ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times."""
     prof = load_profile(cluster.device, calibration)
+    if cpu_op_time is not None:
+        prof = prof.at_cpu_speed(cpu_op_time[0], inference=True)
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
     layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
+from simcore.calibration.fit_host import optimizer_tensors
 from simcore.calibration.profile import load_profile
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
@@ -75,32 +76,38 @@ def host_run_ahead(
     head_b: Num,
     layers: Num,
     m: Num,
+    h_sf: Num = 0.0,
+    h_sb: Num = 0.0,
 ) -> tuple[Num, Num]:
-    """Per-micro-batch time and end-of-backward GPU lag of one pipeline-free eager step (seconds).
+    """Per-micro-batch time and end-of-backward GPU lag of one pipeline-free eager step that starts
+    with host and GPU together (seconds).
 
     The host issues the ops in order (embedding, ``layers`` forward layers of ``h_f / layers`` host
-    seconds each, LM head and loss, the backward layers, the embedding backward); the GPU runs each
-    as soon as it is issued and the previous one is done, with an unbounded launch queue and no
-    synchronisation until the step ends. Host cost of the embedding and head phases is neglected
-    (a few ops). For ``n`` identical units of host time ``h`` and GPU time ``g`` that start with the
-    GPU free at ``G`` and the host at ``H``, the GPU finishes at
-    ``max(G + n g, H + h + (n - 1) max(h, g))`` (a two-stage pipeline); later micro-batches repeat
-    at ``max(host, GPU)`` per micro-batch. Returns ``(period, lag)``: the step's layer phases take
-    ``m x period`` on the GPU, and the host finishes issuing the last backward ``lag`` seconds
+    seconds each, then ``h_sf`` for the LM head and loss, ``h_sb`` on the autograd thread for their
+    backward, the backward layers); the GPU runs each as soon as it is issued and the previous one is
+    done, with an unbounded launch queue and no synchronisation until the step ends. For ``n``
+    identical units of host time ``h`` and GPU time ``g`` that start with the GPU free at ``G`` and
+    the host at ``H``, the GPU finishes at ``max(G + n g, H + h + (n - 1) max(h, g))`` (a two-stage
+    pipeline); the head's kernels end no earlier than the host has issued them; later micro-batches
+    repeat at ``max(host, GPU)`` per micro-batch. Returns ``(period, lag)``: the step's layer phases
+    take ``m x period`` on the GPU, and the host finishes issuing the last backward ``lag`` seconds
     before the GPU finishes it (>= 0 when the GPU is behind).
     """
     n = np.maximum(np.asarray(layers, dtype=float), 1.0)
     hu_f, hu_b, gu_f, gu_b = h_f / n, h_b / n, g_f / n, g_b / n
     G = emb_f + np.maximum(g_f, hu_f + (n - 1.0) * np.maximum(hu_f, gu_f) - emb_f)
-    H = h_f
-    G = G + head_f + head_b
+    H = h_f + h_sf
+    G = np.maximum(G + head_f, H)
+    H = H + h_sb
+    G = np.maximum(G + head_b, H)
     G = np.maximum(G + g_b, H + hu_b + (n - 1.0) * np.maximum(hu_b, gu_b)) + emb_b
     H = H + h_b
     g_mb = emb_f + g_f + head_f + head_b + g_b + emb_b
-    period_rest = np.maximum(g_mb, h_f + h_b)
+    h_mb = h_f + h_b + h_sf + h_sb
+    period_rest = np.maximum(g_mb, h_mb)
     mm = np.maximum(np.asarray(m, dtype=float), 1.0)
     G_m = G + (mm - 1.0) * period_rest
-    H_m = mm * (h_f + h_b)
+    H_m = mm * h_mb
     return G_m / mm, G_m - H_m
 
 
@@ -223,9 +230,14 @@ def evaluate(
     param_dtype: str = "bf16",
     profiler: bool = False,
     gate_up: str = "separate",
+    step_sync: bool = True,
+    cpu_op_time: tuple[float, float | None] | None = None,
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
-    MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``)."""
+    MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
+    ``step_sync``: the loop waits for the GPU every step (else an eager single-stage step takes the
+    larger of its host and GPU totals); ``cpu_op_time``: the CPU's probe speed (main, backward
+    seconds; ``RuntimeSpec.cpu_op_time``), scaling the profile's host times."""
     tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -233,6 +245,8 @@ def evaluate(
     schedule = np.asarray(lay.schedule)
     m = np.maximum(_a(lay.global_batch) / (mb * dp), 1.0)
     prof = load_profile(cluster.device, calibration)
+    if cpu_op_time is not None:
+        prof = prof.at_cpu_speed(*cpu_op_time)
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
     compiled = framework == "compiled"
@@ -329,6 +343,9 @@ def evaluate(
 
     embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
     host_lag: Num = 0.0
+    # host seconds of one micro-batch's layers and of its work outside them, on a single stage
+    h_layers: Num = 0.0
+    h_out: Num = 0.0
     if layer_host:
         # eager PyTorch: the host dispatches every op of a layer (module calls, autocast, autograd);
         # where the host is slower than the GPU, the difference shows as host_overhead (below)
@@ -344,9 +361,14 @@ def evaluate(
         def wrapped(name: str, phase: str) -> Num:
             """Per-layer host time with the distributed wrapper the layout uses (FSDP2 / ZeRO-3,
             tensor parallel), as measured ratios over the plain layer."""
-            r_f = host_cal.get(f"fsdp_ratio_{phase}", 1.0)
-            r_t = host_cal.get(f"tp_ratio_{phase}", 1.0)
-            r_d = host_cal.get(f"ddp_ratio_{phase}", 1.0)
+
+            def ratio(key: str) -> float:
+                # the profiler's per-op cost changes the wrapper's share: its own ratio where measured
+                return host_cal.get(("profiled_" if profiler else "") + key, host_cal.get(key, 1.0))
+
+            r_f = ratio(f"fsdp_ratio_{phase}")
+            r_t = ratio(f"tp_ratio_{phase}")
+            r_d = ratio(f"ddp_ratio_{phase}")
             # FSDP replaces DDP; tensor parallelism and DDP hooks compose
             other = np.where(tp > 1, r_t, 1.0) * np.where(ddp, r_d, 1.0)
             return hv(name) * np.where(zero3, r_f, other)
@@ -379,10 +401,15 @@ def evaluate(
         # that slack absorbs host-bound layers later. One stage: the phase-by-phase pipeline of
         # host_run_ahead. A pipeline stage: a micro-batch's forward and backward on the stage take at
         # least the host's time for both (its per-micro-batch excess, split as the phases' excesses).
-        g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, layers_per_rank, m)
+        # outside the layers, per micro-batch: embedding, LM head and loss on the main thread, their
+        # backward on the autograd thread (whole profiled steps, round 25); pipeline stages: not modelled
+        single_stage = np.asarray(pp, dtype=float) <= 1
+        h_sf = np.where(single_stage, hv(f"step_fwd_{act_key}"), 0.0)
+        h_sb = np.where(single_stage, hv(f"step_bwd_{act_key}"), 0.0)
+        h_layers, h_out = h_f + h_b, h_sf + h_sb
+        g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, layers_per_rank, m, h_sf, h_sb)
         per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
         share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
-        single_stage = np.asarray(pp, dtype=float) <= 1
         per_mb = np.where(single_stage, per_mb, np.maximum(h_f + h_b - (Fg + Bg), 0.0))
         F_layers.add("host_overhead", per_mb * share_f)
         B_layers.add("host_overhead", per_mb * (1.0 - share_f))
@@ -515,21 +542,30 @@ def evaluate(
         pricer.launch_s,
         pricer.prof.launch_mode,
     )
+    opt_gpu = opt
+    h_opt: Num = 0.0
+    h_end: Num = 0.0
     if layer_host and "adamw_fused_fixed" in host_cal:
         # fused AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections,
         # MLP matrices of each layer; embedding, head and final norm)
-        tensors = (7.0 if model.activation == "swiglu" else 6.0) * np.ceil(layers_per_rank) + 3.0
+        tensors = optimizer_tensors(act_key, np.ceil(layers_per_rank))
+
         # (seconds entries through ComputeProfile.host: scaled by the profile's host speed)
-        h = prof.host
+        def h(name: str, default: float = 0.0) -> float:
+            return prof.host(name, profiler, default)
+
         plain_opt = h("adamw_fused_fixed") + h("adamw_fused_per_tensor") * tensors
         dtensor_opt = (
             h("adamw_fused_dtensor_fixed", default=h("adamw_fused_fixed"))
             + h("adamw_fused_dtensor_per_tensor", default=h("adamw_fused_per_tensor")) * tensors
         )
+        h_opt = np.where(zero3, dtensor_opt, plain_opt)
         # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward
-        opt = np.maximum(opt, np.where(zero3, dtensor_opt, plain_opt) - host_lag)
+        opt = np.maximum(opt, h_opt - host_lag)
+        # zero_grad and the loop after the optimizer: the GPU waits when the loop synchronizes
+        h_end = prof.host("step_end", profiler)
 
-    step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost
+    step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost + h_end
 
     # --- breakdown (the bottleneck stage's view; sums to the step time)
     bd: dict[str, Num] = {}
@@ -555,10 +591,22 @@ def evaluate(
     bd["host_launch"] = gil
     bd["dp_copy"] = ddp_copy
     bd["overlap_slowdown"] = overlap_cost
+    bd["host_overhead"] = bd.get("host_overhead", 0.0) + h_end
     # a power-capped GPU stretches a step whose kernels would draw more than its TDP on average
     power_cap = breakdown_power_cap(cluster.device, prof, bd)
     bd["power_cap"] = power_cap
     step = step + power_cap
+    if layer_host and not step_sync:
+        # nothing synchronizes: the host runs ahead into the next step while the GPU finishes this one,
+        # so in the steady state a single-stage step takes the larger of the two totals
+        host_wait = bd["host_overhead"] + (opt - opt_gpu)
+        g_total = step - host_wait
+        h_total = m * (h_layers + h_out) + h_opt + h_end
+        free = np.asarray(pp, dtype=float) <= 1
+        step = np.where(free, np.maximum(g_total, h_total), step)
+        bd["host_overhead"] = np.where(free, np.maximum(h_total - g_total, 0.0), bd["host_overhead"])
+        bd["optimizer"] = np.where(free, opt_gpu, opt)
+        opt = bd["optimizer"]
 
     # --- FLOPs and memory
     tokens = _a(lay.global_batch) * model.seq_len

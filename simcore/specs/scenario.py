@@ -155,6 +155,16 @@ class InferenceSpec(Spec):
     kv_cache_dtype: Precision | None = None
 
 
+class CpuOpTime(Spec):
+    """The host CPU's per-op speed while the PyTorch profiler records: the median duration of
+    ``aten::t`` (a metadata-only op every layer calls) on each thread, seconds."""
+
+    main: float = Field(gt=0, le=1e-3)
+    """On the main (Python) thread: the forward, the loss, the optimizer; inference."""
+    backward: float | None = Field(default=None, gt=0, le=1e-3)
+    """On PyTorch's autograd thread (the backward); ``None``: as ``main``."""
+
+
 class RuntimeSpec(Spec):
     framework: Literal["eager", "compiled", "cuda_graphs"] = "eager"
     profiler: bool = False
@@ -165,6 +175,15 @@ class RuntimeSpec(Spec):
     GEMM whose output is split in two (``w13(x).chunk(2, -1)``). In eager PyTorch SiLU and the product
     then read the strided halves, at 0.4-0.6x the contiguous rate (round 17); priced so where the
     calibration profile measured it (``swiglu_strided``), else as the contiguous op."""
+    step_sync: bool = True
+    """The training loop waits for the GPU once per step (``loss.item()``, a logged metric, a gradient
+    norm check), so each step starts with host and GPU together. ``false``: nothing synchronizes, the
+    host runs ahead into the next step while the GPU finishes this one, and an eager single-stage step
+    takes the larger of the host's and the GPU's total. ``simcore validate`` reads it from the trace."""
+    cpu_op_time: CpuOpTime | None = None
+    """The CPU's per-op speed of the run, where known (``simcore validate`` reads it from the trace):
+    host times scale by its ratio to the speed the calibration profile measured them at. ``None``: the
+    calibration machine's speed."""
     straggler_sigma: float = Field(default=0.0, ge=0.0, le=1.0)
     """Spread of per-GPU compute speed: each GPU takes ``exp(N(0, sigma))`` times the nominal time
     (drawn with ``seed``). The discrete-event engine runs each tensor-parallel group at its slowest

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis
-from simcore.calibration.host_trace import BWD_LAYER_PROBES, op_speed
+from simcore.calibration.host_trace import op_speed, step_synchronized
 from simcore.errors import SimcoreError
-from simcore.specs.scenario import Scenario
+from simcore.specs.scenario import CpuOpTime, Scenario
 
 CLASS_ORDER = (
     "gemm",
@@ -84,11 +84,14 @@ class ValidationReport:
     collectives: dict[str, float]
     notes: list[str] = field(default_factory=list)
     host_speed_ratio: float | None = None
-    cpu_op_speed_s: dict[str, float | None] | None = None
-    """Median ``aten::t`` seconds on the main and the backward thread of the slowest rank (the CPU's
-    per-op speed; see :func:`simcore.calibration.host_trace.op_speed`)."""
     """Host time per layer on the trace's CPU timeline over the profile's (profiled) host model
     (:mod:`simcore.calibration.host_trace`); ``None`` where the trace does not show it."""
+    cpu_op_speed_s: dict[str, float | None] | None = None
+    """Median ``aten::t`` seconds on the main and the backward thread of the rank with the slowest CPU
+    (the CPU's per-op speed; see :func:`simcore.calibration.host_trace.op_speed`), as predicted with."""
+    runtime: dict[str, Any] = field(default_factory=dict)
+    """The scenario's ``runtime`` section as predicted: what the scenario says, plus what the trace
+    showed where it said nothing (the profiler, compiled kernels, the CPU speed, unsynchronized steps)."""
 
     @property
     def error_pct(self) -> float:
@@ -129,6 +132,7 @@ class ValidationReport:
             "kernels": self.kernels,
             "host_speed_ratio": self.host_speed_ratio,
             "cpu_op_speed_s": self.cpu_op_speed_s,
+            "runtime": self.runtime,
             "notes": self.notes,
         }
 
@@ -335,7 +339,33 @@ def validate(
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
     # what the traces show about the run, unless the scenario or --set says otherwise
     assumed: list[str] = []
+    cpu = _cpu_speed(ans, sc.kind == "inference")
+    synced = [step_synchronized(a) for a in ans]
     for runtime_field, value, shown, note in (
+        # the CPU's per-op speed (aten::t) of the slowest rank: host-bound phases scale with it
+        (
+            "cpu_op_time",
+            cpu,
+            cpu is not None,
+            "predicted at the trace's CPU speed (runtime.cpu_op_time: aten::t "
+            + (
+                ""
+                if cpu is None
+                else f"{cpu.main * 1e6:.1f} us"
+                if cpu.backward is None
+                else f"{cpu.main * 1e6:.1f} / {cpu.backward * 1e6:.1f} us on the main / backward thread"
+            )
+            + "); host times scale by its ratio to the calibration machine's, which moves 2-3x between and "
+            "within runs; --set runtime.cpu_op_time=null predicts at the calibration machine's speed",
+        ),
+        # a training loop with no host wait in its steps lets the host run ahead across steps
+        (
+            "step_sync",
+            False,
+            sc.kind == "training" and any(x is False for x in synced),
+            "predicted with runtime.step_sync: false (no step of the trace waits for the GPU, so the host "
+            "runs ahead into the next step); --set runtime.step_sync=true predicts a loop that syncs",
+        ),
         # a PyTorch-profiler trace was recorded with the profiler attached (Nsight Systems ones not)
         (
             "profiler",
@@ -378,13 +408,6 @@ def validate(
         notes.append(
             f"the trace's CPU issued each layer in x{host_ratio:.2f} the profile's host time (from the spacing of "
             "its norm ops; `simcore calibrate TRACE` puts this into a profile's host_scale)"
-        )
-    speed = op_speed(slowest)
-    if speed is not None and speed.backward_s is not None:
-        notes.append(
-            f"CPU speed: aten::t took {speed.backward_s * 1e6:.1f} us on the backward thread (a GPT backward layer "
-            f"is ~{BWD_LAYER_PROBES:.0f} of them under the profiler); the lent H200 machines ran 2.4-7.8 us, so "
-            "host-bound phases vary 3x with the machine's moment (traces/README.md, round 23)"
         )
 
     meas_cls: dict[str, float] = defaultdict(float)
@@ -467,8 +490,25 @@ def validate(
         collectives=dict(colls),
         notes=notes,
         host_speed_ratio=host_ratio,
-        cpu_op_speed_s=None if speed is None else {"main": speed.main_s, "backward": speed.backward_s},
+        cpu_op_speed_s=None if cpu is None else {"main": cpu.main, "backward": cpu.backward},
+        runtime=sc.runtime.model_dump(mode="json"),
     )
+
+
+def _cpu_speed(ans: list[Analysis], inference: bool) -> CpuOpTime | None:
+    """The CPU speed probe of the slowest rank (the one whose host sets the pace), if the traces have
+    one: the largest main-thread probe for inference, the largest sum over both threads for training
+    (where both are found)."""
+    speeds = [s for s in (op_speed(a) for a in ans) if s is not None and s.main_s]
+    if not speeds:
+        return None
+    if inference:
+        return CpuOpTime(main=max(float(s.main_s or 0.0) for s in speeds))
+    both = [s for s in speeds if s.backward_s]
+    if not both:
+        return None
+    s = max(both, key=lambda x: float(x.main_s or 0.0) + float(x.backward_s or 0.0))
+    return CpuOpTime(main=float(s.main_s or 0.0), backward=float(s.backward_s or 0.0))
 
 
 def _host_speed(sc: Scenario, ans: list[Analysis]) -> float | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from simcore.calibration.fit_host import fit_host, host_files_beside, read_size_runs
+from simcore.errors import TraceError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,14 +58,29 @@ def test_other_files_are_not_size_runs() -> None:
 
 
 def test_shipped_host_section() -> None:
+    from simcore.calibration.fit_host import _csv_rows, decode_host_costs, step_host_costs
+
     h = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
-    # the profiled entries are the plain ones times the interleaved-run ratio
+    steps = step_host_costs(_csv_rows(REPO / "traces/h200/host_steps.csv.gz"), "steps")
+    decode = decode_host_costs(_csv_rows(REPO / "traces/h200/host_decode.csv.gz"), "decode")
     for act in ("gelu", "swiglu"):
         r = h[f"profiler_ratio_decode_{act}"]
         assert 1.0 < r < 3.0
-        assert h[f"profiled_infer_decode_{act}"] == pytest.approx(h[f"infer_decode_{act}"] * r)
+        # whole profiled steps in CPU-speed units (round 25) supersede the width-64 x profiler-ratio chain
+        assert h[f"profiled_infer_decode_{act}"] == decode[f"profiled_infer_decode_{act}"]
+        assert h[f"profiled_train_fwd_{act}"] == steps[f"profiled_train_fwd_{act}"]
+        assert h[f"profiled_train_bwd_{act}"] == steps[f"profiled_train_bwd_{act}"]
+        # a backward layer issues ~2.2x a forward layer's ops (round 23: 332 / 152 probe units)
+        assert 1.8 < h[f"profiled_train_bwd_{act}"] / h[f"profiled_train_fwd_{act}"] < 2.8
+        # the unprofiled per-step host is the profiled one over the profiler's per-layer ratio
         rt = h[f"profiler_ratio_train_{act}"]
-        assert h[f"profiled_train_fwd_{act}"] == pytest.approx(h[f"train_fwd_{act}"] * rt)
+        assert h[f"step_fwd_{act}"] == pytest.approx(h[f"profiled_step_fwd_{act}"] / rt)
+    # the reference CPU speeds the entries stand for: a few microseconds per aten::t
+    for k in ("probe_main", "probe_backward", "probe_infer"):
+        assert 1e-6 < h[k] < 2e-5
+    # profiled wrapper ratios from round 24 (FSDP2 about twice the plain layer, tensor parallel less)
+    assert 1.5 < h["profiled_fsdp_ratio_bwd"] < 2.5
+    assert 1.0 < h["profiled_tp_ratio_fwd"] < h["profiled_fsdp_ratio_fwd"]
     # lower envelope: never above any single round's per-layer decode slope
     assert (
         h["infer_decode_swiglu"]
@@ -147,3 +163,116 @@ def test_shipped_compiled_ratios() -> None:
     for act in ("gelu", "swiglu"):
         for phase in ("fwd", "bwd"):
             assert 0.3 < h[f"compiled_ratio_{phase}_{act}"] < 1.0  # compiled issues less host work
+
+
+def _step_rows(
+    units: dict[str, float], probes: list[tuple[float, float]], act: str, layers: int
+) -> list[dict[str, str]]:
+    """Step-host rows whose segments are ``units`` probe units at each (main, backward) probe."""
+    rows = []
+    for m, b in probes:
+        rows.append(
+            {
+                "trace": "t",
+                "step": "s",
+                "act": act,
+                "layers": str(layers),
+                "synchronized": "False",
+                "step_s": "0.1",
+                "gpu_step_s": "0.1",
+                "pre_s": str(units["pre"] * m),
+                "fwd_layer_s": str(units["fl"] * m),
+                "head_s": str(units["head"] * m),
+                "bhead_s": str(units["bhead"] * b),
+                "bwd_layer_s": str(units["bl"] * b),
+                "tail_s": str(units["tail"] * b),
+                "optimizer_s": str((40 + 2 * (6 * layers + 3)) * m),
+                "post_s": str(units["post"] * m),
+                "probe_main_s": str(m),
+                "probe_bwd_s": str(b),
+            }
+        )
+    return rows
+
+
+def test_step_host_costs_hand_computed() -> None:
+    """Segments over their thread's probe give units; units x the median probe give seconds; the
+    optimizer is a line over the tensor count (here 40 + 2 per tensor units)."""
+    from simcore.calibration.fit_host import step_host_costs
+
+    u = {"pre": 30, "fl": 150, "head": 120, "bhead": 140, "bl": 350, "tail": 90, "post": 20}
+    rows = _step_rows(u, [(4e-6, 3e-6), (6e-6, 5e-6), (8e-6, 7e-6)], "gelu", 2)
+    rows += _step_rows(u, [(5e-6, 5e-6)], "gelu", 8)
+    out = step_host_costs(rows, "x")
+    ref_m, ref_b = 5.5e-6, 5e-6  # medians of (4, 6, 8, 5) and (3, 5, 7, 5) us
+    assert out["probe_main"] == pytest.approx(ref_m)
+    assert out["probe_backward"] == pytest.approx(ref_b)
+    assert out["profiled_train_fwd_gelu"] == pytest.approx(150 * ref_m)
+    assert out["profiled_train_bwd_gelu"] == pytest.approx(350 * ref_b)
+    assert out["profiled_step_fwd_gelu"] == pytest.approx(150 * ref_m)  # pre + head
+    assert out["profiled_step_bwd_gelu"] == pytest.approx(230 * ref_b)  # bhead + tail
+    assert out["profiled_step_end"] == pytest.approx(20 * ref_m)
+    assert out["profiled_adamw_fused_per_tensor"] == pytest.approx(2 * ref_m)
+    assert out["profiled_adamw_fused_fixed"] == pytest.approx(40 * ref_m)
+    # a synchronized step's post segment holds the wait for the GPU: left out of the fit
+    sync = _step_rows({**u, "post": 5000}, [(5e-6, 5e-6)], "gelu", 2)
+    sync[0]["synchronized"] = "True"
+    assert step_host_costs(rows + sync, "x")["profiled_step_end"] == pytest.approx(20 * 5.5e-6, rel=0.1)
+    with pytest.raises(TraceError):
+        step_host_costs([{**rows[0], "bwd_layer_s": "x"}], "bad.csv")
+
+
+def test_decode_host_costs_hand_computed() -> None:
+    from simcore.calibration.fit_host import decode_host_costs
+
+    rows = [
+        {
+            "trace": "t",
+            "step": "s",
+            "act": "swiglu",
+            "layers": str(L),
+            "probe_main_s": str(p),
+            "layer_s": str(150 * p),
+            "pass_s": str((150 * L + 40) * p),
+        }
+        for L, p in ((4, 3e-6), (16, 4e-6), (16, 5e-6))
+    ]
+    out = decode_host_costs(rows, "x")
+    assert out["probe_infer"] == pytest.approx(4e-6)
+    assert out["profiled_infer_decode_swiglu"] == pytest.approx(150 * 4e-6)
+    assert out["profiled_infer_decode_fixed_swiglu"] == pytest.approx(40 * 4e-6)
+
+
+def test_profiled_wrapper_ratios_hand_computed() -> None:
+    """Per architecture the median units under the wrapper over the plain layer's; the mean over
+    architectures; DDP's backward is 1 (its hooks are priced apart)."""
+    from simcore.calibration.fit_host import profiled_wrapper_ratios
+
+    units = {
+        ("gpt", "single"): (150, 350),
+        ("gpt", "fsdp"): (300, 700),
+        ("gpt", "tp"): (195, 420),
+        ("llama", "single"): (150, 400),
+        ("llama", "fsdp"): (240, 800),
+        ("llama", "tp"): (210, 480),
+        ("gpt", "ddp"): (147, 450),
+    }
+    rows = []
+    for (arch, strat), (f, b) in units.items():
+        for tm, tb in ((4.0, 3.0), (8.0, 6.0)):
+            rows.append(
+                {
+                    "arch": arch,
+                    "strategy": strat,
+                    "fwd_layer_s": str(f * tm * 1e-6),
+                    "bwd_layer_s": str(b * tb * 1e-6),
+                    "t_main_us": str(tm),
+                    "t_bwd_us": str(tb),
+                }
+            )
+    out = profiled_wrapper_ratios(rows, "x")
+    assert out["profiled_fsdp_ratio_fwd"] == pytest.approx((2.0 + 1.6) / 2)
+    assert out["profiled_fsdp_ratio_bwd"] == pytest.approx((2.0 + 2.0) / 2)
+    assert out["profiled_tp_ratio_fwd"] == pytest.approx((1.3 + 1.4) / 2)
+    assert out["profiled_ddp_ratio_fwd"] == pytest.approx(147 / 150)
+    assert out["profiled_ddp_ratio_bwd"] == 1.0

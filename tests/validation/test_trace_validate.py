@@ -37,7 +37,13 @@ def test_validate_real_traces(name: str) -> None:
     # measured: the slowest rank's median step
     measured = max(analyze(read_trace(f)).step_time_s for f in files)
     assert d["measured_step_time_s"] == pytest.approx(measured)
-    r = simcore.predict(str(SC / f"{name}.yaml")).model_dump()
+    # the prediction is the scenario's, with the runtime the trace showed (profiler, CPU speed, sync)
+    from simcore.specs.resolve import load_scenario
+    from simcore.specs.scenario import RuntimeSpec
+
+    sc = load_scenario(str(SC / f"{name}.yaml"))
+    sc = sc.model_copy(update={"runtime": RuntimeSpec(**d["runtime"])})
+    r = simcore.predict(sc).model_dump()
     # inference: one profiled step = the prefills and decode steps counted in the trace (the eager
     # trace: 1 + 8; the CUDA-graph one: 0 + 8)
     if "step_time_s" in r:
@@ -288,9 +294,11 @@ def test_inference_power_cap_is_the_profiled_steps() -> None:
     over = ["calibration=h200-kernels"]
     rep = validate(files, SC / f"{name}.yaml", overrides=over).to_dict()
     from simcore.specs.resolve import load_scenario
+    from simcore.specs.scenario import RuntimeSpec
     from simcore.validation.traces import inference_composition
 
     sc = load_scenario(str(SC / f"{name}.yaml"), over)
+    sc = sc.model_copy(update={"runtime": RuntimeSpec(**rep["runtime"])})
     r = simcore.predict(sc).model_dump()
     n_pre, n_dec = inference_composition(analyze(read_trace(files[0])), float(sc.model.layers)) or (1.0, 8.0)
     per_phase = n_pre * r["prefill_time_s"] + n_dec * r["decode_step_time_s"]
