@@ -141,6 +141,23 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         out[f"profiled_step_bwd_{act}"] = ref_b * units(
             sel, lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]
         )
+    # the share of each kind of host time that follows the probe: a line time = a + b x probe over
+    # every step (both blocks), evaluated at the reference probe (the rest, a, is work whose time does
+    # not move with the CPU's per-op speed: driver launch calls, thread hand-offs)
+    segments: list[tuple[str, str, Callable[[dict[str, float]], float]]] = [
+        ("train_fwd", "probe_main_s", lambda v: v["fwd_layer_s"]),
+        ("train_bwd", "probe_bwd_s", lambda v: v["bwd_layer_s"]),
+        ("step_fwd", "probe_main_s", lambda v: v["pre_s"] + v["head_s"]),
+        ("step_bwd", "probe_bwd_s", lambda v: v["bhead_s"] + v["tail_s"]),
+    ]
+    for kind, probe, seg in segments:
+        xs_p = [v[probe] for _, v in free]
+        if len(set(xs_p)) >= 2:
+            b, a = statistics.linear_regression(xs_p, [seg(v) for _, v in free])
+            ref = ref_m if probe == "probe_main_s" else ref_b
+            out[f"probe_share_{kind}"] = (
+                min(max(b * ref / (a + b * ref), 0.0), 1.0) if a + b * ref > 0 else 1.0
+            )
     out["profiled_step_end"] = ref_m * units([v for _, v in free], lambda v: v["post_s"] / v["probe_main_s"])
     xs = [optimizer_tensors(a, v["layers"]) for a, v in free]
     ys = [v["optimizer_s"] / v["probe_main_s"] for _, v in free]

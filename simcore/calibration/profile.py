@@ -195,8 +195,13 @@ class ComputeProfile(_Frozen):
     """This machine's host speed over the one ``host_layer`` was measured on (dimensionless;
     multiplies every ``host_layer`` entry). ``simcore calibrate`` sets it from the CPU timeline of
     profiler traces (:mod:`simcore.calibration.host_trace`)."""
-    host_scale_bwd: float | None = Field(default=None, gt=0)
-    """The same for the work of the autograd (backward) thread, where it differs; ``None``: ``host_scale``."""
+    cpu_ratio_main: float = Field(default=1.0, gt=0)
+    """The run's CPU per-op probe (median ``aten::t`` under the profiler) on the main thread over the one
+    the ``host_layer`` entries were measured at (``probe_main``, or ``probe_infer`` for inference; set
+    by :meth:`at_cpu_speed`). The share of each host time that follows the probe
+    (``probe_share_<kind>``, default all of it) scales with it."""
+    cpu_ratio_bwd: float = Field(default=1.0, gt=0)
+    """The same on the autograd (backward) thread (``probe_backward``)."""
     clock_fraction: dict[str, float] = {}
     """SM clock while each family (gemm, attention, memory) was measured, as a fraction of the
     device's boost clock (``nvidia-smi dmon`` during the sweep). Power-capped GPUs slow their clock
@@ -222,11 +227,16 @@ class ComputeProfile(_Frozen):
 
     def host(self, name: str, profiled: bool = False, default: float = 0.0) -> float:
         """A ``host_layer`` entry (seconds): the profiler-recorded one when ``profiled`` and measured,
-        at this profile's host speed (``host_scale``, or ``host_scale_bwd`` for the backward thread's
-        entries)."""
+        at this profile's host speed (``host_scale``) and CPU probe ratio (``cpu_ratio_main``, or
+        ``cpu_ratio_bwd`` for the backward thread's entries)."""
         scale = self.host_scale
-        if self.host_scale_bwd is not None and name.startswith(BACKWARD_THREAD_HOST):
-            scale = self.host_scale_bwd
+        cpu = self.cpu_ratio_bwd if name.startswith(BACKWARD_THREAD_HOST) else self.cpu_ratio_main
+        if cpu != 1.0:
+            # only part of a host time follows the CPU's per-op speed (the rest: driver launch calls,
+            # thread hand-offs); ``probe_share_<kind>`` where measured (fit_host.step_host_costs)
+            kind = name.removesuffix("_gelu").removesuffix("_swiglu")
+            share = self.host_layer.get(f"probe_share_{kind}", 1.0)
+            scale *= 1.0 - share + share * cpu
         if profiled and f"profiled_{name}" in self.host_layer:
             return self.host_layer[f"profiled_{name}"] * scale
         return self.host_layer.get(name, default) * scale
@@ -243,10 +253,9 @@ class ComputeProfile(_Frozen):
         ref_b = self.host_layer.get("probe_backward")
         if not ref_m or main_s <= 0:
             return self
-        upd: dict[str, float | None] = {"host_scale": main_s / ref_m, "host_scale_bwd": None}
-        if backward_s and backward_s > 0 and ref_b:
-            upd["host_scale_bwd"] = backward_s / ref_b
-        return self.model_copy(update=upd)
+        main = main_s / ref_m
+        bwd = backward_s / ref_b if backward_s and backward_s > 0 and ref_b else main
+        return self.model_copy(update={"cpu_ratio_main": main, "cpu_ratio_bwd": bwd})
 
     def gemm_params(self, dtype: str) -> GemmParams:
         """Parameters for ``dtype``, falling back to the nearest dtype the profile has."""

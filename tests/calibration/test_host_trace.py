@@ -148,3 +148,69 @@ def test_op_speed_probe_per_thread() -> None:
     inf = op_speed(analyze(read_trace(H200 / "profile_infer_prefill_decode.json.gz")))
     assert inf is not None and inf.backward_s is None and inf.main_s is not None
     assert op_speed(analyze(read_trace(H200 / "profile_decode_cuda_graphs.json.gz"))) is None
+
+
+R25 = H200 / "round25"
+
+
+def test_training_step_hosts_segments() -> None:
+    from simcore.calibration.host_trace import step_synchronized, training_step_hosts
+
+    a = analyze(read_trace(R25 / "profile_train_gpt_L8_h768_v128k.json.gz"))
+    xs = training_step_hosts(a)
+    assert len(xs) == 2 and all(x.layers == 8 and x.act == "gelu" and not x.synchronized for x in xs)
+    for x in xs:
+        parts = (x.pre_s + x.head_s + x.bhead_s + x.tail_s + x.optimizer_s + x.post_s
+                 + x.layers * (x.fwd_layer_s + x.bwd_layer_s))  # fmt: skip
+        # the segments tile the step's CPU range (the last norms' spacing is counted per layer)
+        assert parts == pytest.approx(x.step_s, rel=1e-9)
+        # a backward layer issues ~2.2x the ops of a forward one (probe units, round 23)
+        assert 1.5 < (x.bwd_layer_s / x.probe_bwd_s) / (x.fwd_layer_s / x.probe_main_s) < 3.5
+    assert step_synchronized(a) is False
+    # loss.item() every step: the host waits for the GPU (a cudaStreamSynchronize in each step)
+    b = analyze(read_trace(R25 / "profile_train_llama_L8_h768_item.json.gz"))
+    assert step_synchronized(b) is True
+    assert all(x.synchronized and x.act == "swiglu" for x in training_step_hosts(b))
+    # recomputation is left out (norms rerun in the backward), inference traces have no training step
+    assert training_step_hosts(analyze(read_trace(H200 / "profile_infer_prefill_decode.json.gz"))) == []
+
+
+def test_decode_step_hosts() -> None:
+    from simcore.calibration.host_trace import decode_step_hosts
+
+    xs = decode_step_hosts(analyze(read_trace(R25 / "profile_infer_llama_L8_h3072_b4.json.gz")))
+    # 2 profiled steps x 8 decode passes of 8 layers (the prefill passes are 1024 tokens: not decode)
+    assert len(xs) == 16 and all(x.layers == 8 and x.act == "swiglu" for x in xs)
+    assert all(x.pass_s > x.layers * x.layer_s > 0 for x in xs)
+    # a decode layer is ~150-190 aten::t of host (round 25 fit: 153-162)
+    assert all(100 < x.layer_s / x.probe_main_s < 250 for x in xs)
+
+
+def test_steps_and_decode_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from simcore.calibration.fit_host import _csv_rows, decode_host_costs, step_host_costs
+    from simcore.calibration.host_trace import main
+
+    out = tmp_path / "steps.csv.gz"
+    assert main(["--steps", str(R25 / "profile_train_gpt_L6_h1024_b8.json.gz"), "-o", str(out)]) == 0
+    rows = _csv_rows(out)
+    assert len(rows) == 2 and rows[0]["layers"] == "6"
+    assert step_host_costs(rows, out)["profiled_train_bwd_gelu"] > 0
+    dec = tmp_path / "decode.csv"
+    assert main(["--decode", str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"), "-o", str(dec)]) == 0
+    assert decode_host_costs(_csv_rows(dec), dec)["profiled_infer_decode_swiglu"] > 0
+    # a trace without what the flag reads: one line, exit 2
+    assert main(["--steps", str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"), "-o", str(out)]) == 2
+    assert main(["--decode", str(R25 / "profile_train_gpt_L6_h1024_b8.json.gz"), "-o", str(dec)]) == 2
+
+
+def test_committed_step_csvs_reproduce() -> None:
+    """The committed CSVs are what the CLI reads from the held-apart traces' siblings: same columns,
+    and every row's segments positive."""
+    from simcore.calibration.fit_host import _csv_rows
+    from simcore.calibration.host_trace import DECODE_HOST_COLUMNS, STEP_HOST_COLUMNS
+
+    steps = _csv_rows(H200 / "host_steps.csv.gz")
+    assert tuple(steps[0]) == STEP_HOST_COLUMNS and len(steps) == 32
+    assert all(float(r[k]) > 0 for r in steps for k in ("fwd_layer_s", "bwd_layer_s", "probe_main_s"))
+    dec = _csv_rows(H200 / "host_decode.csv.gz")
+    assert tuple(dec[0]) == DECODE_HOST_COLUMNS and {r["layers"] for r in dec} == {"4", "16"}

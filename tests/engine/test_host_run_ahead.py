@@ -52,3 +52,26 @@ def test_matches_an_op_by_op_pipeline_for_one_micro_batch(
     # never faster than either resource alone, never slower than their sum
     assert period >= max(g_f + g_b + head, h_f + h_b) * (1 - 1e-12)
     assert period <= g_f + g_b + head + h_f + h_b + 1e-12
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    h_f=st.floats(1e-5, 1e-2), h_b=st.floats(1e-5, 1e-2), g_f=st.floats(1e-5, 1e-2),
+    g_b=st.floats(1e-5, 1e-2), head_f=st.floats(0, 1e-2), head_b=st.floats(0, 1e-2),
+    h_sf=st.floats(0, 5e-3), h_sb=st.floats(0, 5e-3), n=st.integers(1, 12), m=st.integers(1, 4),
+)  # fmt: skip
+def test_step_host_outside_the_layers_matches_the_pipeline(
+    h_f: float, h_b: float, g_f: float, g_b: float, head_f: float, head_b: float,
+    h_sf: float, h_sb: float, n: int, m: int,
+) -> None:  # fmt: skip
+    """The LM head and loss issued in ``h_sf`` host seconds (main thread) and their backward in
+    ``h_sb`` (autograd thread): the head's kernels end no earlier than the host has issued them."""
+    units = [(h_f / n, g_f / n)] * n + [(h_sf, head_f), (h_sb, head_b)] + [(h_b / n, g_b / n)] * n
+    g_ref, h_ref = _simulate(units, 1)
+    period, lag = host_run_ahead(h_f, h_b, g_f, g_b, 0.0, 0.0, head_f, head_b, n, 1, h_sf, h_sb)
+    assert abs(period - g_ref) <= 1e-9 * max(g_ref, 1e-9)
+    assert abs(lag - (g_ref - h_ref)) <= 1e-9 * max(g_ref, 1e-9)
+    # later micro-batches repeat at the slower side's per-micro-batch total
+    p_m, _ = host_run_ahead(h_f, h_b, g_f, g_b, 0.0, 0.0, head_f, head_b, n, m, h_sf, h_sb)
+    per_mb = max(g_f + g_b + head_f + head_b, h_f + h_b + h_sf + h_sb)
+    assert abs(p_m * m - (period + (m - 1) * per_mb)) <= 1e-9 * max(p_m * m, 1e-9)

@@ -307,3 +307,24 @@ def test_inference_power_cap_is_the_profiled_steps() -> None:
     )
     assert caps > 0
     assert per_phase - caps <= rep["predicted_step_time_s"] < per_phase
+
+
+def test_validate_reads_cpu_speed_and_sync_from_the_trace() -> None:
+    free = ["h200_r25_train_gpt_l8_h768_v128k", "h200_r25_train_gpt_l8_h768_item"]
+    reps = {n: validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict() for n in free}
+    a, b = reps[free[0]], reps[free[1]]
+    # no step waits for the GPU in the first; loss.item() every step in the second
+    assert a["runtime"]["step_sync"] is False and b["runtime"]["step_sync"] is True
+    assert any("runtime.step_sync: false" in n for n in a["notes"])
+    assert not any("runtime.step_sync" in n for n in b["notes"])
+    # the CPU probe the prediction used is the trace's, on both threads
+    cpu = a["runtime"]["cpu_op_time"]
+    assert cpu == {"main": a["cpu_op_speed_s"]["main"], "backward": a["cpu_op_speed_s"]["backward"]}
+    assert 1e-6 < cpu["main"] < 2e-5 and 1e-6 < cpu["backward"] < 2e-5
+    # what the scenario or --set says wins over the trace
+    n = free[0]
+    over = validate(
+        [str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", overrides=["runtime.step_sync=true"]
+    ).to_dict()
+    assert over["runtime"]["step_sync"] is True
+    assert over["predicted_step_time_s"] >= a["predicted_step_time_s"]

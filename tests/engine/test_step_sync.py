@@ -1,0 +1,93 @@
+"""Unsynchronized training loops and the CPU speed (``runtime.step_sync``, ``runtime.cpu_op_time``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simcore
+from simcore.calibration.fit_host import optimizer_tensors
+from simcore.calibration.profile import load_profile
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import load_scenario
+from simcore.specs.scenario import CpuOpTime, Scenario
+
+REPO = Path(__file__).resolve().parents[2]
+SC = REPO / "tests/data/trace_scenarios/h200_train_gpt_gelu_ln.yaml"  # 4 x 1024 GPT, profiled, eager
+
+
+def _with(sc: Scenario, **runtime: object) -> Scenario:
+    return sc.model_copy(update={"runtime": sc.runtime.model_copy(update=runtime)})
+
+
+def _host_total(main: float, bwd: float, layers: int) -> float:
+    """One micro-batch's host seconds, by hand from the profile's entries at that CPU speed."""
+    p = load_profile(default_registry().device("h200")).at_cpu_speed(main, bwd)
+
+    def h(n: str) -> float:
+        return p.host(n, True)
+
+    per_layer = h("train_fwd_gelu") + h("train_bwd_gelu")
+    outside = h("step_fwd_gelu") + h("step_bwd_gelu")
+    opt = h("adamw_fused_fixed") + h("adamw_fused_per_tensor") * optimizer_tensors("gelu", layers)
+    return layers * per_layer + outside + opt + h("step_end")
+
+
+def test_unsynchronized_host_bound_step_is_the_host_total() -> None:
+    sc = load_scenario(str(SC))
+    slow = CpuOpTime(main=20e-6, backward=20e-6)  # a slow CPU: the host bounds everything
+    r = simcore.predict(_with(sc, step_sync=False, cpu_op_time=slow))
+    assert r.step_time_s == pytest.approx(_host_total(20e-6, 20e-6, sc.model.layers), rel=1e-9)
+    # the breakdown still tiles the step; the optimizer row is the GPU's
+    assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+    synced = simcore.predict(_with(sc, step_sync=True, cpu_op_time=slow))
+    assert synced.step_time_s >= r.step_time_s  # host-bound: the GPU never holds the host back
+
+
+def test_unsynchronized_gpu_bound_step_is_the_gpu_total() -> None:
+    sc = load_scenario(str(SC))
+    fast = CpuOpTime(main=0.1e-6, backward=0.1e-6)  # host nearly free: the GPU's sum sets the pace
+    r = simcore.predict(_with(sc, step_sync=False, cpu_op_time=fast))
+    assert r.breakdown["host_overhead"] == 0.0
+    assert r.step_time_s <= simcore.predict(_with(sc, step_sync=True, cpu_op_time=fast)).step_time_s
+
+
+def test_cpu_speed_scales_only_the_probe_share() -> None:
+    """A CPU twice as slow per op: entries with a measured probe share s grow by 1 - s + 2 s."""
+    base = load_profile(default_registry().device("h200"))
+    ref_m, ref_b = base.host_layer["probe_main"], base.host_layer["probe_backward"]
+    p = base.at_cpu_speed(2 * ref_m, 3 * ref_b)
+    s_f = base.host_layer["probe_share_train_fwd"]
+    s_b = base.host_layer["probe_share_train_bwd"]
+    assert 0 < s_f <= 1 and 0 < s_b <= 1
+    assert p.host("train_fwd_gelu", True) == pytest.approx(base.host("train_fwd_gelu", True) * (1 + s_f))
+    assert p.host("train_bwd_gelu", True) == pytest.approx(base.host("train_bwd_gelu", True) * (1 + 2 * s_b))
+    # entries without a measured share follow the probe fully (the backward thread's DDP hooks)
+    assert p.host("ddp_param", True) == pytest.approx(base.host("ddp_param", True) * 3)
+    # inference has its own reference (a no-grad op is cheaper); at that reference nothing moves
+    q = base.at_cpu_speed(base.host_layer["probe_infer"], inference=True)
+    assert q.host("infer_decode_swiglu", True) == pytest.approx(base.host("infer_decode_swiglu", True))
+
+
+@settings(max_examples=25, deadline=None)
+@given(a=st.floats(1e-6, 2e-5), b=st.floats(1e-6, 2e-5), sync=st.booleans())
+def test_a_slower_cpu_is_never_faster(a: float, b: float, sync: bool) -> None:
+    sc = load_scenario(str(SC))
+    lo, hi = min(a, b), max(a, b)
+    t_lo = simcore.predict(_with(sc, step_sync=sync, cpu_op_time=CpuOpTime(main=lo, backward=lo))).step_time_s
+    t_hi = simcore.predict(_with(sc, step_sync=sync, cpu_op_time=CpuOpTime(main=hi, backward=hi))).step_time_s
+    assert t_hi >= t_lo * (1 - 1e-12)
+    # nothing synchronizing never takes longer than a loop that waits every step
+    other = simcore.predict(_with(sc, step_sync=True, cpu_op_time=CpuOpTime(main=lo, backward=lo)))
+    if not sync:
+        assert t_lo <= other.step_time_s * (1 + 1e-12)
+
+
+def test_bad_cpu_speed_is_one_clear_error() -> None:
+    from simcore.errors import SpecError
+
+    with pytest.raises((SpecError, ValueError)):
+        load_scenario(str(SC), ["runtime.cpu_op_time.main=-1"])
