@@ -91,3 +91,10 @@ def test_bad_cpu_speed_is_one_clear_error() -> None:
 
     with pytest.raises((SpecError, ValueError)):
         load_scenario(str(SC), ["runtime.cpu_op_time.main=-1"])
+
+
+def test_des_takes_the_steady_state_of_an_unsynchronized_single_stage() -> None:
+    sc = _with(load_scenario(str(SC)), step_sync=False)
+    des = simcore.predict(sc, engine="des")
+    assert des.step_time_s == pytest.approx(simcore.predict(sc).step_time_s)
+    assert any("step_sync: false" in n for n in des.notes)
