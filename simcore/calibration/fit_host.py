@@ -108,11 +108,14 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
       LM head backward, the embedding backward, gradient accumulation);
     * ``profiled_adamw_fused_fixed`` / ``profiled_adamw_fused_per_tensor``: ``optimizer.step()``, a
       least-squares line over the parameter tensor count (:func:`optimizer_tensors`);
-    * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop).
+    * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop);
+    * ``profiled_<ddp|fsdp|tp>_step_<fwd|bwd|end>``: rows labelled with a distributed wrapper (the
+      slowest-CPU rank of profiled runs, ``--strategy``): their units beyond the single-GPU ones.
     """
     try:
-        recs = [
+        every = [
             (
+                r.get("strategy") or "single",
                 r["act"],
                 r["synchronized"].strip().lower() in ("1", "true"),
                 {"layers": float(r["layers"]), **{k: float(r[k]) for k in r if k.endswith("_s")}},
@@ -121,6 +124,9 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         ]
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad step-host row: {e}", file=str(path)) from None
+    recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
+    if not recs:
+        raise TraceError("no single-GPU step rows (strategy single)", file=str(path))
     free = [(a, v) for a, sync, v in recs if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
     if not free:
         raise TraceError("no unsynchronized step with probes", file=str(path))
@@ -159,6 +165,28 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                 min(max(b * ref / (a + b * ref), 0.0), 1.0) if a + b * ref > 0 else 1.0
             )
     out["profiled_step_end"] = ref_m * units([v for _, v in free], lambda v: v["post_s"] / v["probe_main_s"])
+    # a distributed wrapper's host outside the layers beyond a single GPU's (the same block's units),
+    # per micro-batch on each thread and per step after the optimizer: DDP's reducer preparing and
+    # finalising the buckets, FSDP2's root unshard and post-backward reduce-scatter bookkeeping, tensor
+    # parallel's replicated embedding and head with their collectives
+    single_units = {
+        act: (
+            units([v for a, v in free if a == act], lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]),
+            units([v for a, v in free if a == act], lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]),
+        )
+        for act in {a for a, _ in free}
+    }
+    end_units = units([v for _, v in free], lambda v: v["post_s"] / v["probe_main_s"])
+    for strat in sorted({x[0] for x in every} - {"single"}):
+        sel_s = [(a, v) for st, a, sync, v in every if st == strat and not sync and a in single_units]
+        if not sel_s:
+            continue
+        f_x = statistics.median((v["pre_s"] + v["head_s"]) / v["probe_main_s"] - single_units[a][0] for a, v in sel_s)
+        b_x = statistics.median((v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"] - single_units[a][1] for a, v in sel_s)
+        e_x = statistics.median(v["post_s"] / v["probe_main_s"] - end_units for _, v in sel_s)
+        out[f"profiled_{strat}_step_fwd"] = ref_m * max(f_x, 0.0)
+        out[f"profiled_{strat}_step_bwd"] = ref_b * max(b_x, 0.0)
+        out[f"profiled_{strat}_step_end"] = ref_m * max(e_x, 0.0)
     xs = [optimizer_tensors(a, v["layers"]) for a, v in free]
     ys = [v["optimizer_s"] / v["probe_main_s"] for _, v in free]
     if len(set(xs)) >= 2:
@@ -374,12 +402,15 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     compiled_paths: list[str] = []
     ddp_hooks: dict[str, float] = {}
     step_hosts: dict[str, float] = {}
+    step_rows: list[dict[str, str]] = []
+    step_paths: list[str] = []
     pace_rows: list[dict[str, str]] = []
     pace_paths: list[str] = []
     for p in paths:
         csv_rows = _csv_rows(p)
         if _is_step_host_run(csv_rows):
-            step_hosts.update(step_host_costs(csv_rows, p))
+            step_rows.extend(csv_rows)
+            step_paths.append(str(p))
             continue
         if _is_decode_host_run(csv_rows):
             step_hosts.update(decode_host_costs(csv_rows, p))
@@ -463,6 +494,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     if compiled_rows:  # the runs of every width together (one file per round)
         out.update(compiled_ratios(compiled_rows, ", ".join(compiled_paths)))
     out.update(ddp_hooks)
+    if step_rows:  # single-GPU and distributed steps together (the wrappers' extra is over the single)
+        step_hosts.update(step_host_costs(step_rows, ", ".join(step_paths)))
     # whole profiled steps in CPU-speed units (round 25) supersede the profiled per-layer entries above
     # (a width-64 layer times the profiler's ratio); the unprofiled per-step host outside the layers is
     # the profiled one over the profiler's measured per-layer ratio

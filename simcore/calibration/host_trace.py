@@ -186,6 +186,7 @@ _OPT_STEP = "Optimizer.step#"
 STEP_HOST_COLUMNS = (
     "trace",
     "step",
+    "strategy",
     "act",
     "layers",
     "synchronized",
@@ -219,6 +220,9 @@ class StepHost:
 
     trace: str
     step: str
+    strategy: str
+    """The run's distributed wrapper as told (``single``, ``ddp``, ``fsdp``, ``tp``): a trace does not
+    name it."""
     act: str
     layers: int
     synchronized: bool
@@ -250,10 +254,10 @@ def step_synchronized(a: Analysis) -> bool | None:
     return all(any(s.cpu_start <= c.ts <= s.cpu_end for c in calls) for s in steps)  # type: ignore[operator]
 
 
-def training_step_hosts(a: Analysis) -> list[StepHost]:
+def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]:
     """The host timeline of every annotated eager training step of a trace whose norms, norm
     backwards, ``Optimizer.step`` range and ``aten::t`` probes can all be found (steps with
-    recomputation are left out, as in :func:`layer_host_times`)."""
+    recomputation are left out, as in :func:`layer_host_times`); ``strategy`` labels the rows."""
     ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
     opt_ranges = sorted(
         (x for x in a.trace.annotations if x.name.startswith(_OPT_STEP) and not x.gpu), key=lambda x: x.ts
@@ -286,6 +290,7 @@ def training_step_hosts(a: Analysis) -> list[StepHost]:
             StepHost(
                 trace=a.trace.path,
                 step=st.name,
+                strategy=strategy,
                 act="swiglu" if any(o.name == "aten::silu" for o in win) else "gelu",
                 layers=layers,
                 synchronized=any(lo <= c.ts <= hi for c in calls),
@@ -451,6 +456,12 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--steps", nargs="+", metavar="TRACE", help="profiled eager training traces")
     what.add_argument("--decode", nargs="+", metavar="TRACE", help="profiled eager inference traces")
     ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
+    ap.add_argument(
+        "--strategy",
+        default="single",
+        choices=("single", "ddp", "fsdp", "tp"),
+        help="with --steps: the runs' distributed wrapper (a label in the rows; default single)",
+    )
     args = ap.parse_args(argv)
     rows: list[dict[str, Any]] = []
     try:
@@ -467,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(h.row())
                 continue
             found: list[StepHost] | list[DecodeHost] = (
-                training_step_hosts(a) if args.steps else decode_step_hosts(a)
+                training_step_hosts(a, args.strategy) if args.steps else decode_step_hosts(a)
             )
             if not found:
                 missing = (

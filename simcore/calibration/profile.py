@@ -162,7 +162,17 @@ class HardwareRef(_Frozen):
 _FRAMEWORKS = ("eager", "cuda_graphs", "compiled")
 
 
-BACKWARD_THREAD_HOST = ("train_bwd", "ckpt_full_bwd", "ckpt_selective", "ddp_param", "ddp_bucket", "step_bwd")
+BACKWARD_THREAD_HOST = (
+    "train_bwd",
+    "ckpt_full_bwd",
+    "ckpt_selective",
+    "ddp_param",
+    "ddp_bucket",
+    "step_bwd",
+    "ddp_step_bwd",
+    "fsdp_step_bwd",
+    "tp_step_bwd",
+)
 """``host_layer`` entries for work PyTorch's autograd thread does (the rest runs on the main thread)."""
 
 

@@ -373,6 +373,12 @@ def evaluate(
             other = np.where(tp > 1, r_t, 1.0) * np.where(ddp, r_d, 1.0)
             return hv(name) * np.where(zero3, r_f, other)
 
+        def wrapper_step(part: str) -> Num:
+            """A distributed wrapper's host outside the layers beyond a single GPU's, per micro-batch
+            (``fwd`` / ``bwd``) or per step (``end``), where measured (profiled runs)."""
+            f, t, d = (hv(f"{w}_step_{part}") for w in ("fsdp", "tp", "ddp"))
+            return np.where(zero3, f, np.where(tp > 1, t, 0.0) + np.where(ddp, d, 0.0))
+
         h_f = layers_per_rank * (
             wrapped(f"train_fwd_{act_key}", "fwd") + full_t * hv(f"ckpt_full_fwd_{act_key}")
         )
@@ -404,8 +410,8 @@ def evaluate(
         # outside the layers, per micro-batch: embedding, LM head and loss on the main thread, their
         # backward on the autograd thread (whole profiled steps, round 25); pipeline stages: not modelled
         single_stage = np.asarray(pp, dtype=float) <= 1
-        h_sf = np.where(single_stage, hv(f"step_fwd_{act_key}"), 0.0)
-        h_sb = np.where(single_stage, hv(f"step_bwd_{act_key}"), 0.0)
+        h_sf = np.where(single_stage, hv(f"step_fwd_{act_key}") + wrapper_step("fwd"), 0.0)
+        h_sb = np.where(single_stage, hv(f"step_bwd_{act_key}") + wrapper_step("bwd"), 0.0)
         h_layers, h_out = h_f + h_b, h_sf + h_sb
         g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, layers_per_rank, m, h_sf, h_sb)
         per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
@@ -563,7 +569,7 @@ def evaluate(
         # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward
         opt = np.maximum(opt, h_opt - host_lag)
         # zero_grad and the loop after the optimizer: the GPU waits when the loop synchronizes
-        h_end = prof.host("step_end", profiler)
+        h_end = prof.host("step_end", profiler) + wrapper_step("end")
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost + h_end
 

@@ -220,6 +220,17 @@ def test_step_host_costs_hand_computed() -> None:
     assert step_host_costs(rows + sync, "x")["profiled_step_end"] == pytest.approx(20 * 5.5e-6, rel=0.1)
     with pytest.raises(TraceError):
         step_host_costs([{**rows[0], "bwd_layer_s": "x"}], "bad.csv")
+    # a distributed wrapper's rows: their units beyond the single GPU's, in seconds at the reference
+    ddp = _step_rows({**u, "head": 170, "tail": 390, "post": 25}, [(4e-6, 3e-6), (8e-6, 6e-6)], "gelu", 4)
+    for r in ddp:
+        r["strategy"] = "ddp"
+    with_ddp = step_host_costs(rows + ddp, "x")
+    assert with_ddp["profiled_ddp_step_fwd"] == pytest.approx(50 * ref_m)  # 30 + 170 - 150
+    assert with_ddp["profiled_ddp_step_bwd"] == pytest.approx(300 * ref_b)  # 140 + 390 - 230
+    assert with_ddp["profiled_ddp_step_end"] == pytest.approx(5 * ref_m)
+    # the single-GPU entries and the reference probes do not move
+    assert with_ddp["probe_main"] == out["probe_main"]
+    assert with_ddp["profiled_train_bwd_gelu"] == out["profiled_train_bwd_gelu"]
 
 
 def test_decode_host_costs_hand_computed() -> None:

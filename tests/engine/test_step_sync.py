@@ -98,3 +98,36 @@ def test_des_takes_the_steady_state_of_an_unsynchronized_single_stage() -> None:
     des = simcore.predict(sc, engine="des")
     assert des.step_time_s == pytest.approx(simcore.predict(sc).step_time_s)
     assert any("step_sync: false" in n for n in des.notes)
+
+
+@pytest.mark.parametrize(
+    ("name", "wrapper"),
+    [("h200x2_fsdp_llama8l", "fsdp"), ("h200x2_tp_llama8l", "tp"), ("h200x2_ddp_gpt125m", "ddp")],
+)
+def test_a_wrappers_host_outside_the_layers(tmp_path: Path, name: str, wrapper: str) -> None:
+    """Host-bound and unsynchronized, a profiled distributed step pays its wrapper's measured host
+    outside the layers (per micro-batch on each thread, once after the optimizer) exactly."""
+    import yaml
+
+    from simcore.specs.registry import builtin_dir
+
+    sc = _with(
+        load_scenario(str(REPO / f"tests/data/trace_scenarios/{name}.yaml")),
+        step_sync=False,
+        cpu_op_time=CpuOpTime(main=30e-6, backward=30e-6),
+    )
+    shipped = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())
+    hl = shipped["host_layer"]
+    extra = {p: hl[f"profiled_{wrapper}_step_{p}"] for p in ("fwd", "bwd", "end")}
+    for p in extra:
+        hl[f"profiled_{wrapper}_step_{p}"] = 0.0
+    off = tmp_path / "no_extra.yaml"
+    off.write_text(yaml.safe_dump(shipped))
+    base = load_profile(default_registry().device("h200"))
+    r_m, r_b = 30e-6 / base.host_layer["probe_main"], 30e-6 / base.host_layer["probe_backward"]
+    m = sc.training.global_batch / (sc.training.micro_batch * sc.parallel.dp)  # type: ignore[union-attr, operator]
+    want = m * (extra["fwd"] * r_m + extra["bwd"] * r_b) + extra["end"] * r_m
+    assert want > 0
+    with_x = simcore.predict(sc).step_time_s
+    without = simcore.predict(sc.model_copy(update={"calibration": str(off)})).step_time_s
+    assert with_x - without == pytest.approx(want, rel=1e-6)
