@@ -75,12 +75,14 @@ def read_index(path: str | Path | None = None) -> list[TraceCase]:
 def run(cases: list[TraceCase], calibration: str | None = None) -> list[dict[str, Any]]:
     """``simcore validate`` on each case: step errors and the three largest class errors.
     ``calibration``: predict with this compute profile (name or path) instead of the scenario's."""
+    from simcore.specs.resolve import load_scenario
     from simcore.validation.traces import validate
 
     out = []
     over = [f"calibration={calibration}"] if calibration else None
     for c in cases:
         rep = validate([str(t) for t in c.traces], c.scenario, overrides=over).to_dict()
+        training = load_scenario(str(c.scenario), over or []).kind == "training"
         worst = sorted(rep["classes"], key=lambda r: -abs(r["error_s"]))[:3]
         out.append(
             {
@@ -93,6 +95,9 @@ def run(cases: list[TraceCase], calibration: str | None = None) -> list[dict[str
                 "error_pct": rep["error_pct"],
                 "gpu_busy_error_pct": rep["gpu_busy_error_pct"],
                 "largest_class_errors_s": {r["class"]: r["error_s"] for r in worst},
+                # what the prediction took from the trace: the CPU's per-op speed, a loop that syncs
+                "cpu_op_time_s": rep["runtime"].get("cpu_op_time"),
+                "step_sync": rep["runtime"].get("step_sync", True) if training else None,
             }
         )
     return out
@@ -131,15 +136,27 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"rows": rows, "summary": summ}, indent=1))
         return 0
     print(
-        f"{'scenario':42s} {'round':>5s} {'held':>4s} {'meas ms':>9s} {'pred ms':>9s} {'err%':>7s} {'busy%':>7s}  largest class errors (ms)"
+        f"{'scenario':42s} {'round':>5s} {'held':>4s} {'meas ms':>9s} {'pred ms':>9s} {'err%':>7s} {'busy%':>7s} "
+        f"{'cpu us':>9s} {'sync':>4s}  largest class errors (ms)"
     )
     for r in rows:
         cls = ", ".join(f"{k} {v * 1e3:+.2f}" for k, v in r["largest_class_errors_s"].items())
+        cpu = r["cpu_op_time_s"]
+        probe = (
+            "-"
+            if not cpu
+            else f"{cpu['main'] * 1e6:.1f}" + (f"/{cpu['backward'] * 1e6:.1f}" if cpu.get("backward") else "")
+        )
         print(
             f"{r['scenario']:42s} {r['round']:>5s} {'yes' if r['held_apart'] else '':>4s} "
             f"{r['measured_step_time_s'] * 1e3:9.2f} {r['predicted_step_time_s'] * 1e3:9.2f} "
-            f"{r['error_pct']:+7.1f} {r['gpu_busy_error_pct']:+7.1f}  {cls}"
+            f"{r['error_pct']:+7.1f} {r['gpu_busy_error_pct']:+7.1f} {probe:>9s} "
+            f"{'-' if r['step_sync'] is None else 'yes' if r['step_sync'] else 'no':>4s}  {cls}"
         )
+    print(
+        "cpu us: the trace's aten::t (main / backward thread) the host was scaled by; sync: the loop waits "
+        "for the GPU every step (no: a step takes max(host, GPU) totals)"
+    )
     for label, s in summ.items():
         print(
             f"{label}: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst {s['worst_abs_error_pct']:.1f}%"

@@ -84,9 +84,12 @@ def test_trace_report_summary_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     idx.write_text(f"scenario,traces,round,held_apart,what\nh200_train_gpt_gelu_ln,{gelu},1,0,x\n")
     assert trace_report.main(["--index", str(idx), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    want = validate([str(gelu)], SC / "h200_train_gpt_gelu_ln.yaml").to_dict()["error_pct"]
-    assert out["rows"][0]["error_pct"] == pytest.approx(want)
+    rep = validate([str(gelu)], SC / "h200_train_gpt_gelu_ln.yaml").to_dict()
+    assert out["rows"][0]["error_pct"] == pytest.approx(rep["error_pct"])
     assert out["summary"]["all"]["n"] == 1
+    # what the prediction took from the trace: its CPU probe, and a loop that never waits for the GPU
+    assert out["rows"][0]["cpu_op_time_s"] == rep["runtime"]["cpu_op_time"]
+    assert out["rows"][0]["step_sync"] is False
     # a missing index: one line naming the file, exit 2
     assert trace_report.main(["--index", str(tmp_path / "none.csv")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
