@@ -226,7 +226,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
 
         des = simulate_training(sc, cluster, lay, ev)
         step = des.step_time_s
-        if not sc.runtime.step_sync and lay["pp"] <= 1 and sc.runtime.framework != "cuda_graphs":
+        if bool(np.all(ev.extra["unsynchronized"])):
             # one step simulated from host and GPU together; a loop that never waits for the GPU
             # overlaps consecutive steps, whose steady state the analytic engine gives
             step = _f(ev.step_time_s)

@@ -40,11 +40,13 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
 
 from simcore.errors import TraceError
+from simcore.workload.model import WEIGHT_TENSORS_PER_LAYER
 
 _ACT = {"gpt_ln_gelu": "gelu", "llama_rms_swiglu_gqa": "swiglu"}
 
@@ -85,13 +87,6 @@ def _is_step_host_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"fwd_layer_s", "bhead_s", "probe_main_s", "probe_bwd_s"} <= set(rows[0])
 
 
-def optimizer_tensors(act: str, layers: float) -> float:
-    """Parameter tensors fused AdamW steps for a model of ``layers`` blocks (norms, projections, MLP
-    matrices per layer; the embedding, the LM head and the final norm): the count simcore's engine and
-    this fit share."""
-    return (7.0 if act == "swiglu" else 6.0) * layers + 3.0
-
-
 def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """Profiled host entries in CPU-speed units from whole profiled training steps (rows of
     ``python -m simcore.calibration.host_trace --steps``, round 25).
@@ -107,23 +102,24 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     * ``profiled_step_bwd_<act>``: per micro-batch outside the layers on the backward thread (loss and
       LM head backward, the embedding backward, gradient accumulation);
     * ``profiled_adamw_fused_fixed`` / ``profiled_adamw_fused_per_tensor``: ``optimizer.step()``, a
-      least-squares line over the parameter tensor count (:func:`optimizer_tensors`);
+      least-squares line over the parameter tensor count (round 25's models, ``tools/gpt.py``: bias-free,
+      gate/up fused, untied: ``WEIGHT_TENSORS_PER_LAYER`` per layer + 3);
     * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop);
     * ``profiled_<ddp|fsdp|tp>_step_<fwd|bwd|end>``: rows labelled with a distributed wrapper (the
       slowest-CPU rank of profiled runs, ``--strategy``): their units beyond the single-GPU ones.
     """
-    try:
-        every = [
-            (
-                r.get("strategy") or "single",
-                r["act"],
-                r["synchronized"].strip().lower() in ("1", "true"),
-                {"layers": float(r["layers"]), **{k: float(r[k]) for k in r if k.endswith("_s")}},
-            )
-            for r in rows
-        ]
-    except (KeyError, ValueError) as e:
-        raise TraceError(f"bad step-host row: {e}", file=str(path)) from None
+    every: list[tuple[str, str, bool, dict[str, float]]] = []
+    for line, r in enumerate(rows, start=2):
+        try:
+            sync = r["synchronized"].strip().lower()
+            if sync not in ("1", "0", "true", "false"):
+                raise ValueError(f"synchronized is {r['synchronized']!r}, not true/false")
+            vals = {"layers": float(r["layers"]), **{k: float(r[k] or 0.0) for k in r if k.endswith("_s")}}
+            if not all(math.isfinite(v) for v in vals.values()):
+                raise ValueError("a value is not a finite number")
+            every.append((r.get("strategy") or "single", r["act"], sync in ("1", "true"), vals))
+        except (KeyError, ValueError, AttributeError) as e:
+            raise TraceError(f"bad step-host row (line {line}): {e}", file=str(path)) from None
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
         raise TraceError("no single-GPU step rows (strategy single)", file=str(path))
@@ -172,22 +168,38 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     single_units = {
         act: (
             units([v for a, v in free if a == act], lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]),
-            units([v for a, v in free if a == act], lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]),
+            units(
+                [v for a, v in free if a == act], lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]
+            ),
         )
         for act in {a for a, _ in free}
     }
     end_units = units([v for _, v in free], lambda v: v["post_s"] / v["probe_main_s"])
     for strat in sorted({x[0] for x in every} - {"single"}):
-        sel_s = [(a, v) for st, a, sync, v in every if st == strat and not sync and a in single_units]
+        sel_s = [
+            (a, v)
+            for st, a, sync, v in every
+            if st == strat
+            and not sync
+            and a in single_units
+            and v["probe_main_s"] > 0
+            and v["probe_bwd_s"] > 0
+        ]
         if not sel_s:
             continue
-        f_x = statistics.median((v["pre_s"] + v["head_s"]) / v["probe_main_s"] - single_units[a][0] for a, v in sel_s)
-        b_x = statistics.median((v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"] - single_units[a][1] for a, v in sel_s)
+        f_x = statistics.median(
+            (v["pre_s"] + v["head_s"]) / v["probe_main_s"] - single_units[a][0] for a, v in sel_s
+        )
+        # DDP's reducer work there is priced per gradient and bucket already (hooks_s)
+        b_x = statistics.median(
+            (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / v["probe_bwd_s"] - single_units[a][1]
+            for a, v in sel_s
+        )
         e_x = statistics.median(v["post_s"] / v["probe_main_s"] - end_units for _, v in sel_s)
         out[f"profiled_{strat}_step_fwd"] = ref_m * max(f_x, 0.0)
         out[f"profiled_{strat}_step_bwd"] = ref_b * max(b_x, 0.0)
         out[f"profiled_{strat}_step_end"] = ref_m * max(e_x, 0.0)
-    xs = [optimizer_tensors(a, v["layers"]) for a, v in free]
+    xs = [WEIGHT_TENSORS_PER_LAYER * v["layers"] + 3.0 for _, v in free]
     ys = [v["optimizer_s"] / v["probe_main_s"] for _, v in free]
     if len(set(xs)) >= 2:
         slope, icpt = statistics.linear_regression(xs, ys)
@@ -246,9 +258,12 @@ def profiled_wrapper_ratios(rows: list[dict[str, str]], path: str | Path) -> dic
         for r in rows:
             if not r["fwd_layer_s"] or not r["t_main_us"] or not r["t_bwd_us"]:
                 continue
+            f, b, tm, tb = (float(r[c]) for c in ("fwd_layer_s", "bwd_layer_s", "t_main_us", "t_bwd_us"))
+            if not all(math.isfinite(x) and x > 0 for x in (f, b, tm, tb)):
+                continue  # a point that failed (NaN) or recorded no probe
             k = (r["arch"], r["strategy"])
-            units.setdefault((*k, "fwd"), []).append(float(r["fwd_layer_s"]) / float(r["t_main_us"]))
-            units.setdefault((*k, "bwd"), []).append(float(r["bwd_layer_s"]) / float(r["t_bwd_us"]))
+            units.setdefault((*k, "fwd"), []).append(f / tm)
+            units.setdefault((*k, "bwd"), []).append(b / tb)
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad host-pace row: {e}", file=str(path)) from None
     out: dict[str, float] = {}
@@ -508,6 +523,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             prof_v = step_hosts.get(f"profiled_step_{part}_{act}")
             if prof_v is not None and train_ratio:
                 out[f"step_{part}_{act}"] = prof_v / train_ratio
+    # (the distributed wrappers' extras stay profiled-only: over the profiler's ratio they put the own
+    # unprofiled 2 x H200 TP and FSDP runs 8-11 % long, `python -m simcore.validation.published --own`)
     if "profiled_step_end" in step_hosts and out.get("profiler_ratio_train_gelu"):
         out["step_end"] = step_hosts["profiled_step_end"] / out["profiler_ratio_train_gelu"]
     return out

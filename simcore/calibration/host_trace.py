@@ -202,6 +202,7 @@ STEP_HOST_COLUMNS = (
     "post_s",
     "probe_main_s",
     "probe_bwd_s",
+    "hooks_s",
 )
 
 
@@ -239,19 +240,36 @@ class StepHost:
     post_s: float
     probe_main_s: float
     probe_bwd_s: float
+    hooks_s: float = 0.0
+    """Of ``bhead`` + ``tail``: PyTorch DDP's reducer work (gradient hooks, bucket all-reduce calls, copies
+    back from the buckets), which simcore prices per gradient and bucket (:class:`DdpHooks`)."""
 
     def row(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in STEP_HOST_COLUMNS}
 
 
+def _ddp_hook_time(ops: list[CpuOp]) -> float:
+    """Seconds of DDP's reducer work among ``ops``, as :func:`ddp_hooks` counts it: each gradient's
+    hook (an ``AccumulateGrad`` node beyond its plain accumulation), the copies back from the buckets
+    and the bucket all-reduce calls."""
+    dur: dict[str, float] = {}
+    for o in ops:
+        if o.name in (_ACC_NODE, _ACC_INNER, _COPY_BACK, _BUCKET_CALL):
+            dur[o.name] = dur.get(o.name, 0.0) + o.dur
+    if not dur.get(_COPY_BACK) and not dur.get(_BUCKET_CALL):
+        return 0.0  # no DDP reducer in this trace
+    hooks = max(dur.get(_ACC_NODE, 0.0) - dur.get(_ACC_INNER, 0.0), 0.0)
+    return hooks + dur.get(_COPY_BACK, 0.0) + dur.get(_BUCKET_CALL, 0.0)
+
+
 def step_synchronized(a: Analysis) -> bool | None:
-    """Whether the training loop waits for the GPU in every annotated step (``None``: no annotated
-    step with a CPU range)."""
+    """Whether the loop waits for the GPU in any annotated step (``False``: no step does, the host may
+    run ahead across steps; ``None``: no annotated step with a CPU range)."""
     steps = [s for s in a.steps if s.cpu_start is not None and s.cpu_end is not None]
     if not steps:
         return None
     calls = [c for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
-    return all(any(s.cpu_start <= c.ts <= s.cpu_end for c in calls) for s in steps)  # type: ignore[operator]
+    return any(s.cpu_start <= c.ts <= s.cpu_end for s in steps for c in calls)  # type: ignore[operator]
 
 
 def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]:
@@ -306,6 +324,9 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
                 post_s=max(hi - opt.ts - opt.dur, 0.0),
                 probe_main_s=probe_m,
                 probe_bwd_s=probe_b,
+                hooks_s=_ddp_hook_time(
+                    [o for o in win if first_bwd <= o.ts < bwd[0] or bwd[-1] <= o.ts < opt.ts]
+                ),
             )
         )
     return out
@@ -463,6 +484,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --steps: the runs' distributed wrapper (a label in the rows; default single)",
     )
     args = ap.parse_args(argv)
+    if args.strategy != "single" and not args.steps:
+        print(
+            "error: --strategy labels --steps rows; it means nothing with --ddp or --decode", file=sys.stderr
+        )
+        return 2
     rows: list[dict[str, Any]] = []
     try:
         for p in args.ddp or args.steps or args.decode:

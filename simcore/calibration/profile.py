@@ -168,6 +168,7 @@ BACKWARD_THREAD_HOST = (
     "ckpt_selective",
     "ddp_param",
     "ddp_bucket",
+    "ddp_fixed",
     "step_bwd",
     "ddp_step_bwd",
     "fsdp_step_bwd",

@@ -26,14 +26,13 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.fit_host import optimizer_tensors
 from simcore.calibration.profile import load_profile
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import ModelSpec, TrainingSpec
 from simcore.workload import lowering as L
-from simcore.workload.model import model_flops_per_token, param_counts
+from simcore.workload.model import model_flops_per_token, param_counts, weight_tensors
 
 Num = Any
 
@@ -118,26 +117,23 @@ def _comm_profile(cluster: ClusterInfo) -> Any:
     return load_comm_profile(cluster.system.name).profile
 
 
-WEIGHT_TENSORS_PER_LAYER = 6.0
-"""Weight tensors of one transformer layer without biases: two norms, fused QKV, attention output, the
-MLP's input (fused gate/up) and output projections (``tools/gpt.py``, most GPT / Llama codes)."""
-
 DDP_BUCKET_BYTES = 25 * 2**20
 """PyTorch DDP's default gradient bucket cap (``bucket_cap_mb=25``)."""
 
 
-def ddp_gradients_and_buckets(model: ModelSpec, pp: Num, grad_bytes: float) -> tuple[Num, Num]:
+def ddp_gradients_and_buckets(
+    model: ModelSpec, pp: Num, grad_bytes: float, gate_up: str = "fused"
+) -> tuple[Num, Num]:
     """Gradient tensors and gradient buckets of one PyTorch DDP rank (a pipeline stage's share).
 
-    ``WEIGHT_TENSORS_PER_LAYER`` per layer, the token embedding, an untied LM head and the final
-    norm. DDP fills ``DDP_BUCKET_BYTES`` buckets in reverse order and closes one when it is full: the
+    The stage's weight tensors (:func:`simcore.workload.model.weight_tensors`). DDP fills ``DDP_BUCKET_BYTES`` buckets in reverse order and closes one when it is full: the
     layers' gradients make ``bytes / cap`` buckets and each embedding-sized tensor closes one of its
     own (GPT-2 small, 12 x 768 fp32: 14 buckets, as its profiled trace shows)."""
     pc = param_counts(model)
     layers = model.layers / np.asarray(pp, dtype=float)
     big = 1.0 + (1.0 if pc.lm_head else 0.0)
     layer_bytes = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / model.layers
-    grads = WEIGHT_TENSORS_PER_LAYER * layers + big + 1.0
+    grads = weight_tensors(model, layers, gate_up)
     buckets = np.floor(layers * layer_bytes * grad_bytes / DDP_BUCKET_BYTES) + big
     return grads, buckets
 
@@ -328,7 +324,7 @@ def evaluate(
     # PyTorch AMP (fp32 weights, autocast): weight casts in every forward, bf16 -> fp32 gradient
     # accumulation in every backward, per micro-batch, on each rank's share of the weights
     if param_dtype == "fp32" and training.precision != "fp32":
-        tensors_per_layer = WEIGHT_TENSORS_PER_LAYER
+        tensors_per_layer = weight_tensors(model, 1.0, gate_up) - weight_tensors(model, 0.0, gate_up)
         stage_params = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / pp / tp
         acc = (m - 1.0) / m  # backwards that add into an existing fp32 .grad
         # ZeRO-2/3 and FSDP accumulate on the reduce-scattered shard of the gradient
@@ -375,9 +371,11 @@ def evaluate(
 
         def wrapper_step(part: str) -> Num:
             """A distributed wrapper's host outside the layers beyond a single GPU's, per micro-batch
-            (``fwd`` / ``bwd``) or per step (``end``), where measured (profiled runs)."""
+            (``fwd`` / ``bwd``) or per step (``end``), where measured. DDP's backward part is its
+            reducer finishing the gradient reduction: once per step, like its hooks."""
             f, t, d = (hv(f"{w}_step_{part}") for w in ("fsdp", "tp", "ddp"))
-            return np.where(zero3, f, np.where(tp > 1, t, 0.0) + np.where(ddp, d, 0.0))
+            d_mb = d / m if part == "bwd" else d
+            return np.where(zero3, f, np.where(tp > 1, t, 0.0) + np.where(ddp, d_mb, 0.0))
 
         h_f = layers_per_rank * (
             wrapped(f"train_fwd_{act_key}", "fwd") + full_t * hv(f"ckpt_full_fwd_{act_key}")
@@ -391,7 +389,7 @@ def evaluate(
         if profiler:
             # DDP's hooks while the profiler records: per gradient tensor and per bucket all-reduce
             # call, once per step (the last micro-batch's backward; measured from profiled DDP ranks)
-            n_grads, n_buckets = ddp_gradients_and_buckets(model, pp, sb.grads)
+            n_grads, n_buckets = ddp_gradients_and_buckets(model, pp, sb.grads, gate_up)
             hooks = n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
             h_b = h_b + np.where(ddp & ~zero3, hooks / m, 0.0)
         if "tp_ratio_fwd" not in host_cal:
@@ -554,7 +552,7 @@ def evaluate(
     if layer_host and "adamw_fused_fixed" in host_cal:
         # fused AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections,
         # MLP matrices of each layer; embedding, head and final norm)
-        tensors = optimizer_tensors(act_key, np.ceil(layers_per_rank))
+        tensors = weight_tensors(model, np.ceil(layers_per_rank), gate_up)
 
         # (seconds entries through ComputeProfile.host: scaled by the profile's host speed)
         def h(name: str, default: float = 0.0) -> float:
@@ -602,13 +600,13 @@ def evaluate(
     power_cap = breakdown_power_cap(cluster.device, prof, bd)
     bd["power_cap"] = power_cap
     step = step + power_cap
-    if layer_host and not step_sync:
+    free = (np.asarray(pp, dtype=float) <= 1) & (layer_host and not step_sync)
+    if np.any(free):
         # nothing synchronizes: the host runs ahead into the next step while the GPU finishes this one,
         # so in the steady state a single-stage step takes the larger of the two totals
         host_wait = bd["host_overhead"] + (opt - opt_gpu)
         g_total = step - host_wait
         h_total = m * (h_layers + h_out) + h_opt + h_end
-        free = np.asarray(pp, dtype=float) <= 1
         step = np.where(free, np.maximum(g_total, h_total), step)
         bd["host_overhead"] = np.where(free, np.maximum(h_total - g_total, 0.0), bd["host_overhead"])
         bd["optimizer"] = np.where(free, opt_gpu, opt)
@@ -643,7 +641,7 @@ def evaluate(
             zero3, zero3_exposed, np.where(dp > 1, np.where(single_proc, dp_legacy, dp_grad), 0.0)
         ),
         "dp_tail_s": np.where(zero12 & (dp > 1) & ~single_proc, hidden(ag, F_first), 0.0),
-        "host_tail_s": gil + ddp_copy,
+        "host_tail_s": gil + ddp_copy + h_end,
         "optimizer_s": opt,
         "buckets": buckets,
         "dp_window_s": B_last,
@@ -670,7 +668,7 @@ def evaluate(
         memory_per_gpu_bytes=mem["total"],
         stage_times=stage_times,
         exposed_comm=exposed,
-        extra={"gpus": gpus, "params_per_gpu": params_rank, "W_s": W_max},
+        extra={"gpus": gpus, "params_per_gpu": params_rank, "W_s": W_max, "unsynchronized": free},
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from simcore.specs.hardware import FabricSpec
-from simcore.specs.quantities import Spec
+from simcore.specs.quantities import Seconds, Spec
 from simcore.specs.serving import ServingSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
@@ -159,9 +159,9 @@ class CpuOpTime(Spec):
     """The host CPU's per-op speed while the PyTorch profiler records: the median duration of
     ``aten::t`` (a metadata-only op every layer calls) on each thread, seconds."""
 
-    main: float = Field(gt=0, le=1e-3)
-    """On the main (Python) thread: the forward, the loss, the optimizer; inference."""
-    backward: float | None = Field(default=None, gt=0, le=1e-3)
+    main: Seconds = Field(gt=0, le=1e-3)
+    """On the main (Python) thread: the forward, the loss, the optimizer; inference (e.g. ``"5 us"``)."""
+    backward: Seconds | None = Field(default=None, gt=0, le=1e-3)
     """On PyTorch's autograd thread (the backward); ``None``: as ``main``."""
 
 

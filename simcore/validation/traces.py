@@ -339,8 +339,19 @@ def validate(
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
     # what the traces show about the run, unless the scenario or --set says otherwise
     assumed: list[str] = []
-    cpu = _cpu_speed(ans, sc.kind == "inference")
+    host_model = _profile_of(sc).host_layer
+    # the CPU speed scales a host model measured at a known probe; a loop that never syncs is priced as
+    # one only for an eager or compiled single-stage step with a per-layer host model
+    inference = sc.kind == "inference"
+    has_ref = bool(host_model.get("probe_infer" if inference else "probe_main"))
+    cpu = _cpu_speed(ans, inference) if has_ref else None
     synced = [step_synchronized(a) for a in ans]
+    unsync_model = (
+        sc.kind == "training"
+        and sc.parallel.pp == 1
+        and sc.runtime.framework != "cuda_graphs"
+        and any(k.startswith("train_fwd_") for k in host_model)
+    )
     for runtime_field, value, shown, note in (
         # the CPU's per-op speed (aten::t) of the slowest rank: host-bound phases scale with it
         (
@@ -362,9 +373,10 @@ def validate(
         (
             "step_sync",
             False,
-            sc.kind == "training" and any(x is False for x in synced),
+            unsync_model and all(x is False for x in synced),
             "predicted with runtime.step_sync: false (no step of the trace waits for the GPU, so the host "
-            "runs ahead into the next step); --set runtime.step_sync=true predicts a loop that syncs",
+            "runs ahead into the next step and a step takes the larger of the host's and the GPU's totals); "
+            "--set runtime.step_sync=true predicts a loop that syncs",
         ),
         # a PyTorch-profiler trace was recorded with the profiler attached (Nsight Systems ones not)
         (
@@ -495,6 +507,15 @@ def validate(
     )
 
 
+def _profile_of(sc: Scenario) -> Any:
+    """The compute profile the scenario's prediction uses."""
+    from simcore.calibration.profile import load_profile
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+
+    return load_profile(resolve_cluster(sc.cluster, default_registry()).device, sc.calibration)
+
+
 def _cpu_speed(ans: list[Analysis], inference: bool) -> CpuOpTime | None:
     """The CPU speed probe of the slowest rank (the one whose host sets the pace), if the traces have
     one: the largest main-thread probe for inference, the largest sum over both threads for training
@@ -514,13 +535,10 @@ def _cpu_speed(ans: list[Analysis], inference: bool) -> CpuOpTime | None:
 def _host_speed(sc: Scenario, ans: list[Analysis]) -> float | None:
     """This run's host pace per layer over the scenario's profile (eager single-GPU traces only)."""
     from simcore.calibration.host_trace import host_scale
-    from simcore.calibration.profile import load_profile
-    from simcore.specs.registry import default_registry
-    from simcore.specs.resolve import resolve_cluster
 
     if sc.runtime.framework != "eager":
         return None
-    prof = load_profile(resolve_cluster(sc.cluster, default_registry()).device, sc.calibration)
+    prof = _profile_of(sc)
     scale, _ = host_scale(ans, prof.model_copy(update={"host_scale": 1.0}))
     return None if scale is None else scale * 1.0 / prof.host_scale
 

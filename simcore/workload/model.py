@@ -12,6 +12,7 @@ Conventions (see docs/compute.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from simcore.specs.scenario import ModelSpec
 
@@ -115,6 +116,21 @@ class ParamCounts:
         """Active parameters used in GEMMs (excludes the embedding lookup; keeps the LM head)."""
         head = self.lm_head if self.lm_head else self.embedding
         return self.active - self.embedding - self.lm_head + head
+
+
+WEIGHT_TENSORS_PER_LAYER = 6
+"""Weight tensors of one bias-free transformer layer: two norms, fused QKV, attention output, the MLP's
+input (one fused gate/up for a gated MLP) and output projections (``tools/gpt.py``, most GPT / Llama
+codes)."""
+
+
+def weight_tensors(m: ModelSpec, layers: Any = None, gate_up: str = "fused") -> Any:
+    """Parameter tensors of ``layers`` blocks (default: all of the model's) plus the token embedding,
+    an untied LM head and the final norm: what an optimizer steps over and DDP registers a hook on.
+    ``gate_up="separate"``: a gated MLP's gate and up projections are two tensors (Hugging Face Llama)."""
+    n = m.layers if layers is None else layers  # a number or a numpy array of layers per stage
+    per_layer = WEIGHT_TENSORS_PER_LAYER + (1 if m.activation == "swiglu" and gate_up == "separate" else 0)
+    return per_layer * n + 1.0 + (0.0 if m.tied_embeddings else 1.0) + 1.0
 
 
 def param_counts(m: ModelSpec) -> ParamCounts:

@@ -214,3 +214,37 @@ def test_committed_step_csvs_reproduce() -> None:
     assert all(float(r[k]) > 0 for r in steps for k in ("fwd_layer_s", "bwd_layer_s", "probe_main_s"))
     dec = _csv_rows(H200 / "host_decode.csv.gz")
     assert tuple(dec[0]) == DECODE_HOST_COLUMNS and {r["layers"] for r in dec} == {"4", "16"}
+
+
+def test_step_csv_errors_are_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from simcore.calibration.fit_host import _csv_rows, step_host_costs
+    from simcore.calibration.host_trace import main
+    from simcore.errors import TraceError
+
+    rows = _csv_rows(H200 / "host_steps.csv.gz")
+    with pytest.raises(TraceError, match="synchronized"):
+        step_host_costs([{**rows[0], "synchronized": "yes"}, *rows[1:]], "x.csv")
+    with pytest.raises(TraceError, match="finite"):
+        step_host_costs([{**rows[0], "step_s": "nan"}, *rows[1:]], "x.csv")
+    # a distributed row without a probe is left out, not divided by
+    bad = {**rows[0], "strategy": "ddp", "probe_main_s": "0"}
+    assert "profiled_ddp_step_fwd" not in step_host_costs([*rows, bad], "x.csv")
+    # --strategy labels --steps rows only
+    out = str(tmp_path / "x.csv")
+    assert (
+        main(
+            ["--decode", str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"), "--strategy", "tp", "-o", out]
+        )
+        == 2
+    )
+
+
+def test_ddp_reducer_work_outside_the_layers_is_counted_apart() -> None:
+    """The DDP rank's tail holds the copies back from the buckets and the bucket calls, which the hook
+    model prices: ``hooks_s`` carries them so the wrapper's extra does not count them twice."""
+    from simcore.calibration.host_trace import training_step_hosts
+
+    ddp = training_step_hosts(analyze(read_trace(REPO / "traces/h200x2/profile_ddp_rank0.json.gz")), "ddp")
+    assert ddp and all(0 < x.hooks_s < x.bhead_s + x.tail_s for x in ddp)
+    single = training_step_hosts(analyze(read_trace(R25 / "profile_train_gpt_L6_h1024_b8.json.gz")))
+    assert all(x.hooks_s == 0.0 and x.strategy == "single" for x in single)

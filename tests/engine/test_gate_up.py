@@ -37,7 +37,8 @@ def test_default_profile_prices_it_as_the_contiguous_op() -> None:
     assert C.memory_op(dev, prof, "swiglu_strided", nb).time_s == C.memory_op(dev, prof, "swiglu", nb).time_s
     fused = simcore.predict(load_scenario(SC, ["runtime.gate_up=fused"])).step_time_s
     separate = simcore.predict(load_scenario(SC, ["runtime.gate_up=separate"])).step_time_s
-    assert fused == pytest.approx(separate)
+    # priced alike; the fused projection is one weight tensor fewer per layer (optimizer, AMP casts)
+    assert fused == pytest.approx(separate, rel=2e-3)
     # the kernel-rate profile measured it: about twice as slow, so the step grows
     kr = load_profile(dev, "h200-kernels")
     assert C.memory_op(dev, kr, "swiglu_strided", nb).time_s > 1.5 * C.memory_op(dev, kr, "swiglu", nb).time_s
@@ -49,7 +50,7 @@ def test_default_profile_prices_it_as_the_contiguous_op() -> None:
     comp = ["runtime.framework=compiled"]
     a = simcore.predict(load_scenario(SC, [*over, *comp, "runtime.gate_up=fused"])).step_time_s
     b = simcore.predict(load_scenario(SC, [*over, *comp, "runtime.gate_up=separate"])).step_time_s
-    assert a == pytest.approx(b)
+    assert a == pytest.approx(b, rel=2e-3)  # (one weight tensor fewer per layer, as above)
 
 
 def test_strided_ratios_hand_computed(tmp_path: Path) -> None:

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simcore
-from simcore.calibration.fit_host import optimizer_tensors
 from simcore.calibration.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import load_scenario
 from simcore.specs.scenario import CpuOpTime, Scenario
+from simcore.workload.model import weight_tensors
 
 REPO = Path(__file__).resolve().parents[2]
 SC = REPO / "tests/data/trace_scenarios/h200_train_gpt_gelu_ln.yaml"  # 4 x 1024 GPT, profiled, eager
@@ -32,7 +32,8 @@ def _host_total(main: float, bwd: float, layers: int) -> float:
 
     per_layer = h("train_fwd_gelu") + h("train_bwd_gelu")
     outside = h("step_fwd_gelu") + h("step_bwd_gelu")
-    opt = h("adamw_fused_fixed") + h("adamw_fused_per_tensor") * optimizer_tensors("gelu", layers)
+    sc = load_scenario(str(SC))
+    opt = h("adamw_fused_fixed") + h("adamw_fused_per_tensor") * weight_tensors(sc.model, layers)
     return layers * per_layer + outside + opt + h("step_end")
 
 
@@ -86,11 +87,30 @@ def test_a_slower_cpu_is_never_faster(a: float, b: float, sync: bool) -> None:
         assert t_lo <= other.step_time_s * (1 + 1e-12)
 
 
-def test_bad_cpu_speed_is_one_clear_error() -> None:
-    from simcore.errors import SpecError
+@pytest.mark.parametrize("value", ["-1", "0", "abc", "5 kg", "1"])
+def test_bad_cpu_speed_is_one_clear_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from simcore.cli import main
 
-    with pytest.raises((SpecError, ValueError)):
-        load_scenario(str(SC), ["runtime.cpu_op_time.main=-1"])
+    with pytest.raises(SystemExit) as e:
+        main(["predict", str(SC), "--set", f"runtime.cpu_op_time.main={value}"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runtime.cpu_op_time.main" in err[0]
+
+
+def test_cpu_speed_takes_units() -> None:
+    a = load_scenario(str(SC), ["runtime.cpu_op_time.main=5 us", "runtime.cpu_op_time.backward=4us"])
+    c = a.runtime.cpu_op_time
+    assert c is not None and c.main == pytest.approx(5e-6) and c.backward == pytest.approx(4e-6)
+
+
+@pytest.mark.parametrize("name", ["h200x2_fsdp_llama8l", "h200x2_tp_llama8l", "h200_train_gpt_gelu_ln"])
+def test_engines_agree_on_profiled_synchronized_steps(name: str) -> None:
+    """The host after the optimizer (zero_grad, a wrapper's end-of-step work) is in both engines."""
+    sc = load_scenario(str(REPO / f"tests/data/trace_scenarios/{name}.yaml"))
+    a = simcore.predict(sc).step_time_s
+    d = simcore.predict(sc, engine="des").step_time_s
+    assert d == pytest.approx(a, rel=0.01)
 
 
 def test_des_takes_the_steady_state_of_an_unsynchronized_single_stage() -> None:

@@ -42,6 +42,22 @@ def test_validate_real_traces(name: str) -> None:
     from simcore.specs.scenario import RuntimeSpec
 
     sc = load_scenario(str(SC / f"{name}.yaml"))
+    # what validate read from the traces, checked against the traces directly
+    from simcore.calibration.host_trace import op_speed, step_synchronized
+
+    ans = [analyze(read_trace(f)) for f in files]
+    speeds = [s for s in (op_speed(a) for a in ans) if s is not None and s.main_s]
+    cpu = d["runtime"]["cpu_op_time"]
+    if sc.kind == "inference":
+        assert cpu is None if not speeds else cpu["main"] == max(s.main_s for s in speeds)
+    elif any(s.backward_s for s in speeds):
+        slow = max((s for s in speeds if s.backward_s), key=lambda s: s.main_s + s.backward_s)  # type: ignore[operator]
+        assert cpu == {"main": slow.main_s, "backward": slow.backward_s}
+    else:
+        assert cpu is None
+    never_syncs = sc.kind == "training" and all(step_synchronized(a) is False for a in ans)
+    single_stage = sc.parallel.pp == 1 and d["runtime"]["framework"] != "cuda_graphs"
+    assert d["runtime"]["step_sync"] is not (never_syncs and single_stage)
     sc = sc.model_copy(update={"runtime": RuntimeSpec(**d["runtime"])})
     r = simcore.predict(sc).model_dump()
     # inference: one profiled step = the prefills and decode steps counted in the trace (the eager
