@@ -191,3 +191,17 @@ def test_budget_and_deadline_constrain_the_winners() -> None:
     assert cheap.top and all(e["time_to_train_s"] <= deadline * (1 + 1e-9) for e in cheap.top)
     none = plan(sc, [512], "time", top=1, des_top=0, max_time_s=60.0)
     assert none.top == [] and any("budget" in n for n in none.notes)
+
+
+def test_plan_keeps_the_runtime_the_scenario_gives() -> None:
+    """A profiled, unsynchronized run on a known CPU: every layout the search prices is what
+    simcore.predict says for it (the planner passes the whole runtime section to the engine)."""
+    sc = load_scenario(
+        str(Path(__file__).resolve().parents[1] / "data/trace_scenarios/h200x2_tp_llama8l.yaml"),
+        ["runtime.step_sync=false", "runtime.cpu_op_time.main=8 us", "runtime.cpu_op_time.backward=6 us"],
+    )
+    res = plan(sc, top=3, des_top=0)
+    assert res.top
+    for e in res.top:
+        r = simcore.predict(scenario_for(sc, {**e["layout"], "gpus": e["gpus"]}))
+        assert r.step_time_s == pytest.approx(e["step_time_s"], rel=1e-9)
