@@ -144,6 +144,26 @@ print(f"inference trace: measured {plain.measured_step_time_s * 1e3:.2f} ms; shi
       f"trace {cal.predicted_step_time_s * 1e3:.2f} ms ({cal.error_pct:+.1f}%)")  # fmt: skip
 
 # %% [markdown]
+# ## The CPU's per-op speed, and loops that never wait for the GPU
+#
+# `validate` reads two more things from a trace (its notes say so, `rep.runtime` holds them): the
+# median duration of `aten::t` on each thread, a probe of the CPU's per-op speed that moved 2.5-14 us
+# across the committed traces (the host model is fitted in those units), and whether any step waits
+# for the GPU (`loss.item()`): if none does, the host runs into the next step while the GPU finishes
+# this one, and a step takes the larger of the two totals. `--set` (here `overrides`) takes either back.
+
+# %%
+item = "traces/h200/round25/profile_train_gpt_L8_h768_item.json.gz"
+item_sc = "tests/data/trace_scenarios/h200_r25_train_gpt_l8_h768_item.yaml"
+for label, over in (("trace's CPU speed", []), ("calibration machine's", ["runtime.cpu_op_time=null"])):
+    r = validate([item], item_sc, over)
+    print(f"{label:24s}: predicted {r.predicted_step_time_s * 1e3:6.2f} ms ({r.error_pct:+.1f}%), "
+          f"runtime.cpu_op_time {r.runtime['cpu_op_time']}")  # fmt: skip
+for label, over in (("as traced (no sync)", []), ("if it synced every step", ["runtime.step_sync=true"])):
+    r = validate([TRACE], SCENARIO, over)
+    print(f"{label:24s}: predicted {r.predicted_step_time_s * 1e3:6.2f} ms ({r.error_pct:+.1f}%)")
+
+# %% [markdown]
 # ## The same run on B200 and GB200
 #
 # `replay` turns the trace into a task graph (stream order, host launch times, cross-stream waits,
