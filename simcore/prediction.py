@@ -317,14 +317,34 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     rt = sc.runtime
     cpu = cpu_op_time(sc)
     ev = I.evaluate(
-        sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, rt.profiler, rt.gate_up, cpu
+        sc.model,
+        inf,
+        cluster,
+        p.tp,
+        p.pp,
+        rt.framework,
+        sc.calibration,
+        rt.profiler,
+        rt.gate_up,
+        cpu,
+        rt.decode_sync_every,
     )
     # the generated tokens see a growing cache: price the mean decode step at the middle of the output
     ctx0 = inf.context_len if inf.context_len is not None else inf.prompt_len
     mid = inf.model_copy(update={"context_len": ctx0 + inf.output_len // 2})
     dec_mid = _f(
         I.evaluate(
-            sc.model, mid, cluster, p.tp, p.pp, rt.framework, sc.calibration, rt.profiler, rt.gate_up, cpu
+            sc.model,
+            mid,
+            cluster,
+            p.tp,
+            p.pp,
+            rt.framework,
+            sc.calibration,
+            rt.profiler,
+            rt.gate_up,
+            cpu,
+            rt.decode_sync_every,
         ).decode_step_time_s
     )
     pre = _f(ev.prefill_time_s)

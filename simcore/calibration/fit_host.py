@@ -283,6 +283,65 @@ def profiled_wrapper_ratios(rows: list[dict[str, str]], path: str | Path) -> dic
     return out
 
 
+def _is_graph_sync_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"replays_per_sync", "wall_per_iter_s", "bb_per_replay_s", "model"} <= set(rows[0])
+
+
+def _is_graph_replay_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"kernels_per_replay", "busy_per_replay_s", "gap_per_kernel_s"} <= set(rows[0])
+
+
+def graph_loop_costs(
+    sync_rows: list[dict[str, str]], replay_rows: list[dict[str, str]], path: str | Path
+) -> dict[str, float]:
+    """CUDA-graph decode loops (round 26, ``tools/bench_graph_sync.py``): per model, the wall time of R
+    replays and a synchronize against R x the back-to-back replay time gives what one synchronize
+    exposes (the GPU idles until the host has launched the next graph); the same models' profiled
+    traces (``python -m simcore.calibration.host_trace --graphs``) give the kernels per replay and
+    their summed time.
+
+    * ``graph_sync_fixed`` / ``graph_sync_per_kernel``: a least-squares line of the exposed cost over
+      the kernels per replay, unprofiled (``profiled_...``: under the profiler, whose launch call takes
+      ~1.6 us per graph node);
+    * ``graph_kernel_gap``: device idle between consecutive kernels of a replay, unprofiled (the
+      back-to-back replay time minus the kernels' time, per kernel); ``profiled_graph_kernel_gap``: read
+      in the profiled traces (first kernel's start to last kernel's end, minus the kernels)."""
+    try:
+        replays = {
+            Path(r["trace"]).name.removeprefix("graph_").split(".json")[0]: (
+                float(r["kernels_per_replay"]),
+                float(r["busy_per_replay_s"]),
+                float(r["gap_per_kernel_s"]),
+            )
+            for r in replay_rows
+        }
+        sync: dict[tuple[str, bool], list[float]] = {}
+        bb: dict[str, list[float]] = {}
+        for r in sync_rows:
+            prof = r["profiled"].strip().lower() in ("1", "true")
+            w, b, n = float(r["wall_per_iter_s"]), float(r["bb_per_replay_s"]), float(r["replays_per_sync"])
+            sync.setdefault((r["model"], prof), []).append(w - n * b)
+            if not prof:
+                bb.setdefault(r["model"], []).append(b)
+    except (KeyError, ValueError) as e:
+        raise TraceError(f"bad CUDA-graph row: {e}", file=str(path)) from None
+    models = sorted(m for m in replays if (m, False) in sync and (m, True) in sync)
+    if len(models) < 2:
+        raise TraceError("needs the sync runs and the traces of two or more models", file=str(path))
+    out: dict[str, float] = {}
+    xs = [replays[m][0] for m in models]
+    for prof in (False, True):
+        slope, icpt = statistics.linear_regression(xs, [statistics.median(sync[(m, prof)]) for m in models])
+        pre = "profiled_" if prof else ""
+        out[f"{pre}graph_sync_per_kernel"] = max(slope, 0.0)
+        out[f"{pre}graph_sync_fixed"] = max(icpt, 0.0)
+    out["graph_kernel_gap"] = statistics.median(
+        max(statistics.median(bb[m]) - replays[m][1], 0.0) / replays[m][0] for m in models
+    )
+    out["profiled_graph_kernel_gap"] = statistics.median(replays[m][2] for m in models)
+    return out
+
+
 def _is_compiled_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"framework", "fwd_host_s", "bwd_host_s", "layers"} <= set(rows[0])
 
@@ -421,6 +480,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     step_paths: list[str] = []
     pace_rows: list[dict[str, str]] = []
     pace_paths: list[str] = []
+    graph_sync: list[dict[str, str]] = []
+    graph_replay: list[dict[str, str]] = []
     for p in paths:
         csv_rows = _csv_rows(p)
         if _is_step_host_run(csv_rows):
@@ -429,6 +490,12 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             continue
         if _is_decode_host_run(csv_rows):
             step_hosts.update(decode_host_costs(csv_rows, p))
+            continue
+        if _is_graph_sync_run(csv_rows):
+            graph_sync.extend(csv_rows)
+            continue
+        if _is_graph_replay_run(csv_rows):
+            graph_replay.extend(csv_rows)
             continue
         if _is_pace_dist_run(csv_rows):
             pace_rows.extend(csv_rows)
@@ -515,6 +582,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     # (a width-64 layer times the profiler's ratio); the unprofiled per-step host outside the layers is
     # the profiled one over the profiler's measured per-layer ratio
     out.update(step_hosts)
+    if graph_sync and graph_replay:
+        out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
     if pace_rows:  # every rank's file of a round together
         out.update(profiled_wrapper_ratios(pace_rows, ", ".join(pace_paths)))
     for act in ("gelu", "swiglu"):

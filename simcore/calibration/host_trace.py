@@ -391,6 +391,63 @@ def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
 
 
 # ---------------------------------------------------------------------------------------------
+# CUDA-graph replays: kernels per replay, the device idle between them, the host's launch call
+
+GRAPH_COLUMNS = (
+    "trace",
+    "replays",
+    "kernels_per_replay",
+    "busy_per_replay_s",
+    "span_per_replay_s",
+    "gap_per_kernel_s",
+    "graph_launch_s",
+)
+
+
+@dataclass(frozen=True)
+class GraphReplays:
+    """The replays of captured CUDA graphs in a trace (the kernels a ``cudaGraphLaunch`` call
+    launched): medians per replay of the kernel count, the kernels' summed time, the span from the
+    first kernel's start to the last one's end, the device idle between consecutive kernels
+    (``(span - busy) / (kernels - 1)``), and the host duration of the launch call."""
+
+    trace: str
+    replays: int
+    kernels_per_replay: float
+    busy_per_replay_s: float
+    span_per_replay_s: float
+    gap_per_kernel_s: float
+    graph_launch_s: float
+
+    def row(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in GRAPH_COLUMNS}
+
+
+def graph_replays(a: Analysis) -> GraphReplays | None:
+    """The graph replays of a trace (``None`` when it launched no graph with at least two kernels)."""
+    launches = {c.correlation: c for c in a.trace.host_calls if "GraphLaunch" in c.name}
+    by: dict[int, list[tuple[float, float]]] = {}
+    for k in a.trace.kernels():
+        if k.correlation in launches:
+            by.setdefault(k.correlation, []).append((k.ts, k.dur))
+    reps = [sorted(v) for v in by.values() if len(v) >= 2]
+    if not reps:
+        return None
+    busy = [sum(d for _, d in r) for r in reps]
+    span = [max(t + d for t, d in r) - r[0][0] for r in reps]
+    gaps = [(sp - b) / (len(r) - 1) for r, b, sp in zip(reps, busy, span, strict=True)]
+    return GraphReplays(
+        trace=a.trace.path,
+        replays=len(reps),
+        kernels_per_replay=float(statistics.median(len(r) for r in reps)),
+        busy_per_replay_s=float(statistics.median(busy)),
+        span_per_replay_s=float(statistics.median(span)),
+        gap_per_kernel_s=float(statistics.median(gaps)),
+        graph_launch_s=float(statistics.median(launches[c].dur for c in by)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # PyTorch DDP's host work in the backward, from a profiled DDP rank's CPU timeline
 
 _ACC_NODE = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
@@ -455,13 +512,14 @@ def ddp_hooks(a: Analysis) -> DdpHooks | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode) TRACE... -o OUT.csv[.gz]``.
+    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs) TRACE... -o OUT``.
 
     ``--ddp``: DDP's host costs per gradient tensor and per bucket from profiled DDP ranks, one row
     per trace (the input of ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``).
     ``--steps``: the host timeline of every profiled eager training step (:class:`StepHost`), one row
     per step (the input of ``fit_host``'s per-step and per-layer host in CPU-speed units).
-    ``--decode``: every eager decode pass of profiled inference traces (:class:`DecodeHost`)."""
+    ``--decode``: every eager decode pass of profiled inference traces (:class:`DecodeHost`).
+    ``--graphs``: the CUDA-graph replays of a trace (:class:`GraphReplays`), one row per trace."""
     import argparse
     import csv
     import gzip
@@ -476,6 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--ddp", nargs="+", metavar="TRACE", help="profiled DDP ranks' traces")
     what.add_argument("--steps", nargs="+", metavar="TRACE", help="profiled eager training traces")
     what.add_argument("--decode", nargs="+", metavar="TRACE", help="profiled eager inference traces")
+    what.add_argument("--graphs", nargs="+", metavar="TRACE", help="traces of CUDA-graph replays")
     ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
     ap.add_argument(
         "--strategy",
@@ -491,8 +550,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     try:
-        for p in args.ddp or args.steps or args.decode:
+        for p in args.ddp or args.steps or args.decode or args.graphs:
             a = analyze(read_trace(p))
+            if args.graphs:
+                g = graph_replays(a)
+                if g is None:
+                    print(f"error: {p}: no CUDA-graph launch with its kernels in the trace", file=sys.stderr)
+                    return 2
+                rows.append(g.row())
+                continue
             if args.ddp:
                 h = ddp_hooks(a)
                 if h is None:
@@ -518,7 +584,15 @@ def main(argv: list[str] | None = None) -> int:
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    columns = DDP_HOOK_COLUMNS if args.ddp else STEP_HOST_COLUMNS if args.steps else DECODE_HOST_COLUMNS
+    columns = (
+        DDP_HOOK_COLUMNS
+        if args.ddp
+        else STEP_HOST_COLUMNS
+        if args.steps
+        else GRAPH_COLUMNS
+        if args.graphs
+        else DECODE_HOST_COLUMNS
+    )
     try:
         with (
             gzip.open(args.out, "wt", newline="")
@@ -537,6 +611,11 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{r['trace']}: {r['params_per_step']:.0f} gradients / {r['buckets_per_step']:.0f} buckets per step, "
                 f"{r['per_param_s'] * 1e6:.1f} us per gradient, {r['per_bucket_s'] * 1e6:.1f} us per bucket"
+            )
+        elif args.graphs:
+            print(
+                f"{r['trace']}: {r['replays']} replays of {r['kernels_per_replay']:.0f} kernels, "
+                f"{r['gap_per_kernel_s'] * 1e6:.2f} us idle between kernels, launch call {r['graph_launch_s'] * 1e6:.1f} us"
             )
         elif args.decode:
             print(

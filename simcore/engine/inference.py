@@ -63,9 +63,12 @@ def evaluate(
     profiler: bool = False,
     gate_up: str = "separate",
     cpu_op_time: tuple[float, float | None] | None = None,
+    decode_sync_every: int | None = 1,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
-    ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times."""
+    ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
+    ``decode_sync_every``: decode steps per host synchronization (``None``: never), which under CUDA
+    graphs exposes the next graph's launch each time."""
     prof = load_profile(cluster.device, calibration)
     if cpu_op_time is not None:
         prof = prof.at_cpu_speed(cpu_op_time[0], inference=True)
@@ -83,6 +86,12 @@ def evaluate(
         profile=prof,
     )
     pricer.kernel_floor = graph_floor
+    if framework == "cuda_graphs":
+        # the device idles between the kernels of a replay (round 26: 0.37 us, 0.48 under the profiler)
+        pricer.kernel_gap = host_cal.get(
+            "profiled_graph_kernel_gap" if profiler else "graph_kernel_gap",
+            host_cal.get("graph_kernel_gap", 0.0),
+        )
     dt = inf.precision
     act = 2.0
     batch = np.asarray(inf.batch, dtype=float)
@@ -114,6 +123,15 @@ def evaluate(
                 f"infer_{mode}_fixed_{act_key}", profiler
             )
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
+
+    if framework == "cuda_graphs" and decode_sync_every:
+        # after each wait for the tokens the GPU idles until the host has launched the next graph, a
+        # call whose time grows with the graph's kernels (round 26, fit_host.graph_loop_costs)
+        sync = (
+            prof.host("graph_sync_fixed", profiler)
+            + prof.host("graph_sync_per_kernel", profiler) * decode.kernels
+        )
+        decode.add("graph_sync", sync / decode_sync_every)
 
     # a power-capped GPU stretches a phase whose kernels would draw more than its TDP on average
     for pr in (prefill, decode):

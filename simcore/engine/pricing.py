@@ -70,6 +70,9 @@ class Pricer:
     layer from measured whole-layer host overheads."""
     kernel_floor: float = 0.0
     """Least seconds any kernel takes (a small kernel replayed in a CUDA graph)."""
+    kernel_gap: float = 0.0
+    """Device idle after each kernel (between the kernels of a replayed CUDA graph); the floor, measured
+    per kernel of a replay, already holds it."""
     l2_reuse: bool = False
     """Whether a GEMM's operands may stay in L2 between calls (true in a micro-benchmark that repeats
     one GEMM; false in a model step, where every layer reads its own weights from HBM)."""
@@ -215,8 +218,8 @@ class Pricer:
                 else:
                     # host time is modelled per layer by the engine: the kernel plus its launch gap
                     t = C.with_launch(t, 0.0, "max", prof.gap.get(self.framework, 0.0))
-                if self.kernel_floor > 0.0:
-                    t = np.maximum(t, self.kernel_floor)
+                if self.kernel_floor > 0.0 or self.kernel_gap > 0.0:
+                    t = np.maximum(t + self.kernel_gap, self.kernel_floor)
             t_arr = np.asarray(t, dtype=float)
             f_arr = np.asarray(fl, dtype=float)
             for j, i in enumerate(idx):

@@ -90,6 +90,9 @@ def scenario_for(row: dict[str, str]) -> dict[str, Any]:
             "gate_up": "fused"
             if (row.get("swiglu_fused") or "").strip().lower() in ("1", "true")
             else "separate",
+            # bench_steps times back-to-back calls (CUDA graph replays) between two CUDA events: no
+            # host wait between steps
+            "decode_sync_every": None,
         },
     }
     mb = _i(row["micro_batch"])

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis
-from simcore.calibration.host_trace import op_speed, step_synchronized
+from simcore.calibration.host_trace import SYNC_CALLS, op_speed, step_synchronized
 from simcore.errors import SimcoreError
 from simcore.specs.scenario import CpuOpTime, Scenario
 
@@ -50,7 +50,7 @@ def predicted_class(category: str) -> str:
         return "gemm"
     if c in ("elementwise", "amp_cast", "loss_cast", "moe_permute", "kv_cache", "cast"):
         return "elementwise"
-    if c in ("pipeline_bubble", "host_overhead", "idle", "power_cap"):
+    if c in ("pipeline_bubble", "host_overhead", "idle", "power_cap", "graph_sync"):
         return "idle"
     if c == "dp_copy":  # PyTorch DDP's gradient bucket copies: device-to-device memcpy
         return "memcpy/memset"
@@ -346,6 +346,7 @@ def validate(
     has_ref = bool(host_model.get("probe_infer" if inference else "probe_main"))
     cpu = _cpu_speed(ans, inference) if has_ref else None
     synced = [step_synchronized(a) for a in ans]
+    decode_every = _decode_sync_every(ans[0], sc) if inference else 1
     unsync_model = (
         sc.kind == "training"
         and sc.parallel.pp == 1
@@ -368,6 +369,15 @@ def validate(
             )
             + "); host times scale by its ratio to the calibration machine's, which moves 2-3x between and "
             "within runs; --set runtime.cpu_op_time=null predicts at the calibration machine's speed",
+        ),
+        # decode steps per host wait: under CUDA graphs each wait exposes the next graph's launch
+        (
+            "decode_sync_every",
+            decode_every,
+            decode_every != 1 and sc.kind == "inference",
+            f"predicted with runtime.decode_sync_every: {decode_every} (the trace's loop waits for the GPU "
+            f"{'never' if decode_every is None else f'once every {decode_every} decode steps'}); --set "
+            "runtime.decode_sync_every=1 predicts a loop that reads its tokens every step",
         ),
         # a training loop with no host wait in its steps lets the host run ahead across steps
         (
@@ -505,6 +515,18 @@ def validate(
         cpu_op_speed_s=None if cpu is None else {"main": cpu.main, "backward": cpu.backward},
         runtime=sc.runtime.model_dump(mode="json"),
     )
+
+
+def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:
+    """Decode passes per host synchronization in an inference trace's steps (``None``: no step waits;
+    1 where the passes cannot be counted)."""
+    comp = inference_composition(a, sc.model.layers / sc.parallel.pp)
+    ranges = [(s.cpu_start, s.cpu_end) for s in a.steps if s.cpu_start is not None and s.cpu_end is not None]
+    if comp is None or not ranges or comp[1] <= 0:
+        return 1
+    calls = [c.ts for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
+    waits = statistics.median([float(sum(1 for t in calls if lo <= t <= hi)) for lo, hi in ranges])
+    return None if waits == 0 else max(1, round(comp[1] / waits))
 
 
 def _profile_of(sc: Scenario) -> Any:

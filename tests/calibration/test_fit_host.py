@@ -287,3 +287,32 @@ def test_profiled_wrapper_ratios_hand_computed() -> None:
     assert out["profiled_tp_ratio_fwd"] == pytest.approx((1.3 + 1.4) / 2)
     assert out["profiled_ddp_ratio_fwd"] == pytest.approx(147 / 150)
     assert out["profiled_ddp_ratio_bwd"] == 1.0
+
+
+def test_graph_loop_costs_hand_computed() -> None:
+    """The exposed cost of a synchronize is wall - R x back-to-back replay time; a line over the kernels
+    per replay; the gap is (back-to-back replay - kernels' time) per kernel, or the traces' own."""
+    from simcore.calibration.fit_host import graph_loop_costs
+
+    models = {"a": (60, 200e-6, 0.5e-6), "b": (120, 400e-6, 0.5e-6), "c": (240, 800e-6, 0.5e-6)}
+    replays = [
+        {"trace": f"graph_{m}.json.gz", "kernels_per_replay": str(k), "busy_per_replay_s": str(b),
+         "gap_per_kernel_s": str(g)}
+        for m, (k, b, g) in models.items()
+    ]  # fmt: skip
+    sync = []
+    for m, (k, b, _) in models.items():
+        bb = b + 0.4e-6 * k  # 0.4 us idle per kernel back to back
+        for prof, (fixed, per) in ((0, (1e-6, 0.5e-6)), (1, (5e-6, 1.8e-6))):
+            for R in (1, 2, 8):
+                sync.append({"model": m, "profiled": str(prof), "replays_per_sync": str(R),
+                             "wall_per_iter_s": str(R * bb + fixed + per * k), "bb_per_replay_s": str(bb)})  # fmt: skip
+    out = graph_loop_costs(sync, replays, "x")
+    assert out["graph_sync_fixed"] == pytest.approx(1e-6)
+    assert out["graph_sync_per_kernel"] == pytest.approx(0.5e-6)
+    assert out["profiled_graph_sync_fixed"] == pytest.approx(5e-6)
+    assert out["profiled_graph_sync_per_kernel"] == pytest.approx(1.8e-6)
+    assert out["graph_kernel_gap"] == pytest.approx(0.4e-6)
+    assert out["profiled_graph_kernel_gap"] == pytest.approx(0.5e-6)
+    with pytest.raises(TraceError):
+        graph_loop_costs(sync[:3], replays[:1], "x")  # one model cannot give a line

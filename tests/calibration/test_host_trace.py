@@ -248,3 +248,13 @@ def test_ddp_reducer_work_outside_the_layers_is_counted_apart() -> None:
     assert ddp and all(0 < x.hooks_s < x.bhead_s + x.tail_s for x in ddp)
     single = training_step_hosts(analyze(read_trace(R25 / "profile_train_gpt_L6_h1024_b8.json.gz")))
     assert all(x.hooks_s == 0.0 and x.strategy == "single" for x in single)
+
+
+def test_graph_replays_of_the_committed_traces() -> None:
+    from simcore.calibration.host_trace import graph_replays
+
+    g = graph_replays(analyze(read_trace(H200 / "profile_decode_cuda_graphs.json.gz")))
+    # 2 profiled steps x 8 replays of a 4-layer decode step's graph
+    assert g is not None and g.replays == 16 and g.kernels_per_replay == 65
+    assert 0.1e-6 < g.gap_per_kernel_s < 2e-6 and g.span_per_replay_s > g.busy_per_replay_s
+    assert graph_replays(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None

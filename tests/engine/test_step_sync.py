@@ -151,3 +151,33 @@ def test_a_wrappers_host_outside_the_layers(tmp_path: Path, name: str, wrapper: 
     with_x = simcore.predict(sc).step_time_s
     without = simcore.predict(sc.model_copy(update={"calibration": str(off)})).step_time_s
     assert with_x - without == pytest.approx(want, rel=1e-6)
+
+
+def test_cuda_graph_decode_pays_the_launch_after_each_wait() -> None:
+    """Under CUDA graphs a decode step waits for the host's graph launch once per synchronize: the
+    profile's fixed + per-kernel cost, spread over the steps between waits."""
+    from simcore.engine import inference as I
+
+    sc = load_scenario(str(REPO / "tests/data/trace_scenarios/h200_decode_cuda_graphs.yaml"))
+    prof = load_profile(default_registry().device("h200"))
+    from simcore.specs.resolve import resolve_cluster
+
+    cl = resolve_cluster(sc.cluster, default_registry())
+    assert sc.inference is not None
+
+    def dec(every: int | None) -> I.InferenceEval:
+        return I.evaluate(sc.model, sc.inference, cl, framework="cuda_graphs", profiler=True, gate_up="fused",
+                          decode_sync_every=every)  # fmt: skip
+
+    never, each, eight = dec(None), dec(1), dec(8)
+    sync = prof.host("graph_sync_fixed", True) + prof.host("graph_sync_per_kernel", True) * float(
+        never.decode.kernels
+    )
+    assert sync > 0
+    assert float(each.decode_step_time_s) - float(never.decode_step_time_s) == pytest.approx(sync, rel=1e-6)
+    assert float(eight.decode_step_time_s) - float(never.decode_step_time_s) == pytest.approx(
+        sync / 8, rel=1e-6
+    )
+    # every kernel of a replay is followed by the device's gap (or reaches the in-graph floor)
+    eager_like = I.evaluate(sc.model, sc.inference, cl, framework="eager", gate_up="fused")
+    assert float(never.decode.kernels) == float(eager_like.decode.kernels)

@@ -347,3 +347,19 @@ def test_validate_reads_cpu_speed_and_sync_from_the_trace() -> None:
     ).to_dict()
     assert over["runtime"]["step_sync"] is True
     assert over["predicted_step_time_s"] >= a["predicted_step_time_s"]
+
+
+def test_validate_counts_decode_steps_per_wait() -> None:
+    n = "h200_decode_cuda_graphs"
+    rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
+    # 8 replays, then one synchronize, per profiled step
+    assert rep["runtime"]["decode_sync_every"] == 8
+    assert any("decode_sync_every: 8" in x for x in rep["notes"])
+    # eager inference traces never wait inside a step (the tokens stay on the GPU)
+    e = "h200_infer_prefill_decode"
+    assert (
+        validate([str(REPO / f) for f in CASES[e]], SC / f"{e}.yaml").to_dict()["runtime"][
+            "decode_sync_every"
+        ]
+        is None
+    )
