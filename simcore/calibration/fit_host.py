@@ -41,6 +41,7 @@ import csv
 import gzip
 import io
 import math
+import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -342,6 +343,46 @@ def graph_loop_costs(
     return out
 
 
+def _is_compiled_step_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"fwd_region_s", "bwd_region_s", "trace"} <= set(rows[0])
+
+
+_COMPILED_NAME = re.compile(r"compiled_(gpt|llama)_L(\d+)_h(\d+)")
+
+
+def compiled_layer_host(rows: list[dict[str, str]], path: str | Path) -> dict[str, tuple[float, float]]:
+    """Host seconds per layer of a profiled torch.compile step's forward and backward regions, per
+    block (``gelu`` / ``swiglu``): the slope of the regions' medians between the layer counts of one
+    width (round 27, ``tools/bench_compiled_steps.py``, traces named ``compiled_<gpt|llama>_L<n>_h<w>``;
+    rows of ``python -m simcore.calibration.host_trace --compiled``). A compiled trace has no per-op
+    probe, so these are absolute: the machine's speed of that round."""
+    acts = {"gpt": "gelu", "llama": "swiglu"}
+    pts: dict[tuple[str, int, int], tuple[list[float], list[float]]] = {}
+    try:
+        for r in rows:
+            m = _COMPILED_NAME.search(Path(r["trace"]).name)
+            if m is None:
+                continue
+            f, b = pts.setdefault((acts[m[1]], int(m[3]), int(m[2])), ([], []))
+            f.append(float(r["fwd_region_s"]))
+            b.append(float(r["bwd_region_s"]))
+    except (KeyError, ValueError) as e:
+        raise TraceError(f"bad compiled-step row: {e}", file=str(path)) from None
+    out: dict[str, tuple[float, float]] = {}
+    for act in sorted({k[0] for k in pts}):
+        for width in sorted({k[1] for k in pts if k[0] == act}):
+            counts = sorted(k[2] for k in pts if k[:2] == (act, width))
+            if len(counts) < 2 or act in out:
+                continue
+            lo, hi = pts[(act, width, counts[0])], pts[(act, width, counts[-1])]
+            n = counts[-1] - counts[0]
+            out[act] = (
+                (statistics.median(hi[0]) - statistics.median(lo[0])) / n,
+                (statistics.median(hi[1]) - statistics.median(lo[1])) / n,
+            )
+    return out
+
+
 def _is_compiled_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"framework", "fwd_host_s", "bwd_host_s", "layers"} <= set(rows[0])
 
@@ -482,6 +523,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     pace_paths: list[str] = []
     graph_sync: list[dict[str, str]] = []
     graph_replay: list[dict[str, str]] = []
+    compiled_steps: dict[str, tuple[float, float]] = {}
     for p in paths:
         csv_rows = _csv_rows(p)
         if _is_step_host_run(csv_rows):
@@ -490,6 +532,9 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             continue
         if _is_decode_host_run(csv_rows):
             step_hosts.update(decode_host_costs(csv_rows, p))
+            continue
+        if _is_compiled_step_run(csv_rows):
+            compiled_steps.update(compiled_layer_host(csv_rows, p))
             continue
         if _is_graph_sync_run(csv_rows):
             graph_sync.extend(csv_rows)
@@ -582,6 +627,14 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     # (a width-64 layer times the profiler's ratio); the unprofiled per-step host outside the layers is
     # the profiled one over the profiler's measured per-layer ratio
     out.update(step_hosts)
+    # a profiled compiled layer's host, measured in whole profiled steps (round 27), over the profiled
+    # eager layer's entry: supersedes round 16's compiled / eager ratio, whose eager layer was measured
+    # by call-time slopes that read a backward layer at half what whole profiled steps show
+    for act, (f_s, b_s) in compiled_steps.items():
+        for phase, v in (("fwd", f_s), ("bwd", b_s)):
+            eager = out.get(f"profiled_train_{phase}_{act}")
+            if eager and v > 0:
+                out[f"profiled_compiled_ratio_{phase}_{act}"] = v / eager
     if graph_sync and graph_replay:
         out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
     if pace_rows:  # every rank's file of a round together

@@ -391,6 +391,49 @@ def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
 
 
 # ---------------------------------------------------------------------------------------------
+# torch.compile'd steps: the host time of the compiled regions
+
+COMPILED_COLUMNS = ("trace", "step", "step_s", "fwd_region_s", "bwd_region_s", "optimizer_s")
+_COMPILED_FWD = "CompiledFunction"
+_COMPILED_BWD = "CompiledFunctionBackward"
+
+
+@dataclass(frozen=True)
+class CompiledStepHost:
+    """One profiled torch.compile training step: the host seconds of its compiled forward region(s)
+    (``CompiledFunction``, main thread), backward region(s) (``CompiledFunctionBackward``, autograd
+    thread) and ``optimizer.step()``."""
+
+    trace: str
+    step: str
+    step_s: float
+    fwd_region_s: float
+    bwd_region_s: float
+    optimizer_s: float
+
+    def row(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in COMPILED_COLUMNS}
+
+
+def compiled_step_hosts(a: Analysis) -> list[CompiledStepHost]:
+    """Every annotated step of a torch.compile trace with compiled forward and backward regions."""
+    opt_ranges = [x for x in a.trace.annotations if x.name.startswith(_OPT_STEP) and not x.gpu]
+    out: list[CompiledStepHost] = []
+    for st in a.steps:
+        if st.cpu_start is None or st.cpu_end is None:
+            continue
+        lo, hi = st.cpu_start, st.cpu_end
+        win = [o for o in a.trace.cpu_ops.values() if lo <= o.ts <= hi]
+        fwd = sum(o.dur for o in win if o.name == _COMPILED_FWD)
+        bwd = sum(o.dur for o in win if o.name == _COMPILED_BWD)
+        if fwd <= 0 or bwd <= 0:
+            continue
+        opt = sum(x.dur for x in opt_ranges if lo <= x.ts <= hi)
+        out.append(CompiledStepHost(a.trace.path, st.name, hi - lo, fwd, bwd, opt))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # CUDA-graph replays: kernels per replay, the device idle between them, the host's launch call
 
 GRAPH_COLUMNS = (
@@ -512,14 +555,15 @@ def ddp_hooks(a: Analysis) -> DdpHooks | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs) TRACE... -o OUT``.
+    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs | --compiled) TRACE... -o OUT``.
 
     ``--ddp``: DDP's host costs per gradient tensor and per bucket from profiled DDP ranks, one row
     per trace (the input of ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``).
     ``--steps``: the host timeline of every profiled eager training step (:class:`StepHost`), one row
     per step (the input of ``fit_host``'s per-step and per-layer host in CPU-speed units).
     ``--decode``: every eager decode pass of profiled inference traces (:class:`DecodeHost`).
-    ``--graphs``: the CUDA-graph replays of a trace (:class:`GraphReplays`), one row per trace."""
+    ``--graphs``: the CUDA-graph replays of a trace (:class:`GraphReplays`), one row per trace.
+    ``--compiled``: the compiled regions of profiled torch.compile steps (:class:`CompiledStepHost`)."""
     import argparse
     import csv
     import gzip
@@ -535,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--steps", nargs="+", metavar="TRACE", help="profiled eager training traces")
     what.add_argument("--decode", nargs="+", metavar="TRACE", help="profiled eager inference traces")
     what.add_argument("--graphs", nargs="+", metavar="TRACE", help="traces of CUDA-graph replays")
+    what.add_argument("--compiled", nargs="+", metavar="TRACE", help="profiled torch.compile training traces")
     ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
     ap.add_argument(
         "--strategy",
@@ -550,8 +595,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     try:
-        for p in args.ddp or args.steps or args.decode or args.graphs:
+        for p in args.ddp or args.steps or args.decode or args.graphs or args.compiled:
             a = analyze(read_trace(p))
+            if args.compiled:
+                cs = compiled_step_hosts(a)
+                if not cs:
+                    print(f"error: {p}: no step with compiled forward and backward regions", file=sys.stderr)
+                    return 2
+                rows.extend(c.row() for c in cs)
+                continue
             if args.graphs:
                 g = graph_replays(a)
                 if g is None:
@@ -591,6 +643,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.steps
         else GRAPH_COLUMNS
         if args.graphs
+        else COMPILED_COLUMNS
+        if args.compiled
         else DECODE_HOST_COLUMNS
     )
     try:
@@ -611,6 +665,11 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{r['trace']}: {r['params_per_step']:.0f} gradients / {r['buckets_per_step']:.0f} buckets per step, "
                 f"{r['per_param_s'] * 1e6:.1f} us per gradient, {r['per_bucket_s'] * 1e6:.1f} us per bucket"
+            )
+        elif args.compiled:
+            print(
+                f"{r['trace']} {r['step']}: compiled forward {r['fwd_region_s'] * 1e3:.2f} ms, backward "
+                f"{r['bwd_region_s'] * 1e3:.2f} ms, optimizer {r['optimizer_s'] * 1e3:.2f} ms (step {r['step_s'] * 1e3:.2f} ms)"
             )
         elif args.graphs:
             print(

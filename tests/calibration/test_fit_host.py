@@ -316,3 +316,32 @@ def test_graph_loop_costs_hand_computed() -> None:
     assert out["profiled_graph_kernel_gap"] == pytest.approx(0.5e-6)
     with pytest.raises(TraceError):
         graph_loop_costs(sync[:3], replays[:1], "x")  # one model cannot give a line
+
+
+def test_compiled_layer_host_hand_computed() -> None:
+    """Per block, the slope of the compiled regions' medians between two layer counts of one width."""
+    from simcore.calibration.fit_host import compiled_layer_host
+
+    rows = []
+    for arch, (f0, fl, b0, bl) in {
+        "gpt": (0.6e-3, 0.4e-3, 1.4e-3, 0.9e-3),
+        "llama": (0.7e-3, 0.45e-3, 1.3e-3, 0.75e-3),
+    }.items():
+        for layers in (2, 8):
+            for k, noise in enumerate((0.0, 1e-6, -1e-6)):
+                rows.append({"trace": f"dir/compiled_{arch}_L{layers}_h768.json.gz", "step": str(k),
+                             "fwd_region_s": str(f0 + fl * layers + noise), "bwd_region_s": str(b0 + bl * layers + noise)})  # fmt: skip
+    rows.append(
+        {"trace": "compiled_gpt_L8_h2048.json.gz", "step": "0", "fwd_region_s": "1", "bwd_region_s": "1"}
+    )
+    out = compiled_layer_host(rows, "x")
+    assert out["gelu"] == pytest.approx((0.4e-3, 0.9e-3))
+    assert out["swiglu"] == pytest.approx((0.45e-3, 0.75e-3))
+    shipped = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
+    # the shipped profiled compiled ratios are these slopes over the profiled eager layer
+    from simcore.calibration.fit_host import _csv_rows
+
+    real = compiled_layer_host(_csv_rows(REPO / "traces/h200/host_compiled_steps.csv.gz"), "c")
+    assert shipped["profiled_compiled_ratio_bwd_gelu"] == pytest.approx(
+        real["gelu"][1] / shipped["profiled_train_bwd_gelu"]
+    )

@@ -258,3 +258,15 @@ def test_graph_replays_of_the_committed_traces() -> None:
     assert g is not None and g.replays == 16 and g.kernels_per_replay == 65
     assert 0.1e-6 < g.gap_per_kernel_s < 2e-6 and g.span_per_replay_s > g.busy_per_replay_s
     assert graph_replays(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
+
+
+def test_compiled_step_hosts_and_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from simcore.calibration.host_trace import compiled_step_hosts, main
+
+    p = H200 / "profile_train_gpt-125m_s1024_b8_compiled.json.gz"
+    xs = compiled_step_hosts(analyze(read_trace(p)))
+    assert len(xs) == 2 and all(0 < x.fwd_region_s < x.step_s and 0 < x.bwd_region_s < x.step_s for x in xs)
+    assert compiled_step_hosts(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) == []
+    out = str(tmp_path / "c.csv")
+    assert main(["--compiled", str(p), "-o", out]) == 0
+    assert main(["--compiled", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", out]) == 2
