@@ -209,6 +209,18 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
     return cluster, lay, ev
 
 
+def inference_runtime(sc: Scenario) -> dict[str, Any]:
+    """The scenario's runtime section as keyword arguments of :func:`simcore.engine.inference.evaluate`
+    (everything but the framework and calibration), so every caller prices the same run."""
+    rt = sc.runtime
+    return {
+        "profiler": rt.profiler,
+        "gate_up": rt.gate_up,
+        "cpu_op_time": cpu_op_time(sc),
+        "decode_sync_every": rt.decode_sync_every,
+    }
+
+
 def cpu_op_time(sc: Scenario) -> tuple[float, float | None] | None:
     """The scenario's CPU probe speed (main, backward seconds) for the engines, if it gives one."""
     c = sc.runtime.cpu_op_time
@@ -315,37 +327,13 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     if p.dp not in (None, 1):
         ignored.append("dp")
     rt = sc.runtime
-    cpu = cpu_op_time(sc)
-    ev = I.evaluate(
-        sc.model,
-        inf,
-        cluster,
-        p.tp,
-        p.pp,
-        rt.framework,
-        sc.calibration,
-        rt.profiler,
-        rt.gate_up,
-        cpu,
-        rt.decode_sync_every,
-    )
+    kw = inference_runtime(sc)
+    ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw)
     # the generated tokens see a growing cache: price the mean decode step at the middle of the output
     ctx0 = inf.context_len if inf.context_len is not None else inf.prompt_len
     mid = inf.model_copy(update={"context_len": ctx0 + inf.output_len // 2})
     dec_mid = _f(
-        I.evaluate(
-            sc.model,
-            mid,
-            cluster,
-            p.tp,
-            p.pp,
-            rt.framework,
-            sc.calibration,
-            rt.profiler,
-            rt.gate_up,
-            cpu,
-            rt.decode_sync_every,
-        ).decode_step_time_s
+        I.evaluate(sc.model, mid, cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw).decode_step_time_s
     )
     pre = _f(ev.prefill_time_s)
     dec = _f(ev.decode_step_time_s)

@@ -1,9 +1,10 @@
-"""Profiled torch.compile training steps beside the same model's eager steps, for the host time of a
-compiled step in units of a CPU-speed probe that compiled traces still have.
+"""Profiled torch.compile training steps beside the same model's eager steps: the host time of a
+compiled layer in whole profiled steps.
 
 A compiled trace has no ``aten::t`` (the per-op probe of eager traces, rounds 23-25): inductor calls
-its kernels from generated code. It still allocates through ``aten::empty_strided``, a dispatcher op
-with no kernel. Per model (``tools/gpt.py``, the recipe of ``bench_steps.py``: fp32 parameters +
+its kernels from generated code, and its few ``aten::empty_strided`` allocations (3-24 per step) are too
+few to stand in. simcore takes the compiled regions' host time per layer as measured here (round 27);
+the eager steps, a minute before in the same process, show the CPU's probe at the time. Per model (``tools/gpt.py``, the recipe of ``bench_steps.py``: fp32 parameters +
 autocast bf16, fused AdamW, ``zero_grad(set_to_none=True)``; GPT and Llama-like blocks, 2 and 8 layers,
 width 768, and 8 layers at width 2048; seq 1024, micro-batch 2), the eager steps and then the
 ``torch.compile``'d steps are profiled (``record_shapes=True``, schedule wait 1 / warm-up 1 / active 2)

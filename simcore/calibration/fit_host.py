@@ -115,7 +115,11 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             sync = r["synchronized"].strip().lower()
             if sync not in ("1", "0", "true", "false"):
                 raise ValueError(f"synchronized is {r['synchronized']!r}, not true/false")
-            vals = {"layers": float(r["layers"]), **{k: float(r[k] or 0.0) for k in r if k.endswith("_s")}}
+            # every time must be given; only hooks_s (newer column) may be empty
+            vals = {
+                "layers": float(r["layers"]),
+                **{k: float(r[k] if r[k] or k != "hooks_s" else 0.0) for k in r if k.endswith("_s")},
+            }
             if not all(math.isfinite(v) for v in vals.values()):
                 raise ValueError("a value is not a finite number")
             every.append((r.get("strategy") or "single", r["act"], sync in ("1", "true"), vals))
@@ -307,28 +311,42 @@ def graph_loop_costs(
     * ``graph_kernel_gap``: device idle between consecutive kernels of a replay, unprofiled (the
       back-to-back replay time minus the kernels' time, per kernel); ``profiled_graph_kernel_gap``: read
       in the profiled traces (first kernel's start to last kernel's end, minus the kernels)."""
+
+    def num(v: str) -> float:
+        x = float(v)
+        if not math.isfinite(x):
+            raise ValueError(f"{v!r} is not a finite number")
+        return x
+
     try:
         replays = {
             Path(r["trace"]).name.removeprefix("graph_").split(".json")[0]: (
-                float(r["kernels_per_replay"]),
-                float(r["busy_per_replay_s"]),
-                float(r["gap_per_kernel_s"]),
+                num(r["kernels_per_replay"]),
+                num(r["busy_per_replay_s"]),
+                num(r["gap_per_kernel_s"]),
             )
             for r in replay_rows
         }
+        replays = {m: v for m, v in replays.items() if v[0] >= 2}
         sync: dict[tuple[str, bool], list[float]] = {}
         bb: dict[str, list[float]] = {}
         for r in sync_rows:
-            prof = r["profiled"].strip().lower() in ("1", "true")
-            w, b, n = float(r["wall_per_iter_s"]), float(r["bb_per_replay_s"]), float(r["replays_per_sync"])
+            flag = r["profiled"].strip().lower()
+            if flag not in ("0", "1", "true", "false"):
+                raise ValueError(f"profiled is {r['profiled']!r}, not 0/1")
+            prof = flag in ("1", "true")
+            w, b, n = num(r["wall_per_iter_s"]), num(r["bb_per_replay_s"]), num(r["replays_per_sync"])
             sync.setdefault((r["model"], prof), []).append(w - n * b)
             if not prof:
                 bb.setdefault(r["model"], []).append(b)
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad CUDA-graph row: {e}", file=str(path)) from None
     models = sorted(m for m in replays if (m, False) in sync and (m, True) in sync)
-    if len(models) < 2:
-        raise TraceError("needs the sync runs and the traces of two or more models", file=str(path))
+    if len({replays[m][0] for m in models}) < 2:
+        raise TraceError(
+            "needs the sync runs and the traces of two or more models with different kernel counts",
+            file=str(path),
+        )
     out: dict[str, float] = {}
     xs = [replays[m][0] for m in models]
     for prof in (False, True):
@@ -368,6 +386,10 @@ def compiled_layer_host(rows: list[dict[str, str]], path: str | Path) -> dict[st
             b.append(float(r["bwd_region_s"]))
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad compiled-step row: {e}", file=str(path)) from None
+    if not pts:
+        raise TraceError(
+            "no trace named compiled_<gpt|llama>_L<layers>_h<width> (round 27's names)", file=str(path)
+        )
     out: dict[str, tuple[float, float]] = {}
     for act in sorted({k[0] for k in pts}):
         for width in sorted({k[1] for k in pts if k[0] == act}):

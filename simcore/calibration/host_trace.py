@@ -249,17 +249,18 @@ class StepHost:
 
 
 def _ddp_hook_time(ops: list[CpuOp]) -> float:
-    """Seconds of DDP's reducer work among ``ops``, as :func:`ddp_hooks` counts it: each gradient's
-    hook (an ``AccumulateGrad`` node beyond its plain accumulation), the copies back from the buckets
-    and the bucket all-reduce calls."""
+    """Seconds of DDP's reducer work among ``ops``: each gradient's hook (an ``AccumulateGrad`` node
+    beyond its plain accumulation, the bucket all-reduce calls included, which run inside it) and the
+    copies back from the buckets."""
     dur: dict[str, float] = {}
     for o in ops:
         if o.name in (_ACC_NODE, _ACC_INNER, _COPY_BACK, _BUCKET_CALL):
             dur[o.name] = dur.get(o.name, 0.0) + o.dur
     if not dur.get(_COPY_BACK) and not dur.get(_BUCKET_CALL):
         return 0.0  # no DDP reducer in this trace
+    # a bucket's all-reduce call runs inside the hook of its last gradient: within the node's extra
     hooks = max(dur.get(_ACC_NODE, 0.0) - dur.get(_ACC_INNER, 0.0), 0.0)
-    return hooks + dur.get(_COPY_BACK, 0.0) + dur.get(_BUCKET_CALL, 0.0)
+    return hooks + dur.get(_COPY_BACK, 0.0)
 
 
 def step_synchronized(a: Analysis) -> bool | None:

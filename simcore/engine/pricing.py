@@ -243,7 +243,7 @@ class Pricer:
         return out
 
 
-_POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap")
+_POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap", "graph_sync")
 
 
 def power_family(category: str) -> str:

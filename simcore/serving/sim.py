@@ -41,7 +41,7 @@ from simcore import memory as MEM
 from simcore.comm.collectives import kv_transfer_time
 from simcore.engine import inference as INF
 from simcore.errors import SpecError
-from simcore.prediction import RESERVED_BYTES
+from simcore.prediction import RESERVED_BYTES, inference_runtime
 from simcore.serving.spec import ServingSpec, load_trace
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.registry import default_registry
@@ -182,7 +182,7 @@ def build_step_model(
             sc.parallel.pp,
             sc.runtime.framework,
             sc.calibration,
-            sc.runtime.profiler,
+            **inference_runtime(sc),
         )
         pt = {k: float(np.ravel(np.asarray(v, dtype=float))[0]) for k, v in ev.prefill.time.items()}
         p_host = pt.pop("host_overhead", 0.0)
@@ -239,7 +239,9 @@ def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) ->
         precision=inf.precision,
         kv_cache_dtype=inf.kv_cache_dtype,
     )
-    ev = INF.evaluate(sc.model, spec1, cluster, tp, pp, sc.runtime.framework, sc.calibration)
+    ev = INF.evaluate(
+        sc.model, spec1, cluster, tp, pp, sc.runtime.framework, sc.calibration, **inference_runtime(sc)
+    )
     weights = float(np.asarray(ev.memory["weights"]))
     acts = float(np.asarray(ev.memory["activations"]))
     logits = float(np.asarray(ev.memory["logits"])) * spec.max_batch

@@ -374,10 +374,10 @@ def validate(
         (
             "decode_sync_every",
             decode_every,
-            decode_every != 1 and sc.kind == "inference",
-            f"predicted with runtime.decode_sync_every: {decode_every} (the trace's loop waits for the GPU "
-            f"{'never' if decode_every is None else f'once every {decode_every} decode steps'}); --set "
-            "runtime.decode_sync_every=1 predicts a loop that reads its tokens every step",
+            decode_every != 1 and sc.kind == "inference" and sc.runtime.framework == "cuda_graphs",
+            f"predicted with runtime.decode_sync_every: {'null' if decode_every is None else decode_every} (the "
+            f"trace's loop waits for the GPU {'never' if decode_every is None else f'once every {decode_every} decode steps'}"
+            "); --set runtime.decode_sync_every=1 predicts a loop that reads its tokens every step",
         ),
         # a training loop with no host wait in its steps lets the host run ahead across steps
         (
