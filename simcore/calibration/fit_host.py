@@ -166,44 +166,55 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                 min(max(b * ref / (a + b * ref), 0.0), 1.0) if a + b * ref > 0 else 1.0
             )
     out["profiled_step_end"] = ref_m * units([v for _, v in free], lambda v: v["post_s"] / v["probe_main_s"])
-    # a distributed wrapper's host outside the layers beyond a single GPU's (the same block's units),
-    # per micro-batch on each thread and per step after the optimizer: DDP's reducer preparing and
-    # finalising the buckets, FSDP2's root unshard and post-backward reduce-scatter bookkeeping, tensor
-    # parallel's replicated embedding and head with their collectives
-    single_units = {
-        act: (
-            units([v for a, v in free if a == act], lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]),
-            units(
-                [v for a, v in free if a == act], lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]
+    # a distributed wrapper's host beyond a single GPU's, in the same block's units: per layer (its
+    # ratio) and outside the layers per micro-batch on each thread and per step after the optimizer
+    # (DDP's reducer preparing and finalising the buckets, FSDP2's root unshard and post-backward
+    # bookkeeping). The baseline is the same run's plain replicas (``single_x2`` rows) where the rows
+    # have them, else the single-GPU fit.
+    base = [
+        (a, v) for st, a, sync, v in every if st == "single_x2" and not sync and v["probe_main_s"] > 0
+    ] or free
+
+    def seg_units(sel: list[tuple[str, dict[str, float]]], act: str) -> dict[str, float]:
+        vs = [v for a, v in sel if a == act]
+        return {
+            "fl": units(vs, lambda v: v["fwd_layer_s"] / v["probe_main_s"]),
+            "bl": units(vs, lambda v: v["bwd_layer_s"] / v["probe_bwd_s"]),
+            "sf": units(vs, lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]),
+            # DDP's reducer work there is priced per gradient and bucket already (hooks_s)
+            "sb": units(
+                vs, lambda v: (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / v["probe_bwd_s"]
             ),
-        )
-        for act in {a for a, _ in free}
-    }
-    end_units = units([v for _, v in free], lambda v: v["post_s"] / v["probe_main_s"])
-    for strat in sorted({x[0] for x in every} - {"single"}):
+            "end": units(vs, lambda v: v["post_s"] / v["probe_main_s"]),
+        }
+
+    base_units = {act: seg_units(base, act) for act in {a for a, _ in base}}
+    for strat in sorted({x[0] for x in every} - {"single", "single_x2"}):
         sel_s = [
             (a, v)
             for st, a, sync, v in every
-            if st == strat
-            and not sync
-            and a in single_units
-            and v["probe_main_s"] > 0
-            and v["probe_bwd_s"] > 0
+            if st == strat and not sync and a in base_units and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
         ]
         if not sel_s:
             continue
-        f_x = statistics.median(
-            (v["pre_s"] + v["head_s"]) / v["probe_main_s"] - single_units[a][0] for a, v in sel_s
-        )
-        # DDP's reducer work there is priced per gradient and bucket already (hooks_s)
-        b_x = statistics.median(
-            (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / v["probe_bwd_s"] - single_units[a][1]
-            for a, v in sel_s
-        )
-        e_x = statistics.median(v["post_s"] / v["probe_main_s"] - end_units for _, v in sel_s)
-        out[f"profiled_{strat}_step_fwd"] = ref_m * max(f_x, 0.0)
-        out[f"profiled_{strat}_step_bwd"] = ref_b * max(b_x, 0.0)
-        out[f"profiled_{strat}_step_end"] = ref_m * max(e_x, 0.0)
+        per_act = {act: seg_units(sel_s, act) for act in {a for a, _ in sel_s}}
+
+        def extra(key: str, per_act: dict[str, dict[str, float]] = per_act) -> float:
+            return statistics.fmean(per_act[a][key] - base_units[a][key] for a in per_act)
+
+        out[f"profiled_{strat}_step_fwd"] = ref_m * max(extra("sf"), 0.0)
+        out[f"profiled_{strat}_step_bwd"] = ref_b * max(extra("sb"), 0.0)
+        out[f"profiled_{strat}_step_end"] = ref_m * max(extra("end"), 0.0)
+        if base is not free:  # the same run's replicas: the wrapper's per-layer ratio in probe units
+            out[f"profiled_{strat}_ratio_fwd"] = statistics.fmean(
+                per_act[a]["fl"] / base_units[a]["fl"] for a in per_act
+            )
+            # DDP's backward extra is its hooks, priced per gradient and bucket
+            out[f"profiled_{strat}_ratio_bwd"] = (
+                1.0
+                if strat == "ddp"
+                else statistics.fmean(per_act[a]["bl"] / base_units[a]["bl"] for a in per_act)
+            )
     xs = [WEIGHT_TENSORS_PER_LAYER * v["layers"] + 3.0 for _, v in free]
     ys = [v["optimizer_s"] / v["probe_main_s"] for _, v in free]
     if len(set(xs)) >= 2:
@@ -241,50 +252,6 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
         out[f"profiled_infer_decode_fixed_{act}"] = ref * max(
             statistics.median((x[2] - x[1] * x[3]) / x[4] for x in sel), 0.0
         )
-    return out
-
-
-def _is_pace_dist_run(rows: list[dict[str, str]]) -> bool:
-    return bool(rows) and {"strategy", "arch", "fwd_layer_s", "bwd_layer_s", "t_main_us", "t_bwd_us"} <= set(
-        rows[0]
-    )
-
-
-def profiled_wrapper_ratios(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
-    """``profiled_<fsdp|tp|ddp>_ratio_<fwd|bwd>``: a layer's host time under FSDP2 / tensor parallel /
-    DDP over the plain layer's while the profiler records, in CPU-speed units (each layer time over its
-    own run's ``aten::t`` median on that thread), from ``tools/bench_host_pace_dist.py`` rows (round 24:
-    every rank, GPT and Llama blocks; the mean of the two blocks' median ratios). Under the profiler a
-    wrapper's Python work weighs less against the dearer ops than at width 64 unprofiled, so these
-    replace the unprofiled ratios there. DDP's backward takes 1: its extra is the hooks, priced per
-    gradient and bucket (``profiled_ddp_param`` / ``profiled_ddp_bucket``)."""
-    units: dict[tuple[str, str, str], list[float]] = {}
-    try:
-        for r in rows:
-            if not r["fwd_layer_s"] or not r["t_main_us"] or not r["t_bwd_us"]:
-                continue
-            f, b, tm, tb = (float(r[c]) for c in ("fwd_layer_s", "bwd_layer_s", "t_main_us", "t_bwd_us"))
-            if not all(math.isfinite(x) and x > 0 for x in (f, b, tm, tb)):
-                continue  # a point that failed (NaN) or recorded no probe
-            k = (r["arch"], r["strategy"])
-            units.setdefault((*k, "fwd"), []).append(f / tm)
-            units.setdefault((*k, "bwd"), []).append(b / tb)
-    except (KeyError, ValueError) as e:
-        raise TraceError(f"bad host-pace row: {e}", file=str(path)) from None
-    out: dict[str, float] = {}
-    for strategy in ("fsdp", "tp", "ddp"):
-        for phase in ("fwd", "bwd"):
-            if strategy == "ddp" and phase == "bwd":
-                out["profiled_ddp_ratio_bwd"] = 1.0
-                continue
-            ratios = [
-                statistics.median(units[(arch, strategy, phase)])
-                / statistics.median(units[(arch, "single", phase)])
-                for arch in sorted({k[0] for k in units})
-                if units.get((arch, strategy, phase)) and units.get((arch, "single", phase))
-            ]
-            if ratios:
-                out[f"profiled_{strategy}_ratio_{phase}"] = statistics.fmean(ratios)
     return out
 
 
@@ -541,8 +508,6 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     step_hosts: dict[str, float] = {}
     step_rows: list[dict[str, str]] = []
     step_paths: list[str] = []
-    pace_rows: list[dict[str, str]] = []
-    pace_paths: list[str] = []
     graph_sync: list[dict[str, str]] = []
     graph_replay: list[dict[str, str]] = []
     compiled_steps: dict[str, tuple[float, float]] = {}
@@ -563,10 +528,6 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             continue
         if _is_graph_replay_run(csv_rows):
             graph_replay.extend(csv_rows)
-            continue
-        if _is_pace_dist_run(csv_rows):
-            pace_rows.extend(csv_rows)
-            pace_paths.append(str(p))
             continue
         if _is_ddp_hook_run(csv_rows):
             ddp_hooks.update(ddp_hook_costs(csv_rows, p))
@@ -659,8 +620,6 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
                 out[f"profiled_compiled_ratio_{phase}_{act}"] = v / eager
     if graph_sync and graph_replay:
         out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
-    if pace_rows:  # every rank's file of a round together
-        out.update(profiled_wrapper_ratios(pace_rows, ", ".join(pace_paths)))
     for act in ("gelu", "swiglu"):
         train_ratio = out.get(f"profiler_ratio_train_{act}")
         for part in ("fwd", "bwd"):
@@ -716,7 +675,5 @@ def host_files_beside(ops_csv: str | Path) -> list[Path]:
     found = [
         *folder.glob("host*.csv*"),
         *folder.parent.glob(f"{folder.name}x*/host*.csv*"),
-        # the distributed wrappers' profiled host in CPU-speed units (round 24, one file per rank)
-        *folder.parent.glob(f"{folder.name}x*/round*/host_pace_dist_rank*.csv*"),
     ]
     return sorted(p for p in found if p.is_file())

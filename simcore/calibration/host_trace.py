@@ -585,8 +585,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--strategy",
         default="single",
-        choices=("single", "ddp", "fsdp", "tp"),
-        help="with --steps: the runs' distributed wrapper (a label in the rows; default single)",
+        choices=("single", "single_x2", "ddp", "fsdp", "tp"),
+        help="with --steps: the runs' distributed wrapper (a label in the rows; default single; single_x2: "
+        "plain replicas of a distributed run, the baseline of its wrappers)",
     )
     args = ap.parse_args(argv)
     if args.strategy != "single" and not args.steps:

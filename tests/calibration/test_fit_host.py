@@ -78,7 +78,7 @@ def test_shipped_host_section() -> None:
     # the reference CPU speeds the entries stand for: a few microseconds per aten::t
     for k in ("probe_main", "probe_backward", "probe_infer"):
         assert 1e-6 < h[k] < 2e-5
-    # profiled wrapper ratios from round 24 (FSDP2 about twice the plain layer, tensor parallel less)
+    # profiled wrapper ratios from round 28 (FSDP2 about twice the plain layer, tensor parallel less)
     assert 1.5 < h["profiled_fsdp_ratio_bwd"] < 2.5
     assert 1.0 < h["profiled_tp_ratio_fwd"] < h["profiled_fsdp_ratio_fwd"]
     # lower envelope: never above any single round's per-layer decode slope
@@ -231,6 +231,18 @@ def test_step_host_costs_hand_computed() -> None:
     # the single-GPU entries and the reference probes do not move
     assert with_ddp["probe_main"] == out["probe_main"]
     assert with_ddp["profiled_train_bwd_gelu"] == out["profiled_train_bwd_gelu"]
+    # with the same run's plain replicas (single_x2) as baseline: extras over them, and per-layer ratios
+    rep = _step_rows({**u, "fl": 140, "bl": 300}, [(5e-6, 5e-6)], "gelu", 4)
+    tp = _step_rows({**u, "fl": 182, "bl": 360, "head": 150}, [(6e-6, 4e-6)], "gelu", 4)
+    for r in rep:
+        r["strategy"] = "single_x2"
+    for r in tp:
+        r["strategy"] = "tp"
+    with_tp = step_host_costs(rows + rep + tp, "x")
+    assert with_tp["profiled_tp_ratio_fwd"] == pytest.approx(182 / 140)
+    assert with_tp["profiled_tp_ratio_bwd"] == pytest.approx(360 / 300)
+    assert with_tp["profiled_tp_step_fwd"] == pytest.approx(30 * ref_m)  # 30 + 150 - (30 + 120)
+    assert with_tp["profiled_tp_step_bwd"] == pytest.approx(0.0)
 
 
 def test_decode_host_costs_hand_computed() -> None:
@@ -252,41 +264,6 @@ def test_decode_host_costs_hand_computed() -> None:
     assert out["probe_infer"] == pytest.approx(4e-6)
     assert out["profiled_infer_decode_swiglu"] == pytest.approx(150 * 4e-6)
     assert out["profiled_infer_decode_fixed_swiglu"] == pytest.approx(40 * 4e-6)
-
-
-def test_profiled_wrapper_ratios_hand_computed() -> None:
-    """Per architecture the median units under the wrapper over the plain layer's; the mean over
-    architectures; DDP's backward is 1 (its hooks are priced apart)."""
-    from simcore.calibration.fit_host import profiled_wrapper_ratios
-
-    units = {
-        ("gpt", "single"): (150, 350),
-        ("gpt", "fsdp"): (300, 700),
-        ("gpt", "tp"): (195, 420),
-        ("llama", "single"): (150, 400),
-        ("llama", "fsdp"): (240, 800),
-        ("llama", "tp"): (210, 480),
-        ("gpt", "ddp"): (147, 450),
-    }
-    rows = []
-    for (arch, strat), (f, b) in units.items():
-        for tm, tb in ((4.0, 3.0), (8.0, 6.0)):
-            rows.append(
-                {
-                    "arch": arch,
-                    "strategy": strat,
-                    "fwd_layer_s": str(f * tm * 1e-6),
-                    "bwd_layer_s": str(b * tb * 1e-6),
-                    "t_main_us": str(tm),
-                    "t_bwd_us": str(tb),
-                }
-            )
-    out = profiled_wrapper_ratios(rows, "x")
-    assert out["profiled_fsdp_ratio_fwd"] == pytest.approx((2.0 + 1.6) / 2)
-    assert out["profiled_fsdp_ratio_bwd"] == pytest.approx((2.0 + 2.0) / 2)
-    assert out["profiled_tp_ratio_fwd"] == pytest.approx((1.3 + 1.4) / 2)
-    assert out["profiled_ddp_ratio_fwd"] == pytest.approx(147 / 150)
-    assert out["profiled_ddp_ratio_bwd"] == 1.0
 
 
 def test_graph_loop_costs_hand_computed() -> None:
