@@ -61,6 +61,10 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--mb", type=int, default=2)
     ap.add_argument("--tag", default="", help="suffix of the trace names")
+    ap.add_argument(
+        "--rank0-only", action="store_true", help="profile rank 0 only (as bench_parallel.py does)"
+    )
+    ap.add_argument("--strategies", default="ddp,fsdp,tp,single")
     args = ap.parse_args()
     C = Ctx(args.smoke)
     probe_sdpa(C.dev)
@@ -69,7 +73,7 @@ def main():
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if C.cuda else [])
     seq, mb = (64, 1) if args.smoke else (args.seq, args.mb)
     os.makedirs(args.outdir, exist_ok=True)
-    points = [(s, a, L) for s in ("ddp", "fsdp", "tp", "single") for a in ("gpt", "llama") for L in (2, 8)]
+    points = [(s, a, L) for s in args.strategies.split(",") for a in ("gpt", "llama") for L in (2, 8)]
     t0 = time.time()
     stop = torch.zeros(1, device=C.dev)
     done = {}
@@ -88,18 +92,26 @@ def main():
                 step()
             C.sync()
             dist.barrier()
-            with profile(
-                activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=2, repeat=1)
-            ) as prof:
+            if args.rank0_only and C.rank != 0:
                 for _ in range(4):
                     step()
-                    prof.step()
                 C.sync()
-            path = os.path.join(args.outdir, f"{name}_rank{C.rank}.json")
-            prof.export_chrome_trace(path)
-            with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
-                g.write(f.read())
-            os.remove(path)
+                prof = None
+            else:
+                with profile(
+                    activities=acts,
+                    record_shapes=True,
+                    schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+                ) as prof:
+                    for _ in range(4):
+                        step()
+                        prof.step()
+                    C.sync()
+                path = os.path.join(args.outdir, f"{name}_rank{C.rank}.json")
+                prof.export_chrome_trace(path)
+                with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
+                    g.write(f.read())
+                os.remove(path)
             done[name] = {
                 **cfg.asdict(),
                 "strategy": strategy,
