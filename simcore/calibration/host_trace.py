@@ -19,12 +19,25 @@ skipped: their per-layer host includes the wrapper's work.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from simcore.calibration.classify import Analysis
 from simcore.calibration.profile import ComputeProfile
 from simcore.calibration.traces.model import CpuOp
+
+
+class _Row:
+    """A dataclass written as one CSV row: its fields, in order (:func:`columns`)."""
+
+    def row(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+def columns(cls: type) -> tuple[str, ...]:
+    """The CSV columns of a :class:`_Row` dataclass: its field names, in order."""
+    return tuple(f.name for f in fields(cls))
+
 
 FWD_NORMS = ("aten::layer_norm", "aten::rms_norm")
 _BWD_NORM = "autograd::engine::evaluate_function: "
@@ -183,31 +196,9 @@ SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize")
 ``torch.cuda.synchronize()``); DDP's internal ``cudaEventSynchronize`` calls are not step syncs."""
 _OPT_STEP = "Optimizer.step#"
 
-STEP_HOST_COLUMNS = (
-    "trace",
-    "step",
-    "strategy",
-    "act",
-    "layers",
-    "synchronized",
-    "step_s",
-    "gpu_step_s",
-    "pre_s",
-    "fwd_layer_s",
-    "head_s",
-    "bhead_s",
-    "bwd_layer_s",
-    "tail_s",
-    "optimizer_s",
-    "post_s",
-    "probe_main_s",
-    "probe_bwd_s",
-    "hooks_s",
-)
-
 
 @dataclass(frozen=True)
-class StepHost:
+class StepHost(_Row):
     """The host's timeline of one profiled eager training step (seconds, CPU timestamps).
 
     In order: ``pre`` (step start to the first forward norm: zero-grad leftovers, the embedding),
@@ -244,8 +235,8 @@ class StepHost:
     """Of ``bhead`` + ``tail``: PyTorch DDP's reducer work (gradient hooks, bucket all-reduce calls, copies
     back from the buckets), which simcore prices per gradient and bucket (:class:`DdpHooks`)."""
 
-    def row(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in STEP_HOST_COLUMNS}
+
+STEP_HOST_COLUMNS = columns(StepHost)
 
 
 def _ddp_hook_time(ops: list[CpuOp]) -> float:
@@ -333,11 +324,8 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
     return out
 
 
-DECODE_HOST_COLUMNS = ("trace", "step", "act", "layers", "pass_s", "layer_s", "probe_main_s")
-
-
 @dataclass(frozen=True)
-class DecodeHost:
+class DecodeHost(_Row):
     """The host's time of one eager decode step (one token per sequence) in a profiled inference
     trace: ``pass_s`` from its token-embedding lookup to the next forward pass's (or the step's end),
     ``layer_s`` per layer (the spacing of its norms) and the median ``aten::t`` of the step."""
@@ -350,8 +338,8 @@ class DecodeHost:
     layer_s: float
     probe_main_s: float
 
-    def row(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in DECODE_HOST_COLUMNS}
+
+DECODE_HOST_COLUMNS = columns(DecodeHost)
 
 
 def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
@@ -394,13 +382,12 @@ def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
 # ---------------------------------------------------------------------------------------------
 # torch.compile'd steps: the host time of the compiled regions
 
-COMPILED_COLUMNS = ("trace", "step", "step_s", "fwd_region_s", "bwd_region_s", "optimizer_s")
 _COMPILED_FWD = "CompiledFunction"
 _COMPILED_BWD = "CompiledFunctionBackward"
 
 
 @dataclass(frozen=True)
-class CompiledStepHost:
+class CompiledStepHost(_Row):
     """One profiled torch.compile training step: the host seconds of its compiled forward region(s)
     (``CompiledFunction``, main thread), backward region(s) (``CompiledFunctionBackward``, autograd
     thread) and ``optimizer.step()``."""
@@ -412,8 +399,8 @@ class CompiledStepHost:
     bwd_region_s: float
     optimizer_s: float
 
-    def row(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in COMPILED_COLUMNS}
+
+COMPILED_COLUMNS = columns(CompiledStepHost)
 
 
 def compiled_step_hosts(a: Analysis) -> list[CompiledStepHost]:
@@ -437,19 +424,9 @@ def compiled_step_hosts(a: Analysis) -> list[CompiledStepHost]:
 # ---------------------------------------------------------------------------------------------
 # CUDA-graph replays: kernels per replay, the device idle between them, the host's launch call
 
-GRAPH_COLUMNS = (
-    "trace",
-    "replays",
-    "kernels_per_replay",
-    "busy_per_replay_s",
-    "span_per_replay_s",
-    "gap_per_kernel_s",
-    "graph_launch_s",
-)
-
 
 @dataclass(frozen=True)
-class GraphReplays:
+class GraphReplays(_Row):
     """The replays of captured CUDA graphs in a trace (the kernels a ``cudaGraphLaunch`` call
     launched): medians per replay of the kernel count, the kernels' summed time, the span from the
     first kernel's start to the last one's end, the device idle between consecutive kernels
@@ -463,8 +440,8 @@ class GraphReplays:
     gap_per_kernel_s: float
     graph_launch_s: float
 
-    def row(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in GRAPH_COLUMNS}
+
+GRAPH_COLUMNS = columns(GraphReplays)
 
 
 def graph_replays(a: Analysis) -> GraphReplays | None:
@@ -499,19 +476,9 @@ _ACC_INNER = "torch::autograd::AccumulateGrad"
 _COPY_BACK = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
 _BUCKET_CALL = "c10d::allreduce_"
 
-DDP_HOOK_COLUMNS = (
-    "trace",
-    "rank",
-    "steps",
-    "params_per_step",
-    "buckets_per_step",
-    "per_param_s",
-    "per_bucket_s",
-)
-
 
 @dataclass(frozen=True)
-class DdpHooks:
+class DdpHooks(_Row):
     """DDP's host seconds in one profiled rank: per gradient tensor and per gradient bucket.
 
     ``per_param_s``: the autograd hook DDP registers on every parameter (its gradient scaled into
@@ -529,8 +496,8 @@ class DdpHooks:
     per_param_s: float
     per_bucket_s: float
 
-    def row(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in DDP_HOOK_COLUMNS}
+
+DDP_HOOK_COLUMNS = columns(DdpHooks)
 
 
 def ddp_hooks(a: Analysis) -> DdpHooks | None:
