@@ -201,12 +201,21 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
         sc.runtime.framework,
         sc.calibration,
         _param_dtype(sc),
-        sc.runtime.profiler,
-        sc.runtime.gate_up,
-        sc.runtime.step_sync,
-        cpu_op_time(sc),
+        **training_runtime(sc),
     )
     return cluster, lay, ev
+
+
+def training_runtime(sc: Scenario) -> dict[str, Any]:
+    """The scenario's runtime section as keyword arguments of :func:`simcore.engine.training.evaluate`
+    (everything but the framework and calibration), so predict and plan price the same run."""
+    rt = sc.runtime
+    return {
+        "profiler": rt.profiler,
+        "gate_up": rt.gate_up,
+        "step_sync": rt.step_sync,
+        "cpu_op_time": cpu_op_time(sc),
+    }
 
 
 def inference_runtime(sc: Scenario) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from simcore import cost as K
 from simcore.engine import training as T
 from simcore.errors import SpecError
 from simcore.planning.space import SearchOptions, SearchSpace, build_space
-from simcore.prediction import RESERVED_BYTES, TrainingResult, _param_dtype, cpu_op_time, predict
+from simcore.prediction import RESERVED_BYTES, TrainingResult, _param_dtype, predict, training_runtime
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster, scenario_from_dict
 from simcore.specs.scenario import Scenario
@@ -303,7 +303,7 @@ def plan(
     rng = np.random.default_rng(0)
     ts = time.perf_counter()
     rt = sc.runtime
-    cpu = cpu_op_time(sc)
+    runtime = training_runtime(sc)
     for g in sizes:
         cluster = _cluster(sc, g)
         space = build_space(model, cluster, gb or 1, options)
@@ -315,17 +315,7 @@ def plan(
             sl = slice(start, min(start + rpc, space.rows))
             ok = space.mask(sl)
             ev = T.evaluate(
-                model,
-                tr,
-                space.layout(sl),
-                cluster,
-                rt.framework,
-                sc.calibration,
-                pdt,
-                rt.profiler,
-                rt.gate_up,
-                rt.step_sync,
-                cpu,
+                model, tr, space.layout(sl), cluster, rt.framework, sc.calibration, pdt, **runtime
             )
             shape = ok.shape
             valid = ok & (np.broadcast_to(ev.memory_per_gpu_bytes, shape) <= cap)
