@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
 import sys
@@ -27,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import env_info, log, sync  # noqa: E402
+from benchutil import env_info, log, save_trace, sync  # noqa: E402
 from gpt import GPT, GPTConfig, probe_sdpa  # noqa: E402
 
 # (name, arch, layers, hidden)
@@ -62,11 +61,7 @@ def profiled_steps(run_model, opt, x, ac, acts, path):
             opt.step()
             opt.zero_grad(set_to_none=True)
             prof.step()
-    tmp = path[:-3]
-    prof.export_chrome_trace(tmp)
-    with open(tmp, "rb") as f, gzip.open(path, "wb", compresslevel=9) as g:
-        g.write(f.read())
-    os.remove(tmp)
+    save_trace(prof, path)
 
 
 def main():

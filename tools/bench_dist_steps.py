@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
 import sys
@@ -26,8 +25,9 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_parallel import Ctx, build_fsdp, build_single_or_ddp, build_tp  # noqa: E402
-from benchutil import log  # noqa: E402
+from bench_host_pace_dist import build  # noqa: E402
+from bench_parallel import Ctx  # noqa: E402
+from benchutil import log, save_trace  # noqa: E402
 from gpt import GPTConfig, probe_sdpa  # noqa: E402
 
 
@@ -41,15 +41,6 @@ def config(arch, layers, hidden, smoke):
     if arch == "llama":
         kw.update(kv_heads=2 if smoke else 4, activation="swiglu", norm="rmsnorm")
     return GPTConfig(**kw)
-
-
-def build(C, strategy, cfg, mb, seq):
-    torch.manual_seed(0)
-    if strategy in ("single", "ddp"):
-        return build_single_or_ddp(C, cfg, mb, seq, strategy == "ddp")
-    if strategy == "tp":
-        return build_tp(C, cfg, mb, seq)
-    return build_fsdp(C, cfg, mb, seq)
 
 
 def main():
@@ -107,11 +98,7 @@ def main():
                         step()
                         prof.step()
                     C.sync()
-                path = os.path.join(args.outdir, f"{name}_rank{C.rank}.json")
-                prof.export_chrome_trace(path)
-                with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
-                    g.write(f.read())
-                os.remove(path)
+                save_trace(prof, os.path.join(args.outdir, f"{name}_rank{C.rank}.json.gz"))
             done[name] = {
                 **cfg.asdict(),
                 "strategy": strategy,

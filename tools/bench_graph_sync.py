@@ -20,7 +20,6 @@ steps of ``tools/gpt.py`` models in bf16 with a KV cache, captured with ``benchu
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import sys
 import time
@@ -28,7 +27,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, capture_graph, env_info, log, sync  # noqa: E402
+from benchutil import CsvOut, capture_graph, env_info, log, save_trace, sync  # noqa: E402
 from gpt import GPT, GPTConfig, make_kv_caches, probe_sdpa  # noqa: E402
 
 COLS = [
@@ -153,11 +152,7 @@ def main():
                     run()
                 sync(dev)
                 prof.step()
-        tmp = os.path.join(args.outdir, f"graph_{name}.json")
-        prof.export_chrome_trace(tmp)
-        with open(tmp, "rb") as f, gzip.open(tmp + ".gz", "wb", compresslevel=9) as g:
-            g.write(f.read())
-        os.remove(tmp)
+        save_trace(prof, os.path.join(args.outdir, f"graph_{name}.json.gz"))
         del run, step
         torch.cuda.empty_cache() if dev.type == "cuda" else None
     out.close()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
 import sys
@@ -29,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import env_info, log  # noqa: E402
+from benchutil import env_info, log, save_trace  # noqa: E402
 from gpt import GPT, GPTConfig, make_kv_caches, probe_sdpa  # noqa: E402
 
 
@@ -69,14 +68,6 @@ INFER = [
 ]
 
 
-def save(prof, path: str) -> None:
-    tmp = path[:-3]
-    prof.export_chrome_trace(tmp)
-    with open(tmp, "rb") as f, gzip.open(path, "wb", compresslevel=9) as g:
-        g.write(f.read())
-    os.remove(tmp)
-
-
 def train_point(dev, acts, spec, seq, smoke, path):
     from torch.profiler import profile, schedule
 
@@ -101,7 +92,7 @@ def train_point(dev, acts, spec, seq, smoke, path):
             if do_item:
                 loss.item()  # a logging loop: the host waits for the step's GPU work
             prof.step()
-    save(prof, path)
+    save_trace(prof, path)
     meta = {
         **cfg.asdict(),
         "mode": "train",
@@ -138,7 +129,7 @@ def infer_point(dev, acts, spec, smoke, path, decode_steps=8):
             for i in range(decode_steps):
                 tok = model(tok, kv_caches=caches, pos=P + i, last_only=True).argmax(-1)
             prof.step()
-    save(prof, path)
+    save_trace(prof, path)
     meta = {
         **cfg.asdict(),
         "mode": "prefill+decode",

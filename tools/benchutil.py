@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import os
 import platform
 import statistics
@@ -127,6 +128,15 @@ def time_graph(fn, dev: torch.device, n_inner: int, reps: int = 5) -> float:
         ts.append(a.elapsed_time(b) / 1e3 / n_inner)
     del g
     return statistics.median(ts)
+
+
+def save_trace(prof, path: str) -> None:
+    """Write a torch.profiler's Chrome trace to ``path`` (gzip; ``path`` ends in ``.json.gz``)."""
+    tmp = path[: -len(".gz")]
+    prof.export_chrome_trace(tmp)
+    with open(tmp, "rb") as f, gzip.open(path, "wb", compresslevel=9) as g:
+        g.write(f.read())
+    os.remove(tmp)
 
 
 def sh(cmd: str, timeout: int = 30) -> str:
