@@ -313,12 +313,47 @@ def shape_label(s: dict[str, Any]) -> str:
     return ""
 
 
+_ACC_GRAD = "torch::autograd::AccumulateGrad"
 _INDUCTOR_PREFIXES = ("triton_poi_fused", "triton_per_fused", "triton_red_fused")
 
 
 def inductor_kernels(a: Analysis) -> int:
     """Kernels of a trace that torch.compile's inductor generated (by its naming of fused kernels)."""
     return sum(1 for e in a.trace.gpu_events if e.name.startswith(_INDUCTOR_PREFIXES))
+
+
+def graph_framework(ans: list[Analysis]) -> bool:
+    """Whether most kernels of the traces ran inside replays of captured CUDA graphs (their
+    correlation is a ``cudaGraphLaunch`` call's)."""
+    inside = total = 0
+    for a in ans:
+        launches = {c.correlation for c in a.trace.host_calls if "GraphLaunch" in c.name}
+        for k in a.trace.kernels():
+            total += 1
+            inside += k.correlation in launches
+    return total > 0 and inside > total / 2
+
+
+def fp32_weights(ans: list[Analysis]) -> bool:
+    """Whether the traces' weights are fp32 (PyTorch AMP: autocast casts them for each GEMM), where
+    they recorded input types: most gradients reach ``AccumulateGrad`` as float (eager and compiled),
+    or, with no backward, the ``aten::linear`` calls take float weights (each AMP call records the
+    float call and, inside it, the one autocast makes with the cast weight: half of them)."""
+    grads = [
+        o.input_types[0]
+        for a in ans
+        for o in a.trace.cpu_ops.values()
+        if o.name == _ACC_GRAD and o.input_types
+    ]
+    if grads:
+        return bool(sum(t == "float" for t in grads) > len(grads) / 2)
+    lin = [
+        o.input_types[1]
+        for a in ans
+        for o in a.trace.cpu_ops.values()
+        if o.name == "aten::linear" and o.input_types and len(o.input_types) > 1
+    ]
+    return bool(lin) and sum(t == "float" for t in lin) >= len(lin) / 3
 
 
 def validate(
@@ -337,8 +372,52 @@ def validate(
     if sc.kind == "serving":
         raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
-    # what the traces show about the run, unless the scenario or --set says otherwise
+    # what the traces show about the run, unless the scenario or --set says otherwise: first how it
+    # ran (the framework, the weights' dtype, the profiler), then what that decides (the host's pace)
     assumed: list[str] = []
+    value: Any  # each fact's value has the type of its field
+    graphs = graph_framework(ans)
+    for section, fld, value, shown, note in (
+        # the kernels of replayed CUDA graphs correlate with a cudaGraphLaunch call
+        (
+            "runtime",
+            "framework",
+            "cuda_graphs",
+            graphs,
+            "predicted with runtime.framework: cuda_graphs (most of the trace's kernels are replays of "
+            "captured CUDA graphs, cudaGraphLaunch); --set runtime.framework=eager predicts the same model "
+            "launched op by op",
+        ),
+        # torch.compile's inductor names its generated kernels triton_poi_/per_/red_fused_...
+        (
+            "runtime",
+            "framework",
+            "compiled",
+            not graphs and any(inductor_kernels(a) for a in ans),
+            "predicted with runtime.framework: compiled (the trace's fused kernels are torch.compile's); "
+            "--set runtime.framework=eager predicts the same model in eager PyTorch",
+        ),
+        # PyTorch AMP keeps fp32 weights and casts them for each GEMM: aten::linear sees a float weight
+        (
+            "training",
+            "param_dtype",
+            "fp32",
+            sc.kind == "training" and fp32_weights(ans),
+            "predicted with training.param_dtype: fp32 (the trace's gradients or linear layers' weights are float: "
+            "PyTorch AMP, cast to the compute precision each step); --set training.param_dtype=bf16 "
+            "predicts weights kept in bf16",
+        ),
+        # a PyTorch-profiler trace was recorded with the profiler attached (Nsight Systems ones not)
+        (
+            "runtime",
+            "profiler",
+            True,
+            all(a.trace.format == "kineto" for a in ans),
+            "predicted with runtime.profiler: true (the run was recorded by the PyTorch profiler, which "
+            "adds host time to every op); --set runtime.profiler=false predicts the same run unprofiled",
+        ),
+    ):
+        sc = _assume(sc, section, fld, value, shown, note, overrides, assumed)
     host_model = _profile_of(sc).host_layer
     # the CPU speed scales a host model measured at a known probe; a loop that never syncs is priced as
     # one only for an eager or compiled single-stage step with a per-layer host model
@@ -353,9 +432,10 @@ def validate(
         and sc.runtime.framework != "cuda_graphs"
         and any(k.startswith("train_fwd_") for k in host_model)
     )
-    for runtime_field, value, shown, note in (
+    for section, fld, value, shown, note in (
         # the CPU's per-op speed (aten::t) of the slowest rank: host-bound phases scale with it
         (
+            "runtime",
             "cpu_op_time",
             cpu,
             cpu is not None,
@@ -372,15 +452,17 @@ def validate(
         ),
         # decode steps per host wait: under CUDA graphs each wait exposes the next graph's launch
         (
+            "runtime",
             "decode_sync_every",
             decode_every,
-            decode_every != 1 and sc.kind == "inference" and sc.runtime.framework == "cuda_graphs",
+            decode_every != 1 and inference and sc.runtime.framework == "cuda_graphs",
             f"predicted with runtime.decode_sync_every: {'null' if decode_every is None else decode_every} (the "
             f"trace's loop waits for the GPU {'never' if decode_every is None else f'once every {decode_every} decode steps'}"
             "); --set runtime.decode_sync_every=1 predicts a loop that reads its tokens every step",
         ),
         # a training loop with no host wait in its steps lets the host run ahead across steps
         (
+            "runtime",
             "step_sync",
             False,
             unsync_model and all(x is False for x in synced),
@@ -388,30 +470,8 @@ def validate(
             "runs ahead into the next step and a step takes the larger of the host's and the GPU's totals); "
             "--set runtime.step_sync=true predicts a loop that syncs",
         ),
-        # a PyTorch-profiler trace was recorded with the profiler attached (Nsight Systems ones not)
-        (
-            "profiler",
-            True,
-            all(a.trace.format == "kineto" for a in ans),
-            "predicted with runtime.profiler: true (the run was recorded by the PyTorch profiler, which "
-            "adds host time to every op); --set runtime.profiler=false predicts the same run unprofiled",
-        ),
-        # torch.compile's inductor names its generated kernels triton_poi_/per_/red_fused_...
-        (
-            "framework",
-            "compiled",
-            any(inductor_kernels(a) for a in ans),
-            "predicted with runtime.framework: compiled (the trace's fused kernels are torch.compile's); "
-            "--set runtime.framework=eager predicts the same model in eager PyTorch",
-        ),
     ):
-        if (
-            shown
-            and runtime_field not in sc.runtime.model_fields_set
-            and not any(o.split("=", 1)[0].strip() == f"runtime.{runtime_field}" for o in overrides or [])
-        ):
-            sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={runtime_field: value})})
-            assumed.append(note)
+        sc = _assume(sc, section, fld, value, shown, note, overrides, assumed)
     from simcore.calibration.calibrate import runs
 
     groups = runs(ans)
@@ -515,6 +575,30 @@ def validate(
         cpu_op_speed_s=None if cpu is None else {"main": cpu.main, "backward": cpu.backward},
         runtime=sc.runtime.model_dump(mode="json"),
     )
+
+
+def _assume(
+    sc: Scenario,
+    section: str,
+    fld: str,
+    value: Any,
+    shown: bool,
+    note: str,
+    overrides: list[str] | None,
+    assumed: list[str],
+) -> Scenario:
+    """``sc`` with ``section.fld = value`` where the trace ``shown`` it and neither the scenario file nor
+    a ``--set`` gave the field (the ``note`` then joins ``assumed``)."""
+    part = getattr(sc, section)
+    if (
+        not shown
+        or part is None
+        or fld in part.model_fields_set
+        or any(o.split("=", 1)[0].strip() == f"{section}.{fld}" for o in overrides or [])
+    ):
+        return sc
+    assumed.append(note)
+    return sc.model_copy(update={section: part.model_copy(update={fld: value})})
 
 
 def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:

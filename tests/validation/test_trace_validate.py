@@ -290,6 +290,63 @@ def test_compiled_run_is_assumed_for_traces_of_inductor_kernels() -> None:
     assert inductor_kernels(load_analyses([str(REPO / CASES["h200_train_gpt_gelu_ln"][0])])[0]) == 0
 
 
+def test_cuda_graph_run_is_assumed_for_traces_of_graph_replays() -> None:
+    """A scenario that says nothing of the framework, for a trace whose kernels run inside
+    cudaGraphLaunch replays, is predicted as the stated cuda_graphs scenario (the decode loop's
+    synchronisation included), not as eager decode (several times slower)."""
+    import yaml
+
+    from simcore.specs.resolve import scenario_from_dict
+    from simcore.validation.traces import graph_framework
+    from simcore.workload.replay import load_analyses
+
+    name = "h200_decode_cuda_graphs"
+    data = yaml.safe_load((SC / f"{name}.yaml").read_text())
+    del data["runtime"]["framework"]
+    sc = scenario_from_dict(data)
+    files = [str(REPO / f) for f in CASES[name]]
+    ans = load_analyses(files)
+    assert graph_framework(ans)
+    assumed = validate(files, sc, analyses=ans)
+    assert any("runtime.framework: cuda_graphs" in n for n in assumed.notes)
+    assert any("runtime.decode_sync_every" in n for n in assumed.notes)
+    stated = validate(files, SC / f"{name}.yaml", analyses=ans)
+    assert assumed.predicted_step_time_s == pytest.approx(stated.predicted_step_time_s)
+    eager = validate(files, sc, ["runtime.framework=eager"], analyses=ans)
+    assert eager.predicted_step_time_s > 2 * assumed.predicted_step_time_s
+    # an eager or compiled trace launches no graph
+    for other in ("h200_infer_prefill_decode", "h200_train_gpt_gelu_ln_compiled"):
+        assert not graph_framework(load_analyses([str(REPO / CASES[other][0])]))
+
+
+@pytest.mark.parametrize(
+    ("name", "fp32"),
+    [
+        ("h200_train_llama1b_eager", True),  # AMP: float weights, autocast per GEMM
+        ("h200_train_gpt125m_compiled", True),  # compiled: read from AccumulateGrad's float gradients
+        ("h200_infer_llama1b_b8", False),  # bf16 weights, no backward
+    ],
+)
+def test_fp32_weights_are_read_from_the_trace(name: str, fp32: bool) -> None:
+    import yaml
+
+    from simcore.specs.resolve import scenario_from_dict
+    from simcore.validation.traces import fp32_weights
+    from simcore.workload.replay import load_analyses
+
+    files = [str(REPO / f) for f in CASES[name]]
+    ans = load_analyses(files)
+    assert fp32_weights(ans) is fp32
+    data = yaml.safe_load((SC / f"{name}.yaml").read_text())
+    if data["kind"] != "training":
+        return
+    del data["training"]["param_dtype"]  # the default is bf16 weights
+    assumed = validate(files, scenario_from_dict(data), analyses=ans)
+    assert any("training.param_dtype: fp32" in n for n in assumed.notes)
+    stated = validate(files, SC / f"{name}.yaml", analyses=ans)
+    assert assumed.predicted_step_time_s == pytest.approx(stated.predicted_step_time_s)
+
+
 def test_graph_replayed_attention_counts_by_launch_grid() -> None:
     """Kernels replayed from a CUDA graph have no op with shapes: a forward attention kernel with one
     block of query rows in its grid is a decode layer (FlashAttention's split-KV decode: grid [1, 3,
