@@ -11,7 +11,11 @@ width 768, and 8 layers at width 2048; seq 1024, micro-batch 2), the eager steps
 in one process, one after the other, and written as Chrome traces (``compiled_<model>.json.gz``,
 ``eager_<model>.json.gz``) for ``simcore`` to read.
 
-  python tools/bench_compiled_steps.py --outdir DIR [--budget S] [--smoke]
+Round 30 (``--set r30``) runs more layer counts and keeps every trace: a compiled trace's CPU speed is
+its own ``aten::transpose`` (inductor's generated code calls it 100-300 times a step, on both threads),
+over the ``aten::transpose`` / ``aten::t`` ratio of eager traces.
+
+  python tools/bench_compiled_steps.py --outdir DIR [--set r27|r30] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -37,6 +41,13 @@ MODELS = [
     ("llama_L8_h768", "llama", 8, 768),
     ("gpt_L8_h2048", "gpt", 8, 2048),
     ("llama_L8_h2048", "llama", 8, 2048),
+]
+# round 30: 2 / 4 / 8 layers at widths 768 and 1024, and 8 at 2048 (intercept and slope per block)
+MODELS_R30 = [
+    (f"{arch}_L{L}_h{h}", arch, L, h)
+    for h, counts in ((768, (2, 4, 8)), (1024, (2, 8)), (2048, (8,)))
+    for L in counts
+    for arch in ("gpt", "llama")
 ]
 
 
@@ -69,7 +80,9 @@ def main():
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--set", choices=("r27", "r30"), default="r27", help="which models (round 27 or 30)")
     args = ap.parse_args()
+    models = MODELS_R30 if args.set == "r30" else MODELS
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     probe_sdpa(dev)
     os.makedirs(args.outdir, exist_ok=True)
@@ -79,7 +92,7 @@ def main():
     seq, mb = (64, 1) if args.smoke else (1024, 2)
     meta = {"env": env_info(dev), "models": {}}
     t0 = time.time()
-    for name, arch, L, h in MODELS[:2] if args.smoke else MODELS:
+    for name, arch, L, h in models[:2] if args.smoke else models:
         if time.time() - t0 > args.budget:
             log("budget reached")
             break
@@ -113,7 +126,7 @@ def main():
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, "r27_models.json"), "w") as f:
+    with open(os.path.join(args.outdir, f"{args.set}_models.json"), "w") as f:
         json.dump(meta, f, indent=1)
     log(f"done in {time.time() - t0:.0f} s")
 

@@ -1321,7 +1321,7 @@ def fit(
             "notes": [
                 f"fitted by simcore.calibration.fit_compute on {len(t)} rows "
                 f"({int(np.sum(fit_mask & ok))} fit, {int(np.sum(~fit_mask & ok))} held out by shape hash)",
-                "launch.compiled (one op) takes the CUDA-graph value; compiled training steps scale the eager host per layer by host_layer.compiled_ratio_* (measured)",
+                "launch.compiled (one op) takes the CUDA-graph value; profiled compiled training steps take host_layer.profiled_compiled_* (whole profiled steps, round 30), unprofiled ones the eager host per layer times host_layer.compiled_ratio_* (measured)",
             ],
             "fit_report": {"held_out": small},
             "clock_fraction": {k: v / device.boost_clock for k, v in clocks_found.items()},

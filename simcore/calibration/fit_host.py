@@ -27,6 +27,10 @@
 * ``compiled_ratio_<fwd|bwd>_<act>`` (and ``profiled_compiled_ratio_...``): host time of a layer under
   ``torch.compile`` over the eager layer's, measured in one process (``tools/bench_compiled_host.py``,
   ``host_compiled.csv.gz``);
+* ``profiled_compiled_<fwd|bwd>_<act>``, ``profiled_compiled_step_<fwd|bwd>_<act>``,
+  ``probe_compiled_<main|backward>``: a profiled compiled step's host per layer and per micro-batch, in
+  the compiled regions' own CPU-speed probe (``host_compiled_steps.csv.gz``, round 30,
+  :func:`compiled_step_costs`);
 * ``profiled_<entry>``: the entry while the PyTorch profiler records, the entry times the profiler's
   ratio measured in one process (``profiler_ratio_<decode|train>_<act>`` from the interleaved
   multi-process runs of ``tools/bench_host_size.py`` where they exist).
@@ -335,41 +339,75 @@ def _is_compiled_step_run(rows: list[dict[str, str]]) -> bool:
 _COMPILED_NAME = re.compile(r"compiled_(gpt|llama)_L(\d+)_h(\d+)")
 
 
-def compiled_layer_host(rows: list[dict[str, str]], path: str | Path) -> dict[str, tuple[float, float]]:
-    """Host seconds per layer of a profiled torch.compile step's forward and backward regions, per
-    block (``gelu`` / ``swiglu``): the slope of the regions' medians between the layer counts of one
-    width (round 27, ``tools/bench_compiled_steps.py``, traces named ``compiled_<gpt|llama>_L<n>_h<w>``;
-    rows of ``python -m simcore.calibration.host_trace --compiled``). A compiled trace has no per-op
-    probe, so these are absolute: the machine's speed of that round."""
+def compiled_step_costs(
+    rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
+) -> dict[str, float]:
+    """The host of profiled torch.compile training steps in CPU-speed units (round 30,
+    ``tools/bench_compiled_steps.py --set r30``; rows of ``python -m simcore.calibration.host_trace
+    --compiled`` for traces named ``compiled_<gpt|llama>_L<n>_h<w>``).
+
+    A compiled trace has no ``aten::t``; its probe is ``aten::transpose`` in the compiled regions
+    (``host_trace.COMPILED_PROBE_OP``). Per block, least-squares lines over the layer count of
+
+    * the forward region(s) over the step's main-thread probe: ``a_f + b_f x layers``;
+    * the rest of the step but the optimizer (the backward regions, gradient accumulation, ``zero_grad``,
+      the loop) over its autograd-thread probe: ``a_b + b_b x layers``;
+
+    in seconds at the compiled probe these entries stand for: ``probe_compiled_main`` /
+    ``probe_compiled_backward``, the eager reference probes ``ref`` (``probe_main`` /
+    ``probe_backward``) times the median compiled / eager probe ratio of the rows (each compiled trace
+    beside an eager one of its process). Entries: ``profiled_compiled_<fwd|bwd>_<act>`` per layer,
+    ``profiled_compiled_step_<fwd|bwd>_<act>`` per micro-batch; the eager ``optimizer.step()`` keeps its
+    own entries, and the after-optimizer ``profiled_step_end`` in ``ref`` is taken out of ``a_b``."""
     acts = {"gpt": "gelu", "llama": "swiglu"}
-    pts: dict[tuple[str, int, int], tuple[list[float], list[float]]] = {}
+    pts: dict[str, list[tuple[int, float, float, float, float]]] = {}
+    r_main: list[float] = []
+    r_bwd: list[float] = []
     try:
         for r in rows:
             m = _COMPILED_NAME.search(Path(r["trace"]).name)
-            if m is None:
+            pm, pb = float(r["probe_main_s"]), float(r["probe_bwd_s"])
+            if m is None or pm <= 0 or pb <= 0:
                 continue
-            f, b = pts.setdefault((acts[m[1]], int(m[3]), int(m[2])), ([], []))
-            f.append(float(r["fwd_region_s"]))
-            b.append(float(r["bwd_region_s"]))
+            fwd, rest = (
+                float(r["fwd_region_s"]),
+                float(r["step_s"]) - float(r["fwd_region_s"]) - float(r["optimizer_s"]),
+            )
+            pts.setdefault(acts[m[1]], []).append((int(m[2]), fwd, pm, rest, pb))
+            em, eb = float(r["eager_probe_main_s"] or 0.0), float(r["eager_probe_bwd_s"] or 0.0)
+            if em > 0 and eb > 0:
+                r_main.append(pm / em)
+                r_bwd.append(pb / eb)
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad compiled-step row: {e}", file=str(path)) from None
-    if not pts:
+    if not r_main or not ref.get("probe_main") or not ref.get("probe_backward"):
         raise TraceError(
-            "no trace named compiled_<gpt|llama>_L<layers>_h<width> (round 27's names)", file=str(path)
+            "no compiled_<gpt|llama>_L<layers>_h<width> row with its compiled and eager probes (round 30's "
+            "rows), or no eager reference probe to state them at",
+            file=str(path),
         )
-    out: dict[str, tuple[float, float]] = {}
-    for act in sorted({k[0] for k in pts}):
-        for width in sorted({k[1] for k in pts if k[0] == act}):
-            counts = sorted(k[2] for k in pts if k[:2] == (act, width))
-            if len(counts) < 2 or act in out:
-                continue
-            lo, hi = pts[(act, width, counts[0])], pts[(act, width, counts[-1])]
-            n = counts[-1] - counts[0]
-            out[act] = (
-                (statistics.median(hi[0]) - statistics.median(lo[0])) / n,
-                (statistics.median(hi[1]) - statistics.median(lo[1])) / n,
-            )
+    c_main = statistics.median(r_main) * ref["probe_main"]
+    c_bwd = statistics.median(r_bwd) * ref["probe_backward"]
+    out = {"probe_compiled_main": c_main, "probe_compiled_backward": c_bwd}
+    end = ref.get("profiled_step_end", 0.0)
+    for act, p in sorted(pts.items()):
+        if len({x[0] for x in p}) < 2:
+            continue
+        a_f, b_f = _line([x[0] for x in p], [x[1] / x[2] for x in p])
+        a_b, b_b = _line([x[0] for x in p], [x[3] / x[4] for x in p])
+        out[f"profiled_compiled_fwd_{act}"] = max(b_f, 0.0) * c_main
+        out[f"profiled_compiled_bwd_{act}"] = max(b_b, 0.0) * c_bwd
+        out[f"profiled_compiled_step_fwd_{act}"] = max(a_f, 0.0) * c_main
+        out[f"profiled_compiled_step_bwd_{act}"] = max(a_b * c_bwd - end, 0.0)
     return out
+
+
+def _line(x: list[int], y: list[float]) -> tuple[float, float]:
+    """Least-squares intercept and slope of ``y`` over ``x``."""
+    import numpy as np
+
+    slope, icpt = np.polyfit(np.asarray(x, dtype=float), np.asarray(y, dtype=float), 1)
+    return float(icpt), float(slope)
 
 
 def _is_compiled_run(rows: list[dict[str, str]]) -> bool:
@@ -510,7 +548,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     step_paths: list[str] = []
     graph_sync: list[dict[str, str]] = []
     graph_replay: list[dict[str, str]] = []
-    compiled_steps: dict[str, tuple[float, float]] = {}
+    compiled_steps: list[dict[str, str]] = []
+    compiled_step_paths: list[str] = []
     for p in paths:
         csv_rows = _csv_rows(p)
         if _is_step_host_run(csv_rows):
@@ -521,7 +560,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             step_hosts.update(decode_host_costs(csv_rows, p))
             continue
         if _is_compiled_step_run(csv_rows):
-            compiled_steps.update(compiled_layer_host(csv_rows, p))
+            compiled_steps.extend(csv_rows)
+            compiled_step_paths.append(str(p))
             continue
         if _is_graph_sync_run(csv_rows):
             graph_sync.extend(csv_rows)
@@ -610,14 +650,10 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     # (a width-64 layer times the profiler's ratio); the unprofiled per-step host outside the layers is
     # the profiled one over the profiler's measured per-layer ratio
     out.update(step_hosts)
-    # a profiled compiled layer's host, measured in whole profiled steps (round 27), over the profiled
-    # eager layer's entry: supersedes round 16's compiled / eager ratio, whose eager layer was measured
-    # by call-time slopes that read a backward layer at half what whole profiled steps show
-    for act, (f_s, b_s) in compiled_steps.items():
-        for phase, v in (("fwd", f_s), ("bwd", b_s)):
-            eager = out.get(f"profiled_train_{phase}_{act}")
-            if eager and v > 0:
-                out[f"profiled_compiled_ratio_{phase}_{act}"] = v / eager
+    # profiled compiled steps in their own CPU-speed units (round 30): the profiled compiled host per
+    # layer and per micro-batch, stated at the eager reference probes' speed
+    if compiled_steps:
+        out.update(compiled_step_costs(compiled_steps, ", ".join(compiled_step_paths), out))
     if graph_sync and graph_replay:
         out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
     for act in ("gelu", "swiglu"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis
@@ -386,11 +387,20 @@ _COMPILED_FWD = "CompiledFunction"
 _COMPILED_BWD = "CompiledFunctionBackward"
 
 
+COMPILED_PROBE_OP = "aten::transpose"
+"""The per-op probe of a torch.compile trace, which has no ``aten::t``: inductor's generated code calls
+``aten::transpose`` 8-16 times per layer and step on each thread. Its median in compiled regions tracks
+their host time within ~5 % across layer counts and widths of one process (round 30); it is not the
+``aten::t`` of an eager step (0.3-0.5x of it, the ratio moving with the CPU)."""
+
+
 @dataclass(frozen=True)
 class CompiledStepHost(_Row):
     """One profiled torch.compile training step: the host seconds of its compiled forward region(s)
     (``CompiledFunction``, main thread), backward region(s) (``CompiledFunctionBackward``, autograd
-    thread) and ``optimizer.step()``."""
+    thread) and ``optimizer.step()``; the trace's :data:`COMPILED_PROBE_OP` median on each thread
+    (``probe_*_s``), and the ``aten::t`` of an eager trace of the same process beside it
+    (``eager_probe_*_s``, 0 where there is none)."""
 
     trace: str
     step: str
@@ -398,13 +408,34 @@ class CompiledStepHost(_Row):
     fwd_region_s: float
     bwd_region_s: float
     optimizer_s: float
+    probe_main_s: float = 0.0
+    probe_bwd_s: float = 0.0
+    eager_probe_main_s: float = 0.0
+    eager_probe_bwd_s: float = 0.0
 
 
 COMPILED_COLUMNS = columns(CompiledStepHost)
 
 
-def compiled_step_hosts(a: Analysis) -> list[CompiledStepHost]:
-    """Every annotated step of a torch.compile trace with compiled forward and backward regions."""
+def compiled_op_speed(a: Analysis, window: tuple[float, float] | None = None) -> OpSpeed | None:
+    """A torch.compile trace's CPU speed (in ``window``, CPU timestamps, where given): the median
+    :data:`COMPILED_PROBE_OP` on its main thread (the one that runs the compiled forward) and on the
+    autograd thread (compiled backward); ``None`` where no compiled region calls it."""
+    ops = list(a.trace.cpu_ops.values())
+    fwd = {o.tid for o in ops if o.name == _COMPILED_FWD}
+    bwd = {o.tid for o in ops if o.name == _COMPILED_BWD}
+    lo, hi = window or (float("-inf"), float("inf"))
+    probes = [o for o in ops if o.name == COMPILED_PROBE_OP and lo <= o.ts <= hi]
+    main = [o.dur for o in probes if o.tid in fwd and o.tid not in bwd]
+    back = [o.dur for o in probes if o.tid in bwd]
+    if not main:
+        return None
+    return OpSpeed(main_s=statistics.median(main), backward_s=statistics.median(back) if back else None)
+
+
+def compiled_step_hosts(a: Analysis, eager: OpSpeed | None = None) -> list[CompiledStepHost]:
+    """Every annotated step of a torch.compile trace with compiled forward and backward regions, with
+    the step's own probes (``eager``: the probe of an eager trace of the same process, if any)."""
     opt_ranges = [x for x in a.trace.annotations if x.name.startswith(_OPT_STEP) and not x.gpu]
     out: list[CompiledStepHost] = []
     for st in a.steps:
@@ -417,7 +448,21 @@ def compiled_step_hosts(a: Analysis) -> list[CompiledStepHost]:
         if fwd <= 0 or bwd <= 0:
             continue
         opt = sum(x.dur for x in opt_ranges if lo <= x.ts <= hi)
-        out.append(CompiledStepHost(a.trace.path, st.name, hi - lo, fwd, bwd, opt))
+        speed = compiled_op_speed(a, (lo, hi))
+        out.append(
+            CompiledStepHost(
+                a.trace.path,
+                st.name,
+                hi - lo,
+                fwd,
+                bwd,
+                opt,
+                float((speed.main_s if speed else None) or 0.0),
+                float((speed.backward_s if speed else None) or 0.0),
+                float((eager.main_s if eager else None) or 0.0),
+                float((eager.backward_s if eager else None) or 0.0),
+            )
+        )
     return out
 
 
@@ -531,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     per step (the input of ``fit_host``'s per-step and per-layer host in CPU-speed units).
     ``--decode``: every eager decode pass of profiled inference traces (:class:`DecodeHost`).
     ``--graphs``: the CUDA-graph replays of a trace (:class:`GraphReplays`), one row per trace.
-    ``--compiled``: the compiled regions of profiled torch.compile steps (:class:`CompiledStepHost`)."""
+    ``--compiled``: the compiled regions of profiled torch.compile steps (:class:`CompiledStepHost`),
+    with the ``aten::t`` of ``eager_<name>`` where it lies beside ``compiled_<name>`` (one process)."""
     import argparse
     import csv
     import gzip
@@ -567,7 +613,14 @@ def main(argv: list[str] | None = None) -> int:
         for p in args.ddp or args.steps or args.decode or args.graphs or args.compiled:
             a = analyze(read_trace(p))
             if args.compiled:
-                cs = compiled_step_hosts(a)
+                # an eager trace of the same process beside it (eager_<name> next to compiled_<name>)
+                twin = Path(p).with_name(Path(p).name.replace("compiled_", "eager_", 1))
+                eager = (
+                    op_speed(analyze(read_trace(twin)))
+                    if "compiled_" in Path(p).name and twin.exists()
+                    else None
+                )
+                cs = compiled_step_hosts(a, eager)
                 if not cs:
                     print(f"error: {p}: no step with compiled forward and backward regions", file=sys.stderr)
                     return 2

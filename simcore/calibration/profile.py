@@ -173,6 +173,8 @@ BACKWARD_THREAD_HOST = (
     "ddp_step_bwd",
     "fsdp_step_bwd",
     "tp_step_bwd",
+    "compiled_bwd",
+    "compiled_step_bwd",
 )
 """``host_layer`` entries for work PyTorch's autograd thread does (the rest runs on the main thread)."""
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis
-from simcore.calibration.host_trace import SYNC_CALLS, op_speed, step_synchronized
+from simcore.calibration.host_trace import SYNC_CALLS, OpSpeed, compiled_op_speed, op_speed, step_synchronized
 from simcore.errors import SimcoreError
 from simcore.specs.scenario import CpuOpTime, Scenario
 
@@ -423,7 +423,7 @@ def validate(
     # one only for an eager or compiled single-stage step with a per-layer host model
     inference = sc.kind == "inference"
     has_ref = bool(host_model.get("probe_infer" if inference else "probe_main"))
-    cpu = _cpu_speed(ans, inference) if has_ref else None
+    cpu = _cpu_speed(ans, inference, host_model) if has_ref else None
     synced = [step_synchronized(a) for a in ans]
     decode_every = _decode_sync_every(ans[0], sc) if inference else 1
     unsync_model = (
@@ -622,11 +622,28 @@ def _profile_of(sc: Scenario) -> Any:
     return load_profile(resolve_cluster(sc.cluster, default_registry()).device, sc.calibration)
 
 
-def _cpu_speed(ans: list[Analysis], inference: bool) -> CpuOpTime | None:
+def _cpu_speed(ans: list[Analysis], inference: bool, host: dict[str, float]) -> CpuOpTime | None:
     """The CPU speed probe of the slowest rank (the one whose host sets the pace), if the traces have
     one: the largest main-thread probe for inference, the largest sum over both threads for training
-    (where both are found)."""
+    (where both are found). A torch.compile trace has no ``aten::t``: its compiled regions'
+    ``aten::transpose`` stands in, over the profile's ``probe_compiled_*`` (the same CPU's transpose
+    in compiled code where its ``aten::t`` is ``probe_main`` / ``probe_backward``)."""
     speeds = [s for s in (op_speed(a) for a in ans) if s is not None and s.main_s]
+    if (
+        not speeds
+        and not inference
+        and host.get("probe_compiled_main")
+        and host.get("probe_compiled_backward")
+    ):
+        to_t = (
+            host["probe_main"] / host["probe_compiled_main"],
+            host["probe_backward"] / host["probe_compiled_backward"],
+        )
+        speeds = [
+            OpSpeed(main_s=float(s.main_s or 0.0) * to_t[0], backward_s=float(s.backward_s or 0.0) * to_t[1])
+            for s in (compiled_op_speed(a) for a in ans)
+            if s is not None and s.main_s and s.backward_s
+        ]
     if not speeds:
         return None
     if inference:

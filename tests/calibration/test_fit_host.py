@@ -295,30 +295,41 @@ def test_graph_loop_costs_hand_computed() -> None:
         graph_loop_costs(sync[:3], replays[:1], "x")  # one model cannot give a line
 
 
-def test_compiled_layer_host_hand_computed() -> None:
-    """Per block, the slope of the compiled regions' medians between two layer counts of one width."""
-    from simcore.calibration.fit_host import compiled_layer_host
+def test_compiled_step_costs_hand_computed() -> None:
+    """Per block, lines over the layer count of the forward region over the step's main-thread probe
+    and of the rest but the optimizer over its autograd-thread probe, stated at the eager reference
+    probes times the median compiled / eager probe ratio."""
+    from simcore.calibration.fit_host import compiled_step_costs
 
     rows = []
-    for arch, (f0, fl, b0, bl) in {
-        "gpt": (0.6e-3, 0.4e-3, 1.4e-3, 0.9e-3),
-        "llama": (0.7e-3, 0.45e-3, 1.3e-3, 0.75e-3),
-    }.items():
-        for layers in (2, 8):
-            for k, noise in enumerate((0.0, 1e-6, -1e-6)):
-                rows.append({"trace": f"dir/compiled_{arch}_L{layers}_h768.json.gz", "step": str(k),
-                             "fwd_region_s": str(f0 + fl * layers + noise), "bwd_region_s": str(b0 + bl * layers + noise)})  # fmt: skip
-    rows.append(
-        {"trace": "compiled_gpt_L8_h2048.json.gz", "step": "0", "fwd_region_s": "1", "bwd_region_s": "1"}
-    )
-    out = compiled_layer_host(rows, "x")
-    assert out["gelu"] == pytest.approx((0.4e-3, 0.9e-3))
-    assert out["swiglu"] == pytest.approx((0.45e-3, 0.75e-3))
-    shipped = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
-    # the shipped profiled compiled ratios are these slopes over the profiled eager layer
+    units = {"gpt": (250.0, 175.0, 320.0, 480.0), "llama": (230.0, 180.0, 800.0, 400.0)}
+    for arch, (af, bf, ab, bb) in units.items():
+        for layers in (2, 4, 8):
+            for pm, pb in ((4e-6, 3e-6), (3e-6, 2e-6)):
+                fwd, rest, opt = (af + bf * layers) * pm, (ab + bb * layers) * pb, 0.5e-3
+                rows.append({"trace": f"r/compiled_{arch}_L{layers}_h768.json.gz", "step": "s",
+                             "step_s": str(fwd + rest + opt), "fwd_region_s": str(fwd), "bwd_region_s": str(rest / 2),
+                             "optimizer_s": str(opt), "probe_main_s": str(pm), "probe_bwd_s": str(pb),
+                             "eager_probe_main_s": str(pm / 0.4), "eager_probe_bwd_s": str(pb / 0.5)})  # fmt: skip
+    # a row of another naming, and one without probes (round 27's), are not used
+    rows.append({**rows[0], "trace": "other.json.gz", "fwd_region_s": "1"})
+    rows.append({**rows[0], "probe_main_s": "0", "fwd_region_s": "1"})
+    ref = {"probe_main": 5e-6, "probe_backward": 4.8e-6, "profiled_step_end": 1e-4}
+    out = compiled_step_costs(rows, "x", ref)
+    cm, cb = 0.4 * 5e-6, 0.5 * 4.8e-6
+    assert out["probe_compiled_main"] == pytest.approx(cm)
+    assert out["probe_compiled_backward"] == pytest.approx(cb)
+    for arch, act in (("gpt", "gelu"), ("llama", "swiglu")):
+        af, bf, ab, bb = units[arch]
+        assert out[f"profiled_compiled_fwd_{act}"] == pytest.approx(bf * cm)
+        assert out[f"profiled_compiled_bwd_{act}"] == pytest.approx(bb * cb)
+        assert out[f"profiled_compiled_step_fwd_{act}"] == pytest.approx(af * cm)
+        assert out[f"profiled_compiled_step_bwd_{act}"] == pytest.approx(ab * cb - 1e-4)
+    with pytest.raises(TraceError, match="round 30"):
+        compiled_step_costs(rows[-1:], "x", ref)
+    # the shipped profile holds the fit of the committed rows
     from simcore.calibration.fit_host import _csv_rows
 
-    real = compiled_layer_host(_csv_rows(REPO / "traces/h200/host_compiled_steps.csv.gz"), "c")
-    assert shipped["profiled_compiled_ratio_bwd_gelu"] == pytest.approx(
-        real["gelu"][1] / shipped["profiled_train_bwd_gelu"]
-    )
+    shipped = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
+    real = compiled_step_costs(_csv_rows(REPO / "traces/h200/host_compiled_steps.csv.gz"), "c", shipped)
+    assert real and all(shipped[k] == pytest.approx(v) for k, v in real.items())

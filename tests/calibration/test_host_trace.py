@@ -270,3 +270,37 @@ def test_compiled_step_hosts_and_cli(tmp_path) -> None:  # type: ignore[no-untyp
     out = str(tmp_path / "c.csv")
     assert main(["--compiled", str(p), "-o", out]) == 0
     assert main(["--compiled", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", out]) == 2
+
+
+def test_compiled_probe_is_the_compiled_regions_transpose(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A compiled trace's CPU speed: the median aten::transpose its compiled forward regions' thread
+    and the autograd thread call (none in an eager trace's compiled regions: it has none); the CLI
+    reads the eager probe from an eager_<name> twin beside compiled_<name>."""
+    import csv
+    import shutil
+    import statistics
+
+    from simcore.calibration.host_trace import compiled_op_speed, compiled_step_hosts, main, op_speed
+
+    p = H200 / "profile_train_gpt-125m_s1024_b8_compiled.json.gz"
+    a = analyze(read_trace(p))
+    sp = compiled_op_speed(a)
+    assert sp is not None and sp.backward_s is not None
+    fwd_tids = {o.tid for o in a.trace.cpu_ops.values() if o.name == "CompiledFunction"}
+    main_tr = [o.dur for o in a.trace.cpu_ops.values() if o.name == "aten::transpose" and o.tid in fwd_tids]
+    assert sp.main_s == statistics.median(main_tr)
+    assert 1e-6 < sp.backward_s < 1e-5 and op_speed(a) is None  # no aten::t in a compiled trace
+    assert compiled_op_speed(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
+    xs = compiled_step_hosts(a)
+    assert all(x.probe_main_s > 0 and x.probe_bwd_s > 0 and x.eager_probe_main_s == 0 for x in xs)
+    # a twin eager trace of the same (pretend) process
+    shutil.copy(p, tmp_path / "compiled_gpt_L12_h768.json.gz")
+    shutil.copy(
+        H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz", tmp_path / "eager_gpt_L12_h768.json.gz"
+    )
+    out = tmp_path / "c.csv"
+    assert main(["--compiled", str(tmp_path / "compiled_gpt_L12_h768.json.gz"), "-o", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    eager = op_speed(analyze(read_trace(H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz")))
+    assert eager is not None
+    assert all(float(r["eager_probe_main_s"]) == pytest.approx(eager.main_s) for r in rows)

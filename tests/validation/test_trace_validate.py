@@ -53,6 +53,20 @@ def test_validate_real_traces(name: str) -> None:
     elif any(s.backward_s for s in speeds):
         slow = max((s for s in speeds if s.backward_s), key=lambda s: s.main_s + s.backward_s)  # type: ignore[operator]
         assert cpu == {"main": slow.main_s, "backward": slow.backward_s}
+    elif sc.runtime.framework == "compiled":
+        # no aten::t: the compiled regions' aten::transpose, at the profile's compiled / eager probe ratio
+        from simcore.calibration.host_trace import compiled_op_speed
+        from simcore.validation.traces import _profile_of
+
+        host = _profile_of(sc).host_layer
+        comp = [s for s in (compiled_op_speed(a) for a in ans) if s is not None]
+        slow = max(comp, key=lambda s: s.main_s + s.backward_s)  # type: ignore[operator]
+        assert cpu == pytest.approx(
+            {
+                "main": slow.main_s * host["probe_main"] / host["probe_compiled_main"],  # type: ignore[operator]
+                "backward": slow.backward_s * host["probe_backward"] / host["probe_compiled_backward"],  # type: ignore[operator]
+            }
+        )
     else:
         assert cpu is None
     never_syncs = sc.kind == "training" and all(step_synchronized(a) is False for a in ans)
