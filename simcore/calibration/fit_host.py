@@ -278,7 +278,10 @@ def graph_loop_costs(
 
     * ``graph_sync_fixed`` / ``graph_sync_per_kernel``: a least-squares line of the exposed cost over
       the kernels per replay, unprofiled (``profiled_...``: under the profiler, whose launch call takes
-      ~1.6 us per graph node);
+      ~1.6 us per graph node); where the traces' rows read the device idle at the ends of each profiled
+      step (``step_exposed_s`` per wait: the loop, ``profiler.step()``, the first launch after the wait,
+      the wait's return), the profiled line is fitted to those instead: what a trace shows per step;
+    * ``profiled_graph_replay_gap``: device idle between back-to-back replays in the profiled traces;
     * ``graph_kernel_gap``: device idle between consecutive kernels of a replay, unprofiled (the
       back-to-back replay time minus the kernels' time, per kernel); ``profiled_graph_kernel_gap``: read
       in the profiled traces (first kernel's start to last kernel's end, minus the kernels)."""
@@ -299,6 +302,14 @@ def graph_loop_costs(
             for r in replay_rows
         }
         replays = {m: v for m, v in replays.items() if v[0] >= 2}
+        # newer rows: the device idle at a profiled step's ends per wait, and between replays
+        steps = {
+            Path(r["trace"]).name.removeprefix("graph_").split(".json")[0]: num(r["step_exposed_s"])
+            / num(r["syncs_per_step"])
+            for r in replay_rows
+            if r.get("step_exposed_s") and r.get("syncs_per_step") and num(r["syncs_per_step"]) > 0
+        }
+        replay_gaps = [num(r["replay_gap_s"]) for r in replay_rows if r.get("replay_gap_s")]
         sync: dict[tuple[str, bool], list[float]] = {}
         bb: dict[str, list[float]] = {}
         for r in sync_rows:
@@ -329,6 +340,18 @@ def graph_loop_costs(
         max(statistics.median(bb[m]) - replays[m][1], 0.0) / replays[m][0] for m in models
     )
     out["profiled_graph_kernel_gap"] = statistics.median(replays[m][2] for m in models)
+    # profiled traces of the loop (one profiler step per wait) expose more per wait than the timing
+    # loops, which call no profiler.step(): the loop and the step boundary before the first launch,
+    # a slower first launch, the return of the wait after the last kernel; where the rows read it
+    per_wait = {m: w for m, w in steps.items() if m in replays and w > 0}
+    if len({replays[m][0] for m in per_wait}) >= 2:
+        slope, icpt = statistics.linear_regression([replays[m][0] for m in per_wait], list(per_wait.values()))
+        out["profiled_graph_sync_per_kernel"] = max(slope, 0.0)
+        out["profiled_graph_sync_fixed"] = max(icpt, 0.0)
+    if replay_gaps:
+        # back-to-back replays of a profiled loop: the device idles between one's last kernel and the
+        # next one's first (unprofiled, inside the back-to-back time that graph_kernel_gap spreads)
+        out["profiled_graph_replay_gap"] = statistics.median(replay_gaps)
     return out
 
 

@@ -475,7 +475,13 @@ class GraphReplays(_Row):
     """The replays of captured CUDA graphs in a trace (the kernels a ``cudaGraphLaunch`` call
     launched): medians per replay of the kernel count, the kernels' summed time, the span from the
     first kernel's start to the last one's end, the device idle between consecutive kernels
-    (``(span - busy) / (kernels - 1)``), and the host duration of the launch call."""
+    (``(span - busy) / (kernels - 1)``), and the host duration of the launch call; the device idle
+    between consecutive replays (``replay_gap_s``: the next replay's first kernel after this one's
+    last, median over pairs, so the back-to-back ones); per annotated step with replays, the device
+    idle at its ends (``step_exposed_s``: step start to its first kernel, plus its last kernel's end
+    to the step's end: the loop, the profiler's step boundary, the first launch after a wait) and the
+    host's waits for the GPU in it (``syncs_per_step``). Steps: 0 where the trace has no annotated
+    step."""
 
     trace: str
     replays: int
@@ -484,6 +490,9 @@ class GraphReplays(_Row):
     span_per_replay_s: float
     gap_per_kernel_s: float
     graph_launch_s: float
+    replay_gap_s: float = 0.0
+    step_exposed_s: float = 0.0
+    syncs_per_step: float = 0.0
 
 
 GRAPH_COLUMNS = columns(GraphReplays)
@@ -496,12 +505,26 @@ def graph_replays(a: Analysis) -> GraphReplays | None:
     for k in a.trace.kernels():
         if k.correlation in launches:
             by.setdefault(k.correlation, []).append((k.ts, k.dur))
-    reps = [sorted(v) for v in by.values() if len(v) >= 2]
+    reps = sorted((sorted(v) for v in by.values() if len(v) >= 2), key=lambda r: r[0][0])
     if not reps:
         return None
     busy = [sum(d for _, d in r) for r in reps]
     span = [max(t + d for t, d in r) - r[0][0] for r in reps]
     gaps = [(sp - b) / (len(r) - 1) for r, b, sp in zip(reps, busy, span, strict=True)]
+    between = [nxt[0][0] - (r[0][0] + sp) for r, sp, nxt in zip(reps, span, reps[1:], strict=False)]
+    syncs = [c.ts for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
+    exposed: list[float] = []
+    waits: list[float] = []
+    for st in a.steps:
+        if st.cpu_start is None or st.cpu_end is None:
+            continue
+        lo, hi = st.cpu_start, st.cpu_end
+        inside = [r for r in reps if lo <= r[0][0] <= hi]
+        if not inside:
+            continue
+        last = max(t + d for r in inside for t, d in r)
+        exposed.append((inside[0][0][0] - lo) + max(hi - last, 0.0))
+        waits.append(float(sum(1 for t in syncs if lo <= t <= hi)))
     return GraphReplays(
         trace=a.trace.path,
         replays=len(reps),
@@ -510,6 +533,9 @@ def graph_replays(a: Analysis) -> GraphReplays | None:
         span_per_replay_s=float(statistics.median(span)),
         gap_per_kernel_s=float(statistics.median(gaps)),
         graph_launch_s=float(statistics.median(launches[c].dur for c in by)),
+        replay_gap_s=float(statistics.median(between)) if between else 0.0,
+        step_exposed_s=float(statistics.median(exposed)) if exposed else 0.0,
+        syncs_per_step=float(statistics.median(waits)) if waits else 0.0,
     )
 
 

@@ -134,6 +134,9 @@ def evaluate(
             + prof.host("graph_sync_per_kernel", profiler) * decode.kernels
         )
         decode.add("graph_sync", sync / decode_sync_every)
+    if framework == "cuda_graphs" and profiler:
+        # under the profiler the device also idles between back-to-back replays (round 26's traces)
+        decode.add("graph_sync", host_cal.get("profiled_graph_replay_gap", 0.0))
 
     # a power-capped GPU stretches a phase whose kernels would draw more than its TDP on average
     for pr in (prefill, decode):

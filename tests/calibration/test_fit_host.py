@@ -293,6 +293,17 @@ def test_graph_loop_costs_hand_computed() -> None:
     assert out["profiled_graph_kernel_gap"] == pytest.approx(0.5e-6)
     with pytest.raises(TraceError):
         graph_loop_costs(sync[:3], replays[:1], "x")  # one model cannot give a line
+    # rows that read each profiled step's exposed ends (2 waits per step here) and the idle between
+    # replays: the profiled line is fitted to the traces' steps
+    traced = [
+        {**r, "step_exposed_s": str(2 * (50e-6 + 2.8e-6 * k)), "syncs_per_step": "2", "replay_gap_s": str(g)}
+        for r, k, g in zip(replays, (60, 120, 240), (4.4e-6, 4.6e-6, 4.5e-6), strict=True)
+    ]
+    out = graph_loop_costs(sync, traced, "x")
+    assert out["profiled_graph_sync_fixed"] == pytest.approx(50e-6)
+    assert out["profiled_graph_sync_per_kernel"] == pytest.approx(2.8e-6)
+    assert out["profiled_graph_replay_gap"] == pytest.approx(4.5e-6)
+    assert out["graph_sync_fixed"] == pytest.approx(1e-6)  # the unprofiled line: the timing loops still
 
 
 def test_compiled_step_costs_hand_computed() -> None:

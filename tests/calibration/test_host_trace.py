@@ -257,6 +257,10 @@ def test_graph_replays_of_the_committed_traces() -> None:
     # 2 profiled steps x 8 replays of a 4-layer decode step's graph
     assert g is not None and g.replays == 16 and g.kernels_per_replay == 65
     assert 0.1e-6 < g.gap_per_kernel_s < 2e-6 and g.span_per_replay_s > g.busy_per_replay_s
+    # back-to-back replays ~4.8 us apart; each profiled step (8 replays, one synchronize) idles ~0.2 ms
+    # at its ends: 33-46 us of loop before the first launch, the launch call, the wait's return
+    assert 2e-6 < g.replay_gap_s < 10e-6 and g.syncs_per_step == 1
+    assert g.graph_launch_s < g.step_exposed_s < 0.5e-3
     assert graph_replays(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
 
 
