@@ -75,6 +75,7 @@ _ATTN_OPS_FWD = {
     "aten::_scaled_dot_product_flash_attention": "bhsd",
     "aten::_scaled_dot_product_efficient_attention": "bhsd",
     "aten::_scaled_dot_product_cudnn_attention": "bhsd",
+    "aten::_cudnn_attention_forward": "bhsd",
     "aten::_scaled_dot_product_flash_attention_for_cpu": "bhsd",
     "aten::_fused_sdp_choice": "bhsd",
     "aten::scaled_dot_product_attention": "bhsd",
@@ -85,6 +86,7 @@ _ATTN_OPS_BWD = {
     "aten::_scaled_dot_product_flash_attention_backward": "bhsd",
     "aten::_scaled_dot_product_efficient_attention_backward": "bhsd",
     "aten::_scaled_dot_product_cudnn_attention_backward": "bhsd",
+    "aten::_cudnn_attention_backward": "bhsd",
 }
 # positions of is_causal among the concrete inputs, where the op has one
 _CAUSAL_ARG = {
@@ -93,6 +95,7 @@ _CAUSAL_ARG = {
     "aten::_scaled_dot_product_efficient_attention": 5,
     "aten::scaled_dot_product_attention": 5,
     "aten::_scaled_dot_product_cudnn_attention": 6,
+    "aten::_cudnn_attention_forward": 10,
 }
 # aten op -> simcore memory-bound op name (see simcore.compute.ops.memory_op_names)
 _MEM_OPS: dict[str, tuple[str, str]] = {

@@ -90,6 +90,9 @@ class ValidationReport:
     """Median ``aten::t`` seconds on the main and the backward thread of the rank with the slowest CPU
     (the CPU's per-op speed; see :func:`simcore.calibration.host_trace.op_speed`), as predicted with."""
     runtime: dict[str, Any] = field(default_factory=dict)
+    training: dict[str, Any] | None = None
+    """The scenario's ``training`` section as predicted (with what the trace showed, e.g. the weights'
+    dtype); ``None`` for inference."""
     """The scenario's ``runtime`` section as predicted: what the scenario says, plus what the trace
     showed where it said nothing (the profiler, compiled kernels, the CPU speed, unsynchronized steps)."""
 
@@ -133,6 +136,7 @@ class ValidationReport:
             "host_speed_ratio": self.host_speed_ratio,
             "cpu_op_speed_s": self.cpu_op_speed_s,
             "runtime": self.runtime,
+            "training": self.training,
             "notes": self.notes,
         }
 
@@ -574,6 +578,7 @@ def validate(
         host_speed_ratio=host_ratio,
         cpu_op_speed_s=None if cpu is None else {"main": cpu.main, "backward": cpu.backward},
         runtime=sc.runtime.model_dump(mode="json"),
+        training=None if sc.training is None else sc.training.model_dump(mode="json"),
     )
 
 

@@ -73,6 +73,10 @@ def test_validate_real_traces(name: str) -> None:
     single_stage = sc.parallel.pp == 1 and d["runtime"]["framework"] != "cuda_graphs"
     assert d["runtime"]["step_sync"] is not (never_syncs and single_stage)
     sc = sc.model_copy(update={"runtime": RuntimeSpec(**d["runtime"])})
+    if sc.training is not None:
+        from simcore.specs.scenario import TrainingSpec
+
+        sc = sc.model_copy(update={"training": TrainingSpec(**d["training"])})
     r = simcore.predict(sc).model_dump()
     # inference: one profiled step = the prefills and decode steps counted in the trace (the eager
     # trace: 1 + 8; the CUDA-graph one: 0 + 8)

@@ -1,0 +1,160 @@
+"""Profiler traces of Hugging Face ``transformers`` models: another implementation than ``tools/gpt.py``.
+
+Every other trace of this repository runs the models of ``tools/gpt.py`` (fused norms, one gate/up
+GEMM, SDPA). A user's trace more often runs a Hugging Face model, whose layers issue other ops: GPT-2's
+``Conv1D`` (``addmm`` with a bias), its tanh-approximated GELU written out of eight elementwise ops
+(``gelu_new``), Llama's RMSNorm written out of elementwise ops in fp32, its rotary embedding
+(``rotate_half``), ``repeat_kv`` for grouped-query attention where SDPA does not take GQA, and the loss
+on fp32 logits. These traces are held apart: simcore is validated on them, not fitted to them.
+
+Per run (random weights from a config: the device has no network), ``torch.profiler`` (CPU + CUDA,
+``record_shapes=True``, schedule wait 1 / warm-up 1 / active 2), written as ``hf_<name>.json.gz``:
+
+* training steps (``model(input_ids, labels=input_ids).loss``, ``backward()``, fused AdamW,
+  ``zero_grad(set_to_none=True)``; fp32 weights under bf16 autocast as the ``Trainer``'s ``bf16=True``
+  does), eager, with and without a ``loss.item()`` per step, and ``torch.compile``'d;
+* inference (bf16 weights, ``torch.no_grad``): each profiled step is one prefill and 8 decode steps
+  with the model's KV cache (``past_key_values``), greedy, no host wait but the last token's.
+
+  python tools/bench_hf.py --outdir DIR [--budget S] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchutil import env_info, log, save_trace, sync  # noqa: E402
+
+
+def gpt2(layers: int, hidden: int, heads: int, smoke: bool):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(
+        n_layer=layers, n_embd=64 if smoke else hidden, n_head=4 if smoke else heads, n_positions=1024,
+        vocab_size=512 if smoke else 50257,
+    )  # fmt: skip
+    return GPT2LMHeadModel(cfg), cfg
+
+
+def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, smoke: bool):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        num_hidden_layers=layers, hidden_size=64 if smoke else hidden, num_attention_heads=4 if smoke else heads,
+        num_key_value_heads=2 if smoke else kv_heads, intermediate_size=128 if smoke else ffn,
+        vocab_size=512 if smoke else vocab, max_position_embeddings=4096, tie_word_embeddings=False,
+    )  # fmt: skip
+    return LlamaForCausalLM(cfg), cfg
+
+
+# (name, builder, kind, batch, seq or (prompt, new tokens), options)
+RUNS = [
+    ("train_gpt2_L12_b8", lambda s: gpt2(12, 768, 12, s), "train", 8, 1024, {}),
+    ("train_gpt2_L12_b4_item", lambda s: gpt2(12, 768, 12, s), "train", 4, 1024, {"item": True}),
+    ("train_gpt2_L6_b2", lambda s: gpt2(6, 768, 12, s), "train", 2, 512, {}),
+    ("train_llama_L8_h2048_b2", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {}),
+    ("train_llama_L4_h1024_b2_item", lambda s: llama(4, 1024, 16, 4, 4096, 32000, s), "train", 2, 1024, {"item": True}),
+    ("train_gpt2_L12_b8_compiled", lambda s: gpt2(12, 768, 12, s), "train", 8, 1024, {"compile": True}),
+    ("infer_llama_L8_h2048_b4", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "infer", 4, (512, 8), {}),
+    ("infer_gpt2_L12_b1", lambda s: gpt2(12, 768, 12, s), "infer", 1, (256, 8), {}),
+]
+
+
+def profile(step, n: int, acts, path: str) -> None:
+    from torch.profiler import profile as prof_, schedule
+
+    with prof_(activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as p:
+        for _ in range(n):
+            step()
+            p.step()
+    save_trace(p, path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--outdir", required=True)
+    ap.add_argument("--budget", type=float, default=400.0)
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    os.makedirs(args.outdir, exist_ok=True)
+    from torch.profiler import ProfilerActivity
+
+    import transformers
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    meta = {"env": {**env_info(dev), "transformers": transformers.__version__}, "runs": {}}
+    t0 = time.time()
+    for name, build, kind, batch, shape, opt in RUNS:
+        if time.time() - t0 > args.budget:
+            log("budget reached")
+            break
+        try:
+            a = time.time()
+            torch.manual_seed(0)
+            model, cfg = build(args.smoke)
+            model = model.to(dev)
+            vocab = cfg.vocab_size
+            if kind == "train":
+                seq = 64 if args.smoke else shape
+                model.train()
+                optim = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if dev.type == "cuda" else {}))
+                x = torch.randint(0, vocab, (batch, seq), device=dev)
+                run = torch.compile(model) if opt.get("compile") else model
+
+                def step():
+                    with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+                        loss = run(input_ids=x, labels=x).loss
+                    loss.backward()
+                    optim.step()
+                    optim.zero_grad(set_to_none=True)
+                    if opt.get("item"):
+                        loss.item()
+
+                for _ in range(3 if opt.get("compile") else 1):  # compile (or warm up) outside the profile
+                    step()
+                sync(dev)
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}.json.gz"))
+                info = {"batch": batch, "seq": seq, **opt}
+            else:
+                prompt, new = (32, 8) if args.smoke else shape
+                model = model.to(torch.bfloat16).eval()
+                x = torch.randint(0, vocab, (batch, prompt), device=dev)
+
+                @torch.no_grad()
+                def step():
+                    out = model(input_ids=x, use_cache=True)
+                    cache, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+                    for _ in range(new):
+                        out = model(input_ids=tok, past_key_values=cache, use_cache=True)
+                        cache, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+                    tok.cpu()
+
+                step()
+                sync(dev)
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}.json.gz"))
+                info = {"batch": batch, "prompt": prompt, "new_tokens": new}
+            meta["runs"][name] = {**info, "kind": kind, "config": cfg.to_dict()}
+            log(f"{name}: {time.time() - a:.1f} s")
+            del model
+            torch._dynamo.reset()
+        except Exception as e:  # noqa: BLE001
+            log(f"ERROR {name}: {repr(e)[:400]}")
+        gc.collect()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    with open(os.path.join(args.outdir, "r31_runs.json"), "w") as f:
+        json.dump(meta, f, indent=1, default=str)
+    log(f"done in {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
