@@ -142,7 +142,7 @@ def main() -> None:
                 sync(dev)
                 profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}.json.gz"))
                 info = {"batch": batch, "prompt": prompt, "new_tokens": new}
-            meta["runs"][name] = {**info, "kind": kind, "config": cfg.to_dict()}
+            meta["runs"][name] = {**info, "kind": kind, "model_config": cfg.to_dict()}
             log(f"{name}: {time.time() - a:.1f} s")
             del model
             torch._dynamo.reset()
