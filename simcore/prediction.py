@@ -215,6 +215,8 @@ def training_runtime(sc: Scenario) -> dict[str, Any]:
         "gate_up": rt.gate_up,
         "step_sync": rt.step_sync,
         "cpu_op_time": cpu_op_time(sc),
+        "implementation": rt.implementation,
+        "dropout": 0.0 if sc.training is None else sc.training.dropout,
     }
 
 
@@ -227,6 +229,7 @@ def inference_runtime(sc: Scenario) -> dict[str, Any]:
         "gate_up": rt.gate_up,
         "cpu_op_time": cpu_op_time(sc),
         "decode_sync_every": rt.decode_sync_every,
+        "implementation": rt.implementation,
     }
 
 

@@ -64,6 +64,7 @@ def evaluate(
     gate_up: str = "separate",
     cpu_op_time: tuple[float, float | None] | None = None,
     decode_sync_every: int | None = 1,
+    implementation: str = "reference",
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -97,6 +98,7 @@ def evaluate(
         "kv_bytes": kvb,
         "fused": framework == "compiled",
         "strided_gate_up": L.strided_gate_up(framework, gate_up),
+        "impl": implementation,
     }
     pre = L.Layout(
         micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra

@@ -161,7 +161,8 @@ class Pricer:
                     np.shape(v)
                     for o in sel
                     for v in o.args.values()
-                    if not isinstance(v, str) and v is not None
+                    # (a composite's backward chain travels with its first kernel as a list)
+                    if not isinstance(v, (str, list)) and v is not None
                 )
             )
 

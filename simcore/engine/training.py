@@ -228,12 +228,16 @@ def evaluate(
     gate_up: str = "separate",
     step_sync: bool = True,
     cpu_op_time: tuple[float, float | None] | None = None,
+    implementation: str = "reference",
+    dropout: float = 0.0,
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
     MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
     ``step_sync``: the loop waits for the GPU every step (else an eager single-stage step takes the
     larger of its host and GPU totals); ``cpu_op_time``: the CPU's probe speed (main, backward
-    seconds; ``RuntimeSpec.cpu_op_time``), scaling the profile's host times."""
+    seconds; ``RuntimeSpec.cpu_op_time``), scaling the profile's host times; ``implementation``: whose
+    modelling code (``RuntimeSpec.implementation``: its composite elementwise ops); ``dropout``: the
+    probability on the embedding and residual branches (its kernels where > 0)."""
     tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -278,6 +282,8 @@ def evaluate(
             "vocab_parallel": bool(lay.vocab_parallel),
             "fused": compiled,
             "strided_gate_up": L.strided_gate_up(framework, gate_up),
+            "impl": implementation,
+            "dropout": dropout,
         },
     )
 

@@ -100,6 +100,10 @@ class TrainingSpec(Spec):
     master_weights: bool = True
     """fp32 master copy of the weights kept by the optimizer (mixed precision)."""
     recompute: Literal["none", "selective", "full"] = "none"
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Dropout probability on the embedding and each residual branch (GPT-2's default 0.1); attention
+    dropout runs inside the fused attention kernel. 0: no dropout kernels. ``simcore validate`` reads it
+    from the trace (``aten::native_dropout``)."""
     param_dtype: Literal["bf16", "fp32"] = "bf16"
     """Dtype the weights are stored in: ``bf16`` (Megatron-style, fp32 master copy in the optimizer)
     or ``fp32`` (PyTorch AMP: fp32 weights, autocast to ``precision`` for the GEMMs)."""
@@ -175,6 +179,13 @@ class RuntimeSpec(Spec):
     GEMM whose output is split in two (``w13(x).chunk(2, -1)``). In eager PyTorch SiLU and the product
     then read the strided halves, at 0.4-0.6x the contiguous rate (round 17); priced so where the
     calibration profile measured it (``swiglu_strided``), else as the contiguous op."""
+    implementation: Literal["reference", "huggingface"] = "reference"
+    """Whose modelling code issues the ops. ``reference``: PyTorch's fused ops where it has them
+    (``F.layer_norm`` / ``F.rms_norm``, ``F.gelu``, ``F.silu``, SDPA; ``tools/gpt.py``).
+    ``huggingface``: ``transformers``' code, which writes GPT-2's tanh GELU (``gelu_new``) and, in the
+    Llama family, RMSNorm (in fp32) and the rotary embedding out of elementwise ops, one kernel each
+    in eager PyTorch (compiled code fuses them); GPT-2 also adds learned positions. ``simcore
+    validate`` reads it from the trace (those ops' signatures)."""
     step_sync: bool = True
     """The training loop waits for the GPU once per step (``loss.item()``, a logged metric, a gradient
     norm check), so each step starts with host and GPU together. ``false``: nothing synchronizes, the

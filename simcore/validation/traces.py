@@ -338,6 +338,32 @@ def graph_framework(ans: list[Analysis]) -> bool:
     return total > 0 and inside > total / 2
 
 
+def hf_implementation(ans: list[Analysis]) -> bool:
+    """Whether the traces ran Hugging Face ``transformers``' modelling code in eager kernels: the
+    tanh GELU written out (``aten::tanh`` and ``aten::pow``, no ``aten::gelu``: GPT-2's ``gelu_new``)
+    or RMSNorm written out (``aten::rsqrt``, no fused ``rms_norm``: the Llama family's)."""
+    names = {o.name for a in ans for o in a.trace.cpu_ops.values()}
+    gelu_tanh = {"aten::tanh", "aten::pow"} <= names and "aten::gelu" not in names
+    rms = "aten::rsqrt" in names and not names & {"aten::rms_norm", "aten::_fused_rms_norm"}
+    return gelu_tanh or rms
+
+
+def dropout_p(ans: list[Analysis]) -> float:
+    """The dropout probability of a training trace's ``aten::native_dropout`` calls in training mode
+    (their recorded arguments; the median), 0 where it has none."""
+    ps: list[float] = []
+    for a in ans:
+        for o in a.trace.cpu_ops.values():
+            c = o.concrete or []
+            if o.name == "aten::native_dropout" and len(c) > 2 and c[2] in ("True", "1"):
+                try:
+                    ps.append(float(c[1]))
+                except ValueError:
+                    continue
+    p = statistics.median(ps) if ps else 0.0
+    return p if 0.0 < p < 1.0 else 0.0
+
+
 def fp32_weights(ans: list[Analysis]) -> bool:
     """Whether the traces' weights are fp32 (PyTorch AMP: autocast casts them for each GEMM), where
     they recorded input types: most gradients reach ``AccumulateGrad`` as float (eager and compiled),
@@ -381,6 +407,7 @@ def validate(
     assumed: list[str] = []
     value: Any  # each fact's value has the type of its field
     graphs = graph_framework(ans)
+    drop = dropout_p(ans)
     for section, fld, value, shown, note in (
         # the kernels of replayed CUDA graphs correlate with a cudaGraphLaunch call
         (
@@ -410,6 +437,24 @@ def validate(
             "predicted with training.param_dtype: fp32 (the trace's gradients or linear layers' weights are float: "
             "PyTorch AMP, cast to the compute precision each step); --set training.param_dtype=bf16 "
             "predicts weights kept in bf16",
+        ),
+        # Hugging Face's modelling code writes some ops out of elementwise kernels
+        (
+            "runtime",
+            "implementation",
+            "huggingface",
+            hf_implementation(ans),
+            "predicted with runtime.implementation: huggingface (the trace writes the tanh GELU or RMSNorm "
+            "out of elementwise ops, as transformers' modelling code does); --set "
+            "runtime.implementation=reference predicts PyTorch's fused ops",
+        ),
+        (
+            "training",
+            "dropout",
+            drop,
+            sc.kind == "training" and drop > 0,
+            f"predicted with training.dropout: {drop:g} (the trace's native_dropout calls in training mode); "
+            "--set training.dropout=0 predicts no dropout kernels",
         ),
         # a PyTorch-profiler trace was recorded with the profiler attached (Nsight Systems ones not)
         (

@@ -85,6 +85,18 @@ class Layout:
         return bool(self.extra.get("fused", False))
 
     @property
+    def hf(self) -> bool:
+        """Hugging Face ``transformers`` modelling code in eager kernels (``runtime.implementation:
+        huggingface`` outside compiled code): GPT-2's tanh GELU and Llama's RMSNorm and rotary
+        embedding are written out of elementwise ops (:func:`composite_ops`)."""
+        return self.extra.get("impl") == "huggingface" and not self.fused
+
+    @property
+    def dropout(self) -> float:
+        """Dropout probability on the residual branches and the embedding (training; 0: none)."""
+        return float(self.extra.get("dropout", 0.0))
+
+    @property
     def tokens(self) -> Num:
         """Tokens a rank processes per micro-batch (sequence split by CP)."""
         return self.micro_batch * self.seq / self.cp
@@ -171,7 +183,75 @@ def fused_mem_op(
     )
 
 
-def norm_ops(m: ModelSpec, lay: Layout, tokens: Num) -> list[Op]:
+def chain_op(name: str, numel: Num, fwd: list[float], bwd: list[float], category: str) -> list[Op]:
+    """Elementwise kernels written out of separate PyTorch ops (a composite activation or norm): one
+    kernel per entry of ``fwd`` (bytes read + written per element of ``numel``), priced on the fitted
+    curve of a binary elementwise op (``mul``); the first carries the backward chain ``bwd`` (one
+    kernel per entry, :func:`backward_of`)."""
+    n = np.asarray(numel, dtype=np.float64)
+    _nb, flops = memory_op_traffic("mul", numel, 2.0)
+    out: list[Op] = []
+    for i, b in enumerate(fwd):
+        args = {"name": "mul", "nbytes": n * b, "flops": flops, "numel": numel, "elt": 2.0}
+        args["bwd_chain"] = [n * x for x in bwd] if i == 0 else []
+        out.append(Op(f"{name}_{i}", "memory", category, args))
+    return out
+
+
+def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
+    """The kernels Hugging Face ``transformers`` writes out of elementwise ops, per element of
+    ``numel`` (bytes read + written per kernel; ``act``: the activation dtype's bytes, ``wide``: the
+    dtype autocast promotes to, fp32 under AMP, else ``act``). From the modelling code, kernel by
+    kernel (forward; the backward is the autograd of each op):
+
+    * ``gelu_tanh`` (GPT-2's ``gelu_new``, ``0.5 x (1 + tanh(c (x + 0.044715 x^3)))``: ``pow`` runs in
+      fp32 under autocast and promotes the rest): pow, mul, add, mul, tanh, add, mul(0.5, x), mul, and
+      the cast for the next GEMM; backward: 15 kernels (the products' two gradients, tanh_backward,
+      pow's 3 x^2 g, the casts back, the sum of the three gradients of x);
+    * ``rmsnorm`` (``LlamaRMSNorm`` over the residual stream of ``wide`` bytes: pow(2), mean, rsqrt of
+      the row means, x * rsqrt, weight * x; the row-sized kernels are priced as one kernel of
+      ``act`` bytes per element, the same order as their launches); backward: 10 kernels;
+    * ``rotary`` (``apply_rotary_pos_emb`` on queries or keys: neg of one half, cat, x cos, rot sin,
+      add); backward: 7 kernels (the products' gradients, neg, the two halves' zero-filled slices,
+      the sums)."""
+    a, w = act, wide
+    if kind == "gelu_tanh":
+        fwd = [a + w, 2 * w, a + 2 * w, 2 * w, 2 * w, 2 * w, 2 * a, a + 2 * w, w + a]
+        bwd = [
+            a + w,
+            3 * w,
+            w + a,
+            2 * w + a,
+            2 * a,
+            3 * w,
+            2 * w,
+            w + a,
+            2 * w,
+            a + w,
+            2 * w,
+            3 * w,
+            w + a,
+            3 * a,
+            3 * a,
+        ]
+    elif kind == "rmsnorm":
+        fwd = [2 * w, w, a, 2 * w, 2 * w]
+        bwd = [2 * w, 3 * w, w, 2 * w, 3 * w, w, a, w, 2 * w, 3 * w]
+    elif kind == "rotary":
+        fwd = [a, 2 * a, 2 * a, 2 * a, 3 * a]
+        bwd = [2 * a, 2 * a, a, 2 * a, 2 * a, 3 * a, 3 * a]
+    else:
+        raise ValueError(f"unknown composite {kind!r}")
+    return chain_op(kind, numel, fwd, bwd, "norm" if kind == "rmsnorm" else "elementwise")
+
+
+def dropout_op(numel: Num, act: float) -> Op:
+    """``native_dropout`` of a training run: reads the activation, writes it and a one-byte mask; its
+    backward reads the gradient and the mask and writes the gradient."""
+    return fused_mem_op("dropout", numel, act, 2 * act + 1.0, 2 * act + 1.0, "elementwise", bwd_name="mul")
+
+
+def norm_ops(m: ModelSpec, lay: Layout, tokens: Num, consumers: int = 1) -> list[Op]:
     """A norm over the residual stream, and, when that stream is wider than the GEMM input dtype
     (autocast), the cast of the norm output for the next GEMM.
 
@@ -185,9 +265,14 @@ def norm_ops(m: ModelSpec, lay: Layout, tokens: Num) -> list[Op]:
     b = lay.act_bytes
     if lay.fused:
         return [fused_mem_op(norm_name(m), tokens * m.hidden, rb, 2 * rb + 2 * b, 2 * b + 4 * rb, "norm")]
-    ops = [mem_op(norm_name(m), tokens * m.hidden, rb, "norm", rows=tokens)]
+    if lay.hf and m.norm == "rmsnorm":
+        ops = composite_ops("rmsnorm", tokens * m.hidden, b, rb)
+    else:
+        ops = [mem_op(norm_name(m), tokens * m.hidden, rb, "norm", rows=tokens)]
     if rb > lay.act_bytes:
-        ops.append(mem_op("cast", tokens * m.hidden, (rb + lay.act_bytes) / 2.0, "amp_cast"))
+        # autocast casts a GEMM's input at each call: once per projection that reads the norm (the
+        # separate q / k / v and gate / up projections of Hugging Face's Llama family)
+        ops.append(mem_op("cast", tokens * m.hidden, (rb + lay.act_bytes) / 2.0, "amp_cast", count=consumers))
     return ops
 
 
@@ -208,7 +293,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     h = s.hidden
     ops: list[Op] = []
     tsp = T / lay.sp_div  # tokens seen outside the TP region
-    ops.extend(norm_ops(m, lay, tsp))
+    ops.extend(norm_ops(m, lay, tsp, 3 if lay.hf and m.activation == "swiglu" else 1))
     if m.mla is not None:
         ml = m.mla
         ops.append(_gemm("q_down", T, ml.q_lora_rank, h, dt))
@@ -218,6 +303,9 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(mem_op(norm_name(m), T * (ml.q_lora_rank + ml.kv_lora_rank), b, "norm", rows=T))
     else:
         ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt))
+        if lay.hf and m.activation == "swiglu":
+            # the Llama family's rotary embedding on the queries and the keys (GPT-2: learned positions)
+            ops.extend(composite_ops("rotary", T * (s.heads + s.kv_heads) * s.head_dim / t, b, b))
     ops.append(
         Op(
             "attention",
@@ -250,6 +338,8 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             )
         )
     ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt))
+    if lay.dropout > 0:
+        ops.append(dropout_op(tsp * h, b))
     ops.extend(residual_add(m, lay, tsp))
     return ops
 
@@ -277,8 +367,13 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
         ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
         ops.append(_gemm("mlp_in", T, f, h, dt))
-        ops.append(mem_op("gelu", T * f, b, "elementwise"))
+        if lay.hf:
+            ops.extend(composite_ops("gelu_tanh", T * f, b, lay.residual_bytes))
+        else:
+            ops.append(mem_op("gelu", T * f, b, "elementwise"))
     ops.append(_gemm("mlp_out", T, h, f, dt))
+    if lay.dropout > 0:
+        ops.append(dropout_op(T * h, b))
     return ops
 
 
@@ -343,7 +438,7 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     """All forward ops of one transformer layer on one rank."""
     ops = attention_block_fwd(m, lay)
     T = lay.tokens / lay.sp_div
-    ops.extend(norm_ops(m, lay, T))
+    ops.extend(norm_ops(m, lay, T, 2 if lay.hf and m.activation == "swiglu" else 1))
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
     ops.extend(residual_add(m, lay, T))
     ops.extend(tp_comm_fwd(m, lay))
@@ -389,6 +484,13 @@ def backward_of(op: Op) -> list[Op]:
             numel = a["batch"] * a["seq"] * (a["heads"] + 2 * a["kv_heads"]) * a["head_dim"]
             out.append(mem_op("copy", numel, 2.0, "elementwise", count=op.count))
         return out
+    if op.kind == "memory" and "bwd_chain" in op.args:
+        # a composite written out of elementwise ops: its backward kernels were given with its first
+        a = {k: v for k, v in op.args.items() if k != "bwd_chain"}
+        return [
+            Op(f"{op.name}_bwd{i}", "memory", op.category, {**a, "nbytes": nb}, op.count)
+            for i, nb in enumerate(op.args["bwd_chain"])
+        ]
     if op.kind == "memory" and "bwd_nbytes" in op.args:
         # a fused kernel: its backward traffic was given with it
         a = op.args
@@ -448,7 +550,7 @@ def embedding_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Token embedding lookup (first pipeline stage)."""
     T = lay.tokens / lay.sp_div
     op = mem_op("embedding", T * m.hidden, lay.act_bytes, "embedding")
-    return [
+    ops = [
         Op(
             op.name,
             op.kind,
@@ -457,6 +559,15 @@ def embedding_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             op.count,
         )
     ]
+    if lay.hf and m.activation != "swiglu":
+        # GPT-2's learned positions: a second lookup added to the tokens' (in the residual dtype)
+        ops += [
+            mem_op("embedding", T * m.hidden, lay.act_bytes, "embedding"),
+            mem_op("add", T * m.hidden, lay.residual_bytes),
+        ]
+    if lay.dropout > 0:
+        ops.append(dropout_op(T * m.hidden, lay.residual_bytes))
+    return ops
 
 
 def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:

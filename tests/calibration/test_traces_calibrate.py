@@ -83,7 +83,9 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "gemm_kernels.csv.gz", "ops.csv.gz"]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
     assert sorted(inp.traces) == sorted(
-        p for p in (REPO / "traces" / "h200").rglob("*.json.gz") if p.name.startswith(("profile_", "graph_", "hf_"))
+        p
+        for p in (REPO / "traces" / "h200").rglob("*.json.gz")
+        if p.name.startswith(("profile_", "graph_", "hf_"))
     )
     assert inp.comm == []
     assert any(p.name == "steps.csv.gz" for p in inp.skipped)

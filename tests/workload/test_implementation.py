@@ -1,0 +1,130 @@
+"""Hugging Face modelling code (``runtime.implementation: huggingface``): its composite elementwise
+ops become one kernel each in eager lowering, none of it in compiled code; dropout kernels where the
+probability is positive; validate reads both from a trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simcore.specs.resolve import load_scenario
+from simcore.workload import lowering as L
+
+
+def _lay(impl: str, fused: bool = False, dropout: float = 0.0, rb: float = 4.0) -> L.Layout:
+    return L.Layout(
+        micro_batch=2,
+        seq=1024,
+        extra={"residual_bytes": rb, "fused": fused, "impl": impl, "dropout": dropout},
+    )
+
+
+def _mem(ops: list[L.Op]) -> list[L.Op]:
+    return [o for o in ops if o.kind == "memory"]
+
+
+@pytest.fixture(scope="module")
+def gpt():  # type: ignore[no-untyped-def]
+    return load_scenario("default").model.model_copy(update={"activation": "gelu", "norm": "layernorm"})
+
+
+@pytest.fixture(scope="module")
+def llama():  # type: ignore[no-untyped-def]
+    return load_scenario("default").model.model_copy(update={"activation": "swiglu", "norm": "rmsnorm"})
+
+
+def test_gelu_tanh_chain_hand_counted(gpt) -> None:  # type: ignore[no-untyped-def]
+    T, f = 2 * 1024, gpt.ffn_hidden
+    ref = _mem(L.mlp_block_fwd(gpt, _lay("reference")))
+    hf = _mem(L.mlp_block_fwd(gpt, _lay("huggingface")))
+    assert [o.args["name"] for o in ref] == ["gelu"]
+    # pow, mul, add, mul, tanh, add, mul(0.5, x), mul and the cast for the next GEMM
+    assert len(hf) == 9
+    # bytes per element: bf16 input (2), fp32 after pow under autocast (4)
+    want = [2 + 4, 8, 2 + 8, 8, 8, 8, 4, 2 + 8, 4 + 2]
+    assert [float(o.args["nbytes"]) / (T * f) for o in hf] == pytest.approx(want)
+    bwd = L.backward(hf)
+    assert len(bwd) == 15 and all(o.name.startswith("gelu_tanh_0_bwd") for o in bwd)
+    # without autocast (bf16 weights) nothing is promoted: every kernel moves bf16
+    bf = _mem(L.mlp_block_fwd(gpt, _lay("huggingface", rb=2.0)))
+    assert sum(float(o.args["nbytes"]) for o in bf) < sum(float(o.args["nbytes"]) for o in hf)
+    # compiled code fuses the chain back into inductor's kernels
+    assert [o.args["name"] for o in _mem(L.mlp_block_fwd(gpt, _lay("huggingface", fused=True)))] == [
+        o.args["name"] for o in _mem(L.mlp_block_fwd(gpt, _lay("reference", fused=True)))
+    ]
+
+
+def test_llama_family_rmsnorm_rotary_and_casts(llama) -> None:  # type: ignore[no-untyped-def]
+    T, h = 2 * 1024, llama.hidden
+    ref = L.attention_block_fwd(llama, _lay("reference"))
+    hf = L.attention_block_fwd(llama, _lay("huggingface"))
+    assert sum(o.kind == "gemm" for o in hf) == sum(o.kind == "gemm" for o in ref)
+    names = [o.name for o in _mem(hf)]
+    assert (
+        sum(n.startswith("rmsnorm_") for n in names) == 5 and sum(n.startswith("rotary_") for n in names) == 5
+    )
+    # the rotary embedding runs over the queries and the keys
+    s = llama.head_dim if llama.head_dim else h // llama.heads
+    rot = next(o for o in _mem(hf) if o.name == "rotary_1")
+    kv = llama.kv_heads or llama.heads
+    assert float(rot.args["nbytes"]) == pytest.approx(T * (llama.heads + kv) * s * 4.0)
+    # autocast casts the fp32 norm output once per projection: q, k, v
+    cast = next(o for o in hf if o.category == "amp_cast")
+    assert cast.count == 3 and next(o for o in ref if o.category == "amp_cast").count == 1
+    # GPT-2 keeps the fused LayerNorm and has no rotary embedding
+    gpt2 = llama.model_copy(update={"activation": "gelu", "norm": "layernorm"})
+    assert not any(
+        o.name.startswith(("rmsnorm_", "rotary_")) for o in L.attention_block_fwd(gpt2, _lay("huggingface"))
+    )
+
+
+def test_dropout_kernels_where_positive(gpt) -> None:  # type: ignore[no-untyped-def]
+    for impl in ("reference", "huggingface"):
+        assert not any(o.name == "dropout" for o in L.layer_fwd(gpt, _lay(impl), False))
+        ops = L.layer_fwd(gpt, _lay(impl, dropout=0.1), False)
+        drops = [o for o in ops if o.name == "dropout"]
+        assert len(drops) == 2  # after the attention and the MLP
+        T, h = 2 * 1024, gpt.hidden
+        # reads and writes bf16, writes a one-byte mask; the backward reads the mask again
+        assert float(drops[0].args["nbytes"]) == pytest.approx(T * h * 5.0)
+        assert [o.name for o in L.backward(drops)] == ["dropout_bwd", "dropout_bwd"]
+    emb = L.embedding_fwd(gpt, _lay("huggingface", dropout=0.1))
+    # token and position lookups, their fp32 sum, dropout
+    assert [o.args["name"] for o in emb] == ["embedding", "embedding", "add", "dropout"]
+
+
+def test_more_kernels_are_never_faster() -> None:
+    """A run priced with Hugging Face's composite ops or with dropout never takes less time."""
+    import simcore
+
+    base = load_scenario("default").model_copy(update={"runtime": load_scenario("default").runtime})
+    t_ref = simcore.predict(base).step_time_s  # type: ignore[attr-defined]
+    hf = base.model_copy(
+        update={"runtime": base.runtime.model_copy(update={"implementation": "huggingface"})}
+    )
+    t_hf = simcore.predict(hf).step_time_s  # type: ignore[attr-defined]
+    assert t_hf > t_ref
+    assert base.training is not None
+    dr = base.model_copy(update={"training": base.training.model_copy(update={"dropout": 0.1})})
+    assert simcore.predict(dr).step_time_s > t_ref  # type: ignore[attr-defined]
+    assert np.isfinite(t_hf)
+
+
+@pytest.mark.parametrize(
+    ("trace", "hf", "p"),
+    [
+        ("h200/round31/hf_train_gpt2_L12_b8.json.gz", True, 0.1),
+        ("h200/round31/hf_train_llama_L8_h2048_b2.json.gz", True, 0.0),
+        ("h200/profile_train_gpt-125m_s1024_b8_eager.json.gz", False, 0.0),
+        ("h200/round25/profile_train_llama_L8_h2048_v128k_tied.json.gz", False, 0.0),
+    ],
+)
+def test_validate_reads_implementation_and_dropout(trace: str, hf: bool, p: float) -> None:
+    from pathlib import Path
+
+    from simcore.validation.traces import dropout_p, hf_implementation
+    from simcore.workload.replay import load_analyses
+
+    ans = load_analyses([str(Path(__file__).resolve().parents[2] / "traces" / trace)])
+    assert hf_implementation(ans) is hf
+    assert dropout_p(ans) == pytest.approx(p)
