@@ -16,7 +16,11 @@ Per run (random weights from a config: the device has no network), ``torch.profi
 * inference (bf16 weights, ``torch.no_grad``): each profiled step is one prefill and 8 decode steps
   with the model's KV cache (``past_key_values``), greedy, no host wait but the last token's.
 
-  python tools/bench_hf.py --outdir DIR [--budget S] [--smoke]
+Round 32 (``--set fit``): GPT-2 and Llama (h 1024, 16 / 4 heads) at 2 and 8 layers, training steps of
+1 x 512 tokens and batch-1 decode (prompt 128, 8 new tokens), twice each: the host per layer of
+Hugging Face layers in CPU-speed units, fitted (``fit_host``).
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -68,6 +72,20 @@ RUNS = [
 ]
 
 
+# round 32 (--set fit): the host of Hugging Face layers, fitted (round 31's runs stay held apart):
+# 2 and 8 layers, small host-bound steps and batch-1 decode, twice each
+RUNS_FIT = [
+    (f"fit_{kind}_{arch}_L{L}_p{rep}", build, kind, 1, (512 if kind == "train" else (128, 8)), {})
+    for rep in (0, 1)
+    for arch, build_of in (
+        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
+        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
+    )
+    for L in (2, 8)
+    for kind, build in (("train", build_of(L)), ("infer", build_of(L)))
+]
+
+
 def profile(step, n: int, acts, path: str) -> None:
     from torch.profiler import profile as prof_, schedule
 
@@ -83,7 +101,9 @@ def main() -> None:
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--set", choices=("r31", "fit"), default="r31", help="round 31's held-apart runs or round 32's fit runs")
     args = ap.parse_args()
+    runs = RUNS_FIT if args.set == "fit" else RUNS
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     os.makedirs(args.outdir, exist_ok=True)
     from torch.profiler import ProfilerActivity
@@ -93,7 +113,7 @@ def main() -> None:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     meta = {"env": {**env_info(dev), "transformers": transformers.__version__}, "runs": {}}
     t0 = time.time()
-    for name, build, kind, batch, shape, opt in RUNS:
+    for name, build, kind, batch, shape, opt in runs:
         if time.time() - t0 > args.budget:
             log("budget reached")
             break
@@ -151,7 +171,7 @@ def main() -> None:
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, "r31_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, "r31_runs.json" if args.set == "r31" else "r32_runs.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
     log(f"done in {time.time() - t0:.0f} s")
 

@@ -92,6 +92,9 @@ def _is_step_host_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"fwd_layer_s", "bhead_s", "probe_main_s", "probe_bwd_s"} <= set(rows[0])
 
 
+_OPTIONAL = ("hooks_s", "empty_main_s", "empty_bwd_s")
+
+
 def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """Profiled host entries in CPU-speed units from whole profiled training steps (rows of
     ``python -m simcore.calibration.host_trace --steps``, round 25).
@@ -111,24 +114,51 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
       gate/up fused, untied: ``WEIGHT_TENSORS_PER_LAYER`` per layer + 3);
     * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop);
     * ``profiled_<ddp|fsdp|tp>_step_<fwd|bwd|end>``: rows labelled with a distributed wrapper (the
-      slowest-CPU rank of profiled runs, ``--strategy``): their units beyond the single-GPU ones.
+      slowest-CPU rank of profiled runs, ``--strategy``): their units beyond the single-GPU ones;
+    * ``profiled_hf_<train|step>_<fwd|bwd>_<act>``: the same four for rows of Hugging Face layers
+      (``impl`` huggingface, round 32), at the reference probes of the plain rows;
+    * ``probe_empty_ratio_<main|backward>``: the median ``aten::empty`` / ``aten::t`` of the threads
+      that time both; a thread without enough ``aten::t`` (GPT-2's ``Conv1D`` layers) is timed by its
+      ``aten::empty`` over that ratio.
     """
     every: list[tuple[str, str, bool, dict[str, float]]] = []
+    hf_rows: list[tuple[str, bool, dict[str, float]]] = []
     for line, r in enumerate(rows, start=2):
         try:
             sync = r["synchronized"].strip().lower()
             if sync not in ("1", "0", "true", "false"):
                 raise ValueError(f"synchronized is {r['synchronized']!r}, not true/false")
-            # every time must be given; only hooks_s (newer column) may be empty
+            # every time must be given; only the newer columns (hooks_s, empty_*) may be empty
             vals = {
                 "layers": float(r["layers"]),
-                **{k: float(r[k] if r[k] or k != "hooks_s" else 0.0) for k in r if k.endswith("_s")},
+                **{k: float(r[k] or 0.0) if k in _OPTIONAL else float(r[k]) for k in r if k.endswith("_s")},
             }
             if not all(math.isfinite(v) for v in vals.values()):
                 raise ValueError("a value is not a finite number")
-            every.append((r.get("strategy") or "single", r["act"], sync in ("1", "true"), vals))
+            rec = (r.get("strategy") or "single", r["act"], sync in ("1", "true"), vals)
+            if (r.get("impl") or "reference") == "huggingface":
+                hf_rows.append(rec[1:])
+            else:
+                every.append(rec)
         except (KeyError, ValueError, AttributeError) as e:
             raise TraceError(f"bad step-host row (line {line}): {e}", file=str(path)) from None
+    # a thread that calls aten::t too rarely is timed by its aten::empty, stated as aten::t through the
+    # two's median ratio on the threads that have both
+    out: dict[str, float] = {}
+    for probe, alt, key in (
+        ("probe_main_s", "empty_main_s", "main"),
+        ("probe_bwd_s", "empty_bwd_s", "backward"),
+    ):
+        both = [
+            v[alt] / v[probe]
+            for *_, v in [*every, *((None, *x) for x in hf_rows)]
+            if v[probe] > 0 and v.get(alt, 0) > 0
+        ]
+        if both:
+            ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
+            for *_, v in [*every, *((None, *x) for x in hf_rows)]:
+                if v[probe] <= 0 and v.get(alt, 0) > 0:
+                    v[probe] = v[alt] / ratio
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
         raise TraceError("no single-GPU step rows (strategy single)", file=str(path))
@@ -137,21 +167,30 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         raise TraceError("no unsynchronized step with probes", file=str(path))
     ref_m = statistics.median(v["probe_main_s"] for _, _, v in recs)
     ref_b = statistics.median(v["probe_bwd_s"] for _, _, v in recs)
-    out = {"probe_main": ref_m, "probe_backward": ref_b}
+    out.update({"probe_main": ref_m, "probe_backward": ref_b})
 
     def units(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> float:
         return statistics.median(f(v) for v in sel)
 
-    for act in sorted({a for a, _ in free}):
-        sel = [v for a, v in free if a == act]
-        out[f"profiled_train_fwd_{act}"] = ref_m * units(sel, lambda v: v["fwd_layer_s"] / v["probe_main_s"])
-        out[f"profiled_train_bwd_{act}"] = ref_b * units(sel, lambda v: v["bwd_layer_s"] / v["probe_bwd_s"])
-        out[f"profiled_step_fwd_{act}"] = ref_m * units(
-            sel, lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]
-        )
-        out[f"profiled_step_bwd_{act}"] = ref_b * units(
-            sel, lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]
-        )
+    # Hugging Face's layers (rows labelled impl huggingface): their own units, at the same reference
+    hf_free = [
+        (a, v) for a, sync, v in hf_rows if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
+    ]
+    for pre, sel_rows in (("", free), ("hf_", hf_free)):
+        for act in sorted({a for a, _ in sel_rows}):
+            sel = [v for a, v in sel_rows if a == act]
+            out[f"profiled_{pre}train_fwd_{act}"] = ref_m * units(
+                sel, lambda v: v["fwd_layer_s"] / v["probe_main_s"]
+            )
+            out[f"profiled_{pre}train_bwd_{act}"] = ref_b * units(
+                sel, lambda v: v["bwd_layer_s"] / v["probe_bwd_s"]
+            )
+            out[f"profiled_{pre}step_fwd_{act}"] = ref_m * units(
+                sel, lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]
+            )
+            out[f"profiled_{pre}step_bwd_{act}"] = ref_b * units(
+                sel, lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]
+            )
     # the share of each kind of host time that follows the probe: a line time = a + b x probe over
     # every step (both blocks), evaluated at the reference probe (the rest, a, is work whose time does
     # not move with the CPU's per-op speed: driver launch calls, thread hand-offs)
@@ -237,25 +276,42 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     simcore.calibration.host_trace --decode``, round 25): per layer (the norms' spacing) and per step
     outside the layers (the pass minus its layers: embedding, final norm, LM head, sampling), each over
     the step's ``aten::t`` median, times the median probe of all passes (``probe_infer``; a no-grad
-    op costs less host than one under autograd and autocast, so inference has its own reference)."""
+    op costs less host than one under autograd and autocast, so inference has its own reference).
+    Rows of Hugging Face layers (``impl`` huggingface, round 32) give ``profiled_hf_infer_decode_*`` at
+    the same reference; ``probe_empty_ratio_infer`` states an ``aten::empty`` probe as ``aten::t``."""
     try:
         recs = [
-            (r["act"], float(r["layers"]), float(r["pass_s"]), float(r["layer_s"]), float(r["probe_main_s"]))
+            (
+                r["act"],
+                float(r["layers"]),
+                float(r["pass_s"]),
+                float(r["layer_s"]),
+                float(r["probe_main_s"]),
+                float(r.get("empty_main_s") or 0.0),
+                (r.get("impl") or "reference") == "huggingface",
+            )
             for r in rows
         ]
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad decode-host row: {e}", file=str(path)) from None
+    out: dict[str, float] = {}
+    both = [x[5] / x[4] for x in recs if x[4] > 0 and x[5] > 0]
+    if both:
+        # a pass without enough aten::t (GPT-2's Conv1D layers) is timed by its aten::empty
+        ratio = out["probe_empty_ratio_infer"] = statistics.median(both)
+        recs = [(*x[:4], x[4] if x[4] > 0 else x[5] / ratio, *x[5:]) for x in recs]
     recs = [x for x in recs if x[4] > 0]
-    if not recs:
+    if not any(not x[6] for x in recs):
         raise TraceError("no decode pass with a probe", file=str(path))
-    ref = statistics.median(x[4] for x in recs)
-    out = {"probe_infer": ref}
-    for act in sorted({x[0] for x in recs}):
-        sel = [x for x in recs if x[0] == act]
-        out[f"profiled_infer_decode_{act}"] = ref * statistics.median(x[3] / x[4] for x in sel)
-        out[f"profiled_infer_decode_fixed_{act}"] = ref * max(
-            statistics.median((x[2] - x[1] * x[3]) / x[4] for x in sel), 0.0
-        )
+    ref = statistics.median(x[4] for x in recs if not x[6])
+    out["probe_infer"] = ref
+    for pre, hf in (("", False), ("hf_", True)):
+        for act in sorted({x[0] for x in recs if x[6] == hf}):
+            sel = [x for x in recs if x[0] == act and x[6] == hf]
+            out[f"profiled_{pre}infer_decode_{act}"] = ref * statistics.median(x[3] / x[4] for x in sel)
+            out[f"profiled_{pre}infer_decode_fixed_{act}"] = ref * max(
+                statistics.median((x[2] - x[1] * x[3]) / x[4] for x in sel), 0.0
+            )
     return out
 
 
@@ -569,6 +625,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     step_hosts: dict[str, float] = {}
     step_rows: list[dict[str, str]] = []
     step_paths: list[str] = []
+    decode_rows: list[dict[str, str]] = []
+    decode_paths: list[str] = []
     graph_sync: list[dict[str, str]] = []
     graph_replay: list[dict[str, str]] = []
     compiled_steps: list[dict[str, str]] = []
@@ -580,7 +638,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             step_paths.append(str(p))
             continue
         if _is_decode_host_run(csv_rows):
-            step_hosts.update(decode_host_costs(csv_rows, p))
+            decode_rows.extend(csv_rows)
+            decode_paths.append(str(p))
             continue
         if _is_compiled_step_run(csv_rows):
             compiled_steps.extend(csv_rows)
@@ -669,6 +728,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     out.update(ddp_hooks)
     if step_rows:  # single-GPU and distributed steps together (the wrappers' extra is over the single)
         step_hosts.update(step_host_costs(step_rows, ", ".join(step_paths)))
+    if decode_rows:  # the plain and Hugging Face passes together (one reference probe)
+        step_hosts.update(decode_host_costs(decode_rows, ", ".join(decode_paths)))
     # whole profiled steps in CPU-speed units (round 25) supersede the profiled per-layer entries above
     # (a width-64 layer times the profiler's ratio); the unprofiled per-step host outside the layers is
     # the profiled one over the profiler's measured per-layer ratio

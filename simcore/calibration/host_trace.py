@@ -159,34 +159,72 @@ PROBE_OP = "aten::t"
 backward: its duration is the CPU's speed of the moment, whatever the tensors."""
 
 
+ALT_PROBE_OP = "aten::empty"
+"""The probe where a thread calls ``aten::t`` too rarely to time it (fewer than one call per ten
+``aten::empty``): Hugging Face's GPT-2 (its ``Conv1D`` is an ``addmm`` with an untransposed weight)
+calls it once per pass, in the LM head. Every op that allocates calls ``aten::empty``; its median is
+stated as ``aten::t`` through the ratio of the two on threads that have both (``fit_host``:
+``probe_empty_ratio_*``)."""
+
+
 @dataclass(frozen=True)
 class OpSpeed:
-    """Median ``aten::t`` seconds on a training trace's main (forward) and backward (autograd) thread."""
+    """Median ``aten::t`` seconds on a training trace's main (forward) and backward (autograd) thread
+    (``None`` where too rare to time), and median :data:`ALT_PROBE_OP` seconds (``empty_*``)."""
 
     main_s: float | None
     backward_s: float | None
+    empty_main_s: float | None = None
+    empty_backward_s: float | None = None
 
 
 def op_speed(a: Analysis) -> OpSpeed | None:
-    """The CPU's per-op speed in a trace (None when it never calls ``aten::t``). The backward thread is
-    the one that runs the autograd nodes; the main thread the other one that calls ``aten::t``."""
+    """The CPU's per-op speed in a trace (None when it calls neither probe). The backward thread is the
+    one that runs the autograd nodes; the main thread the other one that runs the most ops."""
     ops = list(a.trace.cpu_ops.values())
-    if not any(o.name == PROBE_OP for o in ops):
+    if not any(o.name in (PROBE_OP, ALT_PROBE_OP) for o in ops):
         return None
-    main, bwd = _probe_medians(ops, {o.tid for o in ops if o.name.startswith(_BWD_NORM)})
-    return OpSpeed(main_s=main, backward_s=bwd)
+    return _probe_medians(ops, {o.tid for o in ops if o.name.startswith(_BWD_NORM)})
 
 
-def _probe_medians(ops: list[CpuOp], bwd_tids: set[int]) -> tuple[float | None, float | None]:
-    """Median ``aten::t`` seconds among ``ops`` on the main thread (the non-backward thread with the
-    most probes) and on the backward thread(s)."""
-    by: dict[int, list[float]] = {}
+def _probe_medians(ops: list[CpuOp], bwd_tids: set[int]) -> OpSpeed:
+    """Median ``aten::t`` and :data:`ALT_PROBE_OP` seconds among ``ops`` on the main thread (the
+    non-backward thread with the most ops) and on the backward thread(s); ``aten::t`` is ``None`` on a
+    thread that calls it fewer than once per ten :data:`ALT_PROBE_OP`."""
+    count: dict[int, int] = {}
     for o in ops:
-        if o.name == PROBE_OP:
-            by.setdefault(o.tid, []).append(o.dur)
-    bwd = [d for tid, v in by.items() if tid in bwd_tids for d in v]
-    main = max((v for tid, v in by.items() if tid not in bwd_tids), key=len, default=[])
-    return (statistics.median(main) if main else None, statistics.median(bwd) if bwd else None)
+        count[o.tid] = count.get(o.tid, 0) + 1
+    main_tid = max((t for t in count if t not in bwd_tids), key=lambda t: count[t], default=None)
+
+    def med(name: str, tids: set[int]) -> tuple[float | None, int]:
+        v = [o.dur for o in ops if o.name == name and o.tid in tids]
+        return (statistics.median(v) if v else None, len(v))
+
+    out: list[float | None] = []
+    for tids in ({main_tid} if main_tid is not None else set(), bwd_tids):
+        t, n_t = med(PROBE_OP, tids)
+        e, n_e = med(ALT_PROBE_OP, tids)
+        out += [t if n_t * 10 >= n_e else None, e]
+    return OpSpeed(main_s=out[0], backward_s=out[2], empty_main_s=out[1], empty_backward_s=out[3])
+
+
+def hf_layers(ops: list[CpuOp]) -> bool:
+    """Whether ``ops`` come from Hugging Face ``transformers``' modelling code: the tanh GELU written
+    out (``aten::tanh`` and ``aten::pow``, no ``aten::gelu``: GPT-2's ``gelu_new``) or RMSNorm written
+    out (``aten::rsqrt``, no fused ``rms_norm``: the Llama family's)."""
+    names = {o.name for o in ops}
+    gelu_tanh = {"aten::tanh", "aten::pow"} <= names and "aten::gelu" not in names
+    rms = "aten::rsqrt" in names and not names & {"aten::rms_norm", "aten::_fused_rms_norm"}
+    return gelu_tanh or rms
+
+
+def _norm_marks(win: list[CpuOp]) -> tuple[list[CpuOp], str]:
+    """The ops that mark a window's norms (outermost), and the autograd node name part of their
+    backward: the fused norms, or ``aten::rsqrt`` where RMSNorm is written out of elementwise ops."""
+    norms = _outermost([o for o in win if o.name in FWD_NORMS])
+    if norms:
+        return norms, "NormBackward"
+    return _outermost([o for o in win if o.name == "aten::rsqrt"]), "RsqrtBackward"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,7 +247,9 @@ class StepHost(_Row):
     ``tail`` (the last norm backward to ``optimizer.step()``: embedding backward, gradient
     accumulation), ``optimizer`` (the ``Optimizer.step`` range) and ``post`` (after it to the step's
     end: ``zero_grad``, the loop, and any wait for the GPU). ``probe_*``: the step's median
-    ``aten::t`` on the main and backward threads."""
+    ``aten::t`` on the main and backward threads (0 where too rare to time), ``empty_*``: its median
+    :data:`ALT_PROBE_OP`; ``impl``: whose modelling code (``reference``, or ``huggingface`` by its
+    written-out ops, :func:`hf_layers`)."""
 
     trace: str
     step: str
@@ -233,6 +273,9 @@ class StepHost(_Row):
     probe_main_s: float
     probe_bwd_s: float
     hooks_s: float = 0.0
+    empty_main_s: float = 0.0
+    empty_bwd_s: float = 0.0
+    impl: str = "reference"
     """Of ``bhead`` + ``tail``: PyTorch DDP's reducer work (gradient hooks, bucket all-reduce calls, copies
     back from the buckets), which simcore prices per gradient and bucket (:class:`DdpHooks`)."""
 
@@ -284,17 +327,18 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
         if not bwd_nodes:
             continue
         first_bwd = bwd_nodes[0].ts
-        norms = _outermost([o for o in win if o.name in FWD_NORMS])
+        norms, node = _norm_marks(win)
         fwd = [o.ts for o in norms if o.ts < first_bwd]
-        bwd = [o.ts for o in bwd_nodes if "NormBackward" in o.name]
+        bwd = [o.ts for o in bwd_nodes if node in o.name]
         n = len(fwd)
         if n < 3 or n % 2 == 0 or len(bwd) != n:
             continue
-        if any(o.ts > first_bwd and (o.name in FWD_NORMS or o.name in _ATTN_FWD) for o in win):
+        marks = {o.name for o in norms}
+        if any(o.ts > first_bwd and (o.name in marks or o.name in _ATTN_FWD) for o in win):
             continue
         opt = next((x for x in opt_ranges if bwd[-1] <= x.ts <= hi), None)
-        probe_m, probe_b = _probe_medians(win, {o.tid for o in bwd_nodes})
-        if opt is None or probe_m is None or probe_b is None:
+        sp = _probe_medians(win, {o.tid for o in bwd_nodes})
+        if opt is None or not (sp.main_s or sp.empty_main_s) or not (sp.backward_s or sp.empty_backward_s):
             continue
         layers = (n - 1) // 2
         out.append(
@@ -315,11 +359,14 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
                 tail_s=opt.ts - bwd[-1],
                 optimizer_s=opt.dur,
                 post_s=max(hi - opt.ts - opt.dur, 0.0),
-                probe_main_s=probe_m,
-                probe_bwd_s=probe_b,
+                probe_main_s=sp.main_s or 0.0,
+                probe_bwd_s=sp.backward_s or 0.0,
                 hooks_s=_ddp_hook_time(
                     [o for o in win if first_bwd <= o.ts < bwd[0] or bwd[-1] <= o.ts < opt.ts]
                 ),
+                empty_main_s=sp.empty_main_s or 0.0,
+                empty_bwd_s=sp.empty_backward_s or 0.0,
+                impl="huggingface" if hf_layers(win) else "reference",
             )
         )
     return out
@@ -329,7 +376,8 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
 class DecodeHost(_Row):
     """The host's time of one eager decode step (one token per sequence) in a profiled inference
     trace: ``pass_s`` from its token-embedding lookup to the next forward pass's (or the step's end),
-    ``layer_s`` per layer (the spacing of its norms) and the median ``aten::t`` of the step."""
+    ``layer_s`` per layer (the spacing of its norms), the median ``aten::t`` of the step (0 where too
+    rare to time) and its median :data:`ALT_PROBE_OP`, and whose modelling code (``impl``)."""
 
     trace: str
     step: str
@@ -338,6 +386,8 @@ class DecodeHost(_Row):
     pass_s: float
     layer_s: float
     probe_main_s: float
+    empty_main_s: float = 0.0
+    impl: str = "reference"
 
 
 DECODE_HOST_COLUMNS = columns(DecodeHost)
@@ -354,12 +404,13 @@ def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
         win = [o for o in ops if st.cpu_start <= o.ts <= st.cpu_end]
         if any(o.name.startswith(_BWD_NORM) for o in win):
             continue
-        probe, _ = _probe_medians(win, set())
+        sp = _probe_medians(win, set())
         starts = sorted(o.ts for o in win if o.name == "aten::embedding")
-        if probe is None or not starts:
+        if not (sp.main_s or sp.empty_main_s) or not starts:
             continue
         act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
-        norms = _outermost([o for o in win if o.name in FWD_NORMS])
+        impl = "huggingface" if hf_layers(win) else "reference"
+        norms, _node = _norm_marks(win)
         for p in _split_passes(norms, starts):
             if len(p) < 5 or len(p) % 2 == 0 or _tokens_of(p[0].input_dims) != 1:
                 continue
@@ -374,7 +425,9 @@ def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
                     layers=layers,
                     pass_s=end - begin,
                     layer_s=(p[-1].ts - p[0].ts) / layers,
-                    probe_main_s=probe,
+                    probe_main_s=sp.main_s or 0.0,
+                    empty_main_s=sp.empty_main_s or 0.0,
+                    impl=impl,
                 )
             )
     return out

@@ -243,16 +243,29 @@ class ComputeProfile(_Frozen):
         at this profile's host speed (``host_scale``) and CPU probe ratio (``cpu_ratio_main``, or
         ``cpu_ratio_bwd`` for the backward thread's entries)."""
         scale = self.host_scale
-        cpu = self.cpu_ratio_bwd if name.startswith(BACKWARD_THREAD_HOST) else self.cpu_ratio_main
+        base = name.removeprefix("hf_")
+        cpu = self.cpu_ratio_bwd if base.startswith(BACKWARD_THREAD_HOST) else self.cpu_ratio_main
         if cpu != 1.0:
             # only part of a host time follows the CPU's per-op speed (the rest: driver launch calls,
             # thread hand-offs); ``probe_share_<kind>`` where measured (fit_host.step_host_costs)
-            kind = name.removesuffix("_gelu").removesuffix("_swiglu")
+            kind = base.removesuffix("_gelu").removesuffix("_swiglu")
             share = self.host_layer.get(f"probe_share_{kind}", 1.0)
             scale *= 1.0 - share + share * cpu
         if profiled and f"profiled_{name}" in self.host_layer:
             return self.host_layer[f"profiled_{name}"] * scale
         return self.host_layer.get(name, default) * scale
+
+    def host_of(self, name: str, profiled: bool, implementation: str) -> float:
+        """:meth:`host` for layers of ``implementation``'s modelling code: Hugging Face's own entries
+        (``profiled_hf_<name>``, whole profiled steps of its layers, round 32) where measured, and
+        without the profiler the plain entry times their profiled ratio; else the plain entry."""
+        hf = f"profiled_hf_{name}"
+        if implementation != "huggingface" or hf not in self.host_layer:
+            return self.host(name, profiled)
+        if profiled:
+            return self.host(f"hf_{name}", True)
+        plain = self.host_layer.get(f"profiled_{name}")
+        return self.host(name) * (self.host_layer[hf] / plain if plain else 1.0)
 
     def at_cpu_speed(
         self, main_s: float, backward_s: float | None = None, inference: bool = False

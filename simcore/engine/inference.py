@@ -123,8 +123,8 @@ def evaluate(
         layers = float(model.layers) / np.asarray(pp, dtype=float)
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
         for pr, mode in ((prefill, "prefill"), (decode, "decode")):
-            host = layers * prof.host(f"infer_{mode}_{act_key}", profiler) + prof.host(
-                f"infer_{mode}_fixed_{act_key}", profiler
+            host = layers * prof.host_of(f"infer_{mode}_{act_key}", profiler, implementation) + prof.host_of(
+                f"infer_{mode}_fixed_{act_key}", profiler, implementation
             )
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 

@@ -371,7 +371,7 @@ def evaluate(
         def hv(name: str) -> float:
             if name in own:
                 return prof.host(own[name], True)
-            v = prof.host(name, profiler)
+            v = prof.host(name, profiler) if compiled else prof.host_of(name, profiler, implementation)
             if compiled:
                 # the compiled graph issues a layer's kernels with less host work than eager
                 phase = "bwd" if "_bwd" in name or name == "ckpt_selective" else "fwd"

@@ -677,23 +677,22 @@ def _cpu_speed(ans: list[Analysis], inference: bool, host: dict[str, float]) -> 
     one: the largest main-thread probe for inference, the largest sum over both threads for training
     (where both are found). A torch.compile trace has no ``aten::t``: its compiled regions'
     ``aten::transpose`` stands in, over the profile's ``probe_compiled_*`` (the same CPU's transpose
-    in compiled code where its ``aten::t`` is ``probe_main`` / ``probe_backward``)."""
-    speeds = [s for s in (op_speed(a) for a in ans) if s is not None and s.main_s]
-    if (
-        not speeds
-        and not inference
-        and host.get("probe_compiled_main")
-        and host.get("probe_compiled_backward")
-    ):
-        to_t = (
-            host["probe_main"] / host["probe_compiled_main"],
-            host["probe_backward"] / host["probe_compiled_backward"],
-        )
-        speeds = [
-            OpSpeed(main_s=float(s.main_s or 0.0) * to_t[0], backward_s=float(s.backward_s or 0.0) * to_t[1])
-            for s in (compiled_op_speed(a) for a in ans)
-            if s is not None and s.main_s and s.backward_s
-        ]
+    in compiled code where its ``aten::t`` is ``probe_main`` / ``probe_backward``). A thread without
+    enough ``aten::t`` is timed by its ``aten::empty`` (:func:`_as_t`)."""
+    speeds: list[OpSpeed] = []
+    for a in ans:
+        comp = compiled_op_speed(a) if not inference else None
+        if comp is not None and comp.main_s and comp.backward_s and host.get("probe_compiled_main"):
+            speeds.append(
+                OpSpeed(
+                    main_s=comp.main_s * host["probe_main"] / host["probe_compiled_main"],
+                    backward_s=comp.backward_s * host["probe_backward"] / host["probe_compiled_backward"],
+                )
+            )
+            continue
+        s = _as_t(op_speed(a), inference, host)
+        if s is not None and s.main_s:
+            speeds.append(s)
     if not speeds:
         return None
     if inference:
@@ -703,6 +702,18 @@ def _cpu_speed(ans: list[Analysis], inference: bool, host: dict[str, float]) -> 
         return None
     s = max(both, key=lambda x: float(x.main_s or 0.0) + float(x.backward_s or 0.0))
     return CpuOpTime(main=float(s.main_s or 0.0), backward=float(s.backward_s or 0.0))
+
+
+def _as_t(s: OpSpeed | None, inference: bool, host: dict[str, float]) -> OpSpeed | None:
+    """A trace's probes as ``aten::t``: a thread without enough ``aten::t`` is timed by its
+    ``aten::empty`` over the profile's ``probe_empty_ratio_*`` (``host_trace.ALT_PROBE_OP``)."""
+    if s is None:
+        return None
+    r_m = host.get("probe_empty_ratio_infer" if inference else "probe_empty_ratio_main")
+    r_b = host.get("probe_empty_ratio_backward")
+    main = s.main_s or (s.empty_main_s / r_m if s.empty_main_s and r_m else None)
+    bwd = s.backward_s or (s.empty_backward_s / r_b if s.empty_backward_s and r_b else None)
+    return OpSpeed(main_s=main, backward_s=bwd)
 
 
 def _host_speed(sc: Scenario, ans: list[Analysis]) -> float | None:

@@ -344,3 +344,66 @@ def test_compiled_step_costs_hand_computed() -> None:
     shipped = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
     real = compiled_step_costs(_csv_rows(REPO / "traces/h200/host_compiled_steps.csv.gz"), "c", shipped)
     assert real and all(shipped[k] == pytest.approx(v) for k, v in real.items())
+
+
+def test_empty_probe_and_hugging_face_units_hand_computed() -> None:
+    """A row whose thread lacks aten::t is timed by aten::empty over the median empty / t ratio of the
+    rows that time both; Hugging Face rows give their own entries at the plain rows' reference probes."""
+    from simcore.calibration.fit_host import decode_host_costs, step_host_costs
+
+    def row(impl: str, act: str, layers: int, t: float, e: float, fl: float) -> dict[str, str]:
+        v = {
+            "pre_s": 1e-4,
+            "head_s": 1e-4,
+            "bhead_s": 1e-4,
+            "tail_s": 1e-4,
+            "optimizer_s": 1e-4,
+            "post_s": 1e-5,
+        }
+        return {"trace": "x", "step": "s", "strategy": "single", "act": act, "layers": str(layers),
+                "synchronized": "false", "step_s": "0.01", "gpu_step_s": "0.01", "fwd_layer_s": str(fl),
+                "bwd_layer_s": str(2 * fl), **{k: str(x) for k, x in v.items()}, "probe_main_s": str(t),
+                "probe_bwd_s": str(t), "hooks_s": "", "empty_main_s": str(e), "empty_bwd_s": str(e),
+                "impl": impl}  # fmt: skip
+
+    rows = [row("reference", "gelu", L, 5e-6, 3.5e-6, 100 * 5e-6) for L in (2, 8)]
+    # a Hugging Face GPT-2 row without aten::t on either thread: empty 3.5 us is t 5 us (ratio 0.7)
+    rows += [row("huggingface", "gelu", L, 0.0, 3.5e-6, 300 * 5e-6) for L in (2, 8)]
+    out = step_host_costs(rows, "x")
+    assert out["probe_empty_ratio_main"] == pytest.approx(0.7)
+    assert out["profiled_train_fwd_gelu"] == pytest.approx(100 * 5e-6)
+    assert out["profiled_hf_train_fwd_gelu"] == pytest.approx(300 * 5e-6)
+    assert out["profiled_hf_train_bwd_gelu"] == pytest.approx(600 * 5e-6)
+    dec = [
+        {"trace": "x", "step": "s", "act": "gelu", "layers": "4", "pass_s": str(4 * 150 * 4e-6 + 1e-4),
+         "layer_s": str(150 * 4e-6), "probe_main_s": "4e-06", "empty_main_s": "3.2e-06", "impl": "reference"},
+        {"trace": "y", "step": "s", "act": "gelu", "layers": "4", "pass_s": str(4 * 230 * 4e-6 + 2e-4),
+         "layer_s": str(230 * 4e-6), "probe_main_s": "0", "empty_main_s": "3.2e-06", "impl": "huggingface"},
+    ]  # fmt: skip
+    d = decode_host_costs(dec, "x")
+    assert d["probe_empty_ratio_infer"] == pytest.approx(0.8) and d["probe_infer"] == pytest.approx(4e-6)
+    assert d["profiled_hf_infer_decode_gelu"] == pytest.approx(230 * 4e-6)
+    assert d["profiled_infer_decode_gelu"] == pytest.approx(150 * 4e-6)
+
+
+def test_host_of_takes_hugging_face_entries() -> None:
+    from simcore.calibration.profile import load_profile
+    from simcore.specs.registry import default_registry
+
+    prof = load_profile(default_registry().device("h200"))
+    hl = prof.host_layer
+    assert prof.host_of("train_fwd_gelu", True, "huggingface") == pytest.approx(
+        hl["profiled_hf_train_fwd_gelu"]
+    )
+    assert prof.host_of("train_fwd_gelu", True, "reference") == pytest.approx(hl["profiled_train_fwd_gelu"])
+    # unprofiled: the plain entry times the profiled ratio
+    ratio = hl["profiled_hf_train_bwd_swiglu"] / hl["profiled_train_bwd_swiglu"]
+    assert prof.host_of("train_bwd_swiglu", False, "huggingface") == pytest.approx(
+        hl["train_bwd_swiglu"] * ratio
+    )
+    # a backward entry follows the autograd thread's CPU speed, a forward one the main thread's
+    slow = prof.model_copy(update={"cpu_ratio_bwd": 2.0})
+    assert slow.host_of("train_fwd_gelu", True, "huggingface") == pytest.approx(
+        hl["profiled_hf_train_fwd_gelu"]
+    )
+    assert slow.host_of("train_bwd_gelu", True, "huggingface") > hl["profiled_hf_train_bwd_gelu"]

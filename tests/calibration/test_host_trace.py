@@ -227,7 +227,7 @@ def test_step_csv_errors_are_one_line(tmp_path) -> None:  # type: ignore[no-unty
     with pytest.raises(TraceError, match="finite"):
         step_host_costs([{**rows[0], "step_s": "nan"}, *rows[1:]], "x.csv")
     # a distributed row without a probe is left out, not divided by
-    bad = {**rows[0], "strategy": "ddp", "probe_main_s": "0"}
+    bad = {**rows[0], "strategy": "ddp", "probe_main_s": "0", "empty_main_s": "0"}
     assert "profiled_ddp_step_fwd" not in step_host_costs([*rows, bad], "x.csv")
     # --strategy labels --steps rows only
     out = str(tmp_path / "x.csv")
@@ -293,7 +293,9 @@ def test_compiled_probe_is_the_compiled_regions_transpose(tmp_path) -> None:  # 
     fwd_tids = {o.tid for o in a.trace.cpu_ops.values() if o.name == "CompiledFunction"}
     main_tr = [o.dur for o in a.trace.cpu_ops.values() if o.name == "aten::transpose" and o.tid in fwd_tids]
     assert sp.main_s == statistics.median(main_tr)
-    assert 1e-6 < sp.backward_s < 1e-5 and op_speed(a) is None  # no aten::t in a compiled trace
+    eager_probe = op_speed(a)
+    assert 1e-6 < sp.backward_s < 1e-5 and eager_probe is not None
+    assert eager_probe.main_s is None and eager_probe.backward_s is None  # no aten::t in a compiled trace
     assert compiled_op_speed(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
     xs = compiled_step_hosts(a)
     assert all(x.probe_main_s > 0 and x.probe_bwd_s > 0 and x.eager_probe_main_s == 0 for x in xs)
@@ -308,3 +310,24 @@ def test_compiled_probe_is_the_compiled_regions_transpose(tmp_path) -> None:  # 
     eager = op_speed(analyze(read_trace(H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz")))
     assert eager is not None
     assert all(float(r["eager_probe_main_s"]) == pytest.approx(eager.main_s) for r in rows)
+
+
+def test_hugging_face_layers_and_the_empty_probe() -> None:
+    """Hugging Face's GPT-2 (Conv1D: one aten::t per pass, in the LM head) is timed by aten::empty on
+    its main thread; its layers are found by their LayerNorms, Llama's by the written-out RMSNorm's
+    rsqrt, and both rows say whose code they ran."""
+    from simcore.calibration.host_trace import decode_step_hosts, hf_layers, training_step_hosts
+
+    r31 = H200 / "round31"
+    gpt2 = analyze(read_trace(r31 / "hf_train_gpt2_L6_b2.json.gz"))
+    rows = training_step_hosts(gpt2)
+    assert rows and all(r.layers == 6 and r.impl == "huggingface" for r in rows)
+    assert all(r.probe_main_s == 0 and r.empty_main_s > 0 and r.probe_bwd_s > 0 for r in rows)
+    llama = analyze(read_trace(r31 / "hf_train_llama_L4_h1024_b2_item.json.gz"))
+    assert [r.layers for r in training_step_hosts(llama)] == [4, 4]
+    dec = decode_step_hosts(analyze(read_trace(r31 / "hf_infer_llama_L8_h2048_b4.json.gz")))
+    assert len(dec) == 16 and all(d.layers == 8 and d.impl == "huggingface" for d in dec)
+    # tools/gpt.py's layers are not Hugging Face's
+    assert not hf_layers(
+        list(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz")).trace.cpu_ops.values())
+    )

@@ -46,19 +46,25 @@ def test_validate_real_traces(name: str) -> None:
     from simcore.calibration.host_trace import op_speed, step_synchronized
 
     ans = [analyze(read_trace(f)) for f in files]
-    speeds = [s for s in (op_speed(a) for a in ans) if s is not None and s.main_s]
+    from simcore.validation.traces import _as_t, _profile_of
+
+    host = _profile_of(load_scenario(str(SC / f"{name}.yaml"))).host_layer
+    # aten::t, or aten::empty where a thread calls aten::t too rarely (GPT-2's Conv1D layers)
+    speeds = [
+        s
+        for s in (_as_t(op_speed(a), sc.kind == "inference", host) for a in ans)
+        if s is not None and s.main_s
+    ]
     cpu = d["runtime"]["cpu_op_time"]
     if sc.kind == "inference":
         assert cpu is None if not speeds else cpu["main"] == max(s.main_s for s in speeds)
-    elif any(s.backward_s for s in speeds):
+    elif any(s.backward_s for s in speeds) and sc.runtime.framework != "compiled":
         slow = max((s for s in speeds if s.backward_s), key=lambda s: s.main_s + s.backward_s)  # type: ignore[operator]
         assert cpu == {"main": slow.main_s, "backward": slow.backward_s}
     elif sc.runtime.framework == "compiled":
         # no aten::t: the compiled regions' aten::transpose, at the profile's compiled / eager probe ratio
         from simcore.calibration.host_trace import compiled_op_speed
-        from simcore.validation.traces import _profile_of
 
-        host = _profile_of(sc).host_layer
         comp = [s for s in (compiled_op_speed(a) for a in ans) if s is not None]
         slow = max(comp, key=lambda s: s.main_s + s.backward_s)  # type: ignore[operator]
         assert cpu == pytest.approx(
