@@ -128,3 +128,22 @@ def test_validate_reads_implementation_and_dropout(trace: str, hf: bool, p: floa
     ans = load_analyses([str(Path(__file__).resolve().parents[2] / "traces" / trace)])
     assert hf_implementation(ans) is hf
     assert dropout_p(ans) == pytest.approx(p)
+
+
+def test_compiled_gemms_are_padded_to_aligned_rows() -> None:
+    """inductor pads a matmul to 16-byte rows: GPT-2's 50257-word LM head runs as 50264 under
+    torch.compile, not on cuBLAS's misaligned kernels as in eager PyTorch."""
+    from simcore.engine.pricing import Pricer
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+    from simcore.specs.scenario import ClusterSpec
+
+    cluster = resolve_cluster(ClusterSpec(system="hgx-h200", gpus=1), default_registry())
+    head = [
+        L.Op("lm_head", "gemm", "gemm", {"m": 8192.0, "n": n, "k": 768.0, "dtype": "bf16", "batch": 1.0})
+        for n in (50257.0, 50264.0)
+    ]
+    eager = Pricer.for_layout(cluster, framework="eager").times(head)[0]
+    compiled = Pricer.for_layout(cluster, framework="compiled").times(head)[0]
+    assert float(eager[0]) > 2 * float(eager[1])  # misaligned rows: cuBLAS's slow kernels
+    assert float(compiled[0]) == pytest.approx(float(compiled[1]))
