@@ -108,9 +108,20 @@ class Layout:
 
 
 def _gemm(
-    name: str, m: Num, n: Num, k: Num, dtype: str, category: str = "gemm", count: Num = 1.0, batch: Num = 1
+    name: str,
+    m: Num,
+    n: Num,
+    k: Num,
+    dtype: str,
+    category: str = "gemm",
+    count: Num = 1.0,
+    batch: Num = 1,
+    bias: bool = False,
 ) -> Op:
-    return Op(name, "gemm", category, {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}, count)
+    args = {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
+    if bias:
+        args["bias"] = True  # its backward also reduces the output gradient over the tokens
+    return Op(name, "gemm", category, args, count)
 
 
 def mem_op(
@@ -196,6 +207,12 @@ def chain_op(name: str, numel: Num, fwd: list[float], bwd: list[float], category
         args["bwd_chain"] = [n * x for x in bwd] if i == 0 else []
         out.append(Op(f"{name}_{i}", "memory", category, args))
     return out
+
+
+def _biased(m: ModelSpec, lay: Layout) -> bool:
+    """Whether the block's projections carry biases: Hugging Face's GPT-2 family (``Conv1D``; the
+    Llama family and the reference layers are bias-free)."""
+    return lay.hf and m.activation != "swiglu"
 
 
 def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
@@ -302,7 +319,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(_gemm("kv_up", T, s.heads * (ml.qk_nope_head_dim + s.v_head_dim) / t, ml.kv_lora_rank, dt))
         ops.append(mem_op(norm_name(m), T * (ml.q_lora_rank + ml.kv_lora_rank), b, "norm", rows=T))
     else:
-        ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt))
+        ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay)))
         if lay.hf and m.activation == "swiglu":
             # the Llama family's rotary embedding on the queries and the keys (GPT-2: learned positions)
             ops.extend(composite_ops("rotary", T * (s.heads + s.kv_heads) * s.head_dim / t, b, b))
@@ -330,14 +347,18 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             1.0 / lay.cp,
         )
     )
-    if lay.extra.get("kv_cache"):
-        # inference: this step's keys and values are written into the KV cache (one copy each)
+    if lay.extra.get("kv_cache") or lay.hf:
+        # inference: this step's keys and values are written into the KV cache (one copy each);
+        # transformers also fills its cache in training (``use_cache`` defaults to true: a cat each)
         ops.append(
             mem_op(
                 "copy", T * s.kv_heads / t * s.head_dim, lay.extra.get("kv_bytes", b), "kv_cache", count=2.0
             )
         )
-    ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt))
+    if lay.hf:
+        # transformers' attention output, [b, heads, s, d] transposed back and made contiguous
+        ops.append(mem_op("copy", T * s.heads / t * s.v_head_dim, b, "elementwise"))
+    ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay)))
     if lay.dropout > 0:
         ops.append(dropout_op(tsp * h, b))
     ops.extend(residual_add(m, lay, tsp))
@@ -366,12 +387,12 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
         act = "swiglu_strided" if lay.extra.get("strided_gate_up") else "swiglu"
         ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
-        ops.append(_gemm("mlp_in", T, f, h, dt))
+        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay)))
         if lay.hf:
             ops.extend(composite_ops("gelu_tanh", T * f, b, lay.residual_bytes))
         else:
             ops.append(mem_op("gelu", T * f, b, "elementwise"))
-    ops.append(_gemm("mlp_out", T, h, f, dt))
+    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay)))
     if lay.dropout > 0:
         ops.append(dropout_op(T * h, b))
     return ops
@@ -459,8 +480,8 @@ def backward_of(op: Op) -> list[Op]:
     """Backward ops of a forward op: two GEMMs per GEMM, the attention backward kernel, about twice
     the bytes for memory-bound ops, the transposed collective for communication."""
     if op.kind == "gemm":
-        a = op.args
-        return [
+        a = {k: v for k, v in op.args.items() if k != "bias"}
+        out = [
             Op(
                 op.name + "_dgrad",
                 "gemm",
@@ -476,6 +497,12 @@ def backward_of(op: Op) -> list[Op]:
                 op.count,
             ),
         ]
+        if op.args.get("bias"):
+            # the bias gradient: the output gradient (bf16) summed over the tokens, read once
+            numel = np.asarray(a["m"], dtype=np.float64) * a["n"] * a["batch"]
+            args = {"name": "mul", "nbytes": numel * 2.0, "flops": numel, "numel": numel, "elt": 2.0}
+            out.append(Op(op.name + "_bias_bwd", "memory", "elementwise", args, op.count))
+        return out
     if op.kind == "attention":
         a = op.args
         out = [Op(op.name + "_bwd", "attention", op.category, {**a, "backward": True}, op.count)]

@@ -147,3 +147,29 @@ def test_compiled_gemms_are_padded_to_aligned_rows() -> None:
     compiled = Pricer.for_layout(cluster, framework="compiled").times(head)[0]
     assert float(eager[0]) > 2 * float(eager[1])  # misaligned rows: cuBLAS's slow kernels
     assert float(compiled[0]) == pytest.approx(float(compiled[1]))
+
+
+def test_hf_biases_cache_and_output_copy(gpt, llama) -> None:  # type: ignore[no-untyped-def]
+    """GPT-2's Conv1D projections carry biases (a reduction of the output gradient each, in the
+    backward); transformers fills its KV cache in training too and copies the attention output back
+    to [tokens, hidden]."""
+    T = 2 * 1024
+    gpt2 = L.layer_fwd(gpt, _lay("huggingface"), False)
+    bias = [o for o in L.backward(gpt2) if o.name.endswith("_bias_bwd")]
+    assert sorted(o.name for o in bias) == [
+        "attn_out_bias_bwd",
+        "mlp_in_bias_bwd",
+        "mlp_out_bias_bwd",
+        "qkv_bias_bwd",
+    ]
+    mlp_in = next(o for o in bias if o.name == "mlp_in_bias_bwd")
+    assert float(mlp_in.args["nbytes"]) == pytest.approx(T * gpt.ffn_hidden * 2.0)  # bf16 read once
+    assert not any(
+        o.name.endswith("_bias_bwd") for o in L.backward(L.layer_fwd(llama, _lay("huggingface"), False))
+    )
+    assert not any(
+        o.name.endswith("_bias_bwd") for o in L.backward(L.layer_fwd(gpt, _lay("reference"), False))
+    )
+    cache = [o for o in gpt2 if o.category == "kv_cache"]
+    assert len(cache) == 1 and cache[0].count == 2.0
+    assert not any(o.category == "kv_cache" for o in L.layer_fwd(gpt, _lay("reference"), False))
