@@ -20,7 +20,10 @@ Round 32 (``--set fit``): GPT-2 and Llama (h 1024, 16 / 4 heads) at 2 and 8 laye
 1 x 512 tokens and batch-1 decode (prompt 128, 8 new tokens), twice each: the host per layer of
 Hugging Face layers in CPU-speed units, fitted (``fit_host``).
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit] [--budget S] [--smoke]
+Round 33 (``--set decode``): the same two models' decode at 2 and 8 layers, batch 1 / 4 / 16 and prompt
+128 / 512: whether a decode layer's host depends on batch and context.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -86,6 +89,18 @@ RUNS_FIT = [
 ]
 
 
+# round 33 (--set decode): decode host vs batch and context (does a layer's host depend on them?)
+RUNS_DECODE = [
+    (f"dec_{arch}_L{L}_b{b}_p{p}", build_of(L), "infer", b, (p, 8), {})
+    for arch, build_of in (
+        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
+        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
+    )
+    for L in (2, 8)
+    for b, p in ((1, 128), (4, 128), (1, 512), (4, 512), (16, 512))
+]
+
+
 def profile(step, n: int, acts, path: str) -> None:
     from torch.profiler import profile as prof_, schedule
 
@@ -101,9 +116,9 @@ def main() -> None:
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r31", "fit"), default="r31", help="round 31's held-apart runs or round 32's fit runs")
+    ap.add_argument("--set", choices=("r31", "fit", "decode"), default="r31", help="round 31's held-apart runs, round 32's fit runs or round 33's decode sweep")
     args = ap.parse_args()
-    runs = RUNS_FIT if args.set == "fit" else RUNS
+    runs = {"fit": RUNS_FIT, "decode": RUNS_DECODE}.get(args.set, RUNS)
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     os.makedirs(args.outdir, exist_ok=True)
     from torch.profiler import ProfilerActivity
@@ -171,7 +186,7 @@ def main() -> None:
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, "r31_runs.json" if args.set == "r31" else "r32_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, {"r31": "r31", "fit": "r32", "decode": "r33"}[args.set] + "_runs.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
     log(f"done in {time.time() - t0:.0f} s")
 
