@@ -222,8 +222,8 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
     kernel (forward; the backward is the autograd of each op):
 
     * ``gelu_tanh`` (GPT-2's ``gelu_new``, ``0.5 x (1 + tanh(c (x + 0.044715 x^3)))``: ``pow`` runs in
-      fp32 under autocast and promotes the rest): pow, mul, add, mul, tanh, add, mul(0.5, x), mul, and
-      the cast for the next GEMM; backward: 15 kernels (the products' two gradients, tanh_backward,
+      fp32 under autocast, its input cast first, and promotes the rest): cast, pow, mul, add, mul,
+      tanh, add, mul(0.5, x), mul, and the cast for the next GEMM; backward: 15 kernels (the products' two gradients, tanh_backward,
       pow's 3 x^2 g, the casts back, the sum of the three gradients of x);
     * ``rmsnorm`` (``LlamaRMSNorm`` over the residual stream of ``wide`` bytes: pow(2), mean, rsqrt of
       the row means, x * rsqrt, weight * x; the row-sized kernels are priced as one kernel of
@@ -233,24 +233,13 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
       the sums)."""
     a, w = act, wide
     if kind == "gelu_tanh":
-        fwd = [a + w, 2 * w, a + 2 * w, 2 * w, 2 * w, 2 * w, 2 * a, a + 2 * w, w + a]
-        bwd = [
-            a + w,
-            3 * w,
-            w + a,
-            2 * w + a,
-            2 * a,
-            3 * w,
-            2 * w,
-            w + a,
-            2 * w,
-            a + w,
-            2 * w,
-            3 * w,
-            w + a,
-            3 * a,
-            3 * a,
-        ]
+        # autocast casts pow's input to fp32 first (one more kernel where ``wide`` > ``act``)
+        cast_in = [a + w] if w > a else []
+        fwd = [*cast_in, 2 * w, 2 * w, a + 2 * w, 2 * w, 2 * w, 2 * w, 2 * a, a + 2 * w, w + a]
+        # cast back, the products' two gradients, tanh_backward, pow's 3 x^2 g on the fp32 copy,
+        # the casts back, the sum of the three gradients of x
+        bwd = [a + w, 3 * w, w + a, 2 * w + a, 2 * a, 3 * w, 2 * w, w + a, 2 * w, 2 * w, 2 * w, 3 * w, w + a]
+        bwd += [3 * a, 3 * a]
     elif kind == "rmsnorm":
         fwd = [2 * w, w, a, 2 * w, 2 * w]
         bwd = [2 * w, 3 * w, w, 2 * w, 3 * w, w, a, w, 2 * w, 3 * w]

@@ -38,10 +38,11 @@ def test_gelu_tanh_chain_hand_counted(gpt) -> None:  # type: ignore[no-untyped-d
     ref = _mem(L.mlp_block_fwd(gpt, _lay("reference")))
     hf = _mem(L.mlp_block_fwd(gpt, _lay("huggingface")))
     assert [o.args["name"] for o in ref] == ["gelu"]
-    # pow, mul, add, mul, tanh, add, mul(0.5, x), mul and the cast for the next GEMM
-    assert len(hf) == 9
-    # bytes per element: bf16 input (2), fp32 after pow under autocast (4)
-    want = [2 + 4, 8, 2 + 8, 8, 8, 8, 4, 2 + 8, 4 + 2]
+    # autocast's cast of pow's input, pow, mul, add, mul, tanh, add, mul(0.5, x), mul and the cast for
+    # the next GEMM
+    assert len(hf) == 10
+    # bytes per element: bf16 input (2), fp32 from pow's input cast on under autocast (4)
+    want = [2 + 4, 8, 8, 2 + 8, 8, 8, 8, 4, 2 + 8, 4 + 2]
     assert [float(o.args["nbytes"]) / (T * f) for o in hf] == pytest.approx(want)
     bwd = L.backward(hf)
     assert len(bwd) == 15 and all(o.name.startswith("gelu_tanh_0_bwd") for o in bwd)
