@@ -106,7 +106,8 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
 
     * ``profiled_train_fwd_<act>`` / ``profiled_train_bwd_<act>``: one layer's forward / backward;
     * ``profiled_step_fwd_<act>``: per micro-batch outside the layers on the main thread (the
-      embedding, the LM head, the loss, the ``backward()`` call);
+      embedding, the LM head, the loss, the ``backward()`` call), a line over the layer count:
+      ``profiled_step_fwd_layer_<act>`` per layer (likewise ``step_bwd``, ``step_end``);
     * ``profiled_step_bwd_<act>``: per micro-batch outside the layers on the backward thread (loss and
       LM head backward, the embedding backward, gradient accumulation);
     * ``profiled_adamw_fused_fixed`` / ``profiled_adamw_fused_per_tensor``: ``optimizer.step()``, a
@@ -176,6 +177,19 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     hf_free = [
         (a, v) for a, sync, v in hf_rows if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
     ]
+
+    def per_layer(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> tuple[float, float]:
+        """Units outside the layers as a line over the layer count (the work there that grows with the
+        parameters: gradient accumulation, ``zero_grad``, the autograd graph's teardown), where the
+        rows have two layer counts; else their median and no slope."""
+        xs = [v["layers"] for v in sel]
+        if len(set(xs)) < 2:
+            return units(sel, f), 0.0
+        slope, icpt = statistics.linear_regression(xs, [f(v) for v in sel])
+        if icpt < 0 or slope < 0:  # noise: keep the level
+            return units(sel, f), 0.0
+        return icpt, slope
+
     for pre, sel_rows in (("", free), ("hf_", hf_free)):
         for act in sorted({a for a, _ in sel_rows}):
             sel = [v for a, v in sel_rows if a == act]
@@ -185,12 +199,13 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             out[f"profiled_{pre}train_bwd_{act}"] = ref_b * units(
                 sel, lambda v: v["bwd_layer_s"] / v["probe_bwd_s"]
             )
-            out[f"profiled_{pre}step_fwd_{act}"] = ref_m * units(
-                sel, lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]
-            )
-            out[f"profiled_{pre}step_bwd_{act}"] = ref_b * units(
-                sel, lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]
-            )
+            for part, ref, seg in (
+                ("fwd", ref_m, lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]),
+                ("bwd", ref_b, lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]),
+            ):
+                lo, slope = per_layer(sel, seg)
+                out[f"profiled_{pre}step_{part}_{act}"] = ref * lo
+                out[f"profiled_{pre}step_{part}_layer_{act}"] = ref * slope
     # the share of each kind of host time that follows the probe: a line time = a + b x probe over
     # every step (both blocks), evaluated at the reference probe (the rest, a, is work whose time does
     # not move with the CPU's per-op speed: driver launch calls, thread hand-offs)
@@ -208,7 +223,11 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             out[f"probe_share_{kind}"] = (
                 min(max(b * ref / (a + b * ref), 0.0), 1.0) if a + b * ref > 0 else 1.0
             )
-    out["profiled_step_end"] = ref_m * units([v for _, v in free], lambda v: v["post_s"] / v["probe_main_s"])
+    for pre, sel_rows in (("", free), ("hf_", hf_free)):
+        if sel_rows:
+            lo, slope = per_layer([v for _, v in sel_rows], lambda v: v["post_s"] / v["probe_main_s"])
+            out[f"profiled_{pre}step_end"] = ref_m * lo
+            out[f"profiled_{pre}step_end_layer"] = ref_m * slope
     # a distributed wrapper's host beyond a single GPU's, in the same block's units: per layer (its
     # ratio) and outside the layers per micro-batch on each thread and per step after the optimizer
     # (DDP's reducer preparing and finalising the buckets, FSDP2's root unshard and post-backward
@@ -742,14 +761,15 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
     for act in ("gelu", "swiglu"):
         train_ratio = out.get(f"profiler_ratio_train_{act}")
-        for part in ("fwd", "bwd"):
+        for part in ("fwd", "bwd", "fwd_layer", "bwd_layer"):
             prof_v = step_hosts.get(f"profiled_step_{part}_{act}")
             if prof_v is not None and train_ratio:
                 out[f"step_{part}_{act}"] = prof_v / train_ratio
     # (the distributed wrappers' extras stay profiled-only: over the profiler's ratio they put the own
     # unprofiled 2 x H200 TP and FSDP runs 8-11 % long, `python -m simcore.validation.published --own`)
-    if "profiled_step_end" in step_hosts and out.get("profiler_ratio_train_gelu"):
-        out["step_end"] = step_hosts["profiled_step_end"] / out["profiler_ratio_train_gelu"]
+    for key in ("step_end", "step_end_layer"):
+        if f"profiled_{key}" in step_hosts and out.get("profiler_ratio_train_gelu"):
+            out[key] = step_hosts[f"profiled_{key}"] / out["profiler_ratio_train_gelu"]
     return out
 
 

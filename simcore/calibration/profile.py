@@ -248,7 +248,7 @@ class ComputeProfile(_Frozen):
         if cpu != 1.0:
             # only part of a host time follows the CPU's per-op speed (the rest: driver launch calls,
             # thread hand-offs); ``probe_share_<kind>`` where measured (fit_host.step_host_costs)
-            kind = base.removesuffix("_gelu").removesuffix("_swiglu")
+            kind = base.removesuffix("_gelu").removesuffix("_swiglu").removesuffix("_layer")
             share = self.host_layer.get(f"probe_share_{kind}", 1.0)
             scale *= 1.0 - share + share * cpu
         if profiled and f"profiled_{name}" in self.host_layer:

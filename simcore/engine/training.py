@@ -433,8 +433,11 @@ def evaluate(
         # outside the layers, per micro-batch: embedding, LM head and loss on the main thread, their
         # backward on the autograd thread (whole profiled steps, round 25); pipeline stages: not modelled
         single_stage = np.asarray(pp, dtype=float) <= 1
-        h_sf = np.where(single_stage, hv(f"step_fwd_{act_key}") + wrapper_step("fwd"), 0.0)
-        h_sb = np.where(single_stage, hv(f"step_bwd_{act_key}") + wrapper_step("bwd"), 0.0)
+        # (eager: plus the part that grows with the layers; compiled: its own per-step line has it)
+        lay_f = 0.0 if compiled else layers_per_rank * hv(f"step_fwd_layer_{act_key}")
+        lay_b = 0.0 if compiled else layers_per_rank * hv(f"step_bwd_layer_{act_key}")
+        h_sf = np.where(single_stage, hv(f"step_fwd_{act_key}") + lay_f + wrapper_step("fwd"), 0.0)
+        h_sb = np.where(single_stage, hv(f"step_bwd_{act_key}") + lay_b + wrapper_step("bwd"), 0.0)
         h_layers, h_out = h_f + h_b, h_sf + h_sb
         g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, layers_per_rank, m, h_sf, h_sb)
         per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
@@ -592,7 +595,15 @@ def evaluate(
         # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward
         opt = np.maximum(opt, h_opt - host_lag)
         # zero_grad and the loop after the optimizer: the GPU waits when the loop synchronizes
-        h_end = prof.host("step_end", profiler) + wrapper_step("end")
+        h_end = (
+            prof.host_of("step_end", profiler, implementation)
+            + (
+                0.0
+                if compiled
+                else layers_per_rank * prof.host_of("step_end_layer", profiler, implementation)
+            )
+            + wrapper_step("end")
+        )
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost + h_end
 

@@ -407,3 +407,33 @@ def test_host_of_takes_hugging_face_entries() -> None:
         hl["profiled_hf_train_fwd_gelu"]
     )
     assert slow.host_of("train_bwd_gelu", True, "huggingface") > hl["profiled_hf_train_bwd_gelu"]
+
+
+def test_outside_the_layers_is_a_line_over_the_layers() -> None:
+    """The host outside the layers (forward, backward, after the optimizer) is fitted as a + b x layers
+    in probe units where the rows have two layer counts."""
+    from simcore.calibration.fit_host import step_host_costs
+
+    t = 5e-6
+    rows = []
+    for layers in (2, 8):
+        for act in ("gelu", "swiglu"):
+            v = {
+                "pre_s": (100 + 5 * layers) * t,
+                "head_s": 40 * t,
+                "bhead_s": (150 + 3 * layers) * t,
+                "tail_s": 50 * t,
+                "post_s": (10 + 2 * layers) * t,
+                "optimizer_s": 1e-4,
+                "fwd_layer_s": 150 * t,
+                "bwd_layer_s": 350 * t,
+            }
+            rows.append({"trace": "x", "step": "s", "strategy": "single", "act": act, "layers": str(layers),
+                         "synchronized": "false", "step_s": "0.01", "gpu_step_s": "0.01", "probe_main_s": str(t),
+                         "probe_bwd_s": str(t), "hooks_s": "", **{k: str(x) for k, x in v.items()}})  # fmt: skip
+    out = step_host_costs(rows, "x")
+    assert out["profiled_step_fwd_gelu"] == pytest.approx(140 * t)
+    assert out["profiled_step_fwd_layer_gelu"] == pytest.approx(5 * t)
+    assert out["profiled_step_bwd_layer_swiglu"] == pytest.approx(3 * t)
+    assert out["profiled_step_end"] == pytest.approx(10 * t)
+    assert out["profiled_step_end_layer"] == pytest.approx(2 * t)

@@ -31,10 +31,15 @@ def _host_total(main: float, bwd: float, layers: int) -> float:
         return p.host(n, True)
 
     per_layer = h("train_fwd_gelu") + h("train_bwd_gelu")
-    outside = h("step_fwd_gelu") + h("step_bwd_gelu")
+    # the host outside the layers grows with them (gradient accumulation, zero_grad, the graph)
+    outside = (
+        h("step_fwd_gelu")
+        + h("step_bwd_gelu")
+        + layers * (h("step_fwd_layer_gelu") + h("step_bwd_layer_gelu"))
+    )
     sc = load_scenario(str(SC))
     opt = h("adamw_fused_fixed") + h("adamw_fused_per_tensor") * weight_tensors(sc.model, layers)
-    return layers * per_layer + outside + opt + h("step_end")
+    return layers * per_layer + outside + opt + h("step_end") + layers * h("step_end_layer")
 
 
 def test_unsynchronized_host_bound_step_is_the_host_total() -> None:
@@ -45,7 +50,7 @@ def test_unsynchronized_host_bound_step_is_the_host_total() -> None:
     # the breakdown still tiles the step; the optimizer row is the GPU's
     assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s, rel=1e-9)
     synced = simcore.predict(_with(sc, step_sync=True, cpu_op_time=slow))
-    assert synced.step_time_s >= r.step_time_s  # host-bound: the GPU never holds the host back
+    assert synced.step_time_s >= r.step_time_s * (1 - 1e-12)  # host-bound: the GPU never holds the host back
 
 
 def test_unsynchronized_gpu_bound_step_is_the_gpu_total() -> None:
