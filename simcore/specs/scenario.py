@@ -161,7 +161,10 @@ class InferenceSpec(Spec):
 
 class CpuOpTime(Spec):
     """The host CPU's per-op speed while the PyTorch profiler records: the median duration of
-    ``aten::t`` (a metadata-only op every layer calls) on each thread, seconds."""
+    ``aten::t`` (a metadata-only op every layer calls) on each thread, seconds. ``simcore validate``
+    reads it from a trace; where a thread calls ``aten::t`` too rarely (GPT-2's ``Conv1D`` layers) or
+    not at all (torch.compile), its ``aten::empty`` or compiled-region ``aten::transpose`` stands in,
+    stated as ``aten::t`` through the calibration profile's measured ratios."""
 
     main: Seconds = Field(gt=0, le=1e-3)
     """On the main (Python) thread: the forward, the loss, the optimizer; inference (e.g. ``"5 us"``)."""
