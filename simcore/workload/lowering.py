@@ -229,8 +229,9 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
       the row means, x * rsqrt, weight * x; the row-sized kernels are priced as one kernel of
       ``act`` bytes per element, the same order as their launches); backward: 10 kernels;
     * ``rotary`` (``apply_rotary_pos_emb`` on queries or keys: neg of one half, cat, x cos, rot sin,
-      add); backward: 7 kernels (the products' gradients, neg, the two halves' zero-filled slices,
-      the sums)."""
+      add; cos and sin in the residual dtype, so under AMP the products promote to fp32 and the sum
+      is cast back); backward: the cast, the products' gradients and their casts, neg, the two halves'
+      zero-filled slices, the sums."""
     a, w = act, wide
     if kind == "gelu_tanh":
         # autocast casts pow's input to fp32 first (one more kernel where ``wide`` > ``act``)
@@ -244,8 +245,10 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
         fwd = [2 * w, w, a, 2 * w, 2 * w]
         bwd = [2 * w, 3 * w, w, 2 * w, 3 * w, w, a, w, 2 * w, 3 * w]
     elif kind == "rotary":
-        fwd = [a, 2 * a, 2 * a, 2 * a, 3 * a]
-        bwd = [2 * a, 2 * a, a, 2 * a, 2 * a, 3 * a, 3 * a]
+        # cos and sin come in the residual stream's dtype (fp32 under AMP): the products promote, and
+        # the sum is cast back for the attention
+        fwd = [a, 2 * a, a + w, a + w, 3 * w, *([w + a] if w > a else [])]
+        bwd = [*([a + w] if w > a else []), 2 * w, w + a, 2 * w, w + a, a, 2 * a, 2 * a, 3 * a, 3 * a]
     else:
         raise ValueError(f"unknown composite {kind!r}")
     return chain_op(kind, numel, fwd, bwd, "norm" if kind == "rmsnorm" else "elementwise")
@@ -311,7 +314,9 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay)))
         if lay.hf and m.activation == "swiglu":
             # the Llama family's rotary embedding on the queries and the keys (GPT-2: learned positions)
-            ops.extend(composite_ops("rotary", T * (s.heads + s.kv_heads) * s.head_dim / t, b, b))
+            ops.extend(
+                composite_ops("rotary", T * (s.heads + s.kv_heads) * s.head_dim / t, b, lay.residual_bytes)
+            )
     ops.append(
         Op(
             "attention",

@@ -62,7 +62,7 @@ def test_llama_family_rmsnorm_rotary_and_casts(llama) -> None:  # type: ignore[n
     assert sum(o.kind == "gemm" for o in hf) == sum(o.kind == "gemm" for o in ref)
     names = [o.name for o in _mem(hf)]
     assert (
-        sum(n.startswith("rmsnorm_") for n in names) == 5 and sum(n.startswith("rotary_") for n in names) == 5
+        sum(n.startswith("rmsnorm_") for n in names) == 5 and sum(n.startswith("rotary_") for n in names) == 6
     )
     # the rotary embedding runs over the queries and the keys
     s = llama.head_dim if llama.head_dim else h // llama.heads
