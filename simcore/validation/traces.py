@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis
-from simcore.calibration.host_trace import SYNC_CALLS, OpSpeed, compiled_op_speed, op_speed, step_synchronized
+from simcore.calibration.host_trace import (
+    SYNC_CALLS,
+    OpSpeed,
+    compiled_op_speed,
+    hf_layers,
+    op_speed,
+    step_synchronized,
+)
 from simcore.errors import SimcoreError
 from simcore.specs.scenario import CpuOpTime, Scenario
 
@@ -339,13 +346,9 @@ def graph_framework(ans: list[Analysis]) -> bool:
 
 
 def hf_implementation(ans: list[Analysis]) -> bool:
-    """Whether the traces ran Hugging Face ``transformers``' modelling code in eager kernels: the
-    tanh GELU written out (``aten::tanh`` and ``aten::pow``, no ``aten::gelu``: GPT-2's ``gelu_new``)
-    or RMSNorm written out (``aten::rsqrt``, no fused ``rms_norm``: the Llama family's)."""
-    names = {o.name for a in ans for o in a.trace.cpu_ops.values()}
-    gelu_tanh = {"aten::tanh", "aten::pow"} <= names and "aten::gelu" not in names
-    rms = "aten::rsqrt" in names and not names & {"aten::rms_norm", "aten::_fused_rms_norm"}
-    return gelu_tanh or rms
+    """Whether the traces ran Hugging Face ``transformers``' modelling code in eager kernels (its
+    written-out tanh GELU or RMSNorm: :func:`simcore.calibration.host_trace.hf_layers`)."""
+    return hf_layers([o for a in ans for o in a.trace.cpu_ops.values()])
 
 
 def dropout_p(ans: list[Analysis]) -> float:
