@@ -146,18 +146,15 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     # a thread that calls aten::t too rarely is timed by its aten::empty, stated as aten::t through the
     # two's median ratio on the threads that have both
     out: dict[str, float] = {}
+    all_vals = [rec[-1] for rec in every] + [rec[-1] for rec in hf_rows]
     for probe, alt, key in (
         ("probe_main_s", "empty_main_s", "main"),
         ("probe_bwd_s", "empty_bwd_s", "backward"),
     ):
-        both = [
-            v[alt] / v[probe]
-            for *_, v in [*every, *((None, *x) for x in hf_rows)]
-            if v[probe] > 0 and v.get(alt, 0) > 0
-        ]
+        both = [v[alt] / v[probe] for v in all_vals if v[probe] > 0 and v.get(alt, 0) > 0]
         if both:
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
-            for *_, v in [*every, *((None, *x) for x in hf_rows)]:
+            for v in all_vals:
                 if v[probe] <= 0 and v.get(alt, 0) > 0:
                     v[probe] = v[alt] / ratio
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
