@@ -230,6 +230,7 @@ def inference_runtime(sc: Scenario) -> dict[str, Any]:
         "cpu_op_time": cpu_op_time(sc),
         "decode_sync_every": rt.decode_sync_every,
         "implementation": rt.implementation,
+        "decode_loop": rt.decode_loop,
     }
 
 

@@ -23,7 +23,13 @@ Hugging Face layers in CPU-speed units, fitted (``fit_host``).
 Round 33 (``--set decode``): the same two models' decode at 2 and 8 layers, batch 1 / 4 / 16 and prompt
 128 / 512: whether a decode layer's host depends on batch and context.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode] [--budget S] [--smoke]
+Round 34 (``--set generate``): ``model.generate()`` (greedy, 8 new tokens) of GPT-2 small at batch 1
+and the 8-layer Llama at batch 4: the library's own loop, held apart.
+
+Round 35 (``--set generate_fit``): ``generate()`` at round 32's fit configs, twice: its per-token host
+beyond the forward pass, fitted.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -101,6 +107,26 @@ RUNS_DECODE = [
 ]
 
 
+# round 34 (--set generate): model.generate() loops, held apart (greedy, 8 new tokens)
+RUNS_GENERATE = [
+    ("generate_gpt2_L12_b1", lambda s: gpt2(12, 768, 12, s), "generate", 1, (256, 8), {}),
+    ("generate_llama_L8_h2048_b4", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "generate", 4, (512, 8), {}),
+]
+
+
+# round 35 (--set generate_fit): generate() at round 32's fit configs (2 and 8 layers, batch 1, prompt
+# 128, 8 new tokens), twice: its per-token host beyond the forward pass, fitted
+RUNS_GENERATE_FIT = [
+    (f"genfit_{arch}_L{L}_p{rep}", build_of(L), "generate", 1, (128, 8), {})
+    for rep in (0, 1)
+    for arch, build_of in (
+        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
+        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
+    )
+    for L in (2, 8)
+]
+
+
 def profile(step, n: int, acts, path: str) -> None:
     from torch.profiler import profile as prof_, schedule
 
@@ -116,9 +142,11 @@ def main() -> None:
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r31", "fit", "decode"), default="r31", help="round 31's held-apart runs, round 32's fit runs or round 33's decode sweep")
+    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
     args = ap.parse_args()
-    runs = {"fit": RUNS_FIT, "decode": RUNS_DECODE}.get(args.set, RUNS)
+    runs = {"fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
+        args.set, RUNS
+    )
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     os.makedirs(args.outdir, exist_ok=True)
     from torch.profiler import ProfilerActivity
@@ -159,6 +187,23 @@ def main() -> None:
                 sync(dev)
                 profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}.json.gz"))
                 info = {"batch": batch, "seq": seq, **opt}
+            elif kind == "generate":
+                prompt, new = (32, 8) if args.smoke else shape
+                model = model.to(torch.bfloat16).eval()
+                x = torch.randint(0, vocab, (batch, prompt), device=dev)
+                mask = torch.ones_like(x)
+
+                @torch.no_grad()
+                def step():
+                    model.generate(
+                        input_ids=x, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
+                        do_sample=False, pad_token_id=0,
+                    )  # fmt: skip
+
+                step()
+                sync(dev)
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}.json.gz"))
+                info = {"batch": batch, "prompt": prompt, "new_tokens": new, "generate": True}
             else:
                 prompt, new = (32, 8) if args.smoke else shape
                 model = model.to(torch.bfloat16).eval()
@@ -186,7 +231,7 @@ def main() -> None:
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, {"r31": "r31", "fit": "r32", "decode": "r33"}[args.set] + "_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, {"r31": "r31", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
     log(f"done in {time.time() - t0:.0f} s")
 

@@ -294,7 +294,9 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     the step's ``aten::t`` median, times the median probe of all passes (``probe_infer``; a no-grad
     op costs less host than one under autograd and autocast, so inference has its own reference).
     Rows of Hugging Face layers (``impl`` huggingface, round 32) give ``profiled_hf_infer_decode_*`` at
-    the same reference; ``probe_empty_ratio_infer`` states an ``aten::empty`` probe as ``aten::t``."""
+    the same reference; ``probe_empty_ratio_infer`` states an ``aten::empty`` probe as ``aten::t``.
+    Passes of ``generate()`` (``loop`` generate, round 35) give only the host beyond their layers,
+    ``profiled_[hf_]infer_generate_fixed_<act>``."""
     try:
         recs = [
             (
@@ -305,9 +307,12 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
                 float(r["probe_main_s"]),
                 float(r.get("empty_main_s") or 0.0),
                 (r.get("impl") or "reference") == "huggingface",
+                (r.get("loop") or "manual") == "generate",
             )
             for r in rows
+            if int(float(r.get("seq") or 1)) == 1
         ]
+        pre_rows = [r for r in rows if int(float(r.get("seq") or 1)) > 1]
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad decode-host row: {e}", file=str(path)) from None
     out: dict[str, float] = {}
@@ -323,10 +328,39 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     out["probe_infer"] = ref
     for pre, hf in (("", False), ("hf_", True)):
         for act in sorted({x[0] for x in recs if x[6] == hf}):
-            sel = [x for x in recs if x[0] == act and x[6] == hf]
-            out[f"profiled_{pre}infer_decode_{act}"] = ref * statistics.median(x[3] / x[4] for x in sel)
-            out[f"profiled_{pre}infer_decode_fixed_{act}"] = ref * max(
-                statistics.median((x[2] - x[1] * x[3]) / x[4] for x in sel), 0.0
+            sel = [x for x in recs if x[0] == act and x[6] == hf and not x[7]]
+            gen = [x for x in recs if x[0] == act and x[6] == hf and x[7]]
+            if sel:
+                out[f"profiled_{pre}infer_decode_{act}"] = ref * statistics.median(x[3] / x[4] for x in sel)
+                out[f"profiled_{pre}infer_decode_fixed_{act}"] = ref * max(
+                    statistics.median((x[2] - x[1] * x[3]) / x[4] for x in sel), 0.0
+                )
+            if gen:
+                # generate(): the pass beyond its layers (logits processors, stopping criteria, cache)
+                out[f"profiled_{pre}infer_generate_fixed_{act}"] = ref * max(
+                    statistics.median((x[2] - x[1] * x[3]) / x[4] for x in gen), 0.0
+                )
+    # prefill passes of Hugging Face layers (rows with seq > 1): per layer and beyond the layers, at
+    # the same reference (the prompt's tokens hardly move the host of a host-bound prefill)
+    ratio_i = out.get("probe_empty_ratio_infer")
+    for act in sorted({r["act"] for r in pre_rows if (r.get("impl") or "") == "huggingface"}):
+        pts = []
+        for r in pre_rows:
+            if (
+                r["act"] != act
+                or (r.get("impl") or "") != "huggingface"
+                or (r.get("loop") or "") == "generate"
+            ):
+                continue
+            t, emp = float(r["probe_main_s"]), float(r.get("empty_main_s") or 0.0)
+            probe = t if t > 0 else (emp / ratio_i if emp > 0 and ratio_i else 0.0)
+            if probe > 0:
+                L, ps, ls = float(r["layers"]), float(r["pass_s"]), float(r["layer_s"])
+                pts.append((ls / probe, (ps - L * ls) / probe))
+        if pts:
+            out[f"profiled_hf_infer_prefill_{act}"] = ref * statistics.median(p[0] for p in pts)
+            out[f"profiled_hf_infer_prefill_fixed_{act}"] = ref * max(
+                statistics.median(p[1] for p in pts), 0.0
             )
     return out
 
@@ -764,6 +798,11 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
                 out[f"step_{part}_{act}"] = prof_v / train_ratio
     # (the distributed wrappers' extras stay profiled-only: over the profiler's ratio they put the own
     # unprofiled 2 x H200 TP and FSDP runs 8-11 % long, `python -m simcore.validation.published --own`)
+    for act in ("gelu", "swiglu"):
+        gen = step_hosts.get(f"profiled_hf_infer_generate_fixed_{act}")
+        if gen is not None and out.get(f"profiler_ratio_decode_{act}"):
+            # without the profiler: over the profiler's measured ratio for decode host
+            out[f"hf_infer_generate_fixed_{act}"] = gen / out[f"profiler_ratio_decode_{act}"]
     for key in ("step_end", "step_end_layer"):
         if f"profiled_{key}" in step_hosts and out.get("profiler_ratio_train_gelu"):
             out[key] = step_hosts[f"profiled_{key}"] / out["profiler_ratio_train_gelu"]

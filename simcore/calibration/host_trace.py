@@ -218,6 +218,12 @@ def hf_layers(ops: list[CpuOp]) -> bool:
     return gelu_tanh or rms
 
 
+def generate_loop(ops: list[CpuOp]) -> bool:
+    """Whether ``ops`` come from transformers' ``generate()``: its stopping criteria test the new
+    tokens against the end-of-sequence ids with ``aten::isin`` every step."""
+    return any(o.name == "aten::isin" for o in ops)
+
+
 def _norm_marks(win: list[CpuOp]) -> tuple[list[CpuOp], str]:
     """The ops that mark a window's norms (outermost), and the autograd node name part of their
     backward: the fused norms, or ``aten::rsqrt`` where RMSNorm is written out of elementwise ops."""
@@ -388,14 +394,20 @@ class DecodeHost(_Row):
     probe_main_s: float
     empty_main_s: float = 0.0
     impl: str = "reference"
+    loop: str = "manual"
+    """``generate``: transformers' ``generate()`` (its stopping criteria's ``aten::isin``), else a
+    hand-written loop of forward passes."""
+    seq: int = 1
+    """Tokens per sequence of the pass: 1 for a decode step, the prompt for a prefill."""
 
 
 DECODE_HOST_COLUMNS = columns(DecodeHost)
 
 
-def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
+def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:
     """Every decode forward pass of a profiled eager inference trace whose norms and ``aten::t``
-    probes can be found (the input of ``fit_host``'s ``profiled_infer_decode_*`` in CPU-speed units)."""
+    probes can be found (the input of ``fit_host``'s ``profiled_infer_decode_*`` in CPU-speed units);
+    with ``prefill``, the prefill passes too (``seq`` > 1)."""
     ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
     out: list[DecodeHost] = []
     for st in a.steps:
@@ -410,9 +422,11 @@ def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
             continue
         act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
         impl = "huggingface" if hf_layers(win) else "reference"
+        loop = "generate" if generate_loop(win) else "manual"
         norms, _node = _norm_marks(win)
         for p in _split_passes(norms, starts):
-            if len(p) < 5 or len(p) % 2 == 0 or _tokens_of(p[0].input_dims) != 1:
+            seq = _tokens_of(p[0].input_dims)
+            if len(p) < 5 or len(p) % 2 == 0 or seq is None or (seq != 1 and not prefill):
                 continue
             layers = (len(p) - 1) // 2
             begin = max((t for t in starts if t <= p[0].ts), default=p[0].ts)
@@ -428,6 +442,8 @@ def decode_step_hosts(a: Analysis) -> list[DecodeHost]:
                     probe_main_s=sp.main_s or 0.0,
                     empty_main_s=sp.empty_main_s or 0.0,
                     impl=impl,
+                    loop=loop,
+                    seq=seq,
                 )
             )
     return out
@@ -674,6 +690,7 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--graphs", nargs="+", metavar="TRACE", help="traces of CUDA-graph replays")
     what.add_argument("--compiled", nargs="+", metavar="TRACE", help="profiled torch.compile training traces")
     ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
+    ap.add_argument("--prefill", action="store_true", help="with --decode: the prefill passes too (seq > 1)")
     ap.add_argument(
         "--strategy",
         default="single",
@@ -723,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(h.row())
                 continue
             found: list[StepHost] | list[DecodeHost] = (
-                training_step_hosts(a, args.strategy) if args.steps else decode_step_hosts(a)
+                training_step_hosts(a, args.strategy) if args.steps else decode_step_hosts(a, args.prefill)
             )
             if not found:
                 missing = (

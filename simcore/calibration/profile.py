@@ -264,6 +264,8 @@ class ComputeProfile(_Frozen):
             return self.host(name, profiled)
         if profiled:
             return self.host(f"hf_{name}", True)
+        if f"hf_{name}" in self.host_layer:
+            return self.host(f"hf_{name}")
         plain = self.host_layer.get(f"profiled_{name}")
         return self.host(name) * (self.host_layer[hf] / plain if plain else 1.0)
 

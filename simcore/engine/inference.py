@@ -65,6 +65,7 @@ def evaluate(
     cpu_op_time: tuple[float, float | None] | None = None,
     decode_sync_every: int | None = 1,
     implementation: str = "reference",
+    decode_loop: str = "manual",
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -123,8 +124,14 @@ def evaluate(
         layers = float(model.layers) / np.asarray(pp, dtype=float)
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
         for pr, mode in ((prefill, "prefill"), (decode, "decode")):
+            fixed = f"infer_{mode}_fixed_{act_key}"
+            gen = f"infer_generate_fixed_{act_key}"
+            if decode_loop == "generate" and prof.host_of(gen, profiler, implementation) > 0:
+                # generate(): the host of a token beyond its layers, where measured (the prefill's
+                # pass makes the first token)
+                fixed = gen
             host = layers * prof.host_of(f"infer_{mode}_{act_key}", profiler, implementation) + prof.host_of(
-                f"infer_{mode}_fixed_{act_key}", profiler, implementation
+                fixed, profiler, implementation
             )
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 

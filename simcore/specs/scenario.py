@@ -194,6 +194,11 @@ class RuntimeSpec(Spec):
     norm check), so each step starts with host and GPU together. ``false``: nothing synchronizes, the
     host runs ahead into the next step while the GPU finishes this one, and an eager single-stage step
     takes the larger of the host's and the GPU's total. ``simcore validate`` reads it from the trace."""
+    decode_loop: Literal["manual", "generate"] = "manual"
+    """What drives the decode steps: a hand-written loop of forward passes (``manual``), or
+    transformers' ``generate()``, whose logits processors, stopping criteria and cache bookkeeping add
+    host time per token (measured for ``implementation: huggingface``). ``simcore validate`` reads it
+    from the trace (the stopping criteria's ``aten::isin``)."""
     decode_sync_every: int | None = Field(default=1, ge=1)
     """Decode steps between the host's waits for the GPU (reading the sampled tokens, checking for the
     end of a sequence): a serving loop waits every step (1); ``null``: never (replays back to back).

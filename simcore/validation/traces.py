@@ -26,6 +26,7 @@ from simcore.calibration.host_trace import (
     SYNC_CALLS,
     OpSpeed,
     compiled_op_speed,
+    generate_loop,
     hf_layers,
     op_speed,
     step_synchronized,
@@ -450,6 +451,15 @@ def validate(
             "predicted with runtime.implementation: huggingface (the trace writes the tanh GELU or RMSNorm "
             "out of elementwise ops, as transformers' modelling code does); --set "
             "runtime.implementation=reference predicts PyTorch's fused ops",
+        ),
+        # transformers' generate(): its stopping criteria call aten::isin every token
+        (
+            "runtime",
+            "decode_loop",
+            "generate",
+            sc.kind == "inference" and any(generate_loop(list(a.trace.cpu_ops.values())) for a in ans),
+            "predicted with runtime.decode_loop: generate (the trace's stopping criteria, aten::isin, are "
+            "transformers' generate()); --set runtime.decode_loop=manual predicts a loop of forward passes",
         ),
         (
             "training",

@@ -437,3 +437,27 @@ def test_outside_the_layers_is_a_line_over_the_layers() -> None:
     assert out["profiled_step_bwd_layer_swiglu"] == pytest.approx(3 * t)
     assert out["profiled_step_end"] == pytest.approx(10 * t)
     assert out["profiled_step_end_layer"] == pytest.approx(2 * t)
+
+
+def test_generate_and_prefill_passes_hand_computed() -> None:
+    """generate() passes give the host beyond their layers per token; Hugging Face prefill passes
+    (seq > 1, hand-written loops only) give their own per-layer and fixed entries."""
+    from simcore.calibration.fit_host import decode_host_costs
+
+    def row(impl: str, loop: str, seq: int, layer_u: float, fixed_u: float) -> dict[str, str]:
+        t = 4e-6
+        return {"trace": "x", "step": "s", "act": "gelu", "layers": "4", "layer_s": str(layer_u * t),
+                "pass_s": str((4 * layer_u + fixed_u) * t), "probe_main_s": str(t), "empty_main_s": "",
+                "impl": impl, "loop": loop, "seq": str(seq)}  # fmt: skip
+
+    rows = [row("reference", "manual", 1, 150, 50), row("huggingface", "manual", 1, 180, 110)]
+    rows += [row("huggingface", "generate", 1, 180, 450), row("huggingface", "manual", 128, 210, 125)]
+    rows += [row("huggingface", "generate", 128, 210, 600)]  # a generate prefill: not the prefill fit
+    out = decode_host_costs(rows, "x")
+    t = 4e-6
+    assert out["profiled_infer_decode_gelu"] == pytest.approx(150 * t)
+    assert out["profiled_hf_infer_decode_gelu"] == pytest.approx(180 * t)  # the manual rows only
+    assert out["profiled_hf_infer_decode_fixed_gelu"] == pytest.approx(110 * t)
+    assert out["profiled_hf_infer_generate_fixed_gelu"] == pytest.approx(450 * t)
+    assert out["profiled_hf_infer_prefill_gelu"] == pytest.approx(210 * t)
+    assert out["profiled_hf_infer_prefill_fixed_gelu"] == pytest.approx(125 * t)

@@ -331,3 +331,17 @@ def test_hugging_face_layers_and_the_empty_probe() -> None:
     assert not hf_layers(
         list(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz")).trace.cpu_ops.values())
     )
+
+
+def test_generate_loops_and_prefill_rows() -> None:
+    """transformers' generate() is told by its stopping criteria's aten::isin; --prefill keeps the
+    prefill passes (seq = the prompt)."""
+    from simcore.calibration.host_trace import decode_step_hosts, generate_loop
+
+    gen = analyze(read_trace(H200 / "round34" / "hf_generate_gpt2_L12_b1.json.gz"))
+    manual = analyze(read_trace(H200 / "round31" / "hf_infer_gpt2_L12_b1.json.gz"))
+    assert generate_loop(list(gen.trace.cpu_ops.values()))
+    assert not generate_loop(list(manual.trace.cpu_ops.values()))
+    rows = decode_step_hosts(gen, prefill=True)
+    assert {r.loop for r in rows} == {"generate"} and {r.seq for r in rows} == {1, 256}
+    assert all(r.seq == 1 for r in decode_step_hosts(gen))
