@@ -49,6 +49,7 @@ import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from simcore.errors import TraceError
 from simcore.workload.model import WEIGHT_TENSORS_PER_LAYER
@@ -298,8 +299,8 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     Passes of ``generate()`` (``loop`` generate, round 35) give only the host beyond their layers,
     ``profiled_[hf_]infer_generate_fixed_<act>``."""
     try:
-        recs = [
-            (
+        passes = [
+            _Pass(
                 r["act"],
                 float(r["layers"]),
                 float(r["pass_s"]),
@@ -308,61 +309,63 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
                 float(r.get("empty_main_s") or 0.0),
                 (r.get("impl") or "reference") == "huggingface",
                 (r.get("loop") or "manual") == "generate",
+                int(float(r.get("seq") or 1)),
             )
             for r in rows
-            if int(float(r.get("seq") or 1)) == 1
         ]
-        pre_rows = [r for r in rows if int(float(r.get("seq") or 1)) > 1]
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad decode-host row: {e}", file=str(path)) from None
     out: dict[str, float] = {}
-    both = [x[5] / x[4] for x in recs if x[4] > 0 and x[5] > 0]
+    both = [x.empty / x.probe for x in passes if x.seq == 1 and x.probe > 0 and x.empty > 0]
     if both:
         # a pass without enough aten::t (GPT-2's Conv1D layers) is timed by its aten::empty
         ratio = out["probe_empty_ratio_infer"] = statistics.median(both)
-        recs = [(*x[:4], x[4] if x[4] > 0 else x[5] / ratio, *x[5:]) for x in recs]
-    recs = [x for x in recs if x[4] > 0]
-    if not any(not x[6] for x in recs):
+        passes = [x if x.probe > 0 or x.empty <= 0 else x._replace(probe=x.empty / ratio) for x in passes]
+    passes = [x for x in passes if x.probe > 0]
+    recs = [x for x in passes if x.seq == 1]
+    if not any(not x.hf for x in recs):
         raise TraceError("no decode pass with a probe", file=str(path))
-    ref = statistics.median(x[4] for x in recs if not x[6])
+    ref = statistics.median(x.probe for x in recs if not x.hf)
     out["probe_infer"] = ref
+
+    def put(kind: str, act: str, sel: list[_Pass], layers: bool = True) -> None:
+        """``profiled_<kind>_<act>``: the passes' units per layer (where ``layers``), and
+        ``profiled_<kind>_fixed_<act>``: beyond their layers, both at ``ref``."""
+        if layers:
+            out[f"profiled_{kind}_{act}"] = ref * statistics.median(x.layer_s / x.probe for x in sel)
+        out[f"profiled_{kind}_fixed_{act}"] = ref * max(
+            statistics.median((x.pass_s - x.layers * x.layer_s) / x.probe for x in sel), 0.0
+        )
+
     for pre, hf in (("", False), ("hf_", True)):
-        for act in sorted({x[0] for x in recs if x[6] == hf}):
-            sel = [x for x in recs if x[0] == act and x[6] == hf and not x[7]]
-            gen = [x for x in recs if x[0] == act and x[6] == hf and x[7]]
+        for act in sorted({x.act for x in recs if x.hf == hf}):
+            sel = [x for x in recs if x.act == act and x.hf == hf and not x.generate]
+            gen = [x for x in recs if x.act == act and x.hf == hf and x.generate]
             if sel:
-                out[f"profiled_{pre}infer_decode_{act}"] = ref * statistics.median(x[3] / x[4] for x in sel)
-                out[f"profiled_{pre}infer_decode_fixed_{act}"] = ref * max(
-                    statistics.median((x[2] - x[1] * x[3]) / x[4] for x in sel), 0.0
-                )
+                put(f"{pre}infer_decode", act, sel)
             if gen:
                 # generate(): the pass beyond its layers (logits processors, stopping criteria, cache)
-                out[f"profiled_{pre}infer_generate_fixed_{act}"] = ref * max(
-                    statistics.median((x[2] - x[1] * x[3]) / x[4] for x in gen), 0.0
-                )
-    # prefill passes of Hugging Face layers (rows with seq > 1): per layer and beyond the layers, at
-    # the same reference (the prompt's tokens hardly move the host of a host-bound prefill)
-    ratio_i = out.get("probe_empty_ratio_infer")
-    for act in sorted({r["act"] for r in pre_rows if (r.get("impl") or "") == "huggingface"}):
-        pts = []
-        for r in pre_rows:
-            if (
-                r["act"] != act
-                or (r.get("impl") or "") != "huggingface"
-                or (r.get("loop") or "") == "generate"
-            ):
-                continue
-            t, emp = float(r["probe_main_s"]), float(r.get("empty_main_s") or 0.0)
-            probe = t if t > 0 else (emp / ratio_i if emp > 0 and ratio_i else 0.0)
-            if probe > 0:
-                L, ps, ls = float(r["layers"]), float(r["pass_s"]), float(r["layer_s"])
-                pts.append((ls / probe, (ps - L * ls) / probe))
-        if pts:
-            out[f"profiled_hf_infer_prefill_{act}"] = ref * statistics.median(p[0] for p in pts)
-            out[f"profiled_hf_infer_prefill_fixed_{act}"] = ref * max(
-                statistics.median(p[1] for p in pts), 0.0
-            )
+                put(f"{pre}infer_generate", act, gen, layers=False)
+    # prefill passes of Hugging Face layers in hand-written loops (rows with seq > 1): per layer and
+    # beyond the layers, at the same reference (the prompt hardly moves the host of a host-bound prefill)
+    pre_hf = [x for x in passes if x.seq > 1 and x.hf and not x.generate]
+    for act in sorted({x.act for x in pre_hf}):
+        put("hf_infer_prefill", act, [x for x in pre_hf if x.act == act])
     return out
+
+
+class _Pass(NamedTuple):
+    """One forward pass of a ``host_trace --decode`` row (seconds; ``probe``: its ``aten::t``)."""
+
+    act: str
+    layers: float
+    pass_s: float
+    layer_s: float
+    probe: float
+    empty: float
+    hf: bool
+    generate: bool
+    seq: int
 
 
 def _is_graph_sync_run(rows: list[dict[str, str]]) -> bool:
