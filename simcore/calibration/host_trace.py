@@ -19,11 +19,12 @@ skipped: their per-layer host includes the wrapper's work.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.classify import Analysis
+from simcore.calibration.classify import Analysis, Step
 from simcore.calibration.profile import ComputeProfile
 from simcore.calibration.traces.model import CpuOp
 
@@ -74,18 +75,28 @@ def _tokens_of(dims: object) -> int | None:
     return None
 
 
+def _step_windows(a: Analysis) -> Iterator[tuple[Step, float, float, list[CpuOp]]]:
+    """Each annotated step with a CPU range: the step, its start and end, and its CPU ops in time order."""
+    ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
+    for st in a.steps:
+        if st.cpu_start is not None and st.cpu_end is not None:
+            lo, hi = st.cpu_start, st.cpu_end
+            yield st, lo, hi, [o for o in ops if lo <= o.ts <= hi]
+
+
+def _act_of(win: list[CpuOp]) -> str:
+    """The MLP of the ops' layers: ``swiglu`` where they call SiLU, else ``gelu``."""
+    return "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
+
+
 def layer_host_times(a: Analysis, prof: ComputeProfile) -> list[LayerHost]:
     """Per-layer host times of every annotated step of a single-GPU trace (empty when the trace
     has no usable norm pattern, no step annotations, NCCL kernels, or the profile no host model)."""
     if not prof.host_layer or any(k.base == "comm" for s in a.steps for k in s.kernels):
         return []
-    ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
     out: list[LayerHost] = []
-    for st in a.steps:
-        if st.cpu_start is None or st.cpu_end is None:
-            continue
-        win = [o for o in ops if st.cpu_start <= o.ts <= st.cpu_end]
-        act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
+    for _st, _lo, _hi, win in _step_windows(a):
+        act = _act_of(win)
         first_bwd = next((o.ts for o in win if o.name.startswith(_BWD_NORM)), None)
         norms = _outermost([o for o in win if o.name in FWD_NORMS])
         if first_bwd is not None:
@@ -279,11 +290,11 @@ class StepHost(_Row):
     probe_main_s: float
     probe_bwd_s: float
     hooks_s: float = 0.0
+    """Of ``bhead`` + ``tail``: PyTorch DDP's reducer work (gradient hooks, bucket all-reduce calls, copies
+    back from the buckets), which simcore prices per gradient and bucket (:class:`DdpHooks`)."""
     empty_main_s: float = 0.0
     empty_bwd_s: float = 0.0
     impl: str = "reference"
-    """Of ``bhead`` + ``tail``: PyTorch DDP's reducer work (gradient hooks, bucket all-reduce calls, copies
-    back from the buckets), which simcore prices per gradient and bucket (:class:`DdpHooks`)."""
 
 
 STEP_HOST_COLUMNS = columns(StepHost)
@@ -318,17 +329,12 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
     """The host timeline of every annotated eager training step of a trace whose norms, norm
     backwards, ``Optimizer.step`` range and ``aten::t`` probes can all be found (steps with
     recomputation are left out, as in :func:`layer_host_times`); ``strategy`` labels the rows."""
-    ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
     opt_ranges = sorted(
         (x for x in a.trace.annotations if x.name.startswith(_OPT_STEP) and not x.gpu), key=lambda x: x.ts
     )
     calls = [c for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
     out: list[StepHost] = []
-    for st in a.steps:
-        if st.cpu_start is None or st.cpu_end is None:
-            continue
-        lo, hi = st.cpu_start, st.cpu_end
-        win = [o for o in ops if lo <= o.ts <= hi]
+    for st, lo, hi, win in _step_windows(a):
         bwd_nodes = [o for o in win if o.name.startswith(_BWD_NORM)]
         if not bwd_nodes:
             continue
@@ -352,7 +358,7 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
                 trace=a.trace.path,
                 step=st.name,
                 strategy=strategy,
-                act="swiglu" if any(o.name == "aten::silu" for o in win) else "gelu",
+                act=_act_of(win),
                 layers=layers,
                 synchronized=any(lo <= c.ts <= hi for c in calls),
                 step_s=hi - lo,
@@ -408,19 +414,15 @@ def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:
     """Every decode forward pass of a profiled eager inference trace whose norms and ``aten::t``
     probes can be found (the input of ``fit_host``'s ``profiled_infer_decode_*`` in CPU-speed units);
     with ``prefill``, the prefill passes too (``seq`` > 1)."""
-    ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
     out: list[DecodeHost] = []
-    for st in a.steps:
-        if st.cpu_start is None or st.cpu_end is None:
-            continue
-        win = [o for o in ops if st.cpu_start <= o.ts <= st.cpu_end]
+    for st, _lo, hi, win in _step_windows(a):
         if any(o.name.startswith(_BWD_NORM) for o in win):
             continue
         sp = _probe_medians(win, set())
         starts = sorted(o.ts for o in win if o.name == "aten::embedding")
         if not (sp.main_s or sp.empty_main_s) or not starts:
             continue
-        act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
+        act = _act_of(win)
         impl = "huggingface" if hf_layers(win) else "reference"
         loop = "generate" if generate_loop(win) else "manual"
         norms, _node = _norm_marks(win)
@@ -430,7 +432,7 @@ def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:
                 continue
             layers = (len(p) - 1) // 2
             begin = max((t for t in starts if t <= p[0].ts), default=p[0].ts)
-            end = min((t for t in starts if t > p[-1].ts), default=st.cpu_end)
+            end = min((t for t in starts if t > p[-1].ts), default=hi)
             out.append(
                 DecodeHost(
                     trace=a.trace.path,
@@ -507,11 +509,7 @@ def compiled_step_hosts(a: Analysis, eager: OpSpeed | None = None) -> list[Compi
     the step's own probes (``eager``: the probe of an eager trace of the same process, if any)."""
     opt_ranges = [x for x in a.trace.annotations if x.name.startswith(_OPT_STEP) and not x.gpu]
     out: list[CompiledStepHost] = []
-    for st in a.steps:
-        if st.cpu_start is None or st.cpu_end is None:
-            continue
-        lo, hi = st.cpu_start, st.cpu_end
-        win = [o for o in a.trace.cpu_ops.values() if lo <= o.ts <= hi]
+    for st, lo, hi, win in _step_windows(a):
         fwd = sum(o.dur for o in win if o.name == _COMPILED_FWD)
         bwd = sum(o.dur for o in win if o.name == _COMPILED_BWD)
         if fwd <= 0 or bwd <= 0:
