@@ -702,6 +702,12 @@ def main(argv: list[str] | None = None) -> int:
             "error: --strategy labels --steps rows; it means nothing with --ddp or --decode", file=sys.stderr
         )
         return 2
+    if args.prefill and not args.decode:
+        print(
+            "error: --prefill adds prefill passes to --decode rows; it means nothing without --decode",
+            file=sys.stderr,
+        )
+        return 2
     rows: list[dict[str, Any]] = []
     try:
         for p in args.ddp or args.steps or args.decode or args.graphs or args.compiled:
@@ -746,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
                     if args.steps
                     else "eager decode step with its norms"
                 )
-                print(f"error: {p}: no {missing} and aten::t calls", file=sys.stderr)
+                print(f"error: {p}: no {missing} and CPU probe (aten::t or aten::empty)", file=sys.stderr)
                 return 2
             rows.extend(x.row() for x in found)
     except SimcoreError as e:

@@ -237,6 +237,8 @@ def test_step_csv_errors_are_one_line(tmp_path) -> None:  # type: ignore[no-unty
         )
         == 2
     )
+    # and --prefill the --decode rows only
+    assert main(["--steps", str(R25 / "profile_train_gpt_L8_h768_item.json.gz"), "--prefill", "-o", out]) == 2
 
 
 def test_ddp_reducer_work_outside_the_layers_is_counted_apart() -> None:
