@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.classify import Analysis
+from simcore.calibration.classify import Analysis, attention_shape
+from simcore.calibration.traces.model import CpuOp
 from simcore.calibration.host_trace import (
     SYNC_CALLS,
     OpSpeed,
@@ -347,9 +348,38 @@ def graph_framework(ans: list[Analysis]) -> bool:
 
 
 def hf_implementation(ans: list[Analysis]) -> bool:
-    """Whether the traces ran Hugging Face ``transformers``' modelling code in eager kernels (its
-    written-out tanh GELU or RMSNorm: :func:`simcore.calibration.host_trace.hf_layers`)."""
-    return hf_layers([o for a in ans for o in a.trace.cpu_ops.values()])
+    """Whether the traces ran Hugging Face ``transformers``' modelling code: in eager kernels its
+    written-out tanh GELU or RMSNorm (:func:`simcore.calibration.host_trace.hf_layers`); compiled,
+    the causal mask it materialises for SDPA when ``torch.compile`` traces it
+    (:func:`dense_mask_attention`)."""
+    ops = [o for a in ans for o in a.trace.cpu_ops.values()]
+    return hf_layers(ops) or dense_mask_attention(ops)
+
+
+# SDPA entry points whose fourth input is the attention mask (or bias)
+_MASKED_ATTN = (
+    "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_cudnn_attention",
+    "aten::_scaled_dot_product_efficient_attention",
+)
+
+
+def dense_mask_attention(ops: list[CpuOp]) -> bool:
+    """Whether most multi-query fused attention calls of the traces take a materialised 4-D mask
+    (``[b, 1 or h, s, s_kv]``) with ``is_causal`` false, as ``transformers`` passes under
+    ``torch.compile`` (outside tracing it passes ``is_causal`` and no mask)."""
+    dense = total = 0
+    for o in ops:
+        shape = attention_shape(o) if o.name in _MASKED_ATTN else None
+        if shape is None or shape["seq"] <= 1:
+            continue
+        dims = o.input_dims if isinstance(o.input_dims, list) else []
+        total += 1
+        dense += (not shape["causal"]) and any(
+            isinstance(d, list) and len(d) == 4 and d[-2:] == [int(shape["seq"]), int(shape["kv_seq"])]
+            for d in dims[3:]
+        )
+    return total > 0 and dense > total / 2
 
 
 def dropout_p(ans: list[Analysis]) -> float:

@@ -85,6 +85,20 @@ class Layout:
         return bool(self.extra.get("fused", False))
 
     @property
+    def hf_code(self) -> bool:
+        """Hugging Face ``transformers`` modelling code (``runtime.implementation: huggingface``), in
+        eager kernels or compiled: GPT-2's projection biases, the KV cache it fills in training."""
+        return self.extra.get("impl") == "huggingface"
+
+    @property
+    def dense_mask(self) -> bool:
+        """Attention over a materialised causal mask: ``transformers`` builds a ``[b, 1, s, s]`` mask
+        instead of passing ``is_causal`` when ``torch.compile`` traces it (its SDPA mask helper skips
+        the mask only outside tracing), so the attention kernel walks every query-key block (no
+        causal skipping) in training and prefill."""
+        return self.hf_code and self.fused and "kv_seq" not in self.extra
+
+    @property
     def hf(self) -> bool:
         """Hugging Face ``transformers`` modelling code in eager kernels (``runtime.implementation:
         huggingface`` outside compiled code): GPT-2's tanh GELU and Llama's RMSNorm and rotary
@@ -212,7 +226,7 @@ def chain_op(name: str, numel: Num, fwd: list[float], bwd: list[float], category
 def _biased(m: ModelSpec, lay: Layout) -> bool:
     """Whether the block's projections carry biases: Hugging Face's GPT-2 family (``Conv1D``; the
     Llama family and the reference layers are bias-free)."""
-    return lay.hf and m.activation != "swiglu"
+    return lay.hf_code and m.activation != "swiglu"
 
 
 def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
@@ -328,7 +342,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
                 "kv_heads": s.kv_heads / t,
                 "seq": lay.seq,
                 "head_dim": s.head_dim,
-                "causal": "kv_seq" not in lay.extra,
+                "causal": "kv_seq" not in lay.extra and not lay.dense_mask,
                 "backward": False,
                 "dtype": dt,
                 # fused attention runs in bf16 under fp8 GEMMs; a decode step over an fp8 KV cache
@@ -341,7 +355,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             1.0 / lay.cp,
         )
     )
-    if lay.extra.get("kv_cache") or lay.hf:
+    if lay.extra.get("kv_cache") or lay.hf_code:
         # inference: this step's keys and values are written into the KV cache (one copy each);
         # transformers also fills its cache in training (``use_cache`` defaults to true: a cat each)
         ops.append(
