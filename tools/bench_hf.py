@@ -29,7 +29,10 @@ and the 8-layer Llama at batch 4: the library's own loop, held apart.
 Round 35 (``--set generate_fit``): ``generate()`` at round 32's fit configs, twice: its per-token host
 beyond the forward pass, fitted.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit] [--budget S] [--smoke]
+Round 36 (``--set r36``): four more held-apart runs (``RUNS_R36``): the 8-layer Llama under
+``torch.compile``, GPT-2 medium, a 6-layer Llama of hidden 1536, a 16-layer Llama's batch-1 decode.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -127,6 +130,17 @@ RUNS_GENERATE_FIT = [
 ]
 
 
+# round 36 (--set r36): more held-apart runs, after the fits and the compiled-mask finding: Llama
+# under torch.compile (its materialised causal mask), GPT-2 medium, another Llama shape, batch-1
+# Llama decode
+RUNS_R36 = [
+    ("train_llama_L8_h2048_b2_compiled", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {"compile": True}),
+    ("train_gpt2_L24_h1024_b4", lambda s: gpt2(24, 1024, 16, s), "train", 4, 1024, {}),
+    ("train_llama_L6_h1536_b4", lambda s: llama(6, 1536, 12, 4, 6144, 32000, s), "train", 4, 1024, {}),
+    ("infer_llama_L16_h2048_b1", lambda s: llama(16, 2048, 32, 8, 8192, 32000, s), "infer", 1, (256, 8), {}),
+]
+
+
 def profile(step, n: int, acts, path: str) -> None:
     from torch.profiler import profile as prof_, schedule
 
@@ -142,9 +156,9 @@ def main() -> None:
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
+    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit", "r36"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
     args = ap.parse_args()
-    runs = {"fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
+    runs = {"r36": RUNS_R36, "fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
         args.set, RUNS
     )
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
@@ -231,7 +245,7 @@ def main() -> None:
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, {"r31": "r31", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, {"r31": "r31", "r36": "r36", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
     log(f"done in {time.time() - t0:.0f} s")
 
