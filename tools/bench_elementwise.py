@@ -17,7 +17,10 @@ written, ``dtype`` the input's), eager calls and, below 50 us a call, CUDA-graph
 * ``cat_strided``: ``torch.cat([empty(b, h, 0, d), x.transpose(1, 2)], 2)`` (transformers' KV cache).
 
 ``--ref OUT2`` also writes the plain ops (copy, cast fp32 -> bf16, add, mul, silu) measured in the same
-run, for same-run ratios (not a calibration input: round 1's rows are).
+run, for same-run ratios (not a calibration input: round 1's rows are). Round 36's is committed as
+``traces/h200/round36/elementwise_plain.csv.gz``, its columns renamed (``op,dtype,rows,width,bytes,
+seconds,timing``) so that ``simcore calibrate traces/h200`` does not take it for an op sweep. (Its
+``add fp32`` rows add a tensor to itself: they read one tensor, not two.)
 
   python tools/bench_elementwise.py --out elementwise.csv [--ref elementwise_ref.csv] [--smoke]
 """

@@ -270,6 +270,18 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
     "embedding": (2.0, 0.0, 0.0),
     "rope": (2.0, 0.0, 6.0),
     "fill": (1.0, 0.0, 0.0),
+    # PyTorch's slower kernels for the same ops (round 36, tools/bench_elementwise.py): operands of
+    # two dtypes take the unrolled loop with dynamic casts (bf16 -> fp32 upcasts, an fp32 residual
+    # plus a bf16 branch: ``elt`` the mean element size), non-contiguous ones the strided loop (the
+    # halves of a fused gate/up output, a transposed view made contiguous, transformers' KV-cache
+    # ``cat`` of transposed keys); a strided add is priced as ``mul_strided``
+    "cast_up": (2.0, 0.0, 0.0),
+    "add_mixed": (3.0, 0.0, 1.0),
+    "mul_mixed": (3.0, 0.0, 1.0),
+    "mul_strided": (3.0, 0.0, 1.0),
+    "silu_strided": (2.0, 0.0, 8.0),
+    "copy_strided": (2.0, 0.0, 0.0),
+    "cat_strided": (2.0, 0.0, 0.0),
 }
 _TRAFFIC_BWD: dict[str, tuple[float, float, float]] = {
     "add": (2.0, 0.0, 0.0),
@@ -310,7 +322,17 @@ def memory_op_traffic(name: str, numel: ArrayLike, elt_bytes: float = 2.0) -> tu
 
 
 # variants priced as their plain op where a profile lacks their own measurement
-_PRICED_AS = {"swiglu_strided": "swiglu", "swiglu_strided_bwd": "swiglu_bwd"}
+_PRICED_AS = {
+    "swiglu_strided": "swiglu",
+    "swiglu_strided_bwd": "swiglu_bwd",
+    "cast_up": "cast",
+    "add_mixed": "add",
+    "mul_mixed": "mul",
+    "mul_strided": "mul",
+    "silu_strided": "silu",
+    "copy_strided": "copy",
+    "cat_strided": "copy",
+}
 
 # names used by PyTorch / the calibration traces -> simcore op names
 _ALIASES = {

@@ -44,7 +44,13 @@ def _kernels() -> int:
     published = Path(__file__).resolve().parent / "data" / "published_kernels.csv"
     h200 = traces_dir() / "h200"
     return fit_compute.main(
-        [str(h200 / "ops.csv.gz"), str(h200 / "cold.csv.gz"), "--published", str(published)]
+        [
+            str(h200 / "ops.csv.gz"),
+            str(h200 / "cold.csv.gz"),
+            str(h200 / "elementwise.csv.gz"),
+            "--published",
+            str(published),
+        ]
     )
 
 

@@ -208,17 +208,28 @@ def fused_mem_op(
     )
 
 
-def chain_op(name: str, numel: Num, fwd: list[float], bwd: list[float], category: str) -> list[Op]:
+Kernel = float | tuple[float, str]
+"""One kernel of a composite: bytes read + written per element, and the fitted op pricing it (a bare
+number: ``mul``, a plain binary op)."""
+
+
+def _kernel(k: Kernel) -> tuple[float, str]:
+    return (float(k[0]), k[1]) if isinstance(k, tuple) else (float(k), "mul")
+
+
+def chain_op(name: str, numel: Num, fwd: list[Kernel], bwd: list[Kernel], category: str) -> list[Op]:
     """Elementwise kernels written out of separate PyTorch ops (a composite activation or norm): one
-    kernel per entry of ``fwd`` (bytes read + written per element of ``numel``), priced on the fitted
-    curve of a binary elementwise op (``mul``); the first carries the backward chain ``bwd`` (one
-    kernel per entry, :func:`backward_of`)."""
+    kernel per entry of ``fwd`` (bytes read + written per element of ``numel``, and the op whose
+    fitted curve prices it: a plain binary op, ``mul``, unless named, e.g. ``add_mixed`` for an fp32
+    tensor plus a bf16 one); the first carries the backward chain ``bwd`` (one kernel per entry,
+    :func:`backward_of`)."""
     n = np.asarray(numel, dtype=np.float64)
     _nb, flops = memory_op_traffic("mul", numel, 2.0)
     out: list[Op] = []
-    for i, b in enumerate(fwd):
-        args = {"name": "mul", "nbytes": n * b, "flops": flops, "numel": numel, "elt": 2.0}
-        args["bwd_chain"] = [n * x for x in bwd] if i == 0 else []
+    for i, k in enumerate(fwd):
+        b, kname = _kernel(k)
+        args = {"name": kname, "nbytes": n * b, "flops": flops, "numel": numel, "elt": 2.0}
+        args["bwd_chain"] = [(n * x, nm) for x, nm in map(_kernel, bwd)] if i == 0 else []
         out.append(Op(f"{name}_{i}", "memory", category, args))
     return out
 
@@ -247,22 +258,33 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
       is cast back); backward: the cast, the products' gradients and their casts, neg, the two halves'
       zero-filled slices, the sums."""
     a, w = act, wide
+    fwd: list[Kernel]
+    bwd: list[Kernel]
+    # where autocast widens (``wide`` > ``act``), the upcasts and the ops mixing the two dtypes run
+    # PyTorch's unrolled kernels (``cast_up``, ``add_mixed``, ``mul_mixed``); casts down stay vectorised
+    mixed = w > a
+    up, down = ("cast_up", "cast") if mixed else ("copy", "copy")
+    madd, mmul = ("add_mixed", "mul_mixed") if mixed else ("add", "mul")
     if kind == "gelu_tanh":
         # autocast casts pow's input to fp32 first (one more kernel where ``wide`` > ``act``)
-        cast_in = [a + w] if w > a else []
-        fwd = [*cast_in, 2 * w, 2 * w, a + 2 * w, 2 * w, 2 * w, 2 * w, 2 * a, a + 2 * w, w + a]
+        cast_in: list[Kernel] = [(a + w, up)] if mixed else []
+        fwd = [*cast_in, 2 * w, 2 * w, (a + 2 * w, madd), 2 * w, 2 * w, 2 * w, 2 * a, (a + 2 * w, mmul), (w + a, down)]
         # cast back, the products' two gradients, tanh_backward, pow's 3 x^2 g on the fp32 copy,
         # the casts back, the sum of the three gradients of x
-        bwd = [a + w, 3 * w, w + a, 2 * w + a, 2 * a, 3 * w, 2 * w, w + a, 2 * w, 2 * w, 2 * w, 3 * w, w + a]
-        bwd += [3 * a, 3 * a]
+        bwd = [(a + w, up), 3 * w, (w + a, down), (2 * w + a, mmul), 2 * a, 3 * w, 2 * w, (w + a, down), 2 * w]
+        bwd += [2 * w, 2 * w, 3 * w, (w + a, down), 3 * a, 3 * a]
     elif kind == "rmsnorm":
-        fwd = [2 * w, w, a, 2 * w, 2 * w]
+        # the products with the row statistic broadcast it (a stride-0 operand: the strided kernel)
+        fwd = [2 * w, w, a, (2 * w, "mul_strided"), (2 * w, "mul_strided")]
         bwd = [2 * w, 3 * w, w, 2 * w, 3 * w, w, a, w, 2 * w, 3 * w]
     elif kind == "rotary":
         # cos and sin come in the residual stream's dtype (fp32 under AMP): the products promote, and
-        # the sum is cast back for the attention
-        fwd = [a, 2 * a, a + w, a + w, 3 * w, *([w + a] if w > a else [])]
-        bwd = [*([a + w] if w > a else []), 2 * w, w + a, 2 * w, w + a, a, 2 * a, 2 * a, 3 * a, 3 * a]
+        # the sum is cast back for the attention; rotate_half negates and concatenates the strided
+        # halves of the transposed heads
+        fwd = [(a, "copy_strided"), (2 * a, "copy_strided"), (a + w, mmul), (a + w, mmul), 3 * w]
+        fwd += [(w + a, down)] if mixed else []
+        bwd = [*([(a + w, up)] if mixed else []), 2 * w, (w + a, down), 2 * w, (w + a, down), a, 2 * a]
+        bwd += [2 * a, 3 * a, 3 * a]
     else:
         raise ValueError(f"unknown composite {kind!r}")
     return chain_op(kind, numel, fwd, bwd, "norm" if kind == "rmsnorm" else "elementwise")
@@ -303,7 +325,12 @@ def residual_add(m: ModelSpec, lay: Layout, tokens: Num) -> list[Op]:
     """The residual add closing a block (part of the next norm's kernel when fused)."""
     if lay.fused:
         return []
-    return [mem_op("add", tokens * m.hidden, lay.residual_bytes, "elementwise")]
+    rb, b = lay.residual_bytes, lay.act_bytes
+    if rb > b:
+        # an fp32 residual plus a bf16 branch (autocast): PyTorch's unrolled mixed-dtype kernel; its
+        # backward casts the residual's gradient down for the branch (a vectorised cast)
+        return [fused_mem_op("add_mixed", tokens * m.hidden, (2 * rb + b) / 3, 2 * rb + b, rb + b, "elementwise", "cast")]
+    return [mem_op("add", tokens * m.hidden, rb, "elementwise")]
 
 
 def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
@@ -355,14 +382,17 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             1.0 / lay.cp,
         )
     )
-    if lay.extra.get("kv_cache") or lay.hf_code:
-        # inference: this step's keys and values are written into the KV cache (one copy each);
-        # transformers also fills its cache in training (``use_cache`` defaults to true: a cat each)
-        ops.append(
-            mem_op(
-                "copy", T * s.kv_heads / t * s.head_dim, lay.extra.get("kv_bytes", b), "kv_cache", count=2.0
-            )
-        )
+    kv_numel = T * s.kv_heads / t * s.head_dim
+    if lay.hf:
+        # transformers' cache (also filled in training: ``use_cache`` defaults to true) concatenates
+        # the transposed keys and values (PyTorch's cat of strided inputs); their gradients come back
+        # as strided copies
+        kb = lay.extra.get("kv_bytes", b)
+        ops.append(Op("copy", "memory", "kv_cache", fused_mem_op("cat_strided", kv_numel, kb, 2 * kb, 2 * kb, "kv_cache", "copy_strided").args, 2.0))
+    elif lay.extra.get("kv_cache") or lay.hf_code:
+        # inference: this step's keys and values are written into the KV cache (one copy each;
+        # compiled transformers code writes its cache in one fused kernel each)
+        ops.append(mem_op("copy", kv_numel, lay.extra.get("kv_bytes", b), "kv_cache", count=2.0))
     if lay.hf:
         # transformers' attention output, [b, heads, s, d] transposed back and made contiguous
         ops.append(mem_op("copy", T * s.heads / t * s.v_head_dim, b, "elementwise"))
@@ -523,8 +553,8 @@ def backward_of(op: Op) -> list[Op]:
         # a composite written out of elementwise ops: its backward kernels were given with its first
         a = {k: v for k, v in op.args.items() if k != "bwd_chain"}
         return [
-            Op(f"{op.name}_bwd{i}", "memory", op.category, {**a, "nbytes": nb}, op.count)
-            for i, nb in enumerate(op.args["bwd_chain"])
+            Op(f"{op.name}_bwd{i}", "memory", op.category, {**a, "name": nm, "nbytes": nb}, op.count)
+            for i, (nb, nm) in enumerate(op.args["bwd_chain"])
         ]
     if op.kind == "memory" and "bwd_nbytes" in op.args:
         # a fused kernel: its backward traffic was given with it
@@ -626,8 +656,10 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # the loss runs in fp32 (autocast's fp32 list; Megatron's vocab-parallel cross-entropy): the bf16
     # logits are upcast, then softmax + NLL read them
     # (a cast reads 2 and writes 4 bytes per element: traffic 2e at 3 bytes per element)
+    # (bf16 -> fp32 runs PyTorch's unrolled copy, ``cast_up``; the gradient's way back is a plain cast)
+    b = lay.act_bytes
     return [
-        mem_op("cast", T * v, (lay.act_bytes + 4.0) / 2.0, "loss_cast"),
+        fused_mem_op("cast_up", T * v, (b + 4.0) / 2.0, b + 4.0, b + 4.0, "loss_cast", "cast"),
         mem_op("cross_entropy", T * v, 4.0, "loss"),
     ]
 
@@ -647,7 +679,7 @@ def amp_ops(params: Num, tensors: Num, accumulate: Num = 0.0, shard: Num = 1.0) 
     per = params / np.maximum(tensors, 1.0)
     fwd = [mem_op("cast", per, 3.0, "amp_cast", count=tensors)]
     bwd = [
-        mem_op("cast", per, 3.0, "amp_cast", count=tensors),
+        mem_op("cast_up", per, 3.0, "amp_cast", count=tensors),
         mem_op("add", per * shard, 4.0, "amp_cast", count=tensors * accumulate),
     ]
     return fwd, bwd

@@ -20,6 +20,8 @@ from tests.cli_runner import run_cli
 REPO = Path(__file__).resolve().parents[2]
 OPS = "traces/h200/ops.csv.gz"
 COLD = "traces/h200/cold.csv.gz"
+# round 36: PyTorch's mixed-dtype and strided elementwise kernels
+ELEMENTWISE = "traces/h200/elementwise.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +33,8 @@ def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     os.chdir(REPO)
     try:
         dev = default_registry().device("h200")
-        ours = calibrate([OPS, COLD], "h200", fit_comm_profile=False).compute_profile
-        ref, _ = FC.fit([OPS, COLD], dev)
+        ours = calibrate([OPS, COLD, ELEMENTWISE], "h200", fit_comm_profile=False).compute_profile
+        ref, _ = FC.fit([OPS, COLD, ELEMENTWISE], dev)
     finally:
         os.chdir(old)
     assert ours is not None
@@ -80,7 +82,7 @@ def test_input_kinds(tmp_path: Path) -> None:
     inp = sort_inputs([REPO / "traces" / "h200"])
     # the op sweeps, and round 19's GEMM kernel durations (an op CSV in a subfolder); round 17's
     # in-step kernels (no framework column) are not op rows
-    assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "gemm_kernels.csv.gz", "ops.csv.gz"]
+    assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "elementwise.csv.gz", "gemm_kernels.csv.gz", "ops.csv.gz"]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
     assert sorted(inp.traces) == sorted(
         p
@@ -158,7 +160,7 @@ def test_reproduces_shipped_kernel_rate_profile() -> None:
     old = os.getcwd()
     os.chdir(REPO)
     try:
-        ours = calibrate([OPS, COLD, kr], "h200", fit_comm_profile=False).compute_profile
+        ours = calibrate([OPS, COLD, kr, ELEMENTWISE], "h200", fit_comm_profile=False).compute_profile
     finally:
         os.chdir(old)
     assert ours is not None
