@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis, attention_shape
-from simcore.calibration.traces.model import CpuOp
 from simcore.calibration.host_trace import (
     SYNC_CALLS,
     OpSpeed,
@@ -32,6 +31,7 @@ from simcore.calibration.host_trace import (
     op_speed,
     step_synchronized,
 )
+from simcore.calibration.traces.model import CpuOp
 from simcore.errors import SimcoreError
 from simcore.specs.scenario import CpuOpTime, Scenario
 

@@ -268,10 +268,31 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
     if kind == "gelu_tanh":
         # autocast casts pow's input to fp32 first (one more kernel where ``wide`` > ``act``)
         cast_in: list[Kernel] = [(a + w, up)] if mixed else []
-        fwd = [*cast_in, 2 * w, 2 * w, (a + 2 * w, madd), 2 * w, 2 * w, 2 * w, 2 * a, (a + 2 * w, mmul), (w + a, down)]
+        fwd = [
+            *cast_in,
+            2 * w,
+            2 * w,
+            (a + 2 * w, madd),
+            2 * w,
+            2 * w,
+            2 * w,
+            2 * a,
+            (a + 2 * w, mmul),
+            (w + a, down),
+        ]
         # cast back, the products' two gradients, tanh_backward, pow's 3 x^2 g on the fp32 copy,
         # the casts back, the sum of the three gradients of x
-        bwd = [(a + w, up), 3 * w, (w + a, down), (2 * w + a, mmul), 2 * a, 3 * w, 2 * w, (w + a, down), 2 * w]
+        bwd = [
+            (a + w, up),
+            3 * w,
+            (w + a, down),
+            (2 * w + a, mmul),
+            2 * a,
+            3 * w,
+            2 * w,
+            (w + a, down),
+            2 * w,
+        ]
         bwd += [2 * w, 2 * w, 3 * w, (w + a, down), 3 * a, 3 * a]
     elif kind == "rmsnorm":
         # the products with the row statistic broadcast it (a stride-0 operand: the strided kernel)
@@ -329,7 +350,11 @@ def residual_add(m: ModelSpec, lay: Layout, tokens: Num) -> list[Op]:
     if rb > b:
         # an fp32 residual plus a bf16 branch (autocast): PyTorch's unrolled mixed-dtype kernel; its
         # backward casts the residual's gradient down for the branch (a vectorised cast)
-        return [fused_mem_op("add_mixed", tokens * m.hidden, (2 * rb + b) / 3, 2 * rb + b, rb + b, "elementwise", "cast")]
+        return [
+            fused_mem_op(
+                "add_mixed", tokens * m.hidden, (2 * rb + b) / 3, 2 * rb + b, rb + b, "elementwise", "cast"
+            )
+        ]
     return [mem_op("add", tokens * m.hidden, rb, "elementwise")]
 
 
@@ -388,7 +413,15 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         # the transposed keys and values (PyTorch's cat of strided inputs); their gradients come back
         # as strided copies
         kb = lay.extra.get("kv_bytes", b)
-        ops.append(Op("copy", "memory", "kv_cache", fused_mem_op("cat_strided", kv_numel, kb, 2 * kb, 2 * kb, "kv_cache", "copy_strided").args, 2.0))
+        ops.append(
+            Op(
+                "copy",
+                "memory",
+                "kv_cache",
+                fused_mem_op("cat_strided", kv_numel, kb, 2 * kb, 2 * kb, "kv_cache", "copy_strided").args,
+                2.0,
+            )
+        )
     elif lay.extra.get("kv_cache") or lay.hf_code:
         # inference: this step's keys and values are written into the KV cache (one copy each;
         # compiled transformers code writes its cache in one fused kernel each)

@@ -82,7 +82,12 @@ def test_input_kinds(tmp_path: Path) -> None:
     inp = sort_inputs([REPO / "traces" / "h200"])
     # the op sweeps, and round 19's GEMM kernel durations (an op CSV in a subfolder); round 17's
     # in-step kernels (no framework column) are not op rows
-    assert [p.name for p in inp.ops_csv] == ["cold.csv.gz", "elementwise.csv.gz", "gemm_kernels.csv.gz", "ops.csv.gz"]
+    assert [p.name for p in inp.ops_csv] == [
+        "cold.csv.gz",
+        "elementwise.csv.gz",
+        "gemm_kernels.csv.gz",
+        "ops.csv.gz",
+    ]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
     assert sorted(inp.traces) == sorted(
         p

@@ -174,3 +174,78 @@ def test_hf_biases_cache_and_output_copy(gpt, llama) -> None:  # type: ignore[no
     cache = [o for o in gpt2 if o.category == "kv_cache"]
     assert len(cache) == 1 and cache[0].count == 2.0
     assert not any(o.category == "kv_cache" for o in L.layer_fwd(gpt, _lay("reference"), False))
+
+
+def test_compiled_hf_attention_walks_every_block(gpt, llama) -> None:  # type: ignore[no-untyped-def]
+    """transformers materialises the causal mask when torch.compile traces it: the attention of a
+    compiled Hugging Face model is not causal (every block), its biases and KV cache stay."""
+
+    def attn(m, lay):  # type: ignore[no-untyped-def]
+        return next(o for o in L.attention_block_fwd(m, lay) if o.kind == "attention")
+
+    assert attn(gpt, _lay("huggingface", fused=True)).args["causal"] is False
+    assert attn(llama, _lay("huggingface", fused=True)).args["causal"] is False
+    assert attn(gpt, _lay("huggingface")).args["causal"] is True  # eager: is_causal
+    assert attn(gpt, _lay("reference", fused=True)).args["causal"] is True
+    compiled = L.layer_fwd(gpt, _lay("huggingface", fused=True), False)
+    assert any(o.name.endswith("_bias_bwd") for o in L.backward(compiled))
+    assert [o.category for o in compiled].count("kv_cache") == 1
+
+
+def test_validate_reads_the_dense_mask_of_compiled_hf() -> None:
+    from pathlib import Path
+
+    from simcore.validation.traces import dense_mask_attention, hf_implementation
+    from simcore.workload.replay import load_analyses
+
+    root = Path(__file__).resolve().parents[2] / "traces" / "h200"
+    ans = load_analyses([str(root / "round31" / "hf_train_gpt2_L12_b8_compiled.json.gz")])
+    ops = [o for a in ans for o in a.trace.cpu_ops.values()]
+    assert dense_mask_attention(ops) and hf_implementation(ans)
+    # eager transformers passes is_causal (no mask); tools/gpt.py's compiled step runs flash attention
+    for name in ("round31/hf_train_gpt2_L12_b8.json.gz", "profile_train_gpt-125m_s1024_b8_compiled.json.gz"):
+        eager = load_analyses([str(root / name)])
+        assert not dense_mask_attention([o for a in eager for o in a.trace.cpu_ops.values()])
+
+
+def test_mixed_dtype_and_strided_kernels(gpt, llama) -> None:  # type: ignore[no-untyped-def]
+    """Round 36: PyTorch's unrolled (mixed dtypes) and strided kernels are their own fitted ops,
+    slower per byte than the plain ones; the lowering uses them where the code runs them."""
+    from simcore.calibration.profile import load_profile
+    from simcore.compute.ops import memory_op
+    from simcore.specs.registry import default_registry
+
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    nb = 256e6
+    plain = {n: float(memory_op(dev, prof, n, nb).time_s) for n in ("cast", "add", "mul", "silu", "copy")}
+    for variant, base in (
+        ("cast_up", "cast"),
+        ("add_mixed", "add"),
+        ("mul_mixed", "mul"),
+        ("mul_strided", "mul"),
+        ("silu_strided", "silu"),
+        ("copy_strided", "copy"),
+        ("cat_strided", "copy"),
+    ):
+        assert float(memory_op(dev, prof, variant, nb).time_s) > 1.3 * plain[base], variant
+    # a profile that never measured them prices the plain op
+    bare = prof.model_copy(update={"memory": prof.memory.model_copy(update={"ops": {}})})
+    assert float(memory_op(dev, bare, "add_mixed", nb).time_s) == pytest.approx(
+        float(memory_op(dev, bare, "add", nb).time_s)
+    )
+    # under autocast the residual add mixes an fp32 residual with a bf16 branch: 4 + 2 + 4 bytes
+    T = 2 * 1024
+    (add,) = L.residual_add(gpt, _lay("reference"), T)
+    assert add.args["name"] == "add_mixed"
+    assert float(add.args["nbytes"]) == pytest.approx(T * gpt.hidden * 10.0)
+    (bwd,) = L.backward([add])
+    assert bwd.args["name"] == "cast"  # the residual's gradient cast down for the branch
+    assert L.residual_add(gpt, _lay("reference", rb=2.0), T)[0].args["name"] == "add"
+    # transformers' KV cache: a cat of transposed keys and values, gradients back as strided copies
+    (cache,) = [o for o in L.attention_block_fwd(llama, _lay("huggingface")) if o.category == "kv_cache"]
+    assert cache.args["name"] == "cat_strided" and cache.count == 2.0
+    assert L.backward([cache])[0].args["name"] == "copy_strided"
+    # the GELU chain names its unrolled kernels: the upcast, the mixed add and product
+    names = [o.args["name"] for o in _mem(L.mlp_block_fwd(gpt, _lay("huggingface")))]
+    assert names[0] == "cast_up" and "add_mixed" in names and "mul_mixed" in names and names[-1] == "cast"
