@@ -32,7 +32,10 @@ beyond the forward pass, fitted.
 Round 36 (``--set r36``): four more held-apart runs (``RUNS_R36``): the 8-layer Llama under
 ``torch.compile``, GPT-2 medium, a 6-layer Llama of hidden 1536, a 16-layer Llama's batch-1 decode.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36] [--budget S] [--smoke]
+Round 37 (``--set tokens``): round 32's fit models at 2 and 8 layers, 512 / 2048 / 8192
+tokens per step, twice (``RUNS_TOKENS``): the host of a ``transformers`` layer against the tokens.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -141,6 +144,20 @@ RUNS_R36 = [
 ]
 
 
+# round 37 (--set tokens): round 32's fit models (2 and 8 layers) at 512, 2048 and 8192 tokens per
+# step (b1 s512, b2 s1024, b8 s1024), twice: does a transformers layer's host grow with the tokens?
+RUNS_TOKENS = [
+    (f"tok_train_{arch}_L{L}_b{b}_s{seq}_p{rep}", build_of(L), "train", b, seq, {})
+    for rep in (0, 1)
+    for arch, build_of in (
+        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
+        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
+    )
+    for L in (2, 8)
+    for b, seq in ((1, 512), (2, 1024), (8, 1024))
+]
+
+
 def profile(step, n: int, acts, path: str) -> None:
     from torch.profiler import profile as prof_, schedule
 
@@ -156,9 +173,9 @@ def main() -> None:
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit", "r36"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
+    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit", "r36", "tokens"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
     args = ap.parse_args()
-    runs = {"r36": RUNS_R36, "fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
+    runs = {"r36": RUNS_R36, "tokens": RUNS_TOKENS, "fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
         args.set, RUNS
     )
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
@@ -245,7 +262,7 @@ def main() -> None:
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, {"r31": "r31", "r36": "r36", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, {"r31": "r31", "r36": "r36", "tokens": "r37", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
     log(f"done in {time.time() - t0:.0f} s")
 
