@@ -13,7 +13,9 @@ written, ``dtype`` the input's), eager calls and, below 50 us a call, CUDA-graph
 * ``cast_up``: bf16 -> fp32 copy (``x.float()``);
 * ``add_mixed`` / ``mul_mixed``: fp32 tensor with a bf16 tensor, fp32 out;
 * ``mul_strided`` / ``silu_strided``: on one half of a ``[rows, 2 W]`` tensor (row stride 2 W);
-* ``copy_strided``: ``x.view(b, s, h, d).transpose(1, 2).contiguous()`` (bf16 and fp32);
+* ``copy_strided`` / ``copy_strided_fp32``: ``x.view(b, s, h, d).transpose(1, 2).contiguous()`` (bf16 /
+  fp32: the strided loop is bound by elements, not bytes; round 36's run wrote both as ``copy_strided``,
+  the committed CSV names the fp32 rows as this script now does);
 * ``cat_strided``: ``torch.cat([empty(b, h, 0, d), x.transpose(1, 2)], 2)`` (transformers' KV cache).
 
 ``--ref OUT2`` also writes the plain ops (copy, cast fp32 -> bf16, add, mul, silu) measured in the same
@@ -96,7 +98,7 @@ def main() -> None:
                 ("mul_strided", "bf16", lambda: a16 * half, N * 6),
                 ("silu_strided", "bf16", lambda: F.silu(half), N * 4),
                 ("copy_strided", "bf16", lambda: x4.transpose(1, 2).contiguous(), N * 4),
-                ("copy_strided", "fp32", lambda: x4f.transpose(1, 2).contiguous(), N * 8),
+                ("copy_strided_fp32", "fp32", lambda: x4f.transpose(1, 2).contiguous(), N * 8),
                 ("cat_strided", "bf16", lambda: torch.cat([empty, x4.transpose(1, 2)], 2), N * 4),
             ]
             for name, dt, fn, nbytes in variants:

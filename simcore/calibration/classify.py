@@ -451,10 +451,15 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
     types = op.input_types or []
     best, elt, last = 0.0, 2.0, 0.0
     for i, d in enumerate(op.input_dims):
-        n = _numel(d) if _is_shape(d) else 0.0
+        if _is_shape(d):
+            n = _numel(d)
+        elif isinstance(d, list) and d and all(_is_shape(x) for x in d):
+            n = sum(_numel(x) for x in d)  # a tensor list (``cat``'s): the elements it gathers
+        else:
+            n = 0.0
         if n > best:
             best = n
-            last = float(d[-1]) if d else 0.0
+            last = float(d[-1]) if _is_shape(d) else 0.0
             dt = dtype_of(types[i]) if i < len(types) else None
             elt = _ELT.get(dt or "bf16", 2.0)
     if best <= 0:
@@ -466,6 +471,7 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
         idx_i = [i for i, t in enumerate(types) if isinstance(t, str) and ("long" in t or "int" in t.lower())]
         if tab is not None and idx_i and _is_shape(dims[idx_i[0]]):
             best = _numel(dims[idx_i[0]]) * float(tab[-1])
+    strided = _strided_inputs(op)
     if name in ("copy", "cast"):
         shapes = [(i, d) for i, d in enumerate(dims) if _is_shape(d)]
         if len(shapes) >= 2:
@@ -473,8 +479,22 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
                 _ELT.get(dtype_of(types[i]) or "bf16", 2.0) if i < len(types) else 2.0 for i, _ in shapes[:2]
             ]
             n = max(_numel(shapes[0][1]), _numel(shapes[1][1]))
-            nm = "cast" if e[0] != e[1] else "copy"
+            # copy_(dst, src): an upcast runs PyTorch's unrolled copy, a downcast the vectorised one,
+            # a copy from a non-contiguous source the strided loop (round 36)
+            nm = "cast_up" if e[0] > e[1] else "cast" if e[0] != e[1] else "copy"
+            if nm == "copy" and shapes[1][0] in strided:
+                nm = "copy_strided_fp32" if e[0] == 4.0 else "copy_strided"
             return {"kind": "memory", "name": nm, "nbytes": n * (e[0] + e[1]), "dtype": "bf16", "numel": n}
+    if op.name == "aten::cat" and strided:
+        name = "cat_strided"
+    elif name in ("add", "mul", "silu"):
+        tensors = [i for i, d in enumerate(dims) if _is_shape(d) and _numel(d) > 1]
+        kinds = {dtype_of(types[i]) for i in tensors if i < len(types)}
+        if name != "silu" and len(kinds) > 1:
+            name += "_mixed"  # operands of two dtypes: the unrolled loop
+        elif strided & set(tensors) or any(_numel(dims[i]) < best for i in tensors):
+            # a non-contiguous or broadcast operand: the strided loop
+            name = "silu_strided" if name == "silu" else "mul_strided"
     nb, _fl = memory_op_traffic(name, best, elt)
     out: dict[str, Any] = {
         "kind": "memory",
@@ -486,6 +506,38 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
     if name.removesuffix("_bwd") in ("layernorm", "rmsnorm") and last > 0:
         out["rows"] = best / last  # a norm gives each row (of the last dimension) to one CTA
     return out
+
+
+def _strided_inputs(op: CpuOp) -> set[int]:
+    """Indices of the tensor inputs the op recorded as non-contiguous (``Input Strides`` against
+    row-major strides of ``Input Dims``; size-1 dimensions ignored; a list input, as ``cat``'s,
+    counts when any of its tensors is)."""
+    out: set[int] = set()
+    strides = op.input_strides if isinstance(op.input_strides, list) else []
+    dims = op.input_dims if isinstance(op.input_dims, list) else []
+    for i, (d, st) in enumerate(zip(dims, strides, strict=False)):
+        pairs = list(zip(d, st, strict=False)) if _is_shape(d) and _is_shape(st) else []
+        nested = (
+            [(x, y) for x, y in zip(d, st, strict=False) if _is_shape(x) and _is_shape(y)]
+            if not pairs and isinstance(d, list) and isinstance(st, list)
+            else []
+        )
+        if pairs and not _row_major(d, st) or any(not _row_major(x, y) for x, y in nested):
+            out.add(i)
+    return out
+
+
+def _row_major(dims: list[Any], strides: list[Any]) -> bool:
+    if len(dims) != len(strides):
+        return True
+    expected = 1
+    for d, st in zip(reversed(dims), reversed(strides), strict=True):
+        if d == 1:
+            continue
+        if st != expected:
+            return False
+        expected *= d
+    return True
 
 
 def optimizer_shape(op: CpuOp) -> dict[str, Any] | None:

@@ -281,6 +281,7 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
     "mul_strided": (3.0, 0.0, 1.0),
     "silu_strided": (2.0, 0.0, 8.0),
     "copy_strided": (2.0, 0.0, 0.0),
+    "copy_strided_fp32": (2.0, 0.0, 0.0),
     "cat_strided": (2.0, 0.0, 0.0),
 }
 _TRAFFIC_BWD: dict[str, tuple[float, float, float]] = {
@@ -331,6 +332,7 @@ _PRICED_AS = {
     "mul_strided": "mul",
     "silu_strided": "silu",
     "copy_strided": "copy",
+    "copy_strided_fp32": "copy",
     "cat_strided": "copy",
 }
 

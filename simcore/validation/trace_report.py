@@ -81,7 +81,7 @@ def run(cases: list[TraceCase], calibration: str | None = None) -> list[dict[str
     out = []
     over = [f"calibration={calibration}"] if calibration else None
     for c in cases:
-        rep = validate([str(t) for t in c.traces], c.scenario, overrides=over).to_dict()
+        rep = validate([str(t) for t in c.traces], c.scenario, overrides=over, top_kernels=1 << 30).to_dict()
         training = load_scenario(str(c.scenario), over or []).kind == "training"
         worst = sorted(rep["classes"], key=lambda r: -abs(r["error_s"]))[:3]
         out.append(
@@ -98,9 +98,67 @@ def run(cases: list[TraceCase], calibration: str | None = None) -> list[dict[str
                 # what the prediction took from the trace: the CPU's per-op speed, a loop that syncs
                 "cpu_op_time_s": rep["runtime"].get("cpu_op_time"),
                 "step_sync": rep["runtime"].get("step_sync", True) if training else None,
+                # per class, and per memory-bound op at the trace's own shapes: (measured, predicted) s
+                "classes_s": {r["class"]: (r["measured_s"], r["predicted_s"]) for r in rep["classes"]},
+                "memory_ops_s": _memory_ops(rep["kernels"]),
             }
         )
     return out
+
+
+# per-op classes that are not bandwidth-bound kernels
+_NOT_MEMORY = ("gemm", "attention", "optimizer", "communication")
+
+
+def _memory_ops(kernels: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
+    """Per simcore memory-bound op (``cast_up``, ``layernorm_bwd``, ...): kernels per step and their
+    measured and predicted seconds per step, summed over the trace's shapes."""
+    out: dict[str, tuple[float, float, float]] = {}
+    for k in kernels:
+        if k["class"] in _NOT_MEMORY or not k.get("priced_as"):
+            continue
+        n, m, p = out.get(k["priced_as"], (0.0, 0.0, 0.0))
+        c = k["count_per_step"]
+        out[k["priced_as"]] = (n + c, m + c * k["measured_s"], p + c * k["predicted_s"])
+    return out
+
+
+def class_totals(rows: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """(measured, predicted) seconds per step of each class, summed over the traces (GPU kernels
+    only: the idle class is the step's, not a kernel class)."""
+    out: dict[str, tuple[float, float]] = {}
+    for r in rows:
+        for c, (m, p) in r["classes_s"].items():
+            if c != "idle":
+                a, b = out.get(c, (0.0, 0.0))
+                out[c] = (a + m, b + p)
+    return out
+
+
+def memory_op_totals(
+    rows: list[dict[str, Any]],
+) -> tuple[dict[str, tuple[float, float, float]], float, float]:
+    """Memory-bound kernels priced at the traces' own shapes, over every trace: per op (kernels,
+    measured, predicted seconds per step summed over the traces); the predicted/measured ratio of
+    their total; and the time-weighted median |error| of the per-trace per-op totals."""
+    per: dict[str, tuple[float, float, float]] = {}
+    pairs: list[tuple[float, float]] = []
+    for r in rows:
+        for op, (n, m, p) in r["memory_ops_s"].items():
+            a, b, c = per.get(op, (0.0, 0.0, 0.0))
+            per[op] = (a + n, b + m, c + p)
+            if m > 0:
+                pairs.append((abs(p / m - 1.0), m))
+    tm = sum(v[1] for v in per.values())
+    tp = sum(v[2] for v in per.values())
+    pairs.sort()
+    acc, half, med = 0.0, sum(w for _e, w in pairs) / 2.0, 0.0
+    for e, w in pairs:
+        acc += w
+        if acc >= half:
+            med = e
+            break
+    return per, (tp / tm if tm > 0 else float("nan")), med
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -125,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index", default=None, help="trace index CSV (default: traces/validate.csv)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--calibration", metavar="NAME|PATH", help="what-if: predict with this compute profile")
+    ap.add_argument("--ops", action="store_true", help="also list each memory-bound op over all the traces")
     args = ap.parse_args(argv)
     try:
         rows = run(read_index(args.index), args.calibration)
@@ -162,6 +221,26 @@ def main(argv: list[str] | None = None) -> int:
             f"{label}: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst {s['worst_abs_error_pct']:.1f}%"
             f"  within 10%: {s['within_10pct']}/{s['n']}"
         )
+    totals = class_totals(rows)
+    print(
+        "classes over all traces, predicted/measured (measured ms per step, summed): "
+        + ", ".join(
+            f"{c} {p / m:.2f} ({m * 1e3:.0f})"
+            for c, (m, p) in sorted(totals.items(), key=lambda x: -x[1][0])
+            if m > 0
+        )
+    )
+    per, ratio, med = memory_op_totals(rows)
+    print(
+        f"memory-bound kernels at the traces' own shapes: predicted/measured {ratio:.2f}, "
+        f"time-weighted median |err| {100 * med:.1f}% (--ops: per op)"
+    )
+    if args.ops:
+        for op, (n, m, p) in sorted(per.items(), key=lambda x: -x[1][1]):
+            if m > 0:
+                print(
+                    f"  {op:22s} {n:8.0f} kernels/step  measured {m * 1e3:8.2f} ms  predicted/measured {p / m:5.2f}"
+                )
     return 0
 
 

@@ -292,6 +292,8 @@ def _kernel_rows(ans: list[Analysis], sc: Scenario, top: int) -> list[dict[str, 
             {
                 "op": name,
                 "class": cls,
+                # the op simcore priced: its kind, and a memory-bound op's name (``cast_up``, ...)
+                "priced_as": s.get("name", s.get("kind", "")),
                 "kernels_per_op": nk,
                 "count_per_step": count,
                 "measured_s": meas,

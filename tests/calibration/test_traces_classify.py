@@ -226,3 +226,47 @@ def test_real_parallel_collectives(strategy: str, want: dict[tuple[str, str], in
     for s in a.steps:
         got = Counter((k.cls, (k.shape or {}).get("dtype")) for k in s.kernels if k.base == "comm")
         assert dict(got) == want
+
+
+def _op(name: str, dims: list, types: list, strides: list | None = None):  # type: ignore[no-untyped-def]
+    from simcore.calibration.traces.model import CpuOp
+
+    return CpuOp(name, 0.0, 1e-6, 1, 1, dims, types, None, strides)
+
+
+def test_memory_variants_from_dtypes_and_strides() -> None:
+    """Round 36: an op whose operands mix dtypes runs PyTorch's unrolled loop, one with a
+    non-contiguous or broadcast operand the strided loop; the trace's types and strides say which."""
+    from simcore.calibration.classify import memory_shape
+
+    bf, f32 = "c10::BFloat16", "float"
+    x = [4, 2048, 2048]
+    row = [2048 * 2048, 2048, 1]
+    # copy_(dst, src): an upcast, a downcast, a copy from a transposed view
+    assert (
+        memory_shape(_op("aten::copy_", [x, x, []], [f32, bf, "Scalar"], [row, row, []]))["name"] == "cast_up"
+    )
+    assert memory_shape(_op("aten::copy_", [x, x, []], [bf, f32, "Scalar"], [row, row, []]))["name"] == "cast"
+    t = [[4, 16, 1024, 64], [4, 16, 1024, 64], []]
+    st = [[16 * 1024 * 64, 1024 * 64, 64, 1], [16 * 1024 * 64, 64, 1024, 1], []]
+    assert memory_shape(_op("aten::copy_", t, [bf, bf, "Scalar"], st))["name"] == "copy_strided"
+    assert memory_shape(_op("aten::copy_", t, [bf, bf, "Scalar"], [st[0], st[0], []]))["name"] == "copy"
+    # binary ops: mixed dtypes; a strided half of a fused gate/up output; a broadcast operand
+    assert (
+        memory_shape(_op("aten::add", [x, x, []], [f32, bf, "Scalar"], [row, row, []]))["name"] == "add_mixed"
+    )
+    half = [[4, 2048, 8192], [4, 2048, 8192]]
+    hst = [[2048 * 8192, 8192, 1], [2048 * 16384, 16384, 1]]
+    assert memory_shape(_op("aten::mul", half, [bf, bf], hst))["name"] == "mul_strided"
+    assert (
+        memory_shape(_op("aten::mul", [x, [4, 2048, 1]], [f32, f32], [row, [2048, 1, 1]]))["name"]
+        == "mul_strided"
+    )
+    assert memory_shape(_op("aten::mul", [x, x], [bf, bf], [row, row]))["name"] == "mul"
+    # without recorded strides (older traces): the plain op
+    assert memory_shape(_op("aten::silu", [half[1]], [bf]))["name"] == "silu"
+    assert memory_shape(_op("aten::silu", [half[1]], [bf], [hst[1]]))["name"] == "silu_strided"
+    # transformers' KV-cache cat of a transposed view
+    cat = [[[4, 16, 0, 64], [4, 16, 1024, 64]], []]
+    cst = [[[0, 0, 64, 1], [16 * 1024 * 64, 64, 1024, 1]], []]
+    assert memory_shape(_op("aten::cat", cat, ["TensorList", "Scalar"], cst))["name"] == "cat_strided"

@@ -498,6 +498,7 @@ def _extract(batch: list[Any], acc: _Acc) -> None:
                     args.get("Input Dims"),
                     args.get("Input type"),
                     args.get("Concrete Inputs"),
+                    args.get("Input Strides"),
                 )
             )
         elif kind == 2:
@@ -543,14 +544,14 @@ class _Builder:
         for name, kcat, ts, dur, dev, stream, corr, ext, kept in acc.gpu:
             gev.append(GpuEvent(name, kcat, (ts - t0) * 1e-6, dur, dev, stream, corr, ext, kept))
         ops, keep = tr.cpu_ops, self.keep
-        for name, ts, dur, ext, tid, dims, types, conc in acc.cpu:
+        for name, ts, dur, ext, tid, dims, types, conc, strides in acc.cpu:
             if keep is not None and not keep(name):
                 continue
             t = (ts - t0) * 1e-6
             prev = ops.get(ext)
             # the same External id marks nested ops; keep the innermost (latest-starting) one
             if prev is None or t >= prev.ts:
-                ops[ext] = CpuOp(name, t, dur, ext, tid, dims, types, conc)
+                ops[ext] = CpuOp(name, t, dur, ext, tid, dims, types, conc, strides)
         calls, runtime = tr.host_calls, tr.runtime
         for name, ts, dur, corr, tid, ext in acc.rt:
             rc = RuntimeCall(name, (ts - t0) * 1e-6, dur, corr, tid, ext)

@@ -37,6 +37,8 @@ class CpuOp:
     input_dims: list[Any] | None = None
     input_types: list[Any] | None = None
     concrete: list[Any] | None = None
+    input_strides: list[Any] | None = None
+    """Element strides of each input (``Input Strides``, PyTorch >= 2.2 with ``record_shapes``)."""
 
 
 @dataclass(slots=True)
