@@ -130,6 +130,15 @@ def test_trace_report_summary_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     # what the prediction took from the trace: its CPU probe, and a loop that never waits for the GPU
     assert out["rows"][0]["cpu_op_time_s"] == rep["runtime"]["cpu_op_time"]
     assert out["rows"][0]["step_sync"] is False
+    # per class and per memory-bound op over the traces: the validate report's sums
+    totals = trace_report.class_totals(out["rows"])
+    gemm = next(c for c in rep["classes"] if c["class"] == "gemm")
+    assert totals["gemm"] == pytest.approx((gemm["measured_s"], gemm["predicted_s"]))
+    assert "idle" not in totals
+    per, ratio, med = trace_report.memory_op_totals(out["rows"])
+    assert per and 0.5 < ratio < 1.5 and 0.0 <= med < 1.0
+    assert trace_report.main(["--index", str(idx), "--ops"]) == 0
+    assert "memory-bound kernels at the traces' own shapes" in capsys.readouterr().out
     # a missing index: one line naming the file, exit 2
     assert trace_report.main(["--index", str(tmp_path / "none.csv")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
