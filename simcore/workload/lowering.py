@@ -606,8 +606,10 @@ def backward_of(op: Op) -> list[Op]:
         ]
     if op.kind == "memory":
         a = op.args
-        # the gradient of a dtype cast is the reverse cast: the same traffic
-        name = a["name"] if a["name"] == "cast" else a["name"] + "_bwd"
+        # the gradient of a dtype cast is the reverse cast, the same traffic: a downcast's (``cast``)
+        # is an upcast, PyTorch's unrolled copy (``cast_up``), and the other way round
+        reverse = {"cast": "cast_up", "cast_up": "cast"}
+        name = reverse.get(a["name"], a["name"] + "_bwd")
         nbytes, flops = memory_op_traffic(name, a["numel"], a["elt"])
         out = [
             Op(
