@@ -35,7 +35,11 @@ Round 36 (``--set r36``): four more held-apart runs (``RUNS_R36``): the 8-layer 
 Round 37 (``--set tokens``): round 32's fit models at 2 and 8 layers, 512 / 2048 / 8192
 tokens per step, twice (``RUNS_TOKENS``): the host of a ``transformers`` layer against the tokens.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens] [--budget S] [--smoke]
+Round 38 (``--set r38``): five more held-apart runs of common setups (``RUNS_R38``): the 8-layer Llama
+with bf16 weights and no autocast, eager and compiled; GPT-2 small with 2 micro-batches per optimizer
+step; Mistral's modelling code; GPT-2 small's decode at batch 8.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -158,6 +162,28 @@ RUNS_TOKENS = [
 ]
 
 
+# round 38 (--set r38): more held-apart runs of common setups: bf16 weights without autocast (eager and
+# compiled), gradient accumulation over 2 micro-batches, Mistral's modelling code, batch-8 GPT-2 decode
+def mistral(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, smoke: bool):
+    from transformers import MistralConfig, MistralForCausalLM
+
+    cfg = MistralConfig(
+        num_hidden_layers=layers, hidden_size=64 if smoke else hidden, num_attention_heads=4 if smoke else heads,
+        num_key_value_heads=2 if smoke else kv_heads, intermediate_size=128 if smoke else ffn,
+        vocab_size=512 if smoke else vocab, max_position_embeddings=4096, sliding_window=None,
+    )  # fmt: skip
+    return MistralForCausalLM(cfg), cfg
+
+
+RUNS_R38 = [
+    ("train_llama_L8_h2048_b2_bf16", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {"bf16": True}),
+    ("train_llama_L8_h2048_b2_bf16_compiled", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {"bf16": True, "compile": True}),
+    ("train_gpt2_L12_b4_accum2", lambda s: gpt2(12, 768, 12, s), "train", 4, 1024, {"accum": 2}),
+    ("train_mistral_L8_h2048_b2", lambda s: mistral(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {}),
+    ("infer_gpt2_L12_b8", lambda s: gpt2(12, 768, 12, s), "infer", 8, (256, 8), {}),
+]
+
+
 def profile(step, n: int, acts, path: str) -> None:
     from torch.profiler import profile as prof_, schedule
 
@@ -173,9 +199,9 @@ def main() -> None:
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit", "r36", "tokens"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
+    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit", "r36", "tokens", "r38"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
     args = ap.parse_args()
-    runs = {"r36": RUNS_R36, "tokens": RUNS_TOKENS, "fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
+    runs = {"r38": RUNS_R38, "r36": RUNS_R36, "tokens": RUNS_TOKENS, "fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
         args.set, RUNS
     )
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
@@ -200,14 +226,18 @@ def main() -> None:
             if kind == "train":
                 seq = 64 if args.smoke else shape
                 model.train()
+                if opt.get("bf16"):  # bf16 weights, no autocast (a common fine-tuning setup)
+                    model = model.to(torch.bfloat16)
                 optim = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if dev.type == "cuda" else {}))
                 x = torch.randint(0, vocab, (batch, seq), device=dev)
                 run = torch.compile(model) if opt.get("compile") else model
+                accum = int(opt.get("accum", 1))  # micro-batches of `batch` per optimizer step
 
                 def step():
-                    with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
-                        loss = run(input_ids=x, labels=x).loss
-                    loss.backward()
+                    for _ in range(accum):
+                        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=not opt.get("bf16")):
+                            loss = run(input_ids=x, labels=x).loss
+                        loss.backward()
                     optim.step()
                     optim.zero_grad(set_to_none=True)
                     if opt.get("item"):
@@ -262,7 +292,7 @@ def main() -> None:
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, {"r31": "r31", "r36": "r36", "tokens": "r37", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, {"r31": "r31", "r36": "r36", "r38": "r38", "tokens": "r37", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
     log(f"done in {time.time() - t0:.0f} s")
 
