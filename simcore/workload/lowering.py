@@ -250,9 +250,10 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
       fp32 under autocast, its input cast first, and promotes the rest): cast, pow, mul, add, mul,
       tanh, add, mul(0.5, x), mul, and the cast for the next GEMM; backward: 15 kernels (the products' two gradients, tanh_backward,
       pow's 3 x^2 g, the casts back, the sum of the three gradients of x);
-    * ``rmsnorm`` (``LlamaRMSNorm`` over the residual stream of ``wide`` bytes: pow(2), mean, rsqrt of
-      the row means, x * rsqrt, weight * x; the row-sized kernels are priced as one kernel of
-      ``act`` bytes per element, the same order as their launches); backward: 10 kernels;
+    * ``rmsnorm`` (``LlamaRMSNorm`` over the residual stream of ``wide`` bytes, in fp32 whatever that
+      is: the upcast where it is narrower, pow(2), mean, rsqrt of the row means, x * rsqrt, the cast
+      back, weight * x; the row-sized kernels are priced as one kernel of ``act`` bytes per element,
+      the same order as their launches); backward: 11 kernels (13 with the casts);
     * ``rotary`` (``apply_rotary_pos_emb`` on queries or keys: neg of one half, cat, x cos, rot sin,
       add; cos and sin in the residual dtype, so under AMP the products promote to fp32 and the sum
       is cast back); backward: the cast, the products' gradients and their casts, neg, the two halves'
@@ -295,17 +296,29 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
         ]
         bwd += [2 * w, 2 * w, 3 * w, (w + a, down), 3 * a, 3 * a]
     elif kind == "rmsnorm":
-        # the products with the row statistic broadcast it (a stride-0 operand: the strided kernel)
-        fwd = [2 * w, w, a, (2 * w, "mul_strided"), (2 * w, "mul_strided")]
-        bwd = [2 * w, 3 * w, w, 2 * w, 3 * w, w, a, w, 2 * w, 3 * w]
+        # ``LlamaRMSNorm`` always computes in fp32 (``f``): an input of another dtype (``wide``: the
+        # residual stream's, bf16 with bf16 weights) is upcast first and cast back before the weight;
+        # the products with the row statistic and with the weight broadcast them (a stride-0 operand:
+        # the strided kernel)
+        r, f = w, 4.0
+        cast = r < f
+        fwd = [*([(r + f, "cast_up")] if cast else []), 2 * f, f, a, (2 * f, "mul_strided")]
+        fwd += [*([(f + r, "cast")] if cast else []), (2 * r, "mul_strided")]
+        # the weight's product (broadcast) and its gradient (product, sum over the tokens), the upcast,
+        # the products and sum through rsqrt (broadcast), the row-sized kernels, the mean's broadcast,
+        # pow's 2 x g, the product with x, the sum of the two gradients of x, the cast back
+        bwd = [(2 * r, "mul_strided"), 3 * r, r, *([(r + f, "cast_up")] if cast else []), 3 * f]
+        bwd += [(2 * f, "mul_strided"), f, a, (f, "mul_strided"), 2 * f, 3 * f, (3 * f, "add")]
+        bwd += [(f + r, "cast")] if cast else []
     elif kind == "rotary":
         # cos and sin come in the residual stream's dtype (fp32 under AMP): the products promote, and
         # the sum is cast back for the attention; rotate_half negates and concatenates the strided
-        # halves of the transposed heads
-        fwd = [(a, "copy_strided"), (2 * a, "copy_strided"), (a + w, mmul), (a + w, mmul), 3 * w]
+        # halves of the transposed heads, and every op on those views runs the strided loop
+        smul = mmul if mixed else "mul_strided"
+        fwd = [(a, "copy_strided"), (2 * a, "copy_strided"), (a + w, smul), (a + w, smul), (3 * w, "mul_strided")]
         fwd += [(w + a, down)] if mixed else []
-        bwd = [*([(a + w, up)] if mixed else []), 2 * w, (w + a, down), 2 * w, (w + a, down), a, 2 * a]
-        bwd += [2 * a, 3 * a, 3 * a]
+        bwd = [*([(a + w, up)] if mixed else []), (2 * w, smul), (w + a, down), (2 * w, smul), (w + a, down)]
+        bwd += [(a, "copy_strided"), (2 * a, "copy_strided"), (2 * a, "copy_strided"), (3 * a, "add"), (3 * a, "add")]
     else:
         raise ValueError(f"unknown composite {kind!r}")
     return chain_op(kind, numel, fwd, bwd, "norm" if kind == "rmsnorm" else "elementwise")
