@@ -186,10 +186,12 @@ def fused_mem_op(
     bwd_bytes: float,
     category: str,
     bwd_name: str | None = None,
+    count: Num = 1.0,
 ) -> Op:
     """One fused memory-bound kernel priced on op ``name``'s fitted curve with explicit traffic:
     ``fwd_bytes`` / ``bwd_bytes`` bytes per element read + written by its forward / backward kernels;
-    ``bwd_name``: the fitted op whose curve prices the backward kernel (default ``<name>_bwd``)."""
+    ``bwd_name``: the fitted op whose curve prices the backward kernel (default ``<name>_bwd``);
+    ``count`` kernels of it."""
     _nb, flops = memory_op_traffic(name, numel, elt_bytes)
     n = np.asarray(numel, dtype=np.float64)
     return Op(
@@ -205,6 +207,7 @@ def fused_mem_op(
             "bwd_nbytes": n * bwd_bytes,
             "bwd_name": bwd_name or name + "_bwd",
         },
+        count,
     )
 
 
@@ -264,37 +267,23 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
     # where autocast widens (``wide`` > ``act``), the upcasts and the ops mixing the two dtypes run
     # PyTorch's unrolled kernels (``cast_up``, ``add_mixed``, ``mul_mixed``); casts down stay vectorised
     mixed = w > a
-    up, down = ("cast_up", "cast") if mixed else ("copy", "copy")
     madd, mmul = ("add_mixed", "mul_mixed") if mixed else ("add", "mul")
+
+    def up(n: float) -> list[Kernel]:  # an autocast upcast (none without autocast)
+        return [(n, "cast_up")] if mixed else []
+
+    def down(n: float) -> list[Kernel]:  # an autocast cast back
+        return [(n, "cast")] if mixed else []
+
     if kind == "gelu_tanh":
-        # autocast casts pow's input to fp32 first (one more kernel where ``wide`` > ``act``)
-        cast_in: list[Kernel] = [(a + w, up)] if mixed else []
-        fwd = [
-            *cast_in,
-            2 * w,
-            2 * w,
-            (a + 2 * w, madd),
-            2 * w,
-            2 * w,
-            2 * w,
-            2 * a,
-            (a + 2 * w, mmul),
-            (w + a, down),
-        ]
+        # autocast casts pow's input to fp32 first and the result back for the next GEMM (without
+        # autocast, bf16 weights, neither: 8 kernels)
+        fwd = [*up(a + w), 2 * w, 2 * w, (a + 2 * w, madd), 2 * w, 2 * w, 2 * w, 2 * a, (a + 2 * w, mmul)]
+        fwd += down(w + a)
         # cast back, the products' two gradients, tanh_backward, pow's 3 x^2 g on the fp32 copy,
         # the casts back, the sum of the three gradients of x
-        bwd = [
-            (a + w, up),
-            3 * w,
-            (w + a, down),
-            (2 * w + a, mmul),
-            2 * a,
-            3 * w,
-            2 * w,
-            (w + a, down),
-            2 * w,
-        ]
-        bwd += [2 * w, 2 * w, 3 * w, (w + a, down), 3 * a, 3 * a]
+        bwd = [*up(a + w), 3 * w, *down(w + a), (2 * w + a, mmul), 2 * a, 3 * w, 2 * w, *down(w + a), 2 * w]
+        bwd += [2 * w, 2 * w, 3 * w, *down(w + a), 3 * a, 3 * a]
     elif kind == "rmsnorm":
         # ``LlamaRMSNorm`` always computes in fp32 (``f``): an input of another dtype (``wide``: the
         # residual stream's, bf16 with bf16 weights) is upcast first and cast back before the weight;
@@ -315,10 +304,16 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
         # the sum is cast back for the attention; rotate_half negates and concatenates the strided
         # halves of the transposed heads, and every op on those views runs the strided loop
         smul = mmul if mixed else "mul_strided"
-        fwd = [(a, "copy_strided"), (2 * a, "copy_strided"), (a + w, smul), (a + w, smul), (3 * w, "mul_strided")]
-        fwd += [(w + a, down)] if mixed else []
-        bwd = [*([(a + w, up)] if mixed else []), (2 * w, smul), (w + a, down), (2 * w, smul), (w + a, down)]
-        bwd += [(a, "copy_strided"), (2 * a, "copy_strided"), (2 * a, "copy_strided"), (3 * a, "add"), (3 * a, "add")]
+        fwd = [
+            (a, "copy_strided"),
+            (2 * a, "copy_strided"),
+            (a + w, smul),
+            (a + w, smul),
+            (3 * w, "mul_strided"),
+        ]
+        fwd += down(w + a)
+        bwd = [*up(a + w), (2 * w, smul), *down(w + a), (2 * w, smul), *down(w + a), (a, "copy_strided")]
+        bwd += [(2 * a, "copy_strided"), (2 * a, "copy_strided"), (3 * a, "add"), (3 * a, "add")]
     else:
         raise ValueError(f"unknown composite {kind!r}")
     return chain_op(kind, numel, fwd, bwd, "norm" if kind == "rmsnorm" else "elementwise")
@@ -426,15 +421,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         # the transposed keys and values (PyTorch's cat of strided inputs); their gradients come back
         # as strided copies
         kb = lay.extra.get("kv_bytes", b)
-        ops.append(
-            Op(
-                "copy",
-                "memory",
-                "kv_cache",
-                fused_mem_op("cat_strided", kv_numel, kb, 2 * kb, 2 * kb, "kv_cache", "copy_strided").args,
-                2.0,
-            )
-        )
+        ops.append(fused_mem_op("cat_strided", kv_numel, kb, 2 * kb, 2 * kb, "kv_cache", "copy_strided", 2.0))
     elif lay.extra.get("kv_cache") or lay.hf_code:
         # inference: this step's keys and values are written into the KV cache (one copy each;
         # compiled transformers code writes its cache in one fused kernel each)
@@ -702,9 +689,8 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         b = lay.act_bytes
         return [fused_mem_op("cross_entropy", T * v, b, b, 2 * b, "loss", bwd_name="softmax")]
     # the loss runs in fp32 (autocast's fp32 list; Megatron's vocab-parallel cross-entropy): the bf16
-    # logits are upcast, then softmax + NLL read them
-    # (a cast reads 2 and writes 4 bytes per element: traffic 2e at 3 bytes per element)
-    # (bf16 -> fp32 runs PyTorch's unrolled copy, ``cast_up``; the gradient's way back is a plain cast)
+    # logits are upcast (PyTorch's unrolled copy, ``cast_up``: 2 bytes read and 4 written per element;
+    # the gradient's way back is a plain cast), then softmax + NLL read them
     b = lay.act_bytes
     return [
         fused_mem_op("cast_up", T * v, (b + 4.0) / 2.0, b + 4.0, b + 4.0, "loss_cast", "cast"),
