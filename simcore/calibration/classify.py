@@ -516,13 +516,13 @@ def _strided_inputs(op: CpuOp) -> set[int]:
     strides = op.input_strides if isinstance(op.input_strides, list) else []
     dims = op.input_dims if isinstance(op.input_dims, list) else []
     for i, (d, st) in enumerate(zip(dims, strides, strict=False)):
-        pairs = list(zip(d, st, strict=False)) if _is_shape(d) and _is_shape(st) else []
-        nested = (
-            [(x, y) for x, y in zip(d, st, strict=False) if _is_shape(x) and _is_shape(y)]
-            if not pairs and isinstance(d, list) and isinstance(st, list)
-            else []
-        )
-        if pairs and not _row_major(d, st) or any(not _row_major(x, y) for x, y in nested):
+        if _is_shape(d) and _is_shape(st):
+            tensors = [(d, st)]
+        elif isinstance(d, list) and isinstance(st, list):
+            tensors = [(x, y) for x, y in zip(d, st, strict=False) if _is_shape(x) and _is_shape(y)]
+        else:
+            continue
+        if any(not _row_major(x, y) for x, y in tensors):
             out.add(i)
     return out
 
