@@ -39,7 +39,11 @@ Round 38 (``--set r38``): five more held-apart runs of common setups (``RUNS_R38
 with bf16 weights and no autocast, eager and compiled; GPT-2 small with 2 micro-batches per optimizer
 step; Mistral's modelling code; GPT-2 small's decode at batch 8.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38] [--budget S] [--smoke]
+Round 39 (``--set r39``, under ``torchrun --nproc_per_node 2``): DistributedDataParallel training of
+GPT-2 small (4 x 1024 per rank) and the 8-layer Llama (1 x 2048 per rank), both ranks profiled
+(``hf_<name>_rank<r>.json.gz``).
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -184,6 +188,14 @@ RUNS_R38 = [
 ]
 
 
+# round 39 (--set r39, under torchrun --nproc_per_node 2): held-apart DistributedDataParallel training
+# of transformers models over 2 H200s, both ranks profiled
+RUNS_R39 = [
+    ("ddp_train_gpt2_L12_b4", lambda s: gpt2(12, 768, 12, s), "train", 4, 1024, {}),
+    ("ddp_train_llama_L8_h2048_b1", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 1, 2048, {}),
+]
+
+
 def profile(step, n: int, acts, path: str) -> None:
     from torch.profiler import profile as prof_, schedule
 
@@ -199,12 +211,23 @@ def main() -> None:
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit", "r36", "tokens", "r38"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
+    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit", "r36", "tokens", "r38", "r39"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
     args = ap.parse_args()
-    runs = {"r38": RUNS_R38, "r36": RUNS_R36, "tokens": RUNS_TOKENS, "fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
+    runs = {"r39": RUNS_R39, "r38": RUNS_R38, "r36": RUNS_R36, "tokens": RUNS_TOKENS, "fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
         args.set, RUNS
     )
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    # under torchrun (round 39): DistributedDataParallel, one trace per rank (``_rank<r>``)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    suffix = f"_rank{rank}" if world > 1 else ""
+    if world > 1:
+        import torch.distributed as dist
+
+        if dev.type == "cuda":
+            dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(dev)
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     os.makedirs(args.outdir, exist_ok=True)
     from torch.profiler import ProfilerActivity
 
@@ -228,6 +251,10 @@ def main() -> None:
                 model.train()
                 if opt.get("bf16"):  # bf16 weights, no autocast (a common fine-tuning setup)
                     model = model.to(torch.bfloat16)
+                if world > 1:
+                    from torch.nn.parallel import DistributedDataParallel
+
+                    model = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
                 optim = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if dev.type == "cuda" else {}))
                 x = torch.randint(0, vocab, (batch, seq), device=dev)
                 run = torch.compile(model) if opt.get("compile") else model
@@ -246,7 +273,7 @@ def main() -> None:
                 for _ in range(3 if opt.get("compile") else 1):  # compile (or warm up) outside the profile
                     step()
                 sync(dev)
-                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}.json.gz"))
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"))
                 info = {"batch": batch, "seq": seq, **opt}
             elif kind == "generate":
                 prompt, new = (32, 8) if args.smoke else shape
@@ -263,7 +290,7 @@ def main() -> None:
 
                 step()
                 sync(dev)
-                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}.json.gz"))
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"))
                 info = {"batch": batch, "prompt": prompt, "new_tokens": new, "generate": True}
             else:
                 prompt, new = (32, 8) if args.smoke else shape
@@ -281,7 +308,7 @@ def main() -> None:
 
                 step()
                 sync(dev)
-                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}.json.gz"))
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"))
                 info = {"batch": batch, "prompt": prompt, "new_tokens": new}
             meta["runs"][name] = {**info, "kind": kind, "model_config": cfg.to_dict()}
             log(f"{name}: {time.time() - a:.1f} s")
@@ -292,7 +319,9 @@ def main() -> None:
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, {"r31": "r31", "r36": "r36", "r38": "r38", "tokens": "r37", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
+    if rank > 0:
+        return
+    with open(os.path.join(args.outdir, {"r39": "r39", "r31": "r31", "r36": "r36", "r38": "r38", "tokens": "r37", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
     log(f"done in {time.time() - t0:.0f} s")
 
