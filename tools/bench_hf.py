@@ -71,15 +71,20 @@ def gpt2(layers: int, hidden: int, heads: int, smoke: bool):
     return GPT2LMHeadModel(cfg), cfg
 
 
-def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, smoke: bool):
-    from transformers import LlamaConfig, LlamaForCausalLM
+def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, smoke: bool,
+          family: str = "llama"):  # fmt: skip
+    """A Llama-family model: ``LlamaForCausalLM``, or ``MistralForCausalLM`` (``family="mistral"``,
+    no sliding window: the same layers through Mistral's modelling code)."""
+    import transformers
 
-    cfg = LlamaConfig(
+    name = {"llama": "Llama", "mistral": "Mistral"}[family]
+    extra = {"sliding_window": None} if family == "mistral" else {}
+    cfg = getattr(transformers, f"{name}Config")(
         num_hidden_layers=layers, hidden_size=64 if smoke else hidden, num_attention_heads=4 if smoke else heads,
         num_key_value_heads=2 if smoke else kv_heads, intermediate_size=128 if smoke else ffn,
-        vocab_size=512 if smoke else vocab, max_position_embeddings=4096, tie_word_embeddings=False,
+        vocab_size=512 if smoke else vocab, max_position_embeddings=4096, tie_word_embeddings=False, **extra,
     )  # fmt: skip
-    return LlamaForCausalLM(cfg), cfg
+    return getattr(transformers, f"{name}ForCausalLM")(cfg), cfg
 
 
 # (name, builder, kind, batch, seq or (prompt, new tokens), options)
@@ -168,22 +173,11 @@ RUNS_TOKENS = [
 
 # round 38 (--set r38): more held-apart runs of common setups: bf16 weights without autocast (eager and
 # compiled), gradient accumulation over 2 micro-batches, Mistral's modelling code, batch-8 GPT-2 decode
-def mistral(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, smoke: bool):
-    from transformers import MistralConfig, MistralForCausalLM
-
-    cfg = MistralConfig(
-        num_hidden_layers=layers, hidden_size=64 if smoke else hidden, num_attention_heads=4 if smoke else heads,
-        num_key_value_heads=2 if smoke else kv_heads, intermediate_size=128 if smoke else ffn,
-        vocab_size=512 if smoke else vocab, max_position_embeddings=4096, sliding_window=None,
-    )  # fmt: skip
-    return MistralForCausalLM(cfg), cfg
-
-
 RUNS_R38 = [
     ("train_llama_L8_h2048_b2_bf16", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {"bf16": True}),
     ("train_llama_L8_h2048_b2_bf16_compiled", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {"bf16": True, "compile": True}),
     ("train_gpt2_L12_b4_accum2", lambda s: gpt2(12, 768, 12, s), "train", 4, 1024, {"accum": 2}),
-    ("train_mistral_L8_h2048_b2", lambda s: mistral(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {}),
+    ("train_mistral_L8_h2048_b2", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, "mistral"), "train", 2, 2048, {}),
     ("infer_gpt2_L12_b8", lambda s: gpt2(12, 768, 12, s), "infer", 8, (256, 8), {}),
 ]
 
@@ -194,6 +188,20 @@ RUNS_R39 = [
     ("ddp_train_gpt2_L12_b4", lambda s: gpt2(12, 768, 12, s), "train", 4, 1024, {}),
     ("ddp_train_llama_L8_h2048_b1", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 1, 2048, {}),
 ]
+
+
+# --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
+SETS = {
+    "r31": (RUNS, "r31"),
+    "fit": (RUNS_FIT, "r32"),
+    "decode": (RUNS_DECODE, "r33"),
+    "generate": (RUNS_GENERATE, "r34"),
+    "generate_fit": (RUNS_GENERATE_FIT, "r35"),
+    "r36": (RUNS_R36, "r36"),
+    "tokens": (RUNS_TOKENS, "r37"),
+    "r38": (RUNS_R38, "r38"),
+    "r39": (RUNS_R39, "r39"),
+}
 
 
 def profile(step, n: int, acts, path: str) -> None:
@@ -211,11 +219,9 @@ def main() -> None:
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r31", "fit", "decode", "generate", "generate_fit", "r36", "tokens", "r38", "r39"), default="r31", help="round 31's held-apart runs, round 32's fit runs, round 33's decode sweep or round 34's generate loops")
+    ap.add_argument("--set", choices=list(SETS), default="r31", help="which runs (the module docstring says each round's)")
     args = ap.parse_args()
-    runs = {"r39": RUNS_R39, "r38": RUNS_R38, "r36": RUNS_R36, "tokens": RUNS_TOKENS, "fit": RUNS_FIT, "decode": RUNS_DECODE, "generate": RUNS_GENERATE, "generate_fit": RUNS_GENERATE_FIT}.get(
-        args.set, RUNS
-    )
+    runs, round_label = SETS[args.set]
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     # under torchrun (round 39): DistributedDataParallel, one trace per rank (``_rank<r>``)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -321,7 +327,7 @@ def main() -> None:
             torch.cuda.empty_cache()
     if rank > 0:
         return
-    with open(os.path.join(args.outdir, {"r39": "r39", "r31": "r31", "r36": "r36", "r38": "r38", "tokens": "r37", "fit": "r32", "decode": "r33", "generate": "r34", "generate_fit": "r35"}[args.set] + "_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, f"{round_label}_runs.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
     log(f"done in {time.time() - t0:.0f} s")
 
