@@ -14,6 +14,7 @@ simcore reads the traces (``python -m simcore.calibration.host_trace --steps``);
 beyond what the profiler records.
 
   python tools/bench_host_steps.py --outdir DIR [--passes 2] [--smoke]
+  SIMCORE_SDPA=default python tools/bench_host_steps.py --set r40 --passes 1 --outdir DIR
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchutil import env_info, log, save_trace  # noqa: E402
-from gpt import GPT, GPTConfig, make_kv_caches, probe_sdpa  # noqa: E402
+from gpt import GPT, SDPA_STATE, GPTConfig, make_kv_caches, probe_sdpa  # noqa: E402
 
 
 def cfg_of(arch: str, layers: int, hidden: int, vocab: int, smoke: bool, tied: bool = False) -> GPTConfig:
@@ -66,6 +67,16 @@ INFER = [
     ],
     ("llama_L8_h3072_b4", "llama", 8, 3072, 4, 1024, "held"),
 ]
+
+
+# round 40 (``--set r40``, run with SIMCORE_SDPA=default): held-apart runs of the same models with
+# PyTorch's own attention backend (cuDNN on an H200), the common plain-PyTorch setup
+R40_TRAIN = [
+    ("gpt_L12_h768_b8", "gpt", 12, 768, 50304, 8, False, False, "held"),
+    ("llama_L8_h2048_b2", "llama", 8, 2048, 50304, 2, False, False, "held"),
+    ("gpt_L12_h1024_b4_item", "gpt", 12, 1024, 50304, 4, True, False, "held"),
+]
+R40_INFER = [("llama_L16_h2048_b2", "llama", 16, 2048, 2, 1024, "held")]
 
 
 def train_point(dev, acts, spec, seq, smoke, path):
@@ -150,6 +161,7 @@ def main():
     )
     ap.add_argument("--budget", type=float, default=360.0)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--set", choices=("r25", "r40"), default="r25", help="round 25's points or round 40's")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     probe_sdpa(dev)
@@ -158,17 +170,18 @@ def main():
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     os.makedirs(args.outdir, exist_ok=True)
     seq = 64 if args.smoke else 1024
+    train, infer = (TRAIN, INFER) if args.set == "r25" else (R40_TRAIN, R40_INFER)
     jobs = []
     for p in range(args.passes):
-        jobs += [("train", s, p) for s in TRAIN if s[-1] == "fit" or p == 0]
-        jobs += [("infer", s, p) for s in INFER if s[-1] == "fit" or p == 0]
+        jobs += [("train", s, p) for s in train if s[-1] == "fit" or p == 0]
+        jobs += [("infer", s, p) for s in infer if s[-1] == "fit" or p == 0]
     meta = {"env": env_info(dev), "points": {}}
     t0 = time.time()
     for kind, spec, p in jobs:
         if time.time() - t0 > args.budget:
             log("budget reached")
             break
-        name = f"r25_{kind}_{spec[0]}_p{p}"
+        name = f"{args.set}_{kind}_{spec[0]}_p{p}"
         path = os.path.join(args.outdir, name + ".json.gz")
         try:
             a = time.time()
@@ -184,7 +197,8 @@ def main():
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, "r25_points.json"), "w") as f:
+    meta["sdpa"] = "flash forced" if SDPA_STATE["force_flash"] else "default"
+    with open(os.path.join(args.outdir, f"{args.set}_points.json"), "w") as f:
         json.dump(meta, f, indent=1)
     log(f"done {len(meta['points'])} traces in {time.time() - t0:.0f} s")
 

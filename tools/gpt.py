@@ -26,6 +26,7 @@ forward(idx, kv_caches=..., pos=P) writes the new k,v at [P, P+T) and attends ov
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -95,7 +96,10 @@ def probe_sdpa(device: torch.device) -> dict:
     if SDPA_STATE["probed"]:
         return SDPA_STATE
     SDPA_STATE["probed"] = True
-    SDPA_STATE["force_flash"] = device.type == "cuda" and sdpa_kernel is not None
+    # SIMCORE_SDPA=default leaves the backend to PyTorch (cuDNN on an H200 with torch 2.11; round 40)
+    SDPA_STATE["force_flash"] = (
+        device.type == "cuda" and sdpa_kernel is not None and os.environ.get("SIMCORE_SDPA") != "default"
+    )
     dt = torch.bfloat16
     q = torch.randn(1, 4, 16, 64, device=device, dtype=dt)
     k = torch.randn(1, 2, 16, 64, device=device, dtype=dt)
