@@ -217,6 +217,7 @@ def training_runtime(sc: Scenario) -> dict[str, Any]:
         "cpu_op_time": cpu_op_time(sc),
         "implementation": rt.implementation,
         "dropout": 0.0 if sc.training is None else sc.training.dropout,
+        "attention_backend": rt.attention_backend,
     }
 
 
@@ -231,6 +232,7 @@ def inference_runtime(sc: Scenario) -> dict[str, Any]:
         "decode_sync_every": rt.decode_sync_every,
         "implementation": rt.implementation,
         "decode_loop": rt.decode_loop,
+        "attention_backend": rt.attention_backend,
     }
 
 

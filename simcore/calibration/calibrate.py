@@ -170,7 +170,9 @@ def _row(s: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "attention":
         return {"kind": "attention", "dtype": s["dtype"], "batch": s["batch"], "heads": s["heads"],
                 "kv_heads": s["kv_heads"], "seq": s["seq"], "kv_seq": s["kv_seq"], "head_dim": s["head_dim"],
-                "causal": int(bool(s["causal"])), "backward": int(bool(s["backward"])), "framework": ""}  # fmt: skip
+                "causal": int(bool(s["causal"])), "backward": int(bool(s["backward"])), "framework": "",
+                "name": f"sdpa_{s.get('backend', 'flash')}" + ("_mask" if s.get("mask") else "")
+                + ("_drop" if s.get("dropout") else "")}  # fmt: skip
     if kind == "memory":
         name = str(s["name"])
         bwd = name.endswith("_bwd")

@@ -96,6 +96,30 @@ _CAUSAL_ARG = {
     "aten::scaled_dot_product_attention": 5,
     "aten::_scaled_dot_product_cudnn_attention": 6,
     "aten::_cudnn_attention_forward": 10,
+    "aten::_flash_attention_backward": 11,
+    "aten::_scaled_dot_product_flash_attention_backward": 11,
+    "aten::_scaled_dot_product_cudnn_attention_backward": 14,
+    "aten::_cudnn_attention_backward": 14,
+}
+# positions of dropout_p among the concrete inputs, and of the attention mask among the inputs
+_DROPOUT_ARG = {
+    "aten::_flash_attention_forward": 7,
+    "aten::_scaled_dot_product_flash_attention": 3,
+    "aten::scaled_dot_product_attention": 4,
+    "aten::_scaled_dot_product_cudnn_attention": 5,
+    "aten::_cudnn_attention_forward": 9,
+    "aten::_flash_attention_backward": 10,
+    "aten::_scaled_dot_product_flash_attention_backward": 10,
+    "aten::_scaled_dot_product_cudnn_attention_backward": 13,
+    "aten::_cudnn_attention_backward": 13,
+}
+_MASK_ARG = {
+    "aten::scaled_dot_product_attention": 3,
+    "aten::_scaled_dot_product_efficient_attention": 3,
+    "aten::_scaled_dot_product_cudnn_attention": 3,
+    "aten::_cudnn_attention_forward": 3,
+    "aten::_scaled_dot_product_cudnn_attention_backward": 8,
+    "aten::_cudnn_attention_backward": 8,
 }
 # aten op -> simcore memory-bound op name (see simcore.compute.ops.memory_op_names)
 _MEM_OPS: dict[str, tuple[str, str]] = {
@@ -400,7 +424,8 @@ def gemm_shape(op: CpuOp) -> dict[str, Any] | None:
 
 def attention_shape(op: CpuOp) -> dict[str, Any] | None:
     """Shape of a fused attention op (``batch, heads, kv_heads, seq, kv_seq, head_dim, causal,
-    backward, dtype``)."""
+    backward, dtype``), its ``backend`` (``cudnn`` for cuDNN's ops, else ``flash``), whether it
+    takes a 4-D ``mask`` tensor and its ``dropout`` probability, where the op records them."""
     name = op.name
     layout = _ATTN_OPS_FWD.get(name) or _ATTN_OPS_BWD.get(name)
     if layout is None or not isinstance(op.input_dims, list):
@@ -427,8 +452,20 @@ def attention_shape(op: CpuOp) -> dict[str, Any] | None:
         causal = False
     types = op.input_types or []
     dt = dtype_of(types[q_i]) if len(types) > q_i else None
+    drop = 0.0
+    j = _DROPOUT_ARG.get(name)
+    if j is not None and j < len(conc):
+        try:
+            drop = float(conc[j])
+        except (TypeError, ValueError):
+            drop = 0.0
+    j = _MASK_ARG.get(name)
+    mask = j is not None and j < len(dims) and _is_shape(dims[j]) and len(dims[j]) == 4
     return {
         "kind": "attention",
+        "backend": "cudnn" if "cudnn" in name else "flash",
+        "mask": bool(mask),
+        "dropout": drop if 0.0 < drop < 1.0 else 0.0,
         "batch": float(b),
         "heads": float(h),
         "kv_heads": float(hkv),

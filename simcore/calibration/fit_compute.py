@@ -20,6 +20,7 @@ import csv
 import gzip
 import hashlib
 import io
+import itertools
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +33,7 @@ from numpy.typing import NDArray
 
 from simcore.calibration.fit_host import fit_host, host_files_beside
 from simcore.calibration.profile import (
+    ATTENTION_BACKENDS,
     AttentionParams,
     ComputeProfile,
     GemmParams,
@@ -486,14 +488,32 @@ def _attn_pred(
     skv = np.where(np.isnan(t.num["kv_seq"]) | (t.num["kv_seq"] <= 0), t.num["seq"], t.num["kv_seq"])
     causal = np.nan_to_num(t.num["causal"], nan=0.0)
     b = np.nan_to_num(t.num["batch"], nan=1.0)
+    masked, drop = attention_flags(t)
     out = np.empty(len(t))
     hw = _hw(dev, dtype)
     for i, sc, cold in _row_groups(t, clock_ref):
         out[i] = K.attention_time(
             hw._replace(peak=hw.peak * sc), p, b[i], heads[i], t.num["seq"][i], t.num["head_dim"][i],
             causal[i], backward, kvh[i], skv[i], DTYPE_BYTES.get(dtype, 2.0), None if cold else mp,
+            masked[i], drop[i],
         ).time  # fmt: skip
     return out
+
+
+def attention_backend(t: Table) -> NDArray[np.str_]:
+    """The fused-attention backend each row timed: ``cudnn`` where its name says so (round 40's
+    ``sdpa_cudnn*`` rows), else ``flash``."""
+    return np.array(["cudnn" if "cudnn" in (nm or "") else "flash" for nm in t.name])
+
+
+def attention_flags(t: Table) -> tuple[F, F]:
+    """Per row: 1 where the call passed an explicit mask tensor (``_mask`` in its name), and its
+    dropout probability (``_drop``: round 40 measured 0.1)."""
+    names = [nm or "" for nm in t.name]
+    return (
+        np.array([1.0 if "_mask" in nm else 0.0 for nm in names]),
+        np.array([0.1 if "_drop" in nm else 0.0 for nm in names]),
+    )
 
 
 def _misaligned(t: Table) -> NDArray[np.bool_]:
@@ -602,13 +622,18 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
             out[idx] = _gemm_pred(
                 dev, prof.gemm_params(dtype), t.take(idx), dtype, prof.memory, _clock_ref(dev, prof, "gemm")
             )
+        backends = attention_backend(t)
         for bwd in (False, True):
-            idx = np.flatnonzero((fam == ("attention_bwd" if bwd else "attention_fwd")) & (dts == dtype))
-            if idx.size:
-                out[idx] = _attn_pred(
-                    dev, prof.attention_params(bwd, dtype), t.take(idx), dtype, bwd, prof.memory,
-                    _clock_ref(dev, prof, "attention"),
-                )  # fmt: skip
+            for be in ATTENTION_BACKENDS:
+                sel = (
+                    (fam == ("attention_bwd" if bwd else "attention_fwd")) & (dts == dtype) & (backends == be)
+                )
+                idx = np.flatnonzero(sel)
+                if idx.size:
+                    out[idx] = _attn_pred(
+                        dev, prof.attention_params(bwd, dtype, be), t.take(idx), dtype, bwd, prof.memory,
+                        _clock_ref(dev, prof, "attention"),
+                    )  # fmt: skip
     hw32 = _hw(dev, "fp32")
     midx = np.flatnonzero((fam == "memory") | (fam == "memory_bwd"))
     if midx.size:
@@ -643,6 +668,7 @@ def floor_rows(prof: ComputeProfile, t: Table) -> F:
     """Host-side floor of every row's measured time (seconds): eager rows wait for the op's host
     dispatch, CUDA-graph rows for the per-kernel graph floor, kernel-only rows for nothing."""
     out = np.zeros(len(t))
+    backends = attention_backend(t)
     for i in range(len(t)):
         fw = t.framework[i]
         fam = family_of(t, i)
@@ -650,6 +676,8 @@ def floor_rows(prof: ComputeProfile, t: Table) -> F:
             continue
         if fw == "eager":
             host = None
+            if fam.startswith("attention") and backends[i] != "flash":
+                host = prof.host_overhead.get(f"{fam}_{backends[i]}")
             if fam in ("memory", "memory_bwd"):
                 op = prof.memory.ops.get(memory_name(t, i))
                 host = op.host if op is not None else None
@@ -679,10 +707,13 @@ def predict_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
 
 def estimate_gap(t: Table, launch_eager: float) -> float | None:
     """Median extra time of an eager call over the same op in a CUDA graph, where the kernel is
-    long enough that the host is not the bottleneck (seconds); ``None`` without such pairs."""
+    long enough that the host is not the bottleneck (seconds); ``None`` without such pairs. Calls
+    that launch several kernels (cuDNN's attention: memsets, a reduction, a conversion) are not one
+    launch's gap and are left out."""
     by_shape: dict[str, dict[str, float]] = {}
+    backends = attention_backend(t)
     for i in range(len(t)):
-        if t.kind[i] == "launch" or not t.framework[i]:
+        if t.kind[i] == "launch" or not t.framework[i] or backends[i] != "flash":
             continue
         by_shape.setdefault(shape_key(t, i), {})[t.framework[i]] = float(t.num["time_s"][i])
     diffs = [
@@ -786,6 +817,8 @@ _ATTN_PARAMS = (
     Param("t0", 1e-7, 2e-4, 4e-6, log=True),
     Param("split_t0", 1e-8, 5e-5, 1e-6, log=True),
     Param("head_dim_scale", 16.0, 1e5, 2000.0, log=True),
+    Param("mask_overhead", 0.1, 1024.0, 16.0, log=True),
+    Param("dropout_overhead", 0.1, 1024.0, 16.0, log=True),
 )
 _MEM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.85),
@@ -1205,28 +1238,36 @@ def fit(
 
     # 3. attention forward and backward
     attn = dict(prof.attention)
-    for bwd in (False, True):
+    backends = attention_backend(t)
+    masked_all, drop_all = attention_flags(t)
+    for bwd, be in itertools.product((False, True), ATTENTION_BACKENDS):
         f = "attention_bwd" if bwd else "attention_fwd"
         key = "bwd" if bwd else "fwd"
-        for d in sorted(set(dtypes[fam == f])):
-            mask = (fam == f) & (dtypes == d)
+        for d in sorted(set(dtypes[(fam == f) & (backends == be)])):
+            mask = (fam == f) & (dtypes == d) & (backends == be)
             if np.sum(mask & fit_mask & ok) < 5:
                 continue
             sub, y, eager, floor = sel(mask)
-            k2 = key if d in ("bf16", "fp16") else f"{key}_{d}"
-            start_a = attn.get(k2, attn[key])
+            k1 = key if be == "flash" else f"{key}_{be}"
+            k2 = k1 if d in ("bf16", "fp16") else f"{k1}_{d}"
+            start_a = attn.get(k2, attn.get(k1, attn[key]))
 
             def a_k(p: AttentionParams, s: Table = sub, dt: str = d, b_: bool = bwd) -> F:
                 return _attn_pred(device, p, s, dt, b_, mem, clocks_found.get("attention"))
 
-            names = [p.name for p in _ATTN_PARAMS] if len(sub) >= 20 else ["eff_peak", "kv_overhead", "t0"]
+            names = (
+                [p.name for p in _ATTN_PARAMS[:-2]] if len(sub) >= 20 else ["eff_peak", "kv_overhead", "t0"]
+            )
             if bwd:
                 names = [n for n in names if n != "split_t0"]
-            if len(set(sub.num["head_dim"][np.isfinite(sub.num["head_dim"])])) < 3:
+            for flag, col in (("mask_overhead", masked_all), ("dropout_overhead", drop_all)):
+                if np.sum(mask & fit_mask & ok & (col > 0)) >= 3:
+                    names.append(flag)
+            if len(set(sub.num["head_dim"][np.isfinite(sub.num["head_dim"])])) < (3 if be == "flash" else 2):
                 names = [n for n in names if n != "head_dim_scale"]
             elif start_a.head_dim_scale is None:
                 start_a = start_a.model_copy(update={"head_dim_scale": 2000.0})
-            h0 = host_overhead.get(f, launch["eager"] * (6.0 if bwd else 2.0))
+            h0 = host_overhead.get(f"{f}_{be}", host_overhead.get(f, launch["eager"] * (6.0 if bwd else 2.0)))
             attn[k2], h = _fit_model(
                 start_a,
                 _subset(_ATTN_PARAMS, names, start_a),
@@ -1240,7 +1281,8 @@ def fit(
                 gap_of(sub),
             )
             if h is not None:
-                host_overhead[f] = h
+                # cuDNN's calls have their own host per call; the engines' eager host uses flash's
+                host_overhead[f if be == "flash" else f"{f}_{be}"] = h
     prof = prof.model_copy(update={"attention": attn})
 
     # 4. optimizer: traffic factor and latency per implementation
@@ -1279,6 +1321,9 @@ def fit(
     groups: dict[str, NDArray[np.bool_]] = {}
     for g in ("gemm", "attention_fwd", "attention_bwd", "memory", "memory_bwd", "optimizer"):
         groups[g] = fam == g
+    for g in ("attention_fwd", "attention_bwd"):
+        for be in ATTENTION_BACKENDS[1:]:
+            groups[f"{g}_{be}"] = (fam == g) & (backends == be)
     for d in GEMM_DTYPES:
         groups[f"gemm_{d}"] = (fam == "gemm") & (dtypes == d)
     for nm in sorted(set(names_all[all_mem])):

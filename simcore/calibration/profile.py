@@ -63,6 +63,11 @@ class GemmParams(_Frozen):
     memory latency of filling the kernel's load pipeline once."""
 
 
+ATTENTION_BACKENDS = ("flash", "cudnn")
+"""Fused attention kernels simcore prices: FlashAttention-2 (PyTorch's flash SDPA backend, the
+flash-attn package) and cuDNN's fused attention (PyTorch's default SDPA backend on Hopper)."""
+
+
 class AttentionParams(_Frozen):
     """Efficiency parameters of a fused (flash-style) attention kernel, one direction.
 
@@ -97,6 +102,12 @@ class AttentionParams(_Frozen):
     """Split the KV walk only when the grid of 64-row blocks has fewer CTAs than this many per SM:
     FlashAttention-2's split-KV heuristic, 0.8 of two CTA slots per SM (flash_api.cpp). Kernel
     structure, not fitted."""
+    mask_overhead: float = Field(default=0.0, ge=0)
+    """Work per score of an explicit additive mask tensor (read, added), as an equivalent head dim
+    (elements); 0 where the kernel was not measured with one."""
+    dropout_overhead: float = Field(default=0.0, ge=0)
+    """Work per score of attention dropout (Philox numbers, keep test, scaling), as an equivalent head
+    dim (elements); 0 where not measured."""
 
 
 class MemoryOpParams(_Frozen):
@@ -302,9 +313,17 @@ class ComputeProfile(_Frozen):
                 return self.gemm[d]
         raise SpecError(f"calibration profile for {self.device} has no GEMM parameters for {dtype}")
 
-    def attention_params(self, backward: bool, dtype: str = "bf16") -> AttentionParams:
-        """Forward or backward attention parameters (dtype-specific when the profile has them)."""
+    def attention_params(
+        self, backward: bool, dtype: str = "bf16", backend: str = "flash"
+    ) -> AttentionParams:
+        """Forward or backward attention parameters of ``backend``'s kernels (``flash``: FlashAttention-2,
+        ``cudnn``: cuDNN's fused attention; a profile without the backend's own entries gives flash's),
+        dtype-specific when the profile has them."""
         key = "bwd" if backward else "fwd"
+        if backend != "flash":
+            own = self.attention.get(f"{key}_{backend}_{dtype}") or self.attention.get(f"{key}_{backend}")
+            if own is not None:
+                return own
         return self.attention.get(f"{key}_{dtype}", self.attention[key])
 
     def launch_s(self, framework: str, family: str | None = None) -> float:

@@ -198,6 +198,8 @@ def attention_time(
     kv_seq: ArrayLike,
     elt_bytes: float,
     mp: MemoryParams | None = None,
+    mask: ArrayLike = 0.0,
+    dropout: ArrayLike = 0.0,
 ) -> AttnTimes:
     """Kernel time of fused attention, forward or backward (seconds), and its model FLOPs and bytes.
 
@@ -208,11 +210,15 @@ def attention_time(
     64-row tile. Per column walked, a CTA spends ``f (rows_tile head_dim + real_rows
     head_dim_overhead)`` FLOP-equivalents: MMAs on the padded tile, softmax on the real rows,
     with ``f = 4`` forward and ``10`` backward (the FlashAttention convention: backward = 2.5 x
-    forward FLOPs).
+    forward FLOPs). ``mask`` (1: an explicit additive mask tensor, read and added per score; the
+    kernel walks every block, so pass ``causal`` 0) and ``dropout`` (> 0: Philox random numbers and
+    a keep test per score) add ``mask_overhead`` / ``dropout_overhead`` to the softmax's work.
     """
-    b, h, sq, d, c, kvh, skv = _flat(batch, heads, seq, head_dim, causal, kv_heads, kv_seq)
+    b, h, sq, d, c, kvh, skv, mk, dp = _flat(
+        batch, heads, seq, head_dim, causal, kv_heads, kv_seq, mask, dropout
+    )
     shape = np.broadcast_shapes(
-        *(np.shape(v) for v in (batch, heads, seq, head_dim, causal, kv_heads, kv_seq))
+        *(np.shape(v) for v in (batch, heads, seq, head_dim, causal, kv_heads, kv_seq, mask, dropout))
     )
     sm = float(hw.sm_count)
     br, bc = float(p.block_rows), float(p.block_cols)
@@ -259,7 +265,8 @@ def attention_time(
     rb = _ceil_div(rows, br_s)
     real_rows = np.minimum(rows, br_s)
     # seconds per column walked by one CTA: MMAs on the padded tile, softmax on the real rows
-    per_col = f * (br_s * d * d_factor + real_rows * p.head_dim_overhead) / rate_sm
+    score_work = p.head_dim_overhead + p.mask_overhead * mk + p.dropout_overhead * (dp > 0)
+    per_col = f * (br_s * d * d_factor + real_rows * score_work) / rate_sm
     waves = _ceil_div(groups * rb * s, sm)
     avg = walk_avg / s + p.kv_overhead
     longest = walk_max / s + p.kv_overhead

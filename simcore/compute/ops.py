@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict
 
 from simcore import units
-from simcore.calibration.profile import ComputeProfile, load_profile
+from simcore.calibration.profile import ATTENTION_BACKENDS, ComputeProfile, load_profile
 from simcore.compute import kernels as K
 from simcore.errors import SimcoreError
 from simcore.specs.hardware import DTYPE_BYTES, Device
@@ -215,6 +215,9 @@ def attention(
     dtype: str = "bf16",
     l2_reuse: bool = True,
     clock_hz: float | None = None,
+    backend: str = "flash",
+    mask: ArrayLike = False,
+    dropout: ArrayLike = 0.0,
 ) -> OpCost:
     """Fused (flash-style) attention over ``seq`` queries and ``kv_seq`` keys per sequence.
 
@@ -222,12 +225,19 @@ def attention(
     ``backward=True`` gives the backward kernel alone. Causal masks are aligned bottom-right
     (the last query sees every key). Returns seconds, model FLOP and minimal bytes.
     ``l2_reuse=False``: Q/K/V come from HBM even when they would fit the L2 (see :func:`gemm`);
-    ``clock_hz``: SM clock (see :func:`gemm`).
+    ``clock_hz``: SM clock (see :func:`gemm`). ``backend``: ``flash`` (FlashAttention-2, PyTorch's
+    flash SDPA) or ``cudnn`` (cuDNN's fused attention, PyTorch's default SDPA on Hopper);
+    ``mask``: an explicit additive mask tensor (with ``causal`` False: the kernel walks every
+    block); ``dropout``: the attention dropout probability.
     """
+    if backend not in ATTENTION_BACKENDS:
+        raise SimcoreError(
+            f"unknown attention backend {backend!r}; known: {', '.join(ATTENTION_BACKENDS)}", field="backend"
+        )
     eb = _dtype_bytes(dtype)
     kvh = heads if kv_heads is None else kv_heads
     skv = seq if kv_seq is None else kv_seq
-    ap = prof.attention_params(bool(backward), dtype)
+    ap = prof.attention_params(bool(backward), dtype, backend)
     scale = clock_scale(dev, prof, "attention", clock_hz)
     if scale != 1.0:
         ap = ap.model_copy(update={"eff_peak": ap.eff_peak * scale})
@@ -244,6 +254,8 @@ def attention(
         skv,
         eb,
         prof.memory if l2_reuse else None,
+        np.asarray(mask, dtype=np.float64),
+        np.asarray(dropout, dtype=np.float64),
     )
     return _cost(r.time, r.flops, r.bytes, r.compute, r.memory)
 
@@ -533,7 +545,19 @@ def _flag(v: Any, name: str) -> bool:
 KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy", "optimizer")
 _SHAPE_KEYS: dict[str, set[str]] = {
     "gemm": {"m", "n", "k", "batch"},
-    "attention": {"batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"},
+    "attention": {
+        "batch",
+        "heads",
+        "seq",
+        "head_dim",
+        "causal",
+        "backward",
+        "kv_heads",
+        "kv_seq",
+        "backend",
+        "mask",
+        "dropout",
+    },
     "memory": {"name", "bytes", "flops", "numel", "backward", "rows"},
     "optimizer": {"params", "optimizer", "fused", "master_weights"},
 }
@@ -600,9 +624,14 @@ def op_cost(
             raise SimcoreError(
                 f"heads ({a['heads']:g}) must be a multiple of kv_heads ({a['kv_heads']:g})", field="kv_heads"
             )
+        a["backend"] = str(shape.get("backend") or "flash")
+        a["mask"] = _flag(shape.get("mask", False), "mask")
+        a["dropout"] = float(shape.get("dropout") or 0.0)
+        if not 0.0 <= a["dropout"] < 1.0:
+            raise SimcoreError(f"dropout must be in [0, 1) (got {a['dropout']!r})", field="dropout")
         c = attention(
             dev, prof, a["batch"], a["heads"], a["seq"], a["head_dim"], a["causal"], a["backward"],
-            a["kv_heads"], a["kv_seq"], dtype, l2_reuse, clock_hz,
+            a["kv_heads"], a["kv_seq"], dtype, l2_reuse, clock_hz, a["backend"], a["mask"], a["dropout"],
         )  # fmt: skip
         return c, a
     if family == "optimizer":

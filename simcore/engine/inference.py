@@ -66,11 +66,13 @@ def evaluate(
     decode_sync_every: int | None = 1,
     implementation: str = "reference",
     decode_loop: str = "manual",
+    attention_backend: str = "flash",
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
     ``decode_sync_every``: decode steps per host synchronization (``None``: never), which under CUDA
-    graphs exposes the next graph's launch each time."""
+    graphs exposes the next graph's launch each time; ``attention_backend``: whose fused attention
+    kernels (``RuntimeSpec.attention_backend``)."""
     prof = load_profile(cluster.device, calibration)
     if cpu_op_time is not None:
         prof = prof.at_cpu_speed(cpu_op_time[0], inference=True)
@@ -100,6 +102,7 @@ def evaluate(
         "fused": framework == "compiled",
         "strided_gate_up": L.strided_gate_up(framework, gate_up),
         "impl": implementation,
+        "attention_backend": attention_backend,
     }
     pre = L.Layout(
         micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra

@@ -143,6 +143,9 @@ class Pricer:
                     a.get("kv_seq") is None,
                     a.get("kv_heads") is None,
                     bwd,
+                    a.get("backend", "flash"),
+                    bool(a.get("mask", False)),
+                    float(a.get("dropout", 0.0)),
                 )
             elif op.kind == "memory":
                 key = ("memory", a["name"], bwd)
@@ -208,6 +211,9 @@ class Pricer:
                         kvh,
                         kvs,
                         key[3],
+                        backend=key[7],
+                        mask=key[8],
+                        dropout=key[9],
                     )
                     t, fl = r.time_s, r.flops
                     family = "attention_bwd" if key[2] else "attention_fwd"

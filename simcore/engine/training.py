@@ -230,6 +230,7 @@ def evaluate(
     cpu_op_time: tuple[float, float | None] | None = None,
     implementation: str = "reference",
     dropout: float = 0.0,
+    attention_backend: str = "flash",
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
     MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
@@ -237,7 +238,8 @@ def evaluate(
     larger of its host and GPU totals); ``cpu_op_time``: the CPU's probe speed (main, backward
     seconds; ``RuntimeSpec.cpu_op_time``), scaling the profile's host times; ``implementation``: whose
     modelling code (``RuntimeSpec.implementation``: its composite elementwise ops); ``dropout``: the
-    probability on the embedding and residual branches (its kernels where > 0)."""
+    probability on the embedding and residual branches (its kernels where > 0) and in the attention
+    kernel; ``attention_backend``: ``RuntimeSpec.attention_backend``."""
     tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -284,6 +286,7 @@ def evaluate(
             "strided_gate_up": L.strided_gate_up(framework, gate_up),
             "impl": implementation,
             "dropout": dropout,
+            "attention_backend": attention_backend,
         },
     )
 

@@ -101,9 +101,10 @@ class TrainingSpec(Spec):
     """fp32 master copy of the weights kept by the optimizer (mixed precision)."""
     recompute: Literal["none", "selective", "full"] = "none"
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
-    """Dropout probability on the embedding and each residual branch (GPT-2's default 0.1); attention
-    dropout runs inside the fused attention kernel. 0: no dropout kernels. ``simcore validate`` reads it
-    from the trace (``aten::native_dropout``)."""
+    """Dropout probability on the embedding, each residual branch and the attention scores (GPT-2's
+    default 0.1 for all three): its own kernels outside attention; inside the fused attention kernel,
+    random numbers per score (priced where the calibration profile measured them: cuDNN's fwd 2.3x,
+    round 40). 0: no dropout. ``simcore validate`` reads it from the trace (``aten::native_dropout``)."""
     param_dtype: Literal["bf16", "fp32"] = "bf16"
     """Dtype the weights are stored in: ``bf16`` (Megatron-style, fp32 master copy in the optimizer)
     or ``fp32`` (PyTorch AMP: fp32 weights, autocast to ``precision`` for the GEMMs)."""
@@ -189,6 +190,12 @@ class RuntimeSpec(Spec):
     Llama family, RMSNorm (in fp32) and the rotary embedding out of elementwise ops, one kernel each
     in eager PyTorch (compiled code fuses them); GPT-2 also adds learned positions. ``simcore
     validate`` reads it from the trace (those ops' signatures)."""
+    attention_backend: Literal["flash", "cudnn"] = "flash"
+    """Whose fused attention kernels run: ``flash`` (FlashAttention-2: the flash-attn package, PyTorch's
+    flash SDPA backend, what simcore's own traces forced) or ``cudnn`` (cuDNN's fused attention, the
+    backend ``F.scaled_dot_product_attention`` picks by itself on Hopper with torch 2.11: every
+    ``transformers`` trace of rounds 31-39; 1.6-1.9x faster than flash at head dims 64 and 128, round
+    40). ``simcore validate`` reads it from the trace (``aten::_cudnn_attention_forward``)."""
     step_sync: bool = True
     """The training loop waits for the GPU once per step (``loss.item()``, a logged metric, a gradient
     norm check), so each step starts with host and GPU together. ``false``: nothing synchronizes, the

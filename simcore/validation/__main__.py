@@ -48,6 +48,7 @@ def _kernels() -> int:
             str(h200 / "ops.csv.gz"),
             str(h200 / "cold.csv.gz"),
             str(h200 / "elementwise.csv.gz"),
+            str(h200 / "attention.csv.gz"),
             "--published",
             str(published),
         ]

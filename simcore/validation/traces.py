@@ -319,7 +319,9 @@ def shape_label(s: dict[str, Any]) -> str:
     if kind == "attention":
         return (
             f"b{_i(s['batch'])} h{_i(s['heads'])}/{_i(s['kv_heads'])} s{_i(s['seq'])}/{_i(s['kv_seq'])} "
-            f"d{_i(s['head_dim'])}{' causal' if s['causal'] else ''} {'bwd' if s['backward'] else 'fwd'}"
+            f"d{_i(s['head_dim'])}{' causal' if s['causal'] else ''}{' mask' if s.get('mask') else ''}"
+            f"{' dropout' if s.get('dropout') else ''} {'bwd' if s['backward'] else 'fwd'}"
+            f"{' cudnn' if s.get('backend') == 'cudnn' else ''}"
         )
     if kind == "memory":
         return f"{s['name']} {s['nbytes'] / 1e6:.3g} MB"
@@ -366,6 +368,14 @@ _MASKED_ATTN = (
 )
 
 
+# the backend ops of a fused attention forward (one per call)
+_ATTN_FWD_OPS = (
+    "aten::_cudnn_attention_forward",
+    "aten::_flash_attention_forward",
+    "aten::_efficient_attention_forward",
+)
+
+
 def dense_mask_attention(ops: list[CpuOp]) -> bool:
     """Whether most multi-query fused attention calls of the traces take a materialised 4-D mask
     (``[b, 1 or h, s, s_kv]``) with ``is_causal`` false, as ``transformers`` passes under
@@ -384,10 +394,28 @@ def dense_mask_attention(ops: list[CpuOp]) -> bool:
     return total > 0 and dense > total / 2
 
 
+def sdpa_backend(ans: list[Analysis]) -> str | None:
+    """The fused attention kernels most of the traces' SDPA calls ran (``cudnn`` or ``flash``, by
+    PyTorch's backend ops ``aten::_cudnn_attention_forward`` / ``aten::_flash_attention_forward``);
+    ``None`` where they have no such call (no attention, or another backend)."""
+    n = {"cudnn": 0, "flash": 0}
+    for a in ans:
+        for o in a.trace.cpu_ops.values():
+            if o.name == _ATTN_FWD_OPS[0]:
+                n["cudnn"] += 1
+            elif o.name == _ATTN_FWD_OPS[1]:
+                n["flash"] += 1
+    if not any(n.values()):
+        return None
+    return max(n, key=lambda k: n[k])
+
+
 def dropout_p(ans: list[Analysis]) -> float:
     """The dropout probability of a training trace's ``aten::native_dropout`` calls in training mode
-    (their recorded arguments; the median), 0 where it has none."""
+    (their recorded arguments; the median), else of its fused attention calls (compiled code draws
+    the other dropouts' random numbers in its own kernels); 0 where it has none."""
     ps: list[float] = []
+    attn: list[float] = []
     for a in ans:
         for o in a.trace.cpu_ops.values():
             c = o.concrete or []
@@ -396,6 +424,11 @@ def dropout_p(ans: list[Analysis]) -> float:
                     ps.append(float(c[1]))
                 except ValueError:
                     continue
+            elif o.name in _ATTN_FWD_OPS:
+                shape = attention_shape(o)
+                if shape is not None:
+                    attn.append(float(shape["dropout"]))
+    ps = ps or [p for p in attn if p > 0]
     p = statistics.median(ps) if ps else 0.0
     return p if 0.0 < p < 1.0 else 0.0
 
@@ -444,6 +477,7 @@ def validate(
     value: Any  # each fact's value has the type of its field
     graphs = graph_framework(ans)
     drop = dropout_p(ans)
+    backend = sdpa_backend(ans)
     for section, fld, value, shown, note in (
         # the kernels of replayed CUDA graphs correlate with a cudaGraphLaunch call
         (
@@ -484,6 +518,16 @@ def validate(
             "out of elementwise ops, as transformers' modelling code does); --set "
             "runtime.implementation=reference predicts PyTorch's fused ops",
         ),
+        # F.scaled_dot_product_attention picks cuDNN's kernels by itself on Hopper (torch 2.11)
+        (
+            "runtime",
+            "attention_backend",
+            "cudnn",
+            backend == "cudnn",
+            "predicted with runtime.attention_backend: cudnn (the trace's attention ran cuDNN's fused "
+            "kernels, aten::_cudnn_attention_forward); --set runtime.attention_backend=flash predicts "
+            "FlashAttention-2's",
+        ),
         # transformers' generate(): its stopping criteria call aten::isin every token
         (
             "runtime",
@@ -498,7 +542,8 @@ def validate(
             "dropout",
             drop,
             sc.kind == "training" and drop > 0,
-            f"predicted with training.dropout: {drop:g} (the trace's native_dropout calls in training mode); "
+            f"predicted with training.dropout: {drop:g} (the trace's native_dropout calls in training mode, or "
+            "its fused attention's dropout_p); "
             "--set training.dropout=0 predicts no dropout kernels",
         ),
         # a PyTorch-profiler trace was recorded with the profiler attached (Nsight Systems ones not)

@@ -411,6 +411,11 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
                 if "kv_seq" in lay.extra and lay.extra.get("kv_bytes") == 1.0
                 else ("bf16" if dt == "fp8" else dt),
                 "kv_seq": lay.extra.get("kv_seq"),
+                "backend": lay.extra.get("attention_backend", "flash"),
+                # the materialised mask is read and added per score
+                "mask": lay.dense_mask,
+                # attention dropout (GPT-2's configs: attn_pdrop = resid_pdrop)
+                "dropout": lay.dropout,
             },
             1.0 / lay.cp,
         )

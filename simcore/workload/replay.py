@@ -115,6 +115,8 @@ def price_shape(shape: dict[str, Any], dev: Device, prof: ComputeProfile) -> flo
                 C.attention(
                     dev, prof, shape["batch"], shape["heads"], shape["seq"], shape["head_dim"], shape["causal"],
                     shape["backward"], shape["kv_heads"], shape["kv_seq"], dt,
+                    backend=shape.get("backend", "flash"), mask=shape.get("mask", False),
+                    dropout=shape.get("dropout", 0.0),
                 ).time_s
             )  # fmt: skip
         if kind == "memory":

@@ -22,6 +22,8 @@ OPS = "traces/h200/ops.csv.gz"
 COLD = "traces/h200/cold.csv.gz"
 # round 36: PyTorch's mixed-dtype and strided elementwise kernels
 ELEMENTWISE = "traces/h200/elementwise.csv.gz"
+# round 40: cuDNN's fused attention (masks, dropout)
+ATTENTION = "traces/h200/attention.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +35,8 @@ def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     os.chdir(REPO)
     try:
         dev = default_registry().device("h200")
-        ours = calibrate([OPS, COLD, ELEMENTWISE], "h200", fit_comm_profile=False).compute_profile
-        ref, _ = FC.fit([OPS, COLD, ELEMENTWISE], dev)
+        ours = calibrate([OPS, COLD, ELEMENTWISE, ATTENTION], "h200", fit_comm_profile=False).compute_profile
+        ref, _ = FC.fit([OPS, COLD, ELEMENTWISE, ATTENTION], dev)
     finally:
         os.chdir(old)
     assert ours is not None
@@ -83,6 +85,7 @@ def test_input_kinds(tmp_path: Path) -> None:
     # the op sweeps, and round 19's GEMM kernel durations (an op CSV in a subfolder); round 17's
     # in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == [
+        "attention.csv.gz",
         "cold.csv.gz",
         "elementwise.csv.gz",
         "gemm_kernels.csv.gz",
@@ -165,7 +168,9 @@ def test_reproduces_shipped_kernel_rate_profile() -> None:
     old = os.getcwd()
     os.chdir(REPO)
     try:
-        ours = calibrate([OPS, COLD, kr, ELEMENTWISE], "h200", fit_comm_profile=False).compute_profile
+        ours = calibrate(
+            [OPS, COLD, kr, ELEMENTWISE, ATTENTION], "h200", fit_comm_profile=False
+        ).compute_profile
     finally:
         os.chdir(old)
     assert ours is not None

@@ -128,6 +128,12 @@ def test_memory_op_traffic_conventions() -> None:
         ("gemm", {"m": 1, "n": 2, "k": 3, "heads": 4}, "unknown shape keyword"),
         ("gemm", {"m": 0, "n": 2, "k": 3}, "at least"),
         ("attention", {"batch": 1, "heads": 6, "seq": 8, "head_dim": 64, "kv_heads": 4}, "multiple"),
+        (
+            "attention",
+            {"batch": 1, "heads": 4, "seq": 8, "head_dim": 64, "backend": "xformers"},
+            "unknown attention backend",
+        ),
+        ("attention", {"batch": 1, "heads": 4, "seq": 8, "head_dim": 64, "dropout": 1.5}, "dropout must be"),
         ("elementwise", {"name": "frobnicate", "bytes": 10}, "unknown memory-bound op"),
         ("elementwise", {"name": "add"}, "needs bytes"),
         ("norm", {"name": "gelu", "bytes": 10}, "norm name"),
@@ -405,3 +411,46 @@ def test_fa2_split_choice_can_make_a_longer_sequence_faster() -> None:
     short = ops.attention(H200, PROF, 1, 8, 385, 64, False, False).time_s
     long = ops.attention(H200, PROF, 1, 8, 544, 64, False, False).time_s
     assert long < short
+
+
+def test_cudnn_attention_is_priced_by_its_own_fit() -> None:
+    """Round 40: cuDNN's kernels (PyTorch's default SDPA backend on the H200) run 1.6-1.9x faster than
+    FlashAttention-2's at head dims 64 and 128; the shipped profile prices each from its own fit."""
+    assert "fwd_cudnn" in PROF.attention and "bwd_cudnn" in PROF.attention
+    for bwd in (False, True):
+        kw = dict(batch=2, heads=32, seq=2048, head_dim=128, causal=True, backward=bwd, kv_heads=8)
+        fl = ops.attention(H200, PROF, **kw).time_s
+        cu = ops.attention(H200, PROF, backend="cudnn", **kw).time_s
+        assert 1.4 < fl / cu < 2.3, (bwd, fl, cu)
+
+
+def test_profile_without_a_backend_prices_it_as_flash() -> None:
+    neutral = neutral_profile(H200)
+    kw = dict(batch=4, heads=16, seq=1024, head_dim=64)
+    assert (
+        ops.attention(H200, neutral, backend="cudnn", **kw).time_s
+        == ops.attention(H200, neutral, **kw).time_s
+    )
+
+
+@given(
+    st.sampled_from([64, 128]),
+    st.sampled_from([256, 1024, 4096]),
+    st.sampled_from([1, 4, 16]),
+    st.booleans(),
+)
+@settings(max_examples=25, deadline=None)
+def test_mask_and_dropout_never_faster(d: int, s: int, b: int, bwd: bool) -> None:
+    """An explicit mask tensor and dropout only add work per score, on either backend."""
+    for be in ("flash", "cudnn"):
+        kw = dict(batch=b, heads=16, seq=s, head_dim=d, causal=False, backward=bwd, backend=be)
+        plain = ops.attention(H200, PROF, **kw).time_s
+        assert ops.attention(H200, PROF, mask=True, **kw).time_s >= plain
+        assert ops.attention(H200, PROF, dropout=0.1, **kw).time_s >= plain
+    # cuDNN's masked, dropout kernel (transformers' compiled GPT-2) costs about twice the unmasked one
+    kw = dict(batch=8, heads=12, seq=1024, head_dim=64, causal=False, backend="cudnn")
+    ratio = (
+        ops.attention(H200, PROF, mask=True, dropout=0.1, **kw).time_s
+        / ops.attention(H200, PROF, **kw).time_s
+    )
+    assert 2.5 < ratio < 4.5, ratio

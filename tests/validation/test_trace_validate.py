@@ -450,3 +450,43 @@ def test_validate_counts_decode_steps_per_wait() -> None:
     eager = validate([str(REPO / f) for f in CASES[e]], SC / f"{e}.yaml").to_dict()
     assert eager["runtime"]["decode_sync_every"] == 1
     assert not any("decode_sync_every" in x for x in eager["notes"])
+
+
+def test_attention_backend_mask_and_dropout_are_read_from_the_trace() -> None:
+    """Round 40: PyTorch's default SDPA backend on the H200 is cuDNN (simcore's own traces forced
+    flash); transformers' compiled GPT-2 passes a [b, 1, s, s] mask and dropout 0.1 to it."""
+    from simcore.calibration.classify import attention_shape
+    from simcore.validation.traces import dropout_p, sdpa_backend
+    from simcore.workload.replay import load_analyses
+
+    own = load_analyses([str(REPO / CASES["h200_train_gpt_gelu_ln"][0])])
+    assert sdpa_backend(own) == "flash"
+    name = "h200_r31_train_gpt2_l12_b8_compiled"
+    files = [str(REPO / f) for f in CASES[name]]
+    ans = load_analyses(files)
+    assert sdpa_backend(ans) == "cudnn"
+    assert dropout_p(ans) == pytest.approx(0.1)  # compiled: no native_dropout, the attention's dropout_p
+    shapes = [
+        attention_shape(o)
+        for o in ans[0].trace.cpu_ops.values()
+        if o.name.startswith("aten::_cudnn_attention")
+    ]
+    assert shapes and all(s is not None for s in shapes)
+    for s in shapes:
+        assert s is not None
+        assert (s["backend"], s["mask"], s["dropout"], s["causal"]) == (
+            "cudnn",
+            True,
+            pytest.approx(0.1),
+            False,
+        )
+    report = validate(files, SC / f"{name}.yaml", analyses=ans)
+    assert any("runtime.attention_backend: cudnn" in n for n in report.notes)
+    flash = validate(files, SC / f"{name}.yaml", ["runtime.attention_backend=flash"], analyses=ans)
+    nodrop = validate(files, SC / f"{name}.yaml", ["training.dropout=0"], analyses=ans)
+    att = {c["class"]: c for c in report.to_dict()["classes"]}["attention"]
+    # the masked dropout cuDNN kernels priced within 15 % (the flash-priced or dropout-free ones 20 % short)
+    assert abs(att["predicted_s"] / att["measured_s"] - 1) < 0.15
+    for other in (flash, nodrop):
+        o = {c["class"]: c for c in other.to_dict()["classes"]}["attention"]
+        assert o["predicted_s"] < 0.85 * att["measured_s"]
