@@ -125,6 +125,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     """
     every: list[tuple[str, str, bool, dict[str, float]]] = []
     hf_rows: list[tuple[str, bool, dict[str, float]]] = []
+    group_of: dict[int, str] = {}
     for line, r in enumerate(rows, start=2):
         try:
             sync = r["synchronized"].strip().lower()
@@ -138,6 +139,8 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             if not all(math.isfinite(v) for v in vals.values()):
                 raise ValueError("a value is not a finite number")
             rec = (r.get("strategy") or "single", r["act"], sync in ("1", "true"), vals)
+            # the run a row belongs to (its trace without the pass suffix): the probe moves between runs
+            group_of[id(vals)] = _run_of(r.get("trace", ""))
             if (r.get("impl") or "reference") == "huggingface":
                 hf_rows.append(rec[1:])
             else:
@@ -168,13 +171,43 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     ref_b = statistics.median(v["probe_bwd_s"] for _, _, v in recs)
     out.update({"probe_main": ref_m, "probe_backward": ref_b})
 
-    def units(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> float:
-        return statistics.median(f(v) for v in sel)
-
     # Hugging Face's layers (rows labelled impl huggingface): their own units, at the same reference
     hf_free = [
         (a, v) for a, sync, v in hf_rows if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
     ]
+    # the share of each kind of host time that follows the probe (the rest is work whose time does not
+    # move with the CPU's per-op speed: driver launch calls, thread hand-offs): from how one run's
+    # segment moves with its probe between its passes (:func:`probe_share`), plain and Hugging Face
+    # layers together
+    segments: list[tuple[str, str, Callable[[dict[str, float]], float]]] = [
+        ("train_fwd", "probe_main_s", lambda v: v["fwd_layer_s"]),
+        ("train_bwd", "probe_bwd_s", lambda v: v["bwd_layer_s"]),
+        ("step_fwd", "probe_main_s", lambda v: v["pre_s"] + v["head_s"]),
+        ("step_bwd", "probe_bwd_s", lambda v: v["bhead_s"] + v["tail_s"]),
+    ]
+    for kind, probe, seg in segments:
+        runs: dict[str, list[tuple[float, float]]] = {}
+        for _, v in [*free, *hf_free]:
+            runs.setdefault(group_of.get(id(v), ""), []).append((v[probe], seg(v)))
+        sh = probe_share(list(runs.values()), ref_m if probe == "probe_main_s" else ref_b)
+        if sh is not None:
+            out[f"probe_share_{kind}"] = sh
+
+    def pm(v: dict[str, float], kind: str) -> float:
+        """The main thread's probe as the share of ``kind``'s host time that follows it sees it:
+        ``share x probe + (1 - share) x reference``, so that units over it are the ones
+        :meth:`ComputeProfile.host` scales back (a host time measured at a slow probe is not all
+        probe-bound work)."""
+        sh = out.get(f"probe_share_{kind}", 1.0)
+        return sh * v["probe_main_s"] + (1.0 - sh) * ref_m
+
+    def pb(v: dict[str, float], kind: str) -> float:
+        """:func:`pm` on the backward thread."""
+        sh = out.get(f"probe_share_{kind}", 1.0)
+        return sh * v["probe_bwd_s"] + (1.0 - sh) * ref_b
+
+    def units(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> float:
+        return statistics.median(f(v) for v in sel)
 
     def per_layer(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> tuple[float, float]:
         """Units outside the layers as a line over the layer count (the work there that grows with the
@@ -192,35 +225,18 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         for act in sorted({a for a, _ in sel_rows}):
             sel = [v for a, v in sel_rows if a == act]
             out[f"profiled_{pre}train_fwd_{act}"] = ref_m * units(
-                sel, lambda v: v["fwd_layer_s"] / v["probe_main_s"]
+                sel, lambda v: v["fwd_layer_s"] / pm(v, "train_fwd")
             )
             out[f"profiled_{pre}train_bwd_{act}"] = ref_b * units(
-                sel, lambda v: v["bwd_layer_s"] / v["probe_bwd_s"]
+                sel, lambda v: v["bwd_layer_s"] / pb(v, "train_bwd")
             )
             for part, ref, seg in (
-                ("fwd", ref_m, lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]),
-                ("bwd", ref_b, lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"]),
+                ("fwd", ref_m, lambda v: (v["pre_s"] + v["head_s"]) / pm(v, "step_fwd")),
+                ("bwd", ref_b, lambda v: (v["bhead_s"] + v["tail_s"]) / pb(v, "step_bwd")),
             ):
                 lo, slope = per_layer(sel, seg)
                 out[f"profiled_{pre}step_{part}_{act}"] = ref * lo
                 out[f"profiled_{pre}step_{part}_layer_{act}"] = ref * slope
-    # the share of each kind of host time that follows the probe: a line time = a + b x probe over
-    # every step (both blocks), evaluated at the reference probe (the rest, a, is work whose time does
-    # not move with the CPU's per-op speed: driver launch calls, thread hand-offs)
-    segments: list[tuple[str, str, Callable[[dict[str, float]], float]]] = [
-        ("train_fwd", "probe_main_s", lambda v: v["fwd_layer_s"]),
-        ("train_bwd", "probe_bwd_s", lambda v: v["bwd_layer_s"]),
-        ("step_fwd", "probe_main_s", lambda v: v["pre_s"] + v["head_s"]),
-        ("step_bwd", "probe_bwd_s", lambda v: v["bhead_s"] + v["tail_s"]),
-    ]
-    for kind, probe, seg in segments:
-        xs_p = [v[probe] for _, v in free]
-        if len(set(xs_p)) >= 2:
-            b, a = statistics.linear_regression(xs_p, [seg(v) for _, v in free])
-            ref = ref_m if probe == "probe_main_s" else ref_b
-            out[f"probe_share_{kind}"] = (
-                min(max(b * ref / (a + b * ref), 0.0), 1.0) if a + b * ref > 0 else 1.0
-            )
     for pre, sel_rows in (("", free), ("hf_", hf_free)):
         if sel_rows:
             lo, slope = per_layer([v for _, v in sel_rows], lambda v: v["post_s"] / v["probe_main_s"])
@@ -238,12 +254,12 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     def seg_units(sel: list[tuple[str, dict[str, float]]], act: str) -> dict[str, float]:
         vs = [v for a, v in sel if a == act]
         return {
-            "fl": units(vs, lambda v: v["fwd_layer_s"] / v["probe_main_s"]),
-            "bl": units(vs, lambda v: v["bwd_layer_s"] / v["probe_bwd_s"]),
-            "sf": units(vs, lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"]),
+            "fl": units(vs, lambda v: v["fwd_layer_s"] / pm(v, "train_fwd")),
+            "bl": units(vs, lambda v: v["bwd_layer_s"] / pb(v, "train_bwd")),
+            "sf": units(vs, lambda v: (v["pre_s"] + v["head_s"]) / pm(v, "step_fwd")),
             # DDP's reducer work there is priced per gradient and bucket already (hooks_s)
             "sb": units(
-                vs, lambda v: (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / v["probe_bwd_s"]
+                vs, lambda v: (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / pb(v, "step_bwd")
             ),
             "end": units(vs, lambda v: v["post_s"] / v["probe_main_s"]),
         }
@@ -282,6 +298,34 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         out["profiled_adamw_fused_per_tensor"] = ref_m * max(slope, 0.0)
         out["profiled_adamw_fused_fixed"] = ref_m * max(icpt, 0.0)
     return out
+
+
+def _run_of(trace: str) -> str:
+    """A trace file's run: its name without the pass suffix (``r25_train_gpt_L2_h768_p1.json.gz`` ->
+    ``r25_train_gpt_L2_h768``)."""
+    return re.sub(r"_p\d+(\.json)?(\.gz)?$", "", Path(trace).name)
+
+
+def probe_share(runs: list[list[tuple[float, float]]], ref: float) -> float | None:
+    """The share ``s`` of a host time that follows the CPU probe: ``time = U (s probe + (1 - s) ref)``
+    with ``U`` one run's own, chosen (0.2-1 in steps of 0.01) to make each run's units over that
+    effective probe as constant as possible across its passes, which ran at different CPU speeds
+    (least squares of the log units about each run's mean). ``None`` where fewer than three runs
+    span a probe ratio of 1.15."""
+    spans = [r for r in runs if len(r) >= 2 and max(p for p, _ in r) > 1.15 * min(p for p, _ in r)]
+    if len(spans) < 3 or ref <= 0:
+        return None
+
+    def cost(sh: float) -> float:
+        c = 0.0
+        for r in spans:
+            y = [math.log(x / (sh * p + (1.0 - sh) * ref)) for p, x in r if x > 0 and p > 0]
+            if len(y) >= 2:
+                m = statistics.fmean(y)
+                c += sum((v - m) ** 2 for v in y)
+        return c
+
+    return min((i / 100 for i in range(20, 101)), key=cost)
 
 
 def _is_decode_host_run(rows: list[dict[str, str]]) -> bool:

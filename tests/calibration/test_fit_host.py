@@ -61,7 +61,10 @@ def test_shipped_host_section() -> None:
     from simcore.calibration.fit_host import _csv_rows, decode_host_costs, step_host_costs
 
     h = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
-    steps = step_host_costs(_csv_rows(REPO / "traces/h200/host_steps.csv.gz"), "steps")
+    # every step file together (the probe shares pool the plain and Hugging Face runs)
+    step_files = [REPO / "traces/h200/host_steps.csv.gz", REPO / "traces/h200/host_steps_hf.csv.gz"]
+    step_files.append(REPO / "traces/h200x2/host_steps_dist.csv.gz")
+    steps = step_host_costs([r for f in step_files for r in _csv_rows(f)], "steps")
     decode = decode_host_costs(_csv_rows(REPO / "traces/h200/host_decode.csv.gz"), "decode")
     for act in ("gelu", "swiglu"):
         r = h[f"profiler_ratio_decode_{act}"]
@@ -461,3 +464,20 @@ def test_generate_and_prefill_passes_hand_computed() -> None:
     assert out["profiled_hf_infer_generate_fixed_gelu"] == pytest.approx(450 * t)
     assert out["profiled_hf_infer_prefill_gelu"] == pytest.approx(210 * t)
     assert out["profiled_hf_infer_prefill_fixed_gelu"] == pytest.approx(125 * t)
+
+
+def test_probe_share_recovers_the_share_that_follows_the_probe() -> None:
+    """Runs whose host time is ``U (0.7 probe + 0.3 ref)``, each at two CPU speeds: the within-run
+    estimator finds 0.7 whatever each run's own ``U``; runs at one speed say nothing."""
+    from simcore.calibration.fit_host import _run_of, probe_share
+
+    ref = 5e-6
+
+    def t(u: float, p: float) -> float:
+        return u * (0.7 * p + 0.3 * ref)
+
+    runs = [[(p, t(u, p)) for p in (ps, 1.6 * ps)] for u, ps in ((100.0, 3e-6), (250.0, 4e-6), (40.0, 6e-6))]
+    assert probe_share(runs, ref) == pytest.approx(0.7)
+    assert probe_share(runs[:2], ref) is None  # fewer than three runs span the probe
+    assert probe_share([[(p, t(100.0, p)), (p, t(100.0, p))] for p in (3e-6, 4e-6, 5e-6)], ref) is None
+    assert _run_of("traces/r25_train_gpt_L2_h768_p1.json.gz") == "r25_train_gpt_L2_h768"
