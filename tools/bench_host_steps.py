@@ -15,6 +15,7 @@ beyond what the profiler records.
 
   python tools/bench_host_steps.py --outdir DIR [--passes 2] [--smoke]
   SIMCORE_SDPA=default python tools/bench_host_steps.py --set r40 --passes 1 --outdir DIR
+  python tools/bench_host_steps.py --set r42 --passes 2 --outdir DIR
 """
 
 from __future__ import annotations
@@ -77,6 +78,14 @@ R40_TRAIN = [
     ("gpt_L12_h1024_b4_item", "gpt", 12, 1024, 50304, 4, True, False, "held"),
 ]
 R40_INFER = [("llama_L16_h2048_b2", "llama", 16, 2048, 2, 1024, "held")]
+# round 42 (``--set r42``): the prefill passes' host beside the decode passes' (round 25's inference fit
+# points and two longer prompts; ``host_trace --decode --prefill``), for a loop that never waits, whose
+# decode steps are issued while the GPU still runs the prefill
+R42_INFER = [
+    *INFER[:4],
+    ("gpt_L8_h768_b4_p1024", "gpt", 8, 768, 4, 1024, "fit"),
+    ("llama_L8_h2048_b2_p2048", "llama", 8, 2048, 2, 2048, "fit"),
+]
 
 
 def train_point(dev, acts, spec, seq, smoke, path):
@@ -161,7 +170,7 @@ def main():
     )
     ap.add_argument("--budget", type=float, default=360.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r25", "r40"), default="r25", help="round 25's points or round 40's")
+    ap.add_argument("--set", choices=("r25", "r40", "r42"), default="r25", help="round 25's points or a later round's")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     probe_sdpa(dev)
@@ -170,7 +179,7 @@ def main():
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     os.makedirs(args.outdir, exist_ok=True)
     seq = 64 if args.smoke else 1024
-    train, infer = (TRAIN, INFER) if args.set == "r25" else (R40_TRAIN, R40_INFER)
+    train, infer = {"r25": (TRAIN, INFER), "r40": (R40_TRAIN, R40_INFER), "r42": ([], R42_INFER)}[args.set]
     jobs = []
     for p in range(args.passes):
         jobs += [("train", s, p) for s in train if s[-1] == "fit" or p == 0]
