@@ -84,6 +84,10 @@ class InferenceResult(BaseModel):
     output_len: int
     prefill_time_s: float
     decode_step_time_s: float
+    prefill_host_s: float = 0.0
+    """Host seconds to issue the prefill (eager PyTorch's per-layer host model; 0: not modelled)."""
+    decode_host_s: float = 0.0
+    """Host seconds to issue one decode step (as ``prefill_host_s``)."""
     ttft_s: float
     tpot_s: float
     e2e_latency_s: float
@@ -369,6 +373,8 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         output_len=inf.output_len,
         prefill_time_s=pre,
         decode_step_time_s=dec,
+        prefill_host_s=_f(ev.prefill_host_s),
+        decode_host_s=_f(ev.decode_host_s),
         ttft_s=pre,
         tpot_s=dec,
         e2e_latency_s=pre + dec_mid * max(inf.output_len - 1, 0),

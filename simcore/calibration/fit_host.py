@@ -390,11 +390,13 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
             if gen:
                 # generate(): the pass beyond its layers (logits processors, stopping criteria, cache)
                 put(f"{pre}infer_generate", act, gen, layers=False)
-    # prefill passes of Hugging Face layers in hand-written loops (rows with seq > 1): per layer and
-    # beyond the layers, at the same reference (the prompt hardly moves the host of a host-bound prefill)
-    pre_hf = [x for x in passes if x.seq > 1 and x.hf and not x.generate]
-    for act in sorted({x.act for x in pre_hf}):
-        put("hf_infer_prefill", act, [x for x in pre_hf if x.act == act])
+    # prefill passes in hand-written loops (rows with seq > 1; Hugging Face layers round 32, simcore's
+    # own round 42): per layer and beyond the layers, at the same reference (the prompt hardly moves the
+    # host of a prefill: round 42's 512-2048-token prompts)
+    for pre, hf in (("", False), ("hf_", True)):
+        pre_rows = [x for x in passes if x.seq > 1 and x.hf == hf and not x.generate]
+        for act in sorted({x.act for x in pre_rows}):
+            put(f"{pre}infer_prefill", act, [x for x in pre_rows if x.act == act])
     return out
 
 

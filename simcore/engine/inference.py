@@ -33,6 +33,11 @@ class InferenceEval:
     decode: Priced
     prefill_time_s: Num
     decode_step_time_s: Num
+    prefill_host_s: Num
+    """Host seconds to issue the prefill (eager layer host model; 0 where not modelled): hidden under
+    the GPU when the prefill is GPU-bound, but a loop that never waits issues the decode steps behind it."""
+    decode_host_s: Num
+    """Host seconds to issue one decode step (as ``prefill_host_s``)."""
     memory: dict[str, Num]
     memory_per_gpu_bytes: Num
     context_len: Num
@@ -121,6 +126,7 @@ def evaluate(
     decode = _forward(pricer, model, dec, batch, pp)
     pricer.kernel_gap = 0.0
 
+    hosts: dict[str, Num] = {"prefill": 0.0, "decode": 0.0}
     if layer_host:
         # eager PyTorch inference is host-bound for small batches: the host issues every op of every
         # layer (measured per layer, traces/h200/host_infer.csv.gz); a step takes max(GPU, host)
@@ -136,6 +142,7 @@ def evaluate(
             host = layers * prof.host_of(f"infer_{mode}_{act_key}", profiler, implementation) + prof.host_of(
                 fixed, profiler, implementation
             )
+            hosts[mode] = host + comm_calls
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 
     if framework == "cuda_graphs" and decode_sync_every:
@@ -176,6 +183,8 @@ def evaluate(
         decode=decode,
         prefill_time_s=prefill.total(),
         decode_step_time_s=decode.total(),
+        prefill_host_s=hosts["prefill"],
+        decode_host_s=hosts["decode"],
         memory={
             "weights": weights,
             "kv_cache": kv,

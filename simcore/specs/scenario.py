@@ -209,8 +209,9 @@ class RuntimeSpec(Spec):
     decode_sync_every: int | None = Field(default=1, ge=1)
     """Decode steps between the host's waits for the GPU (reading the sampled tokens, checking for the
     end of a sequence): a serving loop waits every step (1); ``null``: never (replays back to back).
-    Under CUDA graphs each wait exposes the next graph's launch. ``simcore validate`` reads it from the
-    trace (decode passes per synchronize)."""
+    Under CUDA graphs each wait exposes the next graph's launch; a profiled step of a loop that never
+    waits (``simcore validate``) has its decode steps issued while the GPU still runs the prefill.
+    ``simcore validate`` reads it from the trace (decode passes per synchronize)."""
     cpu_op_time: CpuOpTime | None = None
     """The CPU's per-op speed of the run, where known (``simcore validate`` reads it from the trace):
     host times scale by its ratio to the speed the calibration profile measured them at. ``None``: the
