@@ -341,7 +341,9 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     Rows of Hugging Face layers (``impl`` huggingface, round 32) give ``profiled_hf_infer_decode_*`` at
     the same reference; ``probe_empty_ratio_infer`` states an ``aten::empty`` probe as ``aten::t``.
     Passes of ``generate()`` (``loop`` generate, round 35) give only the host beyond their layers,
-    ``profiled_[hf_]infer_generate_fixed_<act>``."""
+    ``profiled_[hf_]infer_generate_fixed_<act>``. Rows of simcore's reference layers that time
+    ``aten::linear`` too (round 42) give ``probe_linear_ratio_infer_<act>``, the median ``aten::linear``
+    / ``aten::t``: a trace's linear probe stated as ``aten::t``."""
     try:
         passes = [
             _Pass(
@@ -367,6 +369,15 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
         passes = [x if x.probe > 0 or x.empty <= 0 else x._replace(probe=x.empty / ratio) for x in passes]
     passes = [x for x in passes if x.probe > 0]
     recs = [x for x in passes if x.seq == 1]
+    # a no-grad pass's steadier probe, aten::linear (host_trace.GEMM_PROBE_OP), stated as aten::t per
+    # block kind (GPT's biased linears cost 10.7 aten::t, Llama's 8.9: round 42)
+    lin: dict[str, list[float]] = {}
+    for r in rows:
+        timed = float(r.get("linear_main_s") or 0.0) > 0 and float(r.get("probe_main_s") or 0.0) > 0
+        if timed and int(float(r.get("seq") or 1)) == 1 and (r.get("impl") or "reference") == "reference":
+            lin.setdefault(r["act"], []).append(float(r["linear_main_s"]) / float(r["probe_main_s"]))
+    for act, v in lin.items():
+        out[f"probe_linear_ratio_infer_{act}"] = statistics.median(v)
     if not any(not x.hf for x in recs):
         raise TraceError("no decode pass with a probe", file=str(path))
     ref = statistics.median(x.probe for x in recs if not x.hf)

@@ -171,6 +171,11 @@ backward: its duration is the CPU's speed of the moment, whatever the tensors.""
 
 
 ALT_PROBE_OP = "aten::empty"
+GEMM_PROBE_OP = "aten::linear"
+"""A no-grad pass's steadier CPU probe (round 42): over ten traces of one Llama decode layer, the
+layer's host over the trace's median ``aten::linear`` (its dispatch, the weight's transpose view, the
+GEMM's launch) varies with a log-sd of 0.039, over its median ``aten::t`` 0.098. Stated as ``aten::t``
+through ``fit_host``'s ``probe_linear_ratio_infer``."""
 """The probe where a thread calls ``aten::t`` too rarely to time it (fewer than one call per ten
 ``aten::empty``): Hugging Face's GPT-2 (its ``Conv1D`` is an ``addmm`` with an untransposed weight)
 calls it once per pass, in the LM head. Every op that allocates calls ``aten::empty``; its median is
@@ -187,6 +192,8 @@ class OpSpeed:
     backward_s: float | None
     empty_main_s: float | None = None
     empty_backward_s: float | None = None
+    linear_main_s: float | None = None
+    """Median :data:`GEMM_PROBE_OP` seconds on the main thread (``None`` under 10 calls)."""
 
 
 def op_speed(a: Analysis) -> OpSpeed | None:
@@ -216,7 +223,14 @@ def _probe_medians(ops: list[CpuOp], bwd_tids: set[int]) -> OpSpeed:
         t, n_t = med(PROBE_OP, tids)
         e, n_e = med(ALT_PROBE_OP, tids)
         out += [t if n_t * 10 >= n_e else None, e]
-    return OpSpeed(main_s=out[0], backward_s=out[2], empty_main_s=out[1], empty_backward_s=out[3])
+    lin, n_lin = med(GEMM_PROBE_OP, {main_tid} if main_tid is not None else set())
+    return OpSpeed(
+        main_s=out[0],
+        backward_s=out[2],
+        empty_main_s=out[1],
+        empty_backward_s=out[3],
+        linear_main_s=lin if n_lin >= 10 else None,
+    )
 
 
 def hf_layers(ops: list[CpuOp]) -> bool:
@@ -399,6 +413,8 @@ class DecodeHost(_Row):
     layer_s: float
     probe_main_s: float
     empty_main_s: float = 0.0
+    linear_main_s: float = 0.0
+    """The step's median :data:`GEMM_PROBE_OP` (0: too rare, or not recorded before round 42)."""
     impl: str = "reference"
     loop: str = "manual"
     """``generate``: transformers' ``generate()`` (its stopping criteria's ``aten::isin``), else a
@@ -443,6 +459,7 @@ def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:
                     layer_s=(p[-1].ts - p[0].ts) / layers,
                     probe_main_s=sp.main_s or 0.0,
                     empty_main_s=sp.empty_main_s or 0.0,
+                    linear_main_s=sp.linear_main_s or 0.0,
                     impl=impl,
                     loop=loop,
                     seq=seq,

@@ -589,7 +589,13 @@ def validate(
     # one only for an eager or compiled single-stage step with a per-layer host model
     inference = sc.kind == "inference"
     has_ref = bool(host_model.get("probe_infer" if inference else "probe_main"))
-    cpu = _cpu_speed(ans, inference, host_model) if has_ref else None
+    # the steadier aten::linear probe is stated as aten::t at simcore's own layers' ratio (round 42)
+    gemm_probe = (
+        f"probe_linear_ratio_infer_{'swiglu' if sc.model.activation == 'swiglu' else 'gelu'}"
+        if inference and sc.runtime.implementation == "reference"
+        else None
+    )
+    cpu = _cpu_speed(ans, inference, host_model, gemm_probe) if has_ref else None
     synced = [step_synchronized(a) for a in ans]
     decode_every = _decode_sync_every(ans[0], sc) if inference else 1
     unsync_model = (
@@ -789,7 +795,9 @@ def _profile_of(sc: Scenario) -> Any:
     return load_profile(resolve_cluster(sc.cluster, default_registry()).device, sc.calibration)
 
 
-def _cpu_speed(ans: list[Analysis], inference: bool, host: dict[str, float]) -> CpuOpTime | None:
+def _cpu_speed(
+    ans: list[Analysis], inference: bool, host: dict[str, float], gemm_probe: str | None = None
+) -> CpuOpTime | None:
     """The CPU speed probe of the slowest rank (the one whose host sets the pace), if the traces have
     one: the largest main-thread probe for inference, the largest sum over both threads for training
     (where both are found). A torch.compile trace has no ``aten::t``: its compiled regions'
@@ -807,7 +815,7 @@ def _cpu_speed(ans: list[Analysis], inference: bool, host: dict[str, float]) -> 
                 )
             )
             continue
-        s = _as_t(op_speed(a), inference, host)
+        s = _as_t(op_speed(a), inference, host, gemm_probe)
         if s is not None and s.main_s:
             speeds.append(s)
     if not speeds:
@@ -821,13 +829,23 @@ def _cpu_speed(ans: list[Analysis], inference: bool, host: dict[str, float]) -> 
     return CpuOpTime(main=float(s.main_s or 0.0), backward=float(s.backward_s or 0.0))
 
 
-def _as_t(s: OpSpeed | None, inference: bool, host: dict[str, float]) -> OpSpeed | None:
+def _as_t(
+    s: OpSpeed | None, inference: bool, host: dict[str, float], gemm_probe: str | None = None
+) -> OpSpeed | None:
     """A trace's probes as ``aten::t``: a thread without enough ``aten::t`` is timed by its
-    ``aten::empty`` over the profile's ``probe_empty_ratio_*`` (``host_trace.ALT_PROBE_OP``)."""
+    ``aten::empty`` over the profile's ``probe_empty_ratio_*`` (``host_trace.ALT_PROBE_OP``). With
+    ``gemm_probe``, the host-layer key of the layers' ``aten::linear`` / ``aten::t`` ratio (a no-grad
+    pass of simcore's reference layers: ``probe_linear_ratio_infer_<act>``, round 42), the main thread
+    is timed by its ``aten::linear`` over it where the profile has it (``host_trace.GEMM_PROBE_OP``: a
+    steadier probe)."""
     if s is None:
         return None
     r_m = host.get("probe_empty_ratio_infer" if inference else "probe_empty_ratio_main")
     r_b = host.get("probe_empty_ratio_backward")
+    r_lin = host.get(gemm_probe) if gemm_probe else None
+    if s.linear_main_s and r_lin:
+        # a no-grad pass's steadier probe (host_trace.GEMM_PROBE_OP), stated as aten::t
+        return OpSpeed(main_s=s.linear_main_s / r_lin, backward_s=None)
     main = s.main_s or (s.empty_main_s / r_m if s.empty_main_s and r_m else None)
     bwd = s.backward_s or (s.empty_backward_s / r_b if s.empty_backward_s and r_b else None)
     return OpSpeed(main_s=main, backward_s=bwd)

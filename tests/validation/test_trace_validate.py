@@ -52,7 +52,17 @@ def test_validate_real_traces(name: str) -> None:
     # aten::t, or aten::empty where a thread calls aten::t too rarely (GPT-2's Conv1D layers)
     speeds = [
         s
-        for s in (_as_t(op_speed(a), sc.kind == "inference", host) for a in ans)
+        for s in (
+            _as_t(
+                op_speed(a),
+                sc.kind == "inference",
+                host,
+                f"probe_linear_ratio_infer_{'swiglu' if sc.model.activation == 'swiglu' else 'gelu'}"
+                if sc.kind == "inference" and d["runtime"]["implementation"] == "reference"
+                else None,
+            )
+            for a in ans
+        )
         if s is not None and s.main_s
     ]
     cpu = d["runtime"]["cpu_op_time"]
@@ -509,3 +519,25 @@ def test_attention_backend_mask_and_dropout_are_read_from_the_trace() -> None:
     for other in (flash, nodrop):
         o = {c["class"]: c for c in other.to_dict()["classes"]}["attention"]
         assert o["predicted_s"] < 0.85 * att["measured_s"]
+
+
+def test_inference_cpu_speed_is_read_from_aten_linear_for_own_layers() -> None:
+    """Round 42: a no-grad pass of simcore's own layers is timed by its median aten::linear, stated as
+    aten::t at the fitted per-block ratio (Llama 8.9, GPT 10.7); transformers' passes keep aten::t."""
+    from simcore.calibration.host_trace import op_speed
+    from simcore.validation.traces import _profile_of
+    from simcore.workload.replay import load_analyses
+
+    own = "h200_r40_infer_llama_l16_h2048_b2"
+    rep = validate([str(REPO / f) for f in CASES[own]], SC / f"{own}.yaml").to_dict()
+    host = _profile_of(simcore.load_scenario(str(SC / f"{own}.yaml"))).host_layer
+    s = op_speed(load_analyses([str(REPO / CASES[own][0])])[0])
+    assert s is not None and s.linear_main_s and s.main_s
+    ratio = host["probe_linear_ratio_infer_swiglu"]
+    assert 7.0 < ratio < host["probe_linear_ratio_infer_gelu"] < 13.0
+    assert rep["runtime"]["cpu_op_time"]["main"] == pytest.approx(s.linear_main_s / ratio)
+    hf = "h200_r31_infer_llama_l8_h2048_b4"
+    rep_hf = validate([str(REPO / f) for f in CASES[hf]], SC / f"{hf}.yaml").to_dict()
+    s_hf = op_speed(load_analyses([str(REPO / CASES[hf][0])])[0])
+    assert s_hf is not None
+    assert rep_hf["runtime"]["cpu_op_time"]["main"] == pytest.approx(s_hf.main_s)
