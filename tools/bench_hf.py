@@ -220,8 +220,13 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--set", choices=list(SETS), default="r31", help="which runs (the module docstring says each round's)")
+    ap.add_argument("--kinds", default="", help="only these kinds of run (train, infer, generate; default all)")
+    ap.add_argument("--label", default="", help="the round label of the trace names (default: the set's)")
     args = ap.parse_args()
     runs, round_label = SETS[args.set]
+    if args.kinds:
+        runs = [r for r in runs if r[2] in args.kinds.split(",")]
+    round_label = args.label or round_label
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     # under torchrun (round 39): DistributedDataParallel, one trace per rank (``_rank<r>``)
     world = int(os.environ.get("WORLD_SIZE", "1"))
