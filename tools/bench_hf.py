@@ -221,7 +221,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--set", choices=list(SETS), default="r31", help="which runs (the module docstring says each round's)")
     ap.add_argument("--kinds", default="", help="only these kinds of run (train, infer, generate; default all)")
-    ap.add_argument("--label", default="", help="the round label of the trace names (default: the set's)")
+    ap.add_argument("--label", default="", help="the round label of the runs file (default: the set's)")
     args = ap.parse_args()
     runs, round_label = SETS[args.set]
     if args.kinds:
