@@ -341,9 +341,9 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     Rows of Hugging Face layers (``impl`` huggingface, round 32) give ``profiled_hf_infer_decode_*`` at
     the same reference; ``probe_empty_ratio_infer`` states an ``aten::empty`` probe as ``aten::t``.
     Passes of ``generate()`` (``loop`` generate, round 35) give only the host beyond their layers,
-    ``profiled_[hf_]infer_generate_fixed_<act>``. Rows of simcore's reference layers that time
-    ``aten::linear`` too (round 42) give ``probe_linear_ratio_infer_<act>``, the median ``aten::linear``
-    / ``aten::t``: a trace's linear probe stated as ``aten::t``."""
+    ``profiled_[hf_]infer_generate_fixed_<act>``. Rows that time the GEMM op too (rounds 42-43) give
+    ``probe_linear_ratio_infer_[hf_]<act>``, its median over ``aten::t`` (GPT-2's ``aten::empty`` as
+    ``aten::t``): a trace's GEMM-op probe stated as ``aten::t``."""
     try:
         passes = [
             _Pass(
@@ -356,6 +356,7 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
                 (r.get("impl") or "reference") == "huggingface",
                 (r.get("loop") or "manual") == "generate",
                 int(float(r.get("seq") or 1)),
+                float(r.get("linear_main_s") or 0.0),
             )
             for r in rows
         ]
@@ -369,19 +370,19 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
         passes = [x if x.probe > 0 or x.empty <= 0 else x._replace(probe=x.empty / ratio) for x in passes]
     passes = [x for x in passes if x.probe > 0]
     recs = [x for x in passes if x.seq == 1]
-    # a no-grad pass's steadier probe, aten::linear (host_trace.GEMM_PROBE_OP), stated as aten::t per
-    # block kind (GPT's biased linears cost 10.7 aten::t, Llama's 8.9: round 42)
-    lin: dict[str, list[float]] = {}
-    for r in rows:
-        timed = float(r.get("linear_main_s") or 0.0) > 0 and float(r.get("probe_main_s") or 0.0) > 0
-        if timed and int(float(r.get("seq") or 1)) == 1 and (r.get("impl") or "reference") == "reference":
-            lin.setdefault(r["act"], []).append(float(r["linear_main_s"]) / float(r["probe_main_s"]))
-    for act, v in lin.items():
-        out[f"probe_linear_ratio_infer_{act}"] = statistics.median(v)
     if not any(not x.hf for x in recs):
         raise TraceError("no decode pass with a probe", file=str(path))
     ref = statistics.median(x.probe for x in recs if not x.hf)
     out["probe_infer"] = ref
+    # a no-grad pass's steadier probe, its GEMM op (host_trace.GEMM_PROBE_OP: aten::linear, or GPT-2's
+    # Conv1D addmm), stated as aten::t per code and block kind (rounds 42-43: simcore's Llama 8.9, GPT's
+    # biased linears 10.7, transformers' Llama 8.8)
+    lin: dict[str, list[float]] = {}
+    for x in recs:
+        if x.linear > 0:
+            lin.setdefault(f"{'hf_' if x.hf else ''}{x.act}", []).append(x.linear / x.probe)
+    for key, v in lin.items():
+        out[f"probe_linear_ratio_infer_{key}"] = statistics.median(v)
 
     def put(kind: str, act: str, sel: list[_Pass], layers: bool = True) -> None:
         """``profiled_<kind>_<act>``: the passes' units per layer (where ``layers``), and
@@ -423,6 +424,7 @@ class _Pass(NamedTuple):
     hf: bool
     generate: bool
     seq: int
+    linear: float = 0.0
 
 
 def _is_graph_sync_run(rows: list[dict[str, str]]) -> bool:

@@ -172,6 +172,8 @@ backward: its duration is the CPU's speed of the moment, whatever the tensors.""
 
 ALT_PROBE_OP = "aten::empty"
 GEMM_PROBE_OP = "aten::linear"
+GEMM_PROBE_ALT_OP = "aten::addmm"
+"""The GEMM-issuing op of layers without ``aten::linear`` (transformers' GPT-2 ``Conv1D``)."""
 """A no-grad pass's steadier CPU probe (round 42): over ten traces of one Llama decode layer, the
 layer's host over the trace's median ``aten::linear`` (its dispatch, the weight's transpose view, the
 GEMM's launch) varies with a log-sd of 0.039, over its median ``aten::t`` 0.098. Stated as ``aten::t``
@@ -193,7 +195,8 @@ class OpSpeed:
     empty_main_s: float | None = None
     empty_backward_s: float | None = None
     linear_main_s: float | None = None
-    """Median :data:`GEMM_PROBE_OP` seconds on the main thread (``None`` under 10 calls)."""
+    """Median :data:`GEMM_PROBE_OP` seconds on the main thread, or :data:`GEMM_PROBE_ALT_OP`'s where
+    the thread calls it more (``None`` under 10 calls)."""
 
 
 def op_speed(a: Analysis) -> OpSpeed | None:
@@ -223,7 +226,11 @@ def _probe_medians(ops: list[CpuOp], bwd_tids: set[int]) -> OpSpeed:
         t, n_t = med(PROBE_OP, tids)
         e, n_e = med(ALT_PROBE_OP, tids)
         out += [t if n_t * 10 >= n_e else None, e]
-    lin, n_lin = med(GEMM_PROBE_OP, {main_tid} if main_tid is not None else set())
+    main = {main_tid} if main_tid is not None else set()
+    lin, n_lin = med(GEMM_PROBE_OP, main)
+    mm, n_mm = med(GEMM_PROBE_ALT_OP, main)
+    if n_mm > n_lin:  # GPT-2's Conv1D layers issue their GEMMs as addmm, without linear
+        lin, n_lin = mm, n_mm
     return OpSpeed(
         main_s=out[0],
         backward_s=out[2],

@@ -589,12 +589,10 @@ def validate(
     # one only for an eager or compiled single-stage step with a per-layer host model
     inference = sc.kind == "inference"
     has_ref = bool(host_model.get("probe_infer" if inference else "probe_main"))
-    # the steadier aten::linear probe is stated as aten::t at simcore's own layers' ratio (round 42)
-    gemm_probe = (
-        f"probe_linear_ratio_infer_{'swiglu' if sc.model.activation == 'swiglu' else 'gelu'}"
-        if inference and sc.runtime.implementation == "reference"
-        else None
-    )
+    # the steadier GEMM-op probe of a no-grad pass, stated as aten::t at its code's ratio (rounds 42-43)
+    hf_code = "hf_" if sc.runtime.implementation == "huggingface" else ""
+    act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
+    gemm_probe = f"probe_linear_ratio_infer_{hf_code}{act}" if inference else None
     cpu = _cpu_speed(ans, inference, host_model, gemm_probe) if has_ref else None
     synced = [step_synchronized(a) for a in ans]
     decode_every = _decode_sync_every(ans[0], sc) if inference else 1
