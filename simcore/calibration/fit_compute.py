@@ -820,6 +820,8 @@ _ATTN_PARAMS = (
     Param("mask_overhead", 0.1, 1024.0, 16.0, log=True),
     Param("dropout_overhead", 0.1, 1024.0, 16.0, log=True),
 )
+_ATTN_FLAG_PARAMS = ("mask_overhead", "dropout_overhead")
+"""Fitted only on rows that measured a mask / dropout (round 40's cuDNN rows)."""
 _MEM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.85),
     Param("t0", 1e-7, 5e-5, 3e-6, log=True),
@@ -1256,7 +1258,9 @@ def fit(
                 return _attn_pred(device, p, s, dt, b_, mem, clocks_found.get("attention"))
 
             names = (
-                [p.name for p in _ATTN_PARAMS[:-2]] if len(sub) >= 20 else ["eff_peak", "kv_overhead", "t0"]
+                [p.name for p in _ATTN_PARAMS if p.name not in _ATTN_FLAG_PARAMS]
+                if len(sub) >= 20
+                else ["eff_peak", "kv_overhead", "t0"]
             )
             if bwd:
                 names = [n for n in names if n != "split_t0"]

@@ -17,7 +17,19 @@ _KIND_HELP = "gemm | attention | elementwise | norm | softmax | copy | memory | 
 # which CLI options belong to which kind (the rest are rejected with one line)
 _OPTS: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "batch"),
-    "attention": ("batch", "heads", "seq", "head_dim", "causal", "backward", "kv_heads", "kv_seq"),
+    "attention": (
+        "batch",
+        "heads",
+        "seq",
+        "head_dim",
+        "causal",
+        "backward",
+        "kv_heads",
+        "kv_seq",
+        "backend",
+        "mask",
+        "dropout",
+    ),  # fmt: skip
     "memory": ("name", "bytes", "numel", "flops", "backward", "rows"),
     "optimizer": ("params", "optimizer", "fused", "master_weights"),
 }
@@ -55,6 +67,14 @@ def op_cmd(
     kv_seq: Annotated[
         int | None, typer.Option("--kv-seq", help="Keys per sequence (KV cache length).")
     ] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="Attention kernels: flash (FlashAttention-2) | cudnn.")
+    ] = None,
+    mask: Annotated[
+        bool | None,
+        typer.Option("--mask/--no-mask", help="Attention reads an explicit additive mask tensor."),
+    ] = None,
+    dropout: Annotated[float | None, typer.Option("--dropout", help="Attention dropout probability.")] = None,
     name: Annotated[
         str | None, typer.Option("--name", help="Memory-bound op: add, gelu, rmsnorm, ...")
     ] = None,
@@ -91,7 +111,7 @@ def op_cmd(
     given: dict[str, Any] = {
         "m": m, "n": n, "k": k, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
         "causal": causal, "backward": backward or None, "kv_heads": kv_heads, "kv_seq": kv_seq,
-        "name": name, "bytes": nbytes, "numel": numel, "flops": flops, "rows": rows, "params": params,
+        "backend": backend, "mask": mask, "dropout": dropout, "name": name, "bytes": nbytes, "numel": numel, "flops": flops, "rows": rows, "params": params,
         "optimizer": optimizer, "fused": fused, "master_weights": master_weights,
     }  # fmt: skip
     given = {key: v for key, v in given.items() if v is not None}
