@@ -93,7 +93,7 @@ def _is_step_host_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"fwd_layer_s", "bhead_s", "probe_main_s", "probe_bwd_s"} <= set(rows[0])
 
 
-_OPTIONAL = ("hooks_s", "empty_main_s", "empty_bwd_s")
+_OPTIONAL = ("hooks_s", "empty_main_s", "empty_bwd_s", "linear_main_s", "mm_bwd_s")
 
 
 def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:

@@ -197,6 +197,9 @@ class OpSpeed:
     linear_main_s: float | None = None
     """Median :data:`GEMM_PROBE_OP` seconds on the main thread, or :data:`GEMM_PROBE_ALT_OP`'s where
     the thread calls it more (``None`` under 10 calls)."""
+    mm_backward_s: float | None = None
+    """Median ``aten::mm`` seconds on the backward thread(s) (the weight and input gradients' GEMMs;
+    ``None`` under 10 calls)."""
 
 
 def op_speed(a: Analysis) -> OpSpeed | None:
@@ -231,12 +234,14 @@ def _probe_medians(ops: list[CpuOp], bwd_tids: set[int]) -> OpSpeed:
     mm, n_mm = med(GEMM_PROBE_ALT_OP, main)
     if n_mm > n_lin:  # GPT-2's Conv1D layers issue their GEMMs as addmm, without linear
         lin, n_lin = mm, n_mm
+    bmm, n_bmm = med("aten::mm", bwd_tids)
     return OpSpeed(
         main_s=out[0],
         backward_s=out[2],
         empty_main_s=out[1],
         empty_backward_s=out[3],
         linear_main_s=lin if n_lin >= 10 else None,
+        mm_backward_s=bmm if n_bmm >= 10 else None,
     )
 
 
@@ -315,6 +320,11 @@ class StepHost(_Row):
     back from the buckets), which simcore prices per gradient and bucket (:class:`DdpHooks`)."""
     empty_main_s: float = 0.0
     empty_bwd_s: float = 0.0
+    linear_main_s: float = 0.0
+    """The step's median GEMM op on the main thread (:data:`GEMM_PROBE_OP`; 0: too rare, or recorded
+    before round 45), a candidate probe of a host-bound step."""
+    mm_bwd_s: float = 0.0
+    """The step's median ``aten::mm`` on the backward thread (as ``linear_main_s``)."""
     impl: str = "reference"
 
 
@@ -399,6 +409,8 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
                 ),
                 empty_main_s=sp.empty_main_s or 0.0,
                 empty_bwd_s=sp.empty_backward_s or 0.0,
+                linear_main_s=sp.linear_main_s or 0.0,
+                mm_bwd_s=sp.mm_backward_s or 0.0,
                 impl="huggingface" if hf_layers(win) else "reference",
             )
         )
