@@ -161,6 +161,10 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             for v in all_vals:
                 if v[probe] <= 0 and v.get(alt, 0) > 0:
                     v[probe] = v[alt] / ratio
+                elif key == "backward" and v[probe] > 0 and v.get(alt, 0) > 0:
+                    # the backward thread's probe: both ops, geometric mean (round 45: a backward
+                    # layer's units across runs spread 0.064 over aten::t alone, 0.043 over the two)
+                    v[probe] = math.sqrt(v[probe] * v[alt] / ratio)
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
         raise TraceError("no single-GPU step rows (strategy single)", file=str(path))

@@ -15,6 +15,7 @@ with :func:`simcore.predict`, and compares:
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -846,6 +847,9 @@ def _as_t(
         return OpSpeed(main_s=s.linear_main_s / r_lin, backward_s=None)
     main = s.main_s or (s.empty_main_s / r_m if s.empty_main_s and r_m else None)
     bwd = s.backward_s or (s.empty_backward_s / r_b if s.empty_backward_s and r_b else None)
+    if s.backward_s and s.empty_backward_s and r_b:
+        # the backward thread: aten::t and aten::empty together (fit_host.step_host_costs)
+        bwd = math.sqrt(s.backward_s * s.empty_backward_s / r_b)
     return OpSpeed(main_s=main, backward_s=bwd)
 
 
