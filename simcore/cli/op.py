@@ -14,30 +14,6 @@ from simcore.errors import SimcoreError
 
 _KIND_HELP = "gemm | attention | elementwise | norm | softmax | copy | memory | optimizer"
 
-# which CLI options belong to which kind (the rest are rejected with one line)
-_OPTS: dict[str, tuple[str, ...]] = {
-    "gemm": ("m", "n", "k", "batch"),
-    "attention": (
-        "batch",
-        "heads",
-        "seq",
-        "head_dim",
-        "causal",
-        "backward",
-        "kv_heads",
-        "kv_seq",
-        "backend",
-        "mask",
-        "dropout",
-    ),  # fmt: skip
-    "memory": ("name", "bytes", "numel", "flops", "backward", "rows"),
-    "optimizer": ("params", "optimizer", "fused", "master_weights"),
-}
-
-
-def _family(kind: str) -> str:
-    return kind if kind in ("gemm", "attention", "optimizer") else "memory"
-
 
 @app.command("op")
 def op_cmd(
@@ -104,18 +80,20 @@ def op_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one kernel's time on a device, with its FLOPs, bytes and roofline bound."""
-    from simcore.compute.ops import KINDS, op_time
+    from simcore.compute.ops import KINDS, SHAPE_KEYS, op_time, shape_family
 
     if kind not in KINDS:
         raise SimcoreError(f"unknown op kind {kind!r}; known: {', '.join(KINDS)}", field="op")
     given: dict[str, Any] = {
         "m": m, "n": n, "k": k, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
         "causal": causal, "backward": backward or None, "kv_heads": kv_heads, "kv_seq": kv_seq,
-        "backend": backend, "mask": mask, "dropout": dropout, "name": name, "bytes": nbytes, "numel": numel, "flops": flops, "rows": rows, "params": params,
-        "optimizer": optimizer, "fused": fused, "master_weights": master_weights,
+        "backend": backend, "mask": mask, "dropout": dropout, "name": name, "bytes": nbytes, "numel": numel,
+        "flops": flops, "rows": rows, "params": params, "optimizer": optimizer, "fused": fused,
+        "master_weights": master_weights,
     }  # fmt: skip
     given = {key: v for key, v in given.items() if v is not None}
-    allowed = _OPTS.get(_family(kind), ())
+    # which options belong to which kind (the rest are rejected with one line)
+    allowed = SHAPE_KEYS[shape_family(kind)]
     wrong = [key for key in given if key not in allowed]
     if wrong:
         opts = ", ".join("--" + w.replace("_", "-") for w in wrong)

@@ -543,9 +543,9 @@ def _flag(v: Any, name: str) -> bool:
 
 
 KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy", "optimizer")
-_SHAPE_KEYS: dict[str, set[str]] = {
-    "gemm": {"m", "n", "k", "batch"},
-    "attention": {
+SHAPE_KEYS: dict[str, tuple[str, ...]] = {
+    "gemm": ("m", "n", "k", "batch"),
+    "attention": (
         "batch",
         "heads",
         "seq",
@@ -557,10 +557,19 @@ _SHAPE_KEYS: dict[str, set[str]] = {
         "backend",
         "mask",
         "dropout",
-    },
-    "memory": {"name", "bytes", "flops", "numel", "backward", "rows"},
-    "optimizer": {"params", "optimizer", "fused", "master_weights"},
+    ),  # fmt: skip
+    "memory": ("name", "bytes", "numel", "flops", "backward", "rows"),
+    "optimizer": ("params", "optimizer", "fused", "master_weights"),
 }
+"""The shape keywords each op family takes (:func:`shape_family`), in the order the CLI lists them."""
+
+
+def shape_family(kind: str) -> str:
+    """The family whose shape keywords a kind takes: ``gemm``, ``attention``, ``optimizer``, else
+    ``memory``."""
+    return kind if kind in ("gemm", "attention", "optimizer") else "memory"
+
+
 _NORM_NAMES = ("layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd")
 
 
@@ -592,8 +601,8 @@ def op_cost(
     normalised shape. Raises :class:`SimcoreError` for unknown kinds or shape keywords."""
     if kind not in KINDS:
         raise SimcoreError(f"unknown op kind {kind!r}; known: {', '.join(KINDS)}", field="kind")
-    family = kind if kind in ("gemm", "attention", "optimizer") else "memory"
-    allowed = _SHAPE_KEYS[family]
+    family = shape_family(kind)
+    allowed = set(SHAPE_KEYS[family])
     unknown = sorted(set(shape) - allowed)
     if unknown:
         raise SimcoreError(
