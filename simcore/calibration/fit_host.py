@@ -89,6 +89,19 @@ def ddp_hook_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, fl
     return {"profiled_ddp_param": statistics.median(param), "profiled_ddp_bucket": statistics.median(bucket)}
 
 
+def thread_probe(t: float, empty: float, ratio: float | None, backward: bool = False) -> float:
+    """One thread's CPU probe stated as ``aten::t`` (seconds; 0 where it has none): its median
+    ``aten::t``; where it calls ``aten::t`` too rarely (``t`` 0: GPT-2's ``Conv1D`` layers), its
+    ``aten::empty`` over their measured ``ratio``; on the autograd (``backward``) thread with both, their
+    geometric mean (round 45: a backward layer's units across runs spread 0.064 over ``aten::t``
+    alone, 0.043 over the two). The fit rows and a validated trace take their probes from here."""
+    if t <= 0:
+        return empty / ratio if empty > 0 and ratio else 0.0
+    if backward and empty > 0 and ratio:
+        return math.sqrt(t * empty / ratio)
+    return t
+
+
 def _is_step_host_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"fwd_layer_s", "bhead_s", "probe_main_s", "probe_bwd_s"} <= set(rows[0])
 
@@ -159,12 +172,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         if both:
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
             for v in all_vals:
-                if v[probe] <= 0 and v.get(alt, 0) > 0:
-                    v[probe] = v[alt] / ratio
-                elif key == "backward" and v[probe] > 0 and v.get(alt, 0) > 0:
-                    # the backward thread's probe: both ops, geometric mean (round 45: a backward
-                    # layer's units across runs spread 0.064 over aten::t alone, 0.043 over the two)
-                    v[probe] = math.sqrt(v[probe] * v[alt] / ratio)
+                v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, key == "backward")
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
         raise TraceError("no single-GPU step rows (strategy single)", file=str(path))
@@ -371,7 +379,7 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     if both:
         # a pass without enough aten::t (GPT-2's Conv1D layers) is timed by its aten::empty
         ratio = out["probe_empty_ratio_infer"] = statistics.median(both)
-        passes = [x if x.probe > 0 or x.empty <= 0 else x._replace(probe=x.empty / ratio) for x in passes]
+        passes = [x._replace(probe=thread_probe(x.probe, x.empty, ratio)) for x in passes]
     passes = [x for x in passes if x.probe > 0]
     recs = [x for x in passes if x.seq == 1]
     if not any(not x.hf for x in recs):

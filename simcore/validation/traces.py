@@ -15,7 +15,6 @@ with :func:`simcore.predict`, and compares:
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis, attention_shape
+from simcore.calibration.fit_host import thread_probe
 from simcore.calibration.host_trace import (
     SYNC_CALLS,
     OpSpeed,
@@ -845,12 +845,9 @@ def _as_t(
     if s.linear_main_s and r_lin:
         # a no-grad pass's steadier probe (host_trace.GEMM_PROBE_OP), stated as aten::t
         return OpSpeed(main_s=s.linear_main_s / r_lin, backward_s=None)
-    main = s.main_s or (s.empty_main_s / r_m if s.empty_main_s and r_m else None)
-    bwd = s.backward_s or (s.empty_backward_s / r_b if s.empty_backward_s and r_b else None)
-    if s.backward_s and s.empty_backward_s and r_b:
-        # the backward thread: aten::t and aten::empty together (fit_host.step_host_costs)
-        bwd = math.sqrt(s.backward_s * s.empty_backward_s / r_b)
-    return OpSpeed(main_s=main, backward_s=bwd)
+    main = thread_probe(s.main_s or 0.0, s.empty_main_s or 0.0, r_m)
+    bwd = thread_probe(s.backward_s or 0.0, s.empty_backward_s or 0.0, r_b, backward=True)
+    return OpSpeed(main_s=main or None, backward_s=bwd or None)
 
 
 def _host_speed(sc: Scenario, ans: list[Analysis]) -> float | None:
