@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from simcore.calibration.classify import Analysis
+from simcore.calibration.fit_compute import attention_row_name
 from simcore.errors import SimcoreError, TraceError
 
 OPS_COLUMNS = (
@@ -168,11 +169,11 @@ def _row(s: dict[str, Any]) -> dict[str, Any] | None:
         return {"kind": "gemm", "dtype": s["dtype"], "m": s["m"], "n": s["n"], "k": s["k"], "batch": s["batch"],
                 "flops": 2.0 * s["m"] * s["n"] * s["k"] * s["batch"], "framework": ""}  # fmt: skip
     if kind == "attention":
+        name = attention_row_name(s.get("backend", "flash"), bool(s.get("mask")), s.get("dropout", 0.0))
         return {"kind": "attention", "dtype": s["dtype"], "batch": s["batch"], "heads": s["heads"],
                 "kv_heads": s["kv_heads"], "seq": s["seq"], "kv_seq": s["kv_seq"], "head_dim": s["head_dim"],
                 "causal": int(bool(s["causal"])), "backward": int(bool(s["backward"])), "framework": "",
-                "name": f"sdpa_{s.get('backend', 'flash')}" + ("_mask" if s.get("mask") else "")
-                + ("_drop" if s.get("dropout") else "")}  # fmt: skip
+                "name": name}  # fmt: skip
     if kind == "memory":
         name = str(s["name"])
         bwd = name.endswith("_bwd")

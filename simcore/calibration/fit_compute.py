@@ -506,6 +506,13 @@ def attention_backend(t: Table) -> NDArray[np.str_]:
     return np.array(["cudnn" if "cudnn" in (nm or "") else "flash" for nm in t.name])
 
 
+def attention_row_name(backend: str, mask: bool, dropout: float) -> str:
+    """The ``name`` of an attention row of an ops CSV: ``sdpa_<backend>``, ``_mask`` where the call
+    passed a mask tensor, ``_drop`` where it had dropout (round 40's names, read back by
+    :func:`attention_backend` and :func:`attention_flags`)."""
+    return f"sdpa_{backend}" + ("_mask" if mask else "") + ("_drop" if dropout else "")
+
+
 def attention_flags(t: Table) -> tuple[F, F]:
     """Per row: 1 where the call passed an explicit mask tensor (``_mask`` in its name), and its
     dropout probability (``_drop``: round 40 measured 0.1)."""
