@@ -171,18 +171,21 @@ backward: its duration is the CPU's speed of the moment, whatever the tensors.""
 
 
 ALT_PROBE_OP = "aten::empty"
-GEMM_PROBE_OP = "aten::linear"
-GEMM_PROBE_ALT_OP = "aten::addmm"
-"""The GEMM-issuing op of layers without ``aten::linear`` (transformers' GPT-2 ``Conv1D``)."""
-"""A no-grad pass's steadier CPU probe (round 42): over ten traces of one Llama decode layer, the
-layer's host over the trace's median ``aten::linear`` (its dispatch, the weight's transpose view, the
-GEMM's launch) varies with a log-sd of 0.039, over its median ``aten::t`` 0.098. Stated as ``aten::t``
-through ``fit_host``'s ``probe_linear_ratio_infer``."""
 """The probe where a thread calls ``aten::t`` too rarely to time it (fewer than one call per ten
 ``aten::empty``): Hugging Face's GPT-2 (its ``Conv1D`` is an ``addmm`` with an untransposed weight)
 calls it once per pass, in the LM head. Every op that allocates calls ``aten::empty``; its median is
 stated as ``aten::t`` through the ratio of the two on threads that have both (``fit_host``:
 ``probe_empty_ratio_*``)."""
+
+GEMM_PROBE_OP = "aten::linear"
+"""A no-grad pass's steadier CPU probe (round 42): against round 42's fit passes, five held-apart
+traces of one Llama decode layer put its host in units of the trace's median ``aten::linear`` (its
+dispatch, the weight's transpose view, the GEMM's launch) within an rms log error of 0.064, in units of
+its median ``aten::t`` 0.165 (``python tools/probe_spread.py --decode``). Stated as ``aten::t`` through
+``fit_host``'s ``probe_linear_ratio_infer_*``."""
+
+GEMM_PROBE_ALT_OP = "aten::addmm"
+"""The GEMM-issuing op of layers without ``aten::linear`` (transformers' GPT-2 ``Conv1D``)."""
 
 
 @dataclass(frozen=True)
