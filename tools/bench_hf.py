@@ -43,7 +43,13 @@ Round 39 (``--set r39``, under ``torchrun --nproc_per_node 2``): DistributedData
 GPT-2 small (4 x 1024 per rank) and the 8-layer Llama (1 x 2048 per rank), both ranks profiled
 (``hf_<name>_rank<r>.json.gz``).
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39] [--budget S] [--smoke]
+Round 46 (``--set r46``): held-apart runs of setups no earlier trace had (``RUNS_R46``): the optimizer
+as ``torch.optim`` makes it by default (``foreach`` AdamW, SGD with momentum), fp16 autocast with a
+``GradScaler`` (whose ``step`` reads ``found_inf`` on the host: a sync per step), ``transformers``'
+gradient checkpointing, Qwen2's modelling code (biased q/k/v, a 151,936-token vocabulary), and a trace
+recorded without shapes but with Python stacks and memory events.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -73,12 +79,13 @@ def gpt2(layers: int, hidden: int, heads: int, smoke: bool):
 
 def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, smoke: bool,
           family: str = "llama"):  # fmt: skip
-    """A Llama-family model: ``LlamaForCausalLM``, or ``MistralForCausalLM`` (``family="mistral"``,
-    no sliding window: the same layers through Mistral's modelling code)."""
+    """A Llama-family model: ``LlamaForCausalLM``, ``MistralForCausalLM`` (``family="mistral"``, no
+    sliding window: the same layers through Mistral's modelling code) or ``Qwen2ForCausalLM``
+    (``family="qwen2"``: biased q/k/v projections, no sliding window)."""
     import transformers
 
-    name = {"llama": "Llama", "mistral": "Mistral"}[family]
-    extra = {"sliding_window": None} if family == "mistral" else {}
+    name = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}[family]
+    extra = {"sliding_window": None} if family == "mistral" else {"use_sliding_window": False} if family == "qwen2" else {}
     cfg = getattr(transformers, f"{name}Config")(
         num_hidden_layers=layers, hidden_size=64 if smoke else hidden, num_attention_heads=4 if smoke else heads,
         num_key_value_heads=2 if smoke else kv_heads, intermediate_size=128 if smoke else ffn,
@@ -190,6 +197,22 @@ RUNS_R39 = [
 ]
 
 
+# round 46 (--set r46): held-apart runs of setups no earlier trace had: torch.optim's default optimizers
+# (foreach AdamW, SGD), fp16 autocast + GradScaler, gradient checkpointing, Qwen2 (q/k/v bias, vocab
+# 151936), a trace without shapes but with stacks and memory events
+QWEN2 = dict(layers=8, hidden=2048, heads=16, kv_heads=4, ffn=5632, vocab=151936)
+RUNS_R46 = [
+    ("train_llama_L8_h2048_b2_foreach", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {"optim": "foreach"}),
+    ("train_qwen2_L8_h2048_b2", lambda s: llama(**QWEN2, smoke=s, family="qwen2"), "train", 2, 2048, {}),
+    ("train_llama_L8_h2048_b1_s4096_gc", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 1, 4096, {"gc": True}),
+    ("train_gpt2_L12_b8_fp16_scaler", lambda s: gpt2(12, 768, 12, s), "train", 8, 1024, {"fp16": True, "optim": "foreach"}),
+    ("train_gpt2_L12_b4_sgd", lambda s: gpt2(12, 768, 12, s), "train", 4, 1024, {"optim": "sgd"}),
+    ("train_llama_L4_h1024_b4_stack", lambda s: llama(4, 1024, 16, 4, 4096, 32000, s), "train", 4, 1024,
+     {"prof": {"record_shapes": False, "with_stack": True, "profile_memory": True}}),
+    ("infer_qwen2_L8_h2048_b4", lambda s: llama(**QWEN2, smoke=s, family="qwen2"), "infer", 4, (512, 8), {}),
+]
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -201,13 +224,17 @@ SETS = {
     "tokens": (RUNS_TOKENS, "r37"),
     "r38": (RUNS_R38, "r38"),
     "r39": (RUNS_R39, "r39"),
+    "r46": (RUNS_R46, "r46"),
 }
 
 
-def profile(step, n: int, acts, path: str) -> None:
+def profile(step, n: int, acts, path: str, **options) -> None:
+    """``n`` calls of ``step`` under ``torch.profiler`` (``record_shapes=True`` unless ``options`` say
+    otherwise: ``with_stack``, ``profile_memory``), the last two recorded, written to ``path``."""
     from torch.profiler import profile as prof_, schedule
 
-    with prof_(activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as p:
+    options = {"record_shapes": True, **options}
+    with prof_(activities=acts, schedule=schedule(wait=1, warmup=1, active=2, repeat=1), **options) as p:
         for _ in range(n):
             step()
             p.step()
@@ -266,17 +293,31 @@ def main() -> None:
                     from torch.nn.parallel import DistributedDataParallel
 
                     model = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-                optim = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if dev.type == "cuda" else {}))
+                if opt.get("gc"):  # transformers' gradient checkpointing (every decoder layer recomputed)
+                    model.gradient_checkpointing_enable()
+                params = model.parameters()
+                if opt.get("optim") == "foreach":  # torch.optim's default implementation on CUDA
+                    optim = torch.optim.AdamW(params, lr=1e-4)
+                elif opt.get("optim") == "sgd":
+                    optim = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+                else:
+                    optim = torch.optim.AdamW(params, lr=1e-4, **({"fused": True} if dev.type == "cuda" else {}))
                 x = torch.randint(0, vocab, (batch, seq), device=dev)
                 run = torch.compile(model) if opt.get("compile") else model
                 accum = int(opt.get("accum", 1))  # micro-batches of `batch` per optimizer step
+                half = torch.float16 if opt.get("fp16") else torch.bfloat16
+                scaler = torch.amp.GradScaler(dev.type) if opt.get("fp16") else None
 
                 def step():
                     for _ in range(accum):
-                        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=not opt.get("bf16")):
+                        with torch.autocast(device_type=dev.type, dtype=half, enabled=not opt.get("bf16")):
                             loss = run(input_ids=x, labels=x).loss
-                        loss.backward()
-                    optim.step()
+                        (scaler.scale(loss) if scaler else loss).backward()
+                    if scaler:  # GradScaler.step reads found_inf on the host before the optimizer step
+                        scaler.step(optim)
+                        scaler.update()
+                    else:
+                        optim.step()
                     optim.zero_grad(set_to_none=True)
                     if opt.get("item"):
                         loss.item()
@@ -284,7 +325,7 @@ def main() -> None:
                 for _ in range(3 if opt.get("compile") else 1):  # compile (or warm up) outside the profile
                     step()
                 sync(dev)
-                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"))
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"), **opt.get("prof", {}))
                 info = {"batch": batch, "seq": seq, **opt}
             elif kind == "generate":
                 prompt, new = (32, 8) if args.smoke else shape
