@@ -16,6 +16,13 @@ beyond what the profiler records.
   python tools/bench_host_steps.py --outdir DIR [--passes 2] [--smoke]
   SIMCORE_SDPA=default python tools/bench_host_steps.py --set r40 --passes 1 --outdir DIR
   python tools/bench_host_steps.py --set r42 --passes 2 --outdir DIR
+  python tools/bench_host_steps.py --set r47 --passes 2 --outdir DIR
+
+Round 47 (``--set r47``): round 25's fit points at h 768 (GPT) and h 2048 (Llama), 2 and 8 layers, with
+``torch.optim``'s default optimizers (``AdamW`` and ``SGD`` with momentum, both ``foreach``): the profiled
+host of their ``step()`` over the parameter tensors; and once each with other profiler options
+(``record_shapes=False, with_stack=True, profile_memory=True``, and ``with_stack=True`` with shapes):
+the host a layer takes under them, in the same CPU-speed units.
 """
 
 from __future__ import annotations
@@ -78,6 +85,23 @@ R40_TRAIN = [
     ("gpt_L12_h1024_b4_item", "gpt", 12, 1024, 50304, 4, True, False, "held"),
 ]
 R40_INFER = [("llama_L16_h2048_b2", "llama", 16, 2048, 2, 1024, "held")]
+# round 47 (``--set r47``): torch.optim's default optimizers at the fit points (the profiled host of their
+# step over the tensor count), and the fit points once under other profiler options
+_R47_BASE = [(f"{a}_L{L}_h{h}", a, L, h) for a, h in (("gpt", 768), ("llama", 2048)) for L in (2, 8)]
+_NO_SHAPES = {"record_shapes": False, "with_stack": True, "profile_memory": True}
+R47_TRAIN = [
+    *[
+        (f"{n}_{o}", a, L, h, 50304, 2, False, False, {"optim": o}, "fit")
+        for o in ("foreach", "sgd")
+        for n, a, L, h in _R47_BASE
+    ],
+    *[
+        (f"{n}_{tag}", a, L, h, 50304, 2, False, False, {"prof": po}, "held")
+        for tag, po in (("stack_noshapes", _NO_SHAPES), ("stack", {"with_stack": True}))
+        for n, a, L, h in _R47_BASE
+    ],
+]
+
 # round 42 (``--set r42``): the prefill passes' host beside the decode passes' (round 25's inference fit
 # points and two longer prompts; ``host_trace --decode --prefill``), for a loop that never waits, whose
 # decode steps are issued while the GPU still runs the prefill
@@ -91,17 +115,25 @@ R42_INFER = [
 def train_point(dev, acts, spec, seq, smoke, path):
     from torch.profiler import profile, schedule
 
-    _, arch, L, h, vocab, mb, do_item, tied, _ = spec
+    _, arch, L, h, vocab, mb, do_item, tied = spec[:8]
+    opts = spec[8] if len(spec) > 9 else {}  # round 47: the optimizer, the profiler's options
     cfg = cfg_of(arch, L, h, vocab, smoke, tied)
     cfg.seq_len = seq
     torch.manual_seed(0)
     with torch.device(dev):
         model = GPT(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if dev.type == "cuda" else {}))
+    optim = opts.get("optim", "fused")
+    if optim == "foreach":  # torch.optim's default implementation on CUDA
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    elif optim == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if dev.type == "cuda" else {}))
     x = torch.randint(0, cfg.vocab, (mb, seq), device=dev)
     ac = torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+    prof_opts = {"record_shapes": True, **opts.get("prof", {})}
     with profile(
-        activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=2, repeat=1)
+        activities=acts, schedule=schedule(wait=1, warmup=1, active=2, repeat=1), **prof_opts
     ) as prof:
         for _ in range(4):
             with ac:
@@ -119,7 +151,9 @@ def train_point(dev, acts, spec, seq, smoke, path):
         "seq_len": seq,
         "micro_batch": mb,
         "loss_item": do_item,
-        "precision": "fp32 params + autocast bf16, AdamW fused",
+        "precision": "fp32 params + autocast bf16",
+        "optimizer": {"fused": "AdamW fused", "foreach": "AdamW (foreach)", "sgd": "SGD momentum 0.9 (foreach)"}[optim],
+        "profiler": prof_opts,
     }
     del model, opt
     return meta
@@ -170,7 +204,7 @@ def main():
     )
     ap.add_argument("--budget", type=float, default=360.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r25", "r40", "r42"), default="r25", help="round 25's points or a later round's")
+    ap.add_argument("--set", choices=("r25", "r40", "r42", "r47"), default="r25", help="round 25's points or a later round's")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     probe_sdpa(dev)
@@ -179,7 +213,7 @@ def main():
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     os.makedirs(args.outdir, exist_ok=True)
     seq = 64 if args.smoke else 1024
-    train, infer = {"r25": (TRAIN, INFER), "r40": (R40_TRAIN, R40_INFER), "r42": ([], R42_INFER)}[args.set]
+    train, infer = {"r25": (TRAIN, INFER), "r40": (R40_TRAIN, R40_INFER), "r42": ([], R42_INFER), "r47": (R47_TRAIN, [])}[args.set]
     jobs = []
     for p in range(args.passes):
         jobs += [("train", s, p) for s in train if s[-1] == "fit" or p == 0]

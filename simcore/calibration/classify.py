@@ -30,6 +30,7 @@ from typing import Any
 from simcore.calibration.traces.model import CpuOp, GpuEvent, Trace
 from simcore.compute.ops import memory_op_traffic
 from simcore.errors import TraceError
+from simcore.specs.hardware import DTYPE_BYTES
 
 CLASSES = (
     "gemm",
@@ -419,7 +420,45 @@ def gemm_shape(op: CpuOp) -> dict[str, Any] | None:
         return None
     if name == "aten::_scaled_mm":
         dt = "fp8"
-    return {"kind": "gemm", "m": float(m), "n": float(n), "k": float(k), "batch": float(b), "dtype": dt}
+    out: dict[str, Any] = {
+        "kind": "gemm",
+        "m": float(m),
+        "n": float(n),
+        "k": float(k),
+        "batch": float(b),
+        "dtype": dt,
+    }
+    lds = _leading_strides(op)
+    if lds is not None:
+        elt = DTYPE_BYTES.get(dt, 2.0)
+        out["misaligned"] = any((ld * elt) % 16 != 0 for ld in [*lds, float(n)])
+    return out
+
+
+_GEMM_OPERANDS = {"aten::mm": (0, 1), "aten::bmm": (0, 1), "aten::addmm": (1, 2), "aten::baddbmm": (1, 2)}
+
+
+def _leading_strides(op: CpuOp) -> list[float] | None:
+    """The leading stride (elements between rows of the stored matrix) of a GEMM op's two operands
+    from its ``Input Strides`` (``[k, 1]`` row-major, ``[1, m]`` a transposed view: ``m``); None where
+    not recorded or an operand is strided both ways (copied by the library first)."""
+    idx = _GEMM_OPERANDS.get(op.name)
+    strides = op.input_strides if isinstance(op.input_strides, list) else None
+    if idx is None or strides is None or len(strides) <= max(idx):
+        return None
+    lds: list[float] = []
+    for i in idx:
+        st = strides[i]
+        if not isinstance(st, list) or len(st) < 2 or not all(isinstance(x, int | float) for x in st[-2:]):
+            return None
+        a, b = float(st[-2]), float(st[-1])
+        if b == 1:
+            lds.append(a)
+        elif a == 1:
+            lds.append(b)
+        else:
+            return None
+    return lds
 
 
 def attention_shape(op: CpuOp) -> dict[str, Any] | None:

@@ -104,13 +104,15 @@ def gemm_time(
     in_bytes: float,
     out_bytes: float,
     mp: MemoryParams | None = None,
+    misaligned: ArrayLike | None = None,
 ) -> GemmTimes:
     """Kernel time of ``batch`` GEMMs ``(m x k) @ (k x n)`` (seconds), with its compute and memory parts.
 
     For each candidate tile ``tm x tn`` and split-K factor ``s``: ``ctas = ceil(m/tm) ceil(n/tn)
     batch s`` run in ``waves = ceil(ctas / sm_count)``; a tile takes ``2 (tm tn + load_cost (tm+tn))
     (ceil(k/s) + k_overhead) / (eff_peak peak / sm_count)``, times ``1 / eff_misaligned`` when the
-    row strides are not 16-byte aligned. Memory time is the minimal
+    row strides are not 16-byte aligned (row-major operands: ``k`` and ``n``; ``misaligned`` says it
+    where the operands' strides are known, e.g. a transposed view strided by ``m``). Memory time is the minimal
     bytes (plus fp32 split-K partials) over ``eff_bw`` of the bandwidth, raised by the L2 boost of
     ``mp`` for working sets that stay in L2 between calls; with ``cta_bw``, each wave also takes at
     least one CTA's operand tiles ``(min(m, tm) + min(n, tn)) ceil(k / s)`` elements over
@@ -123,7 +125,10 @@ def gemm_time(
     shape = np.broadcast_shapes(*(np.shape(v) for v in (m, n, k, batch)))
     sm = float(hw.sm_count)
     # strides of A (k elements) and B/C (n elements) that are not 16-byte multiples
-    misaligned = (np.mod(k_ * in_bytes, 16.0) != 0) | (np.mod(n_ * in_bytes, 16.0) != 0)
+    if misaligned is None:
+        misaligned = (np.mod(k_ * in_bytes, 16.0) != 0) | (np.mod(n_ * in_bytes, 16.0) != 0)
+    else:
+        misaligned = np.broadcast_to(np.asarray(misaligned, dtype=bool), shape).ravel()
     rate_sm = hw.peak * p.eff_peak / sm * np.where(misaligned, p.eff_misaligned, 1.0)
     base_bytes = b_ * ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * out_bytes)
     bw = np.broadcast_to(hw.bandwidth * p.eff_bw * l2_boost(hw, mp, base_bytes), m_.shape)

@@ -179,10 +179,13 @@ def gemm(
     batch: ArrayLike = 1,
     l2_reuse: bool = True,
     clock_hz: float | None = None,
+    misaligned: ArrayLike | None = None,
 ) -> OpCost:
     """``batch`` GEMMs ``C[m,n] = A[m,k] B[k,n]`` in ``dtype`` (seconds, FLOP, bytes).
 
-    Row-major (PyTorch) convention: ``k`` and ``n`` are the row strides. ``l2_reuse=True``
+    Row-major (PyTorch) convention: ``k`` and ``n`` are the row strides; ``misaligned`` overrides
+    whether a stride is not a 16-byte multiple where the operands' real strides are known (a trace's
+    ``Input Strides``: PyTorch's weight gradient reads the output gradient transposed, strided by ``m``). ``l2_reuse=True``
     (the benchmark situation) lets working sets that fit the L2 stream at L2 speed;
     ``False`` reads the operands from HBM (e.g. a layer's weights in a decode step, untouched
     since the previous step). ``clock_hz``: SM clock the kernel runs at (default: the sustained
@@ -195,7 +198,7 @@ def gemm(
     scale = clock_scale(dev, prof, "gemm", clock_hz)
     if scale != 1.0:
         gp = gp.model_copy(update={"eff_peak": gp.eff_peak * scale})
-    r = K.gemm_time(_hw(dev, dtype), gp, m_, n_, k_, b_, ib, ob, mp)
+    r = K.gemm_time(_hw(dev, dtype), gp, m_, n_, k_, b_, ib, ob, mp, misaligned)
     flops = 2.0 * m_ * n_ * k_ * b_
     nbytes = b_ * ((m_ * k_ + k_ * n_) * ib + m_ * n_ * ob)
     return _cost(r.time, flops, nbytes, r.compute, r.memory)

@@ -571,7 +571,7 @@ def evaluate(
             pricer.prof,
             opt_params,
             training.optimizer,
-            True,
+            training.optimizer_impl == "fused",
             training.master_weights or param_dtype == "fp32",
         ).time_s,
         pricer.launch_s,
@@ -581,15 +581,16 @@ def evaluate(
     h_opt: Num = 0.0
     h_end: Num = 0.0
     if layer_host and "adamw_fused_fixed" in host_cal:
-        # fused AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections,
-        # MLP matrices of each layer; embedding, head and final norm)
+        # AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections, MLP
+        # matrices of each layer; embedding, head and final norm), fused or foreach as measured
         tensors = weight_tensors(model, np.ceil(layers_per_rank), gate_up)
 
         # (seconds entries through ComputeProfile.host: scaled by the profile's host speed)
         def h(name: str, default: float = 0.0) -> float:
             return prof.host(name, profiler, default)
 
-        plain_opt = h("adamw_fused_fixed") + h("adamw_fused_per_tensor") * tensors
+        impl = "foreach" if training.optimizer_impl == "foreach" and "adamw_foreach_fixed" in host_cal else "fused"
+        plain_opt = h(f"adamw_{impl}_fixed") + h(f"adamw_{impl}_per_tensor") * tensors
         dtensor_opt = (
             h("adamw_fused_dtensor_fixed", default=h("adamw_fused_fixed"))
             + h("adamw_fused_dtensor_per_tensor", default=h("adamw_fused_per_tensor")) * tensors

@@ -15,6 +15,7 @@ with :func:`simcore.predict`, and compares:
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -438,6 +439,29 @@ def sdpa_backend(ans: list[Analysis]) -> str | None:
     return max(n, key=lambda k: n[k])
 
 
+# ops only an optimizer's foreach update issues (clip_grad_norm_ and zero_grad issue _foreach_norm,
+# _foreach_mul_ and _foreach_zero_; GradScaler its own _amp_foreach_ ops)
+_FOREACH_UPDATE_OPS = (
+    "aten::_foreach_addcdiv_",
+    "aten::_foreach_addcmul_",
+    "aten::_foreach_lerp_",
+    "aten::_foreach_sqrt",
+    "aten::_foreach_add_",
+)
+
+
+def optimizer_impl(ans: list[Analysis]) -> str | None:
+    """How the traces' optimizer ran: ``fused`` (an ``aten::_fused_adamw_`` / ``_fused_sgd_`` call),
+    ``foreach`` (``torch.optim``'s multi-tensor update ops and no fused one), ``None`` where neither
+    shows (no optimizer step profiled, or a for-loop implementation)."""
+    names = {o.name for a in ans for o in a.trace.cpu_ops.values()}
+    if any(n.startswith(("aten::_fused_adam", "aten::_fused_sgd")) for n in names):
+        return "fused"
+    if names & set(_FOREACH_UPDATE_OPS):
+        return "foreach"
+    return None
+
+
 def dropout_p(ans: list[Analysis]) -> float:
     """The dropout probability of a training trace's ``aten::native_dropout`` calls in training mode
     (their recorded arguments; the median), else of its fused attention calls (compiled code draws
@@ -480,7 +504,20 @@ def fp32_weights(ans: list[Analysis]) -> bool:
         for o in a.trace.cpu_ops.values()
         if o.name == "aten::linear" and o.input_types and len(o.input_types) > 1
     ]
-    return bool(lin) and sum(t == "float" for t in lin) >= len(lin) / 3
+    if lin:
+        return sum(t == "float" for t in lin) >= len(lin) / 3
+    # recorded without shapes: the element type the optimizer's multi-tensor kernels update
+    # (``FusedAdamMathFunctor<float, ...>``, ``BinaryOpListAlphaFunctor<c10::BFloat16, ...>``)
+    types = [
+        m.group(1)
+        for a in ans
+        for ev in a.trace.gpu_events
+        if "multi_tensor_apply_kernel" in ev.name and (m := _FUNCTOR_TYPE.search(ev.name))
+    ]
+    return bool(types) and sum(t == "float" for t in types) > len(types) / 2
+
+
+_FUNCTOR_TYPE = re.compile(r"Functor<(float|c10::BFloat16|c10::Half|double)\b")
 
 
 def validate(
@@ -506,6 +543,7 @@ def validate(
     graphs = graph_framework(ans)
     drop = dropout_p(ans)
     backend = sdpa_backend(ans)
+    opt_impl = optimizer_impl(ans) if sc.kind == "training" else None
     for section, fld, value, shown, note in (
         # the kernels of replayed CUDA graphs correlate with a cudaGraphLaunch call
         (
@@ -564,6 +602,15 @@ def validate(
             sc.kind == "inference" and any(generate_loop(list(a.trace.cpu_ops.values())) for a in ans),
             "predicted with runtime.decode_loop: generate (the trace's stopping criteria, aten::isin, are "
             "transformers' generate()); --set runtime.decode_loop=manual predicts a loop of forward passes",
+        ),
+        # torch.optim's default on CUDA is the foreach update (one kernel per arithmetic step)
+        (
+            "training",
+            "optimizer_impl",
+            "foreach",
+            opt_impl == "foreach",
+            "predicted with training.optimizer_impl: foreach (the trace's optimizer step runs torch.optim's "
+            "multi-tensor ops, aten::_foreach_*); --set training.optimizer_impl=fused predicts a fused update",
         ),
         (
             "training",

@@ -107,7 +107,16 @@ def price_shape(shape: dict[str, Any], dev: Device, prof: ComputeProfile) -> flo
     try:
         if kind == "gemm":
             return float(
-                C.gemm(dev, prof, shape["m"], shape["n"], shape["k"], shape["dtype"], shape["batch"]).time_s
+                C.gemm(
+                    dev,
+                    prof,
+                    shape["m"],
+                    shape["n"],
+                    shape["k"],
+                    shape["dtype"],
+                    shape["batch"],
+                    misaligned=shape.get("misaligned"),
+                ).time_s
             )
         if kind == "attention":
             dt = shape["dtype"] if shape["dtype"] in ("bf16", "fp16") else "bf16"
