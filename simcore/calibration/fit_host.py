@@ -138,6 +138,8 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     """
     every: list[tuple[str, str, bool, dict[str, float]]] = []
     hf_rows: list[tuple[str, bool, dict[str, float]]] = []
+    # steps of another optimizer than fused AdamW (round 47): only its step() is fitted from them
+    other_opt: dict[str, list[dict[str, float]]] = {}
     group_of: dict[int, str] = {}
     for line, r in enumerate(rows, start=2):
         try:
@@ -154,7 +156,11 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             rec = (r.get("strategy") or "single", r["act"], sync in ("1", "true"), vals)
             # the run a row belongs to (its trace without the pass suffix): the probe moves between runs
             group_of[id(vals)] = _run_of(r.get("trace", ""))
-            if (r.get("impl") or "reference") == "huggingface":
+            optimizer = (r.get("optimizer") or "adamw_fused").strip()
+            if optimizer != "adamw_fused":
+                if rec[0] == "single" and not rec[2] and (r.get("impl") or "reference") == "reference":
+                    other_opt.setdefault(optimizer, []).append(vals)
+            elif (r.get("impl") or "reference") == "huggingface":
                 hf_rows.append(rec[1:])
             else:
                 every.append(rec)
@@ -171,7 +177,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         both = [v[alt] / v[probe] for v in all_vals if v[probe] > 0 and v.get(alt, 0) > 0]
         if both:
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
-            for v in all_vals:
+            for v in [*all_vals, *(v for vs in other_opt.values() for v in vs)]:
                 v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, key == "backward")
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
@@ -303,12 +309,16 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                 if strat == "ddp"
                 else statistics.fmean(per_act[a]["bl"] / base_units[a]["bl"] for a in per_act)
             )
-    xs = [WEIGHT_TENSORS_PER_LAYER * v["layers"] + 3.0 for _, v in free]
-    ys = [v["optimizer_s"] / v["probe_main_s"] for _, v in free]
-    if len(set(xs)) >= 2:
-        slope, icpt = statistics.linear_regression(xs, ys)
-        out["profiled_adamw_fused_per_tensor"] = ref_m * max(slope, 0.0)
-        out["profiled_adamw_fused_fixed"] = ref_m * max(icpt, 0.0)
+    # optimizer.step(): a line over the parameter tensors in probe units, per optimizer and
+    # implementation (fused AdamW from the rows above; torch.optim's foreach AdamW and SGD, round 47)
+    for key, vs in {"adamw_fused": [v for _, v in free], **other_opt}.items():
+        vs = [v for v in vs if v["probe_main_s"] > 0]
+        xs = [WEIGHT_TENSORS_PER_LAYER * v["layers"] + 3.0 for v in vs]
+        ys = [v["optimizer_s"] / v["probe_main_s"] for v in vs]
+        if len(set(xs)) >= 2:
+            slope, icpt = statistics.linear_regression(xs, ys)
+            out[f"profiled_{key}_per_tensor"] = ref_m * max(slope, 0.0)
+            out[f"profiled_{key}_fixed"] = ref_m * max(icpt, 0.0)
     return out
 
 

@@ -329,9 +329,20 @@ class StepHost(_Row):
     mm_bwd_s: float = 0.0
     """The step's median ``aten::mm`` on the backward thread (as ``linear_main_s``)."""
     impl: str = "reference"
+    optimizer: str = "adamw_fused"
+    """The optimizer and how it ran (``adamw_fused``, ``adamw_foreach``, ``sgd_foreach``, ...: the
+    ``Optimizer.step#<name>.step`` range's class and whether it calls a fused update op)."""
 
 
 STEP_HOST_COLUMNS = columns(StepHost)
+
+
+def optimizer_of(name: str, ops: list[CpuOp]) -> str:
+    """``<optimizer>_<fused|foreach>`` of an ``Optimizer.step#AdamW.step`` range and the ops in it."""
+    cls = name.split("#", 1)[-1].split(".", 1)[0].lower()
+    opt = "sgd" if cls == "sgd" else "adamw"
+    fused = any(o.name.startswith(("aten::_fused_adam", "aten::_fused_sgd")) for o in ops)
+    return f"{opt}_{'fused' if fused else 'foreach'}"
 
 
 def _ddp_hook_time(ops: list[CpuOp]) -> float:
@@ -415,6 +426,7 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
                 linear_main_s=sp.linear_main_s or 0.0,
                 mm_bwd_s=sp.mm_backward_s or 0.0,
                 impl="huggingface" if hf_layers(win) else "reference",
+                optimizer=optimizer_of(opt.name, [o for o in win if opt.ts <= o.ts <= opt.ts + opt.dur]),
             )
         )
     return out

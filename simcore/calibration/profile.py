@@ -266,6 +266,21 @@ class ComputeProfile(_Frozen):
             return self.host_layer[f"profiled_{name}"] * scale
         return self.host_layer.get(name, default) * scale
 
+    def optimizer_host(self, optimizer: str, impl: str, part: str, profiled: bool) -> float:
+        """Host seconds of ``optimizer.step()``'s ``part`` (``fixed`` per step or ``per_tensor``) for
+        ``optimizer`` (adamw, sgd) run ``impl`` (fused, foreach): its own entry where measured
+        (``<optimizer>_<impl>_<part>``, plain or ``profiled_``); one measured only under the profiler
+        (round 47's SGD), unprofiled, at the plain / profiled ratio of AdamW's same implementation;
+        else fused AdamW's."""
+        hc = self.host_layer
+        key = f"{optimizer}_{impl}_{part}"
+        if key in hc or (profiled and f"profiled_{key}" in hc):
+            return self.host(key, profiled)
+        if f"profiled_{key}" in hc:
+            ref = f"adamw_{impl}_{part}" if f"adamw_{impl}_{part}" in hc else f"adamw_fused_{part}"
+            return self.host(key, True) * self.host(ref, False) / max(self.host(ref, True), 1e-30)
+        return self.host(f"adamw_fused_{part}", profiled)
+
     def host_of(self, name: str, profiled: bool, implementation: str) -> float:
         """:meth:`host` for layers of ``implementation``'s modelling code: Hugging Face's own entries
         (``profiled_hf_<name>``, whole profiled steps of its layers, round 32) where measured, and

@@ -577,27 +577,39 @@ def evaluate(
         pricer.launch_s,
         pricer.prof.launch_mode,
     )
+    # fp16 trains with dynamic loss scaling (PyTorch's GradScaler, Megatron's): one more pass over the
+    # gradients unscales them and checks for inf/NaN, and the host reads that flag before the update
+    # (GradScaler.step's found_inf.item()): it waits for the GPU, so the update's host time is exposed
+    loss_scaling = training.precision == "fp16"
+    if loss_scaling:
+        unscale = L.mem_op("mul", params_rank / np.where(zero >= 2, dp, 1.0), grad_b, "optimizer")
+        opt = opt + pricer.price([unscale]).total()
     opt_gpu = opt
     h_opt: Num = 0.0
     h_end: Num = 0.0
     if layer_host and "adamw_fused_fixed" in host_cal:
         # AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections, MLP
         # matrices of each layer; embedding, head and final norm), fused or foreach as measured
-        tensors = weight_tensors(model, np.ceil(layers_per_rank), gate_up)
+        # (Hugging Face's GPT-2 also steps its biases and position embedding)
+        biased = implementation == "huggingface" and model.activation != "swiglu"
+        tensors = weight_tensors(model, np.ceil(layers_per_rank), gate_up, biased)
 
         # (seconds entries through ComputeProfile.host: scaled by the profile's host speed)
         def h(name: str, default: float = 0.0) -> float:
             return prof.host(name, profiler, default)
 
-        impl = "foreach" if training.optimizer_impl == "foreach" and "adamw_foreach_fixed" in host_cal else "fused"
-        plain_opt = h(f"adamw_{impl}_fixed") + h(f"adamw_{impl}_per_tensor") * tensors
+        def opt_host(part: str) -> float:
+            return prof.optimizer_host(training.optimizer, training.optimizer_impl, part, profiler)
+
+        plain_opt = opt_host("fixed") + opt_host("per_tensor") * tensors
         dtensor_opt = (
             h("adamw_fused_dtensor_fixed", default=h("adamw_fused_fixed"))
             + h("adamw_fused_dtensor_per_tensor", default=h("adamw_fused_per_tensor")) * tensors
         )
         h_opt = np.where(zero3, dtensor_opt, plain_opt)
-        # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward
-        opt = np.maximum(opt, h_opt - host_lag)
+        # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward (none
+        # left after loss scaling's wait)
+        opt = np.maximum(opt, h_opt - (0.0 if loss_scaling else host_lag))
         # zero_grad and the loop after the optimizer: the GPU waits when the loop synchronizes
         h_end = (
             prof.host_of("step_end", profiler, implementation)
@@ -640,7 +652,7 @@ def evaluate(
     power_cap = breakdown_power_cap(cluster.device, prof, bd)
     bd["power_cap"] = power_cap
     step = step + power_cap
-    free = (np.asarray(pp, dtype=float) <= 1) & (layer_host and not step_sync)
+    free = (np.asarray(pp, dtype=float) <= 1) & (layer_host and not step_sync and not loss_scaling)
     if np.any(free):
         # nothing synchronizes: the host runs ahead into the next step while the GPU finishes this one,
         # so in the steady state a single-stage step takes the larger of the two totals

@@ -505,7 +505,7 @@ def fp32_weights(ans: list[Analysis]) -> bool:
         if o.name == "aten::linear" and o.input_types and len(o.input_types) > 1
     ]
     if lin:
-        return sum(t == "float" for t in lin) >= len(lin) / 3
+        return bool(sum(t == "float" for t in lin) >= len(lin) / 3)
     # recorded without shapes: the element type the optimizer's multi-tensor kernels update
     # (``FusedAdamMathFunctor<float, ...>``, ``BinaryOpListAlphaFunctor<c10::BFloat16, ...>``)
     types = [

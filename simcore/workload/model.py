@@ -124,13 +124,16 @@ input (one fused gate/up for a gated MLP) and output projections (``tools/gpt.py
 codes)."""
 
 
-def weight_tensors(m: ModelSpec, layers: Any = None, gate_up: str = "fused") -> Any:
+def weight_tensors(m: ModelSpec, layers: Any = None, gate_up: str = "fused", biased: bool = False) -> Any:
     """Parameter tensors of ``layers`` blocks (default: all of the model's) plus the token embedding,
     an untied LM head and the final norm: what an optimizer steps over and DDP registers a hook on.
-    ``gate_up="separate"``: a gated MLP's gate and up projections are two tensors (Hugging Face Llama)."""
+    ``gate_up="separate"``: a gated MLP's gate and up projections are two tensors (Hugging Face Llama).
+    ``biased``: every projection and LayerNorm also has a bias, and positions a learned embedding
+    (Hugging Face's GPT-2: 12 tensors a layer, 148 in GPT-2 small)."""
     n = m.layers if layers is None else layers  # a number or a numpy array of layers per stage
     per_layer = WEIGHT_TENSORS_PER_LAYER + (1 if m.activation == "swiglu" and gate_up == "separate" else 0)
-    return per_layer * n + 1.0 + (0.0 if m.tied_embeddings else 1.0) + 1.0
+    extra_layer, extra = (WEIGHT_TENSORS_PER_LAYER, 2.0) if biased else (0, 0.0)
+    return (per_layer + extra_layer) * n + 1.0 + (0.0 if m.tied_embeddings else 1.0) + 1.0 + extra
 
 
 def param_counts(m: ModelSpec) -> ParamCounts:

@@ -1,0 +1,64 @@
+"""The optimizer step: implementations, their host time, loss scaling."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcore.calibration.profile import load_profile
+from simcore.prediction import predict
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import scenario_from_dict
+from simcore.workload.model import weight_tensors
+
+H200 = default_registry().device("h200")
+PROF = load_profile(H200)
+GPT2 = {
+    "layers": 12, "hidden": 768, "heads": 12, "ffn_hidden": 3072, "vocab": 50257, "seq_len": 1024,
+    "activation": "gelu", "norm": "layernorm", "tied_embeddings": True,
+}  # fmt: skip
+
+
+def _scenario(training: dict[str, object], runtime: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
+    return scenario_from_dict(
+        {
+            "name": "opt",
+            "kind": "training",
+            "cluster": {"system": "hgx-h200", "gpus": 1},
+            "model": GPT2,
+            "training": {"micro_batch": 8, "global_batch": 8, "param_dtype": "fp32", **training},
+            "runtime": {"profiler": True, "step_sync": True, **(runtime or {})},
+        }
+    )
+
+
+def test_hugging_face_gpt2_steps_its_biases() -> None:
+    sc = _scenario({})
+    # 12 layers of 12 tensors (weights and biases of 4 projections and 2 LayerNorms), wte, wpe, ln_f
+    assert weight_tensors(sc.model, biased=True) == 148
+    assert weight_tensors(sc.model) == 12 * 6 + 2
+
+
+def test_optimizer_host_entries_and_fallbacks() -> None:
+    hc = PROF.host_layer
+    # measured under the profiler (round 47): foreach AdamW costs more per tensor than the fused one
+    assert PROF.optimizer_host("adamw", "foreach", "per_tensor", True) > PROF.optimizer_host(
+        "adamw", "fused", "per_tensor", True
+    )
+    assert "sgd_foreach_per_tensor" not in hc and "profiled_sgd_foreach_per_tensor" in hc
+    # SGD unprofiled: its profiled entry at foreach AdamW's plain / profiled ratio
+    ratio = PROF.host("adamw_foreach_per_tensor") / PROF.host("adamw_foreach_per_tensor", True)
+    assert PROF.optimizer_host("sgd", "foreach", "per_tensor", False) == pytest.approx(
+        PROF.host("sgd_foreach_per_tensor", True) * ratio
+    )
+    # an unmeasured combination falls back to fused AdamW's
+    assert PROF.optimizer_host("sgd", "fused", "fixed", True) == PROF.host("adamw_fused_fixed", True)
+
+
+def test_foreach_update_is_slower_and_fp16_loss_scaling_exposes_it() -> None:
+    fused = predict(_scenario({"optimizer_impl": "fused"}))
+    foreach = predict(_scenario({"optimizer_impl": "foreach"}))
+    assert foreach.breakdown["optimizer"] > 2 * fused.breakdown["optimizer"]
+    bf16 = predict(_scenario({"optimizer_impl": "foreach", "precision": "bf16"}))
+    fp16 = predict(_scenario({"optimizer_impl": "foreach", "precision": "fp16"}))
+    # the unscale pass and the host's wait for found_inf before the update
+    assert fp16.step_time_s > bf16.step_time_s
