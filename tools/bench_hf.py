@@ -49,7 +49,11 @@ as ``torch.optim`` makes it by default (``foreach`` AdamW, SGD with momentum), f
 gradient checkpointing, Qwen2's modelling code (biased q/k/v, a 151,936-token vocabulary), and a trace
 recorded without shapes but with Python stacks and memory events.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46] [--budget S] [--smoke]
+Round 48 (``--set r48``): held-apart runs with ``torch.nn.utils.clip_grad_norm_`` (as the ``Trainer``
+does every step), fp32 training without autocast, and a trace recorded with every option Holistic Trace
+Analysis asks for (``record_shapes``, ``with_stack``, ``profile_memory``).
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -213,6 +217,18 @@ RUNS_R46 = [
 ]
 
 
+# round 48 (--set r48): held-apart runs with gradient clipping, fp32 without autocast, HTA's profiler options
+_HTA = {"record_shapes": True, "with_stack": True, "profile_memory": True}
+RUNS_R48 = [
+    ("train_gpt2_L12_b4_clip", lambda s: gpt2(12, 768, 12, s), "train", 4, 1024, {"clip": 1.0}),
+    ("train_llama_L8_h2048_b2_clip_foreach", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048,
+     {"clip": 1.0, "optim": "foreach"}),
+    ("train_gpt2_L6_b4_fp32", lambda s: gpt2(6, 768, 12, s), "train", 4, 1024, {"fp32": True}),
+    ("train_llama_L8_h2048_b2_hta", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {"prof": _HTA}),
+    ("train_gpt2_L12_b8_hta", lambda s: gpt2(12, 768, 12, s), "train", 8, 1024, {"prof": _HTA}),
+]
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -225,6 +241,7 @@ SETS = {
     "r38": (RUNS_R38, "r38"),
     "r39": (RUNS_R39, "r39"),
     "r46": (RUNS_R46, "r46"),
+    "r48": (RUNS_R48, "r48"),
 }
 
 
@@ -310,9 +327,14 @@ def main() -> None:
 
                 def step():
                     for _ in range(accum):
-                        with torch.autocast(device_type=dev.type, dtype=half, enabled=not opt.get("bf16")):
+                        amp = not (opt.get("bf16") or opt.get("fp32"))
+                        with torch.autocast(device_type=dev.type, dtype=half, enabled=amp):
                             loss = run(input_ids=x, labels=x).loss
                         (scaler.scale(loss) if scaler else loss).backward()
+                    if opt.get("clip"):  # as transformers' Trainer does every step (max_grad_norm)
+                        if scaler:
+                            scaler.unscale_(optim)
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), opt["clip"])
                     if scaler:  # GradScaler.step reads found_inf on the host before the optimizer step
                         scaler.step(optim)
                         scaler.update()

@@ -22,7 +22,9 @@ Round 47 (``--set r47``): round 25's fit points at h 768 (GPT) and h 2048 (Llama
 ``torch.optim``'s default optimizers (``AdamW`` and ``SGD`` with momentum, both ``foreach``): the profiled
 host of their ``step()`` over the parameter tensors; and once each with other profiler options
 (``record_shapes=False, with_stack=True, profile_memory=True``, and ``with_stack=True`` with shapes):
-the host a layer takes under them, in the same CPU-speed units.
+the host a layer takes under them, in the same CPU-speed units. Round 48 (``--set r48``): the same fit
+points under each profiler option set, once more (with Holistic Trace Analysis' three together, and
+memory events alone).
 """
 
 from __future__ import annotations
@@ -100,6 +102,19 @@ R47_TRAIN = [
         for tag, po in (("stack_noshapes", _NO_SHAPES), ("stack", {"with_stack": True}))
         for n, a, L, h in _R47_BASE
     ],
+]
+# round 48 (``--set r48``): the fit points under each profiler option set (a second pass of round 47's
+# two, Holistic Trace Analysis' three together, memory events alone): their host in CPU-speed units
+_HTA = {"with_stack": True, "profile_memory": True}
+R48_TRAIN = [
+    (f"{n}_{tag}", a, L, h, 50304, 2, False, False, {"prof": po}, "fit")
+    for tag, po in (
+        ("stack_noshapes", _NO_SHAPES),
+        ("stack", {"with_stack": True}),
+        ("stack_memory", _HTA),
+        ("memory", {"profile_memory": True}),
+    )
+    for n, a, L, h in _R47_BASE
 ]
 
 # round 42 (``--set r42``): the prefill passes' host beside the decode passes' (round 25's inference fit
@@ -204,7 +219,7 @@ def main():
     )
     ap.add_argument("--budget", type=float, default=360.0)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--set", choices=("r25", "r40", "r42", "r47"), default="r25", help="round 25's points or a later round's")
+    ap.add_argument("--set", choices=("r25", "r40", "r42", "r47", "r48"), default="r25", help="round 25's points or a later round's")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     probe_sdpa(dev)
@@ -213,7 +228,7 @@ def main():
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     os.makedirs(args.outdir, exist_ok=True)
     seq = 64 if args.smoke else 1024
-    train, infer = {"r25": (TRAIN, INFER), "r40": (R40_TRAIN, R40_INFER), "r42": ([], R42_INFER), "r47": (R47_TRAIN, [])}[args.set]
+    train, infer = {"r25": (TRAIN, INFER), "r40": (R40_TRAIN, R40_INFER), "r42": ([], R42_INFER), "r47": (R47_TRAIN, []), "r48": (R48_TRAIN, [])}[args.set]
     jobs = []
     for p in range(args.passes):
         jobs += [("train", s, p) for s in train if s[-1] == "fit" or p == 0]
