@@ -49,6 +49,7 @@ def _kernels() -> int:
             str(h200 / "cold.csv.gz"),
             str(h200 / "elementwise.csv.gz"),
             str(h200 / "attention.csv.gz"),
+            str(h200 / "gemm_align.csv.gz"),
             "--published",
             str(published),
         ]

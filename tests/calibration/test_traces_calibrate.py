@@ -24,6 +24,8 @@ COLD = "traces/h200/cold.csv.gz"
 ELEMENTWISE = "traces/h200/elementwise.csv.gz"
 # round 40: cuDNN's fused attention (masks, dropout)
 ATTENTION = "traces/h200/attention.csv.gz"
+# round 49: misaligned GEMMs beside aligned ones in fp32, tf32, bf16 and fp16
+GEMM_ALIGN = "traces/h200/gemm_align.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +37,8 @@ def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     os.chdir(REPO)
     try:
         dev = default_registry().device("h200")
-        ours = calibrate([OPS, COLD, ELEMENTWISE, ATTENTION], "h200", fit_comm_profile=False).compute_profile
-        ref, _ = FC.fit([OPS, COLD, ELEMENTWISE, ATTENTION], dev)
+        ours = calibrate([OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN], "h200", fit_comm_profile=False).compute_profile
+        ref, _ = FC.fit([OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN], dev)
     finally:
         os.chdir(old)
     assert ours is not None
@@ -88,6 +90,7 @@ def test_input_kinds(tmp_path: Path) -> None:
         "attention.csv.gz",
         "cold.csv.gz",
         "elementwise.csv.gz",
+        "gemm_align.csv.gz",
         "gemm_kernels.csv.gz",
         "ops.csv.gz",
     ]
@@ -169,7 +172,7 @@ def test_reproduces_shipped_kernel_rate_profile() -> None:
     os.chdir(REPO)
     try:
         ours = calibrate(
-            [OPS, COLD, kr, ELEMENTWISE, ATTENTION], "h200", fit_comm_profile=False
+            [OPS, COLD, kr, ELEMENTWISE, ATTENTION, GEMM_ALIGN], "h200", fit_comm_profile=False
         ).compute_profile
     finally:
         os.chdir(old)

@@ -454,3 +454,14 @@ def test_mask_and_dropout_never_faster(d: int, s: int, b: int, bwd: bool) -> Non
         / ops.attention(H200, PROF, **kw).time_s
     )
     assert 2.5 < ratio < 4.5, ratio
+
+
+def test_misalignment_costs_tensor_core_gemms_only() -> None:
+    """Round 49 (traces/h200/gemm_align.csv.gz): PyTorch's fp32 GEMMs (FFMA kernels, no vector loads)
+    run GPT-2's odd LM head as fast as the padded one; bf16 ones ~5x slower (round 49's bf16 rows,
+    not fitted: traces/h200/round49/gemm_align_check.csv.gz, 2508 us against 490)."""
+    odd, pad = (ops.gemm(H200, PROF, 4096, n, 768, "fp32").time_s for n in (50257, 50304))
+    assert odd == pytest.approx(pad, rel=0.05)
+    odd, pad = (ops.gemm(H200, PROF, 4096, n, 768, "bf16").time_s for n in (50257, 50304))
+    assert 3.5 < odd / pad < 6.5
+    assert PROF.gemm_params("fp32").eff_misaligned > 0.9 > 0.5 > PROF.gemm_params("bf16").eff_misaligned
