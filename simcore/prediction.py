@@ -222,6 +222,7 @@ def training_runtime(sc: Scenario) -> dict[str, Any]:
         "implementation": rt.implementation,
         "dropout": 0.0 if sc.training is None else sc.training.dropout,
         "attention_backend": rt.attention_backend,
+        "profiler_record": tuple(rt.profiler_record),
     }
 
 

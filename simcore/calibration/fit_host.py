@@ -140,6 +140,10 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     hf_rows: list[tuple[str, bool, dict[str, float]]] = []
     # steps of another optimizer than fused AdamW (round 47): only its step() is fitted from them
     other_opt: dict[str, list[dict[str, float]]] = {}
+    # steps recorded with other profiler options (rounds 47-48): only their ratios to round 47's
+    # plain-profiled steps of the same models are fitted from them
+    by_options: dict[str, list[dict[str, float]]] = {}
+    act_of: dict[int, str] = {}
     group_of: dict[int, str] = {}
     for line, r in enumerate(rows, start=2):
         try:
@@ -157,7 +161,12 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             # the run a row belongs to (its trace without the pass suffix): the probe moves between runs
             group_of[id(vals)] = _run_of(r.get("trace", ""))
             optimizer = (r.get("optimizer") or "adamw_fused").strip()
-            if optimizer != "adamw_fused":
+            act_of[id(vals)] = r["act"]
+            options = (r.get("profiler") or "").strip()
+            if options:
+                if rec[0] == "single" and not rec[2] and (r.get("impl") or "reference") == "reference":
+                    by_options.setdefault(options, []).append(vals)
+            elif optimizer != "adamw_fused":
                 if rec[0] == "single" and not rec[2] and (r.get("impl") or "reference") == "reference":
                     other_opt.setdefault(optimizer, []).append(vals)
             elif (r.get("impl") or "reference") == "huggingface":
@@ -177,7 +186,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         both = [v[alt] / v[probe] for v in all_vals if v[probe] > 0 and v.get(alt, 0) > 0]
         if both:
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
-            for v in [*all_vals, *(v for vs in other_opt.values() for v in vs)]:
+            for v in [*all_vals, *(v for d in (other_opt, by_options) for vs in d.values() for v in vs)]:
                 v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, key == "backward")
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
@@ -309,6 +318,39 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                 if strat == "ddp"
                 else statistics.fmean(per_act[a]["bl"] / base_units[a]["bl"] for a in per_act)
             )
+    # the profiler's other options (with_stack, profile_memory, no record_shapes): the median over the
+    # models of each kind of host time's units under them over its units in the same models' plain
+    # profiled steps of the same round (round 47's optimizer rows), ``profiler_<options>_<kind>``
+    base_rows = [v for vs in other_opt.values() for v in vs]
+    seg_of: dict[str, Callable[[dict[str, float]], float]] = {
+        "train_fwd": lambda v: v["fwd_layer_s"] / v["probe_main_s"],
+        "train_bwd": lambda v: v["bwd_layer_s"] / v["probe_bwd_s"],
+        "step_fwd": lambda v: (v["pre_s"] + v["head_s"]) / v["probe_main_s"],
+        "step_bwd": lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"],
+        "step_end": lambda v: v["post_s"] / v["probe_main_s"],
+    }
+    for options, vs in sorted(by_options.items()):
+        models = sorted({(act_of[id(v)], v["layers"]) for v in vs})
+        for kind, seg in seg_of.items():
+            ratios: list[float] = []
+            for act, layers in models:
+                under: list[float] = [
+                    seg(v)
+                    for v in vs
+                    if (act_of[id(v)], v["layers"]) == (act, layers) and v["probe_bwd_s"] > 0
+                ]
+                plain: list[float] = [
+                    seg(v)
+                    for v in base_rows
+                    if (act_of[id(v)], v["layers"]) == (act, layers)
+                    and v["probe_main_s"] > 0
+                    and v["probe_bwd_s"] > 0
+                ]
+                if under and plain and statistics.median(plain) > 0:
+                    ratios.append(statistics.median(under) / statistics.median(plain))
+            if ratios:
+                out[f"profiler_{options}_{kind}"] = statistics.median(ratios)
+
     # optimizer.step(): a line over the parameter tensors in probe units, per optimizer and
     # implementation (fused AdamW from the rows above; torch.optim's foreach AdamW and SGD, round 47)
     for key, vs in {"adamw_fused": [v for _, v in free], **other_opt}.items():

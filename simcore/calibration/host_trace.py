@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from simcore.calibration.classify import Analysis, Step
-from simcore.calibration.profile import ComputeProfile
-from simcore.calibration.traces.model import CpuOp
+from simcore.calibration.profile import ComputeProfile, profiler_key
+from simcore.calibration.traces.model import CpuOp, Trace
 
 
 class _Row:
@@ -248,6 +248,18 @@ def _probe_medians(ops: list[CpuOp], bwd_tids: set[int]) -> OpSpeed:
     )
 
 
+def profiler_record(tr: Trace) -> list[str]:
+    """What the profiler recorded beside the timeline (``RuntimeSpec.profiler_record``): ``shapes``
+    where any op has ``Input Dims``, ``stack`` where the trace has ``python_function`` ranges,
+    ``memory`` where it has ``[memory]`` events."""
+    out = ["shapes"] if any(o.input_dims for o in tr.cpu_ops.values()) else []
+    if tr.python_events:
+        out.append("stack")
+    if tr.memory_events:
+        out.append("memory")
+    return out
+
+
 def hf_layers(ops: list[CpuOp]) -> bool:
     """Whether ``ops`` come from Hugging Face ``transformers``' modelling code: the tanh GELU written
     out (``aten::tanh`` and ``aten::pow``, no ``aten::gelu``: GPT-2's ``gelu_new``) or RMSNorm written
@@ -332,6 +344,9 @@ class StepHost(_Row):
     optimizer: str = "adamw_fused"
     """The optimizer and how it ran (``adamw_fused``, ``adamw_foreach``, ``sgd_foreach``, ...: the
     ``Optimizer.step#<name>.step`` range's class and whether it calls a fused update op)."""
+    profiler: str = ""
+    """The profiler's options beyond shapes (:func:`profiler_key`: ``""``, ``stack``, ``memory``,
+    ``stack_memory``, ``noshapes_stack_memory``, ...)."""
 
 
 STEP_HOST_COLUMNS = columns(StepHost)
@@ -378,6 +393,7 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
         (x for x in a.trace.annotations if x.name.startswith(_OPT_STEP) and not x.gpu), key=lambda x: x.ts
     )
     calls = [c for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
+    key = profiler_key(profiler_record(a.trace))
     out: list[StepHost] = []
     for st, lo, hi, win in _step_windows(a):
         bwd_nodes = [o for o in win if o.name.startswith(_BWD_NORM)]
@@ -427,6 +443,7 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
                 mm_bwd_s=sp.mm_backward_s or 0.0,
                 impl="huggingface" if hf_layers(win) else "reference",
                 optimizer=optimizer_of(opt.name, [o for o in win if opt.ts <= o.ts <= opt.ts + opt.dur]),
+                profiler=key,
             )
         )
     return out

@@ -13,6 +13,7 @@ each parameter is documented on its field and in ``docs/compute.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -190,6 +191,14 @@ BACKWARD_THREAD_HOST = (
 """``host_layer`` entries for work PyTorch's autograd thread does (the rest runs on the main thread)."""
 
 
+def profiler_key(record: Sequence[str]) -> str:
+    """The profile's name of a profiler option set (:meth:`ComputeProfile.profiler_factor`): ``""`` for
+    shapes alone (what every fit row records), else ``noshapes`` (no ``shapes``), ``stack``,
+    ``memory`` joined by ``_`` in that order (``stack_memory``: Holistic Trace Analysis' three)."""
+    parts = ([] if "shapes" in record else ["noshapes"]) + [k for k in ("stack", "memory") if k in record]
+    return "_".join(parts)
+
+
 class ComputeProfile(_Frozen):
     """Fitted compute efficiency parameters for one device (see module docstring)."""
 
@@ -265,6 +274,14 @@ class ComputeProfile(_Frozen):
         if profiled and f"profiled_{name}" in self.host_layer:
             return self.host_layer[f"profiled_{name}"] * scale
         return self.host_layer.get(name, default) * scale
+
+    def profiler_factor(self, record: Sequence[str], kind: str) -> float:
+        """How much the profiler's options beyond shapes (``record``: ``RuntimeSpec.profiler_record``)
+        change ``kind`` of host time (``train_fwd``, ``train_bwd``, ``step_fwd``, ``step_bwd``,
+        ``step_end``) against the shapes-only profiled steps the host entries were measured with:
+        ``profiler_<options>_<kind>`` (:func:`profiler_key`), 1 where not measured."""
+        key = profiler_key(record)
+        return self.host_layer.get(f"profiler_{key}_{kind}", 1.0) if key else 1.0
 
     def optimizer_host(self, optimizer: str, impl: str, part: str, profiled: bool) -> float:
         """Host seconds of ``optimizer.step()``'s ``part`` (``fixed`` per step or ``per_tensor``) for

@@ -231,6 +231,7 @@ def evaluate(
     implementation: str = "reference",
     dropout: float = 0.0,
     attention_backend: str = "flash",
+    profiler_record: tuple[str, ...] = ("shapes",),
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
     MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
@@ -239,7 +240,9 @@ def evaluate(
     seconds; ``RuntimeSpec.cpu_op_time``), scaling the profile's host times; ``implementation``: whose
     modelling code (``RuntimeSpec.implementation``: its composite elementwise ops); ``dropout``: the
     probability on the embedding and residual branches (its kernels where > 0) and in the attention
-    kernel; ``attention_backend``: ``RuntimeSpec.attention_backend``."""
+    kernel; ``attention_backend``: ``RuntimeSpec.attention_backend``; ``profiler_record``: what the
+    profiler records beside the timeline (``RuntimeSpec.profiler_record``), which scales the profiled
+    host times by kind (``ComputeProfile.profiler_factor``)."""
     tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -348,6 +351,10 @@ def evaluate(
 
     embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
     host_lag: Num = 0.0
+
+    def pf(kind: str) -> float:
+        return prof.profiler_factor(profiler_record, kind) if profiler else 1.0
+
     # host seconds of one micro-batch's layers and of its work outside them, on a single stage
     h_layers: Num = 0.0
     h_out: Num = 0.0
@@ -420,6 +427,10 @@ def evaluate(
             n_grads, n_buckets = ddp_gradients_and_buckets(model, pp, sb.grads, gate_up)
             hooks = n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
             h_b = h_b + np.where(ddp & ~zero3, hooks / m, 0.0)
+        # the profiler's other options (Python stacks, memory events, no shapes) change each kind of
+        # host time by its own measured ratio (rounds 47-48)
+        h_f = h_f * pf("train_fwd")
+        h_b = h_b * pf("train_bwd")
         if "tp_ratio_fwd" not in host_cal:
             # without a measured TP layer: each collective the layer issues is one more host call
             floor = comm_call_host(cluster)
@@ -439,8 +450,12 @@ def evaluate(
         # (eager: plus the part that grows with the layers; compiled: its own per-step line has it)
         lay_f = 0.0 if compiled else layers_per_rank * hv(f"step_fwd_layer_{act_key}")
         lay_b = 0.0 if compiled else layers_per_rank * hv(f"step_bwd_layer_{act_key}")
-        h_sf = np.where(single_stage, hv(f"step_fwd_{act_key}") + lay_f + wrapper_step("fwd"), 0.0)
-        h_sb = np.where(single_stage, hv(f"step_bwd_{act_key}") + lay_b + wrapper_step("bwd"), 0.0)
+        h_sf = np.where(single_stage, hv(f"step_fwd_{act_key}") + lay_f + wrapper_step("fwd"), 0.0) * pf(
+            "step_fwd"
+        )
+        h_sb = np.where(single_stage, hv(f"step_bwd_{act_key}") + lay_b + wrapper_step("bwd"), 0.0) * pf(
+            "step_bwd"
+        )
         h_layers, h_out = h_f + h_b, h_sf + h_sb
         g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, layers_per_rank, m, h_sf, h_sb)
         per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
@@ -619,7 +634,7 @@ def evaluate(
                 else layers_per_rank * prof.host_of("step_end_layer", profiler, implementation)
             )
             + wrapper_step("end")
-        )
+        ) * pf("step_end")
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost + h_end
 

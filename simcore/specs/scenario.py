@@ -184,6 +184,11 @@ class RuntimeSpec(Spec):
     profiler: bool = False
     """The run is recorded by the PyTorch profiler (CPU + CUDA activities, shapes): eager host time
     per op grows, which matters wherever the host bounds the step. Set it to compare with a trace."""
+    profiler_record: list[Literal["shapes", "stack", "memory"]] = ["shapes"]
+    """What the profiler records beside the timeline (with ``profiler: true``): ``shapes``
+    (``record_shapes``), ``stack`` (``with_stack``: Python stacks), ``memory`` (``profile_memory``).
+    Each changes the host's time per op differently (round 47-48's fit points, ratios per kind of host
+    time); ``simcore validate`` reads them from the trace."""
     gate_up: Literal["separate", "fused"] = "separate"
     """A gated MLP's gate and up projections: ``separate`` GEMMs (Hugging Face Llama) or one ``fused``
     GEMM whose output is split in two (``w13(x).chunk(2, -1)``). In eager PyTorch SiLU and the product

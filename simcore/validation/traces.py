@@ -31,6 +31,7 @@ from simcore.calibration.host_trace import (
     generate_loop,
     hf_layers,
     op_speed,
+    profiler_record,
     step_synchronized,
 )
 from simcore.calibration.traces.model import CpuOp
@@ -544,6 +545,7 @@ def validate(
     drop = dropout_p(ans)
     backend = sdpa_backend(ans)
     opt_impl = optimizer_impl(ans) if sc.kind == "training" else None
+    record = profiler_record(ans[0].trace)
     for section, fld, value, shown, note in (
         # the kernels of replayed CUDA graphs correlate with a cudaGraphLaunch call
         (
@@ -629,6 +631,16 @@ def validate(
             all(a.trace.format == "kineto" for a in ans),
             "predicted with runtime.profiler: true (the run was recorded by the PyTorch profiler, which "
             "adds host time to every op); --set runtime.profiler=false predicts the same run unprofiled",
+        ),
+        # with_stack, profile_memory, no record_shapes: each changes the host's time per op
+        (
+            "runtime",
+            "profiler_record",
+            record,
+            all(a.trace.format == "kineto" for a in ans) and record != ["shapes"],
+            f"predicted with runtime.profiler_record: [{', '.join(record)}] (what the trace's profiler "
+            "recorded: shapes, Python stacks, memory events; each changes the host's time per op); "
+            "--set runtime.profiler_record=[shapes] predicts a trace of shapes alone",
         ),
     ):
         sc = _assume(sc, section, fld, value, shown, note, overrides, assumed)

@@ -211,7 +211,9 @@ def test_committed_step_csvs_reproduce() -> None:
 
     steps = _csv_rows(H200 / "host_steps.csv.gz")
     # round 25's rows predate the GEMM-op columns (round 45) and the optimizer column (round 47)
-    cols = tuple(c for c in STEP_HOST_COLUMNS if c not in ("linear_main_s", "mm_bwd_s", "optimizer"))
+    cols = tuple(
+        c for c in STEP_HOST_COLUMNS if c not in ("linear_main_s", "mm_bwd_s", "optimizer", "profiler")
+    )
     assert tuple(steps[0]) == cols and len(steps) == 32
     assert all(float(r[k]) > 0 for r in steps for k in ("fwd_layer_s", "bwd_layer_s", "probe_main_s"))
     # round 47's: torch.optim's foreach AdamW and SGD, told apart by their Optimizer.step ranges
@@ -219,6 +221,11 @@ def test_committed_step_csvs_reproduce() -> None:
     assert tuple(r47[0]) == STEP_HOST_COLUMNS and len(r47) == 32
     assert {r["optimizer"] for r in r47} == {"adamw_foreach", "sgd_foreach"}
     assert all(("sgd" in r["trace"]) == (r["optimizer"] == "sgd_foreach") for r in r47)
+    assert {r["profiler"] for r in r47} == {""}
+    # rounds 47-48's fit points under the profiler's other options, told apart by what the traces hold
+    opts = _csv_rows(H200 / "host_steps_profiler.csv.gz")
+    assert {r["profiler"] for r in opts} == {"stack", "memory", "stack_memory", "noshapes_stack_memory"}
+    assert all(("noshapes" in r["trace"]) == r["profiler"].startswith("noshapes") for r in opts)
     dec = _csv_rows(H200 / "host_decode.csv.gz")
     # round 25's rows predate the aten::linear probe (round 42's have it, and prefill passes)
     old = tuple(c for c in DECODE_HOST_COLUMNS if c != "linear_main_s")

@@ -37,7 +37,9 @@ def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     os.chdir(REPO)
     try:
         dev = default_registry().device("h200")
-        ours = calibrate([OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN], "h200", fit_comm_profile=False).compute_profile
+        ours = calibrate(
+            [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN], "h200", fit_comm_profile=False
+        ).compute_profile
         ref, _ = FC.fit([OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN], dev)
     finally:
         os.chdir(old)
@@ -84,7 +86,8 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz") == "trace"
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
-    # the op sweeps, and round 19's GEMM kernel durations (an op CSV in a subfolder); round 17's
+    # the op sweeps, round 19's GEMM kernel durations and round 49's bf16 check rows (op CSVs in
+    # subfolders); round 17's
     # in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == [
         "attention.csv.gz",
@@ -93,6 +96,7 @@ def test_input_kinds(tmp_path: Path) -> None:
         "gemm_align.csv.gz",
         "gemm_kernels.csv.gz",
         "ops.csv.gz",
+        "gemm_align_check.csv.gz",
     ]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
     assert sorted(inp.traces) == sorted(

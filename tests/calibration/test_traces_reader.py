@@ -319,6 +319,7 @@ def test_skipping_unused_events_changes_nothing(name: str, tmp_path: Path) -> No
             {k: (v.name, v.ts, v.input_dims) for k, v in t.cpu_ops.items()},  # type: ignore[attr-defined]
             [(h.name, h.ts) for h in t.host_calls],  # type: ignore[attr-defined]
             t.events_seen,  # type: ignore[attr-defined]
+            (t.python_events, t.memory_events),  # type: ignore[attr-defined]
         )
 
     fast = read_trace(path)
@@ -329,6 +330,24 @@ def test_skipping_unused_events_changes_nothing(name: str, tmp_path: Path) -> No
     finally:
         kineto._SKIP = old
     assert sig(fast) == sig(slow)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_profiler_options_are_counted(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """with_stack's python_function ranges (skipped unparsed on the fast path) and profile_memory's
+    [memory] events are counted, in one process and in segments: what the profiler recorded."""
+    from simcore.calibration.host_trace import profiler_record
+
+    monkeypatch.setattr(kineto, "SEGMENT", 200_000)
+    stack = kineto.read_kineto(
+        REPO / "traces/h200/round46/hf_train_llama_L4_h1024_b4_stack.json.gz", workers=workers
+    )
+    assert (stack.python_events, stack.memory_events) == (3809, 2664)
+    assert profiler_record(stack) == ["stack", "memory"]  # record_shapes=False
+    hta = kineto.read_kineto(REPO / "traces/h200/round48/hf_train_gpt2_L12_b8_hta.json.gz", workers=workers)
+    assert profiler_record(hta) == ["shapes", "stack", "memory"]
+    plain = read_trace(H200X2 / "profile_ddp_rank0.json.gz")
+    assert (plain.python_events, plain.memory_events) == (0, 0) and profiler_record(plain) == ["shapes"]
 
 
 def test_emit_nvtx_range_texts() -> None:
@@ -350,6 +369,7 @@ def _sig(t: object) -> object:
         [(h.name, h.ts, h.correlation) for h in tr.host_calls],  # type: ignore[attr-defined]
         [(a.name, a.ts, a.gpu) for a in tr.annotations],  # type: ignore[attr-defined]
         tr.events_seen, tr.t0_ns, tr.metadata, tr.bytes_read,  # type: ignore[attr-defined]
+        tr.python_events, tr.memory_events,  # type: ignore[attr-defined]
     )  # fmt: skip
 
 

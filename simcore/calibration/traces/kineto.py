@@ -257,6 +257,8 @@ _SKIP = re.compile(
 """An event simcore never uses (a ``python_function`` range or an ``s``/``f`` flow arrow) followed by
 a comma. It can only match at an object start (inside a JSON string every quote is escaped), and a
 match in an unexpected place breaks the batch's JSON, which then takes the exact slow path."""
+_PY_CAT = '"python_function"'
+"""How a ``python_function`` event's category reads in the file: counted where they are skipped."""
 _BOUNDARY = re.compile(r"\}\s*,\s*\{")
 _SEP = re.compile(r"[ \t\n\r,]*")
 
@@ -299,7 +301,8 @@ def _iter_array(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
             if not cuts:
                 break
             cut = cuts[-1]
-            text, skipped = _SKIP.subn("", buf[pos : cut + 1])
+            raw = buf[pos : cut + 1]
+            text, skipped = _SKIP.subn("", raw)
             try:
                 batch = loads("[" + text + "]")
             except json.JSONDecodeError as e:
@@ -318,6 +321,10 @@ def _iter_array(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
             src.pos = cut + 1
             if skipped:
                 yield "skipped", skipped
+                # (those left in the text, which the skip could not match, are counted when parsed)
+                py = raw.count(_PY_CAT) - text.count(_PY_CAT)
+                if py:
+                    yield "python", py
             break
         if batch is None:
             # slow path: one event, reading more text as needed
@@ -409,6 +416,10 @@ class _Acc:
     ann: list[tuple[Any, ...]] = field(default_factory=list)
     gpu_pids: set[str] = field(default_factory=set)
     n: int = 0
+    py: int = 0
+    """``python_function`` events (the profiler ran ``with_stack=True``)."""
+    mem: int = 0
+    """``[memory]`` events (``profile_memory=True``)."""
 
 
 _KEEP_ARGS = frozenset(_KERNEL_ARGS)
@@ -424,7 +435,9 @@ def _extract(batch: list[Any], acc: _Acc) -> None:
             continue
         ph = ev.get("ph")
         if ph != "X":
-            if ph == "M" and ev.get("name") == "process_labels":
+            if ph == "i" and ev.get("name") == "[memory]":
+                acc.mem += 1
+            elif ph == "M" and ev.get("name") == "process_labels":
                 lab = str((ev.get("args") or {}).get("labels", ""))
                 if lab.startswith("GPU"):
                     acc.gpu_pids.add(str(ev.get("pid")))
@@ -439,6 +452,7 @@ def _extract(batch: list[Any], acc: _Acc) -> None:
         elif cat in an_cats or (cat == "" and str(ev.get("name", "")).startswith("ProfilerStep#")):
             kind = 3
         else:
+            acc.py += cat == "python_function"
             continue
         ts_us: Any = ev.get("ts")
         dur = ev.get("dur", 0.0)
@@ -534,6 +548,8 @@ class _Builder:
     def add(self, acc: _Acc) -> None:
         tr = self.tr
         self.nev += acc.n
+        tr.python_events += acc.py
+        tr.memory_events += acc.mem
         self.gpu_pids |= acc.gpu_pids
         if self.t0 is None:
             self.t0 = acc.first_ts
@@ -578,6 +594,8 @@ def _parse_segment(text: str) -> _Acc | None:
                 return None
             skipped = 0
         acc.n = skipped
+        if skipped:
+            acc.py = text.count(_PY_CAT) - stripped.count(_PY_CAT)
         _extract(batch, acc)
         return acc
     finally:
@@ -635,6 +653,8 @@ def _read(p: Path, keep_cpu_op: Callable[[str], bool] | None, workers: int) -> T
                 drain(2 * workers if pool is not None else 0)
             elif key == "skipped":
                 b.nev += int(val)
+            elif key == "python":
+                tr.python_events += int(val)
             elif key == "deviceProperties" and isinstance(val, list):
                 tr.device_properties = [d for d in val if isinstance(d, dict)]
             elif key == "distributedInfo" and isinstance(val, dict):

@@ -88,6 +88,10 @@ class Trace:
     """True when the file's ``ts`` were relative to ``baseTimeNanoseconds`` (new layout)."""
     bytes_read: int = 0
     events_seen: int = 0
+    python_events: int = 0
+    """``python_function`` ranges: the profiler recorded Python stacks (``with_stack=True``)."""
+    memory_events: int = 0
+    """``[memory]`` allocation events: the profiler recorded memory (``profile_memory=True``)."""
 
     @property
     def rank(self) -> int:
