@@ -53,7 +53,10 @@ Round 48 (``--set r48``): held-apart runs with ``torch.nn.utils.clip_grad_norm_`
 does every step), fp32 training without autocast, and a trace recorded with every option Holistic Trace
 Analysis asks for (``record_shapes``, ``with_stack``, ``profile_memory``).
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48] [--budget S] [--smoke]
+Round 50 (``--set r50``): held-apart runs of a mixture-of-experts model (``MixtralForCausalLM``, 8 experts,
+top 2; ``transformers``' own expert dispatch), training and inference.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -69,6 +72,20 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchutil import env_info, log, save_trace, sync  # noqa: E402
+
+
+def mixtral(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, experts: int, top_k: int, smoke: bool):
+    """``MixtralForCausalLM``: Llama-like layers whose MLP is ``experts`` SwiGLU experts of ``ffn``,
+    ``top_k`` per token (no sliding window, untied, vocab 32000)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    cfg = MixtralConfig(
+        num_hidden_layers=layers, hidden_size=64 if smoke else hidden, num_attention_heads=4 if smoke else heads,
+        num_key_value_heads=2 if smoke else kv_heads, intermediate_size=128 if smoke else ffn,
+        num_local_experts=experts, num_experts_per_tok=top_k, vocab_size=512 if smoke else 32000,
+        max_position_embeddings=4096, sliding_window=None, tie_word_embeddings=False,
+    )  # fmt: skip
+    return MixtralForCausalLM(cfg), cfg
 
 
 def gpt2(layers: int, hidden: int, heads: int, smoke: bool):
@@ -229,6 +246,13 @@ RUNS_R48 = [
 ]
 
 
+# round 50 (--set r50): held-apart runs of a mixture-of-experts model (transformers' Mixtral)
+RUNS_R50 = [
+    ("train_mixtral_L4_h1024_e8_b4", lambda s: mixtral(4, 1024, 16, 4, 2048, 8, 2, s), "train", 4, 1024, {}),
+    ("infer_mixtral_L4_h1024_e8_b4", lambda s: mixtral(4, 1024, 16, 4, 2048, 8, 2, s), "infer", 4, (512, 8), {}),
+]
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -242,6 +266,7 @@ SETS = {
     "r39": (RUNS_R39, "r39"),
     "r46": (RUNS_R46, "r46"),
     "r48": (RUNS_R48, "r48"),
+    "r50": (RUNS_R50, "r50"),
 }
 
 
