@@ -511,13 +511,19 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     a2a_bytes = T * moe.top_k * h * b
     ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     ops.append(mem_op("copy", routed * h, b, "moe_permute"))
+    # transformers' experts (torch._grouped_mm, which autocast does not cast) run in the residual
+    # stream's dtype: fp32 under AMP with fp32 weights (round 50's Mixtral: FFMA GEMMs)
+    wide = lay.hf_code and not lay.fused and lay.residual_bytes == 4.0
     for op in mlp_block_fwd(m, lay, ffn=moe.expert_ffn_hidden, tokens=per_expert):
         args = dict(op.args)
         if op.kind == "gemm":
             args["batch"] = local_experts
+            if wide:
+                args["dtype"] = "fp32"
             ops.append(Op("expert_" + op.name, op.kind, "gemm", args, op.count))
         else:
-            args["nbytes"] = op.args["nbytes"] * local_experts
+            grow = lay.residual_bytes / b if wide else 1.0
+            args["nbytes"] = op.args["nbytes"] * local_experts * grow
             args["flops"] = op.args["flops"] * local_experts
             args["numel"] = op.args["numel"] * local_experts
             ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))

@@ -249,3 +249,23 @@ def test_mixed_dtype_and_strided_kernels(gpt, llama) -> None:  # type: ignore[no
     # the GELU chain names its unrolled kernels: the upcast, the mixed add and product
     names = [o.args["name"] for o in _mem(L.mlp_block_fwd(gpt, _lay("huggingface")))]
     assert names[0] == "cast_up" and "add_mixed" in names and "mul_mixed" in names and names[-1] == "cast"
+
+
+def test_transformers_experts_run_in_fp32_under_amp(llama) -> None:  # type: ignore[no-untyped-def]
+    """transformers' experts call torch._grouped_mm, which autocast does not cast: under AMP (fp32
+    weights, fp32 residual stream) they run fp32 GEMMs (round 50's Mixtral trace: FFMA kernels)."""
+    from simcore.specs.scenario import MoESpec
+
+    moe = llama.model_copy(update={"moe": MoESpec(experts=8, top_k=2, expert_ffn_hidden=2048)})
+
+    def experts(lay: L.Layout) -> set[str]:
+        return {
+            o.args["dtype"]
+            for o in L.moe_block_fwd(moe, lay)
+            if o.name.startswith("expert_") and o.kind == "gemm"
+        }
+
+    assert experts(_lay("huggingface")) == {"fp32"}
+    assert experts(_lay("huggingface", rb=2.0)) == {"bf16"}  # bf16 weights: no autocast, bf16 experts
+    assert experts(_lay("reference")) == {"bf16"}  # grouped GEMMs in the compute dtype
+    assert experts(_lay("huggingface", fused=True)) == {"bf16"}
