@@ -56,7 +56,11 @@ Analysis asks for (``record_shapes``, ``with_stack``, ``profile_memory``).
 Round 50 (``--set r50``): held-apart runs of a mixture-of-experts model (``MixtralForCausalLM``, 8 experts,
 top 2; ``transformers``' own expert dispatch), training and inference.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50] [--budget S] [--smoke]
+Round 51 (``--set moe_fit``): the same Mixtral layers at round 32's fit configs (2 and 8 layers,
+training steps of 1 x 512 tokens, batch-1 decode of prompt 128 and 8 new tokens), twice: the host of a
+``transformers`` MoE layer, fitted.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -253,6 +257,16 @@ RUNS_R50 = [
 ]
 
 
+# round 51 (--set moe_fit): the host of transformers' MoE layers, fitted (round 50's runs stay held apart)
+RUNS_MOE_FIT = [
+    (f"fit_{kind}_mixtral_L{L}_p{rep}", (lambda L: (lambda s: mixtral(L, 1024, 16, 4, 2048, 8, 2, s)))(L), kind, 1,
+     512 if kind == "train" else (128, 8), {})
+    for rep in (0, 1)
+    for L in (2, 8)
+    for kind in ("train", "infer")
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -267,6 +281,7 @@ SETS = {
     "r46": (RUNS_R46, "r46"),
     "r48": (RUNS_R48, "r48"),
     "r50": (RUNS_R50, "r50"),
+    "moe_fit": (RUNS_MOE_FIT, "r51"),
 }
 
 
