@@ -143,6 +143,8 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     # steps recorded with other profiler options (rounds 47-48): only their ratios to round 47's
     # plain-profiled steps of the same models are fitted from them
     by_options: dict[str, list[dict[str, float]]] = {}
+    # transformers' MoE layers (round 51): only their own units are fitted from them
+    moe_recs: list[tuple[str, bool, dict[str, float]]] = []
     act_of: dict[int, str] = {}
     group_of: dict[int, str] = {}
     for line, r in enumerate(rows, start=2):
@@ -166,6 +168,8 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             if options:
                 if rec[0] == "single" and not rec[2] and (r.get("impl") or "reference") == "reference":
                     by_options.setdefault(options, []).append(vals)
+            elif r["act"].endswith("_moe"):
+                moe_recs.append(rec[1:])
             elif optimizer != "adamw_fused":
                 if rec[0] == "single" and not rec[2] and (r.get("impl") or "reference") == "reference":
                     other_opt.setdefault(optimizer, []).append(vals)
@@ -186,7 +190,8 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         both = [v[alt] / v[probe] for v in all_vals if v[probe] > 0 and v.get(alt, 0) > 0]
         if both:
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
-            for v in [*all_vals, *(v for d in (other_opt, by_options) for vs in d.values() for v in vs)]:
+            others = [v for d in (other_opt, by_options) for vs in d.values() for v in vs]
+            for v in [*all_vals, *others, *(rec[-1] for rec in moe_recs)]:
                 v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, key == "backward")
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
@@ -202,6 +207,10 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     hf_free = [
         (a, v) for a, sync, v in hf_rows if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
     ]
+    # transformers' MoE layers (act ``<act>_moe``, round 51): their per-layer and per-step units only;
+    # their steps wait for the GPU inside the layers (the fp32 grouped GEMM's per-expert sizes), so
+    # synchronized rows count
+    moe_rows = [(a, v) for a, _sync, v in moe_recs if v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
     # the share of each kind of host time that follows the probe (the rest is work whose time does not
     # move with the CPU's per-op speed: driver launch calls, thread hand-offs): from how one run's
     # segment moves with its probe between its passes (:func:`probe_share`), plain and Hugging Face
@@ -248,7 +257,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             return units(sel, f), 0.0
         return icpt, slope
 
-    for pre, sel_rows in (("", free), ("hf_", hf_free)):
+    for pre, sel_rows in (("", free), ("hf_", [*hf_free, *moe_rows])):
         for act in sorted({a for a, _ in sel_rows}):
             sel = [v for a, v in sel_rows if a == act]
             out[f"profiled_{pre}train_fwd_{act}"] = ref_m * units(
@@ -427,7 +436,11 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad decode-host row: {e}", file=str(path)) from None
     out: dict[str, float] = {}
-    both = [x.empty / x.probe for x in passes if x.seq == 1 and x.probe > 0 and x.empty > 0]
+    both = [
+        x.empty / x.probe
+        for x in passes
+        if x.seq == 1 and x.probe > 0 and x.empty > 0 and not x.act.endswith("_moe")
+    ]
     if both:
         # a pass without enough aten::t (GPT-2's Conv1D layers) is timed by its aten::empty
         ratio = out["probe_empty_ratio_infer"] = statistics.median(both)

@@ -84,9 +84,15 @@ def _step_windows(a: Analysis) -> Iterator[tuple[Step, float, float, list[CpuOp]
             yield st, lo, hi, [o for o in ops if lo <= o.ts <= hi]
 
 
+MOE_OP = "aten::_grouped_mm"
+"""The op of a mixture-of-experts layer's expert GEMMs (``transformers``' experts)."""
+
+
 def _act_of(win: list[CpuOp]) -> str:
-    """The MLP of the ops' layers: ``swiglu`` where they call SiLU, else ``gelu``."""
-    return "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
+    """The MLP of the ops' layers: ``swiglu`` where they call SiLU, else ``gelu``; ``_moe`` appended
+    where the experts' grouped GEMM runs (:data:`MOE_OP`): their host is an MoE layer's."""
+    act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
+    return act + "_moe" if any(o.name == MOE_OP for o in win) else act
 
 
 def layer_host_times(a: Analysis, prof: ComputeProfile) -> list[LayerHost]:

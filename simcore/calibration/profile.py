@@ -268,7 +268,9 @@ class ComputeProfile(_Frozen):
         if cpu != 1.0:
             # only part of a host time follows the CPU's per-op speed (the rest: driver launch calls,
             # thread hand-offs); ``probe_share_<kind>`` where measured (fit_host.step_host_costs)
-            kind = base.removesuffix("_gelu").removesuffix("_swiglu").removesuffix("_layer")
+            kind = (
+                base.removesuffix("_moe").removesuffix("_gelu").removesuffix("_swiglu").removesuffix("_layer")
+            )
             share = self.host_layer.get(f"probe_share_{kind}", 1.0)
             scale *= 1.0 - share + share * cpu
         if profiled and f"profiled_{name}" in self.host_layer:
@@ -298,6 +300,14 @@ class ComputeProfile(_Frozen):
             return self.host(key, True) * self.host(ref, False) / max(self.host(ref, True), 1e-30)
         return self.host(f"adamw_fused_{part}", profiled)
 
+    def layer_key(self, act: str, moe: bool, implementation: str, entry: str) -> str:
+        """The block key of a model's host entries (``<entry>_<key>``): ``<act>_moe`` for
+        ``transformers``' mixture-of-experts layers where measured (``profiled_hf_<entry>_<act>_moe``,
+        round 51: about twice a dense layer's host), else ``act``."""
+        if moe and implementation == "huggingface" and f"profiled_hf_{entry}_{act}_moe" in self.host_layer:
+            return f"{act}_moe"
+        return act
+
     def host_of(self, name: str, profiled: bool, implementation: str) -> float:
         """:meth:`host` for layers of ``implementation``'s modelling code: Hugging Face's own entries
         (``profiled_hf_<name>``, whole profiled steps of its layers, round 32) where measured, and
@@ -309,8 +319,11 @@ class ComputeProfile(_Frozen):
             return self.host(f"hf_{name}", True)
         if f"hf_{name}" in self.host_layer:
             return self.host(f"hf_{name}")
-        plain = self.host_layer.get(f"profiled_{name}")
-        return self.host(name) * (self.host_layer[hf] / plain if plain else 1.0)
+        # an MoE layer's entries are measured under the profiler only: the dense layer's plain entry
+        # at the MoE layer's profiled ratio to it
+        dense = name.replace("_moe", "")
+        plain = self.host_layer.get(f"profiled_{dense}")
+        return self.host(dense) * (self.host_layer[hf] / plain if plain else 1.0)
 
     def at_cpu_speed(
         self, main_s: float, backward_s: float | None = None, inference: bool = False

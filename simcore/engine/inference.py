@@ -84,6 +84,8 @@ def evaluate(
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
     layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal
+    # transformers' MoE layers have their own host entries (round 51)
+    lk = prof.layer_key(act_key, model.moe is not None, implementation, "infer_decode")
     graph_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0) if framework == "cuda_graphs" else 0.0
     pricer = Pricer.for_layout(
         cluster,
@@ -133,13 +135,13 @@ def evaluate(
         layers = float(model.layers) / np.asarray(pp, dtype=float)
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
         for pr, mode in ((prefill, "prefill"), (decode, "decode")):
-            fixed = f"infer_{mode}_fixed_{act_key}"
+            fixed = f"infer_{mode}_fixed_{lk}"
             gen = f"infer_generate_fixed_{act_key}"
             if decode_loop == "generate" and prof.host_of(gen, profiler, implementation) > 0:
                 # generate(): the host of a token beyond its layers, where measured (the prefill's
                 # pass makes the first token)
                 fixed = gen
-            host = layers * prof.host_of(f"infer_{mode}_{act_key}", profiler, implementation) + prof.host_of(
+            host = layers * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + prof.host_of(
                 fixed, profiler, implementation
             )
             hosts[mode] = host + comm_calls

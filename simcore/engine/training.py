@@ -255,6 +255,8 @@ def evaluate(
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
     compiled = framework == "compiled"
+    # transformers' MoE layers have their own host entries (round 51)
+    lk = prof.layer_key(act_key, model.moe is not None and not compiled, implementation, "train_fwd")
     # eager: measured per-layer host times; compiled (torch.compile): the same times scaled by the
     # compiled/eager ratio measured in one process (fit_host, round 14), where the profile has it
     layer_host = f"train_fwd_{act_key}" in host_cal and (
@@ -412,11 +414,9 @@ def evaluate(
             d_mb = d / m if part == "bwd" else d
             return np.where(zero3, f, np.where(tp > 1, t, 0.0) + np.where(ddp, d_mb, 0.0))
 
-        h_f = layers_per_rank * (
-            wrapped(f"train_fwd_{act_key}", "fwd") + full_t * hv(f"ckpt_full_fwd_{act_key}")
-        )
+        h_f = layers_per_rank * (wrapped(f"train_fwd_{lk}", "fwd") + full_t * hv(f"ckpt_full_fwd_{act_key}"))
         h_b = layers_per_rank * (
-            wrapped(f"train_bwd_{act_key}", "bwd")
+            wrapped(f"train_bwd_{lk}", "bwd")
             + full_t * hv(f"ckpt_full_bwd_{act_key}")
             + sel_t * hv("ckpt_selective")
         )
@@ -448,12 +448,12 @@ def evaluate(
         # backward on the autograd thread (whole profiled steps, round 25); pipeline stages: not modelled
         single_stage = np.asarray(pp, dtype=float) <= 1
         # (eager: plus the part that grows with the layers; compiled: its own per-step line has it)
-        lay_f = 0.0 if compiled else layers_per_rank * hv(f"step_fwd_layer_{act_key}")
-        lay_b = 0.0 if compiled else layers_per_rank * hv(f"step_bwd_layer_{act_key}")
-        h_sf = np.where(single_stage, hv(f"step_fwd_{act_key}") + lay_f + wrapper_step("fwd"), 0.0) * pf(
+        lay_f = 0.0 if compiled else layers_per_rank * hv(f"step_fwd_layer_{lk}")
+        lay_b = 0.0 if compiled else layers_per_rank * hv(f"step_bwd_layer_{lk}")
+        h_sf = np.where(single_stage, hv(f"step_fwd_{lk}") + lay_f + wrapper_step("fwd"), 0.0) * pf(
             "step_fwd"
         )
-        h_sb = np.where(single_stage, hv(f"step_bwd_{act_key}") + lay_b + wrapper_step("bwd"), 0.0) * pf(
+        h_sb = np.where(single_stage, hv(f"step_bwd_{lk}") + lay_b + wrapper_step("bwd"), 0.0) * pf(
             "step_bwd"
         )
         h_layers, h_out = h_f + h_b, h_sf + h_sb

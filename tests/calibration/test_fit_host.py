@@ -489,3 +489,27 @@ def test_probe_share_recovers_the_share_that_follows_the_probe() -> None:
     assert probe_share(runs[:2], ref) is None  # fewer than three runs span the probe
     assert probe_share([[(p, t(100.0, p)), (p, t(100.0, p))] for p in (3e-6, 4e-6, 5e-6)], ref) is None
     assert _run_of("traces/r25_train_gpt_L2_h768_p1.json.gz") == "r25_train_gpt_L2_h768"
+
+
+def test_transformers_moe_layers_have_their_own_host_entries() -> None:
+    """Round 51: transformers' Mixtral layers at the fit configs (``traces/h200/host_*_hf_moe.csv.gz``,
+    act ``swiglu_moe`` by their grouped GEMM op): per-layer host entries of their own, about twice a
+    dense layer's, used for MoE models of that code only."""
+    from simcore.calibration.fit_host import _csv_rows
+    from simcore.calibration.profile import load_profile
+    from simcore.specs.registry import default_registry
+
+    h200 = Path(__file__).resolve().parents[2] / "traces" / "h200"
+    steps = _csv_rows(h200 / "host_steps_hf_moe.csv.gz")
+    dec = _csv_rows(h200 / "host_decode_hf_moe.csv.gz")
+    assert {r["act"] for r in steps} == {r["act"] for r in dec} == {"swiglu_moe"}
+    assert {r["impl"] for r in steps} == {"huggingface"}
+    prof = load_profile(default_registry().device("h200"))
+    assert prof.layer_key("swiglu", True, "huggingface", "train_fwd") == "swiglu_moe"
+    assert prof.layer_key("swiglu", True, "reference", "train_fwd") == "swiglu"
+    assert prof.layer_key("swiglu", False, "huggingface", "infer_decode") == "swiglu"
+    for name in ("train_fwd", "train_bwd", "infer_decode"):
+        for profiled in (True, False):
+            moe = prof.host_of(f"{name}_swiglu_moe", profiled, "huggingface")
+            dense = prof.host_of(f"{name}_swiglu", profiled, "huggingface")
+            assert moe > 1.5 * dense > 0, name

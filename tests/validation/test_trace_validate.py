@@ -58,7 +58,12 @@ def test_validate_real_traces(name: str) -> None:
                 sc.kind == "inference",
                 host,
                 f"probe_linear_ratio_infer_{'hf_' if d['runtime']['implementation'] == 'huggingface' else ''}"
-                f"{'swiglu' if sc.model.activation == 'swiglu' else 'gelu'}"
+                + _profile_of(sc).layer_key(
+                    "swiglu" if sc.model.activation == "swiglu" else "gelu",
+                    sc.model.moe is not None,
+                    d["runtime"]["implementation"],
+                    "infer_decode",
+                )
                 if sc.kind == "inference"
                 else None,
             )
