@@ -60,7 +60,11 @@ Round 51 (``--set moe_fit``): the same Mixtral layers at round 32's fit configs 
 training steps of 1 x 512 tokens, batch-1 decode of prompt 128 and 8 new tokens), twice: the host of a
 ``transformers`` MoE layer, fitted.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit] [--budget S] [--smoke]
+Round 52 (``--set r52``): held-apart runs: Llama with ``attn_implementation="eager"`` (attention as
+matmuls and a softmax), Phi-3's modelling code (fused q/k/v and gate/up projections), a seq-8192
+Llama step, batch-32 Llama decode, GPT-2 at 16 x 512 tokens.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -103,19 +107,21 @@ def gpt2(layers: int, hidden: int, heads: int, smoke: bool):
 
 
 def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, smoke: bool,
-          family: str = "llama"):  # fmt: skip
+          family: str = "llama", attn: str | None = None):  # fmt: skip
     """A Llama-family model: ``LlamaForCausalLM``, ``MistralForCausalLM`` (``family="mistral"``, no
     sliding window: the same layers through Mistral's modelling code) or ``Qwen2ForCausalLM``
     (``family="qwen2"``: biased q/k/v projections, no sliding window)."""
     import transformers
 
-    name = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}[family]
+    name = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "phi3": "Phi3"}[family]
     extra = {"sliding_window": None} if family == "mistral" else {"use_sliding_window": False} if family == "qwen2" else {}
     cfg = getattr(transformers, f"{name}Config")(
         num_hidden_layers=layers, hidden_size=64 if smoke else hidden, num_attention_heads=4 if smoke else heads,
         num_key_value_heads=2 if smoke else kv_heads, intermediate_size=128 if smoke else ffn,
-        vocab_size=512 if smoke else vocab, max_position_embeddings=4096, tie_word_embeddings=False, **extra,
+        vocab_size=512 if smoke else vocab, max_position_embeddings=8192, tie_word_embeddings=False, **extra,
     )  # fmt: skip
+    if attn:  # e.g. "eager": attention as matmuls and a softmax instead of SDPA
+        cfg._attn_implementation = attn
     return getattr(transformers, f"{name}ForCausalLM")(cfg), cfg
 
 
@@ -267,6 +273,17 @@ RUNS_MOE_FIT = [
 ]  # fmt: skip
 
 
+# round 52 (--set r52): held-apart runs: eager attention, Phi-3's fused projections, seq 8192, batch-32
+# decode, GPT-2 at 16 x 512
+RUNS_R52 = [
+    ("train_llama_L8_h2048_b2_eager_attn", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, attn="eager"), "train", 2, 2048, {}),
+    ("train_phi3_L8_h2048_b2", lambda s: llama(8, 2048, 32, 8, 8192, 32064, s, "phi3"), "train", 2, 2048, {}),
+    ("train_llama_L4_h2048_b1_s8192", lambda s: llama(4, 2048, 32, 8, 8192, 32000, s), "train", 1, 8192, {}),
+    ("infer_llama_L8_h2048_b32", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "infer", 32, (1024, 8), {}),
+    ("train_gpt2_L12_b16_s512", lambda s: gpt2(12, 768, 12, s), "train", 16, 512, {}),
+]
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -282,6 +299,7 @@ SETS = {
     "r48": (RUNS_R48, "r48"),
     "r50": (RUNS_R50, "r50"),
     "moe_fit": (RUNS_MOE_FIT, "r51"),
+    "r52": (RUNS_R52, "r52"),
 }
 
 
