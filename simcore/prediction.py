@@ -88,6 +88,8 @@ class InferenceResult(BaseModel):
     """Host seconds to issue the prefill (eager PyTorch's per-layer host model; 0: not modelled)."""
     decode_host_s: float = 0.0
     """Host seconds to issue one decode step (as ``prefill_host_s``)."""
+    decode_kernels: float = 0.0
+    """Kernels one decode step launches."""
     ttft_s: float
     tpot_s: float
     e2e_latency_s: float
@@ -376,6 +378,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         decode_step_time_s=dec,
         prefill_host_s=_f(ev.prefill_host_s),
         decode_host_s=_f(ev.decode_host_s),
+        decode_kernels=_f(ev.decode.kernels),
         ttft_s=pre,
         tpot_s=dec,
         e2e_latency_s=pre + dec_mid * max(inf.output_len - 1, 0),

@@ -27,6 +27,11 @@ from simcore.workload.model import param_counts
 Num = Any
 
 
+LAUNCH_QUEUE_KERNELS = 1024
+"""Kernels the host can have launched ahead of the GPU before a launch blocks (CUDA's pending-launch
+queue; round 52's trace: at most 1022 launched and not started, then launches of 1-5 ms)."""
+
+
 @dataclass
 class InferenceEval:
     prefill: Priced

@@ -119,10 +119,12 @@ def test_validate_real_traces(name: str) -> None:
         serial = comp[0] * r["prefill_time_s"] + comp[1] * r["decode_step_time_s"]
         from simcore.validation.traces import inference_step_time
 
-        want, saved = inference_step_time(r, comp[0], comp[1], d["runtime"]["decode_sync_every"] is None)
+        every = d["runtime"]["decode_sync_every"]
+        ahead = every is None or every >= comp[1]
+        want, saved = inference_step_time(r, comp[0], comp[1], ahead)
         assert want + saved == pytest.approx(serial)
-        # a loop that waits for its tokens runs prefill and decode steps back to back
-        assert saved == 0.0 or d["runtime"]["decode_sync_every"] is None
+        # a loop that waits for its tokens inside a step runs prefill and decode steps back to back
+        assert saved == 0.0 or ahead
     assert d["predicted_step_time_s"] == pytest.approx(want)
     assert d["error_pct"] == pytest.approx(100 * (want / measured - 1))
     errs = [abs(c["error_s"]) for c in d["classes"]]
@@ -606,3 +608,30 @@ def test_profiler_options_are_read_from_the_trace() -> None:
     # a host-bound step: the options' host time shows in the step
     assert report.predicted_step_time_s > 1.1 * plain.predicted_step_time_s
     assert abs(report.error_pct) < abs(plain.error_pct)
+
+
+def test_host_runs_at_most_a_launch_queue_ahead() -> None:
+    """A loop that does not wait inside its step issues decode steps while the GPU runs the prefill,
+    but only a launch queue's worth of kernels ahead (round 52: 1022 pending at most, then each launch
+    blocks): hand-computed with a 60 ms GPU prefill, 8 decode steps of 10 ms host / 2 ms GPU."""
+    from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
+    from simcore.validation.traces import inference_step_time
+
+    res = {
+        "prefill_time_s": 0.060, "decode_step_time_s": 0.010, "prefill_host_s": 0.005, "decode_host_s": 0.010,
+        "breakdown_prefill": {}, "breakdown_decode": {"host_overhead": 0.008},
+    }  # fmt: skip
+    serial = 0.060 + 8 * 0.010
+    # no cap (kernels unknown): the host issues 55 ms of decode steps behind the prefill
+    t, saved = inference_step_time(res, 1, 8, True)
+    assert t == pytest.approx(max(0.005 + 0.080 + 0.002, 0.060 + 8 * 0.002)) and saved == pytest.approx(
+        serial - t
+    )
+    # 400 kernels a step: 2.56 steps (25.6 ms of host) fit the queue
+    k = 400.0
+    t_cap, _ = inference_step_time({**res, "decode_kernels": k}, 1, 8, True)
+    during = 0.010 * LAUNCH_QUEUE_KERNELS / k
+    assert t_cap == pytest.approx(0.060 + 0.080 - during + 0.002)
+    assert t < t_cap < serial
+    # a loop that waits for each token: back to back
+    assert inference_step_time(res, 1, 8, False) == (pytest.approx(serial), 0.0)
