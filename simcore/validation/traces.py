@@ -438,19 +438,26 @@ def dense_mask_attention(ops: list[CpuOp]) -> bool:
 
 
 def sdpa_backend(ans: list[Analysis]) -> str | None:
-    """The fused attention kernels most of the traces' SDPA calls ran (``cudnn`` or ``flash``, by
-    PyTorch's backend ops ``aten::_cudnn_attention_forward`` / ``aten::_flash_attention_forward``);
-    ``None`` where they have no such call (no attention, or another backend)."""
+    """The attention kernels most of the traces' attention ran: ``cudnn`` or ``flash`` by PyTorch's
+    backend ops (``aten::_cudnn_attention_forward`` / ``aten::_flash_attention_forward``), ``eager``
+    where no fused attention runs but softmaxes over 4-D ``[b, h, s, s_kv]`` scores do (attention
+    written out of PyTorch ops); ``None`` otherwise (no attention, another backend, no shapes)."""
     n = {"cudnn": 0, "flash": 0}
+    fused = eager = 0
     for a in ans:
         for o in a.trace.cpu_ops.values():
             if o.name == _ATTN_FWD_OPS[0]:
                 n["cudnn"] += 1
             elif o.name == _ATTN_FWD_OPS[1]:
                 n["flash"] += 1
-    if not any(n.values()):
-        return None
-    return max(n, key=lambda k: n[k])
+            if o.name in _ATTN_FWD_OPS:
+                fused += 1
+            elif o.name == "aten::_softmax" and isinstance(o.input_dims, list) and o.input_dims:
+                d = o.input_dims[0]
+                eager += isinstance(d, list) and len(d) == 4
+    if any(n.values()):
+        return max(n, key=lambda k: n[k])
+    return "eager" if eager and not fused else None
 
 
 # ops only an optimizer's foreach update issues (clip_grad_norm_ and zero_grad issue _foreach_norm,
@@ -608,6 +615,16 @@ def validate(
             "predicted with runtime.attention_backend: cudnn (the trace's attention ran cuDNN's fused "
             "kernels, aten::_cudnn_attention_forward); --set runtime.attention_backend=flash predicts "
             "FlashAttention-2's",
+        ),
+        # attention written out of PyTorch ops (transformers' attn_implementation="eager")
+        (
+            "runtime",
+            "attention_backend",
+            "eager",
+            backend == "eager",
+            "predicted with runtime.attention_backend: eager (the trace's attention is written out of "
+            "PyTorch ops: softmaxes over 4-D attention scores, no fused attention kernel); --set "
+            "runtime.attention_backend=cudnn predicts a fused kernel",
         ),
         # transformers' generate(): its stopping criteria call aten::isin every token
         (

@@ -391,35 +391,10 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             ops.extend(
                 composite_ops("rotary", T * (s.heads + s.kv_heads) * s.head_dim / t, b, lay.residual_bytes)
             )
-    ops.append(
-        Op(
-            "attention",
-            "attention",
-            "attention",
-            {
-                "batch": lay.micro_batch,
-                "heads": s.heads / t,
-                "kv_heads": s.kv_heads / t,
-                "seq": lay.seq,
-                "head_dim": s.head_dim,
-                "causal": "kv_seq" not in lay.extra and not lay.dense_mask,
-                "backward": False,
-                "dtype": dt,
-                # fused attention runs in bf16 under fp8 GEMMs; a decode step over an fp8 KV cache
-                # streams 1-byte keys and values
-                "attn_dtype": "fp8"
-                if "kv_seq" in lay.extra and lay.extra.get("kv_bytes") == 1.0
-                else ("bf16" if dt == "fp8" else dt),
-                "kv_seq": lay.extra.get("kv_seq"),
-                "backend": lay.extra.get("attention_backend", "flash"),
-                # the materialised mask is read and added per score
-                "mask": lay.dense_mask,
-                # attention dropout (GPT-2's configs: attn_pdrop = resid_pdrop)
-                "dropout": lay.dropout,
-            },
-            1.0 / lay.cp,
-        )
-    )
+    if lay.extra.get("attention_backend") == "eager":
+        ops.extend(eager_attention_ops(m, lay))
+    else:
+        ops.append(_fused_attention(m, lay))
     kv_numel = T * s.kv_heads / t * s.head_dim
     if lay.hf:
         # transformers' cache (also filled in training: ``use_cache`` defaults to true) concatenates
@@ -555,6 +530,84 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
                 "cp_kv_exchange", "send_recv", kv_bytes, "cp", "cp_comm", count=lay.cp - 1, overlappable=True
             )
         )
+    return ops
+
+
+def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
+    """The fused attention kernel (FlashAttention-2's or cuDNN's) of one layer's forward."""
+    s = layer_shape(m)
+    t = lay.tp
+    dt = lay.dtype
+    return Op(
+        "attention",
+        "attention",
+        "attention",
+        {
+            "batch": lay.micro_batch,
+            "heads": s.heads / t,
+            "kv_heads": s.kv_heads / t,
+            "seq": lay.seq,
+            "head_dim": s.head_dim,
+            "causal": "kv_seq" not in lay.extra and not lay.dense_mask,
+            "backward": False,
+            "dtype": dt,
+            # fused attention runs in bf16 under fp8 GEMMs; a decode step over an fp8 KV cache
+            # streams 1-byte keys and values
+            "attn_dtype": "fp8"
+            if "kv_seq" in lay.extra and lay.extra.get("kv_bytes") == 1.0
+            else ("bf16" if dt == "fp8" else dt),
+            "kv_seq": lay.extra.get("kv_seq"),
+            "backend": lay.extra.get("attention_backend", "flash"),
+            # the materialised mask is read and added per score
+            "mask": lay.dense_mask,
+            # attention dropout (GPT-2's configs: attn_pdrop = resid_pdrop)
+            "dropout": lay.dropout,
+        },
+        1.0 / lay.cp,
+    )
+
+
+def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Attention written out of PyTorch ops (``transformers``' ``attn_implementation="eager"``): the
+    keys and values repeated to every query head (GQA), ``Q K^T`` as a batched GEMM over the whole
+    ``s x kv`` score matrix (no causal skipping), the scale, the additive mask (in the residual stream's
+    dtype: fp32 under AMP, so the scores promote), softmax in fp32, the cast back, dropout where
+    trained with it, and ``P V``; each kernel's backward from its own traffic."""
+    s = layer_shape(m)
+    t = lay.tp
+    dt = lay.dtype
+    b = lay.act_bytes
+    wide = lay.residual_bytes
+    heads = s.heads / t
+    q = lay.seq
+    kv = lay.extra.get("kv_seq", lay.seq)
+    bh = lay.micro_batch * heads
+    scores = bh * q * kv
+    ops: list[Op] = []
+    if s.kv_heads < s.heads:
+        # repeat_kv: expand + reshape copies K and V to every query head; its backward sums them back
+        numel = bh * kv * (s.head_dim + s.v_head_dim)
+        ops.append(fused_mem_op("copy", numel, b, 2 * b, 2 * b, "elementwise", bwd_name="copy"))
+    ops.append(_gemm("attn_scores", q, kv, s.head_dim, dt, "gemm", 1.0 / lay.cp, bh))
+    ops.append(
+        fused_mem_op("mul", scores, b, 2 * b, 2 * b, "elementwise", bwd_name="mul", count=1.0 / lay.cp)
+    )
+    if "kv_seq" not in lay.extra:
+        # the causal mask added to the scores: its gradient passes through, cast back to the scores' dtype
+        ops.append(
+            fused_mem_op(
+                "add_mixed", scores, b, b + wide, wide + b, "elementwise", bwd_name="cast", count=1.0 / lay.cp
+            )
+        )
+    ops.append(fused_mem_op("softmax", scores, 4.0, wide + 4.0, 12.0, "elementwise", count=1.0 / lay.cp))
+    ops.append(
+        fused_mem_op(
+            "cast", scores, b, 4.0 + b, b + 4.0, "elementwise", bwd_name="cast_up", count=1.0 / lay.cp
+        )
+    )
+    if lay.dropout > 0:
+        ops.append(dropout_op(scores, b))
+    ops.append(_gemm("attn_values", q, s.v_head_dim, kv, dt, "gemm", 1.0 / lay.cp, bh))
     return ops
 
 

@@ -635,3 +635,20 @@ def test_host_runs_at_most_a_launch_queue_ahead() -> None:
     assert t < t_cap < serial
     # a loop that waits for each token: back to back
     assert inference_step_time(res, 1, 8, False) == (pytest.approx(serial), 0.0)
+
+
+def test_eager_attention_is_read_from_the_trace() -> None:
+    """Round 52: transformers' Llama with attn_implementation="eager": no fused attention op, softmaxes
+    over 4-D scores; priced as its ops instead of a fused kernel (the first prediction −47.6 %)."""
+    from simcore.validation.traces import sdpa_backend
+    from simcore.workload.replay import load_analyses
+
+    name = "h200_r52_train_llama_l8_h2048_b2_eager_attn"
+    files = [str(REPO / f) for f in CASES[name]]
+    ans = load_analyses(files)
+    assert sdpa_backend(ans) == "eager"
+    report = validate(files, SC / f"{name}.yaml", analyses=ans)
+    assert any("runtime.attention_backend: eager" in n for n in report.notes)
+    fused = validate(files, SC / f"{name}.yaml", ["runtime.attention_backend=cudnn"], analyses=ans)
+    assert report.predicted_step_time_s > 1.4 * fused.predicted_step_time_s
+    assert abs(report.error_pct) < abs(fused.error_pct)

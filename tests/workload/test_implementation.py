@@ -269,3 +269,30 @@ def test_transformers_experts_run_in_fp32_under_amp(llama) -> None:  # type: ign
     assert experts(_lay("huggingface", rb=2.0)) == {"bf16"}  # bf16 weights: no autocast, bf16 experts
     assert experts(_lay("reference")) == {"bf16"}  # grouped GEMMs in the compute dtype
     assert experts(_lay("huggingface", fused=True)) == {"bf16"}
+
+
+def test_eager_attention_is_written_out_of_ops(llama) -> None:  # type: ignore[no-untyped-def]
+    """transformers' attn_implementation="eager": batched GEMMs over the whole score matrix (twice the
+    causal FLOPs), scale, mask, fp32 softmax and cast over b h s^2 scores, GQA's repeated K and V."""
+    lay = L.Layout(
+        micro_batch=2,
+        seq=1024,
+        extra={"residual_bytes": 4.0, "impl": "huggingface", "attention_backend": "eager"},
+    )
+    ops = L.eager_attention_ops(llama, lay)
+    s = L.layer_shape(llama)
+    scores = 2 * s.heads * 1024 * 1024
+    gemms = [o for o in ops if o.kind == "gemm"]
+    assert [(o.args["m"], o.args["n"], o.args["k"], o.args["batch"]) for o in gemms] == [
+        (1024, 1024, s.head_dim, 2 * s.heads),
+        (1024, s.v_head_dim, 1024, 2 * s.heads),
+    ]
+    mem = {o.args["name"]: o for o in ops if o.kind == "memory"}
+    assert {"mul", "add_mixed", "softmax", "cast"} <= set(mem)
+    assert all(mem[n].args["numel"] == scores for n in ("mul", "add_mixed", "softmax", "cast"))
+    assert mem["softmax"].args["nbytes"] == scores * 8.0  # fp32 scores in (AMP's fp32 mask), fp32 out
+    if s.kv_heads < s.heads:
+        assert "copy" in mem
+    # the layer uses them in place of the fused kernel
+    names = {o.name for o in L.layer_fwd(llama, lay, False)}
+    assert "attention" not in names and {"attn_scores", "attn_values"} <= names
