@@ -64,7 +64,12 @@ Round 52 (``--set r52``): held-apart runs: Llama with ``attn_implementation="eag
 matmuls and a softmax), Phi-3's modelling code (fused q/k/v and gate/up projections), a seq-8192
 Llama step, batch-32 Llama decode, GPT-2 at 16 x 512 tokens.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52] [--budget S] [--smoke]
+Round 53 (``--set r53``): held-apart runs collected after every change of stop 17, combining its setups:
+Qwen2 under fp16 with a ``GradScaler``, foreach AdamW and gradient clipping; Mistral with bf16 weights
+and gradient checkpointing; a Llama profiled with HTA's options and foreach AdamW; GPT-2 medium's
+prefill + decode at batch 4; ``generate()`` on Mixtral.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -284,6 +289,19 @@ RUNS_R52 = [
 ]
 
 
+# round 53 (--set r53): held-apart runs after every change of stop 17, combining its setups
+RUNS_R53 = [
+    ("train_qwen2_L6_h1536_b2_fp16_clip_foreach", lambda s: llama(6, 1536, 12, 2, 4096, 151936, s, "qwen2"), "train", 2, 1024,
+     {"fp16": True, "optim": "foreach", "clip": 1.0}),
+    ("train_mistral_L8_h2048_b2_bf16_gc", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, "mistral"), "train", 2, 2048,
+     {"bf16": True, "gc": True}),
+    ("train_llama_L6_h2048_b4_hta_foreach", lambda s: llama(6, 2048, 16, 4, 5632, 32000, s), "train", 4, 1024,
+     {"prof": _HTA, "optim": "foreach"}),
+    ("infer_gpt2_L24_h1024_b4", lambda s: gpt2(24, 1024, 16, s), "infer", 4, (512, 8), {}),
+    ("generate_mixtral_L4_h1024_e8_b2", lambda s: mixtral(4, 1024, 16, 4, 2048, 8, 2, s), "generate", 2, (256, 8), {}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -300,6 +318,7 @@ SETS = {
     "r50": (RUNS_R50, "r50"),
     "moe_fit": (RUNS_MOE_FIT, "r51"),
     "r52": (RUNS_R52, "r52"),
+    "r53": (RUNS_R53, "r53"),
 }
 
 
