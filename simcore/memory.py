@@ -49,11 +49,14 @@ def state_bytes(
 
     ``param_dtype='fp32'`` is PyTorch AMP (fp32 weights, autocast): no separate master copy.
     ``param_dtype='bf16'`` is Megatron-style mixed precision: low-precision weights, fp32 gradient
-    accumulation and an fp32 master copy in the optimizer when ``master_weights``.
+    accumulation and an fp32 master copy in the optimizer when ``master_weights``; without it, the
+    optimizer keeps its moments in the weights' dtype (PyTorch's optimizers on bf16 parameters).
     """
     moments = 8.0 if optimizer == "adamw" else 4.0  # SGD with momentum
     if param_dtype == "fp32" or precision == "fp32":
         return StateBytes(4.0, 4.0, moments)
+    if not master_weights:
+        moments /= 2.0
     # fp8 training keeps bf16 weights plus fp8 copies for the GEMMs (Transformer Engine).
     w = 3.0 if precision == "fp8" else 2.0
     master = 4.0 if master_weights else 0.0

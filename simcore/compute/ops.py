@@ -413,14 +413,18 @@ def memory_op(
     return _cost(r.time, flops, nbytes, r.compute, r.memory)
 
 
-_OPT_BYTES: dict[tuple[str, bool], float] = {
+_OPT_BYTES: dict[tuple[str, str], float] = {
     # bytes per parameter of one update, minimal traffic
     # adamw + fp32 master: master p r/w 8, fp32 grad 4, m r/w 8, v r/w 8, low-precision copy 2
-    ("adamw", True): 30.0,
+    ("adamw", "master"): 30.0,
     # adamw on fp32 params: p r/w 8, grad 4, m 8, v 8
-    ("adamw", False): 28.0,
-    ("sgd", True): 22.0,
-    ("sgd", False): 20.0,
+    ("adamw", "fp32"): 28.0,
+    # adamw on bf16 params without a master copy (PyTorch keeps the moments in the params' dtype):
+    # p r/w 4, grad 2, m r/w 4, v r/w 4
+    ("adamw", "bf16"): 14.0,
+    ("sgd", "master"): 22.0,
+    ("sgd", "fp32"): 20.0,
+    ("sgd", "bf16"): 10.0,
 }
 _OPT_FLOPS = {"adamw": 16.0, "sgd": 4.0}
 
@@ -432,11 +436,14 @@ def optimizer_step(
     optimizer: str = "adamw",
     fused: bool = True,
     master_weights: bool = True,
+    param_dtype: str = "fp32",
 ) -> OpCost:
     """One optimizer update over ``params`` parameters on this GPU (seconds, FLOP, bytes).
 
-    Bytes are the minimal traffic of the update (see ``_OPT_BYTES``); unfused implementations
-    make more passes, a factor fitted in the profile (``optimizer.<name>_unfused.traffic``).
+    Bytes are the minimal traffic of the update (see ``_OPT_BYTES``): with an fp32 ``master_weights``
+    copy, else on parameters of ``param_dtype`` (``bf16``: moments in bf16 too, as PyTorch keeps
+    them); unfused implementations make more passes, a factor fitted in the profile
+    (``optimizer.<name>_unfused.traffic``).
     """
     if optimizer not in _OPT_FLOPS:
         raise SimcoreError(f"unknown optimizer {optimizer!r}; known: adamw, sgd", field="optimizer")
@@ -445,7 +452,8 @@ def optimizer_step(
     if op is None:
         raise SimcoreError(f"calibration profile has no optimizer parameters for {key}")
     p = np.asarray(params, dtype=np.float64)
-    nbytes = p * _OPT_BYTES[(optimizer, bool(master_weights))]
+    kind = "master" if master_weights else ("bf16" if param_dtype in ("bf16", "fp16") else "fp32")
+    nbytes = p * _OPT_BYTES[(optimizer, kind)]
     flops = p * _OPT_FLOPS[optimizer]
     r = K.memory_time(_hw(dev, "fp32"), prof.memory, nbytes * op.traffic, flops, 1.0, op.t0)
     return _cost(r.time, flops, nbytes, r.compute, r.memory)

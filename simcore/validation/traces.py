@@ -527,18 +527,24 @@ def fp32_weights(ans: list[Analysis]) -> bool:
     ]
     if lin:
         return bool(sum(t == "float" for t in lin) >= len(lin) / 3)
-    # recorded without shapes: the element type the optimizer's multi-tensor kernels update
-    # (``FusedAdamMathFunctor<float, ...>``, ``BinaryOpListAlphaFunctor<c10::BFloat16, ...>``)
+    # recorded without shapes: the element type the optimizer updates
+    return optimizer_element_type(ans) == "float"
+
+
+_FUNCTOR_TYPE = re.compile(r"Functor<(float|c10::BFloat16|c10::Half|double)\b")
+
+
+def optimizer_element_type(ans: list[Analysis]) -> str | None:
+    """The element type most of the traces' optimizer multi-tensor kernels update
+    (``FusedAdamMathFunctor<float, ...>``, ``BinaryOpListAlphaFunctor<c10::BFloat16, ...>``): the
+    parameters' and so, in PyTorch's optimizers, the moments' dtype; ``None`` where there are none."""
     types = [
         m.group(1)
         for a in ans
         for ev in a.trace.gpu_events
         if "multi_tensor_apply_kernel" in ev.name and (m := _FUNCTOR_TYPE.search(ev.name))
     ]
-    return bool(types) and sum(t == "float" for t in types) > len(types) / 2
-
-
-_FUNCTOR_TYPE = re.compile(r"Functor<(float|c10::BFloat16|c10::Half|double)\b")
+    return statistics.mode(types) if types else None
 
 
 def validate(
@@ -565,6 +571,8 @@ def validate(
     drop = dropout_p(ans)
     backend = sdpa_backend(ans)
     opt_impl = optimizer_impl(ans) if sc.kind == "training" else None
+    # PyTorch's optimizers on bf16 weights keep no fp32 master copy: they update bf16 params and moments
+    low_states = sc.kind == "training" and optimizer_element_type(ans) in ("c10::BFloat16", "c10::Half")
     record = profiler_record(ans[0].trace)
     for section, fld, value, shown, note in (
         # the kernels of replayed CUDA graphs correlate with a cudaGraphLaunch call
@@ -634,6 +642,14 @@ def validate(
             sc.kind == "inference" and any(generate_loop(list(a.trace.cpu_ops.values())) for a in ans),
             "predicted with runtime.decode_loop: generate (the trace's stopping criteria, aten::isin, are "
             "transformers' generate()); --set runtime.decode_loop=manual predicts a loop of forward passes",
+        ),
+        (
+            "training",
+            "master_weights",
+            False,
+            low_states,
+            "predicted with training.master_weights: false (the trace's optimizer updates bf16 parameters "
+            "and moments in place, no fp32 master copy); --set training.master_weights=true predicts one",
         ),
         # torch.optim's default on CUDA is the foreach update (one kernel per arithmetic step)
         (
