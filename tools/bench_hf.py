@@ -69,7 +69,11 @@ Qwen2 under fp16 with a ``GradScaler``, foreach AdamW and gradient clipping; Mis
 and gradient checkpointing; a Llama profiled with HTA's options and foreach AdamW; GPT-2 medium's
 prefill + decode at batch 4; ``generate()`` on Mixtral.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53] [--budget S] [--smoke]
+Round 54 (``--set prof_fit``): round 32's training fit runs (GPT-2 and Llama h1024, 2 and 8 layers, 1 x
+512 tokens) under the profiler's other option sets (with_stack; with_stack + profile_memory; that without
+shapes; profile_memory): the host of ``transformers`` layers under them, against round 32's rows.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -302,6 +306,24 @@ RUNS_R53 = [
 ]  # fmt: skip
 
 
+# round 54 (--set prof_fit): round 32's training fit runs under the profiler's other option sets
+_PROF_SETS = {
+    "stack": {"with_stack": True},
+    "stack_memory": {"with_stack": True, "profile_memory": True},
+    "stack_noshapes": {"record_shapes": False, "with_stack": True, "profile_memory": True},
+    "memory": {"profile_memory": True},
+}
+RUNS_PROF_FIT = [
+    (f"fit_train_{arch}_L{L}_{tag}", build_of(L), "train", 1, 512, {"prof": po})
+    for tag, po in _PROF_SETS.items()
+    for arch, build_of in (
+        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
+        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
+    )
+    for L in (2, 8)
+]
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -319,6 +341,7 @@ SETS = {
     "moe_fit": (RUNS_MOE_FIT, "r51"),
     "r52": (RUNS_R52, "r52"),
     "r53": (RUNS_R53, "r53"),
+    "prof_fit": (RUNS_PROF_FIT, "r54"),
 }
 
 
