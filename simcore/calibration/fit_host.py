@@ -166,8 +166,9 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             act_of[id(vals)] = r["act"]
             options = (r.get("profiler") or "").strip()
             if options:
-                if rec[0] == "single" and not rec[2] and (r.get("impl") or "reference") == "reference":
-                    by_options.setdefault(options, []).append(vals)
+                if rec[0] == "single" and not rec[2]:
+                    hf = (r.get("impl") or "reference") == "huggingface"
+                    by_options.setdefault(("hf_" if hf else "") + options, []).append(vals)
             elif r["act"].endswith("_moe"):
                 moe_recs.append(rec[1:])
             elif optimizer != "adamw_fused":
@@ -329,8 +330,10 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             )
     # the profiler's other options (with_stack, profile_memory, no record_shapes): the median over the
     # models of each kind of host time's units under them over its units in the same models' plain
-    # profiled steps of the same round (round 47's optimizer rows), ``profiler_<options>_<kind>``
-    base_rows = [v for vs in other_opt.values() for v in vs]
+    # profiled steps: simcore's layers against the same round's (round 47's optimizer rows),
+    # transformers' (round 54, ``profiler_hf_<options>_<kind>``) against round 32's fit rows
+    plain_rows = [v for vs in other_opt.values() for v in vs]
+    hf_plain = [v for _a, _sync, v in hf_rows]
     seg_of: dict[str, Callable[[dict[str, float]], float]] = {
         "train_fwd": lambda v: v["fwd_layer_s"] / v["probe_main_s"],
         "train_bwd": lambda v: v["bwd_layer_s"] / v["probe_bwd_s"],
@@ -339,6 +342,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         "step_end": lambda v: v["post_s"] / v["probe_main_s"],
     }
     for options, vs in sorted(by_options.items()):
+        base_rows = hf_plain if options.startswith("hf_") else plain_rows
         models = sorted({(act_of[id(v)], v["layers"]) for v in vs})
         for kind, seg in seg_of.items():
             ratios: list[float] = []

@@ -277,13 +277,19 @@ class ComputeProfile(_Frozen):
             return self.host_layer[f"profiled_{name}"] * scale
         return self.host_layer.get(name, default) * scale
 
-    def profiler_factor(self, record: Sequence[str], kind: str) -> float:
+    def profiler_factor(self, record: Sequence[str], kind: str, implementation: str = "reference") -> float:
         """How much the profiler's options beyond shapes (``record``: ``RuntimeSpec.profiler_record``)
         change ``kind`` of host time (``train_fwd``, ``train_bwd``, ``step_fwd``, ``step_bwd``,
         ``step_end``) against the shapes-only profiled steps the host entries were measured with:
-        ``profiler_<options>_<kind>`` (:func:`profiler_key`), 1 where not measured."""
+        ``profiler_<options>_<kind>`` (:func:`profiler_key`; ``profiler_hf_...`` for ``transformers``'
+        layers where measured), 1 where not measured."""
         key = profiler_key(record)
-        return self.host_layer.get(f"profiler_{key}_{kind}", 1.0) if key else 1.0
+        if not key:
+            return 1.0
+        own = self.host_layer.get(f"profiler_{key}_{kind}", 1.0)
+        return (
+            self.host_layer.get(f"profiler_hf_{key}_{kind}", own) if implementation == "huggingface" else own
+        )
 
     def optimizer_host(self, optimizer: str, impl: str, part: str, profiled: bool) -> float:
         """Host seconds of ``optimizer.step()``'s ``part`` (``fixed`` per step or ``per_tensor``) for

@@ -355,7 +355,7 @@ def evaluate(
     host_lag: Num = 0.0
 
     def pf(kind: str) -> float:
-        return prof.profiler_factor(profiler_record, kind) if profiler else 1.0
+        return prof.profiler_factor(profiler_record, kind, implementation) if profiler else 1.0
 
     # host seconds of one micro-batch's layers and of its work outside them, on a single stage
     h_layers: Num = 0.0
