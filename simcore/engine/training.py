@@ -431,6 +431,16 @@ def evaluate(
         # host time by its own measured ratio (rounds 47-48)
         h_f = h_f * pf("train_fwd")
         h_b = h_b * pf("train_bwd")
+        if lk.endswith("_moe") and lw.residual_bytes == 4.0:
+            # transformers' experts in fp32 (AMP): the fp32 grouped GEMM is a loop of per-expert GEMMs
+            # that reads each expert's token count on the host (round 50: 192 syncs a step), so the host
+            # waits while every expert GEMM runs: their GPU time adds to the layers' host time
+            experts = [
+                o for o in L.moe_block_fwd(model, lw) if o.kind == "gemm" and o.name.startswith("expert_")
+            ]
+            n_moe = pc.moe_layers / model.layers * layers_per_rank
+            h_f = h_f + n_moe * pricer.price(experts).total()
+            h_b = h_b + n_moe * pricer.price(L.backward(experts)).total()
         if "tp_ratio_fwd" not in host_cal:
             # without a measured TP layer: each collective the layer issues is one more host call
             floor = comm_call_host(cluster)
