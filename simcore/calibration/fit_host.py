@@ -333,7 +333,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     # profiled steps: simcore's layers against the same round's (round 47's optimizer rows),
     # transformers' (round 54, ``profiler_hf_<options>_<kind>``) against round 32's fit rows
     plain_rows = [v for vs in other_opt.values() for v in vs]
-    hf_plain = [v for _a, _sync, v in hf_rows]
+    hf_plain = [v for _a, v in hf_free]
     seg_of: dict[str, Callable[[dict[str, float]], float]] = {
         "train_fwd": lambda v: v["fwd_layer_s"] / v["probe_main_s"],
         "train_bwd": lambda v: v["bwd_layer_s"] / v["probe_bwd_s"],
@@ -350,7 +350,9 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                 under: list[float] = [
                     seg(v)
                     for v in vs
-                    if (act_of[id(v)], v["layers"]) == (act, layers) and v["probe_bwd_s"] > 0
+                    if (act_of[id(v)], v["layers"]) == (act, layers)
+                    and v["probe_main_s"] > 0
+                    and v["probe_bwd_s"] > 0
                 ]
                 plain: list[float] = [
                     seg(v)

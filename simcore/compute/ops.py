@@ -193,6 +193,8 @@ def gemm(
     ib = _dtype_bytes(dtype)
     ob = gemm_out_bytes(dtype)
     m_, n_, k_, b_ = (np.asarray(v, dtype=np.float64) for v in (m, n, k, batch))
+    if misaligned is not None:  # one layout per element of all five
+        m_, n_, k_, b_, misaligned = np.broadcast_arrays(m_, n_, k_, b_, np.asarray(misaligned, dtype=bool))
     mp = prof.memory if l2_reuse else None
     gp = prof.gemm_params(dtype)
     scale = clock_scale(dev, prof, "gemm", clock_hz)

@@ -431,16 +431,16 @@ def evaluate(
         # host time by its own measured ratio (rounds 47-48)
         h_f = h_f * pf("train_fwd")
         h_b = h_b * pf("train_bwd")
-        if lk.endswith("_moe") and lw.residual_bytes == 4.0:
-            # transformers' experts in fp32 (AMP): the fp32 grouped GEMM is a loop of per-expert GEMMs
-            # that reads each expert's token count on the host (round 50: 192 syncs a step), so the host
-            # waits while every expert GEMM runs: their GPU time adds to the layers' host time
+        if lk.endswith("_moe") and lw.fp32_experts:
+            # the fp32 grouped GEMM reads each expert's token count on the host (round 50: 192 syncs a
+            # step), so the host waits while every expert GEMM runs: their GPU time adds to the layers'
+            # host time (round 51's fit rows hold these waits at their own small size too: ~8 %)
             experts = [
                 o for o in L.moe_block_fwd(model, lw) if o.kind == "gemm" and o.name.startswith("expert_")
             ]
-            n_moe = pc.moe_layers / model.layers * layers_per_rank
-            h_f = h_f + n_moe * pricer.price(experts).total()
-            h_b = h_b + n_moe * pricer.price(L.backward(experts)).total()
+            moe_rank = pc.moe_layers / model.layers * layers_per_rank
+            h_f = h_f + moe_rank * pricer.price(experts).total()
+            h_b = h_b + moe_rank * pricer.price(L.backward(experts)).total()
         if "tp_ratio_fwd" not in host_cal:
             # without a measured TP layer: each collective the layer issues is one more host call
             floor = comm_call_host(cluster)
@@ -607,18 +607,18 @@ def evaluate(
     # gradients unscales them and checks for inf/NaN, and the host reads that flag before the update
     # (GradScaler.step's found_inf.item()): it waits for the GPU, so the update's host time is exposed
     loss_scaling = training.precision == "fp16"
+    unscale_t: Num = 0.0
     if loss_scaling:
         unscale = L.mem_op("mul", params_rank / np.where(zero >= 2, dp, 1.0), grad_b, "optimizer")
-        opt = opt + pricer.price([unscale]).total()
-    opt_gpu = opt
+        unscale_t = pricer.price([unscale]).total()
+    opt_gpu = opt + unscale_t
     h_opt: Num = 0.0
     h_end: Num = 0.0
     if layer_host and "adamw_fused_fixed" in host_cal:
         # AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections, MLP
         # matrices of each layer; embedding, head and final norm), fused or foreach as measured
         # (Hugging Face's GPT-2 also steps its biases and position embedding)
-        biased = implementation == "huggingface" and model.activation != "swiglu"
-        tensors = weight_tensors(model, np.ceil(layers_per_rank), gate_up, biased)
+        tensors = weight_tensors(model, np.ceil(layers_per_rank), gate_up, L.hf_biases(model, implementation))
 
         # (seconds entries through ComputeProfile.host: scaled by the profile's host speed)
         def h(name: str, default: float = 0.0) -> float:
@@ -646,6 +646,8 @@ def evaluate(
             )
             + wrapper_step("end")
         ) * pf("step_end")
+    # the host reads the inf flag after the unscale pass, then issues the update: nothing hides it
+    opt = opt + unscale_t
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost + h_end
 

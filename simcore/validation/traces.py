@@ -683,7 +683,8 @@ def validate(
             "runtime",
             "profiler_record",
             record,
-            all(a.trace.format == "kineto" for a in ans) and record != ["shapes"],
+            # (measured for training steps; an inference trace's host is priced as shapes alone)
+            sc.kind == "training" and all(a.trace.format == "kineto" for a in ans) and record != ["shapes"],
             f"predicted with runtime.profiler_record: [{', '.join(record)}] (what the trace's profiler "
             "recorded: shapes, Python stacks, memory events; each changes the host's time per op); "
             "--set runtime.profiler_record=[shapes] predicts a trace of shapes alone",

@@ -91,6 +91,14 @@ class Layout:
         return self.extra.get("impl") == "huggingface"
 
     @property
+    def fp32_experts(self) -> bool:
+        """``transformers``' experts (``torch._grouped_mm``, which autocast does not cast) run in the
+        residual stream's dtype: fp32 GEMMs under AMP with fp32 weights (round 50's Mixtral), eager.
+        On the H200 the fp32 grouped GEMM is a loop of per-expert GEMMs that reads each expert's token
+        count on the host."""
+        return self.hf_code and not self.fused and self.residual_bytes == 4.0
+
+    @property
     def dense_mask(self) -> bool:
         """Attention over a materialised causal mask: ``transformers`` builds a ``[b, 1, s, s]`` mask
         instead of passing ``is_causal`` when ``torch.compile`` traces it (its SDPA mask helper skips
@@ -237,10 +245,14 @@ def chain_op(name: str, numel: Num, fwd: list[Kernel], bwd: list[Kernel], catego
     return out
 
 
+def hf_biases(m: ModelSpec, implementation: str) -> bool:
+    """Whether the block's projections (and LayerNorms) carry biases: Hugging Face's GPT-2 family
+    (``Conv1D``; the Llama family and the reference layers are bias-free)."""
+    return implementation == "huggingface" and m.activation != "swiglu"
+
+
 def _biased(m: ModelSpec, lay: Layout) -> bool:
-    """Whether the block's projections carry biases: Hugging Face's GPT-2 family (``Conv1D``; the
-    Llama family and the reference layers are bias-free)."""
-    return lay.hf_code and m.activation != "swiglu"
+    return hf_biases(m, "huggingface" if lay.hf_code else "reference")
 
 
 def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
@@ -486,9 +498,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     a2a_bytes = T * moe.top_k * h * b
     ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     ops.append(mem_op("copy", routed * h, b, "moe_permute"))
-    # transformers' experts (torch._grouped_mm, which autocast does not cast) run in the residual
-    # stream's dtype: fp32 under AMP with fp32 weights (round 50's Mixtral: FFMA GEMMs)
-    wide = lay.hf_code and not lay.fused and lay.residual_bytes == 4.0
+    wide = lay.fp32_experts
     for op in mlp_block_fwd(m, lay, ffn=moe.expert_ffn_hidden, tokens=per_expert):
         args = dict(op.args)
         if op.kind == "gemm":
@@ -497,10 +507,19 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
                 args["dtype"] = "fp32"
             ops.append(Op("expert_" + op.name, op.kind, "gemm", args, op.count))
         else:
+            # every local expert's kernels, at fp32 width where the experts run fp32 (the backward's
+            # traffic follows from numel and elt, or scales like the forward's where it was given)
             grow = lay.residual_bytes / b if wide else 1.0
-            args["nbytes"] = op.args["nbytes"] * local_experts * grow
+            scale = local_experts * grow
+            args["nbytes"] = op.args["nbytes"] * scale
             args["flops"] = op.args["flops"] * local_experts
             args["numel"] = op.args["numel"] * local_experts
+            if wide:
+                args["elt"] = lay.residual_bytes
+            if "bwd_nbytes" in args:
+                args["bwd_nbytes"] = args["bwd_nbytes"] * scale
+            if "bwd_chain" in args:
+                args["bwd_chain"] = [(nb * scale, nm) for nb, nm in args["bwd_chain"]]
             ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))
     ops.append(mem_op("copy", routed * h, b, "moe_permute"))
     ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
@@ -570,44 +589,44 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
 def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
     """Attention written out of PyTorch ops (``transformers``' ``attn_implementation="eager"``): the
     keys and values repeated to every query head (GQA), ``Q K^T`` as a batched GEMM over the whole
-    ``s x kv`` score matrix (no causal skipping), the scale, the additive mask (in the residual stream's
-    dtype: fp32 under AMP, so the scores promote), softmax in fp32, the cast back, dropout where
-    trained with it, and ``P V``; each kernel's backward from its own traffic."""
+    ``s x kv`` score matrix (no causal skipping), the scale, the additive mask in training and prefill
+    (in the residual stream's dtype: fp32 under AMP, so the scores promote), softmax in fp32, the cast
+    back (none for fp32 activations), dropout where trained with it, and ``P V``; each kernel's
+    backward from its own traffic. The kernels are booked as ``gemm`` and ``elementwise``, the classes
+    a trace shows them in (so selective recompute and the attention-specific overlaps see no attention)."""
     s = layer_shape(m)
     t = lay.tp
     dt = lay.dtype
     b = lay.act_bytes
-    wide = lay.residual_bytes
     heads = s.heads / t
     q = lay.seq
     kv = lay.extra.get("kv_seq", lay.seq)
     bh = lay.micro_batch * heads
     scores = bh * q * kv
+    c = 1.0 / lay.cp
+    masked = "kv_seq" not in lay.extra
+    wide = lay.residual_bytes if masked else b  # the softmax's input: promoted by the mask, or the scores
     ops: list[Op] = []
     if s.kv_heads < s.heads:
         # repeat_kv: expand + reshape copies K and V to every query head; its backward sums them back
         numel = bh * kv * (s.head_dim + s.v_head_dim)
-        ops.append(fused_mem_op("copy", numel, b, 2 * b, 2 * b, "elementwise", bwd_name="copy"))
-    ops.append(_gemm("attn_scores", q, kv, s.head_dim, dt, "gemm", 1.0 / lay.cp, bh))
-    ops.append(
-        fused_mem_op("mul", scores, b, 2 * b, 2 * b, "elementwise", bwd_name="mul", count=1.0 / lay.cp)
-    )
-    if "kv_seq" not in lay.extra:
+        ops.append(fused_mem_op("copy", numel, b, 2 * b, 2 * b, "elementwise", bwd_name="copy", count=c))
+    ops.append(_gemm("attn_scores", q, kv, s.head_dim, dt, "gemm", c, bh))
+    ops.append(fused_mem_op("mul", scores, b, 2 * b, 2 * b, "elementwise", bwd_name="mul", count=c))
+    if masked:
         # the causal mask added to the scores: its gradient passes through, cast back to the scores' dtype
         ops.append(
-            fused_mem_op(
-                "add_mixed", scores, b, b + wide, wide + b, "elementwise", bwd_name="cast", count=1.0 / lay.cp
-            )
+            fused_mem_op("add_mixed", scores, b, b + wide, wide + b, "elementwise", bwd_name="cast", count=c)
         )
-    ops.append(fused_mem_op("softmax", scores, 4.0, wide + 4.0, 12.0, "elementwise", count=1.0 / lay.cp))
-    ops.append(
-        fused_mem_op(
-            "cast", scores, b, 4.0 + b, b + 4.0, "elementwise", bwd_name="cast_up", count=1.0 / lay.cp
+    ops.append(fused_mem_op("softmax", scores, 4.0, wide + 4.0, 12.0, "elementwise", count=c))
+    if b < 4.0:
+        ops.append(
+            fused_mem_op("cast", scores, b, 4.0 + b, b + 4.0, "elementwise", bwd_name="cast_up", count=c)
         )
-    )
     if lay.dropout > 0:
-        ops.append(dropout_op(scores, b))
-    ops.append(_gemm("attn_values", q, s.v_head_dim, kv, dt, "gemm", 1.0 / lay.cp, bh))
+        d = dropout_op(scores, b)
+        ops.append(Op(d.name, d.kind, d.category, d.args, c))
+    ops.append(_gemm("attn_values", q, s.v_head_dim, kv, dt, "gemm", c, bh))
     return ops
 
 

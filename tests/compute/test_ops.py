@@ -465,3 +465,10 @@ def test_misalignment_costs_tensor_core_gemms_only() -> None:
     odd, pad = (ops.gemm(H200, PROF, 4096, n, 768, "bf16").time_s for n in (50257, 50304))
     assert 3.5 < odd / pad < 6.5
     assert PROF.gemm_params("fp32").eff_misaligned > 0.9 > 0.5 > PROF.gemm_params("bf16").eff_misaligned
+
+
+def test_misaligned_flag_broadcasts_with_the_shapes() -> None:
+    """``misaligned`` is one more array over layouts: it broadcasts with m, n, k like they do."""
+    t = ops.gemm(H200, PROF, 4096, 768, 4096, "bf16", misaligned=np.array([False, True])).time_s
+    assert np.shape(t) == (2,) and t[1] > 3 * t[0]
+    assert t[0] == pytest.approx(ops.gemm(H200, PROF, 4096, 768, 4096, "bf16").time_s)
