@@ -73,7 +73,12 @@ Round 54 (``--set prof_fit``): round 32's training fit runs (GPT-2 and Llama h10
 512 tokens) under the profiler's other option sets (with_stack; with_stack + profile_memory; that without
 shapes; profile_memory): the host of ``transformers`` layers under them, against round 32's rows.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit] [--budget S] [--smoke]
+Round 55 (``--set r55``): held-apart runs after every change of stop 17 and its review: fp16 with a
+``GradScaler`` and fused AdamW (which takes the inf flag on the GPU: no host wait), GPT-2 with foreach
+AdamW under HTA's profiler options, Qwen2 ``generate()`` at batch 8, Mixtral with bf16 weights (the
+native grouped GEMM), and Llama at seq 4096 with clipping, foreach AdamW and gradient checkpointing.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -324,6 +329,17 @@ RUNS_PROF_FIT = [
 ]
 
 
+# round 55 (--set r55): held-apart runs after every change of stop 17 and its review
+RUNS_R55 = [
+    ("train_llama_L8_h2048_b2_fp16_fused", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048, {"fp16": True}),
+    ("train_gpt2_L12_b8_hta_foreach", lambda s: gpt2(12, 768, 12, s), "train", 8, 1024, {"prof": _HTA, "optim": "foreach"}),
+    ("generate_qwen2_L8_h2048_b8", lambda s: llama(**QWEN2, smoke=s, family="qwen2"), "generate", 8, (512, 8), {}),
+    ("train_mixtral_L4_h1024_e8_b4_bf16", lambda s: mixtral(4, 1024, 16, 4, 2048, 8, 2, s), "train", 4, 1024, {"bf16": True}),
+    ("train_llama_L8_h2048_b1_s4096_gc_clip_foreach", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 1, 4096,
+     {"gc": True, "clip": 1.0, "optim": "foreach"}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -342,6 +358,7 @@ SETS = {
     "r52": (RUNS_R52, "r52"),
     "r53": (RUNS_R53, "r53"),
     "prof_fit": (RUNS_PROF_FIT, "r54"),
+    "r55": (RUNS_R55, "r55"),
 }
 
 
