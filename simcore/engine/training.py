@@ -604,14 +604,18 @@ def evaluate(
         pricer.prof.launch_mode,
     )
     # fp16 trains with dynamic loss scaling (PyTorch's GradScaler, Megatron's): one more pass over the
-    # gradients unscales them and checks for inf/NaN, and the host reads that flag before the update
-    # (GradScaler.step's found_inf.item()): it waits for the GPU, so the update's host time is exposed
+    # gradients unscales them and checks for inf/NaN; for a foreach (or for-loop) optimizer the host
+    # reads that flag before the update (GradScaler.step's found_inf.item()): it waits for the GPU, so
+    # the update's host time is exposed. A fused optimizer takes the flag on the GPU: no wait (round
+    # 55's fp16 Llama with fused AdamW has no sync in its steps)
     loss_scaling = training.precision == "fp16"
+    loss_wait = loss_scaling and training.optimizer_impl != "fused"
     unscale_t: Num = 0.0
     if loss_scaling:
         unscale = L.mem_op("mul", params_rank / np.where(zero >= 2, dp, 1.0), grad_b, "optimizer")
         unscale_t = pricer.price([unscale]).total()
-    opt_gpu = opt + unscale_t
+    opt_update = opt
+    opt = opt_gpu = opt + unscale_t
     h_opt: Num = 0.0
     h_end: Num = 0.0
     if layer_host and "adamw_fused_fixed" in host_cal:
@@ -635,7 +639,9 @@ def evaluate(
         h_opt = np.where(zero3, dtensor_opt, plain_opt)
         # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward (none
         # left after loss scaling's wait)
-        opt = np.maximum(opt, h_opt - (0.0 if loss_scaling else host_lag))
+        # (a waiting host reads the inf flag after the unscale pass, then issues the update: nothing
+        # hides the unscale)
+        opt = unscale_t + np.maximum(opt_update, h_opt) if loss_wait else np.maximum(opt, h_opt - host_lag)
         # zero_grad and the loop after the optimizer: the GPU waits when the loop synchronizes
         h_end = (
             prof.host_of("step_end", profiler, implementation)
@@ -646,8 +652,6 @@ def evaluate(
             )
             + wrapper_step("end")
         ) * pf("step_end")
-    # the host reads the inf flag after the unscale pass, then issues the update: nothing hides it
-    opt = opt + unscale_t
 
     step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost + h_end
 
@@ -680,7 +684,7 @@ def evaluate(
     power_cap = breakdown_power_cap(cluster.device, prof, bd)
     bd["power_cap"] = power_cap
     step = step + power_cap
-    free = (np.asarray(pp, dtype=float) <= 1) & (layer_host and not step_sync and not loss_scaling)
+    free = (np.asarray(pp, dtype=float) <= 1) & (layer_host and not step_sync and not loss_wait)
     if np.any(free):
         # nothing synchronizes: the host runs ahead into the next step while the GPU finishes this one,
         # so in the steady state a single-stage step takes the larger of the two totals

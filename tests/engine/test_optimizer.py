@@ -62,3 +62,14 @@ def test_foreach_update_is_slower_and_fp16_loss_scaling_exposes_it() -> None:
     fp16 = predict(_scenario({"optimizer_impl": "foreach", "precision": "fp16"}))
     # the unscale pass and the host's wait for found_inf before the update
     assert fp16.step_time_s > bf16.step_time_s
+
+
+def test_a_fused_optimizer_takes_the_inf_flag_on_the_gpu() -> None:
+    """GradScaler passes found_inf to a fused optimizer's kernel (no host wait); a foreach one reads it
+    on the host first (round 55's fp16 Llama with fused AdamW: no sync in its steps)."""
+    fused16 = predict(_scenario({"optimizer_impl": "fused", "precision": "fp16"}, {"step_sync": False}))
+    fused_bf = predict(_scenario({"optimizer_impl": "fused", "precision": "bf16"}, {"step_sync": False}))
+    fe16 = predict(_scenario({"optimizer_impl": "foreach", "precision": "fp16"}, {"step_sync": False}))
+    fe_bf = predict(_scenario({"optimizer_impl": "foreach", "precision": "bf16"}, {"step_sync": False}))
+    # fused: only the unscale pass (GPU) is added; foreach: the wait exposes the update's host time
+    assert 0 <= fused16.step_time_s - fused_bf.step_time_s < fe16.step_time_s - fe_bf.step_time_s
