@@ -78,7 +78,10 @@ Round 55 (``--set r55``): held-apart runs after every change of stop 17 and its 
 AdamW under HTA's profiler options, Qwen2 ``generate()`` at batch 8, Mixtral with bf16 weights (the
 native grouped GEMM), and Llama at seq 4096 with clipping, foreach AdamW and gradient checkpointing.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55] [--budget S] [--smoke]
+Round 56 (``--set moe_fit_bf16``): round 51's Mixtral training fit runs with bf16 weights (no autocast:
+the native bf16 grouped GEMM, no per-expert host reads), twice: that path's host of an MoE layer.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -340,6 +343,15 @@ RUNS_R55 = [
 ]  # fmt: skip
 
 
+# round 56 (--set moe_fit_bf16): round 51's Mixtral training fit runs with bf16 weights (the native path)
+RUNS_MOE_FIT_BF16 = [
+    (f"fit_train_mixtral_L{L}_bf16_p{rep}", (lambda L: (lambda s: mixtral(L, 1024, 16, 4, 2048, 8, 2, s)))(L), "train", 1,
+     512, {"bf16": True})
+    for rep in (0, 1)
+    for L in (2, 8)
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -359,6 +371,7 @@ SETS = {
     "r53": (RUNS_R53, "r53"),
     "prof_fit": (RUNS_PROF_FIT, "r54"),
     "r55": (RUNS_R55, "r55"),
+    "moe_fit_bf16": (RUNS_MOE_FIT_BF16, "r56"),
 }
 
 
