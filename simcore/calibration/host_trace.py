@@ -89,10 +89,17 @@ MOE_OP = "aten::_grouped_mm"
 
 
 def _act_of(win: list[CpuOp]) -> str:
-    """The MLP of the ops' layers: ``swiglu`` where they call SiLU, else ``gelu``; ``_moe`` appended
-    where the experts' grouped GEMM runs (:data:`MOE_OP`): their host is an MoE layer's."""
+    """The MLP of the ops' layers: ``swiglu`` where they call SiLU, else ``gelu``; where the experts'
+    grouped GEMM runs (:data:`MOE_OP`) their host is an MoE layer's: ``_moe`` appended for fp32 inputs
+    (the fp32 grouped GEMM's loop of per-expert GEMMs, under AMP), ``_moe_native`` for others (the
+    native bf16 grouped GEMM)."""
     act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
-    return act + "_moe" if any(o.name == MOE_OP for o in win) else act
+    grouped = [o for o in win if o.name == MOE_OP]
+    if not grouped:
+        return act
+    fp32 = any(o.input_types and o.input_types[0] == "float" for o in grouped)
+    untyped = all(not o.input_types for o in grouped)
+    return act + ("_moe" if fp32 or untyped else "_moe_native")
 
 
 def layer_host_times(a: Analysis, prof: ComputeProfile) -> list[LayerHost]:

@@ -269,7 +269,11 @@ class ComputeProfile(_Frozen):
             # only part of a host time follows the CPU's per-op speed (the rest: driver launch calls,
             # thread hand-offs); ``probe_share_<kind>`` where measured (fit_host.step_host_costs)
             kind = (
-                base.removesuffix("_moe").removesuffix("_gelu").removesuffix("_swiglu").removesuffix("_layer")
+                base.removesuffix("_native")
+                .removesuffix("_moe")
+                .removesuffix("_gelu")
+                .removesuffix("_swiglu")
+                .removesuffix("_layer")
             )
             share = self.host_layer.get(f"probe_share_{kind}", 1.0)
             scale *= 1.0 - share + share * cpu
@@ -306,12 +310,14 @@ class ComputeProfile(_Frozen):
             return self.host(key, True) * self.host(ref, False) / max(self.host(ref, True), 1e-30)
         return self.host(f"adamw_fused_{part}", profiled)
 
-    def layer_key(self, act: str, moe: bool, implementation: str, entry: str) -> str:
-        """The block key of a model's host entries (``<entry>_<key>``): ``<act>_moe`` for
-        ``transformers``' mixture-of-experts layers where measured (``profiled_hf_<entry>_<act>_moe``,
-        round 51: about twice a dense layer's host), else ``act``."""
-        if moe and implementation == "huggingface" and f"profiled_hf_{entry}_{act}_moe" in self.host_layer:
-            return f"{act}_moe"
+    def layer_key(self, act: str, moe: str | None, implementation: str, entry: str) -> str:
+        """The block key of a model's host entries (``<entry>_<key>``): for ``transformers``'
+        mixture-of-experts layers ``<act>_<moe>`` where measured (``moe``: ``moe``, the fp32 grouped
+        GEMM's per-expert loop under AMP, round 51; ``moe_native``, the bf16 grouped GEMM, rounds 51
+        (inference) and 56 (training); ``profiled_hf_<entry>_<act>_<moe>``: about twice a dense layer's
+        host), else ``act``."""
+        if moe and implementation == "huggingface" and f"profiled_hf_{entry}_{act}_{moe}" in self.host_layer:
+            return f"{act}_{moe}"
         return act
 
     def host_of(self, name: str, profiled: bool, implementation: str) -> float:
@@ -327,7 +333,7 @@ class ComputeProfile(_Frozen):
             return self.host(f"hf_{name}")
         # an MoE layer's entries are measured under the profiler only: the dense layer's plain entry
         # at the MoE layer's profiled ratio to it
-        dense = name.replace("_moe", "")
+        dense = name.replace("_moe_native", "").replace("_moe", "")
         plain = self.host_layer.get(f"profiled_{dense}")
         return self.host(dense) * (self.host_layer[hf] / plain if plain else 1.0)
 

@@ -89,8 +89,10 @@ def evaluate(
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
     layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal
-    # transformers' MoE layers have their own host entries (round 51)
-    lk = prof.layer_key(act_key, model.moe is not None, implementation, "infer_decode")
+    # transformers' MoE layers have their own host entries (round 51: bf16 weights, the native grouped GEMM)
+    lk = prof.layer_key(
+        act_key, "moe_native" if model.moe is not None else None, implementation, "infer_decode"
+    )
     graph_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0) if framework == "cuda_graphs" else 0.0
     pricer = Pricer.for_layout(
         cluster,

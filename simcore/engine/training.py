@@ -255,8 +255,6 @@ def evaluate(
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
     compiled = framework == "compiled"
-    # transformers' MoE layers have their own host entries (round 51)
-    lk = prof.layer_key(act_key, model.moe is not None and not compiled, implementation, "train_fwd")
     # eager: measured per-layer host times; compiled (torch.compile): the same times scaled by the
     # compiled/eager ratio measured in one process (fit_host, round 14), where the profile has it
     layer_host = f"train_fwd_{act_key}" in host_cal and (
@@ -294,6 +292,10 @@ def evaluate(
             "attention_backend": attention_backend,
         },
     )
+    # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
+    # under AMP (round 51) or the native bf16 one (round 56)
+    moe_path = None if model.moe is None or compiled else ("moe" if lw.fp32_experts else "moe_native")
+    lk = prof.layer_key(act_key, moe_path, implementation, "train_fwd")
 
     pc = param_counts(model)
     vdiv = tp if lay.vocab_parallel else 1.0

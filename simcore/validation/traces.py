@@ -699,7 +699,8 @@ def validate(
     # the steadier GEMM-op probe of a no-grad pass, stated as aten::t at its code's ratio (rounds 42-43)
     hf_code = "hf_" if sc.runtime.implementation == "huggingface" else ""
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
-    act = _profile_of(sc).layer_key(act, sc.model.moe is not None, sc.runtime.implementation, "infer_decode")
+    moe = "moe_native" if sc.model.moe is not None else None
+    act = _profile_of(sc).layer_key(act, moe, sc.runtime.implementation, "infer_decode")
     gemm_probe = f"probe_linear_ratio_infer_{hf_code}{act}" if inference else None
     cpu = _cpu_speed(ans, inference, host_model, gemm_probe) if has_ref else None
     synced = [step_synchronized(a) for a in ans]

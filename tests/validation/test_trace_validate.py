@@ -60,7 +60,7 @@ def test_validate_real_traces(name: str) -> None:
                 f"probe_linear_ratio_infer_{'hf_' if d['runtime']['implementation'] == 'huggingface' else ''}"
                 + _profile_of(sc).layer_key(
                     "swiglu" if sc.model.activation == "swiglu" else "gelu",
-                    sc.model.moe is not None,
+                    "moe_native" if sc.model.moe is not None else None,
                     d["runtime"]["implementation"],
                     "infer_decode",
                 )
