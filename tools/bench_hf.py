@@ -81,7 +81,10 @@ native grouped GEMM), and Llama at seq 4096 with clipping, foreach AdamW and gra
 Round 56 (``--set moe_fit_bf16``): round 51's Mixtral training fit runs with bf16 weights (no autocast:
 the native bf16 grouped GEMM, no per-expert host reads), twice: that path's host of an MoE layer.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16] [--budget S] [--smoke]
+Round 57 (``--set r57``): held-apart runs after every change of stop 17: a 16-layer Llama, GPT-2 large,
+Qwen2 inference at batch 16, a compiled Llama with foreach AdamW, Mistral with bf16 weights and SGD.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -352,6 +355,18 @@ RUNS_MOE_FIT_BF16 = [
 ]  # fmt: skip
 
 
+# round 57 (--set r57): held-apart runs after every change of stop 17
+RUNS_R57 = [
+    ("train_llama_L16_h2048_b1", lambda s: llama(16, 2048, 32, 8, 8192, 32000, s), "train", 1, 2048, {}),
+    ("train_gpt2_L36_h1280_b2", lambda s: gpt2(36, 1280, 20, s), "train", 2, 1024, {}),
+    ("infer_qwen2_L8_h2048_b16", lambda s: llama(**QWEN2, smoke=s, family="qwen2"), "infer", 16, (256, 8), {}),
+    ("train_llama_L8_h2048_b2_compiled_foreach", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048,
+     {"compile": True, "optim": "foreach"}),
+    ("train_mistral_L8_h2048_b4_bf16_sgd", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, "mistral"), "train", 4, 1024,
+     {"bf16": True, "optim": "sgd"}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -372,6 +387,7 @@ SETS = {
     "prof_fit": (RUNS_PROF_FIT, "r54"),
     "r55": (RUNS_R55, "r55"),
     "moe_fit_bf16": (RUNS_MOE_FIT_BF16, "r56"),
+    "r57": (RUNS_R57, "r57"),
 }
 
 
