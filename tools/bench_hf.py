@@ -84,7 +84,10 @@ the native bf16 grouped GEMM, no per-expert host reads), twice: that path's host
 Round 57 (``--set r57``): held-apart runs after every change of stop 17: a 16-layer Llama, GPT-2 large,
 Qwen2 inference at batch 16, a compiled Llama with foreach AdamW, Mistral with bf16 weights and SGD.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57] [--budget S] [--smoke]
+Round 58 (``--set fit_bf16``): round 32's training fit runs with bf16 weights and no autocast, twice: the
+host of ``transformers`` layers without autocast's per-op dispatch and casts, against round 32's rows.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -367,6 +370,18 @@ RUNS_R57 = [
 ]  # fmt: skip
 
 
+# round 58 (--set fit_bf16): round 32's training fit runs with bf16 weights (no autocast)
+RUNS_FIT_BF16 = [
+    (f"fit_train_{arch}_L{L}_bf16_p{rep}", build_of(L), "train", 1, 512, {"bf16": True})
+    for rep in (0, 1)
+    for arch, build_of in (
+        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
+        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
+    )
+    for L in (2, 8)
+]
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -388,6 +403,7 @@ SETS = {
     "r55": (RUNS_R55, "r55"),
     "moe_fit_bf16": (RUNS_MOE_FIT_BF16, "r56"),
     "r57": (RUNS_R57, "r57"),
+    "fit_bf16": (RUNS_FIT_BF16, "r58"),
 }
 
 
