@@ -165,6 +165,9 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             optimizer = (r.get("optimizer") or "adamw_fused").strip()
             act_of[id(vals)] = r["act"]
             options = (r.get("profiler") or "").strip()
+            if (r.get("weights") or "fp32").strip() == "bf16" and not options and "_moe" not in r["act"]:
+                # bf16 weights, no autocast (round 58): their ratio like an option set's
+                options = "weights:bf16"
             if options:
                 if rec[0] == "single" and not rec[2]:
                     hf = (r.get("impl") or "reference") == "huggingface"
@@ -364,7 +367,14 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                 if under and plain and statistics.median(plain) > 0:
                     ratios.append(statistics.median(under) / statistics.median(plain))
             if ratios:
-                out[f"profiler_{options}_{kind}"] = statistics.median(ratios)
+                name = options.removeprefix("hf_")
+                pre = "hf_" if options.startswith("hf_") else ""
+                key = (
+                    f"weights_{pre}{name.split(':', 1)[1]}_{kind}"
+                    if name.startswith("weights:")
+                    else f"profiler_{options}_{kind}"
+                )
+                out[key] = statistics.median(ratios)
 
     # optimizer.step(): a line over the parameter tensors in probe units, per optimizer and
     # implementation (fused AdamW from the rows above; torch.optim's foreach AdamW and SGD, round 47)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.classify import Analysis, Step
+from simcore.calibration.classify import Analysis, Step, fp32_weights
 from simcore.calibration.profile import ComputeProfile, profiler_key
 from simcore.calibration.traces.model import CpuOp, Trace
 
@@ -360,6 +360,9 @@ class StepHost(_Row):
     profiler: str = ""
     """The profiler's options beyond shapes (:func:`profiler_key`: ``""``, ``stack``, ``memory``,
     ``stack_memory``, ``noshapes_stack_memory``, ...)."""
+    weights: str = "fp32"
+    """The weights' dtype: ``fp32`` (PyTorch AMP: autocast casts them for each op) or ``bf16`` (no
+    autocast), by :func:`classify.fp32_weights`."""
 
 
 STEP_HOST_COLUMNS = columns(StepHost)
@@ -407,6 +410,7 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
     )
     calls = [c for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
     key = profiler_key(profiler_record(a.trace))
+    weights = "fp32" if fp32_weights([a]) else "bf16"
     out: list[StepHost] = []
     for st, lo, hi, win in _step_windows(a):
         bwd_nodes = [o for o in win if o.name.startswith(_BWD_NORM)]
@@ -457,6 +461,7 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
                 impl="huggingface" if hf_layers(win) else "reference",
                 optimizer=optimizer_of(opt.name, [o for o in win if opt.ts <= o.ts <= opt.ts + opt.dur]),
                 profiler=key,
+                weights=weights,
             )
         )
     return out

@@ -357,7 +357,11 @@ def evaluate(
     host_lag: Num = 0.0
 
     def pf(kind: str) -> float:
-        return prof.profiler_factor(profiler_record, kind, implementation) if profiler else 1.0
+        """The profiler's options' and the weights' dtype's factor on ``kind`` of host time (the native
+        MoE entries were measured with bf16 weights already)."""
+        dtype = "fp32" if training.precision == "fp32" or lk.endswith("_native") else param_dtype
+        w = prof.weights_factor(dtype, kind, implementation)
+        return w * (prof.profiler_factor(profiler_record, kind, implementation) if profiler else 1.0)
 
     # host seconds of one micro-batch's layers and of its work outside them, on a single stage
     h_layers: Num = 0.0

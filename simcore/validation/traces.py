@@ -15,14 +15,13 @@ with :func:`simcore.predict`, and compares:
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.classify import Analysis, attention_shape
+from simcore.calibration.classify import Analysis, attention_shape, fp32_weights, optimizer_element_type
 from simcore.calibration.fit_host import thread_probe
 from simcore.calibration.host_trace import (
     SYNC_CALLS,
@@ -373,7 +372,6 @@ def shape_label(s: dict[str, Any]) -> str:
     return ""
 
 
-_ACC_GRAD = "torch::autograd::AccumulateGrad"
 _INDUCTOR_PREFIXES = ("triton_poi_fused", "triton_per_fused", "triton_red_fused")
 
 
@@ -504,47 +502,6 @@ def dropout_p(ans: list[Analysis]) -> float:
     ps = ps or [p for p in attn if p > 0]
     p = statistics.median(ps) if ps else 0.0
     return p if 0.0 < p < 1.0 else 0.0
-
-
-def fp32_weights(ans: list[Analysis]) -> bool:
-    """Whether the traces' weights are fp32 (PyTorch AMP: autocast casts them for each GEMM), where
-    they recorded input types: most gradients reach ``AccumulateGrad`` as float (eager and compiled),
-    or, with no backward, the ``aten::linear`` calls take float weights (each AMP call records the
-    float call and, inside it, the one autocast makes with the cast weight: half of them)."""
-    grads = [
-        o.input_types[0]
-        for a in ans
-        for o in a.trace.cpu_ops.values()
-        if o.name == _ACC_GRAD and o.input_types
-    ]
-    if grads:
-        return bool(sum(t == "float" for t in grads) > len(grads) / 2)
-    lin = [
-        o.input_types[1]
-        for a in ans
-        for o in a.trace.cpu_ops.values()
-        if o.name == "aten::linear" and o.input_types and len(o.input_types) > 1
-    ]
-    if lin:
-        return bool(sum(t == "float" for t in lin) >= len(lin) / 3)
-    # recorded without shapes: the element type the optimizer updates
-    return optimizer_element_type(ans) == "float"
-
-
-_FUNCTOR_TYPE = re.compile(r"Functor<(float|c10::BFloat16|c10::Half|double)\b")
-
-
-def optimizer_element_type(ans: list[Analysis]) -> str | None:
-    """The element type most of the traces' optimizer multi-tensor kernels update
-    (``FusedAdamMathFunctor<float, ...>``, ``BinaryOpListAlphaFunctor<c10::BFloat16, ...>``): the
-    parameters' and so, in PyTorch's optimizers, the moments' dtype; ``None`` where there are none."""
-    types = [
-        m.group(1)
-        for a in ans
-        for ev in a.trace.gpu_events
-        if "multi_tensor_apply_kernel" in ev.name and (m := _FUNCTOR_TYPE.search(ev.name))
-    ]
-    return statistics.mode(types) if types else None
 
 
 def validate(

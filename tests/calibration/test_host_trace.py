@@ -212,7 +212,9 @@ def test_committed_step_csvs_reproduce() -> None:
     steps = _csv_rows(H200 / "host_steps.csv.gz")
     # round 25's rows predate the GEMM-op columns (round 45) and the optimizer column (round 47)
     cols = tuple(
-        c for c in STEP_HOST_COLUMNS if c not in ("linear_main_s", "mm_bwd_s", "optimizer", "profiler")
+        c
+        for c in STEP_HOST_COLUMNS
+        if c not in ("linear_main_s", "mm_bwd_s", "optimizer", "profiler", "weights")
     )
     assert tuple(steps[0]) == cols and len(steps) == 32
     assert all(float(r[k]) > 0 for r in steps for k in ("fwd_layer_s", "bwd_layer_s", "probe_main_s"))
@@ -224,8 +226,11 @@ def test_committed_step_csvs_reproduce() -> None:
     assert {r["profiler"] for r in r47} == {""}
     # rounds 47-48's fit points under the profiler's other options, told apart by what the traces hold
     opts = _csv_rows(H200 / "host_steps_profiler.csv.gz")
-    assert {r["profiler"] for r in opts} == {"stack", "memory", "stack_memory", "noshapes_stack_memory"}
+    assert {r["profiler"] for r in opts} == {"", "stack", "memory", "stack_memory", "noshapes_stack_memory"}
     assert all(("noshapes" in r["trace"]) == r["profiler"].startswith("noshapes") for r in opts)
+    # round 58's transformers fit runs with bf16 weights (no autocast), told apart by their gradients' dtype
+    assert all((r["weights"] == "bf16") == ("bf16" in r["trace"]) for r in opts)
+    assert all(r["profiler"] == "" for r in opts if r["weights"] == "bf16")
     dec = _csv_rows(H200 / "host_decode.csv.gz")
     # round 25's rows predate the aten::linear probe (round 42's have it, and prefill passes)
     old = tuple(c for c in DECODE_HOST_COLUMNS if c != "linear_main_s")
