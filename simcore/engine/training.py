@@ -357,9 +357,9 @@ def evaluate(
     host_lag: Num = 0.0
 
     def pf(kind: str) -> float:
-        """The profiler's options' and the weights' dtype's factor on ``kind`` of host time (the native
-        MoE entries were measured with bf16 weights already)."""
-        dtype = "fp32" if training.precision == "fp32" or lk.endswith("_native") else param_dtype
+        """The profiler's options' and the weights' dtype's factor on ``kind`` of host time (measured on
+        eager layers; the native MoE entries were measured with bf16 weights already)."""
+        dtype = "fp32" if training.precision == "fp32" or compiled or lk.endswith("_native") else param_dtype
         w = prof.weights_factor(dtype, kind, implementation)
         return w * (prof.profiler_factor(profiler_record, kind, implementation) if profiler else 1.0)
 
