@@ -148,6 +148,13 @@ def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: 
     return getattr(transformers, f"{name}ForCausalLM")(cfg), cfg
 
 
+# round 32's fit models, by their layer count: GPT-2 small's layers and a Llama of h 1024
+FIT_MODELS = (
+    ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
+    ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
+)
+
+
 # (name, builder, kind, batch, seq or (prompt, new tokens), options)
 RUNS = [
     ("train_gpt2_L12_b8", lambda s: gpt2(12, 768, 12, s), "train", 8, 1024, {}),
@@ -166,10 +173,7 @@ RUNS = [
 RUNS_FIT = [
     (f"fit_{kind}_{arch}_L{L}_p{rep}", build, kind, 1, (512 if kind == "train" else (128, 8)), {})
     for rep in (0, 1)
-    for arch, build_of in (
-        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
-        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
-    )
+    for arch, build_of in FIT_MODELS
     for L in (2, 8)
     for kind, build in (("train", build_of(L)), ("infer", build_of(L)))
 ]
@@ -178,10 +182,7 @@ RUNS_FIT = [
 # round 33 (--set decode): decode host vs batch and context (does a layer's host depend on them?)
 RUNS_DECODE = [
     (f"dec_{arch}_L{L}_b{b}_p{p}", build_of(L), "infer", b, (p, 8), {})
-    for arch, build_of in (
-        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
-        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
-    )
+    for arch, build_of in FIT_MODELS
     for L in (2, 8)
     for b, p in ((1, 128), (4, 128), (1, 512), (4, 512), (16, 512))
 ]
@@ -199,10 +200,7 @@ RUNS_GENERATE = [
 RUNS_GENERATE_FIT = [
     (f"genfit_{arch}_L{L}_p{rep}", build_of(L), "generate", 1, (128, 8), {})
     for rep in (0, 1)
-    for arch, build_of in (
-        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
-        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
-    )
+    for arch, build_of in FIT_MODELS
     for L in (2, 8)
 ]
 
@@ -223,10 +221,7 @@ RUNS_R36 = [
 RUNS_TOKENS = [
     (f"tok_train_{arch}_L{L}_b{b}_s{seq}_p{rep}", build_of(L), "train", b, seq, {})
     for rep in (0, 1)
-    for arch, build_of in (
-        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
-        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
-    )
+    for arch, build_of in FIT_MODELS
     for L in (2, 8)
     for b, seq in ((1, 512), (2, 1024), (8, 1024))
 ]
@@ -330,10 +325,7 @@ _PROF_SETS = {
 RUNS_PROF_FIT = [
     (f"fit_train_{arch}_L{L}_{tag}", build_of(L), "train", 1, 512, {"prof": po})
     for tag, po in _PROF_SETS.items()
-    for arch, build_of in (
-        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
-        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
-    )
+    for arch, build_of in FIT_MODELS
     for L in (2, 8)
 ]
 
@@ -374,10 +366,7 @@ RUNS_R57 = [
 RUNS_FIT_BF16 = [
     (f"fit_train_{arch}_L{L}_bf16_p{rep}", build_of(L), "train", 1, 512, {"bf16": True})
     for rep in (0, 1)
-    for arch, build_of in (
-        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s))),
-        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s))),
-    )
+    for arch, build_of in FIT_MODELS
     for L in (2, 8)
 ]
 

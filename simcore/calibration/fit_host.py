@@ -164,20 +164,22 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             group_of[id(vals)] = _run_of(r.get("trace", ""))
             optimizer = (r.get("optimizer") or "adamw_fused").strip()
             act_of[id(vals)] = r["act"]
+            hf = (r.get("impl") or "reference") == "huggingface"
             options = (r.get("profiler") or "").strip()
-            if (r.get("weights") or "fp32").strip() == "bf16" and not options and "_moe" not in r["act"]:
-                # bf16 weights, no autocast (round 58): their ratio like an option set's
-                options = "weights:bf16"
-            if options:
+            # the host-layer prefix a row's ratios go to: the profiler's other options, or bf16 weights
+            # without autocast (round 58)
+            ratio_key = f"profiler_{'hf_' if hf else ''}{options}" if options else ""
+            if not options and (r.get("weights") or "fp32").strip() == "bf16" and "_moe" not in r["act"]:
+                ratio_key = f"weights_{'hf_' if hf else ''}bf16"
+            if ratio_key:
                 if rec[0] == "single" and not rec[2]:
-                    hf = (r.get("impl") or "reference") == "huggingface"
-                    by_options.setdefault(("hf_" if hf else "") + options, []).append(vals)
+                    by_options.setdefault(ratio_key, []).append(vals)
             elif "_moe" in r["act"]:
                 moe_recs.append(rec[1:])
             elif optimizer != "adamw_fused":
-                if rec[0] == "single" and not rec[2] and (r.get("impl") or "reference") == "reference":
+                if rec[0] == "single" and not rec[2] and not hf:
                     other_opt.setdefault(optimizer, []).append(vals)
-            elif (r.get("impl") or "reference") == "huggingface":
+            elif hf:
                 hf_rows.append(rec[1:])
             else:
                 every.append(rec)
@@ -344,37 +346,28 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         "step_bwd": lambda v: (v["bhead_s"] + v["tail_s"]) / v["probe_bwd_s"],
         "step_end": lambda v: v["post_s"] / v["probe_main_s"],
     }
-    for options, vs in sorted(by_options.items()):
-        base_rows = hf_plain if options.startswith("hf_") else plain_rows
+
+    def of_model(
+        rows: list[dict[str, float]], model: tuple[str, float], seg: Callable[[dict[str, float]], float]
+    ) -> list[float]:
+        """``seg`` of the rows of one model (MLP kind, layer count) that have both probes."""
+        return [
+            seg(v)
+            for v in rows
+            if (act_of[id(v)], v["layers"]) == model and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
+        ]
+
+    for ratio_key, vs in sorted(by_options.items()):
+        base_rows = hf_plain if "_hf_" in ratio_key else plain_rows
         models = sorted({(act_of[id(v)], v["layers"]) for v in vs})
         for kind, seg in seg_of.items():
             ratios: list[float] = []
-            for act, layers in models:
-                under: list[float] = [
-                    seg(v)
-                    for v in vs
-                    if (act_of[id(v)], v["layers"]) == (act, layers)
-                    and v["probe_main_s"] > 0
-                    and v["probe_bwd_s"] > 0
-                ]
-                plain: list[float] = [
-                    seg(v)
-                    for v in base_rows
-                    if (act_of[id(v)], v["layers"]) == (act, layers)
-                    and v["probe_main_s"] > 0
-                    and v["probe_bwd_s"] > 0
-                ]
+            for model in models:
+                under, plain = of_model(vs, model, seg), of_model(base_rows, model, seg)
                 if under and plain and statistics.median(plain) > 0:
                     ratios.append(statistics.median(under) / statistics.median(plain))
             if ratios:
-                name = options.removeprefix("hf_")
-                pre = "hf_" if options.startswith("hf_") else ""
-                key = (
-                    f"weights_{pre}{name.split(':', 1)[1]}_{kind}"
-                    if name.startswith("weights:")
-                    else f"profiler_{options}_{kind}"
-                )
-                out[key] = statistics.median(ratios)
+                out[f"{ratio_key}_{kind}"] = statistics.median(ratios)
 
     # optimizer.step(): a line over the parameter tensors in probe units, per optimizer and
     # implementation (fused AdamW from the rows above; torch.optim's foreach AdamW and SGD, round 47)

@@ -368,11 +368,15 @@ class StepHost(_Row):
 STEP_HOST_COLUMNS = columns(StepHost)
 
 
+FUSED_OPTIMIZER_OPS = ("aten::_fused_adam", "aten::_fused_sgd")
+"""Name prefixes of a fused optimizer's update op (``aten::_fused_adamw_``, ``aten::_fused_sgd_``)."""
+
+
 def optimizer_of(name: str, ops: list[CpuOp]) -> str:
     """``<optimizer>_<fused|foreach>`` of an ``Optimizer.step#AdamW.step`` range and the ops in it."""
     cls = name.split("#", 1)[-1].split(".", 1)[0].lower()
     opt = "sgd" if cls == "sgd" else "adamw"
-    fused = any(o.name.startswith(("aten::_fused_adam", "aten::_fused_sgd")) for o in ops)
+    fused = any(o.name.startswith(FUSED_OPTIMIZER_OPS) for o in ops)
     return f"{opt}_{'fused' if fused else 'foreach'}"
 
 

@@ -437,8 +437,8 @@ def evaluate(
         # host time by its own measured ratio (rounds 47-48)
         h_f = h_f * pf("train_fwd")
         h_b = h_b * pf("train_bwd")
-        if lk.endswith("_moe") and lw.fp32_experts:
-            # the fp32 grouped GEMM reads each expert's token count on the host (round 50: 192 syncs a
+        if lk.endswith("_moe"):
+            # (the fp32 experts' path: ``moe_path``) the fp32 grouped GEMM reads each expert's token count on the host (round 50: 192 syncs a
             # step), so the host waits while every expert GEMM runs: their GPU time adds to the layers'
             # host time (round 51's fit rows hold these waits at their own small size too: ~8 %)
             experts = [
@@ -643,10 +643,9 @@ def evaluate(
             + h("adamw_fused_dtensor_per_tensor", default=h("adamw_fused_per_tensor")) * tensors
         )
         h_opt = np.where(zero3, dtensor_opt, plain_opt)
-        # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward (none
-        # left after loss scaling's wait)
-        # (a waiting host reads the inf flag after the unscale pass, then issues the update: nothing
-        # hides the unscale)
+        # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward; after
+        # loss scaling's wait it reads the inf flag once the unscale pass is done, then issues the
+        # update: no lead, and nothing hides the unscale
         opt = unscale_t + np.maximum(opt_update, h_opt) if loss_wait else np.maximum(opt, h_opt - host_lag)
         # zero_grad and the loop after the optimizer: the GPU waits when the loop synchronizes
         h_end = (

@@ -24,6 +24,7 @@ from typing import Any
 from simcore.calibration.classify import Analysis, attention_shape, fp32_weights, optimizer_element_type
 from simcore.calibration.fit_host import thread_probe
 from simcore.calibration.host_trace import (
+    FUSED_OPTIMIZER_OPS,
     SYNC_CALLS,
     OpSpeed,
     compiled_op_speed,
@@ -474,7 +475,7 @@ def optimizer_impl(ans: list[Analysis]) -> str | None:
     ``foreach`` (``torch.optim``'s multi-tensor update ops and no fused one), ``None`` where neither
     shows (no optimizer step profiled, or a for-loop implementation)."""
     names = {o.name for a in ans for o in a.trace.cpu_ops.values()}
-    if any(n.startswith(("aten::_fused_adam", "aten::_fused_sgd")) for n in names):
+    if any(n.startswith(FUSED_OPTIMIZER_OPS) for n in names):
         return "fused"
     if names & set(_FOREACH_UPDATE_OPS):
         return "foreach"
@@ -648,7 +649,8 @@ def validate(
         ),
     ):
         sc = _assume(sc, section, fld, value, shown, note, overrides, assumed)
-    host_model = _profile_of(sc).host_layer
+    prof = _profile_of(sc)
+    host_model = prof.host_layer
     # the CPU speed scales a host model measured at a known probe; a loop that never syncs is priced as
     # one only for an eager or compiled single-stage step with a per-layer host model
     inference = sc.kind == "inference"
@@ -657,7 +659,7 @@ def validate(
     hf_code = "hf_" if sc.runtime.implementation == "huggingface" else ""
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     moe = "moe_native" if sc.model.moe is not None else None
-    act = _profile_of(sc).layer_key(act, moe, sc.runtime.implementation, "infer_decode")
+    act = prof.layer_key(act, moe, sc.runtime.implementation, "infer_decode")
     gemm_probe = f"probe_linear_ratio_infer_{hf_code}{act}" if inference else None
     cpu = _cpu_speed(ans, inference, host_model, gemm_probe) if has_ref else None
     synced = [step_synchronized(a) for a in ans]

@@ -252,7 +252,7 @@ def hf_biases(m: ModelSpec, implementation: str) -> bool:
 
 
 def _biased(m: ModelSpec, lay: Layout) -> bool:
-    return hf_biases(m, "huggingface" if lay.hf_code else "reference")
+    return hf_biases(m, str(lay.extra.get("impl", "reference")))
 
 
 def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
