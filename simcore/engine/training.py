@@ -440,7 +440,8 @@ def evaluate(
         if lk.endswith("_moe"):
             # (the fp32 experts' path: ``moe_path``) the fp32 grouped GEMM reads each expert's token count on the host (round 50: 192 syncs a
             # step), so the host waits while every expert GEMM runs: their GPU time adds to the layers'
-            # host time (round 51's fit rows hold these waits at their own small size too: ~8 %)
+            # host time (round 51's fit rows hold these waits too, at their own small token count: a
+            # known double count of a few percent of the layers' host)
             experts = [
                 o for o in L.moe_block_fwd(model, lw) if o.kind == "gemm" and o.name.startswith("expert_")
             ]
