@@ -19,7 +19,11 @@ Rows in ``bench_ops.py``'s CSV layout (``kind=attention``), eager calls and, for
 50 us without dropout, CUDA-graph replays. ``--choice OUT2`` writes which backend an unforced call picks
 per shape (``torch._fused_sdp_choice``), with and without a mask / dropout.
 
-  python tools/bench_attention.py --out attention.csv [--choice sdpa_choice.csv] [--smoke]
+Round 59 (``--set efficient``): the memory-efficient kernels (``sdpa_efficient``, ``..._mask``), fp32 and
+bf16, K/V repeated to every head: PyTorch's only fused attention for fp32 tensors (round 48's fp32
+GPT-2 ran ``aten::_efficient_attention_forward``), at the same training and decode shapes.
+
+  python tools/bench_attention.py --out attention.csv [--set r40|efficient] [--choice sdpa_choice.csv] [--smoke]
 """
 
 from __future__ import annotations
@@ -59,20 +63,22 @@ DECODE = [
 def ctx(backend: str):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    return sdpa_kernel([SDPBackend.CUDNN_ATTENTION if backend == "cudnn" else SDPBackend.FLASH_ATTENTION])
+    return sdpa_kernel({"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}.get(
+        backend, SDPBackend.FLASH_ATTENTION))
 
 
-def record(out: CsvOut, dev: torch.device, fn, smoke: bool, graph_ok: bool, **row) -> None:
+def record(out: CsvOut, dev: torch.device, fn, smoke: bool, graph_ok: bool, dtype: str = "bf16", **row) -> None:
     fn()
     t, _n, _spread = time_eager(fn, dev, target=0.002 if smoke else 0.01, reps=3 if smoke else 5)
-    out.row(time_s=t, framework="eager", kind="attention", dtype="bf16", **row)
+    out.row(time_s=t, framework="eager", kind="attention", dtype=dtype, **row)
     if graph_ok and dev.type == "cuda" and t < GRAPH_BELOW:
         tg = time_graph(fn, dev, int(min(200, max(20, 2e-3 / t))))
-        out.row(time_s=tg, framework="cuda_graphs", kind="attention", dtype="bf16", **row)
+        out.row(time_s=tg, framework="cuda_graphs", kind="attention", dtype=dtype, **row)
 
 
-def point(out, dev, smoke, backend, b, h, kvh, s, skv, d, causal, mask, drop, bwd) -> None:
-    bf = torch.bfloat16
+def point(out, dev, smoke, backend, b, h, kvh, s, skv, d, causal, mask, drop, bwd, dtype="bf16") -> None:
+    bf = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    e = 4 if dtype == "fp32" else 2
     q = torch.randn(b, h, s, d, device=dev, dtype=bf)
     k = torch.randn(b, kvh, skv, d, device=dev, dtype=bf)
     v = torch.randn(b, kvh, skv, d, device=dev, dtype=bf)
@@ -84,8 +90,8 @@ def point(out, dev, smoke, backend, b, h, kvh, s, skv, d, causal, mask, drop, bw
     name = f"sdpa_{backend}" + ("_mask" if mask else "") + ("_drop" if drop else "")
     frac = 0.5 if causal or mask else 1.0
     fl = 4 * b * h * s * skv * d * frac
-    qo = 2 * b * h * s * d * 2
-    kvb = 2 * b * kvh * skv * d * 2
+    qo = 2 * b * h * s * d * e
+    kvb = 2 * b * kvh * skv * d * e
     row = dict(batch=b, heads=h, kv_heads=kvh, seq=s, kv_seq=skv, head_dim=d, causal=int(causal), name=name)
     p = 0.1 if drop else 0.0
     c = ctx(backend) if not smoke else torch.no_grad() if not bwd else torch.enable_grad()
@@ -93,7 +99,7 @@ def point(out, dev, smoke, backend, b, h, kvh, s, skv, d, causal, mask, drop, bw
         def fwd():
             return F.scaled_dot_product_attention(q, k, v, attn_mask=am, dropout_p=p, is_causal=causal, **kw)
 
-        record(out, dev, fwd, smoke, graph_ok=not drop, backward=0, bytes=qo + kvb, flops=fl, **row)
+        record(out, dev, fwd, smoke, graph_ok=not drop, dtype=dtype, backward=0, bytes=qo + kvb, flops=fl, **row)
         if bwd:
             for t in (q, k, v):
                 t.requires_grad_(True)
@@ -103,7 +109,8 @@ def point(out, dev, smoke, backend, b, h, kvh, s, skv, d, causal, mask, drop, bw
             def bwdfn():
                 return torch.autograd.grad(o, (q, k, v), go, retain_graph=True)
 
-            record(out, dev, bwdfn, smoke, graph_ok=False, backward=1, bytes=2 * qo + 2 * kvb, flops=2.5 * fl, **row)
+            record(out, dev, bwdfn, smoke, graph_ok=False, dtype=dtype, backward=1, bytes=2 * qo + 2 * kvb, flops=2.5 * fl,
+                   **row)
 
 
 def choice(dev, b, h, kvh, s, skv, d, causal, mask, drop) -> str:
@@ -125,6 +132,8 @@ def main() -> None:
     ap.add_argument("--choice", default=None)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--budget", type=float, default=200.0)
+    ap.add_argument("--set", choices=("r40", "efficient"), default="r40",
+                    help="r40: cuDNN and flash (bf16); efficient: the memory-efficient kernels (fp32 and bf16)")
     args = ap.parse_args()
     dev = torch.device("cpu" if args.smoke or not torch.cuda.is_available() else "cuda")
     out = CsvOut(args.out, COLS)
@@ -133,7 +142,19 @@ def main() -> None:
     decode = [(2, 4, 2, 64, 32)] if args.smoke else DECODE
     backends = ("cudnn",) if args.smoke else ("cudnn", "flash")
     jobs = []
-    for i, (b, h, kvh, s, d) in enumerate(train):
+    if args.set == "efficient":
+        # round 59: the memory-efficient kernels, PyTorch's only fused attention for fp32 (an fp32
+        # model without autocast) and its pick for masks cuDNN refuses; K/V repeated to every head
+        # (kv_heads = heads), as transformers does before SDPA outside flash and cuDNN
+        for dt in ("fp32", "bf16"):
+            for i, (b, h, _kvh, s, d) in enumerate(train):
+                jobs.append(("efficient", b, h, h, s, s, d, True, False, False, True, dt))  # causal
+                jobs.append(("efficient", b, h, h, s, s, d, False, False, False, i % 2 == 0, dt))  # no mask
+                jobs.append(("efficient", b, h, h, s, s, d, False, True, False, i % 2 == 1, dt))  # dense mask
+            for b, h, _kvh, skv, d in decode:
+                jobs.append(("efficient", b, h, h, 1, skv, d, False, False, False, False, dt))
+        backends = ("efficient",)
+    for i, (b, h, kvh, s, d) in enumerate(train if args.set == "r40" else []):
         for be in backends:
             jobs.append((be, b, h, kvh, s, s, d, True, False, False, True))  # causal
             jobs.append((be, b, h, kvh, s, s, d, False, False, False, i % 2 == 0))  # no mask
@@ -142,21 +163,21 @@ def main() -> None:
         jobs.append(("cudnn", b, h, kvh, s, s, d, False, True, False, True))  # dense causal mask
         if d == 64 and h == kvh:
             jobs.append(("cudnn", b, h, kvh, s, s, d, False, True, True, True))  # mask + dropout (GPT-2)
-    for b, h, kvh, skv, d in decode:
+    for b, h, kvh, skv, d in decode if args.set == "r40" else []:
         for be in backends:
             jobs.append((be, b, h, kvh, 1, skv, d, False, False, False, False))
-    if not args.smoke:
+    if not args.smoke and args.set == "r40":
         # prefill against a longer cache (chunked prefill / a second turn): 512 queries, 4096 keys
         for be in backends:
             jobs.append((be, 2, 32, 8, 512, 4096, 128, True, False, False, False))
             jobs.append((be, 4, 16, 16, 256, 2048, 64, True, False, False, False))
     t0 = time.time()
-    for n, (be, b, h, kvh, s, skv, d, causal, mask, drop, bwd) in enumerate(jobs):
+    for n, (be, b, h, kvh, s, skv, d, causal, mask, drop, bwd, *dt) in enumerate(jobs):
         if time.time() - t0 > args.budget:
             log("budget reached")
             break
         try:
-            point(out, dev, args.smoke, be, b, h, kvh, s, skv, d, causal, mask, drop, bwd)
+            point(out, dev, args.smoke, be, b, h, kvh, s, skv, d, causal, mask, drop, bwd, *dt)
         except Exception as e:  # noqa: BLE001  (a backend that refuses a shape: logged, skipped)
             log(f"skip {be} b{b} h{h}/{kvh} s{s}/{skv} d{d} causal={causal} mask={mask} drop={drop}: {repr(e)[:160]}")
         finally:
@@ -165,7 +186,7 @@ def main() -> None:
         if n % 10 == 0:
             log(f"{n}/{len(jobs)} ({time.time() - t0:.0f} s)")
     out.close()
-    if args.choice and dev.type == "cuda":
+    if args.choice and dev.type == "cuda" and args.set == "r40":
         ch = CsvOut(args.choice, ["batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal", "mask",
                                   "dropout", "backend"])
         for b, h, kvh, s, d in train:
@@ -183,16 +204,17 @@ def main() -> None:
         from torch.profiler import ProfilerActivity, profile
 
         b, h, kvh, s, d = TRAIN[0]
-        for be in backends:
+        pairs = [(x, dt) for x in backends for dt in (torch.bfloat16, torch.float32) if x == "efficient" or dt == torch.bfloat16]
+        for be, dt in pairs:
             with profile(activities=[ProfilerActivity.CUDA]) as p:
-                q = torch.randn(b, h, s, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                q = torch.randn(b, h, s, d, device=dev, dtype=dt, requires_grad=True)
                 with ctx(be):
                     o = F.scaled_dot_product_attention(q, q, q, is_causal=True)
                     o.sum().backward()
                 torch.cuda.synchronize()
             for e in p.events():
                 if e.device_type.name == "CUDA":
-                    log("kernel", be, e.name[:140])
+                    log("kernel", be, dt, e.name[:140])
     log(f"done {out.n} rows in {time.time() - t0:.0f} s")
 
 
