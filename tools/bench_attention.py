@@ -19,7 +19,8 @@ Rows in ``bench_ops.py``'s CSV layout (``kind=attention``), eager calls and, for
 50 us without dropout, CUDA-graph replays. ``--choice OUT2`` writes which backend an unforced call picks
 per shape (``torch._fused_sdp_choice``), with and without a mask / dropout.
 
-Round 59 (``--set efficient``): the memory-efficient kernels (``sdpa_efficient``, ``..._mask``), fp32 and
+Round 59 (``--set efficient``): the memory-efficient kernels (``sdpa_efficient``, ``..._mask``, ``..._drop``
+from round 60's rerun), fp32 and
 bf16, K/V repeated to every head: PyTorch's only fused attention for fp32 tensors (round 48's fp32
 GPT-2 ran ``aten::_efficient_attention_forward``), at the same training and decode shapes.
 
@@ -151,6 +152,8 @@ def main() -> None:
                 jobs.append(("efficient", b, h, h, s, s, d, True, False, False, True, dt))  # causal
                 jobs.append(("efficient", b, h, h, s, s, d, False, False, False, i % 2 == 0, dt))  # no mask
                 jobs.append(("efficient", b, h, h, s, s, d, False, True, False, i % 2 == 1, dt))  # dense mask
+                if d == 64 or i % 3 == 0:
+                    jobs.append(("efficient", b, h, h, s, s, d, True, False, True, True, dt))  # causal + dropout
             for b, h, _kvh, skv, d in decode:
                 jobs.append(("efficient", b, h, h, 1, skv, d, False, False, False, False, dt))
         backends = ("efficient",)

@@ -87,7 +87,13 @@ Qwen2 inference at batch 16, a compiled Llama with foreach AdamW, Mistral with b
 Round 58 (``--set fit_bf16``): round 32's training fit runs with bf16 weights and no autocast, twice: the
 host of ``transformers`` layers without autocast's per-op dispatch and casts, against round 32's rows.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16] [--budget S] [--smoke]
+Round 60 (``--set r60``): held-apart runs of what round 59 measured (collected with it, before simcore
+used it): GPT-2 small and a 6-layer Mistral in fp32 without autocast (PyTorch's memory-efficient
+attention), and ``attn_implementation="eager"`` in a Llama with bf16 weights, a Qwen2 under AMP, GPT-2
+(its own eager attention: a division by a 0-d tensor, ``where`` with its causal buffer) and a Llama's
+prefill + decode.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -119,13 +125,15 @@ def mixtral(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, exper
     return MixtralForCausalLM(cfg), cfg
 
 
-def gpt2(layers: int, hidden: int, heads: int, smoke: bool):
+def gpt2(layers: int, hidden: int, heads: int, smoke: bool, attn: str | None = None):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(
         n_layer=layers, n_embd=64 if smoke else hidden, n_head=4 if smoke else heads, n_positions=1024,
         vocab_size=512 if smoke else 50257,
     )  # fmt: skip
+    if attn:  # e.g. "eager": attention as matmuls and a softmax instead of SDPA
+        cfg._attn_implementation = attn
     return GPT2LMHeadModel(cfg), cfg
 
 
@@ -371,6 +379,21 @@ RUNS_FIT_BF16 = [
 ]
 
 
+# round 60 (--set r60): held-apart runs of fp32 training (memory-efficient attention) and eager attention
+RUNS_R60 = [
+    ("train_gpt2_L12_b8_fp32", lambda s: gpt2(12, 768, 12, s), "train", 8, 1024, {"fp32": True}),
+    ("train_llama_L8_h2048_b2_bf16_eager_attn", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, attn="eager"), "train", 2,
+     2048, {"bf16": True}),
+    ("train_qwen2_L6_h1536_b4_eager_attn", lambda s: llama(6, 1536, 12, 2, 4096, 151936, s, "qwen2", attn="eager"), "train",
+     4, 1024, {}),
+    ("train_gpt2_L12_b4_eager_attn", lambda s: gpt2(12, 768, 12, s, attn="eager"), "train", 4, 1024, {}),
+    ("infer_llama_L8_h2048_b4_eager_attn", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, attn="eager"), "infer", 4,
+     (512, 8), {}),
+    ("train_mistral_L6_h2048_b1_fp32", lambda s: llama(6, 2048, 32, 8, 8192, 32000, s, "mistral"), "train", 1, 2048,
+     {"fp32": True}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -393,6 +416,7 @@ SETS = {
     "moe_fit_bf16": (RUNS_MOE_FIT_BF16, "r56"),
     "r57": (RUNS_R57, "r57"),
     "fit_bf16": (RUNS_FIT_BF16, "r58"),
+    "r60": (RUNS_R60, "r60"),
 }
 
 
