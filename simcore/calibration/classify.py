@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simcore.calibration.profile import backend_of_name
 from simcore.calibration.traces.model import CpuOp, GpuEvent, Trace
-from simcore.compute.ops import memory_op_traffic
+from simcore.compute.ops import dtype_variant, memory_op_traffic
 from simcore.errors import TraceError
 from simcore.specs.hardware import DTYPE_BYTES
 
@@ -89,11 +90,15 @@ _ATTN_OPS_BWD = {
     "aten::_scaled_dot_product_cudnn_attention_backward": "bhsd",
     "aten::_cudnn_attention_backward": "bhsd",
 }
-# positions of is_causal among the concrete inputs, where the op has one
+# positions of is_causal among the concrete inputs, where the op has one (the memory-efficient
+# kernels' own ops take ``custom_mask_type``: 0 none, 1 causal from the top left, 2 from the bottom right)
 _CAUSAL_ARG = {
     "aten::_flash_attention_forward": 8,
     "aten::_scaled_dot_product_flash_attention": 4,
-    "aten::_scaled_dot_product_efficient_attention": 5,
+    "aten::_scaled_dot_product_efficient_attention": 6,
+    "aten::_scaled_dot_product_efficient_attention_backward": 11,
+    "aten::_efficient_attention_forward": 9,
+    "aten::_efficient_attention_backward": 14,
     "aten::scaled_dot_product_attention": 5,
     "aten::_scaled_dot_product_cudnn_attention": 6,
     "aten::_cudnn_attention_forward": 10,
@@ -105,6 +110,10 @@ _CAUSAL_ARG = {
 # positions of dropout_p among the concrete inputs, and of the attention mask among the inputs
 _DROPOUT_ARG = {
     "aten::_flash_attention_forward": 7,
+    "aten::_scaled_dot_product_efficient_attention": 5,
+    "aten::_scaled_dot_product_efficient_attention_backward": 9,
+    "aten::_efficient_attention_forward": 8,
+    "aten::_efficient_attention_backward": 11,
     "aten::_scaled_dot_product_flash_attention": 3,
     "aten::scaled_dot_product_attention": 4,
     "aten::_scaled_dot_product_cudnn_attention": 5,
@@ -117,6 +126,9 @@ _DROPOUT_ARG = {
 _MASK_ARG = {
     "aten::scaled_dot_product_attention": 3,
     "aten::_scaled_dot_product_efficient_attention": 3,
+    "aten::_scaled_dot_product_efficient_attention_backward": 4,
+    "aten::_efficient_attention_forward": 3,
+    "aten::_efficient_attention_backward": 4,
     "aten::_scaled_dot_product_cudnn_attention": 3,
     "aten::_cudnn_attention_forward": 3,
     "aten::_scaled_dot_product_cudnn_attention_backward": 8,
@@ -149,8 +161,8 @@ _MEM_OPS: dict[str, tuple[str, str]] = {
     "aten::native_dropout_backward": ("dropout_bwd", "elementwise"),
     "aten::_softmax": ("softmax", "elementwise"),
     "aten::_softmax_backward_data": ("softmax_bwd", "elementwise"),
-    "aten::_log_softmax": ("softmax", "loss"),
-    "aten::_log_softmax_backward_data": ("softmax_bwd", "loss"),
+    "aten::_log_softmax": ("log_softmax", "loss"),
+    "aten::_log_softmax_backward_data": ("log_softmax_bwd", "loss"),
     "aten::embedding": ("embedding", "embedding"),
     "aten::index_select": ("embedding", "embedding"),
     "aten::embedding_dense_backward": ("embedding_bwd", "embedding"),
@@ -463,7 +475,8 @@ def _leading_strides(op: CpuOp) -> list[float] | None:
 
 def attention_shape(op: CpuOp) -> dict[str, Any] | None:
     """Shape of a fused attention op (``batch, heads, kv_heads, seq, kv_seq, head_dim, causal,
-    backward, dtype``), its ``backend`` (``cudnn`` for cuDNN's ops, else ``flash``), whether it
+    backward, dtype``), its ``backend`` (``cudnn`` / ``efficient`` for cuDNN's / the memory-efficient
+    kernels' ops, else ``flash``), whether it
     takes a 4-D ``mask`` tensor and its ``dropout`` probability, where the op records them."""
     name = op.name
     layout = _ATTN_OPS_FWD.get(name) or _ATTN_OPS_BWD.get(name)
@@ -487,6 +500,8 @@ def attention_shape(op: CpuOp) -> dict[str, Any] | None:
     idx = _CAUSAL_ARG.get(name)
     if idx is not None and idx < len(conc) and isinstance(conc[idx], str) and conc[idx] in ("True", "False"):
         causal = conc[idx] == "True"
+    elif idx is not None and idx < len(conc) and conc[idx] in ("0", "1", "2"):  # custom_mask_type
+        causal = conc[idx] != "0"
     elif s == 1:
         causal = False
     types = op.input_types or []
@@ -502,7 +517,7 @@ def attention_shape(op: CpuOp) -> dict[str, Any] | None:
     mask = j is not None and j < len(dims) and _is_shape(dims[j]) and len(dims[j]) == 4
     return {
         "kind": "attention",
-        "backend": "cudnn" if "cudnn" in name else "flash",
+        "backend": backend_of_name(name),
         "mask": bool(mask),
         "dropout": drop if 0.0 < drop < 1.0 else 0.0,
         "batch": float(b),
@@ -566,11 +581,18 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
     elif name in ("add", "mul", "silu"):
         tensors = [i for i, d in enumerate(dims) if _is_shape(d) and _numel(d) > 1]
         kinds = {dtype_of(types[i]) for i in tensors if i < len(types)}
+        bcast = any(_numel(dims[i]) < best for i in tensors)
         if name != "silu" and len(kinds) > 1:
-            name += "_mixed"  # operands of two dtypes: the unrolled loop
-        elif strided & set(tensors) or any(_numel(dims[i]) < best for i in tensors):
-            # a non-contiguous or broadcast operand: the strided loop
+            # operands of two dtypes: the unrolled loop, with offsets where one is broadcast (round 59)
+            name = "add_bcast_mixed" if bcast else name + "_mixed"
+        elif name != "silu" and bcast and not strided & set(tensors):
+            # an operand broadcast to the other's shape (a stride-0 dimension): the offset loop
+            name = dtype_variant(name + "_bcast", "fp32" if elt == 4.0 else "bf16")
+        elif strided & set(tensors) or bcast:
+            # a non-contiguous operand: the strided loop
             name = "silu_strided" if name == "silu" else "mul_strided"
+        elif name != "silu" and len(tensors) == 1:
+            name = "mul_scalar"  # a Python scalar operand: one tensor read, one written
     nb, _fl = memory_op_traffic(name, best, elt)
     out: dict[str, Any] = {
         "kind": "memory",
@@ -579,8 +601,10 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
         "dtype": "fp32" if elt == 4.0 else "bf16",
         "numel": best,
     }
-    if name.removesuffix("_bwd") in ("layernorm", "rmsnorm") and last > 0:
-        out["rows"] = best / last  # a norm gives each row (of the last dimension) to one CTA
+    if name.removesuffix("_bwd") in ("layernorm", "rmsnorm", "softmax", "log_softmax") and last > 0:
+        out["rows"] = best / last  # a row-wise op gives each row (of the last dimension) to one CTA
+    if name == "softmax" and _is_shape(dims[0]) and len(dims[0]) == 4:
+        out["queries"] = float(dims[0][2])  # attention scores [b, h, q, kv] written out of ops
     return out
 
 

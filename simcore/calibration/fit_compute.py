@@ -41,6 +41,7 @@ from simcore.calibration.profile import (
     MemoryOpParams,
     MemoryParams,
     OptimizerParams,
+    backend_of_name,
     save_profile,
 )
 from simcore.compute import kernels as K
@@ -501,9 +502,9 @@ def _attn_pred(
 
 
 def attention_backend(t: Table) -> NDArray[np.str_]:
-    """The fused-attention backend each row timed: ``cudnn`` where its name says so (round 40's
-    ``sdpa_cudnn*`` rows), else ``flash``."""
-    return np.array(["cudnn" if "cudnn" in (nm or "") else "flash" for nm in t.name])
+    """The fused-attention backend each row timed: ``cudnn`` / ``efficient`` where its name says so
+    (round 40's ``sdpa_cudnn*`` rows, rounds 59-60's ``sdpa_efficient*``), else ``flash``."""
+    return np.array([backend_of_name(nm or "") for nm in t.name])
 
 
 def attention_row_name(backend: str, mask: bool, dropout: float) -> str:
@@ -557,11 +558,14 @@ def canonical_memory_name(raw: str) -> str:
 
 
 def memory_name(t: Table, i: int) -> str:
-    """The canonical memory-bound op a row measures (``_bwd`` appended for backward rows)."""
+    """The canonical memory-bound op a row measures (``_bwd`` appended for backward rows; ``_fp32``
+    for the fp32 rows of the ops with an fp32 fit of their own: :func:`simcore.compute.ops.dtype_variant`)."""
+    from simcore.compute.ops import dtype_variant
+
     name = canonical_memory_name(t.name[i] or t.kind[i])
     if t.num["backward"][i] == 1 and not name.endswith("_bwd"):
         name += "_bwd"
-    return name
+    return dtype_variant(name, t.dtype[i])
 
 
 def family_of(t: Table, i: int) -> str:
@@ -578,7 +582,7 @@ def family_of(t: Table, i: int) -> str:
     return "memory_bwd" if memory_name(t, i).endswith("_bwd") else "memory"
 
 
-ROWWISE = ("softmax", "layernorm", "rmsnorm", "cross_entropy")
+ROWWISE = ("softmax", "log_softmax", "layernorm", "rmsnorm", "cross_entropy")
 
 
 def _elt(t: Table) -> F:

@@ -64,9 +64,16 @@ class GemmParams(_Frozen):
     memory latency of filling the kernel's load pipeline once."""
 
 
-ATTENTION_BACKENDS = ("flash", "cudnn")
+ATTENTION_BACKENDS = ("flash", "cudnn", "efficient")
 """Fused attention kernels simcore prices: FlashAttention-2 (PyTorch's flash SDPA backend, the
-flash-attn package) and cuDNN's fused attention (PyTorch's default SDPA backend on Hopper)."""
+flash-attn package), cuDNN's fused attention (PyTorch's default SDPA backend on Hopper) and the
+memory-efficient kernels (PyTorch's CUTLASS ``fmha``: its only fused attention for fp32 tensors)."""
+
+
+def backend_of_name(name: str) -> str:
+    """The attention backend an op's or a calibration row's name says (``aten::_cudnn_attention_forward``,
+    ``sdpa_efficient_mask``): ``cudnn``, ``efficient``, else ``flash``."""
+    return "cudnn" if "cudnn" in name else "efficient" if "efficient" in name else "flash"
 
 
 class AttentionParams(_Frozen):
@@ -384,7 +391,8 @@ class ComputeProfile(_Frozen):
         self, backward: bool, dtype: str = "bf16", backend: str = "flash"
     ) -> AttentionParams:
         """Forward or backward attention parameters of ``backend``'s kernels (``flash``: FlashAttention-2,
-        ``cudnn``: cuDNN's fused attention; a profile without the backend's own entries gives flash's),
+        ``cudnn``: cuDNN's fused attention, ``efficient``: the memory-efficient kernels; a profile without
+        the backend's own entries gives flash's),
         dtype-specific when the profile has them."""
         key = "bwd" if backward else "fwd"
         if backend != "flash":

@@ -44,7 +44,8 @@ def op_cmd(
         int | None, typer.Option("--kv-seq", help="Keys per sequence (KV cache length).")
     ] = None,
     backend: Annotated[
-        str | None, typer.Option("--backend", help="Attention kernels: flash (FlashAttention-2) | cudnn.")
+        str | None,
+        typer.Option("--backend", help="Attention kernels: flash (FlashAttention-2) | cudnn | efficient (memory-efficient)."),
     ] = None,
     mask: Annotated[
         bool | None,

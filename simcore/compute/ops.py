@@ -231,7 +231,8 @@ def attention(
     (the last query sees every key). Returns seconds, model FLOP and minimal bytes.
     ``l2_reuse=False``: Q/K/V come from HBM even when they would fit the L2 (see :func:`gemm`);
     ``clock_hz``: SM clock (see :func:`gemm`). ``backend``: ``flash`` (FlashAttention-2, PyTorch's
-    flash SDPA) or ``cudnn`` (cuDNN's fused attention, PyTorch's default SDPA on Hopper);
+    flash SDPA), ``cudnn`` (cuDNN's fused attention, PyTorch's default SDPA on Hopper) or
+    ``efficient`` (PyTorch's memory-efficient kernels, the only fused ones for fp32);
     ``mask``: an explicit additive mask tensor (with ``causal`` False: the kernel walks every
     block); ``dropout``: the attention dropout probability.
     """
@@ -281,6 +282,7 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
     "swiglu_strided": (3.0, 0.0, 9.0),
     "dropout": (2.0, 1.0, 4.0),
     "softmax": (2.0, 0.0, 8.0),
+    "log_softmax": (2.0, 0.0, 8.0),
     "layernorm": (2.0, 0.0, 8.0),
     "rmsnorm": (2.0, 0.0, 5.0),
     "cross_entropy": (1.0, 0.0, 8.0),
@@ -300,6 +302,20 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
     "copy_strided": (2.0, 0.0, 0.0),
     "copy_strided_fp32": (2.0, 0.0, 0.0),
     "cat_strided": (2.0, 0.0, 0.0),
+    # a Python scalar operand (``x * 0.125``, ``1 + t``): one tensor read and one written, PyTorch's
+    # vectorised loop (round 59, tools/bench_eager_ops.py)
+    "mul_scalar": (2.0, 0.0, 1.0),
+    # an operand broadcast to the other's shape (a stride-0 dimension: RMSNorm's per-row statistic and
+    # per-column weight, an additive ``[b, 1, q, k]`` mask over the heads) takes the non-vectorised
+    # offset loop, bound by elements more than bytes (``_fp32``: the fp32 rows' own fit); the
+    # broadcast operand's bytes are not counted. ``add_bcast_mixed``: bf16 scores plus an fp32 mask,
+    # fp32 out (eager attention under autocast): the unrolled loop with dynamic casts and offsets,
+    # ~1.1 TB/s at any size (round 59)
+    "add_bcast": (2.0, 0.0, 1.0),
+    "add_bcast_fp32": (2.0, 0.0, 1.0),
+    "mul_bcast": (2.0, 0.0, 1.0),
+    "mul_bcast_fp32": (2.0, 0.0, 1.0),
+    "add_bcast_mixed": (3.0, 0.0, 1.0),
 }
 _TRAFFIC_BWD: dict[str, tuple[float, float, float]] = {
     "add": (2.0, 0.0, 0.0),
@@ -351,7 +367,27 @@ _PRICED_AS = {
     "copy_strided": "copy",
     "copy_strided_fp32": "copy",
     "cat_strided": "copy",
+    "log_softmax": "softmax",
+    "mul_scalar": "mul",
+    "add_bcast": "mul_strided",
+    "add_bcast_fp32": "mul_strided",
+    "mul_bcast": "mul_strided",
+    "mul_bcast_fp32": "mul_strided",
+    "add_bcast_mixed": "add_mixed",
 }
+
+# ops whose fp32 rows have a fit of their own (``<name>_fp32``): kernels bound by elements, not bytes
+_FP32_VARIANTS = ("add_bcast", "mul_bcast")
+
+
+def dtype_variant(name: str, dtype: str | None) -> str:
+    """The op name a kernel of ``dtype`` is priced as: ``<name>_fp32`` for the element-bound ops that
+    have an fp32 fit of their own (``add_bcast``, ``mul_bcast``, forward or ``_bwd``), else ``name``."""
+    bwd = name.endswith("_bwd")
+    base = name[:-4] if bwd else name
+    if dtype == "fp32" and base in _FP32_VARIANTS:
+        return f"{base}_fp32" + ("_bwd" if bwd else "")
+    return name
 
 # names used by PyTorch / the calibration traces -> simcore op names
 _ALIASES = {
@@ -360,7 +396,7 @@ _ALIASES = {
     "rms_norm_manual": "rmsnorm",
     "swiglu_eager": "swiglu",
     "copy_cast_fp32_to_bf16": "cast",
-    "log_softmax": "softmax",
+    "mul_bcast_row": "mul_bcast",
     "xent": "cross_entropy",
     "crossentropy": "cross_entropy",
 }

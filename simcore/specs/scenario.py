@@ -201,14 +201,17 @@ class RuntimeSpec(Spec):
     Llama family, RMSNorm (in fp32) and the rotary embedding out of elementwise ops, one kernel each
     in eager PyTorch (compiled code fuses them); GPT-2 also adds learned positions. ``simcore
     validate`` reads it from the trace (those ops' signatures)."""
-    attention_backend: Literal["flash", "cudnn", "eager"] = "flash"
+    attention_backend: Literal["flash", "cudnn", "efficient", "eager"] = "flash"
     """Whose attention kernels run: ``flash`` (FlashAttention-2: the flash-attn package, PyTorch's
     flash SDPA backend, what simcore's own traces forced), ``cudnn`` (cuDNN's fused attention, the
     backend ``F.scaled_dot_product_attention`` picks by itself on Hopper with torch 2.11: every
     ``transformers`` trace of rounds 31-39; 1.6-1.9x faster than flash at head dims 64 and 128, round
-    40) or ``eager`` (no fused kernel: batched GEMMs over the whole score matrix, scale, mask, an fp32
-    softmax and a cast, as ``transformers``' ``attn_implementation="eager"``). ``simcore validate``
-    reads it from the trace (``aten::_cudnn_attention_forward``; 4-D softmaxes and no fused attention)."""
+    40), ``efficient`` (PyTorch's memory-efficient CUTLASS kernels; fp32 attention runs them whatever
+    this says, as flash and cuDNN take only 16-bit tensors: round 59) or ``eager`` (no fused kernel:
+    batched GEMMs over the whole score matrix, scale, mask, an fp32 softmax and a cast, as
+    ``transformers``' ``attn_implementation="eager"``). ``simcore validate`` reads it from the trace
+    (``aten::_cudnn_attention_forward``, ``aten::_efficient_attention_forward``; 4-D softmaxes and no
+    fused attention)."""
     step_sync: bool = True
     """The training loop waits for the GPU once per step (``loss.item()``, a logged metric, a gradient
     norm check), so each step starts with host and GPU together. ``false``: nothing synchronizes, the

@@ -50,6 +50,8 @@ def _kernels() -> int:
             str(h200 / "elementwise.csv.gz"),
             str(h200 / "attention.csv.gz"),
             str(h200 / "gemm_align.csv.gz"),
+            str(h200 / "round59" / "eager_ops.csv.gz"),
+            str(h200 / "round60" / "attention_efficient.csv.gz"),
             "--published",
             str(published),
         ]

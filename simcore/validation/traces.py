@@ -34,6 +34,7 @@ from simcore.calibration.host_trace import (
     profiler_record,
     step_synchronized,
 )
+from simcore.calibration.profile import backend_of_name
 from simcore.calibration.traces.model import CpuOp
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
 from simcore.errors import SimcoreError
@@ -161,7 +162,8 @@ _NOT_A_PASS = ("bwd", "backward", "combine", "convert_dq", "dot_do_o")
 def inference_composition(a: Analysis, layers_per_rank: float) -> tuple[float, float] | None:
     """(prefills, decode steps) in one profiled step, counted from the attention ops the trace
     recorded (a forward attention over more than one query is a prefill layer, over one query a
-    decode layer), median over steps; None when the trace has no attention shapes.
+    decode layer; attention written out of ops counts its softmaxes over 4-D scores the same way),
+    median over steps; None when the trace has no attention shapes.
 
     Kernels without a recorded op (replayed from a CUDA graph, or traced without shapes) count by
     their launch grid: a forward attention kernel (not a backward or split-combine kernel) whose
@@ -173,6 +175,9 @@ def inference_composition(a: Analysis, layers_per_rank: float) -> tuple[float, f
         pre = dec = 0
         for k in st.kernels:
             s = k.shape
+            if s is not None and s.get("name") == "softmax" and "queries" in s:
+                pre, dec = (pre + 1, dec) if s["queries"] > 1 else (pre, dec + 1)
+                continue
             if k.cls != "attention":
                 continue
             if s is None:
@@ -437,19 +442,17 @@ def dense_mask_attention(ops: list[CpuOp]) -> bool:
 
 
 def sdpa_backend(ans: list[Analysis]) -> str | None:
-    """The attention kernels most of the traces' attention ran: ``cudnn`` or ``flash`` by PyTorch's
-    backend ops (``aten::_cudnn_attention_forward`` / ``aten::_flash_attention_forward``), ``eager``
+    """The attention kernels most of the traces' attention ran: ``cudnn``, ``flash`` or ``efficient`` by
+    PyTorch's backend ops (``aten::_cudnn_attention_forward`` / ``aten::_flash_attention_forward`` /
+    ``aten::_efficient_attention_forward``), ``eager``
     where no fused attention runs but softmaxes over 4-D ``[b, h, s, s_kv]`` scores do (attention
     written out of PyTorch ops); ``None`` otherwise (no attention, another backend, no shapes)."""
-    n = {"cudnn": 0, "flash": 0}
+    n = {"cudnn": 0, "flash": 0, "efficient": 0}
     fused = eager = 0
     for a in ans:
         for o in a.trace.cpu_ops.values():
-            if o.name == _ATTN_FWD_OPS[0]:
-                n["cudnn"] += 1
-            elif o.name == _ATTN_FWD_OPS[1]:
-                n["flash"] += 1
             if o.name in _ATTN_FWD_OPS:
+                n[backend_of_name(o.name)] += 1
                 fused += 1
             elif o.name == "aten::_softmax" and isinstance(o.input_dims, list) and o.input_dims:
                 d = o.input_dims[0]
@@ -581,6 +584,16 @@ def validate(
             "predicted with runtime.attention_backend: cudnn (the trace's attention ran cuDNN's fused "
             "kernels, aten::_cudnn_attention_forward); --set runtime.attention_backend=flash predicts "
             "FlashAttention-2's",
+        ),
+        # the memory-efficient kernels: what fp32 attention runs (and SDPA's pick where cuDNN and flash refuse)
+        (
+            "runtime",
+            "attention_backend",
+            "efficient",
+            backend == "efficient",
+            "predicted with runtime.attention_backend: efficient (the trace's attention ran PyTorch's "
+            "memory-efficient kernels, aten::_efficient_attention_forward); --set "
+            "runtime.attention_backend=cudnn predicts cuDNN's",
         ),
         # attention written out of PyTorch ops (transformers' attn_implementation="eager")
         (

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from simcore.compute.ops import memory_op_traffic
+from simcore.compute.ops import dtype_variant, memory_op_traffic
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.scenario import ModelSpec
 from simcore.workload.model import layer_shape
@@ -195,28 +195,26 @@ def fused_mem_op(
     category: str,
     bwd_name: str | None = None,
     count: Num = 1.0,
+    rows: Num | None = None,
 ) -> Op:
     """One fused memory-bound kernel priced on op ``name``'s fitted curve with explicit traffic:
     ``fwd_bytes`` / ``bwd_bytes`` bytes per element read + written by its forward / backward kernels;
     ``bwd_name``: the fitted op whose curve prices the backward kernel (default ``<name>_bwd``);
-    ``count`` kernels of it."""
+    ``count`` kernels of it; ``rows``: the row count of a row-wise op (see :func:`mem_op`)."""
     _nb, flops = memory_op_traffic(name, numel, elt_bytes)
     n = np.asarray(numel, dtype=np.float64)
-    return Op(
-        name,
-        "memory",
-        category,
-        {
-            "name": name,
-            "nbytes": n * fwd_bytes,
-            "flops": flops,
-            "numel": numel,
-            "elt": elt_bytes,
-            "bwd_nbytes": n * bwd_bytes,
-            "bwd_name": bwd_name or name + "_bwd",
-        },
-        count,
-    )
+    args = {
+        "name": name,
+        "nbytes": n * fwd_bytes,
+        "flops": flops,
+        "numel": numel,
+        "elt": elt_bytes,
+        "bwd_nbytes": n * bwd_bytes,
+        "bwd_name": bwd_name or name + "_bwd",
+    }
+    if rows is not None:
+        args["rows"] = rows
+    return Op(name, "memory", category, args, count)
 
 
 Kernel = float | tuple[float, str]
@@ -299,17 +297,18 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
     elif kind == "rmsnorm":
         # ``LlamaRMSNorm`` always computes in fp32 (``f``): an input of another dtype (``wide``: the
         # residual stream's, bf16 with bf16 weights) is upcast first and cast back before the weight;
-        # the products with the row statistic and with the weight broadcast them (a stride-0 operand:
-        # the strided kernel)
+        # the products with the row statistic ``[rows, 1]`` and with the weight ``[W]`` broadcast
+        # them (a stride-0 operand: the offset loop, ``mul_bcast``, round 59)
         r, f = w, 4.0
         cast = r < f
-        fwd = [*([(r + f, "cast_up")] if cast else []), 2 * f, f, a, (2 * f, "mul_strided")]
-        fwd += [*([(f + r, "cast")] if cast else []), (2 * r, "mul_strided")]
+        bf, br = "mul_bcast_fp32", dtype_variant("mul_bcast", "fp32" if r == 4.0 else "bf16")
+        fwd = [*([(r + f, "cast_up")] if cast else []), 2 * f, f, a, (2 * f, bf)]
+        fwd += [*([(f + r, "cast")] if cast else []), (2 * r, br)]
         # the weight's product (broadcast) and its gradient (product, sum over the tokens), the upcast,
         # the products and sum through rsqrt (broadcast), the row-sized kernels, the mean's broadcast,
         # pow's 2 x g, the product with x, the sum of the two gradients of x, the cast back
-        bwd = [(2 * r, "mul_strided"), 3 * r, r, *([(r + f, "cast_up")] if cast else []), 3 * f]
-        bwd += [(2 * f, "mul_strided"), f, a, (f, "mul_strided"), 2 * f, 3 * f, (3 * f, "add")]
+        bwd = [(2 * r, br), 3 * r, r, *([(r + f, "cast_up")] if cast else []), 3 * f]
+        bwd += [(2 * f, bf), f, a, (f, bf), 2 * f, 3 * f, (3 * f, "add")]
         bwd += [(f + r, "cast")] if cast else []
     elif kind == "rotary":
         # cos and sin come in the residual stream's dtype (fp32 under AMP): the products promote, and
@@ -553,10 +552,15 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
 
 
 def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
-    """The fused attention kernel (FlashAttention-2's or cuDNN's) of one layer's forward."""
+    """The fused attention kernel (FlashAttention-2's, cuDNN's or the memory-efficient one) of one
+    layer's forward. fp32 attention runs the memory-efficient kernels whatever the backend asked for:
+    PyTorch's flash and cuDNN kernels take only 16-bit tensors."""
     s = layer_shape(m)
     t = lay.tp
     dt = lay.dtype
+    backend = lay.extra.get("attention_backend", "flash")
+    if dt == "fp32" and backend in ("flash", "cudnn"):
+        backend = "efficient"
     return Op(
         "attention",
         "attention",
@@ -576,7 +580,7 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
             if "kv_seq" in lay.extra and lay.extra.get("kv_bytes") == 1.0
             else ("bf16" if dt == "fp8" else dt),
             "kv_seq": lay.extra.get("kv_seq"),
-            "backend": lay.extra.get("attention_backend", "flash"),
+            "backend": backend,
             # the materialised mask is read and added per score
             "mask": lay.dense_mask,
             # attention dropout (GPT-2's configs: attn_pdrop = resid_pdrop)
@@ -589,9 +593,10 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
 def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
     """Attention written out of PyTorch ops (``transformers``' ``attn_implementation="eager"``): the
     keys and values repeated to every query head (GQA), ``Q K^T`` as a batched GEMM over the whole
-    ``s x kv`` score matrix (no causal skipping), the scale, the additive mask in training and prefill
-    (in the residual stream's dtype: fp32 under AMP, so the scores promote), softmax in fp32, the cast
-    back (none for fp32 activations), dropout where trained with it, and ``P V``; each kernel's
+    ``s x kv`` score matrix (no causal skipping), the scale by a Python float, the additive mask in
+    training and prefill broadcast over the heads (in the residual stream's dtype: fp32 under AMP, so
+    the scores promote), softmax in fp32 (16-bit scores cast up first), the cast back (none for fp32
+    activations), dropout where trained with it, and ``P V``; each kernel's
     backward from its own traffic. The kernels are booked as ``gemm`` and ``elementwise``, the classes
     a trace shows them in (so selective recompute and the attention-specific overlaps see no attention)."""
     s = layer_shape(m)
@@ -612,13 +617,27 @@ def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
         numel = bh * kv * (s.head_dim + s.v_head_dim)
         ops.append(fused_mem_op("copy", numel, b, 2 * b, 2 * b, "elementwise", bwd_name="copy", count=c))
     ops.append(_gemm("attn_scores", q, kv, s.head_dim, dt, "gemm", c, bh))
-    ops.append(fused_mem_op("mul", scores, b, 2 * b, 2 * b, "elementwise", bwd_name="mul", count=c))
-    if masked:
-        # the causal mask added to the scores: its gradient passes through, cast back to the scores' dtype
+    # the scale by a Python float (and its gradient's): one tensor read and one written
+    ops.append(fused_mem_op("mul_scalar", scores, b, 2 * b, 2 * b, "elementwise", bwd_name="mul_scalar", count=c))
+    if masked and wide > b:
+        # the causal mask ``[b, 1, q, kv]`` broadcast over the heads, in the residual stream's fp32:
+        # PyTorch's unrolled loop with dynamic casts and offsets (~1.1 TB/s, round 59); its gradient
+        # passes through, cast back to the scores' dtype
         ops.append(
-            fused_mem_op("add_mixed", scores, b, b + wide, wide + b, "elementwise", bwd_name="cast", count=c)
+            fused_mem_op("add_bcast_mixed", scores, b, b + wide, wide + b, "elementwise", bwd_name="cast", count=c)
         )
-    ops.append(fused_mem_op("softmax", scores, 4.0, wide + 4.0, 12.0, "elementwise", count=c))
+    elif masked:
+        # a mask of the scores' dtype: the broadcast loop; the gradient passes through (no kernel)
+        name = dtype_variant("add_bcast", "fp32" if b == 4.0 else "bf16")
+        _nb, fl = memory_op_traffic(name, scores, b)
+        args = {"name": name, "nbytes": np.asarray(scores) * 2 * b, "flops": fl, "numel": scores, "elt": b}
+        ops.append(Op("mask_add", "memory", "elementwise", {**args, "bwd_chain": []}, c))
+    if wide < 4.0:
+        # softmax(x, dtype=float32) of 16-bit scores: PyTorch casts them first (its CUDA softmax
+        # converts in the kernel from fp16 only); the gradient's way back is a plain cast
+        ops.append(fused_mem_op("cast_up", scores, b, b + 4.0, 4.0 + b, "elementwise", bwd_name="cast", count=c))
+    # one row of kv scores per query and head; the backward reads the output and its gradient
+    ops.append(fused_mem_op("softmax", scores, 4.0, 8.0, 12.0, "elementwise", count=c, rows=bh * q))
     if b < 4.0:
         ops.append(
             fused_mem_op("cast", scores, b, 4.0 + b, b + 4.0, "elementwise", bwd_name="cast_up", count=c)

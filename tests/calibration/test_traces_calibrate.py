@@ -26,6 +26,11 @@ ELEMENTWISE = "traces/h200/elementwise.csv.gz"
 ATTENTION = "traces/h200/attention.csv.gz"
 # round 49: misaligned GEMMs beside aligned ones in fp32, tf32, bf16 and fp16
 GEMM_ALIGN = "traces/h200/gemm_align.csv.gz"
+# round 59: broadcast / scalar elementwise kernels, softmax and log-softmax over row widths
+EAGER_OPS = "traces/h200/round59/eager_ops.csv.gz"
+# round 60 (round 59's rerun with dropout): the memory-efficient attention kernels, fp32 and bf16
+ATTENTION_EFF = "traces/h200/round60/attention_efficient.csv.gz"
+INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF]
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +43,9 @@ def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     try:
         dev = default_registry().device("h200")
         ours = calibrate(
-            [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN], "h200", fit_comm_profile=False
+            INPUTS, "h200", fit_comm_profile=False
         ).compute_profile
-        ref, _ = FC.fit([OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN], dev)
+        ref, _ = FC.fit(INPUTS, dev)
     finally:
         os.chdir(old)
     assert ours is not None
@@ -86,8 +91,8 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz") == "trace"
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
-    # the op sweeps, round 19's GEMM kernel durations and round 49's bf16 check rows (op CSVs in
-    # subfolders); round 17's
+    # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60's
+    # sweeps (op CSVs in subfolders); round 17's
     # in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == [
         "attention.csv.gz",
@@ -97,6 +102,8 @@ def test_input_kinds(tmp_path: Path) -> None:
         "gemm_kernels.csv.gz",
         "ops.csv.gz",
         "gemm_align_check.csv.gz",
+        "eager_ops.csv.gz",
+        "attention_efficient.csv.gz",
     ]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
     assert sorted(inp.traces) == sorted(
@@ -176,7 +183,7 @@ def test_reproduces_shipped_kernel_rate_profile() -> None:
     os.chdir(REPO)
     try:
         ours = calibrate(
-            [OPS, COLD, kr, ELEMENTWISE, ATTENTION, GEMM_ALIGN], "h200", fit_comm_profile=False
+            [OPS, COLD, kr, *INPUTS[2:]], "h200", fit_comm_profile=False
         ).compute_profile
     finally:
         os.chdir(old)

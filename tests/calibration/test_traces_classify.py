@@ -236,7 +236,8 @@ def _op(name: str, dims: list, types: list, strides: list | None = None):  # typ
 
 def test_memory_variants_from_dtypes_and_strides() -> None:
     """Round 36: an op whose operands mix dtypes runs PyTorch's unrolled loop, one with a
-    non-contiguous or broadcast operand the strided loop; the trace's types and strides say which."""
+    non-contiguous operand the strided loop, a broadcast one the offset loop (round 59); the trace's
+    types, shapes and strides say which."""
     from simcore.calibration.classify import memory_shape
 
     bf, f32 = "c10::BFloat16", "float"
@@ -258,10 +259,18 @@ def test_memory_variants_from_dtypes_and_strides() -> None:
     half = [[4, 2048, 8192], [4, 2048, 8192]]
     hst = [[2048 * 8192, 8192, 1], [2048 * 16384, 16384, 1]]
     assert memory_shape(_op("aten::mul", half, [bf, bf], hst))["name"] == "mul_strided"
-    assert (
-        memory_shape(_op("aten::mul", [x, [4, 2048, 1]], [f32, f32], [row, [2048, 1, 1]]))["name"]
-        == "mul_strided"
-    )
+    # round 59: a broadcast operand (RMSNorm's per-row statistic) takes the offset loop, priced on the
+    # fp32 rows' own fit, moving the full-size operand's bytes twice; a broadcast fp32 mask added to
+    # bf16 scores the mixed loop with offsets; a Python scalar the vectorised loop
+    bc = memory_shape(_op("aten::mul", [x, [4, 2048, 1]], [f32, f32], [row, [2048, 1, 1]]))
+    assert bc["name"] == "mul_bcast_fp32" and bc["nbytes"] == 2 * 4 * 4 * 2048 * 2048
+    assert memory_shape(_op("aten::mul", [x, [2048]], [bf, bf], [row, [1]]))["name"] == "mul_bcast"
+    s4 = [2, 32, 2048, 2048]
+    m4 = [2, 1, 2048, 2048]
+    mixed = memory_shape(_op("aten::add", [s4, m4, []], [bf, f32, "Scalar"], [[2**27, 2**22, 2048, 1], [2**22, 2**22, 2048, 1], []]))
+    assert mixed["name"] == "add_bcast_mixed" and mixed["nbytes"] == 6 * 2 * 32 * 2048 * 2048
+    scalar = memory_shape(_op("aten::mul", [s4, []], [bf, "Scalar"], [[2**27, 2**22, 2048, 1], []]))
+    assert scalar["name"] == "mul_scalar" and scalar["nbytes"] == 4 * 2 * 32 * 2048 * 2048
     assert memory_shape(_op("aten::mul", [x, x], [bf, bf], [row, row]))["name"] == "mul"
     # without recorded strides (older traces): the plain op
     assert memory_shape(_op("aten::silu", [half[1]], [bf]))["name"] == "silu"

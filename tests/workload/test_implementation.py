@@ -288,11 +288,23 @@ def test_eager_attention_is_written_out_of_ops(llama) -> None:  # type: ignore[n
         (1024, s.v_head_dim, 1024, 2 * s.heads),
     ]
     mem = {o.args["name"]: o for o in ops if o.kind == "memory"}
-    assert {"mul", "add_mixed", "softmax", "cast"} <= set(mem)
-    assert all(mem[n].args["numel"] == scores for n in ("mul", "add_mixed", "softmax", "cast"))
+    # the scale by a float, the fp32 mask broadcast over the heads (mixed dtypes: round 59's kernel)
+    names = ("mul_scalar", "add_bcast_mixed", "softmax", "cast")
+    assert set(names) <= set(mem)
+    assert all(mem[n].args["numel"] == scores for n in names)
+    assert mem["mul_scalar"].args["nbytes"] == scores * 4.0  # bf16 read and written
     assert mem["softmax"].args["nbytes"] == scores * 8.0  # fp32 scores in (AMP's fp32 mask), fp32 out
+    assert mem["softmax"].args["rows"] == 2 * s.heads * 1024  # one row of 1024 keys per query and head
+    assert "cast_up" not in mem  # the mask's promotion already made them fp32
     if s.kv_heads < s.heads:
         assert "copy" in mem
+    # bf16 weights: a bf16 mask (the broadcast loop, no gradient kernel), and the scores cast up for
+    # softmax(dtype=float32)
+    bf = L.Layout(micro_batch=2, seq=1024, extra={**lay.extra, "residual_bytes": 2.0})
+    ops16 = L.eager_attention_ops(llama, bf)
+    mem16 = {o.args["name"]: o for o in ops16 if o.kind == "memory"}
+    assert {"add_bcast", "cast_up", "softmax"} <= set(mem16) and "add_bcast_mixed" not in mem16
+    assert not [o for o in L.backward(ops16) if o.name.startswith("mask_add")]
     # the layer uses them in place of the fused kernel
     names = {o.name for o in L.layer_fwd(llama, lay, False)}
     assert "attention" not in names and {"attn_scores", "attn_values"} <= names
