@@ -93,7 +93,11 @@ attention), and ``attn_implementation="eager"`` in a Llama with bf16 weights, a 
 (its own eager attention: a division by a 0-d tensor, ``where`` with its causal buffer) and a Llama's
 prefill + decode.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60] [--budget S] [--smoke]
+Round 61 (``--set eager_fit``): round 32's fit runs (GPT-2 and Llama h1024, 2 and 8 layers, training 1 x
+512 and batch-1 decode) with ``attn_implementation="eager"``, twice: the host of layers whose attention is
+written out of PyTorch ops, fitted (round 60's eager runs stay held apart).
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -394,6 +398,20 @@ RUNS_R60 = [
 ]  # fmt: skip
 
 
+# round 61 (--set eager_fit): round 32's fit runs with attn_implementation="eager", twice: the host of
+# transformers' layers whose attention is written out of PyTorch ops (round 60's runs stay held apart)
+RUNS_EAGER_FIT = [
+    (f"fit_{kind}_{arch}_L{L}_eager_p{rep}", build, kind, 1, (512 if kind == "train" else (128, 8)), {})
+    for rep in (0, 1)
+    for arch, build_of in (
+        ("gpt2", lambda L: (lambda s: gpt2(L, 768, 12, s, attn="eager"))),
+        ("llama", lambda L: (lambda s: llama(L, 1024, 16, 4, 4096, 32000, s, attn="eager"))),
+    )
+    for L in (2, 8)
+    for kind, build in (("train", build_of(L)), ("infer", build_of(L)))
+]
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -417,6 +435,7 @@ SETS = {
     "r57": (RUNS_R57, "r57"),
     "fit_bf16": (RUNS_FIT_BF16, "r58"),
     "r60": (RUNS_R60, "r60"),
+    "eager_fit": (RUNS_EAGER_FIT, "r61"),
 }
 
 
