@@ -143,8 +143,9 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     # steps recorded with other profiler options (rounds 47-48): only their ratios to round 47's
     # plain-profiled steps of the same models are fitted from them
     by_options: dict[str, list[dict[str, float]]] = {}
-    # transformers' MoE layers (round 51): only their own units are fitted from them
-    moe_recs: list[tuple[str, bool, dict[str, float]]] = []
+    # transformers' MoE layers (round 51) and eager-attention layers (round 61): only their own units
+    # are fitted from them
+    own_recs: list[tuple[str, bool, dict[str, float]]] = []
     act_of: dict[int, str] = {}
     group_of: dict[int, str] = {}
     for line, r in enumerate(rows, start=2):
@@ -174,8 +175,8 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             if ratio_key:
                 if rec[0] == "single" and not rec[2]:
                     by_options.setdefault(ratio_key, []).append(vals)
-            elif "_moe" in r["act"]:
-                moe_recs.append(rec[1:])
+            elif "_moe" in r["act"] or "_eager" in r["act"]:
+                own_recs.append(rec[1:])
             elif optimizer != "adamw_fused":
                 if rec[0] == "single" and not rec[2] and not hf:
                     other_opt.setdefault(optimizer, []).append(vals)
@@ -197,7 +198,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         if both:
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
             others = [v for d in (other_opt, by_options) for vs in d.values() for v in vs]
-            for v in [*all_vals, *others, *(rec[-1] for rec in moe_recs)]:
+            for v in [*all_vals, *others, *(rec[-1] for rec in own_recs)]:
                 v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, key == "backward")
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
@@ -213,10 +214,10 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     hf_free = [
         (a, v) for a, sync, v in hf_rows if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
     ]
-    # transformers' MoE layers (act ``<act>_moe``, round 51): their per-layer and per-step units only;
-    # their steps wait for the GPU inside the layers (the fp32 grouped GEMM's per-expert sizes), so
-    # synchronized rows count
-    moe_rows = [(a, v) for a, _sync, v in moe_recs if v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
+    # transformers' MoE layers (act ``<act>_moe``, round 51) and eager-attention layers (``<act>_eager``,
+    # round 61): their per-layer and per-step units only; MoE steps wait for the GPU inside the layers
+    # (the fp32 grouped GEMM's per-expert sizes), so synchronized rows count
+    own_rows = [(a, v) for a, _sync, v in own_recs if v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
     # the share of each kind of host time that follows the probe (the rest is work whose time does not
     # move with the CPU's per-op speed: driver launch calls, thread hand-offs): from how one run's
     # segment moves with its probe between its passes (:func:`probe_share`), plain and Hugging Face
@@ -263,7 +264,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             return units(sel, f), 0.0
         return icpt, slope
 
-    for pre, sel_rows in (("", free), ("hf_", [*hf_free, *moe_rows])):
+    for pre, sel_rows in (("", free), ("hf_", [*hf_free, *own_rows])):
         for act in sorted({a for a, _ in sel_rows}):
             sel = [v for a, v in sel_rows if a == act]
             out[f"profiled_{pre}train_fwd_{act}"] = ref_m * units(
@@ -448,7 +449,7 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     both = [
         x.empty / x.probe
         for x in passes
-        if x.seq == 1 and x.probe > 0 and x.empty > 0 and "_moe" not in x.act
+        if x.seq == 1 and x.probe > 0 and x.empty > 0 and "_moe" not in x.act and "_eager" not in x.act
     ]
     if both:
         # a pass without enough aten::t (GPT-2's Conv1D layers) is timed by its aten::empty

@@ -92,14 +92,29 @@ def _act_of(win: list[CpuOp]) -> str:
     """The MLP of the ops' layers: ``swiglu`` where they call SiLU, else ``gelu``; where the experts'
     grouped GEMM runs (:data:`MOE_OP`) their host is an MoE layer's: ``_moe`` appended for fp32 inputs
     (the fp32 grouped GEMM's loop of per-expert GEMMs, under AMP), ``_moe_native`` for others (the
-    native bf16 grouped GEMM)."""
+    native bf16 grouped GEMM); then ``_eager`` where the attention is written out of PyTorch ops
+    (softmaxes over 4-D scores and no SDPA call: ``transformers``' ``attn_implementation="eager"``)."""
     act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
     grouped = [o for o in win if o.name == MOE_OP]
-    if not grouped:
-        return act
-    fp32 = any(o.input_types and o.input_types[0] == "float" for o in grouped)
-    untyped = all(not o.input_types for o in grouped)
-    return act + ("_moe" if fp32 or untyped else "_moe_native")
+    if grouped:
+        fp32 = any(o.input_types and o.input_types[0] == "float" for o in grouped)
+        untyped = all(not o.input_types for o in grouped)
+        act += "_moe" if fp32 or untyped else "_moe_native"
+    return act + ("_eager" if eager_attention(win) else "")
+
+
+def eager_attention(ops: list[CpuOp]) -> bool:
+    """Whether the ops' attention is written out of PyTorch ops: softmaxes over 4-D ``[b, h, q, kv]``
+    scores and no ``scaled_dot_product_attention`` (nor a fused attention op) among them."""
+    fused = any("attention" in o.name and o.name.startswith("aten::") for o in ops)
+    return not fused and any(
+        o.name == "aten::_softmax"
+        and isinstance(o.input_dims, list)
+        and bool(o.input_dims)
+        and isinstance(o.input_dims[0], list)
+        and len(o.input_dims[0]) == 4
+        for o in ops
+    )
 
 
 def layer_host_times(a: Analysis, prof: ComputeProfile) -> list[LayerHost]:

@@ -276,7 +276,8 @@ class ComputeProfile(_Frozen):
             # only part of a host time follows the CPU's per-op speed (the rest: driver launch calls,
             # thread hand-offs); ``probe_share_<kind>`` where measured (fit_host.step_host_costs)
             kind = (
-                base.removesuffix("_native")
+                base.removesuffix("_eager")
+                .removesuffix("_native")
                 .removesuffix("_moe")
                 .removesuffix("_gelu")
                 .removesuffix("_swiglu")
@@ -327,15 +328,22 @@ class ComputeProfile(_Frozen):
             return self.host(key, True) * self.host(ref, False) / max(self.host(ref, True), 1e-30)
         return self.host(f"adamw_fused_{part}", profiled)
 
-    def layer_key(self, act: str, moe: str | None, implementation: str, entry: str) -> str:
+    def layer_key(
+        self, act: str, moe: str | None, implementation: str, entry: str, attention: str = "flash"
+    ) -> str:
         """The block key of a model's host entries (``<entry>_<key>``): for ``transformers``'
         mixture-of-experts layers ``<act>_<moe>`` where measured (``moe``: ``moe``, the fp32 grouped
         GEMM's per-expert loop under AMP, round 51; ``moe_native``, the bf16 grouped GEMM, rounds 51
         (inference) and 56 (training); ``profiled_hf_<entry>_<act>_<moe>``: about twice a dense layer's
-        host), else ``act``."""
-        if moe and implementation == "huggingface" and f"profiled_hf_{entry}_{act}_{moe}" in self.host_layer:
-            return f"{act}_{moe}"
-        return act
+        host), else ``act``; ``_eager`` appended for ``transformers``' layers whose attention is written
+        out of ops (``attention`` ``eager``) where measured (round 61)."""
+        key = act
+        hf = implementation == "huggingface"
+        if moe and hf and f"profiled_hf_{entry}_{act}_{moe}" in self.host_layer:
+            key = f"{act}_{moe}"
+        if attention == "eager" and hf and f"profiled_hf_{entry}_{key}_eager" in self.host_layer:
+            key += "_eager"
+        return key
 
     def host_of(self, name: str, profiled: bool, implementation: str) -> float:
         """:meth:`host` for layers of ``implementation``'s modelling code: Hugging Face's own entries
@@ -348,9 +356,9 @@ class ComputeProfile(_Frozen):
             return self.host(f"hf_{name}", True)
         if f"hf_{name}" in self.host_layer:
             return self.host(f"hf_{name}")
-        # an MoE layer's entries are measured under the profiler only: the dense layer's plain entry
-        # at the MoE layer's profiled ratio to it
-        dense = name.replace("_moe_native", "").replace("_moe", "")
+        # an MoE or eager-attention layer's entries are measured under the profiler only: the plain
+        # (SDPA, dense) layer's plain entry at their profiled ratio to it
+        dense = name.replace("_moe_native", "").replace("_moe", "").replace("_eager", "")
         plain = self.host_layer.get(f"profiled_{dense}")
         return self.host(dense) * (self.host_layer[hf] / plain if plain else 1.0)
 

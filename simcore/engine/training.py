@@ -295,7 +295,7 @@ def evaluate(
     # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
     # under AMP (round 51) or the native bf16 one (round 56)
     moe_path = None if model.moe is None or compiled else ("moe" if lw.fp32_experts else "moe_native")
-    lk = prof.layer_key(act_key, moe_path, implementation, "train_fwd")
+    lk = prof.layer_key(act_key, moe_path, implementation, "train_fwd", attention_backend)
 
     pc = param_counts(model)
     vdiv = tp if lay.vocab_parallel else 1.0

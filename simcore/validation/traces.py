@@ -672,7 +672,7 @@ def validate(
     hf_code = "hf_" if sc.runtime.implementation == "huggingface" else ""
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     moe = "moe_native" if sc.model.moe is not None else None
-    act = prof.layer_key(act, moe, sc.runtime.implementation, "infer_decode")
+    act = prof.layer_key(act, moe, sc.runtime.implementation, "infer_decode", sc.runtime.attention_backend)
     gemm_probe = f"probe_linear_ratio_infer_{hf_code}{act}" if inference else None
     cpu = _cpu_speed(ans, inference, host_model, gemm_probe) if has_ref else None
     synced = [step_synchronized(a) for a in ans]

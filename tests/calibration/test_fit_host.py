@@ -541,3 +541,55 @@ def test_bf16_weights_take_less_host_than_autocast() -> None:
     assert 0.7 < prof.weights_factor("bf16", "train_bwd", "huggingface") < 0.95
     assert prof.weights_factor("fp32", "train_fwd", "huggingface") == 1.0
     assert prof.weights_factor("bf16", "train_fwd", "reference") == 1.0  # not measured for simcore's layers
+
+
+def test_eager_attention_layers_have_their_own_host_entries() -> None:
+    """Round 61: transformers' layers with ``attn_implementation="eager"`` at the fit configs
+    (``traces/h200/host_*_hf_eager.csv.gz``, act ``<act>_eager`` by their 4-D softmaxes and no SDPA
+    call): host entries of their own, above an SDPA layer's (the written-out attention issues ~40 %
+    more ops), used for that code's eager attention only; unprofiled, the SDPA layer's plain entry at
+    their profiled ratio."""
+    from simcore.calibration.fit_host import _csv_rows
+    from simcore.calibration.profile import load_profile
+    from simcore.specs.registry import default_registry
+
+    h200 = Path(__file__).resolve().parents[2] / "traces" / "h200"
+    steps = _csv_rows(h200 / "host_steps_hf_eager.csv.gz")
+    dec = _csv_rows(h200 / "host_decode_hf_eager.csv.gz")
+    assert {r["act"] for r in steps} == {r["act"] for r in dec} == {"gelu_eager", "swiglu_eager"}
+    assert {r["impl"] for r in steps} == {"huggingface"}
+    prof = load_profile(default_registry().device("h200"))
+    assert prof.layer_key("swiglu", None, "huggingface", "train_fwd", "eager") == "swiglu_eager"
+    assert prof.layer_key("gelu", None, "huggingface", "infer_decode", "eager") == "gelu_eager"
+    assert prof.layer_key("swiglu", None, "huggingface", "train_fwd", "cudnn") == "swiglu"
+    assert prof.layer_key("swiglu", None, "reference", "train_fwd", "eager") == "swiglu"
+    # an MoE model with eager attention: not measured together, the MoE layer's entries
+    assert prof.layer_key("swiglu", "moe", "huggingface", "train_fwd", "eager") == "swiglu_moe"
+    for act in ("gelu", "swiglu"):
+        for name in ("train_fwd", "train_bwd", "infer_decode", "infer_prefill"):
+            for profiled in (True, False):
+                eager = prof.host_of(f"{name}_{act}_eager", profiled, "huggingface")
+                sdpa = prof.host_of(f"{name}_{act}", profiled, "huggingface")
+                assert eager > sdpa > 0, (act, name, profiled)
+        # the plain entry at the profiled ratio
+        ratio = prof.host_of(f"infer_decode_{act}_eager", True, "huggingface") / prof.host_of(
+            f"infer_decode_{act}", True, "huggingface"
+        )
+        assert prof.host_of(f"infer_decode_{act}_eager", False, "huggingface") == pytest.approx(
+            ratio * prof.host_of(f"infer_decode_{act}", False, "huggingface"), rel=0.02
+        )
+
+
+def test_eager_attention_act_from_a_trace() -> None:
+    """host_trace names a step's layers ``<act>_eager`` by their softmaxes over 4-D scores."""
+    from simcore.calibration.classify import analyze
+    from simcore.calibration.host_trace import decode_step_hosts, training_step_hosts
+    from simcore.calibration.traces import read_trace
+
+    r60 = Path(__file__).resolve().parents[2] / "traces" / "h200" / "round60"
+    tr = training_step_hosts(analyze(read_trace(r60 / "hf_train_gpt2_L12_b4_eager_attn.json.gz")))
+    assert tr and {h.act for h in tr} == {"gelu_eager"}
+    dec = decode_step_hosts(analyze(read_trace(r60 / "hf_infer_llama_L8_h2048_b4_eager_attn.json.gz")))
+    assert dec and {h.act for h in dec} == {"swiglu_eager"}
+    sdpa = training_step_hosts(analyze(read_trace(r60 / "hf_train_gpt2_L12_b8_fp32.json.gz")))
+    assert sdpa and {h.act for h in sdpa} == {"gelu"}

@@ -63,6 +63,7 @@ def test_validate_real_traces(name: str) -> None:
                     "moe_native" if sc.model.moe is not None else None,
                     d["runtime"]["implementation"],
                     "infer_decode",
+                    d["runtime"]["attention_backend"],
                 )
                 if sc.kind == "inference"
                 else None,
