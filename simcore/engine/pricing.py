@@ -221,7 +221,11 @@ class Pricer:
                 else:
                     # row-wise ops (norms) say their row count: few long rows run on few SMs
                     rows = stack("rows") if all("rows" in o.args for o in sel) else None
-                    t = C.memory_op(dev, prof, key[1], stack("nbytes"), stack("flops", 0.0), rows=rows).time_s
+                    # (a row's work counts elements: the row-wise time needs the element size)
+                    elt = stack("elt", 2.0) if rows is not None else 2.0
+                    t = C.memory_op(
+                        dev, prof, key[1], stack("nbytes"), stack("flops", 0.0), rows=rows, elt_bytes=elt
+                    ).time_s
                     fl = 0.0
                     family = "memory"
                     backward = key[2]

@@ -119,7 +119,8 @@ def price_shape(shape: dict[str, Any], dev: Device, prof: ComputeProfile) -> flo
                 ).time_s
             )
         if kind == "attention":
-            dt = shape["dtype"] if shape["dtype"] in ("bf16", "fp16") else "bf16"
+            # fp32 attention runs the memory-efficient kernels (their own fp32 fit); fp8 is priced as bf16
+            dt = shape["dtype"] if shape["dtype"] in ("bf16", "fp16", "fp32") else "bf16"
             return float(
                 C.attention(
                     dev, prof, shape["batch"], shape["heads"], shape["seq"], shape["head_dim"], shape["causal"],
@@ -130,7 +131,14 @@ def price_shape(shape: dict[str, Any], dev: Device, prof: ComputeProfile) -> flo
             )  # fmt: skip
         if kind == "memory":
             return float(
-                C.memory_op(dev, prof, shape["name"], shape["nbytes"], rows=shape.get("rows")).time_s
+                C.memory_op(
+                    dev,
+                    prof,
+                    shape["name"],
+                    shape["nbytes"],
+                    rows=shape.get("rows"),
+                    elt_bytes=4.0 if shape.get("dtype") == "fp32" else 2.0,
+                ).time_s
             )
         if kind == "optimizer":
             return float(
