@@ -410,12 +410,48 @@ def _ddp_hook_time(ops: list[CpuOp]) -> float:
     return hooks + dur.get(_COPY_BACK, 0.0)
 
 
+QUEUED_LAG_S = 1e-3
+"""Launch-to-start delay of a step's first kernels above which they waited behind earlier GPU work
+(a synchronized step's first kernels start tens of microseconds after their launch)."""
+
+
+def cpu_range(a: Analysis) -> tuple[float, float]:
+    """(first op's start, last op's end) of a trace's CPU ops, seconds (a one-step trace's host range)."""
+    ops = a.trace.cpu_ops.values()
+    return min(o.ts for o in ops), max(o.ts + o.dur for o in ops)
+
+
+def start_queue_s(a: Analysis, last: bool = False) -> float:
+    """Seconds the trace's first kernels (``last``: its last ones) waited between their launch and
+    their start, behind GPU work launched before them: the median over eight kernels (0 without
+    launch times). The host's lead over the GPU at the trace's start (end)."""
+    ks = sorted((k for k in a.kernels if k.launch_ts is not None), key=lambda k: k.ev.ts)
+    ks = ks[-8:] if last else ks[:8]
+    if len(ks) < 3:
+        return 0.0
+    return float(statistics.median(k.ev.ts - k.launch_ts for k in ks))  # type: ignore[operator]
+
+
+def queued_at_start(a: Analysis) -> bool:
+    """Whether the trace's first kernels waited behind earlier GPU work (:func:`start_queue_s` above
+    :data:`QUEUED_LAG_S`): a loop that runs ahead of the GPU, profiled mid-run."""
+    return start_queue_s(a) > QUEUED_LAG_S
+
+
 def step_synchronized(a: Analysis) -> bool | None:
     """Whether the loop waits for the GPU in any annotated step (``False``: no step does, the host may
-    run ahead across steps; ``None``: no annotated step with a CPU range)."""
+    run ahead across steps; ``None``: no annotated step with a CPU range). A trace without step
+    annotations (one profiled step, the most common thing users send) is ``True`` where the host waits
+    in it, else ``False`` where its first kernels waited behind earlier GPU work (:func:`queued_at_start`:
+    the loop ran ahead into it), else ``None``."""
     steps = [s for s in a.steps if s.cpu_start is not None and s.cpu_end is not None]
     if not steps:
-        return None
+        if len(a.steps) != 1 or not a.trace.cpu_ops:
+            return None
+        lo, hi = cpu_range(a)
+        if any(lo <= c.ts <= hi for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)):
+            return True
+        return False if queued_at_start(a) else None
     calls = [c for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
     return any(s.cpu_start <= c.ts <= s.cpu_end for s in steps for c in calls)  # type: ignore[operator]
 

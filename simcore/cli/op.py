@@ -45,7 +45,10 @@ def op_cmd(
     ] = None,
     backend: Annotated[
         str | None,
-        typer.Option("--backend", help="Attention kernels: flash (FlashAttention-2) | cudnn | efficient (memory-efficient)."),
+        typer.Option(
+            "--backend",
+            help="Attention kernels: flash (FlashAttention-2) | cudnn | efficient (memory-efficient).",
+        ),
     ] = None,
     mask: Annotated[
         bool | None,

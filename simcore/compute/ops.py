@@ -389,6 +389,7 @@ def dtype_variant(name: str, dtype: str | None) -> str:
         return f"{base}_fp32" + ("_bwd" if bwd else "")
     return name
 
+
 # names used by PyTorch / the calibration traces -> simcore op names
 _ALIASES = {
     "layer_norm": "layernorm",

@@ -91,7 +91,11 @@ def evaluate(
     layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal
     # transformers' MoE layers have their own host entries (round 51: bf16 weights, the native grouped GEMM)
     lk = prof.layer_key(
-        act_key, "moe_native" if model.moe is not None else None, implementation, "infer_decode", attention_backend
+        act_key,
+        "moe_native" if model.moe is not None else None,
+        implementation,
+        "infer_decode",
+        attention_backend,
     )
     graph_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0) if framework == "cuda_graphs" else 0.0
     pricer = Pricer.for_layout(

@@ -6,16 +6,22 @@ name under ``tests/data/trace_scenarios/``, the trace files of its ranks, the me
 it). For each, the step-time error and the largest class errors; then the summary over all traces
 and over the held-apart ones.
 
+``--single-step``: each single-rank trace cut to its last step without the ``ProfilerStep`` annotations
+(:func:`one_step_trace`), the most common thing users send: the same runs read without step markers.
+
   python -m simcore.validation.trace_report [--json] [--index traces/validate.csv] [--calibration NAME]
+      [--single-step]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import statistics
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,16 +78,68 @@ def read_index(path: str | Path | None = None) -> list[TraceCase]:
     return out
 
 
-def run(cases: list[TraceCase], calibration: str | None = None) -> list[dict[str, Any]]:
+def one_step_trace(src: str | Path, dst: str | Path) -> None:
+    """Write the last ``ProfilerStep`` of the profiler trace ``src`` as a trace without step annotations
+    ``dst`` (``.json.gz``): its CPU events within the step, the GPU events its runtime calls launched
+    (by ``correlation``), and the metadata; what a user who profiles one step without a schedule sends."""
+    with gzip.open(src, "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    ev = d.get("traceEvents", [])
+    marks = [
+        e
+        for e in ev
+        if e.get("ph") == "X"
+        and str(e.get("name", "")).startswith("ProfilerStep#")
+        and e.get("cat") != "gpu_user_annotation"
+    ]
+    if not marks:
+        raise SimcoreError("no ProfilerStep annotation to cut a step from", file=str(src))
+    st = max(marks, key=lambda e: e["ts"])
+    lo, hi = st["ts"], st["ts"] + st["dur"]
+    launched = {
+        e.get("args", {}).get("correlation")
+        for e in ev
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and lo <= e["ts"] <= hi
+    }
+    keep = []
+    for e in ev:
+        if str(e.get("name", "")).startswith("ProfilerStep#"):
+            continue
+        if e.get("ph") == "M":
+            keep.append(e)
+        elif e.get("ph") == "X":
+            gpu = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+            if (gpu and e.get("args", {}).get("correlation") in launched) or (
+                not gpu and lo <= e["ts"] <= hi
+            ):
+                keep.append(e)
+    d["traceEvents"] = keep
+    with gzip.open(dst, "wt", encoding="utf-8") as f:
+        json.dump(d, f)
+
+
+def run(
+    cases: list[TraceCase], calibration: str | None = None, single_step: bool = False
+) -> list[dict[str, Any]]:
     """``simcore validate`` on each case: step errors and the three largest class errors.
-    ``calibration``: predict with this compute profile (name or path) instead of the scenario's."""
+    ``calibration``: predict with this compute profile (name or path) instead of the scenario's;
+    ``single_step``: each single-rank trace cut to one unannotated step (:func:`one_step_trace`),
+    multi-rank cases left out."""
     from simcore.specs.resolve import load_scenario
     from simcore.validation.traces import validate
 
     out = []
     over = [f"calibration={calibration}"] if calibration else None
+    tmp = tempfile.TemporaryDirectory() if single_step else None
     for c in cases:
-        rep = validate([str(t) for t in c.traces], c.scenario, overrides=over, top_kernels=1 << 30).to_dict()
+        traces = [str(t) for t in c.traces]
+        if tmp is not None:
+            if len(traces) != 1:
+                continue
+            cut = Path(tmp.name) / Path(traces[0]).name
+            one_step_trace(traces[0], cut)
+            traces = [str(cut)]
+        rep = validate(traces, c.scenario, overrides=over, top_kernels=1 << 30).to_dict()
         training = load_scenario(str(c.scenario), over or []).kind == "training"
         worst = sorted(rep["classes"], key=lambda r: -abs(r["error_s"]))[:3]
         out.append(
@@ -184,9 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--calibration", metavar="NAME|PATH", help="what-if: predict with this compute profile")
     ap.add_argument("--ops", action="store_true", help="also list each memory-bound op over all the traces")
+    ap.add_argument(
+        "--single-step",
+        action="store_true",
+        help="cut each single-rank trace to its last step without step annotations (what users send)",
+    )
     args = ap.parse_args(argv)
     try:
-        rows = run(read_index(args.index), args.calibration)
+        rows = run(read_index(args.index), args.calibration, args.single_step)
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

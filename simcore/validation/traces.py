@@ -25,13 +25,16 @@ from simcore.calibration.classify import Analysis, attention_shape, fp32_weights
 from simcore.calibration.fit_host import thread_probe
 from simcore.calibration.host_trace import (
     FUSED_OPTIMIZER_OPS,
+    QUEUED_LAG_S,
     SYNC_CALLS,
     OpSpeed,
     compiled_op_speed,
+    cpu_range,
     generate_loop,
     hf_layers,
     op_speed,
     profiler_record,
+    start_queue_s,
     step_synchronized,
 )
 from simcore.calibration.profile import backend_of_name
@@ -201,6 +204,19 @@ def inference_composition(a: Analysis, layers_per_rank: float) -> tuple[float, f
     if not per or all(p == (0.0, 0.0) for p in per):
         return None
     return float(statistics.median(p[0] for p in per)), float(statistics.median(p[1] for p in per))
+
+
+def single_step_lead(a: Analysis, sc: Scenario) -> float:
+    """Seconds of lead the host lost to the GPU over a one-step trace without step annotations: its
+    first kernels' wait behind earlier GPU work less its last kernels' (:func:`start_queue_s`), for a
+    training loop that runs ahead (``runtime.step_sync`` false); 0 otherwise. Such a trace measures
+    the span of the step's kernels, not the loop's period: a host-bound step's span is the host's
+    total less the lead it spent (in a steady loop the lead is the same at both ends: nothing)."""
+    if a.steps and len(a.steps) == 1 and a.steps[0].cpu_start is None and sc.kind == "training":
+        lead = start_queue_s(a)
+        if lead > QUEUED_LAG_S and not sc.runtime.step_sync:
+            return max(lead - start_queue_s(a, last=True), 0.0)
+    return 0.0
 
 
 def inference_step_time(
@@ -736,6 +752,19 @@ def validate(
     measured = slowest.step_time_s
     pred_step, bd, _res, notes = _predicted(sc, engine, slowest)
     notes = [*notes, *assumed]
+    lead = single_step_lead(slowest, sc)
+    if lead > 0.0:
+        # one unannotated step of a loop that ran ahead: what the trace measures is its kernels' span,
+        # which starts when the GPU reaches them, the host's lead already spent
+        cut = min(lead, bd.get("host_overhead", 0.0))
+        pred_step -= cut
+        bd["host_overhead"] = bd.get("host_overhead", 0.0) - cut
+        notes.append(
+            f"one unannotated step whose first kernels waited {lead * 1e3:.3g} ms longer behind earlier GPU work "
+            "than its last ones (the loop runs ahead, and the host spent that lead): its measured time is its "
+            "kernels' span, so the prediction is the GPU's total, or the host's less that lead "
+            f"({cut * 1e3:.3g} ms off the predicted period)"
+        )
     host_ratio = _host_speed(sc, ans)
     if host_ratio is not None:
         notes.append(
@@ -855,14 +884,18 @@ def _assume(
 
 def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:
     """Decode passes per host synchronization in an inference trace's steps (``None``: no step waits;
-    1 where the passes cannot be counted)."""
+    1 where the passes cannot be counted). A trace without step annotations counts over its whole
+    CPU range: its decode passes (one step, or steps found by repeats) per wait."""
     comp = inference_composition(a, sc.model.layers / sc.parallel.pp)
     ranges = [(s.cpu_start, s.cpu_end) for s in a.steps if s.cpu_start is not None and s.cpu_end is not None]
+    steps = 1.0
+    if not ranges and a.steps and a.trace.cpu_ops:
+        ranges, steps = [cpu_range(a)], float(len(a.steps))
     if comp is None or not ranges or comp[1] <= 0:
         return 1
     calls = [c.ts for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]
     waits = statistics.median([float(sum(1 for t in calls if lo <= t <= hi)) for lo, hi in ranges])
-    return None if waits == 0 else max(1, round(comp[1] / waits))
+    return None if waits == 0 else max(1, round(comp[1] * steps / waits))
 
 
 def _profile_of(sc: Scenario) -> Any:

@@ -618,13 +618,17 @@ def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(fused_mem_op("copy", numel, b, 2 * b, 2 * b, "elementwise", bwd_name="copy", count=c))
     ops.append(_gemm("attn_scores", q, kv, s.head_dim, dt, "gemm", c, bh))
     # the scale by a Python float (and its gradient's): one tensor read and one written
-    ops.append(fused_mem_op("mul_scalar", scores, b, 2 * b, 2 * b, "elementwise", bwd_name="mul_scalar", count=c))
+    ops.append(
+        fused_mem_op("mul_scalar", scores, b, 2 * b, 2 * b, "elementwise", bwd_name="mul_scalar", count=c)
+    )
     if masked and wide > b:
         # the causal mask ``[b, 1, q, kv]`` broadcast over the heads, in the residual stream's fp32:
         # PyTorch's unrolled loop with dynamic casts and offsets (~1.1 TB/s, round 59); its gradient
         # passes through, cast back to the scores' dtype
         ops.append(
-            fused_mem_op("add_bcast_mixed", scores, b, b + wide, wide + b, "elementwise", bwd_name="cast", count=c)
+            fused_mem_op(
+                "add_bcast_mixed", scores, b, b + wide, wide + b, "elementwise", bwd_name="cast", count=c
+            )
         )
     elif masked:
         # a mask of the scores' dtype: the broadcast loop; the gradient passes through (no kernel)
@@ -635,7 +639,9 @@ def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
     if wide < 4.0:
         # softmax(x, dtype=float32) of 16-bit scores: PyTorch casts them first (its CUDA softmax
         # converts in the kernel from fp16 only); the gradient's way back is a plain cast
-        ops.append(fused_mem_op("cast_up", scores, b, b + 4.0, 4.0 + b, "elementwise", bwd_name="cast", count=c))
+        ops.append(
+            fused_mem_op("cast_up", scores, b, b + 4.0, 4.0 + b, "elementwise", bwd_name="cast", count=c)
+        )
     # one row of kv scores per query and head; the backward reads the output and its gradient
     ops.append(fused_mem_op("softmax", scores, 4.0, 8.0, 12.0, "elementwise", count=c, rows=bh * q))
     if b < 4.0:

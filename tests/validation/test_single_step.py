@@ -1,0 +1,60 @@
+"""A trace of one profiled step without ``ProfilerStep`` annotations (the most common thing users send):
+simcore validate reads the same run the same way as its annotated twin.
+
+The one-step traces are cut from committed annotated ones at test time: the last step's CPU events,
+and the GPU events its runtime calls launched, without the step annotations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simcore.validation.trace_report import one_step_trace
+from simcore.validation.traces import validate
+
+REPO = Path(__file__).resolve().parents[2]
+SC = REPO / "tests" / "data" / "trace_scenarios"
+
+
+@pytest.mark.parametrize(
+    ("trace", "scenario", "sync"),
+    [
+        # a loop that runs ahead: the step's first kernels waited ~37 ms behind the previous step's
+        ("round46/hf_train_qwen2_L8_h2048_b2.json.gz", "h200_r46_train_qwen2_l8_h2048_b2", False),
+        # a host-bound loop that ran ahead into the step and spent its lead there (~20 ms)
+        ("round52/hf_train_gpt2_L12_b16_s512.json.gz", "h200_r52_train_gpt2_l12_b16_s512", False),
+        # loss.item() every step: the host waits in it
+        ("round31/hf_train_gpt2_L12_b4_item.json.gz", "h200_r31_train_gpt2_l12_b4_item", True),
+        # GradScaler's found_inf read: a wait inside the step, though its first kernels were queued
+        (
+            "round53/hf_train_qwen2_L6_h1536_b2_fp16_clip_foreach.json.gz",
+            "h200_r53_train_qwen2_l6_h1536_b2_fp16_clip_foreach",
+            True,
+        ),
+    ],
+)
+def test_one_unannotated_step(tmp_path: Path, trace: str, scenario: str, sync: bool) -> None:
+    src = REPO / "traces" / "h200" / trace
+    dst = tmp_path / Path(trace).name
+    one_step_trace(src, dst)
+    both = validate([str(src)], SC / f"{scenario}.yaml"), validate([str(dst)], SC / f"{scenario}.yaml")
+    ann, single = both
+    assert single.step_source == "single" and ann.step_source == "annotation"
+    assert single.to_dict()["runtime"]["step_sync"] is sync
+    # what is measured differs (the loop's period, one step's kernel span): both within the target
+    assert abs(single.error_pct) < 10.0 and abs(ann.error_pct) < 10.0
+
+
+def test_one_unannotated_inference_step_counts_its_waits(tmp_path: Path) -> None:
+    """A prefill + 8 decode steps that waits once (for the last token): the decode loop runs ahead, as
+    in the annotated trace."""
+    src = REPO / "traces" / "h200" / "round52" / "hf_infer_llama_L8_h2048_b32.json.gz"
+    dst = tmp_path / "one.json.gz"
+    one_step_trace(src, dst)
+    sc = SC / "h200_r52_infer_llama_l8_h2048_b32.yaml"
+    ann, single = validate([str(src)], sc), validate([str(dst)], sc)
+    assert (
+        single.to_dict()["runtime"]["decode_sync_every"] == ann.to_dict()["runtime"]["decode_sync_every"] == 8
+    )
+    assert abs(single.error_pct - ann.error_pct) < 5.0
