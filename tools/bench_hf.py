@@ -97,7 +97,12 @@ Round 61 (``--set eager_fit``): round 32's fit runs (GPT-2 and Llama h1024, 2 an
 512 and batch-1 decode) with ``attn_implementation="eager"``, twice: the host of layers whose attention is
 written out of PyTorch ops, fitted (round 60's eager runs stay held apart).
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit] [--budget S] [--smoke]
+Round 62 (``--set r62``): held-apart runs after stop 18's changes: one profiled step without a schedule
+or ``prof.step()`` (``one_step``: what users send) of a Llama training step, GPT-2 training with
+``loss.item()`` and a Llama prefill + decode; eager attention with bf16 weights (Qwen2) and in
+Mistral's ``generate()``; GPT-2 in fp32 with eager attention.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -412,6 +417,22 @@ RUNS_EAGER_FIT = [
 ]
 
 
+# round 62 (--set r62): held-apart runs after stop 18's changes: one unannotated profiled step as users
+# record it (``one_step``), eager attention with bf16 weights and in generate(), fp32 with eager attention
+RUNS_R62 = [
+    ("train_llama_L8_h2048_b2_onestep", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048,
+     {"one_step": True}),
+    ("train_gpt2_L12_b8_item_onestep", lambda s: gpt2(12, 768, 12, s), "train", 8, 1024, {"item": True, "one_step": True}),
+    ("infer_llama_L8_h2048_b8_onestep", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "infer", 8, (512, 8),
+     {"one_step": True}),
+    ("train_qwen2_L6_h1536_b4_bf16_eager_attn", lambda s: llama(6, 1536, 12, 2, 4096, 151936, s, "qwen2", attn="eager"),
+     "train", 4, 1024, {"bf16": True}),
+    ("generate_mistral_L8_h2048_b4_eager_attn", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, "mistral", attn="eager"),
+     "generate", 4, (512, 8), {}),
+    ("train_gpt2_L12_b4_fp32_eager_attn", lambda s: gpt2(12, 768, 12, s, attn="eager"), "train", 4, 1024, {"fp32": True}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -436,15 +457,26 @@ SETS = {
     "fit_bf16": (RUNS_FIT_BF16, "r58"),
     "r60": (RUNS_R60, "r60"),
     "eager_fit": (RUNS_EAGER_FIT, "r61"),
+    "r62": (RUNS_R62, "r62"),
 }
 
 
-def profile(step, n: int, acts, path: str, **options) -> None:
+def profile(step, n: int, acts, path: str, one_step: bool = False, **options) -> None:
     """``n`` calls of ``step`` under ``torch.profiler`` (``record_shapes=True`` unless ``options`` say
-    otherwise: ``with_stack``, ``profile_memory``), the last two recorded, written to ``path``."""
+    otherwise: ``with_stack``, ``profile_memory``), the last two recorded, written to ``path``.
+    ``one_step``: as a user who profiles one step does: two more steps unprofiled (no host wait after
+    them), then one step in a ``with profile(...)`` block, no schedule, no ``prof.step()`` (no
+    ``ProfilerStep`` annotation)."""
     from torch.profiler import profile as prof_, schedule
 
     options = {"record_shapes": True, **options}
+    if one_step:
+        for _ in range(2):
+            step()
+        with prof_(activities=acts, **options) as p:
+            step()
+        save_trace(p, path)
+        return
     with prof_(activities=acts, schedule=schedule(wait=1, warmup=1, active=2, repeat=1), **options) as p:
         for _ in range(n):
             step()
@@ -541,7 +573,8 @@ def main() -> None:
                 for _ in range(3 if opt.get("compile") else 1):  # compile (or warm up) outside the profile
                     step()
                 sync(dev)
-                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"), **opt.get("prof", {}))
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"), opt.get("one_step", False),
+                        **opt.get("prof", {}))
                 info = {"batch": batch, "seq": seq, **opt}
             elif kind == "generate":
                 prompt, new = (32, 8) if args.smoke else shape
@@ -558,7 +591,7 @@ def main() -> None:
 
                 step()
                 sync(dev)
-                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"))
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"), opt.get("one_step", False))
                 info = {"batch": batch, "prompt": prompt, "new_tokens": new, "generate": True}
             else:
                 prompt, new = (32, 8) if args.smoke else shape
@@ -576,7 +609,7 @@ def main() -> None:
 
                 step()
                 sync(dev)
-                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"))
+                profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"), opt.get("one_step", False))
                 info = {"batch": batch, "prompt": prompt, "new_tokens": new}
             meta["runs"][name] = {**info, "kind": kind, "model_config": cfg.to_dict()}
             log(f"{name}: {time.time() - a:.1f} s")
