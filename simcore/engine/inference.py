@@ -146,15 +146,16 @@ def evaluate(
         layers = float(model.layers) / np.asarray(pp, dtype=float)
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
         for pr, mode in ((prefill, "prefill"), (decode, "decode")):
-            fixed = f"infer_{mode}_fixed_{lk}"
-            gen = f"infer_generate_fixed_{act_key}"
-            if decode_loop == "generate" and prof.host_of(gen, profiler, implementation) > 0:
+            fixed = prof.host_of(f"infer_{mode}_fixed_{lk}", profiler, implementation)
+            gen = prof.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
+            if decode_loop == "generate" and gen > 0:
                 # generate(): the host of a token beyond its layers, where measured (the prefill's
-                # pass makes the first token)
-                fixed = gen
-            host = layers * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + prof.host_of(
-                fixed, profiler, implementation
-            )
+                # pass makes the first token; measured on SDPA layers: eager attention's own host
+                # outside the layers, its 4-D mask built every pass, comes on top)
+                sdpa = lk.removesuffix("_eager")
+                extra = fixed - prof.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
+                fixed = gen + max(extra, 0.0) if sdpa != lk else gen
+            host = layers * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + fixed
             hosts[mode] = host + comm_calls
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 

@@ -1,0 +1,55 @@
+"""transformers' eager-attention layers: their host entries (round 61) in inference and in generate()."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simcore.calibration.profile import load_profile
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import load_scenario
+
+SC = (
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "trace_scenarios"
+    / "h200_r62_generate_mistral_l8_h2048_b4_eager_attn.yaml"
+)
+
+
+def _decode_host(backend: str, loop: str) -> float:
+    from simcore.prediction import predict
+
+    over = [
+        "runtime.implementation=huggingface",
+        "runtime.profiler=true",
+        f"runtime.attention_backend={backend}",
+        f"runtime.decode_loop={loop}",
+    ]
+    r = predict(load_scenario(str(SC), over)).model_dump()
+    return float(r["decode_host_s"])
+
+
+def test_eager_attention_decode_host() -> None:
+    """An eager-attention decode pass costs its layers' and its fixed host entries; in generate() the
+    SDPA-measured generate() host plus what eager attention adds outside the layers (its mask)."""
+    prof = load_profile(default_registry().device("h200"))
+    layers = 8.0
+
+    def h(name: str) -> float:
+        return prof.host_of(name, True, "huggingface")
+
+    manual = layers * h("infer_decode_swiglu_eager") + h("infer_decode_fixed_swiglu_eager")
+    gen = (
+        layers * h("infer_decode_swiglu_eager")
+        + h("infer_generate_fixed_swiglu")
+        + h("infer_decode_fixed_swiglu_eager")
+        - h("infer_decode_fixed_swiglu")
+    )
+    assert _decode_host("eager", "manual") == pytest.approx(manual, rel=1e-6)
+    assert _decode_host("eager", "generate") == pytest.approx(gen, rel=1e-6)
+    # SDPA's generate(): its own measured entries only
+    sdpa = layers * h("infer_decode_swiglu") + h("infer_generate_fixed_swiglu")
+    assert _decode_host("cudnn", "generate") == pytest.approx(sdpa, rel=1e-6)
+    assert gen > sdpa
