@@ -585,6 +585,48 @@ def family_of(t: Table, i: int) -> str:
 ROWWISE = ("softmax", "log_softmax", "layernorm", "rmsnorm", "cross_entropy")
 
 
+WIDTH_MIN_BYTES = 16e6
+"""Rows of a row-wise op that say its width factor: at least this many bytes (the streaming regime)."""
+
+
+def _width_factors(sub: Table, y: F, pred: F) -> dict[str, tuple[float, ...]]:
+    """``width_knots``, ``width_factors`` (16-bit rows) and ``width_factors_fp32``: the median measured
+    over predicted time of a row-wise op's rows of at least :data:`WIDTH_MIN_BYTES` per distinct row
+    width (column ``n``), per element size where both sizes were measured at every width (else one
+    list for all); nothing where fewer than three widths have such rows (one curve serves them all)."""
+    n = sub.num["n"]
+    big = np.isfinite(n) & (sub.num["bytes"] >= WIDTH_MIN_BYTES) & (pred > 0)
+    widths = sorted(set(n[big].tolist()))
+    if len(widths) < 3:
+        return {}
+    fp32 = _elt(sub) >= 4.0
+    r = y / np.where(pred > 0, pred, 1.0)
+
+    def med(sel: NDArray[np.bool_]) -> tuple[float, ...] | None:
+        out = []
+        for w in widths:
+            m = sel & (n == w)
+            if not np.any(m):
+                return None
+            out.append(float(np.median(r[m])))
+        return tuple(out)
+
+    f16, f32 = med(big & ~fp32), med(big & fp32)
+    out = {"width_knots": tuple(float(w) for w in widths)}
+    if f16 is not None and f32 is not None:
+        return {**out, "width_factors": f16, "width_factors_fp32": f32}
+    return {**out, "width_factors": med(big) or ()}
+
+
+def _width_of(sub: Table, name: str, rows: F) -> F:
+    """Row width (elements) of row-wise rows: bytes over rows and the op's bytes per element."""
+    from simcore.compute.ops import memory_op_traffic
+
+    per = float(memory_op_traffic(name, 1.0, 1.0)[0]) * _elt(sub)
+    out: F = sub.num["bytes"] / (np.maximum(rows, 1.0) * per)
+    return out
+
+
 def _elt(t: Table) -> F:
     """Element size (bytes) of each row's dtype."""
     return np.array([DTYPE_BYTES.get(d or "bf16", 2.0) for d in t.dtype])
@@ -657,9 +699,14 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
             share = op.row_share if op else None
             rows = _rows(sub.take(j), nm) if share else None
             elt = _elt(sub.take(j))
+            wf = (
+                op.width_factor(_width_of(sub.take(j), nm, rows), elt)
+                if op and op.width_knots and rows is not None
+                else 1.0
+            )
             out[midx[j]] = K.memory_time(
                 hw32, prof.memory, sub.num["bytes"][j], flops[j], op.eff if op else 1.0, op.t0 if op else None,
-                rows, share, True, elt,
+                rows, share, True, elt, wf,
             ).time  # fmt: skip
     oidx = np.flatnonzero(fam == "optimizer")
     if oidx.size:
@@ -1157,6 +1204,9 @@ def fit(
             base_op = base_op.model_copy(update={"row_share": 1.0})
         h0 = host_overhead.get("memory", launch["eager"]) * (4.0 if nm.endswith("_bwd") else 1.0)
         op, h = _fit_model(base_op, ps, op_k, y, eager, floor, h0, mode, 2, gap_of(sub))
+        if rows is not None:
+            # row-wise kernels change with the row width: the measured over the fitted time per width
+            op = op.model_copy(update=_width_factors(sub, y, op_k(op)))
         ops[nm] = op.model_copy(update={"host": h})
         if nm.endswith("_bwd") and h is not None:
             bwd_hosts.append(h)

@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict, Field
 
 from simcore.errors import SpecError
@@ -131,6 +133,28 @@ class MemoryOpParams(_Frozen):
     row_share: float | None = Field(default=None, gt=0)
     """Row-wise ops: one CTA streams a row at ``row_share x bandwidth / sm_count``; used when
     the row count is known (few long rows are slow). ``None``: no row limit."""
+    width_knots: tuple[float, ...] = ()
+    """Row-wise ops: row widths (elements) at which ``width_factors`` were measured (round 59: PyTorch's
+    softmax kernels change with the width: a warp per row up to 1024, a block with the row in shared
+    memory, a block streaming it)."""
+    width_factors: tuple[float, ...] = ()
+    """Multipliers of the bandwidth-bound time at ``width_knots`` for 16-bit rows, linear in log2(width)
+    between them and flat outside; used when the row count is known."""
+    width_factors_fp32: tuple[float, ...] = ()
+    """The same for fp32 rows, where measured (else ``width_factors``): the kernels' choice depends on
+    the element size too."""
+
+    def width_factor(self, width: ArrayLike, elt_bytes: ArrayLike = 2.0) -> Any:
+        """The time multiplier at row widths ``width`` of ``elt_bytes``-byte elements (1 without knots)."""
+        w = np.log2(np.maximum(np.asarray(width, dtype=np.float64), 1.0))
+        if not self.width_knots:
+            return np.ones_like(w)
+        k = np.log2(np.asarray(self.width_knots))
+        f16 = np.interp(w, k, np.asarray(self.width_factors))
+        if not self.width_factors_fp32:
+            return f16
+        f32 = np.interp(w, k, np.asarray(self.width_factors_fp32))
+        return np.where(np.asarray(elt_bytes, dtype=np.float64) >= 4.0, f32, f16)
 
 
 class MemoryParams(_Frozen):

@@ -337,9 +337,11 @@ def memory_time(
     row_share: float | None = None,
     l2_reuse: bool = True,
     elt_bytes: ArrayLike = 2.0,
+    width_factor: ArrayLike = 1.0,
 ) -> MemTimes:
     """Kernel time of a bandwidth-bound kernel that moves ``nbytes`` (read + written) and does
-    ``flops`` of non-tensor arithmetic (seconds).
+    ``flops`` of non-tensor arithmetic (seconds). ``width_factor`` multiplies the streaming time (a
+    row-wise op's measured factor at its row width, ``MemoryOpParams.width_factor``).
 
     Row-wise kernels (softmax, norms, cross-entropy) give one row to a CTA: with ``rows`` and the
     op's ``row_share`` (a CTA streams at ``row_share x bandwidth / sm_count``) the time is at least
@@ -355,6 +357,7 @@ def memory_time(
         nb, fl, rw = _flat(nbytes, flops, rows)
         shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops), np.shape(rows))
     tmem = nb / (hw.bandwidth * p.eff_bw * op_eff * l2_boost(hw, p if l2_reuse else None, nb))
+    tmem = tmem * np.broadcast_to(f64(width_factor), np.broadcast_shapes(np.shape(width_factor), shape)).reshape(-1)
     if rw is not None and row_share is not None:
         rw = np.maximum(rw, 1.0)
         bw_cta = row_share * hw.bandwidth * p.eff_bw / hw.sm_count

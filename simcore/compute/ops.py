@@ -446,8 +446,16 @@ def memory_op(
     eff = op.eff if op is not None else 1.0
     t0 = op.t0 if op is not None else None
     share = op.row_share if op is not None else None
+    wf: ArrayLike = 1.0
+    if rows is not None and op is not None and op.width_knots and base in _TRAFFIC:
+        # the row width in elements: bytes over rows and the op's bytes per element
+        per_elem = float(memory_op_traffic(name, 1.0, 1.0)[0])
+        width = np.asarray(nbytes, dtype=np.float64) / (
+            np.maximum(np.asarray(rows, dtype=np.float64), 1.0) * per_elem * np.asarray(elt_bytes, dtype=np.float64)
+        )
+        wf = op.width_factor(width, elt_bytes)
     r = K.memory_time(
-        _hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share, l2_reuse, elt_bytes
+        _hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share, l2_reuse, elt_bytes, wf
     )
     return _cost(r.time, flops, nbytes, r.compute, r.memory)
 

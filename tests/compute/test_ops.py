@@ -472,3 +472,25 @@ def test_misaligned_flag_broadcasts_with_the_shapes() -> None:
     t = ops.gemm(H200, PROF, 4096, 768, 4096, "bf16", misaligned=np.array([False, True])).time_s
     assert np.shape(t) == (2,) and t[1] > 3 * t[0]
     assert t[0] == pytest.approx(ops.gemm(H200, PROF, 4096, 768, 4096, "bf16").time_s)
+
+
+def test_row_width_factors() -> None:
+    """Round 59: PyTorch's softmax kernels change with the row width (a warp per row up to 1024, then
+    a block per row): the shipped profile carries the measured over fitted time per width and element
+    size, linear in log2(width) between the widths and flat outside, applied where the row count is
+    known."""
+    from simcore.calibration.profile import MemoryOpParams
+
+    op = MemoryOpParams(width_knots=(1024.0, 4096.0), width_factors=(1.0, 2.0), width_factors_fp32=(1.0, 3.0))
+    assert op.width_factor([512.0, 1024.0, 2048.0, 4096.0, 1e6]).tolist() == [1.0, 1.0, 1.5, 2.0, 2.0]
+    assert op.width_factor(2048.0, 4.0) == pytest.approx(2.0)
+    assert MemoryOpParams().width_factor(4096.0) == 1.0
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    sm = prof.memory.ops["softmax"]
+    assert len(sm.width_knots) >= 5 and sm.width_factors_fp32
+    # fp32 rows of 4096 scores (eager attention at seq 4096) run slower per byte than rows of 1024
+    rows = 2**18
+    t1k = ops.memory_op(dev, prof, "softmax", rows * 1024 * 8.0, elt_bytes=4.0, rows=rows).time_s
+    t4k = ops.memory_op(dev, prof, "softmax", rows * 4096 * 8.0 / 4, elt_bytes=4.0, rows=rows / 4).time_s
+    assert t4k > 1.2 * t1k
