@@ -618,15 +618,6 @@ def _width_factors(sub: Table, y: F, pred: F) -> dict[str, tuple[float, ...]]:
     return {**out, "width_factors": med(big) or ()}
 
 
-def _width_of(sub: Table, name: str, rows: F) -> F:
-    """Row width (elements) of row-wise rows: bytes over rows and the op's bytes per element."""
-    from simcore.compute.ops import memory_op_traffic
-
-    per = float(memory_op_traffic(name, 1.0, 1.0)[0]) * _elt(sub)
-    out: F = sub.num["bytes"] / (np.maximum(rows, 1.0) * per)
-    return out
-
-
 def _elt(t: Table) -> F:
     """Element size (bytes) of each row's dtype."""
     return np.array([DTYPE_BYTES.get(d or "bf16", 2.0) for d in t.dtype])
@@ -690,6 +681,8 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
     hw32 = _hw(dev, "fp32")
     midx = np.flatnonzero((fam == "memory") | (fam == "memory_bwd"))
     if midx.size:
+        from simcore.compute.ops import row_width
+
         names = [memory_name(t, int(i)) for i in midx]
         sub = t.take(midx)
         flops = _mem_flops(sub, names)
@@ -697,13 +690,11 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
             j = np.flatnonzero(np.array(names) == nm)
             op = prof.memory.ops.get(nm)
             share = op.row_share if op else None
-            rows = _rows(sub.take(j), nm) if share else None
+            rows = _rows(sub.take(j), nm)
             elt = _elt(sub.take(j))
-            wf = (
-                op.width_factor(_width_of(sub.take(j), nm, rows), elt)
-                if op and op.width_knots and rows is not None
-                else 1.0
-            )
+            # (as ops.memory_op: the width factor wherever the row count is known)
+            wf = op.width_factor(row_width(nm, sub.num["bytes"][j], rows, elt), elt) if op and rows is not None else 1.0
+            rows = rows if share else None
             out[midx[j]] = K.memory_time(
                 hw32, prof.memory, sub.num["bytes"][j], flops[j], op.eff if op else 1.0, op.t0 if op else None,
                 rows, share, True, elt, wf,

@@ -215,8 +215,9 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         (a, v) for a, sync, v in hf_rows if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
     ]
     # transformers' MoE layers (act ``<act>_moe``, round 51) and eager-attention layers (``<act>_eager``,
-    # round 61): their per-layer and per-step units only; MoE steps wait for the GPU inside the layers
-    # (the fp32 grouped GEMM's per-expert sizes), so synchronized rows count
+    # round 61): their per-layer and per-step units only, synchronized rows included: MoE steps wait for
+    # the GPU inside the layers (the fp32 grouped GEMM's per-expert sizes), and every eager-attention
+    # fit step waits once before its layers (a device-to-host copy as the 4-D mask is built, ~15 us)
     own_rows = [(a, v) for a, _sync, v in own_recs if v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
     # the share of each kind of host time that follows the probe (the rest is work whose time does not
     # move with the CPU's per-op speed: driver launch calls, thread hand-offs): from how one run's

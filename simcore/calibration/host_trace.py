@@ -103,10 +103,19 @@ def _act_of(win: list[CpuOp]) -> str:
     return act + ("_eager" if eager_attention(win) else "")
 
 
+FUSED_ATTENTION_OPS = (
+    "aten::_cudnn_attention_forward",
+    "aten::_flash_attention_forward",
+    "aten::_efficient_attention_forward",
+)
+"""The backend ops of a fused attention forward (one per call): SDPA's math fallback has none."""
+
+
 def eager_attention(ops: list[CpuOp]) -> bool:
     """Whether the ops' attention is written out of PyTorch ops: softmaxes over 4-D ``[b, h, q, kv]``
-    scores and no ``scaled_dot_product_attention`` (nor a fused attention op) among them."""
-    fused = any("attention" in o.name and o.name.startswith("aten::") for o in ops)
+    scores and no fused attention kernel's op (:data:`FUSED_ATTENTION_OPS`) among them (``transformers``'
+    eager attention, or SDPA's math fallback, which runs the same ops)."""
+    fused = any(o.name in FUSED_ATTENTION_OPS for o in ops)
     return not fused and any(
         o.name == "aten::_softmax"
         and isinstance(o.input_dims, list)
@@ -125,6 +134,8 @@ def layer_host_times(a: Analysis, prof: ComputeProfile) -> list[LayerHost]:
     out: list[LayerHost] = []
     for _st, _lo, _hi, win in _step_windows(a):
         act = _act_of(win)
+        # transformers' layers (MoE, eager attention) have their own entries: Hugging Face's where measured
+        impl = "huggingface" if hf_layers(win) else "reference"
         first_bwd = next((o.ts for o in win if o.name.startswith(_BWD_NORM)), None)
         norms = _outermost([o for o in win if o.name in FWD_NORMS])
         if first_bwd is not None:
@@ -140,12 +151,12 @@ def layer_host_times(a: Analysis, prof: ComputeProfile) -> list[LayerHost]:
                 continue
             layers = (n - 1) // 2
             meas = (fwd[-1] - fwd[0] + bwd[-1] - bwd[0]) / layers
-            exp = prof.host(f"train_fwd_{act}", True) + prof.host(f"train_bwd_{act}", True)
+            exp = prof.host_of(f"train_fwd_{act}", True, impl) + prof.host_of(f"train_bwd_{act}", True, impl)
             if exp > 0 and meas > 0:
                 out.append(LayerHost("train", act, layers, meas, exp))
             continue
         # inference: split the norms into forward passes (2 L + 1 each, one token shape per pass)
-        exp = prof.host(f"infer_decode_{act}", True)
+        exp = prof.host_of(f"infer_decode_{act}", True, impl)
         if exp <= 0:
             continue
         for p in _split_passes(norms, [o.ts for o in win if o.name == "aten::embedding"]):
@@ -415,6 +426,11 @@ QUEUED_LAG_S = 1e-3
 (a synchronized step's first kernels start tens of microseconds after their launch)."""
 
 
+def unannotated_step(a: Analysis) -> bool:
+    """Whether the trace is one step without ``ProfilerStep`` marks (the whole trace taken as a step)."""
+    return len(a.steps) == 1 and a.steps[0].cpu_start is None and bool(a.trace.cpu_ops)
+
+
 def cpu_range(a: Analysis) -> tuple[float, float]:
     """(first op's start, last op's end) of a trace's CPU ops, seconds (a one-step trace's host range)."""
     ops = a.trace.cpu_ops.values()
@@ -446,7 +462,7 @@ def step_synchronized(a: Analysis) -> bool | None:
     the loop ran ahead into it), else ``None``."""
     steps = [s for s in a.steps if s.cpu_start is not None and s.cpu_end is not None]
     if not steps:
-        if len(a.steps) != 1 or not a.trace.cpu_ops:
+        if not unannotated_step(a):
             return None
         lo, hi = cpu_range(a)
         if any(lo <= c.ts <= hi for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)):

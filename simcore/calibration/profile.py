@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simcore.errors import SpecError
 from simcore.specs.hardware import Device
@@ -70,6 +70,13 @@ ATTENTION_BACKENDS = ("flash", "cudnn", "efficient")
 """Fused attention kernels simcore prices: FlashAttention-2 (PyTorch's flash SDPA backend, the
 flash-attn package), cuDNN's fused attention (PyTorch's default SDPA backend on Hopper) and the
 memory-efficient kernels (PyTorch's CUTLASS ``fmha``: its only fused attention for fp32 tensors)."""
+
+
+# the host entries the engines read with one block key (``ComputeProfile.layer_key``'s ``entry``)
+_ENTRY_FAMILIES = {
+    "train_fwd": ("train_fwd", "train_bwd", "step_fwd", "step_bwd"),
+    "infer_decode": ("infer_decode", "infer_decode_fixed"),
+}
 
 
 def backend_of_name(name: str) -> str:
@@ -143,6 +150,15 @@ class MemoryOpParams(_Frozen):
     width_factors_fp32: tuple[float, ...] = ()
     """The same for fp32 rows, where measured (else ``width_factors``): the kernels' choice depends on
     the element size too."""
+
+    @model_validator(mode="after")
+    def _same_lengths(self) -> MemoryOpParams:
+        n = len(self.width_knots)
+        if len(self.width_factors) != n or (self.width_factors_fp32 and len(self.width_factors_fp32) != n):
+            raise ValueError("width_factors (and width_factors_fp32) need one value per width_knots entry")
+        if any(k <= 0 for k in self.width_knots) or list(self.width_knots) != sorted(self.width_knots):
+            raise ValueError("width_knots must be positive and increasing")
+        return self
 
     def width_factor(self, width: ArrayLike, elt_bytes: ArrayLike = 2.0) -> Any:
         """The time multiplier at row widths ``width`` of ``elt_bytes``-byte elements (1 without knots)."""
@@ -362,18 +378,29 @@ class ComputeProfile(_Frozen):
         host), else ``act``; ``_eager`` appended for ``transformers``' layers whose attention is written
         out of ops (``attention`` ``eager``) where measured (round 61)."""
         key = act
-        hf = implementation == "huggingface"
-        if moe and hf and f"profiled_hf_{entry}_{act}_{moe}" in self.host_layer:
+        if implementation != "huggingface":
+            return key
+        # every entry the engine reads with the key must be measured (else the one it falls back to)
+        family = _ENTRY_FAMILIES.get(entry, (entry,))
+
+        def measured(k: str) -> bool:
+            return all(f"profiled_hf_{e}_{k}" in self.host_layer for e in family)
+
+        if moe and measured(f"{act}_{moe}"):
             key = f"{act}_{moe}"
-        if attention == "eager" and hf and f"profiled_hf_{entry}_{key}_eager" in self.host_layer:
+        if attention == "eager" and measured(f"{key}_eager"):
             key += "_eager"
         return key
 
     def host_of(self, name: str, profiled: bool, implementation: str) -> float:
         """:meth:`host` for layers of ``implementation``'s modelling code: Hugging Face's own entries
         (``profiled_hf_<name>``, whole profiled steps of its layers, round 32) where measured, and
-        without the profiler the plain entry times their profiled ratio; else the plain entry."""
+        without the profiler the plain entry times their profiled ratio; else the plain entry. An MoE or
+        eager-attention entry that was not measured (an MoE prefill) is the dense, SDPA layer's."""
         hf = f"profiled_hf_{name}"
+        dense = name.replace("_moe_native", "").replace("_moe", "").replace("_eager", "")
+        if implementation == "huggingface" and hf not in self.host_layer and dense != name:
+            return self.host_of(dense, profiled, implementation)
         if implementation != "huggingface" or hf not in self.host_layer:
             return self.host(name, profiled)
         if profiled:
@@ -382,7 +409,6 @@ class ComputeProfile(_Frozen):
             return self.host(f"hf_{name}")
         # an MoE or eager-attention layer's entries are measured under the profiler only: the plain
         # (SDPA, dense) layer's plain entry at their profiled ratio to it
-        dense = name.replace("_moe_native", "").replace("_moe", "").replace("_eager", "")
         plain = self.host_layer.get(f"profiled_{dense}")
         return self.host(dense) * (self.host_layer[hf] / plain if plain else 1.0)
 

@@ -340,8 +340,9 @@ def memory_time(
     width_factor: ArrayLike = 1.0,
 ) -> MemTimes:
     """Kernel time of a bandwidth-bound kernel that moves ``nbytes`` (read + written) and does
-    ``flops`` of non-tensor arithmetic (seconds). ``width_factor`` multiplies the streaming time (a
-    row-wise op's measured factor at its row width, ``MemoryOpParams.width_factor``).
+    ``flops`` of non-tensor arithmetic (seconds). ``width_factor`` multiplies the bandwidth-bound time,
+    row limit included (a row-wise op's measured factor at its row width, ``MemoryOpParams.width_factor``),
+    in full where the rows fill every SM and in their share of them below.
 
     Row-wise kernels (softmax, norms, cross-entropy) give one row to a CTA: with ``rows`` and the
     op's ``row_share`` (a CTA streams at ``row_share x bandwidth / sm_count``) the time is at least
@@ -350,14 +351,13 @@ def memory_time(
     ``l2_reuse=False`` streams from HBM whatever the size (data not touched since long ago).
     """
     if rows is None or row_share is None:
-        nb, fl = _flat(nbytes, flops)
+        nb, fl, wf = _flat(nbytes, flops, width_factor)
         rw = None
-        shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops))
+        shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops), np.shape(width_factor))
     else:
-        nb, fl, rw = _flat(nbytes, flops, rows)
-        shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops), np.shape(rows))
+        nb, fl, wf, rw = _flat(nbytes, flops, width_factor, rows)
+        shape = np.broadcast_shapes(np.shape(nbytes), np.shape(flops), np.shape(width_factor), np.shape(rows))
     tmem = nb / (hw.bandwidth * p.eff_bw * op_eff * l2_boost(hw, p if l2_reuse else None, nb))
-    tmem = tmem * np.broadcast_to(f64(width_factor), np.broadcast_shapes(np.shape(width_factor), shape)).reshape(-1)
     if rw is not None and row_share is not None:
         rw = np.maximum(rw, 1.0)
         bw_cta = row_share * hw.bandwidth * p.eff_bw / hw.sm_count
@@ -366,6 +366,10 @@ def memory_time(
             f64(elt_bytes), np.broadcast_shapes(np.shape(elt_bytes), shape)
         ).reshape(-1)
         tmem = np.maximum(tmem, _ceil_div(rw, float(hw.sm_count)) * (nb * scale / rw) / bw_cta)
+        # the width factor is a full GPU's (its rows measured on every SM); fewer rows than SMs run
+        # on part of it, limited by the row term above: the factor fades with the rows' share
+        wf = 1.0 + (wf - 1.0) * np.minimum(rw / hw.sm_count, 1.0)
+    tmem = tmem * wf
     tc = fl / (hw.fp32_peak * p.eff_compute)
     t = smoothmax(tmem, tc, p.sharpness) + (p.t0 if t0 is None else t0)
     return MemTimes(t.reshape(shape), tc.reshape(shape), tmem.reshape(shape))

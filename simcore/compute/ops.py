@@ -316,6 +316,7 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
     "mul_bcast": (2.0, 0.0, 1.0),
     "mul_bcast_fp32": (2.0, 0.0, 1.0),
     "add_bcast_mixed": (3.0, 0.0, 1.0),
+    "mul_bcast_mixed": (3.0, 0.0, 1.0),
 }
 _TRAFFIC_BWD: dict[str, tuple[float, float, float]] = {
     "add": (2.0, 0.0, 0.0),
@@ -374,6 +375,7 @@ _PRICED_AS = {
     "mul_bcast": "mul_strided",
     "mul_bcast_fp32": "mul_strided",
     "add_bcast_mixed": "add_mixed",
+    "mul_bcast_mixed": "add_bcast_mixed",
 }
 
 # ops whose fp32 rows have a fit of their own (``<name>_fp32``): kernels bound by elements, not bytes
@@ -415,6 +417,13 @@ def canonical_op_name(name: str) -> str:
     return base + ("_bwd" if bwd else "")
 
 
+def row_width(name: str, nbytes: ArrayLike, rows: ArrayLike, elt_bytes: ArrayLike = 2.0) -> Num:
+    """Elements per row of row-wise op ``name`` moving ``nbytes`` over ``rows`` rows of ``elt_bytes``-byte
+    elements (its bytes per element from :func:`memory_op_traffic`)."""
+    per = float(memory_op_traffic(name, 1.0, 1.0)[0]) * np.asarray(elt_bytes, dtype=np.float64)
+    return _out(np.asarray(nbytes, dtype=np.float64) / (np.maximum(np.asarray(rows, dtype=np.float64), 1.0) * per))
+
+
 def memory_op(
     dev: Device,
     prof: ComputeProfile,
@@ -441,19 +450,14 @@ def memory_op(
         flops = np.asarray(nbytes, dtype=np.float64) / per_b * per_f
     mp = prof.memory
     op = mp.ops.get(name) or mp.ops.get(base)
-    if op is None and name in _PRICED_AS:  # a variant the profile has not measured: its plain op
-        op = mp.ops.get(_PRICED_AS[name])
+    if op is None and base in _PRICED_AS:  # a variant the profile has not measured: its plain op
+        op = mp.ops.get(_PRICED_AS[base] + name[len(base) :]) or mp.ops.get(_PRICED_AS[base])
     eff = op.eff if op is not None else 1.0
     t0 = op.t0 if op is not None else None
     share = op.row_share if op is not None else None
     wf: ArrayLike = 1.0
     if rows is not None and op is not None and op.width_knots and base in _TRAFFIC:
-        # the row width in elements: bytes over rows and the op's bytes per element
-        per_elem = float(memory_op_traffic(name, 1.0, 1.0)[0])
-        width = np.asarray(nbytes, dtype=np.float64) / (
-            np.maximum(np.asarray(rows, dtype=np.float64), 1.0) * per_elem * np.asarray(elt_bytes, dtype=np.float64)
-        )
-        wf = op.width_factor(width, elt_bytes)
+        wf = op.width_factor(row_width(name, nbytes, rows, elt_bytes), elt_bytes)
     r = K.memory_time(
         _hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share, l2_reuse, elt_bytes, wf
     )

@@ -148,7 +148,8 @@ class Pricer:
                     float(a.get("dropout", 0.0)),
                 )
             elif op.kind == "memory":
-                key = ("memory", a["name"], bwd)
+                # (ops with and without a row count are priced apart: rows change a row-wise op's time)
+                key = ("memory", a["name"], bwd, "rows" in a)
             else:
                 key = ("comm", a["op"], a["group"])
             groups.setdefault(key, []).append(i)

@@ -24,18 +24,21 @@ from typing import Any
 from simcore.calibration.classify import Analysis, attention_shape, fp32_weights, optimizer_element_type
 from simcore.calibration.fit_host import thread_probe
 from simcore.calibration.host_trace import (
+    FUSED_ATTENTION_OPS,
     FUSED_OPTIMIZER_OPS,
-    QUEUED_LAG_S,
     SYNC_CALLS,
     OpSpeed,
     compiled_op_speed,
     cpu_range,
+    eager_attention,
     generate_loop,
     hf_layers,
     op_speed,
     profiler_record,
+    queued_at_start,
     start_queue_s,
     step_synchronized,
+    unannotated_step,
 )
 from simcore.calibration.profile import backend_of_name
 from simcore.calibration.traces.model import CpuOp
@@ -212,10 +215,8 @@ def single_step_lead(a: Analysis, sc: Scenario) -> float:
     training loop that runs ahead (``runtime.step_sync`` false); 0 otherwise. Such a trace measures
     the span of the step's kernels, not the loop's period: a host-bound step's span is the host's
     total less the lead it spent (in a steady loop the lead is the same at both ends: nothing)."""
-    if a.steps and len(a.steps) == 1 and a.steps[0].cpu_start is None and sc.kind == "training":
-        lead = start_queue_s(a)
-        if lead > QUEUED_LAG_S and not sc.runtime.step_sync:
-            return max(lead - start_queue_s(a, last=True), 0.0)
+    if unannotated_step(a) and sc.kind == "training" and queued_at_start(a) and not sc.runtime.step_sync:
+        return max(start_queue_s(a) - start_queue_s(a, last=True), 0.0)
     return 0.0
 
 
@@ -431,14 +432,6 @@ _MASKED_ATTN = (
 )
 
 
-# the backend ops of a fused attention forward (one per call)
-_ATTN_FWD_OPS = (
-    "aten::_cudnn_attention_forward",
-    "aten::_flash_attention_forward",
-    "aten::_efficient_attention_forward",
-)
-
-
 def dense_mask_attention(ops: list[CpuOp]) -> bool:
     """Whether most multi-query fused attention calls of the traces take a materialised 4-D mask
     (``[b, 1 or h, s, s_kv]``) with ``is_causal`` false, as ``transformers`` passes under
@@ -464,18 +457,13 @@ def sdpa_backend(ans: list[Analysis]) -> str | None:
     where no fused attention runs but softmaxes over 4-D ``[b, h, s, s_kv]`` scores do (attention
     written out of PyTorch ops); ``None`` otherwise (no attention, another backend, no shapes)."""
     n = {"cudnn": 0, "flash": 0, "efficient": 0}
-    fused = eager = 0
     for a in ans:
         for o in a.trace.cpu_ops.values():
-            if o.name in _ATTN_FWD_OPS:
+            if o.name in FUSED_ATTENTION_OPS:
                 n[backend_of_name(o.name)] += 1
-                fused += 1
-            elif o.name == "aten::_softmax" and isinstance(o.input_dims, list) and o.input_dims:
-                d = o.input_dims[0]
-                eager += isinstance(d, list) and len(d) == 4
     if any(n.values()):
         return max(n, key=lambda k: n[k])
-    return "eager" if eager and not fused else None
+    return "eager" if any(eager_attention(list(a.trace.cpu_ops.values())) for a in ans) else None
 
 
 # ops only an optimizer's foreach update issues (clip_grad_norm_ and zero_grad issue _foreach_norm,
@@ -515,7 +503,7 @@ def dropout_p(ans: list[Analysis]) -> float:
                     ps.append(float(c[1]))
                 except ValueError:
                     continue
-            elif o.name in _ATTN_FWD_OPS:
+            elif o.name in FUSED_ATTENTION_OPS:
                 shape = attention_shape(o)
                 if shape is not None:
                     attn.append(float(shape["dropout"]))
@@ -609,7 +597,8 @@ def validate(
             backend == "efficient",
             "predicted with runtime.attention_backend: efficient (the trace's attention ran PyTorch's "
             "memory-efficient kernels, aten::_efficient_attention_forward); --set "
-            "runtime.attention_backend=cudnn predicts cuDNN's",
+            "runtime.attention_backend=cudnn predicts cuDNN's (16-bit attention only: fp32 attention runs "
+            "the memory-efficient kernels whatever the backend)",
         ),
         # attention written out of PyTorch ops (transformers' attn_implementation="eager")
         (

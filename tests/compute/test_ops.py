@@ -494,3 +494,38 @@ def test_row_width_factors() -> None:
     t1k = ops.memory_op(dev, prof, "softmax", rows * 1024 * 8.0, elt_bytes=4.0, rows=rows).time_s
     t4k = ops.memory_op(dev, prof, "softmax", rows * 4096 * 8.0 / 4, elt_bytes=4.0, rows=rows / 4).time_s
     assert t4k > 1.2 * t1k
+
+
+@pytest.mark.parametrize("elt", [2.0, 4.0])
+def test_width_factor_scales_the_whole_row_wise_time(elt: float) -> None:
+    """The factor multiplies the bandwidth-bound time, the few-long-rows limit included (review: it had
+    multiplied the streaming term alone, which the row limit then hid for bf16 softmax)."""
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    sm = prof.memory.ops["softmax"]
+    bare = sm.model_copy(update={"width_knots": (), "width_factors": (), "width_factors_fp32": ()})
+    flat = prof.model_copy(
+        update={"memory": prof.memory.model_copy(update={"ops": {**prof.memory.ops, "softmax": bare}})}
+    )
+    for width in (1024.0, 4096.0, 8192.0, 50257.0):
+        rows = 4096.0
+        nb = rows * width * 2 * elt
+        a = ops.memory_op(dev, prof, "softmax", nb, elt_bytes=elt, rows=rows)
+        b = ops.memory_op(dev, flat, "softmax", nb, elt_bytes=elt, rows=rows)
+        t0 = prof.memory.ops["softmax"].t0 or prof.memory.t0
+        assert (a.time_s - t0) / (b.time_s - t0) == pytest.approx(
+            float(sm.width_factor(width, elt)), rel=1e-3
+        )
+
+
+def test_unmeasured_backward_variants_price_as_their_plain_op() -> None:
+    """A profile without a variant's fit prices its backward as the plain op's backward (review: the
+    fallback looked up ``log_softmax_bwd`` whole and priced it at 100 % bandwidth)."""
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    ops_wo = {k: v for k, v in prof.memory.ops.items() if not k.startswith(("log_softmax", "mul_scalar"))}
+    old = prof.model_copy(update={"memory": prof.memory.model_copy(update={"ops": ops_wo})})
+    for var, plain in (("log_softmax_bwd", "softmax_bwd"), ("mul_scalar_bwd", "mul_bwd")):
+        assert ops.memory_op(dev, old, var, 1e9).time_s == pytest.approx(
+            ops.memory_op(dev, old, plain, 1e9).time_s
+        )

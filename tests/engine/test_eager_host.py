@@ -53,3 +53,24 @@ def test_eager_attention_decode_host() -> None:
     sdpa = layers * h("infer_decode_swiglu") + h("infer_generate_fixed_swiglu")
     assert _decode_host("cudnn", "generate") == pytest.approx(sdpa, rel=1e-6)
     assert gen > sdpa
+
+
+def test_ops_with_and_without_rows_are_priced_apart() -> None:
+    """The pricer stacks ops of one name into one call: a softmax with a row count (eager attention's)
+    and one without (an MoE router's) must not share it (review: the row count was dropped for both)."""
+    from simcore.engine.pricing import Pricer
+    from simcore.specs.resolve import resolve_cluster
+    from simcore.workload.lowering import Op, fused_mem_op
+
+    sc = load_scenario(str(SC))
+    pricer = Pricer(resolve_cluster(sc.cluster, default_registry()))
+    attn = fused_mem_op("softmax", 2**28, 4.0, 8.0, 12.0, "elementwise", rows=2**17)
+    router = Op(
+        "router_softmax",
+        "memory",
+        "moe",
+        {"name": "softmax", "nbytes": 1e6, "flops": 1e5, "numel": 1e5, "elt": 4.0},
+    )
+    alone, _ = pricer.times([attn])
+    both, _ = pricer.times([attn, router])
+    assert float(both[0]) == pytest.approx(float(alone[0]))

@@ -58,3 +58,19 @@ def test_one_unannotated_inference_step_counts_its_waits(tmp_path: Path) -> None
         single.to_dict()["runtime"]["decode_sync_every"] == ann.to_dict()["runtime"]["decode_sync_every"] == 8
     )
     assert abs(single.error_pct - ann.error_pct) < 5.0
+
+
+def test_sdpa_math_fallback_is_eager_attention() -> None:
+    """fp32 grouped-query attention runs SDPA's math fallback (round 60's Mistral): the same ops as
+    transformers' eager attention, and no fused kernel's op, so validate prices it as eager (review: a
+    wider test for "fused" had taken the SDPA wrapper for a fused kernel)."""
+    from simcore.calibration.classify import analyze
+    from simcore.calibration.traces import read_trace
+    from simcore.validation.traces import sdpa_backend
+
+    a = analyze(
+        read_trace(REPO / "traces" / "h200" / "round60" / "hf_train_mistral_L6_h2048_b1_fp32.json.gz")
+    )
+    assert sdpa_backend([a]) == "eager"
+    b = analyze(read_trace(REPO / "traces" / "h200" / "round60" / "hf_train_gpt2_L12_b8_fp32.json.gz"))
+    assert sdpa_backend([b]) == "efficient"
