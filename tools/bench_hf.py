@@ -102,7 +102,11 @@ or ``prof.step()`` (``one_step``: what users send) of a Llama training step, GPT
 ``loss.item()`` and a Llama prefill + decode; eager attention with bf16 weights (Qwen2) and in
 Mistral's ``generate()``; GPT-2 in fp32 with eager attention.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62] [--budget S] [--smoke]
+Round 63 (``--set r63``): held-apart runs after the review mends of stop 18, each one unannotated
+profiled step (``one_step``): Qwen2, GPT-2 medium, a compiled Llama, a Llama's ``generate()``, Mistral with
+bf16 weights, a Llama at seq 8192.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -433,6 +437,21 @@ RUNS_R62 = [
 ]  # fmt: skip
 
 
+# round 63 (--set r63): held-apart runs after the review mends of stop 18, each one unannotated profiled step
+RUNS_R63 = [
+    ("train_qwen2_L8_h2048_b2_onestep", lambda s: llama(**QWEN2, smoke=s, family="qwen2"), "train", 2, 2048, {"one_step": True}),
+    ("train_gpt2_L24_h1024_b4_onestep", lambda s: gpt2(24, 1024, 16, s), "train", 4, 1024, {"one_step": True}),
+    ("train_llama_L8_h2048_b2_compiled_onestep", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "train", 2, 2048,
+     {"compile": True, "one_step": True}),
+    ("generate_llama_L8_h2048_b4_onestep", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "generate", 4, (512, 8),
+     {"one_step": True}),
+    ("train_mistral_L8_h2048_b2_bf16_onestep", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, "mistral"), "train", 2,
+     2048, {"bf16": True, "one_step": True}),
+    ("train_llama_L4_h2048_b1_s8192_onestep", lambda s: llama(4, 2048, 32, 8, 8192, 32000, s), "train", 1, 8192,
+     {"one_step": True}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -458,6 +477,7 @@ SETS = {
     "r60": (RUNS_R60, "r60"),
     "eager_fit": (RUNS_EAGER_FIT, "r61"),
     "r62": (RUNS_R62, "r62"),
+    "r63": (RUNS_R63, "r63"),
 }
 
 
