@@ -78,6 +78,12 @@ def read_index(path: str | Path | None = None) -> list[TraceCase]:
     return out
 
 
+def has_step_marks(path: str | Path) -> bool:
+    """Whether a profiler trace has ``ProfilerStep`` annotations (read as text, without parsing)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return any("ProfilerStep#" in line for line in f)
+
+
 def one_step_trace(src: str | Path, dst: str | Path) -> None:
     """Write the last ``ProfilerStep`` of the profiler trace ``src`` as a trace without step annotations
     ``dst`` (``.json.gz``): its CPU events within the step, the GPU events its runtime calls launched
@@ -123,8 +129,8 @@ def run(
 ) -> list[dict[str, Any]]:
     """``simcore validate`` on each case: step errors and the three largest class errors.
     ``calibration``: predict with this compute profile (name or path) instead of the scenario's;
-    ``single_step``: each single-rank trace cut to one unannotated step (:func:`one_step_trace`),
-    multi-rank cases left out."""
+    ``single_step``: each single-rank trace cut to one unannotated step (:func:`one_step_trace`; a
+    trace recorded so already is taken as it is), multi-rank cases left out."""
     from simcore.specs.resolve import load_scenario
     from simcore.validation.traces import validate
 
@@ -137,8 +143,9 @@ def run(
             if len(traces) != 1:
                 continue
             cut = Path(tmp.name) / Path(traces[0]).name
-            one_step_trace(traces[0], cut)
-            traces = [str(cut)]
+            if has_step_marks(traces[0]):
+                one_step_trace(traces[0], cut)
+                traces = [str(cut)]
         rep = validate(traces, c.scenario, overrides=over, top_kernels=1 << 30).to_dict()
         training = load_scenario(str(c.scenario), over or []).kind == "training"
         worst = sorted(rep["classes"], key=lambda r: -abs(r["error_s"]))[:3]

@@ -74,3 +74,14 @@ def test_sdpa_math_fallback_is_eager_attention() -> None:
     assert sdpa_backend([a]) == "eager"
     b = analyze(read_trace(REPO / "traces" / "h200" / "round60" / "hf_train_gpt2_L12_b8_fp32.json.gz"))
     assert sdpa_backend([b]) == "efficient"
+
+
+def test_single_step_report_takes_unannotated_traces_as_they_are() -> None:
+    """``trace_report --single-step`` cuts annotated traces and takes one recorded without marks as is."""
+    from simcore.validation.trace_report import TraceCase, has_step_marks, run
+
+    one = REPO / "traces" / "h200" / "round62" / "hf_train_gpt2_L12_b8_item_onestep.json.gz"
+    assert not has_step_marks(one)
+    case = TraceCase(SC / "h200_r62_train_gpt2_l12_b8_item_onestep.yaml", (one,), "62", True, "")
+    (row,) = run([case], single_step=True)
+    assert row["error_pct"] == pytest.approx(validate([str(one)], case.scenario).error_pct)
