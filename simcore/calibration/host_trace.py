@@ -93,7 +93,7 @@ def _act_of(win: list[CpuOp]) -> str:
     grouped GEMM runs (:data:`MOE_OP`) their host is an MoE layer's: ``_moe`` appended for fp32 inputs
     (the fp32 grouped GEMM's loop of per-expert GEMMs, under AMP), ``_moe_native`` for others (the
     native bf16 grouped GEMM); then ``_eager`` where the attention is written out of PyTorch ops
-    (softmaxes over 4-D scores and no SDPA call: ``transformers``' ``attn_implementation="eager"``)."""
+    (:func:`eager_attention`: ``transformers``' ``attn_implementation="eager"``, SDPA's math fallback)."""
     act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
     grouped = [o for o in win if o.name == MOE_OP]
     if grouped:
