@@ -106,7 +106,7 @@ Round 63 (``--set r63``): held-apart runs after the review mends of stop 18, eac
 profiled step (``one_step``): Qwen2, GPT-2 medium, a compiled Llama, a Llama's ``generate()``, Mistral with
 bf16 weights, a Llama at seq 8192.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -452,6 +452,18 @@ RUNS_R63 = [
 ]  # fmt: skip
 
 
+# round 64 (--set width_fit): round 32's Llama training fit runs (2 and 8 layers, 1 x 512 tokens) at hidden 1024
+# (16 / 4 heads, round 32's), 1536 (12 / 4) and 2048 (32 / 8), twice: does a transformers layer's host grow with
+# the model's width? (diagnostic: the held-apart h2048 traces take ~10 % more forward host per layer)
+RUNS_WIDTH_FIT = [
+    (f"wfit_train_llama_h{h}_L{L}_p{rep}", (lambda L, h, nh, kv, f: (lambda s: llama(L, h, nh, kv, f, 32000, s)))(L, h, nh, kv, f),
+     "train", 1, 512, {})
+    for rep in (0, 1)
+    for h, nh, kv, f in ((1024, 16, 4, 4096), (1536, 12, 4, 6144), (2048, 32, 8, 8192))
+    for L in (2, 8)
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -478,6 +490,7 @@ SETS = {
     "eager_fit": (RUNS_EAGER_FIT, "r61"),
     "r62": (RUNS_R62, "r62"),
     "r63": (RUNS_R63, "r63"),
+    "width_fit": (RUNS_WIDTH_FIT, "r64"),
 }
 
 
