@@ -585,6 +585,21 @@ def family_of(t: Table, i: int) -> str:
 ROWWISE = ("softmax", "log_softmax", "layernorm", "rmsnorm", "cross_entropy")
 
 
+def _product_before(
+    nm: str, ops: dict[str, MemoryOpParams], mp: MemoryParams, dev: Device, sub: Table
+) -> F | float:
+    """Seconds of the product kernel PyTorch launches before op ``nm``'s own (``ops.PRODUCT_BEFORE``:
+    softmax's backward) in each of its rows, which time both; 0 for other ops (or without the product's fit)."""
+    from simcore.compute.ops import PRODUCT_BEFORE
+
+    prod = ops.get(PRODUCT_BEFORE.get(nm, ""))
+    if prod is None:
+        return 0.0
+    # the product reads the gradient and the output and writes their product: the row's bytes
+    out: F = K.memory_time(_hw(dev, "fp32"), mp, sub.num["bytes"], 0.0, prod.eff, prod.t0).time
+    return out
+
+
 WIDTH_MIN_BYTES = 16e6
 """Rows of a row-wise op that say its width factor: at least this many bytes (the streaming regime)."""
 
@@ -693,12 +708,16 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
             rows = _rows(sub.take(j), nm)
             elt = _elt(sub.take(j))
             # (as ops.memory_op: the width factor wherever the row count is known)
-            wf = op.width_factor(row_width(nm, sub.num["bytes"][j], rows, elt), elt) if op and rows is not None else 1.0
+            wf = (
+                op.width_factor(row_width(nm, sub.num["bytes"][j], rows, elt), elt)
+                if op and rows is not None
+                else 1.0
+            )
             rows = rows if share else None
             out[midx[j]] = K.memory_time(
                 hw32, prof.memory, sub.num["bytes"][j], flops[j], op.eff if op else 1.0, op.t0 if op else None,
                 rows, share, True, elt, wf,
-            ).time  # fmt: skip
+            ).time + _product_before(nm, prof.memory.ops, prof.memory, dev, sub.take(j))  # fmt: skip
     oidx = np.flatnonzero(fam == "optimizer")
     if oidx.size:
         sub = t.take(oidx)
@@ -1177,6 +1196,7 @@ def fit(
         rows = _rows(sub, nm)
 
         elt_s = _elt(sub)
+        pre = _product_before(nm, ops, mem, device, sub)
 
         def op_k(
             op: MemoryOpParams,
@@ -1185,8 +1205,11 @@ def fit(
             mp: MemoryParams = mem,
             r: F | None = rows,
             e: F = elt_s,
+            p: F | float = pre,
         ) -> F:
-            return K.memory_time(hw32, mp, s.num["bytes"], fl, op.eff, op.t0, r, op.row_share, True, e).time
+            return (
+                K.memory_time(hw32, mp, s.num["bytes"], fl, op.eff, op.t0, r, op.row_share, True, e).time + p
+            )
 
         ps = [Param("eff", 0.1, 2.0, 1.0), Param("t0", 1e-7, 2e-4, mem.t0, log=True)]
         base_op = MemoryOpParams(eff=1.0, t0=mem.t0)
@@ -1197,7 +1220,7 @@ def fit(
         op, h = _fit_model(base_op, ps, op_k, y, eager, floor, h0, mode, 2, gap_of(sub))
         if rows is not None:
             # row-wise kernels change with the row width: the measured over the fitted time per width
-            op = op.model_copy(update=_width_factors(sub, y, op_k(op)))
+            op = op.model_copy(update=_width_factors(sub, y - pre, op_k(op) - pre))
         ops[nm] = op.model_copy(update={"host": h})
         if nm.endswith("_bwd") and h is not None:
             bwd_hosts.append(h)

@@ -642,8 +642,19 @@ def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(
             fused_mem_op("cast_up", scores, b, b + 4.0, 4.0 + b, "elementwise", bwd_name="cast", count=c)
         )
-    # one row of kv scores per query and head; the backward reads the output and its gradient
-    ops.append(fused_mem_op("softmax", scores, 4.0, 8.0, 12.0, "elementwise", count=c, rows=bh * q))
+    # one row of kv scores per query and head; the backward is PyTorch's product of the gradient and the
+    # output, then the softmax backward kernel (``ops.PRODUCT_BEFORE``), 12 bytes a score each
+    sm = fused_mem_op("softmax", scores, 4.0, 8.0, 12.0, "elementwise", count=c, rows=bh * q)
+    n = np.asarray(scores, dtype=np.float64)
+    ops.append(
+        Op(
+            sm.name,
+            sm.kind,
+            sm.category,
+            {**sm.args, "bwd_chain": [(n * 12.0, "mul"), (n * 12.0, "softmax_bwd")]},
+            c,
+        )
+    )
     if b < 4.0:
         ops.append(
             fused_mem_op("cast", scores, b, 4.0 + b, b + 4.0, "elementwise", bwd_name="cast_up", count=c)
