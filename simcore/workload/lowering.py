@@ -809,11 +809,17 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         return [fused_mem_op("cross_entropy", T * v, b, b, 2 * b, "loss", bwd_name="softmax")]
     # the loss runs in fp32 (autocast's fp32 list; Megatron's vocab-parallel cross-entropy): the bf16
     # logits are upcast (PyTorch's unrolled copy, ``cast_up``: 2 bytes read and 4 written per element;
-    # the gradient's way back is a plain cast), then softmax + NLL read them
+    # the gradient's way back is a plain cast), then PyTorch's cross-entropy is a log-softmax over each
+    # token's row of logits (priced with its measured row-width factors, round 59) and an NLL gather of
+    # one element a row; its backward zero-fills the fp32 gradient, scatters into it, and runs the
+    # log-softmax backward (the NLL kernels, a few elements a row, are not priced)
     b = lay.act_bytes
+    n = np.asarray(T * v, dtype=np.float64)
+    ls = fused_mem_op("log_softmax", T * v, 4.0, 8.0, 12.0, "loss", rows=T)
+    chain = [(n * 4.0, "fill"), (n * 12.0, "log_softmax_bwd")]
     return [
         fused_mem_op("cast_up", T * v, (b + 4.0) / 2.0, b + 4.0, b + 4.0, "loss_cast", "cast"),
-        mem_op("cross_entropy", T * v, 4.0, "loss"),
+        Op(ls.name, ls.kind, ls.category, {**ls.args, "bwd_chain": chain}),
     ]
 
 

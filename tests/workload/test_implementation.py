@@ -308,3 +308,18 @@ def test_eager_attention_is_written_out_of_ops(llama) -> None:  # type: ignore[n
     # the layer uses them in place of the fused kernel
     names = {o.name for o in L.layer_fwd(llama, lay, False)}
     assert "attention" not in names and {"attn_scores", "attn_values"} <= names
+
+
+def test_unfused_loss_is_a_log_softmax_over_each_tokens_logits(llama) -> None:  # type: ignore[no-untyped-def]
+    """PyTorch's cross-entropy under autocast: the bf16 logits cast up, a log-softmax over each token's
+    row of fp32 logits (its row count given, so the measured width factors apply), and in the backward
+    the zero-filled fp32 gradient, the log-softmax backward and the cast back."""
+    lay = L.Layout(micro_batch=2, seq=1024, extra={"residual_bytes": 4.0, "impl": "huggingface"})
+    ops = L.loss_fwd(llama, lay)
+    names = [o.args["name"] for o in ops]
+    assert names == ["cast_up", "log_softmax"]
+    ls = ops[1]
+    tokens, v = 2 * 1024, llama.vocab
+    assert ls.args["rows"] == tokens and ls.args["nbytes"] == tokens * v * 8.0
+    bwd = [o.args["name"] for o in L.backward(ops)]
+    assert bwd == ["fill", "log_softmax_bwd", "cast"]
