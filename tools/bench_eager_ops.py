@@ -36,23 +36,11 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, env_info, log, time_eager, time_graph  # noqa: E402
+from bench_elementwise import COLS, record  # noqa: E402  (eager calls, CUDA-graph replays below 50 us)
+from benchutil import CsvOut, env_info, log  # noqa: E402
 
-COLS = ["kind", "dtype", "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim",
-        "causal", "backward", "name", "bytes", "time_s", "flops", "framework"]
-GRAPH_BELOW = 50e-6
 ELT = {torch.bfloat16: 2, torch.float32: 4}
 TAG = {torch.bfloat16: "bf16", torch.float32: "fp32"}
-
-
-def record(out: CsvOut, dev: torch.device, fn, smoke: bool, **row) -> float:
-    fn()
-    t, _n, _spread = time_eager(fn, dev, target=0.002 if smoke else 0.01, reps=3 if smoke else 5)
-    out.row(time_s=t, framework="eager", kind="memory", **row)
-    if dev.type == "cuda" and t < GRAPH_BELOW:
-        tg = time_graph(fn, dev, int(min(200, max(20, 2e-3 / t))))
-        out.row(time_s=tg, framework="cuda_graphs", kind="memory", **row)
-    return t
 
 
 def attention_variants(dev, b: int, h: int, s: int):
@@ -144,9 +132,7 @@ def main() -> None:
         try:
             vs = attention_variants(dev, *a) if kind == "attn" else norm_variants(dev, *a) if kind == "norm" else softmax_variants(dev, *a)
             for name, dt, fn, nbytes, ex in vs:
-                row = dict(ex)
-                row.setdefault("backward", 0)
-                record(out, dev, fn, args.smoke, dtype=dt, name=name, bytes=nbytes, **row)
+                record(out, dev, fn, args.smoke, dtype=dt, name=name, bytes=nbytes, **ex)
             del vs
             log(f"{n_job + 1}/{len(jobs)} {kind} {a} ({time.time() - t0:.0f} s)")
         except torch.cuda.OutOfMemoryError as e:

@@ -46,12 +46,15 @@ GRAPH_BELOW = 50e-6
 
 
 def record(out: CsvOut, dev: torch.device, fn, smoke: bool, **row) -> None:
+    """One memory-bound call ``fn``: its eager time and, below 50 us, its CUDA-graph replay time, as
+    rows of ``out`` (``backward`` 0 unless ``row`` says)."""
+    row = {"backward": 0, **row}
     fn()
     t, _n, _spread = time_eager(fn, dev, target=0.002 if smoke else 0.01, reps=3 if smoke else 5)
-    out.row(time_s=t, framework="eager", backward=0, kind="memory", **row)
+    out.row(time_s=t, framework="eager", kind="memory", **row)
     if dev.type == "cuda" and t < GRAPH_BELOW:
         tg = time_graph(fn, dev, int(min(200, max(20, 2e-3 / t))))
-        out.row(time_s=tg, framework="cuda_graphs", backward=0, kind="memory", **row)
+        out.row(time_s=tg, framework="cuda_graphs", kind="memory", **row)
 
 
 def main() -> None:

@@ -79,6 +79,12 @@ _ENTRY_FAMILIES = {
 }
 
 
+def dense_layer(name: str) -> str:
+    """A host entry's name without its layer variant (``_moe_native``, ``_moe``, ``_eager``: the MoE and
+    eager-attention layers of ``ComputeProfile.layer_key``): the dense, SDPA layer's entry."""
+    return name.replace("_moe_native", "").replace("_moe", "").replace("_eager", "")
+
+
 def backend_of_name(name: str) -> str:
     """The attention backend an op's or a calibration row's name says (``aten::_cudnn_attention_forward``,
     ``sdpa_efficient_mask``): ``cudnn``, ``efficient``, else ``flash``."""
@@ -315,14 +321,7 @@ class ComputeProfile(_Frozen):
         if cpu != 1.0:
             # only part of a host time follows the CPU's per-op speed (the rest: driver launch calls,
             # thread hand-offs); ``probe_share_<kind>`` where measured (fit_host.step_host_costs)
-            kind = (
-                base.removesuffix("_eager")
-                .removesuffix("_native")
-                .removesuffix("_moe")
-                .removesuffix("_gelu")
-                .removesuffix("_swiglu")
-                .removesuffix("_layer")
-            )
+            kind = dense_layer(base).removesuffix("_gelu").removesuffix("_swiglu").removesuffix("_layer")
             share = self.host_layer.get(f"probe_share_{kind}", 1.0)
             scale *= 1.0 - share + share * cpu
         if profiled and f"profiled_{name}" in self.host_layer:
@@ -398,7 +397,7 @@ class ComputeProfile(_Frozen):
         without the profiler the plain entry times their profiled ratio; else the plain entry. An MoE or
         eager-attention entry that was not measured (an MoE prefill) is the dense, SDPA layer's."""
         hf = f"profiled_hf_{name}"
-        dense = name.replace("_moe_native", "").replace("_moe", "").replace("_eager", "")
+        dense = dense_layer(name)
         if implementation == "huggingface" and hf not in self.host_layer and dense != name:
             return self.host_of(dense, profiled, implementation)
         if implementation != "huggingface" or hf not in self.host_layer:

@@ -221,7 +221,7 @@ class Pricer:
                     backward = key[6]
                 else:
                     # row-wise ops (norms) say their row count: few long rows run on few SMs
-                    rows = stack("rows") if all("rows" in o.args for o in sel) else None
+                    rows = stack("rows") if key[3] else None
                     # (a row's work counts elements: the row-wise time needs the element size)
                     elt = stack("elt", 2.0) if rows is not None else 2.0
                     t = C.memory_op(

@@ -78,16 +78,11 @@ def read_index(path: str | Path | None = None) -> list[TraceCase]:
     return out
 
 
-def has_step_marks(path: str | Path) -> bool:
-    """Whether a profiler trace has ``ProfilerStep`` annotations (read as text, without parsing)."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return any("ProfilerStep#" in line for line in f)
-
-
-def one_step_trace(src: str | Path, dst: str | Path) -> None:
+def one_step_trace(src: str | Path, dst: str | Path) -> bool:
     """Write the last ``ProfilerStep`` of the profiler trace ``src`` as a trace without step annotations
     ``dst`` (``.json.gz``): its CPU events within the step, the GPU events its runtime calls launched
-    (by ``correlation``), and the metadata; what a user who profiles one step without a schedule sends."""
+    (by ``correlation``), and the metadata; what a user who profiles one step without a schedule sends.
+    False (nothing written) where ``src`` has no step annotation: it is such a trace already."""
     with gzip.open(src, "rt", encoding="utf-8") as f:
         d = json.load(f)
     ev = d.get("traceEvents", [])
@@ -99,7 +94,7 @@ def one_step_trace(src: str | Path, dst: str | Path) -> None:
         and e.get("cat") != "gpu_user_annotation"
     ]
     if not marks:
-        raise SimcoreError("no ProfilerStep annotation to cut a step from", file=str(src))
+        return False
     st = max(marks, key=lambda e: e["ts"])
     lo, hi = st["ts"], st["ts"] + st["dur"]
     launched = {
@@ -122,6 +117,7 @@ def one_step_trace(src: str | Path, dst: str | Path) -> None:
     d["traceEvents"] = keep
     with gzip.open(dst, "wt", encoding="utf-8") as f:
         json.dump(d, f)
+    return True
 
 
 def run(
@@ -143,8 +139,7 @@ def run(
             if len(traces) != 1:
                 continue
             cut = Path(tmp.name) / Path(traces[0]).name
-            if has_step_marks(traces[0]):
-                one_step_trace(traces[0], cut)
+            if one_step_trace(traces[0], cut):
                 traces = [str(cut)]
         rep = validate(traces, c.scenario, overrides=over, top_kernels=1 << 30).to_dict()
         training = load_scenario(str(c.scenario), over or []).kind == "training"

@@ -217,6 +217,16 @@ def fused_mem_op(
     return Op(name, "memory", category, args, count)
 
 
+def with_bwd_chain(op: Op, chain: list[tuple[float, str]]) -> Op:
+    """``op`` (a :func:`fused_mem_op`) whose backward is the kernels of ``chain`` (bytes read + written per
+    element of its ``numel``, and the fitted op pricing each) instead of one kernel: PyTorch ops that
+    launch several (softmax's product then its own kernel), or none (``[]``)."""
+    n = np.asarray(op.args["numel"], dtype=np.float64)
+    return Op(
+        op.name, op.kind, op.category, {**op.args, "bwd_chain": [(n * b, nm) for b, nm in chain]}, op.count
+    )
+
+
 Kernel = float | tuple[float, str]
 """One kernel of a composite: bytes read + written per element, and the fitted op pricing it (a bare
 number: ``mul``, a plain binary op)."""
@@ -645,16 +655,7 @@ def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
     # one row of kv scores per query and head; the backward is PyTorch's product of the gradient and the
     # output, then the softmax backward kernel (``ops.PRODUCT_BEFORE``), 12 bytes a score each
     sm = fused_mem_op("softmax", scores, 4.0, 8.0, 12.0, "elementwise", count=c, rows=bh * q)
-    n = np.asarray(scores, dtype=np.float64)
-    ops.append(
-        Op(
-            sm.name,
-            sm.kind,
-            sm.category,
-            {**sm.args, "bwd_chain": [(n * 12.0, "mul"), (n * 12.0, "softmax_bwd")]},
-            c,
-        )
-    )
+    ops.append(with_bwd_chain(sm, [(12.0, "mul"), (12.0, "softmax_bwd")]))
     if b < 4.0:
         ops.append(
             fused_mem_op("cast", scores, b, 4.0 + b, b + 4.0, "elementwise", bwd_name="cast_up", count=c)
@@ -814,12 +815,10 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # one element a row; its backward zero-fills the fp32 gradient, scatters into it, and runs the
     # log-softmax backward (the NLL kernels, a few elements a row, are not priced)
     b = lay.act_bytes
-    n = np.asarray(T * v, dtype=np.float64)
     ls = fused_mem_op("log_softmax", T * v, 4.0, 8.0, 12.0, "loss", rows=T)
-    chain = [(n * 4.0, "fill"), (n * 12.0, "log_softmax_bwd")]
     return [
         fused_mem_op("cast_up", T * v, (b + 4.0) / 2.0, b + 4.0, b + 4.0, "loss_cast", "cast"),
-        Op(ls.name, ls.kind, ls.category, {**ls.args, "bwd_chain": chain}),
+        with_bwd_chain(ls, [(4.0, "fill"), (12.0, "log_softmax_bwd")]),
     ]
 
 

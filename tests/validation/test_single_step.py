@@ -37,7 +37,7 @@ SC = REPO / "tests" / "data" / "trace_scenarios"
 def test_one_unannotated_step(tmp_path: Path, trace: str, scenario: str, sync: bool) -> None:
     src = REPO / "traces" / "h200" / trace
     dst = tmp_path / Path(trace).name
-    one_step_trace(src, dst)
+    assert one_step_trace(src, dst)
     both = validate([str(src)], SC / f"{scenario}.yaml"), validate([str(dst)], SC / f"{scenario}.yaml")
     ann, single = both
     assert single.step_source == "single" and ann.step_source == "annotation"
@@ -51,7 +51,7 @@ def test_one_unannotated_inference_step_counts_its_waits(tmp_path: Path) -> None
     in the annotated trace."""
     src = REPO / "traces" / "h200" / "round52" / "hf_infer_llama_L8_h2048_b32.json.gz"
     dst = tmp_path / "one.json.gz"
-    one_step_trace(src, dst)
+    assert one_step_trace(src, dst)
     sc = SC / "h200_r52_infer_llama_l8_h2048_b32.yaml"
     ann, single = validate([str(src)], sc), validate([str(dst)], sc)
     assert (
@@ -76,12 +76,13 @@ def test_sdpa_math_fallback_is_eager_attention() -> None:
     assert sdpa_backend([b]) == "efficient"
 
 
-def test_single_step_report_takes_unannotated_traces_as_they_are() -> None:
+def test_single_step_report_takes_unannotated_traces_as_they_are(tmp_path: Path) -> None:
     """``trace_report --single-step`` cuts annotated traces and takes one recorded without marks as is."""
-    from simcore.validation.trace_report import TraceCase, has_step_marks, run
+    from simcore.validation.trace_report import TraceCase, run
 
     one = REPO / "traces" / "h200" / "round62" / "hf_train_gpt2_L12_b8_item_onestep.json.gz"
-    assert not has_step_marks(one)
+    assert not one_step_trace(one, tmp_path / "cut.json.gz")
+    assert not (tmp_path / "cut.json.gz").exists()
     case = TraceCase(SC / "h200_r62_train_gpt2_l12_b8_item_onestep.yaml", (one,), "62", True, "")
     (row,) = run([case], single_step=True)
     assert row["error_pct"] == pytest.approx(validate([str(one)], case.scenario).error_pct)
