@@ -5,7 +5,11 @@
   longest ``cudaLaunchKernel`` call;
 * the host syncs per annotated step (``aten::item`` / ``aten::_local_scalar_dense`` calls: round 50's
   Mixtral under AMP reads each expert's token count, 192 a step);
-* what the profiler recorded beside the timeline (``host_trace.profiler_record``).
+* what the profiler recorded beside the timeline (``host_trace.profiler_record``);
+* the CPU's speed: the median ``aten::t`` (simcore's op probe) and ``cudaLaunchKernel`` durations
+  (stop 18: round 62-63's first-profiled AMP steps ran 6.5-6.8 / 7.6-7.8 us against round 31's ~3 / ~5.5);
+* how long the trace's first and last kernels waited after their launch (``host_trace.start_queue_s``:
+  a loop that runs ahead into a step without step annotations).
 
   python tools/trace_facts.py TRACE.json.gz [...]
 """
@@ -18,7 +22,7 @@ import sys
 import numpy as np
 
 from simcore.calibration.classify import analyze
-from simcore.calibration.host_trace import profiler_record
+from simcore.calibration.host_trace import profiler_record, start_queue_s
 from simcore.calibration.traces import read_trace
 
 
@@ -53,7 +57,15 @@ def facts(path: str) -> dict[str, object]:
         "longest_launch_ms": round(max(launches) * 1e3, 3) if launches else None,
         "host_reads_per_step": statistics.median(syncs) if syncs else None,
         "profiler_record": profiler_record(tr),
+        "aten_t_median_us": _median_us([o.dur for o in tr.cpu_ops.values() if o.name == "aten::t"]),
+        "launch_median_us": _median_us(launches),
+        "start_queue_ms": round(start_queue_s(a) * 1e3, 3),
+        "end_queue_ms": round(start_queue_s(a, last=True) * 1e3, 3),
     }
+
+
+def _median_us(durations: list[float]) -> float | None:
+    return round(statistics.median(durations) * 1e6, 2) if durations else None
 
 
 def main(argv: list[str] | None = None) -> int:

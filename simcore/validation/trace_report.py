@@ -83,8 +83,11 @@ def one_step_trace(src: str | Path, dst: str | Path) -> bool:
     ``dst`` (``.json.gz``): its CPU events within the step, the GPU events its runtime calls launched
     (by ``correlation``), and the metadata; what a user who profiles one step without a schedule sends.
     False (nothing written) where ``src`` has no step annotation: it is such a trace already."""
-    with gzip.open(src, "rt", encoding="utf-8") as f:
-        d = json.load(f)
+    try:
+        with gzip.open(src, "rt", encoding="utf-8") if str(src).endswith(".gz") else open(src) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as err:
+        raise SimcoreError(f"cannot read the trace to cut a step from: {err}", file=str(src)) from None
     ev = d.get("traceEvents", [])
     marks = [
         e

@@ -86,3 +86,13 @@ def test_single_step_report_takes_unannotated_traces_as_they_are(tmp_path: Path)
     case = TraceCase(SC / "h200_r62_train_gpt2_l12_b8_item_onestep.yaml", (one,), "62", True, "")
     (row,) = run([case], single_step=True)
     assert row["error_pct"] == pytest.approx(validate([str(one)], case.scenario).error_pct)
+
+
+def test_one_step_trace_reports_a_broken_file(tmp_path: Path) -> None:
+    """A truncated trace gets one clear error naming the file, not a traceback."""
+    from simcore.errors import SimcoreError
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    with pytest.raises(SimcoreError, match="bad.json.*cannot read the trace"):
+        one_step_trace(bad, tmp_path / "out.json.gz")
