@@ -289,6 +289,9 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
     "embedding": (2.0, 0.0, 0.0),
     "rope": (2.0, 0.0, 6.0),
     "fill": (1.0, 0.0, 0.0),
+    # torch.compile's fused residual add + norm (+ cast): a Triton kernel of its own, streaming its bytes
+    # like the generated elementwise kernels (priced as ``add``), not PyTorch's eager norm kernels
+    "compiled_norm": (2.0, 0.0, 8.0),
     # PyTorch's slower kernels for the same ops (round 36, tools/bench_elementwise.py): operands of
     # two dtypes take the unrolled loop with dynamic casts (bf16 -> fp32 upcasts, an fp32 residual
     # plus a bf16 branch: ``elt`` the mean element size), non-contiguous ones the strided loop (the
@@ -376,6 +379,7 @@ _PRICED_AS = {
     "mul_bcast_fp32": "mul_strided",
     "add_bcast_mixed": "add_mixed",
     "mul_bcast_mixed": "add_bcast_mixed",
+    "compiled_norm": "add",
 }
 
 # PyTorch's softmax backward launches a product kernel (the gradient times the output) before its own:

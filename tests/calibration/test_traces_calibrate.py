@@ -30,7 +30,9 @@ GEMM_ALIGN = "traces/h200/gemm_align.csv.gz"
 EAGER_OPS = "traces/h200/round59/eager_ops.csv.gz"
 # round 60 (round 59's rerun with dropout): the memory-efficient attention kernels, fp32 and bf16
 ATTENTION_EFF = "traces/h200/round60/attention_efficient.csv.gz"
-INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF]
+# round 65: norms (fp32 and bf16, widths 768-8192) and the loss's log-softmax at training steps' shapes
+NORM_OPS = "traces/h200/round65/norm_ops.csv.gz"
+INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, NORM_OPS]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +93,7 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz") == "trace"
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
-    # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60's
+    # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60 and 65's
     # sweeps (op CSVs in subfolders); round 17's
     # in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == [
@@ -104,6 +106,7 @@ def test_input_kinds(tmp_path: Path) -> None:
         "gemm_align_check.csv.gz",
         "eager_ops.csv.gz",
         "attention_efficient.csv.gz",
+        "norm_ops.csv.gz",
     ]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
     assert sorted(inp.traces) == sorted(

@@ -529,3 +529,15 @@ def test_unmeasured_backward_variants_price_as_their_plain_op() -> None:
         assert ops.memory_op(dev, old, var, 1e9).time_s == pytest.approx(
             ops.memory_op(dev, old, plain, 1e9).time_s
         )
+
+
+def test_sampling_over_a_few_vocabulary_rows_is_row_bound() -> None:
+    """The next token's argmax over 4 sequences' 128,256 logits: the shipped profile's softmax with its
+    row count lands near round 8's measured ``decode_argmax`` (26.5 us at 1-8 rows, traces/h200/cold.csv.gz);
+    by its bytes alone (no rows) a few microseconds. The inference engine passes the row count."""
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    nb = 4 * 128256 * 2 * 2.0
+    with_rows = ops.memory_op(dev, prof, "softmax", nb, None, 2.0, 4).time_s
+    assert 13e-6 < with_rows < 53e-6
+    assert ops.memory_op(dev, prof, "softmax", nb, None, 2.0).time_s < 0.5 * with_rows
