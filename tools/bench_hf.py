@@ -106,7 +106,11 @@ Round 63 (``--set r63``): held-apart runs after the review mends of stop 18, eac
 profiled step (``one_step``): Qwen2, GPT-2 medium, a compiled Llama, a Llama's ``generate()``, Mistral with
 bf16 weights, a Llama at seq 8192.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit] [--budget S] [--smoke]
+Round 66 (``--set r66``): held-apart runs after round 65's norms: GPT-2 at h 1280, a Llama of h 4096,
+GPT-2 over 16 x 1024 tokens, GPT-2's ``generate()``, a batch-1 prefill of 4096 tokens, a Qwen2-1.5B-shaped
+model as one unannotated step.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -464,6 +468,20 @@ RUNS_WIDTH_FIT = [
 ]  # fmt: skip
 
 
+# round 66 (--set r66): held-apart runs after round 65's norms (stop 19), shapes no earlier run had: GPT-2
+# at h 1280, a Llama layer of h 4096 (GEMM-bound), GPT-2 over 16 x 1024 tokens, GPT-2's generate(), a
+# batch-1 prefill of 4096 tokens, and a Qwen2-1.5B-shaped model over 8 x 1024 tokens as one unannotated step
+RUNS_R66 = [
+    ("train_gpt2_L12_h1280_b4", lambda s: gpt2(12, 1280, 20, s), "train", 4, 1024, {}),
+    ("train_llama_L4_h4096_b2", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s), "train", 2, 2048, {}),
+    ("train_gpt2_L6_b16", lambda s: gpt2(6, 768, 12, s), "train", 16, 1024, {}),
+    ("generate_gpt2_L12_b8", lambda s: gpt2(12, 768, 12, s), "generate", 8, (128, 16), {}),
+    ("infer_llama_L8_h2048_b1_p4096", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "infer", 1, (4096, 8), {}),
+    ("train_qwen2_L4_h1536_b8_onestep", lambda s: llama(4, 1536, 12, 2, 8960, 151936, s, "qwen2"), "train", 8, 1024,
+     {"one_step": True}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -491,6 +509,7 @@ SETS = {
     "r62": (RUNS_R62, "r62"),
     "r63": (RUNS_R63, "r63"),
     "width_fit": (RUNS_WIDTH_FIT, "r64"),
+    "r66": (RUNS_R66, "r66"),
 }
 
 
