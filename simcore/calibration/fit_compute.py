@@ -295,11 +295,13 @@ def sweep_clock_power(
     return out
 
 
-def streaming_memory_power(dmon: str | Path, log: str | Path, gpu: int = 0) -> float | None:
-    """Median board power (W) of memory-bound kernels streaming from HBM: ``tools/bench_mem_power.py``
-    runs each op back to back for seconds between ``HH:MM:SS START <op> ...`` and ``... END <op>``
-    log lines; the median of each op's ``dmon`` samples (its first second dropped), then the median
-    over the ops other than ``idle`` and ``gemm*``. ``None`` when the files show no such window."""
+def window_power(
+    dmon: str | Path, log: str | Path, keep: Callable[[str], bool], gpu: int = 0
+) -> float | None:
+    """Median board power (W) of the ops ``keep`` selects among a power run's windows: ``tools/bench_mem_power.py``
+    runs each op back to back for seconds between ``HH:MM:SS START <op> ...`` and ``... END <op>`` log
+    lines; the median of each op's ``dmon`` samples (its first second dropped), then the median over
+    the selected ops. ``None`` when the files show no such window."""
     starts: dict[str, int] = {}
     windows: list[tuple[str, int, int]] = []
     for line in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
@@ -313,12 +315,18 @@ def streaming_memory_power(dmon: str | Path, log: str | Path, gpu: int = 0) -> f
     samples = [(t, w) for t, _sm, _c, w in dmon_samples(dmon, gpu) if t is not None]
     per_op = []
     for name, t0, t1 in windows:
-        if name == "idle" or name.startswith("gemm"):
+        if not keep(name):
             continue
         sel = [w for t, w in samples if t0 + 1 <= t < t1]
         if sel:
             per_op.append(float(np.median(sel)))
     return float(np.median(per_op)) if per_op else None
+
+
+def streaming_memory_power(dmon: str | Path, log: str | Path, gpu: int = 0) -> float | None:
+    """Median board power (W) of memory-bound kernels streaming from HBM (round 20): :func:`window_power`
+    over the ops other than ``idle`` and ``gemm*``."""
+    return window_power(dmon, log, lambda n: n != "idle" and not n.startswith("gemm"), gpu)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -995,13 +1003,23 @@ def kernel_rate_power(paths: Sequence[str | Path], fam: NDArray[Any], fws: NDArr
     """``{"memory": W}`` when GEMM kernel-duration rows are fitted and the folder of such an input
     holds ``mem_power.log`` + ``mem_power.dmon.txt`` (round 20): a step priced at kernel rates streams
     its memory-bound tensors from HBM, whose draw (~620 W on the H200) is far above the op sweep's
-    memory section (335 W, small L2-resident ops). Empty otherwise."""
+    memory section (335 W, small L2-resident ops); and ``"gemm_fp32"``: the draw of an fp32 GEMM stream
+    where the folder holds ``gemm_power.log`` + ``gemm_power.dmon.txt`` (round 67). Empty otherwise."""
+    out: dict[str, float] = {}
     folder = _beside_kernel_rates(paths, fam, fws, "mem_power.log", "mem_power.dmon.txt")
     if folder is not None:
         w = streaming_memory_power(folder / "mem_power.dmon.txt", folder / "mem_power.log")
         if w is not None:
-            return {"memory": w}
-    return {}
+            out["memory"] = w
+        if (folder / "gemm_power.log").is_file() and (folder / "gemm_power.dmon.txt").is_file():
+            # fp32 GEMMs (CUDA-core FFMA) stream below the TDP at full clock (round 67: 664-671 W at
+            # 1980 MHz; bf16 / fp16 / tf32 streams hold 690 W at 1455-1620 MHz)
+            f32 = window_power(
+                folder / "gemm_power.dmon.txt", folder / "gemm_power.log", lambda n: n.startswith("gemm_fp32")
+            )
+            if f32 is not None:
+                out["gemm_fp32"] = f32
+    return out
 
 
 def strided_swiglu_ratios(path: str | Path) -> tuple[float, float] | None:

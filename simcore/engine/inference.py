@@ -178,7 +178,7 @@ def evaluate(
 
     # a power-capped GPU stretches a phase whose kernels would draw more than its TDP on average
     for pr in (prefill, decode):
-        pr.add("power_cap", breakdown_power_cap(cluster.device, prof, pr.time))
+        pr.add("power_cap", breakdown_power_cap(cluster.device, prof, pr.time, dt))
 
     pc = param_counts(model)
     wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0

@@ -276,12 +276,18 @@ def power_family(category: str) -> str:
     return "memory"
 
 
-def breakdown_power_cap(dev: Device, prof: ComputeProfile, breakdown: dict[str, Num]) -> Num:
-    """:func:`power_cap_time` of a step given as seconds by breakdown category."""
+def breakdown_power_cap(
+    dev: Device, prof: ComputeProfile, breakdown: dict[str, Num], gemm_dtype: str = "bf16"
+) -> Num:
+    """:func:`power_cap_time` of a step given as seconds by breakdown category; ``gemm_dtype``: its GEMMs'
+    dtype (fp32 GEMMs, CUDA-core FFMA kernels, draw ``power_fraction["gemm_fp32"]`` where measured)."""
     fams: dict[str, Num] = {}
     idle: Num = 0.0
+    fp32 = gemm_dtype == "fp32" and "gemm_fp32" in prof.power_fraction
     for k, v in breakdown.items():
         f = power_family(k)
+        if f == "gemm" and fp32:
+            f = "gemm_fp32"
         if f == "idle":
             idle = idle + v
         else:

@@ -687,7 +687,7 @@ def evaluate(
     bd["overlap_slowdown"] = overlap_cost
     bd["host_overhead"] = bd.get("host_overhead", 0.0) + h_end
     # a power-capped GPU stretches a step whose kernels would draw more than its TDP on average
-    power_cap = breakdown_power_cap(cluster.device, prof, bd)
+    power_cap = breakdown_power_cap(cluster.device, prof, bd, gemm_dtype)
     bd["power_cap"] = power_cap
     step = step + power_cap
     free = (np.asarray(pp, dtype=float) <= 1) & (layer_host and not step_sync and not loss_wait)

@@ -101,3 +101,18 @@ def test_kernel_duration_rows_supersede_call_timed_ones(tmp_path: Path) -> None:
     pf = power_fractions({"gemm": 650.0, "idle": 70.0}, 700.0, 1.2)
     assert pf["gemm"] == pytest.approx(1 + 0.2 * (1 - 0.1))
     assert ops.power_cap_time(H200, _prof(pf["gemm"]), {"gemm": 1.0}) == pytest.approx(0.2)
+
+
+def test_fp32_gemms_draw_their_own_measured_power() -> None:
+    """Round 67: fp32 GEMM streams (CUDA-core FFMA) hold ~670 W at full clock, below the H200's 700 W
+    TDP, while bf16 / fp16 / tf32 streams are capped: a step of fp32 GEMMs is not stretched."""
+    from simcore.engine.pricing import breakdown_power_cap
+
+    kr = load_profile(H200, "h200-kernels")
+    assert kr.power_fraction["gemm"] > 1.0 > kr.power_fraction["gemm_fp32"] > 0.9
+    bd = {"gemm": 0.1}
+    assert float(breakdown_power_cap(H200, kr, bd)) > 0.0
+    assert float(breakdown_power_cap(H200, kr, bd, "fp32")) == 0.0
+    # a profile without the fp32 entry keeps pricing fp32 GEMMs as the GEMM family
+    no32 = kr.model_copy(update={"power_fraction": {k: v for k, v in kr.power_fraction.items() if k != "gemm_fp32"}})
+    assert float(breakdown_power_cap(H200, no32, bd, "fp32")) == pytest.approx(float(breakdown_power_cap(H200, kr, bd)))
