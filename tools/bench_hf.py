@@ -110,7 +110,10 @@ Round 66 (``--set r66``): held-apart runs after round 65's norms: GPT-2 at h 128
 GPT-2 over 16 x 1024 tokens, GPT-2's ``generate()``, a batch-1 prefill of 4096 tokens, a Qwen2-1.5B-shaped
 model as one unannotated step.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66] [--budget S] [--smoke]
+Round 68 (``--set r68``, under ``torchrun --nproc_per_node 2``): held-apart DDP runs after round 65: GPT-2
+at h 1024, Qwen2-1.5B's shapes, a Llama-3-8B layer.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -482,6 +485,15 @@ RUNS_R66 = [
 ]  # fmt: skip
 
 
+# round 68 (--set r68, torchrun on 2 GPUs): held-apart DDP runs after round 65 (stop 19): GPT-2 at h 1024,
+# Qwen2-1.5B's shapes, a Llama-3-8B layer (1.1 B parameters: 4.4 GB of fp32 gradients a step)
+RUNS_R68 = [
+    ("ddp_train_gpt2_L12_h1024_b4", lambda s: gpt2(12, 1024, 16, s), "train", 4, 1024, {}),
+    ("ddp_train_qwen2_L4_h1536_b4", lambda s: llama(4, 1536, 12, 2, 8960, 151936, s, "qwen2"), "train", 4, 1024, {}),
+    ("ddp_train_llama_L4_h4096_b1", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s), "train", 1, 2048, {}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -510,6 +522,7 @@ SETS = {
     "r63": (RUNS_R63, "r63"),
     "width_fit": (RUNS_WIDTH_FIT, "r64"),
     "r66": (RUNS_R66, "r66"),
+    "r68": (RUNS_R68, "r68"),
 }
 
 
