@@ -590,7 +590,7 @@ def family_of(t: Table, i: int) -> str:
     return "memory_bwd" if memory_name(t, i).endswith("_bwd") else "memory"
 
 
-ROWWISE = ("softmax", "log_softmax", "layernorm", "rmsnorm", "cross_entropy")
+ROWWISE = ("softmax", "log_softmax", "layernorm", "rmsnorm", "cross_entropy", "argmax")
 
 
 def _product_before(
@@ -1011,15 +1011,20 @@ def kernel_rate_power(paths: Sequence[str | Path], fam: NDArray[Any], fws: NDArr
         w = streaming_memory_power(folder / "mem_power.dmon.txt", folder / "mem_power.log")
         if w is not None:
             out["memory"] = w
-        if (folder / "gemm_power.log").is_file() and (folder / "gemm_power.dmon.txt").is_file():
-            # fp32 GEMMs (CUDA-core FFMA) stream below the TDP at full clock (round 67: 664-671 W at
-            # 1980 MHz; bf16 / fp16 / tf32 streams hold 690 W at 1455-1620 MHz)
-            f32 = window_power(
-                folder / "gemm_power.dmon.txt", folder / "gemm_power.log", lambda n: n.startswith("gemm_fp32")
-            )
-            if f32 is not None:
-                out["gemm_fp32"] = f32
+    folder = _beside_kernel_rates(paths, fam, fws, "gemm_power.log", "gemm_power.dmon.txt")
+    if folder is not None:
+        # fp32 GEMMs (CUDA-core FFMA) stream below the TDP at full clock (round 67: 664-671 W at
+        # 1980 MHz; bf16 / fp16 / tf32 streams hold 690 W at 1455-1620 MHz)
+        f32 = window_power(folder / "gemm_power.dmon.txt", folder / "gemm_power.log", fp32_gemm_window)
+        if f32 is not None:
+            out["gemm_fp32"] = f32
     return out
+
+
+def fp32_gemm_window(name: str) -> bool:
+    """A power run's window of fp32 GEMMs at PyTorch's default precision (``gemm_fp32_<m>x<n>x<k>``; not
+    ``gemm_tf32_*``, which runs on the tensor cores)."""
+    return name.startswith("gemm_fp32_")
 
 
 def strided_swiglu_ratios(path: str | Path) -> tuple[float, float] | None:

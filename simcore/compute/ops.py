@@ -286,6 +286,8 @@ _TRAFFIC: dict[str, tuple[float, float, float]] = {
     "layernorm": (2.0, 0.0, 8.0),
     "rmsnorm": (2.0, 0.0, 5.0),
     "cross_entropy": (1.0, 0.0, 8.0),
+    # the next token's argmax over each sequence's logits: read once (the index written is negligible)
+    "argmax": (1.0, 0.0, 1.0),
     "embedding": (2.0, 0.0, 0.0),
     "rope": (2.0, 0.0, 6.0),
     "fill": (1.0, 0.0, 0.0),
@@ -410,6 +412,7 @@ _ALIASES = {
     "mul_bcast_row": "mul_bcast",
     "xent": "cross_entropy",
     "crossentropy": "cross_entropy",
+    "decode_argmax": "argmax",
 }
 
 

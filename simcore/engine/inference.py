@@ -55,12 +55,12 @@ def _forward(pricer: Pricer, model: ModelSpec, lw: L.Layout, head_tokens: Num, p
         if count:
             out = out.merged(pricer.price(L.layer_fwd(model, lw, moe_layer=moe), count))
     out = out.merged(pricer.price(L.head_fwd(model, lw, tokens=head_tokens)))
-    # sampling the next token: a reduction over each sequence's logits (argmax / top-k; PyTorch's
-    # reduce kernel, an elementwise-class kernel in a trace), row-wise: a few sequences'
-    # vocabulary-wide rows run on few SMs (round 15's argmax over 128,256 logits: ~26 us
-    # from 1 to 8 rows, ``decode_argmax`` in traces/h200/cold.csv.gz; by its bytes alone, ~3 us)
+    # sampling the next token: an argmax over each sequence's logits (PyTorch's reduce kernel, an
+    # elementwise-class kernel in a trace), row-wise: a few sequences' vocabulary-wide rows run on few
+    # SMs (round 8's decode_argmax, traces/h200/cold.csv.gz: ~26 us over 1-8 rows of 128,256 logits,
+    # where their bytes alone give ~3 us)
     out = out.merged(
-        pricer.price([L.mem_op("softmax", head_tokens * model.vocab / lw.tp, 2.0, "elementwise", rows=head_tokens)])
+        pricer.price([L.mem_op("argmax", head_tokens * model.vocab / lw.tp, 2.0, "elementwise", rows=head_tokens)])
     )
     p2p_bytes = head_tokens * 0 + lw.tokens * model.hidden * lw.act_bytes
     out.add("pp_p2p", (np.asarray(pp, dtype=float) - 1) * pricer.comm_time("send_recv", p2p_bytes, "pp"))

@@ -52,7 +52,6 @@ def _kernels() -> int:
             str(h200 / "gemm_align.csv.gz"),
             str(h200 / "round59" / "eager_ops.csv.gz"),
             str(h200 / "round60" / "attention_efficient.csv.gz"),
-            str(h200 / "round65" / "norm_ops.csv.gz"),
             "--published",
             str(published),
         ]

@@ -315,8 +315,7 @@ def _predicted(
 
         dev = resolve_cluster(sc.cluster, default_registry()).device
         per_phase = bd.pop("power_cap")
-        prec = sc.inference.precision if sc.inference is not None else "bf16"
-        bd["power_cap"] = float(breakdown_power_cap(dev, load_profile(dev, sc.calibration), bd, prec))
+        bd["power_cap"] = float(breakdown_power_cap(dev, load_profile(dev, sc.calibration), bd, inf.precision))
         total += bd["power_cap"] - per_phase
     return total, dict(bd), r, notes
 

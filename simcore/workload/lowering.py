@@ -357,7 +357,8 @@ def norm_ops(m: ModelSpec, lay: Layout, tokens: Num, consumers: int = 1) -> list
     (``2 rb + 2 b`` bytes per element); its backward reads the incoming gradient, the saved residual
     and the residual's gradient, writes the residual's new gradient, and reads the gradient and the
     input again for the weight gradient (``2 b + 4 rb``). The add itself is then not emitted
-    (:func:`residual_add`)."""
+    (:func:`residual_add`). Both directions are priced as a plain streaming kernel (``compiled_norm``,
+    the ``add`` curve), not on PyTorch's eager norm kernels' fit."""
     rb = lay.residual_bytes
     b = lay.act_bytes
     if lay.fused:

@@ -30,9 +30,10 @@ GEMM_ALIGN = "traces/h200/gemm_align.csv.gz"
 EAGER_OPS = "traces/h200/round59/eager_ops.csv.gz"
 # round 60 (round 59's rerun with dropout): the memory-efficient attention kernels, fp32 and bf16
 ATTENTION_EFF = "traces/h200/round60/attention_efficient.csv.gz"
-# round 65: norms (fp32 and bf16, widths 768-8192) and the loss's log-softmax at training steps' shapes
+# round 65: norms (fp32 and bf16, widths 768-8192) and the loss's log-softmax at training steps' shapes (an
+# input of the kernel-rate profile only: docs/compute.md)
 NORM_OPS = "traces/h200/round65/norm_ops.csv.gz"
-INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, NORM_OPS]
+INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF]
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +187,7 @@ def test_reproduces_shipped_kernel_rate_profile() -> None:
     os.chdir(REPO)
     try:
         ours = calibrate(
-            [OPS, COLD, kr, *INPUTS[2:]], "h200", fit_comm_profile=False
+            [OPS, COLD, kr, *INPUTS[2:], NORM_OPS], "h200", fit_comm_profile=False
         ).compute_profile
     finally:
         os.chdir(old)
@@ -228,3 +229,22 @@ def test_streaming_memory_power(tmp_path: Path) -> None:
     dmon.write_text(head + body)
     # copy: its samples after the first second (500, 520, 540 -> 520); add: 620; idle left out
     assert FC.streaming_memory_power(dmon, log) == pytest.approx((520 + 620) / 2)
+
+
+def test_fp32_gemm_power_windows(tmp_path: Path) -> None:
+    """Round 67's GEMM power run: only the fp32 (FFMA) windows count, not tf32, bf16 or idle; the log's
+    END lines carry the call counts."""
+    log = tmp_path / "gemm_power.log"
+    log.write_text(
+        "10:00:00 START gemm_bf16_8x8x8 1\n10:00:04 END gemm_bf16_8x8x8 2 calls 20 mean_call_s 0.1\n"
+        "10:00:05 START gemm_fp32_8x8x8 3\n10:00:09 END gemm_fp32_8x8x8 4 calls 20 mean_call_s 0.2\n"
+        "10:00:10 START gemm_tf32_8x8x8 5\n10:00:14 END gemm_tf32_8x8x8 6 calls 20 mean_call_s 0.1\n"
+    )
+    dmon = tmp_path / "gemm_power.dmon.txt"
+    head = "#Time gpu pwr gtemp mtemp sm mem enc dec jpg ofa mclk pclk fb bar1 ccpm\n"
+    rows = [("10:00:01", 690), ("10:00:02", 690), ("10:00:06", 660), ("10:00:07", 670), ("10:00:08", 680)]
+    rows += [("10:00:11", 690), ("10:00:12", 691)]
+    body = "".join(f"{t} 0 {w} 40 40 99 90 0 0 0 0 3201 1980 0 1 0\n" for t, w in rows)
+    dmon.write_text(head + body)
+    assert FC.window_power(dmon, log, FC.fp32_gemm_window) == pytest.approx(670)
+    assert FC.window_power(dmon, log, lambda n: n == "nothing") is None

@@ -209,3 +209,22 @@ def test_cuda_graph_decode_pays_the_launch_after_each_wait() -> None:
     assert float(e1.decode_step_time_s) == float(en.decode_step_time_s)
     # a profile whose kernel fits carry the CUDA-graph gap already (h200-kernels) adds none of its own
     assert "cuda_graphs" in load_profile(default_registry().device("h200"), "h200-kernels").gap
+
+
+def test_decode_sampling_is_a_row_wise_argmax(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each decode step samples with an argmax over each sequence's vocabulary-wide row: the engine
+    passes the row count (the sequences), which makes a few long rows slow."""
+    from simcore.engine import inference as I
+
+    seen: list[dict] = []
+    orig = I.L.mem_op
+
+    def spy(name, numel, elt, category="elementwise", count=1.0, rows=None):  # type: ignore[no-untyped-def]
+        if name == "argmax":
+            seen.append({"rows": rows, "category": category})
+        return orig(name, numel, elt, category, count=count, rows=rows)
+
+    monkeypatch.setattr(I.L, "mem_op", spy)
+    sc = simcore.load_scenario("tests/data/trace_scenarios/h200_r66_generate_gpt2_l12_b8.yaml")
+    simcore.predict(sc)
+    assert seen and all(s["rows"] is not None and s["category"] == "elementwise" for s in seen)
