@@ -182,6 +182,10 @@ class Pricer:
             kind = key[0]
             if kind == "comm":
                 nb = stack("nbytes")
+                g = self.groups.get(key[2])
+                if g is not None and not common and np.ndim(g.size):
+                    # the layouts differ only in the communicator's size: the ops in front of its shape
+                    nb = nb.reshape(nb.shape + (1,) * np.ndim(g.size))
                 t = self.comm_time(key[1], nb, key[2])
                 fl: Any = 0.0
             else:

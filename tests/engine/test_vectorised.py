@@ -82,3 +82,23 @@ def test_more_nic_bandwidth_is_never_slower() -> None:
     import simcore
 
     assert simcore.predict(fast).step_time_s <= simcore.predict(slow).step_time_s
+
+
+@pytest.mark.parametrize("framework", ["eager", "compiled"])
+def test_inference_grid_over_tp_equals_scalar_calls(framework: str) -> None:
+    """A collective whose bytes do not depend on the layout priced over a grid of communicator sizes:
+    each layout gets its own time (a tp grid once took the first layout's for all: tp=2's decode step lost
+    its all-reduces)."""
+    from simcore.engine import inference as I
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+
+    sc = load_scenario("tests/data/trace_scenarios/h200_r66_generate_gpt2_l12_b8.yaml")
+    assert sc.inference is not None
+    cl = resolve_cluster(sc.cluster.model_copy(update={"gpus": 8}), default_registry())
+    tps = np.array([1.0, 2.0, 4.0])
+    grid = I.evaluate(sc.model, sc.inference, cl, tp=tps, framework=framework)
+    for i, tp in enumerate(tps):
+        one = I.evaluate(sc.model, sc.inference, cl, tp=float(tp), framework=framework)
+        assert np.ravel(grid.decode_step_time_s)[i] == pytest.approx(float(one.decode_step_time_s), rel=1e-9)
+        assert np.ravel(grid.prefill_time_s)[i] == pytest.approx(float(one.prefill_time_s), rel=1e-9)
