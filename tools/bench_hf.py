@@ -113,7 +113,11 @@ model as one unannotated step.
 Round 68 (``--set r68``, under ``torchrun --nproc_per_node 2``): held-apart DDP runs after round 65: GPT-2
 at h 1024, Qwen2-1.5B's shapes, a Llama-3-8B layer.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68] [--budget S] [--smoke]
+Round 69 (``--set r69``): held-apart GEMM-heavy runs after stop 19's changes: a Llama-3-8B layer compiled,
+with bf16 weights, with gradient checkpointing at seq 4096 (Mistral's code), its prefill + decode and its
+``generate()``; GPT-2 at h 1280 compiled.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -494,6 +498,20 @@ RUNS_R68 = [
 ]  # fmt: skip
 
 
+# round 69 (--set r69): held-apart runs after stop 19's changes, GEMM-heavy: a Llama-3-8B layer compiled, with
+# bf16 weights, with gradient checkpointing at seq 4096, its prefill + decode and generate(); GPT-2 at h 1280 compiled
+RUNS_R69 = [
+    ("train_llama_L4_h4096_b2_compiled", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s), "train", 2, 2048,
+     {"compile": True}),
+    ("train_gpt2_L12_h1280_b4_compiled", lambda s: gpt2(12, 1280, 20, s), "train", 4, 1024, {"compile": True}),
+    ("train_llama_L4_h4096_b2_bf16", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s), "train", 2, 2048, {"bf16": True}),
+    ("train_mistral_L4_h4096_b1_s4096_gc", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s, "mistral"), "train", 1,
+     4096, {"gc": True}),
+    ("infer_llama_L4_h4096_b8", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s), "infer", 8, (512, 8), {}),
+    ("generate_llama_L4_h4096_b1", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s), "generate", 1, (256, 16), {}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -523,6 +541,7 @@ SETS = {
     "width_fit": (RUNS_WIDTH_FIT, "r64"),
     "r66": (RUNS_R66, "r66"),
     "r68": (RUNS_R68, "r68"),
+    "r69": (RUNS_R69, "r69"),
 }
 
 
