@@ -117,7 +117,7 @@ Round 69 (``--set r69``): held-apart GEMM-heavy runs after stop 19's changes: a 
 with bf16 weights, with gradient checkpointing at seq 4096 (Mistral's code), its prefill + decode and its
 ``generate()``; GPT-2 at h 1280 compiled.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -512,6 +512,15 @@ RUNS_R69 = [
 ]  # fmt: skip
 
 
+# round 70 (--set compiled_fit): round 32's training fit runs under torch.compile (2 and 8 layers, 1 x 512 tokens):
+# the host of transformers' compiled steps (round 69's compiled GPT-2 ran ~2x simcore's compiled layer host)
+RUNS_COMPILED_FIT = [
+    (f"cfit_train_{arch}_L{L}", build_of(L), "train", 1, 512, {"compile": True})
+    for arch, build_of in FIT_MODELS
+    for L in (2, 8)
+]
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -542,6 +551,7 @@ SETS = {
     "r66": (RUNS_R66, "r66"),
     "r68": (RUNS_R68, "r68"),
     "r69": (RUNS_R69, "r69"),
+    "compiled_fit": (RUNS_COMPILED_FIT, "r70"),
 }
 
 

@@ -678,6 +678,49 @@ def compiled_step_costs(
         out[f"profiled_compiled_bwd_{act}"] = max(b_b, 0.0) * c_bwd
         out[f"profiled_compiled_step_fwd_{act}"] = max(a_f, 0.0) * c_main
         out[f"profiled_compiled_step_bwd_{act}"] = max(a_b * c_bwd - end, 0.0)
+    out.update(_hf_compiled_costs(rows, path, ref))
+    return out
+
+
+_HF_COMPILED_NAME = re.compile(r"hf_cfit_train_(gpt2|llama)_L(\d+)")
+
+
+def _hf_compiled_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]) -> dict[str, float]:
+    """``transformers``' compiled steps (round 70, ``tools/bench_hf.py --set compiled_fit``: round 32's fit
+    models under torch.compile, traces ``hf_cfit_train_<gpt2|llama>_L<n>``), whose compiled code calls no
+    :data:`host_trace.COMPILED_PROBE_OP`: the same lines as :func:`compiled_step_costs`, over the steps'
+    ``aten::empty`` stated as ``aten::t`` (``probe_empty_ratio_*``), in seconds at the eager reference
+    probes (``probe_main`` / ``probe_backward``): ``profiled_hf_compiled_<fwd|bwd>_<act>`` per layer and
+    ``profiled_hf_compiled_step_<fwd|bwd>_<act>`` per micro-batch (``transformers``' after-optimizer
+    ``profiled_hf_step_end`` taken out of the backward's)."""
+    acts = {"gpt2": "gelu", "llama": "swiglu"}
+    r_m, r_b = ref.get("probe_empty_ratio_main"), ref.get("probe_empty_ratio_backward")
+    p_m, p_b = ref.get("probe_main"), ref.get("probe_backward")
+    if not (r_m and r_b and p_m and p_b):
+        return {}
+    pts: dict[str, list[tuple[int, float, float]]] = {}
+    try:
+        for r in rows:
+            m = _HF_COMPILED_NAME.search(Path(r["trace"]).name)
+            em, eb = float(r.get("empty_main_s") or 0.0), float(r.get("empty_bwd_s") or 0.0)
+            if m is None or em <= 0 or eb <= 0:
+                continue
+            fwd = float(r["fwd_region_s"])
+            rest = float(r["step_s"]) - fwd - float(r["optimizer_s"])
+            pts.setdefault(acts[m[1]], []).append((int(m[2]), fwd / (em / r_m), rest / (eb / r_b)))
+    except (KeyError, ValueError) as e:
+        raise TraceError(f"bad compiled-step row: {e}", file=str(path)) from None
+    out: dict[str, float] = {}
+    end = ref.get("profiled_hf_step_end", ref.get("profiled_step_end", 0.0))
+    for act, p in sorted(pts.items()):
+        if len({x[0] for x in p}) < 2:
+            continue
+        a_f, b_f = _line([x[0] for x in p], [x[1] for x in p])
+        a_b, b_b = _line([x[0] for x in p], [x[2] for x in p])
+        out[f"profiled_hf_compiled_fwd_{act}"] = max(b_f, 0.0) * p_m
+        out[f"profiled_hf_compiled_bwd_{act}"] = max(b_b, 0.0) * p_b
+        out[f"profiled_hf_compiled_step_fwd_{act}"] = max(a_f, 0.0) * p_m
+        out[f"profiled_hf_compiled_step_bwd_{act}"] = max(a_b * p_b - end, 0.0)
     return out
 
 

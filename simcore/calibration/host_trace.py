@@ -640,6 +640,10 @@ class CompiledStepHost(_Row):
     probe_bwd_s: float = 0.0
     eager_probe_main_s: float = 0.0
     eager_probe_bwd_s: float = 0.0
+    empty_main_s: float = 0.0
+    """The step's median :data:`ALT_PROBE_OP` on the main thread (``transformers``' compiled code calls no
+    :data:`COMPILED_PROBE_OP`: round 70), and on the compiled backward's thread (``empty_bwd_s``)."""
+    empty_bwd_s: float = 0.0
 
 
 COMPILED_COLUMNS = columns(CompiledStepHost)
@@ -673,6 +677,7 @@ def compiled_step_hosts(a: Analysis, eager: OpSpeed | None = None) -> list[Compi
             continue
         opt = sum(x.dur for x in opt_ranges if lo <= x.ts <= hi)
         speed = compiled_op_speed(a, (lo, hi))
+        alt = _probe_medians(win, {o.tid for o in win if o.name == _COMPILED_BWD})
         out.append(
             CompiledStepHost(
                 a.trace.path,
@@ -685,6 +690,8 @@ def compiled_step_hosts(a: Analysis, eager: OpSpeed | None = None) -> list[Compi
                 float((speed.backward_s if speed else None) or 0.0),
                 float((eager.main_s if eager else None) or 0.0),
                 float((eager.backward_s if eager else None) or 0.0),
+                float(alt.empty_main_s or 0.0),
+                float(alt.empty_backward_s or 0.0),
             )
         )
     return out

@@ -593,3 +593,20 @@ def test_eager_attention_act_from_a_trace() -> None:
     assert dec and {h.act for h in dec} == {"swiglu_eager"}
     sdpa = training_step_hosts(analyze(read_trace(r60 / "hf_train_gpt2_L12_b8_fp32.json.gz")))
     assert sdpa and {h.act for h in sdpa} == {"gelu"}
+
+
+def test_transformers_compiled_steps_fit_their_own_entries() -> None:
+    """Round 70: transformers' compiled steps (no aten::transpose in their compiled code) are timed by their
+    aten::empty, and fitted apart from simcore's compiled layers: GPT-2's forward layer costs more host."""
+    from simcore.calibration.classify import analyze
+    from simcore.calibration.fit_host import fit_host, host_files_beside
+    from simcore.calibration.host_trace import compiled_step_hosts
+    from simcore.calibration.traces import read_trace
+
+    rows = compiled_step_hosts(analyze(read_trace(REPO / "traces/h200/round70/hf_cfit_train_gpt2_L8.json.gz")))
+    assert rows and all(r.probe_main_s == 0.0 and r.empty_main_s > 0.0 and r.empty_bwd_s > 0.0 for r in rows)
+    h = fit_host(host_files_beside(REPO / "traces/h200/ops.csv.gz"))
+    for act in ("gelu", "swiglu"):
+        for part in ("fwd", "bwd", "step_fwd"):
+            assert h[f"profiled_hf_compiled_{part}_{act}"] > 0.0
+    assert h["profiled_hf_compiled_fwd_gelu"] > h["profiled_compiled_fwd_gelu"]
