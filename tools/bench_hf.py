@@ -117,6 +117,9 @@ Round 69 (``--set r69``): held-apart GEMM-heavy runs after stop 19's changes: a 
 with bf16 weights, with gradient checkpointing at seq 4096 (Mistral's code), its prefill + decode and its
 ``generate()``; GPT-2 at h 1280 compiled.
 
+Round 70 (``--set compiled_fit``): round 32's training fit runs under torch.compile (GPT-2 and Llama h1024, 2
+and 8 layers, 1 x 512 tokens): the host of ``transformers``' compiled steps, fitted.
+
   python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit] [--budget S] [--smoke]
 """
 
