@@ -639,7 +639,7 @@ def compiled_step_costs(
     ``profiled_compiled_step_<fwd|bwd>_<act>`` per micro-batch; the eager ``optimizer.step()`` keeps its
     own entries, and the after-optimizer ``profiled_step_end`` in ``ref`` is taken out of ``a_b``."""
     acts = {"gpt": "gelu", "llama": "swiglu"}
-    pts: dict[str, list[tuple[int, float, float, float, float]]] = {}
+    pts: dict[str, list[tuple[int, float, float]]] = {}
     r_main: list[float] = []
     r_bwd: list[float] = []
     try:
@@ -652,7 +652,7 @@ def compiled_step_costs(
                 float(r["fwd_region_s"]),
                 float(r["step_s"]) - float(r["fwd_region_s"]) - float(r["optimizer_s"]),
             )
-            pts.setdefault(acts[m[1]], []).append((int(m[2]), fwd, pm, rest, pb))
+            pts.setdefault(acts[m[1]], []).append((int(m[2]), fwd / pm, rest / pb))
             em, eb = float(r["eager_probe_main_s"] or 0.0), float(r["eager_probe_bwd_s"] or 0.0)
             if em > 0 and eb > 0:
                 r_main.append(pm / em)
@@ -668,17 +668,29 @@ def compiled_step_costs(
     c_main = statistics.median(r_main) * ref["probe_main"]
     c_bwd = statistics.median(r_bwd) * ref["probe_backward"]
     out = {"probe_compiled_main": c_main, "probe_compiled_backward": c_bwd}
-    end = ref.get("profiled_step_end", 0.0)
+    out.update(_compiled_lines(pts, "compiled", c_main, c_bwd, ref.get("profiled_step_end", 0.0)))
+    out.update(_hf_compiled_costs(rows, path, ref))
+    return out
+
+
+def _compiled_lines(
+    pts: dict[str, list[tuple[int, float, float]]], prefix: str, c_main: float, c_bwd: float, end: float
+) -> dict[str, float]:
+    """Per block, least-squares lines over the layer count of a compiled step's forward and
+    rest-of-step units (``pts``: (layers, forward units, rest units) per step), stated in seconds at the
+    probes ``c_main`` / ``c_bwd``: ``profiled_<prefix>_<fwd|bwd>_<act>`` per layer and
+    ``profiled_<prefix>_step_<fwd|bwd>_<act>`` per micro-batch (the after-optimizer ``end`` taken out of
+    the backward's); blocks measured at one layer count only are left out."""
+    out: dict[str, float] = {}
     for act, p in sorted(pts.items()):
         if len({x[0] for x in p}) < 2:
             continue
-        a_f, b_f = _line([x[0] for x in p], [x[1] / x[2] for x in p])
-        a_b, b_b = _line([x[0] for x in p], [x[3] / x[4] for x in p])
-        out[f"profiled_compiled_fwd_{act}"] = max(b_f, 0.0) * c_main
-        out[f"profiled_compiled_bwd_{act}"] = max(b_b, 0.0) * c_bwd
-        out[f"profiled_compiled_step_fwd_{act}"] = max(a_f, 0.0) * c_main
-        out[f"profiled_compiled_step_bwd_{act}"] = max(a_b * c_bwd - end, 0.0)
-    out.update(_hf_compiled_costs(rows, path, ref))
+        a_f, b_f = _line([x[0] for x in p], [x[1] for x in p])
+        a_b, b_b = _line([x[0] for x in p], [x[2] for x in p])
+        out[f"profiled_{prefix}_fwd_{act}"] = max(b_f, 0.0) * c_main
+        out[f"profiled_{prefix}_bwd_{act}"] = max(b_b, 0.0) * c_bwd
+        out[f"profiled_{prefix}_step_fwd_{act}"] = max(a_f, 0.0) * c_main
+        out[f"profiled_{prefix}_step_bwd_{act}"] = max(a_b * c_bwd - end, 0.0)
     return out
 
 
@@ -710,18 +722,8 @@ def _hf_compiled_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[s
             pts.setdefault(acts[m[1]], []).append((int(m[2]), fwd / (em / r_m), rest / (eb / r_b)))
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad compiled-step row: {e}", file=str(path)) from None
-    out: dict[str, float] = {}
     end = ref.get("profiled_hf_step_end", ref.get("profiled_step_end", 0.0))
-    for act, p in sorted(pts.items()):
-        if len({x[0] for x in p}) < 2:
-            continue
-        a_f, b_f = _line([x[0] for x in p], [x[1] for x in p])
-        a_b, b_b = _line([x[0] for x in p], [x[2] for x in p])
-        out[f"profiled_hf_compiled_fwd_{act}"] = max(b_f, 0.0) * p_m
-        out[f"profiled_hf_compiled_bwd_{act}"] = max(b_b, 0.0) * p_b
-        out[f"profiled_hf_compiled_step_fwd_{act}"] = max(a_f, 0.0) * p_m
-        out[f"profiled_hf_compiled_step_bwd_{act}"] = max(a_b * p_b - end, 0.0)
-    return out
+    return _compiled_lines(pts, "hf_compiled", p_m, p_b, end)
 
 
 def _line(x: list[int], y: list[float]) -> tuple[float, float]:
