@@ -125,14 +125,29 @@ def main() -> None:
     widths = [64, 1024] if args.smoke else [128, 512, 1024, 2048, 4096, 8192, 32000, 50257, 152064]
     sizes = [1 << 16] if args.smoke else [1 << 20, 16 << 20, 128 << 20]  # elements
     jobs += [("softmax", (max(1, n // w), w)) for w in widths for n in sizes]
+    variants = {"attn": attention_variants, "norm": norm_variants, "softmax": softmax_variants}
+    run_jobs(out, dev, jobs, variants, args.smoke, args.budget, t0)
+    # which kernels each variant launches: one call each under the profiler
+    if dev.type == "cuda":
+        probes = attention_variants(dev, 2, 16, 512) + norm_variants(dev, 1024, 2048)
+        for w in (512, 1024, 2048, 4096, 50257):
+            probes += [(f"{nm} w{w}", dt, fn, nb, ex) for nm, dt, fn, nb, ex in softmax_variants(dev, max(1, (1 << 20) // w), w)]
+        log_kernels(probes, lambda e: e.name[:110])
+    log(f"done {out.n} rows in {time.time() - t0:.0f} s")
+
+
+def run_jobs(out: CsvOut, dev, jobs, variants, smoke: bool, budget: float, t0: float) -> None:
+    """Record every variant of each job ``(kind, args)`` (``variants[kind](dev, *args)``: (name, dtype tag,
+    fn, bytes, row extras) each) into ``out`` until ``budget`` seconds from ``t0`` have passed; a job that
+    runs out of memory is logged and skipped. Closes ``out``."""
     for n_job, (kind, a) in enumerate(jobs):
-        if time.time() - t0 > args.budget:
+        if time.time() - t0 > budget:
             log("budget reached")
             break
         try:
-            vs = attention_variants(dev, *a) if kind == "attn" else norm_variants(dev, *a) if kind == "norm" else softmax_variants(dev, *a)
+            vs = variants[kind](dev, *a)
             for name, dt, fn, nbytes, ex in vs:
-                record(out, dev, fn, args.smoke, dtype=dt, name=name, bytes=nbytes, **ex)
+                record(out, dev, fn, smoke, dtype=dt, name=name, bytes=nbytes, **ex)
             del vs
             log(f"{n_job + 1}/{len(jobs)} {kind} {a} ({time.time() - t0:.0f} s)")
         except torch.cuda.OutOfMemoryError as e:
@@ -141,22 +156,21 @@ def main() -> None:
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
     out.close()
-    # which kernels each variant launches: one call each under the profiler
-    if dev.type == "cuda":
-        from torch.profiler import ProfilerActivity, profile
 
-        probes = attention_variants(dev, 2, 16, 512) + norm_variants(dev, 1024, 2048)
-        for w in (512, 1024, 2048, 4096, 50257):
-            probes += [(f"{nm} w{w}", dt, fn, nb, ex) for nm, dt, fn, nb, ex in softmax_variants(dev, max(1, (1 << 20) // w), w)]
-        for name, dt, fn, _nb, ex in probes:
+
+def log_kernels(probes, describe) -> None:
+    """Log the kernels each probe variant launches (one call under the profiler; ``describe``: a
+    kernel event's text)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for name, dt, fn, _nb, ex in probes:
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as p:
             fn()
             torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as p:
-                fn()
-                torch.cuda.synchronize()
-            ks = [e.name[:110] for e in p.events() if e.device_type.name == "CUDA"]
-            log("kernels", name, dt, "bwd" if ex.get("backward") else "fwd", "|", " || ".join(ks))
-    log(f"done {out.n} rows in {time.time() - t0:.0f} s")
+        ks = [describe(e) for e in p.events() if e.device_type.name == "CUDA"]
+        log("kernels", name, dt, "bwd" if ex.get("backward") else "fwd", "|", " || ".join(ks))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_elementwise import COLS, record  # noqa: E402  (eager calls, CUDA-graph replays below 50 us)
+from bench_eager_ops import log_kernels, run_jobs  # noqa: E402  (round 59's job loop and kernel log)
+from bench_elementwise import COLS  # noqa: E402  (the op sweeps' columns)
 from benchutil import CsvOut, env_info, log  # noqa: E402
 
 ELT = {torch.bfloat16: 2, torch.float32: 4}
@@ -148,36 +149,12 @@ def main() -> None:
     hidden = [64] if args.smoke else [768, 2048, 4096]
     etoks = [16, 256] if args.smoke else [1024, 4096, 16384]
     jobs += [("emb", (v, h, t)) for v in vocab for h in hidden for t in etoks]
-    for n_job, (kind, a) in enumerate(jobs):
-        if time.time() - t0 > args.budget:
-            log("budget reached")
-            break
-        try:
-            vs = (norm_variants(dev, *a) if kind == "norm" else log_softmax_variants(dev, *a) if kind == "loss"
-                  else embedding_variants(dev, *a))
-            for name, dt, fn, nbytes, ex in vs:
-                record(out, dev, fn, args.smoke, dtype=dt, name=name, bytes=nbytes, **ex)
-            del vs
-            log(f"{n_job + 1}/{len(jobs)} {kind} {a} ({time.time() - t0:.0f} s)")
-        except torch.cuda.OutOfMemoryError as e:
-            log("OOM at", kind, a, repr(e)[:200])
-        finally:
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
-    out.close()
+    variants = {"norm": norm_variants, "loss": log_softmax_variants, "emb": embedding_variants}
+    run_jobs(out, dev, jobs, variants, args.smoke, args.budget, t0)
     # which kernels each variant launches: one call each under the profiler
     if dev.type == "cuda":
-        from torch.profiler import ProfilerActivity, profile
-
         probes = norm_variants(dev, 8192, 768) + log_softmax_variants(dev, 4096, 32000) + embedding_variants(dev, 32000, 2048, 4096)
-        for name, dt, fn, _nb, ex in probes:
-            fn()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as p:
-                fn()
-                torch.cuda.synchronize()
-            ks = [f"{e.name[:90]} {e.device_time_total:.1f}us" for e in p.events() if e.device_type.name == "CUDA"]
-            log("kernels", name, dt, "bwd" if ex.get("backward") else "fwd", "|", " || ".join(ks))
+        log_kernels(probes, lambda e: f"{e.name[:90]} {e.device_time_total:.1f}us")
     log(f"done {out.n} rows in {time.time() - t0:.0f} s")
 
 
