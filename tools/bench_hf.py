@@ -120,7 +120,12 @@ with bf16 weights, with gradient checkpointing at seq 4096 (Mistral's code), its
 Round 70 (``--set compiled_fit``): round 32's training fit runs under torch.compile (GPT-2 and Llama h1024, 2
 and 8 layers, 1 x 512 tokens): the host of ``transformers``' compiled steps, fitted.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit] [--budget S] [--smoke]
+Round 71 (``--set r71``): held-apart runs at full-size layer widths (stop 20): a Llama-3-8B-shaped model
+(8 layers, vocabulary 128,256) with bf16 weights at seq 4096, GPT-2 XL's width (h 1600), Qwen2-7B's shapes
+(h 3584, SwiGLU 18,944, vocabulary 152,064) in training and ``generate()``, the Llama-3-8B shapes' prefill of
+16 x 1024 + decode, a Llama-3.2-3B-shaped step as one unannotated profiled step.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -524,6 +529,22 @@ RUNS_COMPILED_FIT = [
 ]
 
 
+# round 71 (--set r71): held-apart runs at full-size layer widths (stop 20): Llama-3-8B's shapes (vocabulary
+# 128,256) with bf16 weights at seq 4096, GPT-2 XL's width, Qwen2-7B's shapes in training and generate(), the
+# Llama-3-8B shapes' prefill of 16 x 1024 + decode, Llama-3.2-3B's shapes as one unannotated step
+RUNS_R71 = [
+    ("train_llama_L8_h4096_b1_s4096_bf16", lambda s: llama(8, 4096, 32, 8, 14336, 128256, s), "train", 1, 4096,
+     {"bf16": True}),
+    ("train_gpt2_L24_h1600_b2", lambda s: gpt2(24, 1600, 25, s), "train", 2, 1024, {}),
+    ("train_qwen2_L6_h3584_b2", lambda s: llama(6, 3584, 28, 4, 18944, 152064, s, "qwen2"), "train", 2, 1024, {}),
+    ("infer_llama_L8_h4096_b16_p1024", lambda s: llama(8, 4096, 32, 8, 14336, 128256, s), "infer", 16, (1024, 8), {}),
+    ("generate_qwen2_L8_h3584_b4", lambda s: llama(8, 3584, 28, 4, 18944, 152064, s, "qwen2"), "generate", 4,
+     (512, 16), {}),
+    ("train_llama_L8_h3072_b4_onestep", lambda s: llama(8, 3072, 24, 8, 8192, 128256, s), "train", 4, 1024,
+     {"one_step": True}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -555,6 +576,7 @@ SETS = {
     "r68": (RUNS_R68, "r68"),
     "r69": (RUNS_R69, "r69"),
     "compiled_fit": (RUNS_COMPILED_FIT, "r70"),
+    "r71": (RUNS_R71, "r71"),
 }
 
 
