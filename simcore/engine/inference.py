@@ -48,7 +48,12 @@ class InferenceEval:
     context_len: Num
 
 
-def _forward(pricer: Pricer, model: ModelSpec, lw: L.Layout, head_tokens: Num, pp: Num) -> Priced:
+def _forward(
+    pricer: Pricer, model: ModelSpec, lw: L.Layout, head_tokens: Num, pp: Num, sample_rows: Num | None = None
+) -> Priced:
+    """One forward pass: the layers over ``lw``'s tokens, the LM head over ``head_tokens`` rows and the
+    next-token sampling over ``sample_rows`` sequences (default ``head_tokens``)."""
+    rows = head_tokens if sample_rows is None else sample_rows
     pc = param_counts(model)
     out = pricer.price(L.embedding_fwd(model, lw))
     for moe, count in ((False, pc.dense_layers), (True, pc.moe_layers)):
@@ -60,7 +65,7 @@ def _forward(pricer: Pricer, model: ModelSpec, lw: L.Layout, head_tokens: Num, p
     # SMs (round 8's decode_argmax, traces/h200/cold.csv.gz: ~26 us over 1-8 rows of 128,256 logits,
     # where their bytes alone give ~3 us)
     out = out.merged(
-        pricer.price([L.mem_op("argmax", head_tokens * model.vocab / lw.tp, 2.0, "elementwise", rows=head_tokens)])
+        pricer.price([L.mem_op("argmax", rows * model.vocab / lw.tp, 2.0, "elementwise", rows=rows)])
     )
     p2p_bytes = head_tokens * 0 + lw.tokens * model.hidden * lw.act_bytes
     out.add("pp_p2p", (np.asarray(pp, dtype=float) - 1) * pricer.comm_time("send_recv", p2p_bytes, "pp"))
@@ -130,7 +135,9 @@ def evaluate(
     pre = L.Layout(
         micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra
     )
-    prefill = _forward(pricer, model, pre, batch, pp)
+    # the prefill's LM head: each sequence's last position, or every prompt token (``prefill_logits``)
+    logit_rows = batch * (float(inf.prompt_len) if inf.prefill_logits == "all" else 1.0)
+    prefill = _forward(pricer, model, pre, logit_rows, pp, sample_rows=batch)
     dec = L.Layout(
         micro_batch=batch, seq=1.0, tp=tp, dtype=dt, act_bytes=act, extra={**kv_extra, "kv_seq": float(ctx)}
     )
@@ -194,7 +201,11 @@ def evaluate(
     acts_prefill = batch * inf.prompt_len * per_token
     acts_decode = batch * per_token
     logits = batch * model.vocab / np.asarray(tp, dtype=float) * 4.0
-    prefill_peak = weights + kv + acts_prefill + logits
+    # every prompt position's logits (``prefill_logits: all``): held in the activations' dtype
+    all_logits = (
+        logit_rows * model.vocab / np.asarray(tp, dtype=float) * act if inf.prefill_logits == "all" else 0.0
+    )
+    prefill_peak = weights + kv + acts_prefill + np.maximum(logits, all_logits)
     decode_peak = weights + kv + acts_decode + logits
     total = np.maximum(prefill_peak, decode_peak)
     return InferenceEval(

@@ -164,6 +164,13 @@ class InferenceSpec(Spec):
     output_len: int = Field(default=128, gt=0)
     precision: Precision = "bf16"
     kv_cache_dtype: Precision | None = None
+    prefill_logits: Literal["last", "all"] = "last"
+    """Which prompt positions the prefill's LM head computes logits for: ``last``, each sequence's
+    final token (serving engines, ``transformers``' ``generate()``, ``logits_to_keep=1``), or ``all``,
+    every prompt token (a plain ``model(input_ids)`` forward in ``transformers``: a batch x prompt x
+    vocabulary GEMM and its logits in memory; with a 128k vocabulary that GEMM takes about as long as an
+    8B model's layer stack over the prompt, ``docs/compute.md``). ``simcore validate`` reads it from the
+    trace (the LM head GEMM's row count)."""
 
 
 class CpuOpTime(Spec):

@@ -111,6 +111,7 @@ class ValidationReport:
     (the CPU's per-op speed; see :func:`simcore.calibration.host_trace.op_speed`), as predicted with."""
     runtime: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] | None = None
+    inference: dict[str, Any] | None = None
     """The scenario's ``training`` section as predicted (with what the trace showed, e.g. the weights'
     dtype); ``None`` for inference."""
     """The scenario's ``runtime`` section as predicted: what the scenario says, plus what the trace
@@ -157,6 +158,7 @@ class ValidationReport:
             "cpu_op_speed_s": self.cpu_op_speed_s,
             "runtime": self.runtime,
             "training": self.training,
+            "inference": self.inference,
             "notes": self.notes,
         }
 
@@ -610,6 +612,16 @@ def validate(
             "PyTorch ops: softmaxes over 4-D attention scores, no fused attention kernel); --set "
             "runtime.attention_backend=cudnn predicts a fused kernel",
         ),
+        # a plain transformers forward computes the logits of every prompt position
+        (
+            "inference",
+            "prefill_logits",
+            "all",
+            sc.kind == "inference" and any(_all_prompt_logits(a, sc) for a in ans),
+            "predicted with inference.prefill_logits: all (the trace's LM head GEMM runs over every prompt "
+            "token, as a plain transformers forward does); --set inference.prefill_logits=last predicts "
+            "logits of each sequence's last token only",
+        ),
         # transformers' generate(): its stopping criteria call aten::isin every token
         (
             "runtime",
@@ -844,6 +856,7 @@ def validate(
         cpu_op_speed_s=None if cpu is None else {"main": cpu.main, "backward": cpu.backward},
         runtime=sc.runtime.model_dump(mode="json"),
         training=None if sc.training is None else sc.training.model_dump(mode="json"),
+        inference=None if sc.inference is None else sc.inference.model_dump(mode="json"),
     )
 
 
@@ -869,6 +882,32 @@ def _assume(
         return sc
     assumed.append(note)
     return sc.model_copy(update={section: part.model_copy(update={fld: value})})
+
+
+_GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm")
+
+
+def _all_prompt_logits(a: Analysis, sc: Scenario) -> bool:
+    """Whether the trace's LM head (a GEMM with a vocabulary-wide weight) runs over more rows than
+    there are sequences: every prompt position's logits, not only each sequence's last."""
+    inf = sc.inference
+    if inf is None or inf.prompt_len <= 1:
+        return False
+    vocab = sc.model.vocab
+    for op in a.trace.cpu_ops.values():
+        if op.name not in _GEMM_OPS or not op.input_dims or len(op.input_dims) < 2:
+            continue
+        x, w = op.input_dims[0], op.input_dims[1]
+        if not (isinstance(x, list) and isinstance(w, list) and len(w) == 2 and len(x) >= 2):
+            continue
+        if vocab not in w or not all(isinstance(d, int) and d > 0 for d in x):
+            continue
+        rows = 1
+        for d in x[:-1]:
+            rows *= d
+        if rows > inf.batch:
+            return True
+    return False
 
 
 def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:

@@ -53,6 +53,19 @@ def test_kv_cache_memory_hand_computed() -> None:
     assert r.memory_breakdown["kv_cache"] == pytest.approx(4 * 1024 * 2 * 8 * 128 * 32 * 2)
 
 
+def test_prefill_logits_of_every_prompt_token() -> None:
+    """A plain transformers forward computes the LM head over every prompt position: the prefill grows by
+    that GEMM's extra rows (at least their FLOPs at peak) and holds their bf16 logits; decode is unchanged."""
+    last = simcore.predict(_sc(batch=4, prompt_len=1024))
+    every = simcore.predict(_sc(batch=4, prompt_len=1024, prefill_logits="all"))
+    dev = default_registry().device("h200")
+    extra_flops = 2.0 * 4 * 1023 * 4096 * 128256  # llama3-8b's LM head over the other 1,023 positions
+    assert every.prefill_time_s - last.prefill_time_s >= extra_flops / dev.peak_flops("bf16")
+    assert every.decode_step_time_s == pytest.approx(last.decode_step_time_s)
+    grown = every.memory_breakdown["prefill_peak"] - last.memory_breakdown["prefill_peak"]
+    assert grown == pytest.approx(4 * 1024 * 128256 * 2.0 - 4 * 128256 * 4.0)
+
+
 def test_e2e_latency_covers_every_generated_token() -> None:
     r = simcore.predict(_sc())
     assert r.e2e_latency_s >= r.prefill_time_s + 63 * r.decode_step_time_s

@@ -105,6 +105,10 @@ def test_validate_real_traces(name: str) -> None:
         from simcore.specs.scenario import TrainingSpec
 
         sc = sc.model_copy(update={"training": TrainingSpec(**d["training"])})
+    if sc.inference is not None:
+        from simcore.specs.scenario import InferenceSpec
+
+        sc = sc.model_copy(update={"inference": InferenceSpec(**d["inference"])})
     r = simcore.predict(sc).model_dump()
     # inference: one profiled step = the prefills and decode steps counted in the trace (the eager
     # trace: 1 + 8; the CUDA-graph one: 0 + 8)
@@ -496,6 +500,24 @@ def test_validate_counts_decode_steps_per_wait() -> None:
         [str(REPO / f) for f in CASES[e]], SC / f"{e}.yaml", ["runtime.decode_sync_every=1"]
     ).to_dict()
     assert waits["predicted_step_time_s"] > 1.15 * eager["predicted_step_time_s"]
+
+
+def test_prefill_logits_are_read_from_the_trace() -> None:
+    """A plain transformers forward runs the LM head over every prompt token (round 31's prefill:
+    1 x 256 x 768 into 50,257); generate() over each sequence's last (round 34)."""
+    n = "h200_r31_infer_gpt2_l12_b1"
+    rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
+    assert rep["inference"]["prefill_logits"] == "all"
+    assert any("prefill_logits: all" in x for x in rep["notes"])
+    last = validate(
+        [str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["inference.prefill_logits=last"]
+    ).to_dict()
+    # (a host-bound step: the GEMM shows in the GPU's busy time)
+    assert last["predicted_gpu_busy_s"] < rep["predicted_gpu_busy_s"]
+    g = "h200_r34_generate_gpt2_l12_b1"
+    gen = validate([str(REPO / f) for f in CASES[g]], SC / f"{g}.yaml").to_dict()
+    assert gen["inference"]["prefill_logits"] == "last"
+    assert not any("prefill_logits" in x for x in gen["notes"])
 
 
 def test_attention_backend_mask_and_dropout_are_read_from_the_trace() -> None:
