@@ -552,10 +552,14 @@ def _opt_bytes(t: Table) -> F:
 
 
 def _opt_key(t: Table, i: int) -> str:
+    """The profile's optimizer entry a row measures: ``<opt>_<fused|unfused>``, ``_bf16`` appended for
+    16-bit parameters without a master copy (round 72: their update moves half the bytes at ~0.8x the
+    fp32 update's bandwidth, an entry of its own: :func:`simcore.compute.ops.optimizer_step`)."""
     name = t.name[i] or "adamw_fused"
     fused = "unfused" if any(w in name for w in ("unfused", "foreach", "forloop", "nonfused")) else "fused"
     opt = "sgd" if "sgd" in name else "adamw"
-    return f"{opt}_{fused}"
+    low = "_bf16" if t.dtype[i] in ("bf16", "fp16") else ""
+    return f"{opt}_{fused}{low}"
 
 
 def canonical_memory_name(raw: str) -> str:

@@ -33,7 +33,9 @@ ATTENTION_EFF = "traces/h200/round60/attention_efficient.csv.gz"
 # round 65: norms (fp32 and bf16, widths 768-8192) and the loss's log-softmax at training steps' shapes (an
 # input of the kernel-rate profile only: docs/compute.md)
 NORM_OPS = "traces/h200/round65/norm_ops.csv.gz"
-INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF]
+# round 72: torch.optim.AdamW on bf16 parameters, fused and foreach (the profile's ``*_bf16`` optimizer entries)
+OPTIMIZER_BF16 = "traces/h200/round72/optimizer_bf16.csv.gz"
+INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, OPTIMIZER_BF16]
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +96,8 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz") == "trace"
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
-    # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60 and 65's
-    # sweeps (op CSVs in subfolders); round 17's
+    # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60, 65 and 72's
+    # sweeps (op CSVs in subfolders; round 72's fp32 reference rows and embedding kernels are not); round 17's
     # in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == [
         "attention.csv.gz",
@@ -108,6 +110,7 @@ def test_input_kinds(tmp_path: Path) -> None:
         "eager_ops.csv.gz",
         "attention_efficient.csv.gz",
         "norm_ops.csv.gz",
+        "optimizer_bf16.csv.gz",
     ]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
     assert sorted(inp.traces) == sorted(
