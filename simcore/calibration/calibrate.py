@@ -81,6 +81,10 @@ def kind_of(path: Path) -> str | None:
         cols = [c.strip() for c in first.split(",")]
         if {"kind", "time_s", "framework"} <= set(cols):  # the op-sweep layout (bench_ops.py)
             return "ops"
+        from simcore.calibration.fit_compute import EMBEDDING_KERNEL_COLS
+
+        if set(cols) >= EMBEDDING_KERNEL_COLS:  # the embedding backward's kernels (bench_embedding_bwd.py)
+            return "ops"
         if "op" in cols and "nbytes" in cols and "time_s" in cols:
             return "comm"
         return None

@@ -601,6 +601,11 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
         "dtype": "fp32" if elt == 4.0 else "bf16",
         "numel": best,
     }
+    if name == "embedding_bwd":
+        # [grad, indices, ...]: the token count (the sort and segment sums go by it)
+        idx_i = [i for i, t in enumerate(types) if isinstance(t, str) and ("long" in t or "int" in t.lower())]
+        if idx_i and _is_shape(dims[idx_i[0]]) and _numel(dims[idx_i[0]]) > 0:
+            out["rows"] = _numel(dims[idx_i[0]])
     if name.removesuffix("_bwd") in ("layernorm", "rmsnorm", "softmax", "log_softmax") and last > 0:
         out["rows"] = best / last  # a row-wise op gives each row (of the last dimension) to one CTA
     if name == "softmax" and _is_shape(dims[0]) and len(dims[0]) == 4:

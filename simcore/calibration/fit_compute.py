@@ -34,8 +34,10 @@ from numpy.typing import NDArray
 from simcore.calibration.fit_host import fit_host, host_files_beside
 from simcore.calibration.profile import (
     ATTENTION_BACKENDS,
+    EMBEDDING_BWD_ELEMENT_BYTES,
     AttentionParams,
     ComputeProfile,
+    EmbeddingBackwardParams,
     GemmParams,
     HardwareRef,
     MemoryOpParams,
@@ -119,6 +121,85 @@ def file_clock(path: str | Path, gpu: int = 0) -> float | None:
         return None
     clocks = [c for _, sm, c, _ in dmon_samples(side, gpu) if sm > 0]
     return float(np.median(clocks)) if clocks else None
+
+
+EMBEDDING_KERNEL_COLS = {"op", "tokens", "hidden", "vocab", "sort_s", "segment_s", "other_s"}
+
+
+def _csv_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise TraceError(f"cannot read: {e}", file=str(path)) from None
+    return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
+
+
+def is_embedding_kernels_csv(path: str | Path) -> bool:
+    """Whether ``path`` holds round 72's embedding-backward kernel groups (``tools/bench_embedding_bwd.py``)."""
+    try:
+        first = _csv_text(Path(path)).split("\n", 1)[0]
+    except (TraceError, UnicodeDecodeError, EOFError, OSError):
+        return False
+    return {c.strip() for c in first.split(",")} >= EMBEDDING_KERNEL_COLS
+
+
+def fit_embedding_backward(
+    paths: Sequence[str | Path], device: Device, fraction: float = FIT_FRACTION
+) -> tuple[EmbeddingBackwardParams, dict[str, Any]]:
+    """:class:`EmbeddingBackwardParams` from kernel-group rows (``tools/bench_embedding_bwd.py``): the
+    kernels a trace classifies as the embedding's backward (sort, segment sums, the rest; not the
+    table's fill nor cub's memsets), least squares in relative error on the fit part (a hash of each
+    shape, as the op sweeps), per path (direct below ``direct_max_tokens`` tokens, sorting above).
+    Returns the parameters and the held-out errors."""
+    recs: list[tuple[float, float, float, bool]] = []
+    for p in paths:
+        for r in csv.DictReader(io.StringIO(_csv_text(Path(p)))):
+            try:
+                n_tok, n_hid = float(r["tokens"]), float(r["hidden"])
+                secs = float(r["sort_s"]) + float(r["segment_s"]) + float(r["other_s"])
+            except (KeyError, ValueError):
+                raise TraceError("an embedding kernel row without numbers", file=str(p)) from None
+            key = f"embedding_bwd|{r.get('dtype', '')}|{n_tok:g}|{n_hid:g}|{r.get('vocab', '')}"
+            recs.append((n_tok, n_hid, secs, _hash01(key) < fraction))
+    if not recs:
+        raise TraceError("no embedding kernel rows", file=", ".join(str(p) for p in paths))
+    tok = np.array([r[0] for r in recs], dtype=np.float64)
+    hid = np.array([r[1] for r in recs], dtype=np.float64)
+    y = np.array([r[2] for r in recs], dtype=np.float64)
+    fit = np.array([r[3] for r in recs], dtype=bool)
+    per_elt = EMBEDDING_BWD_ELEMENT_BYTES / device.memory.bandwidth
+    limit = EmbeddingBackwardParams.model_fields["direct_max_tokens"].default
+    direct = tok <= limit
+    cols = {
+        "direct": np.stack([tok, tok * hid * per_elt], 1),
+        "sorted": np.stack([np.ones_like(tok), tok * hid * per_elt], 1),
+    }
+    coef: dict[str, NDArray[np.float64]] = {}
+    report: dict[str, Any] = {}
+    pred = np.zeros_like(y)
+    for path, mask in (("direct", direct), ("sorted", ~direct)):
+        sel = mask & fit & (y > 0)
+        if np.sum(sel) < 2:
+            raise TraceError(f"too few embedding kernel rows on the {path} path to fit", file=str(paths[0]))
+        x = cols[path]
+        c, *_ = np.linalg.lstsq(x[sel] / y[sel, None], np.ones(int(np.sum(sel)), dtype=np.float64), rcond=None)
+        coef[path] = np.maximum(c, 1e-12)
+        pred[mask] = x[mask] @ coef[path]
+    err = np.abs(pred / y - 1.0)
+    for part, m in (("check", ~fit), ("fit", fit)):
+        e = err[m & (y > 0)]
+        report[part] = (
+            {"n": int(e.size), "median_abs_err": float(np.median(e)), "worst_abs_err": float(np.max(e))}
+            if e.size
+            else {"n": 0}
+        )
+    params = EmbeddingBackwardParams(
+        direct_per_token=float(coef["direct"][0]),
+        direct_eff=float(1.0 / coef["direct"][1]),
+        sorted_t0=float(coef["sorted"][0]),
+        sorted_eff=float(1.0 / coef["sorted"][1]),
+    )
+    return params, report
 
 
 def read_ops(paths: Iterable[str | Path]) -> Table:
@@ -1141,6 +1222,11 @@ def fit(
     Returns the profile and a report: per op family, the errors on the check part (rows whose
     shape hash falls outside the fit fraction) and on the fit part.
     """
+    emb_paths = [p for p in ops_csv_paths if is_embedding_kernels_csv(p)]
+    all_paths = list(ops_csv_paths)
+    ops_csv_paths = [p for p in ops_csv_paths if p not in emb_paths]
+    if not ops_csv_paths:
+        raise TraceError("no op sweep among the inputs", file=", ".join(str(p) for p in all_paths))
     t = read_ops(ops_csv_paths)
     if len(t) == 0:
         raise TraceError("no rows", file=", ".join(str(p) for p in ops_csv_paths))
@@ -1483,6 +1569,22 @@ def fit(
             ),
         }
     )
+    if emb_paths:
+        emb, emb_report = fit_embedding_backward(emb_paths, device, fraction)
+        report["families"]["embedding_bwd"] = emb_report
+        held = dict(prof.fit_report.get("held_out", {}))
+        held["embedding_bwd"] = {
+            "n_check": emb_report["check"].get("n", 0),
+            "median_abs_err": round(float(emb_report["check"].get("median_abs_err", float("nan"))), 4),
+            "worst_abs_err": round(float(emb_report["check"].get("worst_abs_err", float("nan"))), 4),
+        }
+        prof = prof.model_copy(
+            update={
+                "embedding_bwd": emb,
+                "source": sorted({*prof.source, *(str(p) for p in emb_paths)}),
+                "fit_report": {**prof.fit_report, "held_out": held},
+            }
+        )
     host_files = host_files_beside(ops_csv_paths[0])
     if host_files:
         prof = prof.model_copy(

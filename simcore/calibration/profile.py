@@ -215,6 +215,32 @@ class OptimizerParams(_Frozen):
     """Eager host time of one ``step()`` call (seconds); ``None`` uses ``host_overhead``."""
 
 
+class EmbeddingBackwardParams(_Frozen):
+    """PyTorch's dense embedding backward (``aten::embedding_dense_backward``) beyond the zero fill of
+    its gradient table (priced as a ``fill``) and cub's memsets: up to ``direct_max_tokens`` tokens one
+    kernel accumulates each token's gradient row; above, a radix sort of the token ids and scans (a
+    fixed ``sorted_t0``), then the segment sums over the tokens' rows. Per-element terms are fractions of
+    the memory bandwidth over 12 bytes a token x hidden element (read in fp32, accumulated and written:
+    a convention, as the kernels run alike on fp32 and bf16 gradients), so they move with a device's
+    bandwidth on transfer; the per-token and fixed terms are latencies (seconds). Fitted on round 72's
+    kernel-by-kernel sweep (``tools/bench_embedding_bwd.py``)."""
+
+    direct_max_tokens: float = Field(default=3072.0, gt=0)
+    """PyTorch's switch to the sorting path (``num_indices <= 3072`` takes the direct kernel)."""
+    direct_per_token: float = Field(ge=0)
+    """Seconds a token on the direct path."""
+    direct_eff: float = Field(gt=0)
+    """Bandwidth fraction of the direct path's per-element work."""
+    sorted_t0: float = Field(ge=0)
+    """Seconds of the sort, unique-by-key and scans (flat over 4k-32k tokens)."""
+    sorted_eff: float = Field(gt=0)
+    """Bandwidth fraction of the segment sums' per-element work."""
+
+
+EMBEDDING_BWD_ELEMENT_BYTES = 12.0
+"""Bytes a token x hidden element counts for :class:`EmbeddingBackwardParams`' efficiencies."""
+
+
 class HardwareRef(_Frozen):
     """The measured device's peaks, recorded for traceability (SI units)."""
 
@@ -310,6 +336,9 @@ class ComputeProfile(_Frozen):
     memory: MemoryParams
     optimizer: dict[str, OptimizerParams]
     """Keys like ``adamw_fused``, ``adamw_unfused``, ``sgd_fused``, ``sgd_unfused``."""
+    embedding_bwd: EmbeddingBackwardParams | None = None
+    """The embedding's dense backward where measured kernel by kernel (round 72); ``None``: priced as a
+    bandwidth-bound op over its gradient's bytes."""
 
     def host(self, name: str, profiled: bool = False, default: float = 0.0) -> float:
         """A ``host_layer`` entry (seconds): the profiler-recorded one when ``profiled`` and measured,

@@ -25,7 +25,13 @@ from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict
 
 from simcore import units
-from simcore.calibration.profile import ATTENTION_BACKENDS, ComputeProfile, load_profile
+from simcore.calibration.profile import (
+    ATTENTION_BACKENDS,
+    EMBEDDING_BWD_ELEMENT_BYTES,
+    ComputeProfile,
+    EmbeddingBackwardParams,
+    load_profile,
+)
 from simcore.compute import kernels as K
 from simcore.errors import SimcoreError
 from simcore.specs.hardware import DTYPE_BYTES, Device
@@ -437,6 +443,18 @@ def row_width(name: str, nbytes: ArrayLike, rows: ArrayLike, elt_bytes: ArrayLik
     )
 
 
+def embedding_backward_time(dev: Device, p: EmbeddingBackwardParams, tokens: ArrayLike, hidden: ArrayLike) -> Num:
+    """Seconds of PyTorch's dense embedding backward over ``tokens`` gradient rows of ``hidden``
+    elements, its table's zero fill and cub's memsets apart (see :class:`EmbeddingBackwardParams`):
+    a kernel per token up to ``direct_max_tokens``, else a sort and scans plus the segment sums."""
+    tok = np.asarray(tokens, dtype=np.float64)
+    elements = tok * np.asarray(hidden, dtype=np.float64)
+    per_elt = EMBEDDING_BWD_ELEMENT_BYTES / dev.memory.bandwidth
+    direct = tok * p.direct_per_token + elements * per_elt / p.direct_eff
+    sort = p.sorted_t0 + elements * per_elt / p.sorted_eff
+    return _out(np.where(tok > p.direct_max_tokens, sort, direct))
+
+
 def memory_op(
     dev: Device,
     prof: ComputeProfile,
@@ -461,6 +479,13 @@ def memory_op(
     if flops is None:
         per_b, per_f = memory_op_traffic(name, 1.0, elt_bytes) if base in _TRAFFIC else (1.0, 0.0)
         flops = np.asarray(nbytes, dtype=np.float64) / per_b * per_f
+    if name == "embedding_bwd" and prof.embedding_bwd is not None and rows is not None:
+        # a sort and segment sums, not a bytes-bound curve: the row count is the token count
+        nb = np.asarray(nbytes, dtype=np.float64)
+        per_elt, _ = memory_op_traffic(name, 1.0, elt_bytes)
+        hidden = nb / np.asarray(per_elt, dtype=np.float64) / np.maximum(np.asarray(rows, dtype=np.float64), 1.0)
+        t = embedding_backward_time(dev, prof.embedding_bwd, rows, hidden)
+        return _cost(t, flops, nbytes, np.zeros_like(t), t)
     mp = prof.memory
     op = mp.ops.get(name) or mp.ops.get(base)
     if op is None and base in _PRICED_AS:  # a variant the profile has not measured: its plain op

@@ -757,8 +757,10 @@ def backward_of(op: Op) -> list[Op]:
             # NLL backward zero-fills the full fp32 gradient of the logits before scattering into it
             out.insert(0, mem_op("fill", a["numel"], 4.0, op.category, count=op.count))
         elif base == "embedding" and "table_numel" in a:
-            # the dense fp32 gradient of the embedding table is zeroed, then rows are accumulated
-            out.insert(0, mem_op("fill", a["table_numel"], 4.0, op.category, count=op.count))
+            # the dense gradient of the embedding table is zeroed (a fill kernel, elementwise in a
+            # trace), then rows are accumulated
+            elt = float(a.get("table_elt", 4.0))
+            out.insert(0, mem_op("fill", a["table_numel"], elt, "elementwise", count=op.count))
         return out
     a = op.args
     swap = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}.get(a["op"], a["op"])
@@ -784,7 +786,15 @@ def embedding_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             op.name,
             op.kind,
             op.category,
-            {**op.args, "table_numel": m.vocab * m.hidden / lay.vocab_div},
+            {
+                **op.args,
+                "table_numel": m.vocab * m.hidden / lay.vocab_div,
+                # the table's gradient has the weights' dtype (the embedding output's: the residual's)
+                "table_elt": lay.residual_bytes,
+                # eager PyTorch's backward sorts the token ids and sums their rows, by the token count
+                # (EmbeddingBackwardParams); compiled code scatters them in a kernel of its own
+                **({} if lay.fused else {"rows": T}),
+            },
             op.count,
         )
     ]

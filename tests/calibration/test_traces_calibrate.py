@@ -35,7 +35,9 @@ ATTENTION_EFF = "traces/h200/round60/attention_efficient.csv.gz"
 NORM_OPS = "traces/h200/round65/norm_ops.csv.gz"
 # round 72: torch.optim.AdamW on bf16 parameters, fused and foreach (the profile's ``*_bf16`` optimizer entries)
 OPTIMIZER_BF16 = "traces/h200/round72/optimizer_bf16.csv.gz"
-INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, OPTIMIZER_BF16]
+# round 72: the embedding's dense backward kernel by kernel (the profile's ``embedding_bwd``)
+EMBEDDING_BWD = "traces/h200/round72/embedding_bwd.csv.gz"
+INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, OPTIMIZER_BF16, EMBEDDING_BWD]
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +99,8 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
     # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60, 65 and 72's
-    # sweeps (op CSVs in subfolders; round 72's fp32 reference rows and embedding kernels are not); round 17's
-    # in-step kernels (no framework column) are not op rows
+    # sweeps (op CSVs in subfolders, round 72's embedding kernels among them; its fp32 reference rows are not);
+    # round 17's in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == [
         "attention.csv.gz",
         "cold.csv.gz",
@@ -110,6 +112,7 @@ def test_input_kinds(tmp_path: Path) -> None:
         "eager_ops.csv.gz",
         "attention_efficient.csv.gz",
         "norm_ops.csv.gz",
+        "embedding_bwd.csv.gz",
         "optimizer_bf16.csv.gz",
     ]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
