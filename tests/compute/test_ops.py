@@ -585,7 +585,8 @@ def test_shipped_embedding_backward_within_its_measurements() -> None:
 
     assert PROF.embedding_bwd is not None
     path = Path(__file__).resolve().parents[2] / "traces/h200/round72/embedding_bwd.csv.gz"
-    rows = list(csv.DictReader(gzip.open(path, "rt")))
+    with gzip.open(path, "rt") as fh:
+        rows = list(csv.DictReader(fh))
     y = np.array([float(r["sort_s"]) + float(r["segment_s"]) + float(r["other_s"]) for r in rows])
     t = ops.embedding_backward_time(
         H200, PROF.embedding_bwd, [float(r["tokens"]) for r in rows], [float(r["hidden"]) for r in rows]
