@@ -125,7 +125,13 @@ Round 71 (``--set r71``): held-apart runs at full-size layer widths (stop 20): a
 (h 3584, SwiGLU 18,944, vocabulary 152,064) in training and ``generate()``, the Llama-3-8B shapes' prefill of
 16 x 1024 + decode, a Llama-3.2-3B-shaped step as one unannotated profiled step.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71] [--budget S] [--smoke]
+Round 73 (``--set r73``): held-apart runs after stop 20's changes (every prompt position's logits, bf16
+AdamW, the embedding's backward): a Qwen2-7B-shaped prefill of 8 x 1024 (vocabulary 152,064) + decode, the
+Llama-3-8B shapes with bf16 weights and foreach AdamW, Qwen2-7B's shapes with bf16 weights at seq 2048,
+GPT-2 XL's width in ``generate()``, Mistral's code at h 4096 and seq 8192 with gradient checkpointing and bf16
+weights, a Llama-3.2-3B-shaped prefill of 4 x 2048 + decode.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -545,6 +551,22 @@ RUNS_R71 = [
 ]  # fmt: skip
 
 
+# round 73 (--set r73): held-apart runs after stop 20's changes (every prompt position's logits, bf16 AdamW, the
+# embedding's backward), at full-size layer widths
+RUNS_R73 = [
+    ("infer_qwen2_L8_h3584_b8_p1024", lambda s: llama(8, 3584, 28, 4, 18944, 152064, s, "qwen2"), "infer", 8,
+     (1024, 8), {}),
+    ("train_llama_L8_h4096_b2_bf16_foreach", lambda s: llama(8, 4096, 32, 8, 14336, 128256, s), "train", 2, 2048,
+     {"bf16": True, "optim": "foreach"}),
+    ("train_qwen2_L6_h3584_b1_s2048_bf16", lambda s: llama(6, 3584, 28, 4, 18944, 152064, s, "qwen2"), "train", 1,
+     2048, {"bf16": True}),
+    ("generate_gpt2_L24_h1600_b4", lambda s: gpt2(24, 1600, 25, s), "generate", 4, (256, 16), {}),
+    ("train_mistral_L4_h4096_b1_s8192_gc_bf16", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s, "mistral"), "train",
+     1, 8192, {"bf16": True, "gc": True}),
+    ("infer_llama_L8_h3072_b4_p2048", lambda s: llama(8, 3072, 24, 8, 8192, 128256, s), "infer", 4, (2048, 8), {}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -577,6 +599,7 @@ SETS = {
     "r69": (RUNS_R69, "r69"),
     "compiled_fit": (RUNS_COMPILED_FIT, "r70"),
     "r71": (RUNS_R71, "r71"),
+    "r73": (RUNS_R73, "r73"),
 }
 
 
