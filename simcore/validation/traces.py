@@ -110,12 +110,14 @@ class ValidationReport:
     """Median ``aten::t`` seconds on the main and the backward thread of the rank with the slowest CPU
     (the CPU's per-op speed; see :func:`simcore.calibration.host_trace.op_speed`), as predicted with."""
     runtime: dict[str, Any] = field(default_factory=dict)
-    training: dict[str, Any] | None = None
-    inference: dict[str, Any] | None = None
-    """The scenario's ``training`` section as predicted (with what the trace showed, e.g. the weights'
-    dtype); ``None`` for inference."""
     """The scenario's ``runtime`` section as predicted: what the scenario says, plus what the trace
     showed where it said nothing (the profiler, compiled kernels, the CPU speed, unsynchronized steps)."""
+    training: dict[str, Any] | None = None
+    """The scenario's ``training`` section as predicted (with what the trace showed, e.g. the weights'
+    dtype); ``None`` for inference."""
+    inference: dict[str, Any] | None = None
+    """The scenario's ``inference`` section as predicted (with what the trace showed, e.g. the prefill's
+    logits of every position); ``None`` for training."""
 
     @property
     def error_pct(self) -> float:
