@@ -472,6 +472,62 @@ def step_synchronized(a: Analysis) -> bool | None:
     return any(s.cpu_start <= c.ts <= s.cpu_end for s in steps for c in calls)  # type: ignore[operator]
 
 
+@dataclass(frozen=True)
+class _LayerMarks:
+    """An eager training step's layer boundaries: its forward norms' starts (two a layer and the final
+    norm), its norm backwards' starts (as many), the first autograd node and every node."""
+
+    fwd: list[float]
+    bwd: list[float]
+    first_bwd: float
+    bwd_nodes: list[CpuOp]
+    main_tid: int
+    bwd_tid: int
+
+
+def _layer_marks(win: list[CpuOp]) -> _LayerMarks | None:
+    """:class:`_LayerMarks` of one step's CPU ops, or ``None`` where its norms and norm backwards do not
+    pair up (2 x layers + 1 each) or it recomputes (forward norms or attention after the backward began)."""
+    bwd_nodes = [o for o in win if o.name.startswith(_BWD_NORM)]
+    if not bwd_nodes:
+        return None
+    first_bwd = bwd_nodes[0].ts
+    norms, node = _norm_marks(win)
+    fwd = [o for o in norms if o.ts < first_bwd]
+    bwd = [o for o in bwd_nodes if node in o.name]
+    n = len(fwd)
+    if n < 3 or n % 2 == 0 or len(bwd) != n:
+        return None
+    marks = {o.name for o in norms}
+    if any(o.ts > first_bwd and (o.name in marks or o.name in _ATTN_FWD) for o in win):
+        return None
+    return _LayerMarks([o.ts for o in fwd], [o.ts for o in bwd], first_bwd, bwd_nodes, fwd[0].tid, bwd[0].tid)
+
+
+def _top_level(win: list[CpuOp], tid: int, lo: float, hi: float) -> int:
+    """Ops of thread ``tid`` starting in ``[lo, hi)`` not nested in another."""
+    return len(_outermost(sorted((o for o in win if o.tid == tid and lo <= o.ts < hi), key=lambda o: (o.ts, -o.dur))))
+
+
+def layer_op_counts(a: Analysis) -> tuple[float, float] | None:
+    """(top-level ops a forward layer issues on the main thread, top-level autograd nodes and ops a
+    backward layer runs on the backward thread) of a trace's eager training steps, medians over its
+    steps; ``None`` where no step's layers can be found (:func:`_layer_marks`). The code's structure, not
+    its timing: eager host time per layer goes with it (``RuntimeSpec.layer_ops``)."""
+    fw: list[float] = []
+    bw: list[float] = []
+    for _st, _lo, _hi, win in _step_windows(a):
+        lm = _layer_marks(win)
+        if lm is None:
+            continue
+        layers = (len(lm.fwd) - 1) // 2
+        fw.append(_top_level(win, lm.main_tid, lm.fwd[0], lm.fwd[-1]) / layers)
+        bw.append(_top_level(win, lm.bwd_tid, lm.bwd[0], lm.bwd[-1]) / layers)
+    if not fw:
+        return None
+    return float(statistics.median(fw)), float(statistics.median(bw))
+
+
 def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]:
     """The host timeline of every annotated eager training step of a trace whose norms, norm
     backwards, ``Optimizer.step`` range and ``aten::t`` probes can all be found (steps with
@@ -484,19 +540,11 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
     weights = "fp32" if fp32_weights([a]) else "bf16"
     out: list[StepHost] = []
     for st, lo, hi, win in _step_windows(a):
-        bwd_nodes = [o for o in win if o.name.startswith(_BWD_NORM)]
-        if not bwd_nodes:
+        lm = _layer_marks(win)
+        if lm is None:
             continue
-        first_bwd = bwd_nodes[0].ts
-        norms, node = _norm_marks(win)
-        fwd = [o.ts for o in norms if o.ts < first_bwd]
-        bwd = [o.ts for o in bwd_nodes if node in o.name]
+        fwd, bwd, first_bwd, bwd_nodes = lm.fwd, lm.bwd, lm.first_bwd, lm.bwd_nodes
         n = len(fwd)
-        if n < 3 or n % 2 == 0 or len(bwd) != n:
-            continue
-        marks = {o.name for o in norms}
-        if any(o.ts > first_bwd and (o.name in marks or o.name in _ATTN_FWD) for o in win):
-            continue
         opt = next((x for x in opt_ranges if bwd[-1] <= x.ts <= hi), None)
         sp = _probe_medians(win, {o.tid for o in bwd_nodes})
         if opt is None or not (sp.main_s or sp.empty_main_s) or not (sp.backward_s or sp.empty_backward_s):

@@ -237,6 +237,15 @@ class EmbeddingBackwardParams(_Frozen):
     """Bandwidth fraction of the segment sums' per-element work."""
 
 
+CALIBRATED_LAYER_OPS: dict[str, tuple[float, float]] = {"gelu": (19.0, 43.0), "swiglu": (21.0, 45.0)}
+"""Ops a layer of the code the eager ``host_layer`` entries were measured on issues (``tools/gpt.py``'s
+GPT and Llama blocks, fused q/k/v and gate/up, SDPA): top-level forward ops on the main thread and
+backward-thread top-level nodes per layer (``host_trace.layer_op_counts`` of its traces, checked by a
+test against ``traces/h200/profile_train_gpt-125m_s1024_b8_eager.json.gz`` and
+``profile_train_llama-1b_s2048_b4_eager.json.gz``). ``RuntimeSpec.layer_ops`` scales that host by a run's
+own counts."""
+
+
 EMBEDDING_BWD_ELEMENT_BYTES = 12.0
 """Bytes a token x hidden element counts for :class:`EmbeddingBackwardParams`' efficiencies."""
 

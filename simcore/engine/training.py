@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.profile import load_profile
+from simcore.calibration.profile import CALIBRATED_LAYER_OPS, load_profile
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.specs.resolve import ClusterInfo
@@ -232,6 +232,7 @@ def evaluate(
     dropout: float = 0.0,
     attention_backend: str = "flash",
     profiler_record: tuple[str, ...] = ("shapes",),
+    layer_ops: tuple[float, float] | None = None,
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
     MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
@@ -242,7 +243,9 @@ def evaluate(
     probability on the embedding and residual branches (its kernels where > 0) and in the attention
     kernel; ``attention_backend``: ``RuntimeSpec.attention_backend``; ``profiler_record``: what the
     profiler records beside the timeline (``RuntimeSpec.profiler_record``), which scales the profiled
-    host times by kind (``ComputeProfile.profiler_factor``)."""
+    host times by kind (``ComputeProfile.profiler_factor``); ``layer_ops``: (forward, backward) ops a
+    layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer of
+    the reference code by their ratio to ``CALIBRATED_LAYER_OPS``."""
     tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -423,9 +426,16 @@ def evaluate(
             d_mb = d / m if part == "bwd" else d
             return np.where(zero3, f, np.where(tp > 1, t, 0.0) + np.where(ddp, d_mb, 0.0))
 
-        h_f = layers_per_rank * (wrapped(f"train_fwd_{lk}", "fwd") + full_t * hv(f"ckpt_full_fwd_{act_key}"))
+        # a run's own code: its ops per layer over the calibrated code's (eager, reference layers only)
+        ops_f, ops_b = 1.0, 1.0
+        if layer_ops is not None and implementation == "reference" and not compiled:
+            ref_f, ref_b = CALIBRATED_LAYER_OPS[act_key]
+            ops_f, ops_b = layer_ops[0] / ref_f, layer_ops[1] / ref_b
+        h_f = layers_per_rank * (
+            wrapped(f"train_fwd_{lk}", "fwd") * ops_f + full_t * hv(f"ckpt_full_fwd_{act_key}")
+        )
         h_b = layers_per_rank * (
-            wrapped(f"train_bwd_{lk}", "bwd")
+            wrapped(f"train_bwd_{lk}", "bwd") * ops_b
             + full_t * hv(f"ckpt_full_bwd_{act_key}")
             + sel_t * hv("ckpt_selective")
         )

@@ -186,6 +186,15 @@ class CpuOpTime(Spec):
     """On PyTorch's autograd thread (the backward); ``None``: as ``main``."""
 
 
+class LayerOps(Spec):
+    """The ops a transformer layer of the run's code issues in eager PyTorch: top-level PyTorch ops of
+    a forward layer on the main thread, and top-level autograd nodes (and ops) of a backward layer on
+    the backward thread, per layer (``simcore validate`` counts them between a trace's norms)."""
+
+    fwd: float = Field(gt=0)
+    bwd: float = Field(gt=0)
+
+
 class RuntimeSpec(Spec):
     framework: Literal["eager", "compiled", "cuda_graphs"] = "eager"
     profiler: bool = False
@@ -235,6 +244,13 @@ class RuntimeSpec(Spec):
     Under CUDA graphs each wait exposes the next graph's launch; a profiled step of a loop that never
     waits (``simcore validate``) has its decode steps issued while the GPU still runs the prefill.
     ``simcore validate`` reads it from the trace (decode passes per synchronize)."""
+    layer_ops: LayerOps | None = None
+    """Ops a layer of the run's own code issues (eager training, ``implementation: reference``), where
+    it is neither ``tools/gpt.py`` nor ``transformers``: the eager host time per layer, measured on
+    ``tools/gpt.py``'s layers (``profile.CALIBRATED_LAYER_OPS``: 19 forward ops and 43 backward nodes a
+    GPT block, 21 and 45 a Llama block), scales with the counts, forward and backward apart (round 74:
+    ``nn.TransformerEncoderLayer`` issues 35 and 66, a nanoGPT block with biased Linears 19 and 53).
+    ``None``: the calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
     cpu_op_time: CpuOpTime | None = None
     """The CPU's per-op speed of the run, where known (``simcore validate`` reads it from the trace):
     host times scale by its ratio to the speed the calibration profile measured them at. ``None``: the

@@ -33,6 +33,7 @@ from simcore.calibration.host_trace import (
     eager_attention,
     generate_loop,
     hf_layers,
+    layer_op_counts,
     op_speed,
     profiler_record,
     queued_at_start,
@@ -40,11 +41,11 @@ from simcore.calibration.host_trace import (
     step_synchronized,
     unannotated_step,
 )
-from simcore.calibration.profile import backend_of_name
+from simcore.calibration.profile import CALIBRATED_LAYER_OPS, backend_of_name
 from simcore.calibration.traces.model import CpuOp
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
 from simcore.errors import SimcoreError
-from simcore.specs.scenario import CpuOpTime, Scenario
+from simcore.specs.scenario import CpuOpTime, LayerOps, Scenario
 
 CLASS_ORDER = (
     "gemm",
@@ -702,7 +703,22 @@ def validate(
         and sc.runtime.framework != "cuda_graphs"
         and any(k.startswith("train_fwd_") for k in host_model)
     )
+    layer_ops = _layer_ops(ans, sc)
+    ref_f, ref_b = CALIBRATED_LAYER_OPS["swiglu" if sc.model.activation == "swiglu" else "gelu"]
     for section, fld, value, shown, note in (
+        # the run's own code: its ops per layer, where they are not the calibrated code's
+        (
+            "runtime",
+            "layer_ops",
+            layer_ops,
+            layer_ops is not None,
+            "predicted with runtime.layer_ops: "
+            + ("" if layer_ops is None else f"{{fwd: {layer_ops.fwd:g}, bwd: {layer_ops.bwd:g}}}")
+            + " (the ops a layer of the trace's code issues, forward and backward, where the eager host model was "
+            "measured on tools/gpt.py's "
+            + f"{{fwd: {ref_f:g}, bwd: {ref_b:g}}}; its host per layer scales with them); --set runtime.layer_ops=null "
+            "predicts the calibrated code's",
+        ),
         # the CPU's per-op speed (aten::t) of the slowest rank: host-bound phases scale with it
         (
             "runtime",
@@ -910,6 +926,29 @@ def _all_prompt_logits(a: Analysis, sc: Scenario) -> bool:
         if rows > inf.batch:
             return True
     return False
+
+
+def _layer_ops(ans: list[Analysis], sc: Scenario) -> LayerOps | None:
+    """The ops a layer of the trace's code issues (:func:`layer_op_counts`), where they differ from the
+    calibrated code's by more than 5 % (``RuntimeSpec.layer_ops``): eager single-GPU training with
+    PyTorch's own layers (``transformers``' are calibrated on their own), no recompute (its forward
+    ops run again in the backward)."""
+    tr = sc.training
+    if (
+        tr is None
+        or sc.runtime.framework != "eager"
+        or sc.runtime.implementation != "reference"
+        or sc.cluster.gpus != 1
+        or tr.recompute != "none"
+    ):
+        return None
+    counts = layer_op_counts(ans[0])
+    if counts is None:
+        return None
+    ref = CALIBRATED_LAYER_OPS["swiglu" if sc.model.activation == "swiglu" else "gelu"]
+    if all(abs(c / r - 1.0) <= 0.05 for c, r in zip(counts, ref, strict=True)):
+        return None
+    return LayerOps(fwd=counts[0], bwd=counts[1])
 
 
 def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:

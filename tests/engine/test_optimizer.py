@@ -90,3 +90,19 @@ def test_bf16_parameters_use_their_measured_update() -> None:
     # round 72's rows at 1 Gi parameters: fused 5.60 ms, foreach 14.55 ms
     foreach = optimizer_step(H200, PROF, n, fused=False, master_weights=False, param_dtype="bf16").time_s
     assert bf16 == pytest.approx(5.60e-3, rel=0.1) and foreach == pytest.approx(14.55e-3, rel=0.1)
+
+
+def test_layer_ops_scale_the_eager_host_of_the_reference_code_only() -> None:
+    """``runtime.layer_ops``: a layer issuing twice the calibrated code's ops takes twice its host per
+    layer (a profiled, unsynchronized GPT-2-small step here is host-bound, so the step grows); the
+    calibrated counts change nothing; transformers' layers keep their own measured host."""
+    base = {"profiler": True, "step_sync": False}
+    plain = predict(_scenario({}, base)).step_time_s
+    same = predict(_scenario({}, {**base, "layer_ops": {"fwd": 19, "bwd": 43}})).step_time_s
+    double = predict(_scenario({}, {**base, "layer_ops": {"fwd": 38, "bwd": 86}})).step_time_s
+    assert same == pytest.approx(plain)
+    assert double > 1.3 * plain
+    hf = {**base, "implementation": "huggingface"}
+    assert predict(_scenario({}, {**hf, "layer_ops": {"fwd": 38, "bwd": 86}})).step_time_s == pytest.approx(
+        predict(_scenario({}, hf)).step_time_s
+    )

@@ -520,6 +520,24 @@ def test_prefill_logits_are_read_from_the_trace() -> None:
     assert not any("prefill_logits" in x for x in gen["notes"])
 
 
+def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
+    """tools/gpt.py's layers issue the ops the host model was measured on (no scaling); a user's
+    nn.TransformerEncoder layers issue 35 forward ops and 66 backward nodes (round 74), read and used."""
+    from simcore.calibration.host_trace import layer_op_counts
+    from simcore.calibration.profile import CALIBRATED_LAYER_OPS
+
+    for name, act in (("h200_train_gpt125m_eager", "gelu"), ("h200_train_llama1b_eager", "swiglu")):
+        a = analyze(read_trace(REPO / CASES[name][0]))
+        assert layer_op_counts(a) == CALIBRATED_LAYER_OPS[act]
+        assert validate([str(REPO / f) for f in CASES[name]], SC / f"{name}.yaml").to_dict()["runtime"]["layer_ops"] is None
+    n = "h200_r74_encoder_l12_h1024_b4"
+    rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
+    assert rep["runtime"]["layer_ops"] == {"fwd": 35.0, "bwd": 66.0}
+    assert any("runtime.layer_ops: {fwd: 35, bwd: 66}" in x for x in rep["notes"])
+    plain = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]).to_dict()
+    assert plain["predicted_step_time_s"] < 0.8 * rep["predicted_step_time_s"]  # host-bound: its host per layer
+
+
 def test_attention_backend_mask_and_dropout_are_read_from_the_trace() -> None:
     """Round 40: PyTorch's default SDPA backend on the H200 is cuDNN (simcore's own traces forced
     flash); transformers' compiled GPT-2 passes a [b, 1, s, s] mask and dropout 0.1 to it."""
