@@ -115,11 +115,12 @@ def test_input_kinds(tmp_path: Path) -> None:
         "embedding_bwd.csv.gz",
         "optimizer_bf16.csv.gz",
     ]
-    # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face runs)
+    # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face
+    # runs, round 74's user-written models)
     assert sorted(inp.traces) == sorted(
         p
         for p in (REPO / "traces" / "h200").rglob("*.json.gz")
-        if p.name.startswith(("profile_", "graph_", "hf_"))
+        if p.name.startswith(("profile_", "graph_", "hf_", "user_"))
     )
     assert inp.comm == []
     assert any(p.name == "steps.csv.gz" for p in inp.skipped)
