@@ -15,7 +15,11 @@ wait in the loop; ``torch.profiler`` with ``record_shapes=True`` over ``schedule
 (``ProfilerStep`` annotations). Traces ``user_<name>.json.gz`` and ``r74_runs.json`` (configs, step times
 measured apart with CUDA events, unprofiled).
 
-  python tools/bench_user_models.py --outdir DIR [--smoke] [--budget S]
+Round 75 (``--set r75``, held apart after stop 20's ``runtime.layer_ops``): other users' code: a Llama written by hand
+(``F.rms_norm``, rotate-half RoPE, GQA through SDPA, separate gate / up) at 8 x 2048 and 16 x 1024, nanoGPT with
+separate bias-free q / k / v and dropout 0.1, a post-norm ``nn.TransformerEncoder`` LM.
+
+  python tools/bench_user_models.py --outdir DIR [--set r74|r75] [--smoke] [--budget S]
 """
 
 from __future__ import annotations
@@ -97,6 +101,93 @@ class EncoderLM(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+class NanoGPTQKV(NanoGPT):
+    """nanoGPT with separate q, k, v projections without biases and dropout 0.1 (the residual branches'
+    ``nn.Dropout`` and the attention's ``dropout_p``)."""
+
+    def __init__(self, layers: int, h: int, heads: int, vocab: int, seq: int) -> None:
+        super().__init__(layers, h, heads, vocab, seq)
+        self.blocks = nn.ModuleList(BlockQKV(h, heads) for _ in range(layers))
+
+
+class BlockQKV(nn.Module):
+    def __init__(self, h: int, heads: int, p: float = 0.1) -> None:
+        super().__init__()
+        self.heads, self.p = heads, p
+        self.ln_1, self.ln_2 = nn.LayerNorm(h), nn.LayerNorm(h)
+        self.q, self.k, self.v = (nn.Linear(h, h, bias=False) for _ in range(3))
+        self.o = nn.Linear(h, h, bias=False)
+        self.fc, self.proj = nn.Linear(h, 4 * h, bias=False), nn.Linear(4 * h, h, bias=False)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, h = x.shape
+        y = self.ln_1(x)
+        q, k, v = (m(y).view(b, t, self.heads, h // self.heads).transpose(1, 2) for m in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
+        x = x + self.drop(self.o(a.transpose(1, 2).reshape(b, t, h)))
+        return x + self.drop(self.proj(F.gelu(self.fc(self.ln_2(x)))))
+
+
+class UserLlama(nn.Module):
+    """A Llama written by hand: ``F.rms_norm``, rotary embeddings from precomputed cos / sin (rotate-half),
+    GQA through ``F.scaled_dot_product_attention(enable_gqa=True)``, SwiGLU with separate gate and up
+    projections, no biases, an untied head."""
+
+    def __init__(self, layers: int, h: int, heads: int, vocab: int, seq: int, kv: int = 4, ffn: int = 0) -> None:
+        super().__init__()
+        self.h, self.heads, self.kv, self.d = h, heads, kv, h // heads
+        ffn = ffn or int(2.75 * h)
+        self.emb = nn.Embedding(vocab, h)
+        self.layers = nn.ModuleList(
+            nn.ModuleDict(
+                {
+                    "q": nn.Linear(h, h, bias=False), "k": nn.Linear(h, kv * self.d, bias=False),
+                    "v": nn.Linear(h, kv * self.d, bias=False), "o": nn.Linear(h, h, bias=False),
+                    "gate": nn.Linear(h, ffn, bias=False), "up": nn.Linear(h, ffn, bias=False),
+                    "down": nn.Linear(ffn, h, bias=False),
+                }
+            )
+            for _ in range(layers)
+        )  # fmt: skip
+        self.norms = nn.ParameterList(nn.Parameter(torch.ones(h)) for _ in range(2 * layers + 1))
+        self.head = nn.Linear(h, vocab, bias=False)
+        inv = 1.0 / (10000.0 ** (torch.arange(0, self.d, 2).float() / self.d))
+        ang = torch.outer(torch.arange(seq).float(), inv)
+        emb = torch.cat([ang, ang], dim=-1)
+        self.register_buffer("cos", emb.cos(), persistent=False)
+        self.register_buffer("sin", emb.sin(), persistent=False)
+
+    def rope(self, x: torch.Tensor) -> torch.Tensor:
+        t = x.shape[2]
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * self.cos[:t] + torch.cat([-x2, x1], dim=-1) * self.sin[:t]
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        b, t = idx.shape
+        x = self.emb(idx)
+        for i, L in enumerate(self.layers):
+            y = F.rms_norm(x, (self.h,), self.norms[2 * i])
+            q = self.rope(L["q"](y).view(b, t, self.heads, self.d).transpose(1, 2))
+            k = self.rope(L["k"](y).view(b, t, self.kv, self.d).transpose(1, 2))
+            v = L["v"](y).view(b, t, self.kv, self.d).transpose(1, 2)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            x = x + L["o"](a.transpose(1, 2).reshape(b, t, self.h))
+            y = F.rms_norm(x, (self.h,), self.norms[2 * i + 1])
+            x = x + L["down"](F.silu(L["gate"](y)) * L["up"](y))
+        logits = self.head(F.rms_norm(x, (self.h,), self.norms[-1]))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+class EncoderPostNorm(EncoderLM):
+    """:class:`EncoderLM` with post-norm layers (``nn.TransformerEncoderLayer``'s default ``norm_first=False``)."""
+
+    def __init__(self, layers: int, h: int, heads: int, vocab: int, seq: int) -> None:
+        super().__init__(layers, h, heads, vocab, seq)
+        layer = nn.TransformerEncoderLayer(h, heads, 4 * h, dropout=0.0, activation="gelu", batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
 # (name, model class, layers, hidden, heads, vocab, seq, micro-batch, compile)
 RUNS = [
     ("nanogpt_L12_h768_b8", NanoGPT, 12, 768, 12, 50304, 1024, 8, False),
@@ -106,12 +197,24 @@ RUNS = [
     ("encoder_L8_h2048_b2", EncoderLM, 8, 2048, 16, 32000, 2048, 2, False),
 ]
 
+# round 75 (--set r75): held apart after stop 20's runtime.layer_ops, other users' code
+RUNS_R75 = [
+    ("llama_L8_h2048_b2_s2048", lambda L, h, nh, v, s: UserLlama(L, h, nh, v, s, kv=4, ffn=5632), 8, 2048, 16, 32000,
+     2048, 2, False),
+    ("llama_L16_h1024_b4", lambda L, h, nh, v, s: UserLlama(L, h, nh, v, s, kv=4, ffn=2816), 16, 1024, 16, 32000, 1024,
+     4, False),
+    ("nanogpt_qkv_drop_L12_h1024_b4", NanoGPTQKV, 12, 1024, 16, 50304, 1024, 4, False),
+    ("encoder_post_L6_h1536_b4", EncoderPostNorm, 6, 1536, 12, 32000, 1024, 4, False),
+]  # fmt: skip
+SETS = {"r74": RUNS, "r75": RUNS_R75}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--budget", type=float, default=300.0)
+    ap.add_argument("--set", choices=list(SETS), default="r74")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     os.makedirs(args.outdir, exist_ok=True)
@@ -120,7 +223,7 @@ def main() -> None:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     meta: dict = {"env": env_info(dev), "runs": {}}
     t0 = time.time()
-    for name, cls, layers, h, heads, vocab, seq, mb, comp in RUNS:
+    for name, cls, layers, h, heads, vocab, seq, mb, comp in SETS[args.set]:
         if time.time() - t0 > args.budget:
             log("budget reached")
             break
@@ -163,7 +266,7 @@ def main() -> None:
         save_trace(p, path)
         n_params = sum(q.numel() for q in model.parameters())
         meta["runs"][name] = {
-            "model": cls.__name__, "layers": layers, "hidden": h, "heads": heads, "vocab": vocab, "seq": seq,
+            "model": type(model).__name__, "layers": layers, "hidden": h, "heads": heads, "vocab": vocab, "seq": seq,
             "micro_batch": mb, "compiled": comp, "params": n_params, "unprofiled_step_s": step_s,
             "peak_mem_bytes": torch.cuda.max_memory_allocated() if dev.type == "cuda" else 0,
         }  # fmt: skip
@@ -172,7 +275,7 @@ def main() -> None:
         if dev.type == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
-    with open(os.path.join(args.outdir, "r74_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, f"{args.set}_runs.json"), "w") as f:
         json.dump(meta, f, indent=1)
     log(f"done in {time.time() - t0:.0f} s")
 
