@@ -512,11 +512,16 @@ def _top_level(win: list[CpuOp], tid: int, lo: float, hi: float) -> int:
 def layer_op_counts(a: Analysis) -> tuple[float, float] | None:
     """(top-level ops a forward layer issues on the main thread, top-level autograd nodes and ops a
     backward layer runs on the backward thread) of a trace's eager training steps, medians over its
-    steps; ``None`` where no step's layers can be found (:func:`_layer_marks`). The code's structure, not
+    steps (an unannotated trace: its one step); ``None`` where no step's layers can be found
+    (:func:`_layer_marks`). The code's structure, not
     its timing: eager host time per layer goes with it (``RuntimeSpec.layer_ops``)."""
     fw: list[float] = []
     bw: list[float] = []
-    for _st, _lo, _hi, win in _step_windows(a):
+    windows = [w for _st, _lo, _hi, w in _step_windows(a)]
+    if not windows and unannotated_step(a):
+        # one profiled step without annotations (what users send): the whole trace
+        windows = [sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)]
+    for win in windows:
         lm = _layer_marks(win)
         if lm is None:
             continue

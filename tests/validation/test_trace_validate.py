@@ -538,6 +538,19 @@ def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     assert plain["predicted_step_time_s"] < 0.8 * rep["predicted_step_time_s"]  # host-bound: its host per layer
 
 
+def test_layer_ops_of_one_unannotated_step(tmp_path: Path) -> None:
+    """What users send, one profiled step without ProfilerStep marks, is counted whole."""
+    from simcore.calibration.host_trace import layer_op_counts, unannotated_step
+    from simcore.validation.trace_report import one_step_trace
+
+    n = "h200_r75_llama_l16_h1024_b4"
+    cut = tmp_path / "one.json.gz"
+    assert one_step_trace(REPO / CASES[n][0], cut)
+    a = analyze(read_trace(cut))
+    assert unannotated_step(a)
+    assert layer_op_counts(a) == layer_op_counts(analyze(read_trace(REPO / CASES[n][0])))
+
+
 def test_attention_backend_mask_and_dropout_are_read_from_the_trace() -> None:
     """Round 40: PyTorch's default SDPA backend on the H200 is cuDNN (simcore's own traces forced
     flash); transformers' compiled GPT-2 passes a [b, 1, s, s] mask and dropout 0.1 to it."""
