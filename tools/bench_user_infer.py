@@ -1,0 +1,148 @@
+"""Round 76: profiler traces of inference written the way users write it (a KV cache grown with ``torch.cat``,
+a hand-written greedy loop), in neither code base simcore's decode host was measured on.
+
+* ``nanogpt``: the nanoGPT-style GPT of ``tools/bench_user_models.py`` with a per-layer KV cache; the prefill
+  computes the last position's logits only (nanoGPT's ``lm_head(x[:, [-1], :])``);
+* ``llama``: the hand-written Llama of ``tools/bench_user_models.py`` with a KV cache and rotary positions
+  offset by the cache length; the prefill computes every position's logits (``lm_head(x)``, then ``[:, -1]``).
+
+bf16 weights, ``torch.no_grad()``, a profiled step = one prefill of ``batch x prompt`` tokens and 8 greedy decode
+steps (``argmax`` of the last logits fed back on the GPU, no host wait inside), ``torch.profiler`` with
+``record_shapes=True`` over ``schedule(wait=1, warmup=1, active=2)``. Traces ``user_infer_<name>.json.gz`` and
+``r76_runs.json``.
+
+  python tools/bench_user_infer.py --outdir DIR [--smoke] [--budget S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_user_models import NanoGPT, UserLlama  # noqa: E402
+from benchutil import env_info, log, save_trace  # noqa: E402
+
+
+def nanogpt_forward(m: NanoGPT, idx: torch.Tensor, cache: list, pos0: int) -> torch.Tensor:
+    """Logits of the last position; ``cache`` holds each layer's (k, v), grown with ``torch.cat``."""
+    b, t = idx.shape
+    pos = torch.arange(pos0, pos0 + t, device=idx.device)
+    x = m.wte(idx) + m.wpe(pos)
+    for i, blk in enumerate(m.blocks):
+        h = x.shape[-1]
+        q, k, v = blk.c_attn(blk.ln_1(x)).split(h, dim=2)
+        q, k, v = (z.view(b, t, blk.heads, h // blk.heads).transpose(1, 2) for z in (q, k, v))
+        if cache[i] is not None:
+            k = torch.cat([cache[i][0], k], dim=2)
+            v = torch.cat([cache[i][1], v], dim=2)
+        cache[i] = (k, v)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
+        x = x + blk.c_proj(y.transpose(1, 2).contiguous().view(b, t, h))
+        x = x + blk.mlp_proj(blk.gelu(blk.c_fc(blk.ln_2(x))))
+    return m.lm_head(m.ln_f(x[:, [-1], :]))
+
+
+def llama_forward(m: UserLlama, idx: torch.Tensor, cache: list, pos0: int) -> torch.Tensor:
+    """Logits of every position (``lm_head(x)``); rotary positions offset by ``pos0``."""
+    b, t = idx.shape
+    x = m.emb(idx)
+    cos, sin = m.cos[pos0 : pos0 + t], m.sin[pos0 : pos0 + t]
+
+    def rope(z: torch.Tensor) -> torch.Tensor:
+        z1, z2 = z.chunk(2, dim=-1)
+        return z * cos + torch.cat([-z2, z1], dim=-1) * sin
+
+    for i, L in enumerate(m.layers):
+        y = F.rms_norm(x, (m.h,), m.norms[2 * i])
+        q = rope(L["q"](y).view(b, t, m.heads, m.d).transpose(1, 2))
+        k = rope(L["k"](y).view(b, t, m.kv, m.d).transpose(1, 2))
+        v = L["v"](y).view(b, t, m.kv, m.d).transpose(1, 2)
+        if cache[i] is not None:
+            k = torch.cat([cache[i][0], k], dim=2)
+            v = torch.cat([cache[i][1], v], dim=2)
+        cache[i] = (k, v)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=True)
+        x = x + L["o"](a.transpose(1, 2).reshape(b, t, m.h))
+        y = F.rms_norm(x, (m.h,), m.norms[2 * i + 1])
+        x = x + L["down"](F.silu(L["gate"](y)) * L["up"](y))
+    return m.head(F.rms_norm(x, (m.h,), m.norms[-1]))
+
+
+# (name, builder(smoke) -> model, forward, batch, prompt)
+RUNS = [
+    ("nanogpt_L12_h768_b8_p512", lambda s: NanoGPT(2 if s else 12, 64 if s else 768, 4 if s else 12, 512 if s else 50304,
+     1024), nanogpt_forward, 8, 512),
+    ("nanogpt_L24_h1024_b1_p256", lambda s: NanoGPT(2 if s else 24, 64 if s else 1024, 4 if s else 16,
+     512 if s else 50304, 1024), nanogpt_forward, 1, 256),
+    ("llama_L8_h2048_b4_p1024", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16, 512 if s else 32000,
+     2048, kv=4, ffn=128 if s else 5632), llama_forward, 4, 1024),
+    ("llama_L16_h1024_b1_p512", lambda s: UserLlama(2 if s else 16, 64 if s else 1024, 4 if s else 16,
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 2816), llama_forward, 1, 512),
+]  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--outdir", required=True)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--budget", type=float, default=240.0)
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    os.makedirs(args.outdir, exist_ok=True)
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    meta: dict = {"env": env_info(dev), "runs": {}}
+    t0 = time.time()
+    for name, build, fwd, batch, prompt in RUNS:
+        if time.time() - t0 > args.budget:
+            log("budget reached")
+            break
+        if args.smoke:
+            batch, prompt = 2, 16
+        torch.manual_seed(0)
+        model = build(args.smoke).to(dev).to(torch.bfloat16).eval()
+        vocab = model.lm_head.weight.shape[0] if isinstance(model, NanoGPT) else model.head.weight.shape[0]
+        x = torch.randint(0, vocab, (batch, prompt), device=dev)
+
+        def step(model=model, fwd=fwd, x=x, prompt=prompt) -> None:
+            with torch.no_grad():
+                cache: list = [None] * len(model.blocks if isinstance(model, NanoGPT) else model.layers)
+                logits = fwd(model, x, cache, 0)
+                tok = logits[:, -1:].argmax(-1)
+                for i in range(8):
+                    logits = fwd(model, tok, cache, prompt + i)
+                    tok = logits[:, -1:].argmax(-1)
+
+        t1 = time.time()
+        for _ in range(3):
+            step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        path = os.path.join(args.outdir, f"user_infer_{name}.json.gz")
+        with profile(activities=acts, schedule=schedule(wait=1, warmup=1, active=2, repeat=1), record_shapes=True) as p:
+            for _ in range(4):
+                step()
+                p.step()
+        save_trace(p, path)
+        n_params = sum(q.numel() for q in model.parameters())
+        meta["runs"][name] = {"model": type(model).__name__, "batch": batch, "prompt": prompt, "decode_steps": 8,
+                              "params": n_params}  # fmt: skip
+        log(f"{name}: {n_params / 1e6:.0f}M params ({time.time() - t1:.1f} s)")
+        del model, step, x
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    with open(os.path.join(args.outdir, "r76_runs.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    log(f"done in {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
