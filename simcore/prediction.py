@@ -225,7 +225,7 @@ def training_runtime(sc: Scenario) -> dict[str, Any]:
         "dropout": 0.0 if sc.training is None else sc.training.dropout,
         "attention_backend": rt.attention_backend,
         "profiler_record": tuple(rt.profiler_record),
-        "layer_ops": None if rt.layer_ops is None else (rt.layer_ops.fwd, rt.layer_ops.bwd),
+        "layer_ops": None if rt.layer_ops is None else (rt.layer_ops.fwd, rt.layer_ops.bwd or 0.0),
     }
 
 
@@ -241,6 +241,7 @@ def inference_runtime(sc: Scenario) -> dict[str, Any]:
         "implementation": rt.implementation,
         "decode_loop": rt.decode_loop,
         "attention_backend": rt.attention_backend,
+        "layer_ops": None if rt.layer_ops is None else rt.layer_ops.fwd,
     }
 
 

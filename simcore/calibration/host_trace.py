@@ -619,6 +619,38 @@ class DecodeHost(_Row):
 DECODE_HOST_COLUMNS = columns(DecodeHost)
 
 
+def _forward_passes(win: list[CpuOp], prefill: bool) -> Iterator[tuple[list[CpuOp], list[float], int]]:
+    """The forward passes of one no-grad step's ops: each pass's norms (two a layer and the final one),
+    every pass's start (its token-embedding lookups) and its tokens a sequence; decode passes only unless
+    ``prefill``."""
+    starts = sorted(o.ts for o in win if o.name == "aten::embedding")
+    if not starts:
+        return
+    norms, _node = _norm_marks(win)
+    for p in _split_passes(norms, starts):
+        seq = _tokens_of(p[0].input_dims)
+        if len(p) < 5 or len(p) % 2 == 0 or seq is None or (seq != 1 and not prefill):
+            continue
+        yield p, starts, seq
+
+
+def decode_layer_op_count(a: Analysis) -> float | None:
+    """Top-level ops a decode pass's layer issues on its thread (between its norms), the median over a
+    no-grad trace's decode passes; ``None`` without any. The code's structure, as
+    :func:`layer_op_counts` for training (``RuntimeSpec.layer_ops``)."""
+    counts: list[float] = []
+    windows = [w for _st, _lo, _hi, w in _step_windows(a)]
+    if not windows and unannotated_step(a):
+        windows = [sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)]
+    for win in windows:
+        if any(o.name.startswith(_BWD_NORM) for o in win):
+            continue
+        for p, _starts, _seq in _forward_passes(win, prefill=False):
+            layers = (len(p) - 1) // 2
+            counts.append(_top_level(win, p[0].tid, p[0].ts, p[-1].ts) / layers)
+    return float(statistics.median(counts)) if counts else None
+
+
 def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:
     """Every decode forward pass of a profiled eager inference trace whose norms and ``aten::t``
     probes can be found (the input of ``fit_host``'s ``profiled_infer_decode_*`` in CPU-speed units);
@@ -628,17 +660,12 @@ def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:
         if any(o.name.startswith(_BWD_NORM) for o in win):
             continue
         sp = _probe_medians(win, set())
-        starts = sorted(o.ts for o in win if o.name == "aten::embedding")
-        if not (sp.main_s or sp.empty_main_s) or not starts:
+        if not (sp.main_s or sp.empty_main_s):
             continue
         act = _act_of(win)
         impl = "huggingface" if hf_layers(win) else "reference"
         loop = "generate" if generate_loop(win) else "manual"
-        norms, _node = _norm_marks(win)
-        for p in _split_passes(norms, starts):
-            seq = _tokens_of(p[0].input_dims)
-            if len(p) < 5 or len(p) % 2 == 0 or seq is None or (seq != 1 and not prefill):
-                continue
+        for p, starts, seq in _forward_passes(win, prefill):
             layers = (len(p) - 1) // 2
             begin = max((t for t in starts if t <= p[0].ts), default=p[0].ts)
             end = min((t for t in starts if t > p[-1].ts), default=hi)

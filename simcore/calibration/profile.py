@@ -245,6 +245,12 @@ test against ``traces/h200/profile_train_gpt-125m_s1024_b8_eager.json.gz`` and
 ``profile_train_llama-1b_s2048_b4_eager.json.gz``). ``RuntimeSpec.layer_ops`` scales that host by a run's
 own counts."""
 
+CALIBRATED_DECODE_LAYER_OPS: dict[str, float] = {"gelu": 25.0, "swiglu": 27.0}
+"""Top-level ops a decode step's layer issues in the code the eager inference ``host_layer`` entries were
+measured on (``tools/gpt.py`` with its preallocated KV cache; ``host_trace.decode_layer_op_count``, checked
+by a test against ``traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz`` and
+``traces/h200/profile_infer_prefill_decode.json.gz``)."""
+
 
 EMBEDDING_BWD_ELEMENT_BYTES = 12.0
 """Bytes a token x hidden element counts for :class:`EmbeddingBackwardParams`' efficiencies."""

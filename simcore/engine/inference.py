@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.profile import load_profile
+from simcore.calibration.profile import CALIBRATED_DECODE_LAYER_OPS, load_profile
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
@@ -87,12 +87,15 @@ def evaluate(
     implementation: str = "reference",
     decode_loop: str = "manual",
     attention_backend: str = "flash",
+    layer_ops: float | None = None,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
     ``decode_sync_every``: decode steps per host synchronization (``None``: never), which under CUDA
     graphs exposes the next graph's launch each time; ``attention_backend``: whose fused attention
-    kernels (``RuntimeSpec.attention_backend``)."""
+    kernels (``RuntimeSpec.attention_backend``); ``layer_ops``: ops a decode layer of the run's own
+    code issues (``RuntimeSpec.layer_ops.fwd``), scaling the reference code's eager host per layer by
+    their ratio to ``CALIBRATED_DECODE_LAYER_OPS``."""
     prof = load_profile(cluster.device, calibration)
     if cpu_op_time is not None:
         prof = prof.at_cpu_speed(cpu_op_time[0], inference=True)
@@ -157,6 +160,10 @@ def evaluate(
         # layer (measured per layer, traces/h200/host_infer.csv.gz); a step takes max(GPU, host)
         layers = float(model.layers) / np.asarray(pp, dtype=float)
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
+        # a run's own code: its ops per decode layer over the calibrated code's (reference layers only)
+        ops = 1.0
+        if layer_ops is not None and implementation == "reference":
+            ops = layer_ops / CALIBRATED_DECODE_LAYER_OPS[act_key]
         for pr, mode in ((prefill, "prefill"), (decode, "decode")):
             fixed = prof.host_of(f"infer_{mode}_fixed_{lk}", profiler, implementation)
             gen = prof.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
@@ -167,7 +174,7 @@ def evaluate(
                 sdpa = lk.removesuffix("_eager")
                 extra = fixed - prof.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
                 fixed = gen + max(extra, 0.0) if sdpa != lk else gen
-            host = layers * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + fixed
+            host = layers * ops * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + fixed
             hosts[mode] = host + comm_calls
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 

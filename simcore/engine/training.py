@@ -430,7 +430,7 @@ def evaluate(
         ops_f, ops_b = 1.0, 1.0
         if layer_ops is not None and implementation == "reference" and not compiled:
             ref_f, ref_b = CALIBRATED_LAYER_OPS[act_key]
-            ops_f, ops_b = layer_ops[0] / ref_f, layer_ops[1] / ref_b
+            ops_f, ops_b = layer_ops[0] / ref_f, (layer_ops[1] / ref_b if layer_ops[1] > 0 else 1.0)
         h_f = layers_per_rank * (
             wrapped(f"train_fwd_{lk}", "fwd") * ops_f + full_t * hv(f"ckpt_full_fwd_{act_key}")
         )

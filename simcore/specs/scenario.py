@@ -188,11 +188,12 @@ class CpuOpTime(Spec):
 
 class LayerOps(Spec):
     """The ops a transformer layer of the run's code issues in eager PyTorch: top-level PyTorch ops of
-    a forward layer on the main thread, and top-level autograd nodes (and ops) of a backward layer on
-    the backward thread, per layer (``simcore validate`` counts them between a trace's norms)."""
+    a forward layer on the main thread (a training step's forward; in inference a decode step's), and
+    top-level autograd nodes (and ops) of a backward layer on the backward thread (training), per layer
+    (``simcore validate`` counts them between a trace's norms)."""
 
     fwd: float = Field(gt=0)
-    bwd: float = Field(gt=0)
+    bwd: float | None = Field(default=None, gt=0)
 
 
 class RuntimeSpec(Spec):
@@ -249,8 +250,11 @@ class RuntimeSpec(Spec):
     it is neither ``tools/gpt.py`` nor ``transformers``: the eager host time per layer, measured on
     ``tools/gpt.py``'s layers (``profile.CALIBRATED_LAYER_OPS``: 19 forward ops and 43 backward nodes a
     GPT block, 21 and 45 a Llama block), scales with the counts, forward and backward apart (round 74:
-    ``nn.TransformerEncoderLayer`` issues 35 and 66, a nanoGPT block with biased Linears 19 and 53).
-    ``None``: the calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
+    ``nn.TransformerEncoderLayer`` issues 35 and 66, a nanoGPT block with biased Linears 19 and 53); in
+    inference the prefill and decode host per layer scale with ``fwd`` over the calibrated decode layer's
+    (``profile.CALIBRATED_DECODE_LAYER_OPS``: 25 a GPT block, 27 a Llama block; round 76's hand-written
+    Llama with a ``torch.cat`` cache 36). ``None``: the calibrated code's. ``simcore validate`` reads it
+    from a single-GPU trace."""
     cpu_op_time: CpuOpTime | None = None
     """The CPU's per-op speed of the run, where known (``simcore validate`` reads it from the trace):
     host times scale by its ratio to the speed the calibration profile measured them at. ``None``: the

@@ -30,6 +30,7 @@ from simcore.calibration.host_trace import (
     OpSpeed,
     compiled_op_speed,
     cpu_range,
+    decode_layer_op_count,
     eager_attention,
     generate_loop,
     hf_layers,
@@ -41,7 +42,7 @@ from simcore.calibration.host_trace import (
     step_synchronized,
     unannotated_step,
 )
-from simcore.calibration.profile import CALIBRATED_LAYER_OPS, backend_of_name
+from simcore.calibration.profile import CALIBRATED_DECODE_LAYER_OPS, CALIBRATED_LAYER_OPS, backend_of_name
 from simcore.calibration.traces.model import CpuOp
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
 from simcore.errors import SimcoreError
@@ -704,7 +705,13 @@ def validate(
         and any(k.startswith("train_fwd_") for k in host_model)
     )
     layer_ops = _layer_ops(ans, sc)
-    ref_f, ref_b = CALIBRATED_LAYER_OPS["swiglu" if sc.model.activation == "swiglu" else "gelu"]
+    act_name = "swiglu" if sc.model.activation == "swiglu" else "gelu"
+    ref_f, ref_b = CALIBRATED_LAYER_OPS[act_name]
+    ref_ops = (
+        f"{{fwd: {CALIBRATED_DECODE_LAYER_OPS[act_name]:g}}} a decode layer"
+        if sc.kind == "inference"
+        else f"{{fwd: {ref_f:g}, bwd: {ref_b:g}}}"
+    )
     for section, fld, value, shown, note in (
         # the run's own code: its ops per layer, where they are not the calibrated code's
         (
@@ -713,10 +720,15 @@ def validate(
             layer_ops,
             layer_ops is not None,
             "predicted with runtime.layer_ops: "
-            + ("" if layer_ops is None else f"{{fwd: {layer_ops.fwd:g}, bwd: {layer_ops.bwd:g}}}")
-            + " (the ops a layer of the trace's code issues, forward and backward, where the eager host model was "
-            "measured on tools/gpt.py's "
-            + f"{{fwd: {ref_f:g}, bwd: {ref_b:g}}}; its host per layer scales with them); --set runtime.layer_ops=null "
+            + (
+                ""
+                if layer_ops is None
+                else f"{{fwd: {layer_ops.fwd:g}}}"
+                if layer_ops.bwd is None
+                else f"{{fwd: {layer_ops.fwd:g}, bwd: {layer_ops.bwd:g}}}"
+            )
+            + " (the ops a layer of the trace's code issues, where the eager host model was measured on "
+            f"tools/gpt.py's {ref_ops}; its host per layer scales with them); --set runtime.layer_ops=null "
             "predicts the calibrated code's",
         ),
         # the CPU's per-op speed (aten::t) of the slowest rank: host-bound phases scale with it
@@ -929,23 +941,25 @@ def _all_prompt_logits(a: Analysis, sc: Scenario) -> bool:
 
 
 def _layer_ops(ans: list[Analysis], sc: Scenario) -> LayerOps | None:
-    """The ops a layer of the trace's code issues (:func:`layer_op_counts`), where they differ from the
-    calibrated code's by more than 5 % (``RuntimeSpec.layer_ops``): eager single-GPU training with
-    PyTorch's own layers (``transformers``' are calibrated on their own), no recompute (its forward
-    ops run again in the backward)."""
+    """The ops a layer of the trace's code issues (:func:`layer_op_counts`; inference: a decode layer's,
+    :func:`decode_layer_op_count`), where they differ from the calibrated code's by more than 5 %
+    (``RuntimeSpec.layer_ops``): eager single-GPU runs of PyTorch's own layers (``transformers``' are
+    calibrated on their own), training without recompute (its forward ops run again in the backward)."""
+    if sc.runtime.framework != "eager" or sc.runtime.implementation != "reference" or sc.cluster.gpus != 1:
+        return None
+    act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
+    if sc.kind == "inference":
+        n = decode_layer_op_count(ans[0])
+        if n is None or abs(n / CALIBRATED_DECODE_LAYER_OPS[act] - 1.0) <= 0.05:
+            return None
+        return LayerOps(fwd=n)
     tr = sc.training
-    if (
-        tr is None
-        or sc.runtime.framework != "eager"
-        or sc.runtime.implementation != "reference"
-        or sc.cluster.gpus != 1
-        or tr.recompute != "none"
-    ):
+    if tr is None or tr.recompute != "none":
         return None
     counts = layer_op_counts(ans[0])
     if counts is None:
         return None
-    ref = CALIBRATED_LAYER_OPS["swiglu" if sc.model.activation == "swiglu" else "gelu"]
+    ref = CALIBRATED_LAYER_OPS[act]
     if all(abs(c / r - 1.0) <= 0.05 for c, r in zip(counts, ref, strict=True)):
         return None
     return LayerOps(fwd=counts[0], bwd=counts[1])

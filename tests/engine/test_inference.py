@@ -87,3 +87,24 @@ def test_tp_must_divide_heads_and_des_is_for_training() -> None:
         simcore.predict(_sc(), engine="des")
     with pytest.raises(SpecError, match="engine"):
         simcore.predict(_sc(), engine="fast")
+
+
+def test_layer_ops_scale_the_eager_decode_host_of_the_reference_code() -> None:
+    """``runtime.layer_ops.fwd`` over the calibrated decode layer's ops (27 a Llama block) scales the
+    eager host per layer; the calibrated count changes nothing."""
+    def host(ops: float | None) -> float:
+        sc = scenario_from_dict(
+            {
+                "kind": "inference",
+                "cluster": {"system": "hgx-h200", "gpus": 1},
+                "model": {"preset": "llama3-8b"},
+                "inference": {"batch": 1, "prompt_len": 256, "output_len": 8},
+                "runtime": {"framework": "eager", "layer_ops": None if ops is None else {"fwd": ops}},
+            },
+            default_registry(),
+        )
+        return float(simcore.predict(sc).model_dump()["decode_host_s"])
+
+    base = host(None)
+    assert host(27.0) == pytest.approx(base)
+    assert host(54.0) > 1.8 * base  # the layers' host doubles (32 layers against a fixed part)

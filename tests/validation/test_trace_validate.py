@@ -538,6 +538,26 @@ def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     assert plain["predicted_step_time_s"] < 0.8 * rep["predicted_step_time_s"]  # host-bound: its host per layer
 
 
+def test_decode_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
+    """tools/gpt.py's decode layers issue the calibrated 25 (GPT block, round 77) and 27 (Llama block) ops;
+    a hand-written Llama with a torch.cat KV cache 36 (round 76), read and used."""
+    from simcore.calibration.host_trace import decode_layer_op_count
+    from simcore.calibration.profile import CALIBRATED_DECODE_LAYER_OPS
+
+    for path, act in (
+        ("traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz", "gelu"),
+        ("traces/h200/profile_infer_prefill_decode.json.gz", "swiglu"),
+    ):
+        assert decode_layer_op_count(analyze(read_trace(REPO / path))) == CALIBRATED_DECODE_LAYER_OPS[act]
+    ref = "h200_infer_prefill_decode"
+    assert validate([str(REPO / f) for f in CASES[ref]], SC / f"{ref}.yaml").to_dict()["runtime"]["layer_ops"] is None
+    n = "h200_r76_llama_l16_h1024_b1_p512"
+    rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
+    assert rep["runtime"]["layer_ops"] == {"fwd": 36.0, "bwd": None}
+    plain = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]).to_dict()
+    assert plain["predicted_step_time_s"] < 0.85 * rep["predicted_step_time_s"]  # host-bound decode
+
+
 def test_layer_ops_of_one_unannotated_step(tmp_path: Path) -> None:
     """What users send, one profiled step without ProfilerStep marks, is counted whole."""
     from simcore.calibration.host_trace import layer_op_counts, unannotated_step
