@@ -11,7 +11,11 @@ steps (``argmax`` of the last logits fed back on the GPU, no host wait inside), 
 ``record_shapes=True`` over ``schedule(wait=1, warmup=1, active=2)``. Traces ``user_infer_<name>.json.gz`` and
 ``r76_runs.json``.
 
-  python tools/bench_user_infer.py --outdir DIR [--smoke] [--budget S]
+Round 78 (``--set r78``, held apart after ``runtime.layer_ops`` in inference): the hand-written Llama at 12 x 1536
+and batch 16, nanoGPT at batch 32, the Llama with a preallocated cache (slice assignment) and with RMSNorm written
+out of elementwise ops.
+
+  python tools/bench_user_infer.py --outdir DIR [--set r76|r78] [--smoke] [--budget S]
 """
 
 from __future__ import annotations
@@ -75,6 +79,66 @@ def llama_forward(m: UserLlama, idx: torch.Tensor, cache: list, pos0: int) -> to
     return m.head(F.rms_norm(x, (m.h,), m.norms[-1]))
 
 
+def llama_forward_prealloc(m: UserLlama, idx: torch.Tensor, cache: list, pos0: int) -> torch.Tensor:
+    """:func:`llama_forward` with a preallocated cache (slice assignment into ``[b, kv, max, d]`` tensors made
+    on the first call, attention over ``[:pos0 + t]``) and the last position's logits only."""
+    b, t = idx.shape
+    x = m.emb(idx)
+    cos, sin = m.cos[pos0 : pos0 + t], m.sin[pos0 : pos0 + t]
+
+    def rope(z: torch.Tensor) -> torch.Tensor:
+        z1, z2 = z.chunk(2, dim=-1)
+        return z * cos + torch.cat([-z2, z1], dim=-1) * sin
+
+    for i, L in enumerate(m.layers):
+        if cache[i] is None:
+            shape = (b, m.kv, m.cos.shape[0], m.d)
+            cache[i] = (x.new_zeros(shape), x.new_zeros(shape))
+        ck, cv = cache[i]
+        y = F.rms_norm(x, (m.h,), m.norms[2 * i])
+        q = rope(L["q"](y).view(b, t, m.heads, m.d).transpose(1, 2))
+        ck[:, :, pos0 : pos0 + t] = rope(L["k"](y).view(b, t, m.kv, m.d).transpose(1, 2))
+        cv[:, :, pos0 : pos0 + t] = L["v"](y).view(b, t, m.kv, m.d).transpose(1, 2)
+        k, v = ck[:, :, : pos0 + t], cv[:, :, : pos0 + t]
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=True)
+        x = x + L["o"](a.transpose(1, 2).reshape(b, t, m.h))
+        y = F.rms_norm(x, (m.h,), m.norms[2 * i + 1])
+        x = x + L["down"](F.silu(L["gate"](y)) * L["up"](y))
+    return m.head(F.rms_norm(x[:, -1:], (m.h,), m.norms[-1]))
+
+
+def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """RMSNorm written out of elementwise ops (in fp32), as many users (and ``transformers``) write it."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype) * w
+
+
+def llama_forward_manual_norm(m: UserLlama, idx: torch.Tensor, cache: list, pos0: int) -> torch.Tensor:
+    """:func:`llama_forward` with RMSNorm written out of elementwise ops (:func:`_rms`)."""
+    b, t = idx.shape
+    x = m.emb(idx)
+    cos, sin = m.cos[pos0 : pos0 + t], m.sin[pos0 : pos0 + t]
+
+    def rope(z: torch.Tensor) -> torch.Tensor:
+        z1, z2 = z.chunk(2, dim=-1)
+        return z * cos + torch.cat([-z2, z1], dim=-1) * sin
+
+    for i, L in enumerate(m.layers):
+        y = _rms(x, m.norms[2 * i])
+        q = rope(L["q"](y).view(b, t, m.heads, m.d).transpose(1, 2))
+        k = rope(L["k"](y).view(b, t, m.kv, m.d).transpose(1, 2))
+        v = L["v"](y).view(b, t, m.kv, m.d).transpose(1, 2)
+        if cache[i] is not None:
+            k = torch.cat([cache[i][0], k], dim=2)
+            v = torch.cat([cache[i][1], v], dim=2)
+        cache[i] = (k, v)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=True)
+        x = x + L["o"](a.transpose(1, 2).reshape(b, t, m.h))
+        y = _rms(x, m.norms[2 * i + 1])
+        x = x + L["down"](F.silu(L["gate"](y)) * L["up"](y))
+    return m.head(_rms(x[:, -1:], m.norms[-1]))
+
+
 # (name, builder(smoke) -> model, forward, batch, prompt)
 RUNS = [
     ("nanogpt_L12_h768_b8_p512", lambda s: NanoGPT(2 if s else 12, 64 if s else 768, 4 if s else 12, 512 if s else 50304,
@@ -87,12 +151,26 @@ RUNS = [
      512 if s else 32000, 2048, kv=4, ffn=128 if s else 2816), llama_forward, 1, 512),
 ]  # fmt: skip
 
+# round 78 (--set r78): held apart after runtime.layer_ops in inference: other users' decode loops
+RUNS_R78 = [
+    ("llama_L12_h1536_b16_p256", lambda s: UserLlama(2 if s else 12, 64 if s else 1536, 4 if s else 12,
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 4096), llama_forward, 16, 256),
+    ("nanogpt_L12_h1024_b32_p128", lambda s: NanoGPT(2 if s else 12, 64 if s else 1024, 4 if s else 16,
+     512 if s else 50304, 1024), nanogpt_forward, 32, 128),
+    ("llama_prealloc_L8_h2048_b4_p512", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16,
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), llama_forward_prealloc, 4, 512),
+    ("llama_manualnorm_L8_h2048_b2_p512", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16,
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), llama_forward_manual_norm, 2, 512),
+]  # fmt: skip
+SETS = {"r76": RUNS, "r78": RUNS_R78}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--budget", type=float, default=240.0)
+    ap.add_argument("--set", choices=list(SETS), default="r76")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     os.makedirs(args.outdir, exist_ok=True)
@@ -101,7 +179,7 @@ def main() -> None:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     meta: dict = {"env": env_info(dev), "runs": {}}
     t0 = time.time()
-    for name, build, fwd, batch, prompt in RUNS:
+    for name, build, fwd, batch, prompt in SETS[args.set]:
         if time.time() - t0 > args.budget:
             log("budget reached")
             break
@@ -139,7 +217,7 @@ def main() -> None:
         del model, step, x
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, "r76_runs.json"), "w") as f:
+    with open(os.path.join(args.outdir, f"{args.set}_runs.json"), "w") as f:
         json.dump(meta, f, indent=1)
     log(f"done in {time.time() - t0:.0f} s")
 
