@@ -302,10 +302,16 @@ def profiler_record(tr: Trace) -> list[str]:
 def hf_layers(ops: list[CpuOp]) -> bool:
     """Whether ``ops`` come from Hugging Face ``transformers``' modelling code: the tanh GELU written
     out (``aten::tanh`` and ``aten::pow``, no ``aten::gelu``: GPT-2's ``gelu_new``) or RMSNorm written
-    out (``aten::rsqrt``, no fused ``rms_norm``: the Llama family's)."""
+    out (``aten::rsqrt``, no fused ``rms_norm``: the Llama family's) beside the rotary embedding's
+    ``aten::cos`` of every forward pass (``transformers``' rotary module computes cos / sin per pass; a
+    user's Llama with a written-out RMSNorm and precomputed tables is not its code: round 78)."""
     names = {o.name for o in ops}
     gelu_tanh = {"aten::tanh", "aten::pow"} <= names and "aten::gelu" not in names
-    rms = "aten::rsqrt" in names and not names & {"aten::rms_norm", "aten::_fused_rms_norm"}
+    rms = (
+        "aten::rsqrt" in names
+        and "aten::cos" in names
+        and not names & {"aten::rms_norm", "aten::_fused_rms_norm"}
+    )
     return gelu_tanh or rms
 
 

@@ -558,6 +558,19 @@ def test_decode_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     assert plain["predicted_step_time_s"] < 0.85 * rep["predicted_step_time_s"]  # host-bound decode
 
 
+def test_a_written_out_rmsnorm_alone_is_not_transformers_code() -> None:
+    """transformers' Llama writes RMSNorm out of elementwise ops and computes its rotary cos / sin every
+    pass; a user's Llama with the same norm and precomputed tables (round 78) is priced as its own code."""
+    from simcore.calibration.host_trace import hf_layers
+
+    for name, hf in (("h200_r31_infer_llama_l8_h2048_b4", True), ("h200_r78_llama_manualnorm_l8_h2048_b2_p512", False)):
+        ops = list(analyze(read_trace(REPO / CASES[name][0])).trace.cpu_ops.values())
+        assert hf_layers(ops) is hf
+    n = "h200_r78_llama_manualnorm_l8_h2048_b2_p512"
+    rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
+    assert rep["runtime"]["implementation"] == "reference" and rep["runtime"]["layer_ops"]["fwd"] > 45
+
+
 def test_layer_ops_of_one_unannotated_step(tmp_path: Path) -> None:
     """What users send, one profiled step without ProfilerStep marks, is counted whole."""
     from simcore.calibration.host_trace import layer_op_counts, unannotated_step
