@@ -185,14 +185,8 @@ def fit_embedding_backward(
         c, *_ = np.linalg.lstsq(x[sel] / y[sel, None], np.ones(int(np.sum(sel)), dtype=np.float64), rcond=None)
         coef[path] = np.maximum(c, 1e-12)
         pred[mask] = x[mask] @ coef[path]
-    err = np.abs(pred / y - 1.0)
     for part, m in (("check", ~fit), ("fit", fit)):
-        e = err[m & (y > 0)]
-        report[part] = (
-            {"n": int(e.size), "median_abs_err": float(np.median(e)), "worst_abs_err": float(np.max(e))}
-            if e.size
-            else {"n": 0}
-        )
+        report[part] = _errors(pred[m & (y > 0)], y[m & (y > 0)])
     params = EmbeddingBackwardParams(
         direct_per_token=float(coef["direct"][0]),
         direct_eff=float(1.0 / coef["direct"][1]),
@@ -212,13 +206,7 @@ def read_ops(paths: Iterable[str | Path]) -> Table:
     clk: list[float] = []
     for p in paths:
         path = Path(p)
-        try:
-            raw = path.read_bytes()
-        except OSError as e:
-            raise TraceError(f"cannot read: {e}", file=str(path)) from None
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        reader = csv.DictReader(io.StringIO(raw.decode("utf-8")))
+        reader = csv.DictReader(io.StringIO(_csv_text(path)))
         if reader.fieldnames is None or "time_s" not in reader.fieldnames or "kind" not in reader.fieldnames:
             raise TraceError("not an ops CSV (needs columns kind and time_s)", file=str(path))
         fc = file_clock(path)
@@ -1540,6 +1528,9 @@ def fit(
     report["launch_s"] = launch
     report["gap_s"] = gap
     report["host_overhead_s"] = host_overhead
+    emb = None
+    if emb_paths:
+        emb, report["families"]["embedding_bwd"] = fit_embedding_backward(emb_paths, device, fraction)
     small = {
         g: {
             "n_check": v["check"].get("n", 0),
@@ -1551,7 +1542,7 @@ def fit(
     }
     prof = prof.model_copy(
         update={
-            "source": sorted({str(p) for p in ops_csv_paths}),
+            "source": sorted({str(p) for p in all_paths}),
             "provisional": False,
             "transferred_from": None,
             "measured_on": _ref(device),
@@ -1561,6 +1552,7 @@ def fit(
                 "launch.compiled (one op) takes the CUDA-graph value; profiled compiled training steps take host_layer.profiled_compiled_* (whole profiled steps, round 30), unprofiled ones the eager host per layer times host_layer.compiled_ratio_* (measured)",
             ],
             "fit_report": {"held_out": small},
+            "embedding_bwd": emb,
             "clock_fraction": {k: v / device.boost_clock for k, v in clocks_found.items()},
             "power_fraction": power_fractions(
                 {**power_found, **kernel_rate_power(ops_csv_paths, fam, fws)},
@@ -1569,22 +1561,6 @@ def fit(
             ),
         }
     )
-    if emb_paths:
-        emb, emb_report = fit_embedding_backward(emb_paths, device, fraction)
-        report["families"]["embedding_bwd"] = emb_report
-        held = dict(prof.fit_report.get("held_out", {}))
-        held["embedding_bwd"] = {
-            "n_check": emb_report["check"].get("n", 0),
-            "median_abs_err": round(float(emb_report["check"].get("median_abs_err", float("nan"))), 4),
-            "worst_abs_err": round(float(emb_report["check"].get("worst_abs_err", float("nan"))), 4),
-        }
-        prof = prof.model_copy(
-            update={
-                "embedding_bwd": emb,
-                "source": sorted({*prof.source, *(str(p) for p in emb_paths)}),
-                "fit_report": {**prof.fit_report, "held_out": held},
-            }
-        )
     host_files = host_files_beside(ops_csv_paths[0])
     if host_files:
         prof = prof.model_copy(

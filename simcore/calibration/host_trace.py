@@ -510,6 +510,15 @@ def _layer_marks(win: list[CpuOp]) -> _LayerMarks | None:
     return _LayerMarks([o.ts for o in fwd], [o.ts for o in bwd], first_bwd, bwd_nodes, fwd[0].tid, bwd[0].tid)
 
 
+def _step_ops(a: Analysis) -> list[list[CpuOp]]:
+    """Each annotated step's CPU ops in time order (:func:`_step_windows`); a trace of one profiled step
+    without annotations (what users send): the whole trace."""
+    windows = [w for _st, _lo, _hi, w in _step_windows(a)]
+    if not windows and unannotated_step(a):
+        windows = [sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)]
+    return windows
+
+
 def _top_level(win: list[CpuOp], tid: int, lo: float, hi: float) -> int:
     """Ops of thread ``tid`` starting in ``[lo, hi)`` not nested in another."""
     return len(_outermost(sorted((o for o in win if o.tid == tid and lo <= o.ts < hi), key=lambda o: (o.ts, -o.dur))))
@@ -523,11 +532,7 @@ def layer_op_counts(a: Analysis) -> tuple[float, float] | None:
     its timing: eager host time per layer goes with it (``RuntimeSpec.layer_ops``)."""
     fw: list[float] = []
     bw: list[float] = []
-    windows = [w for _st, _lo, _hi, w in _step_windows(a)]
-    if not windows and unannotated_step(a):
-        # one profiled step without annotations (what users send): the whole trace
-        windows = [sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)]
-    for win in windows:
+    for win in _step_ops(a):
         lm = _layer_marks(win)
         if lm is None:
             continue
@@ -645,10 +650,7 @@ def decode_layer_op_count(a: Analysis) -> float | None:
     no-grad trace's decode passes; ``None`` without any. The code's structure, as
     :func:`layer_op_counts` for training (``RuntimeSpec.layer_ops``)."""
     counts: list[float] = []
-    windows = [w for _st, _lo, _hi, w in _step_windows(a)]
-    if not windows and unannotated_step(a):
-        windows = [sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)]
-    for win in windows:
+    for win in _step_ops(a):
         if any(o.name.startswith(_BWD_NORM) for o in win):
             continue
         for p, _starts, _seq in _forward_passes(win, prefill=False):
