@@ -146,7 +146,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import env_info, log, save_trace, sync  # noqa: E402
+from benchutil import env_info, log, profile, sync  # noqa: E402
 
 
 def mixtral(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, experts: int, top_k: int, smoke: bool):
@@ -601,29 +601,6 @@ SETS = {
     "r71": (RUNS_R71, "r71"),
     "r73": (RUNS_R73, "r73"),
 }
-
-
-def profile(step, n: int, acts, path: str, one_step: bool = False, **options) -> None:
-    """``n`` calls of ``step`` under ``torch.profiler`` (``record_shapes=True`` unless ``options`` say
-    otherwise: ``with_stack``, ``profile_memory``), the last two recorded, written to ``path``.
-    ``one_step``: as a user who profiles one step does: two more steps unprofiled (no host wait after
-    them), then one step in a ``with profile(...)`` block, no schedule, no ``prof.step()`` (no
-    ``ProfilerStep`` annotation)."""
-    from torch.profiler import profile as prof_, schedule
-
-    options = {"record_shapes": True, **options}
-    if one_step:
-        for _ in range(2):
-            step()
-        with prof_(activities=acts, **options) as p:
-            step()
-        save_trace(p, path)
-        return
-    with prof_(activities=acts, schedule=schedule(wait=1, warmup=1, active=2, repeat=1), **options) as p:
-        for _ in range(n):
-            step()
-            p.step()
-    save_trace(p, path)
 
 
 def main() -> None:

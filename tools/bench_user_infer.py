@@ -25,13 +25,14 @@ import json
 import os
 import sys
 import time
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_user_models import NanoGPT, UserLlama  # noqa: E402
-from benchutil import env_info, log, save_trace  # noqa: E402
+from benchutil import env_info, log, profile  # noqa: E402
 
 
 def nanogpt_forward(m: NanoGPT, idx: torch.Tensor, cache: list, pos0: int) -> torch.Tensor:
@@ -53,58 +54,8 @@ def nanogpt_forward(m: NanoGPT, idx: torch.Tensor, cache: list, pos0: int) -> to
     return m.lm_head(m.ln_f(x[:, [-1], :]))
 
 
-def llama_forward(m: UserLlama, idx: torch.Tensor, cache: list, pos0: int) -> torch.Tensor:
-    """Logits of every position (``lm_head(x)``); rotary positions offset by ``pos0``."""
-    b, t = idx.shape
-    x = m.emb(idx)
-    cos, sin = m.cos[pos0 : pos0 + t], m.sin[pos0 : pos0 + t]
-
-    def rope(z: torch.Tensor) -> torch.Tensor:
-        z1, z2 = z.chunk(2, dim=-1)
-        return z * cos + torch.cat([-z2, z1], dim=-1) * sin
-
-    for i, L in enumerate(m.layers):
-        y = F.rms_norm(x, (m.h,), m.norms[2 * i])
-        q = rope(L["q"](y).view(b, t, m.heads, m.d).transpose(1, 2))
-        k = rope(L["k"](y).view(b, t, m.kv, m.d).transpose(1, 2))
-        v = L["v"](y).view(b, t, m.kv, m.d).transpose(1, 2)
-        if cache[i] is not None:
-            k = torch.cat([cache[i][0], k], dim=2)
-            v = torch.cat([cache[i][1], v], dim=2)
-        cache[i] = (k, v)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=True)
-        x = x + L["o"](a.transpose(1, 2).reshape(b, t, m.h))
-        y = F.rms_norm(x, (m.h,), m.norms[2 * i + 1])
-        x = x + L["down"](F.silu(L["gate"](y)) * L["up"](y))
-    return m.head(F.rms_norm(x, (m.h,), m.norms[-1]))
-
-
-def llama_forward_prealloc(m: UserLlama, idx: torch.Tensor, cache: list, pos0: int) -> torch.Tensor:
-    """:func:`llama_forward` with a preallocated cache (slice assignment into ``[b, kv, max, d]`` tensors made
-    on the first call, attention over ``[:pos0 + t]``) and the last position's logits only."""
-    b, t = idx.shape
-    x = m.emb(idx)
-    cos, sin = m.cos[pos0 : pos0 + t], m.sin[pos0 : pos0 + t]
-
-    def rope(z: torch.Tensor) -> torch.Tensor:
-        z1, z2 = z.chunk(2, dim=-1)
-        return z * cos + torch.cat([-z2, z1], dim=-1) * sin
-
-    for i, L in enumerate(m.layers):
-        if cache[i] is None:
-            shape = (b, m.kv, m.cos.shape[0], m.d)
-            cache[i] = (x.new_zeros(shape), x.new_zeros(shape))
-        ck, cv = cache[i]
-        y = F.rms_norm(x, (m.h,), m.norms[2 * i])
-        q = rope(L["q"](y).view(b, t, m.heads, m.d).transpose(1, 2))
-        ck[:, :, pos0 : pos0 + t] = rope(L["k"](y).view(b, t, m.kv, m.d).transpose(1, 2))
-        cv[:, :, pos0 : pos0 + t] = L["v"](y).view(b, t, m.kv, m.d).transpose(1, 2)
-        k, v = ck[:, :, : pos0 + t], cv[:, :, : pos0 + t]
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=True)
-        x = x + L["o"](a.transpose(1, 2).reshape(b, t, m.h))
-        y = F.rms_norm(x, (m.h,), m.norms[2 * i + 1])
-        x = x + L["down"](F.silu(L["gate"](y)) * L["up"](y))
-    return m.head(F.rms_norm(x[:, -1:], (m.h,), m.norms[-1]))
+def _fused_rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), w)
 
 
 def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -113,8 +64,14 @@ def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype) * w
 
 
-def llama_forward_manual_norm(m: UserLlama, idx: torch.Tensor, cache: list, pos0: int) -> torch.Tensor:
-    """:func:`llama_forward` with RMSNorm written out of elementwise ops (:func:`_rms`)."""
+def llama_forward(
+    m: UserLlama, idx: torch.Tensor, cache: list, pos0: int, norm=_fused_rms, prealloc: bool = False,
+    all_logits: bool = True,
+) -> torch.Tensor:  # fmt: skip
+    """The hand-written Llama's pass, rotary positions offset by ``pos0``: ``norm`` the RMSNorm
+    (``F.rms_norm``, or :func:`_rms` written out), a KV cache grown with ``torch.cat`` or, with
+    ``prealloc``, preallocated (slice assignment into ``[b, kv, max, d]`` tensors made on the first call,
+    attention over ``[:pos0 + t]``); the logits of every position (``lm_head(x)``) or of the last."""
     b, t = idx.shape
     x = m.emb(idx)
     cos, sin = m.cos[pos0 : pos0 + t], m.sin[pos0 : pos0 + t]
@@ -124,19 +81,29 @@ def llama_forward_manual_norm(m: UserLlama, idx: torch.Tensor, cache: list, pos0
         return z * cos + torch.cat([-z2, z1], dim=-1) * sin
 
     for i, L in enumerate(m.layers):
-        y = _rms(x, m.norms[2 * i])
+        if prealloc and cache[i] is None:
+            shape = (b, m.kv, m.cos.shape[0], m.d)
+            cache[i] = (x.new_zeros(shape), x.new_zeros(shape))
+        y = norm(x, m.norms[2 * i])
         q = rope(L["q"](y).view(b, t, m.heads, m.d).transpose(1, 2))
         k = rope(L["k"](y).view(b, t, m.kv, m.d).transpose(1, 2))
+        if prealloc:
+            cache[i][0][:, :, pos0 : pos0 + t] = k
         v = L["v"](y).view(b, t, m.kv, m.d).transpose(1, 2)
-        if cache[i] is not None:
-            k = torch.cat([cache[i][0], k], dim=2)
-            v = torch.cat([cache[i][1], v], dim=2)
-        cache[i] = (k, v)
+        if prealloc:
+            ck, cv = cache[i]
+            cv[:, :, pos0 : pos0 + t] = v
+            k, v = ck[:, :, : pos0 + t], cv[:, :, : pos0 + t]
+        else:
+            if cache[i] is not None:
+                k = torch.cat([cache[i][0], k], dim=2)
+                v = torch.cat([cache[i][1], v], dim=2)
+            cache[i] = (k, v)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=True)
         x = x + L["o"](a.transpose(1, 2).reshape(b, t, m.h))
-        y = _rms(x, m.norms[2 * i + 1])
+        y = norm(x, m.norms[2 * i + 1])
         x = x + L["down"](F.silu(L["gate"](y)) * L["up"](y))
-    return m.head(_rms(x[:, -1:], m.norms[-1]))
+    return m.head(norm(x if all_logits else x[:, -1:], m.norms[-1]))
 
 
 # (name, builder(smoke) -> model, forward, batch, prompt)
@@ -158,9 +125,11 @@ RUNS_R78 = [
     ("nanogpt_L12_h1024_b32_p128", lambda s: NanoGPT(2 if s else 12, 64 if s else 1024, 4 if s else 16,
      512 if s else 50304, 1024), nanogpt_forward, 32, 128),
     ("llama_prealloc_L8_h2048_b4_p512", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), llama_forward_prealloc, 4, 512),
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), partial(llama_forward, prealloc=True, all_logits=False),
+     4, 512),
     ("llama_manualnorm_L8_h2048_b2_p512", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), llama_forward_manual_norm, 2, 512),
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), partial(llama_forward, norm=_rms, all_logits=False),
+     2, 512),
 ]  # fmt: skip
 SETS = {"r76": RUNS, "r78": RUNS_R78}
 
@@ -174,7 +143,7 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     os.makedirs(args.outdir, exist_ok=True)
-    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.profiler import ProfilerActivity
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     meta: dict = {"env": env_info(dev), "runs": {}}
@@ -205,11 +174,7 @@ def main() -> None:
         if dev.type == "cuda":
             torch.cuda.synchronize()
         path = os.path.join(args.outdir, f"user_infer_{name}.json.gz")
-        with profile(activities=acts, schedule=schedule(wait=1, warmup=1, active=2, repeat=1), record_shapes=True) as p:
-            for _ in range(4):
-                step()
-                p.step()
-        save_trace(p, path)
+        profile(step, 4, acts, path)
         n_params = sum(q.numel() for q in model.parameters())
         meta["runs"][name] = {"model": type(model).__name__, "batch": batch, "prompt": prompt, "decode_steps": 8,
                               "params": n_params}  # fmt: skip

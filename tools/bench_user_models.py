@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import env_info, log, save_trace  # noqa: E402
+from benchutil import env_info, log, profile  # noqa: E402
 
 
 class Block(nn.Module):
@@ -218,7 +218,7 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     os.makedirs(args.outdir, exist_ok=True)
-    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.profiler import ProfilerActivity
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     meta: dict = {"env": env_info(dev), "runs": {}}
@@ -259,11 +259,7 @@ def main() -> None:
         else:
             step_s = math.nan
         path = os.path.join(args.outdir, f"user_{name}.json.gz")
-        with profile(activities=acts, schedule=schedule(wait=1, warmup=1, active=2, repeat=1), record_shapes=True) as p:
-            for _ in range(4):
-                step()
-                p.step()
-        save_trace(p, path)
+        profile(step, 4, acts, path)
         n_params = sum(q.numel() for q in model.parameters())
         meta["runs"][name] = {
             "model": type(model).__name__, "layers": layers, "hidden": h, "heads": heads, "vocab": vocab, "seq": seq,

@@ -180,3 +180,28 @@ def capture_graph(fn, warmup: int = 3) -> "torch.cuda.CUDAGraph":
     with torch.cuda.graph(g):
         fn()
     return g
+
+
+def profile(step, n: int, acts, path: str, one_step: bool = False, **options) -> None:
+    """``n`` calls of ``step`` under ``torch.profiler`` (``record_shapes=True`` unless ``options`` say
+    otherwise: ``with_stack``, ``profile_memory``), the last two recorded, written to ``path``
+    (``tools/bench_hf.py``, ``bench_user_models.py``, ``bench_user_infer.py``).
+    ``one_step``: as a user who profiles one step does: two more steps unprofiled (no host wait after
+    them), then one step in a ``with profile(...)`` block, no schedule, no ``prof.step()`` (no
+    ``ProfilerStep`` annotation)."""
+    from torch.profiler import profile as prof_
+    from torch.profiler import schedule
+
+    options = {"record_shapes": True, **options}
+    if one_step:
+        for _ in range(2):
+            step()
+        with prof_(activities=acts, **options) as p:
+            step()
+        save_trace(p, path)
+        return
+    with prof_(activities=acts, schedule=schedule(wait=1, warmup=1, active=2, repeat=1), **options) as p:
+        for _ in range(n):
+            step()
+            p.step()
+    save_trace(p, path)
