@@ -242,6 +242,7 @@ def inference_runtime(sc: Scenario) -> dict[str, Any]:
         "decode_loop": rt.decode_loop,
         "attention_backend": rt.attention_backend,
         "layer_ops": None if rt.layer_ops is None else rt.layer_ops.fwd,
+        "pass_ops": rt.pass_ops,
     }
 
 

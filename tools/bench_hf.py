@@ -131,7 +131,12 @@ Llama-3-8B shapes with bf16 weights and foreach AdamW, Qwen2-7B's shapes with bf
 GPT-2 XL's width in ``generate()``, Mistral's code at h 4096 and seq 8192 with gradient checkpointing and bf16
 weights, a Llama-3.2-3B-shaped prefill of 4 x 2048 + decode.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73] [--budget S] [--smoke]
+Round 79 (``--set r79``): held-apart ``generate()`` runs after ``runtime.pass_ops`` (stop 21): a Llama sampling
+with temperature, top-k and top-p, GPT-2 greedy with a repetition penalty, a Qwen2 (no end-of-sequence id in
+its config) sampling with top-p, Mistral's code sampling with top-k at batch 8, GPT-2 medium sampling 32
+tokens at batch 1, a Qwen2 given an end-of-sequence id.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -567,6 +572,24 @@ RUNS_R73 = [
 ]  # fmt: skip
 
 
+# round 79 (--set r79): held-apart generate() runs after runtime.pass_ops (stop 21): sampling (temperature,
+# top-k, top-p), a repetition penalty, a config with an end-of-sequence id and one without, other batch sizes
+RUNS_R79 = [
+    ("generate_llama_L8_h2048_b4_sample", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "generate", 4, (256, 16),
+     {"gen": {"do_sample": True, "temperature": 0.8, "top_k": 50, "top_p": 0.9}}),
+    ("generate_gpt2_L12_b4_reppen", lambda s: gpt2(12, 768, 12, s), "generate", 4, (128, 16),
+     {"gen": {"repetition_penalty": 1.3}}),
+    ("generate_qwen2_L8_h2048_b2_sample", lambda s: llama(8, 2048, 16, 4, 5632, 151936, s, "qwen2"), "generate", 2,
+     (512, 16), {"gen": {"do_sample": True, "temperature": 0.7, "top_p": 0.95}}),
+    ("generate_mistral_L8_h2048_b8_topk", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, "mistral"), "generate", 8,
+     (256, 16), {"gen": {"do_sample": True, "top_k": 20}}),
+    ("generate_gpt2_L24_h1024_b1_sample", lambda s: gpt2(24, 1024, 16, s), "generate", 1, (128, 32),
+     {"gen": {"do_sample": True, "top_p": 0.9}}),
+    ("generate_qwen2_L8_h2048_b4_eos", lambda s: llama(8, 2048, 16, 4, 5632, 151936, s, "qwen2"), "generate", 4,
+     (256, 16), {"gen": {"eos_token_id": 2}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -600,6 +623,7 @@ SETS = {
     "compiled_fit": (RUNS_COMPILED_FIT, "r70"),
     "r71": (RUNS_R71, "r71"),
     "r73": (RUNS_R73, "r73"),
+    "r79": (RUNS_R79, "r79"),
 }
 
 
@@ -701,17 +725,20 @@ def main() -> None:
                 x = torch.randint(0, vocab, (batch, prompt), device=dev)
                 mask = torch.ones_like(x)
 
+                # greedy unless the run's own generation options say otherwise (round 79)
+                gen_opts = {"do_sample": False, **opt.get("gen", {})}
+
                 @torch.no_grad()
                 def step():
                     model.generate(
-                        input_ids=x, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
-                        do_sample=False, pad_token_id=0,
+                        input_ids=x, attention_mask=mask, max_new_tokens=new, min_new_tokens=new, pad_token_id=0,
+                        **gen_opts,
                     )  # fmt: skip
 
                 step()
                 sync(dev)
                 profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"), opt.get("one_step", False))
-                info = {"batch": batch, "prompt": prompt, "new_tokens": new, "generate": True}
+                info = {"batch": batch, "prompt": prompt, "new_tokens": new, "generate": True, **gen_opts}
             else:
                 prompt, new = (32, 8) if args.smoke else shape
                 model = model.to(torch.bfloat16).eval()

@@ -15,7 +15,10 @@ Round 78 (``--set r78``, held apart after ``runtime.layer_ops`` in inference): t
 and batch 16, nanoGPT at batch 32, the Llama with a preallocated cache (slice assignment) and with RMSNorm written
 out of elementwise ops.
 
-  python tools/bench_user_infer.py --outdir DIR [--set r76|r78] [--smoke] [--budget S]
+Round 79 (``--set r79``, held apart after ``runtime.pass_ops``): users' sampling loops instead of argmax, nanoGPT's
+``generate()`` (temperature, top-k, ``torch.multinomial``) and the Llama reference's top-p sampling.
+
+  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79] [--smoke] [--budget S]
 """
 
 from __future__ import annotations
@@ -131,7 +134,42 @@ RUNS_R78 = [
      512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), partial(llama_forward, norm=_rms, all_logits=False),
      2, 512),
 ]  # fmt: skip
-SETS = {"r76": RUNS, "r78": RUNS_R78}
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """The next token of each sequence: the last position's argmax."""
+    return logits[:, -1:].argmax(-1)
+
+
+def sample_top_k(logits: torch.Tensor, temperature: float = 0.8, top_k: int = 200) -> torch.Tensor:
+    """nanoGPT's ``generate()``: temperature, top-k masking, softmax, ``torch.multinomial``."""
+    logits = logits[:, -1, :].float() / temperature
+    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+    logits[logits < v[:, [-1]]] = -float("inf")
+    return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+
+
+def sample_top_p(logits: torch.Tensor, temperature: float = 0.6, top_p: float = 0.9) -> torch.Tensor:
+    """Meta's Llama reference ``sample_top_p``: sorted probabilities, their cumulative sum, a mask, renormalise,
+    ``torch.multinomial``, gather back."""
+    probs = torch.softmax(logits[:, -1, :].float() / temperature, dim=-1)
+    probs_sort, probs_idx = torch.sort(probs, dim=-1, descending=True)
+    probs_sum = torch.cumsum(probs_sort, dim=-1)
+    probs_sort[probs_sum - probs_sort > top_p] = 0.0
+    probs_sort.div_(probs_sort.sum(dim=-1, keepdim=True))
+    return torch.gather(probs_idx, -1, torch.multinomial(probs_sort, num_samples=1))
+
+
+# round 79 (--set r79): held apart after runtime.pass_ops: users' sampling loops (nanoGPT's top-k, the Llama
+# reference's top-p) instead of argmax
+RUNS_R79 = [
+    ("nanogpt_topk_L12_h768_b8_p256", lambda s: NanoGPT(2 if s else 12, 64 if s else 768, 4 if s else 12,
+     512 if s else 50304, 1024), nanogpt_forward, 8, 256, sample_top_k),
+    ("llama_topp_L8_h2048_b4_p512", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16,
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), partial(llama_forward, all_logits=False), 4, 512,
+     sample_top_p),
+]  # fmt: skip
+SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79}
 
 
 def main() -> None:
@@ -148,7 +186,8 @@ def main() -> None:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     meta: dict = {"env": env_info(dev), "runs": {}}
     t0 = time.time()
-    for name, build, fwd, batch, prompt in SETS[args.set]:
+    for name, build, fwd, batch, prompt, *how in SETS[args.set]:
+        pick = how[0] if how else greedy  # the next token: argmax, or the run's own sampler (round 79)
         if time.time() - t0 > args.budget:
             log("budget reached")
             break
@@ -159,14 +198,12 @@ def main() -> None:
         vocab = model.lm_head.weight.shape[0] if isinstance(model, NanoGPT) else model.head.weight.shape[0]
         x = torch.randint(0, vocab, (batch, prompt), device=dev)
 
-        def step(model=model, fwd=fwd, x=x, prompt=prompt) -> None:
+        def step(model=model, fwd=fwd, x=x, prompt=prompt, pick=pick) -> None:
             with torch.no_grad():
                 cache: list = [None] * len(model.blocks if isinstance(model, NanoGPT) else model.layers)
-                logits = fwd(model, x, cache, 0)
-                tok = logits[:, -1:].argmax(-1)
+                tok = pick(fwd(model, x, cache, 0))
                 for i in range(8):
-                    logits = fwd(model, tok, cache, prompt + i)
-                    tok = logits[:, -1:].argmax(-1)
+                    tok = pick(fwd(model, tok, cache, prompt + i))
 
         t1 = time.time()
         for _ in range(3):
@@ -177,7 +214,7 @@ def main() -> None:
         profile(step, 4, acts, path)
         n_params = sum(q.numel() for q in model.parameters())
         meta["runs"][name] = {"model": type(model).__name__, "batch": batch, "prompt": prompt, "decode_steps": 8,
-                              "params": n_params}  # fmt: skip
+                              "params": n_params, "next_token": pick.__name__}  # fmt: skip
         log(f"{name}: {n_params / 1e6:.0f}M params ({time.time() - t1:.1f} s)")
         del model, step, x
         if dev.type == "cuda":

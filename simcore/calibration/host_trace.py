@@ -317,8 +317,11 @@ def hf_layers(ops: list[CpuOp]) -> bool:
 
 def generate_loop(ops: list[CpuOp]) -> bool:
     """Whether ``ops`` come from transformers' ``generate()``: its stopping criteria test the new
-    tokens against the end-of-sequence ids with ``aten::isin`` every step."""
-    return any(o.name == "aten::isin" for o in ops)
+    tokens against the end-of-sequence ids with ``aten::isin`` every step, and it folds their verdict
+    into its unfinished sequences with ``unfinished & ~done`` (``aten::bitwise_not``, ``aten::__and__``)
+    every step, with or without an end-of-sequence id (a config without one: round 55's Qwen2)."""
+    names = {o.name for o in ops}
+    return "aten::isin" in names or {"aten::bitwise_not", "aten::__and__"} <= names
 
 
 def _norm_marks(win: list[CpuOp]) -> tuple[list[CpuOp], str]:
@@ -656,6 +659,25 @@ def decode_layer_op_count(a: Analysis) -> float | None:
         for p, _starts, _seq in _forward_passes(win, prefill=False):
             layers = (len(p) - 1) // 2
             counts.append(_top_level(win, p[0].tid, p[0].ts, p[-1].ts) / layers)
+    return float(statistics.median(counts)) if counts else None
+
+
+def decode_pass_op_count(a: Analysis) -> float | None:
+    """Top-level ops a decode pass issues on its thread outside its layers (the token embedding, the
+    final norm, the LM head, the loop's sampling and bookkeeping: ``generate()``'s logits processors,
+    stopping criteria and cache updates), the median over a no-grad trace's decode passes; ``None``
+    without any. The code's structure, as :func:`decode_layer_op_count` is its layers'
+    (``RuntimeSpec.pass_ops``)."""
+    counts: list[float] = []
+    for win in _step_ops(a):
+        if not win or any(o.name.startswith(_BWD_NORM) for o in win):
+            continue
+        hi = max(o.ts + o.dur for o in win)
+        for p, starts, _seq in _forward_passes(win, prefill=False):
+            begin = max((t for t in starts if t <= p[0].ts), default=p[0].ts)
+            end = min((t for t in starts if t > p[-1].ts), default=hi)
+            tid = p[0].tid
+            counts.append(float(_top_level(win, tid, begin, p[0].ts) + _top_level(win, tid, p[-1].ts, end)))
     return float(statistics.median(counts)) if counts else None
 
 

@@ -251,6 +251,37 @@ measured on (``tools/gpt.py`` with its preallocated KV cache; ``host_trace.decod
 by a test against ``traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz`` and
 ``traces/h200/profile_infer_prefill_decode.json.gz``)."""
 
+CALIBRATED_PASS_OPS: dict[tuple[str, str], dict[str, float]] = {
+    ("reference", "manual"): {"gelu": 5.0, "swiglu": 5.0},
+    ("huggingface", "manual"): {"gelu": 11.0, "swiglu": 31.0},
+    ("huggingface", "generate"): {"gelu": 56.0, "swiglu": 72.0},
+    ("huggingface", "manual_eager_attention"): {"swiglu": 56.0},
+}
+"""Top-level ops a decode pass issues outside its layers (``host_trace.decode_pass_op_count``) in the code
+each eager inference ``host_layer`` fixed entry was measured on, by (implementation, loop): ``tools/gpt.py``
+(embedding, final norm, LM head, argmax, the token's copy), ``transformers``' forward (GPT-2 11, the Llama
+family 31: its rotary tables, causal-mask and cache-position ops), its ``generate()`` (56, 72: logits
+processors, stopping criteria with an end-of-sequence id, the cache's bookkeeping) and a forward with
+eager attention (its 4-D mask, 56); checked by a test on committed traces of the same code
+(``round31/hf_infer_*``, ``round34/hf_generate_*``, ``round60``'s eager-attention Llama,
+``profile_infer_prefill_decode``). ``RuntimeSpec.pass_ops`` scales that host by a run's own count."""
+
+
+def calibrated_pass_ops(implementation: str, generate: bool, act: str, eager_attention: bool) -> float | None:
+    """:data:`CALIBRATED_PASS_OPS` of the fixed host entry the inference engine prices a pass with:
+    ``generate()``'s on eager attention is the generate entry plus eager attention's own (the engine adds
+    their difference the same way); ``None`` where the calibrated code's count is not known."""
+    impl = "huggingface" if implementation == "huggingface" else "reference"
+    if impl == "reference":
+        return CALIBRATED_PASS_OPS[("reference", "manual")].get(act)
+    base = CALIBRATED_PASS_OPS[(impl, "generate" if generate else "manual")].get(act)
+    if not eager_attention or base is None:
+        return base
+    eager = CALIBRATED_PASS_OPS[(impl, "manual_eager_attention")].get(act)
+    sdpa = CALIBRATED_PASS_OPS[(impl, "manual")].get(act)
+    return None if eager is None or sdpa is None else base + eager - sdpa
+
+
 
 EMBEDDING_BWD_ELEMENT_BYTES = 12.0
 """Bytes a token x hidden element counts for :class:`EmbeddingBackwardParams`' efficiencies."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.profile import CALIBRATED_DECODE_LAYER_OPS, load_profile
+from simcore.calibration.profile import CALIBRATED_DECODE_LAYER_OPS, calibrated_pass_ops, load_profile
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
@@ -88,6 +88,7 @@ def evaluate(
     decode_loop: str = "manual",
     attention_backend: str = "flash",
     layer_ops: float | None = None,
+    pass_ops: float | None = None,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -95,7 +96,9 @@ def evaluate(
     graphs exposes the next graph's launch each time; ``attention_backend``: whose fused attention
     kernels (``RuntimeSpec.attention_backend``); ``layer_ops``: ops a decode layer of the run's own
     code issues (``RuntimeSpec.layer_ops.fwd``), scaling the reference code's eager host per layer by
-    their ratio to ``CALIBRATED_DECODE_LAYER_OPS``."""
+    their ratio to ``CALIBRATED_DECODE_LAYER_OPS``; ``pass_ops``: ops a pass of the run's code issues
+    outside its layers (``RuntimeSpec.pass_ops``), scaling the host of a pass beyond its layers by their
+    ratio to the calibrated code's (``calibrated_pass_ops``)."""
     prof = load_profile(cluster.device, calibration)
     if cpu_op_time is not None:
         prof = prof.at_cpu_speed(cpu_op_time[0], inference=True)
@@ -174,6 +177,12 @@ def evaluate(
                 sdpa = lk.removesuffix("_eager")
                 extra = fixed - prof.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
                 fixed = gen + max(extra, 0.0) if sdpa != lk else gen
+            ref_ops = calibrated_pass_ops(
+                implementation, decode_loop == "generate" and gen > 0, act_key, lk.endswith("_eager")
+            )
+            if pass_ops is not None and ref_ops:
+                # the run's own loop: its ops outside the layers over the calibrated code's
+                fixed = fixed * pass_ops / ref_ops
             host = layers * ops * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + fixed
             hosts[mode] = host + comm_calls
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))

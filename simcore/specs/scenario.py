@@ -238,7 +238,7 @@ class RuntimeSpec(Spec):
     """What drives the decode steps: a hand-written loop of forward passes (``manual``), or
     transformers' ``generate()``, whose logits processors, stopping criteria and cache bookkeeping add
     host time per token (measured for ``implementation: huggingface``). ``simcore validate`` reads it
-    from the trace (the stopping criteria's ``aten::isin``)."""
+    from the trace (the stopping criteria's ``aten::isin``, or their verdict's ``unfinished & ~done``)."""
     decode_sync_every: int | None = Field(default=1, ge=1)
     """Decode steps between the host's waits for the GPU (reading the sampled tokens, checking for the
     end of a sequence): a serving loop waits every step (1); ``null``: never (replays back to back).
@@ -255,6 +255,14 @@ class RuntimeSpec(Spec):
     (``profile.CALIBRATED_DECODE_LAYER_OPS``: 25 a GPT block, 27 a Llama block; round 76's hand-written
     Llama with a ``torch.cat`` cache 36). ``None``: the calibrated code's. ``simcore validate`` reads it
     from a single-GPU trace."""
+    pass_ops: float | None = Field(default=None, gt=0)
+    """Top-level ops an eager inference forward pass issues outside its layers on the host (the token
+    embedding, the final norm, the LM head and the loop's own sampling and bookkeeping: ``generate()``'s
+    logits processors, stopping criteria and cache updates). The host of a pass beyond its layers was
+    measured on code issuing ``profile.CALIBRATED_PASS_OPS`` (``tools/gpt.py``'s loop 5; ``transformers``'
+    forward 11 for GPT-2, 31 for the Llama family; its ``generate()`` 56 and 72) and scales with the
+    count (round 55's Qwen2 ``generate()``, whose config has no end-of-sequence id: 58). ``None``: the
+    calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
     cpu_op_time: CpuOpTime | None = None
     """The CPU's per-op speed of the run, where known (``simcore validate`` reads it from the trace):
     host times scale by its ratio to the speed the calibration profile measured them at. ``None``: the

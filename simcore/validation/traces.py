@@ -31,6 +31,7 @@ from simcore.calibration.host_trace import (
     compiled_op_speed,
     cpu_range,
     decode_layer_op_count,
+    decode_pass_op_count,
     eager_attention,
     generate_loop,
     hf_layers,
@@ -42,7 +43,12 @@ from simcore.calibration.host_trace import (
     step_synchronized,
     unannotated_step,
 )
-from simcore.calibration.profile import CALIBRATED_DECODE_LAYER_OPS, CALIBRATED_LAYER_OPS, backend_of_name
+from simcore.calibration.profile import (
+    CALIBRATED_DECODE_LAYER_OPS,
+    CALIBRATED_LAYER_OPS,
+    backend_of_name,
+    calibrated_pass_ops,
+)
 from simcore.calibration.traces.model import CpuOp
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
 from simcore.errors import SimcoreError
@@ -632,8 +638,9 @@ def validate(
             "decode_loop",
             "generate",
             sc.kind == "inference" and any(generate_loop(list(a.trace.cpu_ops.values())) for a in ans),
-            "predicted with runtime.decode_loop: generate (the trace's stopping criteria, aten::isin, are "
-            "transformers' generate()); --set runtime.decode_loop=manual predicts a loop of forward passes",
+            "predicted with runtime.decode_loop: generate (the trace's stopping criteria, aten::isin, or their "
+            "verdict's unfinished & ~done are transformers' generate()); --set runtime.decode_loop=manual "
+            "predicts a loop of forward passes",
         ),
         (
             "training",
@@ -705,6 +712,7 @@ def validate(
         and any(k.startswith("train_fwd_") for k in host_model)
     )
     layer_ops = _layer_ops(ans, sc)
+    pass_ops, ref_pass = _pass_ops(ans, sc, act.endswith("_eager"))
     act_name = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     ref_f, ref_b = CALIBRATED_LAYER_OPS[act_name]
     ref_ops = (
@@ -730,6 +738,17 @@ def validate(
             + " (the ops a layer of the trace's code issues, where the eager host model was measured on "
             f"tools/gpt.py's {ref_ops}; its host per layer scales with them); --set runtime.layer_ops=null "
             "predicts the calibrated code's",
+        ),
+        # the run's own decode loop: its ops outside the layers, where they are not the calibrated code's
+        (
+            "runtime",
+            "pass_ops",
+            pass_ops,
+            pass_ops is not None,
+            f"predicted with runtime.pass_ops: {pass_ops or 0:g} (the ops a decode pass of the trace's code "
+            f"issues outside its layers, where the host beyond the layers was measured on code issuing "
+            f"{ref_pass or 0:g}; that host scales with them); --set runtime.pass_ops=null predicts the "
+            "calibrated code's",
         ),
         # the CPU's per-op speed (aten::t) of the slowest rank: host-bound phases scale with it
         (
@@ -963,6 +982,20 @@ def _layer_ops(ans: list[Analysis], sc: Scenario) -> LayerOps | None:
     if all(abs(c / r - 1.0) <= 0.05 for c, r in zip(counts, ref, strict=True)):
         return None
     return LayerOps(fwd=counts[0], bwd=counts[1])
+
+
+def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple[float | None, float | None]:
+    """(The ops a decode pass of the trace's code issues outside its layers, :func:`decode_pass_op_count`,
+    where they differ from the calibrated code's by more than 5 %; the calibrated code's count) of an
+    eager single-GPU inference trace (``RuntimeSpec.pass_ops``)."""
+    if sc.kind != "inference" or sc.runtime.framework != "eager" or sc.cluster.gpus != 1:
+        return None, None
+    act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
+    ref = calibrated_pass_ops(sc.runtime.implementation, sc.runtime.decode_loop == "generate", act, eager_attention)
+    n = decode_pass_op_count(ans[0])
+    if n is None or ref is None or abs(n / ref - 1.0) <= 0.05:
+        return None, ref
+    return n, ref
 
 
 def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:

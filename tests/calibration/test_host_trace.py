@@ -371,3 +371,36 @@ def test_generate_loops_and_prefill_rows() -> None:
     rows = decode_step_hosts(gen, prefill=True)
     assert {r.loop for r in rows} == {"generate"} and {r.seq for r in rows} == {1, 256}
     assert all(r.seq == 1 for r in decode_step_hosts(gen))
+
+
+def test_generate_without_an_end_of_sequence_id() -> None:
+    """A config with no end-of-sequence id gives generate() no aten::isin (round 55's Qwen2), but it still
+    folds the stopping criteria into its unfinished sequences every token (unfinished & ~done)."""
+    from simcore.calibration.host_trace import generate_loop
+
+    ops = list(analyze(read_trace(H200 / "round55" / "hf_generate_qwen2_L8_h2048_b8.json.gz")).trace.cpu_ops.values())
+    names = {o.name for o in ops}
+    assert "aten::isin" not in names
+    assert generate_loop(ops)
+
+
+def test_decode_pass_op_counts() -> None:
+    """The ops a decode pass issues outside its layers: tools/gpt.py's loop 5, transformers' GPT-2 and
+    Llama forwards 11 and 31, their generate() 56 and 72 (the calibrated code's,
+    profile.CALIBRATED_PASS_OPS), generate() without an end-of-sequence id 58; a hand-written loop 7."""
+    from simcore.calibration.host_trace import decode_pass_op_count
+    from simcore.calibration.profile import CALIBRATED_PASS_OPS as C
+
+    for path, n in (
+        ("profile_infer_prefill_decode.json.gz", C[("reference", "manual")]["swiglu"]),
+        ("round31/hf_infer_gpt2_L12_b1.json.gz", C[("huggingface", "manual")]["gelu"]),
+        ("round31/hf_infer_llama_L8_h2048_b4.json.gz", C[("huggingface", "manual")]["swiglu"]),
+        ("round34/hf_generate_gpt2_L12_b1.json.gz", C[("huggingface", "generate")]["gelu"]),
+        ("round34/hf_generate_llama_L8_h2048_b4.json.gz", C[("huggingface", "generate")]["swiglu"]),
+        ("round60/hf_infer_llama_L8_h2048_b4_eager_attn.json.gz", C[("huggingface", "manual_eager_attention")]["swiglu"]),
+        ("round55/hf_generate_qwen2_L8_h2048_b8.json.gz", 58.0),
+        ("round76/user_infer_llama_L8_h2048_b4_p1024.json.gz", 7.0),
+    ):
+        assert decode_pass_op_count(analyze(read_trace(H200 / path))) == n, path
+    # a training trace has no decode pass
+    assert decode_pass_op_count(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None

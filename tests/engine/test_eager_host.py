@@ -74,3 +74,29 @@ def test_ops_with_and_without_rows_are_priced_apart() -> None:
     alone, _ = pricer.times([attn])
     both, _ = pricer.times([attn, router])
     assert float(both[0]) == pytest.approx(float(alone[0]))
+
+
+def test_pass_ops_scale_the_host_beyond_the_layers() -> None:
+    """runtime.pass_ops scales a pass's fixed host by its ratio to the calibrated code's count
+    (profile.CALIBRATED_PASS_OPS): generate() on SDPA layers was measured at 72 ops, so 36 halves it; the
+    layers' host is untouched; the calibrated count itself changes nothing."""
+    from simcore.calibration.profile import calibrated_pass_ops
+    from simcore.prediction import predict
+
+    prof = load_profile(default_registry().device("h200"))
+    fixed = prof.host_of("infer_generate_fixed_swiglu", True, "huggingface")
+    base = ["runtime.implementation=huggingface", "runtime.profiler=true", "runtime.attention_backend=cudnn",
+            "runtime.decode_loop=generate"]
+
+    def host(extra: list[str]) -> float:
+        return float(predict(load_scenario(str(SC), base + extra)).model_dump()["decode_host_s"])
+
+    ref = calibrated_pass_ops("huggingface", True, "swiglu", False)
+    assert ref == 72.0
+    assert host([f"runtime.pass_ops={ref}"]) == pytest.approx(host([]), rel=1e-9)
+    assert host([]) - host(["runtime.pass_ops=36"]) == pytest.approx(fixed / 2, rel=1e-6)
+    # eager attention in generate(): generate()'s count plus what eager attention adds (56 - 31)
+    assert calibrated_pass_ops("huggingface", True, "swiglu", True) == 97.0
+    # a count the calibrated code was not measured at: nothing to scale by
+    assert calibrated_pass_ops("huggingface", False, "gelu", True) is None
+    assert calibrated_pass_ops("reference", True, "gelu", False) == 5.0
