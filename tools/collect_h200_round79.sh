@@ -17,5 +17,6 @@ timeout 150 $PY tools/bench_user_infer.py --set r79 --budget 100 --outdir "$OUT/
 echo "user rc=$?"; grep -E "Error|Traceback|params|done|budget" "$OUT/r79/user.log" | tail -6
 timeout 300 $PY tools/bench_hf.py --set r79 --budget 240 --outdir "$OUT/r79" > "$OUT/r79/hf.log" 2>&1
 echo "hf rc=$?"; grep -E "ERROR|Traceback|: [0-9.]+ s|done|budget" "$OUT/r79/hf.log" | tail -10
-(cd "$OUT" && tar cf round79.tar -C r79 . && rm -rf r79)
+# files come back from $OUT at most 16 MiB each: the tar in parts (cat round79.tar.part_* > round79.tar)
+(cd "$OUT" && tar cf round79.tar -C r79 . && rm -rf r79 && split -b 15M round79.tar round79.tar.part_ && rm round79.tar)
 ls -la "$OUT"
