@@ -648,6 +648,14 @@ def _forward_passes(win: list[CpuOp], prefill: bool) -> Iterator[tuple[list[CpuO
         yield p, starts, seq
 
 
+def _pass_span(norms: list[CpuOp], starts: list[float], hi: float) -> tuple[float, float]:
+    """(start, end) of the forward pass whose norms are ``norms``: its token-embedding lookup, and the next
+    pass's (``hi``, the step's end, after the last pass)."""
+    begin = max((t for t in starts if t <= norms[0].ts), default=norms[0].ts)
+    end = min((t for t in starts if t > norms[-1].ts), default=hi)
+    return begin, end
+
+
 def decode_layer_op_count(a: Analysis) -> float | None:
     """Top-level ops a decode pass's layer issues on its thread (between its norms), the median over a
     no-grad trace's decode passes; ``None`` without any. The code's structure, as
@@ -674,8 +682,7 @@ def decode_pass_op_count(a: Analysis) -> float | None:
             continue
         hi = max(o.ts + o.dur for o in win)
         for p, starts, _seq in _forward_passes(win, prefill=False):
-            begin = max((t for t in starts if t <= p[0].ts), default=p[0].ts)
-            end = min((t for t in starts if t > p[-1].ts), default=hi)
+            begin, end = _pass_span(p, starts, hi)
             tid = p[0].tid
             counts.append(float(_top_level(win, tid, begin, p[0].ts) + _top_level(win, tid, p[-1].ts, end)))
     return float(statistics.median(counts)) if counts else None
@@ -697,8 +704,7 @@ def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:
         loop = "generate" if generate_loop(win) else "manual"
         for p, starts, seq in _forward_passes(win, prefill):
             layers = (len(p) - 1) // 2
-            begin = max((t for t in starts if t <= p[0].ts), default=p[0].ts)
-            end = min((t for t in starts if t > p[-1].ts), default=hi)
+            begin, end = _pass_span(p, starts, hi)
             out.append(
                 DecodeHost(
                     trace=a.trace.path,

@@ -282,7 +282,6 @@ def calibrated_pass_ops(implementation: str, generate: bool, act: str, eager_att
     return None if eager is None or sdpa is None else base + eager - sdpa
 
 
-
 EMBEDDING_BWD_ELEMENT_BYTES = 12.0
 """Bytes a token x hidden element counts for :class:`EmbeddingBackwardParams`' efficiencies."""
 

@@ -177,12 +177,12 @@ def evaluate(
                 sdpa = lk.removesuffix("_eager")
                 extra = fixed - prof.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
                 fixed = gen + max(extra, 0.0) if sdpa != lk else gen
-            ref_ops = calibrated_pass_ops(
-                implementation, decode_loop == "generate" and gen > 0, act_key, lk.endswith("_eager")
-            )
-            if pass_ops is not None and ref_ops:
+            if pass_ops is not None:
                 # the run's own loop: its ops outside the layers over the calibrated code's
-                fixed = fixed * pass_ops / ref_ops
+                ref_ops = calibrated_pass_ops(
+                    implementation, decode_loop == "generate" and gen > 0, act_key, lk.endswith("_eager")
+                )
+                fixed = fixed * pass_ops / ref_ops if ref_ops else fixed
             host = layers * ops * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + fixed
             hosts[mode] = host + comm_calls
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
