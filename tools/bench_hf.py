@@ -136,7 +136,11 @@ with temperature, top-k and top-p, GPT-2 greedy with a repetition penalty, a Qwe
 its config) sampling with top-p, Mistral's code sampling with top-k at batch 8, GPT-2 medium sampling 32
 tokens at batch 1, a Qwen2 given an end-of-sequence id.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79] [--budget S] [--smoke]
+Round 80 (``--set sample_fit``, fitted, not held apart): ``generate()`` with each sampling step on its own and
+together, beside greedy, on GPT-2 and the Llama family (temperature only: ``torch.multinomial``; top-k; top-p:
+``torch.sort``; a repetition penalty with sampling): the host of a sampling pass's extra kernel launches, fitted.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -590,6 +594,27 @@ RUNS_R79 = [
 ]  # fmt: skip
 
 
+# round 80 (--set sample_fit): fitted, not held apart: each sampling step alone and together beside greedy, the
+# host of a sampling pass's kernel launches (top_k=0 turns off transformers' default top-k of 50)
+_TEMP = {"do_sample": True, "temperature": 0.9, "top_k": 0}
+RUNS_SAMPLE_FIT = [
+    ("generate_gpt2_L12_b4_greedy", lambda s: gpt2(12, 768, 12, s), "generate", 4, (128, 24), {}),
+    ("generate_gpt2_L12_b4_temp", lambda s: gpt2(12, 768, 12, s), "generate", 4, (128, 24), {"gen": _TEMP}),
+    ("generate_gpt2_L12_b4_topk", lambda s: gpt2(12, 768, 12, s), "generate", 4, (128, 24),
+     {"gen": {"do_sample": True, "top_k": 50}}),
+    ("generate_gpt2_L12_b4_topp", lambda s: gpt2(12, 768, 12, s), "generate", 4, (128, 24),
+     {"gen": {**_TEMP, "top_p": 0.9}}),
+    ("generate_llama_L8_h2048_b4_greedy", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "generate", 4, (256, 24),
+     {}),
+    ("generate_llama_L8_h2048_b4_temp", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "generate", 4, (256, 24),
+     {"gen": _TEMP}),
+    ("generate_llama_L8_h2048_b4_topk_topp", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "generate", 4,
+     (256, 24), {"gen": {"do_sample": True, "top_k": 50, "top_p": 0.9}}),
+    ("generate_qwen2_L8_h2048_b4_topp_reppen", lambda s: llama(8, 2048, 16, 4, 5632, 151936, s, "qwen2"), "generate",
+     4, (256, 24), {"gen": {**_TEMP, "top_p": 0.8, "repetition_penalty": 1.2}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -624,6 +649,7 @@ SETS = {
     "r71": (RUNS_R71, "r71"),
     "r73": (RUNS_R73, "r73"),
     "r79": (RUNS_R79, "r79"),
+    "sample_fit": (RUNS_SAMPLE_FIT, "r80"),
 }
 
 

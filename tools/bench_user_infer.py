@@ -18,7 +18,11 @@ out of elementwise ops.
 Round 79 (``--set r79``, held apart after ``runtime.pass_ops``): users' sampling loops instead of argmax, nanoGPT's
 ``generate()`` (temperature, top-k, ``torch.multinomial``) and the Llama reference's top-p sampling.
 
-  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79] [--smoke] [--budget S]
+Round 80 (``--set sample_fit``, fitted, not held apart): the same loops greedy, with temperature sampling only
+(``torch.multinomial``), nanoGPT's top-k and the Llama reference's top-p: the host of a sampling pass's extra
+kernel launches, fitted beside ``tools/bench_hf.py --set sample_fit``.
+
+  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit] [--smoke] [--budget S]
 """
 
 from __future__ import annotations
@@ -169,7 +173,34 @@ RUNS_R79 = [
      512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), partial(llama_forward, all_logits=False), 4, 512,
      sample_top_p),
 ]  # fmt: skip
-SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79}
+
+def sample_temperature(logits: torch.Tensor, temperature: float = 0.9) -> torch.Tensor:
+    """Temperature sampling alone: softmax of the scaled last logits, ``torch.multinomial``."""
+    return torch.multinomial(F.softmax(logits[:, -1, :].float() / temperature, dim=-1), num_samples=1)
+
+
+def _nanogpt_l12(s: bool) -> NanoGPT:
+    return NanoGPT(2 if s else 12, 64 if s else 768, 4 if s else 12, 512 if s else 50304, 1024)
+
+
+def _llama_l8(s: bool) -> UserLlama:
+    return UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16, 512 if s else 32000, 2048, kv=4,
+                     ffn=128 if s else 5632)  # fmt: skip
+
+
+# round 80 (--set sample_fit): fitted, not held apart: each sampler beside greedy on the same two models
+_LLAMA_LAST = partial(llama_forward, all_logits=False)
+RUNS_SAMPLE_FIT = [
+    ("nanogpt_greedy_L12_h768_b4_p256", _nanogpt_l12, nanogpt_forward, 4, 256, greedy),
+    ("nanogpt_temp_L12_h768_b4_p256", _nanogpt_l12, nanogpt_forward, 4, 256, sample_temperature),
+    ("nanogpt_topk_L12_h768_b4_p256", _nanogpt_l12, nanogpt_forward, 4, 256, sample_top_k),
+    ("nanogpt_topp_L12_h768_b4_p256", _nanogpt_l12, nanogpt_forward, 4, 256, sample_top_p),
+    ("llama_greedy_L8_h2048_b2_p256", _llama_l8, _LLAMA_LAST, 2, 256, greedy),
+    ("llama_temp_L8_h2048_b2_p256", _llama_l8, _LLAMA_LAST, 2, 256, sample_temperature),
+    ("llama_topk_L8_h2048_b2_p256", _llama_l8, _LLAMA_LAST, 2, 256, sample_top_k),
+    ("llama_topp_L8_h2048_b2_p256", _llama_l8, _LLAMA_LAST, 2, 256, sample_top_p),
+]  # fmt: skip
+SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT}
 
 
 def main() -> None:
@@ -219,7 +250,8 @@ def main() -> None:
         del model, step, x
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    with open(os.path.join(args.outdir, f"{args.set}_runs.json"), "w") as f:
+    label = "r80_user" if args.set == "sample_fit" else args.set
+    with open(os.path.join(args.outdir, f"{label}_runs.json"), "w") as f:
         json.dump(meta, f, indent=1)
     log(f"done in {time.time() - t0:.0f} s")
 
