@@ -73,14 +73,51 @@ def test_reproduces_shipped_h200_profile(ops_fit: tuple[ComputeProfile, ComputeP
     ours = _flat(ops_fit[0].model_dump())
     want = _flat(shipped.model_dump())
     assert ours["source"] == want["source"]
-    fitted = {
-        k: v
-        for k, v in want.items()
-        if k.split(".")[0] in ("gemm", "attention", "memory", "optimizer", "launch", "host_overhead")
-    }
+    _assert_same_fit(
+        ops_fit[0], shipped, INPUTS, ("gemm", "attention", "memory", "optimizer", "launch", "host_overhead")
+    )
+
+
+PRED_REL = 1e-3
+"""How close a refit's prediction of every fit-input row must be to the shipped profile's. The fit is
+Levenberg-Marquardt from fixed starts, deterministic on one machine, but numpy's exp and log dispatch by
+CPU (AVX2, AVX-512) and differ in the last bit; a few parameters the rows barely see (a head-dim scale
+near its bound, a memory op's host beside its t0) then end 1e-5 to 1e-2 apart between machines while the
+predictions agree to 4e-4 at worst (median 1e-12): what a profile is for is compared tightly, its
+parameters loosely (:data:`PARAM_REL`, a different optimum, not last-bit drift)."""
+PARAM_REL = 0.05
+
+
+def _assert_same_fit(
+    ours: ComputeProfile, shipped: ComputeProfile, inputs: list[str], families: tuple[str, ...]
+) -> None:
+    """``ours`` reproduces ``shipped``: the same entries and flags, floats within :data:`PARAM_REL`, and
+    every op row of ``inputs`` priced within :data:`PRED_REL` (relative)."""
+    import os
+
+    import numpy as np
+
+    a, b = _flat(ours.model_dump()), _flat(shipped.model_dump())
+    fitted = {k: v for k, v in b.items() if k.split(".")[0] in families}
     assert fitted
     for k, v in fitted.items():
-        assert ours.get(k) == (pytest.approx(v, rel=1e-6) if isinstance(v, float) else v), k
+        assert k in a, k
+        numeric = isinstance(v, float) or (
+            isinstance(v, (tuple, list)) and any(isinstance(x, float) for x in v)
+        )
+        assert a[k] == (pytest.approx(v, rel=PARAM_REL) if numeric else v), k
+    old = os.getcwd()
+    os.chdir(REPO)
+    try:
+        t = FC.read_ops([p for p in inputs if not FC.is_embedding_kernels_csv(p)])
+    finally:
+        os.chdir(old)
+    dev = default_registry().device("h200")
+    mine, theirs = FC.predict_rows(dev, ours, t), FC.predict_rows(dev, shipped, t)
+    assert np.all(np.isfinite(mine) == np.isfinite(theirs))
+    ok = np.isfinite(theirs)
+    worst = int(np.argmax(np.where(ok, np.abs(mine / np.where(ok, theirs, 1.0) - 1.0), 0.0)))
+    assert mine[worst] == pytest.approx(theirs[worst], rel=PRED_REL), (t.kind[worst], t.name[worst])
 
 
 def _flat(d: object, prefix: str = "") -> dict[str, object]:
@@ -202,10 +239,9 @@ def test_reproduces_shipped_kernel_rate_profile() -> None:
     shipped = ComputeProfile.model_validate(
         yaml.safe_load((builtin_dir() / "calibration" / "h200-kernels.yaml").read_text())
     )
-    a, b = _flat(ours.model_dump()), _flat(shipped.model_dump())
-    for k, v in b.items():
-        if k.split(".")[0] in ("gemm", "memory", "power_fraction", "attention", "gap"):
-            assert a.get(k) == (pytest.approx(v, rel=1e-6) if isinstance(v, float) else v), k
+    _assert_same_fit(
+        ours, shipped, [OPS, COLD, kr, *INPUTS[2:], NORM_OPS], ("gemm", "memory", "power_fraction", "attention", "gap")
+    )
     # GEMM kernels would draw more than the TDP back to back; HBM-streaming memory-bound ones ~0.9 of it
     assert shipped.power_fraction["gemm"] > 1.0 > shipped.power_fraction["memory"] > 0.8
     # a kernel replayed in a CUDA graph: a fraction of a microsecond beyond its own duration
