@@ -140,7 +140,12 @@ Round 80 (``--set sample_fit``, fitted, not held apart): ``generate()`` with eac
 together, beside greedy, on GPT-2 and the Llama family (temperature only: ``torch.multinomial``; top-k; top-p:
 ``torch.sort``; a repetition penalty with sampling): the host of a sampling pass's extra kernel launches, fitted.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit] [--budget S] [--smoke]
+Round 81 (``--set r81``): held-apart ``generate()`` runs after ``profile.EXTRA_LAUNCH_OPS`` (stop 22): top-p on a
+12-layer Llama at batch 8, GPT-2 top-k at batch 8, Mistral's code with a repetition penalty and top-p, Qwen2 with
+min-p (a logits processor not in round 80), a Llama sampling with the defaults at batch 1, GPT-2 medium with
+temperature alone.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -615,6 +620,24 @@ RUNS_SAMPLE_FIT = [
 ]  # fmt: skip
 
 
+# round 81 (--set r81): held-apart generate() runs after EXTRA_LAUNCH_OPS (stop 22): sampling at other widths,
+# depths and batches, min-p (a logits processor round 80 did not measure), a repetition penalty with top-p
+RUNS_R81 = [
+    ("generate_llama_L12_h2048_b8_topp", lambda s: llama(12, 2048, 16, 8, 5632, 32000, s), "generate", 8, (256, 16),
+     {"gen": {"do_sample": True, "temperature": 0.6, "top_p": 0.9}}),
+    ("generate_gpt2_L12_b8_topk", lambda s: gpt2(12, 768, 12, s), "generate", 8, (256, 16),
+     {"gen": {"do_sample": True, "temperature": 0.7, "top_k": 40}}),
+    ("generate_mistral_L8_h2048_b2_reppen_topp", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s, "mistral"),
+     "generate", 2, (512, 16), {"gen": {"do_sample": True, "top_p": 0.95, "repetition_penalty": 1.1}}),
+    ("generate_qwen2_L8_h2048_b8_minp", lambda s: llama(8, 2048, 16, 4, 5632, 151936, s, "qwen2"), "generate", 8,
+     (128, 16), {"gen": {"do_sample": True, "min_p": 0.05, "top_k": 0}}),
+    ("generate_llama_L8_h2048_b1_sample", lambda s: llama(8, 2048, 32, 8, 8192, 32000, s), "generate", 1, (128, 32),
+     {"gen": {"do_sample": True}}),
+    ("generate_gpt2_L24_h1024_b4_temp", lambda s: gpt2(24, 1024, 16, s), "generate", 4, (128, 16),
+     {"gen": {"do_sample": True, "temperature": 1.2, "top_k": 0}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -650,6 +673,7 @@ SETS = {
     "r73": (RUNS_R73, "r73"),
     "r79": (RUNS_R79, "r79"),
     "sample_fit": (RUNS_SAMPLE_FIT, "r80"),
+    "r81": (RUNS_R81, "r81"),
 }
 
 

@@ -22,7 +22,11 @@ Round 80 (``--set sample_fit``, fitted, not held apart): the same loops greedy, 
 (``torch.multinomial``), nanoGPT's top-k and the Llama reference's top-p: the host of a sampling pass's extra
 kernel launches, fitted beside ``tools/bench_hf.py --set sample_fit``.
 
-  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit] [--smoke] [--budget S]
+Round 81 (``--set r81``, held apart after ``profile.EXTRA_LAUNCH_OPS``): the samplers on other models, widths and
+batches: nanoGPT at h 1024 with the Llama reference's top-p at batch 16, the hand-written Llama with nanoGPT's
+top-k at batch 8, a 12-layer Llama with temperature sampling alone over a 512-token prompt.
+
+  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit|r81] [--smoke] [--budget S]
 """
 
 from __future__ import annotations
@@ -200,7 +204,15 @@ RUNS_SAMPLE_FIT = [
     ("llama_topk_L8_h2048_b2_p256", _llama_l8, _LLAMA_LAST, 2, 256, sample_top_k),
     ("llama_topp_L8_h2048_b2_p256", _llama_l8, _LLAMA_LAST, 2, 256, sample_top_p),
 ]  # fmt: skip
-SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT}
+# round 81 (--set r81): held apart after EXTRA_LAUNCH_OPS: the samplers on other models, widths and batches
+RUNS_R81 = [
+    ("nanogpt_topp_L12_h1024_b16_p128", lambda s: NanoGPT(2 if s else 12, 64 if s else 1024, 4 if s else 16,
+     512 if s else 50304, 1024), nanogpt_forward, 16, 128, sample_top_p),
+    ("llama_topk_L8_h2048_b8_p256", _llama_l8, _LLAMA_LAST, 8, 256, sample_top_k),
+    ("llama_temp_L12_h2048_b4_p512", lambda s: UserLlama(2 if s else 12, 64 if s else 2048, 4 if s else 16,
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), _LLAMA_LAST, 4, 512, sample_temperature),
+]  # fmt: skip
+SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT, "r81": RUNS_R81}
 
 
 def main() -> None:
@@ -250,7 +262,8 @@ def main() -> None:
         del model, step, x
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    label = "r80_user" if args.set == "sample_fit" else args.set
+    # beside tools/bench_hf.py's r<N>_runs.json of the same round (round 79's was overwritten by it)
+    label = f"{'r80' if args.set == 'sample_fit' else args.set}_user"
     with open(os.path.join(args.outdir, f"{label}_runs.json"), "w") as f:
         json.dump(meta, f, indent=1)
     log(f"done in {time.time() - t0:.0f} s")

@@ -18,6 +18,7 @@ skipped: their per-layer host includes the wrapper's work.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
@@ -670,13 +671,46 @@ def decode_layer_op_count(a: Analysis) -> float | None:
     return float(statistics.median(counts)) if counts else None
 
 
+LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaMemsetAsync", "cudaMemcpyAsync")
+"""Runtime calls by which an op puts work on a stream (kernels, memsets, copies)."""
+
+
+def decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
+    """(Top-level ops a decode pass issues on its thread outside its layers, the stream launches
+    (:data:`LAUNCH_CALLS`) those ops make beyond one each), medians over a no-grad trace's decode passes;
+    ``None`` without any. Outside the layers: the token embedding, the final norm, the LM head, the
+    loop's sampling and bookkeeping (``generate()``'s logits processors, stopping criteria and cache
+    updates). An op such as ``aten::sort``, ``aten::topk`` or ``aten::multinomial`` launches 15-20
+    kernels and memsets from one call. The code's structure, as :func:`decode_layer_op_count` is its
+    layers' (``RuntimeSpec.pass_ops`` weighs them, :func:`decode_pass_op_count`)."""
+    per_pass = _pass_counts(a)
+    if not per_pass:
+        return None
+    return (
+        float(statistics.median(c[0] for c in per_pass)),
+        float(statistics.median(c[1] for c in per_pass)),
+    )
+
+
 def decode_pass_op_count(a: Analysis) -> float | None:
-    """Top-level ops a decode pass issues on its thread outside its layers (the token embedding, the
-    final norm, the LM head, the loop's sampling and bookkeeping: ``generate()``'s logits processors,
-    stopping criteria and cache updates), the median over a no-grad trace's decode passes; ``None``
-    without any. The code's structure, as :func:`decode_layer_op_count` is its layers'
-    (``RuntimeSpec.pass_ops``)."""
-    counts: list[float] = []
+    """The ops a decode pass issues outside its layers, each kernel launch beyond an op's first counted
+    as ``profile.EXTRA_LAUNCH_OPS`` of an op (:func:`decode_pass_counts`), the median over a no-grad
+    trace's decode passes; ``None`` without any (``RuntimeSpec.pass_ops``)."""
+    from simcore.calibration.profile import pass_op_weight
+
+    per_pass = _pass_counts(a)
+    return float(statistics.median(pass_op_weight(*c) for c in per_pass)) if per_pass else None
+
+
+def _pass_counts(a: Analysis) -> list[tuple[int, int]]:
+    """(Top-level ops, their launches beyond one each) outside the layers of every decode pass."""
+    out: list[tuple[int, int]] = []
+    launches: dict[int, list[float]] = {}
+    for c in a.trace.host_calls:
+        if c.name.startswith(LAUNCH_CALLS):
+            launches.setdefault(c.tid, []).append(c.ts)
+    for ts in launches.values():
+        ts.sort()
     for win in _step_ops(a):
         if not win or any(o.name.startswith(_BWD_NORM) for o in win):
             continue
@@ -684,8 +718,58 @@ def decode_pass_op_count(a: Analysis) -> float | None:
         for p, starts, _seq in _forward_passes(win, prefill=False):
             begin, end = _pass_span(p, starts, hi)
             tid = p[0].tid
-            counts.append(float(_top_level(win, tid, begin, p[0].ts) + _top_level(win, tid, p[-1].ts, end)))
-    return float(statistics.median(counts)) if counts else None
+            calls = launches.get(tid, [])
+            ops = extra = 0
+            for lo, up in ((begin, p[0].ts), (p[-1].ts, end)):
+                top = _outermost(sorted((o for o in win if o.tid == tid and lo <= o.ts < up), key=lambda o: (o.ts, -o.dur)))
+                ops += len(top)
+                for o in top:
+                    n = bisect.bisect_left(calls, o.ts + o.dur) - bisect.bisect_left(calls, o.ts)
+                    extra += max(n - 1, 0)
+            out.append((ops, extra))
+    return out
+
+
+def fit_extra_launch_ops(analyses: list[Analysis]) -> tuple[float, float, float]:
+    """(The host of a stream launch beyond an op's first, in top-level ops; the RMS relative error of a
+    pass's host outside its layers with it; without it) fitted on profiled eager decode loops
+    (``profile.EXTRA_LAUNCH_OPS``). Each trace's median host outside the layers, over its empty-op probe
+    (the host's pace), is its code's cost per op times ``ops + w * extra launches``
+    (:func:`decode_pass_counts`); the codes (implementation, loop, activation) each have their own cost
+    per op. ``w`` minimises the squared log error over a grid of 0 to 1.5 in steps of 0.01; the fit needs
+    traces of one code with different launch counts (round 80: each sampler beside greedy)."""
+    import numpy as np
+
+    codes: list[str] = []
+    host: list[float] = []
+    counts: list[tuple[float, float]] = []
+    for a in analyses:
+        rows = [r for r in decode_step_hosts(a) if r.empty_main_s > 0]
+        c = decode_pass_counts(a)
+        if not rows or c is None:
+            continue
+        outside = statistics.median((r.pass_s - r.layers * r.layer_s) / r.empty_main_s for r in rows)
+        codes.append(f"{rows[0].impl}/{rows[0].loop}/{rows[0].act}")
+        host.append(outside)
+        counts.append(c)
+    if len({*codes}) == len(codes):
+        raise ValueError("fitting the extra launch weight needs two or more traces of one code")
+    y = np.log(np.asarray(host))
+    groups = [np.asarray([k == code for k in codes]) for code in sorted({*codes})]
+
+    def residual(w: float) -> np.ndarray:
+        r = y - np.log(np.asarray([o + w * x for o, x in counts]))
+        for g in groups:
+            r[g] -= r[g].mean()
+        return r
+
+    grid = np.round(np.arange(0.0, 1.5001, 0.01), 2)
+    best = float(grid[int(np.argmin([float((residual(w) ** 2).sum()) for w in grid]))])
+
+    def rms(w: float) -> float:
+        return float(np.sqrt(np.mean((np.exp(-residual(w)) - 1.0) ** 2)))
+
+    return best, rms(best), rms(0.0)
 
 
 def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:

@@ -258,11 +258,13 @@ class RuntimeSpec(Spec):
     pass_ops: float | None = Field(default=None, gt=0)
     """Top-level ops an eager inference forward pass issues outside its layers on the host (the token
     embedding, the final norm, the LM head and the loop's own sampling and bookkeeping: ``generate()``'s
-    logits processors, stopping criteria and cache updates). The host of a pass beyond its layers was
-    measured on code issuing ``profile.CALIBRATED_PASS_OPS`` (``tools/gpt.py``'s loop 5; ``transformers``'
-    forward 11 for GPT-2, 31 for the Llama family; its ``generate()`` 56 and 72) and scales with the
-    count (round 55's Qwen2 ``generate()``, whose config has no end-of-sequence id: 58). ``None``: the
-    calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
+    logits processors, stopping criteria and cache updates), each stream launch an op makes beyond its
+    first counted as ``profile.EXTRA_LAUNCH_OPS`` of an op (``profile.pass_op_weight``: a sampler's
+    ``aten::sort`` or ``aten::multinomial`` launches 15-20 kernels and memsets from one call). The host
+    of a pass beyond its layers was measured on code of ``profile.CALIBRATED_PASS_OPS`` (``tools/gpt.py``'s
+    loop 5 ops; ``transformers``' forward 11 for GPT-2, 31 for the Llama family; its greedy ``generate()``
+    56 and 72, with 12 extra launches) and scales with the weight. ``None``: the calibrated code's.
+    ``simcore validate`` reads it from a single-GPU trace."""
     cpu_op_time: CpuOpTime | None = None
     """The CPU's per-op speed of the run, where known (``simcore validate`` reads it from the trace):
     host times scale by its ratio to the speed the calibration profile measured them at. ``None``: the
