@@ -145,7 +145,11 @@ Round 81 (``--set r81``): held-apart ``generate()`` runs after ``profile.EXTRA_L
 min-p (a logits processor not in round 80), a Llama sampling with the defaults at batch 1, GPT-2 medium with
 temperature alone.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81] [--budget S] [--smoke]
+Round 82 (``--set r82``): held-apart runs after ``host_trace.PROBE_WINDOW`` (stop 22): ``generate()`` of GPT-2 with
+top-p at batch 2, a Llama of h 3072 (vocab 128256) with top-k, a Qwen2 of h 1536 greedy; a greedy decode loop of
+GPT-2 at batch 16; eager training steps of GPT-2 (8 layers, 8 x 512) and a Llama of h 1536 (4 x 512).
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -638,6 +642,21 @@ RUNS_R81 = [
 ]  # fmt: skip
 
 
+# round 82 (--set r82): held-apart runs after host_trace.PROBE_WINDOW (stop 22: the run's CPU pace the mean of
+# windowed medians): generate() sampling and greedy, a greedy decode loop, small eager training steps
+RUNS_R82 = [
+    ("generate_gpt2_L12_b2_topp", lambda s: gpt2(12, 768, 12, s), "generate", 2, (256, 24),
+     {"gen": {"do_sample": True, "temperature": 0.8, "top_p": 0.9}}),
+    ("generate_llama_L6_h3072_b4_topk", lambda s: llama(6, 3072, 24, 8, 8192, 128256, s), "generate", 4, (128, 16),
+     {"gen": {"do_sample": True, "top_k": 20}}),
+    ("generate_qwen2_L12_h1536_b4", lambda s: llama(12, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 4,
+     (256, 16), {}),
+    ("infer_gpt2_L12_b16_p128", lambda s: gpt2(12, 768, 12, s), "infer", 16, (128, 8), {}),
+    ("train_gpt2_L8_b8_s512", lambda s: gpt2(8, 768, 12, s), "train", 8, 512, {}),
+    ("train_llama_L6_h1536_b4_s512", lambda s: llama(6, 1536, 12, 4, 6144, 32000, s), "train", 4, 512, {}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -674,6 +693,7 @@ SETS = {
     "r79": (RUNS_R79, "r79"),
     "sample_fit": (RUNS_SAMPLE_FIT, "r80"),
     "r81": (RUNS_R81, "r81"),
+    "r82": (RUNS_R82, "r82"),
 }
 
 

@@ -26,7 +26,10 @@ Round 81 (``--set r81``, held apart after ``profile.EXTRA_LAUNCH_OPS``): the sam
 batches: nanoGPT at h 1024 with the Llama reference's top-p at batch 16, the hand-written Llama with nanoGPT's
 top-k at batch 8, a 12-layer Llama with temperature sampling alone over a 512-token prompt.
 
-  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit|r81] [--smoke] [--budget S]
+Round 82 (``--set r82``, held apart after ``host_trace.PROBE_WINDOW``): nanoGPT of 8 layers with temperature
+sampling after 8 x 512, a 16-layer hand-written Llama of h 1024 with top-p after 4 x 256.
+
+  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit|r81|r82] [--smoke] [--budget S]
 """
 
 from __future__ import annotations
@@ -212,7 +215,14 @@ RUNS_R81 = [
     ("llama_temp_L12_h2048_b4_p512", lambda s: UserLlama(2 if s else 12, 64 if s else 2048, 4 if s else 16,
      512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), _LLAMA_LAST, 4, 512, sample_temperature),
 ]  # fmt: skip
-SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT, "r81": RUNS_R81}
+# round 82 (--set r82): held apart after host_trace.PROBE_WINDOW: two more loops at other depths and widths
+RUNS_R82 = [
+    ("nanogpt_temp_L8_h768_b8_p512", lambda s: NanoGPT(2 if s else 8, 64 if s else 768, 4 if s else 12,
+     512 if s else 50304, 1024), nanogpt_forward, 8, 512, sample_temperature),
+    ("llama_topp_L16_h1024_b4_p256", lambda s: UserLlama(2 if s else 16, 64 if s else 1024, 4 if s else 16,
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 2816), _LLAMA_LAST, 4, 256, sample_top_p),
+]  # fmt: skip
+SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT, "r81": RUNS_R81, "r82": RUNS_R82}
 
 
 def main() -> None:

@@ -138,6 +138,25 @@ def test_profiled_ddp_step_pays_the_hooks(tmp_path) -> None:  # type: ignore[no-
     )
 
 
+def test_windowed_pace() -> None:
+    """The pace of a run: the mean over consecutive windows (in time order) of each window's median; a
+    lone preempted call moves nothing, a slow stretch moves it by its share of the run; too few calls
+    for two windows: the plain median."""
+    from simcore.calibration.host_trace import _windowed
+
+    calls = [(float(i), 1.0) for i in range(64)]
+    assert _windowed(calls, 16) == 1.0
+    calls[5] = (5.0, 50.0)  # one call preempted
+    assert _windowed(calls, 16) == 1.0
+    slow = [(float(i), 2.0 if 16 <= i < 32 else 1.0) for i in range(64)]  # a quarter of the run at half pace
+    assert _windowed(slow, 16) == pytest.approx(1.25)
+    assert _windowed(slow, 0) == 1.0  # one median does not see it
+    assert _windowed(list(reversed(slow)), 16) == pytest.approx(1.25)  # time order, not list order
+    assert _windowed([(0.0, 3.0), (1.0, 1.0), (2.0, 2.0)], 16) == 2.0
+    # a trailing partial window is left out
+    assert _windowed([(float(i), 1.0) for i in range(36)] + [(36.0 + i, 9.0) for i in range(8)], 16) == 1.0
+
+
 def test_op_speed_probe_per_thread() -> None:
     from simcore.calibration.host_trace import op_speed
 
@@ -333,7 +352,8 @@ def test_compiled_probe_is_the_compiled_regions_transpose(tmp_path) -> None:  # 
     out = tmp_path / "c.csv"
     assert main(["--compiled", str(tmp_path / "compiled_gpt_L12_h768.json.gz"), "-o", str(out)]) == 0
     rows = list(csv.DictReader(out.open()))
-    eager = op_speed(analyze(read_trace(H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz")))
+    # the fitted units' probe: the twin's plain median (op_speed's windowed pace is for predictions)
+    eager = op_speed(analyze(read_trace(H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz")), window=0)
     assert eager is not None
     assert all(float(r["eager_probe_main_s"]) == pytest.approx(eager.main_s) for r in rows)
 
