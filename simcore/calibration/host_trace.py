@@ -245,27 +245,31 @@ class OpSpeed:
     ``None`` under 10 calls)."""
 
 
-def op_speed(a: Analysis, window: int | None = None) -> OpSpeed | None:
+def op_speed(a: Analysis, window: int = 0) -> OpSpeed | None:
     """The CPU's per-op speed in a trace (None when it calls neither probe), seconds a probe call: the
-    mean of windowed medians over the trace (``window`` calls, :data:`PROBE_WINDOW` by default; 0 the
-    plain median, as the fitted host units were measured). The backward thread is the one that runs the
-    autograd nodes; the main thread the other one that runs the most ops."""
+    median over the trace (as the fitted host units were measured), or with ``window`` the mean of the
+    medians of consecutive windows of that many calls (:data:`PROBE_WINDOW`, an inference trace's
+    pace). The backward thread is the one that runs the autograd nodes; the main thread the other one
+    that runs the most ops."""
     ops = list(a.trace.cpu_ops.values())
     if not any(o.name in (PROBE_OP, ALT_PROBE_OP) for o in ops):
         return None
-    w = PROBE_WINDOW if window is None else window
-    return _probe_medians(ops, {o.tid for o in ops if o.name.startswith(_BWD_NORM)}, w)
+    return _probe_medians(ops, {o.tid for o in ops if o.name.startswith(_BWD_NORM)}, window)
 
 
 PROBE_WINDOW = 16
-"""Calls of a probe op per window of :func:`op_speed`'s pace: the CPU's pace of a whole trace is the mean
-of the medians of consecutive windows of this many calls, not one median. The pace moves within a run
-(round 80's greedy GPT-2 ``generate()``: passes of 12-21 ms whose layers stay at 214-279 of their own
-pass's ``aten::empty``), and a step's host is the sum of its ops at the pace of each moment: one median
-over the trace under-predicts a run with slow stretches. A window's median keeps a call preempted
-alone from counting. 16 was chosen on round 80's fit traces (``generate()`` on GPT-2 and a Llama, each
-sampler beside greedy: mean |error| 5.8 % one median, 3.9 % windows of 16, 4.5 % of 32, 4.7 % of 64),
-not on the held-apart traces; the fitted host units keep each step's median (``_probe_medians``)."""
+"""Calls of a probe op per window of an inference trace's pace (:func:`op_speed`, as ``simcore validate``
+reads it): the mean of the medians of consecutive windows of this many calls, not one median. The pace
+moves within a run (round 80's greedy GPT-2 ``generate()``: passes of 12-21 ms whose layers stay at
+214-279 of their own pass's ``aten::empty``), and a host-bound step's host is the sum of its ops at the
+pace of each moment: one median over the trace under-predicts a run with slow stretches. A window's
+median keeps a call preempted alone from counting. 16 was chosen on round 80's fit traces
+(``generate()`` on GPT-2 and a Llama, each sampler beside greedy: mean |error| 5.8 % one median, 3.9 %
+windows of 16, 4.5 % of 32, 4.7 % of 64). Training traces keep one median: their GPU-heavy steps fill
+the launch queue, and ops that wait on it are back-pressure, not the CPU's pace (over the committed
+traces windows moved training from 105 to 101 of 114 within 10 %, inference from 47 to 54 of 59; a
+choice made on those traces, so not held apart). The fitted host units keep each step's median
+(``_probe_medians``)."""
 
 
 def _windowed(v: list[tuple[float, float]], w: int) -> float:
@@ -779,11 +783,11 @@ def fit_extra_launch_ops(analyses: list[Analysis]) -> tuple[float, float, float]
         counts.append(c)
     if len({*codes}) == len(codes):
         raise ValueError("fitting the extra launch weight needs two or more traces of one code")
-    y = np.log(np.asarray(host))
+    y = np.log(np.asarray(host, dtype=float))
     groups = [np.asarray([k == code for k in codes]) for code in sorted({*codes})]
 
     def residual(w: float) -> np.ndarray:
-        r = y - np.log(np.asarray([o + w * x for o, x in counts]))
+        r: np.ndarray = y - np.log(np.asarray([o + w * x for o, x in counts], dtype=float))
         for g in groups:
             r[g] -= r[g].mean()
         return r
@@ -1105,7 +1109,7 @@ def main(argv: list[str] | None = None) -> int:
                 # an eager trace of the same process beside it (eager_<name> next to compiled_<name>)
                 twin = Path(p).with_name(Path(p).name.replace("compiled_", "eager_", 1))
                 eager = (
-                    op_speed(analyze(read_trace(twin)), window=0)
+                    op_speed(analyze(read_trace(twin)))
                     if "compiled_" in Path(p).name and twin.exists()
                     else None
                 )

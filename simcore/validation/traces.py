@@ -26,6 +26,7 @@ from simcore.calibration.fit_host import thread_probe
 from simcore.calibration.host_trace import (
     FUSED_ATTENTION_OPS,
     FUSED_OPTIMIZER_OPS,
+    PROBE_WINDOW,
     SYNC_CALLS,
     OpSpeed,
     compiled_op_speed,
@@ -1043,7 +1044,8 @@ def _cpu_speed(
                 )
             )
             continue
-        s = _as_t(op_speed(a), inference, host, gemm_probe)
+        # an inference trace's pace over windows of its probe calls (host_trace.PROBE_WINDOW)
+        s = _as_t(op_speed(a, PROBE_WINDOW if inference else 0), inference, host, gemm_probe)
         if s is not None and s.main_s:
             speeds.append(s)
     if not speeds:

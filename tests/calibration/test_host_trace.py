@@ -352,8 +352,8 @@ def test_compiled_probe_is_the_compiled_regions_transpose(tmp_path) -> None:  # 
     out = tmp_path / "c.csv"
     assert main(["--compiled", str(tmp_path / "compiled_gpt_L12_h768.json.gz"), "-o", str(out)]) == 0
     rows = list(csv.DictReader(out.open()))
-    # the fitted units' probe: the twin's plain median (op_speed's windowed pace is for predictions)
-    eager = op_speed(analyze(read_trace(H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz")), window=0)
+    # the fitted units' probe: the twin's plain median (a windowed pace is for inference predictions)
+    eager = op_speed(analyze(read_trace(H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz")))
     assert eager is not None
     assert all(float(r["eager_probe_main_s"]) == pytest.approx(eager.main_s) for r in rows)
 

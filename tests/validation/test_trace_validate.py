@@ -43,7 +43,7 @@ def test_validate_real_traces(name: str) -> None:
 
     sc = load_scenario(str(SC / f"{name}.yaml"))
     # what validate read from the traces, checked against the traces directly
-    from simcore.calibration.host_trace import op_speed, step_synchronized
+    from simcore.calibration.host_trace import PROBE_WINDOW, op_speed, step_synchronized
 
     ans = [analyze(read_trace(f)) for f in files]
     from simcore.validation.traces import _as_t, _profile_of
@@ -54,7 +54,7 @@ def test_validate_real_traces(name: str) -> None:
         s
         for s in (
             _as_t(
-                op_speed(a),
+                op_speed(a, PROBE_WINDOW if sc.kind == "inference" else 0),
                 sc.kind == "inference",
                 host,
                 f"probe_linear_ratio_infer_{'hf_' if d['runtime']['implementation'] == 'huggingface' else ''}"
@@ -645,27 +645,27 @@ def test_inference_cpu_speed_is_read_from_the_gemm_op() -> None:
     """Rounds 42-43: a no-grad pass is timed by its median GEMM op (aten::linear; GPT-2's Conv1D
     addmm), stated as aten::t at the fitted ratio of its code and block (simcore's Llama 8.9, GPT 10.7,
     transformers' Llama 8.8)."""
-    from simcore.calibration.host_trace import op_speed
+    from simcore.calibration.host_trace import PROBE_WINDOW, op_speed
     from simcore.validation.traces import _profile_of
     from simcore.workload.replay import load_analyses
 
     own = "h200_r40_infer_llama_l16_h2048_b2"
     rep = validate([str(REPO / f) for f in CASES[own]], SC / f"{own}.yaml").to_dict()
     host = _profile_of(simcore.load_scenario(str(SC / f"{own}.yaml"))).host_layer
-    s = op_speed(load_analyses([str(REPO / CASES[own][0])])[0])
+    s = op_speed(load_analyses([str(REPO / CASES[own][0])])[0], PROBE_WINDOW)
     assert s is not None and s.linear_main_s and s.main_s
     ratio = host["probe_linear_ratio_infer_swiglu"]
     assert 7.0 < ratio < host["probe_linear_ratio_infer_gelu"] < 13.0
     assert rep["runtime"]["cpu_op_time"]["main"] == pytest.approx(s.linear_main_s / ratio)
     hf = "h200_r31_infer_llama_l8_h2048_b4"
     rep_hf = validate([str(REPO / f) for f in CASES[hf]], SC / f"{hf}.yaml").to_dict()
-    s_hf = op_speed(load_analyses([str(REPO / CASES[hf][0])])[0])
+    s_hf = op_speed(load_analyses([str(REPO / CASES[hf][0])])[0], PROBE_WINDOW)
     assert s_hf is not None and s_hf.linear_main_s
     r_hf = host["probe_linear_ratio_infer_hf_swiglu"]
     assert rep_hf["runtime"]["cpu_op_time"]["main"] == pytest.approx(s_hf.linear_main_s / r_hf)
     # GPT-2's Conv1D layers issue addmm, not linear: that op times them
     g2 = "h200_r38_infer_gpt2_l12_b8"
-    s_g2 = op_speed(load_analyses([str(REPO / CASES[g2][0])])[0])
+    s_g2 = op_speed(load_analyses([str(REPO / CASES[g2][0])])[0], PROBE_WINDOW)
     assert s_g2 is not None and s_g2.main_s is None and s_g2.linear_main_s
 
 
