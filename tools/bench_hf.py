@@ -149,7 +149,12 @@ Round 82 (``--set r82``): held-apart runs after ``host_trace.PROBE_WINDOW`` (sto
 top-p at batch 2, a Llama of h 3072 (vocab 128256) with top-k, a Qwen2 of h 1536 greedy; a greedy decode loop of
 GPT-2 at batch 16; eager training steps of GPT-2 (8 layers, 8 x 512) and a Llama of h 1536 (4 x 512).
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82] [--budget S] [--smoke]
+Round 83 (``--set r83``): held-apart runs after ``PROBE_WINDOW`` was kept to inference traces (stop 22): a 4-layer
+Llama ``generate()`` with top-k at batch 16, GPT-2 (6 layers) greedy ``generate()`` after 4 x 512, a 12-layer Llama
+of h 1024 decode loop at batch 8; eager training of GPT-2 (10 layers, 6 x 1024), a Llama of h 2048 (2 x 2048) and a
+Qwen2 of h 1536 (4 x 1024).
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -657,6 +662,19 @@ RUNS_R82 = [
 ]  # fmt: skip
 
 
+# round 83 (--set r83): held-apart runs after PROBE_WINDOW for inference only (stop 22): generate() sampling and
+# greedy, a decode loop, eager training steps of three families
+RUNS_R83 = [
+    ("generate_llama_L4_h2048_b16_topk", lambda s: llama(4, 2048, 16, 4, 5632, 32000, s), "generate", 16, (128, 16),
+     {"gen": {"do_sample": True, "top_k": 50}}),
+    ("generate_gpt2_L6_b4", lambda s: gpt2(6, 768, 12, s), "generate", 4, (512, 24), {}),
+    ("infer_llama_L12_h1024_b8_p512", lambda s: llama(12, 1024, 16, 4, 4096, 32000, s), "infer", 8, (512, 8), {}),
+    ("train_gpt2_L10_b6", lambda s: gpt2(10, 768, 12, s), "train", 6, 1024, {}),
+    ("train_llama_L4_h2048_b2_s2048", lambda s: llama(4, 2048, 16, 8, 5632, 32000, s), "train", 2, 2048, {}),
+    ("train_qwen2_L4_h1536_b4", lambda s: llama(4, 1536, 12, 2, 8960, 151936, s, "qwen2"), "train", 4, 1024, {}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -694,6 +712,7 @@ SETS = {
     "sample_fit": (RUNS_SAMPLE_FIT, "r80"),
     "r81": (RUNS_R81, "r81"),
     "r82": (RUNS_R82, "r82"),
+    "r83": (RUNS_R83, "r83"),
 }
 
 

@@ -29,7 +29,10 @@ top-k at batch 8, a 12-layer Llama with temperature sampling alone over a 512-to
 Round 82 (``--set r82``, held apart after ``host_trace.PROBE_WINDOW``): nanoGPT of 8 layers with temperature
 sampling after 8 x 512, a 16-layer hand-written Llama of h 1024 with top-p after 4 x 256.
 
-  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit|r81|r82] [--smoke] [--budget S]
+Round 83 (``--set r83``, held apart after ``PROBE_WINDOW`` was kept to inference traces): a 6-layer nanoGPT of
+h 512 greedy after 4 x 256, a 12-layer hand-written Llama of h 1536 with top-k after 2 x 512.
+
+  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit|r81|r82|r83] [--smoke] [--budget S]
 """
 
 from __future__ import annotations
@@ -222,7 +225,15 @@ RUNS_R82 = [
     ("llama_topp_L16_h1024_b4_p256", lambda s: UserLlama(2 if s else 16, 64 if s else 1024, 4 if s else 16,
      512 if s else 32000, 2048, kv=4, ffn=128 if s else 2816), _LLAMA_LAST, 4, 256, sample_top_p),
 ]  # fmt: skip
-SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT, "r81": RUNS_R81, "r82": RUNS_R82}
+# round 83 (--set r83): held apart after PROBE_WINDOW was kept to inference traces
+RUNS_R83 = [
+    ("nanogpt_greedy_L6_h512_b4_p256", lambda s: NanoGPT(2 if s else 6, 64 if s else 512, 4 if s else 8,
+     512 if s else 50304, 1024), nanogpt_forward, 4, 256, greedy),
+    ("llama_topk_L12_h1536_b2_p512", lambda s: UserLlama(2 if s else 12, 64 if s else 1536, 4 if s else 12,
+     512 if s else 32000, 2048, kv=4, ffn=128 if s else 4096), _LLAMA_LAST, 2, 512, sample_top_k),
+]  # fmt: skip
+SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT, "r81": RUNS_R81, "r82": RUNS_R82,
+        "r83": RUNS_R83}  # fmt: skip
 
 
 def main() -> None:

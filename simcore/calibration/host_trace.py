@@ -552,9 +552,14 @@ def _step_ops(a: Analysis) -> list[list[CpuOp]]:
     return windows
 
 
-def _top_level(win: list[CpuOp], tid: int, lo: float, hi: float) -> int:
+def _top_ops(win: list[CpuOp], tid: int, lo: float, hi: float) -> list[CpuOp]:
     """Ops of thread ``tid`` starting in ``[lo, hi)`` not nested in another."""
-    return len(_outermost(sorted((o for o in win if o.tid == tid and lo <= o.ts < hi), key=lambda o: (o.ts, -o.dur))))
+    return _outermost(sorted((o for o in win if o.tid == tid and lo <= o.ts < hi), key=lambda o: (o.ts, -o.dur)))
+
+
+def _top_level(win: list[CpuOp], tid: int, lo: float, hi: float) -> int:
+    """How many :func:`_top_ops`."""
+    return len(_top_ops(win, tid, lo, hi))
 
 
 def layer_op_counts(a: Analysis) -> tuple[float, float] | None:
@@ -750,7 +755,7 @@ def _pass_counts(a: Analysis) -> list[tuple[int, int]]:
             calls = launches.get(tid, [])
             ops = extra = 0
             for lo, up in ((begin, p[0].ts), (p[-1].ts, end)):
-                top = _outermost(sorted((o for o in win if o.tid == tid and lo <= o.ts < up), key=lambda o: (o.ts, -o.dur)))
+                top = _top_ops(win, tid, lo, up)
                 ops += len(top)
                 for o in top:
                     n = bisect.bisect_left(calls, o.ts + o.dur) - bisect.bisect_left(calls, o.ts)
