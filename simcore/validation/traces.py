@@ -1002,12 +1002,15 @@ def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple
 def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:
     """Decode passes per host synchronization in an inference trace's steps (``None``: no step waits;
     1 where the passes cannot be counted). A trace without step annotations counts over its whole
-    CPU range: its decode passes (one step, or steps found by repeats) per wait."""
+    CPU range: its decode passes (one step, or steps found by repeats) per wait; a trace without CPU
+    ops (CUDA-graph replays profiled without ``record_function``) over its runtime calls' range."""
     comp = inference_composition(a, sc.model.layers / sc.parallel.pp)
     ranges = [(s.cpu_start, s.cpu_end) for s in a.steps if s.cpu_start is not None and s.cpu_end is not None]
     steps = 1.0
-    if not ranges and a.steps and a.trace.cpu_ops:
-        ranges, steps = [cpu_range(a)], float(len(a.steps))
+    hc = a.trace.host_calls
+    if not ranges and a.steps and (a.trace.cpu_ops or hc):
+        span = cpu_range(a) if a.trace.cpu_ops else (min(c.ts for c in hc), max(c.ts + c.dur for c in hc))
+        ranges, steps = [span], float(len(a.steps))
     if comp is None or not ranges or comp[1] <= 0:
         return 1
     calls = [c.ts for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]

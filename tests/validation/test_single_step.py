@@ -60,6 +60,21 @@ def test_one_unannotated_inference_step_counts_its_waits(tmp_path: Path) -> None
     assert abs(single.error_pct - ann.error_pct) < 5.0
 
 
+def test_one_unannotated_cuda_graph_step_counts_its_waits(tmp_path: Path) -> None:
+    """CUDA-graph replays profiled without CPU ops: the cut step's 8 replays are found as steps by
+    repeats and its one cudaDeviceSynchronize waits for all 8, over the runtime calls' range (it had
+    priced a sync a replay: +54.8 %)."""
+    src = REPO / "traces" / "h200" / "profile_decode_cuda_graphs.json.gz"
+    dst = tmp_path / "one.json.gz"
+    assert one_step_trace(src, dst)
+    sc = SC / "h200_decode_cuda_graphs.yaml"
+    ann, single = validate([str(src)], sc), validate([str(dst)], sc)
+    assert (
+        single.to_dict()["runtime"]["decode_sync_every"] == ann.to_dict()["runtime"]["decode_sync_every"] == 8
+    )
+    assert abs(single.error_pct) < 10.0 and abs(ann.error_pct) < 10.0
+
+
 def test_sdpa_math_fallback_is_eager_attention() -> None:
     """fp32 grouped-query attention runs SDPA's math fallback (round 60's Mistral): the same ops as
     transformers' eager attention, and no fused kernel's op, so validate prices it as eager (review: a
