@@ -42,6 +42,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -123,29 +124,34 @@ def llama_forward(
     return m.head(norm(x if all_logits else x[:, -1:], m.norms[-1]))
 
 
+def nanogpt(layers: int, h: int, heads: int) -> Callable[[bool], NanoGPT]:
+    """A builder(smoke) of a nanoGPT (vocab 50304, 1024 positions); a smoke run's: 2 layers of h 64, 4 heads,
+    vocab 512."""
+    return lambda s: NanoGPT(2 if s else layers, 64 if s else h, 4 if s else heads, 512 if s else 50304, 1024)
+
+
+def user_llama(layers: int, h: int, heads: int, ffn: int) -> Callable[[bool], UserLlama]:
+    """A builder(smoke) of the hand-written Llama (vocab 32000, 2048 positions, 4 kv heads); a smoke run's:
+    2 layers of h 64, 4 heads, SwiGLU 128, vocab 512."""
+    return lambda s: UserLlama(2 if s else layers, 64 if s else h, 4 if s else heads, 512 if s else 32000, 2048, kv=4,
+                               ffn=128 if s else ffn)  # fmt: skip
+
+
 # (name, builder(smoke) -> model, forward, batch, prompt)
 RUNS = [
-    ("nanogpt_L12_h768_b8_p512", lambda s: NanoGPT(2 if s else 12, 64 if s else 768, 4 if s else 12, 512 if s else 50304,
-     1024), nanogpt_forward, 8, 512),
-    ("nanogpt_L24_h1024_b1_p256", lambda s: NanoGPT(2 if s else 24, 64 if s else 1024, 4 if s else 16,
-     512 if s else 50304, 1024), nanogpt_forward, 1, 256),
-    ("llama_L8_h2048_b4_p1024", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16, 512 if s else 32000,
-     2048, kv=4, ffn=128 if s else 5632), llama_forward, 4, 1024),
-    ("llama_L16_h1024_b1_p512", lambda s: UserLlama(2 if s else 16, 64 if s else 1024, 4 if s else 16,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 2816), llama_forward, 1, 512),
+    ("nanogpt_L12_h768_b8_p512", nanogpt(12, 768, 12), nanogpt_forward, 8, 512),
+    ("nanogpt_L24_h1024_b1_p256", nanogpt(24, 1024, 16), nanogpt_forward, 1, 256),
+    ("llama_L8_h2048_b4_p1024", user_llama(8, 2048, 16, 5632), llama_forward, 4, 1024),
+    ("llama_L16_h1024_b1_p512", user_llama(16, 1024, 16, 2816), llama_forward, 1, 512),
 ]  # fmt: skip
 
 # round 78 (--set r78): held apart after runtime.layer_ops in inference: other users' decode loops
 RUNS_R78 = [
-    ("llama_L12_h1536_b16_p256", lambda s: UserLlama(2 if s else 12, 64 if s else 1536, 4 if s else 12,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 4096), llama_forward, 16, 256),
-    ("nanogpt_L12_h1024_b32_p128", lambda s: NanoGPT(2 if s else 12, 64 if s else 1024, 4 if s else 16,
-     512 if s else 50304, 1024), nanogpt_forward, 32, 128),
-    ("llama_prealloc_L8_h2048_b4_p512", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), partial(llama_forward, prealloc=True, all_logits=False),
+    ("llama_L12_h1536_b16_p256", user_llama(12, 1536, 12, 4096), llama_forward, 16, 256),
+    ("nanogpt_L12_h1024_b32_p128", nanogpt(12, 1024, 16), nanogpt_forward, 32, 128),
+    ("llama_prealloc_L8_h2048_b4_p512", user_llama(8, 2048, 16, 5632), partial(llama_forward, prealloc=True, all_logits=False),
      4, 512),
-    ("llama_manualnorm_L8_h2048_b2_p512", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), partial(llama_forward, norm=_rms, all_logits=False),
+    ("llama_manualnorm_L8_h2048_b2_p512", user_llama(8, 2048, 16, 5632), partial(llama_forward, norm=_rms, all_logits=False),
      2, 512),
 ]  # fmt: skip
 
@@ -177,10 +183,8 @@ def sample_top_p(logits: torch.Tensor, temperature: float = 0.6, top_p: float = 
 # round 79 (--set r79): held apart after runtime.pass_ops: users' sampling loops (nanoGPT's top-k, the Llama
 # reference's top-p) instead of argmax
 RUNS_R79 = [
-    ("nanogpt_topk_L12_h768_b8_p256", lambda s: NanoGPT(2 if s else 12, 64 if s else 768, 4 if s else 12,
-     512 if s else 50304, 1024), nanogpt_forward, 8, 256, sample_top_k),
-    ("llama_topp_L8_h2048_b4_p512", lambda s: UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), partial(llama_forward, all_logits=False), 4, 512,
+    ("nanogpt_topk_L12_h768_b8_p256", nanogpt(12, 768, 12), nanogpt_forward, 8, 256, sample_top_k),
+    ("llama_topp_L8_h2048_b4_p512", user_llama(8, 2048, 16, 5632), partial(llama_forward, all_logits=False), 4, 512,
      sample_top_p),
 ]  # fmt: skip
 
@@ -189,13 +193,8 @@ def sample_temperature(logits: torch.Tensor, temperature: float = 0.9) -> torch.
     return torch.multinomial(F.softmax(logits[:, -1, :].float() / temperature, dim=-1), num_samples=1)
 
 
-def _nanogpt_l12(s: bool) -> NanoGPT:
-    return NanoGPT(2 if s else 12, 64 if s else 768, 4 if s else 12, 512 if s else 50304, 1024)
-
-
-def _llama_l8(s: bool) -> UserLlama:
-    return UserLlama(2 if s else 8, 64 if s else 2048, 4 if s else 16, 512 if s else 32000, 2048, kv=4,
-                     ffn=128 if s else 5632)  # fmt: skip
+_nanogpt_l12 = nanogpt(12, 768, 12)
+_llama_l8 = user_llama(8, 2048, 16, 5632)
 
 
 # round 80 (--set sample_fit): fitted, not held apart: each sampler beside greedy on the same two models
@@ -212,25 +211,19 @@ RUNS_SAMPLE_FIT = [
 ]  # fmt: skip
 # round 81 (--set r81): held apart after EXTRA_LAUNCH_OPS: the samplers on other models, widths and batches
 RUNS_R81 = [
-    ("nanogpt_topp_L12_h1024_b16_p128", lambda s: NanoGPT(2 if s else 12, 64 if s else 1024, 4 if s else 16,
-     512 if s else 50304, 1024), nanogpt_forward, 16, 128, sample_top_p),
+    ("nanogpt_topp_L12_h1024_b16_p128", nanogpt(12, 1024, 16), nanogpt_forward, 16, 128, sample_top_p),
     ("llama_topk_L8_h2048_b8_p256", _llama_l8, _LLAMA_LAST, 8, 256, sample_top_k),
-    ("llama_temp_L12_h2048_b4_p512", lambda s: UserLlama(2 if s else 12, 64 if s else 2048, 4 if s else 16,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 5632), _LLAMA_LAST, 4, 512, sample_temperature),
+    ("llama_temp_L12_h2048_b4_p512", user_llama(12, 2048, 16, 5632), _LLAMA_LAST, 4, 512, sample_temperature),
 ]  # fmt: skip
 # round 82 (--set r82): held apart after host_trace.PROBE_WINDOW: two more loops at other depths and widths
 RUNS_R82 = [
-    ("nanogpt_temp_L8_h768_b8_p512", lambda s: NanoGPT(2 if s else 8, 64 if s else 768, 4 if s else 12,
-     512 if s else 50304, 1024), nanogpt_forward, 8, 512, sample_temperature),
-    ("llama_topp_L16_h1024_b4_p256", lambda s: UserLlama(2 if s else 16, 64 if s else 1024, 4 if s else 16,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 2816), _LLAMA_LAST, 4, 256, sample_top_p),
+    ("nanogpt_temp_L8_h768_b8_p512", nanogpt(8, 768, 12), nanogpt_forward, 8, 512, sample_temperature),
+    ("llama_topp_L16_h1024_b4_p256", user_llama(16, 1024, 16, 2816), _LLAMA_LAST, 4, 256, sample_top_p),
 ]  # fmt: skip
 # round 83 (--set r83): held apart after PROBE_WINDOW was kept to inference traces
 RUNS_R83 = [
-    ("nanogpt_greedy_L6_h512_b4_p256", lambda s: NanoGPT(2 if s else 6, 64 if s else 512, 4 if s else 8,
-     512 if s else 50304, 1024), nanogpt_forward, 4, 256, greedy),
-    ("llama_topk_L12_h1536_b2_p512", lambda s: UserLlama(2 if s else 12, 64 if s else 1536, 4 if s else 12,
-     512 if s else 32000, 2048, kv=4, ffn=128 if s else 4096), _LLAMA_LAST, 2, 512, sample_top_k),
+    ("nanogpt_greedy_L6_h512_b4_p256", nanogpt(6, 512, 8), nanogpt_forward, 4, 256, greedy),
+    ("llama_topk_L12_h1536_b2_p512", user_llama(12, 1536, 12, 4096), _LLAMA_LAST, 2, 512, sample_top_k),
 ]  # fmt: skip
 SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT, "r81": RUNS_R81, "r82": RUNS_R82,
         "r83": RUNS_R83}  # fmt: skip

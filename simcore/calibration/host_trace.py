@@ -471,8 +471,10 @@ def unannotated_step(a: Analysis) -> bool:
 
 
 def cpu_range(a: Analysis) -> tuple[float, float]:
-    """(first op's start, last op's end) of a trace's CPU ops, seconds (a one-step trace's host range)."""
-    ops = a.trace.cpu_ops.values()
+    """(first op's start, last op's end) of a trace's CPU ops, seconds (a one-step trace's host range); of
+    its CUDA runtime calls where it has no CPU ops (CUDA-graph replays profiled without
+    ``record_function``). The trace has one or the other."""
+    ops = list(a.trace.cpu_ops.values()) or a.trace.host_calls
     return min(o.ts for o in ops), max(o.ts + o.dur for o in ops)
 
 

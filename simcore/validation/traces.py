@@ -1007,10 +1007,8 @@ def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:
     comp = inference_composition(a, sc.model.layers / sc.parallel.pp)
     ranges = [(s.cpu_start, s.cpu_end) for s in a.steps if s.cpu_start is not None and s.cpu_end is not None]
     steps = 1.0
-    hc = a.trace.host_calls
-    if not ranges and a.steps and (a.trace.cpu_ops or hc):
-        span = cpu_range(a) if a.trace.cpu_ops else (min(c.ts for c in hc), max(c.ts + c.dur for c in hc))
-        ranges, steps = [span], float(len(a.steps))
+    if not ranges and a.steps and (a.trace.cpu_ops or a.trace.host_calls):
+        ranges, steps = [cpu_range(a)], float(len(a.steps))
     if comp is None or not ranges or comp[1] <= 0:
         return 1
     calls = [c.ts for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS)]

@@ -3,8 +3,10 @@ profile reproduced from the committed measurements."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -43,18 +45,12 @@ INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EF
 @pytest.fixture(scope="module")
 def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     """(calibrate on the committed op CSV, fit_compute on the same CSV), from the repository root."""
-    import os
-
-    old = os.getcwd()
-    os.chdir(REPO)
-    try:
+    with contextlib.chdir(REPO):
         dev = default_registry().device("h200")
         ours = calibrate(
             INPUTS, "h200", fit_comm_profile=False
         ).compute_profile
         ref, _ = FC.fit(INPUTS, dev)
-    finally:
-        os.chdir(old)
     assert ours is not None
     return ours, ref
 
@@ -93,10 +89,6 @@ def _assert_same_fit(
 ) -> None:
     """``ours`` reproduces ``shipped``: the same entries and flags, floats within :data:`PARAM_REL`, and
     every op row of ``inputs`` priced within :data:`PRED_REL` (relative)."""
-    import os
-
-    import numpy as np
-
     a, b = _flat(ours.model_dump()), _flat(shipped.model_dump())
     fitted = {k: v for k, v in b.items() if k.split(".")[0] in families}
     assert fitted
@@ -106,12 +98,8 @@ def _assert_same_fit(
             isinstance(v, (tuple, list)) and any(isinstance(x, float) for x in v)
         )
         assert a[k] == (pytest.approx(v, rel=PARAM_REL) if numeric else v), k
-    old = os.getcwd()
-    os.chdir(REPO)
-    try:
+    with contextlib.chdir(REPO):
         t = FC.read_ops([p for p in inputs if not FC.is_embedding_kernels_csv(p)])
-    finally:
-        os.chdir(old)
     dev = default_registry().device("h200")
     mine, theirs = FC.predict_rows(dev, ours, t), FC.predict_rows(dev, shipped, t)
     assert np.all(np.isfinite(mine) == np.isfinite(theirs))
@@ -224,24 +212,15 @@ def test_nccl_tests_log_is_a_comm_input(tmp_path: Path) -> None:
 def test_reproduces_shipped_kernel_rate_profile() -> None:
     """``h200-kernels.yaml``: the op sweeps plus round 19's GEMM kernel durations (which supersede the
     call-timed GEMM rows of their shapes) and round 20's HBM-streaming memory power beside them."""
-    import os
-
     kr = "traces/h200/kernel_rates/gemm_kernels.csv.gz"
-    old = os.getcwd()
-    os.chdir(REPO)
-    try:
-        ours = calibrate(
-            [OPS, COLD, kr, *INPUTS[2:], NORM_OPS], "h200", fit_comm_profile=False
-        ).compute_profile
-    finally:
-        os.chdir(old)
+    inputs = [OPS, COLD, kr, *INPUTS[2:], NORM_OPS]
+    with contextlib.chdir(REPO):
+        ours = calibrate(inputs, "h200", fit_comm_profile=False).compute_profile
     assert ours is not None
     shipped = ComputeProfile.model_validate(
         yaml.safe_load((builtin_dir() / "calibration" / "h200-kernels.yaml").read_text())
     )
-    _assert_same_fit(
-        ours, shipped, [OPS, COLD, kr, *INPUTS[2:], NORM_OPS], ("gemm", "memory", "power_fraction", "attention", "gap")
-    )
+    _assert_same_fit(ours, shipped, inputs, ("gemm", "memory", "power_fraction", "attention", "gap"))
     # GEMM kernels would draw more than the TDP back to back; HBM-streaming memory-bound ones ~0.9 of it
     assert shipped.power_fraction["gemm"] > 1.0 > shipped.power_fraction["memory"] > 0.8
     # a kernel replayed in a CUDA graph: a fraction of a microsecond beyond its own duration
