@@ -154,7 +154,13 @@ Llama ``generate()`` with top-k at batch 16, GPT-2 (6 layers) greedy ``generate(
 of h 1024 decode loop at batch 8; eager training of GPT-2 (10 layers, 6 x 1024), a Llama of h 2048 (2 x 2048) and a
 Qwen2 of h 1536 (4 x 1024).
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83] [--budget S] [--smoke]
+Round 84 (``--set r84``): held-apart runs of stop 23, before any change of that stop: ``generate()`` with
+``cache_implementation="static"`` (transformers then compiles the decode forward, ``mode="reduce-overhead"``:
+CUDA-graph replays of inductor's kernels) on a Llama at batch 4 and a Qwen2 at batch 8, the same Llama's static cache
+with ``disable_compile`` (eager), a Llama decode loop at batch 8, an eager Llama training step (2 x 1024) and GPT-2
+of 16 layers at h 1024 under ``torch.compile``.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -675,6 +681,21 @@ RUNS_R83 = [
 ]  # fmt: skip
 
 
+# round 84 (--set r84): held apart, stop 23: generate() with a static cache (transformers compiles its decode forward
+# with CUDA graphs) and eagerly, a decode loop, an eager and a compiled training step
+RUNS_R84 = [
+    ("generate_llama_L8_h2048_b4_static", lambda s: llama(8, 2048, 32, 8, 5632, 32000, s), "generate", 4, (256, 16),
+     {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L8_h1536_b8_static", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 8,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L8_h2048_b4_static_eager", lambda s: llama(8, 2048, 32, 8, 5632, 32000, s), "generate", 4,
+     (256, 16), {"gen": {"cache_implementation": "static", "disable_compile": True}}),
+    ("infer_llama_L8_h2048_b8_p256", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "infer", 8, (256, 8), {}),
+    ("train_llama_L6_h2048_b2_s1024", lambda s: llama(6, 2048, 16, 4, 5632, 32000, s), "train", 2, 1024, {}),
+    ("train_gpt2_L16_h1024_b4_compiled", lambda s: gpt2(16, 1024, 16, s), "train", 4, 1024, {"compile": True}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -713,6 +734,7 @@ SETS = {
     "r81": (RUNS_R81, "r81"),
     "r82": (RUNS_R82, "r82"),
     "r83": (RUNS_R83, "r83"),
+    "r84": (RUNS_R84, "r84"),
 }
 
 
@@ -824,7 +846,9 @@ def main() -> None:
                         **gen_opts,
                     )  # fmt: skip
 
-                step()
+                # a static cache's compiled decode (round 84) compiles, then records its CUDA graphs, in the first calls
+                for _ in range(3 if gen_opts.get("cache_implementation") == "static" else 1):
+                    step()
                 sync(dev)
                 profile(step, 4, acts, os.path.join(args.outdir, f"hf_{name}{suffix}.json.gz"), opt.get("one_step", False))
                 info = {"batch": batch, "prompt": prompt, "new_tokens": new, "generate": True, **gen_opts}

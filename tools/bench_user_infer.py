@@ -32,7 +32,10 @@ sampling after 8 x 512, a 16-layer hand-written Llama of h 1024 with top-p after
 Round 83 (``--set r83``, held apart after ``PROBE_WINDOW`` was kept to inference traces): a 6-layer nanoGPT of
 h 512 greedy after 4 x 256, a 12-layer hand-written Llama of h 1536 with top-k after 2 x 512.
 
-  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit|r81|r82|r83] [--smoke] [--budget S]
+Round 84 (``--set r84``, held apart, stop 23, before any change of that stop): nanoGPT of 12 layers at h 768 greedy
+at batch 32 after 128 tokens, an 8-layer hand-written Llama of h 2048 with top-p at batch 4 after 256.
+
+  python tools/bench_user_infer.py --outdir DIR [--set r76|r78|r79|sample_fit|r81|r82|r83|r84] [--smoke] [--budget S]
 """
 
 from __future__ import annotations
@@ -225,8 +228,13 @@ RUNS_R83 = [
     ("nanogpt_greedy_L6_h512_b4_p256", nanogpt(6, 512, 8), nanogpt_forward, 4, 256, greedy),
     ("llama_topk_L12_h1536_b2_p512", user_llama(12, 1536, 12, 4096), _LLAMA_LAST, 2, 512, sample_top_k),
 ]  # fmt: skip
+# round 84 (--set r84): held apart, stop 23
+RUNS_R84 = [
+    ("nanogpt_greedy_L12_h768_b32_p128", _nanogpt_l12, nanogpt_forward, 32, 128, greedy),
+    ("llama_topp_L8_h2048_b4_p256", _llama_l8, _LLAMA_LAST, 4, 256, sample_top_p),
+]  # fmt: skip
 SETS = {"r76": RUNS, "r78": RUNS_R78, "r79": RUNS_R79, "sample_fit": RUNS_SAMPLE_FIT, "r81": RUNS_R81, "r82": RUNS_R82,
-        "r83": RUNS_R83}  # fmt: skip
+        "r83": RUNS_R83, "r84": RUNS_R84}  # fmt: skip
 
 
 def main() -> None:
