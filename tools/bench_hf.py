@@ -160,7 +160,11 @@ CUDA-graph replays of inductor's kernels) on a Llama at batch 4 and a Qwen2 at b
 with ``disable_compile`` (eager), a Llama decode loop at batch 8, an eager Llama training step (2 x 1024) and GPT-2
 of 16 layers at h 1024 under ``torch.compile``.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84] [--budget S] [--smoke]
+Round 85 (``--set static_fit``, fitted, not held apart): ``generate()`` with a static cache, compiled and eager
+(``disable_compile``), on Llama, Mistral and Qwen2 configs, and one dynamic-cache run beside them: the host of a
+compiled decode pass (the loop's own ops, the compiled call and its graph replay) and of an eager static cache's.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -696,6 +700,25 @@ RUNS_R84 = [
 ]  # fmt: skip
 
 
+# round 85 (--set static_fit): fit runs, not held apart: generate() with a static cache, compiled (CUDA graphs) and
+# eager, on four models: the host of a compiled decode pass (the loop's ops, the compiled call) and of an eager one
+RUNS_STATIC_FIT = [
+    ("sfit_generate_llama_L4_h1024_b1_static", lambda s: llama(4, 1024, 16, 4, 4096, 32000, s), "generate", 1, (128, 32),
+     {"gen": {"cache_implementation": "static"}}),
+    ("sfit_generate_llama_L12_h2048_b2_static", lambda s: llama(12, 2048, 16, 8, 5632, 32000, s), "generate", 2,
+     (512, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit_generate_mistral_L6_h2048_b8_static", lambda s: llama(6, 2048, 16, 8, 5632, 32000, s, "mistral"), "generate",
+     8, (128, 24), {"gen": {"cache_implementation": "static"}}),
+    ("sfit_generate_qwen2_L4_h1536_b4_static", lambda s: llama(4, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 4,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit_generate_llama_L4_h1024_b1_static_eager", lambda s: llama(4, 1024, 16, 4, 4096, 32000, s), "generate", 1,
+     (128, 32), {"gen": {"cache_implementation": "static", "disable_compile": True}}),
+    ("sfit_generate_mistral_L6_h2048_b8_static_eager", lambda s: llama(6, 2048, 16, 8, 5632, 32000, s, "mistral"),
+     "generate", 8, (128, 24), {"gen": {"cache_implementation": "static", "disable_compile": True}}),
+    ("sfit_generate_llama_L12_h2048_b2", lambda s: llama(12, 2048, 16, 8, 5632, 32000, s), "generate", 2, (512, 16), {}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -735,6 +758,7 @@ SETS = {
     "r82": (RUNS_R82, "r82"),
     "r83": (RUNS_R83, "r83"),
     "r84": (RUNS_R84, "r84"),
+    "static_fit": (RUNS_STATIC_FIT, "r85"),
 }
 
 
