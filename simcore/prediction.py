@@ -243,6 +243,7 @@ def inference_runtime(sc: Scenario) -> dict[str, Any]:
         "attention_backend": rt.attention_backend,
         "layer_ops": None if rt.layer_ops is None else rt.layer_ops.fwd,
         "pass_ops": rt.pass_ops,
+        "compiled_decode": rt.compiled_decode,
     }
 
 

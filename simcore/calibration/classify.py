@@ -48,6 +48,9 @@ CLASSES = (
 """Base classes (communication is split by collective as ``comm:<op>``)."""
 
 _COMM_NAME = re.compile(r"(^nccl)|(ncclKernel)|(ncclDevKernel)|(^hccl)|(^rccl)", re.IGNORECASE)
+INDUCTOR_FUSED = ("triton_poi_fused", "triton_per_fused", "triton_red_fused")
+"""Name prefixes of the pointwise / persistent-reduction / reduction kernels torch.compile's inductor
+generates (its templates, ``triton_tem_fused_*``, are GEMMs or attention)."""
 _ATTN_NAME = re.compile(r"flash|fmha|attention|sdpa|_attn_|mha_|xformers", re.IGNORECASE)
 _GEMM_NAME = re.compile(
     r"gemm|nvjet|xmma|cutlass.*(gemm|matmul)|cublas|splitKreduce|sm\d+_.*_(tn|nt|nn|tt)_|"
@@ -749,10 +752,13 @@ def class_of(
             return "loss", None
         if opname in _MEM_OPS:
             return _MEM_OPS[opname][1], "memory"
-    # by kernel name alone
-    if _ATTN_NAME.search(name):
+    # by kernel name alone; inductor's generated pointwise and reduction kernels are named after the
+    # ops they fuse (``triton_poi_fused__scaled_dot_product_cudnn_attention_...`` prepares SDPA's
+    # inputs, ``..._mm_...`` a GEMM's): never the attention or GEMM itself
+    inductor = name.startswith(INDUCTOR_FUSED)
+    if _ATTN_NAME.search(name) and not inductor:
         return "attention", None
-    if _GEMM_NAME.search(name):
+    if _GEMM_NAME.search(name) and not inductor:
         return "gemm", None
     if _NORM_NAME.search(name):
         return "norm", None

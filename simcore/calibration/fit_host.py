@@ -611,6 +611,39 @@ def graph_loop_costs(
     return out
 
 
+def _is_compiled_decode_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"kernels_per_replay", "call_s", "linear_main_s"} <= set(rows[0])
+
+
+def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]) -> dict[str, float]:
+    """The compiled call of a static-cache ``generate()`` decode pass (round 85,
+    ``host_trace --compiled-decode``): a least-squares line over the graph's kernels of each trace's
+    median call (dynamo's guards, the inputs' copies, the graph's launch), stated at the reference
+    inference probe (``probe_infer``): each trace's probe is its prefill's ``aten::linear`` over
+    ``probe_linear_ratio_infer_hf_swiglu`` (the Llama family's no-grad ratio, round 43).
+    ``compiled_decode_call_fixed`` / ``_per_kernel`` and their ``profiled_`` twins (measured under the
+    profiler only; its extra host per aten op does not apply to the guards and driver calls, so the
+    plain entries take the same values)."""
+    ratio = ref.get("probe_linear_ratio_infer_hf_swiglu")
+    probe = ref.get("probe_infer")
+    if not ratio or not probe:
+        raise TraceError(
+            "compiled decode rows need the inference probe and its aten::linear ratio (host_decode_hf rows)",
+            file=str(path),
+        )
+    xs, ys = [], []
+    for r in rows:
+        t = float(r["linear_main_s"]) / ratio
+        if t > 0:
+            xs.append(float(r["kernels_per_replay"]))
+            ys.append(float(r["call_s"]) * probe / t)
+    if len(xs) < 2:
+        raise TraceError("compiled decode rows need two traces or more", file=str(path))
+    slope, icpt = statistics.linear_regression(xs, ys)
+    out = {"compiled_decode_call_fixed": max(icpt, 0.0), "compiled_decode_call_per_kernel": max(slope, 0.0)}
+    return {**out, **{f"profiled_{k}": v for k, v in out.items()}}
+
+
 def _is_compiled_step_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"fwd_region_s", "bwd_region_s", "trace"} <= set(rows[0])
 
@@ -697,7 +730,9 @@ def _compiled_lines(
 _HF_COMPILED_NAME = re.compile(r"hf_cfit_train_(gpt2|llama)_L(\d+)")
 
 
-def _hf_compiled_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]) -> dict[str, float]:
+def _hf_compiled_costs(
+    rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
+) -> dict[str, float]:
     """``transformers``' compiled steps (round 70, ``tools/bench_hf.py --set compiled_fit``: round 32's fit
     models under torch.compile, traces ``hf_cfit_train_<gpt2|llama>_L<n>``), whose compiled code calls no
     :data:`host_trace.COMPILED_PROBE_OP`: the same lines as :func:`compiled_step_costs`, over the steps'
@@ -876,8 +911,14 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     graph_replay: list[dict[str, str]] = []
     compiled_steps: list[dict[str, str]] = []
     compiled_step_paths: list[str] = []
+    compiled_decode: list[dict[str, str]] = []
+    compiled_decode_paths: list[str] = []
     for p in paths:
         csv_rows = _csv_rows(p)
+        if _is_compiled_decode_run(csv_rows):
+            compiled_decode.extend(csv_rows)
+            compiled_decode_paths.append(str(p))
+            continue
         if _is_step_host_run(csv_rows):
             step_rows.extend(csv_rows)
             step_paths.append(str(p))
@@ -985,6 +1026,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         out.update(compiled_step_costs(compiled_steps, ", ".join(compiled_step_paths), out))
     if graph_sync and graph_replay:
         out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
+    if compiled_decode:
+        out.update(compiled_decode_costs(compiled_decode, ", ".join(compiled_decode_paths), out))
     for act in ("gelu", "swiglu"):
         train_ratio = out.get(f"profiler_ratio_train_{act}")
         for part in ("fwd", "bwd", "fwd_layer", "bwd_layer"):

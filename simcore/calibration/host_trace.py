@@ -556,7 +556,9 @@ def _step_ops(a: Analysis) -> list[list[CpuOp]]:
 
 def _top_ops(win: list[CpuOp], tid: int, lo: float, hi: float) -> list[CpuOp]:
     """Ops of thread ``tid`` starting in ``[lo, hi)`` not nested in another."""
-    return _outermost(sorted((o for o in win if o.tid == tid and lo <= o.ts < hi), key=lambda o: (o.ts, -o.dur)))
+    return _outermost(
+        sorted((o for o in win if o.tid == tid and lo <= o.ts < hi), key=lambda o: (o.ts, -o.dur))
+    )
 
 
 def _top_level(win: list[CpuOp], tid: int, lo: float, hi: float) -> int:
@@ -1006,6 +1008,60 @@ def graph_replays(a: Analysis) -> GraphReplays | None:
     )
 
 
+@dataclass(frozen=True)
+class CompiledDecodeCalls(_Row):
+    """The compiled calls of a trace's decode passes replayed from CUDA graphs (transformers'
+    static-cache ``generate()``, round 85): each pass calls the compiled forward, whose host is
+    dynamo's cache lookup (the guards) and the compiled region (the inputs' copies into the graph's
+    buffers, the graph's launch). Medians over the trace's calls that launch a graph (seconds)."""
+
+    trace: str
+    calls: int
+    kernels_per_replay: float
+    call_s: float
+    """Median ``TorchDynamo Cache Lookup`` plus median ``Torch-Compiled Region`` seconds."""
+    linear_main_s: float
+    """The trace's :data:`GEMM_PROBE_OP` pace (windowed, :data:`PROBE_WINDOW`): its eager prefill's."""
+    empty_main_s: float
+
+
+COMPILED_DECODE_COLUMNS = columns(CompiledDecodeCalls)
+
+COMPILED_REGION = "Torch-Compiled Region"
+DYNAMO_LOOKUP = "TorchDynamo Cache Lookup"
+
+
+def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
+    """The compiled decode calls of a trace (``None`` when no compiled region launches a graph)."""
+    launches = sorted(c.ts for c in a.trace.host_calls if "GraphLaunch" in c.name)
+    ops = list(a.trace.cpu_ops.values())
+    regions = [
+        o
+        for o in ops
+        if o.name.startswith(COMPILED_REGION)
+        and (i := bisect.bisect_left(launches, o.ts)) < len(launches)
+        and launches[i] <= o.ts + o.dur
+    ]
+    lookups = [o.dur for o in ops if o.name == DYNAMO_LOOKUP]
+    speed = op_speed(a, PROBE_WINDOW)
+    if not regions or speed is None or not speed.linear_main_s:
+        return None
+    corr = {c.correlation for c in a.trace.host_calls if "GraphLaunch" in c.name}
+    per: dict[int, int] = {}
+    for k in a.trace.kernels():
+        if k.correlation in corr:
+            per[k.correlation] = per.get(k.correlation, 0) + 1
+    return CompiledDecodeCalls(
+        trace=a.trace.path,
+        calls=len(regions),
+        kernels_per_replay=float(statistics.median(per.values())) if per else 0.0,
+        call_s=float(statistics.median(o.dur for o in regions))
+        + (float(statistics.median(lookups)) if lookups else 0.0),
+        linear_main_s=float(speed.linear_main_s),
+        empty_main_s=float(speed.empty_main_s or 0.0),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # PyTorch DDP's host work in the backward, from a profiled DDP rank's CPU timeline
 
@@ -1061,7 +1117,7 @@ def ddp_hooks(a: Analysis) -> DdpHooks | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs | --compiled) TRACE... -o OUT``.
+    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs | --compiled | --compiled-decode) TRACE... -o OUT``.
 
     ``--ddp``: DDP's host costs per gradient tensor and per bucket from profiled DDP ranks, one row
     per trace (the input of ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``).
@@ -1070,7 +1126,9 @@ def main(argv: list[str] | None = None) -> int:
     ``--decode``: every eager decode pass of profiled inference traces (:class:`DecodeHost`).
     ``--graphs``: the CUDA-graph replays of a trace (:class:`GraphReplays`), one row per trace.
     ``--compiled``: the compiled regions of profiled torch.compile steps (:class:`CompiledStepHost`),
-    with the ``aten::t`` of ``eager_<name>`` where it lies beside ``compiled_<name>`` (one process)."""
+    with the ``aten::t`` of ``eager_<name>`` where it lies beside ``compiled_<name>`` (one process).
+    ``--compiled-decode``: the compiled decode calls of static-cache ``generate()`` traces
+    (:class:`CompiledDecodeCalls`), one row per trace."""
     import argparse
     import csv
     import gzip
@@ -1087,6 +1145,9 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--decode", nargs="+", metavar="TRACE", help="profiled eager inference traces")
     what.add_argument("--graphs", nargs="+", metavar="TRACE", help="traces of CUDA-graph replays")
     what.add_argument("--compiled", nargs="+", metavar="TRACE", help="profiled torch.compile training traces")
+    what.add_argument(
+        "--compiled-decode", nargs="+", metavar="TRACE", help="inference traces with compiled decode graphs"
+    )
     ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
     ap.add_argument("--prefill", action="store_true", help="with --decode: the prefill passes too (seq > 1)")
     ap.add_argument(
@@ -1110,8 +1171,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     try:
-        for p in args.ddp or args.steps or args.decode or args.graphs or args.compiled:
+        for p in args.ddp or args.steps or args.decode or args.graphs or args.compiled or args.compiled_decode:
             a = analyze(read_trace(p))
+            if args.compiled_decode:
+                cd = compiled_decode_calls(a)
+                if cd is None:
+                    print(f"error: {p}: no compiled region that launches a CUDA graph", file=sys.stderr)
+                    return 2
+                rows.append(cd.row())
+                continue
             if args.compiled:
                 # an eager trace of the same process beside it (eager_<name> next to compiled_<name>)
                 twin = Path(p).with_name(Path(p).name.replace("compiled_", "eager_", 1))
@@ -1167,6 +1235,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.graphs
         else COMPILED_COLUMNS
         if args.compiled
+        else COMPILED_DECODE_COLUMNS
+        if args.compiled_decode
         else DECODE_HOST_COLUMNS
     )
     try:
@@ -1192,6 +1262,11 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{r['trace']} {r['step']}: compiled forward {r['fwd_region_s'] * 1e3:.2f} ms, backward "
                 f"{r['bwd_region_s'] * 1e3:.2f} ms, optimizer {r['optimizer_s'] * 1e3:.2f} ms (step {r['step_s'] * 1e3:.2f} ms)"
+            )
+        elif args.compiled_decode:
+            print(
+                f"{r['trace']}: {r['calls']} compiled decode calls of {r['kernels_per_replay']:.0f} kernels, "
+                f"{r['call_s'] * 1e6:.0f} us a call, aten::linear {r['linear_main_s'] * 1e6:.1f} us"
             )
         elif args.graphs:
             print(

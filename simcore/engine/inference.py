@@ -89,6 +89,7 @@ def evaluate(
     attention_backend: str = "flash",
     layer_ops: float | None = None,
     pass_ops: float | None = None,
+    compiled_decode: bool = False,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -98,7 +99,10 @@ def evaluate(
     code issues (``RuntimeSpec.layer_ops.fwd``), scaling the reference code's eager host per layer by
     their ratio to ``CALIBRATED_DECODE_LAYER_OPS``; ``pass_ops``: ops a pass of the run's code issues
     outside its layers (``RuntimeSpec.pass_ops``), scaling the host of a pass beyond its layers by their
-    ratio to the calibrated code's (``calibrated_pass_ops``)."""
+    ratio to the calibrated code's (``calibrated_pass_ops``); ``compiled_decode``: each decode pass a
+    CUDA-graph replay of torch.compile's fused kernels (``RuntimeSpec.compiled_decode``), the prefill
+    under ``framework``: the pass's host is the loop's own ops outside the layers plus the compiled
+    call (``compiled_decode_call_fixed`` + ``_per_kernel`` of the graph), none per layer."""
     prof = load_profile(cluster.device, calibration)
     if cpu_op_time is not None:
         prof = prof.at_cpu_speed(cpu_op_time[0], inference=True)
@@ -154,7 +158,35 @@ def evaluate(
             "profiled_graph_kernel_gap" if profiler else "graph_kernel_gap",
             host_cal.get("graph_kernel_gap", 0.0),
         )
-    decode = _forward(pricer, model, dec, batch, pp)
+    if compiled_decode:
+        # the decode pass replays a captured graph of inductor's fused kernels: launched as a graph's
+        # (no host per kernel, the replay's floor and gaps), fused as compiled code's
+        dec_pricer = Pricer.for_layout(
+            cluster,
+            tp=tp,
+            pp=pp,
+            framework="cuda_graphs",
+            calibration=calibration,
+            per_op_host=True,
+            profile=prof,
+        )
+        dec_pricer.kernel_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0)
+        if "cuda_graphs" not in prof.gap:
+            dec_pricer.kernel_gap = host_cal.get(
+                "profiled_graph_kernel_gap" if profiler else "graph_kernel_gap",
+                host_cal.get("graph_kernel_gap", 0.0),
+            )
+        dec = L.Layout(
+            micro_batch=batch,
+            seq=1.0,
+            tp=tp,
+            dtype=dt,
+            act_bytes=act,
+            extra={**kv_extra, "fused": True, "kv_seq": float(ctx)},
+        )
+        decode = _forward(dec_pricer, model, dec, batch, pp)
+    else:
+        decode = _forward(pricer, model, dec, batch, pp)
     pricer.kernel_gap = 0.0
 
     hosts: dict[str, Num] = {"prefill": 0.0, "decode": 0.0}
@@ -184,6 +216,14 @@ def evaluate(
                 )
                 fixed = fixed * pass_ops / ref_ops if ref_ops else fixed
             host = layers * ops * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + fixed
+            if mode == "decode" and compiled_decode:
+                # the layers run inside the replayed graph; the compiled call (dynamo's guards, the
+                # inputs' copies into the graph's buffers, the launch) grows with the graph's kernels
+                host = (
+                    fixed
+                    + prof.host("compiled_decode_call_fixed", profiler)
+                    + prof.host("compiled_decode_call_per_kernel", profiler) * pr.kernels
+                )
             hosts[mode] = host + comm_calls
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
 

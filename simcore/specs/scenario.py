@@ -198,6 +198,12 @@ class LayerOps(Spec):
 
 class RuntimeSpec(Spec):
     framework: Literal["eager", "compiled", "cuda_graphs"] = "eager"
+    compiled_decode: bool = False
+    """Inference: each decode pass is a CUDA-graph replay of torch.compile's fused kernels while the
+    prefill runs under ``framework`` (transformers' ``generate()`` with ``cache_implementation="static"``
+    compiles its decode forward with ``mode="reduce-overhead"``; round 85). A pass's host is then the
+    loop's own ops outside the layers plus the compiled call (guards, input copies, the graph's launch),
+    none per layer. ``simcore validate`` reads it from the trace."""
     profiler: bool = False
     """The run is recorded by the PyTorch profiler (CPU + CUDA activities, shapes): eager host time
     per op grows, which matters wherever the host bounds the step. Set it to compare with a trace."""

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.classify import Analysis, attention_shape, fp32_weights, optimizer_element_type
+from simcore.calibration.classify import (
+    INDUCTOR_FUSED,
+    Analysis,
+    attention_shape,
+    fp32_weights,
+    optimizer_element_type,
+)
 from simcore.calibration.fit_host import thread_probe
 from simcore.calibration.host_trace import (
     FUSED_ATTENTION_OPS,
@@ -328,7 +334,9 @@ def _predicted(
 
         dev = resolve_cluster(sc.cluster, default_registry()).device
         per_phase = bd.pop("power_cap")
-        bd["power_cap"] = float(breakdown_power_cap(dev, load_profile(dev, sc.calibration), bd, inf.precision))
+        bd["power_cap"] = float(
+            breakdown_power_cap(dev, load_profile(dev, sc.calibration), bd, inf.precision)
+        )
         total += bd["power_cap"] - per_phase
     return total, dict(bd), r, notes
 
@@ -408,12 +416,9 @@ def shape_label(s: dict[str, Any]) -> str:
     return ""
 
 
-_INDUCTOR_PREFIXES = ("triton_poi_fused", "triton_per_fused", "triton_red_fused")
-
-
 def inductor_kernels(a: Analysis) -> int:
     """Kernels of a trace that torch.compile's inductor generated (by its naming of fused kernels)."""
-    return sum(1 for e in a.trace.gpu_events if e.name.startswith(_INDUCTOR_PREFIXES))
+    return sum(1 for e in a.trace.gpu_events if e.name.startswith(INDUCTOR_FUSED))
 
 
 def graph_framework(ans: list[Analysis]) -> bool:
@@ -426,6 +431,21 @@ def graph_framework(ans: list[Analysis]) -> bool:
             total += 1
             inside += k.correlation in launches
     return total > 0 and inside > total / 2
+
+
+def compiled_decode_graphs(ans: list[Analysis]) -> bool:
+    """Whether the traces' decode passes are CUDA-graph replays of torch.compile's fused kernels
+    beside a prefill launched op by op (transformers' static-cache ``generate()``, round 85): graph
+    replays that run inductor's kernels, and attention kernels launched outside any graph."""
+    for a in ans:
+        launches = {c.correlation for c in a.trace.host_calls if "GraphLaunch" in c.name}
+        if not launches:
+            continue
+        replayed = [k for k in a.kernels if k.ev.correlation in launches]
+        eager_attn = any(k.cls == "attention" and k.ev.correlation not in launches for k in a.kernels)
+        if eager_attn and any(k.ev.name.startswith(INDUCTOR_FUSED) for k in replayed):
+            return True
+    return False
 
 
 def hf_implementation(ans: list[Analysis]) -> bool:
@@ -545,7 +565,8 @@ def validate(
     # ran (the framework, the weights' dtype, the profiler), then what that decides (the host's pace)
     assumed: list[str] = []
     value: Any  # each fact's value has the type of its field
-    graphs = graph_framework(ans)
+    cdec = sc.kind == "inference" and compiled_decode_graphs(ans)
+    graphs = graph_framework(ans) and not cdec
     drop = dropout_p(ans)
     backend = sdpa_backend(ans)
     opt_impl = optimizer_impl(ans) if sc.kind == "training" else None
@@ -563,12 +584,22 @@ def validate(
             "captured CUDA graphs, cudaGraphLaunch); --set runtime.framework=eager predicts the same model "
             "launched op by op",
         ),
+        # transformers' static cache: generate() replays a compiled decode forward's CUDA graph
+        (
+            "runtime",
+            "compiled_decode",
+            True,
+            cdec,
+            "predicted with runtime.compiled_decode: true (the trace's decode passes are CUDA-graph replays of "
+            "torch.compile's fused kernels, its prefill launched op by op: generate() with a static cache); "
+            "--set runtime.compiled_decode=false predicts every pass launched op by op",
+        ),
         # torch.compile's inductor names its generated kernels triton_poi_/per_/red_fused_...
         (
             "runtime",
             "framework",
             "compiled",
-            not graphs and any(inductor_kernels(a) for a in ans),
+            not graphs and not cdec and any(inductor_kernels(a) for a in ans),
             "predicted with runtime.framework: compiled (the trace's fused kernels are torch.compile's); "
             "--set runtime.framework=eager predicts the same model in eager PyTorch",
         ),
@@ -989,10 +1020,17 @@ def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple
     """(The ops a decode pass of the trace's code issues outside its layers, :func:`decode_pass_op_count`,
     where they differ from the calibrated code's by more than 5 %; the calibrated code's count) of an
     eager single-GPU inference trace (``RuntimeSpec.pass_ops``)."""
-    if sc.kind != "inference" or sc.runtime.framework != "eager" or sc.cluster.gpus != 1:
+    if (
+        sc.kind != "inference"
+        or sc.runtime.framework != "eager"
+        or sc.runtime.compiled_decode
+        or sc.cluster.gpus != 1
+    ):
         return None, None
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
-    ref = calibrated_pass_ops(sc.runtime.implementation, sc.runtime.decode_loop == "generate", act, eager_attention)
+    ref = calibrated_pass_ops(
+        sc.runtime.implementation, sc.runtime.decode_loop == "generate", act, eager_attention
+    )
     n = decode_pass_op_count(ans[0])
     if n is None or ref is None or abs(n / ref - 1.0) <= 0.05:
         return None, ref
