@@ -164,7 +164,11 @@ Round 85 (``--set static_fit``, fitted, not held apart): ``generate()`` with a s
 (``disable_compile``), on Llama, Mistral and Qwen2 configs, and one dynamic-cache run beside them: the host of a
 compiled decode pass (the loop's own ops, the compiled call and its graph replay) and of an eager static cache's.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit] [--budget S] [--smoke]
+Round 86 (``--set r86``): held-apart runs after ``runtime.compiled_decode`` (stop 23): static-cache ``generate()`` on a
+16-layer Llama at batch 1, a Mistral of h 4096 at batch 2, a Qwen2 of h 2048 at batch 16, and a Llama of h 3072
+sampling with top-k.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -719,6 +723,20 @@ RUNS_STATIC_FIT = [
 ]  # fmt: skip
 
 
+# round 86 (--set r86): held apart after runtime.compiled_decode (stop 23): static-cache generate() on other depths,
+# widths, batches, and with sampling
+RUNS_R86 = [
+    ("generate_llama_L16_h2048_b1_static", lambda s: llama(16, 2048, 16, 8, 5632, 32000, s), "generate", 1, (128, 24),
+     {"gen": {"cache_implementation": "static"}}),
+    ("generate_mistral_L8_h4096_b2_static", lambda s: llama(8, 4096, 32, 8, 14336, 32000, s, "mistral"), "generate", 2,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L6_h2048_b16_static", lambda s: llama(6, 2048, 16, 2, 11008, 151936, s, "qwen2"), "generate", 16,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L6_h3072_b4_static_topk", lambda s: llama(6, 3072, 24, 8, 8192, 32000, s), "generate", 4,
+     (256, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "top_k": 50}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -759,6 +777,7 @@ SETS = {
     "r83": (RUNS_R83, "r83"),
     "r84": (RUNS_R84, "r84"),
     "static_fit": (RUNS_STATIC_FIT, "r85"),
+    "r86": (RUNS_R86, "r86"),
 }
 
 
