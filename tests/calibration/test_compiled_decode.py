@@ -1,0 +1,126 @@
+"""Static-cache ``generate()`` traces (rounds 84-86): decode passes replayed from CUDA graphs of
+torch.compile's fused kernels beside an eager prefill (``runtime.compiled_decode``)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcore.calibration.classify import analyze, class_of
+from simcore.calibration.fit_host import compiled_decode_costs
+from simcore.calibration.host_trace import compiled_decode_calls, main
+from simcore.calibration.traces import read_trace
+from simcore.errors import TraceError
+from simcore.specs.registry import builtin_dir
+from simcore.validation.traces import compiled_decode_graphs, inference_composition, validate
+
+REPO = Path(__file__).resolve().parents[2]
+H200 = REPO / "traces" / "h200"
+STATIC = H200 / "round84" / "hf_generate_llama_L8_h2048_b4_static.json.gz"
+CSV = H200 / "host_compiled_decode.csv.gz"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with gzip.open(path, "rt") as f:
+        return list(csv.DictReader(f))
+
+
+def test_inductor_kernels_named_after_sdpa_or_a_gemm_are_neither() -> None:
+    # inductor's pointwise kernel that prepares SDPA's inputs, and one fused after a matmul's output
+    assert (
+        class_of("triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy_0", "kernel", "")[0]
+        == "elementwise"
+    )
+    assert class_of("triton_red_fused_mm_sum_3", "kernel", "")[0] == "elementwise"
+    # the attention kernel itself, replayed from a graph without an op
+    assert (
+        class_of("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16", "kernel", "")[0] == "attention"
+    )
+
+
+def test_static_cache_generate_is_one_prefill_and_its_decode_replays() -> None:
+    a = analyze(read_trace(STATIC))
+    assert compiled_decode_graphs([a])
+    # 16 new tokens: the eager prefill makes the first, 15 graph replays of the decode forward the rest
+    assert inference_composition(a, 8) == (1.0, 15.0)
+    # an eager static cache and tools/gpt.py's captured eager decode are not compiled decode passes
+    eager = analyze(read_trace(H200 / "round84" / "hf_generate_llama_L8_h2048_b4_static_eager.json.gz"))
+    graphs = analyze(read_trace(H200 / "profile_decode_cuda_graphs.json.gz"))
+    assert not compiled_decode_graphs([eager]) and not compiled_decode_graphs([graphs])
+
+
+def test_validate_reads_the_compiled_decode() -> None:
+    rep = validate(
+        [str(STATIC)],
+        REPO / "tests" / "data" / "trace_scenarios" / "h200_r84_generate_llama_l8_h2048_b4_static.yaml",
+    )
+    notes = " ".join(rep.notes)
+    assert "runtime.compiled_decode: true" in notes and "1 prefill + 15 decode steps" in notes
+    # the decode passes are host-bound: the GPU idles most of the step, measured and predicted
+    idle = {c["class"]: c for c in rep.to_dict()["classes"]}["idle"]
+    assert (
+        idle["measured_s"] > 0.5 * rep.measured_step_time_s
+        and idle["predicted_s"] > 0.5 * rep.predicted_step_time_s
+    )
+
+
+def test_compiled_decode_calls_reproduce_the_committed_csv(tmp_path: Path) -> None:
+    rows = _rows(CSV)
+    traces = [REPO / r["trace"] for r in rows]
+    assert len(traces) == 4
+    for r, t in zip(rows, traces, strict=True):
+        c = compiled_decode_calls(analyze(read_trace(t)))
+        assert c is not None and c.calls == int(r["calls"])
+        assert c.kernels_per_replay == pytest.approx(float(r["kernels_per_replay"]))
+        assert c.call_s == pytest.approx(float(r["call_s"]), rel=1e-5)
+    out = tmp_path / "cd.csv"
+    assert main(["--compiled-decode", str(traces[0]), "-o", str(out)]) == 0
+    assert out.read_text().startswith("trace,calls,kernels_per_replay,call_s")
+    # a trace without compiled decode calls: one line, exit 2
+    assert main(["--compiled-decode", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)]) == 2
+    assert compiled_decode_calls(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
+
+
+def test_compiled_call_fit_is_the_shipped_profiles() -> None:
+    shipped = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
+    fit = compiled_decode_costs(_rows(CSV), CSV, shipped)
+    for k in ("compiled_decode_call_fixed", "compiled_decode_call_per_kernel"):
+        assert fit[k] == pytest.approx(shipped[k], rel=1e-4)
+        assert fit[f"profiled_{k}"] == fit[k]
+    # a call of more kernels costs more: the line has a positive slope, and the 4 fit traces span it
+    assert fit["compiled_decode_call_per_kernel"] > 0 and fit["compiled_decode_call_fixed"] > 0
+    with pytest.raises(TraceError):
+        compiled_decode_costs(_rows(CSV)[:1], CSV, shipped)
+    with pytest.raises(TraceError):
+        compiled_decode_costs(_rows(CSV), CSV, {})
+
+
+def test_compiled_decode_pass_prices_no_layer_host_and_fused_kernels() -> None:
+    from simcore.prediction import predict
+    from simcore.specs.resolve import load_scenario
+
+    path = str(
+        REPO / "tests" / "data" / "trace_scenarios" / "h200_r84_generate_llama_l8_h2048_b4_static.yaml"
+    )
+    base = ["runtime.profiler=true", "runtime.implementation=huggingface", "runtime.decode_loop=generate"]
+    eager = predict(load_scenario(path, base)).model_dump()
+    comp = predict(load_scenario(path, [*base, "runtime.compiled_decode=true"])).model_dump()
+    deep = predict(
+        load_scenario(path, [*base, "runtime.compiled_decode=true", "model.layers=16"])
+    ).model_dump()
+    # the prefill is the same eager one; a compiled pass has fewer kernels and less host than an eager one
+    assert comp["prefill_time_s"] == pytest.approx(eager["prefill_time_s"])
+    assert comp["decode_kernels"] < eager["decode_kernels"]
+    assert 0 < comp["decode_host_s"] < eager["decode_host_s"]
+    # its host grows only through the compiled call's kernels (the layers run inside the graph): 8 more
+    # layers add their graph kernels at the profile's per-kernel cost (the calibration CPU's speed)
+    shipped = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
+    extra = deep["decode_host_s"] - comp["decode_host_s"]
+    dk = deep["decode_kernels"] - comp["decode_kernels"]
+    assert dk > 0 and extra == pytest.approx(
+        dk * shipped["profiled_compiled_decode_call_per_kernel"], rel=1e-6
+    )
