@@ -619,21 +619,21 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
     """The compiled call of a static-cache ``generate()`` decode pass (round 85,
     ``host_trace --compiled-decode``): a least-squares line over the graph's kernels of each trace's
     median call (dynamo's guards, the inputs' copies, the graph's launch), stated at the reference
-    inference probe (``probe_infer``): each trace's probe is its prefill's ``aten::linear`` over
-    ``probe_linear_ratio_infer_hf_swiglu`` (the Llama family's no-grad ratio, round 43).
+    inference probe (``probe_infer``): each trace's probe is its windowed ``aten::empty`` over
+    ``probe_empty_ratio_infer`` (the loop's own ops; its ``aten::linear`` calls are the prefill's few).
     ``compiled_decode_call_fixed`` / ``_per_kernel`` and their ``profiled_`` twins (measured under the
     profiler only; its extra host per aten op does not apply to the guards and driver calls, so the
     plain entries take the same values)."""
-    ratio = ref.get("probe_linear_ratio_infer_hf_swiglu")
+    ratio = ref.get("probe_empty_ratio_infer")
     probe = ref.get("probe_infer")
     if not ratio or not probe:
         raise TraceError(
-            "compiled decode rows need the inference probe and its aten::linear ratio (host_decode_hf rows)",
+            "compiled decode rows need the inference probe and its aten::empty ratio (host_decode rows)",
             file=str(path),
         )
     xs, ys = [], []
     for r in rows:
-        t = float(r["linear_main_s"]) / ratio
+        t = float(r["empty_main_s"]) / ratio
         if t > 0:
             xs.append(float(r["kernels_per_replay"]))
             ys.append(float(r["call_s"]) * probe / t)

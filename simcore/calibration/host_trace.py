@@ -768,6 +768,30 @@ def _pass_counts(a: Analysis) -> list[tuple[int, int]]:
     return out
 
 
+def compiled_decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
+    """(Top-level ops, their launches beyond one each) of a compiled decode pass outside its compiled
+    call (:data:`COMPILED_REGION`, :data:`DYNAMO_LOOKUP`): the loop's own ops between consecutive graph
+    launches, medians over the passes (``None`` without two graph launches on one thread)."""
+    graphs = sorted((c.ts, c.tid) for c in a.trace.host_calls if "GraphLaunch" in c.name)
+    if len(graphs) < 2:
+        return None
+    tid = graphs[0][1]
+    ts = [t for t, th in graphs if th == tid]
+    calls = sorted(c.ts for c in a.trace.host_calls if c.tid == tid and c.name.startswith(LAUNCH_CALLS))
+    ops = sorted((o for o in a.trace.cpu_ops.values() if o.tid == tid), key=lambda o: o.ts)
+    counts: list[tuple[int, int]] = []
+    for lo, hi in zip(ts, ts[1:], strict=False):
+        top = [o for o in _top_ops(ops, tid, lo, hi) if not o.name.startswith((COMPILED_REGION, DYNAMO_LOOKUP))]
+        extra = sum(
+            max(bisect.bisect_left(calls, o.ts + o.dur) - bisect.bisect_left(calls, o.ts) - 1, 0) for o in top
+        )
+        counts.append((len(top), extra))
+    return (
+        float(statistics.median(c[0] for c in counts)),
+        float(statistics.median(c[1] for c in counts)),
+    )
+
+
 def fit_extra_launch_ops(analyses: list[Analysis]) -> tuple[float, float, float]:
     """(The host of a stream launch beyond an op's first, in top-level ops; the RMS relative error of a
     pass's host outside its layers with it; without it) fitted on profiled eager decode loops

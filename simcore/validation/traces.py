@@ -35,6 +35,7 @@ from simcore.calibration.host_trace import (
     PROBE_WINDOW,
     SYNC_CALLS,
     OpSpeed,
+    compiled_decode_pass_counts,
     compiled_op_speed,
     cpu_range,
     decode_layer_op_count,
@@ -55,6 +56,7 @@ from simcore.calibration.profile import (
     CALIBRATED_LAYER_OPS,
     backend_of_name,
     calibrated_pass_ops,
+    pass_op_weight,
 )
 from simcore.calibration.traces.model import CpuOp
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
@@ -190,15 +192,21 @@ def inference_composition(a: Analysis, layers_per_rank: float) -> tuple[float, f
     decode layer; attention written out of ops counts its softmaxes over 4-D scores the same way),
     median over steps; None when the trace has no attention shapes.
 
-    Kernels without a recorded op (replayed from a CUDA graph, or traced without shapes) count by
-    their launch grid: a forward attention kernel (not a backward or split-combine kernel) whose
+    Attention kernels replayed from a CUDA graph count as decode layers; other kernels without a
+    recorded op (traced without shapes) count by their launch grid: a forward attention kernel (not a backward or split-combine kernel) whose
     grid has one block of query rows (``grid[0] == 1``, FlashAttention's layout) is a decode layer,
     more a prefill layer."""
     per: list[tuple[float, float]] = []
+    replayed = {c.correlation for c in a.trace.host_calls if "GraphLaunch" in c.name}
     for st in a.steps:
         seen: set[int] = set()
         pre = dec = 0
         for k in st.kernels:
+            if k.cls == "attention" and k.ev.correlation in replayed and k.shape is None:
+                # a graph replayed in an inference loop is a decode pass (tools/gpt.py's captured
+                # decode, a static cache's compiled one): cuDNN's grids do not show its one query
+                dec += 0 if any(w in k.ev.name.lower() for w in _NOT_A_PASS) else 1
+                continue
             s = k.shape
             if s is not None and s.get("name") == "softmax" and "queries" in s:
                 pre, dec = (pre + 1, dec) if s["queries"] > 1 else (pre, dec + 1)
@@ -734,7 +742,8 @@ def validate(
     moe = "moe_native" if sc.model.moe is not None else None
     act = prof.layer_key(act, moe, sc.runtime.implementation, "infer_decode", sc.runtime.attention_backend)
     gemm_probe = f"probe_linear_ratio_infer_{hf_code}{act}" if inference else None
-    cpu = _cpu_speed(ans, inference, host_model, gemm_probe) if has_ref else None
+    # a compiled decode's passes call no aten::linear outside the graph: its pace is the loop's aten::empty
+    cpu = _cpu_speed(ans, inference, host_model, None if cdec else gemm_probe, empty_only=cdec) if has_ref else None
     synced = [step_synchronized(a) for a in ans]
     decode_every = _decode_sync_every(ans[0], sc) if inference else 1
     unsync_model = (
@@ -1023,7 +1032,6 @@ def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple
     if (
         sc.kind != "inference"
         or sc.runtime.framework != "eager"
-        or sc.runtime.compiled_decode
         or sc.cluster.gpus != 1
     ):
         return None, None
@@ -1031,7 +1039,12 @@ def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple
     ref = calibrated_pass_ops(
         sc.runtime.implementation, sc.runtime.decode_loop == "generate", act, eager_attention
     )
-    n = decode_pass_op_count(ans[0])
+    if sc.runtime.compiled_decode:
+        # the loop's own ops between the graph's launches (its layers and the model's ops run inside)
+        c = compiled_decode_pass_counts(ans[0])
+        n = None if c is None else pass_op_weight(*c)
+    else:
+        n = decode_pass_op_count(ans[0])
     if n is None or ref is None or abs(n / ref - 1.0) <= 0.05:
         return None, ref
     return n, ref
@@ -1064,7 +1077,11 @@ def _profile_of(sc: Scenario) -> Any:
 
 
 def _cpu_speed(
-    ans: list[Analysis], inference: bool, host: dict[str, float], gemm_probe: str | None = None
+    ans: list[Analysis],
+    inference: bool,
+    host: dict[str, float],
+    gemm_probe: str | None = None,
+    empty_only: bool = False,
 ) -> CpuOpTime | None:
     """The CPU speed probe of the slowest rank (the one whose host sets the pace), if the traces have
     one: the largest main-thread probe for inference, the largest sum over both threads for training
@@ -1084,7 +1101,7 @@ def _cpu_speed(
             )
             continue
         # an inference trace's pace over windows of its probe calls (host_trace.PROBE_WINDOW)
-        s = _as_t(op_speed(a, PROBE_WINDOW if inference else 0), inference, host, gemm_probe)
+        s = _as_t(op_speed(a, PROBE_WINDOW if inference else 0), inference, host, gemm_probe, empty_only)
         if s is not None and s.main_s:
             speeds.append(s)
     if not speeds:
@@ -1099,19 +1116,27 @@ def _cpu_speed(
 
 
 def _as_t(
-    s: OpSpeed | None, inference: bool, host: dict[str, float], gemm_probe: str | None = None
+    s: OpSpeed | None,
+    inference: bool,
+    host: dict[str, float],
+    gemm_probe: str | None = None,
+    empty_only: bool = False,
 ) -> OpSpeed | None:
     """A trace's probes as ``aten::t``: a thread without enough ``aten::t`` is timed by its
     ``aten::empty`` over the profile's ``probe_empty_ratio_*`` (``host_trace.ALT_PROBE_OP``). With
     ``gemm_probe``, the host-layer key of the layers' ``aten::linear`` / ``aten::t`` ratio (a no-grad
     pass of simcore's reference layers: ``probe_linear_ratio_infer_<act>``, round 42), the main thread
     is timed by its ``aten::linear`` over it where the profile has it (``host_trace.GEMM_PROBE_OP``: a
-    steadier probe)."""
+    steadier probe); with ``empty_only`` by its ``aten::empty`` alone (a compiled decode pass: its
+    ``aten::linear`` calls are its prefill's few, :func:`compiled_decode_graphs`)."""
     if s is None:
         return None
     r_m = host.get("probe_empty_ratio_infer" if inference else "probe_empty_ratio_main")
     r_b = host.get("probe_empty_ratio_backward")
     r_lin = host.get(gemm_probe) if gemm_probe else None
+    if empty_only and s.empty_main_s and r_m:
+        # ``empty_only``: the main thread by its aten::empty alone (a compiled decode loop's own ops)
+        return OpSpeed(main_s=s.empty_main_s / r_m, backward_s=None)
     if s.linear_main_s and r_lin:
         # a no-grad pass's steadier probe (host_trace.GEMM_PROBE_OP), stated as aten::t
         return OpSpeed(main_s=s.linear_main_s / r_lin, backward_s=None)
