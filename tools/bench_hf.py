@@ -168,7 +168,11 @@ Round 86 (``--set r86``): held-apart runs after ``runtime.compiled_decode`` (sto
 16-layer Llama at batch 1, a Mistral of h 4096 at batch 2, a Qwen2 of h 2048 at batch 16, and a Llama of h 3072
 sampling with top-k.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86] [--budget S] [--smoke]
+Round 87 (``--set r87``): held-apart runs after the compiled decode's pass ops and ``aten::empty`` pace (stop 23):
+static-cache ``generate()`` on a Llama of h 2560 at batch 2, a Qwen2 of h 1024, a Mistral of h 3072 at batch 8
+sampling with temperature, and an 8-layer Llama at batch 1 after 512 tokens.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -737,6 +741,19 @@ RUNS_R86 = [
 ]  # fmt: skip
 
 
+# round 87 (--set r87): held apart after the compiled decode's pass ops and aten::empty pace (stop 23)
+RUNS_R87 = [
+    ("generate_llama_L10_h2560_b2_static", lambda s: llama(10, 2560, 20, 4, 6912, 32000, s), "generate", 2, (256, 24),
+     {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L8_h1024_b4_static", lambda s: llama(8, 1024, 16, 4, 4864, 151936, s, "qwen2"), "generate", 4,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_mistral_L4_h3072_b8_static_temp", lambda s: llama(4, 3072, 24, 8, 8192, 32000, s, "mistral"), "generate",
+     8, (128, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "temperature": 0.7, "top_k": 0}}),
+    ("generate_llama_L8_h2048_b1_static_p512", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "generate", 1,
+     (512, 32), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -778,6 +795,7 @@ SETS = {
     "r84": (RUNS_R84, "r84"),
     "static_fit": (RUNS_STATIC_FIT, "r85"),
     "r86": (RUNS_R86, "r86"),
+    "r87": (RUNS_R87, "r87"),
 }
 
 
