@@ -148,19 +148,32 @@ def evaluate(
     # the prefill's LM head: each sequence's last position, or every prompt token (``prefill_logits``)
     logit_rows = batch * (float(inf.prompt_len) if inf.prefill_logits == "all" else 1.0)
     prefill = _forward(pricer, model, pre, logit_rows, pp, sample_rows=batch)
+    # a compiled decode (``compiled_decode``) runs compiled code's fused kernels
+    fused_decode = {"fused": True} if compiled_decode else {}
     dec = L.Layout(
-        micro_batch=batch, seq=1.0, tp=tp, dtype=dt, act_bytes=act, extra={**kv_extra, "kv_seq": float(ctx)}
+        micro_batch=batch,
+        seq=1.0,
+        tp=tp,
+        dtype=dt,
+        act_bytes=act,
+        extra={**kv_extra, **fused_decode, "kv_seq": float(ctx)},
     )
-    if framework == "cuda_graphs" and "cuda_graphs" not in prof.gap:
-        # the device idles between the kernels of a replayed decode step (round 26: 0.37 us, 0.48 under
-        # the profiler), unless the profile's kernel fits carry that gap already (its ``gap``)
-        pricer.kernel_gap = host_cal.get(
+    # the device idles between the kernels of a replayed decode step (round 26: 0.37 us, 0.48 under the
+    # profiler), unless the profile's kernel fits carry that gap already (its ``gap``)
+    graph_gap = (
+        host_cal.get(
             "profiled_graph_kernel_gap" if profiler else "graph_kernel_gap",
             host_cal.get("graph_kernel_gap", 0.0),
         )
+        if "cuda_graphs" not in prof.gap
+        else 0.0
+    )
+    if framework == "cuda_graphs":
+        pricer.kernel_gap = graph_gap
+    dec_pricer = pricer
     if compiled_decode:
-        # the decode pass replays a captured graph of inductor's fused kernels: launched as a graph's
-        # (no host per kernel, the replay's floor and gaps), fused as compiled code's
+        # the decode pass replays a captured graph of inductor's kernels: launched as a graph's (no host
+        # per kernel, the replay's floor and gaps)
         dec_pricer = Pricer.for_layout(
             cluster,
             tp=tp,
@@ -171,22 +184,8 @@ def evaluate(
             profile=prof,
         )
         dec_pricer.kernel_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0)
-        if "cuda_graphs" not in prof.gap:
-            dec_pricer.kernel_gap = host_cal.get(
-                "profiled_graph_kernel_gap" if profiler else "graph_kernel_gap",
-                host_cal.get("graph_kernel_gap", 0.0),
-            )
-        dec = L.Layout(
-            micro_batch=batch,
-            seq=1.0,
-            tp=tp,
-            dtype=dt,
-            act_bytes=act,
-            extra={**kv_extra, "fused": True, "kv_seq": float(ctx)},
-        )
-        decode = _forward(dec_pricer, model, dec, batch, pp)
-    else:
-        decode = _forward(pricer, model, dec, batch, pp)
+        dec_pricer.kernel_gap = graph_gap
+    decode = _forward(dec_pricer, model, dec, batch, pp)
     pricer.kernel_gap = 0.0
 
     hosts: dict[str, Num] = {"prefill": 0.0, "decode": 0.0}
