@@ -10,7 +10,10 @@ and over the held-apart ones.
 (:func:`one_step_trace`), the most common thing users send: the same runs read without step markers.
 
   python -m simcore.validation.trace_report [--json] [--index traces/validate.csv] [--calibration NAME]
-      [--single-step]
+      [--single-step] [--probe-window N]
+
+``--probe-window N``: what-if for inference traces' CPU pace (``host_trace.PROBE_WINDOW`` is 16; 0 is one
+median over the trace, the rule before stop 22).
 """
 
 from __future__ import annotations
@@ -124,7 +127,10 @@ def one_step_trace(src: str | Path, dst: str | Path) -> bool:
 
 
 def run(
-    cases: list[TraceCase], calibration: str | None = None, single_step: bool = False
+    cases: list[TraceCase],
+    calibration: str | None = None,
+    single_step: bool = False,
+    probe_window: int | None = None,
 ) -> list[dict[str, Any]]:
     """``simcore validate`` on each case: step errors and the three largest class errors.
     ``calibration``: predict with this compute profile (name or path) instead of the scenario's;
@@ -144,7 +150,9 @@ def run(
             cut = Path(tmp.name) / Path(traces[0]).name
             if one_step_trace(traces[0], cut):
                 traces = [str(cut)]
-        rep = validate(traces, c.scenario, overrides=over, top_kernels=1 << 30).to_dict()
+        rep = validate(
+            traces, c.scenario, overrides=over, top_kernels=1 << 30, probe_window=probe_window
+        ).to_dict()
         training = load_scenario(str(c.scenario), over or []).kind == "training"
         worst = sorted(rep["classes"], key=lambda r: -abs(r["error_s"]))[:3]
         out.append(
@@ -252,9 +260,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="cut each single-rank trace to its last step without step annotations (what users send)",
     )
+    ap.add_argument(
+        "--probe-window",
+        type=int,
+        metavar="N",
+        help="what-if: an inference trace's CPU pace over windows of N probe calls (0: one median; default 16)",
+    )
     args = ap.parse_args(argv)
+    if args.probe_window is not None and args.probe_window < 0:
+        print("error: --probe-window: give 0 (one median) or a window of calls", file=sys.stderr)
+        return 2
     try:
-        rows = run(read_index(args.index), args.calibration, args.single_step)
+        rows = run(read_index(args.index), args.calibration, args.single_step, args.probe_window)
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -560,8 +560,11 @@ def validate(
     engine: str = "analytic",
     analyses: list[Analysis] | None = None,
     top_kernels: int = 15,
+    probe_window: int | None = None,
 ) -> ValidationReport:
-    """Compare the prediction of ``scenario`` with the measured ``traces`` (one file per rank)."""
+    """Compare the prediction of ``scenario`` with the measured ``traces`` (one file per rank).
+    ``probe_window``: a what-if for an inference trace's CPU pace, the calls per window of its probe
+    (0: one median over the trace; default :data:`~simcore.calibration.host_trace.PROBE_WINDOW`)."""
     from simcore.specs.resolve import load_scenario
     from simcore.workload.replay import load_analyses
 
@@ -743,7 +746,12 @@ def validate(
     act = prof.layer_key(act, moe, sc.runtime.implementation, "infer_decode", sc.runtime.attention_backend)
     gemm_probe = f"probe_linear_ratio_infer_{hf_code}{act}" if inference else None
     # a compiled decode's passes call no aten::linear outside the graph: its pace is the loop's aten::empty
-    cpu = _cpu_speed(ans, inference, host_model, None if cdec else gemm_probe, empty_only=cdec) if has_ref else None
+    window = (PROBE_WINDOW if probe_window is None else probe_window) if inference else 0
+    cpu = (
+        _cpu_speed(ans, inference, host_model, None if cdec else gemm_probe, empty_only=cdec, window=window)
+        if has_ref
+        else None
+    )
     synced = [step_synchronized(a) for a in ans]
     decode_every = _decode_sync_every(ans[0], sc) if inference else 1
     unsync_model = (
@@ -1082,6 +1090,7 @@ def _cpu_speed(
     host: dict[str, float],
     gemm_probe: str | None = None,
     empty_only: bool = False,
+    window: int | None = None,
 ) -> CpuOpTime | None:
     """The CPU speed probe of the slowest rank (the one whose host sets the pace), if the traces have
     one: the largest main-thread probe for inference, the largest sum over both threads for training
@@ -1101,7 +1110,9 @@ def _cpu_speed(
             )
             continue
         # an inference trace's pace over windows of its probe calls (host_trace.PROBE_WINDOW)
-        s = _as_t(op_speed(a, PROBE_WINDOW if inference else 0), inference, host, gemm_probe, empty_only)
+        # an inference trace's pace over windows of its probe calls (host_trace.PROBE_WINDOW), or ``window``
+        w = window if window is not None else (PROBE_WINDOW if inference else 0)
+        s = _as_t(op_speed(a, w), inference, host, gemm_probe, empty_only)
         if s is not None and s.main_s:
             speeds.append(s)
     if not speeds:

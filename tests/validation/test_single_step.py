@@ -111,3 +111,29 @@ def test_one_step_trace_reports_a_broken_file(tmp_path: Path) -> None:
     bad.write_text('{"traceEvents": [')
     with pytest.raises(SimcoreError, match="bad.json.*cannot read the trace"):
         one_step_trace(bad, tmp_path / "out.json.gz")
+
+
+def test_probe_window_what_if() -> None:
+    """``trace_report --probe-window N``: an inference trace's pace over N-call windows (0: one median),
+    a training trace's unchanged; a negative window is one clear error."""
+    from simcore.calibration.classify import analyze
+    from simcore.calibration.host_trace import PROBE_WINDOW, op_speed
+    from simcore.calibration.traces import read_trace
+    from simcore.validation.trace_report import TraceCase, main, run
+
+    gen = REPO / "traces" / "h200" / "round82" / "hf_generate_gpt2_L12_b2_topp.json.gz"
+    train = REPO / "traces" / "h200" / "round82" / "hf_train_gpt2_L8_b8_s512.json.gz"
+    cases = [
+        TraceCase(SC / "h200_r82_generate_gpt2_l12_b2_topp.yaml", (gen,), "82", True, ""),
+        TraceCase(SC / "h200_r82_train_gpt2_l8_b8_s512.yaml", (train,), "82", True, ""),
+    ]
+    default, median, wide = (run(cases, probe_window=w) for w in (None, 0, 32))
+    assert default[0]["cpu_op_time_s"] == run(cases[:1], probe_window=PROBE_WINDOW)[0]["cpu_op_time_s"]
+    # one median over the trace, and windows of 32 calls, read other paces of the same trace
+    a = analyze(read_trace(gen))
+    s0, s16 = op_speed(a, 0), op_speed(a, PROBE_WINDOW)
+    assert s0 is not None and s16 is not None and s0.empty_main_s != s16.empty_main_s
+    assert median[0]["cpu_op_time_s"] != default[0]["cpu_op_time_s"] != wide[0]["cpu_op_time_s"]
+    assert median[0]["error_pct"] != default[0]["error_pct"]
+    assert default[1] == median[1] == wide[1]  # training traces keep one median
+    assert main(["--probe-window", "-1"]) == 2
