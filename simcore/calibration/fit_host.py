@@ -644,6 +644,36 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
     return {**out, **{f"profiled_{k}": v for k, v in out.items()}}
 
 
+def _is_generate_call_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"setup_s", "compiled_decode", "linear_main_s"} <= set(rows[0])
+
+
+def generate_call_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]) -> dict[str, float]:
+    """A transformers ``generate()`` call's host before its prefill (``host_trace --generate``: round 80's
+    dynamic-cache runs, round 85's static-cache compiled ones), the median over the traces stated at the
+    reference inference probe (``probe_infer``), each trace's probe read as ``simcore validate`` reads it:
+    its ``aten::linear`` over ``probe_linear_ratio_infer_hf_<act>``, a compiled decode's ``aten::empty``
+    over ``probe_empty_ratio_infer``. ``[profiled_]hf_infer_generate_call`` (dynamic cache) and
+    ``[profiled_]hf_compiled_decode_generate_call`` (a static cache reset each call); measured under the
+    profiler only, the plain entries take the same values."""
+    probe = ref.get("probe_infer")
+    empty = ref.get("probe_empty_ratio_infer")
+    if not probe or not empty:
+        raise TraceError("generate() call rows need the inference probe and its ratios (host_decode rows)", file=str(path))
+    by: dict[bool, list[float]] = {False: [], True: []}
+    for r in rows:
+        compiled = r["compiled_decode"] == "True"
+        lin = ref.get(f"probe_linear_ratio_infer_hf_{r['act']}")
+        t = float(r["empty_main_s"]) / empty if compiled or not lin else float(r["linear_main_s"]) / lin
+        if t > 0:
+            by[compiled].append(float(r["setup_s"]) * probe / t)
+    out: dict[str, float] = {}
+    for compiled, name in ((False, "infer_generate_call"), (True, "compiled_decode_generate_call")):
+        if by[compiled]:
+            out[f"hf_{name}"] = out[f"profiled_hf_{name}"] = float(statistics.median(by[compiled]))
+    return out
+
+
 def _is_compiled_step_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"fwd_region_s", "bwd_region_s", "trace"} <= set(rows[0])
 
@@ -913,8 +943,14 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     compiled_step_paths: list[str] = []
     compiled_decode: list[dict[str, str]] = []
     compiled_decode_paths: list[str] = []
+    generate_calls: list[dict[str, str]] = []
+    generate_call_paths: list[str] = []
     for p in paths:
         csv_rows = _csv_rows(p)
+        if _is_generate_call_run(csv_rows):
+            generate_calls.extend(csv_rows)
+            generate_call_paths.append(str(p))
+            continue
         if _is_compiled_decode_run(csv_rows):
             compiled_decode.extend(csv_rows)
             compiled_decode_paths.append(str(p))
@@ -1028,6 +1064,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
     if compiled_decode:
         out.update(compiled_decode_costs(compiled_decode, ", ".join(compiled_decode_paths), out))
+    if generate_calls:
+        out.update(generate_call_costs(generate_calls, ", ".join(generate_call_paths), out))
     for act in ("gelu", "swiglu"):
         train_ratio = out.get(f"profiler_ratio_train_{act}")
         for part in ("fwd", "bwd", "fwd_layer", "bwd_layer"):

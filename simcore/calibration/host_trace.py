@@ -1050,6 +1050,52 @@ class CompiledDecodeCalls(_Row):
 
 
 COMPILED_DECODE_COLUMNS = columns(CompiledDecodeCalls)
+COMPILED_DECODE_COLUMNS = columns(CompiledDecodeCalls)
+
+
+@dataclass(frozen=True)
+class GenerateCall(_Row):
+    """What a transformers ``generate()`` call does on the host before its prefill: from the step's
+    start to its first ``aten::embedding`` (the generation config, logits processors and stopping
+    criteria built, the cache created or a static one reset, the inputs prepared), median over the
+    profiled steps (seconds), with the trace's probes (windowed, :data:`PROBE_WINDOW`)."""
+
+    trace: str
+    act: str
+    compiled_decode: bool
+    """Its decode passes replay a compiled graph (a static cache: ``runtime.compiled_decode``)."""
+    steps: int
+    setup_s: float
+    linear_main_s: float
+    empty_main_s: float
+
+
+GENERATE_CALL_COLUMNS = columns(GenerateCall)
+
+
+def generate_call(a: Analysis) -> GenerateCall | None:
+    """The host of a ``generate()`` call before its prefill (``None`` when the trace's steps do not run
+    ``generate()`` or carry no step ranges)."""
+    ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
+    speed = op_speed(a, PROBE_WINDOW)
+    if not generate_loop(ops) or speed is None:
+        return None
+    setups = []
+    for _step, lo, _hi, win in _step_windows(a):
+        emb = next((o.ts for o in win if o.name == "aten::embedding"), None)
+        if emb is not None:
+            setups.append(emb - lo)
+    if not setups:
+        return None
+    return GenerateCall(
+        trace=a.trace.path,
+        act="swiglu" if any(o.name == "aten::silu" for o in ops) else "gelu",
+        compiled_decode=any("GraphLaunch" in c.name for c in a.trace.host_calls),
+        steps=len(setups),
+        setup_s=float(statistics.median(setups)),
+        linear_main_s=float(speed.linear_main_s or 0.0),
+        empty_main_s=float(speed.empty_main_s or 0.0),
+    )
 
 COMPILED_REGION = "Torch-Compiled Region"
 DYNAMO_LOOKUP = "TorchDynamo Cache Lookup"
@@ -1141,7 +1187,7 @@ def ddp_hooks(a: Analysis) -> DdpHooks | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs | --compiled | --compiled-decode) TRACE... -o OUT``.
+    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs | --compiled | --compiled-decode | --generate) TRACE... -o OUT``.
 
     ``--ddp``: DDP's host costs per gradient tensor and per bucket from profiled DDP ranks, one row
     per trace (the input of ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``).
@@ -1152,7 +1198,8 @@ def main(argv: list[str] | None = None) -> int:
     ``--compiled``: the compiled regions of profiled torch.compile steps (:class:`CompiledStepHost`),
     with the ``aten::t`` of ``eager_<name>`` where it lies beside ``compiled_<name>`` (one process).
     ``--compiled-decode``: the compiled decode calls of static-cache ``generate()`` traces
-    (:class:`CompiledDecodeCalls`), one row per trace."""
+    (:class:`CompiledDecodeCalls`), one row per trace. ``--generate``: a ``generate()`` call's host
+    before its prefill (:class:`GenerateCall`), one row per trace."""
     import argparse
     import csv
     import gzip
@@ -1172,6 +1219,7 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument(
         "--compiled-decode", nargs="+", metavar="TRACE", help="inference traces with compiled decode graphs"
     )
+    what.add_argument("--generate", nargs="+", metavar="TRACE", help="transformers generate() traces")
     ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
     ap.add_argument("--prefill", action="store_true", help="with --decode: the prefill passes too (seq > 1)")
     ap.add_argument(
@@ -1195,8 +1243,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     try:
-        for p in args.ddp or args.steps or args.decode or args.graphs or args.compiled or args.compiled_decode:
+        for p in (
+            args.ddp or args.steps or args.decode or args.graphs or args.compiled or args.compiled_decode or args.generate
+        ):
             a = analyze(read_trace(p))
+            if args.generate:
+                gc = generate_call(a)
+                if gc is None:
+                    print(f"error: {p}: no profiled step of a transformers generate() call", file=sys.stderr)
+                    return 2
+                rows.append(gc.row())
+                continue
             if args.compiled_decode:
                 cd = compiled_decode_calls(a)
                 if cd is None:
@@ -1261,6 +1318,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.compiled
         else COMPILED_DECODE_COLUMNS
         if args.compiled_decode
+        else GENERATE_CALL_COLUMNS
+        if args.generate
         else DECODE_HOST_COLUMNS
     )
     try:
@@ -1287,6 +1346,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['trace']} {r['step']}: compiled forward {r['fwd_region_s'] * 1e3:.2f} ms, backward "
                 f"{r['bwd_region_s'] * 1e3:.2f} ms, optimizer {r['optimizer_s'] * 1e3:.2f} ms (step {r['step_s'] * 1e3:.2f} ms)"
             )
+        elif args.generate:
+            print(f"{r['trace']}: generate() call before its prefill {r['setup_s'] * 1e3:.2f} ms ({r['steps']} steps)")
         elif args.compiled_decode:
             print(
                 f"{r['trace']}: {r['calls']} compiled decode calls of {r['kernels_per_replay']:.0f} kernels, "

@@ -223,8 +223,17 @@ def evaluate(
                     + prof.host("compiled_decode_call_fixed", profiler)
                     + prof.host("compiled_decode_call_per_kernel", profiler) * pr.kernels
                 )
-            hosts[mode] = host + comm_calls
-            pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0))
+            call = 0.0
+            if mode == "prefill" and decode_loop == "generate" and gen > 0:
+                # generate()'s own setup before its prefill (its config, logits processors and stopping
+                # criteria built, the cache created or a static one reset): before any kernel, serial
+                call = prof.host_of(
+                    "compiled_decode_generate_call" if compiled_decode else "infer_generate_call",
+                    profiler,
+                    implementation,
+                )
+            hosts[mode] = host + comm_calls + call
+            pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), 0.0) + call)
 
     if framework == "cuda_graphs" and decode_sync_every:
         # after each wait for the tokens the GPU idles until the host has launched the next graph, a

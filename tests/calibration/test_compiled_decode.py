@@ -112,8 +112,11 @@ def test_compiled_decode_pass_prices_no_layer_host_and_fused_kernels() -> None:
     deep = predict(
         load_scenario(path, [*base, "runtime.compiled_decode=true", "model.layers=16"])
     ).model_dump()
-    # the prefill is the same eager one; a compiled pass has fewer kernels and less host than an eager one
-    assert comp["prefill_time_s"] == pytest.approx(eager["prefill_time_s"])
+    # the prefill is the same eager one but for generate()'s call (a static cache's is reset each call);
+    # a compiled pass has fewer kernels and less host than an eager one
+    hl = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
+    reset = hl["profiled_hf_compiled_decode_generate_call"] - hl["profiled_hf_infer_generate_call"]
+    assert comp["prefill_time_s"] == pytest.approx(eager["prefill_time_s"] + reset)
     assert comp["decode_kernels"] < eager["decode_kernels"]
     assert 0 < comp["decode_host_s"] < eager["decode_host_s"]
     # its host grows only through the compiled call's kernels (the layers run inside the graph): 8 more
@@ -123,4 +126,56 @@ def test_compiled_decode_pass_prices_no_layer_host_and_fused_kernels() -> None:
     dk = deep["decode_kernels"] - comp["decode_kernels"]
     assert dk > 0 and extra == pytest.approx(
         dk * shipped["profiled_compiled_decode_call_per_kernel"], rel=1e-6
+    )
+
+
+def test_generate_call_rows_and_fit_reproduce_the_shipped_profile(tmp_path: Path) -> None:
+    from simcore.calibration.fit_host import generate_call_costs
+    from simcore.calibration.host_trace import generate_call
+
+    path = H200 / "host_generate_call.csv.gz"
+    rows = _rows(path)
+    assert len(rows) == 12 and sum(r["compiled_decode"] == "True" for r in rows) == 4
+    for r in rows[:2] + rows[-2:]:
+        g = generate_call(analyze(read_trace(REPO / r["trace"])))
+        assert g is not None and g.setup_s == pytest.approx(float(r["setup_s"]), rel=1e-5)
+        assert str(g.compiled_decode) == r["compiled_decode"]
+    shipped = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
+    fit = generate_call_costs(rows, path, shipped)
+    for k in ("hf_infer_generate_call", "hf_compiled_decode_generate_call"):
+        assert fit[k] == pytest.approx(shipped[k], rel=1e-6) and fit[f"profiled_{k}"] == fit[k]
+    # a static cache's call also resets the cache: it costs more than a dynamic one's, both 1.5-3 ms
+    assert 1.5e-3 < fit["hf_infer_generate_call"] < fit["hf_compiled_decode_generate_call"] < 3e-3
+    # a decode loop of forward passes is no generate() call: one line, exit 2
+    loop = H200 / "round84" / "hf_infer_llama_L8_h2048_b8_p256.json.gz"
+    assert generate_call(analyze(read_trace(loop))) is None
+    assert main(["--generate", str(loop), "-o", str(tmp_path / "g.csv")]) == 2
+    with pytest.raises(TraceError):
+        generate_call_costs(rows, path, {})
+
+
+def test_generate_call_is_priced_once_before_the_prefill() -> None:
+    from simcore.prediction import predict
+    from simcore.specs.resolve import load_scenario
+
+    path = str(
+        REPO / "tests" / "data" / "trace_scenarios" / "h200_r84_generate_llama_l8_h2048_b4_static.yaml"
+    )
+    shipped = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
+    base = ["runtime.profiler=true", "runtime.implementation=huggingface"]
+    gen = predict(load_scenario(path, [*base, "runtime.decode_loop=generate"])).model_dump()
+    loop = predict(load_scenario(path, [*base, "runtime.decode_loop=manual"])).model_dump()
+    comp = predict(
+        load_scenario(path, [*base, "runtime.decode_loop=generate", "runtime.compiled_decode=true"])
+    )
+    # serial before any kernel: the prefill takes it whole even where its GPU time exceeds its host
+    assert gen["breakdown_prefill"]["host_overhead"] >= shipped["profiled_hf_infer_generate_call"]
+    assert loop["breakdown_prefill"].get("host_overhead", 0.0) < gen["breakdown_prefill"]["host_overhead"]
+    assert (
+        comp.model_dump()["breakdown_prefill"]["host_overhead"]
+        >= shipped["profiled_hf_compiled_decode_generate_call"]
+    )
+    # the decode passes do not pay it
+    assert gen["decode_host_s"] == pytest.approx(
+        predict(load_scenario(path, [*base, "runtime.decode_loop=generate"])).model_dump()["decode_host_s"]
     )
