@@ -172,7 +172,11 @@ Round 87 (``--set r87``): held-apart runs after the compiled decode's pass ops a
 static-cache ``generate()`` on a Llama of h 2560 at batch 2, a Qwen2 of h 1024, a Mistral of h 3072 at batch 8
 sampling with temperature, and an 8-layer Llama at batch 1 after 512 tokens.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87] [--budget S] [--smoke]
+Round 88 (``--set r88``): held-apart runs after the ``generate()`` call's host (stop 23): dynamic-cache ``generate()``
+of a 6-layer Llama at batch 8, GPT-2 (8 layers) sampling top-k at batch 2, a Qwen2 of h 1536 at batch 2; static-cache
+``generate()`` of a Mistral at batch 4 and a 12-layer Llama of h 1536 sampling top-p at batch 8.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -754,6 +758,20 @@ RUNS_R87 = [
 ]  # fmt: skip
 
 
+# round 88 (--set r88): held apart after the generate() call's host (stop 23): dynamic-cache and static-cache runs
+RUNS_R88 = [
+    ("generate_llama_L6_h2048_b8", lambda s: llama(6, 2048, 16, 8, 5632, 32000, s), "generate", 8, (256, 16), {}),
+    ("generate_gpt2_L8_b2_topk", lambda s: gpt2(8, 768, 12, s), "generate", 2, (128, 24),
+     {"gen": {"do_sample": True, "top_k": 20}}),
+    ("generate_qwen2_L6_h1536_b2", lambda s: llama(6, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 2, (256, 16),
+     {}),
+    ("generate_mistral_L8_h2048_b4_static", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s, "mistral"), "generate", 4,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L12_h1536_b8_static_topp", lambda s: llama(12, 1536, 12, 4, 4096, 32000, s), "generate", 8,
+     (128, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "top_p": 0.9}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -796,6 +814,7 @@ SETS = {
     "static_fit": (RUNS_STATIC_FIT, "r85"),
     "r86": (RUNS_R86, "r86"),
     "r87": (RUNS_R87, "r87"),
+    "r88": (RUNS_R88, "r88"),
 }
 
 
