@@ -25,9 +25,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.classify import Analysis, Step, fp32_weights
+from simcore.calibration.classify import INDUCTOR_FUSED, Analysis, Step, fp32_weights
 from simcore.calibration.profile import ComputeProfile, profiler_key
-from simcore.calibration.traces.model import CpuOp, Trace
+from simcore.calibration.traces.model import CpuOp, RuntimeCall, Trace
 
 
 class _Row:
@@ -343,6 +343,26 @@ def hf_layers(ops: list[CpuOp]) -> bool:
         and not names & {"aten::rms_norm", "aten::_fused_rms_norm"}
     )
     return gelu_tanh or rms
+
+
+def graph_launches(tr: Trace) -> list[RuntimeCall]:
+    """A trace's CUDA-graph launch calls (``cudaGraphLaunch``), in time order."""
+    return sorted((c for c in tr.host_calls if "GraphLaunch" in c.name), key=lambda c: c.ts)
+
+
+def compiled_decode_graphs(ans: list[Analysis]) -> bool:
+    """Whether the traces' decode passes are CUDA-graph replays of torch.compile's fused kernels
+    beside a prefill launched op by op (transformers' static-cache ``generate()``, round 85): graph
+    replays that run inductor's kernels, and attention kernels launched outside any graph."""
+    for a in ans:
+        launches = {c.correlation for c in graph_launches(a.trace)}
+        if not launches:
+            continue
+        replayed = [k for k in a.kernels if k.ev.correlation in launches]
+        eager_attn = any(k.cls == "attention" and k.ev.correlation not in launches for k in a.kernels)
+        if eager_attn and any(k.ev.name.startswith(INDUCTOR_FUSED) for k in replayed):
+            return True
+    return False
 
 
 def generate_loop(ops: list[CpuOp]) -> bool:
@@ -772,7 +792,7 @@ def compiled_decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
     """(Top-level ops, their launches beyond one each) of a compiled decode pass outside its compiled
     call (:data:`COMPILED_REGION`, :data:`DYNAMO_LOOKUP`): the loop's own ops between consecutive graph
     launches, medians over the passes (``None`` without two graph launches on one thread)."""
-    graphs = sorted((c.ts, c.tid) for c in a.trace.host_calls if "GraphLaunch" in c.name)
+    graphs = [(c.ts, c.tid) for c in graph_launches(a.trace)]
     if len(graphs) < 2:
         return None
     tid = graphs[0][1]
@@ -993,7 +1013,7 @@ GRAPH_COLUMNS = columns(GraphReplays)
 
 def graph_replays(a: Analysis) -> GraphReplays | None:
     """The graph replays of a trace (``None`` when it launched no graph with at least two kernels)."""
-    launches = {c.correlation: c for c in a.trace.host_calls if "GraphLaunch" in c.name}
+    launches = {c.correlation: c for c in graph_launches(a.trace)}
     by: dict[int, list[tuple[float, float]]] = {}
     for k in a.trace.kernels():
         if k.correlation in launches:
@@ -1090,7 +1110,7 @@ def generate_call(a: Analysis) -> GenerateCall | None:
     return GenerateCall(
         trace=a.trace.path,
         act="swiglu" if any(o.name == "aten::silu" for o in ops) else "gelu",
-        compiled_decode=any("GraphLaunch" in c.name for c in a.trace.host_calls),
+        compiled_decode=compiled_decode_graphs([a]),
         steps=len(setups),
         setup_s=float(statistics.median(setups)),
         linear_main_s=float(speed.linear_main_s or 0.0),
@@ -1103,7 +1123,8 @@ DYNAMO_LOOKUP = "TorchDynamo Cache Lookup"
 
 def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
     """The compiled decode calls of a trace (``None`` when no compiled region launches a graph)."""
-    launches = sorted(c.ts for c in a.trace.host_calls if "GraphLaunch" in c.name)
+    graphs = graph_launches(a.trace)
+    launches = [c.ts for c in graphs]
     ops = list(a.trace.cpu_ops.values())
     regions = [
         o
@@ -1116,7 +1137,7 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
     speed = op_speed(a, PROBE_WINDOW)
     if not regions or speed is None or not speed.linear_main_s:
         return None
-    corr = {c.correlation for c in a.trace.host_calls if "GraphLaunch" in c.name}
+    corr = {c.correlation for c in graphs}
     per: dict[int, int] = {}
     for k in a.trace.kernels():
         if k.correlation in corr:

@@ -35,6 +35,7 @@ from simcore.calibration.host_trace import (
     PROBE_WINDOW,
     SYNC_CALLS,
     OpSpeed,
+    compiled_decode_graphs,
     compiled_decode_pass_counts,
     compiled_op_speed,
     cpu_range,
@@ -42,6 +43,7 @@ from simcore.calibration.host_trace import (
     decode_pass_op_count,
     eager_attention,
     generate_loop,
+    graph_launches,
     hf_layers,
     layer_op_counts,
     op_speed,
@@ -197,7 +199,7 @@ def inference_composition(a: Analysis, layers_per_rank: float) -> tuple[float, f
     grid has one block of query rows (``grid[0] == 1``, FlashAttention's layout) is a decode layer,
     more a prefill layer."""
     per: list[tuple[float, float]] = []
-    replayed = {c.correlation for c in a.trace.host_calls if "GraphLaunch" in c.name}
+    replayed = {c.correlation for c in graph_launches(a.trace)}
     for st in a.steps:
         seen: set[int] = set()
         pre = dec = 0
@@ -434,26 +436,11 @@ def graph_framework(ans: list[Analysis]) -> bool:
     correlation is a ``cudaGraphLaunch`` call's)."""
     inside = total = 0
     for a in ans:
-        launches = {c.correlation for c in a.trace.host_calls if "GraphLaunch" in c.name}
+        launches = {c.correlation for c in graph_launches(a.trace)}
         for k in a.trace.kernels():
             total += 1
             inside += k.correlation in launches
     return total > 0 and inside > total / 2
-
-
-def compiled_decode_graphs(ans: list[Analysis]) -> bool:
-    """Whether the traces' decode passes are CUDA-graph replays of torch.compile's fused kernels
-    beside a prefill launched op by op (transformers' static-cache ``generate()``, round 85): graph
-    replays that run inductor's kernels, and attention kernels launched outside any graph."""
-    for a in ans:
-        launches = {c.correlation for c in a.trace.host_calls if "GraphLaunch" in c.name}
-        if not launches:
-            continue
-        replayed = [k for k in a.kernels if k.ev.correlation in launches]
-        eager_attn = any(k.cls == "attention" and k.ev.correlation not in launches for k in a.kernels)
-        if eager_attn and any(k.ev.name.startswith(INDUCTOR_FUSED) for k in replayed):
-            return True
-    return False
 
 
 def hf_implementation(ans: list[Analysis]) -> bool:
