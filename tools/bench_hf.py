@@ -176,7 +176,12 @@ Round 88 (``--set r88``): held-apart runs after the ``generate()`` call's host (
 of a 6-layer Llama at batch 8, GPT-2 (8 layers) sampling top-k at batch 2, a Qwen2 of h 1536 at batch 2; static-cache
 ``generate()`` of a Mistral at batch 4 and a 12-layer Llama of h 1536 sampling top-p at batch 8.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88] [--budget S] [--smoke]
+Round 89 (``--set r89``): held-apart runs after the compiled decode's per-phase pace and its eager prefill's layer ratio
+(stop 24): static-cache ``generate()`` of a 12-layer Llama at batch 4, a 10-layer Qwen2 of h 1536 at batch 2, a Mistral
+of h 3072 sampling top-k, a 4-layer Llama of h 4096 at batch 8, an 8-layer Llama of h 2560 at batch 1 sampling with
+temperature, and a Qwen2 of h 1024 at batch 16.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -772,6 +777,23 @@ RUNS_R88 = [
 ]  # fmt: skip
 
 
+# round 89 (--set r89): held apart after the compiled decode's per-phase pace and prefill layer ratio (stop 24)
+RUNS_R89 = [
+    ("generate_llama_L12_h2048_b4_static", lambda s: llama(12, 2048, 16, 8, 5632, 32000, s), "generate", 4, (256, 16),
+     {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L10_h1536_b2_static", lambda s: llama(10, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 2,
+     (128, 24), {"gen": {"cache_implementation": "static"}}),
+    ("generate_mistral_L6_h3072_b4_static_topk", lambda s: llama(6, 3072, 24, 8, 8192, 32000, s, "mistral"),
+     "generate", 4, (256, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "top_k": 40}}),
+    ("generate_llama_L4_h4096_b8_static", lambda s: llama(4, 4096, 32, 8, 11008, 32000, s), "generate", 8, (128, 16),
+     {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L8_h2560_b1_static_temp", lambda s: llama(8, 2560, 20, 4, 6912, 32000, s), "generate", 1,
+     (256, 24), {"gen": {"cache_implementation": "static", "do_sample": True, "temperature": 0.8, "top_k": 0}}),
+    ("generate_qwen2_L6_h1024_b16_static", lambda s: llama(6, 1024, 16, 4, 4864, 151936, s, "qwen2"), "generate", 16,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -815,6 +837,7 @@ SETS = {
     "r86": (RUNS_R86, "r86"),
     "r87": (RUNS_R87, "r87"),
     "r88": (RUNS_R88, "r88"),
+    "r89": (RUNS_R89, "r89"),
 }
 
 

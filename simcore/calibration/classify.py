@@ -24,7 +24,7 @@ import re
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simcore.calibration.profile import backend_of_name
@@ -304,6 +304,18 @@ class Analysis:
     steps: list[Step]
     step_source: str
     """``annotation``, ``repeat`` or ``single``."""
+
+    def without_steps(self, drop: set[int]) -> Analysis:
+        """This analysis with the steps of indices ``drop`` left out, the others renumbered in order
+        (their kernels' ``step`` with them; a dropped step's kernels belong to none, ``-1``)."""
+        keep = {old: new for new, old in enumerate(i for i in range(len(self.steps)) if i not in drop)}
+        moved = {id(k): replace(k, step=keep.get(k.step, -1)) for k in self.kernels}
+        steps = [
+            replace(s, kernels=[moved.get(id(k), k) for k in s.kernels])
+            for i, s in enumerate(self.steps)
+            if i in keep
+        ]
+        return replace(self, kernels=[moved[id(k)] for k in self.kernels], steps=steps)
 
     @property
     def step_time_s(self) -> float:

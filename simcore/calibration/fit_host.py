@@ -623,7 +623,9 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
     ``probe_empty_ratio_infer`` (the loop's own ops; its ``aten::linear`` calls are the prefill's few).
     ``compiled_decode_call_fixed`` / ``_per_kernel`` and their ``profiled_`` twins (measured under the
     profiler only; its extra host per aten op does not apply to the guards and driver calls, so the
-    plain entries take the same values)."""
+    plain entries take the same values); with the rows' ``act`` and ``prefill_layer_s``,
+    ``compiled_decode_prefill_layer_ratio``: the eager prefill's host per layer in such a run over the
+    profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace."""
     ratio = ref.get("probe_empty_ratio_infer")
     probe = ref.get("probe_infer")
     if not ratio or not probe:
@@ -641,7 +643,21 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
         raise TraceError("compiled decode rows need two traces or more", file=str(path))
     slope, icpt = statistics.linear_regression(xs, ys)
     out = {"compiled_decode_call_fixed": max(icpt, 0.0), "compiled_decode_call_per_kernel": max(slope, 0.0)}
-    return {**out, **{f"profiled_{k}": v for k, v in out.items()}}
+    out = {**out, **{f"profiled_{k}": v for k, v in out.items()}}
+    # the eager prefill beside a compiled decode: its host per layer over the profile's eager
+    # Hugging Face prefill layer (fitted on hand-written loops) at the trace's pace, its aten::linear
+    # stated as aten::t (round 89: 1.06-1.23 over round 85's traces, as simcore validate reads them)
+    ratios = []
+    for r in rows:
+        act = r.get("act") or ""
+        lin = ref.get(f"probe_linear_ratio_infer_hf_{act}")
+        layer = ref.get(f"profiled_hf_infer_prefill_{act}")
+        pace = float(r["linear_main_s"]) / lin if lin else 0.0
+        if layer and pace > 0 and float(r.get("prefill_layer_s") or 0.0) > 0:
+            ratios.append(float(r["prefill_layer_s"]) / (layer * pace / probe))
+    if ratios:
+        out["compiled_decode_prefill_layer_ratio"] = float(statistics.median(ratios))
+    return out
 
 
 def _is_generate_call_run(rows: list[dict[str, str]]) -> bool:
@@ -651,9 +667,9 @@ def _is_generate_call_run(rows: list[dict[str, str]]) -> bool:
 def generate_call_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]) -> dict[str, float]:
     """A transformers ``generate()`` call's host before its prefill (``host_trace --generate``: round 80's
     dynamic-cache runs, round 85's static-cache compiled ones), the median over the traces stated at the
-    reference inference probe (``probe_infer``), each trace's probe read as ``simcore validate`` reads it:
-    its ``aten::linear`` over ``probe_linear_ratio_infer_hf_<act>``, a compiled decode's ``aten::empty``
-    over ``probe_empty_ratio_infer``. ``[profiled_]hf_infer_generate_call`` (dynamic cache) and
+    reference inference probe (``probe_infer``), each trace's probe read as ``simcore validate`` reads the
+    prefill's: its ``aten::linear`` over ``probe_linear_ratio_infer_hf_<act>`` (a trace without one: its
+    ``aten::empty`` over ``probe_empty_ratio_infer``). ``[profiled_]hf_infer_generate_call`` (dynamic cache) and
     ``[profiled_]hf_compiled_decode_generate_call`` (a static cache reset each call); measured under the
     profiler only, the plain entries take the same values."""
     probe = ref.get("probe_infer")
@@ -664,7 +680,7 @@ def generate_call_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[
     for r in rows:
         compiled = r["compiled_decode"] == "True"
         lin = ref.get(f"probe_linear_ratio_infer_hf_{r['act']}")
-        t = float(r["empty_main_s"]) / empty if compiled or not lin else float(r["linear_main_s"]) / lin
+        t = float(r["linear_main_s"]) / lin if lin and float(r["linear_main_s"]) > 0 else float(r["empty_main_s"]) / empty
         if t > 0:
             by[compiled].append(float(r["setup_s"]) * probe / t)
     out: dict[str, float] = {}

@@ -365,6 +365,25 @@ def compiled_decode_graphs(ans: list[Analysis]) -> bool:
     return False
 
 
+GRAPH_CAPTURE_CALLS = ("cudaStreamBeginCapture", "cudaGraphInstantiate")
+"""Runtime calls of a CUDA graph's capture (``cudaGraphInstantiateWithFlags`` included): a step that
+makes them recorded a graph (torch.compile's ``reduce-overhead`` warming up or re-recording its
+cudagraph tree), a one-off cost no steady-state step pays."""
+
+
+def graph_capture_steps(a: Analysis) -> list[int]:
+    """The indices of the trace's steps whose host captured or instantiated a CUDA graph
+    (:data:`GRAPH_CAPTURE_CALLS`), in order; empty where no step has a CPU range."""
+    calls = [c.ts for c in a.trace.host_calls if c.name.startswith(GRAPH_CAPTURE_CALLS)]
+    return [
+        i
+        for i, st in enumerate(a.steps)
+        if st.cpu_start is not None
+        and st.cpu_end is not None
+        and any(st.cpu_start <= t <= st.cpu_end for t in calls)
+    ]
+
+
 def generate_loop(ops: list[CpuOp]) -> bool:
     """Whether ``ops`` come from transformers' ``generate()``: its stopping criteria test the new
     tokens against the end-of-sequence ids with ``aten::isin`` every step, and it folds their verdict
@@ -1067,9 +1086,13 @@ class CompiledDecodeCalls(_Row):
     linear_main_s: float
     """The trace's :data:`GEMM_PROBE_OP` pace (windowed, :data:`PROBE_WINDOW`): its eager prefill's."""
     empty_main_s: float
+    act: str = ""
+    """``swiglu`` or ``gelu`` (from the trace's activation ops)."""
+    prefill_layer_s: float = 0.0
+    """The eager prefill's host per layer (its norms' spacing), the median over the profiled steps (0:
+    no prefill pass found)."""
 
 
-COMPILED_DECODE_COLUMNS = columns(CompiledDecodeCalls)
 COMPILED_DECODE_COLUMNS = columns(CompiledDecodeCalls)
 
 
@@ -1142,6 +1165,12 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
     for k in a.trace.kernels():
         if k.correlation in corr:
             per[k.correlation] = per.get(k.correlation, 0) + 1
+    layer_s = [
+        (p[-1].ts - p[0].ts) / ((len(p) - 1) // 2)
+        for _st, _lo, _hi, win in _step_windows(a)
+        for p, _starts, seq in _forward_passes(win, prefill=True)
+        if seq > 1
+    ]
     return CompiledDecodeCalls(
         trace=a.trace.path,
         calls=len(regions),
@@ -1150,6 +1179,8 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
         + (float(statistics.median(lookups)) if lookups else 0.0),
         linear_main_s=float(speed.linear_main_s),
         empty_main_s=float(speed.empty_main_s or 0.0),
+        act="swiglu" if any(o.name == "aten::silu" for o in ops) else "gelu",
+        prefill_layer_s=float(statistics.median(layer_s)) if layer_s else 0.0,
     )
 
 

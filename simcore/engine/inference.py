@@ -90,6 +90,7 @@ def evaluate(
     layer_ops: float | None = None,
     pass_ops: float | None = None,
     compiled_decode: bool = False,
+    decode_cpu_op_time: float | None = None,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -102,10 +103,14 @@ def evaluate(
     ratio to the calibrated code's (``calibrated_pass_ops``); ``compiled_decode``: each decode pass a
     CUDA-graph replay of torch.compile's fused kernels (``RuntimeSpec.compiled_decode``), the prefill
     under ``framework``: the pass's host is the loop's own ops outside the layers plus the compiled
-    call (``compiled_decode_call_fixed`` + ``_per_kernel`` of the graph), none per layer."""
-    prof = load_profile(cluster.device, calibration)
-    if cpu_op_time is not None:
-        prof = prof.at_cpu_speed(cpu_op_time[0], inference=True)
+    call (``compiled_decode_call_fixed`` + ``_per_kernel`` of the graph), none per layer;
+    ``decode_cpu_op_time``: the CPU's probe speed in the decode passes where it differs from the prefill's
+    (``RuntimeSpec.cpu_op_time.decode``: a compiled decode's loop paced by its own ops, seconds), scaling
+    the decode passes' host (``None``: ``cpu_op_time``'s)."""
+    base = load_profile(cluster.device, calibration)
+    prof = base.at_cpu_speed(cpu_op_time[0], inference=True) if cpu_op_time is not None else base
+    # the decode passes' host at their own pace, where the run's probe gives one
+    dec_prof = base.at_cpu_speed(decode_cpu_op_time, inference=True) if decode_cpu_op_time else prof
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
     layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal
@@ -198,15 +203,15 @@ def evaluate(
         ops = 1.0
         if layer_ops is not None and implementation == "reference":
             ops = layer_ops / CALIBRATED_DECODE_LAYER_OPS[act_key]
-        for pr, mode in ((prefill, "prefill"), (decode, "decode")):
-            fixed = prof.host_of(f"infer_{mode}_fixed_{lk}", profiler, implementation)
-            gen = prof.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
+        for pr, mode, hp in ((prefill, "prefill", prof), (decode, "decode", dec_prof)):
+            fixed = hp.host_of(f"infer_{mode}_fixed_{lk}", profiler, implementation)
+            gen = hp.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
             if decode_loop == "generate" and gen > 0:
                 # generate(): the host of a token beyond its layers, where measured (the prefill's
                 # pass makes the first token; measured on SDPA layers: eager attention's own host
                 # outside the layers, its 4-D mask built every pass, comes on top)
                 sdpa = lk.removesuffix("_eager")
-                extra = fixed - prof.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
+                extra = fixed - hp.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
                 fixed = gen + max(extra, 0.0) if sdpa != lk else gen
             if pass_ops is not None:
                 # the run's own loop: its ops outside the layers over the calibrated code's
@@ -214,20 +219,25 @@ def evaluate(
                     implementation, decode_loop == "generate" and gen > 0, act_key, lk.endswith("_eager")
                 )
                 fixed = fixed * pass_ops / ref_ops if ref_ops else fixed
-            host = layers * ops * prof.host_of(f"infer_{mode}_{lk}", profiler, implementation) + fixed
+            per_layer = hp.host_of(f"infer_{mode}_{lk}", profiler, implementation)
+            if mode == "prefill" and compiled_decode:
+                # an eager prefill in a run that compiles its decode issues its layers' ops slower than
+                # a plain eager run's at the same aten::linear pace (round 85's fit traces)
+                per_layer *= host_cal.get("compiled_decode_prefill_layer_ratio", 1.0)
+            host = layers * ops * per_layer + fixed
             if mode == "decode" and compiled_decode:
                 # the layers run inside the replayed graph; the compiled call (dynamo's guards, the
                 # inputs' copies into the graph's buffers, the launch) grows with the graph's kernels
                 host = (
                     fixed
-                    + prof.host("compiled_decode_call_fixed", profiler)
-                    + prof.host("compiled_decode_call_per_kernel", profiler) * pr.kernels
+                    + hp.host("compiled_decode_call_fixed", profiler)
+                    + hp.host("compiled_decode_call_per_kernel", profiler) * pr.kernels
                 )
             call = 0.0
             if mode == "prefill" and decode_loop == "generate" and gen > 0:
                 # generate()'s own setup before its prefill (its config, logits processors and stopping
                 # criteria built, the cache created or a static one reset): before any kernel, serial
-                call = prof.host_of(
+                call = hp.host_of(
                     "compiled_decode_generate_call" if compiled_decode else "infer_generate_call",
                     profiler,
                     implementation,
@@ -239,8 +249,8 @@ def evaluate(
         # after each wait for the tokens the GPU idles until the host has launched the next graph, a
         # call whose time grows with the graph's kernels (round 26, fit_host.graph_loop_costs)
         sync = (
-            prof.host("graph_sync_fixed", profiler)
-            + prof.host("graph_sync_per_kernel", profiler) * decode.kernels
+            dec_prof.host("graph_sync_fixed", profiler)
+            + dec_prof.host("graph_sync_per_kernel", profiler) * decode.kernels
         )
         decode.add("graph_sync", sync / decode_sync_every)
     if framework == "cuda_graphs" and profiler:

@@ -184,6 +184,10 @@ class CpuOpTime(Spec):
     """On the main (Python) thread: the forward, the loss, the optimizer; inference (e.g. ``"5 us"``)."""
     backward: Seconds | None = Field(default=None, gt=0, le=1e-3)
     """On PyTorch's autograd thread (the backward); ``None``: as ``main``."""
+    decode: Seconds | None = Field(default=None, gt=0, le=1e-3)
+    """Inference: on the main thread in the decode passes, where they run other code than the prefill
+    (a compiled decode: graph replays and the loop's own ops, paced by their ``aten::empty``); ``None``:
+    as ``main``."""
 
 
 class LayerOps(Spec):

@@ -43,6 +43,7 @@ from simcore.calibration.host_trace import (
     decode_pass_op_count,
     eager_attention,
     generate_loop,
+    graph_capture_steps,
     graph_launches,
     hf_layers,
     layer_op_counts,
@@ -559,6 +560,7 @@ def validate(
     if sc.kind == "serving":
         raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
+    ans, warm = _steady_steps(ans)
     # what the traces show about the run, unless the scenario or --set says otherwise: first how it
     # ran (the framework, the weights' dtype, the profiler), then what that decides (the host's pace)
     assumed: list[str] = []
@@ -732,13 +734,13 @@ def validate(
     moe = "moe_native" if sc.model.moe is not None else None
     act = prof.layer_key(act, moe, sc.runtime.implementation, "infer_decode", sc.runtime.attention_backend)
     gemm_probe = f"probe_linear_ratio_infer_{hf_code}{act}" if inference else None
-    # a compiled decode's passes call no aten::linear outside the graph: its pace is the loop's aten::empty
     window = (PROBE_WINDOW if probe_window is None else probe_window) if inference else 0
-    cpu = (
-        _cpu_speed(ans, inference, host_model, None if cdec else gemm_probe, empty_only=cdec, window=window)
-        if has_ref
-        else None
-    )
+    cpu = _cpu_speed(ans, inference, host_model, gemm_probe, window=window) if has_ref else None
+    if cdec and cpu is not None:
+        # a compiled decode's passes call no aten::linear outside the graph: their pace is the loop's
+        # aten::empty, the eager prefill's its aten::linear (round 89)
+        dec = _cpu_speed(ans, inference, host_model, empty_only=True, window=window)
+        cpu = cpu if dec is None else cpu.model_copy(update={"decode": dec.main})
     synced = [step_synchronized(a) for a in ans]
     decode_every = _decode_sync_every(ans[0], sc) if inference else 1
     unsync_model = (
@@ -793,13 +795,7 @@ def validate(
             cpu,
             cpu is not None,
             "predicted at the trace's CPU speed (runtime.cpu_op_time: aten::t "
-            + (
-                ""
-                if cpu is None
-                else f"{cpu.main * 1e6:.1f} us"
-                if cpu.backward is None
-                else f"{cpu.main * 1e6:.1f} / {cpu.backward * 1e6:.1f} us on the main / backward thread"
-            )
+            + _cpu_label(cpu)
             + "); host times scale by its ratio to the calibration machine's, which moves 2-3x between and "
             "within runs; --set runtime.cpu_op_time=null predicts at the calibration machine's speed",
         ),
@@ -838,6 +834,13 @@ def validate(
     measured = slowest.step_time_s
     pred_step, bd, _res, notes = _predicted(sc, engine, slowest)
     notes = [*notes, *assumed]
+    if warm:
+        notes.append(
+            f"step{'s' if len(warm) > 1 else ''} {', '.join(str(i) for i in warm)} of the trace captured a CUDA "
+            "graph (cudaStreamBeginCapture / cudaGraphInstantiate: torch.compile warming up or re-recording its "
+            "graphs), a one-off cost steady steps do not pay: measured over the other "
+            f"{len(slowest.steps)} step{'s' if len(slowest.steps) > 1 else ''}"
+        )
     lead = single_step_lead(slowest, sc)
     if lead > 0.0:
         # one unannotated step of a loop that ran ahead: what the trace measures is its kernels' span,
@@ -938,11 +941,34 @@ def validate(
         collectives=dict(colls),
         notes=notes,
         host_speed_ratio=host_ratio,
-        cpu_op_speed_s=None if cpu is None else {"main": cpu.main, "backward": cpu.backward},
+        cpu_op_speed_s=None
+        if cpu is None
+        else {"main": cpu.main, "backward": cpu.backward, **({} if cpu.decode is None else {"decode": cpu.decode})},
         runtime=sc.runtime.model_dump(mode="json"),
         training=None if sc.training is None else sc.training.model_dump(mode="json"),
         inference=None if sc.inference is None else sc.inference.model_dump(mode="json"),
     )
+
+
+def _cpu_label(cpu: CpuOpTime | None) -> str:
+    """The CPU probe of a note: one value, or the prefill's / decode's, or the main / backward thread's."""
+    if cpu is None:
+        return ""
+    if cpu.decode is not None:
+        return f"{cpu.main * 1e6:.1f} / {cpu.decode * 1e6:.1f} us in the prefill / decode passes"
+    if cpu.backward is not None:
+        return f"{cpu.main * 1e6:.1f} / {cpu.backward * 1e6:.1f} us on the main / backward thread"
+    return f"{cpu.main * 1e6:.1f} us"
+
+
+def _steady_steps(ans: list[Analysis]) -> tuple[list[Analysis], list[int]]:
+    """The analyses without the steps whose host captured a CUDA graph on any rank
+    (:func:`~simcore.calibration.host_trace.graph_capture_steps`), and those steps' indices; unchanged
+    (and no indices) where every step captured one or none did."""
+    caught = sorted({i for a in ans for i in graph_capture_steps(a)})
+    if not caught or len(caught) >= min(len(a.steps) for a in ans):
+        return ans, []
+    return [a.without_steps(set(caught)) for a in ans], caught
 
 
 def _assume(
@@ -1096,7 +1122,6 @@ def _cpu_speed(
                 )
             )
             continue
-        # an inference trace's pace over windows of its probe calls (host_trace.PROBE_WINDOW)
         # an inference trace's pace over windows of its probe calls (host_trace.PROBE_WINDOW), or ``window``
         w = window if window is not None else (PROBE_WINDOW if inference else 0)
         s = _as_t(op_speed(a, w), inference, host, gemm_probe, empty_only)

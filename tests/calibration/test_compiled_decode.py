@@ -77,6 +77,7 @@ def test_compiled_decode_calls_reproduce_the_committed_csv(tmp_path: Path) -> No
         assert c is not None and c.calls == int(r["calls"])
         assert c.kernels_per_replay == pytest.approx(float(r["kernels_per_replay"]))
         assert c.call_s == pytest.approx(float(r["call_s"]), rel=1e-5)
+        assert c.act == r["act"] and c.prefill_layer_s == pytest.approx(float(r["prefill_layer_s"]), rel=1e-5)
     out = tmp_path / "cd.csv"
     assert main(["--compiled-decode", str(traces[0]), "-o", str(out)]) == 0
     assert out.read_text().startswith("trace,calls,kernels_per_replay,call_s")
@@ -91,6 +92,17 @@ def test_compiled_call_fit_is_the_shipped_profiles() -> None:
     for k in ("compiled_decode_call_fixed", "compiled_decode_call_per_kernel"):
         assert fit[k] == pytest.approx(shipped[k], rel=1e-4)
         assert fit[f"profiled_{k}"] == fit[k]
+    # the eager prefill beside a compiled decode: its layers cost 6-23 % more host than a plain eager
+    # run's at the same aten::linear pace (round 85's four traces; the median is the shipped ratio)
+    assert fit["compiled_decode_prefill_layer_ratio"] == pytest.approx(
+        shipped["compiled_decode_prefill_layer_ratio"], rel=1e-6
+    )
+    assert 1.05 < fit["compiled_decode_prefill_layer_ratio"] < 1.25
+    rows = _rows(CSV)
+    assert all(r["act"] == "swiglu" and float(r["prefill_layer_s"]) > 0 for r in rows)
+    # rows written before the prefill column (no act, no layer time) fit the call alone
+    old = [{k: v for k, v in r.items() if k not in ("act", "prefill_layer_s")} for r in rows]
+    assert "compiled_decode_prefill_layer_ratio" not in compiled_decode_costs(old, CSV, shipped)
     # a call of more kernels costs more: the line has a positive slope, and the 4 fit traces span it
     assert fit["compiled_decode_call_per_kernel"] > 0 and fit["compiled_decode_call_fixed"] > 0
     with pytest.raises(TraceError):
@@ -112,11 +124,14 @@ def test_compiled_decode_pass_prices_no_layer_host_and_fused_kernels() -> None:
     deep = predict(
         load_scenario(path, [*base, "runtime.compiled_decode=true", "model.layers=16"])
     ).model_dump()
-    # the prefill is the same eager one but for generate()'s call (a static cache's is reset each call);
-    # a compiled pass has fewer kernels and less host than an eager one
+    # the prefill is the same eager one but for generate()'s call (a static cache's is reset each call)
+    # and its layers' host, at the compiled-decode run's ratio; a compiled pass has fewer kernels and less
+    # host than an eager one
     hl = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
     reset = hl["profiled_hf_compiled_decode_generate_call"] - hl["profiled_hf_infer_generate_call"]
-    assert comp["prefill_time_s"] == pytest.approx(eager["prefill_time_s"] + reset)
+    layers = 8 * hl["profiled_hf_infer_prefill_swiglu"] * (hl["compiled_decode_prefill_layer_ratio"] - 1.0)
+    assert comp["prefill_host_s"] == pytest.approx(eager["prefill_host_s"] + reset + layers)
+    assert comp["prefill_time_s"] > eager["prefill_time_s"]
     assert comp["decode_kernels"] < eager["decode_kernels"]
     assert 0 < comp["decode_host_s"] < eager["decode_host_s"]
     # its host grows only through the compiled call's kernels (the layers run inside the graph): 8 more
@@ -179,3 +194,53 @@ def test_generate_call_is_priced_once_before_the_prefill() -> None:
     assert gen["decode_host_s"] == pytest.approx(
         predict(load_scenario(path, [*base, "runtime.decode_loop=generate"])).model_dump()["decode_host_s"]
     )
+
+
+def test_a_step_that_recorded_a_graph_is_left_out_of_the_measured_steps() -> None:
+    from simcore.calibration.host_trace import graph_capture_steps
+    from simcore.validation.traces import validate
+
+    # round 86's 16-layer Llama re-recorded its decode graph in its second profiled step (a 20.7 ms
+    # compiled region: cudaGraphInstantiateWithFlags, a device sync): a one-off, not a steady step
+    path = H200 / "round86" / "hf_generate_llama_L16_h2048_b1_static.json.gz"
+    a = analyze(read_trace(path))
+    assert len(a.steps) == 2 and graph_capture_steps(a) == [1]
+    steady = a.without_steps({1})
+    assert [s.name for s in steady.steps] == [a.steps[0].name]
+    assert steady.step_time_s == a.steps[0].time_s < a.steps[1].time_s
+    # the dropped step's kernels belong to no step; the kept one's keep theirs
+    assert {k.step for k in steady.kernels} <= {-1, 0}
+    assert sum(k.step == 0 for k in steady.kernels) == sum(k.step == 0 for k in a.kernels)
+    assert all(k.step == 0 for k in steady.steps[0].kernels)
+    scen = REPO / "tests" / "data" / "trace_scenarios" / "h200_r86_generate_llama_l16_h2048_b1_static.yaml"
+    rep = validate([str(path)], scen, analyses=[a])
+    assert rep.measured_step_time_s == pytest.approx(a.steps[0].time_s)
+    assert rep.step_times_s == [a.steps[0].time_s]
+    assert any("step 1 of the trace captured a CUDA graph" in n for n in rep.notes)
+    # a trace whose every step (or none) captured one keeps them all
+    assert graph_capture_steps(analyze(read_trace(H200 / "round86" / "hf_generate_mistral_L8_h4096_b2_static.json.gz"))) == []
+
+
+def test_decode_passes_take_their_own_cpu_pace() -> None:
+    from simcore.prediction import predict
+    from simcore.specs.resolve import load_scenario
+
+    path = str(
+        REPO / "tests" / "data" / "trace_scenarios" / "h200_r84_generate_llama_l8_h2048_b4_static.yaml"
+    )
+    base = [
+        "runtime.profiler=true",
+        "runtime.implementation=huggingface",
+        "runtime.decode_loop=generate",
+        "runtime.compiled_decode=true",
+        "runtime.cpu_op_time.main=4e-6",
+    ]
+    same = predict(load_scenario(path, base)).model_dump()
+    slow = predict(load_scenario(path, [*base, "runtime.cpu_op_time.decode=8e-6"])).model_dump()
+    # the prefill's host is the main pace's; the decode pass's host doubles with its own pace's
+    assert slow["prefill_host_s"] == pytest.approx(same["prefill_host_s"])
+    assert slow["decode_host_s"] == pytest.approx(2.0 * same["decode_host_s"])
+    assert slow["decode_step_time_s"] > same["decode_step_time_s"]
+    # a pace of the decode equal to the main one is no pace of its own
+    eq = predict(load_scenario(path, [*base, "runtime.cpu_op_time.decode=4e-6"])).model_dump()
+    assert eq["decode_host_s"] == pytest.approx(same["decode_host_s"])
