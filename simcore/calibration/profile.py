@@ -251,6 +251,22 @@ measured on (``tools/gpt.py`` with its preallocated KV cache; ``host_trace.decod
 by a test against ``traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz`` and
 ``traces/h200/profile_infer_prefill_decode.json.gz``)."""
 
+CALIBRATED_HF_DECODE_LAYER_OPS: dict[str, float] = {"gelu": 38.0, "swiglu": 54.0, "swiglu_eager": 67.0}
+"""Top-level ops a decode step's layer issues in ``transformers``' modelling code with its dynamic cache, per
+``host_layer`` layer key (GPT-2's block 38; Llama's, Mistral's and Qwen2's 54, 67 with eager attention; counted by
+``host_trace.decode_layer_op_count`` on every committed trace of such layers, which agree; the MoE layers' count
+moves with the experts the tokens reach and is left out). A static cache's decode layer issues 63 (its
+``index_copy_`` updates) where its prefill's layers issue the dynamic cache's 62."""
+
+
+def calibrated_decode_layer_ops(implementation: str, layer_key: str) -> float | None:
+    """The top-level ops a decode layer of the code ``implementation``'s ``host_layer`` entries under
+    ``layer_key`` (``swiglu``, ``gelu_eager``, ...) were measured on issues (``None``: not known)."""
+    if implementation == "huggingface":
+        return CALIBRATED_HF_DECODE_LAYER_OPS.get(layer_key)
+    return CALIBRATED_DECODE_LAYER_OPS.get(layer_key)
+
+
 EXTRA_LAUNCH_OPS = 0.30
 """The host time of a stream launch (kernel, memset, copy) an op makes beyond its first, in top-level ops:
 an ``aten::sort``, ``aten::topk`` or ``aten::multinomial`` launches 15-20 from one call and takes 5-7 ops'

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.profile import CALIBRATED_DECODE_LAYER_OPS, calibrated_pass_ops, load_profile
+from simcore.calibration.profile import calibrated_decode_layer_ops, calibrated_pass_ops, load_profile
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
@@ -97,8 +97,9 @@ def evaluate(
     ``decode_sync_every``: decode steps per host synchronization (``None``: never), which under CUDA
     graphs exposes the next graph's launch each time; ``attention_backend``: whose fused attention
     kernels (``RuntimeSpec.attention_backend``); ``layer_ops``: ops a decode layer of the run's own
-    code issues (``RuntimeSpec.layer_ops.fwd``), scaling the reference code's eager host per layer by
-    their ratio to ``CALIBRATED_DECODE_LAYER_OPS``; ``pass_ops``: ops a pass of the run's code issues
+    code issues (``RuntimeSpec.layer_ops.fwd``), scaling the eager host per layer by their ratio to the
+    calibrated code's (``profile.calibrated_decode_layer_ops``: the reference code's prefill and decode
+    layers, ``transformers``' decode layers); ``pass_ops``: ops a pass of the run's code issues
     outside its layers (``RuntimeSpec.pass_ops``), scaling the host of a pass beyond its layers by their
     ratio to the calibrated code's (``calibrated_pass_ops``); ``compiled_decode``: each decode pass a
     CUDA-graph replay of torch.compile's fused kernels (``RuntimeSpec.compiled_decode``), the prefill
@@ -199,10 +200,10 @@ def evaluate(
         # layer (measured per layer, traces/h200/host_infer.csv.gz); a step takes max(GPU, host)
         layers = float(model.layers) / np.asarray(pp, dtype=float)
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
-        # a run's own code: its ops per decode layer over the calibrated code's (reference layers only)
-        ops = 1.0
-        if layer_ops is not None and implementation == "reference":
-            ops = layer_ops / CALIBRATED_DECODE_LAYER_OPS[act_key]
+        # a run's own code: its ops per decode layer over the calibrated code's; a reference layer's
+        # prefill issues the same ops, transformers' the same 62 with either cache (round 85)
+        ref_ops = calibrated_decode_layer_ops(implementation, lk)
+        ops = layer_ops / ref_ops if layer_ops is not None and ref_ops else 1.0
         for pr, mode, hp in ((prefill, "prefill", prof), (decode, "decode", dec_prof)):
             fixed = hp.host_of(f"infer_{mode}_fixed_{lk}", profiler, implementation)
             gen = hp.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
@@ -224,7 +225,8 @@ def evaluate(
                 # an eager prefill in a run that compiles its decode issues its layers' ops slower than
                 # a plain eager run's at the same aten::linear pace (round 85's fit traces)
                 per_layer *= host_cal.get("compiled_decode_prefill_layer_ratio", 1.0)
-            host = layers * ops * per_layer + fixed
+            scale = ops if mode == "decode" or implementation == "reference" else 1.0
+            host = layers * scale * per_layer + fixed
             if mode == "decode" and compiled_decode:
                 # the layers run inside the replayed graph; the compiled call (dynamo's guards, the
                 # inputs' copies into the graph's buffers, the launch) grows with the graph's kernels

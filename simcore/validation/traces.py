@@ -55,9 +55,9 @@ from simcore.calibration.host_trace import (
     unannotated_step,
 )
 from simcore.calibration.profile import (
-    CALIBRATED_DECODE_LAYER_OPS,
     CALIBRATED_LAYER_OPS,
     backend_of_name,
+    calibrated_decode_layer_ops,
     calibrated_pass_ops,
     pass_op_weight,
 )
@@ -749,12 +749,14 @@ def validate(
         and sc.runtime.framework != "cuda_graphs"
         and any(k.startswith("train_fwd_") for k in host_model)
     )
-    layer_ops = _layer_ops(ans, sc)
+    layer_ops = _layer_ops(ans, sc, act)
     pass_ops, ref_pass = _pass_ops(ans, sc, act.endswith("_eager"))
     act_name = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     ref_f, ref_b = CALIBRATED_LAYER_OPS[act_name]
+    hf_code_name = "transformers' dynamic-cache" if hf_code else "tools/gpt.py's"
     ref_ops = (
-        f"{{fwd: {CALIBRATED_DECODE_LAYER_OPS[act_name]:g}}} a decode layer"
+        f"{{fwd: {calibrated_decode_layer_ops(sc.runtime.implementation, act if hf_code else act_name) or 0:g}}} "
+        "a decode layer"
         if sc.kind == "inference"
         else f"{{fwd: {ref_f:g}, bwd: {ref_b:g}}}"
     )
@@ -774,7 +776,8 @@ def validate(
                 else f"{{fwd: {layer_ops.fwd:g}, bwd: {layer_ops.bwd:g}}}"
             )
             + " (the ops a layer of the trace's code issues, where the eager host model was measured on "
-            f"tools/gpt.py's {ref_ops}; its host per layer scales with them); --set runtime.layer_ops=null "
+            f"{hf_code_name} {ref_ops}; its host per {'decode ' if hf_code else ''}layer scales with them); "
+            "--set runtime.layer_ops=null "
             "predicts the calibrated code's",
         ),
         # the run's own decode loop: its ops outside the layers, where they are not the calibrated code's
@@ -1021,19 +1024,24 @@ def _all_prompt_logits(a: Analysis, sc: Scenario) -> bool:
     return False
 
 
-def _layer_ops(ans: list[Analysis], sc: Scenario) -> LayerOps | None:
+def _layer_ops(ans: list[Analysis], sc: Scenario, layer_key: str) -> LayerOps | None:
     """The ops a layer of the trace's code issues (:func:`layer_op_counts`; inference: a decode layer's,
     :func:`decode_layer_op_count`), where they differ from the calibrated code's by more than 5 %
-    (``RuntimeSpec.layer_ops``): eager single-GPU runs of PyTorch's own layers (``transformers``' are
-    calibrated on their own), training without recompute (its forward ops run again in the backward)."""
-    if sc.runtime.framework != "eager" or sc.runtime.implementation != "reference" or sc.cluster.gpus != 1:
+    (``RuntimeSpec.layer_ops``): eager single-GPU runs of PyTorch's own layers, training without recompute
+    (its forward ops run again in the backward), and ``transformers``' eager decode layers (its training
+    layers are calibrated on their own; ``layer_key`` the host entries' block key, ``swiglu_eager``, ...)."""
+    if sc.runtime.framework != "eager" or sc.cluster.gpus != 1:
         return None
+    hf = sc.runtime.implementation == "huggingface"
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     if sc.kind == "inference":
-        n = decode_layer_op_count(ans[0])
-        if n is None or abs(n / CALIBRATED_DECODE_LAYER_OPS[act] - 1.0) <= 0.05:
+        cal = calibrated_decode_layer_ops(sc.runtime.implementation, layer_key if hf else act)
+        n = decode_layer_op_count(ans[0]) if not sc.runtime.compiled_decode else None
+        if n is None or cal is None or abs(n / cal - 1.0) <= 0.05:
             return None
         return LayerOps(fwd=n)
+    if hf:
+        return None
     tr = sc.training
     if tr is None or tr.recompute != "none":
         return None

@@ -780,3 +780,44 @@ def test_eager_attention_is_read_from_the_trace() -> None:
     fused = validate(files, SC / f"{name}.yaml", ["runtime.attention_backend=cudnn"], analyses=ans)
     assert report.predicted_step_time_s > 1.4 * fused.predicted_step_time_s
     assert abs(report.error_pct) < abs(fused.error_pct)
+
+
+def test_transformers_decode_layer_ops_scale_its_decode_host_alone() -> None:
+    """transformers' dynamic-cache decode layers issue the calibrated 54 (Llama), 38 (GPT-2), 67 (eager
+    attention) top-level ops; a static cache's eager decode layer 63 (round 84), read and used for the
+    decode passes only (its prefill's layers issue the same 62 as the dynamic cache's)."""
+    from simcore.calibration.host_trace import decode_layer_op_count
+    from simcore.calibration.profile import CALIBRATED_HF_DECODE_LAYER_OPS
+
+    for name, key in (
+        ("h200_r31_infer_llama_l8_h2048_b4", "swiglu"),
+        ("h200_r31_infer_gpt2_l12_b1", "gelu"),
+        ("h200_r60_infer_llama_l8_h2048_b4_eager_attn", "swiglu_eager"),
+    ):
+        assert decode_layer_op_count(analyze(read_trace(REPO / CASES[name][0]))) == CALIBRATED_HF_DECODE_LAYER_OPS[key]
+        assert validate([str(REPO / f) for f in CASES[name]], SC / f"{name}.yaml").to_dict()["runtime"]["layer_ops"] is None
+    n = "h200_r84_generate_llama_l8_h2048_b4_static_eager"
+    files = [str(REPO / f) for f in CASES[n]]
+    rep = validate(files, SC / f"{n}.yaml")
+    d = rep.to_dict()
+    assert d["runtime"]["layer_ops"] == {"fwd": 63.0, "bwd": None}
+    assert any("runtime.layer_ops: {fwd: 63}" in x and "{fwd: 54} a decode layer" in x for x in d["notes"])
+    from simcore.prediction import predict
+    from simcore.specs.resolve import load_scenario
+
+    # the same runtime with and without the count: the decode host scales by 63 / 54, the prefill's does not
+    rt = {k: v for k, v in d["runtime"].items() if v is not None}
+    sc = load_scenario(str(SC / f"{n}.yaml")).model_copy(
+        update={"runtime": load_scenario(str(SC / f"{n}.yaml")).runtime.model_validate(rt)}
+    )
+    plain = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"layer_ops": None})})
+    a, b = predict(sc), predict(plain)
+    assert a.prefill_host_s == pytest.approx(b.prefill_host_s)
+    assert a.decode_host_s > b.decode_host_s
+    # by its 8 layers' share alone: 8 x the profile's layer at the trace's pace x (63 / 54 - 1)
+    from simcore.calibration.profile import load_profile
+    from simcore.specs.registry import default_registry
+
+    prof = load_profile(default_registry().device("h200")).at_cpu_speed(rt["cpu_op_time"]["main"], inference=True)
+    layer = prof.host_of("infer_decode_swiglu", True, "huggingface")
+    assert a.decode_host_s - b.decode_host_s == pytest.approx(8 * layer * (63.0 / 54.0 - 1.0), rel=1e-9)
