@@ -181,7 +181,12 @@ Round 89 (``--set r89``): held-apart runs after the compiled decode's per-phase 
 of h 3072 sampling top-k, a 4-layer Llama of h 4096 at batch 8, an 8-layer Llama of h 2560 at batch 1 sampling with
 temperature, and a Qwen2 of h 1024 at batch 16.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89] [--budget S] [--smoke]
+Round 90 (``--set r90``): held-apart runs after ``runtime.layer_ops`` for transformers' decode layers (stop 24): an eager
+static cache (``disable_compile``) on a 12-layer Llama of h 1536, a Qwen2 of h 2048, a Mistral of h 3072 sampling top-k
+and a 16-layer Llama of h 1024 at batch 1; compiled static caches on a 6-layer Llama sampling top-p and a 10-layer
+Mistral at batch 1.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -794,6 +799,24 @@ RUNS_R89 = [
 ]  # fmt: skip
 
 
+# round 90 (--set r90): held apart after runtime.layer_ops for transformers' decode layers (stop 24)
+_EAGER_STATIC = {"cache_implementation": "static", "disable_compile": True}
+RUNS_R90 = [
+    ("generate_llama_L12_h1536_b4_static_eager", lambda s: llama(12, 1536, 12, 4, 4096, 32000, s), "generate", 4,
+     (128, 16), {"gen": _EAGER_STATIC}),
+    ("generate_qwen2_L8_h2048_b2_static_eager", lambda s: llama(8, 2048, 16, 2, 11008, 151936, s, "qwen2"),
+     "generate", 2, (256, 16), {"gen": _EAGER_STATIC}),
+    ("generate_mistral_L6_h3072_b8_static_eager_topk", lambda s: llama(6, 3072, 24, 8, 8192, 32000, s, "mistral"),
+     "generate", 8, (128, 16), {"gen": {**_EAGER_STATIC, "do_sample": True, "top_k": 50}}),
+    ("generate_llama_L16_h1024_b1_static_eager", lambda s: llama(16, 1024, 16, 4, 4096, 32000, s), "generate", 1,
+     (256, 24), {"gen": _EAGER_STATIC}),
+    ("generate_llama_L6_h2048_b2_static_topp", lambda s: llama(6, 2048, 16, 8, 5632, 32000, s), "generate", 2,
+     (256, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "top_p": 0.9}}),
+    ("generate_mistral_L10_h2048_b1_static", lambda s: llama(10, 2048, 16, 8, 5632, 32000, s, "mistral"),
+     "generate", 1, (128, 24), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -838,6 +861,7 @@ SETS = {
     "r87": (RUNS_R87, "r87"),
     "r88": (RUNS_R88, "r88"),
     "r89": (RUNS_R89, "r89"),
+    "r90": (RUNS_R90, "r90"),
 }
 
 
