@@ -186,7 +186,11 @@ static cache (``disable_compile``) on a 12-layer Llama of h 1536, a Qwen2 of h 2
 and a 16-layer Llama of h 1024 at batch 1; compiled static caches on a 6-layer Llama sampling top-p and a 10-layer
 Mistral at batch 1.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90] [--budget S] [--smoke]
+Round 91 (``--set r91``): held-apart runs where a compiled decode's graph outlasts its host (stop 24): static-cache
+``generate()`` at batches of 512-1536 after 16-32 prompt tokens, an 8-layer Llama of h 4096, a 6-layer Qwen2 of
+h 3584 and a 16-layer Llama of h 2048.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -817,6 +821,17 @@ RUNS_R90 = [
 ]  # fmt: skip
 
 
+# round 91 (--set r91): held apart, compiled decodes whose graph outlasts the host (large batches, stop 24)
+RUNS_R91 = [
+    ("generate_llama_L8_h4096_b512_static", lambda s: llama(8, 4096, 32, 8, 14336, 32000, s), "generate", 512,
+     (32, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L6_h3584_b512_static", lambda s: llama(6, 3584, 28, 4, 18944, 152064, s, "qwen2"), "generate",
+     512, (32, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L16_h2048_b1536_static", lambda s: llama(16, 2048, 16, 8, 5632, 32000, s), "generate", 1536,
+     (16, 16), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -862,6 +877,7 @@ SETS = {
     "r88": (RUNS_R88, "r88"),
     "r89": (RUNS_R89, "r89"),
     "r90": (RUNS_R90, "r90"),
+    "r91": (RUNS_R91, "r91"),
 }
 
 
