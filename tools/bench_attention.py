@@ -24,7 +24,13 @@ from round 60's rerun), fp32 and
 bf16, K/V repeated to every head: PyTorch's only fused attention for fp32 tensors (round 48's fp32
 GPT-2 ran ``aten::_efficient_attention_forward``), at the same training and decode shapes.
 
-  python tools/bench_attention.py --out attention.csv [--set r40|efficient] [--choice sdpa_choice.csv] [--smoke]
+Round 92 (``--set short``, stop 24): cuDNN (and flash beside it) at short sequences over many sequences and heads,
+the shapes of round 91's large-batch ``generate()`` runs with a static cache, which simcore put 2.7-4x short: one query
+against a masked static cache of 32-1040 slots (``sdpa_cudnn_mask``, ``seq`` 1), the keys and values repeated to every
+query head (``kv_heads`` = ``heads``, as ``transformers``' ``repeat_kv`` passes them) or grouped (``enable_gqa``), at
+batches of 8-1536; and short prompts of 16-128 tokens, causal, at batches of 64-1536 (the prefill beside them).
+
+  python tools/bench_attention.py --out attention.csv [--set r40|efficient|short] [--choice sdpa_choice.csv] [--smoke]
 """
 
 from __future__ import annotations
@@ -133,8 +139,9 @@ def main() -> None:
     ap.add_argument("--choice", default=None)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--budget", type=float, default=200.0)
-    ap.add_argument("--set", choices=("r40", "efficient"), default="r40",
-                    help="r40: cuDNN and flash (bf16); efficient: the memory-efficient kernels (fp32 and bf16)")
+    ap.add_argument("--set", choices=("r40", "efficient", "short"), default="r40",
+                    help="r40: cuDNN and flash (bf16); efficient: the memory-efficient kernels (fp32 and bf16); "
+                    "short: cuDNN at short sequences over many sequences (round 92)")
     args = ap.parse_args()
     dev = torch.device("cpu" if args.smoke or not torch.cuda.is_available() else "cuda")
     out = CsvOut(args.out, COLS)
@@ -157,6 +164,24 @@ def main() -> None:
             for b, h, _kvh, skv, d in decode:
                 jobs.append(("efficient", b, h, h, 1, skv, d, False, False, False, False, dt))
         backends = ("efficient",)
+    if args.set == "short":
+        # round 92: a static cache's masked decode (one query, every slot walked), heads repeated or grouped
+        for b in ((2,) if args.smoke else (8, 64, 256, 512, 1536)):
+            for h, kvh, d in (((4, 2, 32),) if args.smoke else ((32, 8, 128), (16, 8, 128), (28, 4, 128), (16, 4, 64))):
+                for skv in ((48,) if args.smoke else (32, 48, 128, 272, 528, 1040)):
+                    if b * h * skv > 1536 * 32 * 1040:
+                        continue
+                    jobs.append(("cudnn", b, h, h, 1, skv, d, False, True, False, False))  # repeat_kv'd, masked
+                    if skv in (48, 528):
+                        jobs.append(("cudnn", b, h, kvh, 1, skv, d, False, True, False, False))  # grouped, masked
+                        jobs.append(("cudnn", b, h, kvh, 1, skv, d, False, False, False, False))  # grouped, no mask
+        # short causal prompts over many sequences (the prefill of a large-batch generate())
+        for b in ((2,) if args.smoke else (64, 512, 1536)):
+            for h, kvh, d in (((4, 2, 32),) if args.smoke else ((32, 8, 128), (16, 8, 128))):
+                for s in ((16,) if args.smoke else (16, 32, 64, 128)):
+                    jobs.append(("cudnn", b, h, kvh, s, s, d, True, False, False, False))
+                    jobs.append(("cudnn", b, h, kvh, s, s + 16, d, False, True, False, False))  # over a static cache
+        backends = ()
     for i, (b, h, kvh, s, d) in enumerate(train if args.set == "r40" else []):
         for be in backends:
             jobs.append((be, b, h, kvh, s, s, d, True, False, False, True))  # causal
