@@ -625,7 +625,9 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
     profiler only; its extra host per aten op does not apply to the guards and driver calls, so the
     plain entries take the same values); with the rows' ``act`` and ``prefill_layer_s``,
     ``compiled_decode_prefill_layer_ratio``: the eager prefill's host per layer in such a run over the
-    profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace."""
+    profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace; with ``lead_s``,
+    ``[profiled_]compiled_decode_lead_fixed``: the host from a step's wait for the GPU to its graph's
+    launch beyond the compiled call, the median at the reference probe."""
     ratio = ref.get("probe_empty_ratio_infer")
     probe = ref.get("probe_infer")
     if not ratio or not probe:
@@ -657,6 +659,17 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
             ratios.append(float(r["prefill_layer_s"]) / (layer * pace / probe))
     if ratios:
         out["compiled_decode_prefill_layer_ratio"] = float(statistics.median(ratios))
+    # the host from a step's wait for the GPU to its graph's launch beyond the compiled call: the loop's
+    # own ops before the call (round 91: what a GPU-bound decode idles each step)
+    leads = [
+        (float(r["lead_s"]) - float(r["call_s"])) * probe * ratio / float(r["empty_main_s"])
+        for r in rows
+        if float(r.get("lead_s") or 0.0) > 0 and float(r["empty_main_s"]) > 0
+    ]
+    if leads:
+        out["compiled_decode_lead_fixed"] = out["profiled_compiled_decode_lead_fixed"] = max(
+            float(statistics.median(leads)), 0.0
+        )
     return out
 
 

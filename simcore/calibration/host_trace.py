@@ -1091,6 +1091,10 @@ class CompiledDecodeCalls(_Row):
     prefill_layer_s: float = 0.0
     """The eager prefill's host per layer (its norms' spacing), the median over the profiled steps (0:
     no prefill pass found)."""
+    lead_s: float = 0.0
+    """The host from a decode step's wait for the GPU (:data:`SYNC_CALLS`, ``generate()``'s check of its
+    stopping criteria) to the next graph's launch, the median over the decode steps (0: no step waits):
+    what the GPU idles each step when the graph outlasts the host."""
 
 
 COMPILED_DECODE_COLUMNS = columns(CompiledDecodeCalls)
@@ -1165,6 +1169,12 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
     for k in a.trace.kernels():
         if k.correlation in corr:
             per[k.correlation] = per.get(k.correlation, 0) + 1
+    syncs = sorted(c.ts + c.dur for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS))
+    leads = []
+    for prev, nxt in zip(sorted(launches), sorted(launches)[1:], strict=False):
+        i = bisect.bisect_left(syncs, nxt) - 1  # the last wait that ended before this launch
+        if i >= 0 and syncs[i] > prev:
+            leads.append(nxt - syncs[i])
     layer_s = [
         (p[-1].ts - p[0].ts) / ((len(p) - 1) // 2)
         for _st, _lo, _hi, win in _step_windows(a)
@@ -1181,6 +1191,7 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
         empty_main_s=float(speed.empty_main_s or 0.0),
         act="swiglu" if any(o.name == "aten::silu" for o in ops) else "gelu",
         prefill_layer_s=float(statistics.median(layer_s)) if layer_s else 0.0,
+        lead_s=float(statistics.median(leads)) if leads else 0.0,
     )
 
 

@@ -244,3 +244,60 @@ def test_decode_passes_take_their_own_cpu_pace() -> None:
     # a pace of the decode equal to the main one is no pace of its own
     eq = predict(load_scenario(path, [*base, "runtime.cpu_op_time.decode=4e-6"])).model_dump()
     assert eq["decode_host_s"] == pytest.approx(same["decode_host_s"])
+
+
+def test_a_gpu_bound_compiled_decode_exposes_the_host_before_its_launch() -> None:
+    """Round 91: at batch 512 the decode graph outlasts the host, and each step the GPU idles from the
+    loop's wait for its tokens to the next graph's launch: the loop's ops before the compiled call (fitted
+    on round 85's host-bound traces, ``lead_s``) and the call itself."""
+    from simcore.prediction import predict
+    from simcore.specs.resolve import load_scenario
+
+    rows = _rows(CSV)
+    assert all(float(r["lead_s"]) > float(r["call_s"]) > 0 for r in rows)
+    hl = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
+    fit = compiled_decode_costs(rows, CSV, hl)
+    assert fit["compiled_decode_lead_fixed"] == pytest.approx(hl["compiled_decode_lead_fixed"], rel=1e-6)
+    assert 2e-4 < hl["compiled_decode_lead_fixed"] < 1e-3
+    path = str(REPO / "tests" / "data" / "trace_scenarios" / "h200_r91_generate_llama_l8_h4096_b512_static.yaml")
+    base = [
+        "runtime.profiler=true",
+        "runtime.implementation=huggingface",
+        "runtime.decode_loop=generate",
+        "runtime.compiled_decode=true",
+    ]
+    r = predict(load_scenario(path, base)).model_dump()
+    dec = r["breakdown_decode"]
+    gpu = sum(v for k, v in dec.items() if k != "host_overhead")
+    call = hl["profiled_compiled_decode_call_fixed"] + hl["profiled_compiled_decode_call_per_kernel"] * r["decode_kernels"]
+    exposed = hl["profiled_compiled_decode_lead_fixed"] + call
+    assert gpu > r["decode_host_s"]  # GPU-bound
+    assert dec["host_overhead"] == pytest.approx(exposed)
+    assert r["decode_step_time_s"] == pytest.approx(gpu + exposed)
+    # a loop that never waits hides it
+    free = predict(load_scenario(path, [*base, "runtime.decode_sync_every=null"])).model_dump()
+    assert free["breakdown_decode"]["host_overhead"] == 0.0
+
+
+def test_a_static_cache_decode_walks_every_slot_with_its_heads_repeated() -> None:
+    """transformers' static cache passes SDPA a mask over every slot (prompt + new tokens) and the keys
+    and values repeated to every query head: one repeat_kv copy each a layer, and the attention over the
+    expanded heads, masked."""
+    from simcore.specs.scenario import ModelSpec
+    from simcore.workload import lowering as L
+
+    m = ModelSpec(layers=2, hidden=2048, heads=16, kv_heads=4, ffn_hidden=5632, vocab=32000, seq_len=2048,
+                  activation="swiglu", norm="rmsnorm")  # fmt: skip
+    extra = {"kv_cache": True, "kv_bytes": 2.0, "fused": True, "impl": "huggingface", "attention_backend": "cudnn",
+             "kv_seq": 300.0}  # fmt: skip
+    plain = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0, extra=extra)
+    static = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0,
+                      extra={**extra, "static_kv_seq": 272.0})  # fmt: skip
+    att = {lay.static_cache: next(o for o in L.attention_block_fwd(m, lay) if o.kind == "attention").args
+           for lay in (plain, static)}  # fmt: skip
+    assert att[None]["kv_heads"] == 4 and att[None]["kv_seq"] == 300.0 and not att[None]["mask"]
+    assert att[272.0]["kv_heads"] == 16 and att[272.0]["kv_seq"] == 272.0 and att[272.0]["mask"]
+    copies = [o for o in L.attention_block_fwd(m, static) if o.name == "copy" and o.category == "elementwise"]
+    assert len(copies) == 1 and copies[0].count == 2.0
+    # each reads the 4 cached heads and writes 16: 8 x 16 x 272 x 128 elements of 2 bytes, x 1.25
+    assert copies[0].args["nbytes"] == pytest.approx(8 * 16 * 272 * 128 * 2 * 1.25)
