@@ -8,8 +8,9 @@ expand and reshape), and ``F.scaled_dot_product_attention`` with the boolean ``[
 shape is run eagerly and compiled (``torch.compile(mode="reduce-overhead")``, CUDA graphs), timed over replays with
 CUDA events (the copies included), and profiled once to name and time the attention kernel alone. Rows in
 ``bench_ops.py``'s attention layout (``kind=attention``, ``seq`` 1, ``kv_seq`` the slots, ``kv_heads`` the cache's
-heads), ``framework`` ``eager`` / ``compiled``, ``time_s`` the attention kernel's median duration, ``step_s`` the whole
-call's, ``kernel`` the attention kernel's name.
+heads), ``framework`` ``eager`` / ``compiled``, ``kernel_s`` the attention kernel's median duration, ``step_s`` the
+whole call's, ``kernel`` the attention kernel's name (no ``time_s``: a diagnostic, not an op sweep ``simcore calibrate``
+fits; the compiled call's "attention kernel" is inductor's fused copy where it outlasts cuDNN's).
 
   python tools/bench_attention_compiled.py --out attention_compiled.csv [--budget S] [--smoke]
 """
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchutil import CsvOut, env_info, log  # noqa: E402
 
 COLS = ["kind", "dtype", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal", "backward", "name",
-        "time_s", "step_s", "framework", "kernel"]
+        "kernel_s", "step_s", "framework", "kernel"]
 
 # (batch, heads, kv_heads, slots, head_dim): round 91's shapes and a grid around them
 SHAPES = [
@@ -121,7 +122,7 @@ def main() -> None:
                 step = step_time(fn, dev)
                 kname, kt = kernel_times(fn, dev)
                 out.row(kind="attention", dtype="bf16", batch=b, heads=h, kv_heads=kvh, seq=1, kv_seq=n, head_dim=d,
-                        causal=0, backward=0, name="sdpa_cudnn_mask", time_s=kt, step_s=step, framework=fw,
+                        causal=0, backward=0, name="sdpa_cudnn_mask", kernel_s=kt, step_s=step, framework=fw,
                         kernel=kname[:120])
                 log(f"b{b} h{h}/{kvh} slots {n} d{d} {fw}: attention {kt * 1e6:.1f} us of {step * 1e6:.1f} us, {kname[:70]}")
         except Exception as e:  # noqa: BLE001  (a shape that fails: logged, skipped)
