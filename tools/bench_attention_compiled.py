@@ -12,7 +12,13 @@ heads), ``framework`` ``eager`` / ``compiled``, ``kernel_s`` the attention kerne
 whole call's, ``kernel`` the attention kernel's name (no ``time_s``: a diagnostic, not an op sweep ``simcore calibrate``
 fits; the compiled call's "attention kernel" is inductor's fused copy where it outlasts cuDNN's).
 
-  python tools/bench_attention_compiled.py --out attention_compiled.csv [--budget S] [--smoke]
+``--variants`` (round 94): round 91's shape (512 x 32 heads x 48 slots) with the mask and the neighbours varied: the
+boolean mask contiguous, broadcast over the batch (stride 0, as a mask built from one ``arange`` comparison is),
+additive bf16, expanded over the heads; the keys and values from a transposed ``[b, slots, heads, d]`` buffer; and
+the call right after a large GEMM in the same CUDA graph (the clocks a GEMM-bound graph leaves it). Rows as above,
+``name`` the variant.
+
+  python tools/bench_attention_compiled.py --out attention_compiled.csv [--budget S] [--smoke] [--variants]
 """
 
 from __future__ import annotations
@@ -84,15 +90,65 @@ def step_time(fn, dev, n: int = 20) -> float:
     return statistics.median(ts)
 
 
+def variants(out: CsvOut, dev: torch.device, shape: tuple[int, int, int, int, int]) -> None:
+    """Round 94: one shape's attention with its mask and neighbours varied (see the module docstring)."""
+    b, h, kvh, n, d = shape
+    bf = torch.bfloat16
+    q = torch.randn(b, h, 1, d, device=dev, dtype=bf)
+    k = torch.randn(b, h, n, d, device=dev, dtype=bf)
+    v = torch.randn(b, h, n, d, device=dev, dtype=bf)
+    kt = torch.randn(b, n, h, d, device=dev, dtype=bf).transpose(1, 2)  # [b, h, n, d] view of [b, n, h, d]
+    vt = torch.randn(b, n, h, d, device=dev, dtype=bf).transpose(1, 2)
+    keep = torch.arange(n, device=dev) <= n // 2
+    masks = {
+        "bool": keep[None, None, None, :].expand(b, 1, 1, n).contiguous(),
+        "bool_bcast": keep[None, None, None, :].expand(b, 1, 1, n),
+        "additive": torch.zeros(b, 1, 1, n, device=dev, dtype=bf).masked_fill(~keep, float("-inf")),
+        "bool_heads": keep[None, None, None, :].expand(b, h, 1, n),
+    }
+    a = torch.randn(8192, 8192, device=dev, dtype=bf)
+    jobs = [(f"mask_{m}", q, k, v, mk, False) for m, mk in masks.items()]
+    jobs += [("kv_transposed", q, kt, vt, masks["bool"], False), ("after_gemm", q, k, v, masks["bool"], True)]
+    for name, qq, kk, vv, mk, gemm in jobs:
+        try:
+            def fn(qq=qq, kk=kk, vv=vv, mk=mk, gemm=gemm):
+                if gemm:
+                    a @ a
+                return F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mk)
+
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    fn()
+            torch.cuda.current_stream().wait_stream(s)
+            with torch.cuda.graph(g):
+                fn()
+            kname, ktime = kernel_times(g.replay, dev)
+            step = step_time(g.replay, dev)
+            out.row(kind="attention", dtype="bf16", batch=b, heads=h, kv_heads=h, seq=1, kv_seq=n, head_dim=d,
+                    causal=0, backward=0, name=name, kernel_s=ktime, step_s=step, framework="cuda_graphs",
+                    kernel=kname[:120])
+            log(f"{name}: attention {ktime * 1e6:.1f} us of {step * 1e6:.1f} us, {kname[:80]}")
+        except Exception as e:  # noqa: BLE001
+            log(f"skip {name}: {repr(e)[:200]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--budget", type=float, default=240.0)
+    ap.add_argument("--variants", action="store_true", help="round 94: round 91's shape, the mask and neighbours varied")
     args = ap.parse_args()
     dev = torch.device("cuda")
     log("env", env_info(dev))
     out = CsvOut(args.out, COLS)
+    if args.variants:
+        variants(out, dev, (2, 4, 2, 16, 32) if args.smoke else (512, 32, 8, 48, 128))
+        out.close()
+        return
     shapes = [(2, 4, 2, 16, 32)] if args.smoke else SHAPES
     t0 = time.time()
     for b, h, kvh, n, d in shapes:
