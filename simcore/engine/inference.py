@@ -205,8 +205,8 @@ def evaluate(
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
         # a run's own code: its ops per decode layer over the calibrated code's; a reference layer's
         # prefill issues the same ops, transformers' the same 62 with either cache (round 85)
-        ref_ops = calibrated_decode_layer_ops(implementation, lk)
-        ops = layer_ops / ref_ops if layer_ops is not None and ref_ops else 1.0
+        cal_ops = calibrated_decode_layer_ops(implementation, lk)
+        ops = layer_ops / cal_ops if layer_ops is not None and cal_ops else 1.0
         for pr, mode, hp in ((prefill, "prefill", prof), (decode, "decode", dec_prof)):
             fixed = hp.host_of(f"infer_{mode}_fixed_{lk}", profiler, implementation)
             gen = hp.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
