@@ -35,6 +35,7 @@ from simcore.calibration.fit_host import fit_host, host_files_beside
 from simcore.calibration.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
+    ONE_QUERY_ATTENTION,
     AttentionParams,
     ComputeProfile,
     EmbeddingBackwardParams,
@@ -260,8 +261,9 @@ def split_rows(t: Table, fam: NDArray[Any], fraction: float = FIT_FRACTION) -> N
     them fit; repeated measurements of one shape stay on one side."""
     keys = [shape_key(t, i) for i in range(len(t))]
     groups: dict[str, set[str]] = {}
+    one = one_query_rows(t, fam)  # a kernel family of its own, split on its own
     for i, k in enumerate(keys):
-        g = f"{fam[i]}|{t.dtype[i]}|{t.name[i] if fam[i] != 'gemm' else ''}"
+        g = f"{fam[i]}|{t.dtype[i]}|{t.name[i] if fam[i] != 'gemm' else ''}{'|one_query' if one[i] else ''}"
         groups.setdefault(g, set()).add(k)
     fit_keys: set[str] = set()
     for shapes in groups.values():
@@ -601,6 +603,19 @@ def attention_flags(t: Table) -> tuple[F, F]:
     )
 
 
+def one_query_rows(t: Table, fam: NDArray[np.str_]) -> NDArray[np.bool_]:
+    """Rows of cuDNN's one-query call over a masked cache with its keys and values repeated to every head
+    (:data:`~simcore.calibration.profile.ONE_QUERY_ATTENTION`'s kernel)."""
+    out: NDArray[np.bool_] = (
+        (fam == "attention_fwd")
+        & (attention_backend(t) == "cudnn")
+        & (attention_flags(t)[0] > 0)
+        & (t.num["seq"] == 1)
+        & (t.num["kv_heads"] == t.num["heads"])
+    )
+    return out
+
+
 def _misaligned(t: Table) -> NDArray[np.bool_]:
     e = np.array([DTYPE_BYTES.get(d or "bf16", 2.0) for d in t.dtype])
     out: NDArray[np.bool_] = (np.mod(t.num["k"] * e, 16.0) != 0) | (np.mod(t.num["n"] * e, 16.0) != 0)
@@ -774,6 +789,12 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
                         dev, prof.attention_params(bwd, dtype, be), t.take(idx), dtype, bwd, prof.memory,
                         _clock_ref(dev, prof, "attention"),
                     )  # fmt: skip
+        idx = np.flatnonzero(one_query_rows(t, fam) & (dts == dtype))
+        if idx.size and ONE_QUERY_ATTENTION in prof.attention:
+            out[idx] = _attn_pred(
+                dev, prof.attention[ONE_QUERY_ATTENTION], t.take(idx), dtype, False, prof.memory,
+                _clock_ref(dev, prof, "attention"),
+            )  # fmt: skip
     hw32 = _hw(dev, "fp32")
     midx = np.flatnonzero((fam == "memory") | (fam == "memory_bwd"))
     if midx.size:
@@ -1418,11 +1439,15 @@ def fit(
     attn = dict(prof.attention)
     backends = attention_backend(t)
     masked_all, drop_all = attention_flags(t)
+    # cuDNN's one-query call over a masked cache whose keys and values come repeated to every head
+    # (transformers' static cache, round 92) runs its own kernel (sm80 wmma, 64 x 64 tiles, one CTA a
+    # sequence and head): a family of its own, kept out of the cuDNN fit
+    one_query = one_query_rows(t, fam)
     for bwd, be in itertools.product((False, True), ATTENTION_BACKENDS):
         f = "attention_bwd" if bwd else "attention_fwd"
         key = "bwd" if bwd else "fwd"
         for d in sorted(set(dtypes[(fam == f) & (backends == be)])):
-            mask = (fam == f) & (dtypes == d) & (backends == be)
+            mask = (fam == f) & (dtypes == d) & (backends == be) & ~one_query
             if np.sum(mask & fit_mask & ok) < 5:
                 continue
             sub, y, eager, floor = sel(mask)
@@ -1463,6 +1488,18 @@ def fit(
             if h is not None:
                 # cuDNN's calls have their own host per call; the engines' eager host uses flash's
                 host_overhead[f if be == "flash" else f"{f}_{be}"] = h
+    if np.sum(one_query & fit_mask & ok & (dtypes == "bf16")) >= 5:
+        sub, y, eager, floor = sel(one_query & (dtypes == "bf16"))
+        start_q = attn.get("fwd_cudnn", attn["fwd"]).model_copy(update={"block_rows": 64, "block_cols": 64})
+
+        def q_k(p: AttentionParams, s: Table = sub) -> F:
+            return _attn_pred(device, p, s, "bf16", False, mem, clocks_found.get("attention"))
+
+        names = ["eff_peak", "kv_overhead", "t0", "eff_bw"]
+        h0 = host_overhead.get("attention_fwd_cudnn", launch["eager"] * 2.0)
+        attn[ONE_QUERY_ATTENTION], _h = _fit_model(
+            start_q, _subset(_ATTN_PARAMS, names, start_q), q_k, y, eager, floor, h0, mode, n_starts, gap_of(sub)
+        )
     prof = prof.model_copy(update={"attention": attn})
 
     # 4. optimizer: traffic factor and latency per implementation

@@ -251,6 +251,11 @@ measured on (``tools/gpt.py`` with its preallocated KV cache; ``host_trace.decod
 by a test against ``traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz`` and
 ``traces/h200/profile_infer_prefill_decode.json.gz``)."""
 
+ONE_QUERY_ATTENTION = "fwd_cudnn_one_query"
+"""The ``attention`` entry of cuDNN's kernel for one query a sequence over a masked cache whose keys and values come
+repeated to every query head (``transformers``' static cache): an sm80 wmma kernel of 64 x 64 tiles, one CTA a
+sequence and head (round 91's decode graphs), fitted on its own (round 92's ``attention_masked_decode.csv.gz``)."""
+
 CALIBRATED_HF_DECODE_LAYER_OPS: dict[str, float] = {"gelu": 38.0, "swiglu": 54.0, "swiglu_eager": 67.0}
 """Top-level ops a decode step's layer issues in ``transformers``' modelling code with its dynamic cache, per
 ``host_layer`` layer key (GPT-2's block 38; Llama's, Mistral's and Qwen2's 54, 67 with eager attention; counted by

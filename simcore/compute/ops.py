@@ -28,6 +28,7 @@ from simcore import units
 from simcore.calibration.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
+    ONE_QUERY_ATTENTION,
     ComputeProfile,
     EmbeddingBackwardParams,
     load_profile,
@@ -253,9 +254,7 @@ def attention(
     scale = clock_scale(dev, prof, "attention", clock_hz)
     if scale != 1.0:
         ap = ap.model_copy(update={"eff_peak": ap.eff_peak * scale})
-    r = K.attention_time(
-        _hw(dev, dtype),
-        ap,
+    args = (
         batch,
         heads,
         seq,
@@ -269,7 +268,16 @@ def attention(
         np.asarray(mask, dtype=np.float64),
         np.asarray(dropout, dtype=np.float64),
     )
-    return _cost(r.time, r.flops, r.bytes, r.compute, r.memory)
+    r = K.attention_time(_hw(dev, dtype), ap, *args)
+    time, comp, memt = r.time, r.compute, r.memory
+    one = prof.attention.get(ONE_QUERY_ATTENTION) if backend == "cudnn" and not backward else None
+    if one is not None:
+        # one query a sequence over a masked cache with the heads repeated: cuDNN's own kernel for it
+        sel = (np.asarray(mask, dtype=np.float64) > 0) & (np.asarray(seq) == 1) & (np.asarray(kvh) == np.asarray(heads))
+        if np.any(sel):
+            q = K.attention_time(_hw(dev, dtype), one.model_copy(update={"eff_peak": one.eff_peak * scale}), *args)
+            time, comp, memt = (np.where(sel, b, a) for a, b in ((time, q.time), (comp, q.compute), (memt, q.memory)))
+    return _cost(time, r.flops, r.bytes, comp, memt)
 
 
 # Bytes moved per element (in units of the element size, plus fixed bytes) and FLOP per element

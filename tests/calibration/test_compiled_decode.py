@@ -301,3 +301,46 @@ def test_a_static_cache_decode_walks_every_slot_with_its_heads_repeated() -> Non
     assert len(copies) == 1 and copies[0].count == 2.0
     # each reads the 4 cached heads and writes 16: 8 x 16 x 272 x 128 elements of 2 bytes, x 1.25
     assert copies[0].args["nbytes"] == pytest.approx(8 * 16 * 272 * 128 * 2 * 1.25)
+
+
+def test_cudnn_one_query_masked_attention_is_its_own_kernel_family() -> None:
+    """Round 92: cuDNN's one-query call over a masked cache with the heads repeated (transformers' static
+    cache) runs an sm80 kernel of 64 x 64 tiles, fitted on its own; other calls keep the cuDNN fit."""
+    import numpy as np
+
+    from simcore.calibration.profile import ONE_QUERY_ATTENTION, load_profile
+    from simcore.compute import ops as O
+    from simcore.specs.registry import default_registry
+
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    one = prof.attention[ONE_QUERY_ATTENTION]
+    assert (one.block_rows, one.block_cols) == (64, 64)
+    rows = _rows(H200 / "round92" / "attention_masked_decode.csv.gz")
+    assert rows and all(r["seq"] == "1" and r["kv_heads"] == r["heads"] and r["name"] == "sdpa_cudnn_mask" for r in rows)
+    errs = []
+    for r in rows:
+        if r["framework"] != "eager":
+            continue
+        b, h, kv, d = (int(float(r[k])) for k in ("batch", "heads", "kv_seq", "head_dim"))
+        c = O.attention(dev, prof, b, h, 1, d, causal=False, kv_heads=h, kv_seq=kv, backend="cudnn", mask=True)
+        errs.append(float(c.time_s) / float(r["time_s"]) - 1.0)
+    assert float(np.median(np.abs(errs))) < 0.15
+    # selected per element: masked one-query calls over repeated heads only
+    b = np.array([512.0, 512.0, 512.0])
+    kvh = np.array([32.0, 8.0, 32.0])
+    mask = np.array([1.0, 1.0, 0.0])
+    both = O.attention(dev, prof, b, 32, 1, 128, causal=False, kv_heads=kvh, kv_seq=48, backend="cudnn", mask=mask)
+    for i in range(3):
+        single = O.attention(dev, prof, 512, 32, 1, 128, causal=False, kv_heads=kvh[i], kv_seq=48, backend="cudnn",
+                             mask=bool(mask[i]))  # fmt: skip
+        assert float(both.time_s[i]) == pytest.approx(float(single.time_s))
+    plain = prof.model_copy(update={"attention": {k: v for k, v in prof.attention.items() if k != ONE_QUERY_ATTENTION}})
+    assert float(O.attention(dev, prof, 512, 32, 1, 128, causal=False, kv_heads=32, kv_seq=48, backend="cudnn",
+                             mask=True).time_s) > float(O.attention(dev, plain, 512, 32, 1, 128, causal=False,
+                                                                    kv_heads=32, kv_seq=48, backend="cudnn",
+                                                                    mask=True).time_s)  # fmt: skip
+    # the grouped call and the flash backend are untouched
+    g = O.attention(dev, prof, 512, 32, 1, 128, causal=False, kv_heads=8, kv_seq=48, backend="cudnn", mask=True)
+    g0 = O.attention(dev, plain, 512, 32, 1, 128, causal=False, kv_heads=8, kv_seq=48, backend="cudnn", mask=True)
+    assert float(g.time_s) == float(g0.time_s)

@@ -39,7 +39,11 @@ NORM_OPS = "traces/h200/round65/norm_ops.csv.gz"
 OPTIMIZER_BF16 = "traces/h200/round72/optimizer_bf16.csv.gz"
 # round 72: the embedding's dense backward kernel by kernel (the profile's ``embedding_bwd``)
 EMBEDDING_BWD = "traces/h200/round72/embedding_bwd.csv.gz"
-INPUTS = [OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, OPTIMIZER_BF16, EMBEDDING_BWD]
+# round 92: cuDNN's one-query call over a masked static cache, heads repeated (its own kernel family)
+ONE_QUERY = "traces/h200/round92/attention_masked_decode.csv.gz"
+INPUTS = [
+    OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, OPTIMIZER_BF16, EMBEDDING_BWD, ONE_QUERY
+]
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +144,7 @@ def test_input_kinds(tmp_path: Path) -> None:
         "norm_ops.csv.gz",
         "embedding_bwd.csv.gz",
         "optimizer_bf16.csv.gz",
+        "attention_masked_decode.csv.gz",
         "attention_short.csv.gz",
     ]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face
