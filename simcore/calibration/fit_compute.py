@@ -45,6 +45,7 @@ from simcore.calibration.profile import (
     MemoryParams,
     OptimizerParams,
     backend_of_name,
+    one_query_call,
     save_profile,
 )
 from simcore.compute import kernels as K
@@ -609,9 +610,7 @@ def one_query_rows(t: Table, fam: NDArray[np.str_]) -> NDArray[np.bool_]:
     out: NDArray[np.bool_] = (
         (fam == "attention_fwd")
         & (attention_backend(t) == "cudnn")
-        & (attention_flags(t)[0] > 0)
-        & (t.num["seq"] == 1)
-        & (t.num["kv_heads"] == t.num["heads"])
+        & one_query_call(attention_flags(t)[0], t.num["seq"], t.num["kv_heads"], t.num["heads"])
     )
     return out
 

@@ -1171,7 +1171,8 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
             per[k.correlation] = per.get(k.correlation, 0) + 1
     syncs = sorted(c.ts + c.dur for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS))
     leads = []
-    for prev, nxt in zip(sorted(launches), sorted(launches)[1:], strict=False):
+    ordered = sorted(launches)
+    for prev, nxt in zip(ordered, ordered[1:], strict=False):
         i = bisect.bisect_left(syncs, nxt) - 1  # the last wait that ended before this launch
         if i >= 0 and syncs[i] > prev:
             leads.append(nxt - syncs[i])

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simcore.errors import SpecError
@@ -255,6 +255,15 @@ ONE_QUERY_ATTENTION = "fwd_cudnn_one_query"
 """The ``attention`` entry of cuDNN's kernel for one query a sequence over a masked cache whose keys and values come
 repeated to every query head (``transformers``' static cache): an sm80 wmma kernel of 64 x 64 tiles, one CTA a
 sequence and head (round 91's decode graphs), fitted on its own (round 92's ``attention_masked_decode.csv.gz``)."""
+
+
+def one_query_call(mask: ArrayLike, seq: ArrayLike, kv_heads: ArrayLike, heads: ArrayLike) -> NDArray[np.bool_]:
+    """Where a cuDNN forward attention call runs :data:`ONE_QUERY_ATTENTION`'s kernel: an explicit mask, one
+    query a sequence, the keys and values repeated to every query head (elementwise over the arguments)."""
+    out: NDArray[np.bool_] = (
+        (np.asarray(mask, dtype=np.float64) > 0) & (np.asarray(seq) == 1) & (np.asarray(kv_heads) == np.asarray(heads))
+    )
+    return out
 
 CALIBRATED_HF_DECODE_LAYER_OPS: dict[str, float] = {"gelu": 38.0, "swiglu": 54.0, "swiglu_eager": 67.0}
 """Top-level ops a decode step's layer issues in ``transformers``' modelling code with its dynamic cache, per

@@ -32,6 +32,7 @@ from simcore.calibration.profile import (
     ComputeProfile,
     EmbeddingBackwardParams,
     load_profile,
+    one_query_call,
 )
 from simcore.compute import kernels as K
 from simcore.errors import SimcoreError
@@ -273,7 +274,7 @@ def attention(
     one = prof.attention.get(ONE_QUERY_ATTENTION) if backend == "cudnn" and not backward else None
     if one is not None:
         # one query a sequence over a masked cache with the heads repeated: cuDNN's own kernel for it
-        sel = (np.asarray(mask, dtype=np.float64) > 0) & (np.asarray(seq) == 1) & (np.asarray(kvh) == np.asarray(heads))
+        sel = one_query_call(mask, seq, kvh, heads)
         if np.any(sel):
             q = K.attention_time(_hw(dev, dtype), one.model_copy(update={"eff_peak": one.eff_peak * scale}), *args)
             time, comp, memt = (np.where(sel, b, a) for a, b in ((time, q.time), (comp, q.compute), (memt, q.memory)))
