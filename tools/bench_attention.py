@@ -30,7 +30,12 @@ against a masked static cache of 32-1040 slots (``sdpa_cudnn_mask``, ``seq`` 1),
 query head (``kv_heads`` = ``heads``, as ``transformers``' ``repeat_kv`` passes them) or grouped (``enable_gqa``), at
 batches of 8-1536; and short prompts of 16-128 tokens, causal, at batches of 64-1536 (the prefill beside them).
 
-  python tools/bench_attention.py --out attention.csv [--set r40|efficient|short] [--choice sdpa_choice.csv] [--smoke]
+Round 96 (``--set kvlen``, stop 25): the same masked one-query decode over slot counts that are not multiples of 16:
+``transformers``' static cache holds ``max_length - 1`` slots (round 95 caught round 91's 8-layer Llama passing 47, not
+48, to SDPA, where cuDNN's kernel took 390 us against 262 us at 48); odd counts, multiples of 8 and of 4 beside
+multiples of 16, at batches of 8-1536.
+
+  python tools/bench_attention.py --out attention.csv [--set r40|efficient|short|kvlen] [--choice sdpa_choice.csv] [--smoke]
 """
 
 from __future__ import annotations
@@ -139,9 +144,10 @@ def main() -> None:
     ap.add_argument("--choice", default=None)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--budget", type=float, default=200.0)
-    ap.add_argument("--set", choices=("r40", "efficient", "short"), default="r40",
+    ap.add_argument("--set", choices=("r40", "efficient", "short", "kvlen"), default="r40",
                     help="r40: cuDNN and flash (bf16); efficient: the memory-efficient kernels (fp32 and bf16); "
-                    "short: cuDNN at short sequences over many sequences (round 92)")
+                    "short: cuDNN at short sequences over many sequences (round 92); kvlen: its masked decode at "
+                    "slot counts off multiples of 16 (round 96)")
     args = ap.parse_args()
     dev = torch.device("cpu" if args.smoke or not torch.cuda.is_available() else "cuda")
     out = CsvOut(args.out, COLS)
@@ -181,6 +187,15 @@ def main() -> None:
                 for s in ((16,) if args.smoke else (16, 32, 64, 128)):
                     jobs.append(("cudnn", b, h, kvh, s, s, d, True, False, False, False))
                     jobs.append(("cudnn", b, h, kvh, s, s + 16, d, False, True, False, False))  # over a static cache
+        backends = ()
+    if args.set == "kvlen":
+        # round 96: a static cache's masked decode at max_length - 1 slots (odd), and at multiples of 8 or 4
+        for b in ((2,) if args.smoke else (8, 64, 256, 512, 1536)):
+            for h, d in (((4, 32),) if args.smoke else ((32, 128), (16, 128), (28, 128), (16, 64))):
+                for skv in ((47,) if args.smoke else (31, 47, 63, 64, 95, 127, 40, 100, 271, 527, 1039)):
+                    if b * h * skv > 1536 * 32 * 1040:
+                        continue
+                    jobs.append(("cudnn", b, h, h, 1, skv, d, False, True, False, False))  # repeat_kv'd, masked
         backends = ()
     for i, (b, h, kvh, s, d) in enumerate(train if args.set == "r40" else []):
         for be in backends:

@@ -190,7 +190,15 @@ Round 91 (``--set r91``): held-apart runs where a compiled decode's graph outlas
 ``generate()`` at batches of 512-1536 after 16-32 prompt tokens, an 8-layer Llama of h 4096, a 6-layer Qwen2 of
 h 3584 and a 16-layer Llama of h 2048.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91] [--budget S] [--smoke]
+Round 96 (``--set rec_fit``, fitted, not held apart): large-batch static-cache ``generate()`` whose calls re-record
+their decode graph (cudagraph trees: "static input data pointer changed", round 95) on a 4-layer Llama of h 4096, a
+12-layer Llama of h 2048 and an 8-layer Qwen2 of h 1536: the record's host per graph kernel.
+
+Round 97 (``--set r97``): held-apart large-batch static-cache ``generate()`` after the record's cost and the cache's
+``max_length - 1`` slots (stop 25): a 10-layer Llama of h 3072 at batch 640, an 8-layer Qwen2 of h 2048 at batch
+1024 and a 12-layer Mistral of h 2048 at batch 384.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -832,6 +840,28 @@ RUNS_R91 = [
 ]  # fmt: skip
 
 
+# round 96 (--set rec_fit): fit runs, not held apart: large-batch static caches whose calls re-record their graph
+RUNS_REC_FIT = [
+    ("rfit_generate_llama_L4_h4096_b512_static", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s), "generate", 512,
+     (32, 16), {"gen": {"cache_implementation": "static"}}),
+    ("rfit_generate_llama_L12_h2048_b768_static", lambda s: llama(12, 2048, 16, 8, 5632, 32000, s), "generate", 768,
+     (16, 16), {"gen": {"cache_implementation": "static"}}),
+    ("rfit_generate_qwen2_L8_h1536_b1024_static", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"),
+     "generate", 1024, (24, 16), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
+
+# round 97 (--set r97): held apart, large-batch static caches after the record's cost (stop 25)
+RUNS_R97 = [
+    ("generate_llama_L10_h3072_b640_static", lambda s: llama(10, 3072, 24, 8, 8192, 32000, s), "generate", 640,
+     (24, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L8_h2048_b1024_static", lambda s: llama(8, 2048, 16, 2, 11008, 151936, s, "qwen2"), "generate",
+     1024, (16, 24), {"gen": {"cache_implementation": "static"}}),
+    ("generate_mistral_L12_h2048_b384_static", lambda s: llama(12, 2048, 16, 8, 5632, 32000, s, "mistral"),
+     "generate", 384, (64, 16), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -878,6 +908,8 @@ SETS = {
     "r89": (RUNS_R89, "r89"),
     "r90": (RUNS_R90, "r90"),
     "r91": (RUNS_R91, "r91"),
+    "rec_fit": (RUNS_REC_FIT, "r96"),
+    "r97": (RUNS_R97, "r97"),
 }
 
 
