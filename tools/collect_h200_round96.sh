@@ -15,9 +15,9 @@ cd "$(dirname "$0")/.."
 cp "$OUT/r96/env_round96.txt" "$OUT/r97/env_round97.txt"
 timeout 90 $PY tools/bench_attention.py --set kvlen --budget 60 --out "$OUT/r96/attention_kvlen.csv" > "$OUT/r96/attention_kvlen.log" 2>&1
 echo "kvlen rc=$?"; gzip -9 -f "$OUT/r96/attention_kvlen.csv"; tail -2 "$OUT/r96/attention_kvlen.log"
-timeout 200 $PY tools/bench_hf.py --set rec_fit --budget 150 --outdir "$OUT/r96" > "$OUT/r96/hf.log" 2>&1
+timeout 230 $PY tools/bench_hf.py --set rec_fit --budget 150 --outdir "$OUT/r96" > "$OUT/r96/hf.log" 2>&1
 echo "rec_fit rc=$?"; grep -E "ERROR|Traceback|: [0-9.]+ s|done|budget" "$OUT/r96/hf.log" | tail -6
-timeout 220 $PY tools/bench_hf.py --set r97 --budget 150 --outdir "$OUT/r97" > "$OUT/r97/hf.log" 2>&1
+timeout 230 $PY tools/bench_hf.py --set r97 --budget 150 --outdir "$OUT/r97" > "$OUT/r97/hf.log" 2>&1
 echo "r97 rc=$?"; grep -E "ERROR|Traceback|: [0-9.]+ s|done|budget" "$OUT/r97/hf.log" | tail -6
 for R in 96 97; do
   (cd "$OUT" && tar cf "round$R.tar" -C "r$R" . && rm -rf "r$R" && split -b 15M "round$R.tar" "round$R.tar.part_" && rm "round$R.tar")
