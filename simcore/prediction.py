@@ -244,6 +244,7 @@ def inference_runtime(sc: Scenario) -> dict[str, Any]:
         "layer_ops": None if rt.layer_ops is None else rt.layer_ops.fwd,
         "pass_ops": rt.pass_ops,
         "compiled_decode": rt.compiled_decode,
+        "decode_graph_records": rt.decode_graph_records,
         "decode_cpu_op_time": None if rt.cpu_op_time is None else rt.cpu_op_time.decode,
     }
 

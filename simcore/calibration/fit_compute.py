@@ -36,6 +36,7 @@ from simcore.calibration.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
     ONE_QUERY_ATTENTION,
+    ONE_QUERY_ODD_ATTENTION,
     AttentionParams,
     ComputeProfile,
     EmbeddingBackwardParams,
@@ -46,6 +47,7 @@ from simcore.calibration.profile import (
     OptimizerParams,
     backend_of_name,
     one_query_call,
+    one_query_family,
     save_profile,
 )
 from simcore.compute import kernels as K
@@ -262,9 +264,10 @@ def split_rows(t: Table, fam: NDArray[Any], fraction: float = FIT_FRACTION) -> N
     them fit; repeated measurements of one shape stay on one side."""
     keys = [shape_key(t, i) for i in range(len(t))]
     groups: dict[str, set[str]] = {}
-    one = one_query_rows(t, fam)  # a kernel family of its own, split on its own
+    # cuDNN's one-query kernel: families of their own (even and odd slot counts), split on their own
+    one = np.where(one_query_rows(t, fam), one_query_family(t.num["kv_seq"]), "")
     for i, k in enumerate(keys):
-        g = f"{fam[i]}|{t.dtype[i]}|{t.name[i] if fam[i] != 'gemm' else ''}{'|one_query' if one[i] else ''}"
+        g = f"{fam[i]}|{t.dtype[i]}|{t.name[i] if fam[i] != 'gemm' else ''}{'|' + one[i] if one[i] else ''}"
         groups.setdefault(g, set()).add(k)
     fit_keys: set[str] = set()
     for shapes in groups.values():
@@ -788,12 +791,14 @@ def kernel_rows(dev: Device, prof: ComputeProfile, t: Table) -> F:
                         dev, prof.attention_params(bwd, dtype, be), t.take(idx), dtype, bwd, prof.memory,
                         _clock_ref(dev, prof, "attention"),
                     )  # fmt: skip
-        idx = np.flatnonzero(one_query_rows(t, fam) & (dts == dtype))
-        if idx.size and ONE_QUERY_ATTENTION in prof.attention:
-            out[idx] = _attn_pred(
-                dev, prof.attention[ONE_QUERY_ATTENTION], t.take(idx), dtype, False, prof.memory,
-                _clock_ref(dev, prof, "attention"),
-            )  # fmt: skip
+        one = one_query_rows(t, fam) & (dts == dtype)
+        for key in (ONE_QUERY_ATTENTION, ONE_QUERY_ODD_ATTENTION) if ONE_QUERY_ATTENTION in prof.attention else ():
+            idx = np.flatnonzero(one & (one_query_family(t.num["kv_seq"]) == key))
+            if idx.size:
+                out[idx] = _attn_pred(
+                    dev, prof.attention.get(key, prof.attention[ONE_QUERY_ATTENTION]), t.take(idx), dtype, False,
+                    prof.memory, _clock_ref(dev, prof, "attention"),
+                )  # fmt: skip
     hw32 = _hw(dev, "fp32")
     midx = np.flatnonzero((fam == "memory") | (fam == "memory_bwd"))
     if midx.size:
@@ -988,9 +993,11 @@ _ATTN_PARAMS = (
     Param("head_dim_scale", 16.0, 1e5, 2000.0, log=True),
     Param("mask_overhead", 0.1, 1024.0, 16.0, log=True),
     Param("dropout_overhead", 0.1, 1024.0, 16.0, log=True),
+    Param("odd_cols", 1.0, 4096.0, 128.0, log=True),
 )
-_ATTN_FLAG_PARAMS = ("mask_overhead", "dropout_overhead")
-"""Fitted only on rows that measured a mask / dropout (round 40's cuDNN rows)."""
+_ATTN_FLAG_PARAMS = ("mask_overhead", "dropout_overhead", "odd_cols")
+"""Fitted only on rows that measured a mask / dropout (round 40's cuDNN rows), ``odd_cols`` only in the odd
+one-query family (:data:`~simcore.calibration.profile.ONE_QUERY_ODD_ATTENTION`)."""
 _MEM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.85),
     Param("t0", 1e-7, 5e-5, 3e-6, log=True),
@@ -1487,18 +1494,27 @@ def fit(
             if h is not None:
                 # cuDNN's calls have their own host per call; the engines' eager host uses flash's
                 host_overhead[f if be == "flash" else f"{f}_{be}"] = h
-    if np.sum(one_query & fit_mask & ok & (dtypes == "bf16")) >= 5:
-        sub, y, eager, floor = sel(one_query & (dtypes == "bf16"))
-        start_q = attn.get("fwd_cudnn", attn["fwd"]).model_copy(update={"block_rows": 64, "block_cols": 64})
+    # the even slot counts first: the odd ones' fit starts from theirs
+    one_fam = one_query_family(t.num["kv_seq"])
+    fitted_q: dict[str, AttentionParams] = {}
+    for key in (ONE_QUERY_ATTENTION, ONE_QUERY_ODD_ATTENTION):
+        rows_q = one_query & (dtypes == "bf16") & (one_fam == key)
+        if np.sum(rows_q & fit_mask & ok) < 5:
+            continue
+        sub, y, eager, floor = sel(rows_q)
+        start_q = fitted_q.get(ONE_QUERY_ATTENTION, attn.get("fwd_cudnn", attn["fwd"])).model_copy(
+            update={"block_rows": 64, "block_cols": 64}
+        )
 
         def q_k(p: AttentionParams, s: Table = sub) -> F:
             return _attn_pred(device, p, s, "bf16", False, mem, clocks_found.get("attention"))
 
-        names = ["eff_peak", "kv_overhead", "t0", "eff_bw"]
+        names = ["eff_peak", "kv_overhead", "t0", "eff_bw"] + (["odd_cols"] if key == ONE_QUERY_ODD_ATTENTION else [])
         h0 = host_overhead.get("attention_fwd_cudnn", launch["eager"] * 2.0)
-        attn[ONE_QUERY_ATTENTION], _h = _fit_model(
+        attn[key], _h = _fit_model(
             start_q, _subset(_ATTN_PARAMS, names, start_q), q_k, y, eager, floor, h0, mode, n_starts, gap_of(sub)
         )
+        fitted_q[key] = attn[key]
     prof = prof.model_copy(update={"attention": attn})
 
     # 4. optimizer: traffic factor and latency per implementation

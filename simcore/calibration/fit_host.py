@@ -615,7 +615,9 @@ def _is_compiled_decode_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"kernels_per_replay", "call_s", "linear_main_s"} <= set(rows[0])
 
 
-def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]) -> dict[str, float]:
+def compiled_decode_costs(
+    rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
+) -> dict[str, float]:
     """The compiled call of a static-cache ``generate()`` decode pass (round 85,
     ``host_trace --compiled-decode``): a least-squares line over the graph's kernels of each trace's
     median call (dynamo's guards, the inputs' copies, the graph's launch), stated at the reference
@@ -625,9 +627,12 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
     profiler only; its extra host per aten op does not apply to the guards and driver calls, so the
     plain entries take the same values); with the rows' ``act`` and ``prefill_layer_s``,
     ``compiled_decode_prefill_layer_ratio``: the eager prefill's host per layer in such a run over the
-    profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace; with ``lead_s``,
-    ``[profiled_]compiled_decode_lead_fixed``: the host from a step's wait for the GPU to its graph's
-    launch beyond the compiled call, the median at the reference probe."""
+    profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace. Those from the host-bound rows
+    (a decode whose host waits less than it leads, ``wait_s <= lead_s``: round 85's), where the call is what
+    a pass's host costs. With ``lead_s``, ``[profiled_]compiled_decode_lead_fixed`` / ``_per_kernel``: what
+    the GPU idles from a step's wait for it to the graph's first kernel, a line over the graph's kernels at
+    the reference probe, from the GPU-bound rows (round 96's fit traces: right after a long wait the loop's
+    ops and the call run ~1.4x their host-bound pace), the host-bound ones where fewer than two."""
     ratio = ref.get("probe_empty_ratio_infer")
     probe = ref.get("probe_infer")
     if not ratio or not probe:
@@ -635,22 +640,30 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
             "compiled decode rows need the inference probe and its aten::empty ratio (host_decode rows)",
             file=str(path),
         )
-    xs, ys = [], []
-    for r in rows:
+    def at_ref(r: dict[str, str], col: str) -> float:
+        """``col`` of row ``r`` stated at the reference probe (0 where the row has no pace)."""
         t = float(r["empty_main_s"]) / ratio
-        if t > 0:
-            xs.append(float(r["kernels_per_replay"]))
-            ys.append(float(r["call_s"]) * probe / t)
-    if len(xs) < 2:
-        raise TraceError("compiled decode rows need two traces or more", file=str(path))
-    slope, icpt = statistics.linear_regression(xs, ys)
-    out = {"compiled_decode_call_fixed": max(icpt, 0.0), "compiled_decode_call_per_kernel": max(slope, 0.0)}
+        return float(r.get(col) or 0.0) * probe / t if t > 0 else 0.0
+
+    def line(rs: list[dict[str, str]], col: str) -> tuple[float, float]:
+        """(fixed, per kernel) of ``col`` at the reference probe over ``rs``' graphs' kernels, both >= 0."""
+        xs = [float(r["kernels_per_replay"]) for r in rs]
+        slope, icpt = statistics.linear_regression(xs, [at_ref(r, col) for r in rs])
+        return max(icpt, 0.0), max(slope, 0.0)
+
+    rows = [r for r in rows if float(r["empty_main_s"]) > 0]
+    gpu_bound = [r for r in rows if float(r.get("wait_s") or 0.0) > float(r.get("lead_s") or 0.0) > 0]
+    host_bound = [r for r in rows if r not in gpu_bound]
+    if len(host_bound) < 2:
+        raise TraceError("compiled decode rows need two host-bound traces or more", file=str(path))
+    fixed, per = line(host_bound, "call_s")
+    out = {"compiled_decode_call_fixed": fixed, "compiled_decode_call_per_kernel": per}
     out = {**out, **{f"profiled_{k}": v for k, v in out.items()}}
     # the eager prefill beside a compiled decode: its host per layer over the profile's eager
     # Hugging Face prefill layer (fitted on hand-written loops) at the trace's pace, its aten::linear
     # stated as aten::t (round 89: 1.06-1.23 over round 85's traces, as simcore validate reads them)
     ratios = []
-    for r in rows:
+    for r in host_bound:
         act = r.get("act") or ""
         lin = ref.get(f"probe_linear_ratio_infer_hf_{act}")
         layer = ref.get(f"profiled_hf_infer_prefill_{act}")
@@ -659,25 +672,58 @@ def compiled_decode_costs(rows: list[dict[str, str]], path: str | Path, ref: dic
             ratios.append(float(r["prefill_layer_s"]) / (layer * pace / probe))
     if ratios:
         out["compiled_decode_prefill_layer_ratio"] = float(statistics.median(ratios))
-    # the host from a step's wait for the GPU to its graph's launch beyond the compiled call: the loop's
-    # own ops before the call (round 91: what a GPU-bound decode idles each step)
-    leads = [
-        (float(r["lead_s"]) - float(r["call_s"])) * probe * ratio / float(r["empty_main_s"])
-        for r in rows
-        if float(r.get("lead_s") or 0.0) > 0 and float(r["empty_main_s"]) > 0
-    ]
-    if leads:
-        out["compiled_decode_lead_fixed"] = out["profiled_compiled_decode_lead_fixed"] = max(
-            float(statistics.median(leads)), 0.0
-        )
+    # the GPU's idle from a step's wait for it to its graph's first kernel: the loop's own ops, the call, the
+    # launch (round 91: what a GPU-bound decode idles each step), from the runs where it is exposed
+    led = [r for r in (gpu_bound if len(gpu_bound) >= 2 else rows) if float(r.get("lead_s") or 0.0) > 0]
+    if len({r["kernels_per_replay"] for r in led}) >= 2:
+        fixed, per = line(led, "lead_s")
+        lead = {"compiled_decode_lead_fixed": fixed, "compiled_decode_lead_per_kernel": per}
+        out.update({**lead, **{f"profiled_{k}": v for k, v in lead.items()}})
     return out
+
+
+def _is_graph_record_run(rows: list[dict[str, str]]) -> bool:
+    return bool(rows) and {"record_s", "kernels_per_replay", "empty_main_s"} <= set(rows[0])
+
+
+def graph_record_costs(
+    rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
+) -> dict[str, float]:
+    """A compiled decode graph's recording (round 96, ``host_trace --graph-records``): a least-squares line
+    over the graph's kernels of each trace's GPU idle per recording beyond the steady call, stated at the
+    reference inference probe as :func:`compiled_decode_costs` states the call (the region's Python runs at the
+    decode passes' ``aten::empty`` pace): ``compiled_decode_record_fixed`` / ``_per_kernel`` and their
+    ``profiled_`` twins (measured under the profiler only, the same values)."""
+    ratio = ref.get("probe_empty_ratio_infer")
+    probe = ref.get("probe_infer")
+    if not ratio or not probe:
+        raise TraceError(
+            "graph record rows need the inference probe and its aten::empty ratio (host_decode rows)",
+            file=str(path),
+        )
+    xs, ys = [], []
+    for r in rows:
+        t = float(r["empty_main_s"]) / ratio
+        if t > 0 and int(float(r["records"])) > 0:
+            xs.append(float(r["kernels_per_replay"]))
+            ys.append(float(r["record_s"]) * probe / t)
+    if len(set(xs)) < 2:
+        raise TraceError("graph record rows need two traces of different graphs or more", file=str(path))
+    slope, icpt = statistics.linear_regression(xs, ys)
+    out = {
+        "compiled_decode_record_fixed": max(icpt, 0.0),
+        "compiled_decode_record_per_kernel": max(slope, 0.0),
+    }
+    return {**out, **{f"profiled_{k}": v for k, v in out.items()}}
 
 
 def _is_generate_call_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"setup_s", "compiled_decode", "linear_main_s"} <= set(rows[0])
 
 
-def generate_call_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]) -> dict[str, float]:
+def generate_call_costs(
+    rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
+) -> dict[str, float]:
     """A transformers ``generate()`` call's host before its prefill (``host_trace --generate``: round 80's
     dynamic-cache runs, round 85's static-cache compiled ones), the median over the traces stated at the
     reference inference probe (``probe_infer``), each trace's probe read as ``simcore validate`` reads the
@@ -688,12 +734,18 @@ def generate_call_costs(rows: list[dict[str, str]], path: str | Path, ref: dict[
     probe = ref.get("probe_infer")
     empty = ref.get("probe_empty_ratio_infer")
     if not probe or not empty:
-        raise TraceError("generate() call rows need the inference probe and its ratios (host_decode rows)", file=str(path))
+        raise TraceError(
+            "generate() call rows need the inference probe and its ratios (host_decode rows)", file=str(path)
+        )
     by: dict[bool, list[float]] = {False: [], True: []}
     for r in rows:
         compiled = r["compiled_decode"] == "True"
         lin = ref.get(f"probe_linear_ratio_infer_hf_{r['act']}")
-        t = float(r["linear_main_s"]) / lin if lin and float(r["linear_main_s"]) > 0 else float(r["empty_main_s"]) / empty
+        t = (
+            float(r["linear_main_s"]) / lin
+            if lin and float(r["linear_main_s"]) > 0
+            else float(r["empty_main_s"]) / empty
+        )
         if t > 0:
             by[compiled].append(float(r["setup_s"]) * probe / t)
     out: dict[str, float] = {}
@@ -974,8 +1026,14 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     compiled_decode_paths: list[str] = []
     generate_calls: list[dict[str, str]] = []
     generate_call_paths: list[str] = []
+    graph_records: list[dict[str, str]] = []
+    graph_record_paths: list[str] = []
     for p in paths:
         csv_rows = _csv_rows(p)
+        if _is_graph_record_run(csv_rows):
+            graph_records.extend(csv_rows)
+            graph_record_paths.append(str(p))
+            continue
         if _is_generate_call_run(csv_rows):
             generate_calls.extend(csv_rows)
             generate_call_paths.append(str(p))
@@ -1093,6 +1151,8 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
     if compiled_decode:
         out.update(compiled_decode_costs(compiled_decode, ", ".join(compiled_decode_paths), out))
+    if graph_records:
+        out.update(graph_record_costs(graph_records, ", ".join(graph_record_paths), out))
     if generate_calls:
         out.update(generate_call_costs(generate_calls, ", ".join(generate_call_paths), out))
     for act in ("gelu", "swiglu"):

@@ -384,6 +384,23 @@ def graph_capture_steps(a: Analysis) -> list[int]:
     ]
 
 
+GRAPH_INSTANTIATE = "cudaGraphInstantiate"
+"""The runtime call that ends a graph's recording (``cudaGraphInstantiateWithFlags`` included): one per
+graph recorded."""
+
+
+def graph_records_per_step(a: Analysis) -> list[int]:
+    """The CUDA graphs each of the trace's steps recorded (its host's :data:`GRAPH_INSTANTIATE` calls),
+    in step order; a step without a CPU range counts 0."""
+    inst = sorted(c.ts for c in a.trace.host_calls if c.name.startswith(GRAPH_INSTANTIATE))
+    return [
+        bisect.bisect_right(inst, st.cpu_end) - bisect.bisect_left(inst, st.cpu_start)
+        if st.cpu_start is not None and st.cpu_end is not None
+        else 0
+        for st in a.steps
+    ]
+
+
 def generate_loop(ops: list[CpuOp]) -> bool:
     """Whether ``ops`` come from transformers' ``generate()``: its stopping criteria test the new
     tokens against the end-of-sequence ids with ``aten::isin`` every step, and it folds their verdict
@@ -820,7 +837,9 @@ def compiled_decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
     ops = sorted((o for o in a.trace.cpu_ops.values() if o.tid == tid), key=lambda o: o.ts)
     counts: list[tuple[int, int]] = []
     for lo, hi in zip(ts, ts[1:], strict=False):
-        top = [o for o in _top_ops(ops, tid, lo, hi) if not o.name.startswith((COMPILED_REGION, DYNAMO_LOOKUP))]
+        top = [
+            o for o in _top_ops(ops, tid, lo, hi) if not o.name.startswith((COMPILED_REGION, DYNAMO_LOOKUP))
+        ]
         extra = sum(
             max(bisect.bisect_left(calls, o.ts + o.dur) - bisect.bisect_left(calls, o.ts) - 1, 0) for o in top
         )
@@ -1092,9 +1111,12 @@ class CompiledDecodeCalls(_Row):
     """The eager prefill's host per layer (its norms' spacing), the median over the profiled steps (0:
     no prefill pass found)."""
     lead_s: float = 0.0
-    """The host from a decode step's wait for the GPU (:data:`SYNC_CALLS`, ``generate()``'s check of its
-    stopping criteria) to the next graph's launch, the median over the decode steps (0: no step waits):
-    what the GPU idles each step when the graph outlasts the host."""
+    """From the end of a decode step's wait for the GPU (:data:`SYNC_CALLS`, ``generate()``'s check of its
+    stopping criteria) to the next graph's first kernel (the launch call included), the median over the
+    decode steps (0: no step waits): what the GPU idles each step when the graph outlasts the host."""
+    wait_s: float = 0.0
+    """Those waits' median length: where it exceeds ``lead_s`` the decode is GPU-bound (the host waits
+    longer than it works), and its lead is what such a run exposes."""
 
 
 COMPILED_DECODE_COLUMNS = columns(CompiledDecodeCalls)
@@ -1144,6 +1166,7 @@ def generate_call(a: Analysis) -> GenerateCall | None:
         empty_main_s=float(speed.empty_main_s or 0.0),
     )
 
+
 COMPILED_REGION = "Torch-Compiled Region"
 DYNAMO_LOOKUP = "TorchDynamo Cache Lookup"
 
@@ -1166,16 +1189,19 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
         return None
     corr = {c.correlation for c in graphs}
     per: dict[int, int] = {}
+    first: dict[int, float] = {}
     for k in a.trace.kernels():
         if k.correlation in corr:
             per[k.correlation] = per.get(k.correlation, 0) + 1
-    syncs = sorted(c.ts + c.dur for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS))
-    leads = []
-    ordered = sorted(launches)
-    for prev, nxt in zip(ordered, ordered[1:], strict=False):
-        i = bisect.bisect_left(syncs, nxt) - 1  # the last wait that ended before this launch
-        if i >= 0 and syncs[i] > prev:
-            leads.append(nxt - syncs[i])
+            first[k.correlation] = min(first.get(k.correlation, k.ts), k.ts)
+    waits = sorted((c.ts + c.dur, c.dur) for c in a.trace.host_calls if c.name.startswith(SYNC_CALLS))
+    ends = [e for e, _d in waits]
+    leads, waited = [], []
+    for prev, nxt in zip(graphs, graphs[1:], strict=False):
+        i = bisect.bisect_left(ends, nxt.ts) - 1  # the last wait that ended before this launch
+        if i >= 0 and ends[i] > prev.ts:
+            leads.append(first.get(nxt.correlation, nxt.ts + nxt.dur) - ends[i])
+            waited.append(waits[i][1])
     layer_s = [
         (p[-1].ts - p[0].ts) / ((len(p) - 1) // 2)
         for _st, _lo, _hi, win in _step_windows(a)
@@ -1193,6 +1219,71 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
         act="swiglu" if any(o.name == "aten::silu" for o in ops) else "gelu",
         prefill_layer_s=float(statistics.median(layer_s)) if layer_s else 0.0,
         lead_s=float(statistics.median(leads)) if leads else 0.0,
+        wait_s=float(statistics.median(waited)) if waited else 0.0,
+    )
+
+
+@dataclass(frozen=True)
+class GraphRecords(_Row):
+    """The decode graphs a compiled static-cache ``generate()`` trace re-records (round 96): torch.compile's
+    cudagraph trees record the decode graph again at a call's first decode pass when its static inputs moved
+    (round 95: every call at large batches). Such a compiled region captures the graph's kernels
+    (``CUDAGraphNode.record``), instantiates it, frees the old pool and synchronizes, the GPU idle meanwhile.
+    Medians over the trace's recording regions (seconds)."""
+
+    trace: str
+    records: int
+    """Compiled regions that recorded a graph (a :data:`GRAPH_INSTANTIATE` call inside)."""
+    kernels_per_replay: float
+    record_s: float
+    """The GPU's idle time inside a recording region (the region less the kernels' busy time in it) beyond
+    a steady compiled call (``call_s``, which a steady decode pass exposes anyway)."""
+    call_s: float
+    """The trace's steady compiled call (:attr:`CompiledDecodeCalls.call_s`)."""
+    empty_main_s: float
+    """The trace's windowed ``aten::empty`` pace: the decode passes'."""
+
+
+GRAPH_RECORD_COLUMNS = columns(GraphRecords)
+
+
+def _busy_s(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds of ``[lo, hi]`` that the (start-sorted) ``spans`` cover."""
+    busy, end = 0.0, lo
+    for s, e in spans[bisect.bisect_left(spans, (lo - 10.0, lo)) :]:
+        if s >= hi:
+            break
+        s, e = max(s, end), min(e, hi)
+        if e > s:
+            busy += e - s
+            end = e
+    return busy
+
+
+def graph_records(a: Analysis) -> GraphRecords | None:
+    """The decode graph recordings of a compiled static-cache ``generate()`` trace (``None`` when no
+    compiled region records one, or the trace has no compiled decode calls)."""
+    cd = compiled_decode_calls(a)
+    if cd is None:
+        return None
+    inst = sorted(c.ts for c in a.trace.host_calls if c.name.startswith(GRAPH_INSTANTIATE))
+    regions = [
+        o
+        for o in a.trace.cpu_ops.values()
+        if o.name.startswith(COMPILED_REGION)
+        and bisect.bisect_right(inst, o.ts + o.dur) > bisect.bisect_left(inst, o.ts)
+    ]
+    if not regions:
+        return None
+    spans = sorted((k.ts, k.ts + k.dur) for k in a.trace.kernels())
+    idle = [o.dur - _busy_s(spans, o.ts, o.ts + o.dur) for o in regions]
+    return GraphRecords(
+        trace=a.trace.path,
+        records=len(regions),
+        kernels_per_replay=cd.kernels_per_replay,
+        record_s=max(float(statistics.median(idle)) - cd.call_s, 0.0),
+        call_s=cd.call_s,
+        empty_main_s=cd.empty_main_s,
     )
 
 
@@ -1251,7 +1342,7 @@ def ddp_hooks(a: Analysis) -> DdpHooks | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs | --compiled | --compiled-decode | --generate) TRACE... -o OUT``.
+    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs | --compiled | --compiled-decode | --graph-records | --generate) TRACE... -o OUT``.
 
     ``--ddp``: DDP's host costs per gradient tensor and per bucket from profiled DDP ranks, one row
     per trace (the input of ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``).
@@ -1262,7 +1353,8 @@ def main(argv: list[str] | None = None) -> int:
     ``--compiled``: the compiled regions of profiled torch.compile steps (:class:`CompiledStepHost`),
     with the ``aten::t`` of ``eager_<name>`` where it lies beside ``compiled_<name>`` (one process).
     ``--compiled-decode``: the compiled decode calls of static-cache ``generate()`` traces
-    (:class:`CompiledDecodeCalls`), one row per trace. ``--generate``: a ``generate()`` call's host
+    (:class:`CompiledDecodeCalls`), one row per trace. ``--graph-records``: the decode graphs such a trace
+    re-records (:class:`GraphRecords`), one row per trace. ``--generate``: a ``generate()`` call's host
     before its prefill (:class:`GenerateCall`), one row per trace."""
     import argparse
     import csv
@@ -1282,6 +1374,12 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--compiled", nargs="+", metavar="TRACE", help="profiled torch.compile training traces")
     what.add_argument(
         "--compiled-decode", nargs="+", metavar="TRACE", help="inference traces with compiled decode graphs"
+    )
+    what.add_argument(
+        "--graph-records",
+        nargs="+",
+        metavar="TRACE",
+        help="compiled decode traces that re-record their graph",
     )
     what.add_argument("--generate", nargs="+", metavar="TRACE", help="transformers generate() traces")
     ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
@@ -1308,9 +1406,23 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     try:
         for p in (
-            args.ddp or args.steps or args.decode or args.graphs or args.compiled or args.compiled_decode or args.generate
+            args.ddp
+            or args.steps
+            or args.decode
+            or args.graphs
+            or args.compiled
+            or args.compiled_decode
+            or args.graph_records
+            or args.generate
         ):
             a = analyze(read_trace(p))
+            if args.graph_records:
+                gr = graph_records(a)
+                if gr is None:
+                    print(f"error: {p}: no compiled decode call that records a CUDA graph", file=sys.stderr)
+                    return 2
+                rows.append(gr.row())
+                continue
             if args.generate:
                 gc = generate_call(a)
                 if gc is None:
@@ -1382,6 +1494,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.compiled
         else COMPILED_DECODE_COLUMNS
         if args.compiled_decode
+        else GRAPH_RECORD_COLUMNS
+        if args.graph_records
         else GENERATE_CALL_COLUMNS
         if args.generate
         else DECODE_HOST_COLUMNS
@@ -1411,11 +1525,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['bwd_region_s'] * 1e3:.2f} ms, optimizer {r['optimizer_s'] * 1e3:.2f} ms (step {r['step_s'] * 1e3:.2f} ms)"
             )
         elif args.generate:
-            print(f"{r['trace']}: generate() call before its prefill {r['setup_s'] * 1e3:.2f} ms ({r['steps']} steps)")
+            print(
+                f"{r['trace']}: generate() call before its prefill {r['setup_s'] * 1e3:.2f} ms ({r['steps']} steps)"
+            )
         elif args.compiled_decode:
             print(
                 f"{r['trace']}: {r['calls']} compiled decode calls of {r['kernels_per_replay']:.0f} kernels, "
                 f"{r['call_s'] * 1e6:.0f} us a call, aten::linear {r['linear_main_s'] * 1e6:.1f} us"
+            )
+        elif args.graph_records:
+            print(
+                f"{r['trace']}: {r['records']} graph recordings of {r['kernels_per_replay']:.0f} kernels, "
+                f"{r['record_s'] * 1e3:.2f} ms idle each beyond the call, aten::empty {r['empty_main_s'] * 1e6:.2f} us"
             )
         elif args.graphs:
             print(

@@ -131,6 +131,10 @@ class AttentionParams(_Frozen):
     dropout_overhead: float = Field(default=0.0, ge=0)
     """Work per score of attention dropout (Philox numbers, keep test, scaling), as an equivalent head
     dim (elements); 0 where not measured."""
+    odd_cols: float | None = Field(default=None, gt=0)
+    """Forward over an odd number of keys: each CTA walks ``L + min(L, odd_cols)`` keys instead of ``L``
+    (cuDNN's one-query kernel over ``transformers``' static cache of ``max_length - 1`` slots: about twice
+    the walk up to ~128 keys, a fixed extra beyond; round 96). ``None``: no such term."""
 
 
 class MemoryOpParams(_Frozen):
@@ -255,6 +259,21 @@ ONE_QUERY_ATTENTION = "fwd_cudnn_one_query"
 """The ``attention`` entry of cuDNN's kernel for one query a sequence over a masked cache whose keys and values come
 repeated to every query head (``transformers``' static cache): an sm80 wmma kernel of 64 x 64 tiles, one CTA a
 sequence and head (round 91's decode graphs), fitted on its own (round 92's ``attention_masked_decode.csv.gz``)."""
+
+
+ONE_QUERY_ODD_ATTENTION = "fwd_cudnn_one_query_odd"
+"""The ``attention`` entry of :data:`ONE_QUERY_ATTENTION`'s kernel over an odd number of slots, as ``transformers``'
+static cache holds (``max_length - 1``: round 91's 47 and 31, round 95's captured call): each sequence and head costs
+about one more 64-slot tile than the even count beside it (47 slots 390 us against 262 at 48, 512 sequences x 32
+heads; 1.06-1.5x over 31-1039 slots), fitted on its own (round 96's ``attention_kvlen.csv.gz``)."""
+
+
+def one_query_family(kv_seq: ArrayLike) -> NDArray[np.str_]:
+    """The ``attention`` entry that prices a one-query call (:func:`one_query_call`) over ``kv_seq`` slots:
+    :data:`ONE_QUERY_ODD_ATTENTION` for an odd count, else :data:`ONE_QUERY_ATTENTION` (elementwise)."""
+    odd = np.mod(np.asarray(kv_seq, dtype=np.float64), 2.0) == 1.0
+    out: NDArray[np.str_] = np.where(odd, ONE_QUERY_ODD_ATTENTION, ONE_QUERY_ATTENTION)
+    return out
 
 
 def one_query_call(mask: ArrayLike, seq: ArrayLike, kv_heads: ArrayLike, heads: ArrayLike) -> NDArray[np.bool_]:

@@ -251,6 +251,10 @@ def attention_time(
         rows = sq * g
         walk_max = skv
         walk_avg = pairs / np.maximum(sq, 1.0) + c * bc / 2.0
+    if p.odd_cols is not None and not backward:
+        # an odd number of keys: the kernel walks up to ``odd_cols`` of them again (cuDNN's one-query kernel)
+        again = np.where(np.mod(skv, 2.0) == 1.0, np.minimum(skv, p.odd_cols), 0.0)
+        walk_max, walk_avg = walk_max + again, walk_avg + again
     walk_max = _ceil_div(walk_max, bc) * bc
     walk_avg = np.minimum(walk_avg, walk_max)
     d_factor = 1.0 if p.head_dim_scale is None else 1.0 + d / p.head_dim_scale

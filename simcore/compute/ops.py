@@ -29,10 +29,12 @@ from simcore.calibration.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
     ONE_QUERY_ATTENTION,
+    ONE_QUERY_ODD_ATTENTION,
     ComputeProfile,
     EmbeddingBackwardParams,
     load_profile,
     one_query_call,
+    one_query_family,
 )
 from simcore.compute import kernels as K
 from simcore.errors import SimcoreError
@@ -271,13 +273,19 @@ def attention(
     )
     r = K.attention_time(_hw(dev, dtype), ap, *args)
     time, comp, memt = r.time, r.compute, r.memory
-    one = prof.attention.get(ONE_QUERY_ATTENTION) if backend == "cudnn" and not backward else None
-    if one is not None:
-        # one query a sequence over a masked cache with the heads repeated: cuDNN's own kernel for it
+    if backend == "cudnn" and not backward and ONE_QUERY_ATTENTION in prof.attention:
+        # one query a sequence over a masked cache with the heads repeated: cuDNN's own kernel for it, over
+        # an odd number of slots its own entry where fitted
         sel = one_query_call(mask, seq, kvh, heads)
-        if np.any(sel):
-            q = K.attention_time(_hw(dev, dtype), one.model_copy(update={"eff_peak": one.eff_peak * scale}), *args)
-            time, comp, memt = (np.where(sel, b, a) for a, b in ((time, q.time), (comp, q.compute), (memt, q.memory)))
+        fam = one_query_family(skv)
+        for key in (ONE_QUERY_ATTENTION, ONE_QUERY_ODD_ATTENTION):
+            here = sel & (fam == key)
+            if np.any(here):
+                one = prof.attention.get(key, prof.attention[ONE_QUERY_ATTENTION])
+                q = K.attention_time(_hw(dev, dtype), one.model_copy(update={"eff_peak": one.eff_peak * scale}), *args)
+                time, comp, memt = (
+                    np.where(here, b, a) for a, b in ((time, q.time), (comp, q.compute), (memt, q.memory))
+                )
     return _cost(time, r.flops, r.bytes, comp, memt)
 
 

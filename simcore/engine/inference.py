@@ -91,6 +91,7 @@ def evaluate(
     pass_ops: float | None = None,
     compiled_decode: bool = False,
     decode_cpu_op_time: float | None = None,
+    decode_graph_records: float = 0.0,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -107,7 +108,9 @@ def evaluate(
     call (``compiled_decode_call_fixed`` + ``_per_kernel`` of the graph), none per layer;
     ``decode_cpu_op_time``: the CPU's probe speed in the decode passes where it differs from the prefill's
     (``RuntimeSpec.cpu_op_time.decode``: a compiled decode's loop paced by its own ops, seconds), scaling
-    the decode passes' host (``None``: ``cpu_op_time``'s)."""
+    the decode passes' host (``None``: ``cpu_op_time``'s); ``decode_graph_records``: decode graphs each call
+    records again (``RuntimeSpec.decode_graph_records``), each idling the GPU for
+    ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call."""
     base = load_profile(cluster.device, calibration)
     prof = base.at_cpu_speed(cpu_op_time[0], inference=True) if cpu_op_time is not None else base
     # the decode passes' host at their own pace, where the run's probe gives one
@@ -155,9 +158,12 @@ def evaluate(
     logit_rows = batch * (float(inf.prompt_len) if inf.prefill_logits == "all" else 1.0)
     prefill = _forward(pricer, model, pre, logit_rows, pp, sample_rows=batch)
     # a compiled decode (``compiled_decode``) runs compiled code's fused kernels over transformers'
-    # static cache, whose every slot (the prompt and the new tokens) its attention walks, masked
+    # static cache, whose every slot its attention walks, masked: ``max_length - 1`` of them (the prompt
+    # and the new tokens but the last, which is never fed back; the traces' SDPA inputs, round 95)
     fused_decode = (
-        {"fused": True, "static_kv_seq": float(inf.prompt_len + inf.output_len)} if compiled_decode else {}
+        {"fused": True, "static_kv_seq": float(max(inf.prompt_len + inf.output_len - 1, 1))}
+        if compiled_decode
+        else {}
     )
     dec = L.Layout(
         micro_batch=batch,
@@ -241,8 +247,12 @@ def evaluate(
                 host = fixed + compiled_call
                 if decode_sync_every:
                     # after each wait for the tokens the GPU idles while the host runs the loop's ops
-                    # before the call and the call itself up to the graph's launch (round 85's traces)
-                    exposed = (hp.host("compiled_decode_lead_fixed", profiler) + compiled_call) / decode_sync_every
+                    # before the call, the call and the graph's launch: a line over the graph's kernels
+                    # (round 96's GPU-bound fit traces, fit_host.compiled_decode_costs)
+                    exposed = (
+                        hp.host("compiled_decode_lead_fixed", profiler)
+                        + hp.host("compiled_decode_lead_per_kernel", profiler) * pr.kernels
+                    ) / decode_sync_every
             call = 0.0
             if mode == "prefill" and decode_loop == "generate" and gen > 0:
                 # generate()'s own setup before its prefill (its config, logits processors and stopping
@@ -251,6 +261,14 @@ def evaluate(
                     "compiled_decode_generate_call" if compiled_decode else "infer_generate_call",
                     profiler,
                     implementation,
+                )
+            if mode == "prefill" and compiled_decode and decode_graph_records:
+                # a call that records its decode graph again: capture, instantiate, the old pool freed, a
+                # sync, the GPU idle meanwhile; once a call (in its first decode pass), serial, at the decode
+                # passes' pace (round 96's fit traces)
+                call = call + decode_graph_records * (
+                    dec_prof.host("compiled_decode_record_fixed", profiler)
+                    + dec_prof.host("compiled_decode_record_per_kernel", profiler) * decode.kernels
                 )
             hosts[mode] = host + comm_calls + call
             pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), exposed) + call)

@@ -208,6 +208,13 @@ class RuntimeSpec(Spec):
     compiles its decode forward with ``mode="reduce-overhead"``; round 85). A pass's host is then the
     loop's own ops outside the layers plus the compiled call (guards, input copies, the graph's launch),
     none per layer. ``simcore validate`` reads it from the trace."""
+    decode_graph_records: float = Field(default=0.0, ge=0)
+    """Inference with ``compiled_decode``: CUDA graphs each ``generate()`` call records again (torch.compile's
+    cudagraph trees re-record the decode graph at a call's first decode pass when its static inputs moved:
+    round 95 saw it in every call at batches of 512 and more, in some at 128, in none at 8 after warm-up).
+    Each recording idles the GPU for ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the
+    decode passes' pace (round 96). 0 (default): the steady state, no recording. ``simcore validate`` reads
+    it from the trace (the median per profiled step)."""
     profiler: bool = False
     """The run is recorded by the PyTorch profiler (CPU + CUDA activities, shapes): eager host time
     per op grows, which matters wherever the host bounds the step. Set it to compare with a trace."""

@@ -45,6 +45,7 @@ from simcore.calibration.host_trace import (
     generate_loop,
     graph_capture_steps,
     graph_launches,
+    graph_records_per_step,
     hf_layers,
     layer_op_counts,
     op_speed,
@@ -566,6 +567,8 @@ def validate(
     assumed: list[str] = []
     value: Any  # each fact's value has the type of its field
     cdec = sc.kind == "inference" and compiled_decode_graphs(ans)
+    # graphs recorded again in the steps kept (every step records one or none does: _steady_steps)
+    records = float(statistics.median(graph_records_per_step(ans[0]))) if cdec and ans[0].steps else 0.0
     graphs = graph_framework(ans) and not cdec
     drop = dropout_p(ans)
     backend = sdpa_backend(ans)
@@ -593,6 +596,16 @@ def validate(
             "predicted with runtime.compiled_decode: true (the trace's decode passes are CUDA-graph replays of "
             "torch.compile's fused kernels, its prefill launched op by op: generate() with a static cache); "
             "--set runtime.compiled_decode=false predicts every pass launched op by op",
+        ),
+        # cudagraph trees record the decode graph again when a call's static inputs moved (large batches)
+        (
+            "runtime",
+            "decode_graph_records",
+            records,
+            cdec and records > 0,
+            f"predicted with runtime.decode_graph_records: {records:g} (every profiled generate() call records "
+            "its decode graph again, cudaGraphInstantiate, the GPU idle meanwhile); --set "
+            "runtime.decode_graph_records=0 predicts the steady state",
         ),
         # torch.compile's inductor names its generated kernels triton_poi_/per_/red_fused_...
         (
@@ -946,7 +959,11 @@ def validate(
         host_speed_ratio=host_ratio,
         cpu_op_speed_s=None
         if cpu is None
-        else {"main": cpu.main, "backward": cpu.backward, **({} if cpu.decode is None else {"decode": cpu.decode})},
+        else {
+            "main": cpu.main,
+            "backward": cpu.backward,
+            **({} if cpu.decode is None else {"decode": cpu.decode}),
+        },
         runtime=sc.runtime.model_dump(mode="json"),
         training=None if sc.training is None else sc.training.model_dump(mode="json"),
         inference=None if sc.inference is None else sc.inference.model_dump(mode="json"),
@@ -1058,11 +1075,7 @@ def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple
     """(The ops a decode pass of the trace's code issues outside its layers, :func:`decode_pass_op_count`,
     where they differ from the calibrated code's by more than 5 %; the calibrated code's count) of an
     eager single-GPU inference trace (``RuntimeSpec.pass_ops``)."""
-    if (
-        sc.kind != "inference"
-        or sc.runtime.framework != "eager"
-        or sc.cluster.gpus != 1
-    ):
+    if sc.kind != "inference" or sc.runtime.framework != "eager" or sc.cluster.gpus != 1:
         return None, None
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     ref = calibrated_pass_ops(

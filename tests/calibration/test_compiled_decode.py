@@ -71,12 +71,15 @@ def test_validate_reads_the_compiled_decode() -> None:
 def test_compiled_decode_calls_reproduce_the_committed_csv(tmp_path: Path) -> None:
     rows = _rows(CSV)
     traces = [REPO / r["trace"] for r in rows]
-    assert len(traces) == 4
+    # round 85's four host-bound fit traces and round 96's three GPU-bound ones
+    assert len(traces) == 7
     for r, t in zip(rows, traces, strict=True):
         c = compiled_decode_calls(analyze(read_trace(t)))
         assert c is not None and c.calls == int(r["calls"])
         assert c.kernels_per_replay == pytest.approx(float(r["kernels_per_replay"]))
         assert c.call_s == pytest.approx(float(r["call_s"]), rel=1e-5)
+        assert c.lead_s == pytest.approx(float(r["lead_s"]), rel=1e-5)
+        assert c.wait_s == pytest.approx(float(r["wait_s"]), rel=1e-5)
         assert c.act == r["act"] and c.prefill_layer_s == pytest.approx(float(r["prefill_layer_s"]), rel=1e-5)
     out = tmp_path / "cd.csv"
     assert main(["--compiled-decode", str(traces[0]), "-o", str(out)]) == 0
@@ -218,7 +221,12 @@ def test_a_step_that_recorded_a_graph_is_left_out_of_the_measured_steps() -> Non
     assert rep.step_times_s == [a.steps[0].time_s]
     assert any("step 1 of the trace captured a CUDA graph" in n for n in rep.notes)
     # a trace whose every step (or none) captured one keeps them all
-    assert graph_capture_steps(analyze(read_trace(H200 / "round86" / "hf_generate_mistral_L8_h4096_b2_static.json.gz"))) == []
+    assert (
+        graph_capture_steps(
+            analyze(read_trace(H200 / "round86" / "hf_generate_mistral_L8_h4096_b2_static.json.gz"))
+        )
+        == []
+    )
 
 
 def test_decode_passes_take_their_own_cpu_pace() -> None:
@@ -248,18 +256,31 @@ def test_decode_passes_take_their_own_cpu_pace() -> None:
 
 def test_a_gpu_bound_compiled_decode_exposes_the_host_before_its_launch() -> None:
     """Round 91: at batch 512 the decode graph outlasts the host, and each step the GPU idles from the
-    loop's wait for its tokens to the next graph's launch: the loop's ops before the compiled call (fitted
-    on round 85's host-bound traces, ``lead_s``) and the call itself."""
+    loop's wait for its tokens to the next graph's first kernel: the loop's ops before the compiled call,
+    the call and the launch, a line over the graph's kernels fitted on round 96's GPU-bound traces (the rows
+    whose host waits longer than it leads; round 85's host-bound ones fit the call)."""
     from simcore.prediction import predict
     from simcore.specs.resolve import load_scenario
 
     rows = _rows(CSV)
     assert all(float(r["lead_s"]) > float(r["call_s"]) > 0 for r in rows)
+    bound = [r for r in rows if float(r["wait_s"]) > float(r["lead_s"])]
+    assert len(bound) == 3 and all("round96" in r["trace"] for r in bound)
+    # the host-bound rows wait microseconds, the GPU-bound ones milliseconds
+    assert all(float(r["wait_s"]) < 1e-4 for r in rows if r not in bound)
     hl = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
     fit = compiled_decode_costs(rows, CSV, hl)
-    assert fit["compiled_decode_lead_fixed"] == pytest.approx(hl["compiled_decode_lead_fixed"], rel=1e-6)
-    assert 2e-4 < hl["compiled_decode_lead_fixed"] < 1e-3
-    path = str(REPO / "tests" / "data" / "trace_scenarios" / "h200_r91_generate_llama_l8_h4096_b512_static.yaml")
+    for k in ("compiled_decode_lead_fixed", "compiled_decode_lead_per_kernel"):
+        assert fit[k] == pytest.approx(hl[k], rel=1e-6)
+    assert 2e-4 < hl["compiled_decode_lead_fixed"] < 2e-3
+    # the call from the host-bound rows alone: the GPU-bound rows leave it as it was
+    alone = compiled_decode_costs([r for r in rows if r not in bound], CSV, hl)
+    assert alone["compiled_decode_call_fixed"] == fit["compiled_decode_call_fixed"]
+    # without GPU-bound rows the lead comes from the host-bound ones
+    assert alone["compiled_decode_lead_fixed"] != fit["compiled_decode_lead_fixed"]
+    path = str(
+        REPO / "tests" / "data" / "trace_scenarios" / "h200_r91_generate_llama_l8_h4096_b512_static.yaml"
+    )
     base = [
         "runtime.profiler=true",
         "runtime.implementation=huggingface",
@@ -269,8 +290,10 @@ def test_a_gpu_bound_compiled_decode_exposes_the_host_before_its_launch() -> Non
     r = predict(load_scenario(path, base)).model_dump()
     dec = r["breakdown_decode"]
     gpu = sum(v for k, v in dec.items() if k != "host_overhead")
-    call = hl["profiled_compiled_decode_call_fixed"] + hl["profiled_compiled_decode_call_per_kernel"] * r["decode_kernels"]
-    exposed = hl["profiled_compiled_decode_lead_fixed"] + call
+    exposed = (
+        hl["profiled_compiled_decode_lead_fixed"]
+        + hl["profiled_compiled_decode_lead_per_kernel"] * r["decode_kernels"]
+    )
     assert gpu > r["decode_host_s"]  # GPU-bound
     assert dec["host_overhead"] == pytest.approx(exposed)
     assert r["decode_step_time_s"] == pytest.approx(gpu + exposed)
@@ -317,30 +340,221 @@ def test_cudnn_one_query_masked_attention_is_its_own_kernel_family() -> None:
     one = prof.attention[ONE_QUERY_ATTENTION]
     assert (one.block_rows, one.block_cols) == (64, 64)
     rows = _rows(H200 / "round92" / "attention_masked_decode.csv.gz")
-    assert rows and all(r["seq"] == "1" and r["kv_heads"] == r["heads"] and r["name"] == "sdpa_cudnn_mask" for r in rows)
+    assert rows and all(
+        r["seq"] == "1" and r["kv_heads"] == r["heads"] and r["name"] == "sdpa_cudnn_mask" for r in rows
+    )
     errs = []
     for r in rows:
         if r["framework"] != "eager":
             continue
         b, h, kv, d = (int(float(r[k])) for k in ("batch", "heads", "kv_seq", "head_dim"))
-        c = O.attention(dev, prof, b, h, 1, d, causal=False, kv_heads=h, kv_seq=kv, backend="cudnn", mask=True)
+        c = O.attention(
+            dev, prof, b, h, 1, d, causal=False, kv_heads=h, kv_seq=kv, backend="cudnn", mask=True
+        )
         errs.append(float(c.time_s) / float(r["time_s"]) - 1.0)
     assert float(np.median(np.abs(errs))) < 0.15
     # selected per element: masked one-query calls over repeated heads only
     b = np.array([512.0, 512.0, 512.0])
     kvh = np.array([32.0, 8.0, 32.0])
     mask = np.array([1.0, 1.0, 0.0])
-    both = O.attention(dev, prof, b, 32, 1, 128, causal=False, kv_heads=kvh, kv_seq=48, backend="cudnn", mask=mask)
+    both = O.attention(
+        dev, prof, b, 32, 1, 128, causal=False, kv_heads=kvh, kv_seq=48, backend="cudnn", mask=mask
+    )
     for i in range(3):
         single = O.attention(dev, prof, 512, 32, 1, 128, causal=False, kv_heads=kvh[i], kv_seq=48, backend="cudnn",
                              mask=bool(mask[i]))  # fmt: skip
         assert float(both.time_s[i]) == pytest.approx(float(single.time_s))
-    plain = prof.model_copy(update={"attention": {k: v for k, v in prof.attention.items() if k != ONE_QUERY_ATTENTION}})
+    plain = prof.model_copy(
+        update={"attention": {k: v for k, v in prof.attention.items() if k != ONE_QUERY_ATTENTION}}
+    )
     assert float(O.attention(dev, prof, 512, 32, 1, 128, causal=False, kv_heads=32, kv_seq=48, backend="cudnn",
                              mask=True).time_s) > float(O.attention(dev, plain, 512, 32, 1, 128, causal=False,
                                                                     kv_heads=32, kv_seq=48, backend="cudnn",
                                                                     mask=True).time_s)  # fmt: skip
     # the grouped call and the flash backend are untouched
-    g = O.attention(dev, prof, 512, 32, 1, 128, causal=False, kv_heads=8, kv_seq=48, backend="cudnn", mask=True)
-    g0 = O.attention(dev, plain, 512, 32, 1, 128, causal=False, kv_heads=8, kv_seq=48, backend="cudnn", mask=True)
+    g = O.attention(
+        dev, prof, 512, 32, 1, 128, causal=False, kv_heads=8, kv_seq=48, backend="cudnn", mask=True
+    )
+    g0 = O.attention(
+        dev, plain, 512, 32, 1, 128, causal=False, kv_heads=8, kv_seq=48, backend="cudnn", mask=True
+    )
     assert float(g.time_s) == float(g0.time_s)
+
+
+def test_cudnn_one_query_over_an_odd_slot_count_is_its_own_family() -> None:
+    """Round 96: the one-query kernel over an odd number of slots (transformers' static cache holds
+    ``max_length - 1``) walks them about twice up to ~128 and a fixed extra beyond: 512 sequences x 32 heads
+    over 47 slots measured 390 us against 262 at 48 (round 95's captured inputs)."""
+    import numpy as np
+
+    from simcore.calibration.profile import (
+        ONE_QUERY_ATTENTION,
+        ONE_QUERY_ODD_ATTENTION,
+        load_profile,
+        one_query_family,
+    )
+    from simcore.compute import ops as O
+    from simcore.specs.registry import default_registry
+
+    assert list(one_query_family([47, 48, 31.0, 1040])) == [
+        ONE_QUERY_ODD_ATTENTION, ONE_QUERY_ATTENTION, ONE_QUERY_ODD_ATTENTION, ONE_QUERY_ATTENTION
+    ]  # fmt: skip
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    assert prof.attention[ONE_QUERY_ODD_ATTENTION].odd_cols is not None
+    assert prof.attention[ONE_QUERY_ATTENTION].odd_cols is None
+
+    def t(kv: object, p: object = prof) -> np.ndarray:
+        return np.asarray(O.attention(dev, p, 512, 32, 1, 128, causal=False, kv_heads=32, kv_seq=kv, backend="cudnn",
+                                      mask=True).time_s)  # fmt: skip
+
+    odd, even = float(t(47)), float(t(48))
+    assert odd == pytest.approx(390e-6, rel=0.15) and even == pytest.approx(262e-6, rel=0.15)
+    assert odd > 1.2 * even
+    # elementwise over the slot counts, and more slots never cheaper within a parity
+    both = t(np.array([47.0, 48.0]))
+    assert both == pytest.approx([odd, even])
+    assert np.all(np.diff(t(np.arange(31.0, 1040.0, 32.0))) >= 0) and np.all(
+        np.diff(t(np.arange(32.0, 1040.0, 32.0))) >= 0
+    )
+    # a profile without the odd entry prices odd counts with the even family
+    plain = prof.model_copy(
+        update={"attention": {k: v for k, v in prof.attention.items() if k != ONE_QUERY_ODD_ATTENTION}}
+    )
+    assert float(t(47, plain)) < odd
+    # the held-out odd rows of round 96 (fitted on the others): median |error| within 15 %
+    rows = [r for r in _rows(H200 / "round96" / "attention_kvlen.csv.gz") if r["framework"] == "eager"]
+    errs = [
+        float(O.attention(dev, prof, int(float(r["batch"])), int(float(r["heads"])), 1, int(float(r["head_dim"])),
+                          causal=False, kv_heads=int(float(r["kv_heads"])), kv_seq=int(float(r["kv_seq"])),
+                          backend="cudnn", mask=True).time_s) / float(r["time_s"]) - 1.0
+        for r in rows if int(float(r["kv_seq"])) % 2 == 1
+    ]  # fmt: skip
+    assert len(errs) > 20 and float(np.median(np.abs(errs))) < 0.15
+
+
+def test_a_static_cache_holds_max_length_minus_one_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' static cache of a ``generate()`` holds ``max_length - 1`` slots (the last new token is
+    never fed back): a compiled decode's attention walks prompt + output - 1 of them (round 95's SDPA inputs)."""
+    from simcore.engine import inference as I
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import load_scenario, resolve_cluster
+
+    sc = load_scenario(
+        str(REPO / "tests/data/trace_scenarios/h200_r91_generate_llama_l8_h4096_b512_static.yaml")
+    )
+    assert sc.inference is not None
+    seen: list[float] = []
+    real = I.L.Layout
+
+    def spy(*a: object, **k: object) -> object:
+        lay = real(*a, **k)  # type: ignore[arg-type]
+        if lay.static_cache is not None:
+            seen.append(lay.static_cache)
+        return lay
+
+    monkeypatch.setattr(I.L, "Layout", spy)
+    I.evaluate(sc.model, sc.inference, resolve_cluster(sc.cluster, default_registry()), framework="cuda_graphs",
+               attention_backend="cudnn", compiled_decode=True)  # fmt: skip
+    assert seen and set(seen) == {float(sc.inference.prompt_len + sc.inference.output_len - 1)} == {47.0}
+
+
+RFIT = H200 / "round96"
+
+
+def test_graph_records_of_a_trace_that_re_records_its_decode_graph(tmp_path: Path) -> None:
+    """Round 96: a large-batch compiled generate() records its decode graph again; the recording region's
+    GPU idle beyond a steady call is the record's cost."""
+    from simcore.calibration.host_trace import graph_records, graph_records_per_step
+
+    a = analyze(read_trace(RFIT / "hf_rfit_generate_llama_L4_h4096_b512_static.json.gz"))
+    # the first profiled call records, the second does not
+    assert graph_records_per_step(a) == [1, 0]
+    gr = graph_records(a)
+    assert gr is not None and gr.records == 1 and gr.kernels_per_replay == 75
+    # a 16.8 ms region, 4.1 ms of it the GPU busy, less the steady 0.76 ms call
+    assert 11e-3 < gr.record_s < 13e-3 and gr.record_s < 16.9e-3 - 4.0e-3 - gr.call_s + 1e-4
+    # a trace without compiled decode calls: no row, and the CLI says so
+    out = tmp_path / "gr.csv"
+    assert main(["--graph-records", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)]) == 2
+    assert (
+        main(
+            [
+                "--graph-records",
+                str(RFIT / "hf_rfit_generate_llama_L4_h4096_b512_static.json.gz"),
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert _rows_plain(out)[0]["records"] == "1"
+
+
+def _rows_plain(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_graph_record_fit_hand_computed_and_shipped() -> None:
+    from simcore.calibration.fit_host import graph_record_costs
+
+    ref = {"probe_infer": 4e-6, "probe_empty_ratio_infer": 0.5}  # the reference aten::empty: 2 us
+    rows = [
+        # at the reference pace 10 ms + 20 us a kernel; the second trace's CPU twice as slow
+        {"records": "1", "kernels_per_replay": "100", "record_s": "0.012", "empty_main_s": "2e-6"},
+        {"records": "2", "kernels_per_replay": "200", "record_s": "0.028", "empty_main_s": "4e-6"},
+        {"records": "0", "kernels_per_replay": "300", "record_s": "0", "empty_main_s": "2e-6"},
+    ]
+    fit = graph_record_costs(rows, "x.csv", ref)
+    assert fit["compiled_decode_record_fixed"] == pytest.approx(0.010)
+    assert fit["compiled_decode_record_per_kernel"] == pytest.approx(20e-6)
+    assert fit["profiled_compiled_decode_record_fixed"] == fit["compiled_decode_record_fixed"]
+    with pytest.raises(TraceError, match="two traces"):
+        graph_record_costs(rows[:1], "x.csv", ref)
+    with pytest.raises(TraceError, match="probe"):
+        graph_record_costs(rows, "x.csv", {})
+    csv_path = H200 / "host_graph_record.csv.gz"
+    shipped = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
+    got = graph_record_costs(_rows(csv_path), csv_path, shipped)
+    for k in ("compiled_decode_record_fixed", "compiled_decode_record_per_kernel"):
+        assert got[k] == pytest.approx(shipped[k], rel=1e-4) and got[k] > 0
+
+
+def test_a_call_that_records_its_graph_pays_it_once_serially() -> None:
+    from simcore.calibration.profile import load_profile
+    from simcore.engine import inference as I
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import load_scenario, resolve_cluster
+
+    sc = load_scenario(
+        str(REPO / "tests/data/trace_scenarios/h200_r91_generate_llama_l8_h4096_b512_static.yaml")
+    )
+    assert sc.inference is not None
+    cl = resolve_cluster(sc.cluster, default_registry())
+    kw = {"framework": "eager", "attention_backend": "cudnn", "compiled_decode": True, "profiler": True,
+          "decode_loop": "generate", "implementation": "huggingface"}  # fmt: skip
+    base = I.evaluate(sc.model, sc.inference, cl, **kw)  # type: ignore[arg-type]
+    two = I.evaluate(sc.model, sc.inference, cl, decode_graph_records=2.0, **kw)  # type: ignore[arg-type]
+    prof = load_profile(default_registry().device("h200"))
+    one = prof.host("compiled_decode_record_fixed", True) + prof.host(
+        "compiled_decode_record_per_kernel", True
+    ) * float(base.decode.kernels)
+    # at the calibration machine's pace, once a call, in the prefill's phase; the decode step unchanged
+    assert float(two.prefill_time_s - base.prefill_time_s) == pytest.approx(2 * one, rel=1e-9)
+    assert float(two.decode_step_time_s) == float(base.decode_step_time_s)
+    assert 5e-3 < one < 20e-3
+
+
+def test_validate_reads_the_records_from_the_trace() -> None:
+    """Round 91's calls record their decode graph in every profiled step; round 97's Mistral in none."""
+    rec = validate(
+        [H200 / "round91" / "hf_generate_llama_L8_h4096_b512_static.json.gz"],
+        REPO / "tests/data/trace_scenarios/h200_r91_generate_llama_l8_h4096_b512_static.yaml",
+    )
+    assert any("decode_graph_records: 1" in n for n in rec.notes)
+    none = validate(
+        [H200 / "round97" / "hf_generate_mistral_L12_h2048_b384_static.json.gz"],
+        REPO / "tests/data/trace_scenarios/h200_r97_generate_mistral_l12_h2048_b384_static.yaml",
+    )
+    assert not any("decode_graph_records" in n for n in none.notes)

@@ -41,8 +41,11 @@ OPTIMIZER_BF16 = "traces/h200/round72/optimizer_bf16.csv.gz"
 EMBEDDING_BWD = "traces/h200/round72/embedding_bwd.csv.gz"
 # round 92: cuDNN's one-query call over a masked static cache, heads repeated (its own kernel family)
 ONE_QUERY = "traces/h200/round92/attention_masked_decode.csv.gz"
+# round 96: the same call over 31-1040 slots, odd counts among them (the odd family, ``fwd_cudnn_one_query_odd``)
+ONE_QUERY_KVLEN = "traces/h200/round96/attention_kvlen.csv.gz"
 INPUTS = [
-    OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, OPTIMIZER_BF16, EMBEDDING_BWD, ONE_QUERY
+    OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, OPTIMIZER_BF16, EMBEDDING_BWD, ONE_QUERY,
+    ONE_QUERY_KVLEN,
 ]
 
 
@@ -128,7 +131,7 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz") == "trace"
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
-    # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60, 65, 72 and 92's
+    # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60, 65, 72, 92 and 96's
     # sweeps (op CSVs in subfolders, round 72's embedding kernels among them; its fp32 reference rows are not);
     # round 17's in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == [
@@ -146,6 +149,7 @@ def test_input_kinds(tmp_path: Path) -> None:
         "optimizer_bf16.csv.gz",
         "attention_masked_decode.csv.gz",
         "attention_short.csv.gz",
+        "attention_kvlen.csv.gz",
     ]
     # every committed profiler trace of the folder (steps, round 26's CUDA-graph loops, round 31's Hugging Face
     # runs, round 74's user-written models)
