@@ -423,6 +423,15 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(_gemm("kv_down", T, ml.kv_lora_rank + ml.qk_rope_head_dim, h, dt))
         ops.append(_gemm("kv_up", T, s.heads * (ml.qk_nope_head_dim + s.v_head_dim) / t, ml.kv_lora_rank, dt))
         ops.append(mem_op(norm_name(m), T * (ml.q_lora_rank + ml.kv_lora_rank), b, "norm", rows=T))
+    elif split_projections(m, lay):
+        # transformers' Llama family projects q, k and v with three nn.Linear (inductor keeps the three
+        # GEMMs); the queries' rotary embedding and cast, and the mask's, are two more kernels before SDPA
+        # (round 97's decode graph: 17 kernels a layer)
+        for nm, heads in (("q_proj", s.heads), ("k_proj", s.kv_heads), ("v_proj", s.kv_heads)):
+            ops.append(_gemm(nm, T, heads * s.head_dim / t, h, dt, bias=_biased(m, lay)))
+        # (streaming kernels priced on the copy curve: the queries read and written once, the boolean mask)
+        ops.append(fused_mem_op("copy", T * s.heads / t * s.head_dim, b, 2 * b, 0.0, "elementwise"))
+        ops.append(fused_mem_op("copy", lay.micro_batch * (lay.static_cache or 1.0), 1.0, 2.0, 0.0, "elementwise"))
     else:
         ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay)))
         if lay.hf and m.activation == "swiglu":
@@ -463,6 +472,14 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     return ops
 
 
+def split_projections(m: ModelSpec, lay: Layout) -> bool:
+    """Whether the q / k / v and the gate / up projections are priced as the separate GEMMs
+    ``transformers``' Llama family (SwiGLU) runs: inside a compiled static-cache decode graph
+    (:attr:`Layout.static_cache`), whose kernel count the graph's per-kernel host terms read (fitted on
+    the graphs' measured kernels). Elsewhere each group is priced as one GEMM of the summed width."""
+    return lay.static_cache is not None and lay.hf_code and m.activation == "swiglu" and m.mla is None
+
+
 def strided_gate_up(framework: str, gate_up: str) -> bool:
     """Whether a gated MLP's SiLU and product read the strided halves of one fused gate/up GEMM
     output: a ``fused`` gate/up projection outside compiled code (eager kernels, and CUDA graphs
@@ -479,7 +496,11 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
     b = lay.act_bytes
     dt = lay.dtype
     ops: list[Op] = []
-    if s.gated:
+    if s.gated and split_projections(m, lay):
+        # transformers' gate_proj and up_proj: two GEMMs, then inductor's fused SiLU-and-product
+        ops.extend(_gemm(nm, T, f, h, dt) for nm in ("gate_proj", "up_proj"))
+        ops.append(mem_op("swiglu", T * f, b, "elementwise"))
+    elif s.gated:
         ops.append(_gemm("mlp_in", T, 2 * f, h, dt))
         # one fused gate/up GEMM in eager PyTorch: SiLU and the product read its strided halves
         act = "swiglu_strided" if lay.extra.get("strided_gate_up") else "swiglu"

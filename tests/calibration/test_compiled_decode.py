@@ -320,10 +320,44 @@ def test_a_static_cache_decode_walks_every_slot_with_its_heads_repeated() -> Non
            for lay in (plain, static)}  # fmt: skip
     assert att[None]["kv_heads"] == 4 and att[None]["kv_seq"] == 300.0 and not att[None]["mask"]
     assert att[272.0]["kv_heads"] == 16 and att[272.0]["kv_seq"] == 272.0 and att[272.0]["mask"]
-    copies = [o for o in L.attention_block_fwd(m, static) if o.name == "copy" and o.category == "elementwise"]
-    assert len(copies) == 1 and copies[0].count == 2.0
+    copies = [o for o in L.attention_block_fwd(m, static) if o.category == "elementwise" and o.count == 2.0]
+    assert len(copies) == 1 and copies[0].name == "copy"
     # each reads the 4 cached heads and writes 16: 8 x 16 x 272 x 128 elements of 2 bytes, x 1.25
     assert copies[0].args["nbytes"] == pytest.approx(8 * 16 * 272 * 128 * 2 * 1.25)
+
+
+def test_a_static_cache_decode_graph_runs_transformers_separate_projections() -> None:
+    """Inside a compiled static-cache decode graph (round 97's: 17 kernels a Llama layer) the q / k / v and
+    gate / up projections are transformers' separate GEMMs, and the queries' rotary embedding and the
+    mask two more kernels before SDPA; the same model elsewhere prices each group as one GEMM."""
+    from simcore.specs.scenario import ModelSpec
+    from simcore.workload import lowering as L
+
+    m = ModelSpec(layers=2, hidden=2048, heads=16, kv_heads=4, ffn_hidden=5632, vocab=32000, seq_len=2048,
+                  activation="swiglu", norm="rmsnorm")  # fmt: skip
+    extra = {"kv_cache": True, "kv_bytes": 2.0, "fused": True, "impl": "huggingface", "attention_backend": "cudnn",
+             "kv_seq": 48.0}  # fmt: skip
+    plain = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0, extra=extra)
+    static = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0,
+                      extra={**extra, "static_kv_seq": 47.0})  # fmt: skip
+
+    def kernels(lay: L.Layout) -> float:
+        return sum(float(o.count) for o in L.layer_fwd(m, lay, False) if o.kind != "comm")
+
+    def gemms(lay: L.Layout) -> list[tuple[str, float]]:
+        return [(o.name, float(o.args["n"])) for o in L.layer_fwd(m, lay, False) if o.kind == "gemm"]
+
+    assert kernels(static) == 17.0 and kernels(plain) == 10.0
+    assert gemms(static)[:3] == [("q_proj", 2048.0), ("k_proj", 512.0), ("v_proj", 512.0)]
+    assert ("gate_proj", 5632.0) in gemms(static) and ("up_proj", 5632.0) in gemms(static)
+    assert gemms(plain)[0] == ("qkv", 3072.0) and ("mlp_in", 2 * 5632.0) in gemms(plain)
+    # the same FLOPs either way
+    flops = {lay.static_cache: sum(2 * 8 * n * 2048 for nm, n in gemms(lay) if nm != "mlp_out" and nm != "attn_out")
+             for lay in (plain, static)}  # fmt: skip
+    assert flops[None] == flops[47.0]
+    # GPT-2 (one c_attn GEMM) keeps its fused projection
+    g = m.model_copy(update={"activation": "gelu", "norm": "layernorm", "kv_heads": 16})
+    assert [o.name for o in L.layer_fwd(g, static, False) if o.kind == "gemm"][0] == "qkv"
 
 
 def test_cudnn_one_query_masked_attention_is_its_own_kernel_family() -> None:
