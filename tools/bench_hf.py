@@ -198,7 +198,12 @@ Round 97 (``--set r97``): held-apart large-batch static-cache ``generate()`` aft
 ``max_length - 1`` slots (stop 25): a 10-layer Llama of h 3072 at batch 640, an 8-layer Qwen2 of h 2048 at batch
 1024 and a 12-layer Mistral of h 2048 at batch 384.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97] [--budget S] [--smoke]
+Round 98 (``--set r98``): held-apart static-cache ``generate()`` after stop 25's decode-graph changes (the odd slot
+count, the recording, the GPU-bound lead, the separate projections): a 6-layer Llama of h 4096 at batch 768, an
+8-layer Mistral of h 3072 at 512, a 10-layer Qwen2 of h 1536 at 768, and an 8-layer Llama of h 2048 at batch 64
+(between host- and GPU-bound).
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -862,6 +867,19 @@ RUNS_R97 = [
 ]  # fmt: skip
 
 
+# round 98 (--set r98): held apart, static caches after stop 25's decode-graph changes
+RUNS_R98 = [
+    ("generate_llama_L6_h4096_b768_static", lambda s: llama(6, 4096, 32, 8, 14336, 32000, s), "generate", 768,
+     (16, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_mistral_L8_h3072_b512_static", lambda s: llama(8, 3072, 24, 8, 8192, 32000, s, "mistral"),
+     "generate", 512, (32, 24), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L10_h1536_b768_static", lambda s: llama(10, 1536, 12, 2, 8960, 151936, s, "qwen2"),
+     "generate", 768, (24, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L8_h2048_b64_static", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "generate", 64,
+     (64, 16), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -910,6 +928,7 @@ SETS = {
     "r91": (RUNS_R91, "r91"),
     "rec_fit": (RUNS_REC_FIT, "r96"),
     "r97": (RUNS_R97, "r97"),
+    "r98": (RUNS_R98, "r98"),
 }
 
 
