@@ -371,17 +371,22 @@ makes them recorded a graph (torch.compile's ``reduce-overhead`` warming up or r
 cudagraph tree), a one-off cost no steady-state step pays."""
 
 
+def _calls_per_step(a: Analysis, names: tuple[str, ...]) -> list[int]:
+    """How many host runtime calls named ``names*`` each of the trace's steps made, in step order; a step
+    without a CPU range counts 0."""
+    ts = sorted(c.ts for c in a.trace.host_calls if c.name.startswith(names))
+    return [
+        bisect.bisect_right(ts, st.cpu_end) - bisect.bisect_left(ts, st.cpu_start)
+        if st.cpu_start is not None and st.cpu_end is not None
+        else 0
+        for st in a.steps
+    ]
+
+
 def graph_capture_steps(a: Analysis) -> list[int]:
     """The indices of the trace's steps whose host captured or instantiated a CUDA graph
     (:data:`GRAPH_CAPTURE_CALLS`), in order; empty where no step has a CPU range."""
-    calls = [c.ts for c in a.trace.host_calls if c.name.startswith(GRAPH_CAPTURE_CALLS)]
-    return [
-        i
-        for i, st in enumerate(a.steps)
-        if st.cpu_start is not None
-        and st.cpu_end is not None
-        and any(st.cpu_start <= t <= st.cpu_end for t in calls)
-    ]
+    return [i for i, n in enumerate(_calls_per_step(a, GRAPH_CAPTURE_CALLS)) if n]
 
 
 GRAPH_INSTANTIATE = "cudaGraphInstantiate"
@@ -392,13 +397,7 @@ graph recorded."""
 def graph_records_per_step(a: Analysis) -> list[int]:
     """The CUDA graphs each of the trace's steps recorded (its host's :data:`GRAPH_INSTANTIATE` calls),
     in step order; a step without a CPU range counts 0."""
-    inst = sorted(c.ts for c in a.trace.host_calls if c.name.startswith(GRAPH_INSTANTIATE))
-    return [
-        bisect.bisect_right(inst, st.cpu_end) - bisect.bisect_left(inst, st.cpu_start)
-        if st.cpu_start is not None and st.cpu_end is not None
-        else 0
-        for st in a.steps
-    ]
+    return _calls_per_step(a, (GRAPH_INSTANTIATE,))
 
 
 def generate_loop(ops: list[CpuOp]) -> bool:
