@@ -198,7 +198,7 @@ Round 97 (``--set r97``): held-apart large-batch static-cache ``generate()`` aft
 ``max_length - 1`` slots (stop 25): a 10-layer Llama of h 3072 at batch 640, an 8-layer Qwen2 of h 2048 at batch
 1024 and a 12-layer Mistral of h 2048 at batch 384.
 
-Round 98 (``--set r98``): held-apart static-cache ``generate()`` after stop 25's decode-graph changes (the odd slot
+Round 98 (``--set r98``): held-apart static-cache ``generate()`` after stops 25-26's decode-graph changes (the odd slot
 count, the recording, the GPU-bound lead, the separate projections): a 6-layer Llama of h 4096 at batch 768, an
 8-layer Mistral of h 3072 at 512, a 10-layer Qwen2 of h 1536 at 768, and an 8-layer Llama of h 2048 at batch 64
 (between host- and GPU-bound).
@@ -867,7 +867,7 @@ RUNS_R97 = [
 ]  # fmt: skip
 
 
-# round 98 (--set r98): held apart, static caches after stop 25's decode-graph changes
+# round 98 (--set r98): held apart, static caches after stops 25-26's decode-graph changes
 RUNS_R98 = [
     ("generate_llama_L6_h4096_b768_static", lambda s: llama(6, 4096, 32, 8, 14336, 32000, s), "generate", 768,
      (16, 16), {"gen": {"cache_implementation": "static"}}),

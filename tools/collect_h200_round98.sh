@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Round 98 (device tool, kind nvidia-h200, stop 25): tools/bench_hf.py --set r98, held apart (scenarios
+# Round 98 (device tool, kind nvidia-h200, stop 26): tools/bench_hf.py --set r98, held apart (scenarios
 # tests/data/pending_scenarios/h200_r98_*.yaml, committed before the call). Writes $OUT/round98.tar.part_*
 # (cat round98.tar.part_* | tar xf - -C traces/h200/round98).
 set -u
