@@ -1460,6 +1460,9 @@ def fit(
             k1 = key if be == "flash" else f"{key}_{be}"
             k2 = k1 if d in ("bf16", "fp16") else f"{k1}_{d}"
             start_a = attn.get(k2, attn.get(k1, attn[key]))
+            if be == "cudnn" and not bwd:
+                # cuDNN's fprop tiles each query head's rows on their own (round 92's short prompts)
+                start_a = start_a.model_copy(update={"per_head_tiles": True})
 
             def a_k(p: AttentionParams, s: Table = sub, dt: str = d, b_: bool = bwd) -> F:
                 return _attn_pred(device, p, s, dt, b_, mem, clocks_found.get("attention"))
@@ -1503,7 +1506,7 @@ def fit(
             continue
         sub, y, eager, floor = sel(rows_q)
         start_q = fitted_q.get(ONE_QUERY_ATTENTION, attn.get("fwd_cudnn", attn["fwd"])).model_copy(
-            update={"block_rows": 64, "block_cols": 64}
+            update={"block_rows": 64, "block_cols": 64, "per_head_tiles": False}
         )
 
         def q_k(p: AttentionParams, s: Table = sub) -> F:

@@ -131,6 +131,11 @@ class AttentionParams(_Frozen):
     dropout_overhead: float = Field(default=0.0, ge=0)
     """Work per score of attention dropout (Philox numbers, keep test, scaling), as an equivalent head
     dim (elements); 0 where not measured."""
+    per_head_tiles: bool = False
+    """Forward: one CTA per ``block_rows`` query rows of one query head (grouped heads not packed as rows),
+    each walking at least one ``block_cols`` block of keys: cuDNN's fprop, whose short causal prompts cost
+    the same per sequence and head at 16-128 tokens (round 92: ~22 ns a sequence and head at 512-1536
+    sequences). ``False``: FlashAttention-2's packing of a KV group's query heads into rows."""
     odd_cols: float | None = Field(default=None, gt=0)
     """Forward over an odd number of keys: each CTA walks ``L + min(L, odd_cols)`` keys instead of ``L``
     (cuDNN's one-query kernel over ``transformers``' static cache of ``max_length - 1`` slots: about twice

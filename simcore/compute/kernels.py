@@ -247,10 +247,14 @@ def attention_time(
         walk_avg = pairs / np.maximum(skv, 1.0) + c * bc / 2.0
     else:
         g = np.maximum(h / np.maximum(kvh, 1.0), 1.0)
-        groups = b * kvh
-        rows = sq * g
         walk_max = skv
         walk_avg = pairs / np.maximum(sq, 1.0) + c * bc / 2.0
+        # cuDNN's fprop over prompts: each query head's rows on their own, every CTA walking at least one
+        # key block (its one-query calls pack a group's heads as FlashAttention-2 does)
+        per_head = p.per_head_tiles & (sq > 1.0)
+        groups = b * np.where(per_head, h, kvh)
+        rows = np.where(per_head, sq, sq * g)
+        walk_avg = np.where(per_head, np.maximum(walk_avg, bc), walk_avg)
     if p.odd_cols is not None and not backward:
         # an odd number of keys: the kernel walks up to ``odd_cols`` of them again (cuDNN's one-query kernel)
         again = np.where(np.mod(skv, 2.0) == 1.0, np.minimum(skv, p.odd_cols), 0.0)

@@ -592,3 +592,41 @@ def test_validate_reads_the_records_from_the_trace() -> None:
         REPO / "tests/data/trace_scenarios/h200_r97_generate_mistral_l12_h2048_b384_static.yaml",
     )
     assert not any("decode_graph_records" in n for n in none.notes)
+
+
+def test_cudnn_prompts_tile_each_query_head_on_its_own() -> None:
+    """Round 92: cuDNN's fprop over short causal prompts costs the same per sequence and query head at 16-128
+    tokens (~22 ns a sequence and head at 512-1536 sequences): one CTA a query head's rows, walking at least
+    one key block (``AttentionParams.per_head_tiles``); its one-query calls still pack a group's heads."""
+    import numpy as np
+
+    from simcore.calibration.profile import load_profile
+    from simcore.compute import ops as O
+    from simcore.specs.registry import default_registry
+
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    assert prof.attention["fwd_cudnn"].per_head_tiles and not prof.attention["fwd"].per_head_tiles
+
+    def t(b: int, h: int, kvh: int, s: int, p: object = prof) -> float:
+        return float(O.attention(dev, p, b, h, s, 128, causal=s > 1, kv_heads=kvh, kv_seq=s if s > 1 else 48,
+                                 backend="cudnn").time_s)  # fmt: skip
+
+    # flat over the prompt's length, proportional to the query heads (not the KV groups)
+    assert t(512, 32, 8, 16) == pytest.approx(t(512, 32, 8, 64), rel=0.25)
+    assert t(512, 32, 8, 16) == pytest.approx(2 * t(512, 16, 8, 16), rel=0.2)
+    packed = prof.model_copy(
+        update={"attention": {**prof.attention, "fwd_cudnn": prof.attention["fwd_cudnn"].model_copy(
+            update={"per_head_tiles": False})}}  # fmt: skip
+    )
+    assert t(512, 32, 8, 16) > 2 * t(512, 32, 8, 16, packed)
+    # one query a sequence: the grouped heads packed either way
+    assert t(512, 32, 8, 1) == t(512, 32, 8, 1, packed)
+    # round 92's causal prompts (not fitted on): median |error| within 25 %
+    errs = [
+        t(int(float(r["batch"])), int(float(r["heads"])), int(float(r["kv_heads"])), int(float(r["seq"])))
+        / float(r["time_s"]) - 1.0
+        for r in _rows(H200 / "round92" / "attention_short.csv.gz")
+        if r["framework"] == "eager" and r["name"] == "sdpa_cudnn" and r["causal"] == "1"
+    ]
+    assert len(errs) == 24 and float(np.median(np.abs(errs))) < 0.25
