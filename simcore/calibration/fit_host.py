@@ -615,6 +615,34 @@ def _is_compiled_decode_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"kernels_per_replay", "call_s", "linear_main_s"} <= set(rows[0])
 
 
+def _empty_probe(ref: dict[str, float], path: str | Path, what: str) -> tuple[float, float]:
+    """(``probe_infer``, ``probe_empty_ratio_infer``) of ``ref``: the reference inference probe and its
+    ``aten::empty`` ratio, which state a compiled decode's host at the reference pace."""
+    ratio = ref.get("probe_empty_ratio_infer")
+    probe = ref.get("probe_infer")
+    if not ratio or not probe:
+        raise TraceError(
+            f"{what} rows need the inference probe and its aten::empty ratio (host_decode rows)", file=str(path)
+        )
+    return probe, ratio
+
+
+def _kernel_line(rows: list[dict[str, str]], col: str, probe: float, ratio: float) -> tuple[float, float]:
+    """(fixed, per kernel) seconds of ``col`` over the rows' graphs' kernels (``kernels_per_replay``), each
+    row stated at the reference probe from its ``empty_main_s`` pace; both clipped at 0."""
+    xs = [float(r["kernels_per_replay"]) for r in rows]
+    ys = [float(r.get(col) or 0.0) * probe / (float(r["empty_main_s"]) / ratio) for r in rows]
+    slope, icpt = statistics.linear_regression(xs, ys)
+    return max(icpt, 0.0), max(slope, 0.0)
+
+
+def _line_entries(name: str, line: tuple[float, float]) -> dict[str, float]:
+    """``<name>_fixed`` / ``<name>_per_kernel`` and their ``profiled_`` twins (the same values: measured
+    under the profiler only, whose extra host per aten op does not apply to guards and driver calls)."""
+    out = {f"{name}_fixed": line[0], f"{name}_per_kernel": line[1]}
+    return {**out, **{f"profiled_{k}": v for k, v in out.items()}}
+
+
 def compiled_decode_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
@@ -633,32 +661,13 @@ def compiled_decode_costs(
     the GPU idles from a step's wait for it to the graph's first kernel, a line over the graph's kernels at
     the reference probe, from the GPU-bound rows (round 96's fit traces: right after a long wait the loop's
     ops and the call run ~1.4x their host-bound pace), the host-bound ones where fewer than two."""
-    ratio = ref.get("probe_empty_ratio_infer")
-    probe = ref.get("probe_infer")
-    if not ratio or not probe:
-        raise TraceError(
-            "compiled decode rows need the inference probe and its aten::empty ratio (host_decode rows)",
-            file=str(path),
-        )
-    def at_ref(r: dict[str, str], col: str) -> float:
-        """``col`` of row ``r`` stated at the reference probe (0 where the row has no pace)."""
-        t = float(r["empty_main_s"]) / ratio
-        return float(r.get(col) or 0.0) * probe / t if t > 0 else 0.0
-
-    def line(rs: list[dict[str, str]], col: str) -> tuple[float, float]:
-        """(fixed, per kernel) of ``col`` at the reference probe over ``rs``' graphs' kernels, both >= 0."""
-        xs = [float(r["kernels_per_replay"]) for r in rs]
-        slope, icpt = statistics.linear_regression(xs, [at_ref(r, col) for r in rs])
-        return max(icpt, 0.0), max(slope, 0.0)
-
+    probe, ratio = _empty_probe(ref, path, "compiled decode")
     rows = [r for r in rows if float(r["empty_main_s"]) > 0]
     gpu_bound = [r for r in rows if float(r.get("wait_s") or 0.0) > float(r.get("lead_s") or 0.0) > 0]
     host_bound = [r for r in rows if r not in gpu_bound]
     if len(host_bound) < 2:
         raise TraceError("compiled decode rows need two host-bound traces or more", file=str(path))
-    fixed, per = line(host_bound, "call_s")
-    out = {"compiled_decode_call_fixed": fixed, "compiled_decode_call_per_kernel": per}
-    out = {**out, **{f"profiled_{k}": v for k, v in out.items()}}
+    out = _line_entries("compiled_decode_call", _kernel_line(host_bound, "call_s", probe, ratio))
     # the eager prefill beside a compiled decode: its host per layer over the profile's eager
     # Hugging Face prefill layer (fitted on hand-written loops) at the trace's pace, its aten::linear
     # stated as aten::t (round 89: 1.06-1.23 over round 85's traces, as simcore validate reads them)
@@ -676,9 +685,7 @@ def compiled_decode_costs(
     # launch (round 91: what a GPU-bound decode idles each step), from the runs where it is exposed
     led = [r for r in (gpu_bound if len(gpu_bound) >= 2 else rows) if float(r.get("lead_s") or 0.0) > 0]
     if len({r["kernels_per_replay"] for r in led}) >= 2:
-        fixed, per = line(led, "lead_s")
-        lead = {"compiled_decode_lead_fixed": fixed, "compiled_decode_lead_per_kernel": per}
-        out.update({**lead, **{f"profiled_{k}": v for k, v in lead.items()}})
+        out.update(_line_entries("compiled_decode_lead", _kernel_line(led, "lead_s", probe, ratio)))
     return out
 
 
@@ -694,27 +701,11 @@ def graph_record_costs(
     reference inference probe as :func:`compiled_decode_costs` states the call (the region's Python runs at the
     decode passes' ``aten::empty`` pace): ``compiled_decode_record_fixed`` / ``_per_kernel`` and their
     ``profiled_`` twins (measured under the profiler only, the same values)."""
-    ratio = ref.get("probe_empty_ratio_infer")
-    probe = ref.get("probe_infer")
-    if not ratio or not probe:
-        raise TraceError(
-            "graph record rows need the inference probe and its aten::empty ratio (host_decode rows)",
-            file=str(path),
-        )
-    xs, ys = [], []
-    for r in rows:
-        t = float(r["empty_main_s"]) / ratio
-        if t > 0 and int(float(r["records"])) > 0:
-            xs.append(float(r["kernels_per_replay"]))
-            ys.append(float(r["record_s"]) * probe / t)
-    if len(set(xs)) < 2:
+    probe, ratio = _empty_probe(ref, path, "graph record")
+    rows = [r for r in rows if float(r["empty_main_s"]) > 0 and int(float(r["records"])) > 0]
+    if len({float(r["kernels_per_replay"]) for r in rows}) < 2:
         raise TraceError("graph record rows need two traces of different graphs or more", file=str(path))
-    slope, icpt = statistics.linear_regression(xs, ys)
-    out = {
-        "compiled_decode_record_fixed": max(icpt, 0.0),
-        "compiled_decode_record_per_kernel": max(slope, 0.0),
-    }
-    return {**out, **{f"profiled_{k}": v for k, v in out.items()}}
+    return _line_entries("compiled_decode_record", _kernel_line(rows, "record_s", probe, ratio))
 
 
 def _is_generate_call_run(rows: list[dict[str, str]]) -> bool:

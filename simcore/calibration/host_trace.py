@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -1402,6 +1402,15 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    # the kinds of one row per trace: what measures it, and what a trace without it lacks
+    one_row: dict[str, tuple[Callable[[Analysis], _Row | None], str]] = {
+        "graph_records": (graph_records, "no compiled decode call that records a CUDA graph"),
+        "generate": (generate_call, "no profiled step of a transformers generate() call"),
+        "compiled_decode": (compiled_decode_calls, "no compiled region that launches a CUDA graph"),
+        "graphs": (graph_replays, "no CUDA-graph launch with its kernels in the trace"),
+        "ddp": (ddp_hooks, "no DDP reducer hooks or bucket all-reduces in the trace"),
+    }
+    single = next((k for k in one_row if getattr(args, k)), None)
     rows: list[dict[str, Any]] = []
     try:
         for p in (
@@ -1415,26 +1424,13 @@ def main(argv: list[str] | None = None) -> int:
             or args.generate
         ):
             a = analyze(read_trace(p))
-            if args.graph_records:
-                gr = graph_records(a)
-                if gr is None:
-                    print(f"error: {p}: no compiled decode call that records a CUDA graph", file=sys.stderr)
+            if single is not None:
+                measure, missing = one_row[single]
+                got = measure(a)
+                if got is None:
+                    print(f"error: {p}: {missing}", file=sys.stderr)
                     return 2
-                rows.append(gr.row())
-                continue
-            if args.generate:
-                gc = generate_call(a)
-                if gc is None:
-                    print(f"error: {p}: no profiled step of a transformers generate() call", file=sys.stderr)
-                    return 2
-                rows.append(gc.row())
-                continue
-            if args.compiled_decode:
-                cd = compiled_decode_calls(a)
-                if cd is None:
-                    print(f"error: {p}: no compiled region that launches a CUDA graph", file=sys.stderr)
-                    return 2
-                rows.append(cd.row())
+                rows.append(got.row())
                 continue
             if args.compiled:
                 # an eager trace of the same process beside it (eager_<name> next to compiled_<name>)
@@ -1449,23 +1445,6 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"error: {p}: no step with compiled forward and backward regions", file=sys.stderr)
                     return 2
                 rows.extend(c.row() for c in cs)
-                continue
-            if args.graphs:
-                g = graph_replays(a)
-                if g is None:
-                    print(f"error: {p}: no CUDA-graph launch with its kernels in the trace", file=sys.stderr)
-                    return 2
-                rows.append(g.row())
-                continue
-            if args.ddp:
-                h = ddp_hooks(a)
-                if h is None:
-                    print(
-                        f"error: {p}: no DDP reducer hooks or bucket all-reduces in the trace",
-                        file=sys.stderr,
-                    )
-                    return 2
-                rows.append(h.row())
                 continue
             found: list[StepHost] | list[DecodeHost] = (
                 training_step_hosts(a, args.strategy) if args.steps else decode_step_hosts(a, args.prefill)
