@@ -203,7 +203,12 @@ count, the recording, the GPU-bound lead, the separate projections): a 6-layer L
 8-layer Mistral of h 3072 at 512, a 10-layer Qwen2 of h 1536 at 768, and an 8-layer Llama of h 2048 at batch 64
 (between host- and GPU-bound).
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98] [--budget S] [--smoke]
+Round 99 (``--set r99``): held-apart ``generate()`` after the loop's ops weighed by name (``profile.LOOP_OP_WEIGHTS``,
+stop 27): static caches of a 12-layer Qwen2 of h 1024 at batch 8, a 6-layer Qwen2 of h 2048 with top-k, an 8-layer
+Llama of h 1536 with top-p and an 8-layer Qwen2 of h 1536 with an end-of-sequence id; dynamic caches of an 8-layer
+Mistral of h 1536 with top-p and a 6-layer Qwen2 of h 1536 at batch 8.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -880,6 +885,23 @@ RUNS_R98 = [
 ]  # fmt: skip
 
 
+# round 99 (--set r99): held apart, generate() loops after their ops weighed by name (stop 27)
+RUNS_R99 = [
+    ("generate_qwen2_L12_h1024_b8_static", lambda s: llama(12, 1024, 16, 4, 4864, 151936, s, "qwen2"), "generate",
+     8, (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L6_h2048_b4_static_topk", lambda s: llama(6, 2048, 16, 2, 11008, 151936, s, "qwen2"),
+     "generate", 4, (128, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "top_k": 40}}),
+    ("generate_llama_L8_h1536_b4_static_topp", lambda s: llama(8, 1536, 12, 4, 4096, 32000, s), "generate", 4,
+     (128, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "top_p": 0.9}}),
+    ("generate_qwen2_L8_h1536_b4_static_eos", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate",
+     4, (128, 16), {"gen": {"cache_implementation": "static", "eos_token_id": 2}}),
+    ("generate_mistral_L8_h1536_b2_topp", lambda s: llama(8, 1536, 12, 4, 4096, 32000, s, "mistral"), "generate", 2,
+     (128, 24), {"gen": {"do_sample": True, "top_p": 0.9}}),
+    ("generate_qwen2_L6_h1536_b8", lambda s: llama(6, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 8,
+     (256, 16), {}),
+]  # fmt: skip
+
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -929,6 +951,7 @@ SETS = {
     "rec_fit": (RUNS_REC_FIT, "r96"),
     "r97": (RUNS_R97, "r97"),
     "r98": (RUNS_R98, "r98"),
+    "r99": (RUNS_R99, "r99"),
 }
 
 

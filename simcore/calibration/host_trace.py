@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from simcore.calibration.classify import INDUCTOR_FUSED, Analysis, Step, fp32_weights
 from simcore.calibration.profile import ComputeProfile, profiler_key
@@ -768,42 +768,59 @@ LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaMemsetAsync", "cudaMe
 """Runtime calls by which an op puts work on a stream (kernels, memsets, copies)."""
 
 
-def decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
-    """(Top-level ops a decode pass issues on its thread outside its layers, the stream launches
-    (:data:`LAUNCH_CALLS`) those ops make beyond one each), medians over a no-grad trace's decode passes;
-    ``None`` without any. Outside the layers: the token embedding, the final norm, the LM head, the
-    loop's sampling and bookkeeping (``generate()``'s logits processors, stopping criteria and cache
-    updates). An op such as ``aten::sort``, ``aten::topk`` or ``aten::multinomial`` launches 15-20
-    kernels and memsets from one call. The code's structure, as :func:`decode_layer_op_count` is its
-    layers' (``RuntimeSpec.pass_ops`` weighs them, :func:`decode_pass_op_count`)."""
-    per_pass = _pass_counts(a)
-    if not per_pass:
-        return None
-    return (
-        float(statistics.median(c[0] for c in per_pass)),
-        float(statistics.median(c[1] for c in per_pass)),
-    )
+class LoopOp(NamedTuple):
+    """A top-level op a decode pass issues outside its layers: its name, host time (seconds) and the
+    stream launches (:data:`LAUNCH_CALLS`) it makes beyond its first."""
+
+    name: str
+    dur: float
+    extra: int
 
 
-def decode_pass_op_count(a: Analysis) -> float | None:
-    """The ops a decode pass issues outside its layers, each kernel launch beyond an op's first counted
-    as ``profile.EXTRA_LAUNCH_OPS`` of an op (:func:`decode_pass_counts`), the median over a no-grad
-    trace's decode passes; ``None`` without any (``RuntimeSpec.pass_ops``)."""
-    from simcore.calibration.profile import pass_op_weight
-
-    per_pass = _pass_counts(a)
-    return float(statistics.median(pass_op_weight(*c) for c in per_pass)) if per_pass else None
-
-
-def _pass_counts(a: Analysis) -> list[tuple[int, int]]:
-    """(Top-level ops, their launches beyond one each) outside the layers of every decode pass."""
-    out: list[tuple[int, int]] = []
-    launches: dict[int, list[float]] = {}
-    for c in a.trace.host_calls:
+def _launches(tr: Trace) -> dict[int, list[float]]:
+    """Each thread's stream-launch calls' start times, sorted."""
+    out: dict[int, list[float]] = {}
+    for c in tr.host_calls:
         if c.name.startswith(LAUNCH_CALLS):
-            launches.setdefault(c.tid, []).append(c.ts)
-    for ts in launches.values():
+            out.setdefault(c.tid, []).append(c.ts)
+    for ts in out.values():
         ts.sort()
+    return out
+
+
+def _loop_op(o: CpuOp, calls: list[float]) -> LoopOp:
+    n = bisect.bisect_left(calls, o.ts + o.dur) - bisect.bisect_left(calls, o.ts)
+    return LoopOp(o.name, o.dur, max(n - 1, 0))
+
+
+def _empty_pace(ops: list[CpuOp], tid: int) -> float:
+    """The median ``aten::empty`` of thread ``tid`` among ``ops`` (seconds; 0 without one)."""
+    v = [o.dur for o in ops if o.tid == tid and o.name == "aten::empty"]
+    return float(statistics.median(v)) if v else 0.0
+
+
+def loop_passes(a: Analysis) -> list[tuple[float, list[LoopOp]]]:
+    """Every decode pass of a no-grad trace: its thread's pace (the step's median ``aten::empty``,
+    seconds) and the top-level ops it issues outside its layers (the token embedding, the final norm,
+    the LM head, the loop's sampling and bookkeeping: ``generate()``'s logits processors, stopping
+    criteria and cache updates). In a trace of compiled decode graphs, the loop's own ops between
+    consecutive graph launches, outside the compiled call (:data:`COMPILED_REGION`,
+    :data:`DYNAMO_LOOKUP`), at the pace of the launching thread's whole trace."""
+    launches = _launches(a.trace)
+    graphs = graph_launches(a.trace)
+    out: list[tuple[float, list[LoopOp]]] = []
+    if len(graphs) >= 2:
+        tid = graphs[0].tid
+        ts = [c.ts for c in graphs if c.tid == tid]
+        calls = launches.get(tid, [])
+        ops = sorted((o for o in a.trace.cpu_ops.values() if o.tid == tid), key=lambda o: o.ts)
+        pace = _empty_pace(ops, tid)
+        for lo, hi in zip(ts, ts[1:], strict=False):
+            top = _top_ops(ops, tid, lo, hi)
+            out.append(
+                (pace, [_loop_op(o, calls) for o in top if not o.name.startswith((COMPILED_REGION, DYNAMO_LOOKUP))])
+            )
+        return out
     for win in _step_ops(a):
         if not win or any(o.name.startswith(_BWD_NORM) for o in win):
             continue
@@ -812,77 +829,110 @@ def _pass_counts(a: Analysis) -> list[tuple[int, int]]:
             begin, end = _pass_span(p, starts, hi)
             tid = p[0].tid
             calls = launches.get(tid, [])
-            ops = extra = 0
-            for lo, up in ((begin, p[0].ts), (p[-1].ts, end)):
-                top = _top_ops(win, tid, lo, up)
-                ops += len(top)
-                for o in top:
-                    n = bisect.bisect_left(calls, o.ts + o.dur) - bisect.bisect_left(calls, o.ts)
-                    extra += max(n - 1, 0)
-            out.append((ops, extra))
+            top = [o for lo, up in ((begin, p[0].ts), (p[-1].ts, end)) for o in _top_ops(win, tid, lo, up)]
+            out.append((_empty_pace(win, tid), [_loop_op(o, calls) for o in top]))
     return out
 
 
-def compiled_decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
-    """(Top-level ops, their launches beyond one each) of a compiled decode pass outside its compiled
-    call (:data:`COMPILED_REGION`, :data:`DYNAMO_LOOKUP`): the loop's own ops between consecutive graph
-    launches, medians over the passes (``None`` without two graph launches on one thread)."""
-    graphs = [(c.ts, c.tid) for c in graph_launches(a.trace)]
-    if len(graphs) < 2:
+def decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
+    """(Top-level ops a decode pass issues on its thread outside its layers, the stream launches those
+    ops make beyond one each), medians over a no-grad trace's decode passes (:func:`loop_passes`: in a
+    trace of compiled decode graphs, the loop's between the graphs' launches); ``None`` without any.
+    An op such as ``aten::sort``, ``aten::topk`` or ``aten::multinomial`` launches 15-20 kernels and
+    memsets from one call. The code's structure, as :func:`decode_layer_op_count` is its layers'
+    (``RuntimeSpec.pass_ops`` weighs them, :func:`decode_pass_op_count`)."""
+    per_pass = loop_passes(a)
+    if not per_pass:
         return None
-    tid = graphs[0][1]
-    ts = [t for t, th in graphs if th == tid]
-    calls = sorted(c.ts for c in a.trace.host_calls if c.tid == tid and c.name.startswith(LAUNCH_CALLS))
-    ops = sorted((o for o in a.trace.cpu_ops.values() if o.tid == tid), key=lambda o: o.ts)
-    counts: list[tuple[int, int]] = []
-    for lo, hi in zip(ts, ts[1:], strict=False):
-        top = [
-            o for o in _top_ops(ops, tid, lo, hi) if not o.name.startswith((COMPILED_REGION, DYNAMO_LOOKUP))
-        ]
-        extra = sum(
-            max(bisect.bisect_left(calls, o.ts + o.dur) - bisect.bisect_left(calls, o.ts) - 1, 0) for o in top
-        )
-        counts.append((len(top), extra))
     return (
-        float(statistics.median(c[0] for c in counts)),
-        float(statistics.median(c[1] for c in counts)),
+        float(statistics.median(len(ops) for _, ops in per_pass)),
+        float(statistics.median(sum(o.extra for o in ops) for _, ops in per_pass)),
     )
+
+
+def decode_pass_op_count(a: Analysis) -> float | None:
+    """The host weight of the ops a decode pass issues outside its layers, in typical ops
+    (``profile.pass_op_weight``: each op at its name's ``profile.LOOP_OP_WEIGHTS``, an op not there one
+    op plus ``profile.EXTRA_LAUNCH_OPS`` a launch beyond its first), the median over a no-grad trace's
+    decode passes (:func:`loop_passes`); ``None`` without any (``RuntimeSpec.pass_ops``)."""
+    from simcore.calibration.profile import pass_op_weight
+
+    per_pass = loop_passes(a)
+    if not per_pass:
+        return None
+    return float(statistics.median(pass_op_weight((o.name, o.extra) for o in ops) for _, ops in per_pass))
+
+
+def fit_loop_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[str, float]:
+    """Each op name's host per call in typical ops (``profile.LOOP_OP_WEIGHTS``), from the decode loops
+    of profiled eager traces (:func:`loop_passes`): the median over its calls of its host time over its
+    pass's pace (the step's median ``aten::empty``), divided by that median over every call that
+    launches at most one kernel (a typical op); names called fewer than ``min_calls`` times are left
+    out (priced by their launches, ``profile.pass_op_weight``). Rounded to 0.01."""
+    units: dict[str, list[float]] = {}
+    single: list[float] = []
+    for a in analyses:
+        for pace, ops in loop_passes(a):
+            if pace <= 0:
+                continue
+            for o in ops:
+                units.setdefault(o.name, []).append(o.dur / pace)
+                if o.extra == 0:
+                    single.append(o.dur / pace)
+    if not single:
+        raise ValueError("no decode pass with an aten::empty pace")
+    typical = statistics.median(single)
+    return {
+        name: round(statistics.median(v) / typical, 2) for name, v in sorted(units.items()) if len(v) >= min_calls
+    }
 
 
 def fit_extra_launch_ops(analyses: list[Analysis]) -> tuple[float, float, float]:
     """(The host of a stream launch beyond an op's first, in top-level ops; the RMS relative error of a
     pass's host outside its layers with it; without it) fitted on profiled eager decode loops
-    (``profile.EXTRA_LAUNCH_OPS``). Each trace's median host outside the layers, over its empty-op probe
+    (``profile.EXTRA_LAUNCH_OPS``): each trace's median host outside the layers, over its empty-op probe
     (the host's pace), is its code's cost per op times ``ops + w * extra launches``
-    (:func:`decode_pass_counts`); the codes (implementation, loop, activation) each have their own cost
-    per op. ``w`` minimises the squared log error over a grid of 0 to 1.5 in steps of 0.01; the fit needs
-    traces of one code with different launch counts (round 80: each sampler beside greedy)."""
+    (:func:`_fit_pass_weight`; the fit needs traces of one code with different launch counts, round 80:
+    each sampler beside greedy)."""
+    return _fit_pass_weight(
+        analyses, lambda ops, w: len(ops) + w * sum(o.extra for o in ops), "the extra launch weight"
+    )
+
+
+def _fit_pass_weight(
+    analyses: list[Analysis], weight: Callable[[list[LoopOp], float], float], what: str
+) -> tuple[float, float, float]:
+    """(The parameter ``w`` of ``weight(a pass's ops outside its layers, w)``, the RMS relative error of
+    a pass's host outside its layers with it, with ``w`` = 0): each trace's median host outside the
+    layers over its empty-op probe (the host's pace) is its code's cost times its passes' median weight;
+    the codes (implementation, loop, activation) each have their own cost. ``w`` minimises the squared
+    log error over a grid of 0 to 2 in steps of 0.01; the fit needs two or more traces of one code."""
     import numpy as np
 
     codes: list[str] = []
     host: list[float] = []
-    counts: list[tuple[float, float]] = []
+    passes: list[list[list[LoopOp]]] = []
     for a in analyses:
         rows = [r for r in decode_step_hosts(a) if r.empty_main_s > 0]
-        c = decode_pass_counts(a)
-        if not rows or c is None:
+        per_pass = [ops for _pace, ops in loop_passes(a)]
+        if not rows or not per_pass:
             continue
-        outside = statistics.median((r.pass_s - r.layers * r.layer_s) / r.empty_main_s for r in rows)
+        host.append(statistics.median((r.pass_s - r.layers * r.layer_s) / r.empty_main_s for r in rows))
         codes.append(f"{rows[0].impl}/{rows[0].loop}/{rows[0].act}")
-        host.append(outside)
-        counts.append(c)
+        passes.append(per_pass)
     if len({*codes}) == len(codes):
-        raise ValueError("fitting the extra launch weight needs two or more traces of one code")
+        raise ValueError(f"fitting {what} needs two or more traces of one code")
     y = np.log(np.asarray(host, dtype=float))
     groups = [np.asarray([k == code for k in codes]) for code in sorted({*codes})]
 
     def residual(w: float) -> np.ndarray:
-        r: np.ndarray = y - np.log(np.asarray([o + w * x for o, x in counts], dtype=float))
+        x = [statistics.median(weight(ops, w) for ops in per_pass) for per_pass in passes]
+        r: np.ndarray = y - np.log(np.asarray(x, dtype=float))
         for g in groups:
             r[g] -= r[g].mean()
         return r
 
-    grid = np.round(np.arange(0.0, 1.5001, 0.01), 2)
+    grid = np.round(np.arange(0.0, 2.0001, 0.01), 2)
     best = float(grid[int(np.argmin([float((residual(w) ** 2).sum()) for w in grid]))])
 
     def rms(w: float) -> float:

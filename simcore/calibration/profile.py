@@ -13,7 +13,7 @@ each parameter is documented on its field and in ``docs/compute.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -315,42 +315,79 @@ code's per-op cost, least squares in log; RMS error over the 16 traces 7.0 % aga
 alone."""
 
 
-def pass_op_weight(ops: float, extra_launches: float) -> float:
-    """A decode pass's host outside its layers in top-level ops (``RuntimeSpec.pass_ops``): its ops, plus
-    its ops' launches beyond one each at :data:`EXTRA_LAUNCH_OPS`."""
-    return ops + EXTRA_LAUNCH_OPS * extra_launches
-
-
-CALIBRATED_PASS_OPS: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
-    ("reference", "manual"): {"gelu": (5.0, 0.0), "swiglu": (5.0, 1.0)},
-    ("huggingface", "manual"): {"gelu": (11.0, 0.0), "swiglu": (31.0, 0.0)},
-    ("huggingface", "generate"): {"gelu": (56.0, 12.0), "swiglu": (72.0, 12.0)},
-    ("huggingface", "manual_eager_attention"): {"swiglu": (56.0, 1.0)},
+LOOP_OP_WEIGHTS: dict[str, float] = {
+    "aten::__and__": 1.01, "aten::__or__": 1.18, "aten::add": 0.88, "aten::any": 0.93, "aten::arange": 1.5,
+    "aten::argmax": 1.41, "aten::bitwise_not": 0.78, "aten::cat": 1.0, "aten::clone": 1.23, "aten::cos": 1.01,
+    "aten::cumsum": 1.13, "aten::div": 1.19, "aten::div_": 1.01, "aten::dropout": 0.04,
+    "aten::embedding": 2.19, "aten::empty": 0.13, "aten::eq": 0.95, "aten::expand": 0.43, "aten::fill_": 1.17,
+    "aten::full": 0.94, "aten::gather": 1.67, "aten::gt": 1.35, "aten::index": 1.91, "aten::index_put_": 1.88,
+    "aten::is_nonzero": 1.91, "aten::isin": 4.65, "aten::layer_norm": 2.01, "aten::le": 1.24,
+    "aten::lift_fresh": 0.03, "aten::linear": 3.49, "aten::lt": 1.16, "aten::masked_fill": 2.64,
+    "aten::matmul": 4.19, "aten::max": 1.44, "aten::mean": 1.01, "aten::mul": 0.77, "aten::multinomial": 17.82,
+    "aten::new_ones": 1.54, "aten::pow": 1.08, "aten::rms_norm": 1.71, "aten::rsqrt": 0.61, "aten::rsub": 1.29,
+    "aten::scatter": 2.4, "aten::select": 0.44, "aten::sin": 0.92, "aten::slice": 0.32, "aten::softmax": 1.21,
+    "aten::sort": 11.85, "aten::squeeze": 0.46, "aten::sub": 1.12, "aten::sum": 2.92, "aten::to": 1.17,
+    "aten::topk": 11.45, "aten::transpose": 0.29, "aten::unsqueeze": 0.26, "aten::view": 0.12,
+    "aten::where": 3.15,
 }
-"""(Top-level ops, their stream launches beyond one each) a decode pass issues outside its layers
-(``host_trace.decode_pass_counts``) in the code each eager inference ``host_layer`` fixed entry was measured
-on, by (implementation, loop): ``tools/gpt.py`` (embedding, final norm, LM head, argmax, the token's copy),
-``transformers``' forward (GPT-2 11, the Llama family 31: its rotary tables, causal-mask and cache-position
-ops), its ``generate()`` (56, 72: logits processors, stopping criteria with an end-of-sequence id, the
-cache's bookkeeping; ``aten::isin``'s launches the 12 extra) and a forward with eager attention (its 4-D
-mask, 56); checked by a test on committed traces of the same code (``round31/hf_infer_*``,
-``round34/hf_generate_*``, ``round60``'s eager-attention Llama, ``profile_infer_prefill_decode``,
-``round77/profile_infer_gpt_gelu_decode``). ``RuntimeSpec.pass_ops`` scales that host by a run's own weight (:func:`pass_op_weight`)."""
+"""The host of one call of each op a decode loop issues outside its layers, in typical ops (a typical op:
+the median over the calls that launch at most one kernel). Views cost a fraction of one (``aten::view``
+0.12, ``aten::unsqueeze`` 0.26), ``aten::isin`` 4.7, ``aten::where`` 3.2 and a sampler's ``aten::sort`` /
+``aten::topk`` / ``aten::multinomial`` 11-18. Fitted on round 80's decode loops (``traces/h200/round80``:
+``generate()`` and users' loops, greedy beside temperature, top-k and top-p; ``host_trace.fit_loop_op_weights``,
+reproduced by a test): each name's median host per call over its pass's ``aten::empty``. Weighed so, a
+pass's host outside its layers is one cost per typical op across codes: a Qwen2 ``generate()`` without
+an end-of-sequence id skips the stopping test's ``aten::isin`` and ``aten::where``, dearer than its other
+ops, and counting ops alone put its loop ~15 % over (rounds 86-89)."""
 
 
-def calibrated_pass_ops(implementation: str, generate: bool, act: str, eager_attention: bool) -> float | None:
+def pass_op_weight(ops: Iterable[tuple[str, int]]) -> float:
+    """A decode pass's host outside its layers in typical ops (``RuntimeSpec.pass_ops``) from its
+    top-level ops there, (name, stream launches beyond its first): each at its :data:`LOOP_OP_WEIGHTS`,
+    a name not there one op plus :data:`EXTRA_LAUNCH_OPS` a launch beyond its first."""
+    return float(sum(LOOP_OP_WEIGHTS.get(name, 1.0 + EXTRA_LAUNCH_OPS * extra) for name, extra in ops))
+
+
+CALIBRATED_PASS_OPS: dict[tuple[str, str], dict[str, float]] = {
+    ("reference", "manual"): {"gelu": 9.42, "swiglu": 9.12},
+    ("huggingface", "manual"): {"gelu": 12.75, "swiglu": 33.35},
+    ("huggingface", "generate"): {"gelu": 74.2, "swiglu": 92.04},
+    ("huggingface", "manual_eager_attention"): {"swiglu": 51.38},
+    ("huggingface", "compiled_generate"): {"swiglu": 80.92},
+}
+"""The :func:`pass_op_weight` of the ops a decode pass issues outside its layers
+(``host_trace.decode_pass_op_count``) in the code each eager inference ``host_layer`` fixed entry was
+measured on, by (implementation, loop): ``tools/gpt.py`` (embedding, final norm, LM head, argmax, the
+token's copy: 5 ops), ``transformers``' forward (GPT-2 11 ops, the Llama family 31: its rotary tables,
+causal-mask and cache-position ops), its ``generate()`` (56, 72 ops: logits processors, stopping
+criteria with an end-of-sequence id, the cache's bookkeeping; ``aten::isin`` the dearest) and a forward
+with eager attention (its 4-D mask, 56 ops); and, for ``generate()`` with a static cache whose decode
+passes replay a compiled graph (``compiled_generate``), the loop's own ops between the graph's launches
+(72 ops with ``aten::isin``'s launches: the compiled call the ``host_layer.compiled_decode_call_*`` line
+prices was fitted beside them, round 85's Llama fit traces). Checked by a test on committed traces of
+the same code (``round31/hf_infer_*``, ``round34/hf_generate_*``, ``round60``'s eager-attention Llama,
+``profile_infer_prefill_decode``, ``round77/profile_infer_gpt_gelu_decode``, ``round85``'s static
+caches). ``RuntimeSpec.pass_ops``
+scales that host by a run's own weight."""
+
+
+def calibrated_pass_ops(
+    implementation: str, generate: bool, act: str, eager_attention: bool, compiled_decode: bool = False
+) -> float | None:
     """The :func:`pass_op_weight` of :data:`CALIBRATED_PASS_OPS` for the fixed host entry the inference
     engine prices a pass with: ``generate()``'s on eager attention is the generate entry plus eager
-    attention's own (the engine adds their difference the same way); ``None`` where the calibrated code's
-    count is not known."""
+    attention's own (the engine adds their difference the same way); with ``compiled_decode``, the loop
+    between a compiled decode's graph launches (``compiled_generate``); ``None`` where the calibrated
+    code's count is not known."""
     impl = "huggingface" if implementation == "huggingface" else "reference"
 
     def weight(loop: str) -> float | None:
-        c = CALIBRATED_PASS_OPS[(impl, loop)].get(act)
-        return None if c is None else pass_op_weight(*c)
+        return CALIBRATED_PASS_OPS.get((impl, loop), {}).get(act)
 
     if impl == "reference":
         return weight("manual")
+    if compiled_decode:
+        return weight("compiled_generate")
     base = weight("generate" if generate else "manual")
     if not eager_attention or base is None:
         return base

@@ -225,10 +225,17 @@ def evaluate(
                 fixed = gen + max(extra, 0.0) if sdpa != lk else gen
             if pass_ops is not None:
                 # the run's own loop: its ops outside the layers over the calibrated code's
-                ref_ops = calibrated_pass_ops(
-                    implementation, decode_loop == "generate" and gen > 0, act_key, lk.endswith("_eager")
-                )
-                fixed = fixed * pass_ops / ref_ops if ref_ops else fixed
+                args = (implementation, decode_loop == "generate" and gen > 0, act_key, lk.endswith("_eager"))
+                ref_ops = calibrated_pass_ops(*args)
+                weight: float | None = pass_ops
+                if compiled_decode:
+                    # pass_ops weighs the loop between the graph's launches: the calibrated compiled
+                    # loop's host (with its pass's, in the prefill) is the generate entry's; the run's
+                    # ops beyond that loop's each cost what a generate() op does
+                    cref = calibrated_pass_ops(*args, compiled_decode=True)
+                    weight = None if cref is None or ref_ops is None else pass_ops + ref_ops - cref
+                if weight is not None and ref_ops:
+                    fixed = fixed * weight / ref_ops
             per_layer = hp.host_of(f"infer_{mode}_{lk}", profiler, implementation)
             if mode == "prefill" and compiled_decode:
                 # an eager prefill in a run that compiles its decode issues its layers' ops slower than

@@ -275,15 +275,16 @@ class RuntimeSpec(Spec):
     a Llama block, 38 GPT-2's; a static cache's 63), its prefill layers issuing the same ops with either
     cache. ``None``: the calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
     pass_ops: float | None = Field(default=None, gt=0)
-    """Top-level ops an eager inference forward pass issues outside its layers on the host (the token
-    embedding, the final norm, the LM head and the loop's own sampling and bookkeeping: ``generate()``'s
-    logits processors, stopping criteria and cache updates), each stream launch an op makes beyond its
-    first counted as ``profile.EXTRA_LAUNCH_OPS`` of an op (``profile.pass_op_weight``: a sampler's
-    ``aten::sort`` or ``aten::multinomial`` launches 15-20 kernels and memsets from one call). The host
-    of a pass beyond its layers was measured on code of ``profile.CALIBRATED_PASS_OPS`` (``tools/gpt.py``'s
-    loop 5 ops; ``transformers``' forward 11 for GPT-2, 31 for the Llama family; its greedy ``generate()``
-    56 and 72, with 12 extra launches) and scales with the weight. ``None``: the calibrated code's.
-    ``simcore validate`` reads it from a single-GPU trace."""
+    """The host weight, in typical ops, of the top-level ops an eager inference forward pass issues
+    outside its layers (the token embedding, the final norm, the LM head and the loop's own sampling and
+    bookkeeping: ``generate()``'s logits processors, stopping criteria and cache updates; a compiled
+    decode's loop between its graph's launches): each op at its name's host per call
+    (``profile.LOOP_OP_WEIGHTS``: a view 0.1-0.4, ``aten::isin`` 4.7, a sampler's ``aten::sort`` 12),
+    an op not there one plus ``profile.EXTRA_LAUNCH_OPS`` a stream launch beyond its first
+    (``profile.pass_op_weight``). The host of a pass beyond its layers was measured on code of
+    ``profile.CALIBRATED_PASS_OPS`` (``tools/gpt.py``'s loop 9.1; ``transformers``' forward 12.8 for
+    GPT-2, 33.4 for the Llama family; its greedy ``generate()`` 74.2 and 92.0) and scales with the
+    weight. ``None``: the calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
     cpu_op_time: CpuOpTime | None = None
     """The CPU's per-op speed of the run, where known (``simcore validate`` reads it from the trace):
     host times scale by its ratio to the speed the calibration profile measured them at. ``None``: the

@@ -36,7 +36,6 @@ from simcore.calibration.host_trace import (
     SYNC_CALLS,
     OpSpeed,
     compiled_decode_graphs,
-    compiled_decode_pass_counts,
     compiled_op_speed,
     cpu_range,
     decode_layer_op_count,
@@ -60,7 +59,6 @@ from simcore.calibration.profile import (
     backend_of_name,
     calibrated_decode_layer_ops,
     calibrated_pass_ops,
-    pass_op_weight,
 )
 from simcore.calibration.traces.model import CpuOp
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
@@ -1079,14 +1077,15 @@ def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple
         return None, None
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     ref = calibrated_pass_ops(
-        sc.runtime.implementation, sc.runtime.decode_loop == "generate", act, eager_attention
+        sc.runtime.implementation,
+        sc.runtime.decode_loop == "generate",
+        act,
+        eager_attention,
+        bool(sc.runtime.compiled_decode),
     )
-    if sc.runtime.compiled_decode:
-        # the loop's own ops between the graph's launches (its layers and the model's ops run inside)
-        c = compiled_decode_pass_counts(ans[0])
-        n = None if c is None else pass_op_weight(*c)
-    else:
-        n = decode_pass_op_count(ans[0])
+    # a compiled decode's: the loop's own ops between the graph's launches (its layers and the model's
+    # ops run inside)
+    n = decode_pass_op_count(ans[0])
     if n is None or ref is None or abs(n / ref - 1.0) <= 0.05:
         return None, ref
     return n, ref

@@ -77,11 +77,12 @@ def test_ops_with_and_without_rows_are_priced_apart() -> None:
 
 
 def test_pass_ops_scale_the_host_beyond_the_layers() -> None:
-    """runtime.pass_ops scales a pass's fixed host by its ratio to the calibrated code's count
-    (profile.CALIBRATED_PASS_OPS, profile.pass_op_weight): generate() on SDPA layers was measured at 72 ops and
-    12 extra launches, so half that weight halves it; the
-    layers' host is untouched; the calibrated count itself changes nothing."""
-    from simcore.calibration.profile import EXTRA_LAUNCH_OPS, calibrated_pass_ops
+    """runtime.pass_ops scales a pass's fixed host by its ratio to the calibrated code's weight
+    (profile.CALIBRATED_PASS_OPS, profile.pass_op_weight): half the weight of the calibrated generate()
+    halves it; the layers' host is untouched; the calibrated weight itself changes nothing. A compiled
+    decode's weight is its loop between the graph's launches: each op beyond the calibrated compiled
+    loop's costs what a generate() op does."""
+    from simcore.calibration.profile import CALIBRATED_PASS_OPS, calibrated_pass_ops
     from simcore.prediction import predict
 
     prof = load_profile(default_registry().device("h200"))
@@ -93,12 +94,24 @@ def test_pass_ops_scale_the_host_beyond_the_layers() -> None:
         return float(predict(load_scenario(str(SC), base + extra)).model_dump()["decode_host_s"])
 
     ref = calibrated_pass_ops("huggingface", True, "swiglu", False)
-    # 72 ops and aten::isin's 12 launches beyond one, each at EXTRA_LAUNCH_OPS of an op
-    assert ref == pytest.approx(72.0 + 12.0 * EXTRA_LAUNCH_OPS)
+    assert ref == CALIBRATED_PASS_OPS[("huggingface", "generate")]["swiglu"]
     assert host([f"runtime.pass_ops={ref}"]) == pytest.approx(host([]), rel=1e-9)
     assert host([]) - host([f"runtime.pass_ops={ref / 2}"]) == pytest.approx(fixed / 2, rel=1e-6)
-    # eager attention in generate(): generate()'s weight plus what eager attention adds (56 + 1 launch - 31)
-    assert calibrated_pass_ops("huggingface", True, "swiglu", True) == pytest.approx(ref + 25.0 + EXTRA_LAUNCH_OPS)
+    # eager attention in generate(): generate()'s weight plus what eager attention's forward adds
+    eager = CALIBRATED_PASS_OPS[("huggingface", "manual_eager_attention")]["swiglu"]
+    sdpa = CALIBRATED_PASS_OPS[("huggingface", "manual")]["swiglu"]
+    assert calibrated_pass_ops("huggingface", True, "swiglu", True) == pytest.approx(ref + eager - sdpa)
+    # a compiled decode: the calibrated compiled loop's weight changes nothing, 10 more cost 10 generate() ops
+    cref = calibrated_pass_ops("huggingface", True, "swiglu", False, compiled_decode=True)
+    assert cref == CALIBRATED_PASS_OPS[("huggingface", "compiled_generate")]["swiglu"]
+    comp = [*base, "runtime.compiled_decode=true"]
+
+    def chost(extra: list[str]) -> float:
+        return float(predict(load_scenario(str(SC), comp + extra)).model_dump()["decode_host_s"])
+
+    assert chost([f"runtime.pass_ops={cref}"]) == pytest.approx(chost([]), rel=1e-9)
+    assert chost([f"runtime.pass_ops={cref + 10}"]) - chost([]) == pytest.approx(fixed * 10 / ref, rel=1e-6)
     # a count the calibrated code was not measured at: nothing to scale by
     assert calibrated_pass_ops("huggingface", False, "gelu", True) is None
-    assert calibrated_pass_ops("reference", True, "gelu", False) == 5.0
+    assert calibrated_pass_ops("huggingface", True, "gelu", False, compiled_decode=True) is None
+    assert calibrated_pass_ops("reference", True, "gelu", False) == CALIBRATED_PASS_OPS[("reference", "manual")]["gelu"]
