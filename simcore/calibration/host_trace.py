@@ -825,12 +825,15 @@ def loop_passes(a: Analysis) -> list[tuple[float, list[LoopOp]]]:
         if not win or any(o.name.startswith(_BWD_NORM) for o in win):
             continue
         hi = max(o.ts + o.dur for o in win)
+        paces: dict[int, float] = {}
         for p, starts, _seq in _forward_passes(win, prefill=False):
             begin, end = _pass_span(p, starts, hi)
             tid = p[0].tid
             calls = launches.get(tid, [])
             top = [o for lo, up in ((begin, p[0].ts), (p[-1].ts, end)) for o in _top_ops(win, tid, lo, up)]
-            out.append((_empty_pace(win, tid), [_loop_op(o, calls) for o in top]))
+            if tid not in paces:
+                paces[tid] = _empty_pace(win, tid)
+            out.append((paces[tid], [_loop_op(o, calls) for o in top]))
     return out
 
 
@@ -890,49 +893,37 @@ def fit_loop_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[st
 def fit_extra_launch_ops(analyses: list[Analysis]) -> tuple[float, float, float]:
     """(The host of a stream launch beyond an op's first, in top-level ops; the RMS relative error of a
     pass's host outside its layers with it; without it) fitted on profiled eager decode loops
-    (``profile.EXTRA_LAUNCH_OPS``): each trace's median host outside the layers, over its empty-op probe
+    (``profile.EXTRA_LAUNCH_OPS``). Each trace's median host outside the layers, over its empty-op probe
     (the host's pace), is its code's cost per op times ``ops + w * extra launches``
-    (:func:`_fit_pass_weight`; the fit needs traces of one code with different launch counts, round 80:
-    each sampler beside greedy)."""
-    return _fit_pass_weight(
-        analyses, lambda ops, w: len(ops) + w * sum(o.extra for o in ops), "the extra launch weight"
-    )
-
-
-def _fit_pass_weight(
-    analyses: list[Analysis], weight: Callable[[list[LoopOp], float], float], what: str
-) -> tuple[float, float, float]:
-    """(The parameter ``w`` of ``weight(a pass's ops outside its layers, w)``, the RMS relative error of
-    a pass's host outside its layers with it, with ``w`` = 0): each trace's median host outside the
-    layers over its empty-op probe (the host's pace) is its code's cost times its passes' median weight;
-    the codes (implementation, loop, activation) each have their own cost. ``w`` minimises the squared
-    log error over a grid of 0 to 2 in steps of 0.01; the fit needs two or more traces of one code."""
+    (:func:`decode_pass_counts`); the codes (implementation, loop, activation) each have their own cost
+    per op. ``w`` minimises the squared log error over a grid of 0 to 1.5 in steps of 0.01; the fit needs
+    traces of one code with different launch counts (round 80: each sampler beside greedy)."""
     import numpy as np
 
     codes: list[str] = []
     host: list[float] = []
-    passes: list[list[list[LoopOp]]] = []
+    counts: list[tuple[float, float]] = []
     for a in analyses:
         rows = [r for r in decode_step_hosts(a) if r.empty_main_s > 0]
-        per_pass = [ops for _pace, ops in loop_passes(a)]
-        if not rows or not per_pass:
+        c = decode_pass_counts(a)
+        if not rows or c is None:
             continue
-        host.append(statistics.median((r.pass_s - r.layers * r.layer_s) / r.empty_main_s for r in rows))
+        outside = statistics.median((r.pass_s - r.layers * r.layer_s) / r.empty_main_s for r in rows)
         codes.append(f"{rows[0].impl}/{rows[0].loop}/{rows[0].act}")
-        passes.append(per_pass)
+        host.append(outside)
+        counts.append(c)
     if len({*codes}) == len(codes):
-        raise ValueError(f"fitting {what} needs two or more traces of one code")
+        raise ValueError("fitting the extra launch weight needs two or more traces of one code")
     y = np.log(np.asarray(host, dtype=float))
     groups = [np.asarray([k == code for k in codes]) for code in sorted({*codes})]
 
     def residual(w: float) -> np.ndarray:
-        x = [statistics.median(weight(ops, w) for ops in per_pass) for per_pass in passes]
-        r: np.ndarray = y - np.log(np.asarray(x, dtype=float))
+        r: np.ndarray = y - np.log(np.asarray([o + w * x for o, x in counts], dtype=float))
         for g in groups:
             r[g] -= r[g].mean()
         return r
 
-    grid = np.round(np.arange(0.0, 2.0001, 0.01), 2)
+    grid = np.round(np.arange(0.0, 1.5001, 0.01), 2)
     best = float(grid[int(np.argmin([float((residual(w) ** 2).sum()) for w in grid]))])
 
     def rms(w: float) -> float:

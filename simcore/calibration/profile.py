@@ -367,8 +367,7 @@ passes replay a compiled graph (``compiled_generate``), the loop's own ops betwe
 prices was fitted beside them, round 85's Llama fit traces). Checked by a test on committed traces of
 the same code (``round31/hf_infer_*``, ``round34/hf_generate_*``, ``round60``'s eager-attention Llama,
 ``profile_infer_prefill_decode``, ``round77/profile_infer_gpt_gelu_decode``, ``round85``'s static
-caches). ``RuntimeSpec.pass_ops``
-scales that host by a run's own weight."""
+caches). ``RuntimeSpec.pass_ops`` scales that host by a run's own weight."""
 
 
 def calibrated_pass_ops(
