@@ -208,7 +208,15 @@ stop 27): static caches of a 12-layer Qwen2 of h 1024 at batch 8, a 6-layer Qwen
 Llama of h 1536 with top-p and an 8-layer Qwen2 of h 1536 with an end-of-sequence id; dynamic caches of an 8-layer
 Mistral of h 1536 with top-p and a 6-layer Qwen2 of h 1536 at batch 8.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99] [--budget S] [--smoke]
+Round 100 (``--set static_fit2``, fitted, not held apart): eight more host-bound compiled static-cache ``generate()``
+runs beside round 85's (Llama, Mistral, Qwen2 with and without an end-of-sequence id, greedy and sampling).
+
+Round 101 (``--set r101``): held-apart static-cache ``generate()`` after stop 28's compiled-decode changes: a 10-layer
+Llama of h 1536, a 12-layer Qwen2 of h 1536, a 4-layer Mistral of h 4096 after a 512-token prompt, a 6-layer Llama of
+h 2560 with top-p at batch 8, a 4-layer Qwen2 of h 2048 with an end-of-sequence id at batch 16, a 14-layer Llama at
+batch 1.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -901,6 +909,46 @@ RUNS_R99 = [
      (256, 16), {}),
 ]  # fmt: skip
 
+# round 100 (--set static_fit2): fit runs, not held apart: more host-bound static-cache generate() compiled, as round 85's
+# (stop 28: round 85's four traces ran the compiled loop, the call and the eager prefill ~7 % faster per probe than the
+# held-apart rounds 86-99 that followed)
+RUNS_STATIC_FIT2 = [
+    ("sfit2_generate_llama_L8_h2048_b2_static", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "generate", 2,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit2_generate_llama_L6_h1536_b4_static", lambda s: llama(6, 1536, 12, 4, 4096, 32000, s), "generate", 4,
+     (128, 24), {"gen": {"cache_implementation": "static"}}),
+    ("sfit2_generate_mistral_L10_h2048_b1_static", lambda s: llama(10, 2048, 16, 8, 5632, 32000, s, "mistral"),
+     "generate", 1, (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit2_generate_qwen2_L6_h1536_b2_static", lambda s: llama(6, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate",
+     2, (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit2_generate_qwen2_L8_h1024_b8_static_eos", lambda s: llama(8, 1024, 16, 4, 4864, 151936, s, "qwen2"),
+     "generate", 8, (128, 16), {"gen": {"cache_implementation": "static", "eos_token_id": 2}}),
+    ("sfit2_generate_llama_L12_h1024_b1_static", lambda s: llama(12, 1024, 16, 4, 4096, 32000, s), "generate", 1,
+     (128, 24), {"gen": {"cache_implementation": "static"}}),
+    ("sfit2_generate_llama_L4_h3072_b4_static_topk", lambda s: llama(4, 3072, 24, 8, 8192, 32000, s), "generate", 4,
+     (256, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "top_k": 40}}),
+    ("sfit2_generate_mistral_L6_h2560_b2_static_temp", lambda s: llama(6, 2560, 20, 4, 6912, 32000, s, "mistral"),
+     "generate", 2, (128, 16), {"gen": {"cache_implementation": "static", "do_sample": True, "temperature": 0.7}}),
+]  # fmt: skip
+
+
+# round 101 (--set r101): held apart, static-cache generate() after the compiled decode's loop priced without the ops its
+# graph holds and round 100's fit rows (stop 28)
+RUNS_R101 = [
+    ("generate_llama_L10_h1536_b2_static", lambda s: llama(10, 1536, 12, 4, 4096, 32000, s), "generate", 2,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L12_h1536_b4_static", lambda s: llama(12, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 4,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_mistral_L4_h4096_b1_static_p512", lambda s: llama(4, 4096, 32, 8, 14336, 32000, s, "mistral"),
+     "generate", 1, (512, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L6_h2560_b8_static_topp", lambda s: llama(6, 2560, 20, 4, 6912, 32000, s), "generate", 8,
+     (128, 24), {"gen": {"cache_implementation": "static", "do_sample": True, "top_p": 0.9}}),
+    ("generate_qwen2_L4_h2048_b16_static_eos", lambda s: llama(4, 2048, 16, 2, 11008, 151936, s, "qwen2"), "generate",
+     16, (128, 16), {"gen": {"cache_implementation": "static", "eos_token_id": 2}}),
+    ("generate_llama_L14_h2048_b1_static", lambda s: llama(14, 2048, 16, 8, 5632, 32000, s), "generate", 1,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
 
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
@@ -952,6 +1000,8 @@ SETS = {
     "r97": (RUNS_R97, "r97"),
     "r98": (RUNS_R98, "r98"),
     "r99": (RUNS_R99, "r99"),
+    "static_fit2": (RUNS_STATIC_FIT2, "r100"),
+    "r101": (RUNS_R101, "r101"),
 }
 
 

@@ -223,17 +223,20 @@ def evaluate(
                 sdpa = lk.removesuffix("_eager")
                 extra = fixed - hp.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
                 fixed = gen + max(extra, 0.0) if sdpa != lk else gen
-            if pass_ops is not None:
+            if pass_ops is not None or compiled_decode:
                 # the run's own loop: its ops outside the layers over the calibrated code's
                 args = (implementation, decode_loop == "generate" and gen > 0, act_key, lk.endswith("_eager"))
                 ref_ops = calibrated_pass_ops(*args)
                 weight: float | None = pass_ops
                 if compiled_decode:
-                    # pass_ops weighs the loop between the graph's launches: the calibrated compiled
-                    # loop's host (with its pass's, in the prefill) is the generate entry's; the run's
-                    # ops beyond that loop's each cost what a generate() op does
+                    # pass_ops weighs the loop between the graph's launches (none given: the calibrated
+                    # compiled loop's), each op at a generate() op's cost; the eager prefill's pass also
+                    # issues what a decode pass's graph holds (the embedding, the final norm, the LM
+                    # head): the calibrated generate() pass's weight beyond the calibrated compiled loop's
                     cref = calibrated_pass_ops(*args, compiled_decode=True)
-                    weight = None if cref is None or ref_ops is None else pass_ops + ref_ops - cref
+                    weight = pass_ops if pass_ops is not None else cref
+                    if mode == "prefill":
+                        weight = None if weight is None or ref_ops is None or cref is None else weight + ref_ops - cref
                 if weight is not None and ref_ops:
                     fixed = fixed * weight / ref_ops
             per_layer = hp.host_of(f"infer_{mode}_{lk}", profiler, implementation)

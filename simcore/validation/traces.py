@@ -137,6 +137,12 @@ class ValidationReport:
     inference: dict[str, Any] | None = None
     """The scenario's ``inference`` section as predicted (with what the trace showed, e.g. the prefill's
     logits of every position); ``None`` for training."""
+    phases: dict[str, float] | None = None
+    """Inference: how the predicted step is made, ``prefills`` prefills and ``decode_steps`` decode steps
+    (counted from the trace), each phase's predicted seconds (``prefill_s``, ``decode_step_s``) and the
+    host seconds to issue it (``prefill_host_s``, ``decode_host_s``; 0 where not modelled), and what a
+    loop that never waits saves by issuing decode steps during the prefill (``overlap_saved_s``);
+    ``None`` for training."""
 
     @property
     def error_pct(self) -> float:
@@ -180,6 +186,7 @@ class ValidationReport:
             "runtime": self.runtime,
             "training": self.training,
             "inference": self.inference,
+            "phases": self.phases,
             "notes": self.notes,
         }
 
@@ -297,14 +304,16 @@ def p2p_wait(a: Analysis) -> float:
 
 def _predicted(
     sc: Scenario, engine: str, a: Analysis | None = None
-) -> tuple[float, dict[str, float], Any, list[str]]:
+) -> tuple[float, dict[str, float], dict[str, float] | None, list[str]]:
+    """The predicted step (seconds), its breakdown, for inference the step's phases
+    (:attr:`ValidationReport.phases`), and the prediction's notes."""
     from simcore.prediction import predict
 
     r = predict(sc, engine=engine)
     d = r.model_dump()
     notes = [str(n) for n in d.get("notes", [])]
     if sc.kind == "training":
-        return float(d["step_time_s"]), {k: float(v) for k, v in d["breakdown"].items()}, r, notes
+        return float(d["step_time_s"]), {k: float(v) for k, v in d["breakdown"].items()}, None, notes
     inf = sc.inference
     assert inf is not None
     comp = inference_composition(a, sc.model.layers / sc.parallel.pp) if a is not None else None
@@ -348,7 +357,16 @@ def _predicted(
             breakdown_power_cap(dev, load_profile(dev, sc.calibration), bd, inf.precision)
         )
         total += bd["power_cap"] - per_phase
-    return total, dict(bd), r, notes
+    phases = {
+        "prefills": n_pre,
+        "decode_steps": n_dec,
+        "prefill_s": float(d["prefill_time_s"]),
+        "decode_step_s": float(d["decode_step_time_s"]),
+        "prefill_host_s": float(d["prefill_host_s"]),
+        "decode_host_s": float(d["decode_host_s"]),
+        "overlap_saved_s": saved,
+    }
+    return total, dict(bd), phases, notes
 
 
 def _kernel_rows(ans: list[Analysis], sc: Scenario, top: int) -> list[dict[str, Any]]:
@@ -846,7 +864,7 @@ def validate(
         )
     slowest = max(ans, key=lambda a: a.step_time_s)
     measured = slowest.step_time_s
-    pred_step, bd, _res, notes = _predicted(sc, engine, slowest)
+    pred_step, bd, phases, notes = _predicted(sc, engine, slowest)
     notes = [*notes, *assumed]
     if warm:
         notes.append(
@@ -965,6 +983,7 @@ def validate(
         runtime=sc.runtime.model_dump(mode="json"),
         training=None if sc.training is None else sc.training.model_dump(mode="json"),
         inference=None if sc.inference is None else sc.inference.model_dump(mode="json"),
+        phases=phases,
     )
 
 
