@@ -216,7 +216,12 @@ Llama of h 1536, a 12-layer Qwen2 of h 1536, a 4-layer Mistral of h 4096 after a
 h 2560 with top-p at batch 8, a 4-layer Qwen2 of h 2048 with an end-of-sequence id at batch 16, a 14-layer Llama at
 batch 1.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101] [--budget S] [--smoke]
+Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight training fit runs again, on another day.
+
+Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
+2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
+
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -950,6 +955,20 @@ RUNS_R101 = [
 ]  # fmt: skip
 
 
+# round 102 (--set train_fit2): round 32's training fit runs again (GPT-2 small's layers and a Llama of h 1024, 2 and 8
+# layers, 1 x 512 tokens, twice), on another day: held-apart host-bound training steps came out ~5 % short (stop 28)
+RUNS_TRAIN_FIT2 = [(n.replace("fit_", "fit2_", 1), b, k, mb, sh, o) for n, b, k, mb, sh, o in RUNS_FIT if k == "train"]
+
+
+# round 103 (--set r103): held apart, host-bound training steps after round 102's refit (stop 28)
+RUNS_R103 = [
+    ("train_llama_L6_h1536_b2_s1024", lambda s: llama(6, 1536, 12, 4, 4096, 32000, s), "train", 2, 1024, {}),
+    ("train_gpt2_L12_h768_b4_s512", lambda s: gpt2(12, 768, 12, s), "train", 4, 512, {}),
+    ("train_qwen2_L4_h1536_b2_s1024", lambda s: llama(4, 1536, 12, 2, 8960, 151936, s, "qwen2"), "train", 2, 1024, {}),
+    ("train_mistral_L8_h2048_b1_s1024", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s, "mistral"), "train", 1, 1024,
+     {}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1002,6 +1021,8 @@ SETS = {
     "r99": (RUNS_R99, "r99"),
     "static_fit2": (RUNS_STATIC_FIT2, "r100"),
     "r101": (RUNS_R101, "r101"),
+    "train_fit2": (RUNS_TRAIN_FIT2, "r102"),
+    "r103": (RUNS_R103, "r103"),
 }
 
 

@@ -44,7 +44,7 @@ from simcore.calibration.profile import pass_op_weight  # noqa: E402
 from simcore.calibration.traces import read_trace  # noqa: E402
 from simcore.validation.traces import validate  # noqa: E402
 
-FIT_ROUNDS = ("round85", "round96")
+FIT_ROUNDS = ("round85", "round96", "round100")
 
 
 def measured(a) -> dict[str, float] | None:  # type: ignore[no-untyped-def]

@@ -51,6 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from simcore.calibration.profile import calibrated_pass_ops
 from simcore.errors import TraceError
 from simcore.workload.model import WEIGHT_TENSORS_PER_LAYER
 
@@ -655,7 +656,9 @@ def compiled_decode_costs(
     profiler only; its extra host per aten op does not apply to the guards and driver calls, so the
     plain entries take the same values); with the rows' ``act`` and ``prefill_layer_s``,
     ``compiled_decode_prefill_layer_ratio``: the eager prefill's host per layer in such a run over the
-    profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace. Those from the host-bound rows
+    profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace; with ``pass_weight`` and
+    ``prefill_outside_s``, ``compiled_decode_prefill_fixed_ratio``: the prefill's host outside its layers over
+    the ``generate()`` entry the engine prices it at. Those from the host-bound rows
     (a decode whose host waits less than it leads, ``wait_s <= lead_s``: round 85's), where the call is what
     a pass's host costs. With ``lead_s``, ``[profiled_]compiled_decode_lead_fixed`` / ``_per_kernel``: what
     the GPU idles from a step's wait for it to the graph's first kernel, a line over the graph's kernels at
@@ -681,6 +684,24 @@ def compiled_decode_costs(
             ratios.append(float(r["prefill_layer_s"]) / (layer * pace / probe))
     if ratios:
         out["compiled_decode_prefill_layer_ratio"] = float(statistics.median(ratios))
+    # the eager prefill's pass outside its layers (its embedding, final norm, LM head and the loop's ops on
+    # its token) over what the engine prices for it: the generate() entry at the pass's weight beside a
+    # compiled decode (the loop's plus the calibrated generate() pass's beyond the calibrated compiled loop's)
+    # at the trace's aten::linear pace (rounds 85 and 100: 1.0-1.5)
+    outside = []
+    for r in host_bound:
+        act = r.get("act") or ""
+        lin = ref.get(f"probe_linear_ratio_infer_hf_{act}")
+        gen = ref.get(f"profiled_hf_infer_generate_fixed_{act}")
+        eager = calibrated_pass_ops("huggingface", True, act, False)
+        comp = calibrated_pass_ops("huggingface", True, act, False, compiled_decode=True)
+        weight = float(r.get("pass_weight") or 0.0)
+        got = float(r.get("prefill_outside_s") or 0.0)
+        if lin and gen and eager and comp and weight > 0 and got > 0:
+            pace = float(r["linear_main_s"]) / lin
+            outside.append(got / (gen * (weight + eager - comp) / eager * pace / probe))
+    if outside:
+        out["compiled_decode_prefill_fixed_ratio"] = float(statistics.median(outside))
     # the GPU's idle from a step's wait for it to its graph's first kernel: the loop's own ops, the call, the
     # launch (round 91: what a GPU-bound decode idles each step), from the runs where it is exposed
     led = [r for r in (gpu_bound if len(gpu_bound) >= 2 else rows) if float(r.get("lead_s") or 0.0) > 0]

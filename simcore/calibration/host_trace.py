@@ -1157,6 +1157,12 @@ class CompiledDecodeCalls(_Row):
     wait_s: float = 0.0
     """Those waits' median length: where it exceeds ``lead_s`` the decode is GPU-bound (the host waits
     longer than it works), and its lead is what such a run exposes."""
+    prefill_outside_s: float = 0.0
+    """The eager prefill's host outside its layers: from its embedding to its first layer's norm and from its
+    final norm to the first decode graph's launch (the LM head, the loop's ops on the prefill's token), less
+    ``call_s``; the median over the steps that recorded no graph (0: not found)."""
+    pass_weight: float = 0.0
+    """The loop's ops between the graph launches, weighed (:func:`decode_pass_op_count`; 0: none found)."""
 
 
 COMPILED_DECODE_COLUMNS = columns(CompiledDecodeCalls)
@@ -1227,6 +1233,9 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
     speed = op_speed(a, PROBE_WINDOW)
     if not regions or speed is None or not speed.linear_main_s:
         return None
+    call_s = float(statistics.median(o.dur for o in regions)) + (
+        float(statistics.median(lookups)) if lookups else 0.0
+    )
     corr = {c.correlation for c in graphs}
     per: dict[int, int] = {}
     first: dict[int, float] = {}
@@ -1242,24 +1251,33 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
         if i >= 0 and ends[i] > prev.ts:
             leads.append(first.get(nxt.correlation, nxt.ts + nxt.dur) - ends[i])
             waited.append(waits[i][1])
-    layer_s = [
-        (p[-1].ts - p[0].ts) / ((len(p) - 1) // 2)
-        for _st, _lo, _hi, win in _step_windows(a)
-        for p, _starts, seq in _forward_passes(win, prefill=True)
-        if seq > 1
-    ]
+    layer_s, outside = [], []
+    warm = set(graph_capture_steps(a))
+    for st, _lo, hi, win in _step_windows(a):
+        for p, starts, seq in _forward_passes(win, prefill=True):
+            if seq <= 1:
+                continue
+            layer_s.append((p[-1].ts - p[0].ts) / ((len(p) - 1) // 2))
+            # the prefill's pass outside its layers: its embedding to its first layer, and its final norm
+            # to the decode's first graph launch (the LM head, the loop's ops on the first token) less the
+            # call that launches it; steps that recorded a graph are left out (the record's own cost)
+            begin, _end = _pass_span(p, starts, hi)
+            launch = launches[bisect.bisect_left(launches, p[-1].ts)] if launches[-1] > p[-1].ts else None
+            if launch is not None and launch <= hi and a.steps.index(st) not in warm:
+                outside.append(p[0].ts - begin + launch - p[-1].ts)
     return CompiledDecodeCalls(
         trace=a.trace.path,
         calls=len(regions),
         kernels_per_replay=float(statistics.median(per.values())) if per else 0.0,
-        call_s=float(statistics.median(o.dur for o in regions))
-        + (float(statistics.median(lookups)) if lookups else 0.0),
+        call_s=call_s,
         linear_main_s=float(speed.linear_main_s),
         empty_main_s=float(speed.empty_main_s or 0.0),
         act="swiglu" if any(o.name == "aten::silu" for o in ops) else "gelu",
         prefill_layer_s=float(statistics.median(layer_s)) if layer_s else 0.0,
         lead_s=float(statistics.median(leads)) if leads else 0.0,
         wait_s=float(statistics.median(waited)) if waited else 0.0,
+        prefill_outside_s=max(float(statistics.median(outside)) - call_s, 0.0) if outside else 0.0,
+        pass_weight=float(decode_pass_op_count(a) or 0.0),
     )
 
 

@@ -241,9 +241,11 @@ def evaluate(
                     fixed = fixed * weight / ref_ops
             per_layer = hp.host_of(f"infer_{mode}_{lk}", profiler, implementation)
             if mode == "prefill" and compiled_decode:
-                # an eager prefill in a run that compiles its decode issues its layers' ops slower than
-                # a plain eager run's at the same aten::linear pace (round 85's fit traces)
+                # an eager prefill in a run that compiles its decode issues its ops slower than a plain
+                # eager run's at the same aten::linear pace, its layers' and those outside them (rounds 85
+                # and 100's fit traces, fit_host.compiled_decode_costs)
                 per_layer *= host_cal.get("compiled_decode_prefill_layer_ratio", 1.0)
+                fixed = fixed * host_cal.get("compiled_decode_prefill_fixed_ratio", 1.0)
             scale = ops if mode == "decode" or implementation == "reference" else 1.0
             host = layers * scale * per_layer + fixed
             exposed: Num = 0.0

@@ -185,6 +185,8 @@ def test_trace_report_summary_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     # what the prediction took from the trace: its CPU probe, and a loop that never waits for the GPU
     assert out["rows"][0]["cpu_op_time_s"] == rep["runtime"]["cpu_op_time"]
     assert out["rows"][0]["step_sync"] is False
+    # a training step has no inference phases
+    assert rep["phases"] is None and rep["inference"] is None
     # per class and per memory-bound op over the traces: the validate report's sums
     totals = trace_report.class_totals(out["rows"])
     gemm = next(c for c in rep["classes"] if c["class"] == "gemm")
