@@ -62,7 +62,10 @@ def test_shipped_host_section() -> None:
 
     h = fit_host(host_files_beside(REPO / "traces" / "h200" / "ops.csv.gz"))
     # every step file together (the probe shares pool the plain and Hugging Face runs)
-    step_files = [REPO / "traces/h200/host_steps.csv.gz", REPO / "traces/h200/host_steps_hf.csv.gz"]
+    step_files = [
+        REPO / "traces/h200" / f
+        for f in ("host_steps.csv.gz", "host_steps_hf.csv.gz", "host_steps_hf_r102.csv.gz")
+    ]
     step_files.append(REPO / "traces/h200x2/host_steps_dist.csv.gz")
     steps = step_host_costs([r for f in step_files for r in _csv_rows(f)], "steps")
     # the own models' decode files together (round 25's passes and round 42's, with its prefills)
