@@ -51,7 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from simcore.calibration.profile import calibrated_pass_ops
+from simcore.calibration.profile import calibrated_pass_ops, compiled_prefill_pass_weight
 from simcore.errors import TraceError
 from simcore.workload.model import WEIGHT_TENSORS_PER_LAYER
 
@@ -694,12 +694,12 @@ def compiled_decode_costs(
         lin = ref.get(f"probe_linear_ratio_infer_hf_{act}")
         gen = ref.get(f"profiled_hf_infer_generate_fixed_{act}")
         eager = calibrated_pass_ops("huggingface", True, act, False)
-        comp = calibrated_pass_ops("huggingface", True, act, False, compiled_decode=True)
         weight = float(r.get("pass_weight") or 0.0)
+        pass_weight = compiled_prefill_pass_weight(weight, "huggingface", True, act, False) if weight > 0 else None
         got = float(r.get("prefill_outside_s") or 0.0)
-        if lin and gen and eager and comp and weight > 0 and got > 0:
+        if lin and gen and eager and pass_weight and got > 0:
             pace = float(r["linear_main_s"]) / lin
-            outside.append(got / (gen * (weight + eager - comp) / eager * pace / probe))
+            outside.append(got / (gen * pass_weight / eager * pace / probe))
     if outside:
         out["compiled_decode_prefill_fixed_ratio"] = float(statistics.median(outside))
     # the GPU's idle from a step's wait for it to its graph's first kernel: the loop's own ops, the call, the

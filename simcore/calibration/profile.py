@@ -394,6 +394,21 @@ def calibrated_pass_ops(
     return None if eager is None or sdpa is None else base + eager - sdpa
 
 
+def compiled_prefill_pass_weight(
+    loop_weight: float | None, implementation: str, generate: bool, act: str, eager_attention: bool
+) -> float | None:
+    """The weight (:func:`pass_op_weight`) of the eager prefill's pass outside its layers in a run whose decode
+    replays a compiled graph: the run's loop between the graph's launches (``loop_weight``; ``None``: the
+    calibrated compiled loop's) plus what a decode pass's graph holds and the prefill issues itself (the
+    embedding, the final norm, the LM head): the calibrated pass's weight beyond the calibrated compiled loop's.
+    ``None`` where either calibrated weight is not known."""
+    args = (implementation, generate, act, eager_attention)
+    ref, comp = calibrated_pass_ops(*args), calibrated_pass_ops(*args, compiled_decode=True)
+    if ref is None or comp is None:
+        return None
+    return (comp if loop_weight is None else loop_weight) + ref - comp
+
+
 EMBEDDING_BWD_ELEMENT_BYTES = 12.0
 """Bytes a token x hidden element counts for :class:`EmbeddingBackwardParams`' efficiencies."""
 

@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.profile import calibrated_decode_layer_ops, calibrated_pass_ops, load_profile
+from simcore.calibration.profile import (
+    calibrated_decode_layer_ops,
+    calibrated_pass_ops,
+    compiled_prefill_pass_weight,
+    load_profile,
+)
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
@@ -231,12 +236,12 @@ def evaluate(
                 if compiled_decode:
                     # pass_ops weighs the loop between the graph's launches (none given: the calibrated
                     # compiled loop's), each op at a generate() op's cost; the eager prefill's pass also
-                    # issues what a decode pass's graph holds (the embedding, the final norm, the LM
-                    # head): the calibrated generate() pass's weight beyond the calibrated compiled loop's
-                    cref = calibrated_pass_ops(*args, compiled_decode=True)
-                    weight = pass_ops if pass_ops is not None else cref
-                    if mode == "prefill":
-                        weight = None if weight is None or ref_ops is None or cref is None else weight + ref_ops - cref
+                    # issues what a decode pass's graph holds (compiled_prefill_pass_weight)
+                    weight = (
+                        compiled_prefill_pass_weight(pass_ops, *args)
+                        if mode == "prefill"
+                        else pass_ops if pass_ops is not None else calibrated_pass_ops(*args, compiled_decode=True)
+                    )
                 if weight is not None and ref_ops:
                     fixed = fixed * weight / ref_ops
             per_layer = hp.host_of(f"infer_{mode}_{lk}", profiler, implementation)

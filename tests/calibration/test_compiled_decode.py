@@ -648,3 +648,25 @@ def test_cudnn_prompts_tile_each_query_head_on_its_own() -> None:
         if r["framework"] == "eager" and r["name"] == "sdpa_cudnn" and r["causal"] == "1"
     ]
     assert len(errs) == 24 and float(np.median(np.abs(errs))) < 0.25
+
+
+def test_compiled_prefill_pass_weight_adds_what_the_graph_holds() -> None:
+    from simcore.calibration.profile import (
+        CALIBRATED_PASS_OPS,
+        calibrated_pass_ops,
+        compiled_prefill_pass_weight,
+    )
+
+    ref = CALIBRATED_PASS_OPS["huggingface", "generate"]["swiglu"]
+    comp = CALIBRATED_PASS_OPS["huggingface", "compiled_generate"]["swiglu"]
+    # the calibrated compiled loop's prefill is the calibrated generate() pass: 92.04 typical ops
+    assert compiled_prefill_pass_weight(None, "huggingface", True, "swiglu", False) == pytest.approx(ref)
+    # a shorter loop (Qwen2 without an end-of-sequence id, 47.9) keeps the embedding, norm and head's 11.1
+    assert compiled_prefill_pass_weight(47.9, "huggingface", True, "swiglu", False) == pytest.approx(
+        47.9 + ref - comp
+    )
+    assert ref - comp == pytest.approx(11.12, abs=0.01)
+    # the engine's decode pass weighs the loop alone: the calibrated compiled loop where none is given
+    assert calibrated_pass_ops("huggingface", True, "swiglu", False, compiled_decode=True) == comp
+    # a code without a calibrated compiled loop: unknown
+    assert compiled_prefill_pass_weight(None, "huggingface", True, "gelu", False) is None
