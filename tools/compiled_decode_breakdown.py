@@ -1,13 +1,14 @@
 """Where a compiled static-cache ``generate()`` step's time goes, measured and predicted, per phase.
 
-For every trace whose decode passes replay a compiled CUDA graph (``host_trace.compiled_decode_graphs``): round 85's
-and 96's fit traces (no scenario: measured columns only) and the compiled rows of ``traces/validate.csv`` (with
+For every trace whose decode passes replay a compiled CUDA graph (``host_trace.compiled_decode_graphs``): round 85's,
+96's and 100's fit traces (no scenario: measured columns only) and the compiled rows of ``traces/validate.csv`` (with
 ``simcore validate``'s prediction). Measured, medians over the profiled steps:
 
 - ``period``: the interval between consecutive graph launches inside a step (a decode pass's period);
 - ``call``: the compiled call (``host_trace.compiled_decode_calls``: dynamo's lookup and the compiled region);
 - ``loop``: the loop's top-level ops between the launches (``host_trace.loop_passes``: their host summed) and their
   ``weight`` (``profile.pass_op_weight``), ``gap`` = period - call - loop (the Python between them, or a wait);
+- ``per_op``: ``period - call`` over ``weight`` and ``pace`` (``aten::empty`` a typical op of the loop, Python included);
 - ``pace``: the decode's ``aten::empty`` (us), ``wait``/``lead`` (``compiled_decode_calls``: a GPU-bound decode
   waits longer than it leads);
 - ``pre``: the step less its decode passes (``decode_steps`` x ``period``): the call's setup, the eager prefill.
@@ -55,40 +56,32 @@ def measured(a) -> dict[str, float] | None:  # type: ignore[no-untyped-def]
     launches = [c.ts for c in graph_launches(a.trace)]
     # steps that recorded a graph are left out, as simcore validate leaves them out
     warm = set(graph_capture_steps(a))
-    steady = [i for i in range(len(a.steps)) if i not in warm] or list(range(len(a.steps)))
-    periods, per_step = [], []
-    for i in steady:
-        st = a.steps[i]
-        if st.cpu_start is None or st.cpu_end is None:
-            continue
-        ts = [t for t in launches if st.cpu_start <= t <= st.cpu_end]
+    windows = [(st, lo, hi, win) for st, lo, hi, win in _step_windows(a) if a.steps.index(st) not in warm]
+    windows = windows or list(_step_windows(a))
+    periods, per_step, to_launch, steps = [], [], [], []
+    for st, lo, hi, win in windows:
+        ts = [t for t in launches if lo <= t <= hi]
         periods += [b - x for x, b in zip(ts, ts[1:], strict=False)]
         per_step.append(len(ts))
+        steps.append(st.time_s)
+        # from the prefill's first aten::embedding to the step's first graph launch
+        e = next((o.ts for o in win if o.name == "aten::embedding"), None)
+        if ts and e is not None:
+            to_launch.append(ts[0] - e)
     if not periods or cd is None:
         return None
     passes = [(pace, ops) for pace, ops in loop_passes(a) if ops]
-    step = statistics.median(a.steps[i].time_s for i in steady)
+    step = statistics.median(steps)
     period = statistics.median(periods)
-    mean = statistics.fmean(periods)
     loop = statistics.median(sum(o.dur for o in ops) for _, ops in passes) if passes else 0.0
     weight = statistics.median(pass_op_weight((o.name, o.extra) for o in ops) for _, ops in passes) if passes else 0.0
     n = statistics.median(per_step)
     gc = generate_call(a)
-    # from the step's start to its first graph launch, and to its first aten::embedding (the prefill's)
-    first, emb = [], []
-    for st, lo, hi, win in _step_windows(a):
-        if a.steps.index(st) not in steady:
-            continue
-        ts = [t for t in launches if lo <= t <= hi]
-        e = next((o.ts for o in win if o.name == "aten::embedding"), None)
-        if ts and e is not None:
-            first.append(ts[0] - lo)
-            emb.append(e - lo)
     return {
         "step": step,
         "passes": n,
         "period": period,
-        "mean": mean,
+        "mean": statistics.fmean(periods),
         "call": cd.call_s,
         "loop": loop,
         "weight": weight,
@@ -99,7 +92,9 @@ def measured(a) -> dict[str, float] | None:  # type: ignore[no-untyped-def]
         "kernels": cd.kernels_per_replay,
         "pre": step - n * period,
         "setup": gc.setup_s if gc else 0.0,
-        "to_launch": statistics.median(f - e for f, e in zip(first, emb, strict=True)) if first else 0.0,
+        "to_launch": statistics.median(to_launch) if to_launch else 0.0,
+        # (period - call) over the loop's weight and pace: aten::empty a typical op of the loop, Python included
+        "per_op": (period - cd.call_s) / (weight * cd.empty_main_s) if weight and cd.empty_main_s else 0.0,
     }
 
 
@@ -145,7 +140,7 @@ def main() -> None:
         print(
             f"{name[:52]:52s} {tag:4s} {m['kernels']:5.0f} {m['pace'] * 1e6:5.2f} {m['wait'] * ms:6.3f} "
             f"{m['lead'] * ms:6.3f} {m['weight']:6.1f} {m['loop'] * ms:6.3f} {m['call'] * ms:6.3f} {m['gap'] * ms:6.3f} "
-            f"{m['period'] * ms:6.3f} {pc} | mean/median {m['mean'] / m['period']:.3f} n {m['passes']:.0f}/{p['n'] if p else 0:.0f} setup {m['setup'] * ms:5.2f} "
+            f"{m['period'] * ms:6.3f} {pc} | per_op {m['per_op']:.2f} mean/median {m['mean'] / m['period']:.3f} n {m['passes']:.0f}/{p['n'] if p else 0:.0f} setup {m['setup'] * ms:5.2f} "
             f"to_launch {m['to_launch'] * ms:6.2f}" + (f" p.ph {p['ph'] * ms:6.2f}" if p else "")
         )
 

@@ -5,13 +5,12 @@
 
 Replaces the block of table rows that start with ``| `h200`` (one row per ``traces/validate.csv`` case: scenario,
 round, held apart, measured and predicted step, step and GPU-busy errors, the three largest class errors in ms) and
-prints the summary line (all cases and the held-apart ones: median |error|, within 10 %, worst).
+prints the report's summary line (all cases and the held-apart ones: median |error|, within 10 %, worst).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -35,12 +34,16 @@ def row(r: dict) -> str:  # type: ignore[type-arg]
     )
 
 
-def summary(rows: list[dict]) -> str:  # type: ignore[type-arg]
-    def part(sel: list[dict]) -> str:  # type: ignore[type-arg]
-        e = [abs(r["error_pct"]) for r in sel]
-        return f"{len(e)}: median {statistics.median(e):.1f} %, {sum(x <= 10 for x in e)} within 10 %, worst {max(e):.1f} %"
+def summary(report: dict) -> str:  # type: ignore[type-arg]
+    """The report's own summary (``trace_report.summary``), one line."""
 
-    return f"all {part(rows)}; held apart {part([r for r in rows if r['held_apart']])}"
+    def part(d: dict) -> str:  # type: ignore[type-arg]
+        return (
+            f"{d['n']}: median {d['median_abs_error_pct']:.1f} %, {d['within_10pct']} within 10 %, "
+            f"worst {d['worst_abs_error_pct']:.1f} %"
+        )
+
+    return f"all {part(report['summary']['all'])}; held apart {part(report['summary']['held_apart'])}"
 
 
 def main() -> None:
@@ -50,14 +53,15 @@ def main() -> None:
         i = args.index("--doc")
         doc = Path(args[i + 1])
         del args[i : i + 2]
-    rows = json.loads(Path(args[0]).read_text())["rows"]
+    report = json.loads(Path(args[0]).read_text())
+    rows = report["rows"]
     lines = doc.read_text(encoding="utf-8").split("\n")
     idx = [i for i, line in enumerate(lines) if line.startswith("| `h200")]
     if not idx or idx[-1] - idx[0] + 1 != len(idx):
         raise SystemExit(f"{doc}: no contiguous block of '| `h200' rows")
     lines[idx[0] : idx[-1] + 1] = [row(r) for r in rows]
     doc.write_text("\n".join(lines), encoding="utf-8")
-    print(f"{doc}: {len(idx)} -> {len(rows)} rows; {summary(rows)}")
+    print(f"{doc}: {len(idx)} -> {len(rows)} rows; {summary(report)}")
 
 
 if __name__ == "__main__":
