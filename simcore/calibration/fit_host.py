@@ -90,15 +90,17 @@ def ddp_hook_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, fl
     return {"profiled_ddp_param": statistics.median(param), "profiled_ddp_bucket": statistics.median(bucket)}
 
 
-def thread_probe(t: float, empty: float, ratio: float | None, backward: bool = False) -> float:
+def thread_probe(t: float, empty: float, ratio: float | None, training: bool = False) -> float:
     """One thread's CPU probe stated as ``aten::t`` (seconds; 0 where it has none): its median
     ``aten::t``; where it calls ``aten::t`` too rarely (``t`` 0: GPT-2's ``Conv1D`` layers), its
-    ``aten::empty`` over their measured ``ratio``; on the autograd (``backward``) thread with both, their
-    geometric mean (round 45: a backward layer's units across runs spread 0.064 over ``aten::t``
-    alone, 0.043 over the two). The fit rows and a validated trace take their probes from here."""
+    ``aten::empty`` over their measured ``ratio``; on either thread of a ``training`` step with both,
+    their geometric mean (round 45, the autograd thread: a backward layer's units across runs spread
+    0.064 over ``aten::t`` alone, 0.043 over the two; stop 29, the main thread: a forward layer's
+    0.023 and 0.016, the step's head 0.029 and 0.016, where rows time both). The fit rows and a
+    validated trace take their probes from here."""
     if t <= 0:
         return empty / ratio if empty > 0 and ratio else 0.0
-    if backward and empty > 0 and ratio:
+    if training and empty > 0 and ratio:
         return math.sqrt(t * empty / ratio)
     return t
 
@@ -200,7 +202,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
             others = [v for d in (other_opt, by_options) for vs in d.values() for v in vs]
             for v in [*all_vals, *others, *(rec[-1] for rec in own_recs)]:
-                v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, key == "backward")
+                v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, training=True)
     recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
     if not recs:
         raise TraceError("no single-GPU step rows (strategy single)", file=str(path))

@@ -1202,8 +1202,8 @@ def _as_t(
     if s.linear_main_s and r_lin:
         # a no-grad pass's steadier probe (host_trace.GEMM_PROBE_OP), stated as aten::t
         return OpSpeed(main_s=s.linear_main_s / r_lin, backward_s=None)
-    main = thread_probe(s.main_s or 0.0, s.empty_main_s or 0.0, r_m)
-    bwd = thread_probe(s.backward_s or 0.0, s.empty_backward_s or 0.0, r_b, backward=True)
+    main = thread_probe(s.main_s or 0.0, s.empty_main_s or 0.0, r_m, training=not inference)
+    bwd = thread_probe(s.backward_s or 0.0, s.empty_backward_s or 0.0, r_b, training=True)
     return OpSpeed(main_s=main or None, backward_s=bwd or None)
 
 

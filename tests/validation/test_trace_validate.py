@@ -725,14 +725,14 @@ def test_profiler_options_are_read_from_the_trace() -> None:
     """Round 46's trace recorded Python stacks and memory events without shapes: the host per op of
     each kind changes by its measured ratio (rounds 47-48's fit points of simcore's layers: +22 % on a
     forward layer; round 54's of transformers' layers: +5 % over the base fitted with round 102's rows, +14 % over
-    round 32's alone, and +46 % outside the layers)."""
+    round 32's alone, and +30 % outside the layers over the geometric-mean probes of stop 29)."""
     from simcore.calibration.profile import load_profile
     from simcore.specs.registry import default_registry
 
     prof = load_profile(default_registry().device("h200"))
     assert prof.profiler_factor(["stack", "memory"], "train_fwd") > 1.15
     assert 1.0 < prof.profiler_factor(["stack", "memory"], "train_fwd", "huggingface") < 1.2
-    assert prof.profiler_factor(["stack", "memory"], "step_fwd", "huggingface") > 1.3
+    assert prof.profiler_factor(["stack", "memory"], "step_fwd", "huggingface") > 1.25
     assert prof.profiler_factor(["shapes"], "train_fwd") == 1.0
     name = "h200_r46_train_llama_l4_h1024_b4_stack"
     files = [str(REPO / f) for f in CASES[name]]
@@ -740,7 +740,7 @@ def test_profiler_options_are_read_from_the_trace() -> None:
     assert any("runtime.profiler_record: [stack, memory]" in n for n in report.notes)
     plain = validate(files, SC / f"{name}.yaml", ["runtime.profiler_record=[shapes]"])
     # a host-bound step: the options' host time shows in the step
-    assert report.predicted_step_time_s > 1.03 * plain.predicted_step_time_s
+    assert report.predicted_step_time_s > 1.02 * plain.predicted_step_time_s
     assert abs(report.error_pct) < abs(plain.error_pct)
 
 
