@@ -969,6 +969,30 @@ RUNS_R103 = [
      {}),
 ]  # fmt: skip
 
+# round 104 (--set train_fit3): round 32's training fit runs at 4 and 12 layers (GPT-2 small's layers and a Llama of h
+# 1024, 1 x 512 tokens, twice): the step's host outside the layers as a line over four layer counts, not two (stop 29)
+RUNS_TRAIN_FIT3 = [
+    (f"fit3_train_{arch}_L{L}_p{rep}", build_of(L), "train", 1, 512, {})
+    for rep in (0, 1)
+    for arch, build_of in FIT_MODELS
+    for L in (4, 12)
+]
+
+# round 105 (--set r105): held apart, after the training steps' main-thread probe became the geometric mean of aten::t
+# and aten::empty (stop 29)
+RUNS_R105 = [
+    ("train_llama_L10_h1536_b2_s1024", lambda s: llama(10, 1536, 12, 4, 4096, 32000, s), "train", 2, 1024, {}),
+    ("train_qwen2_L6_h1024_b4_s512", lambda s: llama(6, 1024, 16, 2, 4864, 151936, s, "qwen2"), "train", 4, 512, {}),
+    ("train_gpt2_L8_h1024_b2_s1024", lambda s: gpt2(8, 1024, 16, s), "train", 2, 1024, {}),
+    ("train_mistral_L4_h2560_b2_s1024", lambda s: llama(4, 2560, 20, 4, 6912, 32000, s, "mistral"), "train", 2, 1024,
+     {}),
+    ("train_phi3_L6_h1536_b2_s1024", lambda s: llama(6, 1536, 24, 8, 4096, 32064, s, "phi3"), "train", 2, 1024, {}),
+    ("generate_llama_L8_h1024_b4", lambda s: llama(8, 1024, 16, 4, 4096, 32000, s), "generate", 4, (128, 16), {}),
+    ("generate_qwen2_L10_h1536_b2_static", lambda s: llama(10, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 2,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("infer_llama_L8_h2048_b4", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "infer", 4, (512, 8), {}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1023,6 +1047,8 @@ SETS = {
     "r101": (RUNS_R101, "r101"),
     "train_fit2": (RUNS_TRAIN_FIT2, "r102"),
     "r103": (RUNS_R103, "r103"),
+    "train_fit3": (RUNS_TRAIN_FIT3, "r104"),
+    "r105": (RUNS_R105, "r105"),
 }
 
 
