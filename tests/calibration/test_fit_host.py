@@ -64,7 +64,7 @@ def test_shipped_host_section() -> None:
     # every step file together (the probe shares pool the plain and Hugging Face runs)
     step_files = [
         REPO / "traces/h200" / f
-        for f in ("host_steps.csv.gz", "host_steps_hf.csv.gz", "host_steps_hf_r102.csv.gz")
+        for f in ("host_steps.csv.gz", "host_steps_hf.csv.gz", "host_steps_hf_r102.csv.gz", "host_steps_hf_r104.csv.gz")
     ]
     step_files.append(REPO / "traces/h200x2/host_steps_dist.csv.gz")
     steps = step_host_costs([r for f in step_files for r in _csv_rows(f)], "steps")
