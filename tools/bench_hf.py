@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -993,6 +993,45 @@ RUNS_R105 = [
     ("infer_llama_L8_h2048_b4", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "infer", 4, (512, 8), {}),
 ]  # fmt: skip
 
+# round 106 (--set static_fit3): fit runs, not held apart: compiled static-cache generate() at batches where the decode graph
+# about matches the host (waits of 0.1-2 ms between round 85's and 100's host-bound runs and round 96's GPU-bound ones):
+# how long the loop leads the graph after a short wait (stop 29)
+RUNS_STATIC_FIT3 = [
+    ("sfit3_generate_llama_L8_h2048_b96_static", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "generate", 96,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit3_generate_llama_L8_h2048_b160_static", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "generate", 160,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit3_generate_llama_L8_h2048_b224_static", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "generate", 224,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit3_generate_qwen2_L8_h1536_b160_static", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"),
+     "generate", 160, (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit3_generate_qwen2_L8_h1536_b320_static", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"),
+     "generate", 320, (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit3_generate_mistral_L6_h3072_b96_static", lambda s: llama(6, 3072, 24, 8, 8192, 32000, s, "mistral"),
+     "generate", 96, (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit3_generate_mistral_L6_h3072_b192_static", lambda s: llama(6, 3072, 24, 8, 8192, 32000, s, "mistral"),
+     "generate", 192, (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("sfit3_generate_llama_L12_h1536_b192_static", lambda s: llama(12, 1536, 12, 4, 4096, 32000, s), "generate", 192,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
+# round 107 (--set r107): held apart, compiled static-cache generate() at batches where the decode graph about matches the
+# host, before round 106's fit rows were used (stop 29)
+RUNS_R107 = [
+    ("generate_llama_L10_h2048_b144_static", lambda s: llama(10, 2048, 16, 8, 5632, 32000, s), "generate", 144,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L10_h1536_b192_static", lambda s: llama(10, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate",
+     192, (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_mistral_L8_h3072_b128_static", lambda s: llama(8, 3072, 24, 8, 8192, 32000, s, "mistral"), "generate",
+     128, (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L12_h1536_b256_static", lambda s: llama(12, 1536, 12, 4, 4096, 32000, s), "generate", 256,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L6_h2048_b96_static", lambda s: llama(6, 2048, 16, 2, 11008, 151936, s, "qwen2"), "generate", 96,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L6_h2560_b160_static", lambda s: llama(6, 2560, 20, 4, 6912, 32000, s), "generate", 160,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1049,6 +1088,8 @@ SETS = {
     "r103": (RUNS_R103, "r103"),
     "train_fit3": (RUNS_TRAIN_FIT3, "r104"),
     "r105": (RUNS_R105, "r105"),
+    "static_fit3": (RUNS_STATIC_FIT3, "r106"),
+    "r107": (RUNS_R107, "r107"),
 }
 
 
