@@ -265,9 +265,8 @@ def evaluate(
                 if decode_sync_every:
                     # after each wait for the tokens the GPU idles while the host runs the loop's ops
                     # before the call, the call and the graph's launch: a line over the graph's kernels
-                    # (round 96's GPU-bound fit traces, fit_host.compiled_decode_costs: a host that waits
-                    # milliseconds runs it ~1.4x slower than one that barely waits; runs that wait a few
-                    # hundred microseconds lie between, round 86's and 89's)
+                    # (rounds 96's and 106's GPU-bound fit traces, fit_host.compiled_decode_costs: a host that
+                    # waits milliseconds runs it 1.0-1.3x slower than one that barely waits)
                     exposed = (
                         hp.host("compiled_decode_lead_fixed", profiler)
                         + hp.host("compiled_decode_lead_per_kernel", profiler) * pr.kernels
