@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -1032,6 +1032,22 @@ RUNS_R107 = [
      (128, 16), {"gen": {"cache_implementation": "static"}}),
 ]  # fmt: skip
 
+# round 108 (--set r108): held apart after stop 29's changes (the probes' geometric means, rounds 104's and 106's fit rows)
+RUNS_R108 = [
+    ("generate_qwen2_L8_h1536_b4_static", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"), "generate", 4,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L12_h1024_b2_static", lambda s: llama(12, 1024, 16, 2, 4864, 151936, s, "qwen2"), "generate", 2,
+     (128, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_llama_L10_h2048_b4_static", lambda s: llama(10, 2048, 16, 8, 5632, 32000, s), "generate", 4,
+     (256, 16), {"gen": {"cache_implementation": "static"}}),
+    ("generate_qwen2_L8_h1024_b4", lambda s: llama(8, 1024, 16, 2, 4864, 151936, s, "qwen2"), "generate", 4,
+     (128, 16), {}),
+    ("infer_qwen2_L6_h1536_b8", lambda s: llama(6, 1536, 12, 2, 8960, 151936, s, "qwen2"), "infer", 8, (256, 8), {}),
+    ("generate_mixtral_L6_h1024_e8_b4", lambda s: mixtral(6, 1024, 16, 4, 2048, 8, 2, s), "generate", 4, (128, 8), {}),
+    ("train_qwen2_L8_h1536_b2_s1024", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"), "train", 2, 1024, {}),
+    ("train_llama_L6_h2048_b4_s512", lambda s: llama(6, 2048, 16, 8, 5632, 32000, s), "train", 4, 512, {}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1090,6 +1106,7 @@ SETS = {
     "r105": (RUNS_R105, "r105"),
     "static_fit3": (RUNS_STATIC_FIT3, "r106"),
     "r107": (RUNS_R107, "r107"),
+    "r108": (RUNS_R108, "r108"),
 }
 
 
