@@ -105,6 +105,23 @@ def thread_probe(t: float, empty: float, ratio: float | None, training: bool = F
     return t
 
 
+def gemm_pace(linear: float, linear_ratio: float | None, empty: float, empty_ratio: float | None) -> float:
+    """A no-grad pass's CPU pace stated as ``aten::t`` (seconds; 0 where it has neither probe): the geometric
+    mean of its GEMM op's median (``host_trace.GEMM_PROBE_OP``) over ``linear_ratio``
+    (``probe_linear_ratio_infer_<code>``) and its ``aten::empty``'s over ``empty_ratio``
+    (``probe_empty_ratio_infer_<code>``, measured on the same passes) where it has both, else the one it has. One op's median carries its
+    own code's cost beside the CPU's speed (stop 29: Qwen2's eager prefill issues its ``aten::linear``
+    1.4x slower than a Llama's against its ``aten::empty``, and its layers came out 13-21 % long over
+    the GEMM op alone, 3-8 % over the two); on the fit passes, where the code is the same, the two
+    spread as the GEMM op alone (a layer's units across passes 0.034, ``aten::t`` 0.055). The fit rows
+    and a validated trace take their pace from here."""
+    lin = linear / linear_ratio if linear > 0 and linear_ratio else 0.0
+    emp = empty / empty_ratio if empty > 0 and empty_ratio else 0.0
+    if lin and emp:
+        return math.sqrt(lin * emp)
+    return lin or emp
+
+
 def _is_step_host_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"fwd_layer_s", "bhead_s", "probe_main_s", "probe_bwd_s"} <= set(rows[0])
 
@@ -469,11 +486,18 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     # Conv1D addmm), stated as aten::t per code and block kind (rounds 42-43: simcore's Llama 8.9, GPT's
     # biased linears 10.7, transformers' Llama 8.8)
     lin: dict[str, list[float]] = {}
+    emp: dict[str, list[float]] = {}
     for x in recs:
         if x.linear > 0:
             lin.setdefault(f"{'hf_' if x.hf else ''}{x.act}", []).append(x.linear / x.probe)
+            if x.empty > 0:
+                emp.setdefault(f"{'hf_' if x.hf else ''}{x.act}", []).append(x.empty / x.probe)
     for key, v in lin.items():
         out[f"probe_linear_ratio_infer_{key}"] = statistics.median(v)
+    # and its aten::empty, where the same passes time both (gemm_pace: the two beside each other; a code's
+    # aten::empty costs its own share of an aten::t, 0.73-0.93 over the fit files)
+    for key, v in emp.items():
+        out[f"probe_empty_ratio_infer_{key}"] = statistics.median(v)
 
     def put(kind: str, act: str, sel: list[_Pass], layers: bool = True) -> None:
         """``profiled_<kind>_<act>``: the passes' units per layer (where ``layers``), and
@@ -683,7 +707,8 @@ def compiled_decode_costs(
         act = r.get("act") or ""
         lin = ref.get(f"probe_linear_ratio_infer_hf_{act}")
         layer = ref.get(f"profiled_hf_infer_prefill_{act}")
-        pace = float(r["linear_main_s"]) / lin if lin else 0.0
+        emp = ref.get(f"probe_empty_ratio_infer_hf_{act}", ratio)
+        pace = gemm_pace(float(r["linear_main_s"]), lin, float(r["empty_main_s"]), emp) if lin else 0.0
         if layer and pace > 0 and float(r.get("prefill_layer_s") or 0.0) > 0:
             ratios.append(float(r["prefill_layer_s"]) / (layer * pace / probe))
     if ratios:
@@ -702,7 +727,8 @@ def compiled_decode_costs(
         pass_weight = compiled_prefill_pass_weight(weight, "huggingface", True, act, False) if weight > 0 else None
         got = float(r.get("prefill_outside_s") or 0.0)
         if lin and gen and eager and pass_weight and got > 0:
-            pace = float(r["linear_main_s"]) / lin
+            emp = ref.get(f"probe_empty_ratio_infer_hf_{act}", ratio)
+            pace = gemm_pace(float(r["linear_main_s"]), lin, float(r["empty_main_s"]), emp)
             outside.append(got / (gen * pass_weight / eager * pace / probe))
     if outside:
         out["compiled_decode_prefill_fixed_ratio"] = float(statistics.median(outside))
@@ -743,7 +769,7 @@ def generate_call_costs(
     """A transformers ``generate()`` call's host before its prefill (``host_trace --generate``: round 80's
     dynamic-cache runs, round 85's static-cache compiled ones), the median over the traces stated at the
     reference inference probe (``probe_infer``), each trace's probe read as ``simcore validate`` reads the
-    prefill's: its ``aten::linear`` over ``probe_linear_ratio_infer_hf_<act>`` (a trace without one: its
+    prefill's (:func:`gemm_pace`: its ``aten::linear`` over ``probe_linear_ratio_infer_hf_<act>`` and its
     ``aten::empty`` over ``probe_empty_ratio_infer``). ``[profiled_]hf_infer_generate_call`` (dynamic cache) and
     ``[profiled_]hf_compiled_decode_generate_call`` (a static cache reset each call); measured under the
     profiler only, the plain entries take the same values."""
@@ -757,11 +783,8 @@ def generate_call_costs(
     for r in rows:
         compiled = r["compiled_decode"] == "True"
         lin = ref.get(f"probe_linear_ratio_infer_hf_{r['act']}")
-        t = (
-            float(r["linear_main_s"]) / lin
-            if lin and float(r["linear_main_s"]) > 0
-            else float(r["empty_main_s"]) / empty
-        )
+        emp = ref.get(f"probe_empty_ratio_infer_hf_{r['act']}", empty)
+        t = gemm_pace(float(r["linear_main_s"]), lin, float(r["empty_main_s"]), emp)
         if t > 0:
             by[compiled].append(float(r["setup_s"]) * probe / t)
     out: dict[str, float] = {}

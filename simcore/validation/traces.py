@@ -28,7 +28,7 @@ from simcore.calibration.classify import (
     fp32_weights,
     optimizer_element_type,
 )
-from simcore.calibration.fit_host import thread_probe
+from simcore.calibration.fit_host import gemm_pace, thread_probe
 from simcore.calibration.host_trace import (
     FUSED_ATTENTION_OPS,
     FUSED_OPTIMIZER_OPS,
@@ -1188,8 +1188,8 @@ def _as_t(
     ``aten::empty`` over the profile's ``probe_empty_ratio_*`` (``host_trace.ALT_PROBE_OP``). With
     ``gemm_probe``, the host-layer key of the layers' ``aten::linear`` / ``aten::t`` ratio (a no-grad
     pass of simcore's reference layers: ``probe_linear_ratio_infer_<act>``, round 42), the main thread
-    is timed by its ``aten::linear`` over it where the profile has it (``host_trace.GEMM_PROBE_OP``: a
-    steadier probe); with ``empty_only`` by its ``aten::empty`` alone (a compiled decode pass: its
+    is timed by its ``aten::linear`` over it and its ``aten::empty`` together where the profile has it
+    (``host_trace.GEMM_PROBE_OP``, a steadier probe; ``fit_host.gemm_pace``); with ``empty_only`` by its ``aten::empty`` alone (a compiled decode pass: its
     ``aten::linear`` calls are its prefill's few, :func:`compiled_decode_graphs`)."""
     if s is None:
         return None
@@ -1200,8 +1200,9 @@ def _as_t(
         # ``empty_only``: the main thread by its aten::empty alone (a compiled decode loop's own ops)
         return OpSpeed(main_s=s.empty_main_s / r_m, backward_s=None)
     if s.linear_main_s and r_lin:
-        # a no-grad pass's steadier probe (host_trace.GEMM_PROBE_OP), stated as aten::t
-        return OpSpeed(main_s=s.linear_main_s / r_lin, backward_s=None)
+        # a no-grad pass's steadier probe (host_trace.GEMM_PROBE_OP) beside its aten::empty, stated as aten::t
+        r_e = host.get(str(gemm_probe).replace("probe_linear_ratio_", "probe_empty_ratio_"), r_m)
+        return OpSpeed(main_s=gemm_pace(s.linear_main_s, r_lin, s.empty_main_s or 0.0, r_e), backward_s=None)
     main = thread_probe(s.main_s or 0.0, s.empty_main_s or 0.0, r_m, training=not inference)
     bwd = thread_probe(s.backward_s or 0.0, s.empty_backward_s or 0.0, r_b, training=True)
     return OpSpeed(main_s=main or None, backward_s=bwd or None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -666,7 +667,9 @@ def test_attention_backend_mask_and_dropout_are_read_from_the_trace() -> None:
 def test_inference_cpu_speed_is_read_from_the_gemm_op() -> None:
     """Rounds 42-43: a no-grad pass is timed by its median GEMM op (aten::linear; GPT-2's Conv1D
     addmm), stated as aten::t at the fitted ratio of its code and block (simcore's Llama 8.9, GPT 10.7,
-    transformers' Llama 8.8)."""
+    transformers' Llama 8.8), beside its aten::empty at its code's own ratio (stop 29: the geometric mean of
+    the two, fit_host.gemm_pace)."""
+    from simcore.calibration.fit_host import gemm_pace
     from simcore.calibration.host_trace import PROBE_WINDOW, op_speed
     from simcore.validation.traces import _profile_of
     from simcore.workload.replay import load_analyses
@@ -678,13 +681,23 @@ def test_inference_cpu_speed_is_read_from_the_gemm_op() -> None:
     assert s is not None and s.linear_main_s and s.main_s
     ratio = host["probe_linear_ratio_infer_swiglu"]
     assert 7.0 < ratio < host["probe_linear_ratio_infer_gelu"] < 13.0
-    assert rep["runtime"]["cpu_op_time"]["main"] == pytest.approx(s.linear_main_s / ratio)
+    e_ratio = host["probe_empty_ratio_infer_swiglu"]
+    assert 0.6 < host["probe_empty_ratio_infer_hf_swiglu"] < e_ratio < host["probe_empty_ratio_infer_gelu"] < 1.0
+    want = math.sqrt(s.linear_main_s / ratio * (s.empty_main_s or 0.0) / e_ratio)
+    assert rep["runtime"]["cpu_op_time"]["main"] == pytest.approx(want)
+    assert gemm_pace(s.linear_main_s, ratio, s.empty_main_s or 0.0, e_ratio) == pytest.approx(want)
+    # one probe alone: the one it has
+    assert gemm_pace(s.linear_main_s, ratio, 0.0, e_ratio) == pytest.approx(s.linear_main_s / ratio)
+    assert gemm_pace(0.0, ratio, 4e-6, 0.8) == pytest.approx(5e-6) and gemm_pace(0.0, None, 0.0, 0.8) == 0.0
     hf = "h200_r31_infer_llama_l8_h2048_b4"
     rep_hf = validate([str(REPO / f) for f in CASES[hf]], SC / f"{hf}.yaml").to_dict()
     s_hf = op_speed(load_analyses([str(REPO / CASES[hf][0])])[0], PROBE_WINDOW)
     assert s_hf is not None and s_hf.linear_main_s
     r_hf = host["probe_linear_ratio_infer_hf_swiglu"]
-    assert rep_hf["runtime"]["cpu_op_time"]["main"] == pytest.approx(s_hf.linear_main_s / r_hf)
+    e_hf = host["probe_empty_ratio_infer_hf_swiglu"]
+    assert rep_hf["runtime"]["cpu_op_time"]["main"] == pytest.approx(
+        math.sqrt(s_hf.linear_main_s / r_hf * (s_hf.empty_main_s or 0.0) / e_hf)
+    )
     # GPT-2's Conv1D layers issue addmm, not linear: that op times them
     g2 = "h200_r38_infer_gpt2_l12_b8"
     s_g2 = op_speed(load_analyses([str(REPO / CASES[g2][0])])[0], PROBE_WINDOW)
