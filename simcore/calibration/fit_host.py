@@ -106,15 +106,15 @@ def thread_probe(t: float, empty: float, ratio: float | None, training: bool = F
 
 
 def gemm_pace(linear: float, linear_ratio: float | None, empty: float, empty_ratio: float | None) -> float:
-    """A no-grad pass's CPU pace stated as ``aten::t`` (seconds; 0 where it has neither probe): the geometric
-    mean of its GEMM op's median (``host_trace.GEMM_PROBE_OP``) over ``linear_ratio``
+    """A no-grad pass's CPU pace stated as ``aten::t`` (seconds; 0 where it has neither probe): the
+    geometric mean of its GEMM op's median (``host_trace.GEMM_PROBE_OP``) over ``linear_ratio``
     (``probe_linear_ratio_infer_<code>``) and its ``aten::empty``'s over ``empty_ratio``
-    (``probe_empty_ratio_infer_<code>``, measured on the same passes) where it has both, else the one it has. One op's median carries its
-    own code's cost beside the CPU's speed (stop 29: Qwen2's eager prefill issues its ``aten::linear``
-    1.4x slower than a Llama's against its ``aten::empty``, and its layers came out 13-21 % long over
-    the GEMM op alone, 3-8 % over the two); on the fit passes, where the code is the same, the two
-    spread as the GEMM op alone (a layer's units across passes 0.034, ``aten::t`` 0.055). The fit rows
-    and a validated trace take their pace from here."""
+    (``probe_empty_ratio_infer_<code>``, measured on the same passes) where it has both, else the one
+    it has. One op's median carries its own code's cost beside the CPU's speed (stop 29: Qwen2's eager
+    prefill issues its ``aten::linear`` 1.4x slower than a Llama's against its ``aten::empty``; round
+    105's 10-layer Qwen2 prefill layers came out 15 % long over the GEMM op alone, 6 % over the two);
+    on the fit passes, one code each, the two spread as the GEMM op alone (a layer's units across
+    passes 0.034, ``aten::t`` 0.055). The fit rows and a validated trace take their pace from here."""
     lin = linear / linear_ratio if linear > 0 and linear_ratio else 0.0
     emp = empty / empty_ratio if empty > 0 and empty_ratio else 0.0
     if lin and emp:
@@ -684,9 +684,9 @@ def compiled_decode_costs(
     ``compiled_decode_prefill_layer_ratio``: the eager prefill's host per layer in such a run over the
     profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace; with ``pass_weight`` and
     ``prefill_outside_s``, ``compiled_decode_prefill_fixed_ratio``: the prefill's host outside its layers over
-    the ``generate()`` entry the engine prices it at. Those from the host-bound rows
-    (a decode whose host waits under half as long as it leads, ``wait_s <= 0.5 lead_s``: rounds 85's and 100's), where the call is what
-    a pass's host costs. With ``lead_s``, ``[profiled_]compiled_decode_lead_fixed`` / ``_per_kernel``: what
+    the ``generate()`` entry the engine prices it at. Those from the host-bound rows (a decode whose
+    host waits under half as long as it leads, ``wait_s <= 0.5 lead_s``: rounds 85's and 100's), where
+    the call is what a pass's host costs. With ``lead_s``, ``[profiled_]compiled_decode_lead_fixed`` / ``_per_kernel``: what
     the GPU idles from a step's wait for it to the graph's first kernel, a line over the graph's kernels at
     the reference probe, from the GPU-bound rows (rounds 96's and 106's fit traces, waits of 1-5 ms: right after
     a wait the loop's ops and the call run 1.0-1.3x their host-bound pace), the host-bound ones where fewer than two."""

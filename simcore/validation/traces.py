@@ -1189,8 +1189,9 @@ def _as_t(
     ``gemm_probe``, the host-layer key of the layers' ``aten::linear`` / ``aten::t`` ratio (a no-grad
     pass of simcore's reference layers: ``probe_linear_ratio_infer_<act>``, round 42), the main thread
     is timed by its ``aten::linear`` over it and its ``aten::empty`` together where the profile has it
-    (``host_trace.GEMM_PROBE_OP``, a steadier probe; ``fit_host.gemm_pace``); with ``empty_only`` by its ``aten::empty`` alone (a compiled decode pass: its
-    ``aten::linear`` calls are its prefill's few, :func:`compiled_decode_graphs`)."""
+    (``host_trace.GEMM_PROBE_OP``, a steadier probe; ``fit_host.gemm_pace``); with ``empty_only`` by its
+    ``aten::empty`` alone (a compiled decode pass: its ``aten::linear`` calls are its prefill's few,
+    :func:`compiled_decode_graphs`)."""
     if s is None:
         return None
     r_m = host.get("probe_empty_ratio_infer" if inference else "probe_empty_ratio_main")
