@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -1048,6 +1048,16 @@ RUNS_R108 = [
     ("train_llama_L6_h2048_b4_s512", lambda s: llama(6, 2048, 16, 8, 5632, 32000, s), "train", 4, 512, {}),
 ]  # fmt: skip
 
+# round 109 (--set moe_fit2): fit runs, not held apart: round 51's Mixtral decode fit runs (2 and 8 layers, manual loop,
+# 128-token prompts and 8 decode steps) at batch 4, and generate() at batches 2 and 4 (stop 29: transformers' Mixtral
+# generate() comes out 15-17 % over, its MoE decode layers fitted on batch-1 passes only)
+RUNS_MOE_FIT2 = [
+    *[(f"fit2_infer_mixtral_L{L}_b4_p{rep}", (lambda L: (lambda s: mixtral(L, 1024, 16, 4, 2048, 8, 2, s)))(L), "infer", 4,
+       (128, 8), {}) for rep in (0, 1) for L in (2, 8)],
+    ("fit2_generate_mixtral_L4_b2", lambda s: mixtral(4, 1024, 16, 4, 2048, 8, 2, s), "generate", 2, (128, 8), {}),
+    ("fit2_generate_mixtral_L4_b4", lambda s: mixtral(4, 1024, 16, 4, 2048, 8, 2, s), "generate", 4, (128, 8), {}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1107,6 +1117,7 @@ SETS = {
     "static_fit3": (RUNS_STATIC_FIT3, "r106"),
     "r107": (RUNS_R107, "r107"),
     "r108": (RUNS_R108, "r108"),
+    "moe_fit2": (RUNS_MOE_FIT2, "r109"),
 }
 
 
