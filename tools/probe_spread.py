@@ -102,14 +102,19 @@ def main() -> None:
         fit = [r for r in _rows(H / "host_decode_r42.csv.gz") if r["seq"] == "1" and r["act"] == "swiglu"]
         held = [r for r in _host_rows("--decode", DECODE_HELD) if r["seq"] == "1"]
         print("decode layer (simcore's Llama blocks; round 42's fit passes)")
-        for label, cols in (("aten::t", ("probe_main_s",)), ("aten::linear", ("linear_main_s",))):
+        for label, cols in (
+            ("aten::t", ("probe_main_s",)),
+            ("aten::linear", ("linear_main_s",)),
+            ("aten::linear + aten::empty", ("linear_main_s", "empty_main_s")),  # stop 29's gemm_pace
+        ):
             _report(label, across_runs(fit, held, "layer_s", cols))
         return
     fit = [r for r in _rows(H / "round45/steps_probes.csv.gz") if r["synchronized"] == "False"]
     held = _host_rows("--steps", TRAIN_HELD)
     for seg, cands in (
         ("fwd_layer_s", (("aten::t", ("probe_main_s",)), ("GEMM op", ("linear_main_s",)),
-                         ("aten::empty", ("empty_main_s",)), ("aten::t + GEMM op", ("probe_main_s", "linear_main_s")))),
+                         ("aten::empty", ("empty_main_s",)), ("aten::t + GEMM op", ("probe_main_s", "linear_main_s")),
+                         ("aten::t + aten::empty", ("probe_main_s", "empty_main_s")))),
         ("bwd_layer_s", (("aten::t", ("probe_bwd_s",)), ("aten::mm", ("mm_bwd_s",)),
                          ("aten::empty", ("empty_bwd_s",)), ("aten::t + aten::empty", ("probe_bwd_s", "empty_bwd_s")))),
     ):  # fmt: skip

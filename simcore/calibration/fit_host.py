@@ -47,7 +47,7 @@ import io
 import math
 import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -120,6 +120,17 @@ def gemm_pace(linear: float, linear_ratio: float | None, empty: float, empty_rat
     if lin and emp:
         return math.sqrt(lin * emp)
     return lin or emp
+
+
+def code_probe_ratios(host: Mapping[str, float], code: str) -> tuple[float | None, float | None]:
+    """The ratios to ``aten::t`` that :func:`gemm_pace` states a no-grad pass of ``code`` (``[hf_]<act>``,
+    e.g. ``hf_swiglu``) at: its GEMM op's (``probe_linear_ratio_infer_<code>``) and its ``aten::empty``'s
+    (``probe_empty_ratio_infer_<code>``, else the pooled ``probe_empty_ratio_infer``), as
+    :func:`decode_host_costs` fitted them (``None`` where not)."""
+    return (
+        host.get(f"probe_linear_ratio_infer_{code}"),
+        host.get(f"probe_empty_ratio_infer_{code}", host.get("probe_empty_ratio_infer")),
+    )
 
 
 def _is_step_host_run(rows: list[dict[str, str]]) -> bool:
@@ -705,9 +716,8 @@ def compiled_decode_costs(
     ratios = []
     for r in host_bound:
         act = r.get("act") or ""
-        lin = ref.get(f"probe_linear_ratio_infer_hf_{act}")
+        lin, emp = code_probe_ratios(ref, f"hf_{act}")
         layer = ref.get(f"profiled_hf_infer_prefill_{act}")
-        emp = ref.get(f"probe_empty_ratio_infer_hf_{act}", ratio)
         pace = gemm_pace(float(r["linear_main_s"]), lin, float(r["empty_main_s"]), emp) if lin else 0.0
         if layer and pace > 0 and float(r.get("prefill_layer_s") or 0.0) > 0:
             ratios.append(float(r["prefill_layer_s"]) / (layer * pace / probe))
@@ -720,14 +730,13 @@ def compiled_decode_costs(
     outside = []
     for r in host_bound:
         act = r.get("act") or ""
-        lin = ref.get(f"probe_linear_ratio_infer_hf_{act}")
+        lin, emp = code_probe_ratios(ref, f"hf_{act}")
         gen = ref.get(f"profiled_hf_infer_generate_fixed_{act}")
         eager = calibrated_pass_ops("huggingface", True, act, False)
         weight = float(r.get("pass_weight") or 0.0)
         pass_weight = compiled_prefill_pass_weight(weight, "huggingface", True, act, False) if weight > 0 else None
         got = float(r.get("prefill_outside_s") or 0.0)
         if lin and gen and eager and pass_weight and got > 0:
-            emp = ref.get(f"probe_empty_ratio_infer_hf_{act}", ratio)
             pace = gemm_pace(float(r["linear_main_s"]), lin, float(r["empty_main_s"]), emp)
             outside.append(got / (gen * pass_weight / eager * pace / probe))
     if outside:
@@ -782,8 +791,7 @@ def generate_call_costs(
     by: dict[bool, list[float]] = {False: [], True: []}
     for r in rows:
         compiled = r["compiled_decode"] == "True"
-        lin = ref.get(f"probe_linear_ratio_infer_hf_{r['act']}")
-        emp = ref.get(f"probe_empty_ratio_infer_hf_{r['act']}", empty)
+        lin, emp = code_probe_ratios(ref, f"hf_{r['act']}")
         t = gemm_pace(float(r["linear_main_s"]), lin, float(r["empty_main_s"]), emp)
         if t > 0:
             by[compiled].append(float(r["setup_s"]) * probe / t)

@@ -28,7 +28,7 @@ from simcore.calibration.classify import (
     fp32_weights,
     optimizer_element_type,
 )
-from simcore.calibration.fit_host import gemm_pace, thread_probe
+from simcore.calibration.fit_host import code_probe_ratios, gemm_pace, thread_probe
 from simcore.calibration.host_trace import (
     FUSED_ATTENTION_OPS,
     FUSED_OPTIMIZER_OPS,
@@ -762,9 +762,9 @@ def validate(
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     moe = "moe_native" if sc.model.moe is not None else None
     act = prof.layer_key(act, moe, sc.runtime.implementation, "infer_decode", sc.runtime.attention_backend)
-    gemm_probe = f"probe_linear_ratio_infer_{hf_code}{act}" if inference else None
+    gemm_code = f"{hf_code}{act}" if inference else None
     window = (PROBE_WINDOW if probe_window is None else probe_window) if inference else 0
-    cpu = _cpu_speed(ans, inference, host_model, gemm_probe, window=window) if has_ref else None
+    cpu = _cpu_speed(ans, inference, host_model, gemm_code, window=window) if has_ref else None
     if cdec and cpu is not None:
         # a compiled decode's passes call no aten::linear outside the graph: their pace is the loop's
         # aten::empty, the eager prefill's its aten::linear (round 89)
@@ -1140,7 +1140,7 @@ def _cpu_speed(
     ans: list[Analysis],
     inference: bool,
     host: dict[str, float],
-    gemm_probe: str | None = None,
+    gemm_code: str | None = None,
     empty_only: bool = False,
     window: int | None = None,
 ) -> CpuOpTime | None:
@@ -1163,7 +1163,7 @@ def _cpu_speed(
             continue
         # an inference trace's pace over windows of its probe calls (host_trace.PROBE_WINDOW), or ``window``
         w = window if window is not None else (PROBE_WINDOW if inference else 0)
-        s = _as_t(op_speed(a, w), inference, host, gemm_probe, empty_only)
+        s = _as_t(op_speed(a, w), inference, host, gemm_code, empty_only)
         if s is not None and s.main_s:
             speeds.append(s)
     if not speeds:
@@ -1181,28 +1181,27 @@ def _as_t(
     s: OpSpeed | None,
     inference: bool,
     host: dict[str, float],
-    gemm_probe: str | None = None,
+    gemm_code: str | None = None,
     empty_only: bool = False,
 ) -> OpSpeed | None:
     """A trace's probes as ``aten::t``: a thread without enough ``aten::t`` is timed by its
     ``aten::empty`` over the profile's ``probe_empty_ratio_*`` (``host_trace.ALT_PROBE_OP``). With
-    ``gemm_probe``, the host-layer key of the layers' ``aten::linear`` / ``aten::t`` ratio (a no-grad
-    pass of simcore's reference layers: ``probe_linear_ratio_infer_<act>``, round 42), the main thread
-    is timed by its ``aten::linear`` over it and its ``aten::empty`` together where the profile has it
-    (``host_trace.GEMM_PROBE_OP``, a steadier probe; ``fit_host.gemm_pace``); with ``empty_only`` by its
+    ``gemm_code``, the layers' code (``[hf_]<act>``: a no-grad pass), the main thread is timed by its
+    ``aten::linear`` and its ``aten::empty`` together at the ratios the profile measured for that code
+    where it has them (``host_trace.GEMM_PROBE_OP``, a steadier probe; ``fit_host.code_probe_ratios``,
+    ``fit_host.gemm_pace``); with ``empty_only`` by its
     ``aten::empty`` alone (a compiled decode pass: its ``aten::linear`` calls are its prefill's few,
     :func:`compiled_decode_graphs`)."""
     if s is None:
         return None
     r_m = host.get("probe_empty_ratio_infer" if inference else "probe_empty_ratio_main")
     r_b = host.get("probe_empty_ratio_backward")
-    r_lin = host.get(gemm_probe) if gemm_probe else None
+    r_lin, r_e = code_probe_ratios(host, gemm_code) if gemm_code else (None, None)
     if empty_only and s.empty_main_s and r_m:
         # ``empty_only``: the main thread by its aten::empty alone (a compiled decode loop's own ops)
         return OpSpeed(main_s=s.empty_main_s / r_m, backward_s=None)
     if s.linear_main_s and r_lin:
         # a no-grad pass's steadier probe (host_trace.GEMM_PROBE_OP) beside its aten::empty, stated as aten::t
-        r_e = host.get(str(gemm_probe).replace("probe_linear_ratio_", "probe_empty_ratio_"), r_m)
         return OpSpeed(main_s=gemm_pace(s.linear_main_s, r_lin, s.empty_main_s or 0.0, r_e), backward_s=None)
     main = thread_probe(s.main_s or 0.0, s.empty_main_s or 0.0, r_m, training=not inference)
     bwd = thread_probe(s.backward_s or 0.0, s.empty_backward_s or 0.0, r_b, training=True)

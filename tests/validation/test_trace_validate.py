@@ -65,7 +65,7 @@ def test_validate_real_traces(name: str) -> None:
                 op_speed(a, PROBE_WINDOW if sc.kind == "inference" else 0),
                 sc.kind == "inference",
                 host,
-                f"probe_linear_ratio_infer_{'hf_' if d['runtime']['implementation'] == 'huggingface' else ''}"
+                f"{'hf_' if d['runtime']['implementation'] == 'huggingface' else ''}"
                 + _profile_of(sc).layer_key(
                     "swiglu" if sc.model.activation == "swiglu" else "gelu",
                     "moe_native" if sc.model.moe is not None else None,
