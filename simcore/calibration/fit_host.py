@@ -525,6 +525,10 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
             gen = [x for x in recs if x.act == act and x.hf == hf and x.generate]
             if sel:
                 put(f"{pre}infer_decode", act, sel)
+            elif gen:
+                # a layer that runs only inside generate() (transformers' batched experts in its decode
+                # passes, round 109): its decode entries from those passes
+                put(f"{pre}infer_decode", act, gen)
             if gen:
                 # generate(): the pass beyond its layers (logits processors, stopping criteria, cache)
                 put(f"{pre}infer_generate", act, gen, layers=False)

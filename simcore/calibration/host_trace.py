@@ -89,18 +89,40 @@ MOE_OP = "aten::_grouped_mm"
 """The op of a mixture-of-experts layer's expert GEMMs (``transformers``' experts)."""
 
 
+def batched_experts(ops: list[CpuOp]) -> bool:
+    """Whether the ops run ``transformers``' ``batched_mm`` experts: each routed token's expert weights
+    gathered and one ``aten::bmm`` of ``[tokens, out, in]`` weights by ``[tokens, in, 1]`` inputs, no
+    grouped GEMM (:data:`MOE_OP`). ``generate()`` switches ``grouped_mm`` experts to them for its decode
+    passes on a GPU (round 109's traces; transformers' "decode-stage switching"). The Llama family's
+    rotary ``bmm`` (``[b, d/2, 1]`` by ``[b, 1, s]``) is not one."""
+    if any(o.name == MOE_OP for o in ops):
+        return False
+    for o in ops:
+        d = o.input_dims
+        if o.name == "aten::bmm" and isinstance(d, list) and len(d) >= 2:
+            w, x = d[0], d[1]
+            weights = isinstance(w, list) and len(w) == 3 and w[1] > 1 and w[2] > 1
+            if weights and isinstance(x, list) and len(x) == 3 and x[2] == 1:
+                return True
+    return False
+
+
 def _act_of(win: list[CpuOp]) -> str:
     """The MLP of the ops' layers: ``swiglu`` where they call SiLU, else ``gelu``; where the experts'
     grouped GEMM runs (:data:`MOE_OP`) their host is an MoE layer's: ``_moe`` appended for fp32 inputs
     (the fp32 grouped GEMM's loop of per-expert GEMMs, under AMP), ``_moe_native`` for others (the
-    native bf16 grouped GEMM); then ``_eager`` where the attention is written out of PyTorch ops
-    (:func:`eager_attention`: ``transformers``' ``attn_implementation="eager"``, SDPA's math fallback)."""
+    native bf16 grouped GEMM), ``_moe_batched`` where the experts are batched GEMMs over gathered
+    weights instead (:func:`batched_experts`: ``generate()``'s decode passes); then ``_eager`` where
+    the attention is written out of PyTorch ops (:func:`eager_attention`: ``transformers``'
+    ``attn_implementation="eager"``, SDPA's math fallback)."""
     act = "swiglu" if any(o.name == "aten::silu" for o in win) else "gelu"
     grouped = [o for o in win if o.name == MOE_OP]
     if grouped:
         fp32 = any(o.input_types and o.input_types[0] == "float" for o in grouped)
         untyped = all(not o.input_types for o in grouped)
         act += "_moe" if fp32 or untyped else "_moe_native"
+    elif batched_experts(win):
+        act += "_moe_batched"
     return act + ("_eager" if eager_attention(win) else "")
 
 
@@ -943,12 +965,13 @@ def decode_step_hosts(a: Analysis, prefill: bool = False) -> list[DecodeHost]:
         sp = _probe_medians(win, set())
         if not (sp.main_s or sp.empty_main_s):
             continue
-        act = _act_of(win)
         impl = "huggingface" if hf_layers(win) else "reference"
         loop = "generate" if generate_loop(win) else "manual"
         for p, starts, seq in _forward_passes(win, prefill):
             layers = (len(p) - 1) // 2
             begin, end = _pass_span(p, starts, hi)
+            # each pass's own layers (generate() runs its prefill's experts grouped, its decode's batched)
+            act = _act_of([o for o in win if begin <= o.ts < end])
             out.append(
                 DecodeHost(
                     trace=a.trace.path,

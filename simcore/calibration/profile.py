@@ -13,6 +13,7 @@ each parameter is documented on its field and in ``docs/compute.md``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -79,10 +80,14 @@ _ENTRY_FAMILIES = {
 }
 
 
+_LAYER_VARIANT = re.compile(r"_moe(?:_native|_batched)?|_eager")
+
+
 def dense_layer(name: str) -> str:
-    """A host entry's name without its layer variant (``_moe_native``, ``_moe``, ``_eager``: the MoE and
-    eager-attention layers of ``ComputeProfile.layer_key``): the dense, SDPA layer's entry."""
-    return name.replace("_moe_native", "").replace("_moe", "").replace("_eager", "")
+    """A host entry's name without its layer variant (``_moe_native``, ``_moe_batched``, ``_moe``,
+    ``_eager``: the MoE and eager-attention layers of ``ComputeProfile.layer_key``): the dense, SDPA
+    layer's entry."""
+    return _LAYER_VARIANT.sub("", name)
 
 
 def backend_of_name(name: str) -> str:

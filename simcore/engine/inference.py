@@ -123,13 +123,20 @@ def evaluate(
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
     host_cal = prof.host_layer
     layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal
-    # transformers' MoE layers have their own host entries (round 51: bf16 weights, the native grouped GEMM)
+    # transformers' MoE layers have their own host entries (round 51: bf16 weights, the native grouped GEMM;
+    # round 109: generate()'s decode passes, whose experts are batched GEMMs over gathered weights)
+    batched = L.batched_experts(implementation, decode_loop, model.moe is not None)
     lk = prof.layer_key(
         act_key,
         "moe_native" if model.moe is not None else None,
         implementation,
         "infer_decode",
         attention_backend,
+    )
+    lk_dec = (
+        prof.layer_key(act_key, "moe_batched", implementation, "infer_decode", attention_backend)
+        if batched
+        else lk
     )
     graph_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0) if framework == "cuda_graphs" else 0.0
     pricer = Pricer.for_layout(
@@ -176,7 +183,7 @@ def evaluate(
         tp=tp,
         dtype=dt,
         act_bytes=act,
-        extra={**kv_extra, **fused_decode, "kv_seq": float(ctx)},
+        extra={**kv_extra, **fused_decode, "kv_seq": float(ctx), "batched_experts": batched},
     )
     # the device idles between the kernels of a replayed decode step (round 26: 0.37 us, 0.48 under the
     # profiler), unless the profile's kernel fits carry that gap already (its ``gap``)
@@ -216,21 +223,22 @@ def evaluate(
         comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
         # a run's own code: its ops per decode layer over the calibrated code's; a reference layer's
         # prefill issues the same ops, transformers' the same 62 with either cache (round 85)
-        cal_ops = calibrated_decode_layer_ops(implementation, lk)
+        cal_ops = calibrated_decode_layer_ops(implementation, lk_dec)
         ops = layer_ops / cal_ops if layer_ops is not None and cal_ops else 1.0
         for pr, mode, hp in ((prefill, "prefill", prof), (decode, "decode", dec_prof)):
-            fixed = hp.host_of(f"infer_{mode}_fixed_{lk}", profiler, implementation)
+            key = lk_dec if mode == "decode" else lk
+            fixed = hp.host_of(f"infer_{mode}_fixed_{key}", profiler, implementation)
             gen = hp.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
             if decode_loop == "generate" and gen > 0:
                 # generate(): the host of a token beyond its layers, where measured (the prefill's
                 # pass makes the first token; measured on SDPA layers: eager attention's own host
                 # outside the layers, its 4-D mask built every pass, comes on top)
-                sdpa = lk.removesuffix("_eager")
+                sdpa = key.removesuffix("_eager")
                 extra = fixed - hp.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
-                fixed = gen + max(extra, 0.0) if sdpa != lk else gen
+                fixed = gen + max(extra, 0.0) if sdpa != key else gen
             if pass_ops is not None or compiled_decode:
                 # the run's own loop: its ops outside the layers over the calibrated code's
-                args = (implementation, decode_loop == "generate" and gen > 0, act_key, lk.endswith("_eager"))
+                args = (implementation, decode_loop == "generate" and gen > 0, act_key, key.endswith("_eager"))
                 ref_ops = calibrated_pass_ops(*args)
                 weight: float | None = pass_ops
                 if compiled_decode:
@@ -244,7 +252,7 @@ def evaluate(
                     )
                 if weight is not None and ref_ops:
                     fixed = fixed * weight / ref_ops
-            per_layer = hp.host_of(f"infer_{mode}_{lk}", profiler, implementation)
+            per_layer = hp.host_of(f"infer_{mode}_{key}", profiler, implementation)
             if mode == "prefill" and compiled_decode:
                 # an eager prefill in a run that compiles its decode issues its ops slower than a plain
                 # eager run's at the same aten::linear pace, its layers' and those outside them (rounds 85

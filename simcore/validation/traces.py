@@ -56,6 +56,7 @@ from simcore.calibration.host_trace import (
 )
 from simcore.calibration.profile import (
     CALIBRATED_LAYER_OPS,
+    ComputeProfile,
     backend_of_name,
     calibrated_decode_layer_ops,
     calibrated_pass_ops,
@@ -64,6 +65,7 @@ from simcore.calibration.traces.model import CpuOp
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
 from simcore.errors import SimcoreError
 from simcore.specs.scenario import CpuOpTime, LayerOps, Scenario
+from simcore.workload.lowering import batched_experts
 
 CLASS_ORDER = (
     "gemm",
@@ -759,9 +761,7 @@ def validate(
     has_ref = bool(host_model.get("probe_infer" if inference else "probe_main"))
     # the steadier GEMM-op probe of a no-grad pass, stated as aten::t at its code's ratio (rounds 42-43)
     hf_code = "hf_" if sc.runtime.implementation == "huggingface" else ""
-    act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
-    moe = "moe_native" if sc.model.moe is not None else None
-    act = prof.layer_key(act, moe, sc.runtime.implementation, "infer_decode", sc.runtime.attention_backend)
+    act = decode_layer_key(sc, prof)
     gemm_code = f"{hf_code}{act}" if inference else None
     window = (PROBE_WINDOW if probe_window is None else probe_window) if inference else 0
     cpu = _cpu_speed(ans, inference, host_model, gemm_code, window=window) if has_ref else None
@@ -1134,6 +1134,19 @@ def _profile_of(sc: Scenario) -> Any:
     from simcore.specs.resolve import resolve_cluster
 
     return load_profile(resolve_cluster(sc.cluster, default_registry()).device, sc.calibration)
+
+
+def decode_layer_key(sc: Scenario, prof: ComputeProfile) -> str:
+    """The key of a scenario's decode layers' host entries (``ComputeProfile.layer_key``), which also names
+    the code whose probe ratios pace an inference trace (``fit_host.code_probe_ratios``: ``hf_`` and it for
+    ``transformers``'): an MoE model's under ``generate()`` its batched experts' (its decode passes hold
+    most of its ops), else the grouped GEMM's."""
+    rt = sc.runtime
+    act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
+    moe = None
+    if sc.model.moe is not None:
+        moe = "moe_batched" if batched_experts(rt.implementation, rt.decode_loop, True) else "moe_native"
+    return prof.layer_key(act, moe, rt.implementation, "infer_decode", rt.attention_backend)
 
 
 def _cpu_speed(

@@ -99,6 +99,13 @@ class Layout:
         return self.hf_code and not self.fused and self.residual_bytes == 4.0
 
     @property
+    def batched_experts(self) -> bool:
+        """``transformers``' ``batched_mm`` experts (:func:`batched_experts`): each routed token's expert
+        weights gathered (``index`` over the stacked ``[experts, out, in]`` parameters) and one batched
+        GEMV per token, instead of the grouped GEMM over tokens sorted by expert."""
+        return bool(self.extra.get("batched_experts", False))
+
+    @property
     def dense_mask(self) -> bool:
         """Attention over a materialised causal mask: ``transformers`` builds a ``[b, 1, s, s]`` mask
         instead of passing ``is_causal`` when ``torch.compile`` traces it (its SDPA mask helper skips
@@ -536,8 +543,17 @@ def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2) -> list[Op]:
     ]
 
 
+def batched_experts(implementation: str, decode_loop: str, moe: bool) -> bool:
+    """Whether a decode pass runs ``transformers``' ``batched_mm`` experts: on a GPU ``generate()`` switches
+    an MoE model's ``grouped_mm`` experts to ``batched_mm`` for its decode passes (transformers' "decode-stage
+    switching", round 109's traces), its prefill and a hand-written loop's passes keep the grouped GEMM."""
+    return moe and implementation == "huggingface" and decode_loop == "generate"
+
+
 def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
-    """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all."""
+    """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all.
+    Under :attr:`Layout.batched_experts` every routed token gathers its expert's weights and multiplies
+    them alone (a GEMV of batch ``routed``)."""
     assert m.moe is not None
     moe = m.moe
     s = layer_shape(m)
@@ -550,6 +566,14 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     routed = T * moe.top_k * moe.imbalance
     # experts a rank runs: all of its share, or fewer when fewer tokens than experts arrive (decode)
     local_experts = np.minimum(moe.experts / lay.ep, np.maximum(routed, 1.0))
+    if lay.batched_experts:
+        # one "expert" per routed token, each gathering its weights (gate/up and down: an index-select's
+        # gather kernel, as the embedding lookup's, over (2 if gated) + 1 matrices of h x ffn per token)
+        local_experts = routed
+        f = moe.expert_ffn_hidden / lay.tp
+        mats = 3.0 if s.gated else 2.0
+        g = mem_op("embedding", routed * mats * h * f, b, "embedding")
+        ops.append(Op("expert_weight_gather", g.kind, g.category, g.args, g.count))
     per_expert = routed / local_experts
     a2a_bytes = T * moe.top_k * h * b
     ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))

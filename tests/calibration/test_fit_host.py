@@ -531,6 +531,19 @@ def test_transformers_moe_layers_have_their_own_host_entries() -> None:
     assert prof.host_of("train_fwd_swiglu_moe", True, "huggingface") > prof.host_of(
         "train_fwd_swiglu_moe_native", True, "huggingface"
     )
+    # generate()'s decode passes run batched experts (round 109): their layers have entries of their own,
+    # fitted on generate() passes (no hand-written loop runs them), between a dense layer's and a grouped one's
+    r109 = _csv_rows(h200 / "host_decode_hf_moe_r109.csv.gz")
+    assert {(r["act"], r["loop"]) for r in r109} == {
+        ("swiglu_moe_native", "manual"),
+        ("swiglu_moe_batched", "generate"),
+    }
+    assert prof.layer_key("swiglu", "moe_batched", "huggingface", "infer_decode") == "swiglu_moe_batched"
+    for profiled in (True, False):
+        batched = prof.host_of("infer_decode_swiglu_moe_batched", profiled, "huggingface")
+        native = prof.host_of("infer_decode_swiglu_moe_native", profiled, "huggingface")
+        dense = prof.host_of("infer_decode_swiglu", profiled, "huggingface")
+        assert 1.2 * dense < batched < 0.85 * native
 
 
 def test_bf16_weights_take_less_host_than_autocast() -> None:

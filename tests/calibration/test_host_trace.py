@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,31 @@ def test_decode_step_hosts() -> None:
     assert all(x.pass_s > x.layers * x.layer_s > 0 for x in xs)
     # a decode layer is ~150-190 aten::t of host (round 25 fit: 153-162)
     assert all(100 < x.layer_s / x.probe_main_s < 250 for x in xs)
+
+
+def test_generate_decode_passes_run_batched_experts() -> None:
+    """Round 109: transformers' generate() of a Mixtral runs its prefill's experts as the grouped GEMM and
+    its decode passes' as batched GEMMs over gathered weights (``aten::index`` of the stacked experts, one
+    ``aten::bmm`` by ``[tokens, in, 1]``); each pass is labelled by its own ops. A hand-written loop's
+    decode passes keep the grouped GEMM; the rotary embedding's bmm is not an expert's."""
+    from simcore.calibration.host_trace import batched_experts, decode_step_hosts
+
+    r109 = H200 / "round109"
+    gen = decode_step_hosts(analyze(read_trace(r109 / "hf_fit2_generate_mixtral_L4_b2.json.gz")), prefill=True)
+    assert {(x.seq, x.act, x.loop) for x in gen} == {
+        (128, "swiglu_moe_native", "generate"),
+        (1, "swiglu_moe_batched", "generate"),
+    }
+    # 2 profiled steps x 7 decode passes (the prefill makes the first of 8 tokens)
+    assert sum(x.seq == 1 for x in gen) == 14
+    loop = decode_step_hosts(analyze(read_trace(r109 / "hf_fit2_infer_mixtral_L2_b4_p0.json.gz")))
+    assert loop and {x.act for x in loop} == {"swiglu_moe_native"}
+    # per probe a batched decode layer costs ~27 % less host than a grouped one (337-342 vs 446-511 aten::t)
+    per = [statistics.median(x.layer_s / x.probe_main_s for x in xs if x.seq == 1) for xs in (gen, loop)]
+    assert 0.6 < per[0] / per[1] < 0.85
+    ops = list(analyze(read_trace(r109 / "hf_fit2_generate_mixtral_L4_b2.json.gz")).trace.cpu_ops.values())
+    rotary = [o for o in ops if o.name == "aten::bmm" and o.input_dims and o.input_dims[0][2] == 1]
+    assert rotary and not batched_experts(rotary)
 
 
 def test_steps_and_decode_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -54,9 +54,12 @@ def test_validate_real_traces(name: str) -> None:
     from simcore.calibration.host_trace import PROBE_WINDOW, op_speed, step_synchronized
 
     ans = [analyze(read_trace(f)) for f in files]
-    from simcore.validation.traces import _as_t, _profile_of
+    from simcore.validation.traces import _as_t, _profile_of, decode_layer_key
 
     host = _profile_of(load_scenario(str(SC / f"{name}.yaml"))).host_layer
+    # the scenario with the code validate read from the traces (whose probe ratios pace an inference run)
+    read = {k: d["runtime"][k] for k in ("implementation", "decode_loop", "attention_backend")}
+    ran = sc.model_copy(update={"runtime": sc.runtime.model_copy(update=read)})
     # aten::t, or aten::empty where a thread calls aten::t too rarely (GPT-2's Conv1D layers)
     speeds = [
         s
@@ -65,14 +68,8 @@ def test_validate_real_traces(name: str) -> None:
                 op_speed(a, PROBE_WINDOW if sc.kind == "inference" else 0),
                 sc.kind == "inference",
                 host,
-                f"{'hf_' if d['runtime']['implementation'] == 'huggingface' else ''}"
-                + _profile_of(sc).layer_key(
-                    "swiglu" if sc.model.activation == "swiglu" else "gelu",
-                    "moe_native" if sc.model.moe is not None else None,
-                    d["runtime"]["implementation"],
-                    "infer_decode",
-                    d["runtime"]["attention_backend"],
-                )
+                f"{'hf_' if ran.runtime.implementation == 'huggingface' else ''}"
+                + decode_layer_key(ran, _profile_of(ran))
                 if sc.kind == "inference"
                 else None,
             )

@@ -271,6 +271,38 @@ def test_transformers_experts_run_in_fp32_under_amp(llama) -> None:  # type: ign
     assert experts(_lay("huggingface", fused=True)) == {"bf16"}
 
 
+def test_generate_decode_runs_batched_experts(llama) -> None:  # type: ignore[no-untyped-def]
+    """transformers' generate() switches grouped_mm experts to batched_mm in its decode passes (round 109):
+    each routed token gathers its experts' gate/up and down weights (3 h f elements, read and written) and
+    multiplies them alone, a GEMV of batch ``routed``; a hand-written loop and the prefill keep the grouped
+    GEMM over the experts."""
+    from simcore.specs.scenario import MoESpec
+
+    moe = llama.model_copy(update={"moe": MoESpec(experts=8, top_k=2, expert_ffn_hidden=2048)})
+    assert L.batched_experts("huggingface", "generate", True)
+    assert not L.batched_experts("huggingface", "manual", True)
+    assert not L.batched_experts("reference", "generate", True)
+    assert not L.batched_experts("huggingface", "generate", False)
+    extra = {"impl": "huggingface", "residual_bytes": 2.0, "kv_seq": 256.0}
+    grouped = L.moe_block_fwd(moe, L.Layout(micro_batch=4, seq=1, extra=extra))
+    batched = L.moe_block_fwd(moe, L.Layout(micro_batch=4, seq=1, extra={**extra, "batched_experts": True}))
+    routed = 4 * 2
+    h, f = moe.hidden, 2048
+    gather = [o for o in batched if o.name == "expert_weight_gather"]
+    assert len(gather) == 1 and not any(o.name == "expert_weight_gather" for o in grouped)
+    assert gather[0].category == "embedding"  # the index-select gather kernel an embedding lookup runs
+    assert gather[0].args["nbytes"] == pytest.approx(2 * routed * 3 * h * f * 2)
+    g_gemms = {o.name: o.args for o in grouped if o.kind == "gemm" and o.name.startswith("expert_")}
+    b_gemms = {o.name: o.args for o in batched if o.kind == "gemm" and o.name.startswith("expert_")}
+    assert set(g_gemms) == set(b_gemms)
+    for name, a in b_gemms.items():
+        assert float(a["batch"]) == routed and float(a["m"]) == 1.0, name
+        # the same FLOPs either way: each routed token through its expert
+        assert float(a["batch"]) * float(a["m"]) == pytest.approx(
+            float(g_gemms[name]["batch"]) * float(g_gemms[name]["m"])
+        )
+
+
 def test_eager_attention_is_written_out_of_ops(llama) -> None:  # type: ignore[no-untyped-def]
     """transformers' attn_implementation="eager": batched GEMMs over the whole score matrix (twice the
     causal FLOPs), scale, mask, fp32 softmax and cast over b h s^2 scores, GQA's repeated K and V."""
