@@ -133,11 +133,33 @@ def code_probe_ratios(host: Mapping[str, float], code: str) -> tuple[float | Non
     )
 
 
+def train_gemm_ratios(host: Mapping[str, float], code: str) -> tuple[float, float] | None:
+    """The ratios to ``aten::t`` (as :func:`thread_probe` states it) at which a training step of ``code``
+    (``[hf_]<act>``, e.g. ``hf_swiglu``) is paced by the mean of its GEMM ops: the main thread's
+    (``host_trace.GEMM_PROBE_OP``) and the backward thread's ``aten::mm``
+    (``probe_gemm_ratio_train_<code>_main`` / ``_backward``, fitted by :func:`step_host_costs` on steps of
+    that code), or ``None`` where not measured. A layer's host time is the sum of its ops, launch calls
+    and any waits they hold included; the mean GEMM op carries those where one cheap op's median does not
+    (on rounds 102 and 104's fit steps a transformers Llama layer's units spread 0.034 / 0.038 over the
+    GEMM ops' means, forward / backward, against 0.099 / 0.077 over ``aten::t``'s median)."""
+    m = host.get(f"probe_gemm_ratio_train_{code}_main")
+    b = host.get(f"probe_gemm_ratio_train_{code}_backward")
+    return (m, b) if m and b else None
+
+
 def _is_step_host_run(rows: list[dict[str, str]]) -> bool:
     return bool(rows) and {"fwd_layer_s", "bhead_s", "probe_main_s", "probe_bwd_s"} <= set(rows[0])
 
 
-_OPTIONAL = ("hooks_s", "empty_main_s", "empty_bwd_s", "linear_main_s", "mm_bwd_s")
+_OPTIONAL = (
+    "hooks_s",
+    "empty_main_s",
+    "empty_bwd_s",
+    "linear_main_s",
+    "mm_bwd_s",
+    "gemm_mean_main_s",
+    "mm_mean_bwd_s",
+)
 
 
 def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
@@ -317,6 +339,18 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             lo, slope = per_layer([v for _, v in sel_rows], lambda v: v["post_s"] / v["probe_main_s"])
             out[f"profiled_{pre}step_end"] = ref_m * lo
             out[f"profiled_{pre}step_end_layer"] = ref_m * slope
+    # a training step's pace from its GEMM ops (the mean of every call: the dispatch, the launch call and any
+    # wait it holds, as the layers' own ops do), stated as aten::t at the ratio of the fit steps of the same
+    # code (:func:`train_gemm_ratios`; only rows that time them, rounds 102 and 104)
+    for pre, sel_rows in (("", free), ("hf_", hf_free)):
+        for act in sorted({a for a, _ in sel_rows}):
+            for col, probe, thread in (
+                ("gemm_mean_main_s", "probe_main_s", "main"),
+                ("mm_mean_bwd_s", "probe_bwd_s", "backward"),
+            ):
+                rs = [v[col] / v[probe] for a, v in sel_rows if a == act and v.get(col, 0.0) > 0 and v[probe] > 0]
+                if rs:
+                    out[f"probe_gemm_ratio_train_{pre}{act}_{thread}"] = statistics.median(rs)
     # a distributed wrapper's host beyond a single GPU's, in the same block's units: per layer (its
     # ratio) and outside the layers per micro-batch on each thread and per step after the optimizer
     # (DDP's reducer preparing and finalising the buckets, FSDP2's root unshard and post-backward

@@ -265,6 +265,11 @@ class OpSpeed:
     mm_backward_s: float | None = None
     """Median ``aten::mm`` seconds on the backward thread(s) (the weight and input gradients' GEMMs;
     ``None`` under 10 calls)."""
+    gemm_mean_main_s: float | None = None
+    """Mean seconds of the main thread's GEMM op (as ``linear_main_s``, every call: a training step's
+    pace, ``fit_host.train_gemm_ratios``)."""
+    mm_mean_backward_s: float | None = None
+    """Mean ``aten::mm`` seconds on the backward thread(s) (as ``mm_backward_s``, every call)."""
 
 
 def op_speed(a: Analysis, window: int = 0) -> OpSpeed | None:
@@ -326,9 +331,15 @@ def _probe_medians(ops: list[CpuOp], bwd_tids: set[int], window: int = 0) -> OpS
     main = {main_tid} if main_tid is not None else set()
     lin, n_lin = med(GEMM_PROBE_OP, main)
     mm, n_mm = med(GEMM_PROBE_ALT_OP, main)
+    gemm_op = GEMM_PROBE_ALT_OP if n_mm > n_lin else GEMM_PROBE_OP
     if n_mm > n_lin:  # GPT-2's Conv1D layers issue their GEMMs as addmm, without linear
         lin, n_lin = mm, n_mm
     bmm, n_bmm = med("aten::mm", bwd_tids)
+
+    def mean(name: str, tids: set[int]) -> float | None:
+        v = [o.dur for o in ops if o.name == name and o.tid in tids]
+        return statistics.fmean(v) if len(v) >= 10 else None
+
     return OpSpeed(
         main_s=out[0],
         backward_s=out[2],
@@ -336,6 +347,8 @@ def _probe_medians(ops: list[CpuOp], bwd_tids: set[int], window: int = 0) -> OpS
         empty_backward_s=out[3],
         linear_main_s=lin if n_lin >= 10 else None,
         mm_backward_s=bmm if n_bmm >= 10 else None,
+        gemm_mean_main_s=mean(gemm_op, main),
+        mm_mean_backward_s=mean("aten::mm", bwd_tids),
     )
 
 
@@ -495,6 +508,11 @@ class StepHost(_Row):
     before round 45), a candidate probe of a host-bound step."""
     mm_bwd_s: float = 0.0
     """The step's median ``aten::mm`` on the backward thread (as ``linear_main_s``)."""
+    gemm_mean_main_s: float = 0.0
+    """The step's mean GEMM op on the main thread (every call; 0: too rare), a training step's pace
+    (``fit_host.train_gemm_ratios``)."""
+    mm_mean_bwd_s: float = 0.0
+    """The step's mean ``aten::mm`` on the backward thread (as ``gemm_mean_main_s``)."""
     impl: str = "reference"
     optimizer: str = "adamw_fused"
     """The optimizer and how it ran (``adamw_fused``, ``adamw_foreach``, ``sgd_foreach``, ...: the
@@ -631,6 +649,22 @@ def _step_ops(a: Analysis) -> list[list[CpuOp]]:
     return windows
 
 
+def gemm_ops_per_step(a: Analysis) -> int | None:
+    """How many GEMM ops (:data:`GEMM_PROBE_OP`, or :data:`GEMM_PROBE_ALT_OP` where more) a training step's
+    forward issues outside the backward's autograd nodes (the median over the steps; ``None``: no step),
+    which tells a code's projections apart (a Llama layer's seven, a fused q / k / v's fewer)."""
+    counts = []
+    for win in _step_ops(a):
+        bwd = {o.tid for o in win if o.name.startswith(_BWD_NORM)}
+        # autocast records each call twice, its wrapper around the op: count the outer
+        lin, alt = (
+            len(_outermost(sorted((o for o in win if o.name == n and o.tid not in bwd), key=lambda o: (o.ts, -o.dur))))
+            for n in (GEMM_PROBE_OP, GEMM_PROBE_ALT_OP)
+        )
+        counts.append(max(lin, alt))
+    return int(statistics.median(counts)) if counts else None
+
+
 def _top_ops(win: list[CpuOp], tid: int, lo: float, hi: float) -> list[CpuOp]:
     """Ops of thread ``tid`` starting in ``[lo, hi)`` not nested in another."""
     return _outermost(
@@ -712,6 +746,8 @@ def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]
                 empty_bwd_s=sp.empty_backward_s or 0.0,
                 linear_main_s=sp.linear_main_s or 0.0,
                 mm_bwd_s=sp.mm_backward_s or 0.0,
+                gemm_mean_main_s=sp.gemm_mean_main_s or 0.0,
+                mm_mean_bwd_s=sp.mm_mean_backward_s or 0.0,
                 impl="huggingface" if hf_layers(win) else "reference",
                 optimizer=optimizer_of(opt.name, [o for o in win if opt.ts <= o.ts <= opt.ts + opt.dur]),
                 profiler=key,

@@ -28,7 +28,7 @@ from simcore.calibration.classify import (
     fp32_weights,
     optimizer_element_type,
 )
-from simcore.calibration.fit_host import code_probe_ratios, gemm_pace, thread_probe
+from simcore.calibration.fit_host import code_probe_ratios, gemm_pace, thread_probe, train_gemm_ratios
 from simcore.calibration.host_trace import (
     FUSED_ATTENTION_OPS,
     FUSED_OPTIMIZER_OPS,
@@ -41,6 +41,7 @@ from simcore.calibration.host_trace import (
     decode_layer_op_count,
     decode_pass_op_count,
     eager_attention,
+    gemm_ops_per_step,
     generate_loop,
     graph_capture_steps,
     graph_launches,
@@ -764,7 +765,8 @@ def validate(
     act = decode_layer_key(sc, prof)
     gemm_code = f"{hf_code}{act}" if inference else None
     window = (PROBE_WINDOW if probe_window is None else probe_window) if inference else 0
-    cpu = _cpu_speed(ans, inference, host_model, gemm_code, window=window) if has_ref else None
+    train_code = _train_gemm_code(ans, sc, act) if not inference else None
+    cpu = _cpu_speed(ans, inference, host_model, gemm_code or train_code, window=window) if has_ref else None
     if cdec and cpu is not None:
         # a compiled decode's passes call no aten::linear outside the graph: their pace is the loop's
         # aten::empty, the eager prefill's its aten::linear (round 89)
@@ -828,6 +830,11 @@ def validate(
             cpu is not None,
             "predicted at the trace's CPU speed (runtime.cpu_op_time: aten::t "
             + _cpu_label(cpu)
+            + (
+                f", read from the mean of its GEMM ops at the ratio measured on {train_code}'s fit steps"
+                if train_code and train_gemm_ratios(host_model, train_code)
+                else ""
+            )
             + "); host times scale by its ratio to the calibration machine's, which moves 2-3x between and "
             "within runs; --set runtime.cpu_op_time=null predicts at the calibration machine's speed",
         ),
@@ -1149,6 +1156,36 @@ def decode_layer_key(sc: Scenario, prof: ComputeProfile) -> str:
     return prof.layer_key(act, moe, rt.implementation, "infer_decode", rt.attention_backend)
 
 
+TRAIN_GEMMS_PER_LAYER = {"swiglu": 7, "gelu": 4}
+"""GEMM ops a layer of the ``transformers`` code the training pace ratios were measured on issues on the main
+thread (``fit_host.train_gemm_ratios``): a Llama's separate q / k / v / o, gate / up / down projections, a
+GPT-2's four ``Conv1D`` ``addmm``."""
+
+
+def _train_gemm_code(ans: list[Analysis], sc: Scenario, act: str) -> str | None:
+    """The code (``hf_<act>``) whose GEMM-op pace ratios (``fit_host.train_gemm_ratios``) time a training
+    trace's CPU, where the trace runs that code as its fit steps did: ``transformers``' dense layers with
+    separate projections (:data:`TRAIN_GEMMS_PER_LAYER` GEMM ops a layer), fp32 weights under autocast (bf16
+    or fp16), no recompute, one GPU, eager. A GEMM op's host time carries its code's (a fused q / k / v, autocast's
+    casts, a recomputed forward, a DDP hook), so elsewhere the step keeps ``aten::t`` and ``aten::empty``."""
+    tr = sc.training
+    per_layer = TRAIN_GEMMS_PER_LAYER.get(act)
+    if (
+        per_layer is None
+        or tr is None
+        or sc.runtime.implementation != "huggingface"
+        or sc.runtime.framework != "eager"
+        or sc.model.moe is not None
+        or sc.cluster.gpus != 1
+        or tr.param_dtype != "fp32"
+        or tr.precision == "fp32"
+        or tr.recompute != "none"
+    ):
+        return None
+    n = gemm_ops_per_step(ans[0])
+    return f"hf_{act}" if n and n // max(sc.model.layers, 1) == per_layer else None
+
+
 def _cpu_speed(
     ans: list[Analysis],
     inference: bool,
@@ -1209,7 +1246,12 @@ def _as_t(
         return None
     r_m = host.get("probe_empty_ratio_infer" if inference else "probe_empty_ratio_main")
     r_b = host.get("probe_empty_ratio_backward")
-    r_lin, r_e = code_probe_ratios(host, gemm_code) if gemm_code else (None, None)
+    if not inference and gemm_code and s.gemm_mean_main_s and s.mm_mean_backward_s:
+        # a training step of its ratios' code: each thread by the mean of its GEMM ops
+        ratios = train_gemm_ratios(host, gemm_code)
+        if ratios:
+            return OpSpeed(main_s=s.gemm_mean_main_s / ratios[0], backward_s=s.mm_mean_backward_s / ratios[1])
+    r_lin, r_e = code_probe_ratios(host, gemm_code) if gemm_code and inference else (None, None)
     if empty_only and s.empty_main_s and r_m:
         # ``empty_only``: the main thread by its aten::empty alone (a compiled decode loop's own ops)
         return OpSpeed(main_s=s.empty_main_s / r_m, backward_s=None)

@@ -248,6 +248,9 @@ def test_steps_and_decode_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert main(["--decode", str(R25 / "profile_train_gpt_L6_h1024_b8.json.gz"), "-o", str(dec)]) == 2
 
 
+MEANS = ("gemm_mean_main_s", "mm_mean_bwd_s")  # columns since stop 31
+
+
 def test_committed_step_csvs_reproduce() -> None:
     """The committed CSVs are what the CLI reads from the held-apart traces' siblings: same columns,
     and every row's segments positive."""
@@ -259,13 +262,13 @@ def test_committed_step_csvs_reproduce() -> None:
     cols = tuple(
         c
         for c in STEP_HOST_COLUMNS
-        if c not in ("linear_main_s", "mm_bwd_s", "optimizer", "profiler", "weights")
+        if c not in ("linear_main_s", "mm_bwd_s", "optimizer", "profiler", "weights", *MEANS)
     )
     assert tuple(steps[0]) == cols and len(steps) == 32
     assert all(float(r[k]) > 0 for r in steps for k in ("fwd_layer_s", "bwd_layer_s", "probe_main_s"))
     # round 47's: torch.optim's foreach AdamW and SGD, told apart by their Optimizer.step ranges
     r47 = _csv_rows(H200 / "host_steps_r47.csv.gz")
-    assert tuple(r47[0]) == STEP_HOST_COLUMNS and len(r47) == 32
+    assert tuple(r47[0]) == tuple(c for c in STEP_HOST_COLUMNS if c not in MEANS) and len(r47) == 32
     assert {r["optimizer"] for r in r47} == {"adamw_foreach", "sgd_foreach"}
     assert all(("sgd" in r["trace"]) == (r["optimizer"] == "sgd_foreach") for r in r47)
     assert {r["profiler"] for r in r47} == {""}
@@ -276,6 +279,13 @@ def test_committed_step_csvs_reproduce() -> None:
     # round 58's transformers fit runs with bf16 weights (no autocast), told apart by their gradients' dtype
     assert all((r["weights"] == "bf16") == ("bf16" in r["trace"]) for r in opts)
     assert all(r["profiler"] == "" for r in opts if r["weights"] == "bf16")
+    # rounds 102 and 104's transformers fit steps time their GEMM ops' means (a training step's pace): a
+    # Llama's or GPT-2's mean GEMM op on the main thread costs 15-30 aten::empty, an aten::mm on the backward's 6-12
+    for name in ("host_steps_hf_r102.csv.gz", "host_steps_hf_r104.csv.gz"):
+        rows = _csv_rows(H200 / name)
+        assert tuple(rows[0]) == STEP_HOST_COLUMNS and len(rows) == 16
+        assert all(15 < float(r["gemm_mean_main_s"]) / float(r["empty_main_s"]) < 30 for r in rows)
+        assert all(6 < float(r["mm_mean_bwd_s"]) / float(r["empty_bwd_s"]) < 12 for r in rows)
     dec = _csv_rows(H200 / "host_decode.csv.gz")
     # round 25's rows predate the aten::linear probe (round 42's have it, and prefill passes)
     old = tuple(c for c in DECODE_HOST_COLUMNS if c != "linear_main_s")

@@ -837,3 +837,43 @@ def test_transformers_decode_layer_ops_scale_its_decode_host_alone() -> None:
     prof = load_profile(default_registry().device("h200")).at_cpu_speed(rt["cpu_op_time"]["main"], inference=True)
     layer = prof.host_of("infer_decode_swiglu", True, "huggingface")
     assert a.decode_host_s - b.decode_host_s == pytest.approx(8 * layer * (63.0 / 54.0 - 1.0), rel=1e-9)
+
+
+def test_training_cpu_speed_is_read_from_the_gemm_ops_of_the_fit_code() -> None:
+    """Stop 31: a training step of the code the transformers fit steps ran (separate projections, fp32
+    weights under autocast, no recompute, one GPU) is paced by the mean of its GEMM ops on each thread
+    (aten::linear, GPT-2's addmm; the backward's aten::mm) at the fit steps' ratios to aten::t; a code
+    whose GEMM ops cost otherwise (Phi-3's fused projections, a recomputed forward, bf16 weights without
+    autocast, fp32 without autocast) keeps aten::t and aten::empty."""
+    from simcore.calibration.fit_host import thread_probe, train_gemm_ratios
+    from simcore.calibration.host_trace import gemm_ops_per_step, op_speed
+    from simcore.validation.traces import _profile_of
+    from simcore.workload.replay import load_analyses
+
+    llama = "h200_r108_train_llama_l6_h2048_b4_s512"
+    host = _profile_of(simcore.load_scenario(str(SC / f"{llama}.yaml"))).host_layer
+    ratios = train_gemm_ratios(host, "hf_swiglu")
+    assert ratios is not None and 10.0 < ratios[0] < 20.0 and 5.0 < ratios[1] < 12.0
+    assert train_gemm_ratios(host, "hf_gelu") is not None and train_gemm_ratios(host, "swiglu") is None
+    a = load_analyses([str(REPO / CASES[llama][0])])[0]
+    assert gemm_ops_per_step(a) == 7 * 6 + 1  # seven projections a layer and the LM head
+    s = op_speed(a)
+    assert s is not None and s.gemm_mean_main_s and s.mm_mean_backward_s
+    rep = validate([str(REPO / f) for f in CASES[llama]], SC / f"{llama}.yaml").to_dict()
+    assert rep["runtime"]["cpu_op_time"]["main"] == pytest.approx(s.gemm_mean_main_s / ratios[0])
+    assert rep["runtime"]["cpu_op_time"]["backward"] == pytest.approx(s.mm_mean_backward_s / ratios[1])
+    assert any("mean of its GEMM ops" in n for n in rep["notes"])
+    for other in (
+        "h200_r105_train_phi3_l6_h1536_b2_s1024",  # 4 GEMM ops a layer
+        "h200_r46_train_llama_l8_h2048_b1_s4096_gc",  # recompute
+        "h200_r60_train_gpt2_l12_b8_fp32",  # no autocast
+    ):
+        a = load_analyses([str(REPO / CASES[other][0])])[0]
+        s = op_speed(a)
+        assert s is not None
+        rep = validate([str(REPO / f) for f in CASES[other]], SC / f"{other}.yaml").to_dict()
+        main = thread_probe(s.main_s or 0.0, s.empty_main_s or 0.0, host["probe_empty_ratio_main"], training=True)
+        assert rep["runtime"]["cpu_op_time"]["main"] == pytest.approx(main), other
+        assert not any("mean of its GEMM ops" in n for n in rep["notes"]), other
+    phi3 = load_analyses([str(REPO / CASES["h200_r105_train_phi3_l6_h1536_b2_s1024"][0])])[0]
+    assert gemm_ops_per_step(phi3) == 4 * 6 + 1
