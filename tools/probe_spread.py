@@ -11,7 +11,11 @@ same code, all from committed files, and prints the rms of the log error per pro
   (``traces/h200/round45/steps_probes.csv.gz``) against the held-apart eager training traces of the same
   code (simcore's GPT / Llama blocks, transformers' GPT-2 / Llama).
 
-  python tools/probe_spread.py [--decode]
+* ``--hf-training``: ``transformers``' training layers, rounds 102 and 104's fit steps
+  (``traces/h200/host_steps_hf_r10[24].csv.gz``) against held-apart steps of the same code (stop 31: the
+  GEMM ops' mean, a training step's pace since then).
+
+  python tools/probe_spread.py [--decode | --hf-training]
 """
 
 from __future__ import annotations
@@ -47,6 +51,23 @@ TRAIN_HELD = [
     *(H / "round31" / f"hf_train_{n}.json.gz" for n in ("llama_L4_h1024_b2_item", "llama_L8_h2048_b2")),
     H / "round36/hf_train_gpt2_L24_h1024_b4.json.gz",
     H / "round36/hf_train_llama_L6_h1536_b4.json.gz",
+]
+
+
+# held-apart transformers training steps of the code rounds 102 and 104's fit steps ran (separate projections, fp32
+# weights + bf16 autocast, fused AdamW, no recompute, shapes-only profiler): ``--hf-training``
+HF_TRAIN_HELD = [
+    *(H / "round31" / f"hf_train_{n}.json.gz" for n in ("gpt2_L12_b8", "gpt2_L6_b2", "llama_L8_h2048_b2")),
+    H / "round36/hf_train_gpt2_L24_h1024_b4.json.gz",
+    H / "round36/hf_train_llama_L6_h1536_b4.json.gz",
+    H / "round57/hf_train_llama_L16_h2048_b1.json.gz",
+    *sorted((H / "round82").glob("hf_train_*.json.gz")),
+    *sorted((H / "round83").glob("hf_train_*.json.gz")),
+    H / "round84/hf_train_llama_L6_h2048_b2_s1024.json.gz",
+    *sorted((H / "round103").glob("hf_train_*.json.gz")),
+    *(p for p in sorted((H / "round105").glob("hf_train_*.json.gz")) if "phi3" not in p.name),
+    *sorted((H / "round108").glob("hf_train_*.json.gz")),
+    *sorted((H / "round110").glob("hf_train_*.json.gz")),
 ]
 
 
@@ -89,15 +110,55 @@ def across_runs(
     return [statistics.median(v) for v in per.values()]
 
 
-def _report(label: str, errs: list[float]) -> None:
+def within(fit: list[dict[str, str]], seg: str, cols: tuple[str, ...]) -> float:
+    """The spread (sd of the log) of the fit steps' units over their code's median, pooled over the codes."""
+    errs: list[float] = []
+    for c in {_code(r) for r in fit}:
+        units = [float(r[seg]) / _probe(r, cols) for r in fit if _code(r) == c and _probe(r, cols) > 0]
+        if units:
+            med = statistics.median(units)
+            errs += [math.log(u / med) for u in units]
+    return math.sqrt(statistics.fmean(e * e for e in errs)) if errs else float("nan")
+
+
+def _report(label: str, errs: list[float], fit_spread: float | None = None) -> None:
     rms = math.sqrt(statistics.fmean(e * e for e in errs)) if errs else float("nan")
-    print(f"  {label:34s} traces {len(errs):2d}  rms log error {rms:.3f}")
+    fit = "" if fit_spread is None else f"  (fit steps' own spread {fit_spread:.3f})"
+    print(f"  {label:34s} traces {len(errs):2d}  rms log error {rms:.3f}{fit}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--decode", action="store_true", help="decode layers (else training layers)")
+    ap.add_argument(
+        "--hf-training", action="store_true", help="transformers training layers against rounds 102 and 104's fit steps"
+    )
     args = ap.parse_args()
+    if args.hf_training:
+        fit = [
+            r
+            for n in ("host_steps_hf_r102.csv.gz", "host_steps_hf_r104.csv.gz")
+            for r in _rows(H / n)
+            if r["synchronized"] == "False"
+        ]
+        held = [
+            r
+            for r in _host_rows("--steps", [p for p in HF_TRAIN_HELD if p.exists()])
+            if r["impl"] == "huggingface" and r["weights"] == "fp32" and not r["profiler"]
+            and r["optimizer"] == "adamw_fused" and r["act"] in ("swiglu", "gelu")
+        ]  # fmt: skip
+        for seg, cands in (
+            ("fwd_layer_s", (("aten::t", ("probe_main_s",)), ("aten::t + aten::empty", ("probe_main_s", "empty_main_s")),
+                             ("aten::empty", ("empty_main_s",)), ("GEMM op median", ("linear_main_s",)),
+                             ("GEMM op mean (stop 31)", ("gemm_mean_main_s",)))),
+            ("bwd_layer_s", (("aten::t", ("probe_bwd_s",)), ("aten::t + aten::empty", ("probe_bwd_s", "empty_bwd_s")),
+                             ("aten::empty", ("empty_bwd_s",)), ("aten::mm median", ("mm_bwd_s",)),
+                             ("aten::mm mean (stop 31)", ("mm_mean_bwd_s",)))),
+        ):  # fmt: skip
+            print(f"{seg} (transformers: rounds 102 and 104's fit steps against held-apart steps of the same code)")
+            for label, cols in cands:
+                _report(label, across_runs(fit, held, seg, cols), within(fit, seg, cols))
+        return
     if args.decode:
         fit = [r for r in _rows(H / "host_decode_r42.csv.gz") if r["seq"] == "1" and r["act"] == "swiglu"]
         held = [r for r in _host_rows("--decode", DECODE_HELD) if r["seq"] == "1"]

@@ -140,8 +140,10 @@ def train_gemm_ratios(host: Mapping[str, float], code: str) -> tuple[float, floa
     (``probe_gemm_ratio_train_<code>_main`` / ``_backward``, fitted by :func:`step_host_costs` on steps of
     that code), or ``None`` where not measured. A layer's host time is the sum of its ops, launch calls
     and any waits they hold included; the mean GEMM op carries those where one cheap op's median does not
-    (on rounds 102 and 104's fit steps a transformers Llama layer's units spread 0.034 / 0.038 over the
-    GEMM ops' means, forward / backward, against 0.099 / 0.077 over ``aten::t``'s median)."""
+    (``python tools/probe_spread.py --hf-training``: a layer's units over the GEMM ops' means spread 0.043 /
+    0.046 across rounds 102 and 104's fit steps, forward / backward, against 0.072 / 0.064 over ``aten::t``
+    and ``aten::empty``; 30 held-apart steps of the same code 0.041 / 0.043 from the fit's, against 0.070 /
+    0.051)."""
     m = host.get(f"probe_gemm_ratio_train_{code}_main")
     b = host.get(f"probe_gemm_ratio_train_{code}_backward")
     return (m, b) if m and b else None

@@ -259,6 +259,21 @@ test against ``traces/h200/profile_train_gpt-125m_s1024_b8_eager.json.gz`` and
 ``profile_train_llama-1b_s2048_b4_eager.json.gz``). ``RuntimeSpec.layer_ops`` scales that host by a run's
 own counts."""
 
+CALIBRATED_HF_LAYER_OPS: dict[str, tuple[float, float]] = {"gelu": (46.0, 62.0), "swiglu": (62.0, 93.0)}
+"""The same for the ``transformers`` code the ``profiled_hf_train_*`` entries were measured on (rounds 32, 102
+and 104's fit steps: GPT-2's ``Conv1D`` layers and a Llama's separate projections, SDPA, bf16 autocast; checked by
+a test against ``traces/h200/round104``'s). A Qwen2 layer's biased q / k / v projections add six backward nodes
+(99), Phi-3's fused projections and their splits give 72 / 83."""
+
+
+def calibrated_layer_ops(implementation: str, act: str) -> tuple[float, float] | None:
+    """(Forward ops, backward nodes) a training layer of the code ``implementation``'s eager host entries
+    were measured on issues (:data:`CALIBRATED_LAYER_OPS`, :data:`CALIBRATED_HF_LAYER_OPS`; ``None``: not
+    known)."""
+    table = CALIBRATED_HF_LAYER_OPS if implementation == "huggingface" else CALIBRATED_LAYER_OPS
+    return table.get(act)
+
+
 CALIBRATED_DECODE_LAYER_OPS: dict[str, float] = {"gelu": 25.0, "swiglu": 27.0}
 """Top-level ops a decode step's layer issues in the code the eager inference ``host_layer`` entries were
 measured on (``tools/gpt.py`` with its preallocated KV cache; ``host_trace.decode_layer_op_count``, checked

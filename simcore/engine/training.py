@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.profile import CALIBRATED_LAYER_OPS, load_profile
+from simcore.calibration.profile import calibrated_layer_ops, load_profile
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.specs.resolve import ClusterInfo
@@ -244,8 +244,8 @@ def evaluate(
     kernel; ``attention_backend``: ``RuntimeSpec.attention_backend``; ``profiler_record``: what the
     profiler records beside the timeline (``RuntimeSpec.profiler_record``), which scales the profiled
     host times by kind (``ComputeProfile.profiler_factor``); ``layer_ops``: (forward, backward) ops a
-    layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer of
-    the reference code by their ratio to ``CALIBRATED_LAYER_OPS``."""
+    layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer by
+    their ratio to the calibrated code's (``profile.calibrated_layer_ops``)."""
     tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -426,11 +426,12 @@ def evaluate(
             d_mb = d / m if part == "bwd" else d
             return np.where(zero3, f, np.where(tp > 1, t, 0.0) + np.where(ddp, d_mb, 0.0))
 
-        # a run's own code: its ops per layer over the calibrated code's (eager, reference layers only)
+        # a run's own code: its ops per layer over the calibrated code's (eager; a transformers layer with
+        # its own entries, an MoE or eager-attention one, is not scaled)
         ops_f, ops_b = 1.0, 1.0
-        if layer_ops is not None and implementation == "reference" and not compiled:
-            ref_f, ref_b = CALIBRATED_LAYER_OPS[act_key]
-            ops_f, ops_b = layer_ops[0] / ref_f, (layer_ops[1] / ref_b if layer_ops[1] > 0 else 1.0)
+        cal = calibrated_layer_ops(implementation, act_key)
+        if layer_ops is not None and cal is not None and not compiled and lk == act_key:
+            ops_f, ops_b = layer_ops[0] / cal[0], (layer_ops[1] / cal[1] if layer_ops[1] > 0 else 1.0)
         h_f = layers_per_rank * (
             wrapped(f"train_fwd_{lk}", "fwd") * ops_f + full_t * hv(f"ckpt_full_fwd_{act_key}")
         )

@@ -270,10 +270,12 @@ class RuntimeSpec(Spec):
     ``nn.TransformerEncoderLayer`` issues 35 and 66, a nanoGPT block with biased Linears 19 and 53); in
     inference the prefill and decode host per layer scale with ``fwd`` over the calibrated decode layer's
     (``profile.CALIBRATED_DECODE_LAYER_OPS``: 25 a GPT block, 27 a Llama block; round 76's hand-written
-    Llama with a ``torch.cat`` cache 36). With ``implementation: huggingface`` only the decode layers' host
-    scales, over ``transformers``' dynamic-cache decode layer (``profile.CALIBRATED_HF_DECODE_LAYER_OPS``: 54
-    a Llama block, 38 GPT-2's; a static cache's 63), its prefill layers issuing the same ops with either
-    cache. ``None``: the calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
+    Llama with a ``torch.cat`` cache 36). With ``implementation: huggingface`` a training layer's host scales
+    over ``transformers``' fit code's (``profile.CALIBRATED_HF_LAYER_OPS``: a Llama's 62 and 93, GPT-2's 46 and
+    62; a Qwen2 layer's biased projections 62 and 99), and the decode layers' over ``transformers``'
+    dynamic-cache decode layer (``profile.CALIBRATED_HF_DECODE_LAYER_OPS``: 54 a Llama block, 38 GPT-2's; a
+    static cache's 63), its prefill layers issuing the same ops with either cache. ``None``: the calibrated
+    code's. ``simcore validate`` reads it from a single-GPU trace."""
     pass_ops: float | None = Field(default=None, gt=0)
     """The host weight, in typical ops, of the top-level ops an eager inference forward pass issues
     outside its layers (the token embedding, the final norm, the LM head and the loop's own sampling and

@@ -56,10 +56,10 @@ from simcore.calibration.host_trace import (
     unannotated_step,
 )
 from simcore.calibration.profile import (
-    CALIBRATED_LAYER_OPS,
     ComputeProfile,
     backend_of_name,
     calibrated_decode_layer_ops,
+    calibrated_layer_ops,
     calibrated_pass_ops,
 )
 from simcore.calibration.traces.model import CpuOp
@@ -783,8 +783,10 @@ def validate(
     layer_ops = _layer_ops(ans, sc, act)
     pass_ops, ref_pass = _pass_ops(ans, sc, act.endswith("_eager"))
     act_name = "swiglu" if sc.model.activation == "swiglu" else "gelu"
-    ref_f, ref_b = CALIBRATED_LAYER_OPS[act_name]
-    hf_code_name = "transformers' dynamic-cache" if hf_code else "tools/gpt.py's"
+    ref_f, ref_b = calibrated_layer_ops(sc.runtime.implementation, act_name) or (0.0, 0.0)
+    hf_code_name = (
+        ("transformers' dynamic-cache" if inference else "transformers' fit steps'") if hf_code else "tools/gpt.py's"
+    )
     ref_ops = (
         f"{{fwd: {calibrated_decode_layer_ops(sc.runtime.implementation, act if hf_code else act_name) or 0:g}}} "
         "a decode layer"
@@ -807,7 +809,8 @@ def validate(
                 else f"{{fwd: {layer_ops.fwd:g}, bwd: {layer_ops.bwd:g}}}"
             )
             + " (the ops a layer of the trace's code issues, where the eager host model was measured on "
-            f"{hf_code_name} {ref_ops}; its host per {'decode ' if hf_code else ''}layer scales with them); "
+            f"{hf_code_name} {ref_ops}; its host per {'decode ' if hf_code and inference else ''}layer scales "
+            "with them); "
             "--set runtime.layer_ops=null "
             "predicts the calibrated code's",
         ),
@@ -1069,8 +1072,10 @@ def _layer_ops(ans: list[Analysis], sc: Scenario, layer_key: str) -> LayerOps | 
     """The ops a layer of the trace's code issues (:func:`layer_op_counts`; inference: a decode layer's,
     :func:`decode_layer_op_count`), where they differ from the calibrated code's by more than 5 %
     (``RuntimeSpec.layer_ops``): eager single-GPU runs of PyTorch's own layers, training without recompute
-    (its forward ops run again in the backward), and ``transformers``' eager decode layers (its training
-    layers are calibrated on their own; ``layer_key`` the host entries' block key, ``swiglu_eager``, ...)."""
+    (its forward ops run again in the backward), over ``tools/gpt.py``'s or ``transformers``' fit code's
+    (``profile.calibrated_layer_ops``; a ``transformers`` MoE or eager-attention layer has entries of its
+    own), and ``transformers``' eager decode layers (``layer_key`` the host entries' block key,
+    ``swiglu_eager``, ...)."""
     if sc.runtime.framework != "eager" or sc.cluster.gpus != 1:
         return None
     hf = sc.runtime.implementation == "huggingface"
@@ -1081,15 +1086,15 @@ def _layer_ops(ans: list[Analysis], sc: Scenario, layer_key: str) -> LayerOps | 
         if n is None or cal is None or abs(n / cal - 1.0) <= 0.05:
             return None
         return LayerOps(fwd=n)
-    if hf:
-        return None
     tr = sc.training
-    if tr is None or tr.recompute != "none":
+    # transformers' MoE and eager-attention layers have entries of their own, and its layers with bf16 weights
+    # (no autocast) a measured factor over the fit code's (``ComputeProfile.weights_factor``)
+    if tr is None or tr.recompute != "none" or (hf and (layer_key != act or tr.param_dtype != "fp32")):
         return None
     counts = layer_op_counts(ans[0])
-    if counts is None:
+    ref = calibrated_layer_ops(sc.runtime.implementation, act)
+    if counts is None or ref is None:
         return None
-    ref = CALIBRATED_LAYER_OPS[act]
     if all(abs(c / r - 1.0) <= 0.05 for c, r in zip(counts, ref, strict=True)):
         return None
     return LayerOps(fwd=counts[0], bwd=counts[1])

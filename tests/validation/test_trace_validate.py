@@ -54,12 +54,15 @@ def test_validate_real_traces(name: str) -> None:
     from simcore.calibration.host_trace import PROBE_WINDOW, op_speed, step_synchronized
 
     ans = [analyze(read_trace(f)) for f in files]
-    from simcore.validation.traces import _as_t, _profile_of, decode_layer_key
+    from simcore.validation.traces import _as_t, _profile_of, _train_gemm_code, decode_layer_key
 
     host = _profile_of(load_scenario(str(SC / f"{name}.yaml"))).host_layer
-    # the scenario with the code validate read from the traces (whose probe ratios pace an inference run)
-    read = {k: d["runtime"][k] for k in ("implementation", "decode_loop", "attention_backend")}
+    # the scenario with the code validate read from the traces (whose probe ratios pace an inference run, whose
+    # GEMM ops' ratios a training step of transformers' fit code)
+    read = {k: d["runtime"][k] for k in ("implementation", "decode_loop", "attention_backend", "framework")}
     ran = sc.model_copy(update={"runtime": sc.runtime.model_copy(update=read)})
+    if sc.training is not None:
+        ran = ran.model_copy(update={"training": sc.training.model_copy(update=d["training"])})
     # aten::t, or aten::empty where a thread calls aten::t too rarely (GPT-2's Conv1D layers)
     speeds = [
         s
@@ -71,7 +74,7 @@ def test_validate_real_traces(name: str) -> None:
                 f"{'hf_' if ran.runtime.implementation == 'huggingface' else ''}"
                 + decode_layer_key(ran, _profile_of(ran))
                 if sc.kind == "inference"
-                else None,
+                else _train_gemm_code(ans, ran, decode_layer_key(ran, _profile_of(ran))),
             )
             for a in ans
         )
@@ -553,6 +556,30 @@ def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     assert any("runtime.layer_ops: {fwd: 35, bwd: 66}" in x for x in rep["notes"])
     plain = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]).to_dict()
     assert plain["predicted_step_time_s"] < 0.8 * rep["predicted_step_time_s"]  # host-bound: its host per layer
+
+
+def test_layer_ops_of_transformers_training_layers() -> None:
+    """Stop 31: transformers' fit steps (rounds 102 and 104: a Llama's separate projections, GPT-2's Conv1D) issue
+    the calibrated 62 / 93 and 46 / 62 ops a layer; a Qwen2 layer's biased q / k / v six more backward nodes, read
+    and used (its backward host per layer 99 / 93 of the Llama's)."""
+    from simcore.calibration.host_trace import layer_op_counts
+    from simcore.calibration.profile import CALIBRATED_HF_LAYER_OPS, calibrated_layer_ops
+
+    for act, fam in (("swiglu", "llama"), ("gelu", "gpt2")):
+        for layers in (4, 12):
+            a = analyze(read_trace(REPO / f"traces/h200/round104/hf_fit3_train_{fam}_L{layers}_p0.json.gz"))
+            assert layer_op_counts(a) == CALIBRATED_HF_LAYER_OPS[act] == calibrated_layer_ops("huggingface", act)
+    llama = "h200_r108_train_llama_l6_h2048_b4_s512"
+    assert validate([str(REPO / f) for f in CASES[llama]], SC / f"{llama}.yaml").to_dict()["runtime"]["layer_ops"] is None
+    n = "h200_r108_train_qwen2_l8_h1536_b2_s1024"
+    rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
+    assert rep["runtime"]["layer_ops"] == {"fwd": 62.0, "bwd": 99.0}
+    assert any("runtime.layer_ops: {fwd: 62, bwd: 99}" in x and "fit steps'" in x for x in rep["notes"])
+    plain = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]).to_dict()
+    assert plain["predicted_step_time_s"] < rep["predicted_step_time_s"]  # host-bound: more backward host
+    # an MoE layer has host entries of its own: not scaled
+    moe = "h200_r50_train_mixtral_l4_h1024_e8_b4"
+    assert validate([str(REPO / f) for f in CASES[moe]], SC / f"{moe}.yaml").to_dict()["runtime"]["layer_ops"] is None
 
 
 def test_decode_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
