@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -1073,6 +1073,22 @@ RUNS_R110 = [
     ("train_llama_L4_h3072_b1_s2048", lambda s: llama(4, 3072, 24, 8, 8192, 32000, s), "train", 1, 2048, {}),
 ]  # fmt: skip
 
+# round 111 (--set r111): held apart after stop 31's last change (a transformers training layer's host scales with its
+# op count over the fit code's: Qwen2's biased projections): eight training steps, four of them Qwen2
+RUNS_R111 = [
+    ("train_qwen2_L8_h1024_b4_s512", lambda s: llama(8, 1024, 16, 2, 4864, 151936, s, "qwen2"), "train", 4, 512, {}),
+    ("train_qwen2_L4_h2048_b2_s1024", lambda s: llama(4, 2048, 16, 2, 11008, 151936, s, "qwen2"), "train", 2, 1024,
+     {}),
+    ("train_qwen2_L12_h1536_b1_s1024", lambda s: llama(12, 1536, 12, 2, 8960, 151936, s, "qwen2"), "train", 1, 1024,
+     {}),
+    ("train_qwen2_L6_h1536_b4_s512", lambda s: llama(6, 1536, 12, 2, 8960, 151936, s, "qwen2"), "train", 4, 512, {}),
+    ("train_mistral_L10_h1024_b2_s1024", lambda s: llama(10, 1024, 16, 8, 3584, 32000, s, "mistral"), "train", 2,
+     1024, {}),
+    ("train_llama_L6_h2560_b1_s2048", lambda s: llama(6, 2560, 20, 4, 6912, 32000, s), "train", 1, 2048, {}),
+    ("train_gpt2_L6_h1536_b4_s512", lambda s: gpt2(6, 1536, 16, s), "train", 4, 512, {}),
+    ("train_llama_L16_h1024_b2_s512", lambda s: llama(16, 1024, 16, 4, 2816, 32000, s), "train", 2, 512, {}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1134,6 +1150,7 @@ SETS = {
     "r108": (RUNS_R108, "r108"),
     "moe_fit2": (RUNS_MOE_FIT2, "r109"),
     "r110": (RUNS_R110, "r110"),
+    "r111": (RUNS_R111, "r111"),
 }
 
 
