@@ -133,10 +133,12 @@ def evaluate(
         "infer_decode",
         attention_backend,
     )
-    lk_dec = (
-        prof.layer_key(act_key, "moe_batched", implementation, "infer_decode", attention_backend)
-        if batched
-        else lk
+    lk_dec = prof.layer_key(
+        act_key,
+        L.decode_moe_key(implementation, decode_loop, model.moe is not None),
+        implementation,
+        "infer_decode",
+        attention_backend,
     )
     graph_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0) if framework == "cuda_graphs" else 0.0
     pricer = Pricer.for_layout(

@@ -66,7 +66,7 @@ from simcore.calibration.traces.model import CpuOp
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
 from simcore.errors import SimcoreError
 from simcore.specs.scenario import CpuOpTime, LayerOps, Scenario
-from simcore.workload.lowering import batched_experts
+from simcore.workload.lowering import decode_moe_key
 
 CLASS_ORDER = (
     "gemm",
@@ -1155,9 +1155,7 @@ def decode_layer_key(sc: Scenario, prof: ComputeProfile) -> str:
     most of its ops), else the grouped GEMM's."""
     rt = sc.runtime
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
-    moe = None
-    if sc.model.moe is not None:
-        moe = "moe_batched" if batched_experts(rt.implementation, rt.decode_loop, True) else "moe_native"
+    moe = decode_moe_key(rt.implementation, rt.decode_loop, sc.model.moe is not None)
     return prof.layer_key(act, moe, rt.implementation, "infer_decode", rt.attention_backend)
 
 

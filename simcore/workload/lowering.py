@@ -550,6 +550,15 @@ def batched_experts(implementation: str, decode_loop: str, moe: bool) -> bool:
     return moe and implementation == "huggingface" and decode_loop == "generate"
 
 
+def decode_moe_key(implementation: str, decode_loop: str, moe: bool) -> str | None:
+    """The MoE variant of a decode layer's host entries (``ComputeProfile.layer_key``'s ``moe``):
+    ``moe_batched`` where the decode passes run :func:`batched_experts`, ``moe_native`` (the bf16 grouped
+    GEMM) for another MoE model's, ``None`` for a dense model's."""
+    if not moe:
+        return None
+    return "moe_batched" if batched_experts(implementation, decode_loop, moe) else "moe_native"
+
+
 def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all.
     Under :attr:`Layout.batched_experts` every routed token gathers its expert's weights and multiplies
