@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -1089,6 +1089,23 @@ RUNS_R111 = [
     ("train_llama_L16_h1024_b2_s512", lambda s: llama(16, 1024, 16, 4, 2816, 32000, s), "train", 2, 512, {}),
 ]  # fmt: skip
 
+# round 112 (--set r112): held apart after stop 32's change (a transformers compiled training step paced by its kernel
+# launches' median): seven compiled training steps of round 70's fit code (fp32 weights + bf16 autocast, fused AdamW,
+# no recompute), host-bound to GPU-heavy
+RUNS_R112 = [
+    ("train_gpt2_L12_h768_b2_s512_compiled", lambda s: gpt2(12, 768, 12, s), "train", 2, 512, {"compile": True}),
+    ("train_gpt2_L14_h1024_b1_s1024_compiled", lambda s: gpt2(14, 1024, 16, s), "train", 1, 1024, {"compile": True}),
+    ("train_gpt2_L8_h1536_b4_s1024_compiled", lambda s: gpt2(8, 1536, 16, s), "train", 4, 1024, {"compile": True}),
+    ("train_llama_L8_h1024_b2_s512_compiled", lambda s: llama(8, 1024, 16, 4, 2816, 32000, s), "train", 2, 512,
+     {"compile": True}),
+    ("train_llama_L12_h1536_b1_s1024_compiled", lambda s: llama(12, 1536, 12, 4, 4096, 32000, s), "train", 1, 1024,
+     {"compile": True}),
+    ("train_llama_L6_h2048_b2_s1024_compiled", lambda s: llama(6, 2048, 16, 8, 5632, 32000, s), "train", 2, 1024,
+     {"compile": True}),
+    ("train_mistral_L8_h1024_b4_s512_compiled", lambda s: llama(8, 1024, 16, 8, 3584, 32000, s, "mistral"), "train", 4,
+     512, {"compile": True}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1151,6 +1168,7 @@ SETS = {
     "moe_fit2": (RUNS_MOE_FIT2, "r109"),
     "r110": (RUNS_R110, "r110"),
     "r111": (RUNS_R111, "r111"),
+    "r112": (RUNS_R112, "r112"),
 }
 
 

@@ -14,8 +14,12 @@ same code, all from committed files, and prints the rms of the log error per pro
 * ``--hf-training``: ``transformers``' training layers, rounds 102 and 104's fit steps
   (``traces/h200/host_steps_hf_r10[24].csv.gz``) against held-apart steps of the same code (stop 31: the
   GEMM ops' mean, a training step's pace since then).
+* ``--hf-compiled``: ``transformers``' compiled training steps, the forward regions and the rest of the step but
+  the optimizer, round 70's fit steps' lines over the layer count (``traces/h200/host_compiled_steps_hf.csv.gz``)
+  against the held-apart compiled steps of the same code (stop 32: the kernel launches' median, their pace since
+  then).
 
-  python tools/probe_spread.py [--decode | --hf-training]
+  python tools/probe_spread.py [--decode | --hf-training | --hf-compiled]
 """
 
 from __future__ import annotations
@@ -70,6 +74,17 @@ HF_TRAIN_HELD = [
     *sorted((H / "round110").glob("hf_train_*.json.gz")),
 ]
 
+# held-apart transformers compiled training steps of round 70's fit code (fp32 weights + bf16 autocast, fused or
+# foreach AdamW, no recompute, shapes-only profiler; round 38's bf16 weights launch other kernels): ``--hf-compiled``
+HF_COMPILED_HELD = [
+    H / "round31/hf_train_gpt2_L12_b8_compiled.json.gz",
+    H / "round36/hf_train_llama_L8_h2048_b2_compiled.json.gz",
+    H / "round57/hf_train_llama_L8_h2048_b2_compiled_foreach.json.gz",
+    H / "round69/hf_train_llama_L4_h4096_b2_compiled.json.gz",
+    H / "round69/hf_train_gpt2_L12_h1280_b4_compiled.json.gz",
+    H / "round84/hf_train_gpt2_L16_h1024_b4_compiled.json.gz",
+]
+
 
 def _rows(path: Path) -> list[dict[str, str]]:
     opener = gzip.open if path.suffix == ".gz" else open
@@ -121,6 +136,35 @@ def within(fit: list[dict[str, str]], seg: str, cols: tuple[str, ...]) -> float:
     return math.sqrt(statistics.fmean(e * e for e in errs)) if errs else float("nan")
 
 
+def compiled_errors(fit: list[dict[str, str]], held: list[dict[str, str]], seg: str, col: str) -> list[float]:
+    """Per held-apart compiled trace, the log of its median ``seg`` seconds (``fwd``: the forward regions,
+    ``rest``: the step but them and the optimizer) over the fit steps' least-squares line of ``seg`` in ``col``
+    units over the layer count of its model (GPT-2 or Llama), at its own median ``col``."""
+    import numpy as np
+
+    def parts(r: dict[str, str]) -> tuple[str, int, float, float]:
+        name = Path(r["trace"]).name
+        fwd = float(r["fwd_region_s"])
+        rest = float(r["step_s"]) - fwd - float(r["optimizer_s"])
+        return ("gpt2" if "gpt2" in name else "llama"), int(name.split("_L")[1].split("_")[0].split(".")[0]), fwd, rest
+
+    k = 2 if seg == "fwd" else 3
+    lines = {}
+    for m in ("gpt2", "llama"):
+        pts = [(parts(r)[1], parts(r)[k] / float(r[col])) for r in fit if parts(r)[0] == m and float(r[col] or 0) > 0]
+        lines[m] = np.polyfit([x for x, _ in pts], [y for _, y in pts], 1)
+    per: dict[str, list[tuple[float, float, float]]] = {}
+    for r in held:
+        if float(r.get(col) or 0.0) > 0:
+            m, n, *_ = parts(r)
+            per.setdefault(r["trace"], []).append((parts(r)[k], float(r[col]), float(np.polyval(lines[m], n))))
+    out = []
+    for v in per.values():
+        meas, probe, units = (statistics.median(x[i] for x in v) for i in range(3))
+        out.append(math.log(units * probe / meas))
+    return out
+
+
 def _report(label: str, errs: list[float], fit_spread: float | None = None) -> None:
     rms = math.sqrt(statistics.fmean(e * e for e in errs)) if errs else float("nan")
     fit = "" if fit_spread is None else f"  (fit steps' own spread {fit_spread:.3f})"
@@ -133,7 +177,21 @@ def main() -> None:
     ap.add_argument(
         "--hf-training", action="store_true", help="transformers training layers against rounds 102 and 104's fit steps"
     )
+    ap.add_argument(
+        "--hf-compiled", action="store_true", help="transformers compiled training steps against round 70's fit steps"
+    )
     args = ap.parse_args()
+    if args.hf_compiled:
+        fit = _rows(H / "host_compiled_steps_hf.csv.gz")
+        held = _host_rows("--compiled", HF_COMPILED_HELD)
+        for seg, cands in (
+            ("fwd", (("aten::empty", "empty_main_s"), ("kernel launches (stop 32)", "launch_main_s"))),
+            ("rest", (("aten::empty", "empty_bwd_s"), ("kernel launches (stop 32)", "launch_bwd_s"))),
+        ):
+            print(f"{seg} (transformers compiled: round 70's fit steps against held-apart steps of the same code)")
+            for label, col in cands:
+                _report(label, compiled_errors(fit, held, seg, col))
+        return
     if args.hf_training:
         fit = [
             r

@@ -933,30 +933,47 @@ def _hf_compiled_costs(
 ) -> dict[str, float]:
     """``transformers``' compiled steps (round 70, ``tools/bench_hf.py --set compiled_fit``: round 32's fit
     models under torch.compile, traces ``hf_cfit_train_<gpt2|llama>_L<n>``), whose compiled code calls no
-    :data:`host_trace.COMPILED_PROBE_OP`: the same lines as :func:`compiled_step_costs`, over the steps'
-    ``aten::empty`` stated as ``aten::t`` (``probe_empty_ratio_*``), in seconds at the eager reference
-    probes (``probe_main`` / ``probe_backward``): ``profiled_hf_compiled_<fwd|bwd>_<act>`` per layer and
-    ``profiled_hf_compiled_step_<fwd|bwd>_<act>`` per micro-batch (``transformers``' after-optimizer
-    ``profiled_hf_step_end`` taken out of the backward's)."""
+    :data:`host_trace.COMPILED_PROBE_OP`: the same lines as :func:`compiled_step_costs`, over the steps' kernel
+    launches (:data:`host_trace.LAUNCH_PROBE_PREFIX`, the median launch op on each thread) stated as ``aten::t``,
+    in seconds at the eager reference probes (``probe_main`` / ``probe_backward``):
+    ``profiled_hf_compiled_<fwd|bwd>_<act>`` per layer and ``profiled_hf_compiled_step_<fwd|bwd>_<act>`` per
+    micro-batch (``transformers``' after-optimizer ``profiled_hf_step_end`` taken out of the backward's).
+    ``probe_launch_ratio_<main|backward>``: a launch op in ``aten::t``, the median over the rows of the launch
+    over the same step's ``aten::empty`` stated as ``aten::t`` (``probe_empty_ratio_*``): what ``simcore
+    validate`` divides a trace's launch pace by. Rows without launch columns (before stop 32) keep the
+    ``aten::empty`` probe."""
     acts = {"gpt2": "gelu", "llama": "swiglu"}
     r_m, r_b = ref.get("probe_empty_ratio_main"), ref.get("probe_empty_ratio_backward")
     p_m, p_b = ref.get("probe_main"), ref.get("probe_backward")
     if not (r_m and r_b and p_m and p_b):
         return {}
-    pts: dict[str, list[tuple[int, float, float]]] = {}
+    parsed: list[tuple[str, int, float, float, float, float, float, float]] = []
     try:
         for r in rows:
             m = _HF_COMPILED_NAME.search(Path(r["trace"]).name)
             em, eb = float(r.get("empty_main_s") or 0.0), float(r.get("empty_bwd_s") or 0.0)
             if m is None or em <= 0 or eb <= 0:
                 continue
+            lm, lb = float(r.get("launch_main_s") or 0.0), float(r.get("launch_bwd_s") or 0.0)
             fwd = float(r["fwd_region_s"])
             rest = float(r["step_s"]) - fwd - float(r["optimizer_s"])
-            pts.setdefault(acts[m[1]], []).append((int(m[2]), fwd / (em / r_m), rest / (eb / r_b)))
+            parsed.append((acts[m[1]], int(m[2]), fwd, rest, em / r_m, eb / r_b, lm, lb))
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad compiled-step row: {e}", file=str(path)) from None
+    out: dict[str, float] = {}
+    if parsed and all(x[6] > 0 and x[7] > 0 for x in parsed):
+        l_m = statistics.median(x[6] / x[4] for x in parsed)
+        l_b = statistics.median(x[7] / x[5] for x in parsed)
+        out = {"probe_launch_ratio_main": l_m, "probe_launch_ratio_backward": l_b}
+        probes = [(x[6] / l_m, x[7] / l_b) for x in parsed]
+    else:
+        probes = [(x[4], x[5]) for x in parsed]
+    pts: dict[str, list[tuple[int, float, float]]] = {}
+    for x, (pm, pb) in zip(parsed, probes, strict=True):
+        pts.setdefault(x[0], []).append((x[1], x[2] / pm, x[3] / pb))
     end = ref.get("profiled_hf_step_end", ref.get("profiled_step_end", 0.0))
-    return _compiled_lines(pts, "hf_compiled", p_m, p_b, end)
+    out.update(_compiled_lines(pts, "hf_compiled", p_m, p_b, end))
+    return out
 
 
 def _line(x: list[int], y: list[float]) -> tuple[float, float]:

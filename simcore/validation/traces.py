@@ -36,6 +36,7 @@ from simcore.calibration.host_trace import (
     SYNC_CALLS,
     OpSpeed,
     compiled_decode_graphs,
+    compiled_launch_speed,
     compiled_op_speed,
     cpu_range,
     decode_layer_op_count,
@@ -1201,7 +1202,9 @@ def _cpu_speed(
     one: the largest main-thread probe for inference, the largest sum over both threads for training
     (where both are found). A torch.compile trace has no ``aten::t``: its compiled regions'
     ``aten::transpose`` stands in, over the profile's ``probe_compiled_*`` (the same CPU's transpose
-    in compiled code where its ``aten::t`` is ``probe_main`` / ``probe_backward``). A thread without
+    in compiled code where its ``aten::t`` is ``probe_main`` / ``probe_backward``); compiled code that calls
+    none (``transformers``') is timed by its kernel launches over ``probe_launch_ratio_*``
+    (:func:`~simcore.calibration.host_trace.compiled_launch_speed`). A thread without
     enough ``aten::t`` is timed by its ``aten::empty`` (:func:`_as_t`)."""
     speeds: list[OpSpeed] = []
     for a in ans:
@@ -1213,6 +1216,12 @@ def _cpu_speed(
                     backward_s=comp.backward_s * host["probe_backward"] / host["probe_compiled_backward"],
                 )
             )
+            continue
+        launch = compiled_launch_speed(a) if not inference and comp is None else None
+        l_m, l_b = host.get("probe_launch_ratio_main"), host.get("probe_launch_ratio_backward")
+        if launch is not None and launch.main_s and launch.backward_s and l_m and l_b:
+            # transformers' compiled code: its kernel launches' pace (host_trace.LAUNCH_PROBE_PREFIX) as aten::t
+            speeds.append(OpSpeed(main_s=launch.main_s / l_m, backward_s=launch.backward_s / l_b))
             continue
         # an inference trace's pace over windows of its probe calls (host_trace.PROBE_WINDOW), or ``window``
         w = window if window is not None else (PROBE_WINDOW if inference else 0)
