@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112|r113] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -1106,6 +1106,21 @@ RUNS_R112 = [
      512, {"compile": True}),
 ]  # fmt: skip
 
+# round 113 (--set r113): held apart after stop 32's second change (a transformers training layer's host scales with
+# its ops' host weight, profile.LAYER_OP_WEIGHTS, over the fit code's): four Phi-3 steps (fused projections), two
+# Qwen2 (biased q / k / v), a Llama and a GPT-2 of the fit code (fp32 weights + bf16 autocast, fused AdamW, eager)
+RUNS_R113 = [
+    ("train_phi3_L8_h1024_b2_s512", lambda s: llama(8, 1024, 16, 8, 2816, 32064, s, "phi3"), "train", 2, 512, {}),
+    ("train_phi3_L12_h1536_b1_s1024", lambda s: llama(12, 1536, 24, 8, 4096, 32064, s, "phi3"), "train", 1, 1024, {}),
+    ("train_phi3_L6_h2048_b2_s1024", lambda s: llama(6, 2048, 32, 8, 5632, 32064, s, "phi3"), "train", 2, 1024, {}),
+    ("train_phi3_L4_h3072_b1_s2048", lambda s: llama(4, 3072, 32, 8, 8192, 32064, s, "phi3"), "train", 1, 2048, {}),
+    ("train_qwen2_L8_h1536_b2_s512", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"), "train", 2, 512, {}),
+    ("train_qwen2_L10_h2048_b1_s1024", lambda s: llama(10, 2048, 16, 2, 11008, 151936, s, "qwen2"), "train", 1, 1024,
+     {}),
+    ("train_llama_L10_h1024_b2_s1024", lambda s: llama(10, 1024, 16, 4, 2816, 32000, s), "train", 2, 1024, {}),
+    ("train_gpt2_L8_h1024_b4_s512", lambda s: gpt2(8, 1024, 16, s), "train", 4, 512, {}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1169,6 +1184,7 @@ SETS = {
     "r110": (RUNS_R110, "r110"),
     "r111": (RUNS_R111, "r111"),
     "r112": (RUNS_R112, "r112"),
+    "r113": (RUNS_R113, "r113"),
 }
 
 

@@ -677,24 +677,26 @@ def _top_level(win: list[CpuOp], tid: int, lo: float, hi: float) -> int:
     return len(_top_ops(win, tid, lo, hi))
 
 
-def layer_op_counts(a: Analysis) -> tuple[float, float] | None:
-    """(top-level ops a forward layer issues on the main thread, top-level autograd nodes and ops a
-    backward layer runs on the backward thread) of a trace's eager training steps, medians over its
-    steps (an unannotated trace: its one step); ``None`` where no step's layers can be found
-    (:func:`_layer_marks`). The code's structure, not
-    its timing: eager host time per layer goes with it (``RuntimeSpec.layer_ops``)."""
+def layer_op_counts(a: Analysis, weighted: bool = False) -> tuple[float, float] | None:
+    """(The top-level ops a forward layer issues on the main thread, the top-level autograd nodes and ops a
+    backward layer runs on the backward thread) of a trace's eager training steps, medians over its steps (an
+    unannotated trace: its one step); with ``weighted``, their host weight in ``aten::t`` units instead
+    (``profile.layer_op_weight``: each op at its ``profile.LAYER_OP_WEIGHTS``; ``None`` where the trace records no
+    stream launches). ``None`` where no step's layers can be found (:func:`_layer_marks`). The code's structure,
+    not its timing: eager host time per layer goes with it (``RuntimeSpec.layer_ops``)."""
+    from simcore.calibration.profile import layer_op_weight
+
+    if weighted and not any(c.name.startswith(LAUNCH_CALLS) for c in a.trace.host_calls):
+        return None
     fw: list[float] = []
     bw: list[float] = []
-    for win in _step_ops(a):
-        lm = _layer_marks(win)
-        if lm is None:
-            continue
-        layers = (len(lm.fwd) - 1) // 2
-        fw.append(_top_level(win, lm.main_tid, lm.fwd[0], lm.fwd[-1]) / layers)
-        bw.append(_top_level(win, lm.bwd_tid, lm.bwd[0], lm.bwd[-1]) / layers)
+    for kind, layers, _span, rows in _layer_groups(a):
+        if kind in ("fwd", "bwd"):
+            n = layer_op_weight((o.name, o.launches) for o in rows) if weighted else len(rows)
+            (fw if kind == "fwd" else bw).append(n / layers)
     if not fw:
         return None
-    return float(statistics.median(fw)), float(statistics.median(bw))
+    return round(float(statistics.median(fw)), 2), round(float(statistics.median(bw)), 2)
 
 
 def training_step_hosts(a: Analysis, strategy: str = "single") -> list[StepHost]:
@@ -808,17 +810,88 @@ def _pass_span(norms: list[CpuOp], starts: list[float], hi: float) -> tuple[floa
     return begin, end
 
 
-def decode_layer_op_count(a: Analysis) -> float | None:
-    """Top-level ops a decode pass's layer issues on its thread (between its norms), the median over a
-    no-grad trace's decode passes; ``None`` without any. The code's structure, as
-    :func:`layer_op_counts` for training (``RuntimeSpec.layer_ops``)."""
-    counts: list[float] = []
+class LayerOp(NamedTuple):
+    """A top-level op of a layer: its name, host time (seconds) and the stream launches
+    (:data:`LAUNCH_CALLS`) it makes."""
+
+    name: str
+    dur: float
+    launches: int
+
+
+def _layer_op_rows(win: list[CpuOp], tid: int, lo: float, hi: float, calls: dict[int, list[float]]) -> list[LayerOp]:
+    """The top-level ops of thread ``tid`` starting in ``[lo, hi)`` (:func:`_top_ops`) with their launches."""
+    ts = calls.get(tid, [])
+    return [
+        LayerOp(o.name, o.dur, bisect.bisect_left(ts, o.ts + o.dur) - bisect.bisect_left(ts, o.ts))
+        for o in _top_ops(win, tid, lo, hi)
+    ]
+
+
+def _layer_groups(a: Analysis) -> Iterator[tuple[str, int, float, list[LayerOp]]]:
+    """Each step's layers of a trace as (``fwd`` | ``bwd`` | ``decode``, layers, seconds from the first layer's
+    start to the last's end, their top-level ops): an eager training step's forward layers on the main thread
+    and backward layers on the autograd thread (:func:`_layer_marks`), a no-grad trace's decode passes."""
+    calls = _launches(a.trace)
     for win in _step_ops(a):
+        lm = _layer_marks(win)
+        if lm is not None:
+            layers = (len(lm.fwd) - 1) // 2
+            yield "fwd", layers, lm.fwd[-1] - lm.fwd[0], _layer_op_rows(win, lm.main_tid, lm.fwd[0], lm.fwd[-1], calls)
+            yield "bwd", layers, lm.bwd[-1] - lm.bwd[0], _layer_op_rows(win, lm.bwd_tid, lm.bwd[0], lm.bwd[-1], calls)
+            continue
         if any(o.name.startswith(_BWD_NORM) for o in win):
             continue
         for p, _starts, _seq in _forward_passes(win, prefill=False):
             layers = (len(p) - 1) // 2
-            counts.append(_top_level(win, p[0].tid, p[0].ts, p[-1].ts) / layers)
+            yield "decode", layers, p[-1].ts - p[0].ts, _layer_op_rows(win, p[0].tid, p[0].ts, p[-1].ts, calls)
+
+
+def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[str, float]:
+    """Each layer op's host per call in probe units (``profile.LAYER_OP_WEIGHTS``; an autograd node by its node
+    name, ``MmBackward0``), from the layers of profiled eager traces (:func:`_layer_groups`). Within each trace
+    and thread an op's host is its own time plus the thread's mean gap between the layers' top-level ops (the
+    Python between them, one per op), over the thread's median ``aten::t`` (:func:`op_speed`: the CPU's pace, the
+    main thread's for forward and decode layers, the autograd thread's for backward ones); a name's weight is the
+    median over its calls. Names called fewer than ``min_calls`` times are left out; ``class|<launches>`` and
+    ``node|<launches>`` (launches capped at 3) are the median weights of the kept ops and autograd nodes that made
+    that many stream launches (what an op or node not in the table weighs). Rounded to 0.1."""
+    units: dict[str, list[float]] = {}
+    by_class: dict[str, set[str]] = {}
+    for a in analyses:
+        sp = op_speed(a)
+        per: dict[str, tuple[float, list[LayerOp]]] = {}
+        for kind, _layers, span, rows in _layer_groups(a):
+            t, r = per.get(kind, (0.0, []))
+            per[kind] = (t + span, r + rows)
+        for kind, (span, rows) in per.items():
+            probe = (sp.backward_s if kind == "bwd" else sp.main_s) if sp else None
+            if not rows or not probe:
+                continue
+            gap = max(span - sum(o.dur for o in rows), 0.0) / len(rows)
+            for o in rows:
+                key = o.name.removeprefix(_NODE)
+                units.setdefault(key, []).append((o.dur + gap) / probe)
+                cls = "node" if o.name.startswith(_NODE) else "class"
+                by_class.setdefault(f"{cls}|{min(o.launches, 3)}", set()).add(key)
+    if not units:
+        raise ValueError("no layers on a thread that calls aten::t")
+    out = {k: round(statistics.median(v), 1) for k, v in sorted(units.items()) if len(v) >= min_calls}
+    for cls, keys in sorted(by_class.items()):
+        ws = [out[k] for k in keys if k in out]
+        if ws:
+            out[cls] = round(statistics.median(ws), 1)
+    return out
+
+
+_NODE = "autograd::engine::evaluate_function: "
+
+
+def decode_layer_op_count(a: Analysis) -> float | None:
+    """Top-level ops a decode pass's layer issues on its thread (between its norms), the median over a
+    no-grad trace's decode passes; ``None`` without any. The code's structure, as
+    :func:`layer_op_counts` for training (``RuntimeSpec.layer_ops``)."""
+    counts = [len(rows) / layers for kind, layers, _span, rows in _layer_groups(a) if kind == "decode"]
     return float(statistics.median(counts)) if counts else None
 
 

@@ -265,12 +265,20 @@ and 104's fit steps: GPT-2's ``Conv1D`` layers and a Llama's separate projection
 a test against ``traces/h200/round104``'s). A Qwen2 layer's biased q / k / v projections add six backward nodes
 (99), Phi-3's fused projections and their splits give 72 / 83."""
 
+CALIBRATED_HF_LAYER_WEIGHTS: dict[str, tuple[float, float]] = {"gelu": (226.6, 520.5), "swiglu": (300.2, 841.4)}
+"""The host weight (``host_trace.layer_op_counts(weighted=True)``: each op at its :data:`LAYER_OP_WEIGHTS`, in
+``aten::t`` units) of a forward and a backward layer of the ``transformers`` fit code (round 104's fit steps, which
+agree; checked by a test). What a ``transformers`` training layer's ``RuntimeSpec.layer_ops`` is stated against:
+a Qwen2 layer's 300.2 / 876.5 (its biased q / k / v's six cheap backward nodes, 1.04 of the Llama's), Phi-3's
+296.7 / 788.8 (its fused projections: three fewer GEMMs, more splits and slices; 0.99 / 0.94, where their op
+counts say 1.16 / 0.89)."""
+
 
 def calibrated_layer_ops(implementation: str, act: str) -> tuple[float, float] | None:
     """(Forward ops, backward nodes) a training layer of the code ``implementation``'s eager host entries
-    were measured on issues (:data:`CALIBRATED_LAYER_OPS`, :data:`CALIBRATED_HF_LAYER_OPS`; ``None``: not
-    known)."""
-    table = CALIBRATED_HF_LAYER_OPS if implementation == "huggingface" else CALIBRATED_LAYER_OPS
+    were measured on issues (:data:`CALIBRATED_LAYER_OPS`; ``transformers``: their host weight,
+    :data:`CALIBRATED_HF_LAYER_WEIGHTS`; ``None``: not known)."""
+    table = CALIBRATED_HF_LAYER_WEIGHTS if implementation == "huggingface" else CALIBRATED_LAYER_OPS
     return table.get(act)
 
 
@@ -359,6 +367,52 @@ reproduced by a test): each name's median host per call over its pass's ``aten::
 pass's host outside its layers is one cost per typical op across codes: a Qwen2 ``generate()`` without
 an end-of-sequence id skips the stopping test's ``aten::isin`` and ``aten::where``, dearer than its other
 ops, and counting ops alone put its loop ~15 % over (rounds 86-89)."""
+
+
+LAYER_OP_WEIGHTS: dict[str, float] = {
+    "aten::add": 3.7, "aten::cat": 4.6, "aten::detach_": 1.3, "aten::empty": 1.3, "aten::lift_fresh": 1.1,
+    "aten::linear": 16.6, "aten::mean": 4.7, "aten::mul": 3.7, "aten::neg": 3.9, "aten::pow": 5.0,
+    "aten::reshape": 2.1, "aten::rsqrt": 4.1, "aten::scaled_dot_product_attention": 30.5, "aten::silu": 4.0,
+    "aten::slice": 1.9, "aten::to": 1.2, "aten::transpose": 2.0, "aten::unsqueeze": 1.7, "aten::view": 1.5,
+    "AddBackward0": 4.6, "AddmmBackward0": 26.2, "CatBackward0": 7.2, "MeanBackward1": 10.5, "MmBackward0": 24.2,
+    "MulBackward0": 15.0, "NativeDropoutBackward0": 8.1, "NativeLayerNormBackward0": 18.6, "NegBackward0": 7.2,
+    "PowBackward0": 22.0, "RsqrtBackward0": 18.5, "ScaledDotProductCudnnAttentionBackward0": 38.6,
+    "SiluBackward0": 9.3, "SliceBackward0": 15.1, "SplitBackward0": 9.5, "TBackward0": 3.7, "TanhBackward0": 7.4,
+    "ToCopyBackward0": 8.1, "TransposeBackward0": 3.6, "UnsafeViewBackward0": 3.8, "ViewBackward0": 3.6,
+    "torch::autograd::AccumulateGrad": 3.1, "class|0": 1.5, "class|1": 4.0, "class|2": 16.6, "class|3": 23.6,
+    "node|0": 3.7, "node|1": 8.1, "node|2": 15.1, "node|3": 18.6,
+}  # fmt: skip
+"""The host of one call of each top-level op a ``transformers`` training layer issues, in ``aten::t`` units (an
+autograd node by its node name, ``MmBackward0``): an op's own time plus its thread's mean gap between the layer's ops
+(the Python between them), over the thread's median ``aten::t``. Views cost 1.5-3.8, a one-kernel op 3.7-5, the
+forward's ``aten::linear`` (its weight's autocast cast and the GEMM) 16.6, SDPA 30.5, a backward GEMM node 24;
+``class|<launches>`` / ``node|<launches>`` price an op or node not there by its stream launches. Fitted on round
+104's ``transformers`` fit steps (:data:`LAYER_WEIGHT_FIT_TRACES`; ``host_trace.fit_layer_op_weights``, reproduced
+by a test). A layer's weight (:func:`layer_op_weight`) is its host in the fit code's units where the codes differ in
+their ops: Phi-3's fused projections issue three fewer GEMMs and more cheap splits and slices than a Llama layer (72
+forward ops against 62, yet 0.99 of its weight). Only ``transformers``' training layers are weighed: over
+hand-written decode loops (their layers' ops weighed so, against ``tools/gpt.py``'s decode traces) the weights put
+a layer's host further from the measured than its op count (rms log error 0.13 against 0.10, a Llama with separate
+projections and a ``torch.cat`` cache 1.43 of ``tools/gpt.py``'s layer where the traces measure 1.07-1.39)."""
+
+LAYER_WEIGHT_FIT_TRACES = tuple(
+    f"traces/h200/round104/hf_fit3_train_{m}_L{n}_p{p}.json.gz" for m in ("gpt2", "llama") for n in (4, 12) for p in (0, 1)
+)
+"""The traces :data:`LAYER_OP_WEIGHTS` were fitted on (repository paths)."""
+
+_NODE_PREFIX = "autograd::engine::evaluate_function: "
+
+
+def layer_op_weight(ops: Iterable[tuple[str, int]]) -> float:
+    """A layer's host in ``aten::t`` units from its top-level ops, (name, stream launches): each at its
+    :data:`LAYER_OP_WEIGHTS` entry, an op or autograd node not there at its launch count's ``class|<launches>`` or
+    ``node|<launches>``."""
+    total = 0.0
+    for name, launches in ops:
+        k = min(launches, 3)
+        cls = "node" if name.startswith(_NODE_PREFIX) else "class"
+        total += LAYER_OP_WEIGHTS.get(name.removeprefix(_NODE_PREFIX), LAYER_OP_WEIGHTS.get(f"{cls}|{k}", 1.0))
+    return total
 
 
 def pass_op_weight(ops: Iterable[tuple[str, int]]) -> float:
