@@ -270,9 +270,11 @@ class RuntimeSpec(Spec):
     ``nn.TransformerEncoderLayer`` issues 35 and 66, a nanoGPT block with biased Linears 19 and 53); in
     inference the prefill and decode host per layer scale with ``fwd`` over the calibrated decode layer's
     (``profile.CALIBRATED_DECODE_LAYER_OPS``: 25 a GPT block, 27 a Llama block; round 76's hand-written
-    Llama with a ``torch.cat`` cache 36). With ``implementation: huggingface`` a training layer's host scales
-    over ``transformers``' fit code's (``profile.CALIBRATED_HF_LAYER_OPS``: a Llama's 62 and 93, GPT-2's 46 and
-    62; a Qwen2 layer's biased projections 62 and 99), and the decode layers' over ``transformers``'
+    Llama with a ``torch.cat`` cache 36). With ``implementation: huggingface`` a training layer's ``fwd`` / ``bwd``
+    are its ops' host weight in ``aten::t`` units (``profile.LAYER_OP_WEIGHTS``: a view 1.5-3.8, a GEMM op 16.6)
+    and its host scales over ``transformers``' fit code's (``profile.CALIBRATED_HF_LAYER_WEIGHTS``: a Llama's 300.2
+    and 841.4, GPT-2's 226.6 and 520.5; a Qwen2 layer's biased projections 1.04 of the Llama's backward, Phi-3's
+    fused projections 0.99 and 0.94), and the decode layers' over ``transformers``'
     dynamic-cache decode layer (``profile.CALIBRATED_HF_DECODE_LAYER_OPS``: 54 a Llama block, 38 GPT-2's; a
     static cache's 63), its prefill layers issuing the same ops with either cache. ``None``: the calibrated
     code's. ``simcore validate`` reads it from a single-GPU trace."""

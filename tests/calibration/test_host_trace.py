@@ -505,6 +505,25 @@ def test_loop_op_weights_reproduced() -> None:
     assert min(LOOP_OP_WEIGHTS[k] for k in ("aten::sort", "aten::topk", "aten::multinomial")) > 10.0
 
 
+def test_layer_op_weights_reproduced() -> None:
+    """profile.LAYER_OP_WEIGHTS is what host_trace.fit_layer_op_weights gives on round 104's transformers fit steps
+    (in aten::t units): views cost a fraction of a one-kernel op, the forward's linear (cast + GEMM) and SDPA
+    several; an op not in the table is priced by its launches (layer_op_weight)."""
+    from simcore.calibration.host_trace import fit_layer_op_weights
+    from simcore.calibration.profile import LAYER_OP_WEIGHTS, LAYER_WEIGHT_FIT_TRACES, layer_op_weight
+
+    ans = [analyze(read_trace(REPO / p)) for p in LAYER_WEIGHT_FIT_TRACES]
+    assert fit_layer_op_weights(ans) == LAYER_OP_WEIGHTS
+    w = LAYER_OP_WEIGHTS
+    assert w["aten::view"] < w["aten::mul"] < w["aten::linear"] < w["aten::scaled_dot_product_attention"]
+    assert w["ViewBackward0"] < w["MulBackward0"] < w["MmBackward0"]
+    node = "autograd::engine::evaluate_function: "
+    assert layer_op_weight([("aten::view", 0), (node + "MmBackward0", 2)]) == pytest.approx(
+        w["aten::view"] + w["MmBackward0"]
+    )
+    assert layer_op_weight([("my::op", 1), (node + "MyBackward0", 0)]) == pytest.approx(w["class|1"] + w["node|0"])
+
+
 def test_extra_launch_weight_reproduced() -> None:
     """profile.EXTRA_LAUNCH_OPS is what host_trace.fit_extra_launch_ops gives on round 80's decode loops
     (each sampler beside greedy on the same model); with it the host outside a pass's layers is within
