@@ -95,8 +95,8 @@ def test_bf16_parameters_use_their_measured_update() -> None:
 def test_layer_ops_scale_the_eager_host_over_the_calibrated_code() -> None:
     """``runtime.layer_ops``: a layer issuing twice the calibrated code's ops takes twice its host per
     layer (a profiled, unsynchronized GPT-2-small step here is host-bound, so the step grows); the
-    calibrated counts change nothing; transformers' layers scale over its fit code's counts (stop 31:
-    ``profile.CALIBRATED_HF_LAYER_OPS``, GPT-2's 46 and 62)."""
+    calibrated counts change nothing; transformers' layers scale over its fit code's host weight (stop 32:
+    ``profile.CALIBRATED_HF_LAYER_WEIGHTS``, GPT-2's 226.6 and 520.5)."""
     base = {"profiler": True, "step_sync": False}
     plain = predict(_scenario({}, base)).step_time_s
     same = predict(_scenario({}, {**base, "layer_ops": {"fwd": 19, "bwd": 43}})).step_time_s
@@ -105,5 +105,7 @@ def test_layer_ops_scale_the_eager_host_over_the_calibrated_code() -> None:
     assert double > 1.3 * plain
     hf = {**base, "implementation": "huggingface"}
     hf_plain = predict(_scenario({}, hf)).step_time_s
-    assert predict(_scenario({}, {**hf, "layer_ops": {"fwd": 46, "bwd": 62}})).step_time_s == pytest.approx(hf_plain)
-    assert predict(_scenario({}, {**hf, "layer_ops": {"fwd": 92, "bwd": 124}})).step_time_s > 1.3 * hf_plain
+    assert predict(_scenario({}, {**hf, "layer_ops": {"fwd": 226.6, "bwd": 520.5}})).step_time_s == pytest.approx(
+        hf_plain
+    )
+    assert predict(_scenario({}, {**hf, "layer_ops": {"fwd": 453.2, "bwd": 1041.0}})).step_time_s > 1.3 * hf_plain
