@@ -672,11 +672,6 @@ def _top_ops(win: list[CpuOp], tid: int, lo: float, hi: float) -> list[CpuOp]:
     )
 
 
-def _top_level(win: list[CpuOp], tid: int, lo: float, hi: float) -> int:
-    """How many :func:`_top_ops`."""
-    return len(_top_ops(win, tid, lo, hi))
-
-
 def layer_op_counts(a: Analysis, weighted: bool = False) -> tuple[float, float] | None:
     """(The top-level ops a forward layer issues on the main thread, the top-level autograd nodes and ops a
     backward layer runs on the backward thread) of a trace's eager training steps, medians over its steps (an

@@ -564,7 +564,11 @@ def test_layer_ops_of_transformers_training_layers() -> None:
     biased q / k / v six more, cheap, backward nodes (99 of them, 1.04 of the Llama's weight), read and used, and a
     Phi-3 layer's fused projections more ops (72 / 83) of about the Llama's weight (0.99 / 0.94)."""
     from simcore.calibration.host_trace import layer_op_counts
-    from simcore.calibration.profile import CALIBRATED_HF_LAYER_OPS, CALIBRATED_HF_LAYER_WEIGHTS, calibrated_layer_ops
+    from simcore.calibration.profile import (
+        CALIBRATED_HF_LAYER_OPS,
+        CALIBRATED_HF_LAYER_WEIGHTS,
+        calibrated_layer_ops,
+    )
 
     for act, fam in (("swiglu", "llama"), ("gelu", "gpt2")):
         for layers in (4, 12):
