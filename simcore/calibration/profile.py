@@ -269,8 +269,8 @@ CALIBRATED_HF_LAYER_WEIGHTS: dict[str, tuple[float, float]] = {"gelu": (226.6, 5
 """The host weight (``host_trace.layer_op_counts(weighted=True)``: each op at its :data:`LAYER_OP_WEIGHTS`, in
 ``aten::t`` units) of a forward and a backward layer of the ``transformers`` fit code (round 104's fit steps, which
 agree; checked by a test). What a ``transformers`` training layer's ``RuntimeSpec.layer_ops`` is stated against:
-a Qwen2 layer's 300.2 / 876.5 (its biased q / k / v's six cheap backward nodes, 1.04 of the Llama's), Phi-3's
-296.7 / 788.8 (its fused projections: three fewer GEMMs, more splits and slices; 0.99 / 0.94, where their op
+a Qwen2 layer's 300.2 / 880.4 (its biased q / k / v's six cheap backward nodes, 1.05 of the Llama's), Phi-3's
+280.6 / 796.9 (its fused projections: three fewer GEMMs, more splits and slices; 0.94 / 0.95, where their op
 counts say 1.16 / 0.89)."""
 
 
@@ -390,7 +390,7 @@ forward's ``aten::linear`` (its weight's autocast cast and the GEMM) 16.6, SDPA 
 104's ``transformers`` fit steps (:data:`LAYER_WEIGHT_FIT_TRACES`; ``host_trace.fit_layer_op_weights``, reproduced
 by a test). A layer's weight (:func:`layer_op_weight`) is its host in the fit code's units where the codes differ in
 their ops: Phi-3's fused projections issue three fewer GEMMs and more cheap splits and slices than a Llama layer (72
-forward ops against 62, yet 0.99 of its weight). Only ``transformers``' training layers are weighed: over
+forward ops against 62, yet 0.94 of its weight). Only ``transformers``' training layers are weighed: over
 hand-written decode loops (their layers' ops weighed so, against ``tools/gpt.py``'s decode traces) the weights put
 a layer's host further from the measured than its op count (rms log error 0.13 against 0.10, a Llama with separate
 projections and a ``torch.cat`` cache 1.43 of ``tools/gpt.py``'s layer where the traces measure 1.07-1.39)."""

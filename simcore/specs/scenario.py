@@ -273,8 +273,8 @@ class RuntimeSpec(Spec):
     Llama with a ``torch.cat`` cache 36). With ``implementation: huggingface`` a training layer's ``fwd`` / ``bwd``
     are its ops' host weight in ``aten::t`` units (``profile.LAYER_OP_WEIGHTS``: a view 1.5-3.8, a GEMM op 16.6)
     and its host scales over ``transformers``' fit code's (``profile.CALIBRATED_HF_LAYER_WEIGHTS``: a Llama's 300.2
-    and 841.4, GPT-2's 226.6 and 520.5; a Qwen2 layer's biased projections 1.04 of the Llama's backward, Phi-3's
-    fused projections 0.99 and 0.94), and the decode layers' over ``transformers``'
+    and 841.4, GPT-2's 226.6 and 520.5; a Qwen2 layer's biased projections 1.05 of the Llama's backward, Phi-3's
+    fused projections 0.94 and 0.95), and the decode layers' over ``transformers``'
     dynamic-cache decode layer (``profile.CALIBRATED_HF_DECODE_LAYER_OPS``: 54 a Llama block, 38 GPT-2's; a
     static cache's 63), its prefill layers issuing the same ops with either cache. ``None``: the calibrated
     code's. ``simcore validate`` reads it from a single-GPU trace."""

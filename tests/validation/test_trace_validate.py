@@ -30,6 +30,26 @@ def test_index_lists_every_committed_trace_and_scenario() -> None:
     assert set(CASES) == {p.stem for p in SC.glob("*.yaml")}
 
 
+def _launch_probes(ans: list, host: dict[str, float]) -> list:  # type: ignore[type-arg]
+    """The launch-paced CPU speeds (host_trace.compiled_launch_speed over the profile's probe_launch_ratio_*) of the
+    traces of a compiled training step whose compiled regions call no aten::transpose."""
+    from simcore.calibration.host_trace import OpSpeed, compiled_launch_speed, compiled_op_speed
+
+    out = []
+    for a in ans:
+        if compiled_op_speed(a) is not None:
+            return []
+        launch = compiled_launch_speed(a)
+        if launch is not None and launch.main_s and launch.backward_s:
+            out.append(
+                OpSpeed(
+                    main_s=launch.main_s / host["probe_launch_ratio_main"],
+                    backward_s=launch.backward_s / host["probe_launch_ratio_backward"],
+                )
+            )
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_validate_real_traces(name: str) -> None:
     files = [str(REPO / f) for f in CASES[name]]
@@ -92,6 +112,10 @@ def test_validate_real_traces(name: str) -> None:
             assert cpu["decode"] == max(s.main_s for s in dec if s is not None and s.main_s)
         elif cpu is not None:
             assert cpu.get("decode") is None
+    elif launched := _launch_probes(ans, host):
+        # compiled code without compiled-region transposes (transformers'): its kernel launches' pace, stated as aten::t
+        slow = max(launched, key=lambda s: s.main_s + s.backward_s)  # type: ignore[operator]
+        assert cpu == {"main": slow.main_s, "backward": slow.backward_s}
     elif any(s.backward_s for s in speeds) and sc.runtime.framework != "compiled":
         slow = max((s for s in speeds if s.backward_s), key=lambda s: s.main_s + s.backward_s)  # type: ignore[operator]
         assert cpu == {"main": slow.main_s, "backward": slow.backward_s}
@@ -561,8 +585,8 @@ def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
 def test_layer_ops_of_transformers_training_layers() -> None:
     """Stops 31-32: transformers' fit steps (round 104: a Llama's separate projections, GPT-2's Conv1D) issue 62 / 93
     and 46 / 62 ops a layer, of the calibrated host weight (profile.CALIBRATED_HF_LAYER_WEIGHTS); a Qwen2 layer's
-    biased q / k / v six more, cheap, backward nodes (99 of them, 1.04 of the Llama's weight), read and used, and a
-    Phi-3 layer's fused projections more ops (72 / 83) of about the Llama's weight (0.99 / 0.94)."""
+    biased q / k / v six more, cheap, backward nodes (99 of them, 1.05 of the Llama's weight), read and used, and a
+    Phi-3 layer's fused projections more ops (72 / 83) of about the Llama's weight (0.94 / 0.95)."""
     from simcore.calibration.host_trace import layer_op_counts
     from simcore.calibration.profile import (
         CALIBRATED_HF_LAYER_OPS,
@@ -582,7 +606,7 @@ def test_layer_ops_of_transformers_training_layers() -> None:
     phi = analyze(read_trace(REPO / CASES["h200_r52_train_phi3_l8_h2048_b2"][0]))
     assert layer_op_counts(phi) == (72.0, 83.0)
     pf, pb = layer_op_counts(phi, weighted=True) or (0.0, 0.0)
-    assert 0.97 < pf / ref_f < 1.0 and 0.9 < pb / ref_b < 0.97
+    assert 0.9 < pf / ref_f < 0.97 and 0.9 < pb / ref_b < 0.97
     n = "h200_r108_train_qwen2_l8_h1536_b2_s1024"
     rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
     lo = rep["runtime"]["layer_ops"]
