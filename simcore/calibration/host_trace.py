@@ -851,6 +851,8 @@ def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[s
     median over its calls. Names called fewer than ``min_calls`` times are left out; ``class|<launches>`` and
     ``node|<launches>`` (launches capped at 3) are the median weights of the kept ops and autograd nodes that made
     that many stream launches (what an op or node not in the table weighs). Rounded to 0.1."""
+    from simcore.calibration.profile import layer_op_class, layer_op_key
+
     units: dict[str, list[float]] = {}
     by_class: dict[str, set[str]] = {}
     for a in analyses:
@@ -865,10 +867,9 @@ def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[s
                 continue
             gap = max(span - sum(o.dur for o in rows), 0.0) / len(rows)
             for o in rows:
-                key = o.name.removeprefix(_NODE)
+                key = layer_op_key(o.name)
                 units.setdefault(key, []).append((o.dur + gap) / probe)
-                cls = "node" if o.name.startswith(_NODE) else "class"
-                by_class.setdefault(f"{cls}|{min(o.launches, 3)}", set()).add(key)
+                by_class.setdefault(layer_op_class(o.name, o.launches), set()).add(key)
     if not units:
         raise ValueError("no layers on a thread that calls aten::t")
     out = {k: round(statistics.median(v), 1) for k, v in sorted(units.items()) if len(v) >= min_calls}
@@ -877,9 +878,6 @@ def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[s
         if ws:
             out[cls] = round(statistics.median(ws), 1)
     return out
-
-
-_NODE = "autograd::engine::evaluate_function: "
 
 
 def decode_layer_op_count(a: Analysis) -> float | None:
@@ -1159,17 +1157,26 @@ def compiled_launch_speed(a: Analysis, window: tuple[float, float] | None = None
     :data:`LAUNCH_PROBE_PREFIX` op on the thread of its compiled forward regions (``main_s``) and on the compiled
     backward's thread (``backward_s``, ``None`` where it launches fewer than :data:`MIN_LAUNCH_PROBES`);
     ``None`` where the forward's thread does."""
+    return _compiled_medians(a, lambda n: n.startswith(LAUNCH_PROBE_PREFIX), window, MIN_LAUNCH_PROBES)
+
+
+def _compiled_medians(
+    a: Analysis, probe: Callable[[str], bool], window: tuple[float, float] | None, min_calls: int
+) -> OpSpeed | None:
+    """The median duration of the CPU ops whose name ``probe`` accepts (in ``window``, CPU timestamps, where given)
+    on the thread of a torch.compile trace's compiled forward regions and on its compiled backward's thread, each
+    where it has at least ``min_calls`` of them (``None`` where the forward's thread has fewer)."""
     ops = list(a.trace.cpu_ops.values())
     fwd = {o.tid for o in ops if o.name == _COMPILED_FWD}
     bwd = {o.tid for o in ops if o.name == _COMPILED_BWD}
     lo, hi = window or (float("-inf"), float("inf"))
-    launches = [o for o in ops if o.name.startswith(LAUNCH_PROBE_PREFIX) and lo <= o.ts <= hi]
-    main = [o.dur for o in launches if o.tid in fwd and o.tid not in bwd]
-    back = [o.dur for o in launches if o.tid in bwd]
-    if len(main) < MIN_LAUNCH_PROBES:
+    probes = [o for o in ops if probe(o.name) and lo <= o.ts <= hi]
+    main = [o.dur for o in probes if o.tid in fwd and o.tid not in bwd]
+    back = [o.dur for o in probes if o.tid in bwd]
+    if len(main) < min_calls:
         return None
     return OpSpeed(
-        main_s=statistics.median(main), backward_s=statistics.median(back) if len(back) >= MIN_LAUNCH_PROBES else None
+        main_s=statistics.median(main), backward_s=statistics.median(back) if len(back) >= min_calls else None
     )
 
 
@@ -1177,16 +1184,7 @@ def compiled_op_speed(a: Analysis, window: tuple[float, float] | None = None) ->
     """A torch.compile trace's CPU speed (in ``window``, CPU timestamps, where given): the median
     :data:`COMPILED_PROBE_OP` on its main thread (the one that runs the compiled forward) and on the
     autograd thread (compiled backward); ``None`` where no compiled region calls it."""
-    ops = list(a.trace.cpu_ops.values())
-    fwd = {o.tid for o in ops if o.name == _COMPILED_FWD}
-    bwd = {o.tid for o in ops if o.name == _COMPILED_BWD}
-    lo, hi = window or (float("-inf"), float("inf"))
-    probes = [o for o in ops if o.name == COMPILED_PROBE_OP and lo <= o.ts <= hi]
-    main = [o.dur for o in probes if o.tid in fwd and o.tid not in bwd]
-    back = [o.dur for o in probes if o.tid in bwd]
-    if not main:
-        return None
-    return OpSpeed(main_s=statistics.median(main), backward_s=statistics.median(back) if back else None)
+    return _compiled_medians(a, lambda n: n == COMPILED_PROBE_OP, window, 1)
 
 
 def compiled_step_hosts(a: Analysis, eager: OpSpeed | None = None) -> list[CompiledStepHost]:

@@ -403,16 +403,26 @@ LAYER_WEIGHT_FIT_TRACES = tuple(
 _NODE_PREFIX = "autograd::engine::evaluate_function: "
 
 
+def layer_op_key(name: str) -> str:
+    """A layer op's :data:`LAYER_OP_WEIGHTS` key: its name, an autograd node's without the engine's prefix."""
+    return name.removeprefix(_NODE_PREFIX)
+
+
+def layer_op_class(name: str, launches: int) -> str:
+    """The :data:`LAYER_OP_WEIGHTS` key that prices an op or autograd node not in the table: ``class|<launches>``
+    or ``node|<launches>``, launches capped at 3."""
+    return f"{'node' if name.startswith(_NODE_PREFIX) else 'class'}|{min(launches, 3)}"
+
+
 def layer_op_weight(ops: Iterable[tuple[str, int]]) -> float:
     """A layer's host in ``aten::t`` units from its top-level ops, (name, stream launches): each at its
-    :data:`LAYER_OP_WEIGHTS` entry, an op or autograd node not there at its launch count's ``class|<launches>`` or
-    ``node|<launches>``."""
-    total = 0.0
-    for name, launches in ops:
-        k = min(launches, 3)
-        cls = "node" if name.startswith(_NODE_PREFIX) else "class"
-        total += LAYER_OP_WEIGHTS.get(name.removeprefix(_NODE_PREFIX), LAYER_OP_WEIGHTS.get(f"{cls}|{k}", 1.0))
-    return total
+    :data:`LAYER_OP_WEIGHTS` entry, an op or autograd node not there at its :func:`layer_op_class`'s."""
+    return float(
+        sum(
+            LAYER_OP_WEIGHTS.get(layer_op_key(name), LAYER_OP_WEIGHTS.get(layer_op_class(name, launches), 1.0))
+            for name, launches in ops
+        )
+    )
 
 
 def pass_op_weight(ops: Iterable[tuple[str, int]]) -> float:
