@@ -14,6 +14,10 @@ and over the held-apart ones.
 
 ``--probe-window N``: what-if for inference traces' CPU pace (``host_trace.PROBE_WINDOW`` is 16; 0 is one
 median over the trace, the rule before stop 22).
+
+``--replay``: instead of predicting, replay each case's traces on their own hardware with their measured
+durations (``simcore replay``'s task graph, :func:`replay_on_source`): how far the trace-to-graph conversion
+alone is from the measured step, the floor under every replay's error.
 """
 
 from __future__ import annotations
@@ -177,6 +181,29 @@ def run(
     return out
 
 
+def replay_on_source(cases: list[TraceCase]) -> list[dict[str, Any]]:
+    """Each case's traces as a task graph run with their measured durations
+    (:func:`~simcore.workload.replay.build_graph`, :func:`~simcore.workload.replay.simulate`): the replayed
+    and the measured step (the slowest rank's median, seconds) and the error in percent."""
+    from simcore.workload.replay import build_graph, load_analyses, simulate
+
+    out = []
+    for c in cases:
+        ans = load_analyses([str(t) for t in c.traces])
+        replayed = simulate(build_graph(ans)).step_time_s
+        measured = max(a.step_time_s for a in ans)
+        out.append(
+            {
+                "scenario": c.name,
+                "round": c.round,
+                "measured_step_time_s": measured,
+                "replayed_step_time_s": replayed,
+                "error_pct": 100.0 * (replayed / measured - 1.0),
+            }
+        )
+    return out
+
+
 # per-op classes that are not bandwidth-bound kernels
 _NOT_MEMORY = ("gemm", "attention", "optimizer", "communication")
 
@@ -266,7 +293,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="what-if: an inference trace's CPU pace over windows of N probe calls (0: one median; default 16)",
     )
+    ap.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay each trace on its own hardware with its measured durations instead (the graph's own error)",
+    )
     args = ap.parse_args(argv)
+    if args.replay:
+        return _replay_main(read_index(args.index), args.json)
     if args.probe_window is not None and args.probe_window < 0:
         print("error: --probe-window: give 0 (one median) or a window of calls", file=sys.stderr)
         return 2
@@ -326,6 +360,36 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"  {op:22s} {n:8.0f} kernels/step  measured {m * 1e3:8.2f} ms  predicted/measured {p / m:5.2f}"
                 )
+    return 0
+
+
+def _replay_main(cases: list[TraceCase], as_json: bool) -> int:
+    try:
+        rows = replay_on_source(cases)
+    except SimcoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    errs = [abs(r["error_pct"]) for r in rows]
+    summ = {
+        "n": len(errs),
+        "median_abs_error_pct": statistics.median(errs) if errs else None,
+        "worst_abs_error_pct": max(errs, default=None),
+        "within_1pct": sum(e <= 1.0 for e in errs),
+    }
+    if as_json:
+        print(json.dumps({"rows": rows, "summary": summ}, indent=1))
+        return 0
+    print(f"{'scenario':52s} {'round':>5s} {'meas ms':>9s} {'replay ms':>9s} {'err%':>7s}")
+    for r in rows:
+        print(
+            f"{r['scenario']:52s} {r['round']:>5s} {r['measured_step_time_s'] * 1e3:9.2f} "
+            f"{r['replayed_step_time_s'] * 1e3:9.2f} {r['error_pct']:+7.2f}"
+        )
+    if errs:
+        print(
+            f"replayed on the source: n={summ['n']} median |err| {summ['median_abs_error_pct']:.3f}%  "
+            f"worst {summ['worst_abs_error_pct']:.2f}%  within 1%: {summ['within_1pct']}/{summ['n']}"
+        )
     return 0
 
 
