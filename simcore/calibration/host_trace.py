@@ -408,8 +408,11 @@ cudagraph tree), a one-off cost no steady-state step pays."""
 
 def _calls_per_step(a: Analysis, names: tuple[str, ...]) -> list[int]:
     """How many host runtime calls named ``names*`` each of the trace's steps made, in step order; a step
-    without a CPU range counts 0."""
+    without a CPU range counts 0, except a trace of one unannotated step (the whole trace is that step),
+    which counts all of them."""
     ts = sorted(c.ts for c in a.trace.host_calls if c.name.startswith(names))
+    if len(a.steps) == 1 and a.steps[0].cpu_start is None:
+        return [len(ts)]
     return [
         bisect.bisect_right(ts, st.cpu_end) - bisect.bisect_left(ts, st.cpu_start)
         if st.cpu_start is not None and st.cpu_end is not None
