@@ -317,6 +317,17 @@ class Analysis:
         ]
         return replace(self, kernels=[moved[id(k)] for k in self.kernels], steps=steps)
 
+    def as_one_step(self) -> Analysis:
+        """The trace as one step without annotations: every kernel in it, timed by their span (what a
+        trace of one unannotated step measures), ``step_source`` ``single``."""
+        ks = [replace(k, step=0) for k in self.kernels]
+        st = Step("step#0", kernels=ks)
+        if ks:
+            st.gpu_start = min(k.ev.ts for k in ks)
+            st.gpu_end = max(k.ev.ts + k.ev.dur for k in ks)
+            st.time_s = st.gpu_end - st.gpu_start
+        return replace(self, kernels=ks, steps=[st], step_source="single")
+
     @property
     def step_time_s(self) -> float:
         """Median step time over the profiled steps (seconds)."""

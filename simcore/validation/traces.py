@@ -581,6 +581,11 @@ def validate(
     if sc.kind == "serving":
         raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
+    # an unannotated inference trace repeats the same kernels every forward pass: steps found by repetition
+    # would be its passes, which the composition counted over a step (prefills, decode steps) cannot price
+    passes = sc.kind == "inference" and any(a.step_source == "repeat" for a in ans)
+    if passes:
+        ans = [a.as_one_step() if a.step_source == "repeat" else a for a in ans]
     ans, warm = _steady_steps(ans)
     # what the traces show about the run, unless the scenario or --set says otherwise: first how it
     # ran (the framework, the weights' dtype, the profiler), then what that decides (the host's pace)
@@ -881,6 +886,11 @@ def validate(
     measured = slowest.step_time_s
     pred_step, bd, phases, notes = _predicted(sc, engine, slowest)
     notes = [*notes, *assumed]
+    if passes:
+        notes.append(
+            "the trace has no step annotations and repeats its kernels every forward pass: taken as one step "
+            "(its kernels' span) rather than as steps found by repetition, which would be single passes"
+        )
     if warm:
         notes.append(
             f"step{'s' if len(warm) > 1 else ''} {', '.join(str(i) for i in warm)} of the trace captured a CUDA "

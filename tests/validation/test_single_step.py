@@ -159,3 +159,32 @@ def test_one_unannotated_static_generate_step(tmp_path: Path) -> None:
         == 1
     )
     assert abs(single.error_pct) < 10.0 and abs(ann.error_pct) < 10.0
+
+
+def test_one_unannotated_inference_step_is_not_split_into_its_passes(tmp_path: Path) -> None:
+    """A user's nanoGPT prefill + 8 decode passes cut to one step repeats its 165 kernels every pass:
+    found by repetition those were nine 'steps' of one pass each (measured 6.1 ms against the step's 55),
+    which the step's composition (a prefill and eight decode steps) cannot price. Taken as one step."""
+    from simcore.calibration.classify import analyze
+    from simcore.calibration.traces import read_trace
+
+    src = REPO / "traces" / "h200" / "round78" / "user_infer_nanogpt_L12_h1024_b32_p128.json.gz"
+    dst = tmp_path / "one.json.gz"
+    assert one_step_trace(src, dst)
+    a = analyze(read_trace(dst))
+    assert a.step_source == "repeat" and len(a.steps) == 9
+    one = a.as_one_step()
+    assert one.step_source == "single" and len(one.steps) == 1 and len(one.steps[0].kernels) == len(a.kernels)
+    assert one.step_time_s == pytest.approx(
+        max(k.ev.ts + k.ev.dur for k in a.kernels) - min(k.ev.ts for k in a.kernels)
+    )
+    sc = SC / "h200_r78_nanogpt_l12_h1024_b32_p128.yaml"
+    ann, single = validate([str(src)], sc), validate([str(dst)], sc)
+    assert single.step_source == "single" and single.measured_step_time_s == pytest.approx(one.step_time_s)
+    assert single.phases is not None and (single.phases["prefills"], single.phases["decode_steps"]) == (
+        1.0,
+        8.0,
+    )
+    assert abs(single.error_pct - ann.error_pct) < 5.0 and abs(single.error_pct) < 10.0
+    # and says so
+    assert any("repeats its kernels every forward pass" in n for n in single.notes)
