@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112|r113] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112|r113|r114] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -1121,6 +1121,29 @@ RUNS_R113 = [
     ("train_gpt2_L8_h1024_b4_s512", lambda s: gpt2(8, 1024, 16, s), "train", 4, 512, {}),
 ]  # fmt: skip
 
+# round 114 (--set r114): held apart after stop 33's one-step changes (a one-step static-cache generate() counts its
+# decode graph's record over the whole trace; an inference trace whose steps came from repeated kernels is one step):
+# every run one unannotated profiled step as users record it (``one_step``): four compiled static-cache generate()
+# calls at batches 4-256, a dynamic-cache one, two eager training steps and a compiled one
+_STATIC = {"cache_implementation": "static"}
+RUNS_R114 = [
+    ("generate_llama_L8_h2048_b4_static_onestep", lambda s: llama(8, 2048, 16, 8, 5632, 32000, s), "generate", 4,
+     (256, 16), {"gen": _STATIC, "one_step": True}),
+    ("generate_qwen2_L8_h1536_b8_static_onestep", lambda s: llama(8, 1536, 12, 2, 8960, 151936, s, "qwen2"),
+     "generate", 8, (128, 16), {"gen": _STATIC, "one_step": True}),
+    ("generate_mistral_L8_h3072_b64_static_onestep", lambda s: llama(8, 3072, 24, 8, 8192, 32000, s, "mistral"),
+     "generate", 64, (128, 16), {"gen": _STATIC, "one_step": True}),
+    ("generate_llama_L12_h2048_b256_static_onestep", lambda s: llama(12, 2048, 16, 8, 5632, 32000, s), "generate", 256,
+     (128, 16), {"gen": _STATIC, "one_step": True}),
+    ("generate_qwen2_L8_h2048_b4_onestep", lambda s: llama(8, 2048, 16, 2, 11008, 151936, s, "qwen2"), "generate", 4,
+     (256, 16), {"one_step": True}),
+    ("train_llama_L8_h1536_b2_s1024_onestep", lambda s: llama(8, 1536, 12, 4, 4096, 32000, s), "train", 2, 1024,
+     {"one_step": True}),
+    ("train_gpt2_L12_h768_b4_s1024_onestep", lambda s: gpt2(12, 768, 12, s), "train", 4, 1024, {"one_step": True}),
+    ("train_qwen2_L6_h2048_b2_s1024_compiled_onestep", lambda s: llama(6, 2048, 16, 2, 11008, 151936, s, "qwen2"),
+     "train", 2, 1024, {"compile": True, "one_step": True}),
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1185,6 +1208,7 @@ SETS = {
     "r111": (RUNS_R111, "r111"),
     "r112": (RUNS_R112, "r112"),
     "r113": (RUNS_R113, "r113"),
+    "r114": (RUNS_R114, "r114"),
 }
 
 
