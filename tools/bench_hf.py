@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112|r113|r114] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112|r113|r114|r115] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -1144,6 +1144,12 @@ RUNS_R114 = [
      "train", 2, 1024, {"compile": True, "one_step": True}),
 ]  # fmt: skip
 
+# round 115 (--set r115): held apart, the three training misses of transformers code re-run as they were (round 38's
+# bf16 Llama, round 53's Llama with foreach AdamW under HTA's profiler options, round 113's 4-layer Phi-3 of h 3072):
+# does another run of the same step miss the same way, or was the miss that run's?
+_RERUN = {"train_llama_L8_h2048_b2_bf16", "train_llama_L6_h2048_b4_hta_foreach", "train_phi3_L4_h3072_b1_s2048"}
+RUNS_R115 = [r for runs in (RUNS_R38, RUNS_R53, RUNS_R113) for r in runs if r[0] in _RERUN]
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1209,6 +1215,7 @@ SETS = {
     "r112": (RUNS_R112, "r112"),
     "r113": (RUNS_R113, "r113"),
     "r114": (RUNS_R114, "r114"),
+    "r115": (RUNS_R115, "r115"),
 }
 
 
