@@ -437,6 +437,20 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                     ratios.append(statistics.median(under) / statistics.median(plain))
             if ratios:
                 out[f"{ratio_key}_{kind}"] = statistics.median(ratios)
+            if ratio_key.startswith("weights_"):
+                # bf16 weights change each block's host by its own factor (no autocast casts in a Llama's
+                # linears, GPT-2's Conv1D addmm's): per MLP kind beside the pooled one
+                for act in sorted({m[0] for m in models}):
+                    own = [
+                        statistics.median(u) / statistics.median(p)
+                        for model in models
+                        if model[0] == act
+                        and (u := of_model(vs, model, seg))
+                        and (p := of_model(base_rows, model, seg))
+                        and statistics.median(p) > 0
+                    ]
+                    if own:
+                        out[f"{ratio_key}_{kind}_{act}"] = statistics.median(own)
 
     # optimizer.step(): a line over the parameter tensors in probe units, per optimizer and
     # implementation (fused AdamW from the rows above; torch.optim's foreach AdamW and SGD, round 47)

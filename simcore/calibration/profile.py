@@ -627,15 +627,19 @@ class ComputeProfile(_Frozen):
             self.host_layer.get(f"profiler_hf_{key}_{kind}", own) if implementation == "huggingface" else own
         )
 
-    def weights_factor(self, param_dtype: str, kind: str, implementation: str = "reference") -> float:
+    def weights_factor(
+        self, param_dtype: str, kind: str, implementation: str = "reference", act: str | None = None
+    ) -> float:
         """How much ``kind`` of host time changes when the weights are ``param_dtype`` rather than the fp32
-        weights under autocast the host entries were measured with: ``weights_[hf_]bf16_<kind>`` (round
-        58: ``transformers``' layers with bf16 weights, no autocast's per-op dispatch and casts), 1 where
-        not measured."""
+        weights under autocast the host entries were measured with: ``weights_[hf_]bf16_<kind>_<act>`` for
+        the block's MLP kind ``act`` (``gelu``, ``swiglu``) where fitted, else the kinds' pooled
+        ``weights_[hf_]bf16_<kind>`` (round 58: ``transformers``' layers with bf16 weights, no autocast's
+        per-op dispatch and casts), 1 where not measured."""
         if param_dtype != "bf16":
             return 1.0
         hf = "hf_" if implementation == "huggingface" else ""
-        return self.host_layer.get(f"weights_{hf}bf16_{kind}", 1.0)
+        pooled = self.host_layer.get(f"weights_{hf}bf16_{kind}", 1.0)
+        return self.host_layer.get(f"weights_{hf}bf16_{kind}_{act}", pooled) if act else pooled
 
     def optimizer_host(self, optimizer: str, impl: str, part: str, profiled: bool) -> float:
         """Host seconds of ``optimizer.step()``'s ``part`` (``fixed`` per step or ``per_tensor``) for

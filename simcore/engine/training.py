@@ -363,7 +363,7 @@ def evaluate(
         """The profiler's options' and the weights' dtype's factor on ``kind`` of host time (measured on
         eager layers; the native MoE entries were measured with bf16 weights already)."""
         dtype = "fp32" if training.precision == "fp32" or compiled or lk.endswith("_native") else param_dtype
-        w = prof.weights_factor(dtype, kind, implementation)
+        w = prof.weights_factor(dtype, kind, implementation, act_key)
         return w * (prof.profiler_factor(profiler_record, kind, implementation) if profiler else 1.0)
 
     # host seconds of one micro-batch's layers and of its work outside them, on a single stage

@@ -557,6 +557,14 @@ def test_bf16_weights_take_less_host_than_autocast() -> None:
     assert 0.7 < prof.weights_factor("bf16", "train_bwd", "huggingface") < 0.95
     assert prof.weights_factor("fp32", "train_fwd", "huggingface") == 1.0
     assert prof.weights_factor("bf16", "train_fwd", "reference") == 1.0  # not measured for simcore's layers
+    # each block by its own factor (stop 33): on round 58's fit rows a Llama's layers save less host than
+    # GPT-2's; an MLP kind not fitted takes the pooled factor
+    for kind in ("train_fwd", "train_bwd"):
+        llama = prof.weights_factor("bf16", kind, "huggingface", "swiglu")
+        gpt2 = prof.weights_factor("bf16", kind, "huggingface", "gelu")
+        pooled = prof.weights_factor("bf16", kind, "huggingface")
+        assert gpt2 < pooled < llama < 0.95
+        assert prof.weights_factor("bf16", kind, "huggingface", "relu") == pooled
 
 
 def test_eager_attention_layers_have_their_own_host_entries() -> None:
