@@ -221,7 +221,7 @@ Round 102 (``--set train_fit2``, fitted, not held apart): round 32's eight train
 Round 103 (``--set r103``): held-apart host-bound training steps after round 102's refit: a 6-layer Llama of h 1536 at
 2 x 1024, GPT-2 small at 4 x 512, a 4-layer Qwen2 of h 1536 at 2 x 1024, an 8-layer Mistral of h 2048 at 1 x 1024.
 
-  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112|r113|r114|r115] [--budget S] [--smoke]
+  python tools/bench_hf.py --outdir DIR [--set r31|fit|decode|generate|generate_fit|r36|tokens|r38|r39|r46|r48|r50|moe_fit|r52|r53|prof_fit|r55|moe_fit_bf16|r57|fit_bf16|r60|eager_fit|r62|r63|width_fit|r66|r68|r69|compiled_fit|r71|r73|r79|sample_fit|r81|r82|r83|r84|static_fit|r86|r87|r88|r89|r90|r91|rec_fit|r97|r98|r99|static_fit2|r101|train_fit2|r103|train_fit3|r105|static_fit3|r107|r108|moe_fit2|r110|r111|r112|r113|r114|r115|foreach_fit] [--budget S] [--smoke]
 """
 
 from __future__ import annotations
@@ -1150,6 +1150,17 @@ RUNS_R114 = [
 _RERUN = {"train_llama_L8_h2048_b2_bf16", "train_llama_L6_h2048_b4_hta_foreach", "train_phi3_L4_h3072_b1_s2048"}
 RUNS_R115 = [r for runs in (RUNS_R38, RUNS_R53, RUNS_R113) for r in runs if r[0] in _RERUN]
 
+# round 116 (--set foreach_fit, fitted, not held apart): round 32's training fit runs with torch.optim.AdamW's default
+# foreach update, profiled plain and with HTA's options (stacks and memory events): transformers' foreach step() and
+# what the profiler's options add to it (round 53's and 115's HTA-profiled foreach Llama missed twice)
+RUNS_FOREACH_FIT = [
+    (f"fit_train_{arch}_L{L}_foreach{'_' + tag if tag else ''}", build_of(L), "train", 1, 512,
+     {"optim": "foreach", **({"prof": _PROF_SETS[tag]} if tag else {})})
+    for tag in ("", "stack_memory")
+    for arch, build_of in FIT_MODELS
+    for L in (2, 8)
+]  # fmt: skip
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1216,6 +1227,7 @@ SETS = {
     "r113": (RUNS_R113, "r113"),
     "r114": (RUNS_R114, "r114"),
     "r115": (RUNS_R115, "r115"),
+    "foreach_fit": (RUNS_FOREACH_FIT, "r116"),
 }
 
 
