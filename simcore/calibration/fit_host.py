@@ -438,8 +438,8 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             if ratios:
                 out[f"{ratio_key}_{kind}"] = statistics.median(ratios)
             if ratio_key.startswith("weights_"):
-                # bf16 weights change each block's host by its own factor (no autocast casts in a Llama's
-                # linears, GPT-2's Conv1D addmm's): per MLP kind beside the pooled one
+                # bf16 weights save a different share of each block's host (round 58's Llama and GPT-2 rows:
+                # 0.82x / 0.72x a forward layer): per MLP kind beside the pooled factor
                 for act in sorted({m[0] for m in models}):
                     own = [
                         statistics.median(u) / statistics.median(p)
