@@ -596,22 +596,13 @@ def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     for name, act in (("h200_train_gpt125m_eager", "gelu"), ("h200_train_llama1b_eager", "swiglu")):
         a = analyze(read_trace(REPO / CASES[name][0]))
         assert layer_op_counts(a) == CALIBRATED_LAYER_OPS[act]
-        assert (
-            validate([str(REPO / f) for f in CASES[name]], SC / f"{name}.yaml").to_dict()["runtime"][
-                "layer_ops"
-            ]
-            is None
-        )
+        assert validate([str(REPO / f) for f in CASES[name]], SC / f"{name}.yaml").to_dict()["runtime"]["layer_ops"] is None
     n = "h200_r74_encoder_l12_h1024_b4"
     rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
     assert rep["runtime"]["layer_ops"] == {"fwd": 35.0, "bwd": 66.0}
     assert any("runtime.layer_ops: {fwd: 35, bwd: 66}" in x for x in rep["notes"])
-    plain = validate(
-        [str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]
-    ).to_dict()
-    assert (
-        plain["predicted_step_time_s"] < 0.8 * rep["predicted_step_time_s"]
-    )  # host-bound: its host per layer
+    plain = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]).to_dict()
+    assert plain["predicted_step_time_s"] < 0.8 * rep["predicted_step_time_s"]  # host-bound: its host per layer
 
 
 def test_layer_ops_of_transformers_training_layers() -> None:
@@ -633,12 +624,7 @@ def test_layer_ops_of_transformers_training_layers() -> None:
             w = layer_op_counts(a, weighted=True)
             assert w == CALIBRATED_HF_LAYER_WEIGHTS[act] == calibrated_layer_ops("huggingface", act)
     llama = "h200_r108_train_llama_l6_h2048_b4_s512"
-    assert (
-        validate([str(REPO / f) for f in CASES[llama]], SC / f"{llama}.yaml").to_dict()["runtime"][
-            "layer_ops"
-        ]
-        is None
-    )
+    assert validate([str(REPO / f) for f in CASES[llama]], SC / f"{llama}.yaml").to_dict()["runtime"]["layer_ops"] is None
     ref_f, ref_b = CALIBRATED_HF_LAYER_WEIGHTS["swiglu"]
     phi = analyze(read_trace(REPO / CASES["h200_r52_train_phi3_l8_h2048_b2"][0]))
     assert layer_op_counts(phi) == (72.0, 83.0)
@@ -648,19 +634,12 @@ def test_layer_ops_of_transformers_training_layers() -> None:
     rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
     lo = rep["runtime"]["layer_ops"]
     assert lo["fwd"] == pytest.approx(ref_f) and 1.03 < lo["bwd"] / ref_b < 1.06
-    assert any(
-        "runtime.layer_ops: {fwd: " in x and "aten::t units" in x and "fit steps'" in x for x in rep["notes"]
-    )
-    plain = validate(
-        [str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]
-    ).to_dict()
+    assert any("runtime.layer_ops: {fwd: " in x and "aten::t units" in x and "fit steps'" in x for x in rep["notes"])
+    plain = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]).to_dict()
     assert plain["predicted_step_time_s"] < rep["predicted_step_time_s"]  # host-bound: more backward host
     # an MoE layer has host entries of its own: not scaled
     moe = "h200_r50_train_mixtral_l4_h1024_e8_b4"
-    assert (
-        validate([str(REPO / f) for f in CASES[moe]], SC / f"{moe}.yaml").to_dict()["runtime"]["layer_ops"]
-        is None
-    )
+    assert validate([str(REPO / f) for f in CASES[moe]], SC / f"{moe}.yaml").to_dict()["runtime"]["layer_ops"] is None
 
 
 def test_decode_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
@@ -675,16 +654,11 @@ def test_decode_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     ):
         assert decode_layer_op_count(analyze(read_trace(REPO / path))) == CALIBRATED_DECODE_LAYER_OPS[act]
     ref = "h200_infer_prefill_decode"
-    assert (
-        validate([str(REPO / f) for f in CASES[ref]], SC / f"{ref}.yaml").to_dict()["runtime"]["layer_ops"]
-        is None
-    )
+    assert validate([str(REPO / f) for f in CASES[ref]], SC / f"{ref}.yaml").to_dict()["runtime"]["layer_ops"] is None
     n = "h200_r76_llama_l16_h1024_b1_p512"
     rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
     assert rep["runtime"]["layer_ops"] == {"fwd": 36.0, "bwd": None}
-    plain = validate(
-        [str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]
-    ).to_dict()
+    plain = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml", ["runtime.layer_ops=null"]).to_dict()
     assert plain["predicted_step_time_s"] < 0.85 * rep["predicted_step_time_s"]  # host-bound decode
 
 
@@ -704,15 +678,8 @@ def test_pass_ops_of_generate_without_an_end_of_sequence_id() -> None:
     ref = CALIBRATED_PASS_OPS[("huggingface", "generate")]["swiglu"]
     assert w < 0.75 * ref
     assert any(f"runtime.pass_ops: {w:g}" in x and f"issuing {ref:g}" in x for x in rep["notes"])
-    for ref in (
-        "h200_r34_generate_llama_l8_h2048_b4",
-        "h200_infer_prefill_decode",
-        "h200_r31_infer_gpt2_l12_b1",
-    ):
-        assert (
-            validate([str(REPO / f) for f in CASES[ref]], SC / f"{ref}.yaml").to_dict()["runtime"]["pass_ops"]
-            is None
-        )
+    for ref in ("h200_r34_generate_llama_l8_h2048_b4", "h200_infer_prefill_decode", "h200_r31_infer_gpt2_l12_b1"):
+        assert validate([str(REPO / f) for f in CASES[ref]], SC / f"{ref}.yaml").to_dict()["runtime"]["pass_ops"] is None
 
 
 def test_a_written_out_rmsnorm_alone_is_not_transformers_code() -> None:
@@ -720,10 +687,7 @@ def test_a_written_out_rmsnorm_alone_is_not_transformers_code() -> None:
     pass; a user's Llama with the same norm and precomputed tables (round 78) is priced as its own code."""
     from simcore.calibration.host_trace import hf_layers
 
-    for name, hf in (
-        ("h200_r31_infer_llama_l8_h2048_b4", True),
-        ("h200_r78_llama_manualnorm_l8_h2048_b2_p512", False),
-    ):
+    for name, hf in (("h200_r31_infer_llama_l8_h2048_b4", True), ("h200_r78_llama_manualnorm_l8_h2048_b2_p512", False)):
         ops = list(analyze(read_trace(REPO / CASES[name][0])).trace.cpu_ops.values())
         assert hf_layers(ops) is hf
     n = "h200_r78_llama_manualnorm_l8_h2048_b2_p512"
@@ -802,9 +766,7 @@ def test_inference_cpu_speed_is_read_from_the_gemm_op() -> None:
     ratio = host["probe_linear_ratio_infer_swiglu"]
     assert 7.0 < ratio < host["probe_linear_ratio_infer_gelu"] < 13.0
     e_ratio = host["probe_empty_ratio_infer_swiglu"]
-    assert (
-        0.6 < host["probe_empty_ratio_infer_hf_swiglu"] < e_ratio < host["probe_empty_ratio_infer_gelu"] < 1.0
-    )
+    assert 0.6 < host["probe_empty_ratio_infer_hf_swiglu"] < e_ratio < host["probe_empty_ratio_infer_gelu"] < 1.0
     want = math.sqrt(s.linear_main_s / ratio * (s.empty_main_s or 0.0) / e_ratio)
     assert rep["runtime"]["cpu_op_time"]["main"] == pytest.approx(want)
     assert gemm_pace(s.linear_main_s, ratio, s.empty_main_s or 0.0, e_ratio) == pytest.approx(want)
@@ -935,16 +897,8 @@ def test_transformers_decode_layer_ops_scale_its_decode_host_alone() -> None:
         ("h200_r31_infer_gpt2_l12_b1", "gelu"),
         ("h200_r60_infer_llama_l8_h2048_b4_eager_attn", "swiglu_eager"),
     ):
-        assert (
-            decode_layer_op_count(analyze(read_trace(REPO / CASES[name][0])))
-            == CALIBRATED_HF_DECODE_LAYER_OPS[key]
-        )
-        assert (
-            validate([str(REPO / f) for f in CASES[name]], SC / f"{name}.yaml").to_dict()["runtime"][
-                "layer_ops"
-            ]
-            is None
-        )
+        assert decode_layer_op_count(analyze(read_trace(REPO / CASES[name][0]))) == CALIBRATED_HF_DECODE_LAYER_OPS[key]
+        assert validate([str(REPO / f) for f in CASES[name]], SC / f"{name}.yaml").to_dict()["runtime"]["layer_ops"] is None
     n = "h200_r84_generate_llama_l8_h2048_b4_static_eager"
     files = [str(REPO / f) for f in CASES[n]]
     rep = validate(files, SC / f"{n}.yaml")
@@ -967,9 +921,7 @@ def test_transformers_decode_layer_ops_scale_its_decode_host_alone() -> None:
     from simcore.calibration.profile import load_profile
     from simcore.specs.registry import default_registry
 
-    prof = load_profile(default_registry().device("h200")).at_cpu_speed(
-        rt["cpu_op_time"]["main"], inference=True
-    )
+    prof = load_profile(default_registry().device("h200")).at_cpu_speed(rt["cpu_op_time"]["main"], inference=True)
     layer = prof.host_of("infer_decode_swiglu", True, "huggingface")
     assert a.decode_host_s - b.decode_host_s == pytest.approx(8 * layer * (63.0 / 54.0 - 1.0), rel=1e-9)
 
@@ -1007,9 +959,7 @@ def test_training_cpu_speed_is_read_from_the_gemm_ops_of_the_fit_code() -> None:
         s = op_speed(a)
         assert s is not None
         rep = validate([str(REPO / f) for f in CASES[other]], SC / f"{other}.yaml").to_dict()
-        main = thread_probe(
-            s.main_s or 0.0, s.empty_main_s or 0.0, host["probe_empty_ratio_main"], training=True
-        )
+        main = thread_probe(s.main_s or 0.0, s.empty_main_s or 0.0, host["probe_empty_ratio_main"], training=True)
         assert rep["runtime"]["cpu_op_time"]["main"] == pytest.approx(main), other
         assert not any("mean of its GEMM ops" in n for n in rep["notes"]), other
     phi3 = load_analyses([str(REPO / CASES["h200_r105_train_phi3_l6_h1536_b2_s1024"][0])])[0]
