@@ -16,6 +16,7 @@ from simcore.calibration.traces import kineto, read_trace
 from simcore.calibration.traces.synth import SynthConfig, write_trace
 from simcore.errors import TraceError
 from tests.cli_runner import run_cli
+from tests.nsys_db import NSYS_CORE_TABLES
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces" / "h200"
@@ -217,15 +218,10 @@ def test_real_ddp_ranks() -> None:
 def _nsys_db(path: Path, with_gpu_table: bool = True) -> None:
     c = sqlite3.connect(path)
     c.executescript(
-        """
-        CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INT, end INT, deviceId INT, contextId INT, streamId INT,
-          correlationId INT, globalPid INT, demangledName INT, shortName INT, gridX INT, gridY INT, gridZ INT,
-          blockX INT, blockY INT, blockZ INT);
+        NSYS_CORE_TABLES
+        + """
         CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET(start INT, end INT, deviceId INT, contextId INT, streamId INT,
           correlationId INT, globalPid INT, value INT, bytes INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INT, end INT, eventClass INT, globalTid INT,
-          correlationId INT, nameId INT, returnValue INT);
         CREATE TABLE NVTX_EVENTS(start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
           text TEXT, globalTid INT, endGlobalTid INT, textId INT);
         CREATE TABLE TARGET_INFO_SESSION_START_TIME(utcEpochNs INT);

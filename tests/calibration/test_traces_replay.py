@@ -12,6 +12,7 @@ from simcore.calibration.traces import read_trace
 from simcore.calibration.traces.synth import SynthConfig, write_trace
 from simcore.cli import main
 from simcore.workload.replay import build_graph, load_analyses, match_device_name, replay, simulate
+from tests.nsys_db import NSYS_CORE_TABLES
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces" / "h200"
@@ -164,15 +165,10 @@ def _cuda_app_db(path: Path) -> None:
             t = prev_end + 8_000
     c = sqlite3.connect(path)
     c.executescript(
-        """
-        CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INT, end INT, deviceId INT, contextId INT, streamId INT,
-          correlationId INT, globalPid INT, demangledName INT, shortName INT, gridX INT, gridY INT, gridZ INT,
-          blockX INT, blockY INT, blockZ INT);
+        NSYS_CORE_TABLES
+        + """
         CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INT, end INT, deviceId INT, contextId INT, streamId INT,
           correlationId INT, globalPid INT, bytes INT, copyKind INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INT, end INT, eventClass INT, globalTid INT,
-          correlationId INT, nameId INT, returnValue INT);
         CREATE TABLE TARGET_INFO_GPU(id INT, name TEXT, smCount INT);
         INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA A100-SXM4-80GB', 108);
         INSERT INTO StringIds VALUES (1, 'void stencil_kernel<double>(double*, double const*, int, int)'),
