@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     if args.replay:
-        return _replay_main(read_index(args.index), args.json)
+        return _replay_main(args.index, args.json)
     if args.probe_window is not None and args.probe_window < 0:
         print("error: --probe-window: give 0 (one median) or a window of calls", file=sys.stderr)
         return 2
@@ -363,9 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _replay_main(cases: list[TraceCase], as_json: bool) -> int:
+def _replay_main(index: str | None, as_json: bool) -> int:
     try:
-        rows = replay_on_source(cases)
+        rows = replay_on_source(read_index(index))
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

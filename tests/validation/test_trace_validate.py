@@ -248,6 +248,10 @@ def test_trace_report_replays_each_case_on_its_source(
     }
     assert trace_report.main(["--index", str(idx), "--replay"]) == 0
     assert "replayed on the source: n=1" in capsys.readouterr().out
+    # a missing index: one line naming the file, exit 2
+    assert trace_report.main(["--index", str(tmp_path / "none.csv"), "--replay"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none.csv" in err[0]
 
 
 def test_breakdown_categories_fold_onto_classes() -> None:
