@@ -1161,6 +1161,21 @@ RUNS_FOREACH_FIT = [
     for L in (2, 8)
 ]  # fmt: skip
 
+# round 117 (--set h100_twins, on an H100 SXM: kind nvidia-h100-x1): held apart, runs of earlier held-apart rounds
+# again on another GPU, each the twin of a committed H200 trace: simcore's H200 calibration transferred to the H100 is
+# judged on them, and each H200 twin replayed onto the H100 is compared with its H100 trace. GPU-bound steps first
+# (fp32 GEMMs, bf16 weights, long sequences, gradient checkpointing, prefill and decode), then host-bound ones (the
+# H100 machine's CPU), then torch.compile. In this order, as the budget allows.
+_H100_TWINS = (
+    "train_gpt2_L12_b8_fp32", "train_llama_L8_h4096_b1_s4096_bf16", "train_qwen2_L6_h3584_b2",
+    "train_llama_L4_h4096_b2", "train_llama_L4_h2048_b1_s8192", "train_mistral_L4_h4096_b1_s8192_gc_bf16",
+    "infer_llama_L8_h4096_b16_p1024", "infer_llama_L8_h2048_b32", "train_gpt2_L8_h1024_b4_s512",
+    "train_llama_L16_h2048_b1", "infer_llama_L8_h3072_b4_p2048", "train_llama_L4_h4096_b2_compiled",
+    "generate_llama_L8_h4096_b512_static",
+)
+_ALL_RUNS = {r[0]: r for k, v in list(globals().items()) if k.startswith("RUNS") for r in v}
+RUNS_H100_TWINS = [_ALL_RUNS[n] for n in _H100_TWINS]
+
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
     "r31": (RUNS, "r31"),
@@ -1228,6 +1243,7 @@ SETS = {
     "r114": (RUNS_R114, "r114"),
     "r115": (RUNS_R115, "r115"),
     "foreach_fit": (RUNS_FOREACH_FIT, "r116"),
+    "h100_twins": (RUNS_H100_TWINS, "r117"),
 }
 
 

@@ -65,8 +65,25 @@ def _i(v: str) -> int:
     return int(float(v))
 
 
-def scenario_for(row: dict[str, str]) -> dict[str, Any]:
-    """The scenario (as a dict) of one measured row."""
+def system_for(path: str | Path) -> str:
+    """The built-in system of the GPU a steps CSV was measured on: the ``env.gpu`` of the
+    ``steps_configs.json`` that ``tools/bench_steps.py`` writes beside it (``NVIDIA H100 80GB HBM3`` ->
+    ``hgx-h100``); ``hgx-h200`` when there is none (the first files were written without one)."""
+    from simcore.workload.replay import default_system, match_device_name
+
+    cfg = Path(path).with_name("steps_configs.json")
+    try:
+        gpu = json.loads(cfg.read_text(encoding="utf-8"))["env"]["gpu"]
+    except (OSError, KeyError, TypeError, ValueError):
+        return "hgx-h200"
+    key = match_device_name(str(gpu))
+    if key is None:
+        raise TraceError(f"unknown GPU {gpu!r} in env.gpu; pass --system", file=str(cfg))
+    return default_system(key)
+
+
+def scenario_for(row: dict[str, str], system: str = "hgx-h200") -> dict[str, Any]:
+    """The scenario (as a dict) of one measured row, on one GPU of ``system``."""
     model = {
         "name": row["name"],
         "layers": _i(row["layers"]),
@@ -82,7 +99,7 @@ def scenario_for(row: dict[str, str]) -> dict[str, Any]:
     }
     base: dict[str, Any] = {
         "name": f"{row['mode']}:{row['name']}",
-        "cluster": {"system": "hgx-h200", "gpus": 1},
+        "cluster": {"system": system, "gpus": 1},
         "model": model,
         "runtime": {
             "framework": row.get("framework") or "eager",
@@ -116,16 +133,20 @@ def scenario_for(row: dict[str, str]) -> dict[str, Any]:
     return base
 
 
-def validate(path: str | Path | None = None, calibration: str | None = None) -> dict[str, Any]:
+def validate(
+    path: str | Path | None = None, calibration: str | None = None, system: str | None = None
+) -> dict[str, Any]:
     """Predict every ok row; return per-row comparisons and summary statistics. ``calibration``
-    (a profile name or path) replaces the device's default profile: a what-if."""
+    (a profile name or path) replaces the device's default profile: a what-if. ``system`` is the
+    system whose GPU ran the rows (default: :func:`system_for` the file)."""
     p = Path(path) if path else traces_dir() / DEFAULT_CSV
     reg = default_registry()
+    system = system or system_for(p)
     rows_out: list[dict[str, Any]] = []
     for row in read_rows(p):
         if row.get("status", "ok") != "ok" or not row.get("step_time_s"):
             continue
-        data = scenario_for(row)
+        data = scenario_for(row, system)
         if calibration is not None:
             data["calibration"] = calibration
         sc = scenario_from_dict(data, reg, str(p))
@@ -178,7 +199,8 @@ def validate(path: str | Path | None = None, calibration: str | None = None) -> 
         if merr.size:
             summary[mode]["memory_median_abs_error_pct"] = float(np.median(merr))
             summary[mode]["memory_max_abs_error_pct"] = float(merr.max())
-    return {"file": str(p), "rows": rows_out, "summary": summary}
+    device = reg.system(system).device
+    return {"file": str(p), "system": system, "device": device, "rows": rows_out, "summary": summary}
 
 
 def plot(result: dict[str, Any], path: str | Path) -> None:
@@ -200,7 +222,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
         ax.plot([lo, hi], [lo * f, hi * f], ":", color="grey", lw=0.6)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("measured seconds (H200)")
+    ax.set_xlabel(f"measured seconds ({result.get('device', 'h200').upper()})")
     ax.set_ylabel("predicted seconds")
     ax.set_title("whole steps, held out (dotted: ±10 %)")
     ax.legend()
@@ -215,9 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--calibration", metavar="NAME|PATH", help="what-if: predict with this compute profile")
+    ap.add_argument("--system", default=None, help="the system whose GPU ran the rows (default: read from steps_configs.json beside the CSV)")
     a = ap.parse_args(argv)
     try:
-        res = validate(a.csv, a.calibration)
+        res = validate(a.csv, a.calibration, a.system)
     except SimcoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
