@@ -1175,6 +1175,8 @@ _H100_TWINS = (
 )
 _ALL_RUNS = {r[0]: r for k, v in list(globals().items()) if k.startswith("RUNS") for r in v}
 RUNS_H100_TWINS = [_ALL_RUNS[n] for n in _H100_TWINS]
+# round 118 (--set h100_twins_rest --label r117b): the three twins round 117's budget left out
+RUNS_H100_TWINS_REST = RUNS_H100_TWINS[10:]
 
 # --set NAME: its runs and the round whose ``r<N>_runs.json`` records them
 SETS = {
@@ -1244,6 +1246,7 @@ SETS = {
     "r115": (RUNS_R115, "r115"),
     "foreach_fit": (RUNS_FOREACH_FIT, "r116"),
     "h100_twins": (RUNS_H100_TWINS, "r117"),
+    "h100_twins_rest": (RUNS_H100_TWINS_REST, "r117b"),
 }
 
 
