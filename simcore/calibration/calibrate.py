@@ -292,13 +292,51 @@ def _errors(pred: np.ndarray[Any, Any], meas: np.ndarray[Any, Any]) -> dict[str,
     return {"n": int(e.size), "median_abs_err": float(np.median(e)), "worst_abs_err": float(np.max(e))}
 
 
+def _base_profile(name_or_path: str, dev: Any) -> Any:
+    """The profile ``name_or_path`` transferred to ``dev`` (a fit's starting point)."""
+    from simcore.calibration.profile import load_profile
+
+    return load_profile(dev, name_or_path)
+
+
+BASE_KEPT_GROUPS = ("host_layer", "host_overhead", "attention", "memory.ops", "optimizer", "gemm")
+"""The parts of a profile whose entries a fit on top of a base may leave as the base's (reported in its notes)."""
+
+
+def _note_base(prof: Any, base: Any, name: str) -> Any:
+    """``prof`` with notes naming its base and the entries it kept from it unchanged."""
+    fitted = prof.model_dump()
+    kept_from = base.model_dump()
+    kept: list[str] = []
+    for group in BASE_KEPT_GROUPS:
+        a: Any = fitted
+        b: Any = kept_from
+        for part in group.split("."):
+            a, b = a.get(part, {}), b.get(part, {})
+        same = sorted(k for k in b if k in a and a[k] == b[k])
+        if same:
+            kept.append(f"{group} {len(same)} of {len(a)}")
+    src = base.transferred_from or base.device
+    note = (
+        f"fitted on top of the {name} profile (measured on {src}): entries the measurements here do not "
+        f"cover stay {src}'s, transferred ({'; '.join(kept) or 'none'})"
+    )
+    return prof.model_copy(update={"notes": [*prof.notes, note], "source": [*prof.source, f"base: {name}"]})
+
+
 def calibrate(
     paths: list[str] | list[Path],
     device: str,
     system: str | None = None,
     fit_comm_profile: bool = True,
+    base: str | None = None,
 ) -> CalibrationResult:
-    """Fit the compute (and, when there are collective measurements, the communication) profile."""
+    """Fit the compute (and, when there are collective measurements, the communication) profile.
+
+    ``base`` (a profile name or path) is the profile the fit starts from, transferred to ``device``:
+    what the measurements here cover is refitted, everything else (the host model, kernels no input
+    timed) stays the base's, and the notes say which parts those are. Without it the fit starts from
+    a neutral profile, as the shipped H200 profile was made."""
     from simcore.calibration import fit_compute as FC
     from simcore.specs.registry import default_registry
     from simcore.workload.replay import default_system, load_analyses
@@ -318,7 +356,10 @@ def calibrate(
             write_ops_csv(rows, tpath)
             csvs.append(tpath)
         if csvs:
-            prof, report = FC.fit([str(p) for p in csvs], dev)
+            base_prof = _base_profile(base, dev) if base else None
+            prof, report = FC.fit([str(p) for p in csvs], dev, base=base_prof)
+            if base_prof is not None:
+                prof = _note_base(prof, base_prof, base or "")
             if rows:
                 src = sorted({*(x for x in prof.source if x != str(tpath)), *(str(p) for p in inp.traces)})
                 prof = prof.model_copy(

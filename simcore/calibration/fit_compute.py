@@ -1387,6 +1387,10 @@ def fit(
 
         start = gemm.get(key_g, gemm["bf16"]) if anchor is None else anchor
         misal = bool(np.any(_misaligned(sub)))
+        if anchor is not None and not misal and base is not None and key_g in base.gemm:
+            # no misaligned rows of this dtype here: its misalignment penalty stays the base profile's
+            # (a property of the dtype's kernels: fp32 FFMA barely minds, tensor-core tiles do)
+            start = start.model_copy(update={"eff_misaligned": base.gemm[key_g].eff_misaligned})
         if anchor is None:
             names = [p.name for p in _GEMM_PARAMS if p.name not in _COLD_GEMM] + (
                 ["eff_misaligned"] if misal else []

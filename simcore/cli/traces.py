@@ -64,6 +64,13 @@ def calibrate(
         ),
     ] = None,
     no_comm: Annotated[bool, typer.Option("--no-comm", help="Do not fit the communication profile.")] = False,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            help="Start from this profile (name or path, e.g. h200): what the inputs do not cover stays its.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Fit calibration profiles (compute efficiency curves, collective costs) from measurements."""
@@ -72,7 +79,7 @@ def calibrate(
 
     output = _out_path(output)
     comm_output = _out_path(comm_output)
-    res = run([str(p) for p in inputs], device, system, fit_comm_profile=not no_comm)
+    res = run([str(p) for p in inputs], device, system, fit_comm_profile=not no_comm, base=base)
     written: list[str] = []
     if output is not None and res.compute_profile is not None:
         save_profile(res.compute_profile, output)
