@@ -394,11 +394,11 @@ def calibrate(
         from simcore.calibration.profile import load_profile
 
         shipped = load_profile(dev)
-        base = prof if prof is not None else shipped
-        borrowed = not base.host_layer and bool(shipped.host_layer)
+        start = prof if prof is not None else shipped
+        borrowed = not start.host_layer and bool(shipped.host_layer)
         if borrowed:
-            base = base.model_copy(update={"host_layer": dict(shipped.host_layer)})
-        scale, found = host_scale(analyses, base.model_copy(update={"host_scale": 1.0}))
+            start = start.model_copy(update={"host_layer": dict(shipped.host_layer)})
+        scale, found = host_scale(analyses, start.model_copy(update={"host_scale": 1.0}))
         if scale is not None:
             host_rows = [{**dataclasses.asdict(x), "ratio": x.ratio} for x in found]
             if borrowed:
@@ -408,7 +408,7 @@ def calibrate(
                     f"no compute measurements: the profile written is the shipped {dev.name} profile with "
                     "only its host speed (host_scale) calibrated; its held-out errors are the shipped fit's"
                 )
-            prof = base.model_copy(update={"host_scale": scale})
+            prof = start.model_copy(update={"host_scale": scale})
             notes.append(
                 f"host speed: {len(found)} step(s) measured per layer, x{scale:.3f} the profile's host times"
             )

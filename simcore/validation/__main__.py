@@ -7,7 +7,9 @@ Each report predicts measurements the models were not fitted on and prints the e
 * ``own``: our DDP / tensor / pipeline / FSDP runs on two NVLinked H200s (``traces/h200x2``);
 * ``kernels``: the compute profile's held-out kernels (a refit on ``traces/h200/ops.csv.gz``);
 * ``comm``: the collective profile's held-out sizes and ops, and the published 8xH100 curves;
-* ``traces``: ``simcore validate`` on every committed profiler trace (``traces/validate.csv``).
+* ``traces``: ``simcore validate`` on every committed profiler trace (``traces/validate.csv``);
+* ``devices``: the H100 and the H200, each priced by its own profile and by the other's transferred
+  (kernels, whole steps, profiler traces, replays across; :mod:`simcore.validation.cross_device`).
 """
 
 from __future__ import annotations
@@ -70,6 +72,12 @@ def _traces() -> int:
     return trace_report.main([])
 
 
+def _devices() -> int:
+    from simcore.validation import cross_device
+
+    return cross_device.main([])
+
+
 REPORTS: dict[str, Callable[[], int]] = {
     "steps": _steps,
     "published": _published,
@@ -77,6 +85,7 @@ REPORTS: dict[str, Callable[[], int]] = {
     "kernels": _kernels,
     "comm": _comm,
     "traces": _traces,
+    "devices": _devices,
 }
 
 

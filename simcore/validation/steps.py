@@ -237,7 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--calibration", metavar="NAME|PATH", help="what-if: predict with this compute profile")
-    ap.add_argument("--system", default=None, help="the system whose GPU ran the rows (default: read from steps_configs.json beside the CSV)")
+    ap.add_argument(
+        "--system",
+        default=None,
+        help="the system whose GPU ran the rows (default: read from steps_configs.json beside the CSV)",
+    )
     a = ap.parse_args(argv)
     try:
         res = validate(a.csv, a.calibration, a.system)

@@ -92,7 +92,11 @@ PARAM_REL = 0.05
 
 
 def _assert_same_fit(
-    ours: ComputeProfile, shipped: ComputeProfile, inputs: list[str], families: tuple[str, ...]
+    ours: ComputeProfile,
+    shipped: ComputeProfile,
+    inputs: list[str],
+    families: tuple[str, ...],
+    device: str = "h200",
 ) -> None:
     """``ours`` reproduces ``shipped``: the same entries and flags, floats within :data:`PARAM_REL`, and
     every op row of ``inputs`` priced within :data:`PRED_REL` (relative)."""
@@ -107,7 +111,7 @@ def _assert_same_fit(
         assert a[k] == (pytest.approx(v, rel=PARAM_REL) if numeric else v), k
     with contextlib.chdir(REPO):
         t = FC.read_ops([p for p in inputs if not FC.is_embedding_kernels_csv(p)])
-    dev = default_registry().device("h200")
+    dev = default_registry().device(device)
     mine, theirs = FC.predict_rows(dev, ours, t), FC.predict_rows(dev, shipped, t)
     assert np.all(np.isfinite(mine) == np.isfinite(theirs))
     ok = np.isfinite(theirs)

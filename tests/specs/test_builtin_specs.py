@@ -125,9 +125,11 @@ def test_aliases_resolve(reg: Registry, alias: str, kind: str, name: str) -> Non
     assert (k, spec.name) == (kind, name)
 
 
-def test_only_h200_has_its_own_calibration(reg: Registry) -> None:
-    assert {d.name for d in reg.devices.values() if d.calibration} == {"h200"}
+def test_only_measured_devices_have_their_own_calibration(reg: Registry) -> None:
+    # the H200 (traces/h200) and, since round 118, the H100 SXM (traces/h100); every other GPU transfers
+    assert {d.name for d in reg.devices.values() if d.calibration} == {"h200", "h100"}
     assert reg.devices["h200"].calibration == "h200"
+    assert reg.devices["h100"].calibration == "h100"
 
 
 # --- CLI facts named in the brief ----------------------------------------------------------------------

@@ -1,0 +1,303 @@
+"""``python -m simcore.validation.cross_device``: the same runs on two GPUs, each predicted by its own
+calibration and by the other GPU's, transferred.
+
+simcore prices a GPU it has no measurements of with the profile of the nearest calibrated one,
+efficiencies kept and the target's peaks, bandwidth and SMs used (:func:`simcore.calibration.profile.transfer`).
+Two calibrated GPUs measure how far that goes: the H200 (rounds 1-116, ``traces/h200``) and the H100 SXM
+(rounds 117-118, ``traces/h100``: the H200's calibration sweeps run again, and twins of committed H200
+runs, ``traces/h100/twins.csv``). Four parts, every error on measurements the profile in use was not
+fitted on:
+
+* ``kernels``: each GPU's op sweeps priced by the other GPU's profile transferred (every row), beside its own
+  profile on the rows its fit held out (by shape hash);
+* ``steps``: the H100's whole steps (``tools/bench_steps.py``: 22 training steps, 18 prefills, 44 decode
+  steps) by the H100 profile and by the H200 profile transferred;
+* ``traces``: ``simcore validate`` on the H100 profiler traces (held apart) with both profiles;
+* ``replay``: ``simcore replay`` of each H200 twin onto the H100 (kernels re-priced, host gaps kept)
+  against the H100's own trace of the same run, and back.
+
+  python -m simcore.validation.cross_device [--json] [--parts kernels,steps,traces,replay]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simcore.errors import SimcoreError
+from simcore.validation.steps import traces_dir
+
+CALIBRATION_INPUTS: dict[str, tuple[str, ...]] = {
+    "h200": (
+        "h200/ops.csv.gz",
+        "h200/cold.csv.gz",
+        "h200/elementwise.csv.gz",
+        "h200/attention.csv.gz",
+        "h200/gemm_align.csv.gz",
+        "h200/round59/eager_ops.csv.gz",
+        "h200/round60/attention_efficient.csv.gz",
+        "h200/round72/optimizer_bf16.csv.gz",
+        "h200/round72/embedding_bwd.csv.gz",
+        "h200/round92/attention_masked_decode.csv.gz",
+        "h200/round96/attention_kvlen.csv.gz",
+    ),
+    "h100": (
+        "h100/round117/ops.csv.gz",
+        "h100/round118/cold.csv.gz",
+        "h100/round118/elementwise.csv.gz",
+        "h100/round118/attention.csv.gz",
+        "h100/round118/gemm_align.csv.gz",
+        "h100/round118/eager_ops.csv.gz",
+        "h100/round118/attention_efficient.csv.gz",
+        "h100/round118/optimizer_bf16.csv.gz",
+        "h100/round118/embedding_bwd.csv.gz",
+        "h100/round118/attention_masked_decode.csv.gz",
+        "h100/round118/attention_kvlen.csv.gz",
+    ),
+}
+"""The op sweeps each shipped profile is fitted on (paths under ``traces/``, in the order
+``simcore calibrate`` takes them: the first file's folder holds the sweep's ``dmon.txt`` and ``ops.log``).
+``hardware_specs/calibration/h100.yaml`` is ``simcore calibrate <h100 inputs> --device h100 --base h200
+--no-comm``: the host model, which no sweep measures, is the H200's."""
+
+H100_STEPS = "h100/round117/steps.csv.gz"
+TWINS = "h100/twins.csv"
+DEVICES = ("h200", "h100")
+
+
+def calibration_inputs(device: str) -> list[Path]:
+    """The committed op sweeps of ``device``'s shipped profile (absolute paths)."""
+    return [traces_dir() / p for p in CALIBRATION_INPUTS[device]]
+
+
+def _stats(pred: Any, meas: Any) -> dict[str, Any]:
+    p, m = np.asarray(pred, dtype=float), np.asarray(meas, dtype=float)
+    ok = np.isfinite(p) & np.isfinite(m) & (m > 0)
+    e = p[ok] / m[ok] - 1.0
+    if e.size == 0:
+        return {"n": 0}
+    return {
+        "n": int(e.size),
+        "median_abs_error_pct": float(100 * np.median(np.abs(e))),
+        "bias_pct": float(100 * np.median(e)),
+        "within_10pct": int(np.sum(np.abs(e) <= 0.10)),
+    }
+
+
+def kernels() -> dict[str, Any]:
+    """Per device and op family: its sweeps priced by its own profile (held-out rows) and by the other
+    device's profile transferred (every row). Kernel-dominated rows (kernel over twice the launch
+    floor) are summarised apart: the launch floor is the sweeping machine's CPU, not its GPU."""
+    from simcore.calibration import fit_compute as FC
+    from simcore.calibration.profile import load_profile
+    from simcore.specs.registry import default_registry
+
+    reg = default_registry()
+    out: dict[str, Any] = {}
+    for dev_name in DEVICES:
+        dev = reg.device(dev_name)
+        t = FC.read_ops([p for p in calibration_inputs(dev_name) if not FC.is_embedding_kernels_csv(p)])
+        fam = np.array([FC.family_of(t, i) for i in range(len(t))])
+        held = ~np.array([FC.is_fit_row(FC.shape_key(t, i)) for i in range(len(t))])
+        meas = t.num["time_s"]
+        per: dict[str, Any] = {}
+        for prof_name in DEVICES:
+            prof = load_profile(dev, prof_name)
+            kern = FC.kernel_rows(dev, prof, t)
+            pred = FC.predict_rows(dev, prof, t)
+            rows = held if prof_name == dev_name else np.ones(len(t), dtype=bool)
+            dominated = kern > 2.0 * FC.floor_rows(prof, t)
+            fams: dict[str, Any] = {}
+            for f in ("gemm", "attention_fwd", "attention_bwd", "memory", "memory_bwd", "optimizer"):
+                m = rows & (fam == f)
+                fams[f] = _stats(pred[m], meas[m])
+            m = rows & (fam != "launch")
+            fams["all"] = _stats(pred[m], meas[m])
+            fams["kernel_dominated"] = _stats(pred[m & dominated], meas[m & dominated])
+            per[prof_name] = fams
+        out[dev_name] = per
+    return out
+
+
+def steps() -> dict[str, Any]:
+    """The H100's measured steps by its own profile and by the H200 profile transferred."""
+    from simcore.validation import steps as S
+
+    path = traces_dir() / H100_STEPS
+    return {prof: S.validate(path, prof)["summary"] for prof in ("h100", "h200")}
+
+
+def _h100_cases() -> list[Any]:
+    from simcore.validation.trace_report import read_index
+
+    return [c for c in read_index() if c.name.startswith("h100_")]
+
+
+def traces() -> dict[str, Any]:
+    """``simcore validate`` on the H100 traces with each profile: per trace and in summary."""
+    from simcore.validation.trace_report import run, summary
+
+    cases = _h100_cases()
+    out: dict[str, Any] = {"rows": {}, "summary": {}}
+    for prof in ("h100", "h200"):
+        rows = run(cases, calibration=prof)
+        out["summary"][prof] = summary(rows)["all"]
+        for r in rows:
+            out["rows"].setdefault(r["scenario"], {"measured_step_time_s": r["measured_step_time_s"]})[
+                prof
+            ] = r["error_pct"]
+    return out
+
+
+def read_twins() -> list[tuple[str, str]]:
+    """(H100 scenario, its H200 twin) pairs of ``traces/h100/twins.csv``."""
+    path = traces_dir() / TWINS
+    try:
+        return [
+            (r["scenario"], r["twin"]) for r in csv.DictReader(path.read_text(encoding="utf-8").splitlines())
+        ]
+    except (OSError, KeyError) as e:
+        raise SimcoreError(f"cannot read the twins table: {e}", file=str(path)) from None
+
+
+def _busy(a: Any) -> float:
+    """The share of a trace's step the GPU is busy (its classes' exposed time over the step)."""
+    ct = a.class_times()
+    step = a.step_time_s
+    return float(sum(v for k, v in ct.items() if k != "idle") / step) if step > 0 else 0.0
+
+
+def replay(only: set[str] | None = None) -> list[dict[str, Any]]:
+    """Each twin pair replayed across: the H200 trace onto the H100 against the H100's measured step, and
+    the H100 trace onto the H200 against the H200's. Replay keeps each trace's host gaps, so runs whose
+    step the CPU sets carry the two machines' CPU difference (the GPU-busy share says which those are).
+    ``only``: these H100 scenarios alone."""
+    from simcore.validation.trace_report import read_index
+    from simcore.workload.replay import load_analyses
+    from simcore.workload.replay import replay as do_replay
+
+    everything = {c.name: c for c in read_index()}
+    cases = {k: c for k, c in everything.items() if k.startswith("h100_")}
+    out = []
+    for h100, h200 in read_twins():
+        a, b = cases.get(h100), everything.get(h200)
+        if a is None or b is None or (only is not None and h100 not in only):
+            continue
+        ans = {
+            "h100": load_analyses([str(t) for t in a.traces]),
+            "h200": load_analyses([str(t) for t in b.traces]),
+        }
+        meas = {k: max(x.step_time_s for x in v) for k, v in ans.items()}
+        busy = {k: min(_busy(x) for x in v) for k, v in ans.items()}
+        row: dict[str, Any] = {"scenario": h100, "twin": h200, "measured_s": meas, "gpu_busy": busy}
+        for src, dst in (("h200", "h100"), ("h100", "h200")):
+            pred = do_replay([], dst, analyses=ans[src]).predicted_step_time_s
+            row[f"{src}_to_{dst}_error_pct"] = 100.0 * (pred / meas[dst] - 1.0)
+        out.append(row)
+    return out
+
+
+PARTS = ("kernels", "steps", "traces", "replay")
+
+
+def report(parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
+    """The parts asked for, as a dict (the JSON of ``--json``)."""
+    fns: dict[str, Callable[[], Any]] = {
+        "kernels": kernels,
+        "steps": steps,
+        "traces": traces,
+        "replay": replay,
+    }
+    return {p: fns[p]() for p in parts}
+
+
+def _fmt_stats(s: dict[str, Any]) -> str:
+    if not s.get("n"):
+        return "-"
+    return f"{s['median_abs_error_pct']:5.1f}% ({s['bias_pct']:+5.1f}%) n={s['n']}"
+
+
+def _print(res: dict[str, Any]) -> None:
+    if "kernels" in res:
+        print(
+            "kernels: median |err| (median signed) by the device's own profile (held-out rows) / the other's, transferred"
+        )
+        for dev, per in res["kernels"].items():
+            other = next(d for d in DEVICES if d != dev)
+            for fam in per[dev]:
+                print(
+                    f"  {dev} {fam:17s} own {_fmt_stats(per[dev][fam]):28s} from {other} {_fmt_stats(per[other][fam])}"
+                )
+    if "steps" in res:
+        print("H100 whole steps (tools/bench_steps.py), median |err| / worst:")
+        for prof, summ in res["steps"].items():
+            cells = ", ".join(
+                f"{mode} {s['median_abs_error_pct']:.1f}% / {s['max_abs_error_pct']:.1f}%"
+                for mode, s in summ.items()
+            )
+            print(f"  {prof} profile{' (transferred)' if prof != 'h100' else ''}: {cells}")
+    if "traces" in res:
+        tr = res["traces"]
+        print(f"H100 profiler traces (held apart), step error %:  {'h100':>7s} {'h200->h100':>10s}")
+        for name, r in tr["rows"].items():
+            print(f"  {name:50s} {r['h100']:+7.1f} {r['h200']:+10.1f}")
+        for prof, s in tr["summary"].items():
+            print(
+                f"  {prof} profile: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst "
+                f"{s['worst_abs_error_pct']:.1f}%  within 10%: {s['within_10pct']}/{s['n']}"
+            )
+    if "replay" in res:
+        rows = res["replay"]
+        print(
+            f"replay across (host gaps kept), step error %:     {'busy':>5s} {'h200->h100':>10s} {'h100->h200':>10s}"
+        )
+        for r in rows:
+            print(
+                f"  {r['scenario']:50s} {min(r['gpu_busy'].values()):5.2f} {r['h200_to_h100_error_pct']:+10.1f} "
+                f"{r['h100_to_h200_error_pct']:+10.1f}"
+            )
+        for lo, label in ((0.0, "all"), (0.8, "GPU-bound (busy >= 0.8 on both)")):
+            sel = [r for r in rows if min(r["gpu_busy"].values()) >= lo]
+            for k in ("h200_to_h100_error_pct", "h100_to_h200_error_pct"):
+                errs = [abs(r[k]) for r in sel]
+                if errs:
+                    print(
+                        f"  {label}: {k.removesuffix('_error_pct').replace('_to_', '->')} n={len(errs)} median |err| "
+                        f"{statistics.median(errs):.1f}%  within 10%: {sum(e <= 10 for e in errs)}"
+                    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m simcore.validation.cross_device", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
+    a = ap.parse_args(argv)
+    parts = tuple(p for p in a.parts.split(",") if p)
+    bad = [p for p in parts if p not in PARTS]
+    if bad:
+        print(f"error: --parts: unknown part {bad[0]!r} (known: {', '.join(PARTS)})", file=sys.stderr)
+        return 2
+    try:
+        res = report(parts)
+    except SimcoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps(res, indent=1))
+    else:
+        _print(res)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""The H100 SXM beside the H200: its shipped profile reproduced from its committed sweeps on top of the
+H200's, and the cross-device report's facts (each GPU's own profile beats the other's transferred, on
+rows neither profile was fitted on; a GPU-bound run replayed across lands on the other GPU's trace)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcore.calibration.calibrate import calibrate
+from simcore.calibration.profile import ComputeProfile, load_profile
+from simcore.specs.registry import builtin_dir, default_registry
+from simcore.validation import cross_device as X
+from tests.calibration.test_traces_calibrate import _assert_same_fit
+from tests.cli_runner import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+H100_INPUTS = [f"traces/{p}" for p in X.CALIBRATION_INPUTS["h100"]]
+
+
+@pytest.fixture(scope="module")
+def h100_fit() -> ComputeProfile:
+    with contextlib.chdir(REPO):
+        prof = calibrate(H100_INPUTS, "h100", fit_comm_profile=False, base="h200").compute_profile
+    assert prof is not None
+    return prof
+
+
+def test_reproduces_shipped_h100_profile(h100_fit: ComputeProfile) -> None:
+    shipped = ComputeProfile.model_validate(
+        yaml.safe_load((builtin_dir() / "calibration" / "h100.yaml").read_text())
+    )
+    assert h100_fit.source == shipped.source
+    assert shipped.source[-1] == "base: h200"
+    _assert_same_fit(
+        h100_fit,
+        shipped,
+        H100_INPUTS,
+        ("gemm", "attention", "memory", "optimizer", "launch", "host_overhead"),
+        device="h100",
+    )
+
+
+def test_base_keeps_what_no_sweep_measures(h100_fit: ComputeProfile) -> None:
+    h200 = load_profile(default_registry().device("h200"))
+    # the host model (no op sweep times a layer's Python) is the H200 machine's, and the notes say so
+    assert h100_fit.host_layer == h200.host_layer
+    assert any("fitted on top of the h200 profile" in n and "host_layer" in n for n in h100_fit.notes)
+    # what the H100's sweeps measure is its own: GEMM rates, the clock under sustained GEMMs
+    assert h100_fit.gemm["bf16"].eff_peak != h200.gemm["bf16"].eff_peak
+    assert h100_fit.device == "h100" and h100_fit.transferred_from is None
+
+
+def test_h100_predictions_use_its_own_profile() -> None:
+    prof = load_profile(default_registry().device("h100"))
+    assert prof.device == "h100" and prof.transferred_from is None
+    # a GPU without measurements still transfers, and says from where
+    b200 = load_profile(default_registry().device("b200"))
+    assert b200.transferred_from in ("h200", "h100")
+
+
+def test_calibrate_base_unknown_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys, "calibrate", str(REPO / H100_INPUTS[0]), "--device", "h100", "--base", "nope", "--no-comm"
+    )
+    assert code == 2
+    assert "unknown calibration profile 'nope'" in err + out
+    assert "Traceback" not in err + out
+
+
+def test_own_profile_beats_the_transferred_one_on_held_out_kernels() -> None:
+    res = X.kernels()
+    for dev, other in (("h200", "h100"), ("h100", "h200")):
+        own, moved = res[dev][dev]["all"], res[dev][other]["all"]
+        assert own["n"] > 500 and moved["n"] > own["n"]
+        assert own["median_abs_error_pct"] < moved["median_abs_error_pct"]
+        # memory-bound kernels move worst between HBM3 and HBM3e (fractions of peak bandwidth differ by op)
+        assert (
+            res[dev][other]["memory"]["median_abs_error_pct"]
+            > res[dev][dev]["memory"]["median_abs_error_pct"]
+        )
+
+
+def test_gpu_bound_twin_replays_across_within_ten_percent() -> None:
+    rows = {r["scenario"]: r for r in X.replay(only={"h100_r117_train_llama1b_eager"})}
+    r = rows["h100_r117_train_llama1b_eager"]
+    assert min(r["gpu_busy"].values()) > 0.9
+    assert abs(r["h200_to_h100_error_pct"]) < 10.0
+    assert abs(r["h100_to_h200_error_pct"]) < 10.0
+
+
+def test_report_cli_rejects_unknown_part(capsys: pytest.CaptureFixture[str]) -> None:
+    assert X.main(["--parts", "kernels,bogus"]) == 2
+    assert "unknown part 'bogus'" in capsys.readouterr().err
