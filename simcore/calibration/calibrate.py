@@ -266,9 +266,12 @@ class CalibrationResult:
     notes: list[str]
     host: list[dict[str, Any]] = field(default_factory=list)
     """Per-step host seconds per layer measured in the traces vs the profile's (see host_trace)."""
+    device: str = ""
+    """The registry device the profile is for (given, or read from the inputs)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "device": self.device,
             "ops_csv": [str(p) for p in self.inputs.ops_csv],
             "traces": [str(p) for p in self.inputs.traces],
             "comm": [str(p) for p in self.inputs.comm],
@@ -290,6 +293,61 @@ def _errors(pred: np.ndarray[Any, Any], meas: np.ndarray[Any, Any]) -> dict[str,
     if e.size == 0:
         return {"n": 0}
     return {"n": int(e.size), "median_abs_err": float(np.median(e)), "worst_abs_err": float(np.max(e))}
+
+
+_ENV_FILES = ("ops_env.json", "steps_configs.json", "profiles_configs.json", "env.txt")
+
+
+def _gpu_beside(csv_path: Path) -> tuple[str, Path] | None:
+    """The GPU name the collection scripts recorded beside an op CSV (``ops_env.json``'s ``gpu``, a
+    configs file's ``env.gpu``, or the GPU row of ``nvidia-smi`` in ``env.txt`` / ``env_round*.txt``)."""
+    import json
+    import re
+
+    folder = csv_path.parent
+    for f in [*(folder / n for n in _ENV_FILES), *sorted(folder.glob("env_round*.txt"))]:
+        if not f.is_file():
+            continue
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if f.suffix == ".json":
+            try:
+                d = json.loads(text)
+            except ValueError:
+                continue
+            gpu = d.get("gpu") or (d.get("env") or {}).get("gpu") if isinstance(d, dict) else None
+            if gpu:
+                return str(gpu), f
+        else:  # nvidia-smi's table: "|   0  NVIDIA H100 80GB HBM3          On  |"
+            m = re.search(r"^\|\s+\d+\s+(NVIDIA [^|]*?)\s{2,}(?:On|Off)\s+\|", text, re.M)
+            if m:
+                return m.group(1).strip(), f
+    return None
+
+
+def detect_device(inp: Inputs, analyses: list[Any]) -> tuple[str, str] | None:
+    """(registry device, where it was read) for the GPU the inputs ran on: the traces'
+    ``deviceProperties``, else what the collection scripts recorded beside the op CSVs; None when
+    nothing says. Raises :class:`SimcoreError` when the inputs name two different GPUs."""
+    from simcore.workload.replay import match_device_name
+
+    found: dict[str, str] = {}
+    for a in analyses:
+        name = a.trace.device_name
+        key = match_device_name(name) if name else None
+        if key:
+            found.setdefault(key, f"{a.trace.path} ({name})")
+    for c in inp.ops_csv:
+        hit = _gpu_beside(c)
+        key = match_device_name(hit[0]) if hit else None
+        if hit and key:
+            found.setdefault(key, f"{hit[1]} ({hit[0]})")
+    if len(found) > 1:
+        where = "; ".join(f"{k}: {v}" for k, v in sorted(found.items()))
+        raise SimcoreError(f"the inputs ran on different GPUs ({where}); calibrate one device at a time")
+    return next(iter(found.items()), None)
 
 
 def _base_profile(name_or_path: str, dev: Any) -> Any:
@@ -326,7 +384,7 @@ def _note_base(prof: Any, base: Any, name: str) -> Any:
 
 def calibrate(
     paths: list[str] | list[Path],
-    device: str,
+    device: str | None = None,
     system: str | None = None,
     fit_comm_profile: bool = True,
     base: str | None = None,
@@ -342,10 +400,24 @@ def calibrate(
     from simcore.workload.replay import default_system, load_analyses
 
     reg = default_registry()
-    dev = reg.device(device)
     inp = sort_inputs(paths)
     notes: list[str] = []
     analyses = load_analyses([str(p) for p in inp.traces]) if inp.traces else []
+    seen = detect_device(inp, analyses)
+    if device is None:
+        if seen is None:
+            raise SimcoreError(
+                "cannot tell which GPU the measurements ran on (no deviceProperties in the traces, no "
+                "ops_env.json or env.txt beside the op CSVs); pass --device", field="device"
+            )
+        device = seen[0]
+        notes.append(f"device {device}, read from {seen[1]}")
+    dev = reg.device(device)
+    if seen is not None and seen[0] != dev.name:
+        raise SimcoreError(
+            f"--device {device} but the measurements ran on {seen[0]} ({seen[1]}); pass --device {seen[0]}",
+            field="device",
+        )
     rows = trace_op_rows(analyses)
     prof = report = None
     trace_check = None
@@ -419,7 +491,7 @@ def calibrate(
         if n == 0:
             notes.append("no collective measurements: communication profile not fitted")
     return CalibrationResult(
-        inp, prof, report, len(rows), trace_check, comm_yaml, comm_report, notes, host_rows
+        inp, prof, report, len(rows), trace_check, comm_yaml, comm_report, notes, host_rows, dev.name
     )
 
 

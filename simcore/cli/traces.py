@@ -47,8 +47,12 @@ def calibrate(
         ),
     ],
     device: Annotated[
-        str, typer.Option("--device", help="GPU the measurements ran on (e.g. h200).")
-    ] = "h200",
+        str | None,
+        typer.Option(
+            "--device",
+            help="GPU the measurements ran on (e.g. h200; default: read from the traces or the files beside the CSVs).",
+        ),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the compute calibration profile here (YAML).")
     ] = None,
@@ -88,7 +92,7 @@ def calibrate(
         from simcore.specs.registry import default_registry
         from simcore.workload.replay import default_system
 
-        sysname = system or default_system(default_registry().device(device).name)
+        sysname = system or default_system(default_registry().device(res.device).name)
         cpath = comm_output or (output.parent / f"comm-{sysname}.yaml" if output else None)
         if cpath is not None:
             cpath.write_text(res.comm_yaml)
@@ -102,7 +106,7 @@ def calibrate(
         f"{len(inp.comm)} collective log(s)"
     )
     if res.compute_profile is not None:
-        t = Table(title=f"compute profile for {device}: error on held-out measurements (not fitted)")
+        t = Table(title=f"compute profile for {res.device}: error on held-out measurements (not fitted)")
         for c in ("family", "n", "median |err|", "worst |err|"):
             t.add_column(c, justify="left" if c == "family" else "right")
         for fam, v in (res.compute_profile.fit_report.get("held_out") or {}).items():
