@@ -180,6 +180,22 @@ for dev, r in results.items():
         print(f"   {c['class']:<12} {c['source_s'] * 1e3:7.3f} -> {c['target_s'] * 1e3:7.3f} ms")
 
 # %% [markdown]
+# How far can a replay be trusted? For the H100 there are measurements to check it against: round 117 ran
+# twins of committed H200 runs on an H100 SXM (`traces/h100/twins.csv`). A GPU-bound one, the full-size
+# Llama-1B-like step, replayed from its H200 trace onto the H100, beside the H100's own trace of it
+# (`python -m simcore.validation devices` does this for all 19: GPU-bound ones 9 of 9 within 10 %; a
+# host-bound run carries its machine's CPU, which replay keeps).
+
+# %%
+h200_run = "traces/h200/profile_train_llama-1b_s2048_b4_eager.json.gz"
+h100_run = "traces/h100/round117/profile_train_llama-1b_s2048_b4_eager.json.gz"
+on_h100 = replay([h200_run], "h100")
+measured_h100 = analyze(read_trace(h100_run)).step_time_s
+print(f"H200 measured {on_h100.measured_step_time_s * 1e3:.1f} ms -> H100 replayed "
+      f"{on_h100.predicted_step_time_s * 1e3:.1f} ms; the H100 measured {measured_h100 * 1e3:.1f} ms "
+      f"({100 * (on_h100.predicted_step_time_s / measured_h100 - 1):+.1f} %)")  # fmt: skip
+
+# %% [markdown]
 # And a two-GPU DDP run: the NCCL all-reduce kernels carry their message size and group, so the
 # replay prices them with the collective model of the target system (NVLink 5 on GB200 NVL72).
 
