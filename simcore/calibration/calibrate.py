@@ -350,13 +350,6 @@ def detect_device(inp: Inputs, analyses: list[Any]) -> tuple[str, str] | None:
     return next(iter(found.items()), None)
 
 
-def _base_profile(name_or_path: str, dev: Any) -> Any:
-    """The profile ``name_or_path`` transferred to ``dev`` (a fit's starting point)."""
-    from simcore.calibration.profile import load_profile
-
-    return load_profile(dev, name_or_path)
-
-
 BASE_KEPT_GROUPS = ("host_layer", "host_overhead", "attention", "memory.ops", "optimizer", "gemm")
 """The parts of a profile whose entries a fit on top of a base may leave as the base's (reported in its notes)."""
 
@@ -396,6 +389,7 @@ def calibrate(
     timed) stays the base's, and the notes say which parts those are. Without it the fit starts from
     a neutral profile, as the shipped H200 profile was made."""
     from simcore.calibration import fit_compute as FC
+    from simcore.calibration.profile import load_profile
     from simcore.specs.registry import default_registry
     from simcore.workload.replay import default_system, load_analyses
 
@@ -428,7 +422,7 @@ def calibrate(
             write_ops_csv(rows, tpath)
             csvs.append(tpath)
         if csvs:
-            base_prof = _base_profile(base, dev) if base else None
+            base_prof = load_profile(dev, base) if base else None
             prof, report = FC.fit([str(p) for p in csvs], dev, base=base_prof)
             if base_prof is not None:
                 prof = _note_base(prof, base_prof, base or "")
@@ -463,7 +457,6 @@ def calibrate(
     host_rows: list[dict[str, Any]] = []
     if analyses:
         from simcore.calibration.host_trace import host_scale
-        from simcore.calibration.profile import load_profile
 
         shipped = load_profile(dev)
         start = prof if prof is not None else shipped

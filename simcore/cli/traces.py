@@ -72,7 +72,7 @@ def calibrate(
         str | None,
         typer.Option(
             "--base",
-            help="Start from this profile (name or path, e.g. h200): what the inputs do not cover stays its.",
+            help="Start from this profile (name or path, e.g. h200): entries the inputs do not cover are kept from it.",
         ),
     ] = None,
     json_out: JsonOpt = False,
