@@ -16,7 +16,7 @@ fitted on:
 * ``replay``: ``simcore replay`` of each H200 twin onto the H100 (kernels re-priced, host gaps kept)
   against the H100's own trace of the same run, and back.
 
-  python -m simcore.validation.cross_device [--json] [--parts kernels,steps,traces,replay]
+  python -m simcore.validation.cross_device [--json] [--parts kernels,steps,traces,replay] [--plot out.png]
 """
 
 from __future__ import annotations
@@ -275,12 +275,57 @@ def _print(res: dict[str, Any]) -> None:
                     )
 
 
+def plot(res: dict[str, Any], path: str | Path) -> None:
+    """Left: each GPU's kernels, median |error| per family by its own profile and by the other's transferred;
+    right: the H100 traces' step, predicted against measured, with each profile (needs the kernels and
+    traces parts)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5))
+    fams = ("gemm", "attention_fwd", "attention_bwd", "memory", "memory_bwd", "optimizer", "all")
+    x = np.arange(len(fams))
+    width = 0.2
+    bars = [
+        (dev, prof, "own" if prof == dev else f"{prof} transferred")
+        for dev in DEVICES
+        for prof in (dev, next(d for d in DEVICES if d != dev))
+    ]
+    for i, (dev, prof, label) in enumerate(bars):
+        per = res["kernels"][dev][prof]
+        ys = [per[f].get("median_abs_error_pct", np.nan) for f in fams]
+        ax1.bar(x + (i - 1.5) * width, ys, width, label=f"{dev} kernels, {label}", hatch="" if prof == dev else "//")
+    ax1.set_xticks(x, fams, rotation=30, ha="right")
+    ax1.set_ylabel("median |error| %")
+    ax1.set_title("kernels (own profile: held-out rows)")
+    ax1.legend(fontsize=8)
+    rows = res["traces"]["rows"]
+    for prof, marker, label in (("h100", "o", "H100 profile"), ("h200", "x", "H200 profile transferred")):
+        meas = np.array([r["measured_step_time_s"] for r in rows.values()]) * 1e3
+        pred = meas * (1 + np.array([r[prof] for r in rows.values()]) / 100)
+        ax2.scatter(meas, pred, marker=marker, label=label)
+    lo, hi = ax2.get_xlim()
+    ax2.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    for f in (0.9, 1.1):
+        ax2.plot([lo, hi], [lo * f, hi * f], ":", color="grey", lw=0.6)
+    ax2.set_xlabel("measured step on the H100 (ms)")
+    ax2.set_ylabel("predicted (ms)")
+    ax2.set_title("H100 profiler traces, held apart (dotted: ±10 %)")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m simcore.validation.cross_device", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
+    ap.add_argument("--plot", metavar="PNG", help="kernels and traces, own profile against transferred, as a figure")
     a = ap.parse_args(argv)
     parts = tuple(p for p in a.parts.split(",") if p)
     bad = [p for p in parts if p not in PARTS]
@@ -296,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res, indent=1))
     else:
         _print(res)
+    if a.plot:
+        if not {"kernels", "traces"} <= set(parts):
+            print("error: --plot needs the kernels and traces parts", file=sys.stderr)
+            return 2
+        plot(res, a.plot)
+        print(f"wrote {a.plot}")
     return 0
 
 

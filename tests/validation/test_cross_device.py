@@ -95,3 +95,20 @@ def test_gpu_bound_twin_replays_across_within_ten_percent() -> None:
 def test_report_cli_rejects_unknown_part(capsys: pytest.CaptureFixture[str]) -> None:
     assert X.main(["--parts", "kernels,bogus"]) == 2
     assert "unknown part 'bogus'" in capsys.readouterr().err
+
+
+def test_plot_writes_a_figure(tmp_path: Path) -> None:
+    fam = {"n": 3, "median_abs_error_pct": 5.0, "bias_pct": 1.0, "within_10pct": 3}
+    fams = {f: fam for f in ("gemm", "attention_fwd", "attention_bwd", "memory", "memory_bwd", "optimizer", "all")}
+    res = {
+        "kernels": {d: {p: fams for p in X.DEVICES} for d in X.DEVICES},
+        "traces": {"rows": {"a": {"measured_step_time_s": 0.1, "h100": 2.0, "h200": 8.0}}, "summary": {}},
+    }
+    out = tmp_path / "x.png"
+    X.plot(res, out)
+    assert out.stat().st_size > 10_000
+
+
+def test_plot_needs_its_parts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert X.main(["--parts", "steps", "--plot", str(tmp_path / "x.png")]) == 2
+    assert "--plot needs the kernels and traces parts" in capsys.readouterr().err
