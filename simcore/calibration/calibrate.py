@@ -327,26 +327,34 @@ def _gpu_beside(csv_path: Path) -> tuple[str, Path] | None:
     return None
 
 
-def detect_device(inp: Inputs, analyses: list[Any]) -> tuple[str, str] | None:
+def detect_device(inp: Inputs, analyses: list[Any], required: bool = False) -> tuple[str, str] | None:
     """(registry device, where it was read) for the GPU the inputs ran on: the traces'
     ``deviceProperties``, else what the collection scripts recorded beside the op CSVs; None when
-    nothing says. Raises :class:`SimcoreError` when the inputs name two different GPUs."""
+    nothing says. Raises :class:`SimcoreError` when the inputs name two different GPUs, or, when
+    ``required``, only GPUs the registry does not know."""
     from simcore.workload.replay import match_device_name
 
     found: dict[str, str] = {}
-    for a in analyses:
-        name = a.trace.device_name
-        key = match_device_name(name) if name else None
+    unknown: list[str] = []
+    named = [(a.trace.device_name, str(a.trace.path)) for a in analyses]
+    named += [(hit[0], str(hit[1])) for hit in map(_gpu_beside, inp.ops_csv) if hit is not None]
+    for name, where in named:
+        if not name:
+            continue
+        key = match_device_name(name)
         if key:
-            found.setdefault(key, f"{a.trace.path} ({name})")
-    for c in inp.ops_csv:
-        hit = _gpu_beside(c)
-        key = match_device_name(hit[0]) if hit else None
-        if hit and key:
-            found.setdefault(key, f"{hit[1]} ({hit[0]})")
+            found.setdefault(key, f"{where} ({name})")
+        else:
+            unknown.append(f"{name!r} ({where})")
     if len(found) > 1:
         where = "; ".join(f"{k}: {v}" for k, v in sorted(found.items()))
         raise SimcoreError(f"the inputs ran on different GPUs ({where}); calibrate one device at a time")
+    if required and not found and unknown:
+        raise SimcoreError(
+            f"the inputs ran on a GPU simcore does not know: {unknown[0]}; add a device spec "
+            "(SIMCORE_SPECS) and pass --device",
+            field="device",
+        )
     return next(iter(found.items()), None)
 
 
@@ -397,7 +405,7 @@ def calibrate(
     inp = sort_inputs(paths)
     notes: list[str] = []
     analyses = load_analyses([str(p) for p in inp.traces]) if inp.traces else []
-    seen = detect_device(inp, analyses)
+    seen = detect_device(inp, analyses, required=device is None)
     if device is None:
         if seen is None:
             raise SimcoreError(

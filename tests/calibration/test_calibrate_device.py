@@ -60,3 +60,14 @@ def test_nothing_says_which_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, text, err = run_cli(capsys, "calibrate", str(lone), "--device", "h100", "--no-comm", "-o", str(out))
     assert code == 0, err
     assert out.is_file() and "compute profile for h100" in text
+
+
+def test_unknown_gpu_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    shutil.copy(H100_OPS, folder / "ops.csv.gz")
+    (folder / "ops_env.json").write_text('{"gpu": "Tesla V100-SXM2-32GB"}')
+    code, _out, err = run_cli(capsys, "calibrate", str(folder / "ops.csv.gz"), "--no-comm")
+    assert code == 2 and "a GPU simcore does not know: 'Tesla V100-SXM2-32GB'" in err and "Traceback" not in err
+    # told which device to fit for, it does (the sweep says nothing simcore can check against)
+    assert detect_device(sort_inputs([folder / "ops.csv.gz"]), []) is None
