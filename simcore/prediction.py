@@ -123,7 +123,10 @@ def _calibration_note(cluster: ClusterInfo, name: str | None) -> tuple[str, list
     tf = prof.transferred_from
     label = prof.device
     if tf:
-        notes.append(f"no measurements for {cluster.device.name}: efficiency curves transferred from {tf}")
+        notes.append(
+            f"no measurements for {cluster.device.name}: efficiency curves transferred from {tf} (measured "
+            "fractions of peak kept; memory-bound kernels move worst between GPUs: docs/validation.md section 6)"
+        )
         label = f"transferred from {tf}"
     if prof.provisional:
         notes.append("calibration profile is provisional (not yet fitted on measurements)")
