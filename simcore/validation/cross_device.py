@@ -5,7 +5,7 @@ simcore prices a GPU it has no measurements of with the profile of the nearest c
 efficiencies kept and the target's peaks, bandwidth and SMs used (:func:`simcore.calibration.profile.transfer`).
 Two calibrated GPUs measure how far that goes: the H200 (rounds 1-116, ``traces/h200``) and the H100 SXM
 (rounds 117-118, ``traces/h100``: the H200's calibration sweeps run again, and twins of committed H200
-runs, ``traces/h100/twins.csv``). Four parts, every error on measurements the profile in use was not
+runs, ``traces/h100/twins.csv``). Five parts, every error on measurements the profile in use was not
 fitted on:
 
 * ``kernels``: each GPU's op sweeps priced by the other GPU's profile transferred (every row), beside its own
@@ -14,9 +14,11 @@ fitted on:
   steps) by the H100 profile and by the H200 profile transferred;
 * ``traces``: ``simcore validate`` on the H100 profiler traces (held apart) with both profiles;
 * ``replay``: ``simcore replay`` of each H200 twin onto the H100 (kernels re-priced, host gaps kept)
-  against the H100's own trace of the same run, and back.
+  against the H100's own trace of the same run, and back;
+* ``ops``: each memory-bound op at the same shapes on both GPUs, the time ratio and each one's fraction of its
+  peak bandwidth (why fraction-of-peak transfer misses: not every such kernel is bound by HBM).
 
-  python -m simcore.validation.cross_device [--json] [--parts kernels,steps,traces,replay] [--plot out.png]
+  python -m simcore.validation.cross_device [--json] [--parts kernels,steps,traces,replay,ops] [--plot out.png]
 """
 
 from __future__ import annotations
@@ -205,7 +207,56 @@ def replay(only: set[str] | None = None) -> list[dict[str, Any]]:
     return out
 
 
-PARTS = ("kernels", "steps", "traces", "replay")
+def memory_ops(min_bytes: float = 2e8) -> list[dict[str, Any]]:
+    """Per memory-bound op: its kernels at the same shapes on both GPUs (at least ``min_bytes`` moved, so
+    HBM-bound), the median H100/H200 time ratio and each GPU's achieved fraction of its peak bandwidth.
+    A kernel bound by HBM takes the bandwidth ratio (4.8 / 3.35 = 1.43) longer on the H100; one bound by
+    its arithmetic (same SMs and clock) takes 1.0x. Fraction-of-peak transfer assumes the first for all."""
+    from simcore.calibration import fit_compute as FC
+    from simcore.specs.registry import default_registry
+
+    reg = default_registry()
+    tabs = {
+        d: FC.read_ops([p for p in calibration_inputs(d) if not FC.is_embedding_kernels_csv(p)]) for d in DEVICES
+    }
+    bw = {d: reg.device(d).memory.bandwidth for d in DEVICES}
+
+    def keyed(t: Any) -> dict[tuple[str, str, str], int]:
+        return {
+            (t.kind[i], FC.shape_key(t, i), t.framework[i]): i
+            for i in range(len(t))
+            if FC.family_of(t, i) in ("memory", "memory_bwd") and t.num["bytes"][i] >= min_bytes
+        }
+
+    a, b = keyed(tabs["h200"]), keyed(tabs["h100"])
+    per: dict[str, list[tuple[float, float, float]]] = {}
+    for k, j in b.items():
+        i = a.get(k)
+        if i is None:
+            continue
+        ta, tb = tabs["h200"], tabs["h100"]
+        nbytes = tb.num["bytes"][j]
+        per.setdefault(FC.memory_name(tb, j), []).append(
+            (
+                tb.num["time_s"][j] / ta.num["time_s"][i],
+                nbytes / ta.num["time_s"][i] / bw["h200"],
+                nbytes / tb.num["time_s"][j] / bw["h100"],
+            )
+        )
+    out = [
+        {
+            "op": name,
+            "n": len(v),
+            "h100_over_h200": float(np.median([x[0] for x in v])),
+            "h200_fraction_of_peak": float(np.median([x[1] for x in v])),
+            "h100_fraction_of_peak": float(np.median([x[2] for x in v])),
+        }
+        for name, v in per.items()
+    ]
+    return sorted(out, key=lambda r: r["h100_over_h200"])
+
+
+PARTS = ("kernels", "steps", "traces", "replay", "ops")
 
 
 def report(parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
@@ -215,6 +266,7 @@ def report(parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
         "steps": steps,
         "traces": traces,
         "replay": replay,
+        "ops": memory_ops,
     }
     return {p: fns[p]() for p in parts}
 
@@ -254,6 +306,8 @@ def _print(res: dict[str, Any]) -> None:
                 f"  {prof} profile: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst "
                 f"{s['worst_abs_error_pct']:.1f}%  within 10%: {s['within_10pct']}/{s['n']}"
             )
+    if "ops" in res:
+        _print_ops(res["ops"])
     if "replay" in res:
         rows = res["replay"]
         print(
@@ -317,6 +371,16 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _print_ops(rows: list[dict[str, Any]]) -> None:
+    print("memory-bound ops at the same shapes (>= 200 MB): H100 / H200 time, fraction of each GPU's peak bandwidth")
+    print(f"  {'op':26s} {'n':>3s} {'h100/h200':>9s} {'h200 % of peak':>15s} {'h100 % of peak':>15s}")
+    for r in rows:
+        print(
+            f"  {r['op']:26s} {r['n']:3d} {r['h100_over_h200']:9.2f} {100 * r['h200_fraction_of_peak']:14.0f}% "
+            f"{100 * r['h100_fraction_of_peak']:14.0f}%"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

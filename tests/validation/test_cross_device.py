@@ -112,3 +112,13 @@ def test_plot_writes_a_figure(tmp_path: Path) -> None:
 def test_plot_needs_its_parts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert X.main(["--parts", "steps", "--plot", str(tmp_path / "x.png")]) == 2
     assert "--plot needs the kernels and traces parts" in capsys.readouterr().err
+
+
+def test_streams_scale_with_hbm_and_strided_ops_do_not() -> None:
+    rows = {r["op"]: r for r in X.memory_ops()}
+    ratio = 4.8 / 3.35  # the two GPUs' peak bandwidths
+    for op in ("copy", "add", "mul"):  # pure streams keep their fraction of peak
+        assert rows[op]["h100_over_h200"] == pytest.approx(ratio, rel=0.05)
+    for op in ("cat_strided", "copy_strided", "add_bcast"):  # bound by their arithmetic and access, not HBM
+        assert rows[op]["h100_over_h200"] < 1.1
+        assert rows[op]["h100_fraction_of_peak"] > rows[op]["h200_fraction_of_peak"] * 1.2
