@@ -80,6 +80,13 @@ def calibration_inputs(device: str) -> list[Path]:
     return [traces_dir() / p for p in CALIBRATION_INPUTS[device]]
 
 
+def _sweep_table(device: str) -> Any:
+    """The op rows of ``device``'s calibration sweeps (``fit_compute.Table``; the embedding-kernel file aside)."""
+    from simcore.calibration import fit_compute as FC
+
+    return FC.read_ops([p for p in calibration_inputs(device) if not FC.is_embedding_kernels_csv(p)])
+
+
 def _stats(pred: Any, meas: Any) -> dict[str, Any]:
     p, m = np.asarray(pred, dtype=float), np.asarray(meas, dtype=float)
     ok = np.isfinite(p) & np.isfinite(m) & (m > 0)
@@ -106,7 +113,7 @@ def kernels() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for dev_name in DEVICES:
         dev = reg.device(dev_name)
-        t = FC.read_ops([p for p in calibration_inputs(dev_name) if not FC.is_embedding_kernels_csv(p)])
+        t = _sweep_table(dev_name)
         fam = np.array([FC.family_of(t, i) for i in range(len(t))])
         held = ~np.array([FC.is_fit_row(FC.shape_key(t, i)) for i in range(len(t))])
         meas = t.num["time_s"]
@@ -187,10 +194,9 @@ def replay(only: set[str] | None = None) -> list[dict[str, Any]]:
     from simcore.workload.replay import replay as do_replay
 
     everything = {c.name: c for c in read_index()}
-    cases = {k: c for k, c in everything.items() if k.startswith("h100_")}
     out = []
     for h100, h200 in read_twins():
-        a, b = cases.get(h100), everything.get(h200)
+        a, b = everything.get(h100), everything.get(h200)
         if a is None or b is None or (only is not None and h100 not in only):
             continue
         ans = {
@@ -216,9 +222,7 @@ def memory_ops(min_bytes: float = 2e8) -> list[dict[str, Any]]:
     from simcore.specs.registry import default_registry
 
     reg = default_registry()
-    tabs = {
-        d: FC.read_ops([p for p in calibration_inputs(d) if not FC.is_embedding_kernels_csv(p)]) for d in DEVICES
-    }
+    tabs = {d: _sweep_table(d) for d in DEVICES}
     bw = {d: reg.device(d).memory.bandwidth for d in DEVICES}
 
     def keyed(t: Any) -> dict[tuple[str, str, str], int]:
