@@ -298,13 +298,14 @@ def _errors(pred: np.ndarray[Any, Any], meas: np.ndarray[Any, Any]) -> dict[str,
 _ENV_FILES = ("ops_env.json", "steps_configs.json", "profiles_configs.json", "env.txt")
 
 
-def _gpu_beside(csv_path: Path) -> tuple[str, Path] | None:
-    """The GPU name the collection scripts recorded beside an op CSV (``ops_env.json``'s ``gpu``, a
-    configs file's ``env.gpu``, or the GPU row of ``nvidia-smi`` in ``env.txt`` / ``env_round*.txt``)."""
+def recorded_gpu(path: str | Path) -> tuple[str, Path] | None:
+    """The GPU name the collection scripts in ``tools/`` recorded beside a measurement file, and the file
+    it was read from (``ops_env.json``'s ``gpu``, a configs file's ``env.gpu``, or the GPU row of
+    ``nvidia-smi`` in ``env.txt`` / ``env_round*.txt``); None when none of them is there."""
     import json
     import re
 
-    folder = csv_path.parent
+    folder = Path(path).parent
     for f in [*(folder / n for n in _ENV_FILES), *sorted(folder.glob("env_round*.txt"))]:
         if not f.is_file():
             continue
@@ -337,7 +338,7 @@ def detect_device(inp: Inputs, analyses: list[Any], required: bool = False) -> t
     found: dict[str, str] = {}
     unknown: list[str] = []
     named = [(a.trace.device_name, str(a.trace.path)) for a in analyses]
-    named += [(hit[0], str(hit[1])) for hit in map(_gpu_beside, inp.ops_csv) if hit is not None]
+    named += [(hit[0], str(hit[1])) for hit in map(recorded_gpu, inp.ops_csv) if hit is not None]
     for name, where in named:
         if not name:
             continue

@@ -66,19 +66,18 @@ def _i(v: str) -> int:
 
 
 def system_for(path: str | Path) -> str:
-    """The built-in system of the GPU a steps CSV was measured on: the ``env.gpu`` of the
-    ``steps_configs.json`` that ``tools/bench_steps.py`` writes beside it (``NVIDIA H100 80GB HBM3`` ->
-    ``hgx-h100``); ``hgx-h200`` when there is none (the first files were written without one)."""
+    """The built-in system of the GPU a steps CSV was measured on, as the collection scripts recorded it
+    beside the file (:func:`~simcore.calibration.calibrate.recorded_gpu`: ``NVIDIA H100 80GB HBM3`` ->
+    ``hgx-h100``); ``hgx-h200`` when nothing is recorded there."""
+    from simcore.calibration.calibrate import recorded_gpu
     from simcore.workload.replay import default_system, match_device_name
 
-    cfg = Path(path).with_name("steps_configs.json")
-    try:
-        gpu = json.loads(cfg.read_text(encoding="utf-8"))["env"]["gpu"]
-    except (OSError, KeyError, TypeError, ValueError):
+    hit = recorded_gpu(path)
+    if hit is None:
         return "hgx-h200"
-    key = match_device_name(str(gpu))
+    key = match_device_name(hit[0])
     if key is None:
-        raise TraceError(f"unknown GPU {gpu!r} in env.gpu; pass --system", file=str(cfg))
+        raise TraceError(f"unknown GPU {hit[0]!r}; pass --system", file=str(hit[1]))
     return default_system(key)
 
 
