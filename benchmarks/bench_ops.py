@@ -10,8 +10,8 @@ import time
 import numpy as np
 
 import simcore
-from simcore.calibration.profile import load_profile
 from simcore.compute import ops
+from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 
 

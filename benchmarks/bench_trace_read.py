@@ -23,9 +23,9 @@ from pathlib import Path
 
 READER = r"""
 import json, os, resource, sys, time
-from simcore.calibration.traces import read_trace
-from simcore.calibration.classify import analyze
-from simcore.calibration.traces.kineto import read_kineto
+from simcore.traces import read_trace
+from simcore.traces.classify import analyze
+from simcore.traces.kineto import read_kineto
 t0 = time.perf_counter()
 tr = read_kineto(sys.argv[1], workers=int(sys.argv[2])) if sys.argv[2] != "auto" else read_trace(sys.argv[1])
 t1 = time.perf_counter()
@@ -54,7 +54,7 @@ def main() -> int:
         help="no python_function events (a with_stack=False trace: denser in kernels)",
     )
     args = ap.parse_args()
-    from simcore.calibration.traces.synth import SynthConfig, write_trace
+    from simcore.traces.synth import SynthConfig, write_trace
 
     with tempfile.TemporaryDirectory(prefix="simcore-bench-") as tmp:
         path = Path(args.keep or tmp) / ("bench.json.gz" if args.gzip else "bench.json")

@@ -61,7 +61,7 @@ trace = Path("traces/h200x2/nccl.csv.gz")
 fig, ax = plt.subplots(figsize=(8, 4.5))
 ops = ["all_reduce", "all_gather", "broadcast", "all_to_all"]
 if trace.exists():
-    from simcore.calibration.nccl import read_measurements
+    from simcore.traces.nccl import read_measurements
 
     m = read_measurements(trace)
     for op in ops:

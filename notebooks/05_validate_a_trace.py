@@ -26,8 +26,8 @@
 # %%
 import matplotlib.pyplot as plt
 
-from simcore.calibration.classify import analyze, step_class_times
-from simcore.calibration.traces import read_trace
+from simcore.traces.classify import analyze, step_class_times
+from simcore.traces import read_trace
 from simcore.validation.traces import validate
 from simcore.workload.replay import replay
 
@@ -124,7 +124,7 @@ plt.show()
 import tempfile  # noqa: E402
 
 from simcore.calibration.host_trace import host_scale  # noqa: E402
-from simcore.calibration.profile import load_profile, save_profile  # noqa: E402
+from simcore.specs.profile import load_profile, save_profile  # noqa: E402
 from simcore.specs.registry import default_registry  # noqa: E402
 
 prof = load_profile(default_registry().device("h200"))

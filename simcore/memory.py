@@ -27,6 +27,10 @@ from simcore.workload.model import layer_shape
 
 Num = Any
 
+GiB = 1024.0**3
+RESERVED_BYTES = 1.5 * GiB
+"""Device memory not available to tensors: CUDA context, cuBLAS/NCCL workspaces, allocator slack."""
+
 # Bytes per parameter of the training state.
 # bf16 weights + fp32 master (Megatron): 2 (weights) + 4 (fp32 grad accumulation) + 4 (master) + 8 (Adam m, v)
 # fp32 weights with autocast (PyTorch AMP): 4 (weights) + 4 (grads) + 8 (Adam m, v)

@@ -12,18 +12,17 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from simcore.calibration.profile import load_profile
+from simcore import memory as M
 from simcore.cost import busy_fraction, cost_energy
 from simcore.engine import inference as I
 from simcore.engine import training as T
+from simcore.engine.runtime import inference_runtime, training_runtime
 from simcore.errors import SpecError
+from simcore.memory import RESERVED_BYTES as RESERVED_BYTES
+from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
-
-GiB = 1024.0**3
-RESERVED_BYTES = 1.5 * GiB
-"""Device memory not available to tensors: CUDA context, cuBLAS/NCCL workspaces, allocator slack."""
 
 
 def _f(x: Any) -> float:
@@ -110,10 +109,10 @@ def _fits(total: float, cluster: ClusterInfo) -> tuple[bool, str]:
     cap = cluster.device.memory.capacity
     usable = cap - RESERVED_BYTES
     if total <= usable:
-        return True, f"{total / GiB:.1f} GiB of {usable / GiB:.1f} GiB usable"
+        return True, f"{total / M.GiB:.1f} GiB of {usable / M.GiB:.1f} GiB usable"
     return (
         False,
-        f"needs {total / GiB:.1f} GiB per GPU, {usable / GiB:.1f} GiB usable on {cluster.device.name}",
+        f"needs {total / M.GiB:.1f} GiB per GPU, {usable / M.GiB:.1f} GiB usable on {cluster.device.name}",
     )
 
 
@@ -213,49 +212,6 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
         **training_runtime(sc),
     )
     return cluster, lay, ev
-
-
-def training_runtime(sc: Scenario) -> dict[str, Any]:
-    """The scenario's runtime section as keyword arguments of :func:`simcore.engine.training.evaluate`
-    (everything but the framework and calibration), so predict and plan price the same run."""
-    rt = sc.runtime
-    return {
-        "profiler": rt.profiler,
-        "gate_up": rt.gate_up,
-        "step_sync": rt.step_sync,
-        "cpu_op_time": cpu_op_time(sc),
-        "implementation": rt.implementation,
-        "dropout": 0.0 if sc.training is None else sc.training.dropout,
-        "attention_backend": rt.attention_backend,
-        "profiler_record": tuple(rt.profiler_record),
-        "layer_ops": None if rt.layer_ops is None else (rt.layer_ops.fwd, rt.layer_ops.bwd or 0.0),
-    }
-
-
-def inference_runtime(sc: Scenario) -> dict[str, Any]:
-    """The scenario's runtime section as keyword arguments of :func:`simcore.engine.inference.evaluate`
-    (everything but the framework and calibration), so every caller prices the same run."""
-    rt = sc.runtime
-    return {
-        "profiler": rt.profiler,
-        "gate_up": rt.gate_up,
-        "cpu_op_time": cpu_op_time(sc),
-        "decode_sync_every": rt.decode_sync_every,
-        "implementation": rt.implementation,
-        "decode_loop": rt.decode_loop,
-        "attention_backend": rt.attention_backend,
-        "layer_ops": None if rt.layer_ops is None else rt.layer_ops.fwd,
-        "pass_ops": rt.pass_ops,
-        "compiled_decode": rt.compiled_decode,
-        "decode_graph_records": rt.decode_graph_records,
-        "decode_cpu_op_time": None if rt.cpu_op_time is None else rt.cpu_op_time.decode,
-    }
-
-
-def cpu_op_time(sc: Scenario) -> tuple[float, float | None] | None:
-    """The scenario's CPU probe speed (main, backward seconds) for the engines, if it gives one."""
-    c = sc.runtime.cpu_op_time
-    return None if c is None else (c.main, c.backward)
 
 
 def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from simcore.calibration import fit_compute as FC  # noqa: E402
-from simcore.calibration.profile import load_profile  # noqa: E402
+from simcore.specs.profile import load_profile  # noqa: E402
 from simcore.specs.registry import default_registry  # noqa: E402
 
 FLASH = REPO / "traces/h200/round40/attention_flash.csv.gz"

@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from simcore.calibration.classify import analyze  # noqa: E402
+from simcore.traces.classify import analyze  # noqa: E402
 from simcore.calibration.host_trace import (  # noqa: E402
     _step_windows,
     compiled_decode_calls,
@@ -41,8 +41,8 @@ from simcore.calibration.host_trace import (  # noqa: E402
     graph_launches,
     loop_passes,
 )
-from simcore.calibration.profile import pass_op_weight  # noqa: E402
-from simcore.calibration.traces import read_trace  # noqa: E402
+from simcore.specs.profile import pass_op_weight  # noqa: E402
+from simcore.traces import read_trace  # noqa: E402
 from simcore.validation.traces import validate  # noqa: E402
 
 FIT_ROUNDS = ("round85", "round96", "round100")

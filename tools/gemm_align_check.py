@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from simcore.calibration.profile import load_profile  # noqa: E402
+from simcore.specs.profile import load_profile  # noqa: E402
 from simcore.compute import ops  # noqa: E402
 from simcore.specs.registry import default_registry  # noqa: E402
 

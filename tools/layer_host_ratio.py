@@ -16,10 +16,10 @@ import gzip
 import statistics
 import sys
 
-from simcore.calibration.classify import analyze
+from simcore.traces.classify import analyze
 from simcore.calibration.host_trace import training_step_hosts
-from simcore.calibration.profile import load_profile
-from simcore.calibration.traces import read_trace
+from simcore.specs.profile import load_profile
+from simcore.traces import read_trace
 from simcore.specs.registry import default_registry
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from simcore.calibration.classify import analyze  # noqa: E402
+from simcore.traces.classify import analyze  # noqa: E402
 from simcore.calibration.host_trace import decode_step_hosts, loop_passes  # noqa: E402
-from simcore.calibration.profile import EXTRA_LAUNCH_OPS, pass_op_weight  # noqa: E402
-from simcore.calibration.traces import read_trace  # noqa: E402
+from simcore.specs.profile import EXTRA_LAUNCH_OPS, pass_op_weight  # noqa: E402
+from simcore.traces import read_trace  # noqa: E402
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from simcore.calibration import fit_compute as FC  # noqa: E402
-from simcore.calibration.profile import (  # noqa: E402
+from simcore.specs.profile import (  # noqa: E402
     ONE_QUERY_ODD_ATTENTION,
     ComputeProfile,
     one_query_family,

@@ -21,9 +21,9 @@ import sys
 
 import numpy as np
 
-from simcore.calibration.classify import analyze
+from simcore.traces.classify import analyze
 from simcore.calibration.host_trace import profiler_record, start_queue_s
-from simcore.calibration.traces import read_trace
+from simcore.traces import read_trace
 
 
 def facts(path: str) -> dict[str, object]:

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from simcore.calibration.classify import Analysis
 from simcore.calibration.fit_compute import attention_row_name
 from simcore.errors import SimcoreError, TraceError
+from simcore.traces.classify import Analysis
 
 OPS_COLUMNS = (
     "kind", "dtype", "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal",
@@ -398,7 +398,7 @@ def calibrate(
     timed) stays the base's, and the notes say which parts those are. Without it the fit starts from
     a neutral profile, as the shipped H200 profile was made."""
     from simcore.calibration import fit_compute as FC
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
     from simcore.workload.replay import default_system, load_analyses
 
@@ -501,7 +501,7 @@ def _fit_comm(
     inp: Inputs, analyses: list[Analysis], system: str, notes: list[str]
 ) -> tuple[str | None, dict[str, Any] | None, int]:
     from simcore.calibration import fit_comm as FM
-    from simcore.calibration.nccl import CommMeasurements, read_measurements
+    from simcore.traces.nccl import CommMeasurements, read_measurements
 
     parts = [read_measurements(p) for p in inp.comm]
     trows = trace_comm_rows(analyses) if analyses else []

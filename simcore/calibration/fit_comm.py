@@ -39,7 +39,6 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
-from simcore.calibration.nccl import CommMeasurements, read_measurements
 from simcore.comm.collectives import (
     PROTOCOLS,
     CommProfile,
@@ -56,6 +55,7 @@ from simcore.comm.groups import GroupPlacement
 from simcore.errors import SimcoreError, TraceError
 from simcore.specs.registry import builtin_dir
 from simcore.specs.resolve import cluster_for
+from simcore.traces.nccl import CommMeasurements, read_measurements
 
 FAMILIES: dict[str, str] = {
     "all_reduce": "all_reduce",

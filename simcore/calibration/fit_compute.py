@@ -32,7 +32,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.calibration.fit_host import fit_host, host_files_beside
-from simcore.calibration.profile import (
+from simcore.compute import kernels as K
+from simcore.errors import SimcoreError, TraceError
+from simcore.specs.hardware import DTYPE_BYTES, Device
+from simcore.specs.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
     ONE_QUERY_ATTENTION,
@@ -50,9 +53,6 @@ from simcore.calibration.profile import (
     one_query_family,
     save_profile,
 )
-from simcore.compute import kernels as K
-from simcore.errors import SimcoreError, TraceError
-from simcore.specs.hardware import DTYPE_BYTES, Device
 
 F = NDArray[np.float64]
 FIT_FRACTION = 0.7
@@ -609,7 +609,7 @@ def attention_flags(t: Table) -> tuple[F, F]:
 
 def one_query_rows(t: Table, fam: NDArray[np.str_]) -> NDArray[np.bool_]:
     """Rows of cuDNN's one-query call over a masked cache with its keys and values repeated to every head
-    (:data:`~simcore.calibration.profile.ONE_QUERY_ATTENTION`'s kernel)."""
+    (:data:`~simcore.specs.profile.ONE_QUERY_ATTENTION`'s kernel)."""
     out: NDArray[np.bool_] = (
         (fam == "attention_fwd")
         & (attention_backend(t) == "cudnn")
@@ -997,7 +997,7 @@ _ATTN_PARAMS = (
 )
 _ATTN_FLAG_PARAMS = ("mask_overhead", "dropout_overhead", "odd_cols")
 """Fitted only on rows that measured a mask / dropout (round 40's cuDNN rows), ``odd_cols`` only in the odd
-one-query family (:data:`~simcore.calibration.profile.ONE_QUERY_ODD_ATTENTION`)."""
+one-query family (:data:`~simcore.specs.profile.ONE_QUERY_ODD_ATTENTION`)."""
 _MEM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.85),
     Param("t0", 1e-7, 5e-5, 3e-6, log=True),
@@ -1696,8 +1696,8 @@ def check_published(
     ``profile`` transferred to each device; returns one dict per row with the relative error."""
     import re
 
-    from simcore.calibration.profile import transfer
     from simcore.compute import ops
+    from simcore.specs.profile import transfer
     from simcore.specs.registry import default_registry
 
     reg = default_registry()

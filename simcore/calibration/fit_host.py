@@ -51,8 +51,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from simcore.calibration.profile import calibrated_pass_ops, compiled_prefill_pass_weight
 from simcore.errors import TraceError
+from simcore.specs.profile import calibrated_pass_ops, compiled_prefill_pass_weight
 from simcore.workload.model import WEIGHT_TENSORS_PER_LAYER
 
 _ACT = {"gpt_ln_gelu": "gelu", "llama_rms_swiglu_gqa": "swiglu"}

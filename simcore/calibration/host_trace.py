@@ -25,9 +25,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from simcore.calibration.classify import INDUCTOR_FUSED, Analysis, Step, fp32_weights
-from simcore.calibration.profile import ComputeProfile, profiler_key
-from simcore.calibration.traces.model import CpuOp, RuntimeCall, Trace
+from simcore.specs.profile import ComputeProfile, profiler_key
+from simcore.traces.classify import INDUCTOR_FUSED, Analysis, Step, fp32_weights
+from simcore.traces.model import CpuOp, RuntimeCall, Trace
 
 
 class _Row:
@@ -682,7 +682,7 @@ def layer_op_counts(a: Analysis, weighted: bool = False) -> tuple[float, float] 
     (``profile.layer_op_weight``: each op at its ``profile.LAYER_OP_WEIGHTS``; ``None`` where the trace records no
     stream launches). ``None`` where no step's layers can be found (:func:`_layer_marks`). The code's structure,
     not its timing: eager host time per layer goes with it (``RuntimeSpec.layer_ops``)."""
-    from simcore.calibration.profile import layer_op_weight
+    from simcore.specs.profile import layer_op_weight
 
     if weighted and not any(c.name.startswith(LAUNCH_CALLS) for c in a.trace.host_calls):
         return None
@@ -854,7 +854,7 @@ def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[s
     median over its calls. Names called fewer than ``min_calls`` times are left out; ``class|<launches>`` and
     ``node|<launches>`` (launches capped at 3) are the median weights of the kept ops and autograd nodes that made
     that many stream launches (what an op or node not in the table weighs). Rounded to 0.1."""
-    from simcore.calibration.profile import layer_op_class, layer_op_key
+    from simcore.specs.profile import layer_op_class, layer_op_key
 
     units: dict[str, list[float]] = {}
     by_class: dict[str, set[str]] = {}
@@ -985,7 +985,7 @@ def decode_pass_op_count(a: Analysis) -> float | None:
     (``profile.pass_op_weight``: each op at its name's ``profile.LOOP_OP_WEIGHTS``, an op not there one
     op plus ``profile.EXTRA_LAUNCH_OPS`` a launch beyond its first), the median over a no-grad trace's
     decode passes (:func:`loop_passes`); ``None`` without any (``RuntimeSpec.pass_ops``)."""
-    from simcore.calibration.profile import pass_op_weight
+    from simcore.specs.profile import pass_op_weight
 
     per_pass = loop_passes(a)
     if not per_pass:
@@ -1587,9 +1587,9 @@ def main(argv: list[str] | None = None) -> int:
     import gzip
     import sys
 
-    from simcore.calibration.classify import analyze
-    from simcore.calibration.traces import read_trace
     from simcore.errors import SimcoreError
+    from simcore.traces import read_trace
+    from simcore.traces.classify import analyze
 
     ap = argparse.ArgumentParser(prog="python -m simcore.calibration.host_trace", description=main.__doc__)
     what = ap.add_mutually_exclusive_group(required=True)

@@ -34,7 +34,7 @@ def _measured_points(
     path: Path, op: str, gpus: int, dtype: str, nodes: int | None
 ) -> tuple[np.ndarray[Any, np.dtype[np.float64]], np.ndarray[Any, np.dtype[np.float64]], str]:
     """Sizes and times (s) of measurements of ``op`` on ``gpus`` GPUs (out-of-place), and a label."""
-    from simcore.calibration.nccl import read_measurements
+    from simcore.traces.nccl import read_measurements
 
     m = read_measurements(path, op=op, gpus=gpus, nodes=nodes)
     ops = {op, "send_recv_bidir"} if op == "send_recv" else {op}

@@ -79,7 +79,7 @@ def calibrate(
 ) -> None:
     """Fit calibration profiles (compute efficiency curves, collective costs) from measurements."""
     from simcore.calibration.calibrate import calibrate as run
-    from simcore.calibration.profile import save_profile
+    from simcore.specs.profile import save_profile
 
     output = _out_path(output)
     comm_output = _out_path(comm_output)

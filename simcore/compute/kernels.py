@@ -1,7 +1,7 @@
 """Core kernel-time formulas (pure, vectorised numpy), shared by the cost API and the fitter.
 
 Every function here takes plain hardware numbers (:class:`HW`) and a parameter object from
-:mod:`simcore.calibration.profile`, broadcasts its array arguments and returns device-side kernel
+:mod:`simcore.specs.profile`, broadcasts its array arguments and returns device-side kernel
 time in seconds (no host launch overhead). Shapes are element counts; bytes and FLOP are SI.
 See ``docs/compute.md`` for the derivations.
 """
@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from simcore.calibration.profile import AttentionParams, GemmParams, MemoryParams
+from simcore.specs.profile import AttentionParams, GemmParams, MemoryParams
 
 F = NDArray[np.float64]
 

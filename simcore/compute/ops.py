@@ -3,7 +3,7 @@
 Pure, vectorised functions: every shape argument may be a numpy array (they broadcast) and the
 result fields are arrays of the broadcast shape (floats for scalar inputs). Each takes the device
 (:class:`~simcore.specs.hardware.Device`) and a calibration profile
-(:class:`~simcore.calibration.profile.ComputeProfile`, from :func:`load_profile`) first.
+(:class:`~simcore.specs.profile.ComputeProfile`, from :func:`load_profile`) first.
 
 Time is the roofline bound divided by a shape-dependent efficiency, i.e. a kernel model built on
 tiles, waves over SMs, per-tile overheads and a smooth roofline corner (see :mod:`.kernels` and
@@ -25,7 +25,14 @@ from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict
 
 from simcore import units
-from simcore.calibration.profile import (
+from simcore.compute import kernels as K
+from simcore.errors import SimcoreError
+from simcore.specs.hardware import DTYPE_BYTES, Device
+from simcore.specs.ops import TRAFFIC
+from simcore.specs.ops import dtype_variant as dtype_variant  # re-exported: the cost model's op names
+from simcore.specs.ops import memory_op_names as memory_op_names
+from simcore.specs.ops import memory_op_traffic as memory_op_traffic
+from simcore.specs.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
     ONE_QUERY_ATTENTION,
@@ -36,9 +43,6 @@ from simcore.calibration.profile import (
     one_query_call,
     one_query_family,
 )
-from simcore.compute import kernels as K
-from simcore.errors import SimcoreError
-from simcore.specs.hardware import DTYPE_BYTES, Device
 
 Num = Any  # float or numpy array
 FRAMEWORKS = ("eager", "cuda_graphs", "compiled")
@@ -289,101 +293,6 @@ def attention(
     return _cost(time, r.flops, r.bytes, comp, memt)
 
 
-# Bytes moved per element (in units of the element size, plus fixed bytes) and FLOP per element
-# of the common bandwidth-bound ops, forward. Backward variants ("<name>_bwd") read one more
-# tensor (the incoming gradient) unless listed.
-_TRAFFIC: dict[str, tuple[float, float, float]] = {
-    # name: (element-size multiples moved, extra bytes per element, FLOP per element)
-    "copy": (2.0, 0.0, 0.0),
-    "cast": (2.0, 0.0, 0.0),
-    "add": (3.0, 0.0, 1.0),
-    "mul": (3.0, 0.0, 1.0),
-    "gelu": (2.0, 0.0, 14.0),
-    "silu": (2.0, 0.0, 8.0),
-    "swiglu": (3.0, 0.0, 9.0),
-    # SiLU and the product on the strided halves of one fused gate/up GEMM output (eager PyTorch)
-    "swiglu_strided": (3.0, 0.0, 9.0),
-    "dropout": (2.0, 1.0, 4.0),
-    "softmax": (2.0, 0.0, 8.0),
-    "log_softmax": (2.0, 0.0, 8.0),
-    "layernorm": (2.0, 0.0, 8.0),
-    "rmsnorm": (2.0, 0.0, 5.0),
-    "cross_entropy": (1.0, 0.0, 8.0),
-    # the next token's argmax over each sequence's logits: read once (the index written is negligible)
-    "argmax": (1.0, 0.0, 1.0),
-    "embedding": (2.0, 0.0, 0.0),
-    "rope": (2.0, 0.0, 6.0),
-    "fill": (1.0, 0.0, 0.0),
-    # torch.compile's fused residual add + norm (+ cast): a Triton kernel of its own, streaming its bytes
-    # like the generated elementwise kernels (priced as ``add``), not PyTorch's eager norm kernels
-    "compiled_norm": (2.0, 0.0, 8.0),
-    # PyTorch's slower kernels for the same ops (round 36, tools/bench_elementwise.py): operands of
-    # two dtypes take the unrolled loop with dynamic casts (bf16 -> fp32 upcasts, an fp32 residual
-    # plus a bf16 branch: ``elt`` the mean element size), non-contiguous ones the strided loop (the
-    # halves of a fused gate/up output, a transposed view made contiguous, transformers' KV-cache
-    # ``cat`` of transposed keys); a strided add is priced as ``mul_strided``
-    "cast_up": (2.0, 0.0, 0.0),
-    "add_mixed": (3.0, 0.0, 1.0),
-    "mul_mixed": (3.0, 0.0, 1.0),
-    "mul_strided": (3.0, 0.0, 1.0),
-    "silu_strided": (2.0, 0.0, 8.0),
-    "copy_strided": (2.0, 0.0, 0.0),
-    "copy_strided_fp32": (2.0, 0.0, 0.0),
-    "cat_strided": (2.0, 0.0, 0.0),
-    # a Python scalar operand (``x * 0.125``, ``1 + t``): one tensor read and one written, PyTorch's
-    # vectorised loop (round 59, tools/bench_eager_ops.py)
-    "mul_scalar": (2.0, 0.0, 1.0),
-    # an operand broadcast to the other's shape (a stride-0 dimension: RMSNorm's per-row statistic and
-    # per-column weight, an additive ``[b, 1, q, k]`` mask over the heads) takes the non-vectorised
-    # offset loop, bound by elements more than bytes (``_fp32``: the fp32 rows' own fit); the
-    # broadcast operand's bytes are not counted. ``add_bcast_mixed``: bf16 scores plus an fp32 mask,
-    # fp32 out (eager attention under autocast): the unrolled loop with dynamic casts and offsets,
-    # ~1.1 TB/s at any size (round 59)
-    "add_bcast": (2.0, 0.0, 1.0),
-    "add_bcast_fp32": (2.0, 0.0, 1.0),
-    "mul_bcast": (2.0, 0.0, 1.0),
-    "mul_bcast_fp32": (2.0, 0.0, 1.0),
-    "add_bcast_mixed": (3.0, 0.0, 1.0),
-    "mul_bcast_mixed": (3.0, 0.0, 1.0),
-}
-_TRAFFIC_BWD: dict[str, tuple[float, float, float]] = {
-    "add": (2.0, 0.0, 0.0),
-    "swiglu": (5.0, 0.0, 14.0),
-    "swiglu_strided": (5.0, 0.0, 14.0),
-    "dropout": (2.0, 1.0, 2.0),
-    "cross_entropy": (2.0, 0.0, 6.0),
-    "embedding": (3.0, 0.0, 1.0),
-}
-
-
-def memory_op_names() -> list[str]:
-    """Names :func:`memory_op` and :func:`memory_op_traffic` know (forward and ``_bwd``)."""
-    return sorted([*_TRAFFIC, *(f"{n}_bwd" for n in _TRAFFIC)])
-
-
-def memory_op_traffic(name: str, numel: ArrayLike, elt_bytes: float = 2.0) -> tuple[Num, Num]:
-    """(bytes moved, FLOP) of op ``name`` over ``numel`` elements of ``elt_bytes`` each.
-
-    Conventions (forward): unary ops read and write each element once (``2 e``), binary ops and
-    SwiGLU read two and write one (``3 e``), dropout also writes a 1-byte mask, cross-entropy reads
-    the logits once, an embedding lookup reads and writes each gathered element. ``<name>_bwd``
-    adds a read of the incoming gradient.
-    """
-    base, bwd = (name[:-4], True) if name.endswith("_bwd") else (name, False)
-    if base not in _TRAFFIC:
-        raise SimcoreError(
-            f"unknown memory-bound op {name!r}; known: {', '.join(memory_op_names())}", field="name"
-        )
-    if bwd:
-        mult, extra, fl = _TRAFFIC_BWD.get(
-            base, (_TRAFFIC[base][0] + 1.0, _TRAFFIC[base][1], _TRAFFIC[base][2])
-        )
-    else:
-        mult, extra, fl = _TRAFFIC[base]
-    n = np.asarray(numel, dtype=np.float64)
-    return _out(n * (mult * elt_bytes + extra)), _out(n * fl)
-
-
 # variants priced as their plain op where a profile lacks their own measurement
 _PRICED_AS = {
     "swiglu_strided": "swiglu",
@@ -410,20 +319,6 @@ _PRICED_AS = {
 # PyTorch's softmax backward launches a product kernel (the gradient times the output) before its own:
 # a calibration row of the op times both (round 59), a trace shows both; the op's fit is its own kernel
 PRODUCT_BEFORE = {"softmax_bwd": "mul"}
-
-# ops whose fp32 rows have a fit of their own (``<name>_fp32``): kernels bound by elements, not bytes
-_FP32_VARIANTS = ("add_bcast", "mul_bcast")
-
-
-def dtype_variant(name: str, dtype: str | None) -> str:
-    """The op name a kernel of ``dtype`` is priced as: ``<name>_fp32`` for the element-bound ops that
-    have an fp32 fit of their own (``add_bcast``, ``mul_bcast``, forward or ``_bwd``), else ``name``."""
-    bwd = name.endswith("_bwd")
-    base = name[:-4] if bwd else name
-    if dtype == "fp32" and base in _FP32_VARIANTS:
-        return f"{base}_fp32" + ("_bwd" if bwd else "")
-    return name
-
 
 # names used by PyTorch / the calibration traces -> simcore op names
 _ALIASES = {
@@ -489,12 +384,12 @@ def memory_op(
     ``l2_reuse=False``: operands come from HBM whatever their size (see :func:`gemm`)."""
     name = canonical_op_name(name)
     base = name[:-4] if name.endswith("_bwd") else name
-    if base not in _TRAFFIC and name not in prof.memory.ops:
+    if base not in TRAFFIC and name not in prof.memory.ops:
         raise SimcoreError(
             f"unknown memory-bound op {name!r}; known: {', '.join(memory_op_names())}", field="name"
         )
     if flops is None:
-        per_b, per_f = memory_op_traffic(name, 1.0, elt_bytes) if base in _TRAFFIC else (1.0, 0.0)
+        per_b, per_f = memory_op_traffic(name, 1.0, elt_bytes) if base in TRAFFIC else (1.0, 0.0)
         flops = np.asarray(nbytes, dtype=np.float64) / per_b * per_f
     if name == "embedding_bwd" and prof.embedding_bwd is not None and rows is not None:
         # a sort and segment sums, not a bytes-bound curve: the row count is the token count
@@ -511,7 +406,7 @@ def memory_op(
     t0 = op.t0 if op is not None else None
     share = op.row_share if op is not None else None
     wf: ArrayLike = 1.0
-    if rows is not None and op is not None and op.width_knots and base in _TRAFFIC:
+    if rows is not None and op is not None and op.width_knots and base in TRAFFIC:
         wf = op.width_factor(row_width(name, nbytes, rows, elt_bytes), elt_bytes)
     r = K.memory_time(
         _hw(dev, "fp32"), mp, nbytes, flops, eff, t0, rows if share else None, share, l2_reuse, elt_bytes, wf

@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.profile import (
+from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
+from simcore.engine.training import comm_call_host
+from simcore.specs.hardware import DTYPE_BYTES
+from simcore.specs.profile import (
     calibrated_decode_layer_ops,
     calibrated_pass_ops,
     compiled_prefill_pass_weight,
     load_profile,
 )
-from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
-from simcore.engine.training import comm_call_host
-from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import InferenceSpec, ModelSpec
 from simcore.workload import lowering as L

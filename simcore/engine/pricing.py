@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from simcore.calibration.profile import ComputeProfile, load_profile
 from simcore.comm.collectives import collective_cost
 from simcore.comm.groups import GroupPlacement, megatron_groups, placement
 from simcore.compute import ops as C
 from simcore.specs.hardware import DTYPE_BYTES, Device
+from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.workload.lowering import Op
 

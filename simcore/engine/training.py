@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
-from simcore.calibration.profile import calibrated_layer_ops, load_profile
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
+from simcore.specs.profile import calibrated_layer_ops, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import ModelSpec, TrainingSpec
 from simcore.workload import lowering as L

@@ -28,9 +28,11 @@ import numpy as np
 
 from simcore import cost as K
 from simcore.engine import training as T
+from simcore.engine.runtime import training_runtime
 from simcore.errors import SpecError
+from simcore.memory import RESERVED_BYTES
 from simcore.planning.space import SearchOptions, SearchSpace, build_space
-from simcore.prediction import RESERVED_BYTES, TrainingResult, _param_dtype, predict, training_runtime
+from simcore.prediction import TrainingResult, _param_dtype, predict
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster, scenario_from_dict
 from simcore.specs.scenario import Scenario

@@ -667,16 +667,15 @@ def _write_parquet(rows: list[dict[str, Any]], columns: list[str], path: Path) -
 def _progress(enabled: bool, total: int, completed: int) -> tuple[Any, Any] | None:
     if not enabled:
         return None
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from simcore.cli.common import err_console
 
     p = Progress(
         TextColumn("sweep"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=err_console,
+        console=Console(stderr=True),
         transient=False,
     )
     p.start()

@@ -40,8 +40,8 @@ from pydantic import BaseModel, ConfigDict
 from simcore import memory as MEM
 from simcore.comm.collectives import kv_transfer_time
 from simcore.engine import inference as INF
+from simcore.engine.runtime import inference_runtime
 from simcore.errors import SpecError
-from simcore.prediction import RESERVED_BYTES, inference_runtime
 from simcore.serving.spec import ServingSpec, load_trace
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.registry import default_registry
@@ -246,7 +246,7 @@ def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) ->
     acts = float(np.asarray(ev.memory["activations"]))
     logits = float(np.asarray(ev.memory["logits"])) * spec.max_batch
     cap = cluster.device.memory.capacity
-    usable = min(cap * spec.memory_utilization, cap - RESERVED_BYTES)
+    usable = min(cap * spec.memory_utilization, cap - MEM.RESERVED_BYTES)
     free = usable - weights - acts - logits
     per_token = float(np.asarray(MEM.kv_cache_bytes(sc.model, 1, 1, tp, _kv_dtype_bytes(sc)))) / pp
     blocks = int(max(free, 0.0) // (per_token * spec.kv_block_tokens))

@@ -2,7 +2,7 @@
 calibration and by the other GPU's, transferred.
 
 simcore prices a GPU it has no measurements of with the profile of the nearest calibrated one,
-efficiencies kept and the target's peaks, bandwidth and SMs used (:func:`simcore.calibration.profile.transfer`).
+efficiencies kept and the target's peaks, bandwidth and SMs used (:func:`simcore.specs.profile.transfer`).
 Two calibrated GPUs measure how far that goes: the H200 (rounds 1-116, ``traces/h200``) and the H100 SXM
 (rounds 117-118, ``traces/h100``: the H200's calibration sweeps run again, and twins of committed H200
 runs, ``traces/h100/twins.csv``). Five parts, every error on measurements the profile in use was not
@@ -106,7 +106,7 @@ def kernels() -> dict[str, Any]:
     device's profile transferred (every row). Kernel-dominated rows (kernel over twice the launch
     floor) are summarised apart: the launch floor is the sweeping machine's CPU, not its GPU."""
     from simcore.calibration import fit_compute as FC
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     reg = default_registry()

@@ -75,7 +75,7 @@ def _rows(p: Path) -> list[dict[str, str]]:
 
 def grouped_gemm_seconds(trace: Path) -> float:
     """Device seconds of the grouped GEMM kernels per forward+backward call (the trace holds 3)."""
-    from simcore.calibration.traces import read_trace
+    from simcore.traces import read_trace
 
     t = read_trace(trace)
     return sum(e.dur for e in t.gpu_events if GROUPED_GEMM_KERNEL in e.name) / 3.0

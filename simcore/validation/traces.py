@@ -21,13 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.classify import (
-    INDUCTOR_FUSED,
-    Analysis,
-    attention_shape,
-    fp32_weights,
-    optimizer_element_type,
-)
 from simcore.calibration.fit_host import code_probe_ratios, gemm_pace, thread_probe, train_gemm_ratios
 from simcore.calibration.host_trace import (
     FUSED_ATTENTION_OPS,
@@ -56,17 +49,24 @@ from simcore.calibration.host_trace import (
     step_synchronized,
     unannotated_step,
 )
-from simcore.calibration.profile import (
+from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
+from simcore.errors import SimcoreError
+from simcore.specs.profile import (
     ComputeProfile,
     backend_of_name,
     calibrated_decode_layer_ops,
     calibrated_layer_ops,
     calibrated_pass_ops,
 )
-from simcore.calibration.traces.model import CpuOp
-from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
-from simcore.errors import SimcoreError
 from simcore.specs.scenario import CpuOpTime, LayerOps, Scenario
+from simcore.traces.classify import (
+    INDUCTOR_FUSED,
+    Analysis,
+    attention_shape,
+    fp32_weights,
+    optimizer_element_type,
+)
+from simcore.traces.model import CpuOp
 from simcore.workload.lowering import decode_moe_key
 
 CLASS_ORDER = (
@@ -350,8 +350,8 @@ def _predicted(
     if bd.get("power_cap", 0.0) > 0.0:
         # the card holds its power limit over the profiled step, whose decode steps draw little: the
         # stretch is that of the whole step, not the sum of each phase's as if it ran back to back
-        from simcore.calibration.profile import load_profile
         from simcore.engine.pricing import breakdown_power_cap
+        from simcore.specs.profile import load_profile
         from simcore.specs.registry import default_registry
         from simcore.specs.resolve import resolve_cluster
 
@@ -375,7 +375,7 @@ def _predicted(
 
 def _kernel_rows(ans: list[Analysis], sc: Scenario, top: int) -> list[dict[str, Any]]:
     """Per-op comparison for ops with recorded shapes, largest total error first."""
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
     from simcore.specs.resolve import resolve_cluster
     from simcore.workload.replay import price_shape
@@ -1159,7 +1159,7 @@ def _decode_sync_every(a: Analysis, sc: Scenario) -> int | None:
 
 def _profile_of(sc: Scenario) -> Any:
     """The compute profile the scenario's prediction uses."""
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
     from simcore.specs.resolve import resolve_cluster
 

@@ -1,6 +1,6 @@
 """Measured trace -> task graph -> the same run on other hardware.
 
-A classified trace (:func:`simcore.calibration.classify.analyze`) becomes a graph of GPU tasks per
+A classified trace (:func:`simcore.traces.classify.analyze`) becomes a graph of GPU tasks per
 rank: every kernel, memcpy and memset on its stream in its measured order, the host launch time of
 each (so host launch gaps and CPU-bound stretches stay what they were), the host synchronisations
 (the host waits for the GPU there), cross-stream waits seen in the measurement (a kernel that
@@ -30,13 +30,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.classify import Analysis, Kernel, Step, analyze, step_class_times
-from simcore.calibration.profile import ComputeProfile, load_profile
-from simcore.calibration.traces import expand_paths, read_trace
-from simcore.calibration.traces.model import GpuEvent, Trace
 from simcore.errors import SimcoreError, TraceError
 from simcore.specs.hardware import Device
+from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.registry import Registry, default_registry
+from simcore.traces import expand_paths, read_trace
+from simcore.traces.classify import Analysis, Kernel, Step, analyze, step_class_times
+from simcore.traces.model import GpuEvent, Trace
 
 _SYNC = re.compile(r"Synchronize|cudaMemcpy(?!Async)|cudaMemcpy2D(?!Async)|cudaFree\b|cudaMalloc\b")
 _MEMORY_CLASSES = {"elementwise", "norm", "loss", "embedding", "optimizer", "memcpy", "memset"}

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simcore.calibration.classify import analyze, class_of
 from simcore.calibration.fit_host import compiled_decode_costs
 from simcore.calibration.host_trace import compiled_decode_calls, main
-from simcore.calibration.traces import read_trace
 from simcore.errors import TraceError
 from simcore.specs.registry import builtin_dir
+from simcore.traces import read_trace
+from simcore.traces.classify import analyze, class_of
 from simcore.validation.traces import compiled_decode_graphs, inference_composition, validate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -388,8 +388,8 @@ def test_cudnn_one_query_masked_attention_is_its_own_kernel_family() -> None:
     cache) runs an sm80 kernel of 64 x 64 tiles, fitted on its own; other calls keep the cuDNN fit."""
     import numpy as np
 
-    from simcore.calibration.profile import ONE_QUERY_ATTENTION, load_profile
     from simcore.compute import ops as O
+    from simcore.specs.profile import ONE_QUERY_ATTENTION, load_profile
     from simcore.specs.registry import default_registry
 
     dev = default_registry().device("h200")
@@ -444,13 +444,13 @@ def test_cudnn_one_query_over_an_odd_slot_count_is_its_own_family() -> None:
     over 47 slots measured 390 us against 262 at 48 (round 95's captured inputs)."""
     import numpy as np
 
-    from simcore.calibration.profile import (
+    from simcore.compute import ops as O
+    from simcore.specs.profile import (
         ONE_QUERY_ATTENTION,
         ONE_QUERY_ODD_ATTENTION,
         load_profile,
         one_query_family,
     )
-    from simcore.compute import ops as O
     from simcore.specs.registry import default_registry
 
     assert list(one_query_family([47, 48, 31.0, 1040])) == [
@@ -579,8 +579,8 @@ def test_graph_record_fit_hand_computed_and_shipped() -> None:
 
 
 def test_a_call_that_records_its_graph_pays_it_once_serially() -> None:
-    from simcore.calibration.profile import load_profile
     from simcore.engine import inference as I
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
     from simcore.specs.resolve import load_scenario, resolve_cluster
 
@@ -623,8 +623,8 @@ def test_cudnn_prompts_tile_each_query_head_on_its_own() -> None:
     one key block (``AttentionParams.per_head_tiles``); its one-query calls still pack a group's heads."""
     import numpy as np
 
-    from simcore.calibration.profile import load_profile
     from simcore.compute import ops as O
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     dev = default_registry().device("h200")
@@ -656,7 +656,7 @@ def test_cudnn_prompts_tile_each_query_head_on_its_own() -> None:
 
 
 def test_compiled_prefill_pass_weight_adds_what_the_graph_holds() -> None:
-    from simcore.calibration.profile import (
+    from simcore.specs.profile import (
         CALIBRATED_PASS_OPS,
         calibrated_pass_ops,
         compiled_prefill_pass_weight,

@@ -401,7 +401,7 @@ def test_empty_probe_and_hugging_face_units_hand_computed() -> None:
 
 
 def test_host_of_takes_hugging_face_entries() -> None:
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     prof = load_profile(default_registry().device("h200"))
@@ -499,7 +499,7 @@ def test_transformers_moe_layers_have_their_own_host_entries() -> None:
     act ``swiglu_moe`` by their grouped GEMM op): per-layer host entries of their own, about twice a
     dense layer's, used for MoE models of that code only."""
     from simcore.calibration.fit_host import _csv_rows
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     h200 = Path(__file__).resolve().parents[2] / "traces" / "h200"
@@ -549,7 +549,7 @@ def test_transformers_moe_layers_have_their_own_host_entries() -> None:
 def test_bf16_weights_take_less_host_than_autocast() -> None:
     """Round 58: transformers' fit runs with bf16 weights and no autocast (no per-op dispatch through
     autocast, no weight casts) take ~20 % less host per forward layer than round 32's AMP rows."""
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     prof = load_profile(default_registry().device("h200"))
@@ -574,7 +574,7 @@ def test_eager_attention_layers_have_their_own_host_entries() -> None:
     more ops), used for that code's eager attention only; unprofiled, the SDPA layer's plain entry at
     their profiled ratio."""
     from simcore.calibration.fit_host import _csv_rows
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     h200 = Path(__file__).resolve().parents[2] / "traces" / "h200"
@@ -606,9 +606,9 @@ def test_eager_attention_layers_have_their_own_host_entries() -> None:
 
 def test_eager_attention_act_from_a_trace() -> None:
     """host_trace names a step's layers ``<act>_eager`` by their softmaxes over 4-D scores."""
-    from simcore.calibration.classify import analyze
     from simcore.calibration.host_trace import decode_step_hosts, training_step_hosts
-    from simcore.calibration.traces import read_trace
+    from simcore.traces import read_trace
+    from simcore.traces.classify import analyze
 
     r60 = Path(__file__).resolve().parents[2] / "traces" / "h200" / "round60"
     tr = training_step_hosts(analyze(read_trace(r60 / "hf_train_gpt2_L12_b4_eager_attn.json.gz")))
@@ -622,10 +622,10 @@ def test_eager_attention_act_from_a_trace() -> None:
 def test_transformers_compiled_steps_fit_their_own_entries() -> None:
     """Round 70: transformers' compiled steps (no aten::transpose in their compiled code) are timed by their
     aten::empty, and fitted apart from simcore's compiled layers: GPT-2's forward layer costs more host."""
-    from simcore.calibration.classify import analyze
     from simcore.calibration.fit_host import fit_host, host_files_beside
     from simcore.calibration.host_trace import compiled_step_hosts
-    from simcore.calibration.traces import read_trace
+    from simcore.traces import read_trace
+    from simcore.traces.classify import analyze
 
     rows = compiled_step_hosts(analyze(read_trace(REPO / "traces/h200/round70/hf_cfit_train_gpt2_L8.json.gz")))
     assert rows and all(r.probe_main_s == 0.0 and r.empty_main_s > 0.0 and r.empty_bwd_s > 0.0 for r in rows)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from simcore.calibration.calibrate import calibrate
-from simcore.calibration.classify import analyze
 from simcore.calibration.host_trace import host_scale, layer_host_times
-from simcore.calibration.profile import load_profile
-from simcore.calibration.traces import read_trace
+from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
+from simcore.traces import read_trace
+from simcore.traces.classify import analyze
 from simcore.workload.replay import load_analyses
 
 REPO = Path(__file__).resolve().parents[2]
@@ -448,7 +448,7 @@ def test_decode_pass_op_counts() -> None:
     launches 72 + 14 (Qwen2's 55 + 4). decode_pass_op_count weighs them by profile.pass_op_weight: the
     calibrated codes' weights are profile.CALIBRATED_PASS_OPS."""
     from simcore.calibration.host_trace import decode_pass_counts, decode_pass_op_count
-    from simcore.calibration.profile import CALIBRATED_PASS_OPS as C
+    from simcore.specs.profile import CALIBRATED_PASS_OPS as C
 
     for path, n, w in (
         ("profile_infer_prefill_decode.json.gz", (5.0, 1.0), C[("reference", "manual")]["swiglu"]),
@@ -483,7 +483,7 @@ def test_decode_pass_op_counts() -> None:
 def test_pass_op_weight() -> None:
     """Each op weighs its name's profile.LOOP_OP_WEIGHTS; a name not there one op plus
     profile.EXTRA_LAUNCH_OPS a launch beyond its first."""
-    from simcore.calibration.profile import EXTRA_LAUNCH_OPS, LOOP_OP_WEIGHTS, pass_op_weight
+    from simcore.specs.profile import EXTRA_LAUNCH_OPS, LOOP_OP_WEIGHTS, pass_op_weight
 
     assert pass_op_weight([]) == 0.0
     assert pass_op_weight([("aten::isin", 4), ("aten::view", 0)]) == pytest.approx(
@@ -497,7 +497,7 @@ def test_loop_op_weights_reproduced() -> None:
     views cost a fraction of a typical op, the stopping test's aten::isin and aten::where several, a
     sampler's sort, top-k and multinomial over ten."""
     from simcore.calibration.host_trace import fit_loop_op_weights
-    from simcore.calibration.profile import LOOP_OP_WEIGHTS
+    from simcore.specs.profile import LOOP_OP_WEIGHTS
 
     ans = [analyze(read_trace(p)) for p in sorted((H200 / "round80").glob("*.json.gz"))]
     assert fit_loop_op_weights(ans) == LOOP_OP_WEIGHTS
@@ -510,7 +510,7 @@ def test_layer_op_weights_reproduced() -> None:
     (in aten::t units): views cost a fraction of a one-kernel op, the forward's linear (cast + GEMM) and SDPA
     several; an op not in the table is priced by its launches (layer_op_weight)."""
     from simcore.calibration.host_trace import fit_layer_op_weights
-    from simcore.calibration.profile import LAYER_OP_WEIGHTS, LAYER_WEIGHT_FIT_TRACES, layer_op_weight
+    from simcore.specs.profile import LAYER_OP_WEIGHTS, LAYER_WEIGHT_FIT_TRACES, layer_op_weight
 
     ans = [analyze(read_trace(REPO / p)) for p in LAYER_WEIGHT_FIT_TRACES]
     assert fit_layer_op_weights(ans) == LAYER_OP_WEIGHTS
@@ -530,7 +530,7 @@ def test_extra_launch_weight_reproduced() -> None:
     ~7 % RMS of each code's per-op cost, counting ops alone it misses by over twice that; one trace of a
     code alone cannot fit it."""
     from simcore.calibration.host_trace import fit_extra_launch_ops
-    from simcore.calibration.profile import EXTRA_LAUNCH_OPS
+    from simcore.specs.profile import EXTRA_LAUNCH_OPS
 
     ans = [analyze(read_trace(p)) for p in sorted((H200 / "round80").glob("*.json.gz"))]
     assert len(ans) == 16

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simcore.calibration.nccl import canonical_op, read_measurements
 from simcore.errors import TraceError
+from simcore.traces.nccl import canonical_op, read_measurements
 
 TEXT = """\
 # nccl-tests version 2.13.8 nccl-headers=21903 nccl-library=21903
@@ -153,7 +153,7 @@ def test_missing_file() -> None:
 
 def _synthetic(truth: object) -> tuple[object, object]:
     from simcore.calibration import fit_comm as F
-    from simcore.calibration.nccl import CommMeasurements
+    from simcore.traces.nccl import CommMeasurements
 
     base = F._provisional_base("hgx-h200")
     prof = F.apply(base, truth)  # type: ignore[arg-type]
@@ -205,7 +205,7 @@ def test_fit_recovers_a_known_profile() -> None:
 
 def test_held_out_split_is_deterministic() -> None:
     from simcore.calibration import fit_comm as F
-    from simcore.calibration.nccl import CommMeasurements
+    from simcore.traces.nccl import CommMeasurements
 
     sizes = np.array([2.0**k for k in range(10, 20)])
     m = CommMeasurements(
@@ -248,8 +248,8 @@ def test_report_comm_prints_tables(tmp_path: Path) -> None:
 
 def test_fit_uses_multi_node_points_for_the_network_curve() -> None:
     from simcore.calibration import fit_comm as F
-    from simcore.calibration.nccl import CommMeasurements
     from simcore.comm.collectives import LinkCurve
+    from simcore.traces.nccl import CommMeasurements
 
     truth = F.Params(
         0.8,

@@ -12,10 +12,10 @@ import yaml
 
 from simcore.calibration import fit_compute as FC
 from simcore.calibration.calibrate import calibrate, kind_of, sort_inputs, trace_comm_rows, trace_op_rows
-from simcore.calibration.profile import ComputeProfile
-from simcore.calibration.traces.synth import SynthConfig, write_trace
 from simcore.errors import TraceError
+from simcore.specs.profile import ComputeProfile
 from simcore.specs.registry import builtin_dir, default_registry
+from simcore.traces.synth import SynthConfig, write_trace
 from simcore.workload.replay import load_analyses
 from tests.cli_runner import run_cli
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from simcore.calibration.classify import analyze, class_of, collective_info, step_class_times
-from simcore.calibration.traces import read_trace
-from simcore.calibration.traces.model import GpuEvent
-from simcore.calibration.traces.synth import SynthConfig, write_trace
+from simcore.traces import read_trace
+from simcore.traces.classify import analyze, class_of, collective_info, step_class_times
+from simcore.traces.model import GpuEvent
+from simcore.traces.synth import SynthConfig, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces" / "h200"
@@ -229,7 +229,7 @@ def test_real_parallel_collectives(strategy: str, want: dict[tuple[str, str], in
 
 
 def _op(name: str, dims: list, types: list, strides: list | None = None):  # type: ignore[no-untyped-def]
-    from simcore.calibration.traces.model import CpuOp
+    from simcore.traces.model import CpuOp
 
     return CpuOp(name, 0.0, 1e-6, 1, 1, dims, types, None, strides)
 
@@ -238,7 +238,7 @@ def test_memory_variants_from_dtypes_and_strides() -> None:
     """Round 36: an op whose operands mix dtypes runs PyTorch's unrolled loop, one with a
     non-contiguous operand the strided loop, a broadcast one the offset loop (round 59); the trace's
     types, shapes and strides say which."""
-    from simcore.calibration.classify import memory_shape
+    from simcore.traces.classify import memory_shape
 
     bf, f32 = "c10::BFloat16", "float"
     x = [4, 2048, 2048]
@@ -284,9 +284,9 @@ def test_memory_variants_from_dtypes_and_strides() -> None:
 def test_gemm_misalignment_from_recorded_strides() -> None:
     """PyTorch's weight gradient of GPT-2's LM head reads the output gradient transposed, strided by
     the vocabulary (50257: not a 16-byte multiple in bf16); round 31's trace measured it 4.3 ms."""
-    from simcore.calibration.classify import gemm_shape
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
+    from simcore.traces.classify import gemm_shape
     from simcore.workload.replay import price_shape
 
     bf = ["c10::BFloat16", "c10::BFloat16"]

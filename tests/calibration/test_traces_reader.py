@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.calibration.traces import kineto, read_trace
-from simcore.calibration.traces.synth import SynthConfig, write_trace
 from simcore.errors import TraceError
+from simcore.traces import kineto, read_trace
+from simcore.traces.synth import SynthConfig, write_trace
 from tests.cli_runner import run_cli
 from tests.nsys_db import NSYS_CORE_TABLES
 
@@ -247,7 +247,7 @@ def _nsys_db(path: Path, with_gpu_table: bool = True) -> None:
 
 
 def test_nsys_reader(tmp_path: Path) -> None:
-    from simcore.calibration.classify import analyze
+    from simcore.traces.classify import analyze
 
     p = tmp_path / "run.sqlite"
     _nsys_db(p)
@@ -347,7 +347,7 @@ def test_profiler_options_are_counted(workers: int, monkeypatch: pytest.MonkeyPa
 
 
 def test_emit_nvtx_range_texts() -> None:
-    from simcore.calibration.traces.nsys import _parse_nvtx_op
+    from simcore.traces.nsys import _parse_nvtx_op
 
     text = (
         "aten::mm, seq = 3, op_id = 12, sizes = [[4096, 1024], [1024, 1024]], input_op_ids = [(1, 0), (2, 0)]"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from simcore.calibration.classify import analyze
-from simcore.calibration.traces import read_trace
-from simcore.calibration.traces.synth import SynthConfig, write_trace
 from simcore.cli import main
+from simcore.traces import read_trace
+from simcore.traces.classify import analyze
+from simcore.traces.synth import SynthConfig, write_trace
 from simcore.workload.replay import build_graph, load_analyses, match_device_name, replay, simulate
 from tests.nsys_db import NSYS_CORE_TABLES
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from simcore.calibration import fit_compute as FC
-from simcore.calibration.profile import (
+from simcore.specs.hardware import Device
+from simcore.specs.profile import (
     AttentionParams,
     ComputeProfile,
     GemmParams,
@@ -18,7 +19,6 @@ from simcore.calibration.profile import (
     MemoryParams,
     OptimizerParams,
 )
-from simcore.specs.hardware import Device
 
 COLS = [
     "kind",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from simcore.calibration import fit_compute as FC
-from simcore.calibration.profile import ComputeProfile, load_profile, save_profile
+from simcore.specs.profile import ComputeProfile, load_profile, save_profile
 from simcore.specs.registry import default_registry
 from tests.compute.synth import true_profile, write_csv
 

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 import simcore
 from simcore.calibration.fit_compute import neutral_profile
-from simcore.calibration.profile import ComputeProfile, GemmParams, MemoryParams, load_profile
 from simcore.compute import ops
 from simcore.errors import SimcoreError
 from simcore.specs.hardware import Device
+from simcore.specs.profile import ComputeProfile, GemmParams, MemoryParams, load_profile
 from simcore.specs.registry import default_registry
 
 H200 = default_registry().device("h200")
@@ -483,7 +483,7 @@ def test_row_width_factors() -> None:
     a block per row): the shipped profile carries the measured over fitted time per width and element
     size, linear in log2(width) between the widths and flat outside, applied where the row count is
     known."""
-    from simcore.calibration.profile import MemoryOpParams
+    from simcore.specs.profile import MemoryOpParams
 
     op = MemoryOpParams(width_knots=(1024.0, 4096.0), width_factors=(1.0, 2.0), width_factors_fp32=(1.0, 3.0))
     assert op.width_factor([512.0, 1024.0, 2048.0, 4096.0, 1e6]).tolist() == [1.0, 1.0, 1.5, 2.0, 2.0]
@@ -562,7 +562,7 @@ def test_sampling_argmax_matches_round_8_rows() -> None:
 def test_embedding_backward_hand_computed() -> None:
     """PyTorch's dense embedding backward: one kernel per token up to 3,072 tokens, else a sort and
     scans (a fixed time) plus segment sums over the tokens' rows at a bandwidth fraction."""
-    from simcore.calibration.profile import EmbeddingBackwardParams
+    from simcore.specs.profile import EmbeddingBackwardParams
 
     p = EmbeddingBackwardParams(direct_per_token=40e-9, direct_eff=1.0, sorted_t0=80e-6, sorted_eff=0.2)
     per_elt = 12.0 / H200.memory.bandwidth

@@ -15,8 +15,8 @@ from simcore.calibration.fit_compute import (
     read_ops,
     superseded_gemm_rows,
 )
-from simcore.calibration.profile import load_profile
 from simcore.compute import ops
+from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 
 H200 = default_registry().device("h200")

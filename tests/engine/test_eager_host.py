@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simcore.calibration.profile import load_profile
+from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import load_scenario
 
@@ -82,8 +82,8 @@ def test_pass_ops_scale_the_host_beyond_the_layers() -> None:
     halves it; the layers' host is untouched; the calibrated weight itself changes nothing. A compiled
     decode's weight is its loop between the graph's launches: each op beyond the calibrated compiled
     loop's costs what a generate() op does."""
-    from simcore.calibration.profile import CALIBRATED_PASS_OPS, calibrated_pass_ops
     from simcore.prediction import predict
+    from simcore.specs.profile import CALIBRATED_PASS_OPS, calibrated_pass_ops
 
     prof = load_profile(default_registry().device("h200"))
     fixed = prof.host_of("infer_generate_fixed_swiglu", True, "huggingface")

@@ -9,8 +9,8 @@ import pytest
 
 import simcore
 from simcore.calibration.fit_compute import strided_swiglu_ratios
-from simcore.calibration.profile import load_profile
 from simcore.compute import ops as C
+from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import load_scenario
 from simcore.workload import lowering as L

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from simcore.calibration.profile import load_profile
 from simcore.prediction import predict
+from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import scenario_from_dict
 from simcore.workload.model import weight_tensors

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simcore
-from simcore.calibration.profile import load_profile
+from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import load_scenario
 from simcore.specs.scenario import CpuOpTime, Scenario

@@ -11,9 +11,10 @@ import pytest
 
 import simcore
 from simcore.cli import main
+from simcore.memory import RESERVED_BYTES
 from simcore.planning import SearchOptions, plan
 from simcore.planning.plan import scenario_for
-from simcore.prediction import RESERVED_BYTES, TrainingResult
+from simcore.prediction import TrainingResult
 from simcore.specs.resolve import cluster_for, load_scenario, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]

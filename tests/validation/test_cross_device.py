@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from simcore.calibration.calibrate import calibrate
-from simcore.calibration.profile import ComputeProfile, load_profile
+from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.registry import builtin_dir, default_registry
 from simcore.validation import cross_device as X
 from tests.calibration.test_traces_calibrate import _assert_same_fit

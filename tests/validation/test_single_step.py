@@ -79,8 +79,8 @@ def test_sdpa_math_fallback_is_eager_attention() -> None:
     """fp32 grouped-query attention runs SDPA's math fallback (round 60's Mistral): the same ops as
     transformers' eager attention, and no fused kernel's op, so validate prices it as eager (review: a
     wider test for "fused" had taken the SDPA wrapper for a fused kernel)."""
-    from simcore.calibration.classify import analyze
-    from simcore.calibration.traces import read_trace
+    from simcore.traces import read_trace
+    from simcore.traces.classify import analyze
     from simcore.validation.traces import sdpa_backend
 
     a = analyze(
@@ -116,9 +116,9 @@ def test_one_step_trace_reports_a_broken_file(tmp_path: Path) -> None:
 def test_probe_window_what_if() -> None:
     """``trace_report --probe-window N``: an inference trace's pace over N-call windows (0: one median),
     a training trace's unchanged; a negative window is one clear error."""
-    from simcore.calibration.classify import analyze
     from simcore.calibration.host_trace import PROBE_WINDOW, op_speed
-    from simcore.calibration.traces import read_trace
+    from simcore.traces import read_trace
+    from simcore.traces.classify import analyze
     from simcore.validation.trace_report import TraceCase, main, run
 
     gen = REPO / "traces" / "h200" / "round82" / "hf_generate_gpt2_L12_b2_topp.json.gz"
@@ -143,9 +143,9 @@ def test_one_unannotated_static_generate_step(tmp_path: Path) -> None:
     """A compiled static-cache generate() call cut to one unannotated step: its decode graph's record is
     counted over the whole trace (the step has no host range), as in the annotated steps (round 98's
     Qwen2 at batch 768: one step's prediction had left the record out, -12.8 %)."""
-    from simcore.calibration.classify import analyze
     from simcore.calibration.host_trace import graph_records_per_step
-    from simcore.calibration.traces import read_trace
+    from simcore.traces import read_trace
+    from simcore.traces.classify import analyze
 
     src = REPO / "traces" / "h200" / "round98" / "hf_generate_qwen2_L10_h1536_b768_static.json.gz"
     dst = tmp_path / "one.json.gz"
@@ -165,8 +165,8 @@ def test_one_unannotated_inference_step_is_not_split_into_its_passes(tmp_path: P
     """A user's nanoGPT prefill + 8 decode passes cut to one step repeats its 165 kernels every pass:
     found by repetition those were nine 'steps' of one pass each (measured 6.1 ms against the step's 55),
     which the step's composition (a prefill and eight decode steps) cannot price. Taken as one step."""
-    from simcore.calibration.classify import analyze
-    from simcore.calibration.traces import read_trace
+    from simcore.traces import read_trace
+    from simcore.traces.classify import analyze
 
     src = REPO / "traces" / "h200" / "round78" / "user_infer_nanogpt_L12_h1024_b32_p128.json.gz"
     dst = tmp_path / "one.json.gz"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import simcore
-from simcore.calibration.classify import analyze
-from simcore.calibration.traces import read_trace
+from simcore.traces import read_trace
+from simcore.traces.classify import analyze
 from simcore.validation.trace_report import read_index, summary
 from simcore.validation.traces import predicted_class, validate
 from tests.cli_runner import run_cli
@@ -347,7 +347,7 @@ def test_inference_step_composition_from_the_trace(tmp_path: Path) -> None:
     # traces/README.md: each profiled step = one prefill + 8 decode steps of a 4-layer model
     assert inference_composition(a, 4) == (1.0, 8.0)
     # no attention shapes recorded: nothing to count
-    from simcore.calibration.traces.synth import SynthConfig, write_trace
+    from simcore.traces.synth import SynthConfig, write_trace
 
     p = tmp_path / "t.json"
     write_trace(p, SynthConfig(steps=1))
@@ -595,7 +595,7 @@ def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     """tools/gpt.py's layers issue the ops the host model was measured on (no scaling); a user's
     nn.TransformerEncoder layers issue 35 forward ops and 66 backward nodes (round 74), read and used."""
     from simcore.calibration.host_trace import layer_op_counts
-    from simcore.calibration.profile import CALIBRATED_LAYER_OPS
+    from simcore.specs.profile import CALIBRATED_LAYER_OPS
 
     for name, act in (("h200_train_gpt125m_eager", "gelu"), ("h200_train_llama1b_eager", "swiglu")):
         a = analyze(read_trace(REPO / CASES[name][0]))
@@ -615,7 +615,7 @@ def test_layer_ops_of_transformers_training_layers() -> None:
     biased q / k / v six more, cheap, backward nodes (99 of them, 1.05 of the Llama's weight), read and used, and a
     Phi-3 layer's fused projections more ops (72 / 83) of about the Llama's weight (0.94 / 0.95)."""
     from simcore.calibration.host_trace import layer_op_counts
-    from simcore.calibration.profile import (
+    from simcore.specs.profile import (
         CALIBRATED_HF_LAYER_OPS,
         CALIBRATED_HF_LAYER_WEIGHTS,
         calibrated_layer_ops,
@@ -650,7 +650,7 @@ def test_decode_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     """tools/gpt.py's decode layers issue the calibrated 25 (GPT block, round 77) and 27 (Llama block) ops;
     a hand-written Llama with a torch.cat KV cache 36 (round 76), read and used."""
     from simcore.calibration.host_trace import decode_layer_op_count
-    from simcore.calibration.profile import CALIBRATED_DECODE_LAYER_OPS
+    from simcore.specs.profile import CALIBRATED_DECODE_LAYER_OPS
 
     for path, act in (
         ("traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz", "gelu"),
@@ -672,7 +672,7 @@ def test_pass_ops_of_generate_without_an_end_of_sequence_id() -> None:
     at profile.LOOP_OP_WEIGHTS), against the calibrated generate()'s (profile.CALIBRATED_PASS_OPS); the
     calibrated code's own traces get no pass_ops."""
     from simcore.calibration.host_trace import decode_pass_op_count
-    from simcore.calibration.profile import CALIBRATED_PASS_OPS
+    from simcore.specs.profile import CALIBRATED_PASS_OPS
 
     n = "h200_r55_generate_qwen2_l8_h2048_b8"
     rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
@@ -715,7 +715,7 @@ def test_layer_ops_of_one_unannotated_step(tmp_path: Path) -> None:
 def test_attention_backend_mask_and_dropout_are_read_from_the_trace() -> None:
     """Round 40: PyTorch's default SDPA backend on the H200 is cuDNN (simcore's own traces forced
     flash); transformers' compiled GPT-2 passes a [b, 1, s, s] mask and dropout 0.1 to it."""
-    from simcore.calibration.classify import attention_shape
+    from simcore.traces.classify import attention_shape
     from simcore.validation.traces import dropout_p, sdpa_backend
     from simcore.workload.replay import load_analyses
 
@@ -827,7 +827,7 @@ def test_profiler_options_are_read_from_the_trace() -> None:
     each kind changes by its measured ratio (rounds 47-48's fit points of simcore's layers: +22 % on a
     forward layer; round 54's of transformers' layers: +5 % over the base fitted with round 102's rows, +14 % over
     round 32's alone, and +30 % outside the layers over the geometric-mean probes of stop 29)."""
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     prof = load_profile(default_registry().device("h200"))
@@ -894,7 +894,7 @@ def test_transformers_decode_layer_ops_scale_its_decode_host_alone() -> None:
     attention) top-level ops; a static cache's eager decode layer 63 (round 84), read and used for the
     decode passes only (its prefill's layers issue the same 62 as the dynamic cache's)."""
     from simcore.calibration.host_trace import decode_layer_op_count
-    from simcore.calibration.profile import CALIBRATED_HF_DECODE_LAYER_OPS
+    from simcore.specs.profile import CALIBRATED_HF_DECODE_LAYER_OPS
 
     for name, key in (
         ("h200_r31_infer_llama_l8_h2048_b4", "swiglu"),
@@ -922,7 +922,7 @@ def test_transformers_decode_layer_ops_scale_its_decode_host_alone() -> None:
     assert a.prefill_host_s == pytest.approx(b.prefill_host_s)
     assert a.decode_host_s > b.decode_host_s
     # by its 8 layers' share alone: 8 x the profile's layer at the trace's pace x (63 / 54 - 1)
-    from simcore.calibration.profile import load_profile
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     prof = load_profile(default_registry().device("h200")).at_cpu_speed(rt["cpu_op_time"]["main"], inference=True)

@@ -90,8 +90,8 @@ def test_eager_norm_is_row_wise_and_its_backward_one_fitted_op(model) -> None:  
     (bwd,) = L.backward_of(norm)
     assert bwd.args["name"].endswith("_bwd") and bwd.args["rows"] == T
     # the row count makes the same bytes slower when rows are long (few CTAs' worth of work each)
-    from simcore.calibration.profile import load_profile
     from simcore.compute import ops as C
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     dev = default_registry().device("h200")
@@ -104,8 +104,8 @@ def test_eager_norm_is_row_wise_and_its_backward_one_fitted_op(model) -> None:  
 
 
 def test_compiled_norm_prices_on_the_streaming_curve() -> None:
-    from simcore.calibration.profile import load_profile
     from simcore.compute.ops import memory_op
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     dev = default_registry().device("h200")

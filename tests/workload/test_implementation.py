@@ -211,8 +211,8 @@ def test_validate_reads_the_dense_mask_of_compiled_hf() -> None:
 def test_mixed_dtype_and_strided_kernels(gpt, llama) -> None:  # type: ignore[no-untyped-def]
     """Round 36: PyTorch's unrolled (mixed dtypes) and strided kernels are their own fitted ops,
     slower per byte than the plain ones; the lowering uses them where the code runs them."""
-    from simcore.calibration.profile import load_profile
     from simcore.compute.ops import memory_op
+    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
     dev = default_registry().device("h200")

@@ -23,8 +23,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from simcore.calibration.traces.model import Annotation, CpuOp, GpuEvent, RuntimeCall, Trace
 from simcore.errors import TraceError
+from simcore.traces.model import Annotation, CpuOp, GpuEvent, RuntimeCall, Trace
 
 _LAUNCH_WORDS = ("Launch", "launch", "Memcpy", "Memset", "memcpy", "memset")
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
-from simcore.calibration.traces.model import Annotation, CpuOp, GpuEvent, RuntimeCall, Trace
 from simcore.errors import TraceError
+from simcore.traces.model import Annotation, CpuOp, GpuEvent, RuntimeCall, Trace
 
 CHUNK = 4 << 20
 """Bytes read (decompressed) per refill."""

@@ -1,7 +1,7 @@
 """Measured traces in: PyTorch profiler (Kineto) JSON and Nsight Systems SQLite readers.
 
 :func:`read_trace` picks the reader from the file's content and returns a
-:class:`~simcore.calibration.traces.model.Trace`; a file that cannot be read raises
+:class:`~simcore.traces.model.Trace`; a file that cannot be read raises
 :class:`~simcore.errors.TraceError` with one line naming it.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simcore.calibration.traces.model import Annotation, CpuOp, GpuEvent, RuntimeCall, Trace
 from simcore.errors import TraceError
+from simcore.traces.model import Annotation, CpuOp, GpuEvent, RuntimeCall, Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db")
 
@@ -31,11 +31,11 @@ def read_trace(path: str | Path) -> Trace:
     with open(p, "rb") as fh:
         head = fh.read(16)
     if head.startswith(b"SQLite format 3"):
-        from simcore.calibration.traces import nsys
+        from simcore.traces import nsys
 
         tr: Trace = nsys.read_nsys(p)
         return tr
-    from simcore.calibration.traces.kineto import read_kineto
+    from simcore.traces.kineto import read_kineto
 
     return read_kineto(p)
 
@@ -53,16 +53,16 @@ def expand_paths(paths: list[str] | list[Path]) -> list[Path]:
 
 
 def read_kineto(path: str | Path) -> Trace:
-    """Read a PyTorch profiler (Kineto) trace; see :func:`simcore.calibration.traces.kineto.read_kineto`."""
-    from simcore.calibration.traces import kineto
+    """Read a PyTorch profiler (Kineto) trace; see :func:`simcore.traces.kineto.read_kineto`."""
+    from simcore.traces import kineto
 
     tr: Trace = kineto.read_kineto(path)
     return tr
 
 
 def read_nsys(path: str | Path) -> Trace:
-    """Read an Nsight Systems SQLite export; see :func:`simcore.calibration.traces.nsys.read_nsys`."""
-    from simcore.calibration.traces import nsys
+    """Read an Nsight Systems SQLite export; see :func:`simcore.traces.nsys.read_nsys`."""
+    from simcore.traces import nsys
 
     tr: Trace = nsys.read_nsys(path)
     return tr

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.comm.collectives import OPS, busbw_factor
 from simcore.errors import SimcoreError, TraceError
+from simcore.specs.comm_profile import OPS, busbw_factor
 
 _NCCL_TYPES = {
     "float": "fp32",

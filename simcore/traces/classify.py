@@ -1,6 +1,6 @@
 """Kernel classification, shape recovery and step detection for measured traces.
 
-Every GPU activity of a :class:`~simcore.calibration.traces.model.Trace` gets a class:
+Every GPU activity of a :class:`~simcore.traces.model.Trace` gets a class:
 
 ``gemm``, ``attention``, ``norm``, ``elementwise``, ``loss``, ``embedding``, ``optimizer``,
 ``comm:<collective>`` (``comm:all_reduce``, ...), ``memcpy``, ``memset``
@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from simcore.calibration.profile import backend_of_name
-from simcore.calibration.traces.model import CpuOp, GpuEvent, Trace
-from simcore.compute.ops import dtype_variant, memory_op_traffic
 from simcore.errors import TraceError
 from simcore.specs.hardware import DTYPE_BYTES
+from simcore.specs.ops import dtype_variant, memory_op_traffic
+from simcore.specs.profile import backend_of_name
+from simcore.traces.model import CpuOp, GpuEvent, Trace
 
 CLASSES = (
     "gemm",

@@ -1,0 +1,1 @@
+"""Execution engines: the analytic (closed-form, vectorised) engine, the discrete-event engine and pipeline schedules."""
