@@ -149,7 +149,7 @@ def power_cap_time(dev: Device, prof: ComputeProfile, seconds: dict[str, Num], i
     ``power_fraction[family] x TDP`` while it runs, the idle device ``power_fraction["idle"] x TDP``.
     When the average exceeds the TDP the card holds it by stretching the step with low-power
     time: ``x = (sum_f t_f P_f + t_idle P_idle - TDP T) / (TDP - P_idle)`` for a step of ``T`` seconds.
-    On the H200, GEMM kernels timed by their own durations (round 19) draw more than the TDP when
+    On the H200, GEMM kernels timed by their own durations draw more than the TDP when
     they run back to back (``power_fraction["gemm"] > 1``): a stream of GEMMs is stretched by the
     measured 16 %, a training step that mixes them with memory-bound work not at all. Profiles
     without power data, or whose families all draw at most the TDP, add nothing."""
@@ -317,7 +317,7 @@ _PRICED_AS = {
 }
 
 # PyTorch's softmax backward launches a product kernel (the gradient times the output) before its own:
-# a calibration row of the op times both (round 59), a trace shows both; the op's fit is its own kernel
+# a calibration row of the op times both, a trace shows both; the op's fit is its own kernel
 PRODUCT_BEFORE = {"softmax_bwd": "mul"}
 
 # names used by PyTorch / the calibration traces -> simcore op names
@@ -451,7 +451,7 @@ def optimizer_step(
         raise SimcoreError(f"unknown optimizer {optimizer!r}; known: adamw, sgd", field="optimizer")
     key = f"{optimizer}_{'fused' if fused else 'unfused'}"
     kind = "master" if master_weights else ("bf16" if param_dtype in ("bf16", "fp16") else "fp32")
-    # 16-bit parameters and moments: their own entry where measured (round 72: the update of half the
+    # 16-bit parameters and moments: their own entry where measured (the update of half the
     # bytes takes ~0.63x the fp32 one's time, not 0.5x), else the fp32 one's per-byte efficiency
     low = prof.optimizer.get(f"{key}_bf16") if kind == "bf16" else None
     op = low or prof.optimizer.get(key) or prof.optimizer.get(f"adamw_{'fused' if fused else 'unfused'}")

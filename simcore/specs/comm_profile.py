@@ -123,7 +123,7 @@ class CommProfile(Spec):
     compute_slowdown: float = Field(default=1.0, ge=1.0)
     """Factor on compute kernels while a collective of this system runs beside them on another
     stream (NCCL's kernels take SMs and HBM bandwidth): the median over GEMMs and memory-bound ops of
-    their time beside a stream of all-reduces over their time alone (round 21, 2 H200s: 1.36)."""
+    their time beside a stream of all-reduces over their time alone (two NVLinked H200s: 1.36; docs/compute.md, compute beside overlapped collectives)."""
     op_overhead: dict[str, Seconds] = {}
     """Per-call floor of an op, seconds: back-to-back calls cannot be issued faster than the host
     launch path (torch.distributed + NCCL enqueue), so time = max(floor, latency + wire); default 0."""

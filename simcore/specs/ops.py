@@ -49,7 +49,7 @@ TRAFFIC: dict[str, tuple[float, float, float]] = {
     # torch.compile's fused residual add + norm (+ cast): a Triton kernel of its own, streaming its bytes
     # like the generated elementwise kernels (priced as ``add``), not PyTorch's eager norm kernels
     "compiled_norm": (2.0, 0.0, 8.0),
-    # PyTorch's slower kernels for the same ops (round 36, tools/bench_elementwise.py): operands of
+    # PyTorch's slower kernels for the same ops (measured by the elementwise suite, docs/compute.md): operands of
     # two dtypes take the unrolled loop with dynamic casts (bf16 -> fp32 upcasts, an fp32 residual
     # plus a bf16 branch: ``elt`` the mean element size), non-contiguous ones the strided loop (the
     # halves of a fused gate/up output, a transposed view made contiguous, transformers' KV-cache
@@ -63,14 +63,14 @@ TRAFFIC: dict[str, tuple[float, float, float]] = {
     "copy_strided_fp32": (2.0, 0.0, 0.0),
     "cat_strided": (2.0, 0.0, 0.0),
     # a Python scalar operand (``x * 0.125``, ``1 + t``): one tensor read and one written, PyTorch's
-    # vectorised loop (round 59, tools/bench_eager_ops.py)
+    # vectorised loop (the eager-ops suite, docs/compute.md)
     "mul_scalar": (2.0, 0.0, 1.0),
     # an operand broadcast to the other's shape (a stride-0 dimension: RMSNorm's per-row statistic and
     # per-column weight, an additive ``[b, 1, q, k]`` mask over the heads) takes the non-vectorised
     # offset loop, bound by elements more than bytes (``_fp32``: the fp32 rows' own fit); the
     # broadcast operand's bytes are not counted. ``add_bcast_mixed``: bf16 scores plus an fp32 mask,
     # fp32 out (eager attention under autocast): the unrolled loop with dynamic casts and offsets,
-    # ~1.1 TB/s at any size (round 59)
+    # ~1.1 TB/s at any size on the H200
     "add_bcast": (2.0, 0.0, 1.0),
     "add_bcast_fp32": (2.0, 0.0, 1.0),
     "mul_bcast": (2.0, 0.0, 1.0),

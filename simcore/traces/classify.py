@@ -597,7 +597,7 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
             ]
             n = max(_numel(shapes[0][1]), _numel(shapes[1][1]))
             # copy_(dst, src): an upcast runs PyTorch's unrolled copy, a downcast the vectorised one,
-            # a copy from a non-contiguous source the strided loop (round 36)
+            # a copy from a non-contiguous source the strided loop
             nm = "cast_up" if e[0] > e[1] else "cast" if e[0] != e[1] else "copy"
             if nm == "copy" and shapes[1][0] in strided:
                 nm = "copy_strided_fp32" if e[0] == 4.0 else "copy_strided"
@@ -609,7 +609,7 @@ def memory_shape(op: CpuOp) -> dict[str, Any] | None:
         kinds = {dtype_of(types[i]) for i in tensors if i < len(types)}
         bcast = any(_numel(dims[i]) < best for i in tensors)
         if name != "silu" and len(kinds) > 1:
-            # operands of two dtypes: the unrolled loop, with offsets where one is broadcast (round 59)
+            # operands of two dtypes: the unrolled loop, with offsets where one is broadcast
             name = "add_bcast_mixed" if bcast else name + "_mixed"
         elif name != "silu" and bcast and not strided & set(tensors):
             # an operand broadcast to the other's shape (a stride-0 dimension): the offset loop

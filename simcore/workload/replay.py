@@ -428,7 +428,7 @@ def simulate(g: TaskGraph, durations: list[float] | None = None) -> Schedule:
 def clock_offsets(g: TaskGraph) -> dict[int, float]:
     """Seconds to add to each rank's trace times to put them on one clock: a trace's times count from its
     own first event, so two ranks' traces started apart are apart by their epoch starts
-    (``Trace.t0_ns``; round 44's TP ranks 19.6 ms). Zeros where a rank's trace has no epoch clock."""
+    (``Trace.t0_ns``; two TP ranks' traces measured 19.6 ms apart). Zeros where a rank's trace has no epoch clock."""
     t0 = {r: info.analysis.trace.t0_ns for r, info in g.ranks.items()}
     if any(v is None for v in t0.values()):
         return {r: 0.0 for r in g.ranks}
