@@ -9,8 +9,8 @@ Rows in ``bench_ops.py``'s CSV layout (``kind=optimizer``, ``dtype`` the paramet
 parameter count, ``batch`` the tensor count, ``name`` ``adamw_fused`` / ``adamw_foreach``, ``bytes`` the
 minimal traffic: 14 bytes a bf16 parameter, 28 an fp32 one), eager calls of ``opt.step()`` over 16 Mi-element
 tensors, 1 Mi to 1 Gi parameters; fp32 rows at the same sizes are measured beside them in the same process
-(a reference for the ratio, named ``*_ref``; ``tools/collect_h200_round72.sh`` moves them to a file of their
-own whose ``kind`` column is renamed ``op``, so that no calibration takes them beside round 1's).
+(a reference for the ratio, named ``*_ref``; ``tools/collect.py optimizer`` moves them to a file of their
+own whose ``kind`` column is renamed ``op``, so that no calibration takes them beside the op sweep's).
 
   python tools/bench_optimizer.py --out optimizer_bf16.csv [--smoke] [--budget S]
 """

@@ -1,0 +1,88 @@
+"""tools/collect.py, the measurement harness: its suite table, --list and --dry-run (no torch, no GPU)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COLLECT = ROOT / "tools" / "collect.py"
+
+
+def _collect() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("simcore_tools_collect", COLLECT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+collect = _collect()
+
+
+def test_list_runs_without_torch() -> None:
+    out = subprocess.run(
+        [sys.executable, "-S", str(COLLECT), "--list"], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    for name, suite in collect.SUITES.items():
+        assert name in out and f"tools/{suite.script}" in out
+
+
+def test_every_suite_names_an_existing_script() -> None:
+    for name, suite in collect.SUITES.items():
+        assert (ROOT / "tools" / suite.script).is_file(), name
+        if suite.merge:
+            assert (ROOT / "tools" / suite.merge[0]).is_file(), name
+
+
+def test_tools_is_a_harness_not_a_log() -> None:
+    files = [p for p in (ROOT / "tools").iterdir() if not p.name.startswith(".") and p.name != "__pycache__"]
+    assert len(files) <= 40
+    assert not list((ROOT / "tools").glob("*.sh"))
+
+
+@pytest.mark.parametrize("name", list(collect.SUITES))
+def test_dry_run_prints_command_and_manifest(
+    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    suite = collect.SUITES[name]
+    assert collect.main([name, "--dry-run", "--out", str(tmp_path), "--budget", "5"]) == 0
+    out = capsys.readouterr().out
+    commands, _, manifest = out.partition(f"# would write {tmp_path / 'manifest.json'}:\n")
+    lines = commands.splitlines()
+    assert len(lines) == suite.runs + bool(suite.merge)
+    assert f"tools/{suite.script}" in lines[0] and lines[0].endswith("--budget 5")
+    assert ("torchrun" in lines[0]) == (suite.gpus > 1)
+    assert "{out}" not in commands
+    assert (str(tmp_path) in commands) == any("{out}" in a for a in suite.args)
+    man = json.loads(manifest)
+    for key in ("suite", "args", "commands", "gpu", "driver", "cuda", "torch", "simcore", "started"):
+        assert key in man
+    assert man["suite"] == name and man["args"] == ["--budget", "5"] and man["commands"] == lines
+    assert not list(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_smoke_only_where_the_script_has_it() -> None:
+    with pytest.raises(SystemExit):
+        collect.main(["power", "--smoke", "--dry-run"])
+    assert collect.supports_smoke(collect.SUITES["ops"])
+
+
+def test_split_moves_the_masked_one_query_rows(tmp_path: Path) -> None:
+    """attention-one-query's split gives round 92's two committed files back from their union."""
+    r92 = ROOT / "traces" / "h200" / "round92"
+    short = gzip.decompress((r92 / "attention_short.csv.gz").read_bytes()).decode().splitlines()
+    masked = gzip.decompress((r92 / "attention_masked_decode.csv.gz").read_bytes()).decode().splitlines()
+    (tmp_path / "attention_short.csv").write_text("\n".join(short + masked[1:]) + "\n")
+    split = collect.SUITES["attention-one-query"].splits[0]
+    assert collect.apply_split(tmp_path, split) == len(masked) - 1
+    assert (tmp_path / "attention_masked_decode.csv").read_text().splitlines() == masked
+    assert (tmp_path / "attention_short.csv").read_text().splitlines() == short
