@@ -7,15 +7,9 @@ lowered ops once per layout element and composes them into the step:
 ``step = pipeline(F_s, B_s, m, p, v, schedule) + exposed data-parallel reduction + optimizer``
 
 where ``F_s``/``B_s`` are a stage's forward/backward seconds per micro-batch (compute plus exposed
-tensor/context/expert-parallel communication, plus recomputation), and the pipeline closed forms
-are those the discrete-event engine reproduces on uncontended cases (tests hold them within 1 %):
-
-* GPipe, 1F1B: ``(m-1) max_s(F_s+B_s) + sum_s(F_s+B_s) + 2(p-1)c``
-* interleaved 1F1B: ``m max_s(F_s+B_s) + (p-1)/v (F+B) + 2 v (p-1) c``
-* zero-bubble H1: the 1F1B form less ``(p-1) W`` (weight gradients fill the cool-down)
-* DualPipe: ``m (F+B) + (p/2-1)(F+B+B_in-3W)`` (DeepSeek-V3 report, with F&B = F+B)
-
-with ``c`` the point-to-point time of one micro-batch's activations between stages.
+tensor/context/expert-parallel communication, plus recomputation, plus the host time the GPU waits
+for), and the pipeline is :func:`simcore.engine.schedules.pipeline_time`, the closed form the
+discrete-event engine reproduces on uncontended cases (see docs/parallelism.md, pipeline schedules).
 """
 
 from __future__ import annotations
@@ -491,7 +485,7 @@ def _add_amp_casts(s: _Step, work: _StageWork) -> None:
 class _HostTables:
     """Eager host seconds of a step's parts from the profile's measured host tables
     (``ComputeProfile.host_layer``), for the run's framework, profiler, wrapper and code
-    (see docs/host.md)."""
+    (see docs/compute.md, host model)."""
 
     s: _Step
     own: dict[str, str]
@@ -574,7 +568,7 @@ def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
     """Host seconds to issue one micro-batch's forward and backward of a stage's layers (eager
     PyTorch: the host dispatches every op of a layer: module calls, autocast, autograd), with the
     wrapper, recomputation, DDP hooks, the profiler's options and the run's own ops per layer
-    (see docs/host.md)."""
+    (see docs/compute.md, host model)."""
     prof, model, act_key, lk, hv = s.prof, s.model, s.act_key, s.lk, ht.hv
     implementation, layer_ops, compiled = s.implementation, s.layer_ops, s.compiled
     # a run's own code: its ops per layer over the calibrated code's (eager; a transformers layer with
@@ -639,7 +633,7 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     work outside the layers (embedding, LM head and loss on the main thread, their backward on the
     autograd thread, from whole profiled steps). A pipeline stage: a micro-batch's forward and backward
     on the stage take at least the host's time for both (its per-micro-batch excess, split as the
-    phases' excesses); the work outside the layers is not modelled (see docs/host.md).
+    phases' excesses); the work outside the layers is not modelled (see docs/compute.md, host model).
     """
     hv, lk = ht.hv, s.lk
     h_f, h_b = _layer_host(s, ht)
@@ -873,7 +867,7 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
     gradients unscales them and checks for inf/NaN; for a foreach (or for-loop) optimizer the host reads
     that flag before the update (GradScaler.step's ``found_inf.item()``): it waits for the GPU, so the
     update's host time is exposed. A fused optimizer takes the flag on the GPU: no wait (see
-    docs/host.md)."""
+    docs/compute.md, host model)."""
     training, pricer, zero, dp = s.training, s.pricer, s.zero, s.dp
     opt_params = params.total / np.where(zero >= 1, dp, 1.0)
     opt = C.with_launch(
@@ -971,7 +965,8 @@ def _step_time(
     power cap``. A power-capped GPU stretches a step whose kernels would draw more than its TDP on
     average. Where nothing synchronizes (one stage, eager host tables, no ``step_sync``, no loss
     scaling wait) the host runs ahead into the next step while the GPU finishes this one, so in the
-    steady state a step takes the larger of the host and GPU totals (see docs/host.md)."""
+    steady state a step takes the larger of the host and GPU totals (see docs/compute.md, composing a
+    training step)."""
     step = (
         pipe.t_pipe + dpc.dp_exposed + dpc.zero3_exposed + optm.opt + dpc.gil + dpc.ddp_copy
         + dpc.overlap_cost + optm.h_end
