@@ -211,62 +211,6 @@ def _exposed(
     return out
 
 
-@dataclass
-class _Step:
-    """What every part of a step's pricing reads: the layout grid as arrays, the recipe, the run's
-    options, the compute profile, the pricer and the lowering layout of one layer."""
-
-    model: ModelSpec
-    training: TrainingSpec
-    lay: TrainingLayout
-    cluster: ClusterInfo
-    framework: str
-    param_dtype: str
-    profiler: bool
-    gate_up: str
-    step_sync: bool
-    implementation: str
-    profiler_record: tuple[str, ...]
-    layer_ops: tuple[float, float] | None
-    tp: Num
-    pp: Num
-    dp: Num
-    cp: Num
-    ep: Num
-    vp: Num
-    mb: Num
-    sp: Num
-    schedule: Num
-    m: Num
-    """Micro-batches per step, ``global_batch / (micro_batch x dp)`` (at least 1)."""
-    prof: ComputeProfile
-    pricer: Pricer
-    lw: L.Layout
-    act_key: str
-    compiled: bool
-    layer_host: bool
-    """Host time from the profile's measured per-layer host tables (else per op, in the pricer)."""
-    lk: str
-    """The profile's host-table key of a layer (activation, MoE path, implementation, attention)."""
-    full_t: Num
-    sel_t: Num
-    zero: Num
-    zero0: Num
-    zero12: Num
-    zero3: Num
-    sb: Any
-    single_proc: Num
-    ddp: Num
-    act: float
-    pc: Any
-    vdiv: Num
-    layers_per_rank: Num
-
-    @property
-    def host_cal(self) -> dict[str, float]:
-        return self.prof.host_layer
-
-
 def _layer_layout(
     model: ModelSpec,
     lay: TrainingLayout,
@@ -308,99 +252,78 @@ def _layer_layout(
     return lw
 
 
-def _step_setup(
-    model: ModelSpec,
-    training: TrainingSpec,
-    lay: TrainingLayout,
-    cluster: ClusterInfo,
-    framework: str,
-    calibration: str | None,
-    param_dtype: str,
-    profiler: bool,
-    gate_up: str,
-    step_sync: bool,
-    cpu_op_time: tuple[float, float | None] | None,
-    implementation: str,
-    dropout: float,
-    attention_backend: str,
-    profiler_record: tuple[str, ...],
-    layer_ops: tuple[float, float] | None,
-) -> _Step:
-    """The layout grid as arrays, the compute profile at the run's CPU speed, the pricer, and whether
+class _Step:
+    """What every part of a step's pricing reads: the run's options, the layout grid as arrays, the
+    compute profile at the run's CPU speed, the pricer, the lowering layout of one layer, and whether
     host time comes from the profile's per-layer host tables (see :func:`evaluate`'s arguments)."""
-    tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
-    mb = _a(lay.micro_batch)
-    sp = _a(lay.sp, bool)
-    recompute = np.asarray(lay.recompute)
-    m = np.maximum(_a(lay.global_batch) / (mb * dp), 1.0)
-    prof = load_profile(cluster.device, calibration)
-    if cpu_op_time is not None:
-        prof = prof.at_cpu_speed(*cpu_op_time)
-    act_key = "swiglu" if model.activation == "swiglu" else "gelu"
-    host_cal = prof.host_layer
-    compiled = framework == "compiled"
-    # eager: measured per-layer host times; compiled (torch.compile): the same times scaled by the
-    # compiled/eager ratio measured in one process (fit_host), where the profile has it
-    layer_host = f"train_fwd_{act_key}" in host_cal and (
-        framework == "eager" or (compiled and f"compiled_ratio_fwd_{act_key}" in host_cal)
-    )
-    pricer = Pricer.for_layout(
-        cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not layer_host, profile=prof
-    )
-    zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
-    act = 2.0 if training.precision != "fp32" else 4.0
-    resid = 4.0 if param_dtype == "fp32" else act
-    lw = _layer_layout(
-        model, lay, tp, cp, ep, mb, sp, training.precision, act, resid, compiled, framework, gate_up,
-        implementation, dropout, attention_backend,
-    )
-    # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
-    # under AMP or the native bf16 one
-    moe_path = None if model.moe is None or compiled else ("moe" if lw.fp32_experts else "moe_native")
-    return _Step(
-        model=model,
-        training=training,
-        lay=lay,
-        cluster=cluster,
-        framework=framework,
-        param_dtype=param_dtype,
-        profiler=profiler,
-        gate_up=gate_up,
-        step_sync=step_sync,
-        implementation=implementation,
-        profiler_record=profiler_record,
-        layer_ops=layer_ops,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        ep=ep,
-        vp=vp,
-        mb=mb,
-        sp=sp,
-        schedule=np.asarray(lay.schedule),
-        m=m,
-        prof=prof,
-        pricer=pricer,
-        lw=lw,
-        act_key=act_key,
-        compiled=compiled,
-        layer_host=layer_host,
-        lk=prof.layer_key(act_key, moe_path, implementation, "train_fwd", attention_backend),
-        full_t=np.where(recompute == "full", 1.0, 0.0),
-        sel_t=np.where(recompute == "selective", 1.0, 0.0),
-        zero=zero,
-        zero0=zero == 0,
-        zero12=(zero >= 1) & (zero <= 2),
-        zero3=zero >= 3,
-        sb=M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype),
-        single_proc=np.asarray(lay.dp_mode) == "dataparallel",
-        ddp=(dp > 1) & (np.asarray(lay.dp_mode) == "ddp"),
-        act=act,
-        pc=param_counts(model),
-        vdiv=tp if lay.vocab_parallel else 1.0,
-        layers_per_rank=model.layers / pp,
-    )
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        training: TrainingSpec,
+        lay: TrainingLayout,
+        cluster: ClusterInfo,
+        framework: str,
+        calibration: str | None,
+        param_dtype: str,
+        profiler: bool,
+        gate_up: str,
+        step_sync: bool,
+        cpu_op_time: tuple[float, float | None] | None,
+        implementation: str,
+        dropout: float,
+        attention_backend: str,
+        profiler_record: tuple[str, ...],
+        layer_ops: tuple[float, float] | None,
+    ) -> None:
+        self.model, self.training, self.lay, self.cluster = model, training, lay, cluster
+        self.framework, self.param_dtype, self.profiler, self.gate_up = framework, param_dtype, profiler, gate_up
+        self.step_sync, self.implementation = step_sync, implementation
+        self.profiler_record, self.layer_ops = profiler_record, layer_ops
+        tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
+        self.tp, self.pp, self.dp, self.cp, self.ep, self.vp = tp, pp, dp, cp, ep, vp
+        self.mb = mb = _a(lay.micro_batch)
+        self.sp = sp = _a(lay.sp, bool)
+        recompute = np.asarray(lay.recompute)
+        self.schedule = np.asarray(lay.schedule)
+        self.m = np.maximum(_a(lay.global_batch) / (mb * dp), 1.0)
+        """Micro-batches per step, ``global_batch / (micro_batch x dp)`` (at least 1)."""
+        prof = load_profile(cluster.device, calibration)
+        if cpu_op_time is not None:
+            prof = prof.at_cpu_speed(*cpu_op_time)
+        self.prof: ComputeProfile = prof
+        self.act_key = act_key = "swiglu" if model.activation == "swiglu" else "gelu"
+        self.host_cal: dict[str, float] = prof.host_layer
+        self.compiled = compiled = framework == "compiled"
+        # eager: measured per-layer host times; compiled (torch.compile): the same times scaled by the
+        # compiled/eager ratio measured in one process (fit_host), where the profile has it
+        self.layer_host: bool = f"train_fwd_{act_key}" in self.host_cal and (
+            framework == "eager" or (compiled and f"compiled_ratio_fwd_{act_key}" in self.host_cal)
+        )
+        self.pricer = Pricer.for_layout(
+            cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not self.layer_host, profile=prof
+        )
+        self.full_t = np.where(recompute == "full", 1.0, 0.0)
+        self.sel_t = np.where(recompute == "selective", 1.0, 0.0)
+        self.zero = zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
+        self.zero0, self.zero12, self.zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
+        self.sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
+        self.single_proc = np.asarray(lay.dp_mode) == "dataparallel"
+        self.ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
+        self.act = act = 2.0 if training.precision != "fp32" else 4.0
+        resid = 4.0 if param_dtype == "fp32" else act
+        self.lw = _layer_layout(
+            model, lay, tp, cp, ep, mb, sp, training.precision, act, resid, compiled, framework, gate_up,
+            implementation, dropout, attention_backend,
+        )
+        # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
+        # under AMP or the native bf16 one
+        moe_path = None if model.moe is None or compiled else ("moe" if self.lw.fp32_experts else "moe_native")
+        self.lk: str = prof.layer_key(act_key, moe_path, implementation, "train_fwd", attention_backend)
+        """The profile's host-table key of a layer (activation, MoE path, implementation, attention)."""
+        self.pc = param_counts(model)
+        self.vdiv = tp if lay.vocab_parallel else 1.0
+        self.layers_per_rank = model.layers / pp
 
 
 @dataclass
@@ -1045,7 +968,7 @@ def evaluate(
     (:func:`_pipeline`), data-parallel communication (:func:`_data_parallel`), optimizer
     (:func:`_optimizer`), the step and its breakdown (:func:`_step_time`) and memory
     (:func:`_step_memory`)."""
-    s = _step_setup(
+    s = _Step(
         model, training, lay, cluster, framework, calibration, param_dtype, profiler, gate_up, step_sync,
         cpu_op_time, implementation, dropout, attention_backend, profiler_record, layer_ops,
     )
