@@ -90,6 +90,51 @@ class DESResult:
         return 1.0 - busy / (end * len(self.busy_s))
 
 
+Key = tuple[str, str, int, int]
+"""A completion flag: ("done", task kind, virtual stage, micro-batch) or ("arr", ...) for a transfer."""
+
+
+def _missing(flags: set[Key], chain: int, kind: str, vs: int, mb: int) -> Key | None:
+    """The first unmet dependency of task ``kind`` of virtual stage ``vs`` for micro-batch ``mb`` (None
+    when it can run): a forward needs the previous stage's activations, a backward its own forward and
+    the next stage's gradients, a weight gradient its backward."""
+    if kind == "F":
+        key = ("arr", "F", vs, mb)
+        return key if vs % chain > 0 and key not in flags else None
+    if kind == "B":
+        key = ("done", "F", vs, mb)
+        if key not in flags:
+            return key
+        key = ("arr", "B", vs, mb)
+        return key if vs % chain < chain - 1 and key not in flags else None
+    key = ("done", "B", vs, mb)
+    return key if key not in flags else None
+
+
+def _task_seconds(st: StageTimes, kind: str, split_w: bool) -> float:
+    """Seconds of a task of a stage: its forward; its backward (less the weight gradients where the
+    schedule splits them out, ``split_w``); its weight gradients (none unless split)."""
+    if kind == "F":
+        return st.fwd
+    if kind == "B":
+        return st.bwd - st.wgrad if split_w else st.bwd
+    return st.wgrad if split_w else 0.0
+
+
+def _bucketed_reduction(now: float, start: float, window: float, dp: float, buckets: int, overlap: bool) -> tuple[float, float]:
+    """(start, end) seconds of a rank's data-parallel gradient reduction of ``dp`` seconds in ``buckets``
+    buckets. Overlapped: bucket ``j`` is ready ``(j+1)/buckets`` of the way through the ``window``
+    seconds of backward that began at ``start`` and is reduced after the previous one, ending no
+    earlier than ``now`` (the last backward's end); else the whole reduction runs from ``now``."""
+    if not overlap:
+        return now, now + dp
+    t = start
+    for j in range(buckets):
+        ready_at = start + (j + 1) * window / buckets
+        t = max(t, ready_at) + dp / buckets
+    return start + window / buckets, max(t, now)
+
+
 def simulate_pipeline(job: PipelineJob) -> DESResult:
     """Run one step in simpy and return its time and timeline."""
     env = simpy.Environment()
@@ -101,16 +146,16 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
     chain = chain_length(job.schedule, p, job.vp)
     split_w = job.schedule in ("zero_bubble", "dualpipe")
     # Completion flags ("done" for tasks, "arr" for transfers); simpy events only where a rank waits.
-    flags: set[tuple[str, str, int, int]] = set()
-    waiters: dict[tuple[str, str, int, int], simpy.Event] = {}
+    flags: set[Key] = set()
+    waiters: dict[Key, simpy.Event] = {}
 
-    def mark(key: tuple[str, str, int, int]) -> None:
+    def mark(key: Key) -> None:
         flags.add(key)
         ev = waiters.pop(key, None)
         if ev is not None:
             ev.succeed()
 
-    def wait_for(key: tuple[str, str, int, int]) -> simpy.Event:
+    def wait_for(key: Key) -> simpy.Event:
         if key in flags:
             done_ev = env.event()
             done_ev.succeed()
@@ -143,36 +188,8 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
         counter[0] += 1
         env.timeout(t1 - env.now).callbacks.append(lambda _ev: mark(key))
 
-    def missing(kind: str, vs: int, mb: int) -> tuple[str, str, int, int] | None:
-        """The first unmet dependency of a task (None when it can run)."""
-        if kind == "F":
-            key = ("arr", "F", vs, mb)
-            return key if vs % chain > 0 and key not in flags else None
-        if kind == "B":
-            key = ("done", "F", vs, mb)
-            if key not in flags:
-                return key
-            key = ("arr", "B", vs, mb)
-            return key if vs % chain < chain - 1 and key not in flags else None
-        key = ("done", "B", vs, mb)
-        return key if key not in flags else None
-
-    def ready(kind: str, vs: int, mb: int) -> bool:
-        if kind == "F":
-            return vs % chain == 0 or ("arr", "F", vs, mb) in flags
-        if kind == "B":
-            return ("done", "F", vs, mb) in flags and (
-                vs % chain == chain - 1 or ("arr", "B", vs, mb) in flags
-            )
-        return ("done", "B", vs, mb) in flags
-
     def duration(kind: str, vs: int) -> float:
-        st = job.stages[vs]
-        if kind == "F":
-            return st.fwd
-        if kind == "B":
-            return st.bwd - st.wgrad if split_w else st.bwd
-        return st.wgrad if split_w else 0.0
+        return _task_seconds(job.stages[vs], kind, split_w)
 
     finish = [0.0] * p
     last_b_start: dict[int, float] = {}
@@ -193,12 +210,12 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
             else:
                 order = heads
             for kind, vs, mb, qi in order:
-                if ready(kind, vs, mb):
+                if _missing(flags, chain, kind, vs, mb) is None:
                     pick = qi
                     break
             if pick < 0:
                 # wait for one unmet dependency of each head, then look again
-                keys = [missing(kind, vs, mb) for kind, vs, mb, _ in heads]
+                keys = [_missing(flags, chain, kind, vs, mb) for kind, vs, mb, _ in heads]
                 waits = [wait_for(k) for k in keys if k is not None]
                 yield waits[0] if len(waits) == 1 else env.any_of(waits)
                 continue
@@ -227,43 +244,29 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
         # data-parallel gradient reduction: buckets released during the last backward
         dp = job.dp_time[r] if job.dp_time else 0.0
         if dp > 0:
-            nb = max(job.buckets, 1)
             if job.dp_window:
                 # the rank's whole backward of its last micro-batch (all of its chunks) ends now
                 last_b = job.dp_window[r]
                 start = env.now - last_b
             else:
-                last_b = duration("B", virtual_stage(job.schedule, p, r, 0)) + duration(
-                    "W", virtual_stage(job.schedule, p, r, 0)
-                )
+                vs0 = virtual_stage(job.schedule, p, r, 0)
+                last_b = duration("B", vs0) + duration("W", vs0)
                 start = last_b_start.get(r, env.now)
-            t = env.now
-            if job.dp_overlap:
-                # bucket j is ready (j+1)/nb of the way through the last backward
-                t = start
-                for j in range(nb):
-                    ready_at = start + (j + 1) * last_b / nb
-                    t = max(t, ready_at) + dp / nb
-                t = max(t, env.now)
-                comm_start = start + last_b / nb
-            else:
-                comm_start = env.now
-                t = env.now + dp
+            comm_start, t = _bucketed_reduction(env.now, start, last_b, dp, max(job.buckets, 1), job.dp_overlap)
             yield env.timeout(max(t - env.now, 0.0))
             events.append(Event(r, "dp_comm", "grad reduce", comm_start, t))
             counter[0] += 1
-        opt = job.optimizer_time[r] if job.optimizer_time else 0.0
-        if opt > 0:
-            t0 = env.now
-            yield env.timeout(opt)
-            events.append(Event(r, "compute", "optimizer", t0, env.now))
-            counter[0] += 1
-        tail = job.tail_time[r] if job.tail_time else 0.0
-        if tail > 0:
-            t0 = env.now
-            yield env.timeout(tail)
-            events.append(Event(r, "dp_comm", "param gather (exposed)", t0, env.now))
-            counter[0] += 1
+        # the optimizer step, then what the next step's forward cannot hide
+        for times, stream, name in (
+            (job.optimizer_time, "compute", "optimizer"),
+            (job.tail_time, "dp_comm", "param gather (exposed)"),
+        ):
+            secs = times[r] if times else 0.0
+            if secs > 0:
+                t0 = env.now
+                yield env.timeout(secs)
+                events.append(Event(r, stream, name, t0, env.now))
+                counter[0] += 1
         finish[r] = env.now
 
     for r in range(p):

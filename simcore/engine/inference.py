@@ -19,6 +19,7 @@ from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.profile import (
+    ComputeProfile,
     calibrated_decode_layer_ops,
     calibrated_pass_ops,
     compiled_prefill_pass_weight,
@@ -34,7 +35,8 @@ Num = Any
 
 LAUNCH_QUEUE_KERNELS = 1024
 """Kernels the host can have launched ahead of the GPU before a launch blocks (CUDA's pending-launch
-queue; round 52's trace: at most 1022 launched and not started, then launches of 1-5 ms)."""
+queue; a batch-32 decode trace in traces/h200/round52/ holds at most 1022 launched and not started,
+then launches of 1-5 ms; see docs/traces.md)."""
 
 
 @dataclass
@@ -67,7 +69,7 @@ def _forward(
     out = out.merged(pricer.price(L.head_fwd(model, lw, tokens=head_tokens)))
     # sampling the next token: an argmax over each sequence's logits (PyTorch's reduce kernel, an
     # elementwise-class kernel in a trace), row-wise: a few sequences' vocabulary-wide rows run on few
-    # SMs (round 8's decode_argmax, traces/h200/cold.csv.gz: ~26 us over 1-8 rows of 128,256 logits,
+    # SMs (decode_argmax in traces/h200/cold.csv.gz: ~26 us over 1-8 rows of 128,256 logits,
     # where their bytes alone give ~3 us)
     out = out.merged(
         pricer.price([L.mem_op("argmax", rows * model.vocab / lw.tp, 2.0, "elementwise", rows=rows)])
@@ -75,6 +77,287 @@ def _forward(
     p2p_bytes = head_tokens * 0 + lw.tokens * model.hidden * lw.act_bytes
     out.add("pp_p2p", (np.asarray(pp, dtype=float) - 1) * pricer.comm_time("send_recv", p2p_bytes, "pp"))
     return out
+
+
+@dataclass
+class _Run:
+    """The run's options and compute profiles: what every part of :func:`evaluate` reads."""
+
+    model: ModelSpec
+    inf: InferenceSpec
+    cluster: ClusterInfo
+    tp: Num
+    pp: Num
+    framework: str
+    calibration: str | None
+    profiler: bool
+    gate_up: str
+    implementation: str
+    decode_loop: str
+    attention_backend: str
+    layer_ops: float | None
+    pass_ops: float | None
+    compiled_decode: bool
+    decode_sync_every: int | None
+    decode_graph_records: float
+    prof: ComputeProfile
+    """The profile at the run's CPU speed (the prefill's)."""
+    dec_prof: ComputeProfile
+    """The profile at the decode passes' CPU speed."""
+    act_key: str
+    layer_host: bool
+    """Eager host time from the profile's measured per-layer host tables (else per op, in the pricer)."""
+    lk: str
+    """The profile's host-table key of a prefill layer."""
+    lk_dec: str
+    """The profile's host-table key of a decode layer."""
+
+    @property
+    def host_cal(self) -> dict[str, float]:
+        return self.prof.host_layer
+
+
+def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Layout]:
+    """The lowering layouts of a prefill over ``batch x prompt_len`` tokens and of a decode step of
+    one token per sequence attending to ``ctx`` cached tokens. A compiled decode (``compiled_decode``)
+    runs compiled code's fused kernels over transformers' static cache, whose every slot its attention
+    walks, masked: ``max_length - 1`` of them (the prompt and the new tokens but the last, which is
+    never fed back; as the traces' SDPA inputs show)."""
+    inf, tp, dt, act = r.inf, r.tp, r.inf.precision, 2.0
+    kv_extra = {
+        "kv_cache": True,
+        "kv_bytes": kvb,
+        "fused": r.framework == "compiled",
+        "strided_gate_up": L.strided_gate_up(r.framework, r.gate_up),
+        "impl": r.implementation,
+        "attention_backend": r.attention_backend,
+    }
+    pre = L.Layout(
+        micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra
+    )
+    fused_decode = (
+        {"fused": True, "static_kv_seq": float(max(inf.prompt_len + inf.output_len - 1, 1))}
+        if r.compiled_decode
+        else {}
+    )
+    batched = L.batched_experts(r.implementation, r.decode_loop, r.model.moe is not None)
+    dec = L.Layout(
+        micro_batch=batch,
+        seq=1.0,
+        tp=tp,
+        dtype=dt,
+        act_bytes=act,
+        extra={**kv_extra, **fused_decode, "kv_seq": float(ctx), "batched_experts": batched},
+    )
+    return pre, dec
+
+
+def _graph_gap(r: _Run) -> float:
+    """Device idle seconds between the kernels of a replayed decode step (measured on the profile's
+    device; more under the profiler), unless the profile's kernel fits carry that gap already (its
+    ``gap``)."""
+    if "cuda_graphs" in r.prof.gap:
+        return 0.0
+    host_cal = r.host_cal
+    return host_cal.get(
+        "profiled_graph_kernel_gap" if r.profiler else "graph_kernel_gap",
+        host_cal.get("graph_kernel_gap", 0.0),
+    )
+
+
+def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch: Num) -> tuple[Priced, Priced]:
+    """GPU seconds by category of the prefill and of one decode step. Under CUDA graphs each kernel
+    takes at least the graph's per-kernel floor plus the replay's gap; a compiled decode replays a
+    captured graph of inductor's kernels (no host per kernel, the replay's floor and gaps)."""
+    graph_floor = r.host_cal.get(f"graph_kernel_{r.act_key}", 0.0) if r.framework == "cuda_graphs" else 0.0
+    pricer = Pricer.for_layout(
+        r.cluster,
+        tp=r.tp,
+        pp=r.pp,
+        framework=r.framework,
+        calibration=r.calibration,
+        per_op_host=not r.layer_host,
+        profile=r.prof,
+    )
+    pricer.kernel_floor = graph_floor
+    prefill = _forward(pricer, r.model, pre, logit_rows, r.pp, sample_rows=batch)
+    graph_gap = _graph_gap(r)
+    if r.framework == "cuda_graphs":
+        pricer.kernel_gap = graph_gap
+    dec_pricer = pricer
+    if r.compiled_decode:
+        dec_pricer = Pricer.for_layout(
+            r.cluster,
+            tp=r.tp,
+            pp=r.pp,
+            framework="cuda_graphs",
+            calibration=r.calibration,
+            per_op_host=True,
+            profile=r.prof,
+        )
+        dec_pricer.kernel_floor = r.host_cal.get(f"graph_kernel_{r.act_key}", 0.0)
+        dec_pricer.kernel_gap = graph_gap
+    decode = _forward(dec_pricer, r.model, dec, batch, r.pp)
+    pricer.kernel_gap = 0.0
+    return prefill, decode
+
+
+def _pass_fixed_host(r: _Run, mode: str, key: str, hp: ComputeProfile) -> tuple[float, float]:
+    """(host seconds of a ``mode`` pass outside its layers, generate()'s per-token host where measured).
+
+    generate(): the host of a token beyond its layers, where measured (the prefill's pass makes the
+    first token; measured on SDPA layers: eager attention's own host outside the layers, its 4-D mask
+    built every pass, comes on top). A run's own loop (``pass_ops``) scales it by its ops outside the
+    layers over the calibrated code's; a compiled decode weighs the loop between the graph's launches
+    (none given: the calibrated compiled loop's), each op at a generate() op's cost, and the eager
+    prefill's pass also issues what a decode pass's graph holds (``compiled_prefill_pass_weight``)."""
+    profiler, implementation, act_key = r.profiler, r.implementation, r.act_key
+    pass_ops, compiled_decode = r.pass_ops, r.compiled_decode
+    fixed = hp.host_of(f"infer_{mode}_fixed_{key}", profiler, implementation)
+    gen = hp.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
+    if r.decode_loop == "generate" and gen > 0:
+        sdpa = key.removesuffix("_eager")
+        extra = fixed - hp.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
+        fixed = gen + max(extra, 0.0) if sdpa != key else gen
+    if pass_ops is not None or compiled_decode:
+        args = (implementation, r.decode_loop == "generate" and gen > 0, act_key, key.endswith("_eager"))
+        ref_ops = calibrated_pass_ops(*args)
+        weight: float | None = pass_ops
+        if compiled_decode:
+            weight = (
+                compiled_prefill_pass_weight(pass_ops, *args)
+                if mode == "prefill"
+                else pass_ops if pass_ops is not None else calibrated_pass_ops(*args, compiled_decode=True)
+            )
+        if weight is not None and ref_ops:
+            fixed = fixed * weight / ref_ops
+    return fixed, gen
+
+
+def _add_pass_host(
+    r: _Run, pr: Priced, mode: str, hp: ComputeProfile, comm_calls: Num, ops: float, decode_kernels: Num
+) -> Num:
+    """Add to ``pr`` the host seconds the GPU waits for in a ``mode`` pass (``host_overhead``); return
+    the pass's host seconds.
+
+    The host issues every op of every layer (``infer_{mode}_{key}`` per layer, scaled by the run's
+    own ops per layer, ``ops``) plus the pass's work outside them and the collectives' calls; the pass
+    takes ``max(GPU, host)``. An eager prefill in a run that compiles its decode issues its ops slower
+    than a plain eager run's at the same aten::linear pace (``compiled_decode_prefill_*_ratio``). A
+    compiled decode runs its layers inside the replayed graph: its host is the loop's ops and the
+    compiled call (dynamo's guards, the inputs' copies into the graph's buffers, the launch), a line
+    over the graph's kernels; after each wait for the tokens the GPU idles while the host runs the
+    loop's ops before the call, the call and the launch (``compiled_decode_lead_*``: a host that waits
+    milliseconds runs it 1.0-1.3x slower than one that barely waits). Before its prefill, generate()
+    sets itself up (its config, logits processors and stopping criteria built, the cache created or a
+    static one reset), serially; a call that records its decode graph again (capture, instantiate, the
+    old pool freed, a sync, the GPU idle meanwhile) does so once, in its first decode pass, at the
+    decode passes' pace (see docs/compute.md, host model)."""
+    profiler, implementation, compiled_decode = r.profiler, r.implementation, r.compiled_decode
+    key = r.lk_dec if mode == "decode" else r.lk
+    fixed, gen = _pass_fixed_host(r, mode, key, hp)
+    per_layer = hp.host_of(f"infer_{mode}_{key}", profiler, implementation)
+    if mode == "prefill" and compiled_decode:
+        per_layer *= r.host_cal.get("compiled_decode_prefill_layer_ratio", 1.0)
+        fixed = fixed * r.host_cal.get("compiled_decode_prefill_fixed_ratio", 1.0)
+    scale = ops if mode == "decode" or implementation == "reference" else 1.0
+    layers = float(r.model.layers) / np.asarray(r.pp, dtype=float)
+    host = layers * scale * per_layer + fixed
+    exposed: Num = 0.0
+    if mode == "decode" and compiled_decode:
+        compiled_call = (
+            hp.host("compiled_decode_call_fixed", profiler)
+            + hp.host("compiled_decode_call_per_kernel", profiler) * pr.kernels
+        )
+        host = fixed + compiled_call
+        if r.decode_sync_every:
+            exposed = (
+                hp.host("compiled_decode_lead_fixed", profiler)
+                + hp.host("compiled_decode_lead_per_kernel", profiler) * pr.kernels
+            ) / r.decode_sync_every
+    call = 0.0
+    if mode == "prefill" and r.decode_loop == "generate" and gen > 0:
+        call = hp.host_of(
+            "compiled_decode_generate_call" if compiled_decode else "infer_generate_call",
+            profiler,
+            implementation,
+        )
+    if mode == "prefill" and compiled_decode and r.decode_graph_records:
+        call = call + r.decode_graph_records * (
+            r.dec_prof.host("compiled_decode_record_fixed", profiler)
+            + r.dec_prof.host("compiled_decode_record_per_kernel", profiler) * decode_kernels
+        )
+    pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), exposed) + call)
+    return host + comm_calls + call
+
+
+def _add_host(r: _Run, prefill: Priced, decode: Priced) -> dict[str, Num]:
+    """Eager PyTorch inference is host-bound for small batches: the host issues every op of every
+    layer (measured per layer, traces/h200/host_infer.csv.gz); a pass takes max(GPU, host). Adds the
+    exposed host to both passes; returns each pass's host seconds (see docs/compute.md, host model)."""
+    prof = r.prof
+    layers = float(r.model.layers) / np.asarray(r.pp, dtype=float)
+    comm_calls = np.where(np.asarray(r.tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(r.cluster) * layers
+    # a run's own code: its ops per decode layer over the calibrated code's; a reference layer's
+    # prefill issues the same ops, transformers' the same 62 with either cache
+    cal_ops = calibrated_decode_layer_ops(r.implementation, r.lk_dec)
+    ops = r.layer_ops / cal_ops if r.layer_ops is not None and cal_ops else 1.0
+    return {
+        "prefill": _add_pass_host(r, prefill, "prefill", prof, comm_calls, ops, decode.kernels),
+        "decode": _add_pass_host(r, decode, "decode", r.dec_prof, comm_calls, ops, decode.kernels),
+    }
+
+
+def _add_graph_sync(r: _Run, decode: Priced) -> None:
+    """CUDA graphs: after each wait for the tokens the GPU idles until the host has launched the next
+    graph, a call whose time grows with the graph's kernels (fit_host.graph_loop_costs), once every
+    ``decode_sync_every`` steps; under the profiler the device also idles between back-to-back
+    replays."""
+    if r.framework == "cuda_graphs" and r.decode_sync_every:
+        sync = (
+            r.dec_prof.host("graph_sync_fixed", r.profiler)
+            + r.dec_prof.host("graph_sync_per_kernel", r.profiler) * decode.kernels
+        )
+        decode.add("graph_sync", sync / r.decode_sync_every)
+    if r.framework == "cuda_graphs" and r.profiler:
+        decode.add("graph_sync", r.host_cal.get("profiled_graph_replay_gap", 0.0))
+
+
+def inference_memory(
+    model: ModelSpec, inf: InferenceSpec, tp: Num, pp: Num, batch: Num, ctx: Num, kvb: float, logit_rows: Num
+) -> dict[str, Num]:
+    """Bytes per GPU by part: weights (over ``tp x pp``), the KV cache of ``ctx + output_len`` tokens
+    (``kvb`` bytes an element), and the transient activations of the prefill or a decode step.
+
+    Transient activations: the widest layer intermediate (plus the residual stream) of a prefill over
+    ``prompt_len`` tokens or a decode step over one token per sequence, plus fp32 logits of the last
+    position. The MLP is the widest point: SwiGLU holds the fused gate/up output (2f), silu(gate) (f)
+    and the product (f) at once; GELU holds fc1's output and its activation (2f). With
+    ``prefill_logits: all`` every prompt position's logits are held in the activations' dtype."""
+    act = 2.0
+    dt = inf.precision
+    tpf = np.asarray(tp, dtype=float)
+    pc = param_counts(model)
+    wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0
+    weights = pc.total * wbytes / (tpf * np.asarray(pp, dtype=float))
+    kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
+    width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
+    per_token = (width / tpf + 2 * model.hidden) * act
+    acts_prefill = batch * inf.prompt_len * per_token
+    acts_decode = batch * per_token
+    logits = batch * model.vocab / tpf * 4.0
+    all_logits = logit_rows * model.vocab / tpf * act if inf.prefill_logits == "all" else 0.0
+    prefill_peak = weights + kv + acts_prefill + np.maximum(logits, all_logits)
+    decode_peak = weights + kv + acts_decode + logits
+    return {
+        "weights": weights,
+        "kv_cache": kv,
+        "activations": acts_prefill,
+        "logits": logits,
+        "prefill_peak": prefill_peak,
+        "decode_peak": decode_peak,
+        "total": np.maximum(prefill_peak, decode_peak),
+    }
 
 
 def evaluate(
@@ -115,229 +398,46 @@ def evaluate(
     (``RuntimeSpec.cpu_op_time.decode``: a compiled decode's loop paced by its own ops, seconds), scaling
     the decode passes' host (``None``: ``cpu_op_time``'s); ``decode_graph_records``: decode graphs each call
     records again (``RuntimeSpec.decode_graph_records``), each idling the GPU for
-    ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call."""
+    ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call.
+
+    The parts: GPU time of the passes (:func:`_price_passes`), the host (:func:`_add_host`), CUDA
+    graphs' sync (:func:`_add_graph_sync`), the power cap and memory (:func:`inference_memory`)."""
     base = load_profile(cluster.device, calibration)
     prof = base.at_cpu_speed(cpu_op_time[0], inference=True) if cpu_op_time is not None else base
-    # the decode passes' host at their own pace, where the run's probe gives one
-    dec_prof = base.at_cpu_speed(decode_cpu_op_time, inference=True) if decode_cpu_op_time else prof
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
-    host_cal = prof.host_layer
-    layer_host = framework == "eager" and f"infer_decode_{act_key}" in host_cal
-    # transformers' MoE layers have their own host entries (round 51: bf16 weights, the native grouped GEMM;
-    # round 109: generate()'s decode passes, whose experts are batched GEMMs over gathered weights)
-    batched = L.batched_experts(implementation, decode_loop, model.moe is not None)
-    lk = prof.layer_key(
-        act_key,
-        "moe_native" if model.moe is not None else None,
-        implementation,
-        "infer_decode",
-        attention_backend,
+    # transformers' MoE layers have their own host entries (bf16 weights, the native grouped GEMM;
+    # generate()'s decode passes, whose experts are batched GEMMs over gathered weights)
+    moe = model.moe is not None
+    r = _Run(
+        model, inf, cluster, tp, pp, framework, calibration, profiler, gate_up, implementation,
+        decode_loop, attention_backend, layer_ops, pass_ops, compiled_decode, decode_sync_every,
+        decode_graph_records,
+        prof=prof,
+        # the decode passes' host at their own pace, where the run's probe gives one
+        dec_prof=base.at_cpu_speed(decode_cpu_op_time, inference=True) if decode_cpu_op_time else prof,
+        act_key=act_key,
+        layer_host=framework == "eager" and f"infer_decode_{act_key}" in prof.host_layer,
+        lk=prof.layer_key(act_key, "moe_native" if moe else None, implementation, "infer_decode", attention_backend),
+        lk_dec=prof.layer_key(
+            act_key, L.decode_moe_key(implementation, decode_loop, moe), implementation, "infer_decode",
+            attention_backend,
+        ),
     )
-    lk_dec = prof.layer_key(
-        act_key,
-        L.decode_moe_key(implementation, decode_loop, model.moe is not None),
-        implementation,
-        "infer_decode",
-        attention_backend,
-    )
-    graph_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0) if framework == "cuda_graphs" else 0.0
-    pricer = Pricer.for_layout(
-        cluster,
-        tp=tp,
-        pp=pp,
-        framework=framework,
-        calibration=calibration,
-        per_op_host=not layer_host,
-        profile=prof,
-    )
-    pricer.kernel_floor = graph_floor
     dt = inf.precision
-    act = 2.0
     batch = np.asarray(inf.batch, dtype=float)
     ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
     kv_dtype = inf.kv_cache_dtype or ("bf16" if dt == "fp32" else ("fp8" if dt == "fp8" else "bf16"))
     kvb = DTYPE_BYTES[kv_dtype]
-    kv_extra = {
-        "kv_cache": True,
-        "kv_bytes": kvb,
-        "fused": framework == "compiled",
-        "strided_gate_up": L.strided_gate_up(framework, gate_up),
-        "impl": implementation,
-        "attention_backend": attention_backend,
-    }
-    pre = L.Layout(
-        micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra
-    )
+    pre, dec = _layouts(r, batch, kvb, ctx)
     # the prefill's LM head: each sequence's last position, or every prompt token (``prefill_logits``)
     logit_rows = batch * (float(inf.prompt_len) if inf.prefill_logits == "all" else 1.0)
-    prefill = _forward(pricer, model, pre, logit_rows, pp, sample_rows=batch)
-    # a compiled decode (``compiled_decode``) runs compiled code's fused kernels over transformers'
-    # static cache, whose every slot its attention walks, masked: ``max_length - 1`` of them (the prompt
-    # and the new tokens but the last, which is never fed back; the traces' SDPA inputs, round 95)
-    fused_decode = (
-        {"fused": True, "static_kv_seq": float(max(inf.prompt_len + inf.output_len - 1, 1))}
-        if compiled_decode
-        else {}
-    )
-    dec = L.Layout(
-        micro_batch=batch,
-        seq=1.0,
-        tp=tp,
-        dtype=dt,
-        act_bytes=act,
-        extra={**kv_extra, **fused_decode, "kv_seq": float(ctx), "batched_experts": batched},
-    )
-    # the device idles between the kernels of a replayed decode step (round 26: 0.37 us, 0.48 under the
-    # profiler), unless the profile's kernel fits carry that gap already (its ``gap``)
-    graph_gap = (
-        host_cal.get(
-            "profiled_graph_kernel_gap" if profiler else "graph_kernel_gap",
-            host_cal.get("graph_kernel_gap", 0.0),
-        )
-        if "cuda_graphs" not in prof.gap
-        else 0.0
-    )
-    if framework == "cuda_graphs":
-        pricer.kernel_gap = graph_gap
-    dec_pricer = pricer
-    if compiled_decode:
-        # the decode pass replays a captured graph of inductor's kernels: launched as a graph's (no host
-        # per kernel, the replay's floor and gaps)
-        dec_pricer = Pricer.for_layout(
-            cluster,
-            tp=tp,
-            pp=pp,
-            framework="cuda_graphs",
-            calibration=calibration,
-            per_op_host=True,
-            profile=prof,
-        )
-        dec_pricer.kernel_floor = host_cal.get(f"graph_kernel_{act_key}", 0.0)
-        dec_pricer.kernel_gap = graph_gap
-    decode = _forward(dec_pricer, model, dec, batch, pp)
-    pricer.kernel_gap = 0.0
-
-    hosts: dict[str, Num] = {"prefill": 0.0, "decode": 0.0}
-    if layer_host:
-        # eager PyTorch inference is host-bound for small batches: the host issues every op of every
-        # layer (measured per layer, traces/h200/host_infer.csv.gz); a step takes max(GPU, host)
-        layers = float(model.layers) / np.asarray(pp, dtype=float)
-        comm_calls = np.where(np.asarray(tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(cluster) * layers
-        # a run's own code: its ops per decode layer over the calibrated code's; a reference layer's
-        # prefill issues the same ops, transformers' the same 62 with either cache (round 85)
-        cal_ops = calibrated_decode_layer_ops(implementation, lk_dec)
-        ops = layer_ops / cal_ops if layer_ops is not None and cal_ops else 1.0
-        for pr, mode, hp in ((prefill, "prefill", prof), (decode, "decode", dec_prof)):
-            key = lk_dec if mode == "decode" else lk
-            fixed = hp.host_of(f"infer_{mode}_fixed_{key}", profiler, implementation)
-            gen = hp.host_of(f"infer_generate_fixed_{act_key}", profiler, implementation)
-            if decode_loop == "generate" and gen > 0:
-                # generate(): the host of a token beyond its layers, where measured (the prefill's
-                # pass makes the first token; measured on SDPA layers: eager attention's own host
-                # outside the layers, its 4-D mask built every pass, comes on top)
-                sdpa = key.removesuffix("_eager")
-                extra = fixed - hp.host_of(f"infer_{mode}_fixed_{sdpa}", profiler, implementation)
-                fixed = gen + max(extra, 0.0) if sdpa != key else gen
-            if pass_ops is not None or compiled_decode:
-                # the run's own loop: its ops outside the layers over the calibrated code's
-                args = (implementation, decode_loop == "generate" and gen > 0, act_key, key.endswith("_eager"))
-                ref_ops = calibrated_pass_ops(*args)
-                weight: float | None = pass_ops
-                if compiled_decode:
-                    # pass_ops weighs the loop between the graph's launches (none given: the calibrated
-                    # compiled loop's), each op at a generate() op's cost; the eager prefill's pass also
-                    # issues what a decode pass's graph holds (compiled_prefill_pass_weight)
-                    weight = (
-                        compiled_prefill_pass_weight(pass_ops, *args)
-                        if mode == "prefill"
-                        else pass_ops if pass_ops is not None else calibrated_pass_ops(*args, compiled_decode=True)
-                    )
-                if weight is not None and ref_ops:
-                    fixed = fixed * weight / ref_ops
-            per_layer = hp.host_of(f"infer_{mode}_{key}", profiler, implementation)
-            if mode == "prefill" and compiled_decode:
-                # an eager prefill in a run that compiles its decode issues its ops slower than a plain
-                # eager run's at the same aten::linear pace, its layers' and those outside them (rounds 85
-                # and 100's fit traces, fit_host.compiled_decode_costs)
-                per_layer *= host_cal.get("compiled_decode_prefill_layer_ratio", 1.0)
-                fixed = fixed * host_cal.get("compiled_decode_prefill_fixed_ratio", 1.0)
-            scale = ops if mode == "decode" or implementation == "reference" else 1.0
-            host = layers * scale * per_layer + fixed
-            exposed: Num = 0.0
-            if mode == "decode" and compiled_decode:
-                # the layers run inside the replayed graph; the compiled call (dynamo's guards, the
-                # inputs' copies into the graph's buffers, the launch) grows with the graph's kernels
-                compiled_call = (
-                    hp.host("compiled_decode_call_fixed", profiler)
-                    + hp.host("compiled_decode_call_per_kernel", profiler) * pr.kernels
-                )
-                host = fixed + compiled_call
-                if decode_sync_every:
-                    # after each wait for the tokens the GPU idles while the host runs the loop's ops
-                    # before the call, the call and the graph's launch: a line over the graph's kernels
-                    # (rounds 96's and 106's GPU-bound fit traces, fit_host.compiled_decode_costs: a host that
-                    # waits milliseconds runs it 1.0-1.3x slower than one that barely waits)
-                    exposed = (
-                        hp.host("compiled_decode_lead_fixed", profiler)
-                        + hp.host("compiled_decode_lead_per_kernel", profiler) * pr.kernels
-                    ) / decode_sync_every
-            call = 0.0
-            if mode == "prefill" and decode_loop == "generate" and gen > 0:
-                # generate()'s own setup before its prefill (its config, logits processors and stopping
-                # criteria built, the cache created or a static one reset): before any kernel, serial
-                call = hp.host_of(
-                    "compiled_decode_generate_call" if compiled_decode else "infer_generate_call",
-                    profiler,
-                    implementation,
-                )
-            if mode == "prefill" and compiled_decode and decode_graph_records:
-                # a call that records its decode graph again: capture, instantiate, the old pool freed, a
-                # sync, the GPU idle meanwhile; once a call (in its first decode pass), serial, at the decode
-                # passes' pace (round 96's fit traces)
-                call = call + decode_graph_records * (
-                    dec_prof.host("compiled_decode_record_fixed", profiler)
-                    + dec_prof.host("compiled_decode_record_per_kernel", profiler) * decode.kernels
-                )
-            hosts[mode] = host + comm_calls + call
-            pr.add("host_overhead", np.maximum(host + comm_calls - pr.total(), exposed) + call)
-
-    if framework == "cuda_graphs" and decode_sync_every:
-        # after each wait for the tokens the GPU idles until the host has launched the next graph, a
-        # call whose time grows with the graph's kernels (round 26, fit_host.graph_loop_costs)
-        sync = (
-            dec_prof.host("graph_sync_fixed", profiler)
-            + dec_prof.host("graph_sync_per_kernel", profiler) * decode.kernels
-        )
-        decode.add("graph_sync", sync / decode_sync_every)
-    if framework == "cuda_graphs" and profiler:
-        # under the profiler the device also idles between back-to-back replays (round 26's traces)
-        decode.add("graph_sync", host_cal.get("profiled_graph_replay_gap", 0.0))
-
+    prefill, decode = _price_passes(r, pre, dec, logit_rows, batch)
+    hosts: dict[str, Num] = _add_host(r, prefill, decode) if r.layer_host else {"prefill": 0.0, "decode": 0.0}
+    _add_graph_sync(r, decode)
     # a power-capped GPU stretches a phase whose kernels would draw more than its TDP on average
     for pr in (prefill, decode):
         pr.add("power_cap", breakdown_power_cap(cluster.device, prof, pr.time, dt))
-
-    pc = param_counts(model)
-    wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0
-    weights = pc.total * wbytes / (np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float))
-    kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
-    # transient activations: the widest layer intermediate (plus the residual stream) of a prefill
-    # over prompt_len tokens or a decode step over one token per sequence, plus fp32 logits of the
-    # last position
-    # the MLP is the widest point: SwiGLU holds the fused gate/up output (2f), silu(gate) (f) and the
-    # product (f) at once; GELU holds fc1's output and its activation (2f)
-    width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
-    per_token = (width / np.asarray(tp, dtype=float) + 2 * model.hidden) * act
-    acts_prefill = batch * inf.prompt_len * per_token
-    acts_decode = batch * per_token
-    logits = batch * model.vocab / np.asarray(tp, dtype=float) * 4.0
-    # every prompt position's logits (``prefill_logits: all``): held in the activations' dtype
-    all_logits = (
-        logit_rows * model.vocab / np.asarray(tp, dtype=float) * act if inf.prefill_logits == "all" else 0.0
-    )
-    prefill_peak = weights + kv + acts_prefill + np.maximum(logits, all_logits)
-    decode_peak = weights + kv + acts_decode + logits
-    total = np.maximum(prefill_peak, decode_peak)
+    memory = inference_memory(model, inf, tp, pp, batch, ctx, kvb, logit_rows)
     return InferenceEval(
         prefill=prefill,
         decode=decode,
@@ -345,15 +445,7 @@ def evaluate(
         decode_step_time_s=decode.total(),
         prefill_host_s=hosts["prefill"],
         decode_host_s=hosts["decode"],
-        memory={
-            "weights": weights,
-            "kv_cache": kv,
-            "activations": acts_prefill,
-            "logits": logits,
-            "prefill_peak": prefill_peak,
-            "decode_peak": decode_peak,
-            "total": total,
-        },
-        memory_per_gpu_bytes=total,
+        memory=memory,
+        memory_per_gpu_bytes=memory["total"],
         context_len=ctx,
     )

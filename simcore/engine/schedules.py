@@ -7,8 +7,9 @@ gradients, zero-bubble schedules). Rank ``r`` holding chunk ``c`` is virtual sta
 (interleaved placement, Megatron-LM); DualPipe places its two directions as chunks 0 and 1 with the
 second direction's stages reversed.
 
-The discrete-event engine executes these orders; :func:`bubble_time` is the matching closed form used
-by the analytic engine over numpy grids.
+The discrete-event engine executes these orders; :func:`pipeline_time` is the matching closed form,
+the one the analytic engine evaluates over numpy grids, and :func:`bubble_fraction` its idle share for
+uniform stages (see docs/parallelism.md, pipeline schedules).
 """
 
 from __future__ import annotations
@@ -152,26 +153,70 @@ def chain_length(schedule: str, p: int, v: int) -> int:
     return p if schedule == "dualpipe" else p * chunks(schedule, v)
 
 
+def pipeline_time(
+    schedule: Any,
+    p: Any,
+    m: Any,
+    v: Any,
+    stage_max: Any,
+    stage_sum: Any,
+    fwd: Any,
+    bwd: Any,
+    wgrad: Any,
+    c: Any = 0.0,
+) -> Any:
+    """Seconds of the pipeline phase of one step (closed forms; numpy arrays broadcast).
+
+    ``stage_max``: the slowest stage's forward + backward seconds per micro-batch; ``stage_sum``: the
+    sum over the ``p`` stages; ``fwd``, ``bwd``: a middle stage's (its layers') forward and backward
+    seconds, ``wgrad`` the weight-gradient share of ``bwd``; ``c``: one point-to-point transfer of a
+    micro-batch's activations between stages; ``m`` micro-batches, ``v`` chunks per rank.
+
+    * GPipe, 1F1B: ``(m-1) stage_max + stage_sum + 2(p-1)c``
+    * interleaved 1F1B (``v > 1``): ``m stage_max + (p-1)/v (F+B) + 2 v (p-1) c``
+    * ZB-H1: the 1F1B form less ``(p-1) W`` (weight gradients fill the cool-down)
+    * DualPipe: ``m stage_max + (p/2-1)(F+B+B_in-3W) + 2(p-1)c`` with ``B_in = B - W`` (DeepSeek-V3
+      report, with F&B = F+B)
+
+    The discrete-event engine reproduces GPipe, 1F1B, interleaved and ZB-H1 on uncontended cases
+    (tests/engine/test_bubble.py); DualPipe's simulated bubble is larger (docs/parallelism.md).
+    """
+    s = np.asarray(schedule)
+    one_f_one_b_t = (m - 1) * stage_max + stage_sum + 2 * (p - 1) * c
+    inter = m * stage_max + (p - 1) / v * (fwd + bwd) + 2 * v * (p - 1) * c
+    zb = one_f_one_b_t - (p - 1) * wgrad
+    b_in = bwd - wgrad
+    dual = m * stage_max + np.maximum(p / 2 - 1, 0.0) * (fwd + bwd + b_in - 3 * wgrad) + 2 * (p - 1) * c
+    return np.select(
+        [s == "interleaved", s == "zero_bubble", s == "dualpipe"],
+        [np.where(v > 1, inter, one_f_one_b_t), zb, dual],
+        default=one_f_one_b_t,
+    )
+
+
 def bubble_fraction(schedule: Any, p: Any, m: Any, v: Any = 1, w_frac: Any = 1.0 / 3.0) -> Any:
     """Idle fraction of the pipeline, bubble / (bubble + useful), for uniform stages and free
-    point-to-point transfers (closed forms; numpy arrays broadcast).
+    point-to-point transfers (numpy arrays broadcast).
 
-    * GPipe and 1F1B: ``(p-1) / (m + p - 1)``.
-    * Interleaved 1F1B with ``v`` chunks: ``(p-1)/v / (m + (p-1)/v)``.
-    * ZB-H1: the bubble shrinks from ``(p-1)(F+B)`` to ``(p-1)(F+B-2W)`` where ``W`` is the weight
-      gradient share of the backward (``w_frac`` of F+B; 1/3 when backward is twice forward and
-      split evenly).
-    * DualPipe: ``(p/2 - 1)(F&B + B - 3W)`` from the DeepSeek-V3 report, approximated with F&B = F+B.
+    * GPipe, 1F1B and interleaved 1F1B: :func:`pipeline_time` with ``F + B = 1`` per stage, which gives
+      ``(p-1) / (m + p - 1)`` and ``(p-1)/v / (m + (p-1)/v)``.
+    * ZB-H1 and DualPipe: the papers' forms, a reference the engines do not reach (docs/parallelism.md,
+      known gaps): ZB-H1's bubble shrinks from ``(p-1)(F+B)`` to ``(p-1)(F+B-2W)`` where ``W`` is the
+      weight gradient share of the backward (``w_frac`` of F+B; 1/3 when backward is twice forward and
+      split evenly); DualPipe's is ``(p/2 - 1)(F&B + B - 3W)`` (DeepSeek-V3 report), approximated with
+      F&B = F+B.
     """
     p = np.asarray(p, dtype=float)
     m = np.asarray(m, dtype=float)
     v = np.asarray(v, dtype=float)
     s = np.asarray(schedule)
-    unit = np.select(
-        [s == "interleaved", s == "zero_bubble", s == "dualpipe"],
-        [(p - 1) / v, (p - 1) * (1 - 2 * w_frac), np.maximum(p / 2 - 1, 0) * (1 + (0.5 - 3 * w_frac) * 1.0)],
-        default=p - 1,
+    t = pipeline_time(np.where(s == "interleaved", s, "1f1b"), p, m, v, 1.0, p, 1.0, 0.0, 0.0)
+    paper = np.where(
+        s == "zero_bubble",
+        (p - 1) * (1 - 2 * w_frac),
+        np.maximum(p / 2 - 1, 0) * (1 + (0.5 - 3 * w_frac) * 1.0),
     )
+    unit = np.where((s == "zero_bubble") | (s == "dualpipe"), paper, t - m)
     unit = np.maximum(unit, 0.0)
     return unit / (m + unit)
 

@@ -7,15 +7,9 @@ lowered ops once per layout element and composes them into the step:
 ``step = pipeline(F_s, B_s, m, p, v, schedule) + exposed data-parallel reduction + optimizer``
 
 where ``F_s``/``B_s`` are a stage's forward/backward seconds per micro-batch (compute plus exposed
-tensor/context/expert-parallel communication, plus recomputation), and the pipeline closed forms
-are those the discrete-event engine reproduces on uncontended cases (tests hold them within 1 %):
-
-* GPipe, 1F1B: ``(m-1) max_s(F_s+B_s) + sum_s(F_s+B_s) + 2(p-1)c``
-* interleaved 1F1B: ``m max_s(F_s+B_s) + (p-1)/v (F+B) + 2 v (p-1) c``
-* zero-bubble H1: the 1F1B form less ``(p-1) W`` (weight gradients fill the cool-down)
-* DualPipe: ``m (F+B) + (p/2-1)(F+B+B_in-3W)`` (DeepSeek-V3 report, with F&B = F+B)
-
-with ``c`` the point-to-point time of one micro-batch's activations between stages.
+tensor/context/expert-parallel communication, plus recomputation, plus the host time the GPU waits
+for), and the pipeline is :func:`simcore.engine.schedules.pipeline_time`, the closed form the
+discrete-event engine reproduces on uncontended cases (see docs/parallelism.md, pipeline schedules).
 """
 
 from __future__ import annotations
@@ -28,7 +22,8 @@ import numpy as np
 from simcore import memory as M
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
-from simcore.specs.profile import calibrated_layer_ops, load_profile
+from simcore.engine.schedules import pipeline_time
+from simcore.specs.profile import ComputeProfile, calibrated_layer_ops, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import ModelSpec, TrainingSpec
 from simcore.workload import lowering as L
@@ -216,6 +211,728 @@ def _exposed(
     return out
 
 
+def _layer_layout(
+    model: ModelSpec,
+    lay: TrainingLayout,
+    tp: Num,
+    cp: Num,
+    ep: Num,
+    mb: Num,
+    sp: Num,
+    gemm_dtype: str,
+    act: float,
+    resid: float,
+    compiled: bool,
+    framework: str,
+    gate_up: str,
+    implementation: str,
+    dropout: float,
+    attention_backend: str,
+) -> L.Layout:
+    """The lowering layout of one micro-batch's layer on a rank (shapes, dtypes, the run's kernels)."""
+    lw = L.Layout(
+        micro_batch=mb,
+        seq=float(model.seq_len),
+        tp=tp,
+        cp=cp,
+        ep=ep,
+        sp=sp,
+        dtype=gemm_dtype,
+        act_bytes=act,
+        extra={
+            "residual_bytes": resid,
+            "vocab_parallel": bool(lay.vocab_parallel),
+            "fused": compiled,
+            "strided_gate_up": L.strided_gate_up(framework, gate_up),
+            "impl": implementation,
+            "dropout": dropout,
+            "attention_backend": attention_backend,
+        },
+    )
+    return lw
+
+
+class _Step:
+    """What every part of a step's pricing reads: the run's options, the layout grid as arrays, the
+    compute profile at the run's CPU speed, the pricer, the lowering layout of one layer, and whether
+    host time comes from the profile's per-layer host tables (see :func:`evaluate`'s arguments)."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        training: TrainingSpec,
+        lay: TrainingLayout,
+        cluster: ClusterInfo,
+        framework: str,
+        calibration: str | None,
+        param_dtype: str,
+        profiler: bool,
+        gate_up: str,
+        step_sync: bool,
+        cpu_op_time: tuple[float, float | None] | None,
+        implementation: str,
+        dropout: float,
+        attention_backend: str,
+        profiler_record: tuple[str, ...],
+        layer_ops: tuple[float, float] | None,
+    ) -> None:
+        self.model, self.training, self.lay, self.cluster = model, training, lay, cluster
+        self.framework, self.param_dtype, self.profiler, self.gate_up = framework, param_dtype, profiler, gate_up
+        self.step_sync, self.implementation = step_sync, implementation
+        self.profiler_record, self.layer_ops = profiler_record, layer_ops
+        tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
+        self.tp, self.pp, self.dp, self.cp, self.ep, self.vp = tp, pp, dp, cp, ep, vp
+        self.mb = mb = _a(lay.micro_batch)
+        self.sp = sp = _a(lay.sp, bool)
+        recompute = np.asarray(lay.recompute)
+        self.schedule = np.asarray(lay.schedule)
+        self.m = np.maximum(_a(lay.global_batch) / (mb * dp), 1.0)
+        """Micro-batches per step, ``global_batch / (micro_batch x dp)`` (at least 1)."""
+        prof = load_profile(cluster.device, calibration)
+        if cpu_op_time is not None:
+            prof = prof.at_cpu_speed(*cpu_op_time)
+        self.prof: ComputeProfile = prof
+        self.act_key = act_key = "swiglu" if model.activation == "swiglu" else "gelu"
+        self.host_cal: dict[str, float] = prof.host_layer
+        self.compiled = compiled = framework == "compiled"
+        # eager: measured per-layer host times; compiled (torch.compile): the same times scaled by the
+        # compiled/eager ratio measured in one process (fit_host), where the profile has it
+        self.layer_host: bool = f"train_fwd_{act_key}" in self.host_cal and (
+            framework == "eager" or (compiled and f"compiled_ratio_fwd_{act_key}" in self.host_cal)
+        )
+        self.pricer = Pricer.for_layout(
+            cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not self.layer_host, profile=prof
+        )
+        self.full_t = np.where(recompute == "full", 1.0, 0.0)
+        self.sel_t = np.where(recompute == "selective", 1.0, 0.0)
+        self.zero = zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
+        self.zero0, self.zero12, self.zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
+        self.sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
+        self.single_proc = np.asarray(lay.dp_mode) == "dataparallel"
+        self.ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
+        self.act = act = 2.0 if training.precision != "fp32" else 4.0
+        resid = 4.0 if param_dtype == "fp32" else act
+        self.lw = _layer_layout(
+            model, lay, tp, cp, ep, mb, sp, training.precision, act, resid, compiled, framework, gate_up,
+            implementation, dropout, attention_backend,
+        )
+        # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
+        # under AMP or the native bf16 one
+        moe_path = None if model.moe is None or compiled else ("moe" if self.lw.fp32_experts else "moe_native")
+        self.lk: str = prof.layer_key(act_key, moe_path, implementation, "train_fwd", attention_backend)
+        """The profile's host-table key of a layer (activation, MoE path, implementation, attention)."""
+        self.pc = param_counts(model)
+        self.vdiv = tp if lay.vocab_parallel else 1.0
+        self.layers_per_rank = model.layers / pp
+
+
+@dataclass
+class _StageWork:
+    """Priced work of one micro-batch on a stage (a middle stage's ``layers / pp`` layers), and of the
+    embedding (first stage) and the LM head + loss (last stage)."""
+
+    parts: list[tuple[int, Priced, Priced, Num, Num]]
+    """Per kind of layer (dense, MoE): (count, exposed forward, backward with recomputation, weight
+    gradient seconds, recomputed FLOPs) of one layer."""
+    F_layers: Priced
+    B_layers: Priced
+    W_layers: Num
+    emb_f: Priced
+    emb_b: Priced
+    head_f: Priced
+    head_b: Priced
+    head_w: Num
+
+
+def _stage_work(s: _Step) -> _StageWork:
+    """Seconds of a stage's layers (compute, exposed TP/CP/EP communication, recomputation: full
+    re-runs the forward, selective the attention core), of the embedding and of the LM head + loss,
+    per micro-batch (see docs/parallelism.md)."""
+    model, pricer, lw = s.model, s.pricer, s.lw
+    parts = []
+    for moe, count in ((False, s.pc.dense_layers), (True, s.pc.moe_layers)):
+        if count == 0:
+            continue
+        fwd, bwd, w, attn, gemm, attn_flops = _stage_priced(pricer, model, lw, moe)
+        comp_f = fwd.total(exclude=COMM_CATEGORIES)
+        comp_b = bwd.total(exclude=COMM_CATEGORIES)
+        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f)
+        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b)
+        # recomputation re-runs the forward (full) or the attention core (selective) before backward
+        full = fwd_x
+        rec = full.scaled(s.full_t)
+        rec.time = {f"recompute_{k}": v for k, v in rec.time.items()}
+        rec.add("recompute_attention", attn * s.sel_t)
+        rec.flops = fwd.flops * s.full_t + attn_flops * s.sel_t
+        parts.append((count, fwd_x, bwd_x.merged(rec), w, rec.flops))
+
+    F_layers = Priced()
+    B_layers = Priced()
+    W_layers: Num = 0.0
+    for count, f, b, w, _rf in parts:
+        share = count / model.layers * s.layers_per_rank
+        F_layers = F_layers.merged(f.scaled(share))
+        B_layers = B_layers.merged(b.scaled(share))
+        W_layers = W_layers + w * share
+
+    emb_f_ops = L.embedding_fwd(model, lw)
+    head_f_ops = L.head_fwd(model, lw) + L.loss_fwd(model, lw)
+    emb_f, emb_b = pricer.price(emb_f_ops), pricer.price(L.backward(emb_f_ops))
+    head_f, head_b = pricer.price(head_f_ops), pricer.price(L.backward(head_f_ops))
+    work = _StageWork(parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad)
+    if s.param_dtype == "fp32" and s.training.precision != "fp32":
+        _add_amp_casts(s, work)
+    return work
+
+
+def _add_amp_casts(s: _Step, work: _StageWork) -> None:
+    """PyTorch AMP (fp32 weights, autocast): weight casts in every forward, bf16 -> fp32 gradient
+    accumulation in every backward, per micro-batch, on each rank's share of the weights (added to
+    ``work``'s layers and head)."""
+    model, pc, pricer = s.model, s.pc, s.pricer
+    tensors_per_layer = weight_tensors(model, 1.0, s.gate_up) - weight_tensors(model, 0.0, s.gate_up)
+    stage_params = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / s.pp / s.tp
+    acc = (s.m - 1.0) / s.m  # backwards that add into an existing fp32 .grad
+    # ZeRO-2/3 and FSDP accumulate on the reduce-scattered shard of the gradient
+    shard = np.where(s.zero >= 2, 1.0 / np.maximum(s.dp, 1.0), 1.0)
+    amp_f, amp_b = L.amp_ops(stage_params, tensors_per_layer * s.layers_per_rank, acc, shard)
+    work.F_layers = work.F_layers.merged(pricer.price(amp_f))
+    work.B_layers = work.B_layers.merged(pricer.price(amp_b))
+    emb_params = (pc.embedding + pc.lm_head) / s.vdiv
+    ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0, acc, shard)
+    work.head_f = work.head_f.merged(pricer.price(ea_f))
+    work.head_b = work.head_b.merged(pricer.price(ea_b))
+
+
+@dataclass
+class _HostTables:
+    """Eager host seconds of a step's parts from the profile's measured host tables
+    (``ComputeProfile.host_layer``), for the run's framework, profiler, wrapper and code
+    (see docs/compute.md, host model)."""
+
+    s: _Step
+    own: dict[str, str]
+    """Profiled compiled steps measured whole: the entries that replace the eager ones."""
+
+    def pf(self, kind: str) -> float:
+        """The profiler's options' and the weights' dtype's factor on ``kind`` of host time (measured on
+        eager layers; the native MoE entries were measured with bf16 weights already)."""
+        s = self.s
+        native = s.lk.endswith("_native")
+        dtype = "fp32" if s.training.precision == "fp32" or s.compiled or native else s.param_dtype
+        w = s.prof.weights_factor(dtype, kind, s.implementation, s.act_key)
+        return w * (s.prof.profiler_factor(s.profiler_record, kind, s.implementation) if s.profiler else 1.0)
+
+    def hv(self, name: str) -> float:
+        """Host seconds of entry ``name`` (eager; compiled: times the compiled/eager ratio of its phase)."""
+        s, prof, host_cal = self.s, self.s.prof, self.s.host_cal
+        if name in self.own:
+            return prof.host(self.own[name], True)
+        v = prof.host(name, s.profiler) if s.compiled else prof.host_of(name, s.profiler, s.implementation)
+        if s.compiled:
+            # the compiled graph issues a layer's kernels with less host work than eager
+            phase = "bwd" if "_bwd" in name or name == "ckpt_selective" else "fwd"
+            ratio = f"compiled_ratio_{phase}_{s.act_key}"
+            v *= host_cal.get(("profiled_" if s.profiler else "") + ratio, host_cal.get(ratio, 1.0))
+        return v
+
+    def wrapped(self, name: str, phase: str) -> Num:
+        """Per-layer host time with the distributed wrapper the layout uses (FSDP2 / ZeRO-3,
+        tensor parallel), as measured ratios over the plain layer."""
+        s, host_cal = self.s, self.s.host_cal
+
+        def ratio(key: str) -> float:
+            # the profiler's per-op cost changes the wrapper's share: its own ratio where measured
+            return host_cal.get(("profiled_" if s.profiler else "") + key, host_cal.get(key, 1.0))
+
+        r_f = ratio(f"fsdp_ratio_{phase}")
+        r_t = ratio(f"tp_ratio_{phase}")
+        r_d = ratio(f"ddp_ratio_{phase}")
+        # FSDP replaces DDP; tensor parallelism and DDP hooks compose
+        other = np.where(s.tp > 1, r_t, 1.0) * np.where(s.ddp, r_d, 1.0)
+        return self.hv(name) * np.where(s.zero3, r_f, other)
+
+    def wrapper_step(self, part: str) -> Num:
+        """A distributed wrapper's host outside the layers beyond a single GPU's, per micro-batch
+        (``fwd`` / ``bwd``) or per step (``end``), where measured. DDP's backward part is its
+        reducer finishing the gradient reduction: once per step, like its hooks."""
+        s = self.s
+        f, t, d = (self.hv(f"{w}_step_{part}") for w in ("fsdp", "tp", "ddp"))
+        d_mb = d / s.m if part == "bwd" else d
+        return np.where(s.zero3, f, np.where(s.tp > 1, t, 0.0) + np.where(s.ddp, d_mb, 0.0))
+
+
+def _host_tables(s: _Step) -> _HostTables:
+    """The host tables of an eager or compiled step. Profiled compiled steps were measured whole, in
+    their own CPU-speed units: a layer's and a micro-batch's forward and backward host replace the
+    eager entries times a compiled ratio (transformers' own compiled steps where measured: its compiled
+    code runs ~2x the host of simcore's layers per forward layer)."""
+    host_cal, act_key = s.host_cal, s.act_key
+    hf = s.implementation == "huggingface" and f"profiled_hf_compiled_fwd_{act_key}" in host_cal
+    cpre = "hf_" if hf else ""
+    own = (
+        {
+            f"train_{ph}_{act_key}": f"{cpre}compiled_{ph}_{act_key}"
+            for ph in ("fwd", "bwd")
+            if f"profiled_{cpre}compiled_{ph}_{act_key}" in host_cal
+        }
+        | {
+            f"step_{ph}_{act_key}": f"{cpre}compiled_step_{ph}_{act_key}"
+            for ph in ("fwd", "bwd")
+            if f"profiled_{cpre}compiled_step_{ph}_{act_key}" in host_cal
+        }
+        if s.compiled and s.profiler
+        else {}
+    )
+    return _HostTables(s, own)
+
+
+def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
+    """Host seconds to issue one micro-batch's forward and backward of a stage's layers (eager
+    PyTorch: the host dispatches every op of a layer: module calls, autocast, autograd), with the
+    wrapper, recomputation, DDP hooks, the profiler's options and the run's own ops per layer
+    (see docs/compute.md, host model)."""
+    prof, model, act_key, lk, hv = s.prof, s.model, s.act_key, s.lk, ht.hv
+    implementation, layer_ops, compiled = s.implementation, s.layer_ops, s.compiled
+    # a run's own code: its ops per layer over the calibrated code's (eager; a transformers layer with
+    # its own entries, an MoE or eager-attention one, is not scaled)
+    ops_f, ops_b = 1.0, 1.0
+    cal = calibrated_layer_ops(implementation, act_key)
+    if layer_ops is not None and cal is not None and not compiled and lk == act_key:
+        ops_f, ops_b = layer_ops[0] / cal[0], (layer_ops[1] / cal[1] if layer_ops[1] > 0 else 1.0)
+    h_f = s.layers_per_rank * (
+        ht.wrapped(f"train_fwd_{lk}", "fwd") * ops_f + s.full_t * hv(f"ckpt_full_fwd_{act_key}")
+    )
+    h_b = s.layers_per_rank * (
+        ht.wrapped(f"train_bwd_{lk}", "bwd") * ops_b
+        + s.full_t * hv(f"ckpt_full_bwd_{act_key}")
+        + s.sel_t * hv("ckpt_selective")
+    )
+    h_b = h_b + np.where(s.ddp & ~s.zero3, hv("ddp_fixed"), 0.0)
+    if s.profiler:
+        # DDP's hooks while the profiler records: per gradient tensor and per bucket all-reduce
+        # call, once per step (the last micro-batch's backward; measured from profiled DDP ranks)
+        n_grads, n_buckets = ddp_gradients_and_buckets(model, s.pp, s.sb.grads, s.gate_up)
+        hooks = n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
+        h_b = h_b + np.where(s.ddp & ~s.zero3, hooks / s.m, 0.0)
+    # the profiler's other options (Python stacks, memory events, no shapes) change each kind of
+    # host time by its own measured ratio
+    h_f = h_f * ht.pf("train_fwd")
+    h_b = h_b * ht.pf("train_bwd")
+    if lk.endswith("_moe"):
+        # (the fp32 experts' path) the fp32 grouped GEMM reads each expert's token count on the host
+        # (one sync per expert GEMM), so the host waits while every expert GEMM runs: their GPU time
+        # adds to the layers' host time (the fit rows hold these waits too, at their own small token
+        # count: a known double count of a few percent of the layers' host)
+        experts = [o for o in L.moe_block_fwd(model, s.lw) if o.kind == "gemm" and o.name.startswith("expert_")]
+        moe_rank = s.pc.moe_layers / model.layers * s.layers_per_rank
+        h_f = h_f + moe_rank * s.pricer.price(experts).total()
+        h_b = h_b + moe_rank * s.pricer.price(L.backward(experts)).total()
+    if "tp_ratio_fwd" not in s.host_cal:
+        # without a measured TP layer: each collective the layer issues is one more host call
+        floor = comm_call_host(s.cluster)
+        n_tp = np.where(s.tp > 1, np.where(s.sp, 4.0, 2.0), 0.0)
+        h_f = h_f + s.layers_per_rank * n_tp * floor
+        h_b = h_b + s.layers_per_rank * n_tp * floor
+    return h_f, h_b
+
+
+@dataclass
+class _Host:
+    """Host seconds of one micro-batch (its layers, its work outside them) and the lead the host has
+    on the GPU at the end of the backward."""
+
+    h_layers: Num = 0.0
+    h_out: Num = 0.0
+    host_lag: Num = 0.0
+
+
+def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
+    """Add the host time the GPU waits for to ``work``'s layers as ``host_overhead`` (per micro-batch).
+
+    Nothing synchronises host and GPU inside a step (NCCL send/recv waits are stream-side), so the host
+    runs ahead of the GPU while the GPU is busy (LM head and loss, long layers) and that slack absorbs
+    host-bound layers later. One stage: the phase-by-phase pipeline of :func:`host_run_ahead`, with the
+    work outside the layers (embedding, LM head and loss on the main thread, their backward on the
+    autograd thread, from whole profiled steps). A pipeline stage: a micro-batch's forward and backward
+    on the stage take at least the host's time for both (its per-micro-batch excess, split as the
+    phases' excesses); the work outside the layers is not modelled (see docs/compute.md, host model).
+    """
+    hv, lk = ht.hv, s.lk
+    h_f, h_b = _layer_host(s, ht)
+    embF, embB, headF, headB = work.emb_f.total(), work.emb_b.total(), work.head_f.total(), work.head_b.total()
+    Fg, Bg = work.F_layers.total(), work.B_layers.total()
+    x_f, x_b = np.maximum(h_f - Fg, 0.0), np.maximum(h_b - Bg, 0.0)
+    single_stage = np.asarray(s.pp, dtype=float) <= 1
+    # (eager: plus the part that grows with the layers; compiled: its own per-step line has it)
+    lay_f = 0.0 if s.compiled else s.layers_per_rank * hv(f"step_fwd_layer_{lk}")
+    lay_b = 0.0 if s.compiled else s.layers_per_rank * hv(f"step_bwd_layer_{lk}")
+    h_sf = np.where(single_stage, hv(f"step_fwd_{lk}") + lay_f + ht.wrapper_step("fwd"), 0.0) * ht.pf(
+        "step_fwd"
+    )
+    h_sb = np.where(single_stage, hv(f"step_bwd_{lk}") + lay_b + ht.wrapper_step("bwd"), 0.0) * ht.pf(
+        "step_bwd"
+    )
+    g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, s.layers_per_rank, s.m, h_sf, h_sb)
+    per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
+    share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
+    per_mb = np.where(single_stage, per_mb, np.maximum(h_f + h_b - (Fg + Bg), 0.0))
+    work.F_layers.add("host_overhead", per_mb * share_f)
+    work.B_layers.add("host_overhead", per_mb * (1.0 - share_f))
+    return _Host(h_f + h_b, h_sf + h_sb, np.where(single_stage, lag, 0.0))
+
+
+@dataclass
+class _Pipeline:
+    """A stage's seconds per micro-batch and the pipeline phase of the step."""
+
+    Fl: Num
+    """Forward seconds of a middle stage's layers (compute, exposed communication, host overhead)."""
+    Bl: Num
+    embF: Num
+    embB: Num
+    headF: Num
+    headB: Num
+    stage_max: Num
+    """The slowest stage's forward + backward seconds per micro-batch."""
+    first: Num
+    last: Num
+    n_hi: Num
+    n_lo: Num
+    r_layer: Num
+    W_max: Num
+    c: Num
+    """Seconds of one point-to-point transfer of a micro-batch's activations between stages."""
+    t_pipe: Num
+
+
+def _pipeline(s: _Step, work: _StageWork) -> _Pipeline:
+    """The stages' times and the pipeline phase, :func:`simcore.engine.schedules.pipeline_time`.
+
+    Layers that do not divide evenly go one extra to the first stages (the last stage, which also runs
+    the LM head and loss, gets the smaller share); the first stage adds the embedding. ``c`` moves
+    ``micro_batch x seq/cp x hidden`` activations (``/tp`` with sequence parallelism) over the PP
+    group (see docs/parallelism.md, pipeline schedules)."""
+    model, pp = s.model, s.pp
+    embF, embB = work.emb_f.total(), work.emb_b.total()
+    headF, headB = work.head_f.total(), work.head_b.total()
+    Fl, Bl = work.F_layers.total(), work.B_layers.total()
+    single = pp <= 1
+    R = Fl + Bl  # a middle stage (average layer count)
+    n_hi = np.ceil(model.layers / pp - 1e-9)
+    n_lo = np.floor(model.layers / pp + 1e-9)
+    r_layer = R / (model.layers / pp)
+    first = r_layer * n_hi + embF + embB
+    last = r_layer * n_lo + headF + headB
+    stage_max = np.where(
+        single, R + embF + embB + headF + headB, np.maximum(np.maximum(first, last), r_layer * n_hi)
+    )
+    stage_sum = pp * R + embF + embB + headF + headB
+    W_max = work.W_layers + np.where(single, work.head_w, 0.0)
+    p2p_bytes = s.mb * model.seq_len / s.cp * model.hidden * s.act / np.where(s.sp, s.tp, 1.0)
+    c = np.where(pp > 1, s.pricer.comm_time("send_recv", p2p_bytes, "pp"), 0.0)
+    t_pipe = pipeline_time(s.schedule, pp, s.m, s.vp, stage_max, stage_sum, Fl, Bl, work.W_layers, c)
+    return _Pipeline(Fl, Bl, embF, embB, headF, headB, stage_max, first, last, n_hi, n_lo, r_layer, W_max, c, t_pipe)
+
+
+@dataclass
+class _RankParams:
+    """Parameters held by one rank (its stage's share over TP, and EP for the experts)."""
+
+    dense: Num
+    experts: Num
+    embed: Num
+    total: Num
+
+
+def _rank_params(s: _Step) -> _RankParams:
+    """Parameters per rank: dense layers and the MoE layers' attention, norms and shared experts over
+    ``pp x tp``; routed experts over ``pp x tp x ep``; the embedding and LM head (one of them on a
+    pipeline stage, the larger) over TP when vocabulary-parallel."""
+    pc, pp, tp = s.pc, s.pp, s.tp
+    moe_attn = pc.attention_per_layer + pc.norms_per_layer + pc.moe_layer_shared
+    dense = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * moe_attn) / pp / tp
+    experts = pc.moe_layers * pc.moe_layer_experts / pp / tp / s.ep
+    embed = (
+        np.where(pp <= 1, pc.embedding + pc.lm_head, np.maximum(pc.embedding, pc.lm_head or pc.embedding))
+        / s.vdiv
+    )
+    return _RankParams(dense, experts, embed, dense + experts + embed)
+
+
+def _bucketed(comm: Num, window: Num, buckets: Num, overlap: Num) -> Num:
+    """Exposed seconds of a bucketed collective overlapped with ``window`` seconds of compute: the
+    last bucket always shows, ``max(comm / buckets, comm - window (1 - 1/buckets))``."""
+    return np.where(overlap, np.maximum(comm / buckets, comm - window * (1 - 1 / buckets)), comm)
+
+
+@dataclass
+class _DataParallel:
+    """Data-parallel seconds of one step (gradient reduction, ZeRO/FSDP gathers, side costs)."""
+
+    dp_exposed: Num
+    zero3_exposed: Num
+    dp_grad: Num
+    dp_legacy: Num
+    dp_tail: Num
+    """Exposed parameter all-gather of ZeRO-1/2 behind the next forward (seconds)."""
+    buckets: Num
+    B_last: Num
+    overlap_cost: Num
+    ddp_copy: Num
+    gil: Num
+
+
+def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankParams) -> _DataParallel:
+    """Exposed data-parallel communication of a step (see docs/parallelism.md, overlap assumptions).
+
+    DDP: gradient all-reduce in buckets during the last backward. ZeRO-1/2 (distributed optimizer):
+    gradient reduce-scatter during the last backward, parameter all-gather during the next forward.
+    ZeRO-3/FSDP: parameters gathered for forward and backward and gradients reduce-scattered per
+    micro-batch, prefetched behind the layer compute: exposed ``max(2 AG + RS - (F+B), 0)`` per
+    micro-batch. Expert gradients reduce over the expert-data-parallel group (``dp / ep`` ranks),
+    priced on dp with the ratio. Single-process nn.DataParallel: parameters broadcast from GPU 0 and
+    gradients reduced to it every step, nothing overlapped."""
+    pricer, dp, zero0, zero12, zero3 = s.pricer, s.dp, s.zero0, s.zero12, s.zero3
+    grad_b = s.sb.grads
+    dense_grads = (params.dense + params.embed) * grad_b
+    exp_grads = params.experts * grad_b
+    gdt = "fp32" if grad_b == 4 else "bf16"
+    zeros = 0.0 * dp
+
+    def when(mask: Num, fn: Any) -> Num:
+        """Price a collective only if some layout needs it (scalar layouts skip the rest)."""
+        return fn() if np.any(mask & (dp > 1)) else zeros
+
+    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
+    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
+    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp"))
+    edp_frac = np.where(dp > 1, np.maximum(dp / s.ep - 1, 0) / np.maximum(dp - 1, 1), 0.0)
+    ar_exp = when(s.pc.moe_layers > 0, lambda: pricer.comm_time("all_reduce", exp_grads, "dp") * edp_frac)
+    buckets = np.maximum(s.layers_per_rank, 1.0)
+    single = s.pp <= 1
+    B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
+    F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
+    overlap = _a(s.lay.dp_overlap, bool)
+    dp_grad = np.select([zero0, zero12], [ar, rs], default=0.0) + ar_exp
+    dp_exposed = _bucketed(dp_grad, B_last, buckets, overlap) + np.where(
+        zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
+    )
+    zero3_exposed = np.where(zero3, np.maximum(2.0 * ag + rs - (pipe.Fl + pipe.Bl), 0.0) * s.m, 0.0)
+    dp_exposed = np.where(zero3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
+    pbytes = 4.0 if s.param_dtype == "fp32" else 2.0
+    dp_legacy = when(
+        s.single_proc,
+        lambda: (
+            pricer.comm_time("broadcast", params.total * pbytes, "dp")
+            + pricer.comm_time("reduce", params.total * grad_b, "dp", gdt)
+        ),
+    )
+    dp_exposed = np.where(s.single_proc & (dp > 1), dp_legacy, dp_exposed)
+    # compute beside an overlapped collective runs slower (NCCL's kernels take SMs and HBM bandwidth,
+    # the system's measured compute_slowdown); where the host bounds those phases the GPU has slack
+    overlapped = np.where(
+        zero3,
+        np.minimum(2.0 * ag + rs, pipe.Fl + pipe.Bl) * s.m,
+        (dp_grad - _bucketed(dp_grad, B_last, buckets, overlap))
+        + np.where(zero12, ag - _bucketed(ag, F_first, buckets, overlap), 0.0),
+    )
+    overlapped = np.where((dp > 1) & overlap & ~s.single_proc, overlapped, 0.0)
+    host_slack = (work.F_layers.time.get("host_overhead", 0.0) + work.B_layers.time.get("host_overhead", 0.0)) * s.m
+    slowdown = overlap_slowdown(s.cluster)
+    overlap_cost = np.maximum((slowdown - 1.0) * overlapped - host_slack, 0.0)
+    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, _bucketed(ag, F_first, buckets, overlap), 0.0)
+    return _DataParallel(
+        dp_exposed, zero3_exposed, dp_grad, dp_legacy, dp_tail, buckets, B_last, overlap_cost,
+        _ddp_copy(s, params, zeros), _dataparallel_launch(s, work, pipe),
+    )
+
+
+def _ddp_copy(s: _Step, params: _RankParams, zeros: Num) -> Num:
+    """Seconds of PyTorch DDP's bucket copies (fp32 weights): each gradient is copied into its flat
+    bucket before the all-reduce and back afterwards, on the compute stream (Megatron-style training
+    reduces in place in contiguous gradient buffers)."""
+    mask = (s.dp > 1) & s.zero0 & ~s.single_proc
+    if s.param_dtype != "fp32" or not np.any(mask):
+        return zeros
+    copy_op = L.mem_op("copy", 2.0 * (params.dense + params.embed + params.experts), s.sb.grads, "dp_copy")
+    return np.where(mask, s.pricer.price([copy_op]).total(), 0.0)
+
+
+def _dataparallel_launch(s: _Step, work: _StageWork, pipe: _Pipeline) -> Num:
+    """Exposed host seconds of single-process nn.DataParallel: one Python process launches every
+    replica's kernels (GIL), serially per micro-batch; the excess over the GPU time shows."""
+    kernels = (
+        work.F_layers.kernels + work.B_layers.kernels + work.emb_f.kernels + work.emb_b.kernels
+        + work.head_f.kernels + work.head_b.kernels
+    )
+    host = kernels * s.pricer.launch_s
+    return np.where(s.single_proc & (s.dp > 1), np.maximum(host * s.dp - pipe.stage_max, 0.0) * s.m, 0.0)
+
+
+@dataclass
+class _Optimizer:
+    """Seconds of the optimizer step and the loop's host after it."""
+
+    opt: Num
+    """The step's optimizer seconds (GPU update, unscaling, exposed host)."""
+    opt_gpu: Num
+    """Its GPU part (update plus the fp16 unscale pass)."""
+    h_opt: Num = 0.0
+    h_end: Num = 0.0
+    loss_wait: bool = False
+
+
+def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: Num) -> _Optimizer:
+    """The optimizer step on each rank's share of the parameters (``/ dp`` under ZeRO >= 1).
+
+    fp16 trains with dynamic loss scaling (PyTorch's GradScaler, Megatron's): one more pass over the
+    gradients unscales them and checks for inf/NaN; for a foreach (or for-loop) optimizer the host reads
+    that flag before the update (GradScaler.step's ``found_inf.item()``): it waits for the GPU, so the
+    update's host time is exposed. A fused optimizer takes the flag on the GPU: no wait (see
+    docs/compute.md, host model)."""
+    training, pricer, zero, dp = s.training, s.pricer, s.zero, s.dp
+    opt_params = params.total / np.where(zero >= 1, dp, 1.0)
+    opt = C.with_launch(
+        C.optimizer_step(
+            s.cluster.device,
+            pricer.prof,
+            opt_params,
+            training.optimizer,
+            training.optimizer_impl == "fused",
+            training.master_weights and s.param_dtype != "fp32",
+            s.param_dtype,
+        ).time_s,
+        pricer.launch_s,
+        pricer.prof.launch_mode,
+    )
+    loss_scaling = training.precision == "fp16"
+    loss_wait = loss_scaling and training.optimizer_impl != "fused"
+    unscale_t: Num = 0.0
+    if loss_scaling:
+        unscale = L.mem_op("mul", params.total / np.where(zero >= 2, dp, 1.0), s.sb.grads, "optimizer")
+        unscale_t = pricer.price([unscale]).total()
+    opt_update = opt
+    opt = opt_gpu = opt + unscale_t
+    if ht is None or "adamw_fused_fixed" not in s.host_cal:
+        return _Optimizer(opt, opt_gpu, loss_wait=loss_wait)
+    h_opt = _optimizer_host(s)
+    # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward; after
+    # loss scaling's wait it reads the inf flag once the unscale pass is done, then issues the
+    # update: no lead, and nothing hides the unscale
+    opt = unscale_t + np.maximum(opt_update, h_opt) if loss_wait else np.maximum(opt, h_opt - host_lag)
+    # zero_grad and the loop after the optimizer: the GPU waits when the loop synchronizes
+    prof, profiler, implementation = s.prof, s.profiler, s.implementation
+    h_end = (
+        prof.host_of("step_end", profiler, implementation)
+        + (0.0 if s.compiled else s.layers_per_rank * prof.host_of("step_end_layer", profiler, implementation))
+        + ht.wrapper_step("end")
+    ) * ht.pf("step_end")
+    return _Optimizer(opt, opt_gpu, h_opt, h_end, loss_wait)
+
+
+def _optimizer_host(s: _Step) -> Num:
+    """Host seconds of AdamW's step: a fixed host cost per step plus a cost per parameter tensor
+    (norms, projections, MLP matrices of each layer; embedding, head and final norm), fused or foreach
+    as measured (Hugging Face's GPT-2 also steps its biases and position embedding); FSDP/ZeRO-3 steps
+    DTensors at their own measured costs."""
+    prof, training, profiler = s.prof, s.training, s.profiler
+    tensors = weight_tensors(
+        s.model, np.ceil(s.layers_per_rank), s.gate_up, L.hf_biases(s.model, s.implementation)
+    )
+
+    # (seconds entries through ComputeProfile.host: scaled by the profile's host speed)
+    def h(name: str, default: float = 0.0) -> float:
+        return prof.host(name, profiler, default)
+
+    def opt_host(part: str) -> float:
+        return prof.optimizer_host(training.optimizer, training.optimizer_impl, part, profiler)
+
+    plain_opt = opt_host("fixed") + opt_host("per_tensor") * tensors
+    dtensor_opt = (
+        h("adamw_fused_dtensor_fixed", default=h("adamw_fused_fixed"))
+        + h("adamw_fused_dtensor_per_tensor", default=h("adamw_fused_per_tensor")) * tensors
+    )
+    return np.where(s.zero3, dtensor_opt, plain_opt)
+
+
+def _pacing_breakdown(s: _Step, work: _StageWork, pipe: _Pipeline) -> dict[str, Num]:
+    """Seconds by category of the stage that sets the pace over the step's ``m`` micro-batches: the
+    first (its layers and the embedding), the last (its layers and the LM head + loss) or a middle one
+    (the larger layer count); one stage holds everything."""
+    single = s.pp <= 1
+    stage = work.F_layers.merged(work.B_layers)
+    mid = pipe.r_layer * pipe.n_hi
+    is_first = (pipe.first >= pipe.last) & (pipe.first >= mid)
+    is_last = ~is_first & (pipe.last >= mid)
+    w_emb = np.where(single | is_first, 1.0, 0.0)
+    w_head = np.where(single | is_last, 1.0, 0.0)
+    n_b = np.where(is_last, pipe.n_lo, pipe.n_hi)
+    layer_w = np.where(single, 1.0, n_b / np.maximum(s.layers_per_rank, 1e-30))
+    bd: dict[str, Num] = {}
+    for k, v in stage.time.items():
+        bd[k] = v * s.m * layer_w
+    for pr, w8 in ((work.emb_f, w_emb), (work.emb_b, w_emb), (work.head_f, w_head), (work.head_b, w_head)):
+        for k, v in pr.time.items():
+            bd[k] = bd.get(k, 0.0) + v * s.m * w8
+    return bd
+
+
+def _step_time(
+    s: _Step, work: _StageWork, pipe: _Pipeline, dpc: _DataParallel, optm: _Optimizer, host: _Host
+) -> tuple[Num, dict[str, Num], Num, Num]:
+    """The step's seconds, its breakdown (the pacing stage's view; sums to the step time), the
+    optimizer's seconds and where the step is unsynchronized.
+
+    ``step = pipeline + exposed DP communication + optimizer + host tails + overlap slowdown +
+    power cap``. A power-capped GPU stretches a step whose kernels would draw more than its TDP on
+    average. Where nothing synchronizes (one stage, eager host tables, no ``step_sync``, no loss
+    scaling wait) the host runs ahead into the next step while the GPU finishes this one, so in the
+    steady state a step takes the larger of the host and GPU totals (see docs/compute.md, composing a
+    training step)."""
+    step = (
+        pipe.t_pipe + dpc.dp_exposed + dpc.zero3_exposed + optm.opt + dpc.gil + dpc.ddp_copy
+        + dpc.overlap_cost + optm.h_end
+    )
+    bd = _pacing_breakdown(s, work, pipe)
+    compute_sum: Num = sum(bd.values(), 0.0)
+    bd["pipeline_bubble"] = np.maximum(pipe.t_pipe - compute_sum, 0.0)
+    bd["dp_comm"] = dpc.dp_exposed + dpc.zero3_exposed
+    bd["optimizer"] = optm.opt
+    bd["host_launch"] = dpc.gil
+    bd["dp_copy"] = dpc.ddp_copy
+    bd["overlap_slowdown"] = dpc.overlap_cost
+    bd["host_overhead"] = bd.get("host_overhead", 0.0) + optm.h_end
+    power_cap = breakdown_power_cap(s.cluster.device, s.prof, bd, s.training.precision)
+    bd["power_cap"] = power_cap
+    step = step + power_cap
+    opt = optm.opt
+    free = (np.asarray(s.pp, dtype=float) <= 1) & (s.layer_host and not s.step_sync and not optm.loss_wait)
+    if np.any(free):
+        host_wait = bd["host_overhead"] + (opt - optm.opt_gpu)
+        g_total = step - host_wait
+        h_total = s.m * (host.h_layers + host.h_out) + optm.h_opt + optm.h_end
+        step = np.where(free, np.maximum(g_total, h_total), step)
+        bd["host_overhead"] = np.where(free, np.maximum(h_total - g_total, 0.0), bd["host_overhead"])
+        bd["optimizer"] = np.where(free, optm.opt_gpu, opt)
+        opt = bd["optimizer"]
+    return step, bd, opt, free
+
+
+def _step_memory(s: _Step, params: _RankParams) -> dict[str, Num]:
+    """Peak bytes per GPU by part (:func:`training_memory`), plus PyTorch DDP's flat gradient buckets
+    with fp32 weights: a second copy of the gradients."""
+    mem = training_memory(
+        s.model, s.training, s.lay, params.total, params.dense, s.m, s.param_dtype, s.compiled
+    )
+    if s.param_dtype == "fp32":
+        mask = (s.dp > 1) & s.zero0 & ~s.single_proc
+        buckets_mem = np.where(mask, params.total * s.sb.grads, 0.0)
+        mem["gradients"] = mem["gradients"] + buckets_mem
+        mem["total"] = mem["total"] + buckets_mem
+    return mem
+
+
 def evaluate(
     model: ModelSpec,
     training: TrainingSpec,
@@ -245,510 +962,51 @@ def evaluate(
     profiler records beside the timeline (``RuntimeSpec.profiler_record``), which scales the profiled
     host times by kind (``ComputeProfile.profiler_factor``); ``layer_ops``: (forward, backward) ops a
     layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer by
-    their ratio to the calibrated code's (``profile.calibrated_layer_ops``)."""
-    tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
-    mb = _a(lay.micro_batch)
-    sp = _a(lay.sp, bool)
-    recompute = np.asarray(lay.recompute)
-    schedule = np.asarray(lay.schedule)
-    m = np.maximum(_a(lay.global_batch) / (mb * dp), 1.0)
-    prof = load_profile(cluster.device, calibration)
-    if cpu_op_time is not None:
-        prof = prof.at_cpu_speed(*cpu_op_time)
-    act_key = "swiglu" if model.activation == "swiglu" else "gelu"
-    host_cal = prof.host_layer
-    compiled = framework == "compiled"
-    # eager: measured per-layer host times; compiled (torch.compile): the same times scaled by the
-    # compiled/eager ratio measured in one process (fit_host, round 14), where the profile has it
-    layer_host = f"train_fwd_{act_key}" in host_cal and (
-        framework == "eager" or (compiled and f"compiled_ratio_fwd_{act_key}" in host_cal)
+    their ratio to the calibrated code's (``profile.calibrated_layer_ops``).
+
+    The parts: stage times (:func:`_stage_work`), host (:func:`_host_overhead`), pipeline
+    (:func:`_pipeline`), data-parallel communication (:func:`_data_parallel`), optimizer
+    (:func:`_optimizer`), the step and its breakdown (:func:`_step_time`) and memory
+    (:func:`_step_memory`)."""
+    s = _Step(
+        model, training, lay, cluster, framework, calibration, param_dtype, profiler, gate_up, step_sync,
+        cpu_op_time, implementation, dropout, attention_backend, profiler_record, layer_ops,
     )
-    pricer = Pricer.for_layout(
-        cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not layer_host, profile=prof
-    )
-    full_t = np.where(recompute == "full", 1.0, 0.0)
-    sel_t = np.where(recompute == "selective", 1.0, 0.0)
-    zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
-    zero0, zero12, zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
-    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
-    single_proc = np.asarray(lay.dp_mode) == "dataparallel"
-    ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
-    gemm_dtype = training.precision
-    act = 2.0 if training.precision != "fp32" else 4.0
-    resid = 4.0 if param_dtype == "fp32" else act
-    lw = L.Layout(
-        micro_batch=mb,
-        seq=float(model.seq_len),
-        tp=tp,
-        cp=cp,
-        ep=ep,
-        sp=sp,
-        dtype=gemm_dtype,
-        act_bytes=act,
-        extra={
-            "residual_bytes": resid,
-            "vocab_parallel": bool(lay.vocab_parallel),
-            "fused": compiled,
-            "strided_gate_up": L.strided_gate_up(framework, gate_up),
-            "impl": implementation,
-            "dropout": dropout,
-            "attention_backend": attention_backend,
-        },
-    )
-    # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
-    # under AMP (round 51) or the native bf16 one (round 56)
-    moe_path = None if model.moe is None or compiled else ("moe" if lw.fp32_experts else "moe_native")
-    lk = prof.layer_key(act_key, moe_path, implementation, "train_fwd", attention_backend)
+    work = _stage_work(s)
+    ht = _host_tables(s) if s.layer_host else None
+    host = _host_overhead(s, ht, work) if ht is not None else _Host()
+    pipe = _pipeline(s, work)
+    params = _rank_params(s)
+    dpc = _data_parallel(s, work, pipe, params)
+    optm = _optimizer(s, params, ht, host.host_lag)
+    step, bd, opt, free = _step_time(s, work, pipe, dpc, optm, host)
 
-    pc = param_counts(model)
-    vdiv = tp if lay.vocab_parallel else 1.0
-    n_moe = pc.moe_layers
-    n_dense = pc.dense_layers
-
-    # --- one layer of each kind
-    parts = []
-    for moe, count in ((False, n_dense), (True, n_moe)):
-        if count == 0:
-            continue
-        fwd, bwd, w, attn, gemm, attn_flops = _stage_priced(pricer, model, lw, moe)
-        comp_f = fwd.total(exclude=COMM_CATEGORIES)
-        comp_b = bwd.total(exclude=COMM_CATEGORIES)
-        fwd_x = _exposed(fwd, attn, gemm, lay.tp_overlap, tp, schedule, comp_f)
-        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, lay.tp_overlap, tp, schedule, comp_b)
-        # recomputation re-runs the forward (full) or the attention core (selective) before backward
-        full = fwd_x
-        rec = full.scaled(full_t)
-        rec.time = {f"recompute_{k}": v for k, v in rec.time.items()}
-        rec.add("recompute_attention", attn * sel_t)
-        rec.flops = fwd.flops * full_t + attn_flops * sel_t
-        parts.append((count, fwd_x, bwd_x.merged(rec), w, rec.flops))
-
-    layers_per_rank = model.layers / pp
-    F_layers = Priced()
-    B_layers = Priced()
-    W_layers: Num = 0.0
-    for count, f, b, w, _rf in parts:
-        share = count / model.layers * layers_per_rank
-        F_layers = F_layers.merged(f.scaled(share))
-        B_layers = B_layers.merged(b.scaled(share))
-        W_layers = W_layers + w * share
-
-    # --- embedding (first stage) and head + loss (last stage)
-    emb_f_ops = L.embedding_fwd(model, lw)
-    head_f_ops = L.head_fwd(model, lw) + L.loss_fwd(model, lw)
-    emb_f, emb_b = pricer.price(emb_f_ops), pricer.price(L.backward(emb_f_ops))
-    head_f, head_b = pricer.price(head_f_ops), pricer.price(L.backward(head_f_ops))
-    head_w: Num = head_b.wgrad
-
-    # PyTorch AMP (fp32 weights, autocast): weight casts in every forward, bf16 -> fp32 gradient
-    # accumulation in every backward, per micro-batch, on each rank's share of the weights
-    if param_dtype == "fp32" and training.precision != "fp32":
-        tensors_per_layer = weight_tensors(model, 1.0, gate_up) - weight_tensors(model, 0.0, gate_up)
-        stage_params = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * pc.per_moe_layer) / pp / tp
-        acc = (m - 1.0) / m  # backwards that add into an existing fp32 .grad
-        # ZeRO-2/3 and FSDP accumulate on the reduce-scattered shard of the gradient
-        shard = np.where(zero >= 2, 1.0 / np.maximum(dp, 1.0), 1.0)
-        amp_f, amp_b = L.amp_ops(stage_params, tensors_per_layer * layers_per_rank, acc, shard)
-        F_layers = F_layers.merged(pricer.price(amp_f))
-        B_layers = B_layers.merged(pricer.price(amp_b))
-        emb_params = (pc.embedding + pc.lm_head) / vdiv
-        ea_f, ea_b = L.amp_ops(emb_params, 2.0 if pc.lm_head else 1.0, acc, shard)
-        head_f = head_f.merged(pricer.price(ea_f))
-        head_b = head_b.merged(pricer.price(ea_b))
-
-    embF, embB, headF, headB = emb_f.total(), emb_b.total(), head_f.total(), head_b.total()
-    host_lag: Num = 0.0
-
-    def pf(kind: str) -> float:
-        """The profiler's options' and the weights' dtype's factor on ``kind`` of host time (measured on
-        eager layers; the native MoE entries were measured with bf16 weights already)."""
-        dtype = "fp32" if training.precision == "fp32" or compiled or lk.endswith("_native") else param_dtype
-        w = prof.weights_factor(dtype, kind, implementation, act_key)
-        return w * (prof.profiler_factor(profiler_record, kind, implementation) if profiler else 1.0)
-
-    # host seconds of one micro-batch's layers and of its work outside them, on a single stage
-    h_layers: Num = 0.0
-    h_out: Num = 0.0
-    if layer_host:
-        # eager PyTorch: the host dispatches every op of a layer (module calls, autocast, autograd);
-        # where the host is slower than the GPU, the difference shows as host_overhead (below)
-        # profiled compiled steps measured whole, in their own CPU-speed units (round 30): a layer's and
-        # a micro-batch's forward and backward host replace the eager entries times a compiled ratio
-        # (transformers' own compiled steps where measured, round 70: its compiled code runs ~2x the host
-        # of simcore's layers per forward layer)
-        cpre = "hf_" if implementation == "huggingface" and f"profiled_hf_compiled_fwd_{act_key}" in host_cal else ""
-        own = (
-            {
-                f"train_{ph}_{act_key}": f"{cpre}compiled_{ph}_{act_key}"
-                for ph in ("fwd", "bwd")
-                if f"profiled_{cpre}compiled_{ph}_{act_key}" in host_cal
-            }
-            | {
-                f"step_{ph}_{act_key}": f"{cpre}compiled_step_{ph}_{act_key}"
-                for ph in ("fwd", "bwd")
-                if f"profiled_{cpre}compiled_step_{ph}_{act_key}" in host_cal
-            }
-            if compiled and profiler
-            else {}
-        )
-
-        def hv(name: str) -> float:
-            if name in own:
-                return prof.host(own[name], True)
-            v = prof.host(name, profiler) if compiled else prof.host_of(name, profiler, implementation)
-            if compiled:
-                # the compiled graph issues a layer's kernels with less host work than eager
-                phase = "bwd" if "_bwd" in name or name == "ckpt_selective" else "fwd"
-                ratio = f"compiled_ratio_{phase}_{act_key}"
-                v *= host_cal.get(("profiled_" if profiler else "") + ratio, host_cal.get(ratio, 1.0))
-            return v
-
-        def wrapped(name: str, phase: str) -> Num:
-            """Per-layer host time with the distributed wrapper the layout uses (FSDP2 / ZeRO-3,
-            tensor parallel), as measured ratios over the plain layer."""
-
-            def ratio(key: str) -> float:
-                # the profiler's per-op cost changes the wrapper's share: its own ratio where measured
-                return host_cal.get(("profiled_" if profiler else "") + key, host_cal.get(key, 1.0))
-
-            r_f = ratio(f"fsdp_ratio_{phase}")
-            r_t = ratio(f"tp_ratio_{phase}")
-            r_d = ratio(f"ddp_ratio_{phase}")
-            # FSDP replaces DDP; tensor parallelism and DDP hooks compose
-            other = np.where(tp > 1, r_t, 1.0) * np.where(ddp, r_d, 1.0)
-            return hv(name) * np.where(zero3, r_f, other)
-
-        def wrapper_step(part: str) -> Num:
-            """A distributed wrapper's host outside the layers beyond a single GPU's, per micro-batch
-            (``fwd`` / ``bwd``) or per step (``end``), where measured. DDP's backward part is its
-            reducer finishing the gradient reduction: once per step, like its hooks."""
-            f, t, d = (hv(f"{w}_step_{part}") for w in ("fsdp", "tp", "ddp"))
-            d_mb = d / m if part == "bwd" else d
-            return np.where(zero3, f, np.where(tp > 1, t, 0.0) + np.where(ddp, d_mb, 0.0))
-
-        # a run's own code: its ops per layer over the calibrated code's (eager; a transformers layer with
-        # its own entries, an MoE or eager-attention one, is not scaled)
-        ops_f, ops_b = 1.0, 1.0
-        cal = calibrated_layer_ops(implementation, act_key)
-        if layer_ops is not None and cal is not None and not compiled and lk == act_key:
-            ops_f, ops_b = layer_ops[0] / cal[0], (layer_ops[1] / cal[1] if layer_ops[1] > 0 else 1.0)
-        h_f = layers_per_rank * (
-            wrapped(f"train_fwd_{lk}", "fwd") * ops_f + full_t * hv(f"ckpt_full_fwd_{act_key}")
-        )
-        h_b = layers_per_rank * (
-            wrapped(f"train_bwd_{lk}", "bwd") * ops_b
-            + full_t * hv(f"ckpt_full_bwd_{act_key}")
-            + sel_t * hv("ckpt_selective")
-        )
-        h_b = h_b + np.where(ddp & ~zero3, hv("ddp_fixed"), 0.0)
-        if profiler:
-            # DDP's hooks while the profiler records: per gradient tensor and per bucket all-reduce
-            # call, once per step (the last micro-batch's backward; measured from profiled DDP ranks)
-            n_grads, n_buckets = ddp_gradients_and_buckets(model, pp, sb.grads, gate_up)
-            hooks = n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
-            h_b = h_b + np.where(ddp & ~zero3, hooks / m, 0.0)
-        # the profiler's other options (Python stacks, memory events, no shapes) change each kind of
-        # host time by its own measured ratio (rounds 47-48)
-        h_f = h_f * pf("train_fwd")
-        h_b = h_b * pf("train_bwd")
-        if lk.endswith("_moe"):
-            # (the fp32 experts' path: ``moe_path``) the fp32 grouped GEMM reads each expert's token count on the host (round 50: 192 syncs a
-            # step), so the host waits while every expert GEMM runs: their GPU time adds to the layers'
-            # host time (round 51's fit rows hold these waits too, at their own small token count: a
-            # known double count of a few percent of the layers' host)
-            experts = [
-                o for o in L.moe_block_fwd(model, lw) if o.kind == "gemm" and o.name.startswith("expert_")
-            ]
-            moe_rank = pc.moe_layers / model.layers * layers_per_rank
-            h_f = h_f + moe_rank * pricer.price(experts).total()
-            h_b = h_b + moe_rank * pricer.price(L.backward(experts)).total()
-        if "tp_ratio_fwd" not in host_cal:
-            # without a measured TP layer: each collective the layer issues is one more host call
-            floor = comm_call_host(cluster)
-            n_tp = np.where(tp > 1, np.where(sp, 4.0, 2.0), 0.0)
-            h_f = h_f + layers_per_rank * n_tp * floor
-            h_b = h_b + layers_per_rank * n_tp * floor
-        Fg, Bg = F_layers.total(), B_layers.total()
-        x_f, x_b = np.maximum(h_f - Fg, 0.0), np.maximum(h_b - Bg, 0.0)
-        # Nothing synchronises host and GPU inside a step (NCCL send/recv waits are stream-side), so
-        # the host runs ahead of the GPU while the GPU is busy (LM head and loss, long layers) and
-        # that slack absorbs host-bound layers later. One stage: the phase-by-phase pipeline of
-        # host_run_ahead. A pipeline stage: a micro-batch's forward and backward on the stage take at
-        # least the host's time for both (its per-micro-batch excess, split as the phases' excesses).
-        # outside the layers, per micro-batch: embedding, LM head and loss on the main thread, their
-        # backward on the autograd thread (whole profiled steps, round 25); pipeline stages: not modelled
-        single_stage = np.asarray(pp, dtype=float) <= 1
-        # (eager: plus the part that grows with the layers; compiled: its own per-step line has it)
-        lay_f = 0.0 if compiled else layers_per_rank * hv(f"step_fwd_layer_{lk}")
-        lay_b = 0.0 if compiled else layers_per_rank * hv(f"step_bwd_layer_{lk}")
-        h_sf = np.where(single_stage, hv(f"step_fwd_{lk}") + lay_f + wrapper_step("fwd"), 0.0) * pf(
-            "step_fwd"
-        )
-        h_sb = np.where(single_stage, hv(f"step_bwd_{lk}") + lay_b + wrapper_step("bwd"), 0.0) * pf(
-            "step_bwd"
-        )
-        h_layers, h_out = h_f + h_b, h_sf + h_sb
-        g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, layers_per_rank, m, h_sf, h_sb)
-        per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
-        share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
-        per_mb = np.where(single_stage, per_mb, np.maximum(h_f + h_b - (Fg + Bg), 0.0))
-        F_layers.add("host_overhead", per_mb * share_f)
-        B_layers.add("host_overhead", per_mb * (1.0 - share_f))
-        host_lag = np.where(single_stage, lag, 0.0)
-
-    Fl, Bl = F_layers.total(), B_layers.total()
-    single = pp <= 1
-    R = Fl + Bl  # a middle stage (average layer count)
-    # layers that do not divide evenly go one extra to the first stages (the last stage, which also
-    # runs the LM head, gets the smaller share)
-    n_hi = np.ceil(model.layers / pp - 1e-9)
-    n_lo = np.floor(model.layers / pp + 1e-9)
-    r_layer = R / (model.layers / pp)
-    first = r_layer * n_hi + embF + embB
-    last = r_layer * n_lo + headF + headB
-    stage_max = np.where(
-        single, R + embF + embB + headF + headB, np.maximum(np.maximum(first, last), r_layer * n_hi)
-    )
-    stage_sum = pp * R + embF + embB + headF + headB
-    W_max = W_layers + np.where(single, head_w, 0.0)
-
-    # --- point-to-point between stages
-    p2p_bytes = mb * model.seq_len / cp * model.hidden * act / np.where(sp, tp, 1.0)
-    c = np.where(pp > 1, pricer.comm_time("send_recv", p2p_bytes, "pp"), 0.0)
-
-    base = (m - 1) * stage_max + stage_sum + 2 * (pp - 1) * c
-    inter = m * stage_max + (pp - 1) / vp * R + 2 * vp * (pp - 1) * c
-    zb = base - (pp - 1) * W_layers
-    Bin = Bl - W_layers
-    dual = m * stage_max + np.maximum(pp / 2 - 1, 0.0) * (Fl + Bl + Bin - 3 * W_layers) + 2 * (pp - 1) * c
-    t_pipe = np.select(
-        [schedule == "interleaved", schedule == "zero_bubble", schedule == "dualpipe"],
-        [np.where(vp > 1, inter, base), zb, dual],
-        default=base,
-    )
-
-    # --- data parallel: gradient reduction (and ZeRO/FSDP parameter gathers)
-    dense_layer_params = pc.per_dense_layer
-    moe_attn = pc.attention_per_layer + pc.norms_per_layer + pc.moe_layer_shared
-    moe_experts = pc.moe_layer_experts
-    dense_params_rank = (n_dense * dense_layer_params + n_moe * moe_attn) / pp / tp
-    expert_params_rank = n_moe * moe_experts / pp / tp / ep
-    embed_rank = (
-        np.where(single, pc.embedding + pc.lm_head, np.maximum(pc.embedding, pc.lm_head or pc.embedding))
-        / vdiv
-    )
-    params_rank = dense_params_rank + expert_params_rank + embed_rank
-    grad_b = sb.grads
-    dense_grads = (dense_params_rank + embed_rank) * grad_b
-    exp_grads = expert_params_rank * grad_b
-    gdt = "fp32" if grad_b == 4 else "bf16"
-    zeros = 0.0 * dp
-
-    def when(mask: Num, fn: Any) -> Num:
-        """Price a collective only if some layout needs it (scalar layouts skip the rest)."""
-        return fn() if np.any(mask & (dp > 1)) else zeros
-
-    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
-    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
-    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (dense_params_rank + embed_rank) * 2.0, "dp"))
-    # expert gradients reduce over the expert-data-parallel group (dp / ep ranks): priced on dp with the ratio
-    edp_frac = np.where(dp > 1, np.maximum(dp / ep - 1, 0) / np.maximum(dp - 1, 1), 0.0)
-    ar_exp = when(pc.moe_layers > 0, lambda: pricer.comm_time("all_reduce", exp_grads, "dp") * edp_frac)
-    buckets = np.maximum(layers_per_rank, 1.0)
-    B_last = Bl + np.where(single, embB + headB, np.maximum(embB, headB))
-    F_first = Fl + np.where(single, embF + headF, embF)
-    overlap = _a(lay.dp_overlap, bool)
-
-    def hidden(comm: Num, window: Num) -> Num:
-        """Exposed part of a bucketed collective overlapped with ``window`` seconds of compute: the
-        last bucket always shows."""
-        return np.where(overlap, np.maximum(comm / buckets, comm - window * (1 - 1 / buckets)), comm)
-
-    # DDP: gradient all-reduce in buckets during the last backward. ZeRO-1/2 (distributed optimizer):
-    # gradient reduce-scatter during the last backward, parameter all-gather during the next forward.
-    # ZeRO-3/FSDP: parameters gathered for forward and backward and gradients reduce-scattered per
-    # micro-batch, prefetched behind the layer compute.
-    dp_grad = np.select([zero0, zero12], [ar, rs], default=0.0) + ar_exp
-    dp_exposed = hidden(dp_grad, B_last) + np.where(zero12, hidden(ag, F_first), 0.0)
-    zero3_exposed = np.where(zero3, np.maximum(2.0 * ag + rs - (Fl + Bl), 0.0) * m, 0.0)
-    dp_exposed = np.where(zero3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
-    # single-process nn.DataParallel: parameters broadcast from GPU 0 and gradients reduced to it every
-    # step, nothing overlapped; one Python process launches every replica's kernels (GIL)
-    pbytes = 4.0 if param_dtype == "fp32" else 2.0
-    dp_legacy = when(
-        single_proc,
-        lambda: (
-            pricer.comm_time("broadcast", params_rank * pbytes, "dp")
-            + pricer.comm_time("reduce", params_rank * grad_b, "dp", gdt)
-        ),
-    )
-    dp_exposed = np.where(single_proc & (dp > 1), dp_legacy, dp_exposed)
-    # compute beside an overlapped collective runs slower (NCCL's kernels take SMs and HBM bandwidth,
-    # the system's measured compute_slowdown); where the host bounds those phases the GPU has slack
-    overlapped = np.where(
-        zero3,
-        np.minimum(2.0 * ag + rs, Fl + Bl) * m,
-        (dp_grad - hidden(dp_grad, B_last)) + np.where(zero12, ag - hidden(ag, F_first), 0.0),
-    )
-    overlapped = np.where((dp > 1) & overlap & ~single_proc, overlapped, 0.0)
-    host_slack = (F_layers.time.get("host_overhead", 0.0) + B_layers.time.get("host_overhead", 0.0)) * m
-    slowdown = overlap_slowdown(cluster)
-    overlap_cost = np.maximum((slowdown - 1.0) * overlapped - host_slack, 0.0)
-    # PyTorch DDP (fp32 weights): each gradient is copied into its flat bucket before the all-reduce
-    # and back afterwards, on the compute stream (Megatron-style training reduces in place in
-    # contiguous gradient buffers)
-    ddp_copy = zeros
-    if param_dtype == "fp32" and np.any((dp > 1) & zero0 & ~single_proc):
-        copy_op = L.mem_op(
-            "copy", 2.0 * (dense_params_rank + embed_rank + expert_params_rank), grad_b, "dp_copy"
-        )
-        ddp_copy = np.where((dp > 1) & zero0 & ~single_proc, pricer.price([copy_op]).total(), 0.0)
-    host = (
-        F_layers.kernels + B_layers.kernels + emb_f.kernels + emb_b.kernels + head_f.kernels + head_b.kernels
-    ) * pricer.launch_s
-    # per micro-batch the host issues dp replicas' kernels serially; the excess over GPU time is exposed
-    gil = np.where(single_proc & (dp > 1), np.maximum(host * dp - stage_max, 0.0) * m, 0.0)
-
-    # --- optimizer
-    opt_params = params_rank / np.where(zero >= 1, dp, 1.0)
-    opt = C.with_launch(
-        C.optimizer_step(
-            cluster.device,
-            pricer.prof,
-            opt_params,
-            training.optimizer,
-            training.optimizer_impl == "fused",
-            training.master_weights and param_dtype != "fp32",
-            param_dtype,
-        ).time_s,
-        pricer.launch_s,
-        pricer.prof.launch_mode,
-    )
-    # fp16 trains with dynamic loss scaling (PyTorch's GradScaler, Megatron's): one more pass over the
-    # gradients unscales them and checks for inf/NaN; for a foreach (or for-loop) optimizer the host
-    # reads that flag before the update (GradScaler.step's found_inf.item()): it waits for the GPU, so
-    # the update's host time is exposed. A fused optimizer takes the flag on the GPU: no wait (round
-    # 55's fp16 Llama with fused AdamW has no sync in its steps)
-    loss_scaling = training.precision == "fp16"
-    loss_wait = loss_scaling and training.optimizer_impl != "fused"
-    unscale_t: Num = 0.0
-    if loss_scaling:
-        unscale = L.mem_op("mul", params_rank / np.where(zero >= 2, dp, 1.0), grad_b, "optimizer")
-        unscale_t = pricer.price([unscale]).total()
-    opt_update = opt
-    opt = opt_gpu = opt + unscale_t
-    h_opt: Num = 0.0
-    h_end: Num = 0.0
-    if layer_host and "adamw_fused_fixed" in host_cal:
-        # AdamW: a fixed host cost per step plus a cost per parameter tensor (norms, projections, MLP
-        # matrices of each layer; embedding, head and final norm), fused or foreach as measured
-        # (Hugging Face's GPT-2 also steps its biases and position embedding)
-        tensors = weight_tensors(model, np.ceil(layers_per_rank), gate_up, L.hf_biases(model, implementation))
-
-        # (seconds entries through ComputeProfile.host: scaled by the profile's host speed)
-        def h(name: str, default: float = 0.0) -> float:
-            return prof.host(name, profiler, default)
-
-        def opt_host(part: str) -> float:
-            return prof.optimizer_host(training.optimizer, training.optimizer_impl, part, profiler)
-
-        plain_opt = opt_host("fixed") + opt_host("per_tensor") * tensors
-        dtensor_opt = (
-            h("adamw_fused_dtensor_fixed", default=h("adamw_fused_fixed"))
-            + h("adamw_fused_dtensor_per_tensor", default=h("adamw_fused_per_tensor")) * tensors
-        )
-        h_opt = np.where(zero3, dtensor_opt, plain_opt)
-        # the host reaches optimizer.step() host_lag seconds before the GPU finishes the backward; after
-        # loss scaling's wait it reads the inf flag once the unscale pass is done, then issues the
-        # update: no lead, and nothing hides the unscale
-        opt = unscale_t + np.maximum(opt_update, h_opt) if loss_wait else np.maximum(opt, h_opt - host_lag)
-        # zero_grad and the loop after the optimizer: the GPU waits when the loop synchronizes
-        h_end = (
-            prof.host_of("step_end", profiler, implementation)
-            + (
-                0.0
-                if compiled
-                else layers_per_rank * prof.host_of("step_end_layer", profiler, implementation)
-            )
-            + wrapper_step("end")
-        ) * pf("step_end")
-
-    step = t_pipe + dp_exposed + zero3_exposed + opt + gil + ddp_copy + overlap_cost + h_end
-
-    # --- breakdown (the bottleneck stage's view; sums to the step time)
-    bd: dict[str, Num] = {}
-    stage = F_layers.merged(B_layers)
-    # the stage that sets the pace: the first (its layers and the embedding), the last (its layers and
-    # the LM head + loss) or a middle one (the larger layer count); one stage holds everything
-    mid = r_layer * n_hi
-    is_first = (first >= last) & (first >= mid)
-    is_last = ~is_first & (last >= mid)
-    w_emb = np.where(single | is_first, 1.0, 0.0)
-    w_head = np.where(single | is_last, 1.0, 0.0)
-    n_b = np.where(is_last, n_lo, n_hi)
-    layer_w = np.where(single, 1.0, n_b / np.maximum(layers_per_rank, 1e-30))
-    for k, v in stage.time.items():
-        bd[k] = v * m * layer_w
-    for pr, w8 in ((emb_f, w_emb), (emb_b, w_emb), (head_f, w_head), (head_b, w_head)):
-        for k, v in pr.time.items():
-            bd[k] = bd.get(k, 0.0) + v * m * w8
-    compute_sum: Num = sum(bd.values(), 0.0)
-    bd["pipeline_bubble"] = np.maximum(t_pipe - compute_sum, 0.0)
-    bd["dp_comm"] = dp_exposed + zero3_exposed
-    bd["optimizer"] = opt
-    bd["host_launch"] = gil
-    bd["dp_copy"] = ddp_copy
-    bd["overlap_slowdown"] = overlap_cost
-    bd["host_overhead"] = bd.get("host_overhead", 0.0) + h_end
-    # a power-capped GPU stretches a step whose kernels would draw more than its TDP on average
-    power_cap = breakdown_power_cap(cluster.device, prof, bd, gemm_dtype)
-    bd["power_cap"] = power_cap
-    step = step + power_cap
-    free = (np.asarray(pp, dtype=float) <= 1) & (layer_host and not step_sync and not loss_wait)
-    if np.any(free):
-        # nothing synchronizes: the host runs ahead into the next step while the GPU finishes this one,
-        # so in the steady state a single-stage step takes the larger of the two totals
-        host_wait = bd["host_overhead"] + (opt - opt_gpu)
-        g_total = step - host_wait
-        h_total = m * (h_layers + h_out) + h_opt + h_end
-        step = np.where(free, np.maximum(g_total, h_total), step)
-        bd["host_overhead"] = np.where(free, np.maximum(h_total - g_total, 0.0), bd["host_overhead"])
-        bd["optimizer"] = np.where(free, opt_gpu, opt)
-        opt = bd["optimizer"]
-
-    # --- FLOPs and memory
+    tp, pp, dp, cp = s.tp, s.pp, s.dp, s.cp
     tokens = _a(lay.global_batch) * model.seq_len
     gpus = tp * pp * dp * cp
     mflops = model_flops_per_token(model) * tokens
     rec_flops_rank: Num = 0.0
-    for count, _f, _b, _w, rf in parts:
-        rec_flops_rank = rec_flops_rank + rf * count / model.layers * layers_per_rank
-    hflops = mflops + rec_flops_rank * m * gpus
-
-    mem = training_memory(model, training, lay, params_rank, dense_params_rank, m, param_dtype, compiled)
-    if param_dtype == "fp32":
-        # PyTorch DDP's flat gradient buckets: a second copy of the gradients
-        buckets_mem = np.where((dp > 1) & zero0 & ~single_proc, params_rank * grad_b, 0.0)
-        mem["gradients"] = mem["gradients"] + buckets_mem
-        mem["total"] = mem["total"] + buckets_mem
+    for count, _f, _b, _w, rf in work.parts:
+        rec_flops_rank = rec_flops_rank + rf * count / model.layers * s.layers_per_rank
+    hflops = mflops + rec_flops_rank * s.m * gpus
+    mem = _step_memory(s, params)
+    dp_comm = np.where(dp > 1, np.where(s.single_proc, dpc.dp_legacy, dpc.dp_grad), 0.0)
     stage_times = {
-        "forward_s": Fl,
-        "backward_s": Bl,
-        "wgrad_s": W_layers,
-        "embedding_fwd_s": embF,
-        "embedding_bwd_s": embB,
-        "head_fwd_s": headF,
-        "head_bwd_s": headB,
-        "head_wgrad_s": head_w,
-        "p2p_s": c,
-        "dp_comm_s": np.where(
-            zero3, zero3_exposed, np.where(dp > 1, np.where(single_proc, dp_legacy, dp_grad), 0.0)
-        ),
-        "dp_tail_s": np.where(zero12 & (dp > 1) & ~single_proc, hidden(ag, F_first), 0.0),
-        "host_tail_s": gil + ddp_copy + h_end,
+        "forward_s": pipe.Fl,
+        "backward_s": pipe.Bl,
+        "wgrad_s": work.W_layers,
+        "embedding_fwd_s": pipe.embF,
+        "embedding_bwd_s": pipe.embB,
+        "head_fwd_s": pipe.headF,
+        "head_bwd_s": pipe.headB,
+        "head_wgrad_s": work.head_w,
+        "p2p_s": pipe.c,
+        "dp_comm_s": np.where(s.zero3, dpc.zero3_exposed, dp_comm),
+        "dp_tail_s": dpc.dp_tail,
+        "host_tail_s": dpc.gil + dpc.ddp_copy + optm.h_end,
         "optimizer_s": opt,
-        "buckets": buckets,
-        "dp_window_s": B_last,
+        "buckets": dpc.buckets,
+        "dp_window_s": dpc.B_last,
         "layers": float(model.layers),
     }
     exposed = {
@@ -756,15 +1014,15 @@ def evaluate(
         "cp_comm": bd.get("cp_comm", 0.0),
         "ep_comm": bd.get("ep_comm", 0.0),
         "dp_comm": bd["dp_comm"],
-        "pp_p2p": 2 * (pp - 1) * c,
+        "pp_p2p": 2 * (pp - 1) * pipe.c,
     }
-    bubble = bd["pipeline_bubble"] / np.maximum(t_pipe, 1e-30)
+    bubble = bd["pipeline_bubble"] / np.maximum(pipe.t_pipe, 1e-30)
     bubble = np.where(bubble < 1e-9, 0.0, bubble)  # float noise of single-stage layouts
     return TrainingEval(
         step_time_s=step,
         breakdown=bd,
         bubble_fraction=bubble,
-        microbatches=m,
+        microbatches=s.m,
         tokens_per_step=tokens,
         model_flops_per_step=mflops,
         hardware_flops_per_step=hflops,
@@ -772,7 +1030,7 @@ def evaluate(
         memory_per_gpu_bytes=mem["total"],
         stage_times=stage_times,
         exposed_comm=exposed,
-        extra={"gpus": gpus, "params_per_gpu": params_rank, "W_s": W_max, "unsynchronized": free},
+        extra={"gpus": gpus, "params_per_gpu": params.total, "W_s": pipe.W_max, "unsynchronized": free},
     )
 
 
