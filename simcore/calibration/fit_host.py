@@ -48,6 +48,7 @@ import math
 import re
 import statistics
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -164,45 +165,43 @@ _OPTIONAL = (
 )
 
 
-def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
-    """Profiled host entries in CPU-speed units from whole profiled training steps (rows of
-    ``python -m simcore.calibration.host_trace --steps``, round 25).
+StepRec = tuple[str, str, bool, dict[str, float]]
+"""A plain fused-AdamW step row: (strategy, act, synchronized, its times and layer count)."""
+ActRec = tuple[str, bool, dict[str, float]]
+"""A step row fitted by its MLP kind only: (act, synchronized, its times and layer count)."""
+Sel = list[tuple[str, dict[str, float]]]
+"""Selected step rows as (act, times)."""
 
-    Every segment of a step is divided by the step's own ``aten::t`` median on the thread that runs it
-    (main: forward, head, optimizer, end; backward: the autograd nodes), so the CPU's speed of the
-    moment cancels; the medians over the unsynchronized steps, times the median probe of all steps
-    (``probe_main`` / ``probe_backward``, the speed these entries stand for), give seconds:
 
-    * ``profiled_train_fwd_<act>`` / ``profiled_train_bwd_<act>``: one layer's forward / backward;
-    * ``profiled_step_fwd_<act>``: per micro-batch outside the layers on the main thread (the
-      embedding, the LM head, the loss, the ``backward()`` call), a line over the layer count:
-      ``profiled_step_fwd_layer_<act>`` per layer (likewise ``step_bwd``, ``step_end``);
-    * ``profiled_step_bwd_<act>``: per micro-batch outside the layers on the backward thread (loss and
-      LM head backward, the embedding backward, gradient accumulation);
-    * ``profiled_adamw_fused_fixed`` / ``profiled_adamw_fused_per_tensor``: ``optimizer.step()``, a
-      least-squares line over the parameter tensor count (round 25's models, ``tools/gpt.py``: bias-free,
-      gate/up fused, untied: ``WEIGHT_TENSORS_PER_LAYER`` per layer + 3);
-    * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop);
-    * ``profiled_<ddp|fsdp|tp>_step_<fwd|bwd|end>``: rows labelled with a distributed wrapper (the
-      slowest-CPU rank of profiled runs, ``--strategy``): their units beyond the single-GPU ones;
-    * ``profiled_hf_<train|step>_<fwd|bwd>_<act>``: the same four for rows of Hugging Face layers
-      (``impl`` huggingface, round 32), at the reference probes of the plain rows;
-    * ``probe_empty_ratio_<main|backward>``: the median ``aten::empty`` / ``aten::t`` of the threads
-      that time both; a thread without enough ``aten::t`` (GPT-2's ``Conv1D`` layers) is timed by its
-      ``aten::empty`` over that ratio.
-    """
-    every: list[tuple[str, str, bool, dict[str, float]]] = []
-    hf_rows: list[tuple[str, bool, dict[str, float]]] = []
-    # steps of another optimizer than fused AdamW (round 47): only its step() is fitted from them
-    other_opt: dict[str, list[dict[str, float]]] = {}
-    # steps recorded with other profiler options (rounds 47-48): only their ratios to round 47's
-    # plain-profiled steps of the same models are fitted from them
-    by_options: dict[str, list[dict[str, float]]] = {}
-    # transformers' MoE layers (round 51) and eager-attention layers (round 61): only their own units
-    # are fitted from them
-    own_recs: list[tuple[str, bool, dict[str, float]]] = []
-    act_of: dict[int, str] = {}
-    group_of: dict[int, str] = {}
+@dataclass
+class _StepRows:
+    """The rows of ``host_trace --steps`` files sorted by what they fit (each row's numbers as a dict of
+    floats: ``layers`` and every ``*_s`` column, in seconds)."""
+
+    every: list[StepRec] = field(default_factory=list)
+    """Simcore's own layers with fused AdamW, every strategy, the default profiler options."""
+    hf: list[ActRec] = field(default_factory=list)
+    """Hugging Face layers (``impl`` huggingface) with fused AdamW."""
+    other_opt: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    """Single-GPU unsynchronized steps of another optimizer than fused AdamW, by optimizer: only its
+    ``step()`` is fitted from them (and they are the plain-profiled baseline of the profiler options)."""
+    by_options: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    """Single-GPU unsynchronized steps recorded with other profiler options, or with bf16 weights without
+    autocast, by the host-layer prefix their ratios go to (``profiler_[hf_]<options>``,
+    ``weights_[hf_]bf16``): only their ratios to plain-profiled steps of the same models are fitted."""
+    own: list[ActRec] = field(default_factory=list)
+    """Transformers' MoE layers (``<act>_moe``) and eager-attention layers (``<act>_eager``): only their
+    own units are fitted from them."""
+    act_of: dict[int, str] = field(default_factory=dict)
+    """A row's MLP kind, by ``id`` of its numbers."""
+    run_of: dict[int, str] = field(default_factory=dict)
+    """A row's run (its trace without the pass suffix; the probe moves between runs), by ``id``."""
+
+
+def _read_step_rows(rows: list[dict[str, str]], path: str | Path) -> _StepRows:
+    """Parse and sort the rows of ``host_trace --steps`` files; a bad row raises a one-line
+    :class:`~simcore.errors.TraceError` naming its line."""
+    out = _StepRows()
     for line, r in enumerate(rows, start=2):
         try:
             sync = r["synchronized"].strip().lower()
@@ -216,35 +215,40 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             if not all(math.isfinite(v) for v in vals.values()):
                 raise ValueError("a value is not a finite number")
             rec = (r.get("strategy") or "single", r["act"], sync in ("1", "true"), vals)
-            # the run a row belongs to (its trace without the pass suffix): the probe moves between runs
-            group_of[id(vals)] = _run_of(r.get("trace", ""))
+            out.run_of[id(vals)] = _run_of(r.get("trace", ""))
             optimizer = (r.get("optimizer") or "adamw_fused").strip()
-            act_of[id(vals)] = r["act"]
+            out.act_of[id(vals)] = r["act"]
             hf = (r.get("impl") or "reference") == "huggingface"
             options = (r.get("profiler") or "").strip()
             # the host-layer prefix a row's ratios go to: the profiler's other options, or bf16 weights
-            # without autocast (round 58)
+            # without autocast
             ratio_key = f"profiler_{'hf_' if hf else ''}{options}" if options else ""
             if not options and (r.get("weights") or "fp32").strip() == "bf16" and "_moe" not in r["act"]:
                 ratio_key = f"weights_{'hf_' if hf else ''}bf16"
             if ratio_key:
                 if rec[0] == "single" and not rec[2]:
-                    by_options.setdefault(ratio_key, []).append(vals)
+                    out.by_options.setdefault(ratio_key, []).append(vals)
             elif "_moe" in r["act"] or "_eager" in r["act"]:
-                own_recs.append(rec[1:])
+                out.own.append(rec[1:])
             elif optimizer != "adamw_fused":
                 if rec[0] == "single" and not rec[2] and not hf:
-                    other_opt.setdefault(optimizer, []).append(vals)
+                    out.other_opt.setdefault(optimizer, []).append(vals)
             elif hf:
-                hf_rows.append(rec[1:])
+                out.hf.append(rec[1:])
             else:
-                every.append(rec)
+                out.every.append(rec)
         except (KeyError, ValueError, AttributeError) as e:
             raise TraceError(f"bad step-host row (line {line}): {e}", file=str(path)) from None
-    # a thread that calls aten::t too rarely is timed by its aten::empty, stated as aten::t through the
-    # two's median ratio on the threads that have both
+    return out
+
+
+def _probes_as_t(s: _StepRows) -> dict[str, float]:
+    """``probe_empty_ratio_<main|backward>``: the median ``aten::empty`` / ``aten::t`` of the threads that
+    time both (plain and Hugging Face fit rows). Every row's probe is then restated in place as
+    :func:`thread_probe` states it (a thread that calls ``aten::t`` too rarely, GPT-2's ``Conv1D`` layers,
+    is timed by its ``aten::empty`` over that ratio)."""
     out: dict[str, float] = {}
-    all_vals = [rec[-1] for rec in every] + [rec[-1] for rec in hf_rows]
+    all_vals = [rec[-1] for rec in s.every] + [rec[-1] for rec in s.hf]
     for probe, alt, key in (
         ("probe_main_s", "empty_main_s", "main"),
         ("probe_bwd_s", "empty_bwd_s", "backward"),
@@ -252,127 +256,156 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         both = [v[alt] / v[probe] for v in all_vals if v[probe] > 0 and v.get(alt, 0) > 0]
         if both:
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
-            others = [v for d in (other_opt, by_options) for vs in d.values() for v in vs]
-            for v in [*all_vals, *others, *(rec[-1] for rec in own_recs)]:
+            others = [v for d in (s.other_opt, s.by_options) for vs in d.values() for v in vs]
+            for v in [*all_vals, *others, *(rec[-1] for rec in s.own)]:
                 v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, training=True)
-    recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
-    if not recs:
-        raise TraceError("no single-GPU step rows (strategy single)", file=str(path))
-    free = [(a, v) for a, sync, v in recs if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
-    if not free:
-        raise TraceError("no unsynchronized step with probes", file=str(path))
-    ref_m = statistics.median(v["probe_main_s"] for _, _, v in recs)
-    ref_b = statistics.median(v["probe_bwd_s"] for _, _, v in recs)
-    out.update({"probe_main": ref_m, "probe_backward": ref_b})
+    return out
 
-    # Hugging Face's layers (rows labelled impl huggingface): their own units, at the same reference
-    hf_free = [
-        (a, v) for a, sync, v in hf_rows if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
-    ]
-    # transformers' MoE layers (act ``<act>_moe``, round 51) and eager-attention layers (``<act>_eager``,
-    # round 61): their per-layer and per-step units only, synchronized rows included: MoE steps wait for
-    # the GPU inside the layers (the fp32 grouped GEMM's per-expert sizes), and every eager-attention
-    # fit step waits once before its layers (a device-to-host copy as the 4-D mask is built, ~15 us)
-    own_rows = [(a, v) for a, _sync, v in own_recs if v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
-    # the share of each kind of host time that follows the probe (the rest is work whose time does not
-    # move with the CPU's per-op speed: driver launch calls, thread hand-offs): from how one run's
-    # segment moves with its probe between its passes (:func:`probe_share`), plain and Hugging Face
-    # layers together
-    segments: list[tuple[str, str, Callable[[dict[str, float]], float]]] = [
-        ("train_fwd", "probe_main_s", lambda v: v["fwd_layer_s"]),
-        ("train_bwd", "probe_bwd_s", lambda v: v["bwd_layer_s"]),
-        ("step_fwd", "probe_main_s", lambda v: v["pre_s"] + v["head_s"]),
-        ("step_bwd", "probe_bwd_s", lambda v: v["bhead_s"] + v["tail_s"]),
-    ]
-    for kind, probe, seg in segments:
+
+# each kind of host time of a step: (the probe of the thread that runs it, its seconds in a row)
+_SEGMENTS: dict[str, tuple[str, Callable[[dict[str, float]], float]]] = {
+    "train_fwd": ("probe_main_s", lambda v: v["fwd_layer_s"]),
+    "train_bwd": ("probe_bwd_s", lambda v: v["bwd_layer_s"]),
+    "step_fwd": ("probe_main_s", lambda v: v["pre_s"] + v["head_s"]),
+    "step_bwd": ("probe_bwd_s", lambda v: v["bhead_s"] + v["tail_s"]),
+}
+
+
+def _probe_shares(
+    sel: Sel, run_of: Mapping[int, str], ref_main: float, ref_backward: float
+) -> dict[str, float]:
+    """``probe_share_<kind>``: the share of each kind of host time that follows the probe (the rest is
+    work whose time does not move with the CPU's per-op speed: driver launch calls, thread hand-offs),
+    from how one run's segment moves with its probe between its passes (:func:`probe_share`)."""
+    out: dict[str, float] = {}
+    for kind, (probe, seg) in _SEGMENTS.items():
         runs: dict[str, list[tuple[float, float]]] = {}
-        for _, v in [*free, *hf_free]:
-            runs.setdefault(group_of.get(id(v), ""), []).append((v[probe], seg(v)))
-        sh = probe_share(list(runs.values()), ref_m if probe == "probe_main_s" else ref_b)
+        for _, v in sel:
+            runs.setdefault(run_of.get(id(v), ""), []).append((v[probe], seg(v)))
+        sh = probe_share(list(runs.values()), ref_main if probe == "probe_main_s" else ref_backward)
         if sh is not None:
             out[f"probe_share_{kind}"] = sh
+    return out
 
-    def pm(v: dict[str, float], kind: str) -> float:
+
+@dataclass(frozen=True)
+class _Pace:
+    """The reference probes (seconds of ``aten::t`` on the main and backward threads) and the probe share of
+    each kind of host time, which turn a row's seconds into CPU-speed units."""
+
+    ref_main: float
+    ref_backward: float
+    shares: Mapping[str, float]
+
+    def main(self, v: dict[str, float], kind: str) -> float:
         """The main thread's probe as the share of ``kind``'s host time that follows it sees it:
         ``share x probe + (1 - share) x reference``, so that units over it are the ones
         :meth:`ComputeProfile.host` scales back (a host time measured at a slow probe is not all
         probe-bound work)."""
-        sh = out.get(f"probe_share_{kind}", 1.0)
-        return sh * v["probe_main_s"] + (1.0 - sh) * ref_m
+        sh = self.shares.get(f"probe_share_{kind}", 1.0)
+        return sh * v["probe_main_s"] + (1.0 - sh) * self.ref_main
 
-    def pb(v: dict[str, float], kind: str) -> float:
-        """:func:`pm` on the backward thread."""
-        sh = out.get(f"probe_share_{kind}", 1.0)
-        return sh * v["probe_bwd_s"] + (1.0 - sh) * ref_b
+    def backward(self, v: dict[str, float], kind: str) -> float:
+        """:meth:`main` on the backward thread."""
+        sh = self.shares.get(f"probe_share_{kind}", 1.0)
+        return sh * v["probe_bwd_s"] + (1.0 - sh) * self.ref_backward
 
-    def units(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> float:
-        return statistics.median(f(v) for v in sel)
 
-    def per_layer(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> tuple[float, float]:
-        """Units outside the layers as a line over the layer count (the work there that grows with the
-        parameters: gradient accumulation, ``zero_grad``, the autograd graph's teardown), where the
-        rows have two layer counts; else their median and no slope."""
-        xs = [v["layers"] for v in sel]
-        if len(set(xs)) < 2:
-            return units(sel, f), 0.0
-        slope, icpt = statistics.linear_regression(xs, [f(v) for v in sel])
-        if icpt < 0 or slope < 0:  # noise: keep the level
-            return units(sel, f), 0.0
-        return icpt, slope
+def _units(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> float:
+    """The median of ``f`` over the rows."""
+    return statistics.median(f(v) for v in sel)
 
+
+def _per_layer(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> tuple[float, float]:
+    """(level, slope per layer) of ``f``: units outside the layers as a line over the layer count (the work
+    there that grows with the parameters: gradient accumulation, ``zero_grad``, the autograd graph's
+    teardown), where the rows have two layer counts; else their median and no slope."""
+    xs = [v["layers"] for v in sel]
+    if len(set(xs)) < 2:
+        return _units(sel, f), 0.0
+    slope, icpt = statistics.linear_regression(xs, [f(v) for v in sel])
+    if icpt < 0 or slope < 0:  # noise: keep the level
+        return _units(sel, f), 0.0
+    return icpt, slope
+
+
+def _layer_and_step_units(free: Sel, hf_free: Sel, own_rows: Sel, pace: _Pace) -> dict[str, float]:
+    """Per MLP kind, ``profiled_[hf_]train_<fwd|bwd>_<act>`` (one layer) and
+    ``profiled_[hf_]step_<fwd|bwd>[_layer]_<act>`` (per micro-batch outside the layers, a line over the
+    layer count), then ``profiled_[hf_]step_end[_layer]`` (after the optimizer); seconds at the reference
+    probes. Transformers' MoE and eager-attention rows (``own_rows``) join the Hugging Face ones here."""
+    out: dict[str, float] = {}
+    ref_m, ref_b = pace.ref_main, pace.ref_backward
     for pre, sel_rows in (("", free), ("hf_", [*hf_free, *own_rows])):
         for act in sorted({a for a, _ in sel_rows}):
             sel = [v for a, v in sel_rows if a == act]
-            out[f"profiled_{pre}train_fwd_{act}"] = ref_m * units(
-                sel, lambda v: v["fwd_layer_s"] / pm(v, "train_fwd")
+            out[f"profiled_{pre}train_fwd_{act}"] = ref_m * _units(
+                sel, lambda v: v["fwd_layer_s"] / pace.main(v, "train_fwd")
             )
-            out[f"profiled_{pre}train_bwd_{act}"] = ref_b * units(
-                sel, lambda v: v["bwd_layer_s"] / pb(v, "train_bwd")
+            out[f"profiled_{pre}train_bwd_{act}"] = ref_b * _units(
+                sel, lambda v: v["bwd_layer_s"] / pace.backward(v, "train_bwd")
             )
             for part, ref, seg in (
-                ("fwd", ref_m, lambda v: (v["pre_s"] + v["head_s"]) / pm(v, "step_fwd")),
-                ("bwd", ref_b, lambda v: (v["bhead_s"] + v["tail_s"]) / pb(v, "step_bwd")),
+                ("fwd", ref_m, lambda v: (v["pre_s"] + v["head_s"]) / pace.main(v, "step_fwd")),
+                ("bwd", ref_b, lambda v: (v["bhead_s"] + v["tail_s"]) / pace.backward(v, "step_bwd")),
             ):
-                lo, slope = per_layer(sel, seg)
+                lo, slope = _per_layer(sel, seg)
                 out[f"profiled_{pre}step_{part}_{act}"] = ref * lo
                 out[f"profiled_{pre}step_{part}_layer_{act}"] = ref * slope
     for pre, sel_rows in (("", free), ("hf_", hf_free)):
         if sel_rows:
-            lo, slope = per_layer([v for _, v in sel_rows], lambda v: v["post_s"] / v["probe_main_s"])
+            lo, slope = _per_layer([v for _, v in sel_rows], lambda v: v["post_s"] / v["probe_main_s"])
             out[f"profiled_{pre}step_end"] = ref_m * lo
             out[f"profiled_{pre}step_end_layer"] = ref_m * slope
-    # a training step's pace from its GEMM ops (the mean of every call: the dispatch, the launch call and any
-    # wait it holds, as the layers' own ops do), stated as aten::t at the ratio of the fit steps of the same
-    # code (:func:`train_gemm_ratios`; only rows that time them, rounds 102 and 104)
+    return out
+
+
+def _gemm_ratios(free: Sel, hf_free: Sel) -> dict[str, float]:
+    """``probe_gemm_ratio_train_[hf_]<act>_<main|backward>``: a training step's pace from its GEMM ops (the
+    mean of every call: the dispatch, the launch call and any wait it holds, as the layers' own ops do)
+    over ``aten::t``, the median over the fit steps of that code that time them
+    (:func:`train_gemm_ratios`)."""
+    out: dict[str, float] = {}
     for pre, sel_rows in (("", free), ("hf_", hf_free)):
         for act in sorted({a for a, _ in sel_rows}):
             for col, probe, thread in (
                 ("gemm_mean_main_s", "probe_main_s", "main"),
                 ("mm_mean_bwd_s", "probe_bwd_s", "backward"),
             ):
-                rs = [v[col] / v[probe] for a, v in sel_rows if a == act and v.get(col, 0.0) > 0 and v[probe] > 0]
+                rs = [
+                    v[col] / v[probe]
+                    for a, v in sel_rows
+                    if a == act and v.get(col, 0.0) > 0 and v[probe] > 0
+                ]
                 if rs:
                     out[f"probe_gemm_ratio_train_{pre}{act}_{thread}"] = statistics.median(rs)
-    # a distributed wrapper's host beyond a single GPU's, in the same block's units: per layer (its
-    # ratio) and outside the layers per micro-batch on each thread and per step after the optimizer
-    # (DDP's reducer preparing and finalising the buckets, FSDP2's root unshard and post-backward
-    # bookkeeping). The baseline is the same run's plain replicas (``single_x2`` rows) where the rows
-    # have them, else the single-GPU fit.
+    return out
+
+
+def _wrapper_units(every: list[StepRec], free: Sel, pace: _Pace) -> dict[str, float]:
+    """A distributed wrapper's host beyond a single GPU's, in the same block's units (seconds at the
+    reference probes): ``profiled_<strategy>_step_<fwd|bwd|end>`` outside the layers per micro-batch on
+    each thread and per step after the optimizer (DDP's reducer preparing and finalising the buckets,
+    FSDP2's root unshard and post-backward bookkeeping), and, where the rows have the same run's plain
+    replicas (``single_x2`` rows, else the baseline is the single-GPU fit),
+    ``profiled_<strategy>_ratio_<fwd|bwd>``: the wrapper's per-layer ratio in probe units."""
+    out: dict[str, float] = {}
     base = [
         (a, v) for st, a, sync, v in every if st == "single_x2" and not sync and v["probe_main_s"] > 0
     ] or free
 
-    def seg_units(sel: list[tuple[str, dict[str, float]]], act: str) -> dict[str, float]:
+    def seg_units(sel: Sel, act: str) -> dict[str, float]:
         vs = [v for a, v in sel if a == act]
         return {
-            "fl": units(vs, lambda v: v["fwd_layer_s"] / pm(v, "train_fwd")),
-            "bl": units(vs, lambda v: v["bwd_layer_s"] / pb(v, "train_bwd")),
-            "sf": units(vs, lambda v: (v["pre_s"] + v["head_s"]) / pm(v, "step_fwd")),
+            "fl": _units(vs, lambda v: v["fwd_layer_s"] / pace.main(v, "train_fwd")),
+            "bl": _units(vs, lambda v: v["bwd_layer_s"] / pace.backward(v, "train_bwd")),
+            "sf": _units(vs, lambda v: (v["pre_s"] + v["head_s"]) / pace.main(v, "step_fwd")),
             # DDP's reducer work there is priced per gradient and bucket already (hooks_s)
-            "sb": units(
-                vs, lambda v: (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / pb(v, "step_bwd")
+            "sb": _units(
+                vs,
+                lambda v: (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / pace.backward(v, "step_bwd"),
             ),
-            "end": units(vs, lambda v: v["post_s"] / v["probe_main_s"]),
+            "end": _units(vs, lambda v: v["post_s"] / v["probe_main_s"]),
         }
 
     base_units = {act: seg_units(base, act) for act in {a for a, _ in base}}
@@ -389,9 +422,9 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         def extra(key: str, per_act: dict[str, dict[str, float]] = per_act) -> float:
             return statistics.fmean(per_act[a][key] - base_units[a][key] for a in per_act)
 
-        out[f"profiled_{strat}_step_fwd"] = ref_m * max(extra("sf"), 0.0)
-        out[f"profiled_{strat}_step_bwd"] = ref_b * max(extra("sb"), 0.0)
-        out[f"profiled_{strat}_step_end"] = ref_m * max(extra("end"), 0.0)
+        out[f"profiled_{strat}_step_fwd"] = pace.ref_main * max(extra("sf"), 0.0)
+        out[f"profiled_{strat}_step_bwd"] = pace.ref_backward * max(extra("sb"), 0.0)
+        out[f"profiled_{strat}_step_end"] = pace.ref_main * max(extra("end"), 0.0)
         if base is not free:  # the same run's replicas: the wrapper's per-layer ratio in probe units
             out[f"profiled_{strat}_ratio_fwd"] = statistics.fmean(
                 per_act[a]["fl"] / base_units[a]["fl"] for a in per_act
@@ -402,11 +435,17 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                 if strat == "ddp"
                 else statistics.fmean(per_act[a]["bl"] / base_units[a]["bl"] for a in per_act)
             )
-    # the profiler's other options (with_stack, profile_memory, no record_shapes): the median over the
-    # models of each kind of host time's units under them over its units in the same models' plain
-    # profiled steps: simcore's layers against the same round's (round 47's optimizer rows),
-    # transformers' (round 54, ``profiler_hf_<options>_<kind>``) against round 32's fit rows
-    plain_rows = [v for vs in other_opt.values() for v in vs]
+    return out
+
+
+def _option_ratios(s: _StepRows, hf_free: Sel) -> dict[str, float]:
+    """``profiler_[hf_]<options>_<kind>`` (the profiler's other options: with_stack, profile_memory, no
+    record_shapes) and ``weights_[hf_]bf16_<kind>[_<act>]`` (bf16 weights without autocast): the median
+    over the models of each kind of host time's units under them over its units in the same models'
+    plain profiled steps. Simcore's layers are compared with the other-optimizer rows (recorded beside
+    them), transformers' with the Hugging Face fit rows; bf16 weights also per MLP kind."""
+    out: dict[str, float] = {}
+    plain_rows = [v for vs in s.other_opt.values() for v in vs]
     hf_plain = [v for _a, v in hf_free]
     seg_of: dict[str, Callable[[dict[str, float]], float]] = {
         "train_fwd": lambda v: v["fwd_layer_s"] / v["probe_main_s"],
@@ -423,12 +462,12 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         return [
             seg(v)
             for v in rows
-            if (act_of[id(v)], v["layers"]) == model and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
+            if (s.act_of[id(v)], v["layers"]) == model and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
         ]
 
-    for ratio_key, vs in sorted(by_options.items()):
+    for ratio_key, vs in sorted(s.by_options.items()):
         base_rows = hf_plain if "_hf_" in ratio_key else plain_rows
-        models = sorted({(act_of[id(v)], v["layers"]) for v in vs})
+        models = sorted({(s.act_of[id(v)], v["layers"]) for v in vs})
         for kind, seg in seg_of.items():
             ratios: list[float] = []
             for model in models:
@@ -438,7 +477,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             if ratios:
                 out[f"{ratio_key}_{kind}"] = statistics.median(ratios)
             if ratio_key.startswith("weights_"):
-                # bf16 weights save a different share of each block's host (round 58's Llama and GPT-2 rows:
+                # bf16 weights save a different share of each block's host (Llama and GPT-2 rows:
                 # 0.82x / 0.72x a forward layer): per MLP kind beside the pooled factor
                 for act in sorted({m[0] for m in models}):
                     own = [
@@ -451,17 +490,86 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                     ]
                     if own:
                         out[f"{ratio_key}_{kind}_{act}"] = statistics.median(own)
+    return out
 
-    # optimizer.step(): a line over the parameter tensors in probe units, per optimizer and
-    # implementation (fused AdamW from the rows above; torch.optim's foreach AdamW and SGD, round 47)
+
+def _optimizer_lines(
+    free: Sel, other_opt: dict[str, list[dict[str, float]]], ref_main: float
+) -> dict[str, float]:
+    """``profiled_<optimizer>_per_tensor`` / ``_fixed``: ``optimizer.step()`` as a least-squares line over
+    the parameter tensor count in probe units, per optimizer and implementation (fused AdamW from the fit
+    rows; torch.optim's foreach AdamW and SGD from the other-optimizer rows), seconds at the reference
+    probe. The fit models (``tools/gpt.py``: bias-free, gate/up fused, untied) have
+    ``WEIGHT_TENSORS_PER_LAYER`` tensors per layer + 3."""
+    out: dict[str, float] = {}
     for key, vs in {"adamw_fused": [v for _, v in free], **other_opt}.items():
         vs = [v for v in vs if v["probe_main_s"] > 0]
         xs = [WEIGHT_TENSORS_PER_LAYER * v["layers"] + 3.0 for v in vs]
         ys = [v["optimizer_s"] / v["probe_main_s"] for v in vs]
         if len(set(xs)) >= 2:
             slope, icpt = statistics.linear_regression(xs, ys)
-            out[f"profiled_{key}_per_tensor"] = ref_m * max(slope, 0.0)
-            out[f"profiled_{key}_fixed"] = ref_m * max(icpt, 0.0)
+            out[f"profiled_{key}_per_tensor"] = ref_main * max(slope, 0.0)
+            out[f"profiled_{key}_fixed"] = ref_main * max(icpt, 0.0)
+    return out
+
+
+def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
+    """Profiled host entries in CPU-speed units (seconds at the reference probes) from whole profiled
+    training steps (rows of ``python -m simcore.calibration.host_trace --steps``); see docs/compute.md,
+    the host model.
+
+    Every segment of a step is divided by the step's own ``aten::t`` median on the thread that runs it
+    (main: forward, head, optimizer, end; backward: the autograd nodes), so the CPU's speed of the
+    moment cancels; the medians over the unsynchronized steps, times the median probe of all steps
+    (``probe_main`` / ``probe_backward``, the speed these entries stand for), give seconds:
+
+    * ``profiled_train_fwd_<act>`` / ``profiled_train_bwd_<act>``: one layer's forward / backward;
+    * ``profiled_step_fwd_<act>``: per micro-batch outside the layers on the main thread (the
+      embedding, the LM head, the loss, the ``backward()`` call), a line over the layer count:
+      ``profiled_step_fwd_layer_<act>`` per layer (likewise ``step_bwd``, ``step_end``);
+    * ``profiled_step_bwd_<act>``: per micro-batch outside the layers on the backward thread (loss and
+      LM head backward, the embedding backward, gradient accumulation);
+    * ``profiled_adamw_fused_fixed`` / ``profiled_adamw_fused_per_tensor``: ``optimizer.step()``, a
+      least-squares line over the parameter tensor count (:func:`_optimizer_lines`);
+    * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop);
+    * ``profiled_<ddp|fsdp|tp>_step_<fwd|bwd|end>``: rows labelled with a distributed wrapper (the
+      slowest-CPU rank of profiled runs, ``--strategy``): their units beyond the single-GPU ones
+      (:func:`_wrapper_units`);
+    * ``profiled_hf_<train|step>_<fwd|bwd>_<act>``: the same four for rows of Hugging Face layers
+      (``impl`` huggingface), at the reference probes of the plain rows;
+    * ``probe_empty_ratio_<main|backward>``: the median ``aten::empty`` / ``aten::t`` of the threads
+      that time both; a thread without enough ``aten::t`` (GPT-2's ``Conv1D`` layers) is timed by its
+      ``aten::empty`` over that ratio;
+    * ``probe_share_<kind>``, ``probe_gemm_ratio_train_...``, ``profiler_<options>_<kind>``,
+      ``weights_bf16_<kind>``: see :func:`_probe_shares`, :func:`_gemm_ratios`, :func:`_option_ratios`.
+    """
+    s = _read_step_rows(rows, path)
+    out = _probes_as_t(s)
+    recs = [(a, sync, v) for strat, a, sync, v in s.every if strat == "single"]
+    if not recs:
+        raise TraceError("no single-GPU step rows (strategy single)", file=str(path))
+    free = [(a, v) for a, sync, v in recs if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
+    if not free:
+        raise TraceError("no unsynchronized step with probes", file=str(path))
+    ref_m = statistics.median(v["probe_main_s"] for _, _, v in recs)
+    ref_b = statistics.median(v["probe_bwd_s"] for _, _, v in recs)
+    out.update({"probe_main": ref_m, "probe_backward": ref_b})
+    # Hugging Face's layers (rows labelled impl huggingface): their own units, at the same reference
+    hf_free = [(a, v) for a, sync, v in s.hf if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
+    # transformers' MoE layers (act ``<act>_moe``) and eager-attention layers (``<act>_eager``): their
+    # per-layer and per-step units only, synchronized rows included: MoE steps wait for the GPU inside the
+    # layers (the fp32 grouped GEMM's per-expert sizes), and every eager-attention fit step waits once
+    # before its layers (a device-to-host copy as the 4-D mask is built, ~15 us)
+    own_rows = [(a, v) for a, _sync, v in s.own if v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
+    # the probe shares pool the plain and Hugging Face layers
+    shares = _probe_shares([*free, *hf_free], s.run_of, ref_m, ref_b)
+    out.update(shares)
+    pace = _Pace(ref_m, ref_b, shares)
+    out.update(_layer_and_step_units(free, hf_free, own_rows, pace))
+    out.update(_gemm_ratios(free, hf_free))
+    out.update(_wrapper_units(s.every, free, pace))
+    out.update(_option_ratios(s, hf_free))
+    out.update(_optimizer_lines(free, s.other_opt, ref_m))
     return out
 
 
