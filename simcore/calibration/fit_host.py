@@ -29,14 +29,15 @@
   ``host_compiled.csv.gz``);
 * ``profiled_compiled_<fwd|bwd>_<act>``, ``profiled_compiled_step_<fwd|bwd>_<act>``,
   ``probe_compiled_<main|backward>``: a profiled compiled step's host per layer and per micro-batch, in
-  the compiled regions' own CPU-speed probe (``host_compiled_steps.csv.gz``, round 30,
+  the compiled regions' own CPU-speed probe (``host_compiled_steps.csv.gz``,
   :func:`compiled_step_costs`);
 * ``profiled_<entry>``: the entry while the PyTorch profiler records, the entry times the profiler's
   ratio measured in one process (``profiler_ratio_<decode|train>_<act>`` from the interleaved
   multi-process runs of ``tools/bench_host_size.py`` where they exist).
 
 The engines take a phase's time as ``max(GPU time, host time)``: eager PyTorch queues kernels
-asynchronously, so the slower of the two sides sets the pace.
+asynchronously, so the slower of the two sides sets the pace. The model and its evidence: docs/compute.md,
+"The host model (eager PyTorch)" and "torch.compile".
 """
 
 from __future__ import annotations
@@ -95,10 +96,10 @@ def thread_probe(t: float, empty: float, ratio: float | None, training: bool = F
     """One thread's CPU probe stated as ``aten::t`` (seconds; 0 where it has none): its median
     ``aten::t``; where it calls ``aten::t`` too rarely (``t`` 0: GPT-2's ``Conv1D`` layers), its
     ``aten::empty`` over their measured ``ratio``; on either thread of a ``training`` step with both,
-    their geometric mean (round 45, the autograd thread: a backward layer's units across runs spread
-    0.064 over ``aten::t`` alone, 0.043 over the two; stop 29, the main thread: a forward layer's
-    0.023 and 0.016, the step's head 0.029 and 0.016, where rows time both). The fit rows and a
-    validated trace take their probes from here."""
+    their geometric mean (on the autograd thread a backward layer's units across runs spread 0.064
+    over ``aten::t`` alone, 0.043 over the two; on the main thread a forward layer's 0.023 and 0.016,
+    the step's head 0.029 and 0.016, where rows time both). The fit rows and a validated trace take
+    their probes from here; see docs/compute.md, the host model."""
     if t <= 0:
         return empty / ratio if empty > 0 and ratio else 0.0
     if training and empty > 0 and ratio:
@@ -111,11 +112,12 @@ def gemm_pace(linear: float, linear_ratio: float | None, empty: float, empty_rat
     geometric mean of its GEMM op's median (``host_trace.GEMM_PROBE_OP``) over ``linear_ratio``
     (``probe_linear_ratio_infer_<code>``) and its ``aten::empty``'s over ``empty_ratio``
     (``probe_empty_ratio_infer_<code>``, measured on the same passes) where it has both, else the one
-    it has. One op's median carries its own code's cost beside the CPU's speed (stop 29: Qwen2's eager
-    prefill issues its ``aten::linear`` 1.4x slower than a Llama's against its ``aten::empty``; round
-    105's 10-layer Qwen2 prefill layers came out 15 % long over the GEMM op alone, 6 % over the two);
-    on the fit passes, one code each, the two spread as the GEMM op alone (a layer's units across
-    passes 0.034, ``aten::t`` 0.055). The fit rows and a validated trace take their pace from here."""
+    it has. One op's median carries its own code's cost beside the CPU's speed (Qwen2's eager prefill
+    issues its ``aten::linear`` 1.4x slower than a Llama's against its ``aten::empty``; 10-layer Qwen2
+    prefill layers come out 15 % long over the GEMM op alone, 6 % over the two); on the fit passes, one
+    code each, the two spread as the GEMM op alone (a layer's units across passes 0.034, ``aten::t``
+    0.055). The fit rows and a validated trace take their pace from here; see docs/compute.md, the host
+    model."""
     lin = linear / linear_ratio if linear > 0 and linear_ratio else 0.0
     emp = empty / empty_ratio if empty > 0 and empty_ratio else 0.0
     if lin and emp:
@@ -142,9 +144,9 @@ def train_gemm_ratios(host: Mapping[str, float], code: str) -> tuple[float, floa
     that code), or ``None`` where not measured. A layer's host time is the sum of its ops, launch calls
     and any waits they hold included; the mean GEMM op carries those where one cheap op's median does not
     (``python tools/probe_spread.py --hf-training``: a layer's units over the GEMM ops' means spread 0.043 /
-    0.046 across rounds 102 and 104's fit steps, forward / backward, against 0.072 / 0.064 over ``aten::t``
-    and ``aten::empty``; 30 held-apart steps of the same code 0.041 / 0.043 from the fit's, against 0.070 /
-    0.051)."""
+    0.046 across the fit steps (``traces/h200/host_steps_hf_r102.csv.gz``, ``host_steps_hf_r104.csv.gz``),
+    forward / backward, against 0.072 / 0.064 over ``aten::t`` and ``aten::empty``; 30 held-apart steps of
+    the same code 0.041 / 0.043 from the fit's, against 0.070 / 0.051)."""
     m = host.get(f"probe_gemm_ratio_train_{code}_main")
     b = host.get(f"probe_gemm_ratio_train_{code}_backward")
     return (m, b) if m and b else None
@@ -607,14 +609,14 @@ def _is_decode_host_run(rows: list[dict[str, str]]) -> bool:
 
 def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """Profiled decode host entries in CPU-speed units from eager decode passes (rows of ``python -m
-    simcore.calibration.host_trace --decode``, round 25): per layer (the norms' spacing) and per step
+    simcore.calibration.host_trace --decode``; see docs/compute.md, the host model): per layer (the norms' spacing) and per step
     outside the layers (the pass minus its layers: embedding, final norm, LM head, sampling), each over
     the step's ``aten::t`` median, times the median probe of all passes (``probe_infer``; a no-grad
     op costs less host than one under autograd and autocast, so inference has its own reference).
-    Rows of Hugging Face layers (``impl`` huggingface, round 32) give ``profiled_hf_infer_decode_*`` at
+    Rows of Hugging Face layers (``impl`` huggingface) give ``profiled_hf_infer_decode_*`` at
     the same reference; ``probe_empty_ratio_infer`` states an ``aten::empty`` probe as ``aten::t``.
-    Passes of ``generate()`` (``loop`` generate, round 35) give only the host beyond their layers,
-    ``profiled_[hf_]infer_generate_fixed_<act>``. Rows that time the GEMM op too (rounds 42-43) give
+    Passes of ``generate()`` (``loop`` generate) give only the host beyond their layers,
+    ``profiled_[hf_]infer_generate_fixed_<act>``. Rows that time the GEMM op too give
     ``probe_linear_ratio_infer_[hf_]<act>``, its median over ``aten::t`` (GPT-2's ``aten::empty`` as
     ``aten::t``): a trace's GEMM-op probe stated as ``aten::t``."""
     try:
@@ -652,8 +654,8 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     ref = statistics.median(x.probe for x in recs if not x.hf)
     out["probe_infer"] = ref
     # a no-grad pass's steadier probe, its GEMM op (host_trace.GEMM_PROBE_OP: aten::linear, or GPT-2's
-    # Conv1D addmm), stated as aten::t per code and block kind (rounds 42-43: simcore's Llama 8.9, GPT's
-    # biased linears 10.7, transformers' Llama 8.8)
+    # Conv1D addmm), stated as aten::t per code and block kind (about 8.9 for simcore's Llama, 10.7 for
+    # GPT's biased linears, 8.8 for transformers' Llama)
     lin: dict[str, list[float]] = {}
     emp: dict[str, list[float]] = {}
     for x in recs:
@@ -685,14 +687,14 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
                 put(f"{pre}infer_decode", act, sel)
             elif gen:
                 # a layer that runs only inside generate() (transformers' batched experts in its decode
-                # passes, round 109): its decode entries from those passes
+                # passes): its decode entries from those passes
                 put(f"{pre}infer_decode", act, gen)
             if gen:
                 # generate(): the pass beyond its layers (logits processors, stopping criteria, cache)
                 put(f"{pre}infer_generate", act, gen, layers=False)
-    # prefill passes in hand-written loops (rows with seq > 1; Hugging Face layers round 32, simcore's
-    # own round 42): per layer and beyond the layers, at the same reference (the prompt hardly moves the
-    # host of a prefill: round 42's 512-2048-token prompts)
+    # prefill passes in hand-written loops (rows with seq > 1; Hugging Face layers and simcore's own):
+    # per layer and beyond the layers, at the same reference (the prompt hardly moves the host of a
+    # prefill: 512-2048-token prompts)
     for pre, hf in (("", False), ("hf_", True)):
         pre_rows = [x for x in passes if x.seq > 1 and x.hf == hf and not x.generate]
         for act in sorted({x.act for x in pre_rows}):
@@ -726,7 +728,7 @@ def _is_graph_replay_run(rows: list[dict[str, str]]) -> bool:
 def graph_loop_costs(
     sync_rows: list[dict[str, str]], replay_rows: list[dict[str, str]], path: str | Path
 ) -> dict[str, float]:
-    """CUDA-graph decode loops (round 26, ``tools/bench_graph_sync.py``): per model, the wall time of R
+    """CUDA-graph decode loops (``tools/bench_graph_sync.py``; see docs/compute.md, the host model): per model, the wall time of R
     replays and a synchronize against R x the back-to-back replay time gives what one synchronize
     exposes (the GPU idles until the host has launched the next graph); the same models' profiled
     traces (``python -m simcore.calibration.host_trace --graphs``) give the kernels per replay and
@@ -846,8 +848,8 @@ def _line_entries(name: str, line: tuple[float, float]) -> dict[str, float]:
 def compiled_decode_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """The compiled call of a static-cache ``generate()`` decode pass (round 85,
-    ``host_trace --compiled-decode``): a least-squares line over the graph's kernels of each trace's
+    """The compiled call of a static-cache ``generate()`` decode pass (``host_trace --compiled-decode``,
+    see docs/compute.md, torch.compile): a least-squares line over the graph's kernels of each trace's
     median call (dynamo's guards, the inputs' copies, the graph's launch), stated at the reference
     inference probe (``probe_infer``): each trace's probe is its windowed ``aten::empty`` over
     ``probe_empty_ratio_infer`` (the loop's own ops; its ``aten::linear`` calls are the prefill's few).
@@ -858,15 +860,15 @@ def compiled_decode_costs(
     profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace; with ``pass_weight`` and
     ``prefill_outside_s``, ``compiled_decode_prefill_fixed_ratio``: the prefill's host outside its layers over
     the ``generate()`` entry the engine prices it at. Those from the host-bound rows (a decode whose
-    host waits under half as long as it leads, ``wait_s <= 0.5 lead_s``: rounds 85's and 100's), where
+    host waits under half as long as it leads, ``wait_s <= 0.5 lead_s``), where
     the call is what a pass's host costs. With ``lead_s``, ``[profiled_]compiled_decode_lead_fixed`` / ``_per_kernel``: what
     the GPU idles from a step's wait for it to the graph's first kernel, a line over the graph's kernels at
-    the reference probe, from the GPU-bound rows (rounds 96's and 106's fit traces, waits of 1-5 ms: right after
+    the reference probe, from the GPU-bound rows (fit traces with waits of 1-5 ms: right after
     a wait the loop's ops and the call run 1.0-1.3x their host-bound pace), the host-bound ones where fewer than two."""
     probe, ratio = _empty_probe(ref, path, "compiled decode")
     rows = [r for r in rows if float(r["empty_main_s"]) > 0]
     gpu_bound = [r for r in rows if float(r.get("wait_s") or 0.0) > float(r.get("lead_s") or 0.0) > 0]
-    # a decode that waits for its graph about as long as it leads it (round 106's at batches 96) is neither: its
+    # a decode that waits for its graph about as long as it leads it (batch 96) is neither: its
     # eager prefill waits for the GPU too
     host_bound = [r for r in rows if float(r.get("wait_s") or 0.0) <= 0.5 * float(r.get("lead_s") or 0.0)]
     if len(host_bound) < 2:
@@ -874,7 +876,7 @@ def compiled_decode_costs(
     out = _line_entries("compiled_decode_call", _kernel_line(host_bound, "call_s", probe, ratio))
     # the eager prefill beside a compiled decode: its host per layer over the profile's eager
     # Hugging Face prefill layer (fitted on hand-written loops) at the trace's pace, its aten::linear
-    # stated as aten::t (round 89: 1.06-1.23 over round 85's traces, as simcore validate reads them)
+    # stated as aten::t (1.06-1.23 over the host-bound traces, as simcore validate reads them)
     ratios = []
     for r in host_bound:
         act = r.get("act") or ""
@@ -888,7 +890,7 @@ def compiled_decode_costs(
     # the eager prefill's pass outside its layers (its embedding, final norm, LM head and the loop's ops on
     # its token) over what the engine prices for it: the generate() entry at the pass's weight beside a
     # compiled decode (the loop's plus the calibrated generate() pass's beyond the calibrated compiled loop's)
-    # at the trace's aten::linear pace (rounds 85 and 100: 1.0-1.5)
+    # at the trace's aten::linear pace (1.0-1.5 over the host-bound traces)
     outside = []
     for r in host_bound:
         act = r.get("act") or ""
@@ -904,7 +906,7 @@ def compiled_decode_costs(
     if outside:
         out["compiled_decode_prefill_fixed_ratio"] = float(statistics.median(outside))
     # the GPU's idle from a step's wait for it to its graph's first kernel: the loop's own ops, the call, the
-    # launch (round 91: what a GPU-bound decode idles each step), from the runs where it is exposed
+    # launch (what a GPU-bound decode idles each step), from the runs where it is exposed
     led = [r for r in (gpu_bound if len(gpu_bound) >= 2 else rows) if float(r.get("lead_s") or 0.0) > 0]
     if len({r["kernels_per_replay"] for r in led}) >= 2:
         out.update(_line_entries("compiled_decode_lead", _kernel_line(led, "lead_s", probe, ratio)))
@@ -918,7 +920,7 @@ def _is_graph_record_run(rows: list[dict[str, str]]) -> bool:
 def graph_record_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """A compiled decode graph's recording (round 96, ``host_trace --graph-records``): a least-squares line
+    """A compiled decode graph's recording (``host_trace --graph-records``): a least-squares line
     over the graph's kernels of each trace's GPU idle per recording beyond the steady call, stated at the
     reference inference probe as :func:`compiled_decode_costs` states the call (the region's Python runs at the
     decode passes' ``aten::empty`` pace): ``compiled_decode_record_fixed`` / ``_per_kernel`` and their
@@ -937,8 +939,8 @@ def _is_generate_call_run(rows: list[dict[str, str]]) -> bool:
 def generate_call_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """A transformers ``generate()`` call's host before its prefill (``host_trace --generate``: round 80's
-    dynamic-cache runs, round 85's static-cache compiled ones), the median over the traces stated at the
+    """A transformers ``generate()`` call's host before its prefill (``host_trace --generate``: dynamic-cache
+    runs and static-cache compiled ones), the median over the traces stated at the
     reference inference probe (``probe_infer``), each trace's probe read as ``simcore validate`` reads the
     prefill's (:func:`gemm_pace`: its ``aten::linear`` over ``probe_linear_ratio_infer_hf_<act>`` and its
     ``aten::empty`` over ``probe_empty_ratio_infer``). ``[profiled_]hf_infer_generate_call`` (dynamic cache) and
@@ -974,8 +976,8 @@ _COMPILED_NAME = re.compile(r"compiled_(gpt|llama)_L(\d+)_h(\d+)")
 def compiled_step_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """The host of profiled torch.compile training steps in CPU-speed units (round 30,
-    ``tools/bench_compiled_steps.py --set r30``; rows of ``python -m simcore.calibration.host_trace
+    """The host of profiled torch.compile training steps in CPU-speed units (see docs/compute.md,
+    torch.compile; ``tools/bench_compiled_steps.py --set r30``; rows of ``python -m simcore.calibration.host_trace
     --compiled`` for traces named ``compiled_<gpt|llama>_L<n>_h<w>``).
 
     A compiled trace has no ``aten::t``; its probe is ``aten::transpose`` in the compiled regions
@@ -1014,8 +1016,8 @@ def compiled_step_costs(
         raise TraceError(f"bad compiled-step row: {e}", file=str(path)) from None
     if not r_main or not ref.get("probe_main") or not ref.get("probe_backward"):
         raise TraceError(
-            "no compiled_<gpt|llama>_L<layers>_h<width> row with its compiled and eager probes (round 30's "
-            "rows), or no eager reference probe to state them at",
+            "no compiled_<gpt|llama>_L<layers>_h<width> row with its compiled and eager probes "
+            "(host_compiled_steps rows), or no eager reference probe to state them at",
             file=str(path),
         )
     c_main = statistics.median(r_main) * ref["probe_main"]
@@ -1053,7 +1055,7 @@ _HF_COMPILED_NAME = re.compile(r"hf_cfit_train_(gpt2|llama)_L(\d+)")
 def _hf_compiled_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """``transformers``' compiled steps (round 70, ``tools/bench_hf.py --set compiled_fit``: round 32's fit
+    """``transformers``' compiled steps (``tools/bench_hf.py --set compiled_fit``: the Hugging Face fit
     models under torch.compile, traces ``hf_cfit_train_<gpt2|llama>_L<n>``), whose compiled code calls no
     :data:`host_trace.COMPILED_PROBE_OP`: the same lines as :func:`compiled_step_costs`, over the steps' kernel
     launches (:data:`host_trace.LAUNCH_PROBE_PREFIX`, the median launch op on each thread) stated as ``aten::t``,
@@ -1062,7 +1064,7 @@ def _hf_compiled_costs(
     micro-batch (``transformers``' after-optimizer ``profiled_hf_step_end`` taken out of the backward's).
     ``probe_launch_ratio_<main|backward>``: a launch op in ``aten::t``, the median over the rows of the launch
     over the same step's ``aten::empty`` stated as ``aten::t`` (``probe_empty_ratio_*``): what ``simcore
-    validate`` divides a trace's launch pace by. Rows without launch columns (before stop 32) keep the
+    validate`` divides a trace's launch pace by. Rows without launch columns keep the
     ``aten::empty`` probe."""
     acts = {"gpt2": "gelu", "llama": "swiglu"}
     r_m, r_b = ref.get("probe_empty_ratio_main"), ref.get("probe_empty_ratio_backward")
@@ -1121,7 +1123,7 @@ def compiled_ratios(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     ``profiled_compiled_ratio_<fwd|bwd>_<act>`` the same under the profiler (seconds cancel: one
     process, interleaved). Where layers wider than 64 were measured, the ratio is the mean over those
     widths: inductor issues other kernels for real tensor sizes (split reductions), and the host time
-    of a compiled backward grows with them (round 16: GPT x0.69 at width 64, x0.88 / x1.01 at 768 /
+    of a compiled backward grows with them (GPT x0.69 at width 64, x0.88 / x1.01 at 768 /
     1536 under the profiler); the GPU-trivial width 64 is used only when nothing wider was measured."""
     acts = {"gpt": "gelu", "llama": "swiglu"}
     t: dict[tuple[str, int, str, int, int, str], list[float]] = {}
@@ -1218,7 +1220,7 @@ def _size_runs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]
         sp, su = slope(run, mode, arch, hidden, 1), slope(run, mode, arch, hidden, 0)
         if sp is not None and su is not None and sp > 0 and su > 0:
             out.setdefault(f"profiler_ratio_{mode}_{act}", []).append(sp / su)
-        # the unprofiled decode slope at width 64 (the other rounds' convention), one value per process
+        # the unprofiled decode slope at width 64 (the other host files' convention), one value per process
         if mode == "decode" and hidden == "64" and su is not None:
             tag = "llama_rms_swiglu_gqa" if arch == "llama" else "gpt_ln_gelu"
             out.setdefault(f"per_layer_decode_{tag}", []).append(su)
@@ -1296,7 +1298,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         if _is_size_run(csv_rows):
             sr = _size_runs(csv_rows, p)
             size_ratios.update({k: v for k, v in sr.items() if k.startswith("profiler_ratio_")})
-            # its per-layer slopes (median over its processes) join the other rounds' lower envelope
+            # its per-layer slopes (median over its processes) join the other files' lower envelope
             for k, v in sr.items():
                 if k.startswith("per_layer_"):
                     rows[k] = min(rows[k], v) if k in rows else v
@@ -1307,7 +1309,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         elif any(k.startswith(("per_layer_fsdp2_", "per_layer_tp2_", "per_layer_ddp2_")) for k in r):
             dist_files.append(r)
         else:
-            # the same quantity measured in several rounds: keep the smallest (host-time noise on a
+            # the same quantity measured in several files: keep the smallest (host-time noise on a
             # shared machine only ever adds; the lower envelope is the intrinsic cost)
             for k, v in r.items():
                 rows[k] = min(rows[k], v) if k in rows else v
@@ -1343,7 +1345,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             base = plain.get(k, 0.0)
             if k in out and base > 0 and v > 0:
                 out[f"profiled_{k}"] = out[k] * v / base
-    # interleaved multi-process ratios (round 9) supersede the one-run ratios they cover: decode, and
+    # interleaved multi-process ratios (host_size) supersede the one-run ratios they cover: decode, and
     # training forward + backward (one ratio for both phases)
     for key, ratio in size_ratios.items():
         mode, act = key.removeprefix("profiler_ratio_").split("_", 1)
@@ -1358,18 +1360,18 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             if k in out:
                 out[f"profiled_{k}"] = out[k] * ratio
         out[key] = ratio
-    if compiled_rows:  # the runs of every width together (one file per round)
+    if compiled_rows:  # the runs of every width together (one file per set of widths)
         out.update(compiled_ratios(compiled_rows, ", ".join(compiled_paths)))
     out.update(ddp_hooks)
     if step_rows:  # single-GPU and distributed steps together (the wrappers' extra is over the single)
         step_hosts.update(step_host_costs(step_rows, ", ".join(step_paths)))
     if decode_rows:  # the plain and Hugging Face passes together (one reference probe)
         step_hosts.update(decode_host_costs(decode_rows, ", ".join(decode_paths)))
-    # whole profiled steps in CPU-speed units (round 25) supersede the profiled per-layer entries above
+    # whole profiled steps in CPU-speed units (host_steps) supersede the profiled per-layer entries above
     # (a width-64 layer times the profiler's ratio); the unprofiled per-step host outside the layers is
     # the profiled one over the profiler's measured per-layer ratio
     out.update(step_hosts)
-    # profiled compiled steps in their own CPU-speed units (round 30): the profiled compiled host per
+    # profiled compiled steps in their own CPU-speed units (host_compiled_steps): the profiled compiled host per
     # layer and per micro-batch, stated at the eager reference probes' speed
     if compiled_steps:
         out.update(compiled_step_costs(compiled_steps, ", ".join(compiled_step_paths), out))
