@@ -29,14 +29,15 @@
   ``host_compiled.csv.gz``);
 * ``profiled_compiled_<fwd|bwd>_<act>``, ``profiled_compiled_step_<fwd|bwd>_<act>``,
   ``probe_compiled_<main|backward>``: a profiled compiled step's host per layer and per micro-batch, in
-  the compiled regions' own CPU-speed probe (``host_compiled_steps.csv.gz``, round 30,
+  the compiled regions' own CPU-speed probe (``host_compiled_steps.csv.gz``,
   :func:`compiled_step_costs`);
 * ``profiled_<entry>``: the entry while the PyTorch profiler records, the entry times the profiler's
   ratio measured in one process (``profiler_ratio_<decode|train>_<act>`` from the interleaved
   multi-process runs of ``tools/bench_host_size.py`` where they exist).
 
 The engines take a phase's time as ``max(GPU time, host time)``: eager PyTorch queues kernels
-asynchronously, so the slower of the two sides sets the pace.
+asynchronously, so the slower of the two sides sets the pace. The model and its evidence: docs/compute.md,
+"The host model (eager PyTorch)" and "torch.compile".
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import math
 import re
 import statistics
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -94,10 +96,10 @@ def thread_probe(t: float, empty: float, ratio: float | None, training: bool = F
     """One thread's CPU probe stated as ``aten::t`` (seconds; 0 where it has none): its median
     ``aten::t``; where it calls ``aten::t`` too rarely (``t`` 0: GPT-2's ``Conv1D`` layers), its
     ``aten::empty`` over their measured ``ratio``; on either thread of a ``training`` step with both,
-    their geometric mean (round 45, the autograd thread: a backward layer's units across runs spread
-    0.064 over ``aten::t`` alone, 0.043 over the two; stop 29, the main thread: a forward layer's
-    0.023 and 0.016, the step's head 0.029 and 0.016, where rows time both). The fit rows and a
-    validated trace take their probes from here."""
+    their geometric mean (on the autograd thread a backward layer's units across runs spread 0.064
+    over ``aten::t`` alone, 0.043 over the two; on the main thread a forward layer's 0.023 and 0.016,
+    the step's head 0.029 and 0.016, where rows time both). The fit rows and a validated trace take
+    their probes from here; see docs/compute.md, the host model."""
     if t <= 0:
         return empty / ratio if empty > 0 and ratio else 0.0
     if training and empty > 0 and ratio:
@@ -110,11 +112,12 @@ def gemm_pace(linear: float, linear_ratio: float | None, empty: float, empty_rat
     geometric mean of its GEMM op's median (``host_trace.GEMM_PROBE_OP``) over ``linear_ratio``
     (``probe_linear_ratio_infer_<code>``) and its ``aten::empty``'s over ``empty_ratio``
     (``probe_empty_ratio_infer_<code>``, measured on the same passes) where it has both, else the one
-    it has. One op's median carries its own code's cost beside the CPU's speed (stop 29: Qwen2's eager
-    prefill issues its ``aten::linear`` 1.4x slower than a Llama's against its ``aten::empty``; round
-    105's 10-layer Qwen2 prefill layers came out 15 % long over the GEMM op alone, 6 % over the two);
-    on the fit passes, one code each, the two spread as the GEMM op alone (a layer's units across
-    passes 0.034, ``aten::t`` 0.055). The fit rows and a validated trace take their pace from here."""
+    it has. One op's median carries its own code's cost beside the CPU's speed (Qwen2's eager prefill
+    issues its ``aten::linear`` 1.4x slower than a Llama's against its ``aten::empty``; 10-layer Qwen2
+    prefill layers come out 15 % long over the GEMM op alone, 6 % over the two); on the fit passes, one
+    code each, the two spread as the GEMM op alone (a layer's units across passes 0.034, ``aten::t``
+    0.055). The fit rows and a validated trace take their pace from here; see docs/compute.md, the host
+    model."""
     lin = linear / linear_ratio if linear > 0 and linear_ratio else 0.0
     emp = empty / empty_ratio if empty > 0 and empty_ratio else 0.0
     if lin and emp:
@@ -141,9 +144,9 @@ def train_gemm_ratios(host: Mapping[str, float], code: str) -> tuple[float, floa
     that code), or ``None`` where not measured. A layer's host time is the sum of its ops, launch calls
     and any waits they hold included; the mean GEMM op carries those where one cheap op's median does not
     (``python tools/probe_spread.py --hf-training``: a layer's units over the GEMM ops' means spread 0.043 /
-    0.046 across rounds 102 and 104's fit steps, forward / backward, against 0.072 / 0.064 over ``aten::t``
-    and ``aten::empty``; 30 held-apart steps of the same code 0.041 / 0.043 from the fit's, against 0.070 /
-    0.051)."""
+    0.046 across the fit steps (``traces/h200/host_steps_hf_r102.csv.gz``, ``host_steps_hf_r104.csv.gz``),
+    forward / backward, against 0.072 / 0.064 over ``aten::t`` and ``aten::empty``; 30 held-apart steps of
+    the same code 0.041 / 0.043 from the fit's, against 0.070 / 0.051)."""
     m = host.get(f"probe_gemm_ratio_train_{code}_main")
     b = host.get(f"probe_gemm_ratio_train_{code}_backward")
     return (m, b) if m and b else None
@@ -164,45 +167,43 @@ _OPTIONAL = (
 )
 
 
-def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
-    """Profiled host entries in CPU-speed units from whole profiled training steps (rows of
-    ``python -m simcore.calibration.host_trace --steps``, round 25).
+StepRec = tuple[str, str, bool, dict[str, float]]
+"""A plain fused-AdamW step row: (strategy, act, synchronized, its times and layer count)."""
+ActRec = tuple[str, bool, dict[str, float]]
+"""A step row fitted by its MLP kind only: (act, synchronized, its times and layer count)."""
+Sel = list[tuple[str, dict[str, float]]]
+"""Selected step rows as (act, times)."""
 
-    Every segment of a step is divided by the step's own ``aten::t`` median on the thread that runs it
-    (main: forward, head, optimizer, end; backward: the autograd nodes), so the CPU's speed of the
-    moment cancels; the medians over the unsynchronized steps, times the median probe of all steps
-    (``probe_main`` / ``probe_backward``, the speed these entries stand for), give seconds:
 
-    * ``profiled_train_fwd_<act>`` / ``profiled_train_bwd_<act>``: one layer's forward / backward;
-    * ``profiled_step_fwd_<act>``: per micro-batch outside the layers on the main thread (the
-      embedding, the LM head, the loss, the ``backward()`` call), a line over the layer count:
-      ``profiled_step_fwd_layer_<act>`` per layer (likewise ``step_bwd``, ``step_end``);
-    * ``profiled_step_bwd_<act>``: per micro-batch outside the layers on the backward thread (loss and
-      LM head backward, the embedding backward, gradient accumulation);
-    * ``profiled_adamw_fused_fixed`` / ``profiled_adamw_fused_per_tensor``: ``optimizer.step()``, a
-      least-squares line over the parameter tensor count (round 25's models, ``tools/gpt.py``: bias-free,
-      gate/up fused, untied: ``WEIGHT_TENSORS_PER_LAYER`` per layer + 3);
-    * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop);
-    * ``profiled_<ddp|fsdp|tp>_step_<fwd|bwd|end>``: rows labelled with a distributed wrapper (the
-      slowest-CPU rank of profiled runs, ``--strategy``): their units beyond the single-GPU ones;
-    * ``profiled_hf_<train|step>_<fwd|bwd>_<act>``: the same four for rows of Hugging Face layers
-      (``impl`` huggingface, round 32), at the reference probes of the plain rows;
-    * ``probe_empty_ratio_<main|backward>``: the median ``aten::empty`` / ``aten::t`` of the threads
-      that time both; a thread without enough ``aten::t`` (GPT-2's ``Conv1D`` layers) is timed by its
-      ``aten::empty`` over that ratio.
-    """
-    every: list[tuple[str, str, bool, dict[str, float]]] = []
-    hf_rows: list[tuple[str, bool, dict[str, float]]] = []
-    # steps of another optimizer than fused AdamW (round 47): only its step() is fitted from them
-    other_opt: dict[str, list[dict[str, float]]] = {}
-    # steps recorded with other profiler options (rounds 47-48): only their ratios to round 47's
-    # plain-profiled steps of the same models are fitted from them
-    by_options: dict[str, list[dict[str, float]]] = {}
-    # transformers' MoE layers (round 51) and eager-attention layers (round 61): only their own units
-    # are fitted from them
-    own_recs: list[tuple[str, bool, dict[str, float]]] = []
-    act_of: dict[int, str] = {}
-    group_of: dict[int, str] = {}
+@dataclass
+class _StepRows:
+    """The rows of ``host_trace --steps`` files sorted by what they fit (each row's numbers as a dict of
+    floats: ``layers`` and every ``*_s`` column, in seconds)."""
+
+    every: list[StepRec] = field(default_factory=list)
+    """Simcore's own layers with fused AdamW, every strategy, the default profiler options."""
+    hf: list[ActRec] = field(default_factory=list)
+    """Hugging Face layers (``impl`` huggingface) with fused AdamW."""
+    other_opt: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    """Single-GPU unsynchronized steps of another optimizer than fused AdamW, by optimizer: only its
+    ``step()`` is fitted from them (and they are the plain-profiled baseline of the profiler options)."""
+    by_options: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    """Single-GPU unsynchronized steps recorded with other profiler options, or with bf16 weights without
+    autocast, by the host-layer prefix their ratios go to (``profiler_[hf_]<options>``,
+    ``weights_[hf_]bf16``): only their ratios to plain-profiled steps of the same models are fitted."""
+    own: list[ActRec] = field(default_factory=list)
+    """Transformers' MoE layers (``<act>_moe``) and eager-attention layers (``<act>_eager``): only their
+    own units are fitted from them."""
+    act_of: dict[int, str] = field(default_factory=dict)
+    """A row's MLP kind, by ``id`` of its numbers."""
+    run_of: dict[int, str] = field(default_factory=dict)
+    """A row's run (its trace without the pass suffix; the probe moves between runs), by ``id``."""
+
+
+def _read_step_rows(rows: list[dict[str, str]], path: str | Path) -> _StepRows:
+    """Parse and sort the rows of ``host_trace --steps`` files; a bad row raises a one-line
+    :class:`~simcore.errors.TraceError` naming its line."""
+    out = _StepRows()
     for line, r in enumerate(rows, start=2):
         try:
             sync = r["synchronized"].strip().lower()
@@ -216,35 +217,40 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             if not all(math.isfinite(v) for v in vals.values()):
                 raise ValueError("a value is not a finite number")
             rec = (r.get("strategy") or "single", r["act"], sync in ("1", "true"), vals)
-            # the run a row belongs to (its trace without the pass suffix): the probe moves between runs
-            group_of[id(vals)] = _run_of(r.get("trace", ""))
+            out.run_of[id(vals)] = _run_of(r.get("trace", ""))
             optimizer = (r.get("optimizer") or "adamw_fused").strip()
-            act_of[id(vals)] = r["act"]
+            out.act_of[id(vals)] = r["act"]
             hf = (r.get("impl") or "reference") == "huggingface"
             options = (r.get("profiler") or "").strip()
             # the host-layer prefix a row's ratios go to: the profiler's other options, or bf16 weights
-            # without autocast (round 58)
+            # without autocast
             ratio_key = f"profiler_{'hf_' if hf else ''}{options}" if options else ""
             if not options and (r.get("weights") or "fp32").strip() == "bf16" and "_moe" not in r["act"]:
                 ratio_key = f"weights_{'hf_' if hf else ''}bf16"
             if ratio_key:
                 if rec[0] == "single" and not rec[2]:
-                    by_options.setdefault(ratio_key, []).append(vals)
+                    out.by_options.setdefault(ratio_key, []).append(vals)
             elif "_moe" in r["act"] or "_eager" in r["act"]:
-                own_recs.append(rec[1:])
+                out.own.append(rec[1:])
             elif optimizer != "adamw_fused":
                 if rec[0] == "single" and not rec[2] and not hf:
-                    other_opt.setdefault(optimizer, []).append(vals)
+                    out.other_opt.setdefault(optimizer, []).append(vals)
             elif hf:
-                hf_rows.append(rec[1:])
+                out.hf.append(rec[1:])
             else:
-                every.append(rec)
+                out.every.append(rec)
         except (KeyError, ValueError, AttributeError) as e:
             raise TraceError(f"bad step-host row (line {line}): {e}", file=str(path)) from None
-    # a thread that calls aten::t too rarely is timed by its aten::empty, stated as aten::t through the
-    # two's median ratio on the threads that have both
+    return out
+
+
+def _probes_as_t(s: _StepRows) -> dict[str, float]:
+    """``probe_empty_ratio_<main|backward>``: the median ``aten::empty`` / ``aten::t`` of the threads that
+    time both (plain and Hugging Face fit rows). Every row's probe is then restated in place as
+    :func:`thread_probe` states it (a thread that calls ``aten::t`` too rarely, GPT-2's ``Conv1D`` layers,
+    is timed by its ``aten::empty`` over that ratio)."""
     out: dict[str, float] = {}
-    all_vals = [rec[-1] for rec in every] + [rec[-1] for rec in hf_rows]
+    all_vals = [rec[-1] for rec in s.every] + [rec[-1] for rec in s.hf]
     for probe, alt, key in (
         ("probe_main_s", "empty_main_s", "main"),
         ("probe_bwd_s", "empty_bwd_s", "backward"),
@@ -252,127 +258,156 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         both = [v[alt] / v[probe] for v in all_vals if v[probe] > 0 and v.get(alt, 0) > 0]
         if both:
             ratio = out[f"probe_empty_ratio_{key}"] = statistics.median(both)
-            others = [v for d in (other_opt, by_options) for vs in d.values() for v in vs]
-            for v in [*all_vals, *others, *(rec[-1] for rec in own_recs)]:
+            others = [v for d in (s.other_opt, s.by_options) for vs in d.values() for v in vs]
+            for v in [*all_vals, *others, *(rec[-1] for rec in s.own)]:
                 v[probe] = thread_probe(v[probe], v.get(alt, 0.0), ratio, training=True)
-    recs = [(a, sync, v) for strat, a, sync, v in every if strat == "single"]
-    if not recs:
-        raise TraceError("no single-GPU step rows (strategy single)", file=str(path))
-    free = [(a, v) for a, sync, v in recs if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
-    if not free:
-        raise TraceError("no unsynchronized step with probes", file=str(path))
-    ref_m = statistics.median(v["probe_main_s"] for _, _, v in recs)
-    ref_b = statistics.median(v["probe_bwd_s"] for _, _, v in recs)
-    out.update({"probe_main": ref_m, "probe_backward": ref_b})
+    return out
 
-    # Hugging Face's layers (rows labelled impl huggingface): their own units, at the same reference
-    hf_free = [
-        (a, v) for a, sync, v in hf_rows if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
-    ]
-    # transformers' MoE layers (act ``<act>_moe``, round 51) and eager-attention layers (``<act>_eager``,
-    # round 61): their per-layer and per-step units only, synchronized rows included: MoE steps wait for
-    # the GPU inside the layers (the fp32 grouped GEMM's per-expert sizes), and every eager-attention
-    # fit step waits once before its layers (a device-to-host copy as the 4-D mask is built, ~15 us)
-    own_rows = [(a, v) for a, _sync, v in own_recs if v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
-    # the share of each kind of host time that follows the probe (the rest is work whose time does not
-    # move with the CPU's per-op speed: driver launch calls, thread hand-offs): from how one run's
-    # segment moves with its probe between its passes (:func:`probe_share`), plain and Hugging Face
-    # layers together
-    segments: list[tuple[str, str, Callable[[dict[str, float]], float]]] = [
-        ("train_fwd", "probe_main_s", lambda v: v["fwd_layer_s"]),
-        ("train_bwd", "probe_bwd_s", lambda v: v["bwd_layer_s"]),
-        ("step_fwd", "probe_main_s", lambda v: v["pre_s"] + v["head_s"]),
-        ("step_bwd", "probe_bwd_s", lambda v: v["bhead_s"] + v["tail_s"]),
-    ]
-    for kind, probe, seg in segments:
+
+# each kind of host time of a step: (the probe of the thread that runs it, its seconds in a row)
+_SEGMENTS: dict[str, tuple[str, Callable[[dict[str, float]], float]]] = {
+    "train_fwd": ("probe_main_s", lambda v: v["fwd_layer_s"]),
+    "train_bwd": ("probe_bwd_s", lambda v: v["bwd_layer_s"]),
+    "step_fwd": ("probe_main_s", lambda v: v["pre_s"] + v["head_s"]),
+    "step_bwd": ("probe_bwd_s", lambda v: v["bhead_s"] + v["tail_s"]),
+}
+
+
+def _probe_shares(
+    sel: Sel, run_of: Mapping[int, str], ref_main: float, ref_backward: float
+) -> dict[str, float]:
+    """``probe_share_<kind>``: the share of each kind of host time that follows the probe (the rest is
+    work whose time does not move with the CPU's per-op speed: driver launch calls, thread hand-offs),
+    from how one run's segment moves with its probe between its passes (:func:`probe_share`)."""
+    out: dict[str, float] = {}
+    for kind, (probe, seg) in _SEGMENTS.items():
         runs: dict[str, list[tuple[float, float]]] = {}
-        for _, v in [*free, *hf_free]:
-            runs.setdefault(group_of.get(id(v), ""), []).append((v[probe], seg(v)))
-        sh = probe_share(list(runs.values()), ref_m if probe == "probe_main_s" else ref_b)
+        for _, v in sel:
+            runs.setdefault(run_of.get(id(v), ""), []).append((v[probe], seg(v)))
+        sh = probe_share(list(runs.values()), ref_main if probe == "probe_main_s" else ref_backward)
         if sh is not None:
             out[f"probe_share_{kind}"] = sh
+    return out
 
-    def pm(v: dict[str, float], kind: str) -> float:
+
+@dataclass(frozen=True)
+class _Pace:
+    """The reference probes (seconds of ``aten::t`` on the main and backward threads) and the probe share of
+    each kind of host time, which turn a row's seconds into CPU-speed units."""
+
+    ref_main: float
+    ref_backward: float
+    shares: Mapping[str, float]
+
+    def main(self, v: dict[str, float], kind: str) -> float:
         """The main thread's probe as the share of ``kind``'s host time that follows it sees it:
         ``share x probe + (1 - share) x reference``, so that units over it are the ones
         :meth:`ComputeProfile.host` scales back (a host time measured at a slow probe is not all
         probe-bound work)."""
-        sh = out.get(f"probe_share_{kind}", 1.0)
-        return sh * v["probe_main_s"] + (1.0 - sh) * ref_m
+        sh = self.shares.get(f"probe_share_{kind}", 1.0)
+        return sh * v["probe_main_s"] + (1.0 - sh) * self.ref_main
 
-    def pb(v: dict[str, float], kind: str) -> float:
-        """:func:`pm` on the backward thread."""
-        sh = out.get(f"probe_share_{kind}", 1.0)
-        return sh * v["probe_bwd_s"] + (1.0 - sh) * ref_b
+    def backward(self, v: dict[str, float], kind: str) -> float:
+        """:meth:`main` on the backward thread."""
+        sh = self.shares.get(f"probe_share_{kind}", 1.0)
+        return sh * v["probe_bwd_s"] + (1.0 - sh) * self.ref_backward
 
-    def units(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> float:
-        return statistics.median(f(v) for v in sel)
 
-    def per_layer(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> tuple[float, float]:
-        """Units outside the layers as a line over the layer count (the work there that grows with the
-        parameters: gradient accumulation, ``zero_grad``, the autograd graph's teardown), where the
-        rows have two layer counts; else their median and no slope."""
-        xs = [v["layers"] for v in sel]
-        if len(set(xs)) < 2:
-            return units(sel, f), 0.0
-        slope, icpt = statistics.linear_regression(xs, [f(v) for v in sel])
-        if icpt < 0 or slope < 0:  # noise: keep the level
-            return units(sel, f), 0.0
-        return icpt, slope
+def _units(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> float:
+    """The median of ``f`` over the rows."""
+    return statistics.median(f(v) for v in sel)
 
+
+def _per_layer(sel: list[dict[str, float]], f: Callable[[dict[str, float]], float]) -> tuple[float, float]:
+    """(level, slope per layer) of ``f``: units outside the layers as a line over the layer count (the work
+    there that grows with the parameters: gradient accumulation, ``zero_grad``, the autograd graph's
+    teardown), where the rows have two layer counts; else their median and no slope."""
+    xs = [v["layers"] for v in sel]
+    if len(set(xs)) < 2:
+        return _units(sel, f), 0.0
+    slope, icpt = statistics.linear_regression(xs, [f(v) for v in sel])
+    if icpt < 0 or slope < 0:  # noise: keep the level
+        return _units(sel, f), 0.0
+    return icpt, slope
+
+
+def _layer_and_step_units(free: Sel, hf_free: Sel, own_rows: Sel, pace: _Pace) -> dict[str, float]:
+    """Per MLP kind, ``profiled_[hf_]train_<fwd|bwd>_<act>`` (one layer) and
+    ``profiled_[hf_]step_<fwd|bwd>[_layer]_<act>`` (per micro-batch outside the layers, a line over the
+    layer count), then ``profiled_[hf_]step_end[_layer]`` (after the optimizer); seconds at the reference
+    probes. Transformers' MoE and eager-attention rows (``own_rows``) join the Hugging Face ones here."""
+    out: dict[str, float] = {}
+    ref_m, ref_b = pace.ref_main, pace.ref_backward
     for pre, sel_rows in (("", free), ("hf_", [*hf_free, *own_rows])):
         for act in sorted({a for a, _ in sel_rows}):
             sel = [v for a, v in sel_rows if a == act]
-            out[f"profiled_{pre}train_fwd_{act}"] = ref_m * units(
-                sel, lambda v: v["fwd_layer_s"] / pm(v, "train_fwd")
+            out[f"profiled_{pre}train_fwd_{act}"] = ref_m * _units(
+                sel, lambda v: v["fwd_layer_s"] / pace.main(v, "train_fwd")
             )
-            out[f"profiled_{pre}train_bwd_{act}"] = ref_b * units(
-                sel, lambda v: v["bwd_layer_s"] / pb(v, "train_bwd")
+            out[f"profiled_{pre}train_bwd_{act}"] = ref_b * _units(
+                sel, lambda v: v["bwd_layer_s"] / pace.backward(v, "train_bwd")
             )
             for part, ref, seg in (
-                ("fwd", ref_m, lambda v: (v["pre_s"] + v["head_s"]) / pm(v, "step_fwd")),
-                ("bwd", ref_b, lambda v: (v["bhead_s"] + v["tail_s"]) / pb(v, "step_bwd")),
+                ("fwd", ref_m, lambda v: (v["pre_s"] + v["head_s"]) / pace.main(v, "step_fwd")),
+                ("bwd", ref_b, lambda v: (v["bhead_s"] + v["tail_s"]) / pace.backward(v, "step_bwd")),
             ):
-                lo, slope = per_layer(sel, seg)
+                lo, slope = _per_layer(sel, seg)
                 out[f"profiled_{pre}step_{part}_{act}"] = ref * lo
                 out[f"profiled_{pre}step_{part}_layer_{act}"] = ref * slope
     for pre, sel_rows in (("", free), ("hf_", hf_free)):
         if sel_rows:
-            lo, slope = per_layer([v for _, v in sel_rows], lambda v: v["post_s"] / v["probe_main_s"])
+            lo, slope = _per_layer([v for _, v in sel_rows], lambda v: v["post_s"] / v["probe_main_s"])
             out[f"profiled_{pre}step_end"] = ref_m * lo
             out[f"profiled_{pre}step_end_layer"] = ref_m * slope
-    # a training step's pace from its GEMM ops (the mean of every call: the dispatch, the launch call and any
-    # wait it holds, as the layers' own ops do), stated as aten::t at the ratio of the fit steps of the same
-    # code (:func:`train_gemm_ratios`; only rows that time them, rounds 102 and 104)
+    return out
+
+
+def _gemm_ratios(free: Sel, hf_free: Sel) -> dict[str, float]:
+    """``probe_gemm_ratio_train_[hf_]<act>_<main|backward>``: a training step's pace from its GEMM ops (the
+    mean of every call: the dispatch, the launch call and any wait it holds, as the layers' own ops do)
+    over ``aten::t``, the median over the fit steps of that code that time them
+    (:func:`train_gemm_ratios`)."""
+    out: dict[str, float] = {}
     for pre, sel_rows in (("", free), ("hf_", hf_free)):
         for act in sorted({a for a, _ in sel_rows}):
             for col, probe, thread in (
                 ("gemm_mean_main_s", "probe_main_s", "main"),
                 ("mm_mean_bwd_s", "probe_bwd_s", "backward"),
             ):
-                rs = [v[col] / v[probe] for a, v in sel_rows if a == act and v.get(col, 0.0) > 0 and v[probe] > 0]
+                rs = [
+                    v[col] / v[probe]
+                    for a, v in sel_rows
+                    if a == act and v.get(col, 0.0) > 0 and v[probe] > 0
+                ]
                 if rs:
                     out[f"probe_gemm_ratio_train_{pre}{act}_{thread}"] = statistics.median(rs)
-    # a distributed wrapper's host beyond a single GPU's, in the same block's units: per layer (its
-    # ratio) and outside the layers per micro-batch on each thread and per step after the optimizer
-    # (DDP's reducer preparing and finalising the buckets, FSDP2's root unshard and post-backward
-    # bookkeeping). The baseline is the same run's plain replicas (``single_x2`` rows) where the rows
-    # have them, else the single-GPU fit.
+    return out
+
+
+def _wrapper_units(every: list[StepRec], free: Sel, pace: _Pace) -> dict[str, float]:
+    """A distributed wrapper's host beyond a single GPU's, in the same block's units (seconds at the
+    reference probes): ``profiled_<strategy>_step_<fwd|bwd|end>`` outside the layers per micro-batch on
+    each thread and per step after the optimizer (DDP's reducer preparing and finalising the buckets,
+    FSDP2's root unshard and post-backward bookkeeping), and, where the rows have the same run's plain
+    replicas (``single_x2`` rows, else the baseline is the single-GPU fit),
+    ``profiled_<strategy>_ratio_<fwd|bwd>``: the wrapper's per-layer ratio in probe units."""
+    out: dict[str, float] = {}
     base = [
         (a, v) for st, a, sync, v in every if st == "single_x2" and not sync and v["probe_main_s"] > 0
     ] or free
 
-    def seg_units(sel: list[tuple[str, dict[str, float]]], act: str) -> dict[str, float]:
+    def seg_units(sel: Sel, act: str) -> dict[str, float]:
         vs = [v for a, v in sel if a == act]
         return {
-            "fl": units(vs, lambda v: v["fwd_layer_s"] / pm(v, "train_fwd")),
-            "bl": units(vs, lambda v: v["bwd_layer_s"] / pb(v, "train_bwd")),
-            "sf": units(vs, lambda v: (v["pre_s"] + v["head_s"]) / pm(v, "step_fwd")),
+            "fl": _units(vs, lambda v: v["fwd_layer_s"] / pace.main(v, "train_fwd")),
+            "bl": _units(vs, lambda v: v["bwd_layer_s"] / pace.backward(v, "train_bwd")),
+            "sf": _units(vs, lambda v: (v["pre_s"] + v["head_s"]) / pace.main(v, "step_fwd")),
             # DDP's reducer work there is priced per gradient and bucket already (hooks_s)
-            "sb": units(
-                vs, lambda v: (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / pb(v, "step_bwd")
+            "sb": _units(
+                vs,
+                lambda v: (v["bhead_s"] + v["tail_s"] - v.get("hooks_s", 0.0)) / pace.backward(v, "step_bwd"),
             ),
-            "end": units(vs, lambda v: v["post_s"] / v["probe_main_s"]),
+            "end": _units(vs, lambda v: v["post_s"] / v["probe_main_s"]),
         }
 
     base_units = {act: seg_units(base, act) for act in {a for a, _ in base}}
@@ -389,9 +424,9 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         def extra(key: str, per_act: dict[str, dict[str, float]] = per_act) -> float:
             return statistics.fmean(per_act[a][key] - base_units[a][key] for a in per_act)
 
-        out[f"profiled_{strat}_step_fwd"] = ref_m * max(extra("sf"), 0.0)
-        out[f"profiled_{strat}_step_bwd"] = ref_b * max(extra("sb"), 0.0)
-        out[f"profiled_{strat}_step_end"] = ref_m * max(extra("end"), 0.0)
+        out[f"profiled_{strat}_step_fwd"] = pace.ref_main * max(extra("sf"), 0.0)
+        out[f"profiled_{strat}_step_bwd"] = pace.ref_backward * max(extra("sb"), 0.0)
+        out[f"profiled_{strat}_step_end"] = pace.ref_main * max(extra("end"), 0.0)
         if base is not free:  # the same run's replicas: the wrapper's per-layer ratio in probe units
             out[f"profiled_{strat}_ratio_fwd"] = statistics.fmean(
                 per_act[a]["fl"] / base_units[a]["fl"] for a in per_act
@@ -402,11 +437,17 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                 if strat == "ddp"
                 else statistics.fmean(per_act[a]["bl"] / base_units[a]["bl"] for a in per_act)
             )
-    # the profiler's other options (with_stack, profile_memory, no record_shapes): the median over the
-    # models of each kind of host time's units under them over its units in the same models' plain
-    # profiled steps: simcore's layers against the same round's (round 47's optimizer rows),
-    # transformers' (round 54, ``profiler_hf_<options>_<kind>``) against round 32's fit rows
-    plain_rows = [v for vs in other_opt.values() for v in vs]
+    return out
+
+
+def _option_ratios(s: _StepRows, hf_free: Sel) -> dict[str, float]:
+    """``profiler_[hf_]<options>_<kind>`` (the profiler's other options: with_stack, profile_memory, no
+    record_shapes) and ``weights_[hf_]bf16_<kind>[_<act>]`` (bf16 weights without autocast): the median
+    over the models of each kind of host time's units under them over its units in the same models'
+    plain profiled steps. Simcore's layers are compared with the other-optimizer rows (recorded beside
+    them), transformers' with the Hugging Face fit rows; bf16 weights also per MLP kind."""
+    out: dict[str, float] = {}
+    plain_rows = [v for vs in s.other_opt.values() for v in vs]
     hf_plain = [v for _a, v in hf_free]
     seg_of: dict[str, Callable[[dict[str, float]], float]] = {
         "train_fwd": lambda v: v["fwd_layer_s"] / v["probe_main_s"],
@@ -423,12 +464,12 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
         return [
             seg(v)
             for v in rows
-            if (act_of[id(v)], v["layers"]) == model and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
+            if (s.act_of[id(v)], v["layers"]) == model and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0
         ]
 
-    for ratio_key, vs in sorted(by_options.items()):
+    for ratio_key, vs in sorted(s.by_options.items()):
         base_rows = hf_plain if "_hf_" in ratio_key else plain_rows
-        models = sorted({(act_of[id(v)], v["layers"]) for v in vs})
+        models = sorted({(s.act_of[id(v)], v["layers"]) for v in vs})
         for kind, seg in seg_of.items():
             ratios: list[float] = []
             for model in models:
@@ -438,7 +479,7 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
             if ratios:
                 out[f"{ratio_key}_{kind}"] = statistics.median(ratios)
             if ratio_key.startswith("weights_"):
-                # bf16 weights save a different share of each block's host (round 58's Llama and GPT-2 rows:
+                # bf16 weights save a different share of each block's host (Llama and GPT-2 rows:
                 # 0.82x / 0.72x a forward layer): per MLP kind beside the pooled factor
                 for act in sorted({m[0] for m in models}):
                     own = [
@@ -451,17 +492,86 @@ def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
                     ]
                     if own:
                         out[f"{ratio_key}_{kind}_{act}"] = statistics.median(own)
+    return out
 
-    # optimizer.step(): a line over the parameter tensors in probe units, per optimizer and
-    # implementation (fused AdamW from the rows above; torch.optim's foreach AdamW and SGD, round 47)
+
+def _optimizer_lines(
+    free: Sel, other_opt: dict[str, list[dict[str, float]]], ref_main: float
+) -> dict[str, float]:
+    """``profiled_<optimizer>_per_tensor`` / ``_fixed``: ``optimizer.step()`` as a least-squares line over
+    the parameter tensor count in probe units, per optimizer and implementation (fused AdamW from the fit
+    rows; torch.optim's foreach AdamW and SGD from the other-optimizer rows), seconds at the reference
+    probe. The fit models (``tools/gpt.py``: bias-free, gate/up fused, untied) have
+    ``WEIGHT_TENSORS_PER_LAYER`` tensors per layer + 3."""
+    out: dict[str, float] = {}
     for key, vs in {"adamw_fused": [v for _, v in free], **other_opt}.items():
         vs = [v for v in vs if v["probe_main_s"] > 0]
         xs = [WEIGHT_TENSORS_PER_LAYER * v["layers"] + 3.0 for v in vs]
         ys = [v["optimizer_s"] / v["probe_main_s"] for v in vs]
         if len(set(xs)) >= 2:
             slope, icpt = statistics.linear_regression(xs, ys)
-            out[f"profiled_{key}_per_tensor"] = ref_m * max(slope, 0.0)
-            out[f"profiled_{key}_fixed"] = ref_m * max(icpt, 0.0)
+            out[f"profiled_{key}_per_tensor"] = ref_main * max(slope, 0.0)
+            out[f"profiled_{key}_fixed"] = ref_main * max(icpt, 0.0)
+    return out
+
+
+def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
+    """Profiled host entries in CPU-speed units (seconds at the reference probes) from whole profiled
+    training steps (rows of ``python -m simcore.calibration.host_trace --steps``); see docs/compute.md,
+    the host model.
+
+    Every segment of a step is divided by the step's own ``aten::t`` median on the thread that runs it
+    (main: forward, head, optimizer, end; backward: the autograd nodes), so the CPU's speed of the
+    moment cancels; the medians over the unsynchronized steps, times the median probe of all steps
+    (``probe_main`` / ``probe_backward``, the speed these entries stand for), give seconds:
+
+    * ``profiled_train_fwd_<act>`` / ``profiled_train_bwd_<act>``: one layer's forward / backward;
+    * ``profiled_step_fwd_<act>``: per micro-batch outside the layers on the main thread (the
+      embedding, the LM head, the loss, the ``backward()`` call), a line over the layer count:
+      ``profiled_step_fwd_layer_<act>`` per layer (likewise ``step_bwd``, ``step_end``);
+    * ``profiled_step_bwd_<act>``: per micro-batch outside the layers on the backward thread (loss and
+      LM head backward, the embedding backward, gradient accumulation);
+    * ``profiled_adamw_fused_fixed`` / ``profiled_adamw_fused_per_tensor``: ``optimizer.step()``, a
+      least-squares line over the parameter tensor count (:func:`_optimizer_lines`);
+    * ``profiled_step_end``: after the optimizer to the next step (``zero_grad``, the loop);
+    * ``profiled_<ddp|fsdp|tp>_step_<fwd|bwd|end>``: rows labelled with a distributed wrapper (the
+      slowest-CPU rank of profiled runs, ``--strategy``): their units beyond the single-GPU ones
+      (:func:`_wrapper_units`);
+    * ``profiled_hf_<train|step>_<fwd|bwd>_<act>``: the same four for rows of Hugging Face layers
+      (``impl`` huggingface), at the reference probes of the plain rows;
+    * ``probe_empty_ratio_<main|backward>``: the median ``aten::empty`` / ``aten::t`` of the threads
+      that time both; a thread without enough ``aten::t`` (GPT-2's ``Conv1D`` layers) is timed by its
+      ``aten::empty`` over that ratio;
+    * ``probe_share_<kind>``, ``probe_gemm_ratio_train_...``, ``profiler_<options>_<kind>``,
+      ``weights_bf16_<kind>``: see :func:`_probe_shares`, :func:`_gemm_ratios`, :func:`_option_ratios`.
+    """
+    s = _read_step_rows(rows, path)
+    out = _probes_as_t(s)
+    recs = [(a, sync, v) for strat, a, sync, v in s.every if strat == "single"]
+    if not recs:
+        raise TraceError("no single-GPU step rows (strategy single)", file=str(path))
+    free = [(a, v) for a, sync, v in recs if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
+    if not free:
+        raise TraceError("no unsynchronized step with probes", file=str(path))
+    ref_m = statistics.median(v["probe_main_s"] for _, _, v in recs)
+    ref_b = statistics.median(v["probe_bwd_s"] for _, _, v in recs)
+    out.update({"probe_main": ref_m, "probe_backward": ref_b})
+    # Hugging Face's layers (rows labelled impl huggingface): their own units, at the same reference
+    hf_free = [(a, v) for a, sync, v in s.hf if not sync and v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
+    # transformers' MoE layers (act ``<act>_moe``) and eager-attention layers (``<act>_eager``): their
+    # per-layer and per-step units only, synchronized rows included: MoE steps wait for the GPU inside the
+    # layers (the fp32 grouped GEMM's per-expert sizes), and every eager-attention fit step waits once
+    # before its layers (a device-to-host copy as the 4-D mask is built, ~15 us)
+    own_rows = [(a, v) for a, _sync, v in s.own if v["probe_main_s"] > 0 and v["probe_bwd_s"] > 0]
+    # the probe shares pool the plain and Hugging Face layers
+    shares = _probe_shares([*free, *hf_free], s.run_of, ref_m, ref_b)
+    out.update(shares)
+    pace = _Pace(ref_m, ref_b, shares)
+    out.update(_layer_and_step_units(free, hf_free, own_rows, pace))
+    out.update(_gemm_ratios(free, hf_free))
+    out.update(_wrapper_units(s.every, free, pace))
+    out.update(_option_ratios(s, hf_free))
+    out.update(_optimizer_lines(free, s.other_opt, ref_m))
     return out
 
 
@@ -499,14 +609,14 @@ def _is_decode_host_run(rows: list[dict[str, str]]) -> bool:
 
 def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """Profiled decode host entries in CPU-speed units from eager decode passes (rows of ``python -m
-    simcore.calibration.host_trace --decode``, round 25): per layer (the norms' spacing) and per step
+    simcore.calibration.host_trace --decode``; see docs/compute.md, the host model): per layer (the norms' spacing) and per step
     outside the layers (the pass minus its layers: embedding, final norm, LM head, sampling), each over
     the step's ``aten::t`` median, times the median probe of all passes (``probe_infer``; a no-grad
     op costs less host than one under autograd and autocast, so inference has its own reference).
-    Rows of Hugging Face layers (``impl`` huggingface, round 32) give ``profiled_hf_infer_decode_*`` at
+    Rows of Hugging Face layers (``impl`` huggingface) give ``profiled_hf_infer_decode_*`` at
     the same reference; ``probe_empty_ratio_infer`` states an ``aten::empty`` probe as ``aten::t``.
-    Passes of ``generate()`` (``loop`` generate, round 35) give only the host beyond their layers,
-    ``profiled_[hf_]infer_generate_fixed_<act>``. Rows that time the GEMM op too (rounds 42-43) give
+    Passes of ``generate()`` (``loop`` generate) give only the host beyond their layers,
+    ``profiled_[hf_]infer_generate_fixed_<act>``. Rows that time the GEMM op too give
     ``probe_linear_ratio_infer_[hf_]<act>``, its median over ``aten::t`` (GPT-2's ``aten::empty`` as
     ``aten::t``): a trace's GEMM-op probe stated as ``aten::t``."""
     try:
@@ -544,8 +654,8 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
     ref = statistics.median(x.probe for x in recs if not x.hf)
     out["probe_infer"] = ref
     # a no-grad pass's steadier probe, its GEMM op (host_trace.GEMM_PROBE_OP: aten::linear, or GPT-2's
-    # Conv1D addmm), stated as aten::t per code and block kind (rounds 42-43: simcore's Llama 8.9, GPT's
-    # biased linears 10.7, transformers' Llama 8.8)
+    # Conv1D addmm), stated as aten::t per code and block kind (about 8.9 for simcore's Llama, 10.7 for
+    # GPT's biased linears, 8.8 for transformers' Llama)
     lin: dict[str, list[float]] = {}
     emp: dict[str, list[float]] = {}
     for x in recs:
@@ -577,14 +687,14 @@ def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str,
                 put(f"{pre}infer_decode", act, sel)
             elif gen:
                 # a layer that runs only inside generate() (transformers' batched experts in its decode
-                # passes, round 109): its decode entries from those passes
+                # passes): its decode entries from those passes
                 put(f"{pre}infer_decode", act, gen)
             if gen:
                 # generate(): the pass beyond its layers (logits processors, stopping criteria, cache)
                 put(f"{pre}infer_generate", act, gen, layers=False)
-    # prefill passes in hand-written loops (rows with seq > 1; Hugging Face layers round 32, simcore's
-    # own round 42): per layer and beyond the layers, at the same reference (the prompt hardly moves the
-    # host of a prefill: round 42's 512-2048-token prompts)
+    # prefill passes in hand-written loops (rows with seq > 1; Hugging Face layers and simcore's own):
+    # per layer and beyond the layers, at the same reference (the prompt hardly moves the host of a
+    # prefill: 512-2048-token prompts)
     for pre, hf in (("", False), ("hf_", True)):
         pre_rows = [x for x in passes if x.seq > 1 and x.hf == hf and not x.generate]
         for act in sorted({x.act for x in pre_rows}):
@@ -618,7 +728,7 @@ def _is_graph_replay_run(rows: list[dict[str, str]]) -> bool:
 def graph_loop_costs(
     sync_rows: list[dict[str, str]], replay_rows: list[dict[str, str]], path: str | Path
 ) -> dict[str, float]:
-    """CUDA-graph decode loops (round 26, ``tools/bench_graph_sync.py``): per model, the wall time of R
+    """CUDA-graph decode loops (``tools/bench_graph_sync.py``; see docs/compute.md, the host model): per model, the wall time of R
     replays and a synchronize against R x the back-to-back replay time gives what one synchronize
     exposes (the GPU idles until the host has launched the next graph); the same models' profiled
     traces (``python -m simcore.calibration.host_trace --graphs``) give the kernels per replay and
@@ -738,8 +848,8 @@ def _line_entries(name: str, line: tuple[float, float]) -> dict[str, float]:
 def compiled_decode_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """The compiled call of a static-cache ``generate()`` decode pass (round 85,
-    ``host_trace --compiled-decode``): a least-squares line over the graph's kernels of each trace's
+    """The compiled call of a static-cache ``generate()`` decode pass (``host_trace --compiled-decode``,
+    see docs/compute.md, torch.compile): a least-squares line over the graph's kernels of each trace's
     median call (dynamo's guards, the inputs' copies, the graph's launch), stated at the reference
     inference probe (``probe_infer``): each trace's probe is its windowed ``aten::empty`` over
     ``probe_empty_ratio_infer`` (the loop's own ops; its ``aten::linear`` calls are the prefill's few).
@@ -750,15 +860,15 @@ def compiled_decode_costs(
     profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace; with ``pass_weight`` and
     ``prefill_outside_s``, ``compiled_decode_prefill_fixed_ratio``: the prefill's host outside its layers over
     the ``generate()`` entry the engine prices it at. Those from the host-bound rows (a decode whose
-    host waits under half as long as it leads, ``wait_s <= 0.5 lead_s``: rounds 85's and 100's), where
+    host waits under half as long as it leads, ``wait_s <= 0.5 lead_s``), where
     the call is what a pass's host costs. With ``lead_s``, ``[profiled_]compiled_decode_lead_fixed`` / ``_per_kernel``: what
     the GPU idles from a step's wait for it to the graph's first kernel, a line over the graph's kernels at
-    the reference probe, from the GPU-bound rows (rounds 96's and 106's fit traces, waits of 1-5 ms: right after
+    the reference probe, from the GPU-bound rows (fit traces with waits of 1-5 ms: right after
     a wait the loop's ops and the call run 1.0-1.3x their host-bound pace), the host-bound ones where fewer than two."""
     probe, ratio = _empty_probe(ref, path, "compiled decode")
     rows = [r for r in rows if float(r["empty_main_s"]) > 0]
     gpu_bound = [r for r in rows if float(r.get("wait_s") or 0.0) > float(r.get("lead_s") or 0.0) > 0]
-    # a decode that waits for its graph about as long as it leads it (round 106's at batches 96) is neither: its
+    # a decode that waits for its graph about as long as it leads it (batch 96) is neither: its
     # eager prefill waits for the GPU too
     host_bound = [r for r in rows if float(r.get("wait_s") or 0.0) <= 0.5 * float(r.get("lead_s") or 0.0)]
     if len(host_bound) < 2:
@@ -766,7 +876,7 @@ def compiled_decode_costs(
     out = _line_entries("compiled_decode_call", _kernel_line(host_bound, "call_s", probe, ratio))
     # the eager prefill beside a compiled decode: its host per layer over the profile's eager
     # Hugging Face prefill layer (fitted on hand-written loops) at the trace's pace, its aten::linear
-    # stated as aten::t (round 89: 1.06-1.23 over round 85's traces, as simcore validate reads them)
+    # stated as aten::t (1.06-1.23 over the host-bound traces, as simcore validate reads them)
     ratios = []
     for r in host_bound:
         act = r.get("act") or ""
@@ -780,7 +890,7 @@ def compiled_decode_costs(
     # the eager prefill's pass outside its layers (its embedding, final norm, LM head and the loop's ops on
     # its token) over what the engine prices for it: the generate() entry at the pass's weight beside a
     # compiled decode (the loop's plus the calibrated generate() pass's beyond the calibrated compiled loop's)
-    # at the trace's aten::linear pace (rounds 85 and 100: 1.0-1.5)
+    # at the trace's aten::linear pace (1.0-1.5 over the host-bound traces)
     outside = []
     for r in host_bound:
         act = r.get("act") or ""
@@ -796,7 +906,7 @@ def compiled_decode_costs(
     if outside:
         out["compiled_decode_prefill_fixed_ratio"] = float(statistics.median(outside))
     # the GPU's idle from a step's wait for it to its graph's first kernel: the loop's own ops, the call, the
-    # launch (round 91: what a GPU-bound decode idles each step), from the runs where it is exposed
+    # launch (what a GPU-bound decode idles each step), from the runs where it is exposed
     led = [r for r in (gpu_bound if len(gpu_bound) >= 2 else rows) if float(r.get("lead_s") or 0.0) > 0]
     if len({r["kernels_per_replay"] for r in led}) >= 2:
         out.update(_line_entries("compiled_decode_lead", _kernel_line(led, "lead_s", probe, ratio)))
@@ -810,7 +920,7 @@ def _is_graph_record_run(rows: list[dict[str, str]]) -> bool:
 def graph_record_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """A compiled decode graph's recording (round 96, ``host_trace --graph-records``): a least-squares line
+    """A compiled decode graph's recording (``host_trace --graph-records``): a least-squares line
     over the graph's kernels of each trace's GPU idle per recording beyond the steady call, stated at the
     reference inference probe as :func:`compiled_decode_costs` states the call (the region's Python runs at the
     decode passes' ``aten::empty`` pace): ``compiled_decode_record_fixed`` / ``_per_kernel`` and their
@@ -829,8 +939,8 @@ def _is_generate_call_run(rows: list[dict[str, str]]) -> bool:
 def generate_call_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """A transformers ``generate()`` call's host before its prefill (``host_trace --generate``: round 80's
-    dynamic-cache runs, round 85's static-cache compiled ones), the median over the traces stated at the
+    """A transformers ``generate()`` call's host before its prefill (``host_trace --generate``: dynamic-cache
+    runs and static-cache compiled ones), the median over the traces stated at the
     reference inference probe (``probe_infer``), each trace's probe read as ``simcore validate`` reads the
     prefill's (:func:`gemm_pace`: its ``aten::linear`` over ``probe_linear_ratio_infer_hf_<act>`` and its
     ``aten::empty`` over ``probe_empty_ratio_infer``). ``[profiled_]hf_infer_generate_call`` (dynamic cache) and
@@ -866,8 +976,8 @@ _COMPILED_NAME = re.compile(r"compiled_(gpt|llama)_L(\d+)_h(\d+)")
 def compiled_step_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """The host of profiled torch.compile training steps in CPU-speed units (round 30,
-    ``tools/bench_compiled_steps.py --set r30``; rows of ``python -m simcore.calibration.host_trace
+    """The host of profiled torch.compile training steps in CPU-speed units (see docs/compute.md,
+    torch.compile; ``tools/bench_compiled_steps.py --set r30``; rows of ``python -m simcore.calibration.host_trace
     --compiled`` for traces named ``compiled_<gpt|llama>_L<n>_h<w>``).
 
     A compiled trace has no ``aten::t``; its probe is ``aten::transpose`` in the compiled regions
@@ -906,8 +1016,8 @@ def compiled_step_costs(
         raise TraceError(f"bad compiled-step row: {e}", file=str(path)) from None
     if not r_main or not ref.get("probe_main") or not ref.get("probe_backward"):
         raise TraceError(
-            "no compiled_<gpt|llama>_L<layers>_h<width> row with its compiled and eager probes (round 30's "
-            "rows), or no eager reference probe to state them at",
+            "no compiled_<gpt|llama>_L<layers>_h<width> row with its compiled and eager probes "
+            "(host_compiled_steps rows), or no eager reference probe to state them at",
             file=str(path),
         )
     c_main = statistics.median(r_main) * ref["probe_main"]
@@ -945,7 +1055,7 @@ _HF_COMPILED_NAME = re.compile(r"hf_cfit_train_(gpt2|llama)_L(\d+)")
 def _hf_compiled_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
-    """``transformers``' compiled steps (round 70, ``tools/bench_hf.py --set compiled_fit``: round 32's fit
+    """``transformers``' compiled steps (``tools/bench_hf.py --set compiled_fit``: the Hugging Face fit
     models under torch.compile, traces ``hf_cfit_train_<gpt2|llama>_L<n>``), whose compiled code calls no
     :data:`host_trace.COMPILED_PROBE_OP`: the same lines as :func:`compiled_step_costs`, over the steps' kernel
     launches (:data:`host_trace.LAUNCH_PROBE_PREFIX`, the median launch op on each thread) stated as ``aten::t``,
@@ -954,7 +1064,7 @@ def _hf_compiled_costs(
     micro-batch (``transformers``' after-optimizer ``profiled_hf_step_end`` taken out of the backward's).
     ``probe_launch_ratio_<main|backward>``: a launch op in ``aten::t``, the median over the rows of the launch
     over the same step's ``aten::empty`` stated as ``aten::t`` (``probe_empty_ratio_*``): what ``simcore
-    validate`` divides a trace's launch pace by. Rows without launch columns (before stop 32) keep the
+    validate`` divides a trace's launch pace by. Rows without launch columns keep the
     ``aten::empty`` probe."""
     acts = {"gpt2": "gelu", "llama": "swiglu"}
     r_m, r_b = ref.get("probe_empty_ratio_main"), ref.get("probe_empty_ratio_backward")
@@ -1013,7 +1123,7 @@ def compiled_ratios(rows: list[dict[str, str]], path: str | Path) -> dict[str, f
     ``profiled_compiled_ratio_<fwd|bwd>_<act>`` the same under the profiler (seconds cancel: one
     process, interleaved). Where layers wider than 64 were measured, the ratio is the mean over those
     widths: inductor issues other kernels for real tensor sizes (split reductions), and the host time
-    of a compiled backward grows with them (round 16: GPT x0.69 at width 64, x0.88 / x1.01 at 768 /
+    of a compiled backward grows with them (GPT x0.69 at width 64, x0.88 / x1.01 at 768 /
     1536 under the profiler); the GPU-trivial width 64 is used only when nothing wider was measured."""
     acts = {"gpt": "gelu", "llama": "swiglu"}
     t: dict[tuple[str, int, str, int, int, str], list[float]] = {}
@@ -1110,7 +1220,7 @@ def _size_runs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]
         sp, su = slope(run, mode, arch, hidden, 1), slope(run, mode, arch, hidden, 0)
         if sp is not None and su is not None and sp > 0 and su > 0:
             out.setdefault(f"profiler_ratio_{mode}_{act}", []).append(sp / su)
-        # the unprofiled decode slope at width 64 (the other rounds' convention), one value per process
+        # the unprofiled decode slope at width 64 (the other host files' convention), one value per process
         if mode == "decode" and hidden == "64" and su is not None:
             tag = "llama_rms_swiglu_gqa" if arch == "llama" else "gpt_ln_gelu"
             out.setdefault(f"per_layer_decode_{tag}", []).append(su)
@@ -1188,7 +1298,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         if _is_size_run(csv_rows):
             sr = _size_runs(csv_rows, p)
             size_ratios.update({k: v for k, v in sr.items() if k.startswith("profiler_ratio_")})
-            # its per-layer slopes (median over its processes) join the other rounds' lower envelope
+            # its per-layer slopes (median over its processes) join the other files' lower envelope
             for k, v in sr.items():
                 if k.startswith("per_layer_"):
                     rows[k] = min(rows[k], v) if k in rows else v
@@ -1199,7 +1309,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
         elif any(k.startswith(("per_layer_fsdp2_", "per_layer_tp2_", "per_layer_ddp2_")) for k in r):
             dist_files.append(r)
         else:
-            # the same quantity measured in several rounds: keep the smallest (host-time noise on a
+            # the same quantity measured in several files: keep the smallest (host-time noise on a
             # shared machine only ever adds; the lower envelope is the intrinsic cost)
             for k, v in r.items():
                 rows[k] = min(rows[k], v) if k in rows else v
@@ -1235,7 +1345,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             base = plain.get(k, 0.0)
             if k in out and base > 0 and v > 0:
                 out[f"profiled_{k}"] = out[k] * v / base
-    # interleaved multi-process ratios (round 9) supersede the one-run ratios they cover: decode, and
+    # interleaved multi-process ratios (host_size) supersede the one-run ratios they cover: decode, and
     # training forward + backward (one ratio for both phases)
     for key, ratio in size_ratios.items():
         mode, act = key.removeprefix("profiler_ratio_").split("_", 1)
@@ -1250,18 +1360,18 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             if k in out:
                 out[f"profiled_{k}"] = out[k] * ratio
         out[key] = ratio
-    if compiled_rows:  # the runs of every width together (one file per round)
+    if compiled_rows:  # the runs of every width together (one file per set of widths)
         out.update(compiled_ratios(compiled_rows, ", ".join(compiled_paths)))
     out.update(ddp_hooks)
     if step_rows:  # single-GPU and distributed steps together (the wrappers' extra is over the single)
         step_hosts.update(step_host_costs(step_rows, ", ".join(step_paths)))
     if decode_rows:  # the plain and Hugging Face passes together (one reference probe)
         step_hosts.update(decode_host_costs(decode_rows, ", ".join(decode_paths)))
-    # whole profiled steps in CPU-speed units (round 25) supersede the profiled per-layer entries above
+    # whole profiled steps in CPU-speed units (host_steps) supersede the profiled per-layer entries above
     # (a width-64 layer times the profiler's ratio); the unprofiled per-step host outside the layers is
     # the profiled one over the profiler's measured per-layer ratio
     out.update(step_hosts)
-    # profiled compiled steps in their own CPU-speed units (round 30): the profiled compiled host per
+    # profiled compiled steps in their own CPU-speed units (host_compiled_steps): the profiled compiled host per
     # layer and per micro-batch, stated at the eager reference probes' speed
     if compiled_steps:
         out.update(compiled_step_costs(compiled_steps, ", ".join(compiled_step_paths), out))

@@ -82,7 +82,7 @@ def plan_cmd(
 ) -> None:
     """Search every valid parallel layout (tp, pp, dp, cp, ep, vp, micro-batch, recompute, ZeRO,
     schedule, overlap) that divides the cluster and fits in memory; rank by the objective."""
-    from simcore.planning.plan import plan, plot_pareto
+    from simcore.planning.plan import plan
     from simcore.planning.space import SearchOptions
     from simcore.specs.resolve import load_scenario
 
@@ -108,6 +108,8 @@ def plan_cmd(
         max_time_s=None if max_days is None else max_days * 86400.0,
     )
     if plot is not None:
+        from simcore.report.plan_plots import plot_pareto
+
         plot_pareto(res, str(plot))
     if as_json:
         emit_json(res.to_json())

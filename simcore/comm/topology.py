@@ -362,254 +362,316 @@ def _host_links(cluster: ClusterInfo, reg: Registry | None) -> tuple[Link | None
     return host, pcie
 
 
+@dataclass
+class _Builder:
+    """The graph's nodes and edges in the order they are added, and the routing tables filled alongside.
+
+    Each ``_add_*`` function below adds one part of the topology (see the module docstring);
+    :func:`build_topology` calls them in a fixed order, so the graph's node and edge order is stable.
+    """
+
+    cluster: ClusterInfo
+    nodes: list[tuple[Node, dict[str, Any]]] = field(default_factory=list)
+    edges: list[tuple[Node, Node, dict[str, Any]]] = field(default_factory=list)
+    rank_switch: list[Node | None] = field(init=False)
+    rank_domain: list[int] = field(init=False)
+    rank_cpu: list[Node | None] = field(init=False)
+    rank_nic: list[Node | None] = field(init=False)
+    domains: list[list[int]] = field(default_factory=list)
+    nic_leaf: dict[Node, Node] = field(default_factory=dict)
+    leaf_pod: dict[Node, int] = field(default_factory=dict)
+    pod_spines: list[list[Node]] = field(default_factory=list)
+    plane_cores: list[list[Node]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = self.cluster.gpus
+        self.rank_switch = [None] * n
+        self.rank_domain = [0] * n
+        self.rank_cpu = [None] * n
+        self.rank_nic = [None] * n
+
+    def node(
+        self, n: Node, kind: str, node: int | None = None, rail: int | None = None, **extra: Any
+    ) -> None:
+        """Add node ``n`` with attributes ``kind``, ``node`` (system index), ``rail``, ``rank``, ``extra``."""
+        rank = n[1] if kind == "gpu" else None
+        self.nodes.append((n, {"kind": kind, "node": node, "rail": rail, "rank": rank, **extra}))
+
+    def link(self, u: Node, v: Node, bw: float, lat: float, kind: str) -> None:
+        """Add a link as two directed edges, each carrying ``bw`` bytes/s and ``lat`` seconds."""
+        self.edges.append((u, v, {"bandwidth": bw, "latency": lat, "kind": kind}))
+        self.edges.append((v, u, {"bandwidth": bw, "latency": lat, "kind": kind}))
+
+
+def _system_ranks(cluster: ClusterInfo, s: int) -> range:
+    """Global ranks held by system ``s`` (``gpus_per_node`` of them, fewer in a partial last system)."""
+    per = cluster.gpus_per_node
+    return range(s * per, min((s + 1) * per, cluster.gpus))
+
+
+def _add_nvlink_domains(b: _Builder, s: int) -> None:
+    """System ``s``'s GPUs and NVLink domains: one aggregated NVSwitch node per domain, every GPU linked to
+    it at the per-GPU NVLink bandwidth and half the switch latency; without NVSwitch a full mesh of
+    direct ``nvlink`` edges of ``nvlink_bandwidth / (domain - 1)`` each, no latency."""
+    cluster = b.cluster
+    sysm = cluster.system
+    dom = sysm.nvlink_domain
+    nvbw = cluster.nvlink_bandwidth
+    nvs_lat = cluster.nvswitch.latency if cluster.nvswitch is not None else 0.0
+    ranks_s = _system_ranks(cluster, s)
+    for r in ranks_s:
+        b.node(("gpu", r), "gpu", s)
+    lo, hi = ranks_s.start, ranks_s.stop
+    for d in range(sysm.gpus // dom):
+        ranks = list(range(lo + d * dom, min(lo + (d + 1) * dom, hi)))
+        if not ranks:
+            continue
+        did = len(b.domains)
+        b.domains.append(ranks)
+        for r in ranks:
+            b.rank_domain[r] = did
+        if cluster.nvswitch is not None:
+            sw: Node = ("nvswitch", s, d)
+            b.node(sw, "nvswitch", s, chips=sysm.nvswitch_count * dom // sysm.gpus)
+            for r in ranks:
+                b.rank_switch[r] = sw
+                b.link(("gpu", r), sw, nvbw, nvs_lat / 2, "nvswitch")
+        elif dom > 1:
+            bw = nvbw / (dom - 1)
+            for i, x in enumerate(ranks):
+                for y in ranks[i + 1 :]:
+                    b.link(("gpu", x), ("gpu", y), bw, 0.0, "nvlink")
+
+
+def _add_host_cpus(b: _Builder, s: int, kind: str, bw: float, lat: float) -> None:
+    """System ``s``'s CPU sockets: GPU ``i`` hangs off socket ``i * cpus // gpus`` by a host link (``kind``
+    ``pcie`` or ``c2c``, ``bw`` bytes/s, ``lat`` s); sockets are joined pairwise by the same link when the
+    system has several NVLink domains (which then talk through the host)."""
+    sysm = b.cluster.system
+    n_cpu = sysm.cpus
+    if n_cpu == 0:
+        return
+    ranks_s = _system_ranks(b.cluster, s)
+    sockets: set[int] = set()
+    for r in ranks_s:
+        sock = (r - ranks_s.start) * n_cpu // sysm.gpus
+        cpu: Node = ("cpu", s, sock)
+        if sock not in sockets:
+            sockets.add(sock)
+            b.node(cpu, "cpu", s)
+        b.rank_cpu[r] = cpu
+        b.link(("gpu", r), cpu, bw, lat, kind)
+    if sysm.gpus // sysm.nvlink_domain > 1:
+        socks = sorted(sockets)
+        for i, x in enumerate(socks):
+            for y in socks[i + 1 :]:
+                b.link(("cpu", s, x), ("cpu", s, y), bw, lat, kind)
+
+
+def _leaf_index(cluster: ClusterInfo, s: int, j: int, down: int) -> int:
+    """The leaf switch of NIC ``j`` of system ``s`` under leaves of ``down`` ports down.
+
+    ``rail_optimized``: one leaf per rail per group of ``down`` systems; ``fat_tree``: a system's NICs on
+    one leaf (``down // nics`` systems a leaf), or on consecutive leaves when it has more NICs than ports.
+    """
+    n_nics = cluster.nics_per_node
+    if cluster.fabric.topology == "rail_optimized":
+        return (s // down) * n_nics + j
+    if n_nics <= down:
+        return s // (down // n_nics)
+    return s * -(-n_nics // down) + j // down
+
+
+def _add_nics_and_leaves(b: _Builder, n_sys: int, down: int, pcie_bw: float, pcie_lat: float) -> int:
+    """Compute NICs and leaf switches; returns the number of leaves.
+
+    GPU ``i`` of a system uses NIC ``i * nics // gpus`` over a ``pcie`` edge (``pcie_bw`` bytes/s,
+    ``pcie_lat`` s); each NIC links to its leaf (:func:`_leaf_index`) at the NIC bandwidth and half the
+    fabric switch latency. A rail-optimised leaf carries its rail as ``rail``.
+    """
+    cluster = b.cluster
+    n_nics = cluster.nics_per_node
+    rail_opt = cluster.fabric.topology == "rail_optimized"
+    half_lat = cluster.fabric_link.latency / 2
+    leaf_rail: dict[int, int | None] = {}
+    for s in range(n_sys):
+        ranks_s = _system_ranks(cluster, s)
+        for r in ranks_s:
+            j = (r - ranks_s.start) * n_nics // cluster.system.gpus
+            nic: Node = ("nic", s, j)
+            if nic not in b.nic_leaf:
+                li = _leaf_index(cluster, s, j, down)
+                if rail_opt:
+                    leaf_rail[li] = j
+                else:
+                    leaf_rail.setdefault(li, None)
+                leaf: Node = ("leaf", li)
+                b.nic_leaf[nic] = leaf
+                b.node(nic, "nic", s, j)
+                b.link(nic, leaf, cluster.nic_bandwidth, half_lat, "nic")
+            b.rank_nic[r] = nic
+            b.link(("gpu", r), nic, pcie_bw, pcie_lat, "pcie")
+    n_leaves = max(leaf_rail) + 1
+    for li in range(n_leaves):
+        b.node(("leaf", li), "leaf", None, leaf_rail.get(li))
+    return n_leaves
+
+
+def _add_two_tiers(b: _Builder, n_leaves: int, leaf_up: float) -> None:
+    """``ceil(leaves / (2 * oversubscription))`` spines, every leaf linked to every spine; a leaf's uplink
+    capacity ``leaf_up`` (bytes/s) is split evenly over its spine edges."""
+    fab_lat = b.cluster.fabric_link.latency
+    n_sp = math.ceil(n_leaves / (2 * b.cluster.fabric.oversubscription))
+    spines: list[Node] = [("spine", 0, i) for i in range(n_sp)]
+    b.pod_spines.append(spines)
+    for i, sp in enumerate(spines):
+        b.node(sp, "spine", pod=0, plane=i)
+    for li in range(n_leaves):
+        b.leaf_pod[("leaf", li)] = 0
+        for sp in spines:
+            b.link(("leaf", li), sp, leaf_up / n_sp, fab_lat, "spine")
+
+
+def _add_three_tiers(b: _Builder, n_leaves: int, radix: int, leaf_up: float) -> None:
+    """Pods of ``radix // 2`` leaves with ``ceil(leaves_in_pod / oversubscription)`` spines each, every
+    leaf of a pod linked to every spine of it; with several pods, spine ``j`` of every pod links to the
+    ``ceil(pods / 2)`` cores of plane ``j``, non-blocking (as much bandwidth up as comes up from the
+    leaves)."""
+    down = radix // 2
+    fab_lat = b.cluster.fabric_link.latency
+    ratio = b.cluster.fabric.oversubscription
+    n_pods = -(-n_leaves // down)
+    if n_pods > radix:
+        raise SpecError(
+            f"{n_leaves} leaf switches need {n_pods} pods, more than a three-tier fabric of "
+            f"radix-{radix} switches joins ({radix})",
+            field="cluster.fabric.switch_radix",
+        )
+    pod_up: list[float] = []
+    for p in range(n_pods):
+        pleaves = list(range(p * down, min((p + 1) * down, n_leaves)))
+        n_sp = math.ceil(len(pleaves) / ratio)
+        spines: list[Node] = []
+        for j in range(n_sp):
+            sp: Node = ("spine", p, j)
+            spines.append(sp)
+            b.node(sp, "spine", pod=p, plane=j)
+        b.pod_spines.append(spines)
+        pod_up.append(len(pleaves) * leaf_up)
+        for li in pleaves:
+            b.leaf_pod[("leaf", li)] = p
+            for sp in spines:
+                b.link(("leaf", li), sp, leaf_up / n_sp, fab_lat, "spine")
+    if n_pods == 1:
+        return
+    for j in range(max(len(x) for x in b.pod_spines)):
+        members = [x[j] for x in b.pod_spines if len(x) > j]
+        n_core = math.ceil(len(members) / 2)
+        cores: list[Node] = []
+        for ci in range(n_core):
+            c: Node = ("core", j, ci)
+            cores.append(c)
+            b.node(c, "core", plane=j)
+        b.plane_cores.append(cores)
+        for sp in members:
+            # non-blocking spine: as much bandwidth up to the cores as comes up from leaves
+            spine_down = pod_up[sp[1]] / len(b.pod_spines[sp[1]])
+            for c in cores:
+                b.link(sp, c, spine_down / n_core, fab_lat, "core")
+
+
+def _add_fabric(b: _Builder, n_sys: int, pcie_bw: float, pcie_lat: float) -> tuple[int, int, list[str]]:
+    """The scale-out fabric joining ``n_sys`` systems: NICs, leaves, and spines (and cores) as a folded
+    Clos of radix-``k`` switches; returns (tiers built, radix, notes).
+
+    A leaf's uplink capacity is ``(k/2) * port_bandwidth / oversubscription``. Two tiers join at most
+    ``k`` leaves; beyond that three are built and a note says so.
+    """
+    cluster = b.cluster
+    radix = cluster.fabric.switch_radix or cluster.fabric_link.radix
+    if radix is None or radix < 2:
+        raise SpecError(
+            f"fabric link {cluster.fabric_link.name!r} gives no switch radix; set it",
+            field="cluster.fabric.switch_radix",
+        )
+    down = radix // 2
+    n_leaves = _add_nics_and_leaves(b, n_sys, down, pcie_bw, pcie_lat)
+    # design capacity of a leaf: k/2 ports down, (k/2) * port bandwidth / oversubscription up
+    leaf_up = down * cluster.fabric_link.bandwidth / cluster.fabric.oversubscription
+    notes: list[str] = []
+    want = cluster.fabric.tiers
+    if want == 2 and n_leaves > radix:
+        notes.append(
+            f"{n_leaves} leaf switches exceed what a two-tier fabric of radix-{radix} switches joins "
+            f"({radix}); built three tiers"
+        )
+        want = 3
+    if n_leaves == 1:
+        b.leaf_pod[("leaf", 0)] = 0
+        b.pod_spines.append([])
+        return 1, radix, notes
+    if want == 2:
+        _add_two_tiers(b, n_leaves, leaf_up)
+        return 2, radix, notes
+    _add_three_tiers(b, n_leaves, radix, leaf_up)
+    return 3, radix, notes
+
+
 def build_topology(cluster: ClusterInfo, *, registry: Registry | None = None) -> Topology:
     """Build the graph of ``cluster`` (see the module docstring for the model).
 
+    Inside each system its NVLink domains (:func:`_add_nvlink_domains`) and host CPUs
+    (:func:`_add_host_cpus`); across several systems the scale-out fabric (:func:`_add_fabric`).
     ``registry`` resolves the system's host link (PCIe or NVLink-C2C); the default registry is used when
     it is not given. Raises :class:`~simcore.errors.SpecError` when the fabric cannot hold the cluster
     (too many leaves for two tiers, too many pods for three, systems without NICs).
     """
     sysm = cluster.system
-    dev = cluster.device
-    per = cluster.gpus_per_node  # GPUs used in each system (fewer than it holds on part-used racks)
-    phys = sysm.gpus
-    n_gpus = cluster.gpus
-    n_sys = -(-n_gpus // per)
-    dom = sysm.nvlink_domain
-    nvbw = cluster.nvlink_bandwidth
-    host, pcie = _host_links(cluster, registry)
-    host_kind = "c2c" if host is not None and host.kind == "c2c" else "pcie"
-    host_bw = host.bandwidth if host is not None else dev.pcie_bandwidth
-    host_lat = host.latency if host is not None else 0.0
-    pcie_bw = dev.pcie_bandwidth
-    pcie_lat = pcie.latency if pcie is not None else host_lat
-
-    g = nx.DiGraph()
-    nodes: list[tuple[Node, dict[str, Any]]] = []
-    edges: list[tuple[Node, Node, dict[str, Any]]] = []
-
-    def link(u: Node, v: Node, bw: float, lat: float, kind: str, lat_back: float | None = None) -> None:
-        edges.append((u, v, {"bandwidth": bw, "latency": lat, "kind": kind}))
-        edges.append(
-            (v, u, {"bandwidth": bw, "latency": lat if lat_back is None else lat_back, "kind": kind})
-        )
-
-    rank_switch: list[Node | None] = [None] * n_gpus
-    rank_domain: list[int] = [0] * n_gpus
-    rank_cpu: list[Node | None] = [None] * n_gpus
-    rank_nic: list[Node | None] = [None] * n_gpus
-    domains: list[list[int]] = []
-
-    nvs_lat = cluster.nvswitch.latency if cluster.nvswitch is not None else 0.0
-    doms_per_sys = phys // dom
-    n_cpu = sysm.cpus
-    if doms_per_sys > 1 and n_cpu == 0:
+    n_sys = -(-cluster.gpus // cluster.gpus_per_node)
+    doms_per_sys = sysm.gpus // sysm.nvlink_domain
+    if doms_per_sys > 1 and sysm.cpus == 0:
         raise SpecError(
             f"system {sysm.name!r} has {doms_per_sys} NVLink domains but no CPUs to join them", field="cpus"
         )
-    multi = n_sys > 1
-    n_nics = cluster.nics_per_node
-    if multi and n_nics == 0:
+    if n_sys > 1 and cluster.nics_per_node == 0:
         raise SpecError(
             f"system {sysm.name!r} has no compute NICs, so {n_sys} of them cannot be joined",
             field="cluster.fabric.nics_per_node",
         )
+    host, pcie = _host_links(cluster, registry)
+    host_kind = "c2c" if host is not None and host.kind == "c2c" else "pcie"
+    host_bw = host.bandwidth if host is not None else cluster.device.pcie_bandwidth
+    host_lat = host.latency if host is not None else 0.0
+    pcie_lat = pcie.latency if pcie is not None else host_lat
 
-    # --- inside each system
+    b = _Builder(cluster)
     for s in range(n_sys):
-        lo, hi = s * per, min((s + 1) * per, n_gpus)
-        sockets: set[int] = set()
-        for r in range(lo, hi):
-            nodes.append((("gpu", r), {"kind": "gpu", "node": s, "rail": None, "rank": r}))
-        for d in range(doms_per_sys):
-            ranks = list(range(lo + d * dom, min(lo + (d + 1) * dom, hi)))
-            if not ranks:
-                continue
-            did = len(domains)
-            domains.append(ranks)
-            if cluster.nvswitch is not None:
-                sw: Node = ("nvswitch", s, d)
-                nodes.append(
-                    (
-                        sw,
-                        {
-                            "kind": "nvswitch",
-                            "node": s,
-                            "rail": None,
-                            "rank": None,
-                            "chips": sysm.nvswitch_count * dom // phys,
-                        },
-                    )
-                )
-                for r in ranks:
-                    rank_switch[r] = sw
-                    rank_domain[r] = did
-                    link(("gpu", r), sw, nvbw, nvs_lat / 2, "nvswitch")
-            else:
-                for r in ranks:
-                    rank_domain[r] = did
-                if dom > 1:
-                    bw = nvbw / (dom - 1)
-                    for i, x in enumerate(ranks):
-                        for y in ranks[i + 1 :]:
-                            link(("gpu", x), ("gpu", y), bw, 0.0, "nvlink")
-        if n_cpu > 0:
-            for r in range(lo, hi):
-                sock = (r - lo) * n_cpu // phys
-                cpu: Node = ("cpu", s, sock)
-                if sock not in sockets:
-                    sockets.add(sock)
-                    nodes.append((cpu, {"kind": "cpu", "node": s, "rail": None, "rank": None}))
-                rank_cpu[r] = cpu
-                link(("gpu", r), cpu, host_bw, host_lat, host_kind)
-            if doms_per_sys > 1:
-                socks = sorted(sockets)
-                for i, x in enumerate(socks):
-                    for y in socks[i + 1 :]:
-                        link(("cpu", s, x), ("cpu", s, y), host_bw, host_lat, host_kind)
+        _add_nvlink_domains(b, s)
+        _add_host_cpus(b, s, host_kind, host_bw, host_lat)
+    tiers, radix, notes = 0, None, list[str]()
+    if n_sys > 1:
+        tiers, radix, notes = _add_fabric(b, n_sys, cluster.device.pcie_bandwidth, pcie_lat)
 
-    # --- scale-out fabric
-    nic_leaf: dict[Node, Node] = {}
-    leaf_pod: dict[Node, int] = {}
-    pod_spines: list[list[Node]] = []
-    plane_cores: list[list[Node]] = []
-    tiers = 0
-    notes: list[str] = []
-    radix: int | None = None
-    if multi:
-        fab = cluster.fabric
-        radix = fab.switch_radix or cluster.fabric_link.radix
-        if radix is None or radix < 2:
-            raise SpecError(
-                f"fabric link {cluster.fabric_link.name!r} gives no switch radix; set it",
-                field="cluster.fabric.switch_radix",
-            )
-        down = radix // 2
-        nic_bw = cluster.nic_bandwidth
-        fab_lat = cluster.fabric_link.latency
-        ratio = fab.oversubscription
-        rail_opt = fab.topology == "rail_optimized"
-        leaf_rail: dict[int, int | None] = {}
-        for s in range(n_sys):
-            lo, hi = s * per, min((s + 1) * per, n_gpus)
-            for r in range(lo, hi):
-                j = (r - lo) * n_nics // phys
-                nic: Node = ("nic", s, j)
-                if nic not in nic_leaf:
-                    if rail_opt:
-                        li = (s // down) * n_nics + j
-                        leaf_rail[li] = j
-                    elif n_nics <= down:
-                        li = s // (down // n_nics)
-                        leaf_rail.setdefault(li, None)
-                    else:
-                        per_sys_leaves = -(-n_nics // down)
-                        li = s * per_sys_leaves + j // down
-                        leaf_rail.setdefault(li, None)
-                    leaf: Node = ("leaf", li)
-                    nic_leaf[nic] = leaf
-                    nodes.append((nic, {"kind": "nic", "node": s, "rail": j, "rank": None}))
-                    link(nic, leaf, nic_bw, fab_lat / 2, "nic")
-                rank_nic[r] = nic
-                link(("gpu", r), nic, pcie_bw, pcie_lat, "pcie")
-        n_leaves = max(leaf_rail) + 1
-        for li in range(n_leaves):
-            nodes.append(
-                (("leaf", li), {"kind": "leaf", "node": None, "rail": leaf_rail.get(li), "rank": None})
-            )
-        # design capacity of a leaf: k/2 ports down, (k/2) * port bandwidth / oversubscription up
-        leaf_up = down * cluster.fabric_link.bandwidth / ratio
-        want = fab.tiers
-        if want == 2 and n_leaves > radix:
-            notes.append(
-                f"{n_leaves} leaf switches exceed what a two-tier fabric of radix-{radix} switches joins "
-                f"({radix}); built three tiers"
-            )
-            want = 3
-        if n_leaves == 1:
-            tiers = 1
-            leaf_pod[("leaf", 0)] = 0
-            pod_spines.append([])
-        elif want == 2:
-            tiers = 2
-            n_sp = math.ceil(n_leaves / (2 * ratio))
-            spines = [("spine", 0, i) for i in range(n_sp)]
-            pod_spines.append(spines)
-            for i, sp in enumerate(spines):
-                nodes.append(
-                    (sp, {"kind": "spine", "node": None, "rail": None, "rank": None, "pod": 0, "plane": i})
-                )
-            for li in range(n_leaves):
-                leaf_pod[("leaf", li)] = 0
-                for sp in spines:
-                    link(("leaf", li), sp, leaf_up / n_sp, fab_lat, "spine")
-        else:
-            tiers = 3
-            n_pods = -(-n_leaves // down)
-            if n_pods > radix:
-                raise SpecError(
-                    f"{n_leaves} leaf switches need {n_pods} pods, more than a three-tier fabric of "
-                    f"radix-{radix} switches joins ({radix})",
-                    field="cluster.fabric.switch_radix",
-                )
-            pod_up: list[float] = []
-            for p in range(n_pods):
-                pleaves = list(range(p * down, min((p + 1) * down, n_leaves)))
-                n_sp = math.ceil(len(pleaves) / ratio)
-                spines = []
-                for j in range(n_sp):
-                    sp = ("spine", p, j)
-                    spines.append(sp)
-                    nodes.append(
-                        (
-                            sp,
-                            {"kind": "spine", "node": None, "rail": None, "rank": None, "pod": p, "plane": j},
-                        )
-                    )
-                pod_spines.append(spines)
-                pod_up.append(len(pleaves) * leaf_up)
-                for li in pleaves:
-                    leaf_pod[("leaf", li)] = p
-                    for sp in spines:
-                        link(("leaf", li), sp, leaf_up / n_sp, fab_lat, "spine")
-            if n_pods > 1:
-                planes = max(len(x) for x in pod_spines)
-                for j in range(planes):
-                    members = [x[j] for x in pod_spines if len(x) > j]
-                    n_core = math.ceil(len(members) / 2)
-                    cores = []
-                    for ci in range(n_core):
-                        c: Node = ("core", j, ci)
-                        cores.append(c)
-                        nodes.append(
-                            (c, {"kind": "core", "node": None, "rail": None, "rank": None, "plane": j})
-                        )
-                    plane_cores.append(cores)
-                    for sp in members:
-                        # non-blocking spine: as much bandwidth up to the cores as comes up from leaves
-                        spine_down = pod_up[sp[1]] / len(pod_spines[sp[1]])
-                        for c in cores:
-                            link(sp, c, spine_down / n_core, fab_lat, "core")
-
-    g.add_nodes_from(nodes)
-    g.add_edges_from(edges)
+    g = nx.DiGraph()
+    g.add_nodes_from(b.nodes)
+    g.add_edges_from(b.edges)
     return Topology(
         graph=g,
         cluster=cluster,
-        gpus=n_gpus,
+        gpus=cluster.gpus,
         systems=n_sys,
         tiers=tiers,
         switch_radix=radix,
         notes=notes,
-        _rank_switch=rank_switch,
-        _rank_domain=rank_domain,
-        _domains=domains,
-        _rank_cpu=rank_cpu,
-        _rank_nic=rank_nic,
-        _nic_leaf=nic_leaf,
-        _leaf_pod=leaf_pod,
-        _pod_spines=pod_spines,
-        _plane_cores=plane_cores,
+        _rank_switch=b.rank_switch,
+        _rank_domain=b.rank_domain,
+        _domains=b.domains,
+        _rank_cpu=b.rank_cpu,
+        _rank_nic=b.rank_nic,
+        _nic_leaf=b.nic_leaf,
+        _leaf_pod=b.leaf_pod,
+        _pod_spines=b.pod_spines,
+        _plane_cores=b.plane_cores,
     )
 
 

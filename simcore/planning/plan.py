@@ -4,7 +4,7 @@ engine, re-check the best few with the discrete-event engine.
 :func:`plan` builds the pruned search space (:mod:`simcore.planning.space`) for each cluster size,
 evaluates it chunk by chunk with :func:`simcore.engine.training.evaluate` over broadcast numpy grids
 (no Python loop per configuration), masks layouts that are redundant or do not fit in device memory
-(``memory_per_gpu_bytes <= capacity - simcore.prediction.RESERVED_BYTES``), and keeps the best by
+(``memory_per_gpu_bytes <= capacity - simcore.memory.RESERVED_BYTES``), and keeps the best by
 the objective:
 
 * ``time``: seconds per token (the global batch is fixed, so this orders by step time and
@@ -232,36 +232,16 @@ def scenario_for_gpus(sc: Scenario, gpus: int) -> Scenario:
     return scenario_from_dict(data)
 
 
-def plan(
+def _checked(
     scenario: Scenario | str,
-    gpus: int | Sequence[int] | None = None,
-    objective: str = "time",
-    top: int = 5,
-    options: SearchOptions | None = None,
-    des_top: int = 3,
-    pareto: bool = False,
-    chunk_elems: int = 400_000,
-    max_cost: float | None = None,
-    max_time_s: float | None = None,
-) -> PlanResult:
-    """Search the training layouts of ``scenario`` on ``gpus`` GPUs (one size or several).
-
-    Args:
-        scenario: a training scenario (object, path or built-in name); its model, training recipe
-            (global batch, precision, optimizer, tokens), runtime, calibration and cost are kept,
-            its parallel plan is the baseline the winners are compared with.
-        gpus: cluster size(s); default the scenario's.
-        objective: ``time`` | ``cost`` | ``energy`` (see the module docstring).
-        top: how many layouts to return, best first.
-        options: what to search (:class:`~simcore.planning.space.SearchOptions`).
-        des_top: how many of the winners to re-check with the discrete-event engine.
-        pareto: also compute the time-vs-cost Pareto front over all valid layouts.
-        chunk_elems: grid points per analytic-engine call (memory vs call overhead).
-        max_cost: budget for the whole run (training.tokens; money with a price, else GPU-hours):
-            layouts over it are left out.
-        max_time_s: deadline for the whole run in seconds: slower layouts are left out.
-    """
-    t0 = time.perf_counter()
+    gpus: int | Sequence[int] | None,
+    objective: str,
+    top: int,
+    options: SearchOptions | None,
+    budgeted: bool,
+) -> tuple[Scenario, list[int]]:
+    """The training scenario to plan and the cluster sizes to search; a bad argument raises a one-line
+    :class:`~simcore.errors.SpecError` naming it."""
     if objective not in OBJECTIVES:
         raise SpecError(f"unknown objective {objective!r}; use time, cost or energy", field="--objective")
     if top < 1:
@@ -280,206 +260,270 @@ def plan(
         sizes = [int(g) for g in ([gpus] if isinstance(gpus, int) else gpus)]
     if not sizes or any(g < 1 for g in sizes):
         raise SpecError("--gpus must be positive integers", field="--gpus")
-    gb = tr.global_batch
-    if gb is None and (options is None or options.global_batch is None):
+    if tr.global_batch is None and (options is None or options.global_batch is None):
         raise SpecError(
             "plan needs training.global_batch (sequences per step)", field="training.global_batch"
         )
-    if (max_cost is not None or max_time_s is not None) and not tr.tokens:
+    if budgeted and not tr.tokens:
         raise SpecError(
             "a budget or deadline needs training.tokens (tokens to train on)", field="training.tokens"
         )
-    model = sc.model
+    return sc, sizes
+
+
+@dataclass
+class _Search:
+    """The search's settings and what it keeps while it prices the layouts of every cluster size: counts,
+    the best candidates of each chunk by the objective (at most ``keep``), and, with ``pareto``, each
+    chunk's time-vs-cost front and a random sample of its valid layouts (the cloud)."""
+
+    sc: Scenario
+    objective: str
+    options: SearchOptions | None
+    keep: int
+    pareto: bool
+    chunk_elems: int
+    max_cost: float | None
+    max_time_s: float | None
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    n_eval: int = 0
+    n_valid: int = 0
+    n_grid: int = 0
+    n_within: int = 0
+    """Valid layouts within the budget and deadline (where one is given)."""
+    best_vals: list[np.ndarray] = field(default_factory=list)
+    best_refs: list[tuple[SearchSpace, int, np.ndarray]] = field(default_factory=list)
+    fronts: list[tuple[np.ndarray, np.ndarray, SearchSpace, int, np.ndarray]] = field(default_factory=list)
+    cloud_t: list[np.ndarray] = field(default_factory=list)
+    cloud_c: list[np.ndarray] = field(default_factory=list)
+    cloud_g: list[np.ndarray] = field(default_factory=list)
+    per_gpus: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def budgeted(self) -> bool:
+        return self.max_cost is not None or self.max_time_s is not None
+
+
+def _search_size(st: _Search, g: int) -> None:
+    """Price every layout of the search space on ``g`` GPUs with the analytic engine, ``chunk_elems`` grid
+    points a call; a layout is valid when it is not redundant and its memory per GPU fits
+    ``capacity - RESERVED_BYTES``."""
+    sc = st.sc
+    tr = sc.training
+    assert tr is not None
+    cluster = _cluster(sc, g)
+    space = build_space(sc.model, cluster, tr.global_batch or 1, st.options)
+    cap = cluster.device.memory.capacity - RESERVED_BYTES
     pdt = _param_dtype(sc)
-    keep = max(4 * top, des_top, 16)
-    n_within = 0
-
-    n_eval = n_valid = n_grid = 0
-    best_vals: list[np.ndarray] = []
-    best_refs: list[tuple[SearchSpace, int, np.ndarray]] = []
-    fronts: list[tuple[np.ndarray, np.ndarray, SearchSpace, int, np.ndarray]] = []
-    cloud_t: list[np.ndarray] = []
-    cloud_c: list[np.ndarray] = []
-    cloud_g: list[np.ndarray] = []
-    per_gpus: list[dict[str, Any]] = []
-    rng = np.random.default_rng(0)
-    ts = time.perf_counter()
-    rt = sc.runtime
     runtime = training_runtime(sc)
-    for g in sizes:
-        cluster = _cluster(sc, g)
-        space = build_space(model, cluster, gb or 1, options)
-        cap = cluster.device.memory.capacity - RESERVED_BYTES
-        per_row = int(np.prod(space.knob_shape))
-        rpc = max(1, chunk_elems // per_row)
-        g_eval = g_valid = 0
-        for start in range(0, space.rows, rpc):
-            sl = slice(start, min(start + rpc, space.rows))
-            ok = space.mask(sl)
-            ev = T.evaluate(
-                model, tr, space.layout(sl), cluster, rt.framework, sc.calibration, pdt, **runtime
-            )
-            shape = ok.shape
-            valid = ok & (np.broadcast_to(ev.memory_per_gpu_bytes, shape) <= cap)
-            g_eval += int(ok.sum())
-            g_valid += int(valid.sum())
-            n_grid += ok.size
-            if not valid.any():
-                continue
-            obj, c_tok = _objective(objective, ev, cluster, g, sc, shape)
-            if max_cost is not None or max_time_s is not None:
-                assert tr.tokens is not None
-                if max_cost is not None:
-                    valid = valid & (c_tok * tr.tokens <= max_cost)
-                if max_time_s is not None:
-                    t_tok = np.broadcast_to(
-                        np.asarray(ev.step_time_s) / np.asarray(ev.tokens_per_step), shape
-                    )
-                    valid = valid & (t_tok * tr.tokens <= max_time_s)
-                n_within += int(valid.sum())
-            flat = np.where(valid, obj, np.inf).ravel()
-            k = min(keep, flat.size)
-            idx = np.argpartition(flat, k - 1)[:k]
-            idx = idx[np.isfinite(flat[idx])]
-            best_vals.append(flat[idx])
-            best_refs.append((space, start, idx))
-            if pareto:
-                vflat = np.flatnonzero(valid.ravel())
-                tt = np.broadcast_to(
-                    np.asarray(ev.step_time_s) / np.asarray(ev.tokens_per_step), shape
-                ).ravel()[vflat]
-                cc = np.asarray(c_tok).ravel()[vflat]
-                f = _front(tt, cc)
-                fronts.append((tt[f], cc[f], space, start, vflat[f]))
-                take = rng.random(len(vflat)) < min(1.0, PARETO_KEEP * 4 / max(space.grid_size, 1))
-                cloud_t.append(tt[take])
-                cloud_c.append(cc[take])
-                cloud_g.append(np.full(int(take.sum()), float(g)))
-        n_eval += g_eval
-        n_valid += g_valid
-        per_gpus.append(
-            {"gpus": g, "evaluated_configs": g_eval, "valid_configs": g_valid, "base_rows": space.rows}
+    rpc = max(1, st.chunk_elems // int(np.prod(space.knob_shape)))
+    g_eval = g_valid = 0
+    for start in range(0, space.rows, rpc):
+        sl = slice(start, min(start + rpc, space.rows))
+        ok = space.mask(sl)
+        ev = T.evaluate(
+            sc.model, tr, space.layout(sl), cluster, sc.runtime.framework, sc.calibration, pdt, **runtime
         )
-    search_s = time.perf_counter() - ts
+        valid = ok & (np.broadcast_to(ev.memory_per_gpu_bytes, ok.shape) <= cap)
+        g_eval += int(ok.sum())
+        g_valid += int(valid.sum())
+        st.n_grid += ok.size
+        if valid.any():
+            _keep_best(st, ev, valid, cluster, g, space, start)
+    st.n_eval += g_eval
+    st.n_valid += g_valid
+    st.per_gpus.append(
+        {"gpus": g, "evaluated_configs": g_eval, "valid_configs": g_valid, "base_rows": space.rows}
+    )
 
+
+def _keep_best(
+    st: _Search,
+    ev: T.TrainingEval,
+    valid: np.ndarray,
+    cluster: ClusterInfo,
+    g: int,
+    space: SearchSpace,
+    start: int,
+) -> None:
+    """Of one chunk's valid layouts (those within the budget and deadline, where given), keep the ``keep``
+    best by the objective, and with ``pareto`` the chunk's time-vs-cost front and a uniform sample of
+    about ``4 x PARETO_KEEP`` of the space's layouts for the cloud."""
+    tokens = st.sc.training.tokens if st.sc.training is not None else None
+    shape = valid.shape
+    obj, c_tok = _objective(st.objective, ev, cluster, g, st.sc, shape)
+    if st.budgeted:
+        assert tokens is not None
+        if st.max_cost is not None:
+            valid = valid & (c_tok * tokens <= st.max_cost)
+        if st.max_time_s is not None:
+            t_tok = np.broadcast_to(np.asarray(ev.step_time_s) / np.asarray(ev.tokens_per_step), shape)
+            valid = valid & (t_tok * tokens <= st.max_time_s)
+        st.n_within += int(valid.sum())
+    flat = np.where(valid, obj, np.inf).ravel()
+    k = min(st.keep, flat.size)
+    idx = np.argpartition(flat, k - 1)[:k]
+    idx = idx[np.isfinite(flat[idx])]
+    st.best_vals.append(flat[idx])
+    st.best_refs.append((space, start, idx))
+    if st.pareto:
+        vflat = np.flatnonzero(valid.ravel())
+        tt = np.broadcast_to(np.asarray(ev.step_time_s) / np.asarray(ev.tokens_per_step), shape).ravel()[
+            vflat
+        ]
+        cc = np.asarray(c_tok).ravel()[vflat]
+        f = _front(tt, cc)
+        st.fronts.append((tt[f], cc[f], space, start, vflat[f]))
+        take = st.rng.random(len(vflat)) < min(1.0, PARETO_KEEP * 4 / max(space.grid_size, 1))
+        st.cloud_t.append(tt[take])
+        st.cloud_c.append(cc[take])
+        st.cloud_g.append(np.full(int(take.sum()), float(g)))
+
+
+def _top_entries(st: _Search, top: int, des_top: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``top`` best layouts over every chunk, each predicted again through :func:`simcore.predict`
+    (the first ``des_top`` with the discrete-event engine too), and notes: where the two engines differ
+    by over 5 %, or why no layout was found."""
     notes: list[str] = []
-    top_entries: list[dict[str, Any]] = []
-    if best_vals:
-        vals = np.concatenate(best_vals)
-        owners = np.concatenate([np.full(len(v), i) for i, v in enumerate(best_vals)])
-        offs = np.concatenate([np.arange(len(v)) for v in best_vals])
+    entries: list[dict[str, Any]] = []
+    if st.best_vals:
+        vals = np.concatenate(st.best_vals)
+        owners = np.concatenate([np.full(len(v), i) for i, v in enumerate(st.best_vals)])
+        offs = np.concatenate([np.arange(len(v)) for v in st.best_vals])
         order = np.argsort(vals, kind="stable")[:top]
         for rank, o in enumerate(order):
-            space, start, idx = best_refs[int(owners[o])]
+            space, start, idx = st.best_refs[int(owners[o])]
             lay = space.decode(start, idx[int(offs[o]) : int(offs[o]) + 1])[0]
-            entry = _predict_entry(sc, lay, des=rank < des_top)
+            entry = _predict_entry(st.sc, lay, des=rank < des_top)
             entry["rank"] = rank + 1
             entry["objective_value"] = float(vals[o])
-            top_entries.append(entry)
-        for e in top_entries:
+            entries.append(entry)
+        for e in entries:
             d = e["des_step_time_s"]
             if d is not None and abs(d / e["step_time_s"] - 1.0) > 0.05:
                 notes.append(
                     f"#{e['rank']}: the discrete-event engine predicts {d:.3g} s against the analytic "
                     f"{e['step_time_s']:.3g} s ({d / e['step_time_s'] - 1:+.0%}); check the runners-up with --des"
                 )
-    elif n_valid and (max_cost is not None or max_time_s is not None):
-        notes.append(f"{n_valid:,} layouts fit in memory but none meets the budget or deadline")
+    elif st.n_valid and st.budgeted:
+        notes.append(f"{st.n_valid:,} layouts fit in memory but none meets the budget or deadline")
     else:
         notes.append(
             "no layout fits in device memory; try more GPUs, recompute, ZeRO or a smaller micro-batch"
         )
-    if max_cost is not None or max_time_s is not None:
-        notes.append(f"{n_within:,} layouts meet the budget/deadline")
+    if st.budgeted:
+        notes.append(f"{st.n_within:,} layouts meet the budget/deadline")
+    return entries, notes
 
-    baseline = None
+
+def _baseline(sc: Scenario, sizes: list[int], des_top: int, notes: list[str]) -> dict[str, Any] | None:
+    """The scenario's own layout predicted like a top entry, on its own GPU count when searched, else on
+    the first size searched (``None`` where it does not fit that size; a failed prediction adds a note)."""
     own = resolve_cluster(sc.cluster, default_registry()).gpus
     base_lay = baseline_layout(sc, own if own in sizes else sizes[0])
-    if base_lay is not None:
-        try:
-            baseline = _predict_entry(sc, base_lay, des=des_top > 0)
-        except SpecError as e:
-            notes.append(f"baseline layout not predicted: {e}")
+    if base_lay is None:
+        return None
+    try:
+        return _predict_entry(sc, base_lay, des=des_top > 0)
+    except SpecError as e:
+        notes.append(f"baseline layout not predicted: {e}")
+        return None
 
+
+def _pareto(st: _Search) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """The time-vs-cost Pareto front over every chunk's fronts, fastest first (seconds and cost per token;
+    for the whole run where ``training.tokens`` is given), and the cloud of valid layouts for plots,
+    subsampled to at most ``PARETO_KEEP`` points."""
     front_out: list[dict[str, Any]] = []
-    cloud: dict[str, list[float]] = {}
-    if pareto and fronts:
-        ft = np.concatenate([f[0] for f in fronts])
-        fc = np.concatenate([f[1] for f in fronts])
-        fo = np.concatenate([np.full(len(f[0]), i) for i, f in enumerate(fronts)])
-        fi = np.concatenate([np.arange(len(f[0])) for f in fronts])
-        sel = _front(ft, fc)
-        tokens = tr.tokens
-        for j in sel[np.argsort(ft[sel])]:
-            _a, _b, space, start, vidx = fronts[int(fo[j])]
-            lay = space.decode(start, vidx[int(fi[j]) : int(fi[j]) + 1])[0]
-            front_out.append(
-                {
-                    "gpus": lay["gpus"],
-                    "summary": _describe(lay),
-                    "layout": lay,
-                    "seconds_per_token": float(ft[j]),
-                    "cost_per_token": float(fc[j]),
-                    "time_to_train_s": None if tokens is None else float(ft[j] * tokens),
-                    "cost": None if tokens is None else float(fc[j] * tokens),
-                }
-            )
-        ct = np.concatenate(cloud_t) if cloud_t else np.zeros(0)
-        cc_ = np.concatenate(cloud_c) if cloud_c else np.zeros(0)
-        cg = np.concatenate(cloud_g) if cloud_g else np.zeros(0)
-        if len(ct) > PARETO_KEEP:
-            pick = rng.choice(len(ct), PARETO_KEEP, replace=False)
-            ct, cc_, cg = ct[pick], cc_[pick], cg[pick]
-        cloud = {"seconds_per_token": ct.tolist(), "cost_per_token": cc_.tolist(), "gpus": cg.tolist()}
+    if not st.fronts:
+        return front_out, {}
+    fronts = st.fronts
+    ft = np.concatenate([f[0] for f in fronts])
+    fc = np.concatenate([f[1] for f in fronts])
+    fo = np.concatenate([np.full(len(f[0]), i) for i, f in enumerate(fronts)])
+    fi = np.concatenate([np.arange(len(f[0])) for f in fronts])
+    sel = _front(ft, fc)
+    tokens = st.sc.training.tokens if st.sc.training is not None else None
+    for j in sel[np.argsort(ft[sel])]:
+        _a, _b, space, start, vidx = fronts[int(fo[j])]
+        lay = space.decode(start, vidx[int(fi[j]) : int(fi[j]) + 1])[0]
+        front_out.append(
+            {
+                "gpus": lay["gpus"],
+                "summary": _describe(lay),
+                "layout": lay,
+                "seconds_per_token": float(ft[j]),
+                "cost_per_token": float(fc[j]),
+                "time_to_train_s": None if tokens is None else float(ft[j] * tokens),
+                "cost": None if tokens is None else float(fc[j] * tokens),
+            }
+        )
+    ct = np.concatenate(st.cloud_t) if st.cloud_t else np.zeros(0)
+    cc_ = np.concatenate(st.cloud_c) if st.cloud_c else np.zeros(0)
+    cg = np.concatenate(st.cloud_g) if st.cloud_g else np.zeros(0)
+    if len(ct) > PARETO_KEEP:
+        pick = st.rng.choice(len(ct), PARETO_KEEP, replace=False)
+        ct, cc_, cg = ct[pick], cc_[pick], cg[pick]
+    return front_out, {"seconds_per_token": ct.tolist(), "cost_per_token": cc_.tolist(), "gpus": cg.tolist()}
 
+
+def plan(
+    scenario: Scenario | str,
+    gpus: int | Sequence[int] | None = None,
+    objective: str = "time",
+    top: int = 5,
+    options: SearchOptions | None = None,
+    des_top: int = 3,
+    pareto: bool = False,
+    chunk_elems: int = 400_000,
+    max_cost: float | None = None,
+    max_time_s: float | None = None,
+) -> PlanResult:
+    """Search the training layouts of ``scenario`` on ``gpus`` GPUs (one size or several); see
+    docs/planning.md.
+
+    Args:
+        scenario: a training scenario (object, path or built-in name); its model, training recipe
+            (global batch, precision, optimizer, tokens), runtime, calibration and cost are kept,
+            its parallel plan is the baseline the winners are compared with.
+        gpus: cluster size(s); default the scenario's.
+        objective: ``time`` | ``cost`` | ``energy`` (see the module docstring).
+        top: how many layouts to return, best first.
+        options: what to search (:class:`~simcore.planning.space.SearchOptions`).
+        des_top: how many of the winners to re-check with the discrete-event engine.
+        pareto: also compute the time-vs-cost Pareto front over all valid layouts.
+        chunk_elems: grid points per analytic-engine call (memory vs call overhead).
+        max_cost: budget for the whole run (training.tokens; money with a price, else GPU-hours):
+            layouts over it are left out.
+        max_time_s: deadline for the whole run in seconds: slower layouts are left out.
+    """
+    t0 = time.perf_counter()
+    budgeted = max_cost is not None or max_time_s is not None
+    sc, sizes = _checked(scenario, gpus, objective, top, options, budgeted)
+    st = _Search(sc, objective, options, max(4 * top, des_top, 16), pareto, chunk_elems, max_cost, max_time_s)
+    ts = time.perf_counter()
+    for g in sizes:
+        _search_size(st, g)
+    search_s = time.perf_counter() - ts
+    top_entries, notes = _top_entries(st, top, des_top)
+    baseline = _baseline(sc, sizes, des_top, notes)
+    front_out, cloud = _pareto(st) if pareto else ([], {})
     return PlanResult(
         scenario=sc.name,
         objective=objective,
         gpus=sizes,
-        evaluated_configs=n_eval,
-        valid_configs=n_valid,
-        grid_points=n_grid,
+        evaluated_configs=st.n_eval,
+        valid_configs=st.n_valid,
+        grid_points=st.n_grid,
         elapsed_s=time.perf_counter() - t0,
         search_s=search_s,
         top=top_entries,
         baseline=baseline,
         pareto=front_out,
         cloud=cloud,
-        per_gpus=per_gpus,
+        per_gpus=st.per_gpus,
         notes=notes,
     )
 
 
-def plot_pareto(res: PlanResult, path: str, title: str | None = None) -> None:
-    """Draw the time-vs-cost cloud of valid layouts and its Pareto front (matplotlib, to ``path``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 5))
-    if res.cloud.get("seconds_per_token"):
-        ct = np.asarray(res.cloud["seconds_per_token"])
-        cc = np.asarray(res.cloud["cost_per_token"])
-        cg = np.asarray(res.cloud["gpus"])
-        for g in sorted(set(cg.tolist())):
-            s = cg == g
-            ax.scatter(ct[s] * 1e6, cc[s] * 1e6, s=4, alpha=0.35, label=f"{int(g)} GPUs")
-    if res.pareto:
-        ft = np.asarray([p["seconds_per_token"] for p in res.pareto]) * 1e6
-        fc = np.asarray([p["cost_per_token"] for p in res.pareto]) * 1e6
-        ax.plot(ft, fc, "k.-", lw=1.5, label="Pareto front")
-        for p, x, y in zip(res.pareto[:8], ft, fc, strict=False):
-            ax.annotate(f"{p['gpus']}: {p['summary'].split(' mb')[0]}", (x, y), fontsize=6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("time per million tokens (s)")
-    ax.set_ylabel("cost per million tokens")
-    ax.set_title(title or f"{res.scenario}: time vs cost of valid layouts")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-
-
-__all__ = ["OBJECTIVES", "PlanResult", "baseline_layout", "plan", "plot_pareto", "scenario_for"]
+__all__ = ["OBJECTIVES", "PlanResult", "baseline_layout", "plan", "scenario_for"]
