@@ -157,16 +157,18 @@ def evaluate(
     ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
     kv_dtype = inf.kv_cache_dtype or ("bf16" if dt == "fp32" else ("fp8" if dt == "fp8" else "bf16"))
     kvb = DTYPE_BYTES[kv_dtype]
-    kv_extra = {
-        "kv_cache": True,
-        "kv_bytes": kvb,
-        "fused": framework == "compiled",
-        "strided_gate_up": L.strided_gate_up(framework, gate_up),
-        "impl": implementation,
-        "attention_backend": attention_backend,
-    }
     pre = L.Layout(
-        micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra
+        micro_batch=batch,
+        seq=float(inf.prompt_len),
+        tp=tp,
+        dtype=dt,
+        act_bytes=act,
+        kv_cache=True,
+        kv_elt=kvb,
+        fused=framework == "compiled",
+        strided_gate_up=L.strided_gate_up(framework, gate_up),
+        implementation=implementation,
+        attention_backend=attention_backend,
     )
     # the prefill's LM head: each sequence's last position, or every prompt token (``prefill_logits``)
     logit_rows = batch * (float(inf.prompt_len) if inf.prefill_logits == "all" else 1.0)
@@ -174,18 +176,21 @@ def evaluate(
     # a compiled decode (``compiled_decode``) runs compiled code's fused kernels over transformers'
     # static cache, whose every slot its attention walks, masked: ``max_length - 1`` of them (the prompt
     # and the new tokens but the last, which is never fed back; the traces' SDPA inputs, round 95)
-    fused_decode = (
-        {"fused": True, "static_kv_seq": float(max(inf.prompt_len + inf.output_len - 1, 1))}
-        if compiled_decode
-        else {}
-    )
     dec = L.Layout(
         micro_batch=batch,
         seq=1.0,
         tp=tp,
         dtype=dt,
         act_bytes=act,
-        extra={**kv_extra, **fused_decode, "kv_seq": float(ctx), "batched_experts": batched},
+        kv_cache=True,
+        kv_elt=kvb,
+        fused=framework == "compiled" or compiled_decode,
+        strided_gate_up=L.strided_gate_up(framework, gate_up),
+        implementation=implementation,
+        attention_backend=attention_backend,
+        kv_seq=float(ctx),
+        static_cache=float(max(inf.prompt_len + inf.output_len - 1, 1)) if compiled_decode else None,
+        batched_experts=batched,
     )
     # the device idles between the kernels of a replayed decode step (round 26: 0.37 us, 0.48 under the
     # profiler), unless the profile's kernel fits carry that gap already (its ``gap``)

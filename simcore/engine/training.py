@@ -285,15 +285,13 @@ def evaluate(
         sp=sp,
         dtype=gemm_dtype,
         act_bytes=act,
-        extra={
-            "residual_bytes": resid,
-            "vocab_parallel": bool(lay.vocab_parallel),
-            "fused": compiled,
-            "strided_gate_up": L.strided_gate_up(framework, gate_up),
-            "impl": implementation,
-            "dropout": dropout,
-            "attention_backend": attention_backend,
-        },
+        residual=resid,
+        vocab_parallel=bool(lay.vocab_parallel),
+        fused=compiled,
+        strided_gate_up=L.strided_gate_up(framework, gate_up),
+        implementation=implementation,
+        dropout=dropout,
+        attention_backend=attention_backend,
     )
     # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
     # under AMP (round 51) or the native bf16 one (round 56)
