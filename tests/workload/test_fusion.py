@@ -35,7 +35,7 @@ def test_fused_norm_is_one_kernel_with_counted_tensors(model) -> None:  # type: 
     assert L.residual_add(model, _lay(True), T) == []
     assert len(L.residual_add(model, _lay(False), T)) == 1
     # a Triton kernel, priced as a plain streaming one (the add curve) both ways, not on PyTorch's
-    # eager norm kernels' fit (round 65: their backward's weight-gradient reduction is slow per byte)
+    # eager norm kernels' fit (measured: their backward's weight-gradient reduction is slow per byte)
     assert op.args["name"] == bwd.args["name"] == "compiled_norm"
 
 

@@ -214,7 +214,7 @@ def test_validate_reads_the_dense_mask_of_compiled_hf() -> None:
 
 
 def test_mixed_dtype_and_strided_kernels(gpt, llama) -> None:  # type: ignore[no-untyped-def]
-    """Round 36: PyTorch's unrolled (mixed dtypes) and strided kernels are their own fitted ops,
+    """PyTorch's unrolled (mixed dtypes) and strided kernels are their own fitted ops,
     slower per byte than the plain ones; the lowering uses them where the code runs them."""
     from simcore.compute.ops import memory_op
     from simcore.specs.profile import load_profile
@@ -258,7 +258,7 @@ def test_mixed_dtype_and_strided_kernels(gpt, llama) -> None:  # type: ignore[no
 
 def test_transformers_experts_run_in_fp32_under_amp(llama) -> None:  # type: ignore[no-untyped-def]
     """transformers' experts call torch._grouped_mm, which autocast does not cast: under AMP (fp32
-    weights, fp32 residual stream) they run fp32 GEMMs (round 50's Mixtral trace: FFMA kernels)."""
+    weights, fp32 residual stream) they run fp32 GEMMs (a measured Mixtral trace: FFMA kernels)."""
     from simcore.specs.scenario import MoESpec
 
     moe = llama.model_copy(update={"moe": MoESpec(experts=8, top_k=2, expert_ffn_hidden=2048)})
@@ -277,7 +277,7 @@ def test_transformers_experts_run_in_fp32_under_amp(llama) -> None:  # type: ign
 
 
 def test_generate_decode_runs_batched_experts(llama) -> None:  # type: ignore[no-untyped-def]
-    """transformers' generate() switches grouped_mm experts to batched_mm in its decode passes (round 109):
+    """transformers' generate() switches grouped_mm experts to batched_mm in its decode passes:
     each routed token gathers its experts' gate/up and down weights (3 h f elements, read and written) and
     multiplies them alone, a GEMV of batch ``routed``; a hand-written loop and the prefill keep the grouped
     GEMM over the experts."""
@@ -327,7 +327,7 @@ def test_eager_attention_is_written_out_of_ops(llama) -> None:  # type: ignore[n
         (1024, s.v_head_dim, 1024, 2 * s.heads),
     ]
     mem = {o.args["name"]: o for o in ops if o.kind == "memory"}
-    # the scale by a float, the fp32 mask broadcast over the heads (mixed dtypes: round 59's kernel)
+    # the scale by a float, the fp32 mask broadcast over the heads (mixed dtypes: its own fitted kernel)
     names = ("mul_scalar", "add_bcast_mixed", "softmax", "cast")
     assert set(names) <= set(mem)
     assert all(mem[n].args["numel"] == scores for n in names)
