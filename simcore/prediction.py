@@ -23,6 +23,7 @@ from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
+from simcore.workload.layout import valid_layouts
 
 
 def _f(x: Any) -> float:
@@ -133,47 +134,28 @@ def _calibration_note(cluster: ClusterInfo, name: str | None) -> tuple[str, list
 
 
 def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
-    """The scalar parallel layout of a training scenario, validated against the cluster and model."""
+    """The scalar parallel layout of a training scenario, validated against the cluster and model
+    (:func:`~simcore.workload.layout.valid_layouts`): ``dp`` fills the cluster when not given, ``vp``
+    counts only under the interleaved schedule, and the global batch defaults to ``micro_batch * dp``
+    times ``4 pp`` micro-batches with pipeline stages (one without)."""
     p = sc.parallel
     tr = sc.training
     assert tr is not None
-    m = sc.model
-    inner = p.tp * p.pp * p.cp
-    if inner > cluster.gpus:
-        raise SpecError(f"tp*pp*cp ({inner}) exceeds the cluster's {cluster.gpus} GPUs", field="parallel")
-    dp = p.dp if p.dp is not None else cluster.gpus // inner
-    if dp < 1 or inner * dp != cluster.gpus:
-        raise SpecError(
-            f"tp*pp*cp*dp = {p.tp}*{p.pp}*{p.cp}*{dp} = {inner * dp} does not match the cluster's {cluster.gpus} GPUs",
-            field="parallel",
-        )
-    if p.ep > 1 and dp * p.cp % p.ep:
-        raise SpecError(f"ep ({p.ep}) must divide dp*cp ({dp * p.cp})", field="parallel.ep")
-    if p.ep > 1 and m.moe is None:
-        raise SpecError(f"ep ({p.ep}) needs an MoE model (model.moe)", field="parallel.ep")
-    if m.moe is not None and m.moe.experts % p.ep:
-        raise SpecError(
-            f"model.moe.experts ({m.moe.experts}) is not divisible by ep ({p.ep})", field="parallel.ep"
-        )
-    if m.heads % p.tp:
-        raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({p.tp})", field="parallel.tp")
+    dp = p.dp if p.dp is not None else cluster.gpus // (p.tp * p.pp * p.cp)
     vp = p.vp if p.schedule == "interleaved" else 1
-    # layers that do not divide pp*vp evenly go one extra to the first model chunks (as Megatron's
-    # uneven splits: --decoder-first/last-pipeline-num-layers, or embedding and loss counted as layers)
-    if vp > 1 and m.layers < p.pp * vp:
-        raise SpecError(
-            f"model.layers ({m.layers}) is fewer than pp*vp model chunks ({p.pp * vp})", field="parallel.vp"
-        )
-    if m.layers < p.pp:
-        raise SpecError(
-            f"model.layers ({m.layers}) is fewer than pipeline stages ({p.pp})", field="parallel.pp"
-        )
     gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
-    if gb % (tr.micro_batch * dp):
-        raise SpecError(
-            f"global_batch ({gb}) is not a multiple of micro_batch*dp ({tr.micro_batch}*{dp})",
-            field="training.global_batch",
-        )
+    valid_layouts(
+        sc.model,
+        cluster.gpus,
+        tp=p.tp,
+        pp=p.pp,
+        cp=p.cp,
+        dp=dp,
+        ep=p.ep,
+        vp=vp,
+        micro_batch=tr.micro_batch,
+        global_batch=gb,
+    ).require()
     return {
         "tp": p.tp,
         "pp": p.pp,
@@ -299,15 +281,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     inf = sc.inference
     assert inf is not None
     p = sc.parallel
-    m = sc.model
-    if p.tp * p.pp > cluster.gpus:
-        raise SpecError(f"tp*pp ({p.tp * p.pp}) exceeds the cluster's {cluster.gpus} GPUs", field="parallel")
-    if m.heads % p.tp:
-        raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({p.tp})", field="parallel.tp")
-    if m.layers < p.pp:
-        raise SpecError(
-            f"model.layers ({m.layers}) is fewer than pipeline stages ({p.pp})", field="parallel.pp"
-        )
+    valid_layouts(sc.model, cluster.gpus, tp=p.tp, pp=p.pp).require()
     ignored = [k for k in ("cp", "ep") if getattr(p, k) > 1] + (
         ["sequence_parallel"] if p.sequence_parallel else []
     )

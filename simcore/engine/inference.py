@@ -124,21 +124,18 @@ def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Lay
     walks, masked: ``max_length - 1`` of them (the prompt and the new tokens but the last, which is
     never fed back; as the traces' SDPA inputs show)."""
     inf, tp, dt, act = r.inf, r.tp, r.inf.precision, 2.0
-    kv_extra = {
-        "kv_cache": True,
-        "kv_bytes": kvb,
-        "fused": r.framework == "compiled",
-        "strided_gate_up": L.strided_gate_up(r.framework, r.gate_up),
-        "impl": r.implementation,
-        "attention_backend": r.attention_backend,
-    }
     pre = L.Layout(
-        micro_batch=batch, seq=float(inf.prompt_len), tp=tp, dtype=dt, act_bytes=act, extra=kv_extra
-    )
-    fused_decode = (
-        {"fused": True, "static_kv_seq": float(max(inf.prompt_len + inf.output_len - 1, 1))}
-        if r.compiled_decode
-        else {}
+        micro_batch=batch,
+        seq=float(inf.prompt_len),
+        tp=tp,
+        dtype=dt,
+        act_bytes=act,
+        kv_cache=True,
+        kv_elt=kvb,
+        fused=r.framework == "compiled",
+        strided_gate_up=L.strided_gate_up(r.framework, r.gate_up),
+        implementation=r.implementation,
+        attention_backend=r.attention_backend,
     )
     batched = L.batched_experts(r.implementation, r.decode_loop, r.model.moe is not None)
     dec = L.Layout(
@@ -147,7 +144,15 @@ def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Lay
         tp=tp,
         dtype=dt,
         act_bytes=act,
-        extra={**kv_extra, **fused_decode, "kv_seq": float(ctx), "batched_experts": batched},
+        kv_cache=True,
+        kv_elt=kvb,
+        fused=r.framework == "compiled" or r.compiled_decode,
+        strided_gate_up=L.strided_gate_up(r.framework, r.gate_up),
+        implementation=r.implementation,
+        attention_backend=r.attention_backend,
+        kv_seq=float(ctx),
+        static_cache=float(max(inf.prompt_len + inf.output_len - 1, 1)) if r.compiled_decode else None,
+        batched_experts=batched,
     )
     return pre, dec
 

@@ -239,15 +239,13 @@ def _layer_layout(
         sp=sp,
         dtype=gemm_dtype,
         act_bytes=act,
-        extra={
-            "residual_bytes": resid,
-            "vocab_parallel": bool(lay.vocab_parallel),
-            "fused": compiled,
-            "strided_gate_up": L.strided_gate_up(framework, gate_up),
-            "impl": implementation,
-            "dropout": dropout,
-            "attention_backend": attention_backend,
-        },
+        residual=resid,
+        vocab_parallel=bool(lay.vocab_parallel),
+        fused=compiled,
+        strided_gate_up=L.strided_gate_up(framework, gate_up),
+        implementation=implementation,
+        dropout=dropout,
+        attention_backend=attention_backend,
     )
     return lw
 

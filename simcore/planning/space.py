@@ -4,11 +4,13 @@ A layout is (tp, pp, cp, dp, ep, vp, micro-batch) -- the *shape* of the job, con
 divisibility -- times independent *knobs* (sequence parallelism, recompute, ZeRO stage, pipeline
 schedule, DP and TP overlap). The space is stored factorised:
 
-* ``base``: a table (one numpy array per column, all of length ``rows``) of the shapes that pass the
-  divisibility rules: ``tp*pp*cp*dp == gpus``, ``heads % tp == 0`` (and the KV heads), TP inside one
-  NVLink domain (``domain % tp == 0``), ``pp <= layers`` and ``pp*vp <= layers`` (uneven stages and
-  chunks when the engine takes them, else ``layers % (pp*vp) == 0``), ``seq_len % cp == 0``, ``global_batch % (micro_batch*dp) == 0``, and for
-  MoE ``experts % ep == 0`` and ``(dp*cp) % ep == 0``;
+* ``base``: a table (one numpy array per column, all of length ``rows``) of the shapes that
+  ``simcore predict`` accepts (:func:`~simcore.workload.layout.valid_layouts`: ``tp*pp*cp*dp == gpus``,
+  ``heads % tp == 0``, ``pp <= layers`` and ``pp*vp <= layers``, ``global_batch % (micro_batch*dp) == 0``,
+  for MoE ``experts % ep == 0`` and ``(dp*cp) % ep == 0``), narrowed by the search's own choices: TP
+  divides the KV heads and sits inside one NVLink domain (``domain % tp == 0``), ``seq_len % cp == 0``,
+  virtual stages only with pipeline stages, and even stages and chunks (``layers % (pp*vp) == 0``)
+  unless uneven ones are searched;
 * ``knobs``: one short array per knob.
 
 The full grid is ``rows x prod(len(knob))``; :meth:`SearchSpace.layout` returns a
@@ -33,6 +35,7 @@ from simcore.engine.training import TrainingLayout
 from simcore.errors import SpecError
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import ModelSpec
+from simcore.workload.layout import valid_layouts
 
 KNOB_NAMES = ("sp", "recompute", "zero", "schedule", "dp_overlap", "tp_overlap")
 BASE_NAMES = ("tp", "pp", "cp", "dp", "ep", "vp", "micro_batch", "global_batch")
@@ -72,33 +75,19 @@ class SearchOptions:
     uneven_pp: bool | None = None
     """Allow pipeline degrees (and with virtual stages ``pp*vp`` chunk counts, ``vp`` up to
     ``UNEVEN_VP_MAX`` besides the divisors of the layers) that do not divide the layers: the first
-    stages or chunks take one more layer. ``None``: whatever :func:`simcore.prediction.layout_of`
-    accepts."""
+    stages or chunks take one more layer. ``None``: whatever
+    :func:`~simcore.workload.layout.valid_layouts` accepts."""
 
 
 @lru_cache(maxsize=1)
 def engine_allows_uneven_pp() -> bool:
     """Whether the engine accepts pipeline stages of unequal layer counts (``layers % pp != 0``).
 
-    Asked of :func:`simcore.prediction.layout_of` itself, so the planner never proposes a layout
-    that ``simcore predict`` would reject."""
-    from simcore.prediction import layout_of
-    from simcore.specs.resolve import cluster_for, scenario_from_dict
-
-    sc = scenario_from_dict(
-        {
-            "kind": "training",
-            "cluster": {"system": "hgx-h100", "gpus": 2},
-            "model": {"layers": 3, "hidden": 64, "heads": 2, "ffn_hidden": 128, "vocab": 128, "seq_len": 32},
-            "training": {"global_batch": 2},
-            "parallel": {"pp": 2},
-        }
-    )
-    try:
-        layout_of(sc, cluster_for("hgx-h100", gpus=2))
-    except SpecError:
-        return False
-    return True
+    Asked of :func:`~simcore.workload.layout.valid_layouts` itself (3 layers on 2 stages), so the
+    planner never proposes a layout that ``simcore predict`` would reject."""
+    model = ModelSpec(layers=3, hidden=64, heads=2, ffn_hidden=128, vocab=128, seq_len=32)
+    check = valid_layouts(model, 2, tp=1, pp=2, cp=1, dp=1, ep=1, vp=1, micro_batch=1, global_batch=2)
+    return bool(check.ok)
 
 
 def divisors(n: int) -> np.ndarray:
@@ -127,6 +116,13 @@ def _cross(table: dict[str, np.ndarray], name: str, values: np.ndarray) -> dict[
 
 def _keep(table: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
     return {k: v[mask] for k, v in table.items()}
+
+
+def _keep_valid(
+    table: dict[str, np.ndarray], model: ModelSpec, gpus: int, mask: np.ndarray | bool = True
+) -> dict[str, np.ndarray]:
+    """The rows of ``table`` (``mask``) whose columns so far make a valid layout (:func:`valid_layouts`)."""
+    return _keep(table, valid_layouts(model, gpus, **{k: table[k] for k in BASE_NAMES if k in table}).ok & mask)
 
 
 @dataclass
@@ -260,24 +256,22 @@ def build_space(
     t: dict[str, np.ndarray] = {"tp": tp_c}
     t = _cross(t, "pp", pp_c)
     t = _cross(t, "cp", cp_c)
-    inner = t["tp"] * t["pp"] * t["cp"]
-    t = _keep(t, gpus % inner == 0)
     t["dp"] = gpus // (t["tp"] * t["pp"] * t["cp"])
+    t = _keep_valid(t, model, gpus)
 
     if model.moe is not None:
         ep_auto = divisors(int(np.gcd(model.moe.experts, gpus)))
         ep_c = _cand(o.ep, ep_auto)
         t = _cross(t, "ep", ep_c)
-        t = _keep(t, (t["dp"] * t["cp"]) % t["ep"] == 0)
+        t = _keep_valid(t, model, gpus)
     else:
         t["ep"] = np.ones_like(t["tp"])
 
     t = _cross(t, "global_batch", gbs)
-    t = _keep(t, t["global_batch"] % t["dp"] == 0)
     mb_auto = divisors(int(np.max(gbs)) if len(gbs) else 1)
     mb_auto = mb_auto[mb_auto <= o.max_micro_batch]
     t = _cross(t, "micro_batch", _cand(o.micro_batch, mb_auto) if o.micro_batch is not None else mb_auto)
-    t = _keep(t, t["global_batch"] % (t["micro_batch"] * t["dp"]) == 0)
+    t = _keep_valid(t, model, gpus)
 
     vp_auto = divisors(model.layers)
     if uneven:
@@ -291,8 +285,7 @@ def build_space(
         vp_c = vp_c[vp_c == 1] if 1 in vp_c else np.ones(1, dtype=np.int64)
     t = _cross(t, "vp", vp_c)
     even = model.layers % (t["pp"] * t["vp"]) == 0
-    chunks_fit = t["pp"] * t["vp"] <= model.layers
-    t = _keep(t, np.where(t["vp"] == 1, even | uneven, (even | uneven) & chunks_fit & (t["pp"] > 1)))
+    t = _keep_valid(t, model, gpus, (even | uneven) & ((t["vp"] == 1) | (t["pp"] > 1)))
 
     base = {k: t[k].astype(np.int64) for k in BASE_NAMES}
     knobs = {

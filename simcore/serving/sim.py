@@ -47,6 +47,7 @@ from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import InferenceSpec, Scenario
+from simcore.workload.layout import valid_layouts
 
 Role = Literal["mixed", "prefill", "decode"]
 
@@ -800,36 +801,21 @@ def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, 
 # entry points
 
 
-def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
-    """Simulate serving ``sc``'s model on its cluster under ``spec``'s load; deterministic for a
-    given ``spec.seed``."""
-    wall0 = time.perf_counter()
-    cluster = resolve_cluster(sc.cluster, default_registry())
+Pool = tuple[Role, int, int]
+"""One pool of identical instances: (role, instances, tp)."""
+
+
+def _pools(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, notes: list[str]) -> list[Pool]:
+    """The instance pools: one ``mixed`` pool of ``serving.replicas`` (default: as many as the cluster
+    holds) tp x pp instances, or a ``prefill`` and a ``decode`` pool (``serving.disaggregated``). Each
+    pool's tp must divide the heads (:func:`~simcore.workload.layout.valid_layouts`), and the pools
+    must fit the cluster."""
     m = sc.model
     pp = sc.parallel.pp
-    notes: list[str] = []
-    if sc.inference is None:
-        raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
-    if m.layers < pp:
-        raise SpecError(
-            f"model.layers ({m.layers}) is fewer than pipeline stages ({pp})", field="parallel.pp"
-        )
-
-    def check_tp(tp: int, fld: str) -> None:
-        if m.heads % tp:
-            raise SpecError(f"model.heads ({m.heads}) is not divisible by tp ({tp})", field=fld)
-
-    arrival, prompt, output, clipped = _workload(spec, m.seq_len)
-    n = int(arrival.size)
-    if clipped:
-        notes.append(f"{clipped} request(s) clipped to the model's seq_len ({m.seq_len} tokens)")
-    longest = int((prompt + output).max())
-    max_len = int(min(m.seq_len, max(longest + 1, 2)))
     dis = spec.disaggregated
-    pools: list[tuple[Role, int, int]] = []  # (role, instances, tp)
     if dis is None:
         tp = sc.parallel.tp
-        check_tp(tp, "parallel.tp")
+        valid_layouts(m, tp=tp).require()
         per = tp * pp
         reps = spec.replicas if spec.replicas is not None else max(cluster.gpus // per, 1)
         if reps * per > cluster.gpus:
@@ -837,40 +823,63 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
                 f"{reps} replica(s) of tp*pp = {per} GPUs need {reps * per} GPUs; the cluster has {cluster.gpus}",
                 field="serving.replicas",
             )
-        pools.append(("mixed", reps, tp))
-    else:
-        for role, gpus, tpx in (
-            ("prefill", dis.prefill_gpus, dis.prefill_tp or sc.parallel.tp),
-            ("decode", dis.decode_gpus, dis.decode_tp or sc.parallel.tp),
-        ):
-            check_tp(tpx, f"serving.disaggregated.{role}_tp")
-            if gpus % (tpx * pp):
-                raise SpecError(
-                    f"{role}_gpus ({gpus}) is not a multiple of {role}_tp*pp ({tpx * pp})",
-                    field=f"serving.disaggregated.{role}_gpus",
-                )
-            pools.append((role, gpus // (tpx * pp), tpx))  # type: ignore[arg-type]
-        if dis.prefill_gpus + dis.decode_gpus > cluster.gpus:
+        return [("mixed", reps, tp)]
+    pools: list[Pool] = []
+    sides: tuple[tuple[Role, int, int], ...] = (  # (role, GPUs, tp)
+        ("prefill", dis.prefill_gpus, dis.prefill_tp or sc.parallel.tp),
+        ("decode", dis.decode_gpus, dis.decode_tp or sc.parallel.tp),
+    )
+    for role, gpus, tpx in sides:
+        valid_layouts(m, tp=tpx).require(field=f"serving.disaggregated.{role}_tp")
+        if gpus % (tpx * pp):
             raise SpecError(
-                f"prefill_gpus + decode_gpus ({dis.prefill_gpus + dis.decode_gpus}) exceed the cluster's "
-                f"{cluster.gpus} GPUs",
-                field="serving.disaggregated",
+                f"{role}_gpus ({gpus}) is not a multiple of {role}_tp*pp ({tpx * pp})",
+                field=f"serving.disaggregated.{role}_gpus",
             )
-        if spec.replicas is not None:
-            notes.append("serving.replicas is ignored with disaggregated pools")
+        pools.append((role, gpus // (tpx * pp), tpx))
+    if dis.prefill_gpus + dis.decode_gpus > cluster.gpus:
+        raise SpecError(
+            f"prefill_gpus + decode_gpus ({dis.prefill_gpus + dis.decode_gpus}) exceed the cluster's "
+            f"{cluster.gpus} GPUs",
+            field="serving.disaggregated",
+        )
+    if spec.replicas is not None:
+        notes.append("serving.replicas is ignored with disaggregated pools")
+    return pools
 
-    sim = _Sim(spec, n)
-    models: dict[str, StepModel] = {}
-    blocks_by_role: dict[str, int] = {}
-    mem_by_role: dict[str, dict[str, float]] = {}
-    gpus = 0
+
+@dataclass
+class _Fleet:
+    """The instances' step models, KV blocks and memory by role, and the GPUs they take."""
+
+    models: dict[str, StepModel]
+    blocks: dict[str, int]
+    memory: dict[str, dict[str, float]]
+    gpus: int
+
+
+def _place(
+    sim: _Sim,
+    sc: Scenario,
+    spec: ServingSpec,
+    cluster: ClusterInfo,
+    pools: list[Pool],
+    lengths: tuple[int, int, int],
+) -> _Fleet:
+    """Build every pool's instances into ``sim`` (one step model per tp). ``lengths``: the longest
+    request, the longest prompt (tokens) and the longest context a step model samples; an instance's
+    KV cache must hold the longest request it serves (a prefill instance: the longest prompt)."""
+    longest, longest_prompt, max_len = lengths
+    fleet = _Fleet({}, {}, {}, 0)
     for role, count, tpx in pools:
         key = f"tp{tpx}"
-        if key not in models:
-            models[key] = build_step_model(sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens)
+        if key not in fleet.models:
+            fleet.models[key] = build_step_model(
+                sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens
+            )
         blocks, mem = kv_blocks(sc, cluster, spec, tpx)
         cap_tokens = blocks * spec.kv_block_tokens
-        need = longest + 1 if role != "prefill" else int(prompt.max()) + 1
+        need = longest + 1 if role != "prefill" else longest_prompt + 1
         if cap_tokens < need:
             raise SpecError(
                 f"the KV cache of a tp={tpx} instance holds {cap_tokens} tokens "
@@ -878,33 +887,38 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
                 f"less than the longest request ({need} tokens)",
                 field="serving",
             )
-        blocks_by_role[role] = blocks
-        mem_by_role[role] = mem
-        gpus += count * tpx * pp
+        fleet.blocks[role] = blocks
+        fleet.memory[role] = mem
+        fleet.gpus += count * tpx * sc.parallel.pp
         pool = sim.back if role == "decode" else sim.front
         for _ in range(count):
-            pool.append(_Instance(sim, len(pool), role, models[key], blocks))
+            pool.append(_Instance(sim, len(pool), role, fleet.models[key], blocks))
+    return fleet
 
-    cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
-    if dis is not None:
-        ptp = dis.prefill_tp or sc.parallel.tp
-        dtp = dis.decode_tp or sc.parallel.tp
-        nbytes = np.asarray(MEM.kv_cache_bytes(m, 1, prompt + 1, 1, _kv_dtype_bytes(sc)), dtype=float)
-        same = dis.prefill_gpus + dis.decode_gpus <= cluster.system.gpus
-        sim.xfer = np.asarray(
-            kv_transfer_time(
-                nbytes,
-                cluster,
-                src_tp=ptp,
-                dst_tp=dtp,
-                same_domain=same,
-                transfers=dis.transfers_per_request or m.layers,
-                gpudirect=dis.gpudirect,
-            ),
-            dtype=float,
-        ) * np.ones(n)
 
-    reqs = [_Req(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i])) for i in range(n)]
+def _kv_transfers(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, prompt: np.ndarray) -> np.ndarray:
+    """Seconds to move each request's KV cache from its prefill to its decode instance
+    (:func:`~simcore.comm.collectives.kv_transfer_time`; disaggregated pools only)."""
+    dis = spec.disaggregated
+    assert dis is not None
+    m = sc.model
+    nbytes = np.asarray(MEM.kv_cache_bytes(m, 1, prompt + 1, 1, _kv_dtype_bytes(sc)), dtype=float)
+    return np.asarray(
+        kv_transfer_time(
+            nbytes,
+            cluster,
+            src_tp=dis.prefill_tp or sc.parallel.tp,
+            dst_tp=dis.decode_tp or sc.parallel.tp,
+            same_domain=dis.prefill_gpus + dis.decode_gpus <= cluster.system.gpus,
+            transfers=dis.transfers_per_request or m.layers,
+            gpudirect=dis.gpudirect,
+        ),
+        dtype=float,
+    ) * np.ones(prompt.size)
+
+
+def _run(sim: _Sim, reqs: list[_Req]) -> None:
+    """Feed the requests to ``sim`` at their arrival times and run until every one has finished."""
 
     def arrivals() -> Generator[simpy.Event, Any, None]:
         env = sim.env
@@ -918,15 +932,24 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     sim.env.run(until=sim.all_done)
     sim._mark()
 
-    log = RequestLog(
-        arrival=arrival,
-        first_token=np.array([r.first for r in reqs]),
-        finish=np.array([r.finish for r in reqs]),
-        prompt=prompt,
-        output=output,
-        preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
-    )
-    sched = np.array([r.sched for r in reqs])
+
+def _result(
+    sc: Scenario,
+    spec: ServingSpec,
+    cluster: ClusterInfo,
+    sim: _Sim,
+    log: RequestLog,
+    sched: np.ndarray,
+    pools: list[Pool],
+    fleet: _Fleet,
+    notes: list[str],
+) -> ServingResult:
+    """Summarise a finished run: throughput over first arrival to last completion, latency
+    percentiles, SLO goodput, queue and KV-cache occupancy; adds the notes on saturation,
+    preemption and pipeline stages."""
+    arrival, prompt, output = log.arrival, log.prompt, log.output
+    n = int(arrival.size)
+    pp = sc.parallel.pp
     t0 = float(arrival.min())
     span = max(float(log.finish.max()) - t0, 1e-12)
     ttft, tpot, e2e = log.ttft, log.tpot, log.e2e
@@ -958,9 +981,10 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     if pp > 1:
         notes.append("pipeline stages run one batch at a time (no micro-batching across steps)")
     layout: dict[str, Any] = {"tp": sc.parallel.tp, "pp": pp}
-    if dis is not None:
+    if spec.disaggregated is not None:
         layout = {"prefill_tp": pools[0][2], "decode_tp": pools[1][2], "pp": pp}
-    res = ServingResult(
+    gpus = fleet.gpus
+    return ServingResult(
         name=sc.name,
         device=cluster.device.name,
         gpus=gpus,
@@ -984,23 +1008,61 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
         max_in_system=sim.max_sys,
         mean_queue=sim.area_q / span,
         max_queue=sim.max_q,
-        kv_blocks_per_instance=blocks_by_role,
-        kv_tokens_per_instance={k: v * spec.kv_block_tokens for k, v in blocks_by_role.items()},
+        kv_blocks_per_instance=fleet.blocks,
+        kv_tokens_per_instance={k: v * spec.kv_block_tokens for k, v in fleet.blocks.items()},
         kv_utilization=kv_area / (len(insts) * span),
         kv_peak_utilization=max(i.kv_peak / max(i.total_blocks, 1) for i in insts),
         busy_fraction=sum(i.busy for i in insts) / (len(insts) * span),
         preemptions=pre,
         steps=sum(i.steps for i in insts),
         events=sim.env.processed,
-        memory_per_gpu=mem_by_role[pools[-1][0]],
+        memory_per_gpu=fleet.memory[pools[-1][0]],
         calibration=sc.calibration,
         notes=notes,
     )
+
+
+def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
+    """Simulate serving ``sc``'s model on its cluster under ``spec``'s load; deterministic for a
+    given ``spec.seed``. The steps: the request workload (:func:`_workload`), the instance pools
+    (:func:`_pools`) and their instances (:func:`_place`), the KV transfers of disaggregated pools
+    (:func:`_kv_transfers`), the event simulation (:func:`_run`) and its summary (:func:`_result`)."""
+    wall0 = time.perf_counter()
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    m = sc.model
+    notes: list[str] = []
+    if sc.inference is None:
+        raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
+    valid_layouts(m, pp=sc.parallel.pp).require()
+    arrival, prompt, output, clipped = _workload(spec, m.seq_len)
+    n = int(arrival.size)
+    if clipped:
+        notes.append(f"{clipped} request(s) clipped to the model's seq_len ({m.seq_len} tokens)")
+    pools = _pools(sc, spec, cluster, notes)
+    longest = int((prompt + output).max())
+    max_len = int(min(m.seq_len, max(longest + 1, 2)))
+    sim = _Sim(spec, n)
+    fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len))
+    if spec.disaggregated is not None:
+        sim.xfer = _kv_transfers(sc, spec, cluster, prompt)
+    cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
+    reqs = [_Req(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i])) for i in range(n)]
+    _run(sim, reqs)
+    log = RequestLog(
+        arrival=arrival,
+        first_token=np.array([r.first for r in reqs]),
+        finish=np.array([r.finish for r in reqs]),
+        prompt=prompt,
+        output=output,
+        preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
+    )
+    res = _result(sc, spec, cluster, sim, log, np.array([r.sched for r in reqs]), pools, fleet, notes)
+    insts = sim.front + sim.back
     return ServingRun(
         result=res,
         log=log,
         wall_s=time.perf_counter() - wall0,
-        step_models=models,
+        step_models=fleet.models,
         kv_blocks_leaked=sum(i.total_blocks - i.free for i in insts),
     )
 

@@ -12,7 +12,7 @@ all-gather + reduce-scatter with sequence parallelism), context parallelism spli
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -20,13 +20,12 @@ import numpy as np
 from simcore.compute.ops import dtype_variant, memory_op_traffic
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.scenario import ModelSpec
+from simcore.workload.layout import Layout as Layout
+from simcore.workload.layout import Num as Num
 from simcore.workload.model import layer_shape
 
 OpKind = Literal["gemm", "attention", "memory", "comm"]
 Phase = Literal["fwd", "bwd"]
-
-Num = Any
-"""A float or a numpy array of floats (one per layout)."""
 
 
 @dataclass(frozen=True)
@@ -46,103 +45,6 @@ class Op:
     count: Num = 1.0
     overlappable: bool = False
     """Communication that may hide behind computation (tp_overlap, CP ring exchange)."""
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Per-rank shape of the work: one value or one numpy array element per layout."""
-
-    micro_batch: Num
-    seq: Num
-    """Full sequence length (before context parallel splitting)."""
-    tp: Num = 1
-    cp: Num = 1
-    ep: Num = 1
-    sp: Num = False
-    """Sequence parallelism (bool or array of bools)."""
-    dtype: str = "bf16"
-    act_bytes: float = 2.0
-    """Bytes per activation element (bf16)."""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def vocab_div(self) -> Num:
-        """Divisor of the vocabulary: TP shards the embedding, LM head and loss unless the framework
-        keeps them replicated (``parallel.vocab_parallel: false``)."""
-        return self.tp if self.extra.get("vocab_parallel", True) else 1.0
-
-    @property
-    def residual_bytes(self) -> float:
-        """Bytes per element of the residual stream: fp32 under PyTorch autocast with fp32 weights
-        (the embedding output is fp32 and residual adds promote), else the activation dtype."""
-        return float(self.extra.get("residual_bytes", self.act_bytes))
-
-    @property
-    def fused(self) -> bool:
-        """Memory-bound ops fused by a compiler (``torch.compile``/inductor): each residual add, the
-        norm after it and the norm's dtype cast run as one kernel, and the loss reads the bf16 logits
-        without an fp32 copy (see :func:`norm_ops`, :func:`loss_fwd`)."""
-        return bool(self.extra.get("fused", False))
-
-    @property
-    def hf_code(self) -> bool:
-        """Hugging Face ``transformers`` modelling code (``runtime.implementation: huggingface``), in
-        eager kernels or compiled: GPT-2's projection biases, the KV cache it fills in training."""
-        return self.extra.get("impl") == "huggingface"
-
-    @property
-    def fp32_experts(self) -> bool:
-        """``transformers``' experts (``torch._grouped_mm``, which autocast does not cast) run in the
-        residual stream's dtype: fp32 GEMMs under AMP with fp32 weights (round 50's Mixtral), eager.
-        On the H200 the fp32 grouped GEMM is a loop of per-expert GEMMs that reads each expert's token
-        count on the host."""
-        return self.hf_code and not self.fused and self.residual_bytes == 4.0
-
-    @property
-    def batched_experts(self) -> bool:
-        """``transformers``' ``batched_mm`` experts (:func:`batched_experts`): each routed token's expert
-        weights gathered (``index`` over the stacked ``[experts, out, in]`` parameters) and one batched
-        GEMV per token, instead of the grouped GEMM over tokens sorted by expert."""
-        return bool(self.extra.get("batched_experts", False))
-
-    @property
-    def dense_mask(self) -> bool:
-        """Attention over a materialised causal mask: ``transformers`` builds a ``[b, 1, s, s]`` mask
-        instead of passing ``is_causal`` when ``torch.compile`` traces it (its SDPA mask helper skips
-        the mask only outside tracing), so the attention kernel walks every query-key block (no
-        causal skipping) in training and prefill."""
-        return self.hf_code and self.fused and "kv_seq" not in self.extra
-
-    @property
-    def static_cache(self) -> float | None:
-        """The length of a static KV cache a decode step's attention walks (``transformers``' static cache
-        under a compiled decode: the prompt and every new token's slot, masked), else ``None``. Its
-        attention gets a 4-D mask, so ``transformers`` repeats the keys and values to every query head
-        (``repeat_kv``) over the whole cache before SDPA, and cuDNN walks the expanded heads."""
-        v = self.extra.get("static_kv_seq")
-        return None if v is None else float(v)
-
-    @property
-    def hf(self) -> bool:
-        """Hugging Face ``transformers`` modelling code in eager kernels (``runtime.implementation:
-        huggingface`` outside compiled code): GPT-2's tanh GELU and Llama's RMSNorm and rotary
-        embedding are written out of elementwise ops (:func:`composite_ops`)."""
-        return self.extra.get("impl") == "huggingface" and not self.fused
-
-    @property
-    def dropout(self) -> float:
-        """Dropout probability on the residual branches and the embedding (training; 0: none)."""
-        return float(self.extra.get("dropout", 0.0))
-
-    @property
-    def tokens(self) -> Num:
-        """Tokens a rank processes per micro-batch (sequence split by CP)."""
-        return self.micro_batch * self.seq / self.cp
-
-    @property
-    def sp_div(self) -> Num:
-        """Divisor of activation work outside the tensor-parallel region."""
-        return np.where(self.sp, self.tp, 1) if not isinstance(self.sp, bool) else (self.tp if self.sp else 1)
 
 
 def _gemm(
@@ -276,7 +178,7 @@ def hf_biases(m: ModelSpec, implementation: str) -> bool:
 
 
 def _biased(m: ModelSpec, lay: Layout) -> bool:
-    return hf_biases(m, str(lay.extra.get("impl", "reference")))
+    return hf_biases(m, lay.implementation)
 
 
 def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
@@ -324,7 +226,7 @@ def composite_ops(kind: str, numel: Num, act: float, wide: float) -> list[Op]:
         # ``LlamaRMSNorm`` always computes in fp32 (``f``): an input of another dtype (``wide``: the
         # residual stream's, bf16 with bf16 weights) is upcast first and cast back before the weight;
         # the products with the row statistic ``[rows, 1]`` and with the weight ``[W]`` broadcast
-        # them (a stride-0 operand: the offset loop, ``mul_bcast``, round 59)
+        # them (a stride-0 operand: the offset loop, ``mul_bcast``)
         r, f = w, 4.0
         cast = r < f
         bf, br = "mul_bcast_fp32", dtype_variant("mul_bcast", "fp32" if r == 4.0 else "bf16")
@@ -433,7 +335,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     elif split_projections(m, lay):
         # transformers' Llama family projects q, k and v with three nn.Linear (inductor keeps the three
         # GEMMs); the queries' rotary embedding and cast, and the mask's, are two more kernels before SDPA
-        # (round 97's decode graph: 17 kernels a layer)
+        # (the measured compiled decode graph: 17 kernels a layer)
         for nm, heads in (("q_proj", s.heads), ("k_proj", s.kv_heads), ("v_proj", s.kv_heads)):
             ops.append(_gemm(nm, T, heads * s.head_dim / t, h, dt, bias=_biased(m, lay)))
         # (streaming kernels priced on the copy curve: the queries read and written once, the boolean mask)
@@ -446,14 +348,14 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             ops.extend(
                 composite_ops("rotary", T * (s.heads + s.kv_heads) * s.head_dim / t, b, lay.residual_bytes)
             )
-    if lay.extra.get("attention_backend") == "eager":
+    if lay.attention_backend == "eager":
         ops.extend(eager_attention_ops(m, lay))
     else:
         if lay.static_cache is not None and s.kv_heads < s.heads:
             # repeat_kv over the whole static cache: the keys and the values each read once and written
-            # once per query head (inductor's two fused copies a layer, round 91: ~65 us each at 512 x 48)
+            # once per query head (inductor's two fused copies a layer, measured ~65 us each at 512 x 48)
             n = lay.micro_batch * s.heads / t * lay.static_cache * s.head_dim
-            kb = lay.extra.get("kv_bytes", b)
+            kb = lay.kv_bytes
             ops.append(
                 fused_mem_op("copy", n, kb, kb * (1.0 + s.kv_heads / s.heads), 0.0, "elementwise", count=2.0)
             )
@@ -463,12 +365,12 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         # transformers' cache (also filled in training: ``use_cache`` defaults to true) concatenates
         # the transposed keys and values (PyTorch's cat of strided inputs); their gradients come back
         # as strided copies
-        kb = lay.extra.get("kv_bytes", b)
+        kb = lay.kv_bytes
         ops.append(fused_mem_op("cat_strided", kv_numel, kb, 2 * kb, 2 * kb, "kv_cache", "copy_strided", 2.0))
-    elif lay.extra.get("kv_cache") or lay.hf_code:
+    elif lay.kv_cache or lay.hf_code:
         # inference: this step's keys and values are written into the KV cache (one copy each;
         # compiled transformers code writes its cache in one fused kernel each)
-        ops.append(mem_op("copy", kv_numel, lay.extra.get("kv_bytes", b), "kv_cache", count=2.0))
+        ops.append(mem_op("copy", kv_numel, lay.kv_bytes, "kv_cache", count=2.0))
     if lay.hf:
         # transformers' attention output, [b, heads, s, d] transposed back and made contiguous
         ops.append(mem_op("copy", T * s.heads / t * s.v_head_dim, b, "elementwise"))
@@ -510,7 +412,7 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
     elif s.gated:
         ops.append(_gemm("mlp_in", T, 2 * f, h, dt))
         # one fused gate/up GEMM in eager PyTorch: SiLU and the product read its strided halves
-        act = "swiglu_strided" if lay.extra.get("strided_gate_up") else "swiglu"
+        act = "swiglu_strided" if lay.strided_gate_up else "swiglu"
         ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
         ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay)))
@@ -546,7 +448,7 @@ def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2) -> list[Op]:
 def batched_experts(implementation: str, decode_loop: str, moe: bool) -> bool:
     """Whether a decode pass runs ``transformers``' ``batched_mm`` experts: on a GPU ``generate()`` switches
     an MoE model's ``grouped_mm`` experts to ``batched_mm`` for its decode passes (transformers' "decode-stage
-    switching", round 109's traces), its prefill and a hand-written loop's passes keep the grouped GEMM."""
+    switching", seen in its decode traces), its prefill and a hand-written loop's passes keep the grouped GEMM."""
     return moe and implementation == "huggingface" and decode_loop == "generate"
 
 
@@ -648,7 +550,7 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
     s = layer_shape(m)
     t = lay.tp
     dt = lay.dtype
-    backend = lay.extra.get("attention_backend", "flash")
+    backend = lay.attention_backend
     if dt == "fp32" and backend in ("flash", "cudnn"):
         backend = "efficient"
     static = lay.static_cache
@@ -663,15 +565,15 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
             "kv_heads": (s.heads if static is not None else s.kv_heads) / t,
             "seq": lay.seq,
             "head_dim": s.head_dim,
-            "causal": "kv_seq" not in lay.extra and not lay.dense_mask,
+            "causal": lay.kv_seq is None and not lay.dense_mask,
             "backward": False,
             "dtype": dt,
             # fused attention runs in bf16 under fp8 GEMMs; a decode step over an fp8 KV cache
             # streams 1-byte keys and values
             "attn_dtype": "fp8"
-            if "kv_seq" in lay.extra and lay.extra.get("kv_bytes") == 1.0
+            if lay.kv_seq is not None and lay.kv_elt == 1.0
             else ("bf16" if dt == "fp8" else dt),
-            "kv_seq": static if static is not None else lay.extra.get("kv_seq"),
+            "kv_seq": static if static is not None else lay.kv_seq,
             "backend": backend,
             # the materialised mask is read and added per score (a static cache's masks its empty slots)
             "mask": lay.dense_mask or static is not None,
@@ -697,11 +599,11 @@ def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
     b = lay.act_bytes
     heads = s.heads / t
     q = lay.seq
-    kv = lay.extra.get("kv_seq", lay.seq)
+    kv = lay.seq if lay.kv_seq is None else lay.kv_seq
     bh = lay.micro_batch * heads
     scores = bh * q * kv
     c = 1.0 / lay.cp
-    masked = "kv_seq" not in lay.extra
+    masked = lay.kv_seq is None
     wide = lay.residual_bytes if masked else b  # the softmax's input: promoted by the mask, or the scores
     ops: list[Op] = []
     if s.kv_heads < s.heads:
@@ -715,7 +617,7 @@ def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
     )
     if masked and wide > b:
         # the causal mask ``[b, 1, q, kv]`` broadcast over the heads, in the residual stream's fp32:
-        # PyTorch's unrolled loop with dynamic casts and offsets (~1.1 TB/s, round 59); its gradient
+        # PyTorch's unrolled loop with dynamic casts and offsets (~1.1 TB/s measured); its gradient
         # passes through, cast back to the scores' dtype
         ops.append(
             fused_mem_op(
@@ -903,7 +805,7 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # the loss runs in fp32 (autocast's fp32 list; Megatron's vocab-parallel cross-entropy): the bf16
     # logits are upcast (PyTorch's unrolled copy, ``cast_up``: 2 bytes read and 4 written per element;
     # the gradient's way back is a plain cast), then PyTorch's cross-entropy is a log-softmax over each
-    # token's row of logits (priced with its measured row-width factors, round 59) and an NLL gather of
+    # token's row of logits (priced with its measured row-width factors) and an NLL gather of
     # one element a row; its backward zero-fills the fp32 gradient, scatters into it, and runs the
     # log-softmax backward (the NLL kernels, a few elements a row, are not priced)
     b = lay.act_bytes

@@ -334,11 +334,11 @@ def test_a_static_cache_decode_walks_every_slot_with_its_heads_repeated() -> Non
 
     m = ModelSpec(layers=2, hidden=2048, heads=16, kv_heads=4, ffn_hidden=5632, vocab=32000, seq_len=2048,
                   activation="swiglu", norm="rmsnorm")  # fmt: skip
-    extra = {"kv_cache": True, "kv_bytes": 2.0, "fused": True, "impl": "huggingface", "attention_backend": "cudnn",
+    extra = {"kv_cache": True, "kv_elt": 2.0, "fused": True, "implementation": "huggingface", "attention_backend": "cudnn",
              "kv_seq": 300.0}  # fmt: skip
-    plain = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0, extra=extra)
+    plain = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0, **extra)
     static = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0,
-                      extra={**extra, "static_kv_seq": 272.0})  # fmt: skip
+                      static_cache=272.0, **extra)  # fmt: skip
     att = {lay.static_cache: next(o for o in L.attention_block_fwd(m, lay) if o.kind == "attention").args
            for lay in (plain, static)}  # fmt: skip
     assert att[None]["kv_heads"] == 4 and att[None]["kv_seq"] == 300.0 and not att[None]["mask"]
@@ -358,11 +358,11 @@ def test_a_static_cache_decode_graph_runs_transformers_separate_projections() ->
 
     m = ModelSpec(layers=2, hidden=2048, heads=16, kv_heads=4, ffn_hidden=5632, vocab=32000, seq_len=2048,
                   activation="swiglu", norm="rmsnorm")  # fmt: skip
-    extra = {"kv_cache": True, "kv_bytes": 2.0, "fused": True, "impl": "huggingface", "attention_backend": "cudnn",
+    extra = {"kv_cache": True, "kv_elt": 2.0, "fused": True, "implementation": "huggingface", "attention_backend": "cudnn",
              "kv_seq": 48.0}  # fmt: skip
-    plain = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0, extra=extra)
+    plain = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0, **extra)
     static = L.Layout(micro_batch=8.0, seq=1.0, tp=1, dtype="bf16", act_bytes=2.0,
-                      extra={**extra, "static_kv_seq": 47.0})  # fmt: skip
+                      static_cache=47.0, **extra)  # fmt: skip
 
     def kernels(lay: L.Layout) -> float:
         return sum(float(o.count) for o in L.layer_fwd(m, lay, False) if o.kind != "comm")

@@ -20,7 +20,7 @@ SC = "tests/data/trace_scenarios/h200_train_llama1b_eager.yaml"
 
 def _ops(sc: str, over: list[str]) -> list[str]:
     s = load_scenario(sc, over)
-    lay = L.Layout(micro_batch=1, seq=1024, extra={"strided_gate_up": s.runtime.gate_up == "fused"})
+    lay = L.Layout(micro_batch=1, seq=1024, strided_gate_up=s.runtime.gate_up == "fused")
     return [o.args["name"] for o in L.mlp_block_fwd(s.model, lay) if o.kind == "memory"]
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from simcore.planning.space import UNEVEN_VP_MAX, SearchOptions, build_space, divisors
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import cluster_for, scenario_from_dict
+from simcore.workload.layout import valid_layouts
 
 
 def _model(preset: str):  # type: ignore[no-untyped-def]
@@ -26,6 +27,7 @@ def test_divisors(n: int) -> None:
 
 def _check_rows(space, model, gpus, dom) -> None:  # type: ignore[no-untyped-def]
     b = space.base
+    assert np.all(valid_layouts(model, gpus, **b).ok)  # every row is one simcore predict accepts
     assert np.all(b["tp"] * b["pp"] * b["cp"] * b["dp"] == gpus)
     assert np.all(model.heads % b["tp"] == 0)
     assert np.all(model.n_kv_heads % b["tp"] == 0)

@@ -12,7 +12,7 @@ from simcore.workload import lowering as L
 
 
 def _lay(fused: bool, rb: float = 4.0) -> L.Layout:
-    return L.Layout(micro_batch=4, seq=1024, extra={"residual_bytes": rb, "fused": fused})
+    return L.Layout(micro_batch=4, seq=1024, residual=rb, fused=fused)
 
 
 def _bytes(ops: list[L.Op], kind: str = "memory") -> float:
@@ -35,7 +35,7 @@ def test_fused_norm_is_one_kernel_with_counted_tensors(model) -> None:  # type: 
     assert L.residual_add(model, _lay(True), T) == []
     assert len(L.residual_add(model, _lay(False), T)) == 1
     # a Triton kernel, priced as a plain streaming one (the add curve) both ways, not on PyTorch's
-    # eager norm kernels' fit (round 65: their backward's weight-gradient reduction is slow per byte)
+    # eager norm kernels' fit (measured: their backward's weight-gradient reduction is slow per byte)
     assert op.args["name"] == bwd.args["name"] == "compiled_norm"
 
 
@@ -121,6 +121,6 @@ def test_compiled_norm_prices_on_the_streaming_curve() -> None:
 
 def test_transformers_rmsnorm_chain_is_elementwise_class(model) -> None:  # type: ignore[no-untyped-def]
     # transformers' RMSNorm is written out in elementwise kernels: a trace has no norm kernel for it
-    lay = L.Layout(micro_batch=2, seq=512, extra={"residual_bytes": 4.0, "impl": "huggingface"})
+    lay = L.Layout(micro_batch=2, seq=512, residual=4.0, implementation="huggingface")
     ops = L.norm_ops(model.model_copy(update={"norm": "rmsnorm"}), lay, 1024)
     assert ops and all(o.category != "norm" for o in ops)

@@ -4,6 +4,8 @@ probability is positive; validate reads both from a trace."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,10 @@ def _lay(impl: str, fused: bool = False, dropout: float = 0.0, rb: float = 4.0) 
     return L.Layout(
         micro_batch=2,
         seq=1024,
-        extra={"residual_bytes": rb, "fused": fused, "impl": impl, "dropout": dropout},
+        residual=rb,
+        fused=fused,
+        implementation=impl,
+        dropout=dropout,
     )
 
 
@@ -209,7 +214,7 @@ def test_validate_reads_the_dense_mask_of_compiled_hf() -> None:
 
 
 def test_mixed_dtype_and_strided_kernels(gpt, llama) -> None:  # type: ignore[no-untyped-def]
-    """Round 36: PyTorch's unrolled (mixed dtypes) and strided kernels are their own fitted ops,
+    """PyTorch's unrolled (mixed dtypes) and strided kernels are their own fitted ops,
     slower per byte than the plain ones; the lowering uses them where the code runs them."""
     from simcore.compute.ops import memory_op
     from simcore.specs.profile import load_profile
@@ -253,7 +258,7 @@ def test_mixed_dtype_and_strided_kernels(gpt, llama) -> None:  # type: ignore[no
 
 def test_transformers_experts_run_in_fp32_under_amp(llama) -> None:  # type: ignore[no-untyped-def]
     """transformers' experts call torch._grouped_mm, which autocast does not cast: under AMP (fp32
-    weights, fp32 residual stream) they run fp32 GEMMs (round 50's Mixtral trace: FFMA kernels)."""
+    weights, fp32 residual stream) they run fp32 GEMMs (a measured Mixtral trace: FFMA kernels)."""
     from simcore.specs.scenario import MoESpec
 
     moe = llama.model_copy(update={"moe": MoESpec(experts=8, top_k=2, expert_ffn_hidden=2048)})
@@ -272,7 +277,7 @@ def test_transformers_experts_run_in_fp32_under_amp(llama) -> None:  # type: ign
 
 
 def test_generate_decode_runs_batched_experts(llama) -> None:  # type: ignore[no-untyped-def]
-    """transformers' generate() switches grouped_mm experts to batched_mm in its decode passes (round 109):
+    """transformers' generate() switches grouped_mm experts to batched_mm in its decode passes:
     each routed token gathers its experts' gate/up and down weights (3 h f elements, read and written) and
     multiplies them alone, a GEMV of batch ``routed``; a hand-written loop and the prefill keep the grouped
     GEMM over the experts."""
@@ -283,9 +288,9 @@ def test_generate_decode_runs_batched_experts(llama) -> None:  # type: ignore[no
     assert not L.batched_experts("huggingface", "manual", True)
     assert not L.batched_experts("reference", "generate", True)
     assert not L.batched_experts("huggingface", "generate", False)
-    extra = {"impl": "huggingface", "residual_bytes": 2.0, "kv_seq": 256.0}
-    grouped = L.moe_block_fwd(moe, L.Layout(micro_batch=4, seq=1, extra=extra))
-    batched = L.moe_block_fwd(moe, L.Layout(micro_batch=4, seq=1, extra={**extra, "batched_experts": True}))
+    lay = L.Layout(micro_batch=4, seq=1, implementation="huggingface", residual=2.0, kv_seq=256.0)
+    grouped = L.moe_block_fwd(moe, lay)
+    batched = L.moe_block_fwd(moe, dataclasses.replace(lay, batched_experts=True))
     routed = 4 * 2
     h, f = moe.hidden, 2048
     gather = [o for o in batched if o.name == "expert_weight_gather"]
@@ -309,7 +314,9 @@ def test_eager_attention_is_written_out_of_ops(llama) -> None:  # type: ignore[n
     lay = L.Layout(
         micro_batch=2,
         seq=1024,
-        extra={"residual_bytes": 4.0, "impl": "huggingface", "attention_backend": "eager"},
+        residual=4.0,
+        implementation="huggingface",
+        attention_backend="eager",
     )
     ops = L.eager_attention_ops(llama, lay)
     s = L.layer_shape(llama)
@@ -320,7 +327,7 @@ def test_eager_attention_is_written_out_of_ops(llama) -> None:  # type: ignore[n
         (1024, s.v_head_dim, 1024, 2 * s.heads),
     ]
     mem = {o.args["name"]: o for o in ops if o.kind == "memory"}
-    # the scale by a float, the fp32 mask broadcast over the heads (mixed dtypes: round 59's kernel)
+    # the scale by a float, the fp32 mask broadcast over the heads (mixed dtypes: its own fitted kernel)
     names = ("mul_scalar", "add_bcast_mixed", "softmax", "cast")
     assert set(names) <= set(mem)
     assert all(mem[n].args["numel"] == scores for n in names)
@@ -332,7 +339,7 @@ def test_eager_attention_is_written_out_of_ops(llama) -> None:  # type: ignore[n
         assert "copy" in mem
     # bf16 weights: a bf16 mask (the broadcast loop, no gradient kernel), and the scores cast up for
     # softmax(dtype=float32)
-    bf = L.Layout(micro_batch=2, seq=1024, extra={**lay.extra, "residual_bytes": 2.0})
+    bf = dataclasses.replace(lay, residual=2.0)
     ops16 = L.eager_attention_ops(llama, bf)
     mem16 = {o.args["name"]: o for o in ops16 if o.kind == "memory"}
     assert {"add_bcast", "cast_up", "softmax"} <= set(mem16) and "add_bcast_mixed" not in mem16
@@ -346,7 +353,7 @@ def test_unfused_loss_is_a_log_softmax_over_each_tokens_logits(llama) -> None:  
     """PyTorch's cross-entropy under autocast: the bf16 logits cast up, a log-softmax over each token's
     row of fp32 logits (its row count given, so the measured width factors apply), and in the backward
     the zero-filled fp32 gradient, the log-softmax backward and the cast back."""
-    lay = L.Layout(micro_batch=2, seq=1024, extra={"residual_bytes": 4.0, "impl": "huggingface"})
+    lay = L.Layout(micro_batch=2, seq=1024, residual=4.0, implementation="huggingface")
     ops = L.loss_fwd(llama, lay)
     names = [o.args["name"] for o in ops]
     assert names == ["cast_up", "log_softmax"]
