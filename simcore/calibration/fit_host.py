@@ -20,7 +20,7 @@
 * ``profiled_ddp_param`` / ``profiled_ddp_bucket``: DDP's backward host work per gradient tensor (its
   autograd hook and the copy back from the bucket) and per bucket (the all-reduce call) while the
   profiler records, read from profiled DDP ranks' CPU timelines (``host_ddp_hooks.csv.gz``, made by
-  ``python -m simcore.calibration.host_trace --ddp``); without the profiler these costs are within the
+  ``simcore host-trace --ddp``); without the profiler these costs are within the
   per-layer ``ddp_ratio_bwd`` measured at width 64;
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
   kernel inside a captured decode step);
@@ -81,7 +81,7 @@ def _is_ddp_hook_run(rows: list[dict[str, str]]) -> bool:
 def ddp_hook_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """``profiled_ddp_param`` / ``profiled_ddp_bucket``: PyTorch DDP's host seconds per gradient
     tensor and per gradient bucket while the profiler records, the medians over the profiled ranks
-    of ``python -m simcore.calibration.host_trace --ddp`` (one row per rank's trace)."""
+    of ``simcore host-trace --ddp`` (one row per rank's trace)."""
     try:
         param = [float(r["per_param_s"]) for r in rows]
         bucket = [float(r["per_bucket_s"]) for r in rows]
@@ -166,7 +166,7 @@ _OPTIONAL = (
 
 def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """Profiled host entries in CPU-speed units from whole profiled training steps (rows of
-    ``python -m simcore.calibration.host_trace --steps``, round 25).
+    ``simcore host-trace --steps``, round 25).
 
     Every segment of a step is divided by the step's own ``aten::t`` median on the thread that runs it
     (main: forward, head, optimizer, end; backward: the autograd nodes), so the CPU's speed of the
@@ -621,7 +621,7 @@ def graph_loop_costs(
     """CUDA-graph decode loops (round 26, ``tools/bench_graph_sync.py``): per model, the wall time of R
     replays and a synchronize against R x the back-to-back replay time gives what one synchronize
     exposes (the GPU idles until the host has launched the next graph); the same models' profiled
-    traces (``python -m simcore.calibration.host_trace --graphs``) give the kernels per replay and
+    traces (``simcore host-trace --graphs``) give the kernels per replay and
     their summed time.
 
     * ``graph_sync_fixed`` / ``graph_sync_per_kernel``: a least-squares line of the exposed cost over
@@ -867,7 +867,7 @@ def compiled_step_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
     """The host of profiled torch.compile training steps in CPU-speed units (round 30,
-    ``tools/bench_compiled_steps.py --set r30``; rows of ``python -m simcore.calibration.host_trace
+    ``tools/bench_compiled_steps.py --set r30``; rows of ``simcore host-trace
     --compiled`` for traces named ``compiled_<gpt|llama>_L<n>_h<w>``).
 
     A compiled trace has no ``aten::t``; its probe is ``aten::transpose`` in the compiled regions
@@ -1280,7 +1280,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             if prof_v is not None and train_ratio:
                 out[f"step_{part}_{act}"] = prof_v / train_ratio
     # (the distributed wrappers' extras stay profiled-only: over the profiler's ratio they put the own
-    # unprofiled 2 x H200 TP and FSDP runs 8-11 % long, `python -m simcore.validation.published --own`)
+    # unprofiled 2 x H200 TP and FSDP runs 8-11 % long, `python -m simcore.validation own`)
     for act in ("gelu", "swiglu"):
         gen = step_hosts.get(f"profiled_hf_infer_generate_fixed_{act}")
         if gen is not None and out.get(f"profiler_ratio_decode_{act}"):
