@@ -274,7 +274,7 @@ print("memory at mb 8, no recompute (GiB):", {k: round(v / GiB, 1) for k, v in r
 #
 # `traces/h200/steps.csv.gz` holds whole steps measured on an H200 with a plain PyTorch GPT
 # (training, prefill and decode; eager and CUDA graphs). The compute profile was fitted on single
-# kernels only, so every row here is held out. Same as `python -m simcore.validation.steps`.
+# kernels only, so every row here is held out. Same as `python -m simcore.validation steps`.
 
 # %%
 val = validate()

@@ -184,7 +184,7 @@ plt.show()
 #
 # The Megatron-LM README's weak-scaling table (GPT models from 1.7B on 48 H100 to 462B on 6144,
 # Megatron-Core r0.8.0) against simcore's prediction of every row, both in the README's FLOP
-# convention. `python -m simcore.validation.published` prints all published tables.
+# convention. `python -m simcore.validation published` prints all published tables.
 
 # %%
 res = [r for r in P.predict_rows() if r.primary and r.source == "MCore H100 weak"]

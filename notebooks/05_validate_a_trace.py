@@ -180,8 +180,8 @@ for dev, r in results.items():
         print(f"   {c['class']:<12} {c['source_s'] * 1e3:7.3f} -> {c['target_s'] * 1e3:7.3f} ms")
 
 # %% [markdown]
-# How far can a replay be trusted? For the H100 there are measurements to check it against: round 117 ran
-# twins of committed H200 runs on an H100 SXM (`traces/h100/twins.csv`). A GPU-bound one, the full-size
+# How far can a replay be trusted? For the H100 there are measurements to check it against: twins of
+# committed H200 runs measured on an H100 SXM (`traces/h100/twins.csv`). A GPU-bound one, the full-size
 # Llama-1B-like step, replayed from its H200 trace onto the H100, beside the H100's own trace of it
 # (`python -m simcore.validation devices` does this for all 19: GPU-bound ones 9 of 9 within 10 %; a
 # host-bound run carries its machine's CPU, which replay keeps).

@@ -1,8 +1,9 @@
 """The commands and files that docs/validation.md tells a reader to use exist.
 
 Fast checks only: every ``python -m MODULE`` named in the page is importable and answers ``--help``,
-every ``simcore COMMAND`` is a registered CLI command, and every trace and scenario path it names is
-in the repository. No report is run here (they have their own tests).
+every report of ``python -m simcore.validation REPORT`` is registered and answers ``--help``, every
+``simcore COMMAND`` is a registered CLI command, and every trace and scenario path it names is in the
+repository. No report is run here (they have their own tests).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import importlib
 import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -52,9 +54,17 @@ def _paths() -> list[str]:
     return sorted(out)
 
 
+def _reports() -> list[str]:
+    """The reports the page names as ``python -m simcore.validation REPORT...`` (or ``a | b | ...``)."""
+    named: set[str] = set()
+    for args in re.findall(r"python -m simcore\.validation ([a-z |]+)", _code_text()):
+        named.update(w for w in re.split(r"[ |]+", args) if w)
+    return sorted(named)
+
+
 def test_the_page_names_commands() -> None:
     assert DOC.is_file()
-    assert "simcore.validation.steps" in _modules()
+    assert "steps" in _reports()
     assert "validate" in _cli_commands()
     assert any(p.startswith("tests/data/trace_scenarios/") for p in _paths())
 
@@ -73,26 +83,31 @@ def test_python_m_module_exists(module: str) -> None:
     assert callable(main), f"{module} has no main()"
 
 
-@pytest.mark.parametrize("module", [m for m in _modules() if m != "simcore.validation"])
+def _help(main: Callable[[list[str]], object], args: list[str]) -> str:
+    """What ``main(args + ["--help"])`` prints; it must exit with status 0."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            code = main([*args, "--help"])
+        except SystemExit as e:
+            code = e.code
+    assert code in (0, None), f"{args} --help exited {code}"
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("module", _modules())
 def test_python_m_module_answers_help(module: str) -> None:
     main = _entry(module).main  # type: ignore[attr-defined]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exc:
-        main(["--help"])
-    assert exc.value.code == 0
-    assert "usage" in out.getvalue().lower()
+    assert "usage" in _help(main, []).lower()
 
 
-def test_named_validation_reports_exist() -> None:
-    """``python -m simcore.validation NAME...``: every report the page names is registered."""
-    from simcore.validation.__main__ import REPORTS
+@pytest.mark.parametrize("report", _reports())
+def test_named_validation_report_answers_help(report: str) -> None:
+    """``python -m simcore.validation REPORT``: the report is registered and answers ``--help``."""
+    from simcore.cli.validation import REPORTS, main
 
-    named: set[str] = set()
-    for args in re.findall(r"python -m simcore\.validation ([a-z |]+)", _code_text()):
-        named.update(w for w in re.split(r"[ |]+", args) if w)
-    assert named, "the page names no report of python -m simcore.validation"
-    unknown = named - set(REPORTS) - {"all"}
-    assert not unknown, f"unknown reports named: {sorted(unknown)}"
+    assert report in REPORTS or report == "all", f"unknown report named: {report}"
+    assert "usage" in _help(main, [report]).lower()
 
 
 @pytest.mark.parametrize("command", _cli_commands())

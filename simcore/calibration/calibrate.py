@@ -13,7 +13,7 @@ Inputs (files or folders, mixed freely):
 The compute profile is fitted by :func:`simcore.calibration.fit_compute.fit` (its deterministic
 shape-hash split holds 30 % of the rows out and reports the error on them); the communication
 profile by :func:`simcore.calibration.fit_comm.fit` (held-out sizes and op). With only op CSVs as
-input the compute profile is exactly what ``python -m simcore.calibration.fit_compute`` writes.
+input the compute profile is exactly what ``python -m simcore.validation kernels CSV... -o OUT`` writes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Fit a comm calibration profile (``hardware_specs/calibration/comm-<system>.yaml``) to measured
 collectives, and report its error on measurements it was not fitted on.
 
-    python -m simcore.calibration.fit_comm traces/h200x2/nccl.csv.gz --system hgx-h200 --write
-    python -m simcore.calibration.fit_comm --report
+    python -m simcore.validation comm traces/h200x2/nccl.csv.gz --system hgx-h200 --write
+    python -m simcore.validation comm
 
 What is fitted (the rest of the profile keeps its spec/NCCL-default values):
 
@@ -26,7 +26,6 @@ Without them the network curve stays at its spec values.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import sys
@@ -496,7 +495,7 @@ def profile_yaml(
     }
     head = (
         "# Collective-cost profile of an HGX H200 node, FITTED on measurements (see fitted_on).\n"
-        "# Regenerate: python -m simcore.calibration.fit_comm "
+        "# Regenerate: python -m simcore.validation comm "
         + fitted_on
         + " --system "
         + p.system
@@ -671,45 +670,21 @@ def _repo_path(rel: str) -> Path | None:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m simcore.calibration.fit_comm", description=__doc__.split("\n")[0]
-    )
-    ap.add_argument("files", nargs="*", help=f"measurement files (default {DEFAULT_TRACE})")
-    ap.add_argument("--system", default="hgx-h200")
-    ap.add_argument(
-        "--write", action="store_true", help="write hardware_specs/calibration/comm-<system>.yaml"
-    )
-    ap.add_argument("--report", action="store_true", help="print the held-out and published comparison")
-    args = ap.parse_args(argv)
-    try:
-        if args.report and not args.files and not args.write:
-            report_comm(system=args.system)
-            return 0
-        files = args.files or [DEFAULT_TRACE]
-        m = CommMeasurements.concat([read_measurements(f) for f in files])
-        base = _provisional_base(args.system)
-        res = fit(m, args.system, base)
-        print(yaml.safe_dump(_round(res.report), sort_keys=False))
-        prm = res.params
-        print(
-            f"nvlink efficiency {prm.efficiency:.3f}, ramp {prm.ramp_bytes:.3g} B ^{prm.ramp_exponent:.3f}; "
-            f"latency scales {', '.join(f'{k} {v:.2f}' for k, v in prm.lat_scale.items())}; "
-            f"families {', '.join(f'{k} {v:.3f}' for k, v in prm.family.items())}; fp32 {prm.fp32:.3f}"
-        )
-        if args.write:
-            path = builtin_dir() / "calibration" / f"comm-{args.system}.yaml"
-            path.write_text(
-                profile_yaml(res, base, ",".join(str(f) for f in files), overlap_beside(files[0]))
-            )
-            print(f"wrote {path}")
-        if args.report:
-            report_comm(files[0], args.system)
-    except SimcoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+def fit_files(files: list[str], system: str = "hgx-h200") -> tuple[FitResult, CommProfile]:
+    """Fit ``system``'s comm profile on measurement files (nccl-tests logs or ``bench_comm`` CSVs),
+    starting from its provisional profile; the fit and that base profile (:func:`profile_yaml` writes
+    both)."""
+    m = CommMeasurements.concat([read_measurements(f) for f in files])
+    base = _provisional_base(system)
+    return fit(m, system, base), base
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def format_fit(res: FitResult) -> str:
+    """A fit's error report (YAML, numbers to 4 decimals) and its parameters on one line: the NVLink
+    plateau efficiency and ramp, the latency scales, the family multipliers and the fp32 factor."""
+    prm = res.params
+    return yaml.safe_dump(_round(res.report), sort_keys=False) + (
+        f"\nnvlink efficiency {prm.efficiency:.3f}, ramp {prm.ramp_bytes:.3g} B ^{prm.ramp_exponent:.3f}; "
+        f"latency scales {', '.join(f'{k} {v:.2f}' for k, v in prm.lat_scale.items())}; "
+        f"families {', '.join(f'{k} {v:.3f}' for k, v in prm.family.items())}; fp32 {prm.fp32:.3f}"
+    )

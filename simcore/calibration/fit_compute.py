@@ -10,19 +10,17 @@ parameters, 30 % only check them; the report gives the median and worst |relativ
 family on the check part. Fitting is Levenberg-Marquardt on log time (numpy only), with box
 bounds through a logistic transform and a few starting points.
 
-Run ``python -m simcore.calibration.fit_compute traces/h200/ops.csv.gz -o hardware_specs/calibration/h200.yaml``.
+Run ``python -m simcore.validation kernels traces/h200/ops.csv.gz -o hardware_specs/calibration/h200.yaml``.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import hashlib
 import io
 import itertools
 import math
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +49,6 @@ from simcore.specs.profile import (
     backend_of_name,
     one_query_call,
     one_query_family,
-    save_profile,
 )
 
 F = NDArray[np.float64]
@@ -1758,10 +1755,12 @@ def check_published(
 
 
 # ---------------------------------------------------------------------------------------------
-# command line
+# report text
 
 
-def _fmt_report(report: dict[str, Any]) -> str:
+def format_report(report: dict[str, Any]) -> str:
+    """:func:`fit`'s report as text: per op family the held-out rows' median, p90 and worst |relative error|
+    and median signed error, beside the fit rows' count and median."""
     lines = [f"{'family':<16}{'n_check':>8}{'median':>9}{'p90':>9}{'worst':>9}{'bias':>9}   (fit: n, median)"]
     for g, v in report["families"].items():
         c, f = v["check"], v["fit"]
@@ -1777,53 +1776,15 @@ def _fmt_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m simcore.calibration.fit_compute OPS.csv.gz... -o OUT.yaml [--device h200]``."""
-    ap = argparse.ArgumentParser(
-        prog="python -m simcore.calibration.fit_compute", description=__doc__.split("\n")[0]
-    )
-    ap.add_argument("csv", nargs="+", help="ops CSV files (.csv or .csv.gz)")
-    ap.add_argument("-o", "--output", help="write the profile YAML here")
-    ap.add_argument("--device", default="h200", help="device the traces were measured on (default h200)")
-    ap.add_argument("--published", help="published_kernels.csv to check against (never fitted)")
-    ap.add_argument("--reference-specs", help="reference hardware_specs.yaml for devices not in the registry")
-    ap.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = ap.parse_args(argv)
-    from simcore.specs.registry import default_registry
-
-    try:
-        dev = default_registry().device(args.device)
-        prof, report = fit(args.csv, dev)
-        if args.output:
-            save_profile(prof, args.output)
-        pub = check_published(prof, args.published, args.reference_specs) if args.published else []
-    except SimcoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        import json
-
-        print(json.dumps({"report": report, "published": pub}, default=float))
-        return 0
-    print(_fmt_report(report))
-    print("launch overhead per kernel (s):", {k: f"{v:.3g}" for k, v in report["launch_s"].items()})
-    if report.get("clocks_hz"):
-        print(
-            "SM clock during the sweeps:", {k: f"{v / 1e9:.3g} GHz" for k, v in report["clocks_hz"].items()}
+def format_published(rows: list[dict[str, Any]]) -> str:
+    """:func:`check_published`'s rows as text: published and predicted per kernel, the relative error, and
+    the median and worst |error|."""
+    lines = ["published kernel numbers (checking only):"]
+    for r in rows:
+        lines.append(
+            f"  {r['gpu'][:34]:<34} {r['dtype'][:10]:<10} {r['shape'][:34]:<34} "
+            f"pub {r['published']:>8.1f} pred {r['predicted']:>8.1f} {r['unit']:<8} err {r['rel_err']:+.1%}"
         )
-    if pub:
-        print("\npublished kernel numbers (checking only):")
-        for r in pub:
-            print(
-                f"  {r['gpu'][:34]:<34} {r['dtype'][:10]:<10} {r['shape'][:34]:<34} "
-                f"pub {r['published']:>8.1f} pred {r['predicted']:>8.1f} {r['unit']:<8} err {r['rel_err']:+.1%}"
-            )
-        errs = np.abs([r["rel_err"] for r in pub])
-        print(f"  median |err| {np.median(errs):.1%}, worst {np.max(errs):.1%} over {len(pub)} rows")
-    if args.output:
-        print(f"wrote {args.output}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    errs = np.abs([r["rel_err"] for r in rows])
+    lines.append(f"  median |err| {np.median(errs):.1%}, worst {np.max(errs):.1%} over {len(rows)} rows")
+    return "\n".join(lines)

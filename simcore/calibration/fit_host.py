@@ -20,7 +20,7 @@
 * ``profiled_ddp_param`` / ``profiled_ddp_bucket``: DDP's backward host work per gradient tensor (its
   autograd hook and the copy back from the bucket) and per bucket (the all-reduce call) while the
   profiler records, read from profiled DDP ranks' CPU timelines (``host_ddp_hooks.csv.gz``, made by
-  ``python -m simcore.calibration.host_trace --ddp``); without the profiler these costs are within the
+  ``simcore host-trace --ddp``); without the profiler these costs are within the
   per-layer ``ddp_ratio_bwd`` measured at width 64;
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
   kernel inside a captured decode step);
@@ -83,7 +83,7 @@ def _is_ddp_hook_run(rows: list[dict[str, str]]) -> bool:
 def ddp_hook_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """``profiled_ddp_param`` / ``profiled_ddp_bucket``: PyTorch DDP's host seconds per gradient
     tensor and per gradient bucket while the profiler records, the medians over the profiled ranks
-    of ``python -m simcore.calibration.host_trace --ddp`` (one row per rank's trace)."""
+    of ``simcore host-trace --ddp`` (one row per rank's trace)."""
     try:
         param = [float(r["per_param_s"]) for r in rows]
         bucket = [float(r["per_bucket_s"]) for r in rows]
@@ -517,7 +517,7 @@ def _optimizer_lines(
 
 def step_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
     """Profiled host entries in CPU-speed units (seconds at the reference probes) from whole profiled
-    training steps (rows of ``python -m simcore.calibration.host_trace --steps``); see docs/compute.md,
+    training steps (rows of ``simcore host-trace --steps``); see docs/compute.md,
     the host model.
 
     Every segment of a step is divided by the step's own ``aten::t`` median on the thread that runs it
@@ -608,8 +608,8 @@ def _is_decode_host_run(rows: list[dict[str, str]]) -> bool:
 
 
 def decode_host_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]:
-    """Profiled decode host entries in CPU-speed units from eager decode passes (rows of ``python -m
-    simcore.calibration.host_trace --decode``; see docs/compute.md, the host model): per layer (the norms' spacing) and per step
+    """Profiled decode host entries in CPU-speed units from eager decode passes (rows of ``simcore
+    host-trace --decode``; see docs/compute.md, the host model): per layer (the norms' spacing) and per step
     outside the layers (the pass minus its layers: embedding, final norm, LM head, sampling), each over
     the step's ``aten::t`` median, times the median probe of all passes (``probe_infer``; a no-grad
     op costs less host than one under autograd and autocast, so inference has its own reference).
@@ -731,7 +731,7 @@ def graph_loop_costs(
     """CUDA-graph decode loops (``tools/bench_graph_sync.py``; see docs/compute.md, the host model): per model, the wall time of R
     replays and a synchronize against R x the back-to-back replay time gives what one synchronize
     exposes (the GPU idles until the host has launched the next graph); the same models' profiled
-    traces (``python -m simcore.calibration.host_trace --graphs``) give the kernels per replay and
+    traces (``simcore host-trace --graphs``) give the kernels per replay and
     their summed time.
 
     * ``graph_sync_fixed`` / ``graph_sync_per_kernel``: a least-squares line of the exposed cost over
@@ -977,7 +977,7 @@ def compiled_step_costs(
     rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
 ) -> dict[str, float]:
     """The host of profiled torch.compile training steps in CPU-speed units (see docs/compute.md,
-    torch.compile; ``tools/bench_compiled_steps.py --set r30``; rows of ``python -m simcore.calibration.host_trace
+    torch.compile; ``tools/bench_compiled_steps.py --set r30``; rows of ``simcore host-trace
     --compiled`` for traces named ``compiled_<gpt|llama>_L<n>_h<w>``).
 
     A compiled trace has no ``aten::t``; its probe is ``aten::transpose`` in the compiled regions
@@ -1390,7 +1390,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
             if prof_v is not None and train_ratio:
                 out[f"step_{part}_{act}"] = prof_v / train_ratio
     # (the distributed wrappers' extras stay profiled-only: over the profiler's ratio they put the own
-    # unprofiled 2 x H200 TP and FSDP runs 8-11 % long, `python -m simcore.validation.published --own`)
+    # unprofiled 2 x H200 TP and FSDP runs 8-11 % long, `python -m simcore.validation own`)
     for act in ("gelu", "swiglu"):
         gen = step_hosts.get(f"profiled_hf_infer_generate_fixed_{act}")
         if gen is not None and out.get(f"profiler_ratio_decode_{act}"):

@@ -1567,68 +1567,36 @@ def ddp_hooks(a: Analysis) -> DdpHooks | None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m simcore.calibration.host_trace (--ddp | --steps | --decode | --graphs | --compiled | --compiled-decode | --graph-records | --generate) TRACE... -o OUT``.
+HOST_TRACE_KINDS = ("ddp", "steps", "decode", "graphs", "compiled", "compiled_decode", "graph_records", "generate")
+"""What :func:`host_trace_rows` measures in each trace (``simcore host-trace --<kind>``)."""
 
-    ``--ddp``: DDP's host costs per gradient tensor and per bucket from profiled DDP ranks, one row
-    per trace (the input of ``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``).
-    ``--steps``: the host timeline of every profiled eager training step (:class:`StepHost`), one row
-    per step (the input of ``fit_host``'s per-step and per-layer host in CPU-speed units).
-    ``--decode``: every eager decode pass of profiled inference traces (:class:`DecodeHost`).
-    ``--graphs``: the CUDA-graph replays of a trace (:class:`GraphReplays`), one row per trace.
-    ``--compiled``: the compiled regions of profiled torch.compile steps (:class:`CompiledStepHost`),
-    with the ``aten::t`` of ``eager_<name>`` where it lies beside ``compiled_<name>`` (one process).
-    ``--compiled-decode``: the compiled decode calls of static-cache ``generate()`` traces
-    (:class:`CompiledDecodeCalls`), one row per trace. ``--graph-records``: the decode graphs such a trace
-    re-records (:class:`GraphRecords`), one row per trace. ``--generate``: a ``generate()`` call's host
-    before its prefill (:class:`GenerateCall`), one row per trace."""
-    import argparse
-    import csv
-    import gzip
-    import sys
 
+def host_trace_rows(
+    kind: str, traces: list[str], strategy: str = "single", prefill: bool = False
+) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """The host-cost rows of profiler traces and their CSV columns, the inputs of ``fit_host``:
+
+    * ``ddp``: DDP's host costs per gradient tensor and per bucket from profiled DDP ranks, one row per
+      trace (``fit_host``'s ``profiled_ddp_param`` / ``profiled_ddp_bucket``);
+    * ``steps``: the host timeline of every profiled eager training step (:class:`StepHost`), one row per
+      step (``fit_host``'s per-step and per-layer host in CPU-speed units); ``strategy`` labels the rows;
+    * ``decode``: every eager decode pass of profiled inference traces (:class:`DecodeHost`; with
+      ``prefill``, the prefill passes too);
+    * ``graphs``: the CUDA-graph replays of a trace (:class:`GraphReplays`), one row per trace;
+    * ``compiled``: the compiled regions of profiled torch.compile steps (:class:`CompiledStepHost`), with
+      the ``aten::t`` of ``eager_<name>`` where it lies beside ``compiled_<name>`` (one process);
+    * ``compiled_decode``: the compiled decode calls of static-cache ``generate()`` traces
+      (:class:`CompiledDecodeCalls`), one row per trace;
+    * ``graph_records``: the decode graphs such a trace re-records (:class:`GraphRecords`), one row per trace;
+    * ``generate``: a ``generate()`` call's host before its prefill (:class:`GenerateCall`), one row per trace.
+
+    A trace without what its kind measures is a :class:`~simcore.errors.SimcoreError` naming it."""
     from simcore.errors import SimcoreError
     from simcore.traces import read_trace
     from simcore.traces.classify import analyze
 
-    ap = argparse.ArgumentParser(prog="python -m simcore.calibration.host_trace", description=main.__doc__)
-    what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--ddp", nargs="+", metavar="TRACE", help="profiled DDP ranks' traces")
-    what.add_argument("--steps", nargs="+", metavar="TRACE", help="profiled eager training traces")
-    what.add_argument("--decode", nargs="+", metavar="TRACE", help="profiled eager inference traces")
-    what.add_argument("--graphs", nargs="+", metavar="TRACE", help="traces of CUDA-graph replays")
-    what.add_argument("--compiled", nargs="+", metavar="TRACE", help="profiled torch.compile training traces")
-    what.add_argument(
-        "--compiled-decode", nargs="+", metavar="TRACE", help="inference traces with compiled decode graphs"
-    )
-    what.add_argument(
-        "--graph-records",
-        nargs="+",
-        metavar="TRACE",
-        help="compiled decode traces that re-record their graph",
-    )
-    what.add_argument("--generate", nargs="+", metavar="TRACE", help="transformers generate() traces")
-    ap.add_argument("-o", "--out", required=True, help="CSV to write (.gz: compressed)")
-    ap.add_argument("--prefill", action="store_true", help="with --decode: the prefill passes too (seq > 1)")
-    ap.add_argument(
-        "--strategy",
-        default="single",
-        choices=("single", "single_x2", "ddp", "fsdp", "tp"),
-        help="with --steps: the runs' distributed wrapper (a label in the rows; default single; single_x2: "
-        "plain replicas of a distributed run, the baseline of its wrappers)",
-    )
-    args = ap.parse_args(argv)
-    if args.strategy != "single" and not args.steps:
-        print(
-            "error: --strategy labels --steps rows; it means nothing with --ddp or --decode", file=sys.stderr
-        )
-        return 2
-    if args.prefill and not args.decode:
-        print(
-            "error: --prefill adds prefill passes to --decode rows; it means nothing without --decode",
-            file=sys.stderr,
-        )
-        return 2
+    if kind not in HOST_TRACE_KINDS:
+        raise SimcoreError(f"unknown kind {kind!r}; known: {', '.join(HOST_TRACE_KINDS)}")
     # the kinds of one row per trace: what measures it, and what a trace without it lacks
     one_row: dict[str, tuple[Callable[[Analysis], _Row | None], str]] = {
         "graph_records": (graph_records, "no compiled decode call that records a CUDA graph"),
@@ -1637,131 +1605,43 @@ def main(argv: list[str] | None = None) -> int:
         "graphs": (graph_replays, "no CUDA-graph launch with its kernels in the trace"),
         "ddp": (ddp_hooks, "no DDP reducer hooks or bucket all-reduces in the trace"),
     }
-    single = next((k for k in one_row if getattr(args, k)), None)
     rows: list[dict[str, Any]] = []
-    try:
-        for p in (
-            args.ddp
-            or args.steps
-            or args.decode
-            or args.graphs
-            or args.compiled
-            or args.compiled_decode
-            or args.graph_records
-            or args.generate
-        ):
-            a = analyze(read_trace(p))
-            if single is not None:
-                measure, missing = one_row[single]
-                got = measure(a)
-                if got is None:
-                    print(f"error: {p}: {missing}", file=sys.stderr)
-                    return 2
-                rows.append(got.row())
-                continue
-            if args.compiled:
-                # an eager trace of the same process beside it (eager_<name> next to compiled_<name>)
-                twin = Path(p).with_name(Path(p).name.replace("compiled_", "eager_", 1))
-                eager = (
-                    op_speed(analyze(read_trace(twin)))
-                    if "compiled_" in Path(p).name and twin.exists()
-                    else None
-                )
-                cs = compiled_step_hosts(a, eager)
-                if not cs:
-                    print(f"error: {p}: no step with compiled forward and backward regions", file=sys.stderr)
-                    return 2
-                rows.extend(c.row() for c in cs)
-                continue
+    for p in traces:
+        a = analyze(read_trace(p))
+        if kind in one_row:
+            measure, missing = one_row[kind]
+            got = measure(a)
+            if got is None:
+                raise SimcoreError(missing, file=str(p))
+            rows.append(got.row())
+        elif kind == "compiled":
+            # an eager trace of the same process beside it (eager_<name> next to compiled_<name>)
+            twin = Path(p).with_name(Path(p).name.replace("compiled_", "eager_", 1))
+            eager = op_speed(analyze(read_trace(twin))) if "compiled_" in Path(p).name and twin.exists() else None
+            cs = compiled_step_hosts(a, eager)
+            if not cs:
+                raise SimcoreError("no step with compiled forward and backward regions", file=str(p))
+            rows.extend(c.row() for c in cs)
+        else:
             found: list[StepHost] | list[DecodeHost] = (
-                training_step_hosts(a, args.strategy) if args.steps else decode_step_hosts(a, args.prefill)
+                training_step_hosts(a, strategy) if kind == "steps" else decode_step_hosts(a, prefill)
             )
             if not found:
-                missing = (
+                what = (
                     "eager training step with its norms, Optimizer.step range"
-                    if args.steps
+                    if kind == "steps"
                     else "eager decode step with its norms"
                 )
-                print(f"error: {p}: no {missing} and CPU probe (aten::t or aten::empty)", file=sys.stderr)
-                return 2
+                raise SimcoreError(f"no {what} and CPU probe (aten::t or aten::empty)", file=str(p))
             rows.extend(x.row() for x in found)
-    except SimcoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    columns = (
-        DDP_HOOK_COLUMNS
-        if args.ddp
-        else STEP_HOST_COLUMNS
-        if args.steps
-        else GRAPH_COLUMNS
-        if args.graphs
-        else COMPILED_COLUMNS
-        if args.compiled
-        else COMPILED_DECODE_COLUMNS
-        if args.compiled_decode
-        else GRAPH_RECORD_COLUMNS
-        if args.graph_records
-        else GENERATE_CALL_COLUMNS
-        if args.generate
-        else DECODE_HOST_COLUMNS
-    )
-    try:
-        with (
-            gzip.open(args.out, "wt", newline="")
-            if args.out.endswith(".gz")
-            else open(args.out, "w", newline="")
-        ) as f:
-            w = csv.DictWriter(f, fieldnames=list(columns))
-            w.writeheader()
-            for r in rows:
-                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    except OSError as e:
-        print(f"error: {args.out}: cannot write ({e.strerror})", file=sys.stderr)
-        return 2
-    for r in rows:
-        if args.ddp:
-            print(
-                f"{r['trace']}: {r['params_per_step']:.0f} gradients / {r['buckets_per_step']:.0f} buckets per step, "
-                f"{r['per_param_s'] * 1e6:.1f} us per gradient, {r['per_bucket_s'] * 1e6:.1f} us per bucket"
-            )
-        elif args.compiled:
-            print(
-                f"{r['trace']} {r['step']}: compiled forward {r['fwd_region_s'] * 1e3:.2f} ms, backward "
-                f"{r['bwd_region_s'] * 1e3:.2f} ms, optimizer {r['optimizer_s'] * 1e3:.2f} ms (step {r['step_s'] * 1e3:.2f} ms)"
-            )
-        elif args.generate:
-            print(
-                f"{r['trace']}: generate() call before its prefill {r['setup_s'] * 1e3:.2f} ms ({r['steps']} steps)"
-            )
-        elif args.compiled_decode:
-            print(
-                f"{r['trace']}: {r['calls']} compiled decode calls of {r['kernels_per_replay']:.0f} kernels, "
-                f"{r['call_s'] * 1e6:.0f} us a call, aten::linear {r['linear_main_s'] * 1e6:.1f} us"
-            )
-        elif args.graph_records:
-            print(
-                f"{r['trace']}: {r['records']} graph recordings of {r['kernels_per_replay']:.0f} kernels, "
-                f"{r['record_s'] * 1e3:.2f} ms idle each beyond the call, aten::empty {r['empty_main_s'] * 1e6:.2f} us"
-            )
-        elif args.graphs:
-            print(
-                f"{r['trace']}: {r['replays']} replays of {r['kernels_per_replay']:.0f} kernels, "
-                f"{r['gap_per_kernel_s'] * 1e6:.2f} us idle between kernels, launch call {r['graph_launch_s'] * 1e6:.1f} us"
-            )
-        elif args.decode:
-            print(
-                f"{r['trace']} {r['step']}: decode pass of {r['layers']} layers, host {r['pass_s'] * 1e3:.3f} ms "
-                f"({r['layer_s'] * 1e6:.0f} us per layer), aten::t {r['probe_main_s'] * 1e6:.1f} us"
-            )
-        else:
-            print(
-                f"{r['trace']} {r['step']}: {r['layers']} layers, host {r['step_s'] * 1e3:.2f} ms "
-                f"(layer {r['fwd_layer_s'] * 1e3:.3f} + {r['bwd_layer_s'] * 1e3:.3f} ms), GPU {r['gpu_step_s'] * 1e3:.2f} ms, "
-                f"aten::t {r['probe_main_s'] * 1e6:.1f} / {r['probe_bwd_s'] * 1e6:.1f} us"
-                + (", synchronized" if r["synchronized"] else "")
-            )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    columns_of = {
+        "ddp": DDP_HOOK_COLUMNS,
+        "steps": STEP_HOST_COLUMNS,
+        "decode": DECODE_HOST_COLUMNS,
+        "graphs": GRAPH_COLUMNS,
+        "compiled": COMPILED_COLUMNS,
+        "compiled_decode": COMPILED_DECODE_COLUMNS,
+        "graph_records": GRAPH_RECORD_COLUMNS,
+        "generate": GENERATE_CALL_COLUMNS,
+    }
+    return rows, columns_of[kind]

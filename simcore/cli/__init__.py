@@ -15,6 +15,7 @@ from simcore.cli.common import app, run_app
 # Modules that register commands on ``app`` (one line each; keep sorted).
 _COMMAND_MODULES = [
     "simcore.cli.collective",
+    "simcore.cli.host_trace",
     "simcore.cli.hw",
     "simcore.cli.predict",
     "simcore.cli.op",

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from simcore import units
 from simcore.cli.common import JsonOpt, app, console, emit_json
-from simcore.comm.collectives import CollectiveResult, collective_time, normalize_op
+from simcore.comm.collectives import collective_time, normalize_op
 from simcore.errors import SimcoreError
 
 SWEEP_SIZES = [float(1 << i) for i in range(10, 33)]
@@ -54,41 +54,6 @@ def _measured_points(
     sizes = np.unique(m.nbytes)
     times = np.array([np.median(m.time_s[m.nbytes == s]) for s in sizes])
     return sizes, times, label
-
-
-def _plot(
-    results: list[CollectiveResult],
-    measured: tuple[np.ndarray[Any, np.dtype[np.float64]], np.ndarray[Any, np.dtype[np.float64]], str] | None,
-    out: Path,
-) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from simcore.comm.collectives import busbw_factor
-
-    r0 = results[0]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    x = [r.nbytes for r in results]
-    ax.plot(x, [r.busbw / 1e9 for r in results], "-", label=f"predicted ({r0.system}, {r0.dtype})")
-    if measured is not None:
-        s, t, label = measured
-        bus = s / t * float(busbw_factor(r0.op, r0.gpus)) / 1e9
-        ax.plot(s, bus, "o", ms=4, label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size per rank (bytes, nccl-tests convention)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(f"{r0.op} on {r0.gpus} GPUs ({r0.nodes} x {r0.system})")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=120)
-    except OSError as e:
-        raise SimcoreError(f"cannot write plot: {e}", file=str(out)) from None
-    finally:
-        plt.close(fig)
 
 
 @app.command("collective")
@@ -140,7 +105,9 @@ def collective(
     if meas is not None:
         meas_t = {float(s): float(t) for s, t in zip(meas[0], meas[1], strict=True)}
     if output is not None:
-        _plot(results, meas, output)
+        from simcore.report.plots import collective_busbw
+
+        collective_busbw(results, meas, output)
     if as_json:
         rows = []
         for r in results:

@@ -115,7 +115,9 @@ def op_cmd(
         **given,
     )
     if plot is not None:
-        roofline_plot(res, plot)
+        from simcore.report.plots import roofline
+
+        roofline(res, plot)
     if as_json:
         emit_json(res.model_dump())
         return
@@ -160,46 +162,3 @@ def _short(v: Any) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)
-
-
-def roofline_plot(res: Any, path: Path) -> None:
-    """Plot the device roofline for the op's dtype and the op as a point (file at ``path``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    peak = res.peak_flops_per_s
-    bw = res.bandwidth_bytes_per_s
-    ai = max(res.arithmetic_intensity, 1e-2) if np.isfinite(res.arithmetic_intensity) else 1e4
-    ridge = peak / bw
-    x = np.logspace(np.log10(min(ai, ridge) / 100), np.log10(max(ai, ridge) * 100), 200)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.loglog(
-        x, np.minimum(peak, bw * x) / 1e12, color="k", lw=1.5, label=f"{res.device} {res.dtype} roofline"
-    )
-    y = max(res.achieved_flops_per_s, bw * ai * res.efficiency if res.flops == 0 else 0.0) / 1e12
-    if res.flops == 0:
-        y = res.achieved_bytes_per_s * ai / 1e12
-    ax.loglog(
-        [ai],
-        [max(y, 1e-6)],
-        "o",
-        color="C3",
-        ms=8,
-        label=f"{res.kind}: {units.fmt(res.time_s, 'time')} ({res.bound})",
-    )
-    ax.axvline(ridge, color="0.7", ls=":", lw=1)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"{res.kind} on {res.device}: {res.efficiency:.0%} of roofline")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=120)
-    except OSError as e:
-        raise SimcoreError(f"cannot write plot: {e}", file=str(path)) from None
-    finally:
-        plt.close(fig)

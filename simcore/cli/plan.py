@@ -194,7 +194,8 @@ def sweep_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Predict a scenario over grids of what-ifs (hardware, fabric, cluster size, sequence, batch)."""
-    from simcore.planning.sweep import parse_grid, plot_sweep, run_sweep
+    from simcore.planning.sweep import parse_grid, run_sweep
+    from simcore.report.plots import sweep as plot_sweep
 
     if not grid:
         raise SpecError("give at least one --grid key.path=v1,v2,...", field="--grid")

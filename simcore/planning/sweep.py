@@ -31,7 +31,6 @@ import importlib
 import io
 import itertools
 import json
-import math
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -683,81 +682,6 @@ def _progress(enabled: bool, total: int, completed: int) -> tuple[Any, Any] | No
     return p, task
 
 
-def plot_sweep(
-    rows: Sequence[dict[str, Any]],
-    x: str,
-    y: str,
-    path: str | Path,
-    hue: str | None = None,
-    kind: str = "line",
-    title: str | None = None,
-) -> None:
-    """Lines of result ``y`` against swept key ``x`` (one line per ``hue`` value), or a heatmap of
-    ``y`` over ``x`` x ``hue`` (``kind="heatmap"``), from sweep rows."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    ok = [r for r in rows if r.get("status") == "ok"]
-    if not ok:
-        raise SpecError("nothing to plot: no successful rows", field="--plot")
-    for col in (x, y, hue):
-        if col is not None and col not in ok[0]:
-            raise SpecError(f"no column {col!r}; columns: {', '.join(ok[0])}", field="--plot")
-
-    def num(v: Any) -> float:
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            return math.nan
-
-    xs = list(dict.fromkeys(r[x] for r in ok))
-    numeric_x = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in xs)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    hues = list(dict.fromkeys(r[hue] for r in ok)) if hue else [None]
-    if kind == "heatmap":
-        if hue is None:
-            raise SpecError("a heatmap needs --hue (the second swept key)", field="--hue")
-        grid = np.full((len(hues), len(xs)), np.nan)
-        for r in ok:
-            grid[hues.index(r[hue]), xs.index(r[x])] = num(r[y])
-        im = ax.imshow(grid, aspect="auto", origin="lower", cmap="viridis")
-        ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30, fontsize=7)
-        ax.set_yticks(range(len(hues)), [str(v) for v in hues], fontsize=7)
-        ax.set_ylabel(hue)
-        fig.colorbar(im, ax=ax, label=y)
-        for i in range(len(hues)):
-            for j in range(len(xs)):
-                if np.isfinite(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=6, color="w")
-    elif kind == "line":
-        for h in hues:
-            sel = [r for r in ok if hue is None or r[hue] == h]
-            px = [r[x] if numeric_x else xs.index(r[x]) for r in sel]
-            py = [num(r[y]) for r in sel]
-            order = np.argsort(px)
-            ax.plot(
-                np.asarray(px)[order], np.asarray(py)[order], "o-", label=None if h is None else f"{hue}={h}"
-            )
-        if not numeric_x:
-            ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30, fontsize=7)
-        elif all(num(v) > 0 for v in xs) and max(num(v) for v in xs) / min(num(v) for v in xs) >= 16:
-            ax.set_xscale("log", base=2)
-        if hue:
-            ax.legend(fontsize=7)
-        ax.set_ylabel(y)
-        ax.grid(alpha=0.3)
-    else:
-        raise SpecError(f"unknown plot kind {kind!r}; use line or heatmap", field="--kind")
-    ax.set_xlabel(x)
-    ax.set_title(title or f"{y} vs {x}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-
-
 __all__ = [
     "GridAxis",
     "SweepResult",
@@ -765,7 +689,6 @@ __all__ = [
     "grid_points",
     "make_executor",
     "parse_grid",
-    "plot_sweep",
     "point_key",
     "run_point",
     "run_sweep",

@@ -1,5 +1,6 @@
 """Validation: predicted vs measured, on data the models were not fitted on.
 
-Run ``python -m simcore.validation`` for every report, or name one (``steps``, ``published``,
-``kernels``, ``comm``); see docs/validation.md.
+Each module returns its report as data (and a text formatter); ``python -m simcore.validation`` runs every
+report, ``python -m simcore.validation REPORT [options]`` one (steps, published, own, kernels, comm, traces,
+devices, moe); see docs/validation.md.
 """

@@ -1,12 +1,12 @@
-"""``python -m simcore.validation.cross_device``: the same runs on two GPUs, each predicted by its own
+"""``python -m simcore.validation devices``: the same runs on two GPUs, each predicted by its own
 calibration and by the other GPU's, transferred.
 
 simcore prices a GPU it has no measurements of with the profile of the nearest calibrated one,
 efficiencies kept and the target's peaks, bandwidth and SMs used (:func:`simcore.specs.profile.transfer`).
-Two calibrated GPUs measure how far that goes: the H200 (rounds 1-116, ``traces/h200``) and the H100 SXM
-(rounds 117-118, ``traces/h100``: the H200's calibration sweeps run again, and twins of committed H200
-runs, ``traces/h100/twins.csv``). Five parts, every error on measurements the profile in use was not
-fitted on:
+Two calibrated GPUs measure how far that goes: the H200 (``traces/h200``) and the H100 SXM (``traces/h100``:
+the H200's calibration sweeps run again, and twins of committed H200 runs, ``traces/h100/twins.csv``).
+Five parts, every error on measurements the profile in use was not fitted on (see docs/validation.md,
+the H100 section):
 
 * ``kernels``: each GPU's op sweeps priced by the other GPU's profile transferred (every row), beside its own
   profile on the rows its fit held out (by shape hash);
@@ -18,16 +18,13 @@ fitted on:
 * ``ops``: each memory-bound op at the same shapes on both GPUs, the time ratio and each one's fraction of its
   peak bandwidth (why fraction-of-peak transfer misses: not every such kernel is bound by HBM).
 
-  python -m simcore.validation.cross_device [--json] [--parts kernels,steps,traces,replay,ops] [--plot out.png]
+  python -m simcore.validation devices [--json] [--parts kernels,steps,traces,replay,ops] [--plot out.png]
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
-import json
 import statistics
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -281,44 +278,57 @@ def _fmt_stats(s: dict[str, Any]) -> str:
     return f"{s['median_abs_error_pct']:5.1f}% ({s['bias_pct']:+5.1f}%) n={s['n']}"
 
 
-def _print(res: dict[str, Any]) -> None:
+def format_report(res: dict[str, Any]) -> str:
+    """:func:`report`'s parts as text tables (errors in %, median |error| with the median signed error
+    in brackets)."""
+    lines: list[str] = []
     if "kernels" in res:
-        print(
+        lines.append(
             "kernels: median |err| (median signed) by the device's own profile (held-out rows) / the other's, transferred"
         )
         for dev, per in res["kernels"].items():
             other = next(d for d in DEVICES if d != dev)
             for fam in per[dev]:
-                print(
+                lines.append(
                     f"  {dev} {fam:17s} own {_fmt_stats(per[dev][fam]):28s} from {other} {_fmt_stats(per[other][fam])}"
                 )
     if "steps" in res:
-        print("H100 whole steps (tools/bench_steps.py), median |err| / worst:")
+        lines.append("H100 whole steps (tools/bench_steps.py), median |err| / worst:")
         for prof, summ in res["steps"].items():
             cells = ", ".join(
                 f"{mode} {s['median_abs_error_pct']:.1f}% / {s['max_abs_error_pct']:.1f}%"
                 for mode, s in summ.items()
             )
-            print(f"  {prof} profile{' (transferred)' if prof != 'h100' else ''}: {cells}")
+            lines.append(f"  {prof} profile{' (transferred)' if prof != 'h100' else ''}: {cells}")
     if "traces" in res:
         tr = res["traces"]
-        print(f"H100 profiler traces (held apart), step error %:  {'h100':>7s} {'h200->h100':>10s}")
+        lines.append(f"H100 profiler traces (held apart), step error %:  {'h100':>7s} {'h200->h100':>10s}")
         for name, r in tr["rows"].items():
-            print(f"  {name:50s} {r['h100']:+7.1f} {r['h200']:+10.1f}")
+            lines.append(f"  {name:50s} {r['h100']:+7.1f} {r['h200']:+10.1f}")
         for prof, s in tr["summary"].items():
-            print(
+            lines.append(
                 f"  {prof} profile: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst "
                 f"{s['worst_abs_error_pct']:.1f}%  within 10%: {s['within_10pct']}/{s['n']}"
             )
     if "ops" in res:
-        _print_ops(res["ops"])
+        lines.append(
+            "memory-bound ops at the same shapes (>= 200 MB): H100 / H200 time, fraction of each GPU's peak bandwidth"
+        )
+        lines.append(
+            f"  {'op':26s} {'n':>3s} {'h100/h200':>9s} {'h200 % of peak':>15s} {'h100 % of peak':>15s}"
+        )
+        for r in res["ops"]:
+            lines.append(
+                f"  {r['op']:26s} {r['n']:3d} {r['h100_over_h200']:9.2f} {100 * r['h200_fraction_of_peak']:14.0f}% "
+                f"{100 * r['h100_fraction_of_peak']:14.0f}%"
+            )
     if "replay" in res:
         rows = res["replay"]
-        print(
+        lines.append(
             f"replay across (host gaps kept), step error %:     {'busy':>5s} {'h200->h100':>10s} {'h100->h200':>10s}"
         )
         for r in rows:
-            print(
+            lines.append(
                 f"  {r['scenario']:50s} {min(r['gpu_busy'].values()):5.2f} {r['h200_to_h100_error_pct']:+10.1f} "
                 f"{r['h100_to_h200_error_pct']:+10.1f}"
             )
@@ -327,96 +337,8 @@ def _print(res: dict[str, Any]) -> None:
             for k in ("h200_to_h100_error_pct", "h100_to_h200_error_pct"):
                 errs = [abs(r[k]) for r in sel]
                 if errs:
-                    print(
+                    lines.append(
                         f"  {label}: {k.removesuffix('_error_pct').replace('_to_', '->')} n={len(errs)} median |err| "
                         f"{statistics.median(errs):.1f}%  within 10%: {sum(e <= 10 for e in errs)}"
                     )
-
-
-def plot(res: dict[str, Any], path: str | Path) -> None:
-    """Left: each GPU's kernels, median |error| per family by its own profile and by the other's transferred;
-    right: the H100 traces' step, predicted against measured, with each profile (needs the kernels and
-    traces parts)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5))
-    fams = ("gemm", "attention_fwd", "attention_bwd", "memory", "memory_bwd", "optimizer", "all")
-    x = np.arange(len(fams))
-    width = 0.2
-    bars = [
-        (dev, prof, "own" if prof == dev else f"{prof} transferred")
-        for dev in DEVICES
-        for prof in (dev, next(d for d in DEVICES if d != dev))
-    ]
-    for i, (dev, prof, label) in enumerate(bars):
-        per = res["kernels"][dev][prof]
-        ys = [per[f].get("median_abs_error_pct", np.nan) for f in fams]
-        ax1.bar(x + (i - 1.5) * width, ys, width, label=f"{dev} kernels, {label}", hatch="" if prof == dev else "//")
-    ax1.set_xticks(x, fams, rotation=30, ha="right")
-    ax1.set_ylabel("median |error| %")
-    ax1.set_title("kernels (own profile: held-out rows)")
-    ax1.legend(fontsize=8)
-    rows = res["traces"]["rows"]
-    for prof, marker, label in (("h100", "o", "H100 profile"), ("h200", "x", "H200 profile transferred")):
-        meas = np.array([r["measured_step_time_s"] for r in rows.values()]) * 1e3
-        pred = meas * (1 + np.array([r[prof] for r in rows.values()]) / 100)
-        ax2.scatter(meas, pred, marker=marker, label=label)
-    lo, hi = ax2.get_xlim()
-    ax2.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-    for f in (0.9, 1.1):
-        ax2.plot([lo, hi], [lo * f, hi * f], ":", color="grey", lw=0.6)
-    ax2.set_xlabel("measured step on the H100 (ms)")
-    ax2.set_ylabel("predicted (ms)")
-    ax2.set_title("H100 profiler traces, held apart (dotted: ±10 %)")
-    ax2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def _print_ops(rows: list[dict[str, Any]]) -> None:
-    print("memory-bound ops at the same shapes (>= 200 MB): H100 / H200 time, fraction of each GPU's peak bandwidth")
-    print(f"  {'op':26s} {'n':>3s} {'h100/h200':>9s} {'h200 % of peak':>15s} {'h100 % of peak':>15s}")
-    for r in rows:
-        print(
-            f"  {r['op']:26s} {r['n']:3d} {r['h100_over_h200']:9.2f} {100 * r['h200_fraction_of_peak']:14.0f}% "
-            f"{100 * r['h100_fraction_of_peak']:14.0f}%"
-        )
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m simcore.validation.cross_device", description=__doc__.split("\n")[0]
-    )
-    ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
-    ap.add_argument("--plot", metavar="PNG", help="kernels and traces, own profile against transferred, as a figure")
-    a = ap.parse_args(argv)
-    parts = tuple(p for p in a.parts.split(",") if p)
-    bad = [p for p in parts if p not in PARTS]
-    if bad:
-        print(f"error: --parts: unknown part {bad[0]!r} (known: {', '.join(PARTS)})", file=sys.stderr)
-        return 2
-    try:
-        res = report(parts)
-    except SimcoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if a.json:
-        print(json.dumps(res, indent=1))
-    else:
-        _print(res)
-    if a.plot:
-        if not {"kernels", "traces"} <= set(parts):
-            print("error: --plot needs the kernels and traces parts", file=sys.stderr)
-            return 2
-        plot(res, a.plot)
-        print(f"wrote {a.plot}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return "\n".join(lines)

@@ -1,23 +1,21 @@
-"""One MoE layer on one H200 (round 15, ``traces/h200/moe.csv.gz``): measured vs simcore's MoE lowering.
+"""One MoE layer on one H200 (``traces/h200/moe.csv.gz``): measured vs simcore's MoE lowering.
 
-``python -m simcore.validation.moe`` prints, per layer shape and token count, the measured forward and
+``python -m simcore.validation moe`` prints, per layer shape and token count, the measured forward and
 forward+backward times of ``tools/bench_moe.py``'s grouped-GEMM layer (with the host sync of the expert
-counts) beside simcore's price of the same layer (one GPU, EP 1), and, where the kernel traces of round
-15 are present (``traces/h200/profile_moe_<layer>_t<tokens>.json.gz``), the measured time of the grouped
+counts) beside simcore's price of the same layer (one GPU, EP 1), and, where the kernel traces beside it
+are present (``traces/h200/profile_moe_<layer>_t<tokens>.json.gz``), the measured time of the grouped
 GEMM kernels beside simcore's expert GEMMs. A diagnostic: nothing is fitted to it.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import io
-import sys
 from pathlib import Path
 from typing import Any
 
-from simcore.errors import SimcoreError, TraceError
+from simcore.errors import TraceError
 from simcore.validation.steps import traces_dir
 
 GROUPED_GEMM_KERNEL = "cutlass"
@@ -81,26 +79,18 @@ def grouped_gemm_seconds(trace: Path) -> float:
     return sum(e.dur for e in t.gpu_events if GROUPED_GEMM_KERNEL in e.name) / 3.0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simcore.validation.moe", description=__doc__)
-    ap.add_argument("csv", nargs="?", default=None)
-    a = ap.parse_args(argv)
-    try:
-        rows = compare(a.csv)
-    except SimcoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"{'layer':22} {'tokens':>6} {'fwd ms':>8} {'pred':>8} {'fwd+bwd ms':>11} {'pred':>8} {'err%':>6}"
-          f" {'grouped GEMM ms':>16} {'pred':>7}")  # fmt: skip
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """:func:`compare`'s rows as text: measured and predicted forward and forward+backward (ms), the
+    error of the latter (%), and the grouped GEMM kernels' time where a trace gave it beside simcore's."""
+    lines = [
+        f"{'layer':22} {'tokens':>6} {'fwd ms':>8} {'pred':>8} {'fwd+bwd ms':>11} {'pred':>8} {'err%':>6}"
+        f" {'grouped GEMM ms':>16} {'pred':>7}"
+    ]
     for r in rows:
         g = f"{r['grouped_gemm_s'] * 1e3:16.2f}" if "grouped_gemm_s" in r else f"{'':16}"
-        print(
+        lines.append(
             f"{r['layer']:22} {r['tokens']:6d} {r['fwd_s'] * 1e3:8.3f} {r['pred_fwd_s'] * 1e3:8.3f} "
             f"{r['fwd_bwd_s'] * 1e3:11.3f} {r['pred_fwd_bwd_s'] * 1e3:8.3f} "
             f"{100 * (r['pred_fwd_bwd_s'] / r['fwd_bwd_s'] - 1):+6.0f} {g} {r['pred_expert_gemm_s'] * 1e3:7.2f}"
         )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return "\n".join(lines)

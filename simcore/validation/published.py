@@ -1,6 +1,6 @@
 """Validation against published training throughput (Megatron-LM papers and README tables).
 
-``python -m simcore.validation.published [--plot out.png] [--json] [--engine analytic|des]``
+``python -m simcore.validation published [--plot out.png] [--json] [--engine analytic|des]``
 
 Every row of ``data/published_training.csv`` (a copy of the project's reference table, see
 ``data/README.md``) becomes a training scenario: the model's dimensions, the GPU count on the system
@@ -25,14 +25,12 @@ Nothing here is fitted: the tables only check the models.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
 import re
 import statistics
-import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -756,50 +754,21 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def plot(results: list[RowResult], path: str | Path, title: str = "simcore vs published") -> None:
-    """Predicted vs published per-GPU throughput (TFLOP/s in each paper's convention), one point
-    per configuration, with the 10 % and 25 % bands."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    prim = [r for r in results if r.primary and r.problem is None]
-    if not prim:
-        raise SimcoreError("nothing to plot: no row was predicted", field="--plot")
-    fig, ax = plt.subplots(figsize=(6.5, 6))
-    markers = "osD^v<>"
-    for i, src in enumerate(sorted({r.source for r in prim})):
-        rs = [r for r in prim if r.source == src]
-        ax.scatter(
-            [r.published_tflops_per_gpu for r in rs],
-            [r.predicted_tflops_per_gpu for r in rs],
-            marker=markers[i % len(markers)],
-            label=src,
-            alpha=0.8,
-        )
-    vals = [v for r in prim for v in (r.published_tflops_per_gpu, r.predicted_tflops_per_gpu)]
-    lo, hi = min(vals) / 1.3, max(vals) * 1.3
-    xs = [lo, hi]
-    ax.plot(xs, xs, "k-", lw=1)
-    for band, ls in ((0.10, "--"), (0.25, ":")):
-        ax.plot(xs, [x * (1 + band) for x in xs], "k" + ls, lw=0.7)
-        ax.plot(xs, [x * (1 - band) for x in xs], "k" + ls, lw=0.7)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("published TFLOP/s per GPU (paper's FLOP formula)")
-    ax.set_ylabel("simcore predicted TFLOP/s per GPU (same formula)")
-    s = summarize(results)["configurations"]
-    ax.set_title(
-        f"{title}\nmedian |err| {100 * s['median_abs_error']:.1f}%, worst {100 * s['worst_abs_error']:.1f}%"
-    )
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def format_assumptions(results: list[RowResult]) -> str:
+    """What each configuration assumed where its row did not say: one line per distinct set of
+    assumptions, with the rows that share it."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for r in results:
+        if not r.primary:
+            continue
+        key = "; ".join(r.assumptions)
+        if key in seen:
+            continue
+        seen.add(key)
+        rows = [str(x.index) for x in results if x.primary and "; ".join(x.assumptions) == key]
+        lines.append(f"rows {','.join(rows)}: {key or '(none)'}")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------- own 2 x H200 measurements
@@ -950,65 +919,3 @@ def format_own(doc: dict[str, Any]) -> str:
             f"({s['worst']})  within 10%: {s['within_10pct']}/{s['rows']}  target: every run <= 10%"
         )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m simcore.validation.published",
-        description="Predict the published Megatron-LM training tables and report the errors.",
-    )
-    ap.add_argument("--plot", metavar="PNG", help="write predicted vs published to this PNG")
-    ap.add_argument("--json", action="store_true", help="print JSON (rows and summary)")
-    ap.add_argument("--engine", default="analytic", choices=["analytic", "des"])
-    ap.add_argument("--all", action="store_true", help="list every metric row, not one per configuration")
-    ap.add_argument("--csv", metavar="PATH", help="another table in the same format")
-    ap.add_argument("--own", action="store_true", help="also validate the 2xH200 measurements in traces/")
-    ap.add_argument(
-        "--calibration", metavar="NAME|PATH", help="what-if: use this compute profile for every device"
-    )
-    ap.add_argument("--assumptions", action="store_true", help="print the per-row assumptions")
-    a = ap.parse_args(argv)
-    results = predict_rows(load_published(a.csv), engine=a.engine, calibration=a.calibration)
-    summary = summarize(results)
-    own: dict[str, Any] | None = None
-    if a.own:
-        own = own_report(engine=a.engine, calibration=a.calibration)
-    if a.plot:
-        plot(results, a.plot)
-    if a.json:
-        doc: dict[str, Any] = {"rows": [asdict(r) for r in results], "summary": summary}
-        if own is not None:
-            doc["own"] = own
-        print(json.dumps(doc, indent=1, default=_jsonable))
-        return 0
-    print(format_table(results, all_rows=a.all))
-    print()
-    print(format_summary(summary))
-    if a.assumptions:
-        print()
-        seen: set[str] = set()
-        for r in results:
-            if not r.primary:
-                continue
-            key = "; ".join(r.assumptions)
-            if key in seen:
-                continue
-            seen.add(key)
-            rows = [str(x.index) for x in results if x.primary and "; ".join(x.assumptions) == key]
-            print(f"rows {','.join(rows)}: {key or '(none)'}")
-    if own is not None:
-        print()
-        print(format_own(own))
-    if a.plot:
-        print(f"\nplot: {a.plot}")
-    return 0
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return str(x)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

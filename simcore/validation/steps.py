@@ -6,21 +6,18 @@ fused AdamW, eager; inference with bf16 parameters, eager or CUDA graphs. None o
 to fit anything — the compute profile is fitted on single-kernel micro-benchmarks
 (``traces/h200/ops.csv.gz``) — so every row here is held out.
 
-``python -m simcore.validation.steps [CSV] [--json] [--plot out.png]`` prints predicted vs measured
+``python -m simcore.validation steps [CSV] [--json] [--plot out.png]`` prints predicted vs measured
 per row and the median and worst |error| for step time, peak memory, prefill and decode.
-``traces/h200/compiled_steps.csv.gz`` (round 13) holds training steps under ``torch.compile`` each
+``traces/h200/compiled_steps.csv.gz`` holds training steps under ``torch.compile`` each
 beside the same step in eager PyTorch, measured in one process; its compiled rows are summarised as
 ``train_compiled``.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import io
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -202,73 +199,21 @@ def validate(
     return {"file": str(p), "system": system, "device": device, "rows": rows_out, "summary": summary}
 
 
-def plot(result: dict[str, Any], path: str | Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 6))
-    for mode, c in (("train", "#4C72B0"), ("prefill", "#DD8452"), ("decode", "#55A868")):
-        pts = [(r["measured_s"], r["predicted_s"]) for r in result["rows"] if r["mode"] == mode]
-        if pts:
-            x, y = zip(*pts, strict=True)
-            ax.scatter(x, y, label=mode, color=c, s=18)
-    lo = min(min(r["measured_s"], r["predicted_s"]) for r in result["rows"])
-    hi = max(max(r["measured_s"], r["predicted_s"]) for r in result["rows"])
-    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-    for f in (0.9, 1.1):
-        ax.plot([lo, hi], [lo * f, hi * f], ":", color="grey", lw=0.6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(f"measured seconds ({result.get('device', 'h200').upper()})")
-    ax.set_ylabel("predicted seconds")
-    ax.set_title("whole steps, held out (dotted: ±10 %)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simcore.validation.steps", description=__doc__)
-    ap.add_argument("csv", nargs="?", default=None)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--plot", default=None)
-    ap.add_argument("--calibration", metavar="NAME|PATH", help="what-if: predict with this compute profile")
-    ap.add_argument(
-        "--system",
-        default=None,
-        help="the system whose GPU ran the rows (default: read from steps_configs.json beside the CSV)",
-    )
-    a = ap.parse_args(argv)
-    try:
-        res = validate(a.csv, a.calibration, a.system)
-    except SimcoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if a.json:
-        print(json.dumps(res))
-    else:
-        print(
-            f"{'mode':8} {'name':26} {'fw':11} {'mb':>4} {'seq':>6} {'rec':>9} {'meas ms':>9} {'pred ms':>9} {'err%':>7} {'mem err%':>8}"
+def format_report(res: dict[str, Any]) -> str:
+    """:func:`validate`'s result as text: one line per row (by mode, largest |error| first; times in ms,
+    errors in %), then per mode the median and worst |error| of step time and peak memory."""
+    lines = [
+        f"{'mode':8} {'name':26} {'fw':11} {'mb':>4} {'seq':>6} {'rec':>9} {'meas ms':>9} {'pred ms':>9} {'err%':>7} {'mem err%':>8}"
+    ]
+    for r in sorted(res["rows"], key=lambda r: (r["mode"], -abs(r["error_pct"]))):
+        me = f"{r['mem_error_pct']:8.1f}" if "mem_error_pct" in r else ""
+        lines.append(
+            f"{r['mode']:8} {r['name'][:26]:26} {r['framework'][:11]:11} {r['micro_batch']:>4} {r['seq_len']:>6} "
+            f"{r['recompute'][:9]:>9} {r['measured_s'] * 1e3:9.3f} {r['predicted_s'] * 1e3:9.3f} {r['error_pct']:7.1f} {me}"
         )
-        for r in sorted(res["rows"], key=lambda r: (r["mode"], -abs(r["error_pct"]))):
-            me = f"{r['mem_error_pct']:8.1f}" if "mem_error_pct" in r else ""
-            print(
-                f"{r['mode']:8} {r['name'][:26]:26} {r['framework'][:11]:11} {r['micro_batch']:>4} {r['seq_len']:>6} "
-                f"{r['recompute'][:9]:>9} {r['measured_s'] * 1e3:9.3f} {r['predicted_s'] * 1e3:9.3f} {r['error_pct']:7.1f} {me}"
-            )
-        for mode, s in res["summary"].items():
-            line = f"{mode}: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst {s['max_abs_error_pct']:.1f}%"
-            if "memory_median_abs_error_pct" in s:
-                line += f"  memory median {s['memory_median_abs_error_pct']:.1f}% worst {s['memory_max_abs_error_pct']:.1f}%"
-            print(line)
-    if a.plot:
-        plot(res, a.plot)
-        print(f"wrote {a.plot}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    for mode, s in res["summary"].items():
+        line = f"{mode}: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst {s['max_abs_error_pct']:.1f}%"
+        if "memory_median_abs_error_pct" in s:
+            line += f"  memory median {s['memory_median_abs_error_pct']:.1f}% worst {s['memory_max_abs_error_pct']:.1f}%"
+        lines.append(line)
+    return "\n".join(lines)

@@ -1,19 +1,19 @@
-"""``python -m simcore.validation.trace_report``: ``simcore validate`` on every committed profiler trace.
+"""``python -m simcore.validation traces``: ``simcore validate`` on every committed profiler trace.
 
 The traces and the scenario that describes each run are listed in ``traces/validate.csv`` (scenario
-name under ``tests/data/trace_scenarios/``, the trace files of its ranks, the measurement round, and
-``held_apart``: 1 where the trace was collected after the model it checks and nothing was shaped on
-it). For each, the step-time error and the largest class errors; then the summary over all traces
-and over the held-apart ones.
+name under ``tests/data/trace_scenarios/``, the trace files of its ranks, the collection they came from
+(``round``), and ``held_apart``: 1 where the trace was collected after the model it checks and nothing
+was shaped on it). For each, the step-time error and the largest class errors; then the summary over
+all traces and over the held-apart ones.
 
 ``--single-step``: each single-rank trace cut to its last step without the ``ProfilerStep`` annotations
 (:func:`one_step_trace`), the most common thing users send: the same runs read without step markers.
 
-  python -m simcore.validation.trace_report [--json] [--index traces/validate.csv] [--calibration NAME]
-      [--single-step] [--probe-window N]
+  python -m simcore.validation traces [--json] [--index traces/validate.csv] [--calibration NAME]
+      [--single-step] [--probe-window N] [--ops]
 
 ``--probe-window N``: what-if for inference traces' CPU pace (``host_trace.PROBE_WINDOW`` is 16; 0 is one
-median over the trace, the rule before stop 22).
+median over the trace).
 
 ``--replay``: instead of predicting, replay each case's traces on their own hardware with their measured
 durations (``simcore replay``'s task graph, :func:`replay_on_source`): how far the trace-to-graph conversion
@@ -22,12 +22,10 @@ alone is from the measured step, the floor under every replay's error.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import json
 import statistics
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,49 +272,15 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m simcore.validation.trace_report", description=__doc__.split("\n")[0]
-    )
-    ap.add_argument("--index", default=None, help="trace index CSV (default: traces/validate.csv)")
-    ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    ap.add_argument("--calibration", metavar="NAME|PATH", help="what-if: predict with this compute profile")
-    ap.add_argument("--ops", action="store_true", help="also list each memory-bound op over all the traces")
-    ap.add_argument(
-        "--single-step",
-        action="store_true",
-        help="cut each single-rank trace to its last step without step annotations (what users send)",
-    )
-    ap.add_argument(
-        "--probe-window",
-        type=int,
-        metavar="N",
-        help="what-if: an inference trace's CPU pace over windows of N probe calls (0: one median; default 16)",
-    )
-    ap.add_argument(
-        "--replay",
-        action="store_true",
-        help="replay each trace on its own hardware with its measured durations instead (the graph's own error)",
-    )
-    args = ap.parse_args(argv)
-    if args.replay:
-        return _replay_main(args.index, args.json)
-    if args.probe_window is not None and args.probe_window < 0:
-        print("error: --probe-window: give 0 (one median) or a window of calls", file=sys.stderr)
-        return 2
-    try:
-        rows = run(read_index(args.index), args.calibration, args.single_step, args.probe_window)
-    except SimcoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    summ = summary(rows)
-    if args.json:
-        print(json.dumps({"rows": rows, "summary": summ}, indent=1))
-        return 0
-    print(
+def format_table(rows: list[dict[str, Any]], summ: dict[str, Any], ops: bool = False) -> str:
+    """:func:`run`'s rows and :func:`summary` as text: per trace the measured and predicted step (ms),
+    the step and GPU-busy errors (%), the CPU speed the host was scaled by, whether the loop syncs, and
+    the largest class errors; then the summaries, the classes over all traces and the memory-bound
+    kernels (each op too with ``ops``)."""
+    lines = [
         f"{'scenario':42s} {'round':>5s} {'held':>4s} {'meas ms':>9s} {'pred ms':>9s} {'err%':>7s} {'busy%':>7s} "
         f"{'cpu us':>9s} {'sync':>4s}  largest class errors (ms)"
-    )
+    ]
     for r in rows:
         cls = ", ".join(f"{k} {v * 1e3:+.2f}" for k, v in r["largest_class_errors_s"].items())
         cpu = r["cpu_op_time_s"]
@@ -325,23 +289,23 @@ def main(argv: list[str] | None = None) -> int:
             if not cpu
             else f"{cpu['main'] * 1e6:.1f}" + (f"/{cpu['backward'] * 1e6:.1f}" if cpu.get("backward") else "")
         )
-        print(
+        lines.append(
             f"{r['scenario']:42s} {r['round']:>5s} {'yes' if r['held_apart'] else '':>4s} "
             f"{r['measured_step_time_s'] * 1e3:9.2f} {r['predicted_step_time_s'] * 1e3:9.2f} "
             f"{r['error_pct']:+7.1f} {r['gpu_busy_error_pct']:+7.1f} {probe:>9s} "
             f"{'-' if r['step_sync'] is None else 'yes' if r['step_sync'] else 'no':>4s}  {cls}"
         )
-    print(
+    lines.append(
         "cpu us: the trace's aten::t (main / backward thread) the host was scaled by; sync: the loop waits "
         "for the GPU every step (no: a step takes max(host, GPU) totals)"
     )
     for label, s in summ.items():
-        print(
+        lines.append(
             f"{label}: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst {s['worst_abs_error_pct']:.1f}%"
             f"  within 10%: {s['within_10pct']}/{s['n']}"
         )
     totals = class_totals(rows)
-    print(
+    lines.append(
         "classes over all traces, predicted/measured (measured ms per step, summed): "
         + ", ".join(
             f"{c} {p / m:.2f} ({m * 1e3:.0f})"
@@ -350,48 +314,41 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     per, ratio, med = memory_op_totals(rows)
-    print(
+    lines.append(
         f"memory-bound kernels at the traces' own shapes: predicted/measured {ratio:.2f}, "
         f"time-weighted median |err| {100 * med:.1f}% (--ops: per op)"
     )
-    if args.ops:
+    if ops:
         for op, (n, m, p) in sorted(per.items(), key=lambda x: -x[1][1]):
             if m > 0:
-                print(
+                lines.append(
                     f"  {op:22s} {n:8.0f} kernels/step  measured {m * 1e3:8.2f} ms  predicted/measured {p / m:5.2f}"
                 )
-    return 0
+    return "\n".join(lines)
 
 
-def _replay_main(index: str | None, as_json: bool) -> int:
-    try:
-        rows = replay_on_source(read_index(index))
-    except SimcoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def replay_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median and worst |error| (%) of :func:`replay_on_source`'s rows and the count within 1 %."""
     errs = [abs(r["error_pct"]) for r in rows]
-    summ = {
+    return {
         "n": len(errs),
         "median_abs_error_pct": statistics.median(errs) if errs else None,
         "worst_abs_error_pct": max(errs, default=None),
         "within_1pct": sum(e <= 1.0 for e in errs),
     }
-    if as_json:
-        print(json.dumps({"rows": rows, "summary": summ}, indent=1))
-        return 0
-    print(f"{'scenario':52s} {'round':>5s} {'meas ms':>9s} {'replay ms':>9s} {'err%':>7s}")
+
+
+def format_replay(rows: list[dict[str, Any]], summ: dict[str, Any]) -> str:
+    """:func:`replay_on_source`'s rows and :func:`replay_summary` as text (steps in ms, errors in %)."""
+    lines = [f"{'scenario':52s} {'round':>5s} {'meas ms':>9s} {'replay ms':>9s} {'err%':>7s}"]
     for r in rows:
-        print(
+        lines.append(
             f"{r['scenario']:52s} {r['round']:>5s} {r['measured_step_time_s'] * 1e3:9.2f} "
             f"{r['replayed_step_time_s'] * 1e3:9.2f} {r['error_pct']:+7.2f}"
         )
-    if errs:
-        print(
+    if summ["n"]:
+        lines.append(
             f"replayed on the source: n={summ['n']} median |err| {summ['median_abs_error_pct']:.3f}%  "
             f"worst {summ['worst_abs_error_pct']:.2f}%  within 1%: {summ['within_1pct']}/{summ['n']}"
         )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return "\n".join(lines)

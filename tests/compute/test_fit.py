@@ -79,7 +79,9 @@ def test_profile_roundtrip_and_cli(fitted: tuple, tmp_path: Path, capsys: pytest
     again = load_profile(dev, str(out))
     assert again.gemm["bf16"] == prof.gemm["bf16"]
     assert again.host_overhead == prof.host_overhead
-    rc = FC.main([str(path), "-o", str(tmp_path / "b.yaml")])
+    from simcore.cli.validation import main as validation
+
+    rc = validation(["kernels", str(path), "-o", str(tmp_path / "b.yaml")])
     assert rc == 0
     text = capsys.readouterr().out
     assert "attention_bwd" in text and (tmp_path / "b.yaml").exists()
@@ -88,7 +90,9 @@ def test_profile_roundtrip_and_cli(fitted: tuple, tmp_path: Path, capsys: pytest
 def test_bad_input_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "x.csv"
     bad.write_text("a,b\n1,2\n")
-    assert FC.main([str(bad)]) == 2
+    from simcore.cli.validation import main as validation
+
+    assert validation(["kernels", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "not an ops CSV" in err and err.count("\n") == 1
 

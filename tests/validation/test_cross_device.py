@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from simcore.calibration.calibrate import calibrate
+from simcore.cli.validation import main as validation
+from simcore.report import validation_plots
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.registry import builtin_dir, default_registry
 from simcore.validation import cross_device as X
@@ -93,7 +95,7 @@ def test_gpu_bound_twin_replays_across_within_ten_percent() -> None:
 
 
 def test_report_cli_rejects_unknown_part(capsys: pytest.CaptureFixture[str]) -> None:
-    assert X.main(["--parts", "kernels,bogus"]) == 2
+    assert validation(["devices", "--parts", "kernels,bogus"]) == 2
     assert "unknown part 'bogus'" in capsys.readouterr().err
 
 
@@ -105,12 +107,12 @@ def test_plot_writes_a_figure(tmp_path: Path) -> None:
         "traces": {"rows": {"a": {"measured_step_time_s": 0.1, "h100": 2.0, "h200": 8.0}}, "summary": {}},
     }
     out = tmp_path / "x.png"
-    X.plot(res, out)
+    validation_plots.cross_device(res, out)
     assert out.stat().st_size > 10_000
 
 
 def test_plot_needs_its_parts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert X.main(["--parts", "steps", "--plot", str(tmp_path / "x.png")]) == 2
+    assert validation(["devices", "--parts", "steps", "--plot", str(tmp_path / "x.png")]) == 2
     assert "--plot needs the kernels and traces parts" in capsys.readouterr().err
 
 

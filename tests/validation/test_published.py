@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from simcore.cli.validation import main as validation
 from simcore.specs.resolve import scenario_from_dict
 from simcore.validation import published as P
 
@@ -123,11 +124,11 @@ def test_predictions_and_summary(results: list[P.RowResult]) -> None:
 
 def test_cli_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "pv.png"
-    assert P.main(["--json", "--plot", str(png)]) == 0
+    assert validation(["published", "--json", "--plot", str(png)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["summary"]["configurations"]["rows"] > 30
     assert png.stat().st_size > 1000
-    assert P.main([]) == 0
+    assert validation(["published", "--all"]) == 0
     out = capsys.readouterr().out
     assert "median |err|" in out and "Narayanan21 T1" in out
 

@@ -196,13 +196,14 @@ def test_trace_report_summary_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     s = summary(rows)
     assert s["all"] == {"n": 3, "median_abs_error_pct": 8.0, "worst_abs_error_pct": 12.0, "within_10pct": 2}
     assert s["held_apart"]["n"] == 2 and s["held_apart"]["median_abs_error_pct"] == pytest.approx(10.0)
+    from simcore.cli.validation import main as validation
     from simcore.validation import trace_report
 
     # one case through the CLI: its row is the validate report's numbers
     idx = tmp_path / "validate.csv"
     gelu = REPO / CASES["h200_train_gpt_gelu_ln"][0]
     idx.write_text(f"scenario,traces,round,held_apart,what\nh200_train_gpt_gelu_ln,{gelu},1,0,x\n")
-    assert trace_report.main(["--index", str(idx), "--json"]) == 0
+    assert validation(["traces", "--index", str(idx), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     rep = validate([str(gelu)], SC / "h200_train_gpt_gelu_ln.yaml").to_dict()
     assert out["rows"][0]["error_pct"] == pytest.approx(rep["error_pct"])
@@ -219,10 +220,10 @@ def test_trace_report_summary_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "idle" not in totals
     per, ratio, med = trace_report.memory_op_totals(out["rows"])
     assert per and 0.5 < ratio < 1.5 and 0.0 <= med < 1.0
-    assert trace_report.main(["--index", str(idx), "--ops"]) == 0
+    assert validation(["traces", "--index", str(idx), "--ops"]) == 0
     assert "memory-bound kernels at the traces' own shapes" in capsys.readouterr().out
     # a missing index: one line naming the file, exit 2
-    assert trace_report.main(["--index", str(tmp_path / "none.csv")]) == 2
+    assert validation(["traces", "--index", str(tmp_path / "none.csv")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "none.csv" in err[0]
 
@@ -230,13 +231,13 @@ def test_trace_report_summary_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_trace_report_replays_each_case_on_its_source(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from simcore.validation import trace_report
+    from simcore.cli.validation import main as validation
 
     # two ranks whose traces started 19.6 ms apart: replayed with their own durations, the measured step
     tp = [REPO / "traces" / "h200x2" / "round44" / f"profile_tp_llama8l_rank{r}.json.gz" for r in (0, 1)]
     idx = tmp_path / "validate.csv"
     idx.write_text(f"scenario,traces,round,held_apart,what\nh200x2_r44_tp_llama8l,{tp[0]} {tp[1]},44,1,x\n")
-    assert trace_report.main(["--index", str(idx), "--replay", "--json"]) == 0
+    assert validation(["traces", "--index", str(idx), "--replay", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     row = out["rows"][0]
     assert abs(row["error_pct"]) < 1.0 and row["measured_step_time_s"] > 0
@@ -246,10 +247,10 @@ def test_trace_report_replays_each_case_on_its_source(
         "worst_abs_error_pct": pytest.approx(abs(row["error_pct"])),
         "within_1pct": 1,
     }
-    assert trace_report.main(["--index", str(idx), "--replay"]) == 0
+    assert validation(["traces", "--index", str(idx), "--replay"]) == 0
     assert "replayed on the source: n=1" in capsys.readouterr().out
     # a missing index: one line naming the file, exit 2
-    assert trace_report.main(["--index", str(tmp_path / "none.csv"), "--replay"]) == 2
+    assert validation(["traces", "--index", str(tmp_path / "none.csv"), "--replay"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "none.csv" in err[0]
 
