@@ -7,7 +7,7 @@ For every trace whose decode passes replay a compiled CUDA graph (``host_trace.c
 - ``period``: the interval between consecutive graph launches inside a step (a decode pass's period);
 - ``call``: the compiled call (``host_trace.compiled_decode_calls``: dynamo's lookup and the compiled region);
 - ``loop``: the loop's top-level ops between the launches (``host_trace.loop_passes``: their host summed) and their
-  ``weight`` (``profile.pass_op_weight``), ``gap`` = period - call - loop (the Python between them, or a wait);
+  ``weight`` (``HostOps.pass_op_weight``), ``gap`` = period - call - loop (the Python between them, or a wait);
 - ``per_op``: ``period - call`` over ``weight`` and ``pace`` (``aten::empty`` a typical op of the loop, Python included);
 - ``pace``: the decode's ``aten::empty`` (us), ``wait``/``lead`` (``compiled_decode_calls``: a GPU-bound decode
   waits longer than it leads);
@@ -40,8 +40,8 @@ from simcore.calibration.host_trace import (  # noqa: E402
     graph_capture_steps,
     graph_launches,
     loop_passes,
+    trace_host_ops,
 )
-from simcore.specs.profile import pass_op_weight  # noqa: E402
 from simcore.traces import read_trace  # noqa: E402
 from simcore.validation.traces import validate  # noqa: E402
 
@@ -74,7 +74,8 @@ def measured(a) -> dict[str, float] | None:  # type: ignore[no-untyped-def]
     step = statistics.median(steps)
     period = statistics.median(periods)
     loop = statistics.median(sum(o.dur for o in ops) for _, ops in passes) if passes else 0.0
-    weight = statistics.median(pass_op_weight((o.name, o.extra) for o in ops) for _, ops in passes) if passes else 0.0
+    w = trace_host_ops(a)
+    weight = statistics.median(w.pass_op_weight((o.name, o.extra) for o in ops) for _, ops in passes) if passes else 0.0
     n = statistics.median(per_step)
     gc = generate_call(a)
     return {

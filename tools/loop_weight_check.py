@@ -1,10 +1,10 @@
-"""How well a decode loop's weight tracks its measured host: by op name (``profile.LOOP_OP_WEIGHTS``) or by count.
+"""How well a decode loop's weight tracks its measured host: by op name (``HostOps.loop_op_weights``) or by count.
 
 For every eager inference trace of ``traces/validate.csv`` (held apart; the compiled decodes' loops wait on the GPU
 inside them and are left out) and round 80's fit loops, the loop's measured host is the median over its decode
 passes of the sum of its top-level ops outside the layers over the pass's ``aten::empty``
 (``host_trace.loop_passes``). Each weighting predicts it up to one cost per code (implementation, loop, activation):
-``profile.pass_op_weight`` (each op at its name's weight) or ``ops + EXTRA_LAUNCH_OPS x extra launches`` (stop 22's
+``HostOps.pass_op_weight`` (each op at its name's weight) or ``ops + extra_launch_ops x extra launches`` (stop 22's
 count). Prints, per code, the traces and the standard deviation of log(host / weight) under each (smaller: the
 weight explains the host better), held-apart traces and all.
 
@@ -23,8 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from simcore.traces.classify import analyze  # noqa: E402
-from simcore.calibration.host_trace import decode_step_hosts, loop_passes  # noqa: E402
-from simcore.specs.profile import EXTRA_LAUNCH_OPS, pass_op_weight  # noqa: E402
+from simcore.calibration.host_trace import decode_step_hosts, loop_passes, trace_host_ops  # noqa: E402
 from simcore.traces import read_trace  # noqa: E402
 
 
@@ -43,8 +42,9 @@ def main() -> None:
         if not rows or not passes:
             continue  # not an eager inference trace (training, compiled decode graphs)
         host = statistics.median(sum(o.dur for o in ops) / pace for pace, ops in passes)
-        name = statistics.median(pass_op_weight((o.name, o.extra) for o in ops) for _, ops in passes)
-        count = statistics.median(len(ops) + EXTRA_LAUNCH_OPS * sum(o.extra for o in ops) for _, ops in passes)
+        w = trace_host_ops(a)
+        name = statistics.median(w.pass_op_weight((o.name, o.extra) for o in ops) for _, ops in passes)
+        count = statistics.median(len(ops) + w.extra_launch_ops * sum(o.extra for o in ops) for _, ops in passes)
         code = f"{rows[0].impl}/{rows[0].loop}/{rows[0].act}"
         by_code.setdefault(code, []).append((held, host, name, count))
     print(f"{'code':32s} {'traces':>6s} {'held':>5s}  sd by name  sd by count  (held apart: by name, by count)")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from simcore.specs.profile import ComputeProfile, profiler_key
+from simcore.specs.profile import ComputeProfile, HostOps, layer_op_class, layer_op_key, profiler_key
 from simcore.traces.classify import INDUCTOR_FUSED, Analysis, Step, fp32_weights
 from simcore.traces.model import CpuOp, RuntimeCall, Trace
 
@@ -675,22 +675,20 @@ def _top_ops(win: list[CpuOp], tid: int, lo: float, hi: float) -> list[CpuOp]:
     )
 
 
-def layer_op_counts(a: Analysis, weighted: bool = False) -> tuple[float, float] | None:
+def layer_op_counts(a: Analysis, weights: HostOps | None = None) -> tuple[float, float] | None:
     """(The top-level ops a forward layer issues on the main thread, the top-level autograd nodes and ops a
     backward layer runs on the backward thread) of a trace's eager training steps, medians over its steps (an
-    unannotated trace: its one step); with ``weighted``, their host weight in ``aten::t`` units instead
-    (``profile.layer_op_weight``: each op at its ``profile.LAYER_OP_WEIGHTS``; ``None`` where the trace records no
-    stream launches). ``None`` where no step's layers can be found (:func:`_layer_marks`). The code's structure,
-    not its timing: eager host time per layer goes with it (``RuntimeSpec.layer_ops``)."""
-    from simcore.specs.profile import layer_op_weight
-
-    if weighted and not any(c.name.startswith(LAUNCH_CALLS) for c in a.trace.host_calls):
+    unannotated trace: its one step); with ``weights``, their host weight in ``aten::t`` units instead
+    (:meth:`HostOps.layer_op_weight`; ``None`` where the trace records no stream launches). ``None`` where no
+    step's layers can be found (:func:`_layer_marks`). The code's structure, not its timing: eager host time
+    per layer goes with it (``RuntimeSpec.layer_ops``)."""
+    if weights is not None and not any(c.name.startswith(LAUNCH_CALLS) for c in a.trace.host_calls):
         return None
     fw: list[float] = []
     bw: list[float] = []
     for kind, layers, _span, rows in _layer_groups(a):
         if kind in ("fwd", "bwd"):
-            n = layer_op_weight((o.name, o.launches) for o in rows) if weighted else len(rows)
+            n = weights.layer_op_weight((o.name, o.launches) for o in rows) if weights is not None else len(rows)
             (fw if kind == "fwd" else bw).append(n / layers)
     if not fw:
         return None
@@ -846,7 +844,7 @@ def _layer_groups(a: Analysis) -> Iterator[tuple[str, int, float, list[LayerOp]]
 
 
 def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[str, float]:
-    """Each layer op's host per call in probe units (``profile.LAYER_OP_WEIGHTS``; an autograd node by its node
+    """Each layer op's host per call in probe units (:attr:`HostOps.layer_op_weights`; an autograd node by its node
     name, ``MmBackward0``), from the layers of profiled eager traces (:func:`_layer_groups`). Within each trace
     and thread an op's host is its own time plus the thread's mean gap between the layers' top-level ops (the
     Python between them, one per op), over the thread's median ``aten::t`` (:func:`op_speed`: the CPU's pace, the
@@ -854,8 +852,6 @@ def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[s
     median over its calls. Names called fewer than ``min_calls`` times are left out; ``class|<launches>`` and
     ``node|<launches>`` (launches capped at 3) are the median weights of the kept ops and autograd nodes that made
     that many stream launches (what an op or node not in the table weighs). Rounded to 0.1."""
-    from simcore.specs.profile import layer_op_class, layer_op_key
-
     units: dict[str, list[float]] = {}
     by_class: dict[str, set[str]] = {}
     for a in analyses:
@@ -980,25 +976,22 @@ def decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
     )
 
 
-def decode_pass_op_count(a: Analysis) -> float | None:
+def decode_pass_op_count(a: Analysis, weights: HostOps) -> float | None:
     """The host weight of the ops a decode pass issues outside its layers, in typical ops
-    (``profile.pass_op_weight``: each op at its name's ``profile.LOOP_OP_WEIGHTS``, an op not there one
-    op plus ``profile.EXTRA_LAUNCH_OPS`` a launch beyond its first), the median over a no-grad trace's
-    decode passes (:func:`loop_passes`); ``None`` without any (``RuntimeSpec.pass_ops``)."""
-    from simcore.specs.profile import pass_op_weight
-
+    (:meth:`HostOps.pass_op_weight`), the median over a no-grad trace's decode passes (:func:`loop_passes`);
+    ``None`` without any (``RuntimeSpec.pass_ops``)."""
     per_pass = loop_passes(a)
     if not per_pass:
         return None
-    return float(statistics.median(pass_op_weight((o.name, o.extra) for o in ops) for _, ops in per_pass))
+    return float(statistics.median(weights.pass_op_weight((o.name, o.extra) for o in ops) for _, ops in per_pass))
 
 
 def fit_loop_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[str, float]:
-    """Each op name's host per call in typical ops (``profile.LOOP_OP_WEIGHTS``), from the decode loops
+    """Each op name's host per call in typical ops (:attr:`HostOps.loop_op_weights`), from the decode loops
     of profiled eager traces (:func:`loop_passes`): the median over its calls of its host time over its
     pass's pace (the step's median ``aten::empty``), divided by that median over every call that
     launches at most one kernel (a typical op); names called fewer than ``min_calls`` times are left
-    out (priced by their launches, ``profile.pass_op_weight``). Rounded to 0.01."""
+    out (priced by their launches, :meth:`HostOps.pass_op_weight`). Rounded to 0.01."""
     units: dict[str, list[float]] = {}
     single: list[float] = []
     for a in analyses:
@@ -1020,7 +1013,7 @@ def fit_loop_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[st
 def fit_extra_launch_ops(analyses: list[Analysis]) -> tuple[float, float, float]:
     """(The host of a stream launch beyond an op's first, in top-level ops; the RMS relative error of a
     pass's host outside its layers with it; without it) fitted on profiled eager decode loops
-    (``profile.EXTRA_LAUNCH_OPS``). Each trace's median host outside the layers, over its empty-op probe
+    (:attr:`HostOps.extra_launch_ops`). Each trace's median host outside the layers, over its empty-op probe
     (the host's pace), is its code's cost per op times ``ops + w * extra launches``
     (:func:`decode_pass_counts`); the codes (implementation, loop, activation) each have their own cost
     per op. ``w`` minimises the squared log error over a grid of 0 to 1.5 in steps of 0.01; the fit needs
@@ -1385,8 +1378,18 @@ COMPILED_REGION = "Torch-Compiled Region"
 DYNAMO_LOOKUP = "TorchDynamo Cache Lookup"
 
 
-def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
-    """The compiled decode calls of a trace (``None`` when no compiled region launches a graph)."""
+def trace_host_ops(a: Analysis) -> HostOps:
+    """The host op tables (:class:`HostOps`) of the compute profile of the GPU trace ``a`` ran on (the
+    nearest calibrated GPU's, transferred, where it has none)."""
+    from simcore.specs.profile import load_profile
+    from simcore.workload.replay import device_from_trace
+
+    return load_profile(device_from_trace(a.trace)).host_ops
+
+
+def compiled_decode_calls(a: Analysis, weights: HostOps | None = None) -> CompiledDecodeCalls | None:
+    """The compiled decode calls of a trace (``None`` when no compiled region launches a graph); the loop's
+    ops weighed by ``weights`` (default: :func:`trace_host_ops`)."""
     graphs = graph_launches(a.trace)
     launches = [c.ts for c in graphs]
     ops = list(a.trace.cpu_ops.values())
@@ -1445,7 +1448,7 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
         lead_s=float(statistics.median(leads)) if leads else 0.0,
         wait_s=float(statistics.median(waited)) if waited else 0.0,
         prefill_outside_s=max(float(statistics.median(outside)) - call_s, 0.0) if outside else 0.0,
-        pass_weight=float(decode_pass_op_count(a) or 0.0),
+        pass_weight=float(decode_pass_op_count(a, weights or trace_host_ops(a)) or 0.0),
     )
 
 
@@ -1489,7 +1492,7 @@ def _busy_s(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
 def graph_records(a: Analysis) -> GraphRecords | None:
     """The decode graph recordings of a compiled static-cache ``generate()`` trace (``None`` when no
     compiled region records one, or the trace has no compiled decode calls)."""
-    cd = compiled_decode_calls(a)
+    cd = compiled_decode_calls(a, HostOps())  # its calls alone: the loop's weight is not read here
     if cd is None:
         return None
     inst = sorted(c.ts for c in a.trace.host_calls if c.name.startswith(GRAPH_INSTANTIATE))
