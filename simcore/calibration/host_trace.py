@@ -93,7 +93,7 @@ def batched_experts(ops: list[CpuOp]) -> bool:
     """Whether the ops run ``transformers``' ``batched_mm`` experts: each routed token's expert weights
     gathered and one ``aten::bmm`` of ``[tokens, out, in]`` weights by ``[tokens, in, 1]`` inputs, no
     grouped GEMM (:data:`MOE_OP`). ``generate()`` switches ``grouped_mm`` experts to them for its decode
-    passes on a GPU (round 109's traces; transformers' "decode-stage switching"). The Llama family's
+    passes on a GPU (transformers' "decode-stage switching"). The Llama family's
     rotary ``bmm`` (``[b, d/2, 1]`` by ``[b, 1, s]``) is not one."""
     if any(o.name == MOE_OP for o in ops):
         return False
@@ -240,10 +240,10 @@ stated as ``aten::t`` through the ratio of the two on threads that have both (``
 ``probe_empty_ratio_*``)."""
 
 GEMM_PROBE_OP = "aten::linear"
-"""A no-grad pass's steadier CPU probe (round 42): against round 42's fit passes, five held-apart
-traces of one Llama decode layer put its host in units of the trace's median ``aten::linear`` (its
-dispatch, the weight's transpose view, the GEMM's launch) within an rms log error of 0.064, in units of
-its median ``aten::t`` 0.165 (``python tools/probe_spread.py --decode``). Stated as ``aten::t`` through
+"""A no-grad pass's steadier CPU probe: against the decode fit passes of
+``traces/h200/host_decode_r42.csv.gz``, five held-apart traces of one Llama decode layer put its host in units
+of the trace's median ``aten::linear`` (its dispatch, the weight's transpose view, the GEMM's launch) within an
+rms log error of 0.064, in units of its median ``aten::t`` 0.165 (``python tools/probe_spread.py --decode``). Stated as ``aten::t`` through
 ``fit_host``'s ``probe_linear_ratio_infer_*``."""
 
 GEMM_PROBE_ALT_OP = "aten::addmm"
@@ -287,10 +287,10 @@ def op_speed(a: Analysis, window: int = 0) -> OpSpeed | None:
 PROBE_WINDOW = 16
 """Calls of a probe op per window of an inference trace's pace (:func:`op_speed`, as ``simcore validate``
 reads it): the mean of the medians of consecutive windows of this many calls, not one median. The pace
-moves within a run (round 80's greedy GPT-2 ``generate()``: passes of 12-21 ms whose layers stay at
-214-279 of their own pass's ``aten::empty``), and a host-bound step's host is the sum of its ops at the
+moves within a run (a greedy GPT-2 ``generate()`` in ``traces/h200/round80/``: passes of 12-21 ms whose
+layers stay at 214-279 of their own pass's ``aten::empty``), and a host-bound step's host is the sum of its ops at the
 pace of each moment: one median over the trace under-predicts a run with slow stretches. A window's
-median keeps a call preempted alone from counting. 16 was chosen on round 80's fit traces
+median keeps a call preempted alone from counting. 16 was chosen on ``traces/h200/round80/``'s fit traces
 (``generate()`` on GPT-2 and a Llama, each sampler beside greedy: mean |error| 5.8 % one median, 3.9 %
 windows of 16, 4.5 % of 32, 4.7 % of 64). Training traces keep one median: their GPU-heavy steps fill
 the launch queue, and ops that wait on it are back-pressure, not the CPU's pace (over the committed
@@ -369,7 +369,7 @@ def hf_layers(ops: list[CpuOp]) -> bool:
     out (``aten::tanh`` and ``aten::pow``, no ``aten::gelu``: GPT-2's ``gelu_new``) or RMSNorm written
     out (``aten::rsqrt``, no fused ``rms_norm``: the Llama family's) beside the rotary embedding's
     ``aten::cos`` of every forward pass (``transformers``' rotary module computes cos / sin per pass; a
-    user's Llama with a written-out RMSNorm and precomputed tables is not its code: round 78)."""
+    user's Llama with a written-out RMSNorm and precomputed tables is not its code)."""
     names = {o.name for o in ops}
     gelu_tanh = {"aten::tanh", "aten::pow"} <= names and "aten::gelu" not in names
     rms = (
@@ -387,7 +387,7 @@ def graph_launches(tr: Trace) -> list[RuntimeCall]:
 
 def compiled_decode_graphs(ans: list[Analysis]) -> bool:
     """Whether the traces' decode passes are CUDA-graph replays of torch.compile's fused kernels
-    beside a prefill launched op by op (transformers' static-cache ``generate()``, round 85): graph
+    beside a prefill launched op by op (transformers' static-cache ``generate()``): graph
     replays that run inductor's kernels, and attention kernels launched outside any graph."""
     for a in ans:
         launches = {c.correlation for c in graph_launches(a.trace)}
@@ -442,7 +442,7 @@ def generate_loop(ops: list[CpuOp]) -> bool:
     """Whether ``ops`` come from transformers' ``generate()``: its stopping criteria test the new
     tokens against the end-of-sequence ids with ``aten::isin`` every step, and it folds their verdict
     into its unfinished sequences with ``unfinished & ~done`` (``aten::bitwise_not``, ``aten::__and__``)
-    every step, with or without an end-of-sequence id (a config without one: round 55's Qwen2)."""
+    every step, with or without an end-of-sequence id (a config without one, e.g. a Qwen2's)."""
     names = {o.name for o in ops}
     return "aten::isin" in names or {"aten::bitwise_not", "aten::__and__"} <= names
 
@@ -507,8 +507,8 @@ class StepHost(_Row):
     empty_main_s: float = 0.0
     empty_bwd_s: float = 0.0
     linear_main_s: float = 0.0
-    """The step's median GEMM op on the main thread (:data:`GEMM_PROBE_OP`; 0: too rare, or recorded
-    before round 45), a candidate probe of a host-bound step."""
+    """The step's median GEMM op on the main thread (:data:`GEMM_PROBE_OP`; 0: too rare, or not
+    recorded), a candidate probe of a host-bound step."""
     mm_bwd_s: float = 0.0
     """The step's median ``aten::mm`` on the backward thread (as ``linear_main_s``)."""
     gemm_mean_main_s: float = 0.0
@@ -771,7 +771,7 @@ class DecodeHost(_Row):
     probe_main_s: float
     empty_main_s: float = 0.0
     linear_main_s: float = 0.0
-    """The step's median :data:`GEMM_PROBE_OP` (0: too rare, or not recorded before round 42)."""
+    """The step's median :data:`GEMM_PROBE_OP` (0: too rare, or not recorded)."""
     impl: str = "reference"
     loop: str = "manual"
     """``generate``: transformers' ``generate()`` (its stopping criteria's ``aten::isin``), else a
@@ -1017,7 +1017,7 @@ def fit_extra_launch_ops(analyses: list[Analysis]) -> tuple[float, float, float]
     (the host's pace), is its code's cost per op times ``ops + w * extra launches``
     (:func:`decode_pass_counts`); the codes (implementation, loop, activation) each have their own cost
     per op. ``w`` minimises the squared log error over a grid of 0 to 1.5 in steps of 0.01; the fit needs
-    traces of one code with different launch counts (round 80: each sampler beside greedy)."""
+    traces of one code with different launch counts (e.g. each sampler beside greedy)."""
     import numpy as np
 
     codes: list[str] = []
@@ -1099,7 +1099,7 @@ _COMPILED_BWD = "CompiledFunctionBackward"
 COMPILED_PROBE_OP = "aten::transpose"
 """The per-op probe of a torch.compile trace, which has no ``aten::t``: inductor's generated code calls
 ``aten::transpose`` 8-16 times per layer and step on each thread. Its median in compiled regions tracks
-their host time within ~5 % across layer counts and widths of one process (round 30); it is not the
+their host time within ~5 % across layer counts and widths of one process ; it is not the
 ``aten::t`` of an eager step (0.3-0.5x of it, the ratio moving with the CPU)."""
 
 
@@ -1123,7 +1123,7 @@ class CompiledStepHost(_Row):
     eager_probe_bwd_s: float = 0.0
     empty_main_s: float = 0.0
     """The step's median :data:`ALT_PROBE_OP` on the main thread (``transformers``' compiled code calls no
-    :data:`COMPILED_PROBE_OP`: round 70), and on the compiled backward's thread (``empty_bwd_s``)."""
+    :data:`COMPILED_PROBE_OP`), and on the compiled backward's thread (``empty_bwd_s``)."""
     empty_bwd_s: float = 0.0
     launch_main_s: float = 0.0
     """The step's median :data:`LAUNCH_PROBE_PREFIX` op (one generated kernel's launch) in its compiled forward
@@ -1139,8 +1139,8 @@ LAUNCH_PROBE_PREFIX = "triton_"
 ``triton_poi_fused_...``, ``triton_per_...``, ``triton_red_...``): the launcher's own work, a fixed cost per
 launch. A ``transformers`` compiled step calls no :data:`COMPILED_PROBE_OP` and its ``aten::empty`` are a few
 allocations beside its launches; the launches' median is its CPU pace (``fit_host``'s
-``profiled_hf_compiled_*`` entries). Across the held-apart compiled steps of round 70's fit code the units of a
-step's host over it are off the fit's lines by 0.054 / 0.037 (rms of the log error; the forward regions / the rest
+``profiled_hf_compiled_*`` entries). Across the held-apart compiled steps of the fit code
+(``traces/h200/round70/``) the units of a step's host over it are off the fit's lines by 0.054 / 0.037 (rms of the log error; the forward regions / the rest
 of the step but the optimizer) against 0.121 / 0.114 over ``aten::empty`` (``python tools/probe_spread.py
 --hf-compiled``)."""
 
@@ -1294,7 +1294,7 @@ def graph_replays(a: Analysis) -> GraphReplays | None:
 @dataclass(frozen=True)
 class CompiledDecodeCalls(_Row):
     """The compiled calls of a trace's decode passes replayed from CUDA graphs (transformers'
-    static-cache ``generate()``, round 85): each pass calls the compiled forward, whose host is
+    static-cache ``generate()``): each pass calls the compiled forward, whose host is
     dynamo's cache lookup (the guards) and the compiled region (the inputs' copies into the graph's
     buffers, the graph's launch). Medians over the trace's calls that launch a graph (seconds)."""
 
@@ -1454,9 +1454,9 @@ def compiled_decode_calls(a: Analysis, weights: HostOps | None = None) -> Compil
 
 @dataclass(frozen=True)
 class GraphRecords(_Row):
-    """The decode graphs a compiled static-cache ``generate()`` trace re-records (round 96): torch.compile's
+    """The decode graphs a compiled static-cache ``generate()`` trace re-records: torch.compile's
     cudagraph trees record the decode graph again at a call's first decode pass when its static inputs moved
-    (round 95: every call at large batches). Such a compiled region captures the graph's kernels
+    (every call at large batches). Such a compiled region captures the graph's kernels
     (``CUDAGraphNode.record``), instantiates it, frees the old pool and synchronizes, the GPU idle meanwhile.
     Medians over the trace's recording regions (seconds)."""
 

@@ -67,6 +67,9 @@ def test_calibrate_sets_the_host_scale(prof) -> None:  # type: ignore[no-untyped
     # every host_layer entry the engines read is scaled
     assert res.compute_profile.host("train_fwd_gelu") == pytest.approx(s * prof.host("train_fwd_gelu"))
     assert res.to_dict()["host_scale"] == s
+    # the host model borrowed from the shipped profile comes with its host op tables (the trace refits none)
+    assert res.compute_profile.host_ops == HOST_OPS
+    assert "host model (host_layer, host_ops) taken from the h200 profile" in res.notes
 
 
 def test_ddp_hooks_reproduce_the_committed_csv(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -516,6 +519,11 @@ def test_layer_op_weights_reproduced() -> None:
     layer_op_weight = HOST_OPS.layer_op_weight
     ans = [analyze(read_trace(REPO / p)) for p in LAYER_WEIGHT_FIT_TRACES]
     assert fit_layer_op_weights(ans) == HOST_OPS.layer_op_weights
+    # calibrate fits them from such traces (fit_host_ops); no decode loop among them: the loop weights are kept
+    from simcore.calibration.calibrate import fit_host_ops
+
+    ops, notes = fit_host_ops(ans, HOST_OPS.model_copy(update={"layer_op_weights": {}}))
+    assert ops == HOST_OPS and notes[0] == "host_ops.layer_op_weights fitted on 8 profiled trace(s)"
     w = HOST_OPS.layer_op_weights
     assert w["aten::view"] < w["aten::mul"] < w["aten::linear"] < w["aten::scaled_dot_product_attention"]
     assert w["ViewBackward0"] < w["MulBackward0"] < w["MmBackward0"]
@@ -537,6 +545,14 @@ def test_extra_launch_weight_reproduced() -> None:
     assert len(ans) == 16
     w, rms, rms0 = fit_extra_launch_ops(ans)
     assert w == HOST_OPS.extra_launch_ops
+    # calibrate fits both from such traces (fit_host_ops) and keeps the rest of the tables it starts from
+    from simcore.calibration.calibrate import fit_host_ops
+
+    start = HOST_OPS.model_copy(update={"loop_op_weights": {}, "extra_launch_ops": 0.0})
+    ops, notes = fit_host_ops(ans, start)
+    assert ops == HOST_OPS
+    assert "host_ops.loop_op_weights fitted on 16 profiled trace(s)" in notes
+    assert any(n.startswith("host_ops: layer_ops, hf_layer_ops") and "kept" in n for n in notes)
     assert rms < 0.08 and rms0 > 2.0 * rms
     with pytest.raises(ValueError, match="two or more traces of one code"):
         fit_extra_launch_ops(ans[:1])
