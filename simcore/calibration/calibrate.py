@@ -33,6 +33,7 @@ import numpy as np
 
 from simcore.calibration.fit_compute import attention_row_name
 from simcore.errors import SimcoreError, TraceError
+from simcore.specs.profile import HostOps
 from simcore.traces.classify import Analysis
 
 OPS_COLUMNS = (
@@ -359,7 +360,7 @@ def detect_device(inp: Inputs, analyses: list[Any], required: bool = False) -> t
     return next(iter(found.items()), None)
 
 
-BASE_KEPT_GROUPS = ("host_layer", "host_overhead", "attention", "memory.ops", "optimizer", "gemm")
+BASE_KEPT_GROUPS = ("host_layer", "host_ops", "host_overhead", "attention", "memory.ops", "optimizer", "gemm")
 """The parts of a profile whose entries a fit on top of a base may leave as the base's (reported in its notes)."""
 
 
@@ -384,6 +385,51 @@ def _note_base(prof: Any, base: Any, name: str) -> Any:
     return prof.model_copy(update={"notes": [*prof.notes, note], "source": [*prof.source, f"base: {name}"]})
 
 
+HOST_OP_WEIGHTS = ("loop_op_weights", "extra_launch_ops", "layer_op_weights")
+"""The :class:`~simcore.specs.profile.HostOps` tables ``calibrate`` fits from profiled traces (the others, what the
+code the ``host_layer`` entries were measured on issues, go with those entries)."""
+
+
+def fit_host_ops(analyses: list[Analysis], start: HostOps) -> tuple[HostOps, list[str]]:
+    """The host op tables of a profile whose host model is ``start``'s, and notes saying where each came from.
+
+    Where the traces hold what a fitter needs, the op weights are fitted on them
+    (:mod:`simcore.calibration.host_trace`): ``loop_op_weights`` on eager decode loops
+    (``fit_loop_op_weights``), ``extra_launch_ops`` on two or more traces of one decode code with different
+    launch counts (``fit_extra_launch_ops``), ``layer_op_weights`` on ``transformers``' eager training layers
+    (``fit_layer_op_weights``). Everything else is ``start``'s: the calibrated code's op counts and pass
+    weights describe the code the ``host_layer`` entries were measured on, which ``calibrate`` keeps."""
+    from simcore.calibration import host_trace as H
+
+    fitted: dict[str, Any] = {}
+    decode = [a for a in analyses if H.loop_passes(a)]
+    train_hf = [
+        a for a in analyses if H.hf_layers(list(a.trace.cpu_ops.values())) and H.layer_op_counts(a) is not None
+    ]
+    fitters: list[tuple[str, list[Analysis], Any]] = [
+        ("loop_op_weights", decode, H.fit_loop_op_weights),
+        ("extra_launch_ops", decode, lambda ans: H.fit_extra_launch_ops(ans)[0]),
+        ("layer_op_weights", train_hf, H.fit_layer_op_weights),
+    ]
+    notes: list[str] = []
+    for name, ans, fitter in fitters:
+        if not ans:
+            continue
+        try:
+            fitted[name] = fitter(ans)
+        except ValueError as e:
+            notes.append(f"host_ops.{name} not fitted: {e}")
+            continue
+        notes.append(f"host_ops.{name} fitted on {len(ans)} profiled trace(s)")
+    kept = [k for k in type(start).model_fields if k not in fitted]
+    if fitted:
+        notes.append(
+            f"host_ops: {', '.join(kept)} kept from the starting profile (the weighed pass_ops and hf_layer_weights "
+            "were weighed with its op weights)"
+        )
+    return start.model_copy(update=fitted), notes
+
+
 def calibrate(
     paths: list[str] | list[Path],
     device: str | None = None,
@@ -396,7 +442,9 @@ def calibrate(
     ``base`` (a profile name or path) is the profile the fit starts from, transferred to ``device``:
     what the measurements here cover is refitted, everything else (the host model, kernels no input
     timed) stays the base's, and the notes say which parts those are. Without it the fit starts from
-    a neutral profile, as the shipped H200 profile was made."""
+    a neutral profile, as the shipped H200 profile was made; its host model (``host_layer`` from host CSVs
+    beside the op CSVs) is then stated against the host op tables of ``device``'s own profile. Profiled
+    traces among the inputs refit the host op weights they cover (:func:`fit_host_ops`)."""
     from simcore.calibration import fit_compute as FC
     from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
@@ -471,12 +519,12 @@ def calibrate(
         start = prof if prof is not None else shipped
         borrowed = not start.host_layer and bool(shipped.host_layer)
         if borrowed:
-            start = start.model_copy(update={"host_layer": dict(shipped.host_layer)})
+            start = start.model_copy(update={"host_layer": dict(shipped.host_layer), "host_ops": shipped.host_ops})
         scale, found = host_scale(analyses, start.model_copy(update={"host_scale": 1.0}))
         if scale is not None:
             host_rows = [{**dataclasses.asdict(x), "ratio": x.ratio} for x in found]
             if borrowed:
-                notes.append(f"host model (host_layer) taken from the {dev.name} profile")
+                notes.append(f"host model (host_layer, host_ops) taken from the {dev.name} profile")
             if prof is None:
                 notes.append(
                     f"no compute measurements: the profile written is the shipped {dev.name} profile with "
@@ -486,6 +534,15 @@ def calibrate(
             notes.append(
                 f"host speed: {len(found)} step(s) measured per layer, x{scale:.3f} the profile's host times"
             )
+    if prof is not None and analyses:
+        host_ops, host_notes = fit_host_ops(analyses, prof.host_ops)
+        prof = prof.model_copy(update={"host_ops": host_ops})
+        notes.extend(host_notes)
+    if prof is not None and base is None and prof.host_layer:
+        notes.append(
+            f"host op tables (host_ops) are the {dev.name} profile's, which the host entries are stated against, "
+            "except where fitted above"
+        )
     # communication
     comm_yaml = comm_report = None
     if fit_comm_profile:

@@ -47,6 +47,7 @@ from simcore.specs.profile import (
     MemoryParams,
     OptimizerParams,
     backend_of_name,
+    load_profile,
     one_query_call,
     one_query_family,
 )
@@ -1619,9 +1620,12 @@ def fit(
     )
     host_files = host_files_beside(ops_csv_paths[0])
     if host_files:
+        # the host entries are stated against the host op tables of the base (else the device's own profile)
+        host_ops = (base or load_profile(device)).host_ops
         prof = prof.model_copy(
             update={
-                "host_layer": fit_host(list(host_files)),
+                "host_layer": fit_host(list(host_files), host_ops),
+                "host_ops": host_ops,
                 "source": sorted({*prof.source, *(str(p) for p in host_files)}),
             }
         )

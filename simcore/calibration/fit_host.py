@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from simcore.errors import TraceError
-from simcore.specs.profile import calibrated_pass_ops, compiled_prefill_pass_weight
+from simcore.specs.profile import HostOps
 from simcore.workload.model import WEIGHT_TENSORS_PER_LAYER
 
 _ACT = {"gpt_ln_gelu": "gelu", "llama_rms_swiglu_gqa": "swiglu"}
@@ -846,7 +846,7 @@ def _line_entries(name: str, line: tuple[float, float]) -> dict[str, float]:
 
 
 def compiled_decode_costs(
-    rows: list[dict[str, str]], path: str | Path, ref: dict[str, float]
+    rows: list[dict[str, str]], path: str | Path, ref: dict[str, float], host_ops: HostOps | None = None
 ) -> dict[str, float]:
     """The compiled call of a static-cache ``generate()`` decode pass (``host_trace --compiled-decode``,
     see docs/compute.md, torch.compile): a least-squares line over the graph's kernels of each trace's
@@ -858,7 +858,8 @@ def compiled_decode_costs(
     plain entries take the same values); with the rows' ``act`` and ``prefill_layer_s``,
     ``compiled_decode_prefill_layer_ratio``: the eager prefill's host per layer in such a run over the
     profile's Hugging Face prefill layer at the trace's ``aten::linear`` pace; with ``pass_weight`` and
-    ``prefill_outside_s``, ``compiled_decode_prefill_fixed_ratio``: the prefill's host outside its layers over
+    ``prefill_outside_s`` and ``host_ops`` (the calibrated passes' weights), ``compiled_decode_prefill_fixed_ratio``:
+    the prefill's host outside its layers over
     the ``generate()`` entry the engine prices it at. Those from the host-bound rows (a decode whose
     host waits under half as long as it leads, ``wait_s <= 0.5 lead_s``), where
     the call is what a pass's host costs. With ``lead_s``, ``[profiled_]compiled_decode_lead_fixed`` / ``_per_kernel``: what
@@ -896,9 +897,13 @@ def compiled_decode_costs(
         act = r.get("act") or ""
         lin, emp = code_probe_ratios(ref, f"hf_{act}")
         gen = ref.get(f"profiled_hf_infer_generate_fixed_{act}")
-        eager = calibrated_pass_ops("huggingface", True, act, False)
+        eager = host_ops.calibrated_pass_ops("huggingface", True, act, False) if host_ops else None
         weight = float(r.get("pass_weight") or 0.0)
-        pass_weight = compiled_prefill_pass_weight(weight, "huggingface", True, act, False) if weight > 0 else None
+        pass_weight = (
+            host_ops.compiled_prefill_pass_weight(weight, "huggingface", True, act, False)
+            if host_ops and weight > 0
+            else None
+        )
         got = float(r.get("prefill_outside_s") or 0.0)
         if lin and gen and eager and pass_weight and got > 0:
             pace = gemm_pace(float(r["linear_main_s"]), lin, float(r["empty_main_s"]), emp)
@@ -1227,13 +1232,14 @@ def _size_runs(rows: list[dict[str, str]], path: str | Path) -> dict[str, float]
     return {k: float(statistics.median(v)) for k, v in out.items()}
 
 
-def fit_host(paths: list[str | Path]) -> dict[str, float]:
+def fit_host(paths: list[str | Path], host_ops: HostOps | None = None) -> dict[str, float]:
     """The ``host_layer`` profile section from host-overhead CSVs (seconds; missing rows are skipped).
 
     A file with rows measured while the PyTorch profiler records (``profiled_<name>`` beside
     ``<name>``, taken back to back in one process) gives the profiler's *ratio* per entry; the
     ``profiled_`` entries are the other files' values times that ratio, so a noisier machine on the
-    day of that measurement does not leak into the absolute host times."""
+    day of that measurement does not leak into the absolute host times. ``host_ops``: the host op tables the
+    entries are stated against (:class:`HostOps`; without them no ``compiled_decode_prefill_fixed_ratio``)."""
     rows: dict[str, float] = {}
     profiled_files: list[dict[str, float]] = []
     dist_files: list[dict[str, float]] = []
@@ -1378,7 +1384,7 @@ def fit_host(paths: list[str | Path]) -> dict[str, float]:
     if graph_sync and graph_replay:
         out.update(graph_loop_costs(graph_sync, graph_replay, "host_graph_*.csv.gz"))
     if compiled_decode:
-        out.update(compiled_decode_costs(compiled_decode, ", ".join(compiled_decode_paths), out))
+        out.update(compiled_decode_costs(compiled_decode, ", ".join(compiled_decode_paths), out, host_ops))
     if graph_records:
         out.update(graph_record_costs(graph_records, ", ".join(graph_record_paths), out))
     if generate_calls:

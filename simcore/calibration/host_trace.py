@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from simcore.specs.profile import ComputeProfile, profiler_key
+from simcore.specs.profile import ComputeProfile, HostOps, layer_op_class, layer_op_key, profiler_key
 from simcore.traces.classify import INDUCTOR_FUSED, Analysis, Step, fp32_weights
 from simcore.traces.model import CpuOp, RuntimeCall, Trace
 
@@ -93,7 +93,7 @@ def batched_experts(ops: list[CpuOp]) -> bool:
     """Whether the ops run ``transformers``' ``batched_mm`` experts: each routed token's expert weights
     gathered and one ``aten::bmm`` of ``[tokens, out, in]`` weights by ``[tokens, in, 1]`` inputs, no
     grouped GEMM (:data:`MOE_OP`). ``generate()`` switches ``grouped_mm`` experts to them for its decode
-    passes on a GPU (round 109's traces; transformers' "decode-stage switching"). The Llama family's
+    passes on a GPU (transformers' "decode-stage switching"). The Llama family's
     rotary ``bmm`` (``[b, d/2, 1]`` by ``[b, 1, s]``) is not one."""
     if any(o.name == MOE_OP for o in ops):
         return False
@@ -240,10 +240,10 @@ stated as ``aten::t`` through the ratio of the two on threads that have both (``
 ``probe_empty_ratio_*``)."""
 
 GEMM_PROBE_OP = "aten::linear"
-"""A no-grad pass's steadier CPU probe (round 42): against round 42's fit passes, five held-apart
-traces of one Llama decode layer put its host in units of the trace's median ``aten::linear`` (its
-dispatch, the weight's transpose view, the GEMM's launch) within an rms log error of 0.064, in units of
-its median ``aten::t`` 0.165 (``python tools/probe_spread.py --decode``). Stated as ``aten::t`` through
+"""A no-grad pass's steadier CPU probe: against the decode fit passes of
+``traces/h200/host_decode_r42.csv.gz``, five held-apart traces of one Llama decode layer put its host in units
+of the trace's median ``aten::linear`` (its dispatch, the weight's transpose view, the GEMM's launch) within an
+rms log error of 0.064, in units of its median ``aten::t`` 0.165 (``python tools/probe_spread.py --decode``). Stated as ``aten::t`` through
 ``fit_host``'s ``probe_linear_ratio_infer_*``."""
 
 GEMM_PROBE_ALT_OP = "aten::addmm"
@@ -287,10 +287,10 @@ def op_speed(a: Analysis, window: int = 0) -> OpSpeed | None:
 PROBE_WINDOW = 16
 """Calls of a probe op per window of an inference trace's pace (:func:`op_speed`, as ``simcore validate``
 reads it): the mean of the medians of consecutive windows of this many calls, not one median. The pace
-moves within a run (round 80's greedy GPT-2 ``generate()``: passes of 12-21 ms whose layers stay at
-214-279 of their own pass's ``aten::empty``), and a host-bound step's host is the sum of its ops at the
+moves within a run (a greedy GPT-2 ``generate()`` in ``traces/h200/round80/``: passes of 12-21 ms whose
+layers stay at 214-279 of their own pass's ``aten::empty``), and a host-bound step's host is the sum of its ops at the
 pace of each moment: one median over the trace under-predicts a run with slow stretches. A window's
-median keeps a call preempted alone from counting. 16 was chosen on round 80's fit traces
+median keeps a call preempted alone from counting. 16 was chosen on ``traces/h200/round80/``'s fit traces
 (``generate()`` on GPT-2 and a Llama, each sampler beside greedy: mean |error| 5.8 % one median, 3.9 %
 windows of 16, 4.5 % of 32, 4.7 % of 64). Training traces keep one median: their GPU-heavy steps fill
 the launch queue, and ops that wait on it are back-pressure, not the CPU's pace (over the committed
@@ -369,7 +369,7 @@ def hf_layers(ops: list[CpuOp]) -> bool:
     out (``aten::tanh`` and ``aten::pow``, no ``aten::gelu``: GPT-2's ``gelu_new``) or RMSNorm written
     out (``aten::rsqrt``, no fused ``rms_norm``: the Llama family's) beside the rotary embedding's
     ``aten::cos`` of every forward pass (``transformers``' rotary module computes cos / sin per pass; a
-    user's Llama with a written-out RMSNorm and precomputed tables is not its code: round 78)."""
+    user's Llama with a written-out RMSNorm and precomputed tables is not its code)."""
     names = {o.name for o in ops}
     gelu_tanh = {"aten::tanh", "aten::pow"} <= names and "aten::gelu" not in names
     rms = (
@@ -387,7 +387,7 @@ def graph_launches(tr: Trace) -> list[RuntimeCall]:
 
 def compiled_decode_graphs(ans: list[Analysis]) -> bool:
     """Whether the traces' decode passes are CUDA-graph replays of torch.compile's fused kernels
-    beside a prefill launched op by op (transformers' static-cache ``generate()``, round 85): graph
+    beside a prefill launched op by op (transformers' static-cache ``generate()``): graph
     replays that run inductor's kernels, and attention kernels launched outside any graph."""
     for a in ans:
         launches = {c.correlation for c in graph_launches(a.trace)}
@@ -442,7 +442,7 @@ def generate_loop(ops: list[CpuOp]) -> bool:
     """Whether ``ops`` come from transformers' ``generate()``: its stopping criteria test the new
     tokens against the end-of-sequence ids with ``aten::isin`` every step, and it folds their verdict
     into its unfinished sequences with ``unfinished & ~done`` (``aten::bitwise_not``, ``aten::__and__``)
-    every step, with or without an end-of-sequence id (a config without one: round 55's Qwen2)."""
+    every step, with or without an end-of-sequence id (a config without one, e.g. a Qwen2's)."""
     names = {o.name for o in ops}
     return "aten::isin" in names or {"aten::bitwise_not", "aten::__and__"} <= names
 
@@ -507,8 +507,8 @@ class StepHost(_Row):
     empty_main_s: float = 0.0
     empty_bwd_s: float = 0.0
     linear_main_s: float = 0.0
-    """The step's median GEMM op on the main thread (:data:`GEMM_PROBE_OP`; 0: too rare, or recorded
-    before round 45), a candidate probe of a host-bound step."""
+    """The step's median GEMM op on the main thread (:data:`GEMM_PROBE_OP`; 0: too rare, or not
+    recorded), a candidate probe of a host-bound step."""
     mm_bwd_s: float = 0.0
     """The step's median ``aten::mm`` on the backward thread (as ``linear_main_s``)."""
     gemm_mean_main_s: float = 0.0
@@ -675,22 +675,20 @@ def _top_ops(win: list[CpuOp], tid: int, lo: float, hi: float) -> list[CpuOp]:
     )
 
 
-def layer_op_counts(a: Analysis, weighted: bool = False) -> tuple[float, float] | None:
+def layer_op_counts(a: Analysis, weights: HostOps | None = None) -> tuple[float, float] | None:
     """(The top-level ops a forward layer issues on the main thread, the top-level autograd nodes and ops a
     backward layer runs on the backward thread) of a trace's eager training steps, medians over its steps (an
-    unannotated trace: its one step); with ``weighted``, their host weight in ``aten::t`` units instead
-    (``profile.layer_op_weight``: each op at its ``profile.LAYER_OP_WEIGHTS``; ``None`` where the trace records no
-    stream launches). ``None`` where no step's layers can be found (:func:`_layer_marks`). The code's structure,
-    not its timing: eager host time per layer goes with it (``RuntimeSpec.layer_ops``)."""
-    from simcore.specs.profile import layer_op_weight
-
-    if weighted and not any(c.name.startswith(LAUNCH_CALLS) for c in a.trace.host_calls):
+    unannotated trace: its one step); with ``weights``, their host weight in ``aten::t`` units instead
+    (:meth:`HostOps.layer_op_weight`; ``None`` where the trace records no stream launches). ``None`` where no
+    step's layers can be found (:func:`_layer_marks`). The code's structure, not its timing: eager host time
+    per layer goes with it (``RuntimeSpec.layer_ops``)."""
+    if weights is not None and not any(c.name.startswith(LAUNCH_CALLS) for c in a.trace.host_calls):
         return None
     fw: list[float] = []
     bw: list[float] = []
     for kind, layers, _span, rows in _layer_groups(a):
         if kind in ("fwd", "bwd"):
-            n = layer_op_weight((o.name, o.launches) for o in rows) if weighted else len(rows)
+            n = weights.layer_op_weight((o.name, o.launches) for o in rows) if weights is not None else len(rows)
             (fw if kind == "fwd" else bw).append(n / layers)
     if not fw:
         return None
@@ -773,7 +771,7 @@ class DecodeHost(_Row):
     probe_main_s: float
     empty_main_s: float = 0.0
     linear_main_s: float = 0.0
-    """The step's median :data:`GEMM_PROBE_OP` (0: too rare, or not recorded before round 42)."""
+    """The step's median :data:`GEMM_PROBE_OP` (0: too rare, or not recorded)."""
     impl: str = "reference"
     loop: str = "manual"
     """``generate``: transformers' ``generate()`` (its stopping criteria's ``aten::isin``), else a
@@ -846,7 +844,7 @@ def _layer_groups(a: Analysis) -> Iterator[tuple[str, int, float, list[LayerOp]]
 
 
 def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[str, float]:
-    """Each layer op's host per call in probe units (``profile.LAYER_OP_WEIGHTS``; an autograd node by its node
+    """Each layer op's host per call in probe units (:attr:`HostOps.layer_op_weights`; an autograd node by its node
     name, ``MmBackward0``), from the layers of profiled eager traces (:func:`_layer_groups`). Within each trace
     and thread an op's host is its own time plus the thread's mean gap between the layers' top-level ops (the
     Python between them, one per op), over the thread's median ``aten::t`` (:func:`op_speed`: the CPU's pace, the
@@ -854,8 +852,6 @@ def fit_layer_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[s
     median over its calls. Names called fewer than ``min_calls`` times are left out; ``class|<launches>`` and
     ``node|<launches>`` (launches capped at 3) are the median weights of the kept ops and autograd nodes that made
     that many stream launches (what an op or node not in the table weighs). Rounded to 0.1."""
-    from simcore.specs.profile import layer_op_class, layer_op_key
-
     units: dict[str, list[float]] = {}
     by_class: dict[str, set[str]] = {}
     for a in analyses:
@@ -980,25 +976,22 @@ def decode_pass_counts(a: Analysis) -> tuple[float, float] | None:
     )
 
 
-def decode_pass_op_count(a: Analysis) -> float | None:
+def decode_pass_op_count(a: Analysis, weights: HostOps) -> float | None:
     """The host weight of the ops a decode pass issues outside its layers, in typical ops
-    (``profile.pass_op_weight``: each op at its name's ``profile.LOOP_OP_WEIGHTS``, an op not there one
-    op plus ``profile.EXTRA_LAUNCH_OPS`` a launch beyond its first), the median over a no-grad trace's
-    decode passes (:func:`loop_passes`); ``None`` without any (``RuntimeSpec.pass_ops``)."""
-    from simcore.specs.profile import pass_op_weight
-
+    (:meth:`HostOps.pass_op_weight`), the median over a no-grad trace's decode passes (:func:`loop_passes`);
+    ``None`` without any (``RuntimeSpec.pass_ops``)."""
     per_pass = loop_passes(a)
     if not per_pass:
         return None
-    return float(statistics.median(pass_op_weight((o.name, o.extra) for o in ops) for _, ops in per_pass))
+    return float(statistics.median(weights.pass_op_weight((o.name, o.extra) for o in ops) for _, ops in per_pass))
 
 
 def fit_loop_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[str, float]:
-    """Each op name's host per call in typical ops (``profile.LOOP_OP_WEIGHTS``), from the decode loops
+    """Each op name's host per call in typical ops (:attr:`HostOps.loop_op_weights`), from the decode loops
     of profiled eager traces (:func:`loop_passes`): the median over its calls of its host time over its
     pass's pace (the step's median ``aten::empty``), divided by that median over every call that
     launches at most one kernel (a typical op); names called fewer than ``min_calls`` times are left
-    out (priced by their launches, ``profile.pass_op_weight``). Rounded to 0.01."""
+    out (priced by their launches, :meth:`HostOps.pass_op_weight`). Rounded to 0.01."""
     units: dict[str, list[float]] = {}
     single: list[float] = []
     for a in analyses:
@@ -1020,11 +1013,11 @@ def fit_loop_op_weights(analyses: list[Analysis], min_calls: int = 8) -> dict[st
 def fit_extra_launch_ops(analyses: list[Analysis]) -> tuple[float, float, float]:
     """(The host of a stream launch beyond an op's first, in top-level ops; the RMS relative error of a
     pass's host outside its layers with it; without it) fitted on profiled eager decode loops
-    (``profile.EXTRA_LAUNCH_OPS``). Each trace's median host outside the layers, over its empty-op probe
+    (:attr:`HostOps.extra_launch_ops`). Each trace's median host outside the layers, over its empty-op probe
     (the host's pace), is its code's cost per op times ``ops + w * extra launches``
     (:func:`decode_pass_counts`); the codes (implementation, loop, activation) each have their own cost
     per op. ``w`` minimises the squared log error over a grid of 0 to 1.5 in steps of 0.01; the fit needs
-    traces of one code with different launch counts (round 80: each sampler beside greedy)."""
+    traces of one code with different launch counts (e.g. each sampler beside greedy)."""
     import numpy as np
 
     codes: list[str] = []
@@ -1106,7 +1099,7 @@ _COMPILED_BWD = "CompiledFunctionBackward"
 COMPILED_PROBE_OP = "aten::transpose"
 """The per-op probe of a torch.compile trace, which has no ``aten::t``: inductor's generated code calls
 ``aten::transpose`` 8-16 times per layer and step on each thread. Its median in compiled regions tracks
-their host time within ~5 % across layer counts and widths of one process (round 30); it is not the
+their host time within ~5 % across layer counts and widths of one process ; it is not the
 ``aten::t`` of an eager step (0.3-0.5x of it, the ratio moving with the CPU)."""
 
 
@@ -1130,7 +1123,7 @@ class CompiledStepHost(_Row):
     eager_probe_bwd_s: float = 0.0
     empty_main_s: float = 0.0
     """The step's median :data:`ALT_PROBE_OP` on the main thread (``transformers``' compiled code calls no
-    :data:`COMPILED_PROBE_OP`: round 70), and on the compiled backward's thread (``empty_bwd_s``)."""
+    :data:`COMPILED_PROBE_OP`), and on the compiled backward's thread (``empty_bwd_s``)."""
     empty_bwd_s: float = 0.0
     launch_main_s: float = 0.0
     """The step's median :data:`LAUNCH_PROBE_PREFIX` op (one generated kernel's launch) in its compiled forward
@@ -1146,8 +1139,8 @@ LAUNCH_PROBE_PREFIX = "triton_"
 ``triton_poi_fused_...``, ``triton_per_...``, ``triton_red_...``): the launcher's own work, a fixed cost per
 launch. A ``transformers`` compiled step calls no :data:`COMPILED_PROBE_OP` and its ``aten::empty`` are a few
 allocations beside its launches; the launches' median is its CPU pace (``fit_host``'s
-``profiled_hf_compiled_*`` entries). Across the held-apart compiled steps of round 70's fit code the units of a
-step's host over it are off the fit's lines by 0.054 / 0.037 (rms of the log error; the forward regions / the rest
+``profiled_hf_compiled_*`` entries). Across the held-apart compiled steps of the fit code
+(``traces/h200/round70/``) the units of a step's host over it are off the fit's lines by 0.054 / 0.037 (rms of the log error; the forward regions / the rest
 of the step but the optimizer) against 0.121 / 0.114 over ``aten::empty`` (``python tools/probe_spread.py
 --hf-compiled``)."""
 
@@ -1301,7 +1294,7 @@ def graph_replays(a: Analysis) -> GraphReplays | None:
 @dataclass(frozen=True)
 class CompiledDecodeCalls(_Row):
     """The compiled calls of a trace's decode passes replayed from CUDA graphs (transformers'
-    static-cache ``generate()``, round 85): each pass calls the compiled forward, whose host is
+    static-cache ``generate()``): each pass calls the compiled forward, whose host is
     dynamo's cache lookup (the guards) and the compiled region (the inputs' copies into the graph's
     buffers, the graph's launch). Medians over the trace's calls that launch a graph (seconds)."""
 
@@ -1385,8 +1378,18 @@ COMPILED_REGION = "Torch-Compiled Region"
 DYNAMO_LOOKUP = "TorchDynamo Cache Lookup"
 
 
-def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
-    """The compiled decode calls of a trace (``None`` when no compiled region launches a graph)."""
+def trace_host_ops(a: Analysis) -> HostOps:
+    """The host op tables (:class:`HostOps`) of the compute profile of the GPU trace ``a`` ran on (the
+    nearest calibrated GPU's, transferred, where it has none)."""
+    from simcore.specs.profile import load_profile
+    from simcore.workload.replay import device_from_trace
+
+    return load_profile(device_from_trace(a.trace)).host_ops
+
+
+def compiled_decode_calls(a: Analysis, weights: HostOps | None = None) -> CompiledDecodeCalls | None:
+    """The compiled decode calls of a trace (``None`` when no compiled region launches a graph); the loop's
+    ops weighed by ``weights`` (default: :func:`trace_host_ops`)."""
     graphs = graph_launches(a.trace)
     launches = [c.ts for c in graphs]
     ops = list(a.trace.cpu_ops.values())
@@ -1445,15 +1448,15 @@ def compiled_decode_calls(a: Analysis) -> CompiledDecodeCalls | None:
         lead_s=float(statistics.median(leads)) if leads else 0.0,
         wait_s=float(statistics.median(waited)) if waited else 0.0,
         prefill_outside_s=max(float(statistics.median(outside)) - call_s, 0.0) if outside else 0.0,
-        pass_weight=float(decode_pass_op_count(a) or 0.0),
+        pass_weight=float(decode_pass_op_count(a, weights or trace_host_ops(a)) or 0.0),
     )
 
 
 @dataclass(frozen=True)
 class GraphRecords(_Row):
-    """The decode graphs a compiled static-cache ``generate()`` trace re-records (round 96): torch.compile's
+    """The decode graphs a compiled static-cache ``generate()`` trace re-records: torch.compile's
     cudagraph trees record the decode graph again at a call's first decode pass when its static inputs moved
-    (round 95: every call at large batches). Such a compiled region captures the graph's kernels
+    (every call at large batches). Such a compiled region captures the graph's kernels
     (``CUDAGraphNode.record``), instantiates it, frees the old pool and synchronizes, the GPU idle meanwhile.
     Medians over the trace's recording regions (seconds)."""
 
@@ -1489,7 +1492,7 @@ def _busy_s(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
 def graph_records(a: Analysis) -> GraphRecords | None:
     """The decode graph recordings of a compiled static-cache ``generate()`` trace (``None`` when no
     compiled region records one, or the trace has no compiled decode calls)."""
-    cd = compiled_decode_calls(a)
+    cd = compiled_decode_calls(a, HostOps())  # its calls alone: the loop's weight is not read here
     if cd is None:
         return None
     inst = sorted(c.ts for c in a.trace.host_calls if c.name.startswith(GRAPH_INSTANTIATE))

@@ -18,13 +18,7 @@ from simcore import memory as M
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.specs.hardware import DTYPE_BYTES
-from simcore.specs.profile import (
-    ComputeProfile,
-    calibrated_decode_layer_ops,
-    calibrated_pass_ops,
-    compiled_prefill_pass_weight,
-    load_profile,
-)
+from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import InferenceSpec, ModelSpec
 from simcore.workload import lowering as L
@@ -215,7 +209,7 @@ def _pass_fixed_host(r: _Run, mode: str, key: str, hp: ComputeProfile) -> tuple[
     built every pass, comes on top). A run's own loop (``pass_ops``) scales it by its ops outside the
     layers over the calibrated code's; a compiled decode weighs the loop between the graph's launches
     (none given: the calibrated compiled loop's), each op at a generate() op's cost, and the eager
-    prefill's pass also issues what a decode pass's graph holds (``compiled_prefill_pass_weight``)."""
+    prefill's pass also issues what a decode pass's graph holds (``HostOps.compiled_prefill_pass_weight``)."""
     profiler, implementation, act_key = r.profiler, r.implementation, r.act_key
     pass_ops, compiled_decode = r.pass_ops, r.compiled_decode
     fixed = hp.host_of(f"infer_{mode}_fixed_{key}", profiler, implementation)
@@ -226,13 +220,15 @@ def _pass_fixed_host(r: _Run, mode: str, key: str, hp: ComputeProfile) -> tuple[
         fixed = gen + max(extra, 0.0) if sdpa != key else gen
     if pass_ops is not None or compiled_decode:
         args = (implementation, r.decode_loop == "generate" and gen > 0, act_key, key.endswith("_eager"))
-        ref_ops = calibrated_pass_ops(*args)
+        ref_ops = r.prof.host_ops.calibrated_pass_ops(*args)
         weight: float | None = pass_ops
         if compiled_decode:
             weight = (
-                compiled_prefill_pass_weight(pass_ops, *args)
+                r.prof.host_ops.compiled_prefill_pass_weight(pass_ops, *args)
                 if mode == "prefill"
-                else pass_ops if pass_ops is not None else calibrated_pass_ops(*args, compiled_decode=True)
+                else pass_ops
+                if pass_ops is not None
+                else r.prof.host_ops.calibrated_pass_ops(*args, compiled_decode=True)
             )
         if weight is not None and ref_ops:
             fixed = fixed * weight / ref_ops
@@ -305,7 +301,7 @@ def _add_host(r: _Run, prefill: Priced, decode: Priced) -> dict[str, Num]:
     comm_calls = np.where(np.asarray(r.tp, dtype=float) > 1, 2.0, 0.0) * comm_call_host(r.cluster) * layers
     # a run's own code: its ops per decode layer over the calibrated code's; a reference layer's
     # prefill issues the same ops, transformers' the same 62 with either cache
-    cal_ops = calibrated_decode_layer_ops(r.implementation, r.lk_dec)
+    cal_ops = prof.host_ops.calibrated_decode_layer_ops(r.implementation, r.lk_dec)
     ops = r.layer_ops / cal_ops if r.layer_ops is not None and cal_ops else 1.0
     return {
         "prefill": _add_pass_host(r, prefill, "prefill", prof, comm_calls, ops, decode.kernels),
@@ -392,11 +388,11 @@ def evaluate(
     graphs exposes the next graph's launch each time; ``attention_backend``: whose fused attention
     kernels (``RuntimeSpec.attention_backend``); ``layer_ops``: ops a decode layer of the run's own
     code issues (``RuntimeSpec.layer_ops.fwd``), scaling the eager host per layer by their ratio to the
-    calibrated code's (``profile.calibrated_decode_layer_ops``: the reference code's prefill and decode
+    calibrated code's (``HostOps.calibrated_decode_layer_ops``: the reference code's prefill and decode
     layers, ``transformers``' decode layers); ``pass_ops``: ops a pass of the run's code issues
     outside its layers (``RuntimeSpec.pass_ops``), scaling the host of a pass beyond its layers by their
-    ratio to the calibrated code's (``calibrated_pass_ops``); ``compiled_decode``: each decode pass a
-    CUDA-graph replay of torch.compile's fused kernels (``RuntimeSpec.compiled_decode``), the prefill
+    ratio to the calibrated code's (``HostOps.calibrated_pass_ops``); ``compiled_decode``: each decode pass
+    a CUDA-graph replay of torch.compile's fused kernels (``RuntimeSpec.compiled_decode``), the prefill
     under ``framework``: the pass's host is the loop's own ops outside the layers plus the compiled
     call (``compiled_decode_call_fixed`` + ``_per_kernel`` of the graph), none per layer;
     ``decode_cpu_op_time``: the CPU's probe speed in the decode passes where it differs from the prefill's

@@ -23,7 +23,7 @@ from simcore import memory as M
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.schedules import pipeline_time
-from simcore.specs.profile import ComputeProfile, calibrated_layer_ops, load_profile
+from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import ModelSpec, TrainingSpec
 from simcore.workload import lowering as L
@@ -495,7 +495,7 @@ def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
     # a run's own code: its ops per layer over the calibrated code's (eager; a transformers layer with
     # its own entries, an MoE or eager-attention one, is not scaled)
     ops_f, ops_b = 1.0, 1.0
-    cal = calibrated_layer_ops(implementation, act_key)
+    cal = prof.host_ops.calibrated_layer_ops(implementation, act_key)
     if layer_ops is not None and cal is not None and not compiled and lk == act_key:
         ops_f, ops_b = layer_ops[0] / cal[0], (layer_ops[1] / cal[1] if layer_ops[1] > 0 else 1.0)
     h_f = s.layers_per_rank * (
@@ -960,7 +960,7 @@ def evaluate(
     profiler records beside the timeline (``RuntimeSpec.profiler_record``), which scales the profiled
     host times by kind (``ComputeProfile.profiler_factor``); ``layer_ops``: (forward, backward) ops a
     layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer by
-    their ratio to the calibrated code's (``profile.calibrated_layer_ops``).
+    their ratio to the calibrated code's (``HostOps.calibrated_layer_ops``).
 
     The parts: stage times (:func:`_stage_work`), host (:func:`_host_overhead`), pipeline
     (:func:`_pipeline`), data-parallel communication (:func:`_data_parallel`), optimizer

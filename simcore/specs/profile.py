@@ -139,12 +139,14 @@ class AttentionParams(_Frozen):
     per_head_tiles: bool = False
     """Forward: one CTA per ``block_rows`` query rows of one query head (grouped heads not packed as rows),
     each walking at least one ``block_cols`` block of keys: cuDNN's fprop, whose short causal prompts cost
-    the same per sequence and head at 16-128 tokens (round 92: ~22 ns a sequence and head at 512-1536
-    sequences). ``False``: FlashAttention-2's packing of a KV group's query heads into rows."""
+    the same per sequence and head at 16-128 tokens (~22 ns a sequence and head at 512-1536 sequences in
+    ``traces/h200/round92/attention_short.csv.gz``). ``False``: FlashAttention-2's packing of a KV group's
+    query heads into rows."""
     odd_cols: float | None = Field(default=None, gt=0)
     """Forward over an odd number of keys: each CTA walks ``L + min(L, odd_cols)`` keys instead of ``L``
     (cuDNN's one-query kernel over ``transformers``' static cache of ``max_length - 1`` slots: about twice
-    the walk up to ~128 keys, a fixed extra beyond; round 96). ``None``: no such term."""
+    the walk up to ~128 keys, a fixed extra beyond: ``traces/h200/round96/attention_kvlen.csv.gz``). ``None``:
+    no such term."""
 
 
 class MemoryOpParams(_Frozen):
@@ -161,7 +163,7 @@ class MemoryOpParams(_Frozen):
     """Row-wise ops: one CTA streams a row at ``row_share x bandwidth / sm_count``; used when
     the row count is known (few long rows are slow). ``None``: no row limit."""
     width_knots: tuple[float, ...] = ()
-    """Row-wise ops: row widths (elements) at which ``width_factors`` were measured (round 59: PyTorch's
+    """Row-wise ops: row widths (elements) at which ``width_factors`` were measured (PyTorch's
     softmax kernels change with the width: a warp per row up to 1024, a block with the row in shared
     memory, a block streaming it)."""
     width_factors: tuple[float, ...] = ()
@@ -236,8 +238,8 @@ class EmbeddingBackwardParams(_Frozen):
     fixed ``sorted_t0``), then the segment sums over the tokens' rows. Per-element terms are fractions of
     the memory bandwidth over 12 bytes a token x hidden element (read in fp32, accumulated and written:
     a convention, as the kernels run alike on fp32 and bf16 gradients), so they move with a device's
-    bandwidth on transfer; the per-token and fixed terms are latencies (seconds). Fitted on round 72's
-    kernel-by-kernel sweep (``tools/bench_embedding_bwd.py``)."""
+    bandwidth on transfer; the per-token and fixed terms are latencies (seconds). Fitted on the kernel-by-kernel
+    sweep ``traces/h200/round72/embedding_bwd.csv.gz`` (``tools/bench_embedding_bwd.py``)."""
 
     direct_max_tokens: float = Field(default=3072.0, gt=0)
     """PyTorch's switch to the sorting path (``num_indices <= 3072`` takes the direct kernel)."""
@@ -251,54 +253,18 @@ class EmbeddingBackwardParams(_Frozen):
     """Bandwidth fraction of the segment sums' per-element work."""
 
 
-CALIBRATED_LAYER_OPS: dict[str, tuple[float, float]] = {"gelu": (19.0, 43.0), "swiglu": (21.0, 45.0)}
-"""Ops a layer of the code the eager ``host_layer`` entries were measured on issues (``tools/gpt.py``'s
-GPT and Llama blocks, fused q/k/v and gate/up, SDPA): top-level forward ops on the main thread and
-backward-thread top-level nodes per layer (``host_trace.layer_op_counts`` of its traces, checked by a
-test against ``traces/h200/profile_train_gpt-125m_s1024_b8_eager.json.gz`` and
-``profile_train_llama-1b_s2048_b4_eager.json.gz``). ``RuntimeSpec.layer_ops`` scales that host by a run's
-own counts."""
-
-CALIBRATED_HF_LAYER_OPS: dict[str, tuple[float, float]] = {"gelu": (46.0, 62.0), "swiglu": (62.0, 93.0)}
-"""The same for the ``transformers`` code the ``profiled_hf_train_*`` entries were measured on (rounds 32, 102
-and 104's fit steps: GPT-2's ``Conv1D`` layers and a Llama's separate projections, SDPA, bf16 autocast; checked by
-a test against ``traces/h200/round104``'s). A Qwen2 layer's biased q / k / v projections add six backward nodes
-(99), Phi-3's fused projections and their splits give 72 / 83."""
-
-CALIBRATED_HF_LAYER_WEIGHTS: dict[str, tuple[float, float]] = {"gelu": (226.6, 520.5), "swiglu": (300.2, 841.4)}
-"""The host weight (``host_trace.layer_op_counts(weighted=True)``: each op at its :data:`LAYER_OP_WEIGHTS`, in
-``aten::t`` units) of a forward and a backward layer of the ``transformers`` fit code (round 104's fit steps, which
-agree; checked by a test). What a ``transformers`` training layer's ``RuntimeSpec.layer_ops`` is stated against:
-a Qwen2 layer's 300.2 / 880.4 (its biased q / k / v's six cheap backward nodes, 1.05 of the Llama's), Phi-3's
-280.6 / 796.9 (its fused projections: three fewer GEMMs, more splits and slices; 0.94 / 0.95, where their op
-counts say 1.16 / 0.89)."""
-
-
-def calibrated_layer_ops(implementation: str, act: str) -> tuple[float, float] | None:
-    """(Forward ops, backward nodes) a training layer of the code ``implementation``'s eager host entries
-    were measured on issues (:data:`CALIBRATED_LAYER_OPS`; ``transformers``: their host weight,
-    :data:`CALIBRATED_HF_LAYER_WEIGHTS`; ``None``: not known)."""
-    table = CALIBRATED_HF_LAYER_WEIGHTS if implementation == "huggingface" else CALIBRATED_LAYER_OPS
-    return table.get(act)
-
-
-CALIBRATED_DECODE_LAYER_OPS: dict[str, float] = {"gelu": 25.0, "swiglu": 27.0}
-"""Top-level ops a decode step's layer issues in the code the eager inference ``host_layer`` entries were
-measured on (``tools/gpt.py`` with its preallocated KV cache; ``host_trace.decode_layer_op_count``, checked
-by a test against ``traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz`` and
-``traces/h200/profile_infer_prefill_decode.json.gz``)."""
-
 ONE_QUERY_ATTENTION = "fwd_cudnn_one_query"
 """The ``attention`` entry of cuDNN's kernel for one query a sequence over a masked cache whose keys and values come
 repeated to every query head (``transformers``' static cache): an sm80 wmma kernel of 64 x 64 tiles, one CTA a
-sequence and head (round 91's decode graphs), fitted on its own (round 92's ``attention_masked_decode.csv.gz``)."""
+sequence and head (as a static cache's decode graphs run it), fitted on its own
+(``traces/h200/round92/attention_masked_decode.csv.gz``)."""
 
 
 ONE_QUERY_ODD_ATTENTION = "fwd_cudnn_one_query_odd"
 """The ``attention`` entry of :data:`ONE_QUERY_ATTENTION`'s kernel over an odd number of slots, as ``transformers``'
-static cache holds (``max_length - 1``: round 91's 47 and 31, round 95's captured call): each sequence and head costs
+static cache holds (``max_length - 1``, e.g. 47 or 31 slots): each sequence and head costs
 about one more 64-slot tile than the even count beside it (47 slots 390 us against 262 at 48, 512 sequences x 32
-heads; 1.06-1.5x over 31-1039 slots), fitted on its own (round 96's ``attention_kvlen.csv.gz``)."""
+heads; 1.06-1.5x over 31-1039 slots), fitted on its own (``traces/h200/round96/attention_kvlen.csv.gz``)."""
 
 
 def one_query_family(kv_seq: ArrayLike) -> NDArray[np.str_]:
@@ -317,180 +283,162 @@ def one_query_call(mask: ArrayLike, seq: ArrayLike, kv_heads: ArrayLike, heads: 
     )
     return out
 
-CALIBRATED_HF_DECODE_LAYER_OPS: dict[str, float] = {"gelu": 38.0, "swiglu": 54.0, "swiglu_eager": 67.0}
-"""Top-level ops a decode step's layer issues in ``transformers``' modelling code with its dynamic cache, per
-``host_layer`` layer key (GPT-2's block 38; Llama's, Mistral's and Qwen2's 54, 67 with eager attention; counted by
-``host_trace.decode_layer_op_count`` on every committed trace of such layers, which agree; the MoE layers' count
-moves with the experts the tokens reach and is left out). A static cache's decode layer issues 63 (its
-``index_copy_`` updates) where its prefill's layers issue the dynamic cache's 62."""
-
-
-def calibrated_decode_layer_ops(implementation: str, layer_key: str) -> float | None:
-    """The top-level ops a decode layer of the code ``implementation``'s ``host_layer`` entries under
-    ``layer_key`` (``swiglu``, ``gelu_eager``, ...) were measured on issues (``None``: not known)."""
-    if implementation == "huggingface":
-        return CALIBRATED_HF_DECODE_LAYER_OPS.get(layer_key)
-    return CALIBRATED_DECODE_LAYER_OPS.get(layer_key)
-
-
-EXTRA_LAUNCH_OPS = 0.30
-"""The host time of a stream launch (kernel, memset, copy) an op makes beyond its first, in top-level ops:
-an ``aten::sort``, ``aten::topk`` or ``aten::multinomial`` launches 15-20 from one call and takes 5-7 ops'
-host, not one. Fitted on round 80's decode loops (``traces/h200/round80``: ``generate()`` and users' loops,
-temperature, top-k and top-p sampling each beside greedy on the same model;
-``host_trace.fit_extra_launch_ops``, reproduced by a test): the host of a pass outside its layers over its
-code's per-op cost, least squares in log; RMS error over the 16 traces 7.0 % against 17.2 % counting ops
-alone."""
-
-
-LOOP_OP_WEIGHTS: dict[str, float] = {
-    "aten::__and__": 1.01, "aten::__or__": 1.18, "aten::add": 0.88, "aten::any": 0.93, "aten::arange": 1.5,
-    "aten::argmax": 1.41, "aten::bitwise_not": 0.78, "aten::cat": 1.0, "aten::clone": 1.23, "aten::cos": 1.01,
-    "aten::cumsum": 1.13, "aten::div": 1.19, "aten::div_": 1.01, "aten::dropout": 0.04,
-    "aten::embedding": 2.19, "aten::empty": 0.13, "aten::eq": 0.95, "aten::expand": 0.43, "aten::fill_": 1.17,
-    "aten::full": 0.94, "aten::gather": 1.67, "aten::gt": 1.35, "aten::index": 1.91, "aten::index_put_": 1.88,
-    "aten::is_nonzero": 1.91, "aten::isin": 4.65, "aten::layer_norm": 2.01, "aten::le": 1.24,
-    "aten::lift_fresh": 0.03, "aten::linear": 3.49, "aten::lt": 1.16, "aten::masked_fill": 2.64,
-    "aten::matmul": 4.19, "aten::max": 1.44, "aten::mean": 1.01, "aten::mul": 0.77, "aten::multinomial": 17.82,
-    "aten::new_ones": 1.54, "aten::pow": 1.08, "aten::rms_norm": 1.71, "aten::rsqrt": 0.61, "aten::rsub": 1.29,
-    "aten::scatter": 2.4, "aten::select": 0.44, "aten::sin": 0.92, "aten::slice": 0.32, "aten::softmax": 1.21,
-    "aten::sort": 11.85, "aten::squeeze": 0.46, "aten::sub": 1.12, "aten::sum": 2.92, "aten::to": 1.17,
-    "aten::topk": 11.45, "aten::transpose": 0.29, "aten::unsqueeze": 0.26, "aten::view": 0.12,
-    "aten::where": 3.15,
-}
-"""The host of one call of each op a decode loop issues outside its layers, in typical ops (a typical op:
-the median over the calls that launch at most one kernel). Views cost a fraction of one (``aten::view``
-0.12, ``aten::unsqueeze`` 0.26), ``aten::isin`` 4.7, ``aten::where`` 3.2 and a sampler's ``aten::sort`` /
-``aten::topk`` / ``aten::multinomial`` 11-18. Fitted on round 80's decode loops (``traces/h200/round80``:
-``generate()`` and users' loops, greedy beside temperature, top-k and top-p; ``host_trace.fit_loop_op_weights``,
-reproduced by a test): each name's median host per call over its pass's ``aten::empty``. Weighed so, a
-pass's host outside its layers is one cost per typical op across codes: a Qwen2 ``generate()`` without
-an end-of-sequence id skips the stopping test's ``aten::isin`` and ``aten::where``, dearer than its other
-ops, and counting ops alone put its loop ~15 % over (rounds 86-89)."""
-
-
-LAYER_OP_WEIGHTS: dict[str, float] = {
-    "aten::add": 3.7, "aten::cat": 4.6, "aten::detach_": 1.3, "aten::empty": 1.3, "aten::lift_fresh": 1.1,
-    "aten::linear": 16.6, "aten::mean": 4.7, "aten::mul": 3.7, "aten::neg": 3.9, "aten::pow": 5.0,
-    "aten::reshape": 2.1, "aten::rsqrt": 4.1, "aten::scaled_dot_product_attention": 30.5, "aten::silu": 4.0,
-    "aten::slice": 1.9, "aten::to": 1.2, "aten::transpose": 2.0, "aten::unsqueeze": 1.7, "aten::view": 1.5,
-    "AddBackward0": 4.6, "AddmmBackward0": 26.2, "CatBackward0": 7.2, "MeanBackward1": 10.5, "MmBackward0": 24.2,
-    "MulBackward0": 15.0, "NativeDropoutBackward0": 8.1, "NativeLayerNormBackward0": 18.6, "NegBackward0": 7.2,
-    "PowBackward0": 22.0, "RsqrtBackward0": 18.5, "ScaledDotProductCudnnAttentionBackward0": 38.6,
-    "SiluBackward0": 9.3, "SliceBackward0": 15.1, "SplitBackward0": 9.5, "TBackward0": 3.7, "TanhBackward0": 7.4,
-    "ToCopyBackward0": 8.1, "TransposeBackward0": 3.6, "UnsafeViewBackward0": 3.8, "ViewBackward0": 3.6,
-    "torch::autograd::AccumulateGrad": 3.1, "class|0": 1.5, "class|1": 4.0, "class|2": 16.6, "class|3": 23.6,
-    "node|0": 3.7, "node|1": 8.1, "node|2": 15.1, "node|3": 18.6,
-}  # fmt: skip
-"""The host of one call of each top-level op a ``transformers`` training layer issues, in ``aten::t`` units (an
-autograd node by its node name, ``MmBackward0``): an op's own time plus its thread's mean gap between the layer's ops
-(the Python between them), over the thread's median ``aten::t``. Views cost 1.5-3.8, a one-kernel op 3.7-5, the
-forward's ``aten::linear`` (its weight's autocast cast and the GEMM) 16.6, SDPA 30.5, a backward GEMM node 24;
-``class|<launches>`` / ``node|<launches>`` price an op or node not there by its stream launches. Fitted on round
-104's ``transformers`` fit steps (:data:`LAYER_WEIGHT_FIT_TRACES`; ``host_trace.fit_layer_op_weights``, reproduced
-by a test). A layer's weight (:func:`layer_op_weight`) is its host in the fit code's units where the codes differ in
-their ops: Phi-3's fused projections issue three fewer GEMMs and more cheap splits and slices than a Llama layer (72
-forward ops against 62, yet 0.94 of its weight). Only ``transformers``' training layers are weighed: over
-hand-written decode loops (their layers' ops weighed so, against ``tools/gpt.py``'s decode traces) the weights put
-a layer's host further from the measured than its op count (rms log error 0.13 against 0.10, a Llama with separate
-projections and a ``torch.cat`` cache 1.43 of ``tools/gpt.py``'s layer where the traces measure 1.07-1.39)."""
-
-LAYER_WEIGHT_FIT_TRACES = tuple(
-    f"traces/h200/round104/hf_fit3_train_{m}_L{n}_p{p}.json.gz" for m in ("gpt2", "llama") for n in (4, 12) for p in (0, 1)
-)
-"""The traces :data:`LAYER_OP_WEIGHTS` were fitted on (repository paths)."""
 
 _NODE_PREFIX = "autograd::engine::evaluate_function: "
 
 
 def layer_op_key(name: str) -> str:
-    """A layer op's :data:`LAYER_OP_WEIGHTS` key: its name, an autograd node's without the engine's prefix."""
+    """A layer op's :attr:`HostOps.layer_op_weights` key: its name, an autograd node's without the engine's
+    prefix."""
     return name.removeprefix(_NODE_PREFIX)
 
 
 def layer_op_class(name: str, launches: int) -> str:
-    """The :data:`LAYER_OP_WEIGHTS` key that prices an op or autograd node not in the table: ``class|<launches>``
-    or ``node|<launches>``, launches capped at 3."""
+    """The :attr:`HostOps.layer_op_weights` key that prices an op or autograd node not in the table:
+    ``class|<launches>`` or ``node|<launches>``, launches capped at 3."""
     return f"{'node' if name.startswith(_NODE_PREFIX) else 'class'}|{min(launches, 3)}"
 
 
-def layer_op_weight(ops: Iterable[tuple[str, int]]) -> float:
-    """A layer's host in ``aten::t`` units from its top-level ops, (name, stream launches): each at its
-    :data:`LAYER_OP_WEIGHTS` entry, an op or autograd node not there at its :func:`layer_op_class`'s."""
-    return float(
-        sum(
-            LAYER_OP_WEIGHTS.get(layer_op_key(name), LAYER_OP_WEIGHTS.get(layer_op_class(name, launches), 1.0))
-            for name, launches in ops
+class HostOps(_Frozen):
+    """What the code the eager ``host_layer`` entries were measured on issues, and what each op it issues
+    costs the host, so that a run of other code is priced by its own ops (``RuntimeSpec.layer_ops``,
+    ``RuntimeSpec.pass_ops``; see docs/compute.md, "The host model"). Counts are top-level ops
+    (:mod:`simcore.calibration.host_trace` counts them in profiled traces); weights are in units of a cheap
+    op. Written by ``simcore calibrate`` (:func:`simcore.calibration.calibrate.fit_host_ops`); empty: not
+    known, runs are not scaled by their own ops."""
+
+    layer_ops: dict[str, tuple[float, float]] = {}
+    """Per MLP kind (``gelu``, ``swiglu``): (top-level forward ops on the main thread, top-level backward
+    nodes on the autograd thread) a training layer of ``tools/gpt.py`` issues (GPT and Llama blocks, fused
+    q/k/v and gate/up, SDPA; ``host_trace.layer_op_counts`` of
+    ``traces/h200/profile_train_gpt-125m_s1024_b8_eager.json.gz`` and
+    ``traces/h200/profile_train_llama-1b_s2048_b4_eager.json.gz``)."""
+    hf_layer_ops: dict[str, tuple[float, float]] = {}
+    """The same for the ``transformers`` code the ``profiled_hf_train_*`` entries were measured on (GPT-2's
+    ``Conv1D`` layers, a Llama's separate projections, SDPA, bf16 autocast; ``traces/h200/round104/``'s fit
+    steps). For comparison: a Qwen2 layer's biased q / k / v projections add six backward nodes, Phi-3's
+    fused projections and their splits give 72 / 83."""
+    hf_layer_weights: dict[str, tuple[float, float]] = {}
+    """The host weight (``host_trace.layer_op_counts`` weighed by :attr:`layer_op_weights`, ``aten::t``
+    units) of a forward and a backward layer of the ``transformers`` fit code (``traces/h200/round104/``'s
+    fit steps, which agree): what a ``transformers`` training layer's ``RuntimeSpec.layer_ops`` is stated
+    against. For comparison: a Qwen2 layer weighs 300.2 / 880.4 (1.05 of a Llama's backward), Phi-3's 280.6
+    / 796.9 (0.94 / 0.95, where its op counts say 1.16 / 0.89)."""
+    decode_layer_ops: dict[str, float] = {}
+    """Per MLP kind: top-level ops a decode step's layer issues in ``tools/gpt.py`` with its preallocated KV
+    cache (``host_trace.decode_layer_op_count`` of
+    ``traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz`` and
+    ``traces/h200/profile_infer_prefill_decode.json.gz``)."""
+    hf_decode_layer_ops: dict[str, float] = {}
+    """Per ``host_layer`` layer key (``swiglu``, ``gelu``, ``swiglu_eager``): top-level ops a decode step's
+    layer issues in ``transformers``' modelling code with its dynamic cache (GPT-2's block; Llama's, Mistral's
+    and Qwen2's, and with eager attention; every committed trace of such layers agrees; an MoE layer's count
+    moves with the experts its tokens reach and is left out). A static cache's decode layer issues 63 (its
+    ``index_copy_`` updates) where its prefill's layers issue the dynamic cache's 62."""
+    pass_ops: dict[str, dict[str, dict[str, float]]] = {}
+    """By implementation (``reference``, ``huggingface``), loop and MLP kind: the :meth:`pass_op_weight` of the
+    ops a decode pass issues outside its layers (``host_trace.decode_pass_op_count``) in the code each eager
+    inference ``host_layer`` fixed entry was measured on. Loops: ``manual`` (``tools/gpt.py``'s loop: embedding,
+    final norm, LM head, argmax, the token's copy; ``transformers``' forward: GPT-2 11 ops, the Llama family 31
+    with its rotary tables, causal-mask and cache-position ops), ``generate`` (``generate()``: 56 / 72 ops with
+    logits processors, stopping criteria with an end-of-sequence id, the cache's bookkeeping),
+    ``manual_eager_attention`` (a forward with eager attention's 4-D mask, 56 ops) and ``compiled_generate``
+    (``generate()`` with a static cache whose decode passes replay a compiled graph: the loop's own ops between
+    the graph's launches, 72 with ``aten::isin``'s launches, fitted beside ``host_layer.compiled_decode_call_*``).
+    Counted on ``traces/h200/``'s ``round31/hf_infer_*``, ``round34/hf_generate_*``,
+    ``round60/hf_infer_llama_*_eager_attn``, ``profile_infer_prefill_decode``,
+    ``round77/profile_infer_gpt_gelu_decode`` and ``round85/hf_sfit_generate_*_static``."""
+    loop_op_weights: dict[str, float] = {}
+    """Per op name: the host of one call of an op a decode loop issues outside its layers, in typical ops (a
+    typical op: the median over the calls that launch at most one kernel). Views cost a fraction of one,
+    ``aten::isin`` and ``aten::where`` several, a sampler's ``aten::sort`` / ``aten::topk`` /
+    ``aten::multinomial`` 11-18: weighed so, a pass's host outside its layers is one cost per typical op
+    across codes (a ``generate()`` without an end-of-sequence id skips the dear stopping test; counting ops
+    alone puts its loop ~15 % over). ``host_trace.fit_loop_op_weights`` on ``traces/h200/round80/``
+    (``generate()`` and users' loops, greedy beside temperature, top-k and top-p sampling)."""
+    extra_launch_ops: float = Field(default=0.0, ge=0)
+    """The host of a stream launch (kernel, memset, copy) an op not in :attr:`loop_op_weights` makes beyond
+    its first, in typical ops (an ``aten::sort`` launches 15-20 from one call and takes 5-7 ops' host).
+    ``host_trace.fit_extra_launch_ops`` on ``traces/h200/round80/``: a pass's host outside its layers over
+    its code's per-op cost, least squares in log (RMS error over the 16 traces 7.0 %, 17.2 % counting ops
+    alone)."""
+    layer_op_weights: dict[str, float] = {}
+    """Per op name (an autograd node by its node name, ``MmBackward0``): the host of one call of a top-level
+    op a ``transformers`` training layer issues, in ``aten::t`` units: its own time plus its thread's mean
+    gap between the layer's ops (the Python between them), over the thread's median ``aten::t``. Views cost
+    1.5-3.8, a one-kernel op 3.7-5, the forward's ``aten::linear`` (its weight's autocast cast and the GEMM)
+    16.6, SDPA 30.5, a backward GEMM node 24; ``class|<launches>`` / ``node|<launches>`` price an op or node
+    not there by its stream launches (:func:`layer_op_class`). ``host_trace.fit_layer_op_weights`` on
+    ``traces/h200/round104/hf_fit3_train_*``. Only ``transformers``' training layers are weighed: over
+    hand-written decode loops the weights put a layer's host further from the measured than its op count
+    (rms log error 0.13 against 0.10)."""
+
+    def calibrated_layer_ops(self, implementation: str, act: str) -> tuple[float, float] | None:
+        """(Forward ops, backward nodes) a training layer of the code ``implementation``'s eager host entries
+        were measured on issues (:attr:`layer_ops`; ``transformers``: their host weight,
+        :attr:`hf_layer_weights`; ``None``: not known)."""
+        table = self.hf_layer_weights if implementation == "huggingface" else self.layer_ops
+        return table.get(act)
+
+    def calibrated_decode_layer_ops(self, implementation: str, layer_key: str) -> float | None:
+        """The top-level ops a decode layer of the code ``implementation``'s ``host_layer`` entries under
+        ``layer_key`` (``swiglu``, ``gelu_eager``, ...) were measured on issues (``None``: not known)."""
+        table = self.hf_decode_layer_ops if implementation == "huggingface" else self.decode_layer_ops
+        return table.get(layer_key)
+
+    def layer_op_weight(self, ops: Iterable[tuple[str, int]]) -> float:
+        """A layer's host in ``aten::t`` units from its top-level ops, (name, stream launches): each at its
+        :attr:`layer_op_weights` entry, an op or autograd node not there at its :func:`layer_op_class`'s
+        (1 where that is not there either)."""
+        w = self.layer_op_weights
+        return float(
+            sum(w.get(layer_op_key(name), w.get(layer_op_class(name, launches), 1.0)) for name, launches in ops)
         )
-    )
 
+    def pass_op_weight(self, ops: Iterable[tuple[str, int]]) -> float:
+        """A decode pass's host outside its layers in typical ops (``RuntimeSpec.pass_ops``) from its
+        top-level ops there, (name, stream launches beyond its first): each at its :attr:`loop_op_weights`,
+        a name not there one op plus :attr:`extra_launch_ops` a launch beyond its first."""
+        w = self.loop_op_weights
+        return float(sum(w.get(name, 1.0 + self.extra_launch_ops * extra) for name, extra in ops))
 
-def pass_op_weight(ops: Iterable[tuple[str, int]]) -> float:
-    """A decode pass's host outside its layers in typical ops (``RuntimeSpec.pass_ops``) from its
-    top-level ops there, (name, stream launches beyond its first): each at its :data:`LOOP_OP_WEIGHTS`,
-    a name not there one op plus :data:`EXTRA_LAUNCH_OPS` a launch beyond its first."""
-    return float(sum(LOOP_OP_WEIGHTS.get(name, 1.0 + EXTRA_LAUNCH_OPS * extra) for name, extra in ops))
+    def calibrated_pass_ops(
+        self, implementation: str, generate: bool, act: str, eager_attention: bool, compiled_decode: bool = False
+    ) -> float | None:
+        """The :meth:`pass_op_weight` of :attr:`pass_ops` for the fixed host entry the inference engine
+        prices a pass with: ``generate()``'s on eager attention is the generate entry plus eager attention's
+        own (the engine adds their difference the same way); with ``compiled_decode``, the loop between a
+        compiled decode's graph launches (``compiled_generate``); ``None`` where the calibrated code's weight
+        is not known."""
+        impl = "huggingface" if implementation == "huggingface" else "reference"
+        loops = self.pass_ops.get(impl, {})
 
+        def weight(loop: str) -> float | None:
+            return loops.get(loop, {}).get(act)
 
-CALIBRATED_PASS_OPS: dict[tuple[str, str], dict[str, float]] = {
-    ("reference", "manual"): {"gelu": 9.42, "swiglu": 9.12},
-    ("huggingface", "manual"): {"gelu": 12.75, "swiglu": 33.35},
-    ("huggingface", "generate"): {"gelu": 74.2, "swiglu": 92.04},
-    ("huggingface", "manual_eager_attention"): {"swiglu": 51.38},
-    ("huggingface", "compiled_generate"): {"swiglu": 80.92},
-}
-"""The :func:`pass_op_weight` of the ops a decode pass issues outside its layers
-(``host_trace.decode_pass_op_count``) in the code each eager inference ``host_layer`` fixed entry was
-measured on, by (implementation, loop): ``tools/gpt.py`` (embedding, final norm, LM head, argmax, the
-token's copy: 5 ops), ``transformers``' forward (GPT-2 11 ops, the Llama family 31: its rotary tables,
-causal-mask and cache-position ops), its ``generate()`` (56, 72 ops: logits processors, stopping
-criteria with an end-of-sequence id, the cache's bookkeeping; ``aten::isin`` the dearest) and a forward
-with eager attention (its 4-D mask, 56 ops); and, for ``generate()`` with a static cache whose decode
-passes replay a compiled graph (``compiled_generate``), the loop's own ops between the graph's launches
-(72 ops with ``aten::isin``'s launches: the compiled call the ``host_layer.compiled_decode_call_*`` line
-prices was fitted beside them, round 85's Llama fit traces). Checked by a test on committed traces of
-the same code (``round31/hf_infer_*``, ``round34/hf_generate_*``, ``round60``'s eager-attention Llama,
-``profile_infer_prefill_decode``, ``round77/profile_infer_gpt_gelu_decode``, ``round85``'s static
-caches). ``RuntimeSpec.pass_ops`` scales that host by a run's own weight."""
+        if impl == "reference":
+            return weight("manual")
+        if compiled_decode:
+            return weight("compiled_generate")
+        base = weight("generate" if generate else "manual")
+        if not eager_attention or base is None:
+            return base
+        eager, sdpa = weight("manual_eager_attention"), weight("manual")
+        return None if eager is None or sdpa is None else base + eager - sdpa
 
-
-def calibrated_pass_ops(
-    implementation: str, generate: bool, act: str, eager_attention: bool, compiled_decode: bool = False
-) -> float | None:
-    """The :func:`pass_op_weight` of :data:`CALIBRATED_PASS_OPS` for the fixed host entry the inference
-    engine prices a pass with: ``generate()``'s on eager attention is the generate entry plus eager
-    attention's own (the engine adds their difference the same way); with ``compiled_decode``, the loop
-    between a compiled decode's graph launches (``compiled_generate``); ``None`` where the calibrated
-    code's count is not known."""
-    impl = "huggingface" if implementation == "huggingface" else "reference"
-
-    def weight(loop: str) -> float | None:
-        return CALIBRATED_PASS_OPS.get((impl, loop), {}).get(act)
-
-    if impl == "reference":
-        return weight("manual")
-    if compiled_decode:
-        return weight("compiled_generate")
-    base = weight("generate" if generate else "manual")
-    if not eager_attention or base is None:
-        return base
-    eager, sdpa = weight("manual_eager_attention"), weight("manual")
-    return None if eager is None or sdpa is None else base + eager - sdpa
-
-
-def compiled_prefill_pass_weight(
-    loop_weight: float | None, implementation: str, generate: bool, act: str, eager_attention: bool
-) -> float | None:
-    """The weight (:func:`pass_op_weight`) of the eager prefill's pass outside its layers in a run whose decode
-    replays a compiled graph: the run's loop between the graph's launches (``loop_weight``; ``None``: the
-    calibrated compiled loop's) plus what a decode pass's graph holds and the prefill issues itself (the
-    embedding, the final norm, the LM head): the calibrated pass's weight beyond the calibrated compiled loop's.
-    ``None`` where either calibrated weight is not known."""
-    args = (implementation, generate, act, eager_attention)
-    ref, comp = calibrated_pass_ops(*args), calibrated_pass_ops(*args, compiled_decode=True)
-    if ref is None or comp is None:
-        return None
-    return (comp if loop_weight is None else loop_weight) + ref - comp
+    def compiled_prefill_pass_weight(
+        self, loop_weight: float | None, implementation: str, generate: bool, act: str, eager_attention: bool
+    ) -> float | None:
+        """The weight (:meth:`pass_op_weight`) of the eager prefill's pass outside its layers in a run whose
+        decode replays a compiled graph: the run's loop between the graph's launches (``loop_weight``;
+        ``None``: the calibrated compiled loop's) plus what a decode pass's graph holds and the prefill issues
+        itself (the embedding, the final norm, the LM head): the calibrated pass's weight beyond the
+        calibrated compiled loop's. ``None`` where either calibrated weight is not known."""
+        args = (implementation, generate, act, eager_attention)
+        ref, comp = self.calibrated_pass_ops(*args), self.calibrated_pass_ops(*args, compiled_decode=True)
+        if ref is None or comp is None:
+            return None
+        return (comp if loop_weight is None else loop_weight) + ref - comp
 
 
 EMBEDDING_BWD_ELEMENT_BYTES = 12.0
@@ -559,6 +507,8 @@ class ComputeProfile(_Frozen):
     """Eager host time per transformer layer, per checkpointed layer and per optimizer tensor
     (seconds), measured with tiny tensors (see :mod:`simcore.calibration.fit_host`). Empty: the
     engines fall back to per-op host times."""
+    host_ops: HostOps = HostOps()
+    """What the code ``host_layer`` was measured on issues and what its ops cost the host (:class:`HostOps`)."""
     host_scale: float = Field(default=1.0, gt=0)
     """This machine's host speed over the one ``host_layer`` was measured on (dimensionless;
     multiplies every ``host_layer`` entry). ``simcore calibrate`` sets it from the CPU timeline of
@@ -593,7 +543,7 @@ class ComputeProfile(_Frozen):
     optimizer: dict[str, OptimizerParams]
     """Keys like ``adamw_fused``, ``adamw_unfused``, ``sgd_fused``, ``sgd_unfused``."""
     embedding_bwd: EmbeddingBackwardParams | None = None
-    """The embedding's dense backward where measured kernel by kernel (round 72); ``None``: priced as a
+    """The embedding's dense backward where measured kernel by kernel; ``None``: priced as a
     bandwidth-bound op over its gradient's bytes."""
 
     def host(self, name: str, profiled: bool = False, default: float = 0.0) -> float:
@@ -633,7 +583,7 @@ class ComputeProfile(_Frozen):
         """How much ``kind`` of host time changes when the weights are ``param_dtype`` rather than the fp32
         weights under autocast the host entries were measured with: ``weights_[hf_]bf16_<kind>_<act>`` for
         the block's MLP kind ``act`` (``gelu``, ``swiglu``) where fitted, else the kinds' pooled
-        ``weights_[hf_]bf16_<kind>`` (round 58: ``transformers``' layers with bf16 weights, no autocast's
+        ``weights_[hf_]bf16_<kind>`` (``transformers``' layers with bf16 weights: no autocast's
         per-op dispatch and casts), 1 where not measured."""
         if param_dtype != "bf16":
             return 1.0
@@ -645,7 +595,7 @@ class ComputeProfile(_Frozen):
         """Host seconds of ``optimizer.step()``'s ``part`` (``fixed`` per step or ``per_tensor``) for
         ``optimizer`` (adamw, sgd) run ``impl`` (fused, foreach): its own entry where measured
         (``<optimizer>_<impl>_<part>``, plain or ``profiled_``); one measured only under the profiler
-        (round 47's SGD), unprofiled, at the plain / profiled ratio of AdamW's same implementation;
+        (SGD's), unprofiled, at the plain / profiled ratio of AdamW's same implementation;
         else fused AdamW's."""
         hc = self.host_layer
         key = f"{optimizer}_{impl}_{part}"
@@ -661,10 +611,10 @@ class ComputeProfile(_Frozen):
     ) -> str:
         """The block key of a model's host entries (``<entry>_<key>``): for ``transformers``'
         mixture-of-experts layers ``<act>_<moe>`` where measured (``moe``: ``moe``, the fp32 grouped
-        GEMM's per-expert loop under AMP, round 51; ``moe_native``, the bf16 grouped GEMM, rounds 51
-        (inference) and 56 (training); ``profiled_hf_<entry>_<act>_<moe>``: about twice a dense layer's
+        GEMM's per-expert loop under AMP; ``moe_native``, the bf16 grouped GEMM;
+        ``profiled_hf_<entry>_<act>_<moe>``: about twice a dense layer's
         host), else ``act``; ``_eager`` appended for ``transformers``' layers whose attention is written
-        out of ops (``attention`` ``eager``) where measured (round 61)."""
+        out of ops (``attention`` ``eager``) where measured."""
         key = act
         if implementation != "huggingface":
             return key
@@ -682,7 +632,7 @@ class ComputeProfile(_Frozen):
 
     def host_of(self, name: str, profiled: bool, implementation: str) -> float:
         """:meth:`host` for layers of ``implementation``'s modelling code: Hugging Face's own entries
-        (``profiled_hf_<name>``, whole profiled steps of its layers, round 32) where measured, and
+        (``profiled_hf_<name>``, whole profiled steps of its layers) where measured, and
         without the profiler the plain entry times their profiled ratio; else the plain entry. An MoE or
         eager-attention entry that was not measured (an MoE prefill) is the dense, SDPA layer's."""
         hf = f"profiled_hf_{name}"

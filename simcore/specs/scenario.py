@@ -100,8 +100,8 @@ class TrainingSpec(Spec):
     optimizer_impl: Literal["fused", "foreach"] = "fused"
     """How the optimizer's update runs: ``fused`` (one kernel per parameter group, ``fused=True`` in
     ``torch.optim``, Megatron's and Apex's optimizers) or ``foreach`` (``torch.optim``'s default on CUDA:
-    one multi-tensor kernel per arithmetic step, ~3x the memory traffic and more host time; round 46's
-    trace: 13.1 ms for 617M fp32 parameters on the H200). ``simcore validate`` reads it from the trace
+    one multi-tensor kernel per arithmetic step, ~3x the memory traffic and more host time:
+    13.1 ms for 617M fp32 parameters on the H200). ``simcore validate`` reads it from the trace
     (``aten::_fused_adamw_`` or ``aten::_foreach_*`` ops)."""
     master_weights: bool = True
     """fp32 master copy of the weights kept by the optimizer (mixed precision)."""
@@ -109,8 +109,7 @@ class TrainingSpec(Spec):
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Dropout probability on the embedding, each residual branch and the attention scores (GPT-2's
     default 0.1 for all three): its own kernels outside attention; inside the fused attention kernel,
-    random numbers per score (priced where the calibration profile measured them: cuDNN's fwd 2.3x,
-    round 40). 0: no dropout. ``simcore validate`` reads it from the trace (``aten::native_dropout``)."""
+    random numbers per score (priced where the calibration profile measured them: cuDNN's fwd 2.3x). 0: no dropout. ``simcore validate`` reads it from the trace (``aten::native_dropout``)."""
     param_dtype: Literal["bf16", "fp32"] = "bf16"
     """Dtype the weights are stored in: ``bf16`` (Megatron-style, fp32 master copy in the optimizer)
     or ``fp32`` (PyTorch AMP: fp32 weights, autocast to ``precision`` for the GEMMs)."""
@@ -168,8 +167,8 @@ class InferenceSpec(Spec):
     """Which prompt positions the prefill's LM head computes logits for: ``last``, each sequence's
     final token (serving engines, ``transformers``' ``generate()``, ``logits_to_keep=1``), or ``all``,
     every prompt token (a plain ``model(input_ids)`` forward in ``transformers``: a batch x prompt x
-    vocabulary GEMM and its logits in memory: round 71's 16 x 1,024-token prefill of 8 Llama-3-8B-shaped
-    layers spent 22.5 of its 106 ms of GEMMs on it, ``docs/compute.md``). ``simcore validate`` reads it
+    vocabulary GEMM and its logits in memory: a 16 x 1,024-token prefill of 8 Llama-3-8B-shaped
+    layers on the H200 spent 22.5 of its 106 ms of GEMMs on it, ``docs/compute.md``). ``simcore validate`` reads it
     from the trace (the LM head GEMM's row count)."""
 
 
@@ -205,15 +204,15 @@ class RuntimeSpec(Spec):
     compiled_decode: bool = False
     """Inference: each decode pass is a CUDA-graph replay of torch.compile's fused kernels while the
     prefill runs under ``framework`` (transformers' ``generate()`` with ``cache_implementation="static"``
-    compiles its decode forward with ``mode="reduce-overhead"``; round 85). A pass's host is then the
+    compiles its decode forward with ``mode="reduce-overhead"``). A pass's host is then the
     loop's own ops outside the layers plus the compiled call (guards, input copies, the graph's launch),
     none per layer. ``simcore validate`` reads it from the trace."""
     decode_graph_records: float = Field(default=0.0, ge=0)
     """Inference with ``compiled_decode``: CUDA graphs each ``generate()`` call records again (torch.compile's
     cudagraph trees re-record the decode graph at a call's first decode pass when its static inputs moved:
-    round 95 saw it in every call at batches of 512 and more, in some at 128, in none at 8 after warm-up).
+    measured in every call at batches of 512 and more, in some at 128, in none at 8 after warm-up).
     Each recording idles the GPU for ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the
-    decode passes' pace (round 96). 0 (default): the steady state, no recording. ``simcore validate`` reads
+    decode passes' pace. 0 (default): the steady state, no recording. ``simcore validate`` reads
     it from the trace (the median per profiled step)."""
     profiler: bool = False
     """The run is recorded by the PyTorch profiler (CPU + CUDA activities, shapes): eager host time
@@ -221,12 +220,12 @@ class RuntimeSpec(Spec):
     profiler_record: list[Literal["shapes", "stack", "memory"]] = ["shapes"]
     """What the profiler records beside the timeline (with ``profiler: true``): ``shapes``
     (``record_shapes``), ``stack`` (``with_stack``: Python stacks), ``memory`` (``profile_memory``).
-    Each changes the host's time per op differently (round 47-48's fit points, ratios per kind of host
-    time); ``simcore validate`` reads them from the trace."""
+    Each changes the host's time per op differently (ratios per kind of host time, measured on
+    profiled steps); ``simcore validate`` reads them from the trace."""
     gate_up: Literal["separate", "fused"] = "separate"
     """A gated MLP's gate and up projections: ``separate`` GEMMs (Hugging Face Llama) or one ``fused``
     GEMM whose output is split in two (``w13(x).chunk(2, -1)``). In eager PyTorch SiLU and the product
-    then read the strided halves, at 0.4-0.6x the contiguous rate (round 17); priced so where the
+    then read the strided halves, at 0.4-0.6x the contiguous rate; priced so where the
     calibration profile measured it (``swiglu_strided``), else as the contiguous op."""
     implementation: Literal["reference", "huggingface"] = "reference"
     """Whose modelling code issues the ops. ``reference``: PyTorch's fused ops where it has them
@@ -239,9 +238,8 @@ class RuntimeSpec(Spec):
     """Whose attention kernels run: ``flash`` (FlashAttention-2: the flash-attn package, PyTorch's
     flash SDPA backend, what simcore's own traces forced), ``cudnn`` (cuDNN's fused attention, the
     backend ``F.scaled_dot_product_attention`` picks by itself on Hopper with torch 2.11: every
-    ``transformers`` trace of rounds 31-39; 1.6-1.9x faster than flash at head dims 64 and 128, round
-    40), ``efficient`` (PyTorch's memory-efficient CUTLASS kernels; fp32 attention runs them whatever
-    this says, as flash and cuDNN take only 16-bit tensors: round 59) or ``eager`` (no fused kernel:
+    committed ``transformers`` trace; 1.6-1.9x faster than flash at head dims 64 and 128), ``efficient`` (PyTorch's memory-efficient CUTLASS kernels; fp32 attention runs them whatever
+    this says, as flash and cuDNN take only 16-bit tensors) or ``eager`` (no fused kernel:
     batched GEMMs over the whole score matrix, scale, mask, an fp32 softmax and a cast, as
     ``transformers``' ``attn_implementation="eager"``). ``simcore validate`` reads it from the trace
     (``aten::_cudnn_attention_forward``, ``aten::_efficient_attention_forward``; 4-D softmaxes and no
@@ -263,32 +261,23 @@ class RuntimeSpec(Spec):
     waits (``simcore validate``) has its decode steps issued while the GPU still runs the prefill.
     ``simcore validate`` reads it from the trace (decode passes per synchronize)."""
     layer_ops: LayerOps | None = None
-    """Ops a layer of the run's own code issues (eager training, ``implementation: reference``), where
-    it is neither ``tools/gpt.py`` nor ``transformers``: the eager host time per layer, measured on
-    ``tools/gpt.py``'s layers (``profile.CALIBRATED_LAYER_OPS``: 19 forward ops and 43 backward nodes a
-    GPT block, 21 and 45 a Llama block), scales with the counts, forward and backward apart (round 74:
-    ``nn.TransformerEncoderLayer`` issues 35 and 66, a nanoGPT block with biased Linears 19 and 53); in
-    inference the prefill and decode host per layer scale with ``fwd`` over the calibrated decode layer's
-    (``profile.CALIBRATED_DECODE_LAYER_OPS``: 25 a GPT block, 27 a Llama block; round 76's hand-written
-    Llama with a ``torch.cat`` cache 36). With ``implementation: huggingface`` a training layer's ``fwd`` / ``bwd``
-    are its ops' host weight in ``aten::t`` units (``profile.LAYER_OP_WEIGHTS``: a view 1.5-3.8, a GEMM op 16.6)
-    and its host scales over ``transformers``' fit code's (``profile.CALIBRATED_HF_LAYER_WEIGHTS``: a Llama's 300.2
-    and 841.4, GPT-2's 226.6 and 520.5; a Qwen2 layer's biased projections 1.05 of the Llama's backward, Phi-3's
-    fused projections 0.94 and 0.95), and the decode layers' over ``transformers``'
-    dynamic-cache decode layer (``profile.CALIBRATED_HF_DECODE_LAYER_OPS``: 54 a Llama block, 38 GPT-2's; a
-    static cache's 63), its prefill layers issuing the same ops with either cache. ``None``: the calibrated
-    code's. ``simcore validate`` reads it from a single-GPU trace."""
+    """Ops a layer of the run's own code issues, where it is neither ``tools/gpt.py`` nor ``transformers``'
+    code the eager host entries were measured on (e.g. ``nn.TransformerEncoderLayer``: 35 forward ops, 66
+    backward nodes). Training: the eager host per layer scales with ``fwd`` / ``bwd`` over the calibrated code's
+    (``HostOps.layer_ops`` of the calibration profile); with ``implementation: huggingface`` both are the ops'
+    host weight in ``aten::t`` units (``HostOps.layer_op_weight``) over the fit code's (``HostOps.hf_layer_weights``).
+    Inference: the prefill and decode host per layer scale with ``fwd`` over the calibrated decode layer's
+    (``HostOps.decode_layer_ops``; ``transformers``: ``HostOps.hf_decode_layer_ops``, its dynamic-cache decode
+    layer, whose prefill layers issue the same ops with either cache). ``None``: the calibrated code's. ``simcore
+    validate`` reads it from a single-GPU trace (see docs/compute.md, "The host model")."""
     pass_ops: float | None = Field(default=None, gt=0)
     """The host weight, in typical ops, of the top-level ops an eager inference forward pass issues
     outside its layers (the token embedding, the final norm, the LM head and the loop's own sampling and
     bookkeeping: ``generate()``'s logits processors, stopping criteria and cache updates; a compiled
-    decode's loop between its graph's launches): each op at its name's host per call
-    (``profile.LOOP_OP_WEIGHTS``: a view 0.1-0.4, ``aten::isin`` 4.7, a sampler's ``aten::sort`` 12),
-    an op not there one plus ``profile.EXTRA_LAUNCH_OPS`` a stream launch beyond its first
-    (``profile.pass_op_weight``). The host of a pass beyond its layers was measured on code of
-    ``profile.CALIBRATED_PASS_OPS`` (``tools/gpt.py``'s loop 9.1; ``transformers``' forward 12.8 for
-    GPT-2, 33.4 for the Llama family; its greedy ``generate()`` 74.2 and 92.0) and scales with the
-    weight. ``None``: the calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
+    decode's loop between its graph's launches): each op at its name's host per call, an op not weighed
+    by name one plus a share per extra stream launch (``HostOps.pass_op_weight``). The host of a pass
+    beyond its layers scales with it over the calibrated code's (``HostOps.pass_ops``). ``None``: the
+    calibrated code's. ``simcore validate`` reads it from a single-GPU trace."""
     cpu_op_time: CpuOpTime | None = None
     """The CPU's per-op speed of the run, where known (``simcore validate`` reads it from the trace):
     host times scale by its ratio to the speed the calibration profile measured them at. ``None``: the

@@ -51,13 +51,7 @@ from simcore.calibration.host_trace import (
 )
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
 from simcore.errors import SimcoreError
-from simcore.specs.profile import (
-    ComputeProfile,
-    backend_of_name,
-    calibrated_decode_layer_ops,
-    calibrated_layer_ops,
-    calibrated_pass_ops,
-)
+from simcore.specs.profile import ComputeProfile, HostOps, backend_of_name
 from simcore.specs.scenario import CpuOpTime, LayerOps, Scenario
 from simcore.traces.classify import (
     INDUCTOR_FUSED,
@@ -786,16 +780,16 @@ def validate(
         and sc.runtime.framework != "cuda_graphs"
         and any(k.startswith("train_fwd_") for k in host_model)
     )
-    layer_ops = _layer_ops(ans, sc, act)
-    pass_ops, ref_pass = _pass_ops(ans, sc, act.endswith("_eager"))
+    layer_ops = _layer_ops(ans, sc, act, prof.host_ops)
+    pass_ops, ref_pass = _pass_ops(ans, sc, act.endswith("_eager"), prof.host_ops)
     act_name = "swiglu" if sc.model.activation == "swiglu" else "gelu"
-    ref_f, ref_b = calibrated_layer_ops(sc.runtime.implementation, act_name) or (0.0, 0.0)
+    ref_f, ref_b = prof.host_ops.calibrated_layer_ops(sc.runtime.implementation, act_name) or (0.0, 0.0)
     hf_code_name = (
         ("transformers' dynamic-cache" if inference else "transformers' fit steps'") if hf_code else "tools/gpt.py's"
     )
+    ref_dec = prof.host_ops.calibrated_decode_layer_ops(sc.runtime.implementation, act if hf_code else act_name)
     ref_ops = (
-        f"{{fwd: {calibrated_decode_layer_ops(sc.runtime.implementation, act if hf_code else act_name) or 0:g}}} "
-        "a decode layer"
+        f"{{fwd: {ref_dec or 0:g}}} a decode layer"
         if sc.kind == "inference"
         else f"{{fwd: {ref_f:g}, bwd: {ref_b:g}}}"
     )
@@ -1083,12 +1077,12 @@ def _all_prompt_logits(a: Analysis, sc: Scenario) -> bool:
     return False
 
 
-def _layer_ops(ans: list[Analysis], sc: Scenario, layer_key: str) -> LayerOps | None:
+def _layer_ops(ans: list[Analysis], sc: Scenario, layer_key: str, host_ops: HostOps) -> LayerOps | None:
     """The ops a layer of the trace's code issues (:func:`layer_op_counts`; inference: a decode layer's,
     :func:`decode_layer_op_count`), where they differ from the calibrated code's by more than 5 %
     (``RuntimeSpec.layer_ops``): eager single-GPU runs of PyTorch's own layers, training without recompute
     (its forward ops run again in the backward), over ``tools/gpt.py``'s or ``transformers``' fit code's
-    (``profile.calibrated_layer_ops``; a ``transformers`` MoE or eager-attention layer has entries of its
+    (``HostOps.calibrated_layer_ops``; a ``transformers`` MoE or eager-attention layer has entries of its
     own), and ``transformers``' eager decode layers (``layer_key`` the host entries' block key,
     ``swiglu_eager``, ...)."""
     if sc.runtime.framework != "eager" or sc.cluster.gpus != 1:
@@ -1096,7 +1090,7 @@ def _layer_ops(ans: list[Analysis], sc: Scenario, layer_key: str) -> LayerOps | 
     hf = sc.runtime.implementation == "huggingface"
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     if sc.kind == "inference":
-        cal = calibrated_decode_layer_ops(sc.runtime.implementation, layer_key if hf else act)
+        cal = host_ops.calibrated_decode_layer_ops(sc.runtime.implementation, layer_key if hf else act)
         n = decode_layer_op_count(ans[0]) if not sc.runtime.compiled_decode else None
         if n is None or cal is None or abs(n / cal - 1.0) <= 0.05:
             return None
@@ -1106,9 +1100,9 @@ def _layer_ops(ans: list[Analysis], sc: Scenario, layer_key: str) -> LayerOps | 
     # (no autocast) a measured factor over the fit code's (``ComputeProfile.weights_factor``)
     if tr is None or tr.recompute != "none" or (hf and (layer_key != act or tr.param_dtype != "fp32")):
         return None
-    # transformers' layers by their ops' host weight (profile.LAYER_OP_WEIGHTS), others by their op count
-    counts = layer_op_counts(ans[0], weighted=hf)
-    ref = calibrated_layer_ops(sc.runtime.implementation, act)
+    # transformers' layers by their ops' host weight (HostOps.layer_op_weights), others by their op count
+    counts = layer_op_counts(ans[0], host_ops if hf else None)
+    ref = host_ops.calibrated_layer_ops(sc.runtime.implementation, act)
     if counts is None or ref is None:
         return None
     # the same code's weight is the same to the rounding (its ops' names): a 2 % difference is another code's
@@ -1118,14 +1112,16 @@ def _layer_ops(ans: list[Analysis], sc: Scenario, layer_key: str) -> LayerOps | 
     return LayerOps(fwd=counts[0], bwd=counts[1])
 
 
-def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple[float | None, float | None]:
+def _pass_ops(
+    ans: list[Analysis], sc: Scenario, eager_attention: bool, host_ops: HostOps
+) -> tuple[float | None, float | None]:
     """(The ops a decode pass of the trace's code issues outside its layers, :func:`decode_pass_op_count`,
     where they differ from the calibrated code's by more than 5 %; the calibrated code's count) of an
     eager single-GPU inference trace (``RuntimeSpec.pass_ops``)."""
     if sc.kind != "inference" or sc.runtime.framework != "eager" or sc.cluster.gpus != 1:
         return None, None
     act = "swiglu" if sc.model.activation == "swiglu" else "gelu"
-    ref = calibrated_pass_ops(
+    ref = host_ops.calibrated_pass_ops(
         sc.runtime.implementation,
         sc.runtime.decode_loop == "generate",
         act,
@@ -1134,7 +1130,7 @@ def _pass_ops(ans: list[Analysis], sc: Scenario, eager_attention: bool) -> tuple
     )
     # a compiled decode's: the loop's own ops between the graph's launches (its layers and the model's
     # ops run inside)
-    n = decode_pass_op_count(ans[0])
+    n = decode_pass_op_count(ans[0], host_ops)
     if n is None or ref is None or abs(n / ref - 1.0) <= 0.05:
         return None, ref
     return n, ref

@@ -13,7 +13,8 @@ import yaml
 from simcore.calibration.fit_host import compiled_decode_costs
 from simcore.calibration.host_trace import compiled_decode_calls, main
 from simcore.errors import TraceError
-from simcore.specs.registry import builtin_dir
+from simcore.specs.profile import HostOps, load_profile
+from simcore.specs.registry import builtin_dir, default_registry
 from simcore.traces import read_trace
 from simcore.traces.classify import analyze, class_of
 from simcore.validation.traces import compiled_decode_graphs, inference_composition, validate
@@ -102,8 +103,9 @@ def test_compiled_decode_calls_reproduce_the_committed_csv(tmp_path: Path) -> No
 
 
 def test_compiled_call_fit_is_the_shipped_profiles() -> None:
-    shipped = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
-    fit = compiled_decode_costs(_rows(CSV), CSV, shipped)
+    prof = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())
+    shipped, host_ops = prof["host_layer"], HostOps.model_validate(prof["host_ops"])
+    fit = compiled_decode_costs(_rows(CSV), CSV, shipped, host_ops)
     for k in ("compiled_decode_call_fixed", "compiled_decode_call_per_kernel"):
         assert fit[k] == pytest.approx(shipped[k], rel=1e-4)
         assert fit[f"profiled_{k}"] == fit[k]
@@ -119,6 +121,8 @@ def test_compiled_call_fit_is_the_shipped_profiles() -> None:
         shipped["compiled_decode_prefill_fixed_ratio"], rel=1e-6
     )
     assert 1.1 < fit["compiled_decode_prefill_fixed_ratio"] < 1.5
+    # it is stated against the calibrated passes' weights: without the host op tables, not fitted
+    assert "compiled_decode_prefill_fixed_ratio" not in compiled_decode_costs(_rows(CSV), CSV, shipped)
     rows = _rows(CSV)
     assert all(r["act"] == "swiglu" and float(r["prefill_layer_s"]) > 0 for r in rows)
     # rows written before the prefill column (no act, no layer time) fit the call alone
@@ -656,14 +660,10 @@ def test_cudnn_prompts_tile_each_query_head_on_its_own() -> None:
 
 
 def test_compiled_prefill_pass_weight_adds_what_the_graph_holds() -> None:
-    from simcore.specs.profile import (
-        CALIBRATED_PASS_OPS,
-        calibrated_pass_ops,
-        compiled_prefill_pass_weight,
-    )
-
-    ref = CALIBRATED_PASS_OPS["huggingface", "generate"]["swiglu"]
-    comp = CALIBRATED_PASS_OPS["huggingface", "compiled_generate"]["swiglu"]
+    ops = load_profile(default_registry().device("h200")).host_ops
+    calibrated_pass_ops, compiled_prefill_pass_weight = ops.calibrated_pass_ops, ops.compiled_prefill_pass_weight
+    ref = ops.pass_ops["huggingface"]["generate"]["swiglu"]
+    comp = ops.pass_ops["huggingface"]["compiled_generate"]["swiglu"]
     # the calibrated compiled loop's prefill is the calibrated generate() pass: 92.04 typical ops
     assert compiled_prefill_pass_weight(None, "huggingface", True, "swiglu", False) == pytest.approx(ref)
     # a shorter loop (Qwen2 without an end-of-sequence id, 47.9) keeps the embedding, norm and head's 11.1

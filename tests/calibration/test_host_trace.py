@@ -18,6 +18,12 @@ from simcore.workload.replay import load_analyses
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces" / "h200"
+HOST_OPS = load_profile(default_registry().device("h200")).host_ops
+"""The shipped H200 profile's host op tables (``ComputeProfile.host_ops``)."""
+LAYER_WEIGHT_FIT_TRACES = tuple(
+    f"traces/h200/round104/hf_fit3_train_{m}_L{n}_p{p}.json.gz" for m in ("gpt2", "llama") for n in (4, 12) for p in (0, 1)
+)
+"""The traces ``HostOps.layer_op_weights`` were fitted on."""
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +67,9 @@ def test_calibrate_sets_the_host_scale(prof) -> None:  # type: ignore[no-untyped
     # every host_layer entry the engines read is scaled
     assert res.compute_profile.host("train_fwd_gelu") == pytest.approx(s * prof.host("train_fwd_gelu"))
     assert res.to_dict()["host_scale"] == s
+    # the host model borrowed from the shipped profile comes with its host op tables (the trace refits none)
+    assert res.compute_profile.host_ops == HOST_OPS
+    assert "host model (host_layer, host_ops) taken from the h200 profile" in res.notes
 
 
 def test_ddp_hooks_reproduce_the_committed_csv(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -445,28 +454,20 @@ def test_decode_pass_op_counts() -> None:
     tools/gpt.py's loop 5 (the Llama block's a copy more), transformers' GPT-2 and Llama forwards 11 and
     31, their greedy generate() 56 and 72 with aten::isin's 12 extra launches, generate() without an
     end-of-sequence id 58 + 3; a hand-written loop 7; a compiled decode's loop between its graph's
-    launches 72 + 14 (Qwen2's 55 + 4). decode_pass_op_count weighs them by profile.pass_op_weight: the
-    calibrated codes' weights are profile.CALIBRATED_PASS_OPS."""
+    launches 72 + 14 (Qwen2's 55 + 4). decode_pass_op_count weighs them by HostOps.pass_op_weight: the
+    calibrated codes' weights are the shipped profile's host_ops.pass_ops."""
     from simcore.calibration.host_trace import decode_pass_counts, decode_pass_op_count
-    from simcore.specs.profile import CALIBRATED_PASS_OPS as C
 
+    ref, hf = HOST_OPS.pass_ops["reference"], HOST_OPS.pass_ops["huggingface"]
     for path, n, w in (
-        ("profile_infer_prefill_decode.json.gz", (5.0, 1.0), C[("reference", "manual")]["swiglu"]),
-        ("round77/profile_infer_gpt_gelu_decode.json.gz", (5.0, 0.0), C[("reference", "manual")]["gelu"]),
-        ("round31/hf_infer_gpt2_L12_b1.json.gz", (11.0, 0.0), C[("huggingface", "manual")]["gelu"]),
-        ("round31/hf_infer_llama_L8_h2048_b4.json.gz", (31.0, 0.0), C[("huggingface", "manual")]["swiglu"]),
-        ("round34/hf_generate_gpt2_L12_b1.json.gz", (56.0, 12.0), C[("huggingface", "generate")]["gelu"]),
-        ("round34/hf_generate_llama_L8_h2048_b4.json.gz", (72.0, 12.0), C[("huggingface", "generate")]["swiglu"]),
-        (
-            "round60/hf_infer_llama_L8_h2048_b4_eager_attn.json.gz",
-            (56.0, 1.0),
-            C[("huggingface", "manual_eager_attention")]["swiglu"],
-        ),
-        (
-            "round85/hf_sfit_generate_llama_L12_h2048_b2_static.json.gz",
-            (72.0, 14.0),
-            C[("huggingface", "compiled_generate")]["swiglu"],
-        ),
+        ("profile_infer_prefill_decode.json.gz", (5.0, 1.0), ref["manual"]["swiglu"]),
+        ("round77/profile_infer_gpt_gelu_decode.json.gz", (5.0, 0.0), ref["manual"]["gelu"]),
+        ("round31/hf_infer_gpt2_L12_b1.json.gz", (11.0, 0.0), hf["manual"]["gelu"]),
+        ("round31/hf_infer_llama_L8_h2048_b4.json.gz", (31.0, 0.0), hf["manual"]["swiglu"]),
+        ("round34/hf_generate_gpt2_L12_b1.json.gz", (56.0, 12.0), hf["generate"]["gelu"]),
+        ("round34/hf_generate_llama_L8_h2048_b4.json.gz", (72.0, 12.0), hf["generate"]["swiglu"]),
+        ("round60/hf_infer_llama_L8_h2048_b4_eager_attn.json.gz", (56.0, 1.0), hf["manual_eager_attention"]["swiglu"]),
+        ("round85/hf_sfit_generate_llama_L12_h2048_b2_static.json.gz", (72.0, 14.0), hf["compiled_generate"]["swiglu"]),
         ("round55/hf_generate_qwen2_L8_h2048_b8.json.gz", (58.0, 3.0), None),
         ("round85/hf_sfit_generate_qwen2_L4_h1536_b4_static.json.gz", (55.0, 4.0), None),
         ("round76/user_infer_llama_L8_h2048_b4_p1024.json.gz", (7.0, 0.0), None),
@@ -474,47 +475,56 @@ def test_decode_pass_op_counts() -> None:
         a = analyze(read_trace(H200 / path))
         assert decode_pass_counts(a) == n, path
         if w is not None:
-            assert decode_pass_op_count(a) == pytest.approx(w, abs=0.006), path
+            assert decode_pass_op_count(a, HOST_OPS) == pytest.approx(w, abs=0.006), path
     # a training trace has no decode pass
-    assert decode_pass_op_count(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
+    assert decode_pass_op_count(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz")), HOST_OPS) is None
     assert decode_pass_counts(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
 
 
 def test_pass_op_weight() -> None:
-    """Each op weighs its name's profile.LOOP_OP_WEIGHTS; a name not there one op plus
-    profile.EXTRA_LAUNCH_OPS a launch beyond its first."""
-    from simcore.specs.profile import EXTRA_LAUNCH_OPS, LOOP_OP_WEIGHTS, pass_op_weight
+    """Each op weighs its name's HostOps.loop_op_weights; a name not there one op plus
+    HostOps.extra_launch_ops a launch beyond its first (tables empty: each op one)."""
+    from simcore.specs.profile import HostOps
 
-    assert pass_op_weight([]) == 0.0
-    assert pass_op_weight([("aten::isin", 4), ("aten::view", 0)]) == pytest.approx(
-        LOOP_OP_WEIGHTS["aten::isin"] + LOOP_OP_WEIGHTS["aten::view"]
+    w = HOST_OPS.loop_op_weights
+    assert HOST_OPS.pass_op_weight([]) == 0.0
+    assert HOST_OPS.pass_op_weight([("aten::isin", 4), ("aten::view", 0)]) == pytest.approx(
+        w["aten::isin"] + w["aten::view"]
     )
-    assert pass_op_weight([("my::op", 0), ("my::op", 10)]) == pytest.approx(2.0 + 10 * EXTRA_LAUNCH_OPS)
+    assert HOST_OPS.pass_op_weight([("my::op", 0), ("my::op", 10)]) == pytest.approx(
+        2.0 + 10 * HOST_OPS.extra_launch_ops
+    )
+    assert HostOps().pass_op_weight([("aten::isin", 4), ("my::op", 10)]) == 2.0
 
 
 def test_loop_op_weights_reproduced() -> None:
-    """profile.LOOP_OP_WEIGHTS is what host_trace.fit_loop_op_weights gives on round 80's decode loops:
-    views cost a fraction of a typical op, the stopping test's aten::isin and aten::where several, a
+    """The shipped loop_op_weights are what host_trace.fit_loop_op_weights gives on traces/h200/round80's decode
+    loops: views cost a fraction of a typical op, the stopping test's aten::isin and aten::where several, a
     sampler's sort, top-k and multinomial over ten."""
     from simcore.calibration.host_trace import fit_loop_op_weights
-    from simcore.specs.profile import LOOP_OP_WEIGHTS
 
+    w = HOST_OPS.loop_op_weights
     ans = [analyze(read_trace(p)) for p in sorted((H200 / "round80").glob("*.json.gz"))]
-    assert fit_loop_op_weights(ans) == LOOP_OP_WEIGHTS
-    assert LOOP_OP_WEIGHTS["aten::view"] < 0.5 < 1.0 < LOOP_OP_WEIGHTS["aten::where"] < LOOP_OP_WEIGHTS["aten::isin"]
-    assert min(LOOP_OP_WEIGHTS[k] for k in ("aten::sort", "aten::topk", "aten::multinomial")) > 10.0
+    assert fit_loop_op_weights(ans) == w
+    assert w["aten::view"] < 0.5 < 1.0 < w["aten::where"] < w["aten::isin"]
+    assert min(w[k] for k in ("aten::sort", "aten::topk", "aten::multinomial")) > 10.0
 
 
 def test_layer_op_weights_reproduced() -> None:
-    """profile.LAYER_OP_WEIGHTS is what host_trace.fit_layer_op_weights gives on round 104's transformers fit steps
-    (in aten::t units): views cost a fraction of a one-kernel op, the forward's linear (cast + GEMM) and SDPA
-    several; an op not in the table is priced by its launches (layer_op_weight)."""
+    """The shipped layer_op_weights are what host_trace.fit_layer_op_weights gives on traces/h200/round104's
+    transformers fit steps (in aten::t units): views cost a fraction of a one-kernel op, the forward's linear (cast +
+    GEMM) and SDPA several; an op not in the table is priced by its launches (HostOps.layer_op_weight)."""
     from simcore.calibration.host_trace import fit_layer_op_weights
-    from simcore.specs.profile import LAYER_OP_WEIGHTS, LAYER_WEIGHT_FIT_TRACES, layer_op_weight
 
+    layer_op_weight = HOST_OPS.layer_op_weight
     ans = [analyze(read_trace(REPO / p)) for p in LAYER_WEIGHT_FIT_TRACES]
-    assert fit_layer_op_weights(ans) == LAYER_OP_WEIGHTS
-    w = LAYER_OP_WEIGHTS
+    assert fit_layer_op_weights(ans) == HOST_OPS.layer_op_weights
+    # calibrate fits them from such traces (fit_host_ops); no decode loop among them: the loop weights are kept
+    from simcore.calibration.calibrate import fit_host_ops
+
+    ops, notes = fit_host_ops(ans, HOST_OPS.model_copy(update={"layer_op_weights": {}}))
+    assert ops == HOST_OPS and notes[0] == "host_ops.layer_op_weights fitted on 8 profiled trace(s)"
+    w = HOST_OPS.layer_op_weights
     assert w["aten::view"] < w["aten::mul"] < w["aten::linear"] < w["aten::scaled_dot_product_attention"]
     assert w["ViewBackward0"] < w["MulBackward0"] < w["MmBackward0"]
     node = "autograd::engine::evaluate_function: "
@@ -525,17 +535,24 @@ def test_layer_op_weights_reproduced() -> None:
 
 
 def test_extra_launch_weight_reproduced() -> None:
-    """profile.EXTRA_LAUNCH_OPS is what host_trace.fit_extra_launch_ops gives on round 80's decode loops
+    """The shipped extra_launch_ops is what host_trace.fit_extra_launch_ops gives on traces/h200/round80's loops
     (each sampler beside greedy on the same model); with it the host outside a pass's layers is within
     ~7 % RMS of each code's per-op cost, counting ops alone it misses by over twice that; one trace of a
     code alone cannot fit it."""
     from simcore.calibration.host_trace import fit_extra_launch_ops
-    from simcore.specs.profile import EXTRA_LAUNCH_OPS
 
     ans = [analyze(read_trace(p)) for p in sorted((H200 / "round80").glob("*.json.gz"))]
     assert len(ans) == 16
     w, rms, rms0 = fit_extra_launch_ops(ans)
-    assert w == EXTRA_LAUNCH_OPS
+    assert w == HOST_OPS.extra_launch_ops
+    # calibrate fits both from such traces (fit_host_ops) and keeps the rest of the tables it starts from
+    from simcore.calibration.calibrate import fit_host_ops
+
+    start = HOST_OPS.model_copy(update={"loop_op_weights": {}, "extra_launch_ops": 0.0})
+    ops, notes = fit_host_ops(ans, start)
+    assert ops == HOST_OPS
+    assert "host_ops.loop_op_weights fitted on 16 profiled trace(s)" in notes
+    assert any(n.startswith("host_ops: layer_ops, hf_layer_ops") and "kept" in n for n in notes)
     assert rms < 0.08 and rms0 > 2.0 * rms
     with pytest.raises(ValueError, match="two or more traces of one code"):
         fit_extra_launch_ops(ans[:1])

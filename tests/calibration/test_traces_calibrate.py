@@ -76,6 +76,9 @@ def test_reproduces_shipped_h200_profile(ops_fit: tuple[ComputeProfile, ComputeP
     ours = _flat(ops_fit[0].model_dump())
     want = _flat(shipped.model_dump())
     assert ours["source"] == want["source"]
+    # the host model: host_layer from the host CSVs beside the op CSVs, stated against the H200 profile's host op
+    # tables, which the profile carries (no profiled trace among the inputs refits them)
+    assert ops_fit[0].host_ops == shipped.host_ops
     _assert_same_fit(
         ops_fit[0], shipped, INPUTS, ("gemm", "attention", "memory", "optimizer", "launch", "host_overhead")
     )

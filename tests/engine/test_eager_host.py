@@ -78,14 +78,14 @@ def test_ops_with_and_without_rows_are_priced_apart() -> None:
 
 def test_pass_ops_scale_the_host_beyond_the_layers() -> None:
     """runtime.pass_ops scales a pass's fixed host by its ratio to the calibrated code's weight
-    (profile.CALIBRATED_PASS_OPS, profile.pass_op_weight): half the weight of the calibrated generate()
+    (the profile's host_ops.pass_ops, HostOps.pass_op_weight): half the weight of the calibrated generate()
     halves it; the layers' host is untouched; the calibrated weight itself changes nothing. A compiled
     decode's weight is its loop between the graph's launches: each op beyond the calibrated compiled
     loop's costs what a generate() op does."""
     from simcore.prediction import predict
-    from simcore.specs.profile import CALIBRATED_PASS_OPS, calibrated_pass_ops
 
     prof = load_profile(default_registry().device("h200"))
+    calibrated_pass_ops, table = prof.host_ops.calibrated_pass_ops, prof.host_ops.pass_ops["huggingface"]
     fixed = prof.host_of("infer_generate_fixed_swiglu", True, "huggingface")
     base = ["runtime.implementation=huggingface", "runtime.profiler=true", "runtime.attention_backend=cudnn",
             "runtime.decode_loop=generate"]
@@ -94,16 +94,16 @@ def test_pass_ops_scale_the_host_beyond_the_layers() -> None:
         return float(predict(load_scenario(str(SC), base + extra)).model_dump()["decode_host_s"])
 
     ref = calibrated_pass_ops("huggingface", True, "swiglu", False)
-    assert ref == CALIBRATED_PASS_OPS[("huggingface", "generate")]["swiglu"]
+    assert ref == table["generate"]["swiglu"]
     assert host([f"runtime.pass_ops={ref}"]) == pytest.approx(host([]), rel=1e-9)
     assert host([]) - host([f"runtime.pass_ops={ref / 2}"]) == pytest.approx(fixed / 2, rel=1e-6)
     # eager attention in generate(): generate()'s weight plus what eager attention's forward adds
-    eager = CALIBRATED_PASS_OPS[("huggingface", "manual_eager_attention")]["swiglu"]
-    sdpa = CALIBRATED_PASS_OPS[("huggingface", "manual")]["swiglu"]
+    eager = table["manual_eager_attention"]["swiglu"]
+    sdpa = table["manual"]["swiglu"]
     assert calibrated_pass_ops("huggingface", True, "swiglu", True) == pytest.approx(ref + eager - sdpa)
     # a compiled decode: the calibrated compiled loop's weight changes nothing, 10 more cost 10 generate() ops
     cref = calibrated_pass_ops("huggingface", True, "swiglu", False, compiled_decode=True)
-    assert cref == CALIBRATED_PASS_OPS[("huggingface", "compiled_generate")]["swiglu"]
+    assert cref == table["compiled_generate"]["swiglu"]
     comp = [*base, "runtime.compiled_decode=true"]
 
     def chost(extra: list[str]) -> float:
@@ -114,4 +114,4 @@ def test_pass_ops_scale_the_host_beyond_the_layers() -> None:
     # a count the calibrated code was not measured at: nothing to scale by
     assert calibrated_pass_ops("huggingface", False, "gelu", True) is None
     assert calibrated_pass_ops("huggingface", True, "gelu", False, compiled_decode=True) is None
-    assert calibrated_pass_ops("reference", True, "gelu", False) == CALIBRATED_PASS_OPS[("reference", "manual")]["gelu"]
+    assert calibrated_pass_ops("reference", True, "gelu", False) == prof.host_ops.pass_ops["reference"]["manual"]["gelu"]

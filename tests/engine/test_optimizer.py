@@ -96,7 +96,7 @@ def test_layer_ops_scale_the_eager_host_over_the_calibrated_code() -> None:
     """``runtime.layer_ops``: a layer issuing twice the calibrated code's ops takes twice its host per
     layer (a profiled, unsynchronized GPT-2-small step here is host-bound, so the step grows); the
     calibrated counts change nothing; transformers' layers scale over its fit code's host weight (stop 32:
-    ``profile.CALIBRATED_HF_LAYER_WEIGHTS``, GPT-2's 226.6 and 520.5)."""
+    ``HostOps.hf_layer_weights``, GPT-2's 226.6 and 520.5)."""
     base = {"profiler": True, "step_sync": False}
     plain = predict(_scenario({}, base)).step_time_s
     same = predict(_scenario({}, {**base, "layer_ops": {"fwd": 19, "bwd": 43}})).step_time_s

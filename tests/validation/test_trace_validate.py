@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 import simcore
+from simcore.specs.profile import load_profile
+from simcore.specs.registry import default_registry
 from simcore.traces import read_trace
 from simcore.traces.classify import analyze
 from simcore.validation.trace_report import read_index, summary
@@ -17,6 +19,8 @@ from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SC = REPO / "tests" / "data" / "trace_scenarios"
+HOST_OPS = load_profile(default_registry().device("h200")).host_ops
+"""The shipped H200 profile's host op tables: what the calibrated code issues (``ComputeProfile.host_ops``)."""
 # every committed trace and its scenario (traces/validate.csv, also read by the trace report)
 CASES = {c.name: [str(t.relative_to(REPO)) for t in c.traces] for c in read_index()}
 
@@ -596,7 +600,8 @@ def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     """tools/gpt.py's layers issue the ops the host model was measured on (no scaling); a user's
     nn.TransformerEncoder layers issue 35 forward ops and 66 backward nodes (round 74), read and used."""
     from simcore.calibration.host_trace import layer_op_counts
-    from simcore.specs.profile import CALIBRATED_LAYER_OPS
+
+    CALIBRATED_LAYER_OPS = HOST_OPS.layer_ops
 
     for name, act in (("h200_train_gpt125m_eager", "gelu"), ("h200_train_llama1b_eager", "swiglu")):
         a = analyze(read_trace(REPO / CASES[name][0]))
@@ -612,28 +617,26 @@ def test_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
 
 def test_layer_ops_of_transformers_training_layers() -> None:
     """Stops 31-32: transformers' fit steps (round 104: a Llama's separate projections, GPT-2's Conv1D) issue 62 / 93
-    and 46 / 62 ops a layer, of the calibrated host weight (profile.CALIBRATED_HF_LAYER_WEIGHTS); a Qwen2 layer's
+    and 46 / 62 ops a layer, of the calibrated host weight (HostOps.hf_layer_weights); a Qwen2 layer's
     biased q / k / v six more, cheap, backward nodes (99 of them, 1.05 of the Llama's weight), read and used, and a
     Phi-3 layer's fused projections more ops (72 / 83) of about the Llama's weight (0.94 / 0.95)."""
     from simcore.calibration.host_trace import layer_op_counts
-    from simcore.specs.profile import (
-        CALIBRATED_HF_LAYER_OPS,
-        CALIBRATED_HF_LAYER_WEIGHTS,
-        calibrated_layer_ops,
-    )
+
+    CALIBRATED_HF_LAYER_OPS, CALIBRATED_HF_LAYER_WEIGHTS = HOST_OPS.hf_layer_ops, HOST_OPS.hf_layer_weights
+    calibrated_layer_ops = HOST_OPS.calibrated_layer_ops
 
     for act, fam in (("swiglu", "llama"), ("gelu", "gpt2")):
         for layers in (4, 12):
             a = analyze(read_trace(REPO / f"traces/h200/round104/hf_fit3_train_{fam}_L{layers}_p0.json.gz"))
             assert layer_op_counts(a) == CALIBRATED_HF_LAYER_OPS[act]
-            w = layer_op_counts(a, weighted=True)
+            w = layer_op_counts(a, HOST_OPS)
             assert w == CALIBRATED_HF_LAYER_WEIGHTS[act] == calibrated_layer_ops("huggingface", act)
     llama = "h200_r108_train_llama_l6_h2048_b4_s512"
     assert validate([str(REPO / f) for f in CASES[llama]], SC / f"{llama}.yaml").to_dict()["runtime"]["layer_ops"] is None
     ref_f, ref_b = CALIBRATED_HF_LAYER_WEIGHTS["swiglu"]
     phi = analyze(read_trace(REPO / CASES["h200_r52_train_phi3_l8_h2048_b2"][0]))
     assert layer_op_counts(phi) == (72.0, 83.0)
-    pf, pb = layer_op_counts(phi, weighted=True) or (0.0, 0.0)
+    pf, pb = layer_op_counts(phi, HOST_OPS) or (0.0, 0.0)
     assert 0.9 < pf / ref_f < 0.97 and 0.9 < pb / ref_b < 0.97
     n = "h200_r108_train_qwen2_l8_h1536_b2_s1024"
     rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
@@ -651,7 +654,8 @@ def test_decode_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
     """tools/gpt.py's decode layers issue the calibrated 25 (GPT block, round 77) and 27 (Llama block) ops;
     a hand-written Llama with a torch.cat KV cache 36 (round 76), read and used."""
     from simcore.calibration.host_trace import decode_layer_op_count
-    from simcore.specs.profile import CALIBRATED_DECODE_LAYER_OPS
+
+    CALIBRATED_DECODE_LAYER_OPS = HOST_OPS.decode_layer_ops
 
     for path, act in (
         ("traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz", "gelu"),
@@ -670,17 +674,16 @@ def test_decode_layer_ops_of_the_calibrated_code_and_of_users_code() -> None:
 def test_pass_ops_of_generate_without_an_end_of_sequence_id() -> None:
     """Round 55's Qwen2 generate() (no end-of-sequence id: no aten::isin, no aten::where) is read as
     generate() with its own weight a pass outside the layers (host_trace.decode_pass_op_count, its ops
-    at profile.LOOP_OP_WEIGHTS), against the calibrated generate()'s (profile.CALIBRATED_PASS_OPS); the
+    at HostOps.loop_op_weights), against the calibrated generate()'s (HostOps.pass_ops); the
     calibrated code's own traces get no pass_ops."""
     from simcore.calibration.host_trace import decode_pass_op_count
-    from simcore.specs.profile import CALIBRATED_PASS_OPS
 
     n = "h200_r55_generate_qwen2_l8_h2048_b8"
     rep = validate([str(REPO / f) for f in CASES[n]], SC / f"{n}.yaml").to_dict()
     assert rep["runtime"]["decode_loop"] == "generate"
-    w = decode_pass_op_count(analyze(read_trace(REPO / CASES[n][0])))
+    w = decode_pass_op_count(analyze(read_trace(REPO / CASES[n][0])), HOST_OPS)
     assert w is not None and rep["runtime"]["pass_ops"] == pytest.approx(w)
-    ref = CALIBRATED_PASS_OPS[("huggingface", "generate")]["swiglu"]
+    ref = HOST_OPS.pass_ops["huggingface"]["generate"]["swiglu"]
     assert w < 0.75 * ref
     assert any(f"runtime.pass_ops: {w:g}" in x and f"issuing {ref:g}" in x for x in rep["notes"])
     for ref in ("h200_r34_generate_llama_l8_h2048_b4", "h200_infer_prefill_decode", "h200_r31_infer_gpt2_l12_b1"):
@@ -895,7 +898,8 @@ def test_transformers_decode_layer_ops_scale_its_decode_host_alone() -> None:
     attention) top-level ops; a static cache's eager decode layer 63 (round 84), read and used for the
     decode passes only (its prefill's layers issue the same 62 as the dynamic cache's)."""
     from simcore.calibration.host_trace import decode_layer_op_count
-    from simcore.specs.profile import CALIBRATED_HF_DECODE_LAYER_OPS
+
+    CALIBRATED_HF_DECODE_LAYER_OPS = HOST_OPS.hf_decode_layer_ops
 
     for name, key in (
         ("h200_r31_infer_llama_l8_h2048_b4", "swiglu"),
