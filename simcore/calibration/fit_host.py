@@ -143,7 +143,7 @@ def train_gemm_ratios(host: Mapping[str, float], code: str) -> tuple[float, floa
     (``probe_gemm_ratio_train_<code>_main`` / ``_backward``, fitted by :func:`step_host_costs` on steps of
     that code), or ``None`` where not measured. A layer's host time is the sum of its ops, launch calls
     and any waits they hold included; the mean GEMM op carries those where one cheap op's median does not
-    (``python tools/probe_spread.py --hf-training``: a layer's units over the GEMM ops' means spread 0.043 /
+    (a layer's units over the GEMM ops' means spread 0.043 /
     0.046 across the fit steps (``traces/h200/host_steps_hf_r102.csv.gz``, ``host_steps_hf_r104.csv.gz``),
     forward / backward, against 0.072 / 0.064 over ``aten::t`` and ``aten::empty``; 30 held-apart steps of
     the same code 0.041 / 0.043 from the fit's, against 0.070 / 0.051)."""

@@ -243,7 +243,7 @@ GEMM_PROBE_OP = "aten::linear"
 """A no-grad pass's steadier CPU probe: against the decode fit passes of
 ``traces/h200/host_decode_r42.csv.gz``, five held-apart traces of one Llama decode layer put its host in units
 of the trace's median ``aten::linear`` (its dispatch, the weight's transpose view, the GEMM's launch) within an
-rms log error of 0.064, in units of its median ``aten::t`` 0.165 (``python tools/probe_spread.py --decode``). Stated as ``aten::t`` through
+rms log error of 0.064, in units of its median ``aten::t`` 0.165. Stated as ``aten::t`` through
 ``fit_host``'s ``probe_linear_ratio_infer_*``."""
 
 GEMM_PROBE_ALT_OP = "aten::addmm"
@@ -287,10 +287,10 @@ def op_speed(a: Analysis, window: int = 0) -> OpSpeed | None:
 PROBE_WINDOW = 16
 """Calls of a probe op per window of an inference trace's pace (:func:`op_speed`, as ``simcore validate``
 reads it): the mean of the medians of consecutive windows of this many calls, not one median. The pace
-moves within a run (a greedy GPT-2 ``generate()`` in ``traces/h200/round80/``: passes of 12-21 ms whose
+moves within a run (a greedy GPT-2 ``generate()`` among the decode-loop fit traces: passes of 12-21 ms whose
 layers stay at 214-279 of their own pass's ``aten::empty``), and a host-bound step's host is the sum of its ops at the
 pace of each moment: one median over the trace under-predicts a run with slow stretches. A window's
-median keeps a call preempted alone from counting. 16 was chosen on ``traces/h200/round80/``'s fit traces
+median keeps a call preempted alone from counting. 16 was chosen on the decode-loop fit traces
 (``generate()`` on GPT-2 and a Llama, each sampler beside greedy: mean |error| 5.8 % one median, 3.9 %
 windows of 16, 4.5 % of 32, 4.7 % of 64). Training traces keep one median: their GPU-heavy steps fill
 the launch queue, and ops that wait on it are back-pressure, not the CPU's pace (over the committed
@@ -1140,9 +1140,8 @@ LAUNCH_PROBE_PREFIX = "triton_"
 launch. A ``transformers`` compiled step calls no :data:`COMPILED_PROBE_OP` and its ``aten::empty`` are a few
 allocations beside its launches; the launches' median is its CPU pace (``fit_host``'s
 ``profiled_hf_compiled_*`` entries). Across the held-apart compiled steps of the fit code
-(``traces/h200/round70/``) the units of a step's host over it are off the fit's lines by 0.054 / 0.037 (rms of the log error; the forward regions / the rest
-of the step but the optimizer) against 0.121 / 0.114 over ``aten::empty`` (``python tools/probe_spread.py
---hf-compiled``)."""
+(the ``hf_cfit_train_*`` traces under ``traces/h200/``) the units of a step's host over it are off the fit's lines by 0.054 / 0.037 (rms of the log error; the forward regions / the rest
+of the step but the optimizer) against 0.121 / 0.114 over ``aten::empty`` (docs/traces.md, host speed)."""
 
 MIN_LAUNCH_PROBES = 10
 """Launch ops a thread needs for its :data:`LAUNCH_PROBE_PREFIX` median to count."""

@@ -157,17 +157,6 @@ def own() -> None:
     published(own=True)
 
 
-KERNEL_INPUTS = (
-    "h200/ops.csv.gz",
-    "h200/cold.csv.gz",
-    "h200/elementwise.csv.gz",
-    "h200/attention.csv.gz",
-    "h200/gemm_align.csv.gz",
-    "h200/round59/eager_ops.csv.gz",
-    "h200/round60/attention_efficient.csv.gz",
-)
-"""The op sweeps ``kernels`` refits by default (under ``traces/``), checked against
-``simcore/validation/data/published_kernels.csv``."""
 
 
 @app.command("kernels")
@@ -195,11 +184,12 @@ def kernels(
     from simcore.calibration import fit_compute as FC
     from simcore.specs.profile import save_profile
     from simcore.specs.registry import default_registry
+    from simcore.validation.inputs import report_inputs
     from simcore.validation.published import DATA_DIR
     from simcore.validation.steps import traces_dir
 
     if not files:
-        files = [str(traces_dir() / p) for p in KERNEL_INPUTS]
+        files = [str(traces_dir() / p) for p in report_inputs()["kernels"]]
         published_csv = published_csv or str(DATA_DIR / "published_kernels.csv")
     try:
         dev = default_registry().device(device)

@@ -29,7 +29,7 @@ Num = Any
 
 LAUNCH_QUEUE_KERNELS = 1024
 """Kernels the host can have launched ahead of the GPU before a launch blocks (CUDA's pending-launch
-queue; a batch-32 decode trace in traces/h200/round52/ holds at most 1022 launched and not started,
+queue; a committed batch-32 decode trace holds at most 1022 launched and not started,
 then launches of 1-5 ms; see docs/traces.md)."""
 
 

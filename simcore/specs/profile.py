@@ -140,12 +140,12 @@ class AttentionParams(_Frozen):
     """Forward: one CTA per ``block_rows`` query rows of one query head (grouped heads not packed as rows),
     each walking at least one ``block_cols`` block of keys: cuDNN's fprop, whose short causal prompts cost
     the same per sequence and head at 16-128 tokens (~22 ns a sequence and head at 512-1536 sequences in
-    ``traces/h200/round92/attention_short.csv.gz``). ``False``: FlashAttention-2's packing of a KV group's
+    ``traces/h200/**/attention_short.csv.gz``). ``False``: FlashAttention-2's packing of a KV group's
     query heads into rows."""
     odd_cols: float | None = Field(default=None, gt=0)
     """Forward over an odd number of keys: each CTA walks ``L + min(L, odd_cols)`` keys instead of ``L``
     (cuDNN's one-query kernel over ``transformers``' static cache of ``max_length - 1`` slots: about twice
-    the walk up to ~128 keys, a fixed extra beyond: ``traces/h200/round96/attention_kvlen.csv.gz``). ``None``:
+    the walk up to ~128 keys, a fixed extra beyond: ``traces/h200/**/attention_kvlen.csv.gz``). ``None``:
     no such term."""
 
 
@@ -239,7 +239,7 @@ class EmbeddingBackwardParams(_Frozen):
     the memory bandwidth over 12 bytes a token x hidden element (read in fp32, accumulated and written:
     a convention, as the kernels run alike on fp32 and bf16 gradients), so they move with a device's
     bandwidth on transfer; the per-token and fixed terms are latencies (seconds). Fitted on the kernel-by-kernel
-    sweep ``traces/h200/round72/embedding_bwd.csv.gz`` (``tools/bench_embedding_bwd.py``)."""
+    sweep ``traces/h200/**/embedding_bwd.csv.gz`` (``tools/bench_embedding_bwd.py``)."""
 
     direct_max_tokens: float = Field(default=3072.0, gt=0)
     """PyTorch's switch to the sorting path (``num_indices <= 3072`` takes the direct kernel)."""
@@ -257,14 +257,14 @@ ONE_QUERY_ATTENTION = "fwd_cudnn_one_query"
 """The ``attention`` entry of cuDNN's kernel for one query a sequence over a masked cache whose keys and values come
 repeated to every query head (``transformers``' static cache): an sm80 wmma kernel of 64 x 64 tiles, one CTA a
 sequence and head (as a static cache's decode graphs run it), fitted on its own
-(``traces/h200/round92/attention_masked_decode.csv.gz``)."""
+(``traces/h200/**/attention_masked_decode.csv.gz``)."""
 
 
 ONE_QUERY_ODD_ATTENTION = "fwd_cudnn_one_query_odd"
 """The ``attention`` entry of :data:`ONE_QUERY_ATTENTION`'s kernel over an odd number of slots, as ``transformers``'
 static cache holds (``max_length - 1``, e.g. 47 or 31 slots): each sequence and head costs
 about one more 64-slot tile than the even count beside it (47 slots 390 us against 262 at 48, 512 sequences x 32
-heads; 1.06-1.5x over 31-1039 slots), fitted on its own (``traces/h200/round96/attention_kvlen.csv.gz``)."""
+heads; 1.06-1.5x over 31-1039 slots), fitted on its own (``traces/h200/**/attention_kvlen.csv.gz``)."""
 
 
 def one_query_family(kv_seq: ArrayLike) -> NDArray[np.str_]:
@@ -315,19 +315,19 @@ class HostOps(_Frozen):
     ``traces/h200/profile_train_llama-1b_s2048_b4_eager.json.gz``)."""
     hf_layer_ops: dict[str, tuple[float, float]] = {}
     """The same for the ``transformers`` code the ``profiled_hf_train_*`` entries were measured on (GPT-2's
-    ``Conv1D`` layers, a Llama's separate projections, SDPA, bf16 autocast; ``traces/h200/round104/``'s fit
-    steps). For comparison: a Qwen2 layer's biased q / k / v projections add six backward nodes, Phi-3's
+    ``Conv1D`` layers, a Llama's separate projections, SDPA, bf16 autocast; the ``hf_fit3_train_*`` fit steps under
+    ``traces/h200/``). For comparison: a Qwen2 layer's biased q / k / v projections add six backward nodes, Phi-3's
     fused projections and their splits give 72 / 83."""
     hf_layer_weights: dict[str, tuple[float, float]] = {}
     """The host weight (``host_trace.layer_op_counts`` weighed by :attr:`layer_op_weights`, ``aten::t``
-    units) of a forward and a backward layer of the ``transformers`` fit code (``traces/h200/round104/``'s
-    fit steps, which agree): what a ``transformers`` training layer's ``RuntimeSpec.layer_ops`` is stated
+    units) of a forward and a backward layer of the ``transformers`` fit code (the ``hf_fit3_train_*``
+    fit steps under ``traces/h200/``, which agree): what a ``transformers`` training layer's ``RuntimeSpec.layer_ops`` is stated
     against. For comparison: a Qwen2 layer weighs 300.2 / 880.4 (1.05 of a Llama's backward), Phi-3's 280.6
     / 796.9 (0.94 / 0.95, where its op counts say 1.16 / 0.89)."""
     decode_layer_ops: dict[str, float] = {}
     """Per MLP kind: top-level ops a decode step's layer issues in ``tools/gpt.py`` with its preallocated KV
     cache (``host_trace.decode_layer_op_count`` of
-    ``traces/h200/round77/profile_infer_gpt_gelu_decode.json.gz`` and
+    ``traces/h200/**/profile_infer_gpt_gelu_decode.json.gz`` and
     ``traces/h200/profile_infer_prefill_decode.json.gz``)."""
     hf_decode_layer_ops: dict[str, float] = {}
     """Per ``host_layer`` layer key (``swiglu``, ``gelu``, ``swiglu_eager``): top-level ops a decode step's
@@ -345,21 +345,21 @@ class HostOps(_Frozen):
     ``manual_eager_attention`` (a forward with eager attention's 4-D mask, 56 ops) and ``compiled_generate``
     (``generate()`` with a static cache whose decode passes replay a compiled graph: the loop's own ops between
     the graph's launches, 72 with ``aten::isin``'s launches, fitted beside ``host_layer.compiled_decode_call_*``).
-    Counted on ``traces/h200/``'s ``round31/hf_infer_*``, ``round34/hf_generate_*``,
-    ``round60/hf_infer_llama_*_eager_attn``, ``profile_infer_prefill_decode``,
-    ``round77/profile_infer_gpt_gelu_decode`` and ``round85/hf_sfit_generate_*_static``."""
+    Counted on the ``hf_infer_*``, ``hf_generate_*``, ``hf_infer_llama_*_eager_attn``,
+    ``profile_infer_prefill_decode``, ``profile_infer_gpt_gelu_decode`` and ``hf_sfit_generate_*_static`` traces
+    under ``traces/h200/``."""
     loop_op_weights: dict[str, float] = {}
     """Per op name: the host of one call of an op a decode loop issues outside its layers, in typical ops (a
     typical op: the median over the calls that launch at most one kernel). Views cost a fraction of one,
     ``aten::isin`` and ``aten::where`` several, a sampler's ``aten::sort`` / ``aten::topk`` /
     ``aten::multinomial`` 11-18: weighed so, a pass's host outside its layers is one cost per typical op
     across codes (a ``generate()`` without an end-of-sequence id skips the dear stopping test; counting ops
-    alone puts its loop ~15 % over). ``host_trace.fit_loop_op_weights`` on ``traces/h200/round80/``
-    (``generate()`` and users' loops, greedy beside temperature, top-k and top-p sampling)."""
+    alone puts its loop ~15 % over). ``host_trace.fit_loop_op_weights`` on the decode-loop fit traces
+    under ``traces/h200/`` (``generate()`` and users' loops, greedy beside temperature, top-k and top-p sampling)."""
     extra_launch_ops: float = Field(default=0.0, ge=0)
     """The host of a stream launch (kernel, memset, copy) an op not in :attr:`loop_op_weights` makes beyond
     its first, in typical ops (an ``aten::sort`` launches 15-20 from one call and takes 5-7 ops' host).
-    ``host_trace.fit_extra_launch_ops`` on ``traces/h200/round80/``: a pass's host outside its layers over
+    ``host_trace.fit_extra_launch_ops`` on the same decode-loop traces: a pass's host outside its layers over
     its code's per-op cost, least squares in log (RMS error over the 16 traces 7.0 %, 17.2 % counting ops
     alone)."""
     layer_op_weights: dict[str, float] = {}
@@ -369,7 +369,7 @@ class HostOps(_Frozen):
     1.5-3.8, a one-kernel op 3.7-5, the forward's ``aten::linear`` (its weight's autocast cast and the GEMM)
     16.6, SDPA 30.5, a backward GEMM node 24; ``class|<launches>`` / ``node|<launches>`` price an op or node
     not there by its stream launches (:func:`layer_op_class`). ``host_trace.fit_layer_op_weights`` on
-    ``traces/h200/round104/hf_fit3_train_*``. Only ``transformers``' training layers are weighed: over
+    ``traces/h200/**/hf_fit3_train_*``. Only ``transformers``' training layers are weighed: over
     hand-written decode loops the weights put a layer's host further from the measured than its op count
     (rms log error 0.13 against 0.10)."""
 

@@ -26,55 +26,16 @@ from __future__ import annotations
 import csv
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from simcore.errors import SimcoreError
+from simcore.validation.inputs import calibration_inputs, report_inputs
 from simcore.validation.steps import traces_dir
 
-CALIBRATION_INPUTS: dict[str, tuple[str, ...]] = {
-    "h200": (
-        "h200/ops.csv.gz",
-        "h200/cold.csv.gz",
-        "h200/elementwise.csv.gz",
-        "h200/attention.csv.gz",
-        "h200/gemm_align.csv.gz",
-        "h200/round59/eager_ops.csv.gz",
-        "h200/round60/attention_efficient.csv.gz",
-        "h200/round72/optimizer_bf16.csv.gz",
-        "h200/round72/embedding_bwd.csv.gz",
-        "h200/round92/attention_masked_decode.csv.gz",
-        "h200/round96/attention_kvlen.csv.gz",
-    ),
-    "h100": (
-        "h100/round117/ops.csv.gz",
-        "h100/round118/cold.csv.gz",
-        "h100/round118/elementwise.csv.gz",
-        "h100/round118/attention.csv.gz",
-        "h100/round118/gemm_align.csv.gz",
-        "h100/round118/eager_ops.csv.gz",
-        "h100/round118/attention_efficient.csv.gz",
-        "h100/round118/optimizer_bf16.csv.gz",
-        "h100/round118/embedding_bwd.csv.gz",
-        "h100/round118/attention_masked_decode.csv.gz",
-        "h100/round118/attention_kvlen.csv.gz",
-    ),
-}
-"""The op sweeps each shipped profile is fitted on (paths under ``traces/``, in the order
-``simcore calibrate`` takes them: the first file's folder holds the sweep's ``dmon.txt`` and ``ops.log``).
-``hardware_specs/calibration/h100.yaml`` is ``simcore calibrate <h100 inputs> --device h100 --base h200
---no-comm``: the host model, which no sweep measures, is the H200's."""
-
-H100_STEPS = "h100/round117/steps.csv.gz"
 TWINS = "h100/twins.csv"
 DEVICES = ("h200", "h100")
-
-
-def calibration_inputs(device: str) -> list[Path]:
-    """The committed op sweeps of ``device``'s shipped profile (absolute paths)."""
-    return [traces_dir() / p for p in CALIBRATION_INPUTS[device]]
 
 
 def _sweep_table(device: str) -> Any:
@@ -137,7 +98,7 @@ def steps() -> dict[str, Any]:
     """The H100's measured steps by its own profile and by the H200 profile transferred."""
     from simcore.validation import steps as S
 
-    path = traces_dir() / H100_STEPS
+    path = traces_dir() / report_inputs()["h100_steps"]
     return {prof: S.validate(path, prof)["summary"] for prof in ("h100", "h200")}
 
 

@@ -16,11 +16,12 @@ from simcore.report import validation_plots
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.registry import builtin_dir, default_registry
 from simcore.validation import cross_device as X
+from simcore.validation.inputs import report_inputs
 from tests.calibration.test_traces_calibrate import _assert_same_fit
 from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-H100_INPUTS = [f"traces/{p}" for p in X.CALIBRATION_INPUTS["h100"]]
+H100_INPUTS = [f"traces/{p}" for p in report_inputs()["calibration"]["h100"]]
 
 
 @pytest.fixture(scope="module")
