@@ -137,7 +137,7 @@ def _csv_text(path: Path) -> str:
 
 
 def is_embedding_kernels_csv(path: str | Path) -> bool:
-    """Whether ``path`` holds round 72's embedding-backward kernel groups (``tools/bench_embedding_bwd.py``)."""
+    """Whether ``path`` holds embedding-backward kernel groups (``tools/bench_embedding_bwd.py``'s CSV)."""
     try:
         first = _csv_text(Path(path)).split("\n", 1)[0]
     except (TraceError, UnicodeDecodeError, EOFError, OSError):
@@ -397,7 +397,7 @@ def window_power(
 
 
 def streaming_memory_power(dmon: str | Path, log: str | Path, gpu: int = 0) -> float | None:
-    """Median board power (W) of memory-bound kernels streaming from HBM (round 20): :func:`window_power`
+    """Median board power (W) of memory-bound kernels streaming from HBM: :func:`window_power`
     over the ops other than ``idle`` and ``gemm*``."""
     return window_power(dmon, log, lambda n: n != "idle" and not n.startswith("gemm"), gpu)
 
@@ -584,20 +584,20 @@ def _attn_pred(
 
 def attention_backend(t: Table) -> NDArray[np.str_]:
     """The fused-attention backend each row timed: ``cudnn`` / ``efficient`` where its name says so
-    (round 40's ``sdpa_cudnn*`` rows, rounds 59-60's ``sdpa_efficient*``), else ``flash``."""
+    (``sdpa_cudnn*``, ``sdpa_efficient*`` rows), else ``flash``."""
     return np.array([backend_of_name(nm or "") for nm in t.name])
 
 
 def attention_row_name(backend: str, mask: bool, dropout: float) -> str:
     """The ``name`` of an attention row of an ops CSV: ``sdpa_<backend>``, ``_mask`` where the call
-    passed a mask tensor, ``_drop`` where it had dropout (round 40's names, read back by
+    passed a mask tensor, ``_drop`` where it had dropout (names read back by
     :func:`attention_backend` and :func:`attention_flags`)."""
     return f"sdpa_{backend}" + ("_mask" if mask else "") + ("_drop" if dropout else "")
 
 
 def attention_flags(t: Table) -> tuple[F, F]:
     """Per row: 1 where the call passed an explicit mask tensor (``_mask`` in its name), and its
-    dropout probability (``_drop``: round 40 measured 0.1)."""
+    dropout probability (``_drop``: the sweeps measured 0.1)."""
     names = [nm or "" for nm in t.name]
     return (
         np.array([1.0 if "_mask" in nm else 0.0 for nm in names]),
@@ -637,7 +637,7 @@ def _opt_bytes(t: Table) -> F:
 
 def _opt_key(t: Table, i: int) -> str:
     """The profile's optimizer entry a row measures: ``<opt>_<fused|unfused>``, ``_bf16`` appended for
-    16-bit parameters without a master copy (round 72: their update moves half the bytes at ~0.8x the
+    16-bit parameters without a master copy (their update moves half the bytes at ~0.8x the
     fp32 update's bandwidth, an entry of its own: :func:`simcore.compute.ops.optimizer_step`)."""
     name = t.name[i] or "adamw_fused"
     fused = "unfused" if any(w in name for w in ("unfused", "foreach", "forloop", "nonfused")) else "fused"
@@ -901,8 +901,8 @@ def estimate_gap(t: Table, launch_eager: float) -> float | None:
 def estimate_graph_gap(t: Table) -> float | None:
     """Median time a kernel replayed in a CUDA graph takes beyond its own duration (seconds): the
     graph-timed sweep rows (``cuda_graphs``, events around a graph of back-to-back copies of the op)
-    against the same shapes timed by their kernels' durations (``framework`` empty, round 19):
-    0.46 µs on the H200. ``None`` without at least 10 such pairs."""
+    against the same shapes timed by their kernels' durations (``framework`` empty,
+    ``traces/h200/kernel_rates/gemm_kernels.csv.gz``): 0.46 µs on the H200. ``None`` without at least 10 such pairs."""
     by_shape: dict[str, dict[str, float]] = {}
     for i in range(len(t)):
         fw = t.framework[i]
@@ -994,7 +994,7 @@ _ATTN_PARAMS = (
     Param("odd_cols", 1.0, 4096.0, 128.0, log=True),
 )
 _ATTN_FLAG_PARAMS = ("mask_overhead", "dropout_overhead", "odd_cols")
-"""Fitted only on rows that measured a mask / dropout (round 40's cuDNN rows), ``odd_cols`` only in the odd
+"""Fitted only on rows that measured a mask / dropout (the cuDNN rows of ``traces/h200/attention.csv.gz``), ``odd_cols`` only in the odd
 one-query family (:data:`~simcore.specs.profile.ONE_QUERY_ODD_ATTENTION`)."""
 _MEM_PARAMS = (
     Param("eff_bw", 0.05, 1.4, 0.85),
@@ -1086,8 +1086,8 @@ def power_fractions(power_w: dict[str, float], tdp: float, gemm_stretch: float |
 def _beside_kernel_rates(
     paths: Sequence[str | Path], fam: NDArray[Any], fws: NDArray[Any], *names: str
 ) -> Path | None:
-    """The folder of the inputs that holds ``names`` (round 20's power log, round 17's in-step
-    kernels), when GEMM kernel-duration rows are fitted; ``None`` otherwise."""
+    """The folder of the inputs that holds ``names`` (the power logs, the in-step kernels:
+    ``traces/h200/kernel_rates/``), when GEMM kernel-duration rows are fitted; ``None`` otherwise."""
     if not np.any((fam == "gemm") & (fws == "")):
         return None
     for p in paths:
@@ -1099,10 +1099,10 @@ def _beside_kernel_rates(
 
 def kernel_rate_power(paths: Sequence[str | Path], fam: NDArray[Any], fws: NDArray[Any]) -> dict[str, float]:
     """``{"memory": W}`` when GEMM kernel-duration rows are fitted and the folder of such an input
-    holds ``mem_power.log`` + ``mem_power.dmon.txt`` (round 20): a step priced at kernel rates streams
+    holds ``mem_power.log`` + ``mem_power.dmon.txt``: a step priced at kernel rates streams
     its memory-bound tensors from HBM, whose draw (~620 W on the H200) is far above the op sweep's
     memory section (335 W, small L2-resident ops); and ``"gemm_fp32"``: the draw of an fp32 GEMM stream
-    where the folder holds ``gemm_power.log`` + ``gemm_power.dmon.txt`` (round 67). Empty otherwise."""
+    where the folder holds ``gemm_power.log`` + ``gemm_power.dmon.txt``. Empty otherwise."""
     out: dict[str, float] = {}
     folder = _beside_kernel_rates(paths, fam, fws, "mem_power.log", "mem_power.dmon.txt")
     if folder is not None:
@@ -1111,7 +1111,7 @@ def kernel_rate_power(paths: Sequence[str | Path], fam: NDArray[Any], fws: NDArr
             out["memory"] = w
     folder = _beside_kernel_rates(paths, fam, fws, "gemm_power.log", "gemm_power.dmon.txt")
     if folder is not None:
-        # fp32 GEMMs (CUDA-core FFMA) stream below the TDP at full clock (round 67: 664-671 W at
+        # fp32 GEMMs (CUDA-core FFMA) stream below the TDP at full clock (the H200: 664-671 W at
         # 1980 MHz; bf16 / fp16 / tf32 streams hold 690 W at 1455-1620 MHz)
         f32 = window_power(folder / "gemm_power.dmon.txt", folder / "gemm_power.log", fp32_gemm_window)
         if f32 is not None:
@@ -1127,7 +1127,7 @@ def fp32_gemm_window(name: str) -> bool:
 
 def strided_swiglu_ratios(path: str | Path) -> tuple[float, float] | None:
     """(forward, backward) time of eager SwiGLU on the strided halves of a fused gate/up output over
-    the same on contiguous tensors, from round 17's ``insitu.csv.gz`` (rows ``kind=mem``, ``name``
+    the same on contiguous tensors, from an in-step ``insitu.csv.gz`` (rows ``kind=mem``, ``name``
     silu / mul / silu_bwd, ``variant`` strided / contiguous, per ``m x n``): forward SiLU + product,
     backward SiLU's backward + two products (both products read a strided half); medians over the
     sizes. ``None`` without a complete size."""
@@ -1160,7 +1160,7 @@ def _gemm_kernel_pairs(
     t: Table, fam: NDArray[Any], fws: NDArray[Any]
 ) -> tuple[list[tuple[Any, ...]], dict[tuple[Any, ...], int], NDArray[np.int64]]:
     """Each row's GEMM shape (dtype, m, n, k, batch), the rows timed by their kernels' own durations
-    (``framework`` empty, round 19) by shape, and the call-timed GEMM rows (``eager``,
+    (``framework`` empty) by shape, and the call-timed GEMM rows (``eager``,
     ``cuda_graphs``); the cold (HBM-read) decode rows are in neither."""
     dts = [d or "bf16" for d in t.dtype]
     batch = np.maximum(np.nan_to_num(t.num["batch"], nan=0.0), 1.0)
@@ -1175,11 +1175,11 @@ def _gemm_kernel_pairs(
 
 def superseded_gemm_rows(t: Table, fam: NDArray[Any], fws: NDArray[Any]) -> NDArray[np.bool_]:
     """GEMM rows timed around calls (``eager``, ``cuda_graphs``) of a shape that another file times
-    by its kernels' own durations (``framework`` empty, round 19's ``gemm_kernels.csv.gz``).
+    by its kernels' own durations (``framework`` empty, ``traces/h200/kernel_rates/gemm_kernels.csv.gz``).
 
     On a power-capped H200, CUDA events around back-to-back GEMMs include gaps between the kernels
     (8192x16384x2048: 838 µs per call by events, 718 µs per kernel); inside a training step the same
-    kernel takes 711 µs with 1.6 µs gaps (traces/README.md, round 18). simcore prices a GEMM as a
+    kernel takes 711 µs with 1.6 µs gaps (traces/README.md). simcore prices a GEMM as a
     kernel in a step, so where a kernel-duration row exists the call-timed rows of that shape are
     left out of the fit."""
     keys, kernels, called = _gemm_kernel_pairs(t, fam, fws)
@@ -1194,8 +1194,8 @@ def gemm_power_stretch(
 ) -> float | None:
     """Median ratio of a GEMM's back-to-back time per call (CUDA events, ``eager`` rows) to its own
     kernel duration (``framework`` empty), over the shapes measured both ways whose kernel takes at
-    least ``min_kernel_s``: how much the power cap stretches a sustained stream of GEMMs (round 19:
-    1.16 on the H200). ``None`` without such pairs."""
+    least ``min_kernel_s``: how much the power cap stretches a sustained stream of GEMMs (1.16 on
+    the H200). ``None`` without such pairs."""
     keys, kernels, called = _gemm_kernel_pairs(t, fam, fws)
     meas = t.num["time_s"]
     ratios = []
@@ -1219,6 +1219,57 @@ def _errors(pred: F, meas: F) -> dict[str, float | int]:
     }
 
 
+@dataclass
+class _Sweep:
+    """The rows of an op sweep and what the fit reads of each (one entry a row): the op family
+    (:func:`family_of`), fit or held out (:func:`split_rows`), usable (a positive time, and not a call-timed
+    GEMM row its kernel-timed twin supersedes: :func:`superseded_gemm_rows`), the dtype (``bf16`` where
+    empty), the framework, the attention backend (:func:`attention_backend`) and the memory-bound op's
+    name (:func:`memory_name`; empty for other families)."""
+
+    t: Table
+    fam: NDArray[np.str_]
+    fit: NDArray[np.bool_]
+    ok: NDArray[np.bool_]
+    dtypes: NDArray[np.str_]
+    fws: NDArray[np.str_]
+    backends: NDArray[np.str_]
+    mem_names: NDArray[np.str_]
+
+    @classmethod
+    def of(cls, t: Table, fraction: float) -> _Sweep:
+        """The sweep ``t`` with ``fraction`` of its shapes (by hash) in the fit part."""
+        fam = np.array([family_of(t, i) for i in range(len(t))])
+        meas = t.num["time_s"]
+        fws = np.array(t.framework)
+        ok = np.isfinite(meas) & (meas > 0)
+        ok &= ~superseded_gemm_rows(t, fam, fws)
+        all_mem = (fam == "memory") | (fam == "memory_bwd")
+        return cls(
+            t=t,
+            fam=fam,
+            fit=split_rows(t, fam, fraction),
+            ok=ok,
+            dtypes=np.array([d or "bf16" for d in t.dtype]),
+            fws=fws,
+            backends=attention_backend(t),
+            mem_names=np.array([memory_name(t, i) if all_mem[i] else "" for i in range(len(t))]),
+        )
+
+    def n_fit(self, mask: NDArray[np.bool_]) -> int:
+        """Usable rows of ``mask`` in the fit part."""
+        return int(np.sum(mask & self.fit & self.ok))
+
+    def fit_rows(self, mask: NDArray[np.bool_], launch: dict[str, float]) -> tuple[Table, F, NDArray[np.bool_], F]:
+        """The usable fit rows of ``mask``: their table, measured seconds, which are eager calls, and
+        each one's launch floor (``launch`` of its framework; 0 for eager and kernel-timed rows)."""
+        idx = np.flatnonzero(mask & self.fit & self.ok)
+        sub = self.t.take(idx)
+        eager = self.fws[idx] == "eager"
+        floor = np.array([launch.get(f, 0.0) if f and f != "eager" else 0.0 for f in self.fws[idx]])
+        return sub, sub.num["time_s"], eager, floor
+
+
 def fit(
     ops_csv_paths: Sequence[str | Path],
     device: Device,
@@ -1234,93 +1285,180 @@ def fit(
 
     Returns the profile and a report: per op family, the errors on the check part (rows whose
     shape hash falls outside the fit fraction) and on the fit part.
+
+    The steps, each family on top of the ones before (docs/compute.md): launch floors and gaps
+    (:func:`_fit_launch`), memory-bound ops (:func:`_fit_memory`), GEMMs (:func:`_fit_gemm`), attention
+    (:func:`_fit_attention`), optimizers (:func:`_fit_optimizer`); then the held-out report
+    (:func:`_held_out_report`), the embedding backward (:func:`fit_embedding_backward`), the clocks and
+    board power per family (:func:`power_fractions`) and the host model of the host sweeps beside the
+    inputs (:func:`~simcore.calibration.fit_host.fit_host`).
     """
-    emb_paths = [p for p in ops_csv_paths if is_embedding_kernels_csv(p)]
     all_paths = list(ops_csv_paths)
-    ops_csv_paths = [p for p in ops_csv_paths if p not in emb_paths]
+    emb_paths = [p for p in all_paths if is_embedding_kernels_csv(p)]
+    ops_csv_paths = [p for p in all_paths if p not in emb_paths]
     if not ops_csv_paths:
         raise TraceError("no op sweep among the inputs", file=", ".join(str(p) for p in all_paths))
     t = read_ops(ops_csv_paths)
     if len(t) == 0:
         raise TraceError("no rows", file=", ".join(str(p) for p in ops_csv_paths))
-    prof = base or neutral_profile(device)
+    clocks_found, power_found = _sweep_clocks_power(ops_csv_paths, clocks)
+    s = _Sweep.of(t, fraction)
+    prof = _fit_launch(s, base or neutral_profile(device))
+    host: dict[str, float] = dict(prof.host_overhead)
+    prof = prof.model_copy(update={"memory": _fit_memory(s, prof, device, host, n_starts, ops_csv_paths)})
+    gemm = _fit_gemm(s, prof, device, base, host, n_starts, clocks_found.get("gemm"))
+    prof = prof.model_copy(update={"gemm": gemm})
+    attn = _fit_attention(s, prof, device, host, n_starts, clocks_found.get("attention"))
+    prof = prof.model_copy(update={"attention": attn})
+    prof = prof.model_copy(update={"optimizer": _fit_optimizer(s, prof, device, host), "host_overhead": host})
+
+    report = _held_out_report(s, prof, device, fraction)
+    emb = None
+    if emb_paths:
+        emb, report["families"]["embedding_bwd"] = fit_embedding_backward(emb_paths, device, fraction)
+    prof = prof.model_copy(
+        update={
+            "source": sorted({str(p) for p in all_paths}),
+            "provisional": False,
+            "transferred_from": None,
+            "measured_on": _ref(device),
+            "notes": [
+                f"fitted by simcore.calibration.fit_compute on {len(t)} rows "
+                f"({int(np.sum(s.fit & s.ok))} fit, {int(np.sum(~s.fit & s.ok))} held out by shape hash)",
+                "launch.compiled (one op) takes the CUDA-graph value; profiled compiled training steps take "
+                "host_layer.profiled_compiled_* (fitted on whole profiled steps), unprofiled ones the eager host per "
+                "layer times host_layer.compiled_ratio_* (measured)",
+            ],
+            "fit_report": {"held_out": _held_out_summary(report)},
+            "embedding_bwd": emb,
+            "clock_fraction": {k: v / device.boost_clock for k, v in clocks_found.items()},
+            "power_fraction": power_fractions(
+                {**power_found, **kernel_rate_power(ops_csv_paths, s.fam, s.fws)},
+                device.tdp,
+                gemm_power_stretch(t, s.fam, s.fws),
+            ),
+        }
+    )
+    host_files = host_files_beside(ops_csv_paths[0])
+    if host_files:
+        # the host entries are stated against the host op tables of the base (else the device's own profile)
+        host_ops = (base or load_profile(device)).host_ops
+        prof = prof.model_copy(
+            update={
+                "host_layer": fit_host(list(host_files), host_ops),
+                "host_ops": host_ops,
+                "source": sorted({*prof.source, *(str(p) for p in host_files)}),
+            }
+        )
+    report["clocks_hz"] = clocks_found
+    report["power_w"] = power_found
+    return prof, report
+
+
+def _sweep_clocks_power(
+    paths: Sequence[str | Path], clocks: dict[str, float] | None
+) -> tuple[dict[str, float], dict[str, float]]:
+    """SM clock (Hz) and board power (W) per family during the sweeps: ``clocks`` where given (and no
+    power), else read from ``dmon.txt`` and ``ops.log`` beside the first input where both exist
+    (:func:`sweep_clock_power`)."""
     clocks_found: dict[str, float] = dict(clocks or {})
     power_found: dict[str, float] = {}
     if clocks is None:
-        folder = Path(ops_csv_paths[0]).parent
+        folder = Path(paths[0]).parent
         if (folder / "dmon.txt").is_file() and (folder / "ops.log").is_file():
             cp = sweep_clock_power(folder / "dmon.txt", folder / "ops.log")
             clocks_found = {k: v[0] for k, v in cp.items() if k != "idle"}
             power_found = {k: v[1] for k, v in cp.items()}
-    fam = np.array([family_of(t, i) for i in range(len(t))])
-    fit_mask = split_rows(t, fam, fraction)
-    meas = t.num["time_s"]
-    ok = np.isfinite(meas) & (meas > 0)
-    dtypes = np.array([d or "bf16" for d in t.dtype])
-    fws = np.array(t.framework)
-    ok &= ~superseded_gemm_rows(t, fam, fws)
-    mode = prof.launch_mode
+    return clocks_found, power_found
 
-    # launch: generic per-kernel host time (eager) and per-kernel floor in a CUDA graph
+
+def _fit_launch(s: _Sweep, prof: ComputeProfile) -> ComputeProfile:
+    """``prof`` with the measured launch costs: the host time per eager launch and the per-kernel floor in a
+    CUDA graph (the median ``launch`` row of each; a compiled op takes the graph's), and the device idle
+    time between launches (:func:`estimate_gap` on the fit part's eager vs CUDA-graph pairs,
+    :func:`estimate_graph_gap` where kernel durations were measured)."""
+    meas = s.t.num["time_s"]
     launch = dict(prof.launch)
     for fw in ("eager", "cuda_graphs"):
-        idx = np.flatnonzero((fam == "launch") & (fws == fw) & ok)
+        idx = np.flatnonzero((s.fam == "launch") & (s.fws == fw) & s.ok)
         if idx.size:
             launch[fw] = float(np.median(meas[idx]))
     if "cuda_graphs" in launch:
         launch["compiled"] = launch["cuda_graphs"]
-    # device idle time between eager launches (from eager vs CUDA-graph pairs of the fit part)
     gap = dict(prof.gap)
-    g_e = estimate_gap(t.take(np.flatnonzero(fit_mask)), launch["eager"])
+    g_e = estimate_gap(s.t.take(np.flatnonzero(s.fit)), launch["eager"])
     if g_e is not None:
         gap["eager"] = g_e
-    g_g = estimate_graph_gap(t)  # only where kernel durations were measured (round 19)
+    g_g = estimate_graph_gap(s.t)
     if g_g is not None:
         gap["cuda_graphs"] = g_g
-    prof = prof.model_copy(update={"launch": launch, "gap": gap})
-    host_overhead: dict[str, float] = dict(prof.host_overhead)
+    return prof.model_copy(update={"launch": launch, "gap": gap})
 
-    def sel(mask: NDArray[np.bool_]) -> tuple[Table, F, NDArray[np.bool_], F]:
-        idx = np.flatnonzero(mask & fit_mask & ok)
-        sub = t.take(idx)
-        eager = fws[idx] == "eager"
-        floor = np.array([launch.get(f, 0.0) if f and f != "eager" else 0.0 for f in fws[idx]])
-        return sub, sub.num["time_s"], eager, floor
 
-    def gap_of(s: Table) -> F:
-        return gap_rows(prof, s)
+def _fit_memory(
+    s: _Sweep, prof: ComputeProfile, device: Device, host: dict[str, float], n_starts: int, paths: Sequence[str | Path]
+) -> MemoryParams:
+    """The memory-bound family: its streaming parameters (:func:`_fit_memory_stream`), then each op's own
+    (:func:`_fit_memory_ops`), then the strided SwiGLU ops where an in-step measurement sits beside the inputs
+    (:func:`strided_swiglu_ratios`). ``host`` gains the fitted eager host times (in place)."""
+    mem = _fit_memory_stream(s, prof, device, host, n_starts)
+    ops = _fit_memory_ops(s, prof, mem, device, host)
+    in_step = _beside_kernel_rates(paths, s.fam, s.fws, "insitu.csv.gz")
+    ratios = strided_swiglu_ratios(in_step / "insitu.csv.gz") if in_step is not None else None
+    if ratios is not None:
+        # in-step kernels: SiLU and the product on the strided halves of a fused gate/up output
+        for nm, r in (("swiglu", ratios[0]), ("swiglu_bwd", ratios[1])):
+            if nm in ops:
+                strided = nm.replace("swiglu", "swiglu_strided")
+                ops[strided] = ops[nm].model_copy(update={"eff": ops[nm].eff / r})
+    return mem.model_copy(update={"ops": ops})
 
+
+def _fit_memory_stream(
+    s: _Sweep, prof: ComputeProfile, device: Device, host: dict[str, float], n_starts: int
+) -> MemoryParams:
+    """The memory-bound family's parameters (:data:`_MEM_PARAMS`) on plain streaming ops (``copy``, ``add``,
+    ``mul``; every memory-bound row where those have fewer than 6 fit rows), and their eager host time
+    (``host["memory"]``); ``prof.memory`` where fewer than 6 rows remain."""
+    mem: MemoryParams = prof.memory
+    ref = np.isin(s.mem_names, ["copy", "add", "mul"])
+    if s.n_fit(ref) < 6:
+        ref = s.fam == "memory"
+    if s.n_fit(ref) < 6:
+        return mem
     hw32 = _hw(device, "fp32")
+    sub, y, eager, floor = s.fit_rows(ref, prof.launch)
+    flops = _mem_flops(sub, [canonical_memory_name(n) for n in sub.name])
 
-    # 1. memory-bound family parameters on plain streaming ops, then per-op adjustments
-    mem = prof.memory
-    all_mem = (fam == "memory") | (fam == "memory_bwd")
-    names_all = np.array([memory_name(t, i) if all_mem[i] else "" for i in range(len(t))])
-    ref = np.isin(names_all, ["copy", "add", "mul"])
-    if np.sum(ref & fit_mask & ok) < 6:
-        ref = fam == "memory"
-    if np.sum(ref & fit_mask & ok) >= 6:
-        sub, y, eager, floor = sel(ref)
-        flops = _mem_flops(sub, [canonical_memory_name(n) for n in sub.name])
+    def mem_k(mp: MemoryParams, s: Table = sub, fl: F = flops) -> F:
+        return K.memory_time(hw32, mp, s.num["bytes"], fl, 1.0, None).time
 
-        def mem_k(mp: MemoryParams, s: Table = sub, fl: F = flops) -> F:
-            return K.memory_time(hw32, mp, s.num["bytes"], fl, 1.0, None).time
+    mem, h = _fit_model(mem, _subset(_MEM_PARAMS, [p.name for p in _MEM_PARAMS], mem),
+                        mem_k, y, eager, floor, host.get("memory", prof.launch["eager"]), prof.launch_mode, n_starts,
+                        gap_rows(prof, sub))  # fmt: skip
+    if h is not None:
+        host["memory"] = h
+    return mem
 
-        mem, h = _fit_model(mem, _subset(_MEM_PARAMS, [p.name for p in _MEM_PARAMS], mem),
-                            mem_k, y, eager, floor, host_overhead.get("memory", launch["eager"]), mode, n_starts, gap_of(sub))  # fmt: skip
-        if h is not None:
-            host_overhead["memory"] = h
+
+def _fit_memory_ops(
+    s: _Sweep, prof: ComputeProfile, mem: MemoryParams, device: Device, host: dict[str, float]
+) -> dict[str, MemoryOpParams]:
+    """Each memory-bound op's efficiency and latency over the family's streaming model ``mem`` (a row-wise
+    op also its share of a row per CTA where it runs few rows, and its width factors:
+    :func:`_width_factors`), with its eager host time; ops with fewer than 3 fit rows keep the family's.
+    ``host["memory_bwd"]``: the median host time of the backward ops."""
+    hw32 = _hw(device, "fp32")
+    all_mem = (s.fam == "memory") | (s.fam == "memory_bwd")
     ops: dict[str, MemoryOpParams] = {}
     bwd_hosts = []
-    for nm in sorted(str(v) for v in set(names_all[all_mem])):
-        mask = names_all == nm
-        if np.sum(mask & fit_mask & ok) < 3:
+    for nm in sorted(str(v) for v in set(s.mem_names[all_mem])):
+        mask = s.mem_names == nm
+        if s.n_fit(mask) < 3:
             continue
-        sub, y, eager, floor = sel(mask)
+        sub, y, eager, floor = s.fit_rows(mask, prof.launch)
         flops = _mem_flops(sub, [nm] * len(sub))
-
         rows = _rows(sub, nm)
-
         elt_s = _elt(sub)
         pre = _product_before(nm, ops, mem, device, sub)
 
@@ -1342,8 +1480,8 @@ def fit(
         if rows is not None and np.any(rows < 4 * device.sm_count):
             ps.append(Param("row_share", 0.01, 50.0, 1.0, log=True))
             base_op = base_op.model_copy(update={"row_share": 1.0})
-        h0 = host_overhead.get("memory", launch["eager"]) * (4.0 if nm.endswith("_bwd") else 1.0)
-        op, h = _fit_model(base_op, ps, op_k, y, eager, floor, h0, mode, 2, gap_of(sub))
+        h0 = host.get("memory", prof.launch["eager"]) * (4.0 if nm.endswith("_bwd") else 1.0)
+        op, h = _fit_model(base_op, ps, op_k, y, eager, floor, h0, prof.launch_mode, 2, gap_rows(prof, sub))
         if rows is not None:
             # row-wise kernels change with the row width: the measured over the fitted time per width
             op = op.model_copy(update=_width_factors(sub, y - pre, op_k(op) - pre))
@@ -1351,38 +1489,35 @@ def fit(
         if nm.endswith("_bwd") and h is not None:
             bwd_hosts.append(h)
     if bwd_hosts:
-        host_overhead["memory_bwd"] = float(np.median(bwd_hosts))
-    in_step = _beside_kernel_rates(ops_csv_paths, fam, fws, "insitu.csv.gz")
-    ratios = strided_swiglu_ratios(in_step / "insitu.csv.gz") if in_step is not None else None
-    if ratios is not None:
-        # in-step kernels: SiLU and the product on the strided halves of a fused gate/up output
-        for nm, r in (("swiglu", ratios[0]), ("swiglu_bwd", ratios[1])):
-            if nm in ops:
-                strided = nm.replace("swiglu", "swiglu_strided")
-                ops[strided] = ops[nm].model_copy(update={"eff": ops[nm].eff / r})
-    mem = mem.model_copy(update={"ops": ops})
-    prof = prof.model_copy(update={"memory": mem})
+        host["memory_bwd"] = float(np.median(bwd_hosts))
+    return ops
 
-    # 2. GEMM: bf16 and fp16 (same tensor-core rate, same kernels) fitted together with every
-    #    parameter; other dtypes refit the efficiencies and keep the structure of that fit
+
+def _fit_gemm(
+    s: _Sweep,
+    prof: ComputeProfile,
+    device: Device,
+    base: ComputeProfile | None,
+    host: dict[str, float],
+    n_starts: int,
+    clock: float | None,
+) -> dict[str, GemmParams]:
+    """GEMM parameters per dtype. The dtype group with the most fit rows (bf16 and fp16 together: the same
+    tensor-core rate, the same kernels) fits every parameter (:func:`_fit_gemm_rows`) and the eager host time
+    (``host["gemm"]``); the others refit the efficiencies from it and keep its structure (their
+    misalignment penalty the ``base`` profile's where they have no misaligned rows). Dtypes without rows
+    are dropped: they fall back to the nearest fitted one (``profile.gemm_params``). ``clock``: the SM
+    clock (Hz) of the sweep."""
     gemm = dict(prof.gemm)
+    is_gemm = s.fam == "gemm"
     groups_g = [("bf16", ("bf16", "fp16"))] + [(d, (d,)) for d in GEMM_DTYPES if d not in ("bf16", "fp16")]
-    groups_g.sort(key=lambda g: -int(np.sum((fam == "gemm") & np.isin(dtypes, g[1]) & fit_mask & ok)))
+    groups_g.sort(key=lambda g: -s.n_fit(is_gemm & np.isin(s.dtypes, g[1])))
     anchor: GemmParams | None = None
     for key_g, members in groups_g:
-        mask = (fam == "gemm") & np.isin(dtypes, members)
-        if not np.any(mask & fit_mask & ok):
+        mask = is_gemm & np.isin(s.dtypes, members)
+        if s.n_fit(mask) == 0:
             continue
-        sub, y, eager, floor = sel(mask)
-        sub_dt = np.array([d or "bf16" for d in sub.dtype])
-
-        def g_k(p: GemmParams, s: Table = sub, dts: NDArray[Any] = sub_dt) -> F:
-            out = np.empty(len(s))
-            for d in sorted(set(dts)):
-                j = np.flatnonzero(dts == d)
-                out[j] = _gemm_pred(device, p, s.take(j), str(d), mem, clocks_found.get("gemm"))
-            return out
-
+        sub, y, eager, floor = s.fit_rows(mask, prof.launch)
         start = gemm.get(key_g, gemm["bf16"]) if anchor is None else anchor
         misal = bool(np.any(_misaligned(sub)))
         if anchor is not None and not misal and base is not None and key_g in base.gemm:
@@ -1399,91 +1534,117 @@ def fit(
                 names.append("eff_bw")  # skinny (memory-bound) shapes measured
             if len(sub) >= 40:
                 names.append("load_cost")
-        host = host_overhead.get("gemm", launch["eager"]) if anchor is None else None
-        floor_e = np.where(eager, host_overhead.get("gemm", launch["eager"]), floor)
-        cold = sub.num["cold"] > 0
-        sweep = ~cold & ~np.isfinite(sub.num["clock"])
-        if anchor is None and np.any(cold) and int(np.sum(sweep)) >= 20:
-            # Two stages: the general parameters on the sweep (rows at the sweep clocks, no decode-regime
-            # file, whose hundreds of skinny shapes would otherwise outweigh the large GEMMs); then the
-            # HBM-streaming parameters, identifiable only from skinny GEMMs read from HBM, on every row
-            # with the rest held.
-            hot = np.flatnonzero(sweep)
-            sub_h, dt_h = sub.take(hot), sub_dt[hot]
-
-            def g_hot(p: GemmParams, s: Table = sub_h, dts: NDArray[Any] = dt_h) -> F:
-                return g_k(p, s, dts)
-
-            p_fit, h = _fit_model(
-                start, _subset(_GEMM_PARAMS, names, start), g_hot,
-                y[hot], eager[hot], floor_e[hot], host, mode, n_starts, gap_of(sub)[hot],
-            )  # fmt: skip
-            floor_2 = np.where(eager, h if h is not None else floor_e, floor_e)
-            p_fit, _ = _fit_model(
-                p_fit, _subset(_GEMM_PARAMS, _COLD_GEMM, p_fit), g_k, y, eager, floor_2, None, mode,
-                n_starts, gap_of(sub),
-            )  # fmt: skip
-        else:
-            if anchor is None and np.any(cold):
-                names = [*names, *_COLD_GEMM]  # too few sweep rows for two stages: one fit of everything
-            p_fit, h = _fit_model(
-                start, _subset(_GEMM_PARAMS, names, start), g_k, y, eager, floor_e, host, mode, n_starts,
-                gap_of(sub),
-            )  # fmt: skip
+        h_gemm = host.get("gemm", prof.launch["eager"])
+        floor_e = np.where(eager, h_gemm, floor)
+        p_fit, h = _fit_gemm_rows(
+            device, prof, sub, y, eager, floor_e, start, names, h_gemm if anchor is None else None, n_starts, clock
+        )
         for d in members:
-            if np.any((fam == "gemm") & (dtypes == d) & ok) or anchor is None:
+            if np.any(is_gemm & (s.dtypes == d) & s.ok) or anchor is None:
                 gemm[d] = p_fit
         if anchor is None:
             anchor = p_fit
             if h is not None:
-                host_overhead["gemm"] = h
+                host["gemm"] = h
     if anchor is not None:
         for d in GEMM_DTYPES:
-            if not np.any((fam == "gemm") & (dtypes == d) & ok):
+            if not np.any(is_gemm & (s.dtypes == d) & s.ok):
                 gemm.pop(d, None)  # falls back to the nearest fitted dtype (profile.gemm_params)
-    prof = prof.model_copy(update={"gemm": gemm})
+    return gemm
 
-    # 3. attention forward and backward
+
+def _fit_gemm_rows(
+    device: Device,
+    prof: ComputeProfile,
+    sub: Table,
+    y: F,
+    eager: NDArray[np.bool_],
+    floor: F,
+    start: GemmParams,
+    names: list[str],
+    host: float | None,
+    n_starts: int,
+    clock: float | None,
+) -> tuple[GemmParams, float | None]:
+    """``names`` of ``start`` fitted on the GEMM rows ``sub`` (measured ``y``), with the eager host time where
+    ``host`` (its start) is given. Such a first fit of rows read from HBM (``cold``) also fits the
+    HBM-streaming parameters (:data:`_COLD_GEMM`), in a second stage where the sweep holds 20 rows or more."""
+    sub_dt = np.array([d or "bf16" for d in sub.dtype])
+    mode = prof.launch_mode
+
+    def g_k(p: GemmParams, s: Table = sub, dts: NDArray[Any] = sub_dt) -> F:
+        out = np.empty(len(s))
+        for d in sorted(set(dts)):
+            j = np.flatnonzero(dts == d)
+            out[j] = _gemm_pred(device, p, s.take(j), str(d), prof.memory, clock)
+        return out
+
+    cold = sub.num["cold"] > 0
+    sweep = ~cold & ~np.isfinite(sub.num["clock"])
+    if host is not None and np.any(cold) and int(np.sum(sweep)) >= 20:
+        # Two stages: the general parameters on the sweep (rows at the sweep clocks, no decode-regime
+        # file, whose hundreds of skinny shapes would otherwise outweigh the large GEMMs); then the
+        # HBM-streaming parameters, identifiable only from skinny GEMMs read from HBM, on every row
+        # with the rest held.
+        hot = np.flatnonzero(sweep)
+        sub_h, dt_h = sub.take(hot), sub_dt[hot]
+
+        def g_hot(p: GemmParams, s: Table = sub_h, dts: NDArray[Any] = dt_h) -> F:
+            return g_k(p, s, dts)
+
+        p_fit, h = _fit_model(
+            start, _subset(_GEMM_PARAMS, names, start), g_hot,
+            y[hot], eager[hot], floor[hot], host, mode, n_starts, gap_rows(prof, sub)[hot],
+        )  # fmt: skip
+        floor_2 = np.where(eager, h if h is not None else floor, floor)
+        p_fit, _ = _fit_model(
+            p_fit, _subset(_GEMM_PARAMS, _COLD_GEMM, p_fit), g_k, y, eager, floor_2, None, mode,
+            n_starts, gap_rows(prof, sub),
+        )  # fmt: skip
+        return p_fit, h
+    if host is not None and np.any(cold):
+        names = [*names, *_COLD_GEMM]  # too few sweep rows for two stages: one fit of everything
+    return _fit_model(
+        start, _subset(_GEMM_PARAMS, names, start), g_k, y, eager, floor, host, mode, n_starts, gap_rows(prof, sub)
+    )
+
+
+def _fit_attention(
+    s: _Sweep, prof: ComputeProfile, device: Device, host: dict[str, float], n_starts: int, clock: float | None
+) -> dict[str, AttentionParams]:
+    """Attention parameters per pass (forward, backward), backend and dtype (:func:`_attention_fit_names`
+    says which; entries ``fwd``, ``bwd_cudnn``, ``fwd_efficient_fp32``, ...), each with its eager host time
+    per call (``host["attention_fwd"]``, ``host["attention_bwd_cudnn"]``, ...; the engines' eager host uses
+    flash's); cells with fewer than 5 fit rows keep their entry. cuDNN's one-query call over a masked cache
+    is a family of its own (:func:`_fit_one_query_attention`). ``clock``: the SM clock (Hz) of the sweep."""
     attn = dict(prof.attention)
-    backends = attention_backend(t)
-    masked_all, drop_all = attention_flags(t)
-    # cuDNN's one-query call over a masked cache whose keys and values come repeated to every head
-    # (transformers' static cache, round 92) runs its own kernel (sm80 wmma, 64 x 64 tiles, one CTA a
-    # sequence and head): a family of its own, kept out of the cuDNN fit
-    one_query = one_query_rows(t, fam)
+    masked_all, drop_all = attention_flags(s.t)
+    one_query = one_query_rows(s.t, s.fam)
     for bwd, be in itertools.product((False, True), ATTENTION_BACKENDS):
         f = "attention_bwd" if bwd else "attention_fwd"
         key = "bwd" if bwd else "fwd"
-        for d in sorted(set(dtypes[(fam == f) & (backends == be)])):
-            mask = (fam == f) & (dtypes == d) & (backends == be) & ~one_query
-            if np.sum(mask & fit_mask & ok) < 5:
+        for d in sorted(set(s.dtypes[(s.fam == f) & (s.backends == be)])):
+            mask = (s.fam == f) & (s.dtypes == d) & (s.backends == be) & ~one_query
+            if s.n_fit(mask) < 5:
                 continue
-            sub, y, eager, floor = sel(mask)
+            sub, y, eager, floor = s.fit_rows(mask, prof.launch)
             k1 = key if be == "flash" else f"{key}_{be}"
             k2 = k1 if d in ("bf16", "fp16") else f"{k1}_{d}"
             start_a = attn.get(k2, attn.get(k1, attn[key]))
             if be == "cudnn" and not bwd:
-                # cuDNN's fprop tiles each query head's rows on their own (round 92's short prompts)
+                # cuDNN's fprop tiles each query head's rows on their own (seen on short prompts)
                 start_a = start_a.model_copy(update={"per_head_tiles": True})
 
-            def a_k(p: AttentionParams, s: Table = sub, dt: str = d, b_: bool = bwd) -> F:
-                return _attn_pred(device, p, s, dt, b_, mem, clocks_found.get("attention"))
+            def a_k(p: AttentionParams, tb: Table = sub, dt: str = d, b_: bool = bwd) -> F:
+                return _attn_pred(device, p, tb, dt, b_, prof.memory, clock)
 
-            names = (
-                [p.name for p in _ATTN_PARAMS if p.name not in _ATTN_FLAG_PARAMS]
-                if len(sub) >= 20
-                else ["eff_peak", "kv_overhead", "t0"]
-            )
-            if bwd:
-                names = [n for n in names if n != "split_t0"]
-            for flag, col in (("mask_overhead", masked_all), ("dropout_overhead", drop_all)):
-                if np.sum(mask & fit_mask & ok & (col > 0)) >= 3:
-                    names.append(flag)
-            if len(set(sub.num["head_dim"][np.isfinite(sub.num["head_dim"])])) < (3 if be == "flash" else 2):
-                names = [n for n in names if n != "head_dim_scale"]
-            elif start_a.head_dim_scale is None:
-                start_a = start_a.model_copy(update={"head_dim_scale": 2000.0})
-            h0 = host_overhead.get(f"{f}_{be}", host_overhead.get(f, launch["eager"] * (6.0 if bwd else 2.0)))
+            flags = [
+                flag
+                for flag, col in (("mask_overhead", masked_all), ("dropout_overhead", drop_all))
+                if s.n_fit(mask & (col > 0)) >= 3
+            ]
+            names, start_a = _attention_fit_names(sub, be, bwd, flags, start_a)
+            h0 = host.get(f"{f}_{be}", host.get(f, prof.launch["eager"] * (6.0 if bwd else 2.0)))
             attn[k2], h = _fit_model(
                 start_a,
                 _subset(_ATTN_PARAMS, names, start_a),
@@ -1492,46 +1653,93 @@ def fit(
                 eager,
                 floor,
                 h0,
-                mode,
+                prof.launch_mode,
                 n_starts,
-                gap_of(sub),
+                gap_rows(prof, sub),
             )
             if h is not None:
                 # cuDNN's calls have their own host per call; the engines' eager host uses flash's
-                host_overhead[f if be == "flash" else f"{f}_{be}"] = h
-    # the even slot counts first: the odd ones' fit starts from theirs
-    one_fam = one_query_family(t.num["kv_seq"])
+                host[f if be == "flash" else f"{f}_{be}"] = h
+    attn.update(_fit_one_query_attention(s, prof, attn, device, host, n_starts, clock))
+    return attn
+
+
+def _attention_fit_names(
+    sub: Table, be: str, bwd: bool, flags: list[str], start: AttentionParams
+) -> tuple[list[str], AttentionParams]:
+    """Which attention parameters the rows ``sub`` of backend ``be`` fit, and the start: every one but the
+    mask / dropout / odd-column terms on 20 rows or more (else the peak efficiency, the KV overhead and the
+    latency), no split latency backward, the ``flags`` (``mask_overhead``, ``dropout_overhead``: 3 fit rows or
+    more measured one), the head-dim scale only over 3 head dims (flash) or 2 (others), from 2000 where
+    ``start`` has none."""
+    names = (
+        [p.name for p in _ATTN_PARAMS if p.name not in _ATTN_FLAG_PARAMS]
+        if len(sub) >= 20
+        else ["eff_peak", "kv_overhead", "t0"]
+    )
+    if bwd:
+        names = [n for n in names if n != "split_t0"]
+    names += flags
+    if len(set(sub.num["head_dim"][np.isfinite(sub.num["head_dim"])])) < (3 if be == "flash" else 2):
+        names = [n for n in names if n != "head_dim_scale"]
+    elif start.head_dim_scale is None:
+        start = start.model_copy(update={"head_dim_scale": 2000.0})
+    return names, start
+
+
+def _fit_one_query_attention(
+    s: _Sweep,
+    prof: ComputeProfile,
+    attn: dict[str, AttentionParams],
+    device: Device,
+    host: dict[str, float],
+    n_starts: int,
+    clock: float | None,
+) -> dict[str, AttentionParams]:
+    """cuDNN's one-query call over a masked cache whose keys and values come repeated to every head
+    (``transformers``' static cache) runs its own kernel (sm80 wmma, 64 x 64 tiles, one CTA a sequence and
+    head): bf16 entries :data:`~simcore.specs.profile.ONE_QUERY_ATTENTION` (even slot counts) and
+    :data:`~simcore.specs.profile.ONE_QUERY_ODD_ATTENTION` (odd ones, also ``odd_cols``), each from 5 fit
+    rows, started from cuDNN's forward fit (the odd one from the even one's)."""
+    one_query = one_query_rows(s.t, s.fam)
+    one_fam = one_query_family(s.t.num["kv_seq"])
     fitted_q: dict[str, AttentionParams] = {}
     for key in (ONE_QUERY_ATTENTION, ONE_QUERY_ODD_ATTENTION):
-        rows_q = one_query & (dtypes == "bf16") & (one_fam == key)
-        if np.sum(rows_q & fit_mask & ok) < 5:
+        rows_q = one_query & (s.dtypes == "bf16") & (one_fam == key)
+        if s.n_fit(rows_q) < 5:
             continue
-        sub, y, eager, floor = sel(rows_q)
+        sub, y, eager, floor = s.fit_rows(rows_q, prof.launch)
         start_q = fitted_q.get(ONE_QUERY_ATTENTION, attn.get("fwd_cudnn", attn["fwd"])).model_copy(
             update={"block_rows": 64, "block_cols": 64, "per_head_tiles": False}
         )
 
-        def q_k(p: AttentionParams, s: Table = sub) -> F:
-            return _attn_pred(device, p, s, "bf16", False, mem, clocks_found.get("attention"))
+        def q_k(p: AttentionParams, tb: Table = sub) -> F:
+            return _attn_pred(device, p, tb, "bf16", False, prof.memory, clock)
 
         names = ["eff_peak", "kv_overhead", "t0", "eff_bw"] + (["odd_cols"] if key == ONE_QUERY_ODD_ATTENTION else [])
-        h0 = host_overhead.get("attention_fwd_cudnn", launch["eager"] * 2.0)
-        attn[key], _h = _fit_model(
-            start_q, _subset(_ATTN_PARAMS, names, start_q), q_k, y, eager, floor, h0, mode, n_starts, gap_of(sub)
-        )
-        fitted_q[key] = attn[key]
-    prof = prof.model_copy(update={"attention": attn})
+        h0 = host.get("attention_fwd_cudnn", prof.launch["eager"] * 2.0)
+        fitted_q[key], _h = _fit_model(
+            start_q, _subset(_ATTN_PARAMS, names, start_q), q_k, y, eager, floor, h0, prof.launch_mode, n_starts,
+            gap_rows(prof, sub),
+        )  # fmt: skip
+    return fitted_q
 
-    # 4. optimizer: traffic factor and latency per implementation
+
+def _fit_optimizer(s: _Sweep, prof: ComputeProfile, device: Device, host: dict[str, float]) -> dict[str, OptimizerParams]:
+    """Per optimizer implementation (:func:`_opt_key`), its traffic factor over the bytes of its states (and
+    its latency from 3 fit rows, its eager host time from 4) on the memory-bound model;
+    ``host["optimizer"]``: the median of those host times."""
+    hw32 = _hw(device, "fp32")
+    mem = prof.memory
     opt = dict(prof.optimizer)
-    okeys = np.array([_opt_key(t, i) if fam[i] == "optimizer" else "" for i in range(len(t))])
+    okeys = np.array([_opt_key(s.t, i) if s.fam[i] == "optimizer" else "" for i in range(len(s.t))])
     opt_hosts = []
-    for key in sorted(set(okeys[fam == "optimizer"])):
+    for key in sorted(set(okeys[s.fam == "optimizer"])):
         mask = okeys == key
-        n_fit = int(np.sum(mask & fit_mask & ok))
+        n_fit = s.n_fit(mask)
         if n_fit < 1:
             continue
-        sub, y, eager, floor = sel(mask)
+        sub, y, eager, floor = s.fit_rows(mask, prof.launch)
         params, nbytes = _opt_params(sub), _opt_bytes(sub)
 
         def o_k(op: OptimizerParams, nb: F = nbytes, pr: F = params) -> F:
@@ -1541,18 +1749,24 @@ def fit(
         if n_fit >= 3:
             ps.append(Param("t0", 1e-7, 5e-3, 1e-5, log=True))
         base_o = opt.get(key, OptimizerParams(traffic=1.0, t0=1e-5))
-        h_opt: float | None = host_overhead.get("optimizer", 5.0 * launch["eager"]) if n_fit >= 4 else None
-        o_fit, h = _fit_model(base_o, ps, o_k, y, eager, floor, h_opt, mode, 2, gap_of(sub))
+        h_opt: float | None = host.get("optimizer", 5.0 * prof.launch["eager"]) if n_fit >= 4 else None
+        o_fit, h = _fit_model(base_o, ps, o_k, y, eager, floor, h_opt, prof.launch_mode, 2, gap_rows(prof, sub))
         opt[key] = o_fit.model_copy(update={"host": h})
         if h is not None:
             opt_hosts.append(h)
     if opt_hosts:
-        host_overhead["optimizer"] = float(np.median(opt_hosts))
-    prof = prof.model_copy(update={"optimizer": opt, "host_overhead": host_overhead})
+        host["optimizer"] = float(np.median(opt_hosts))
+    return opt
 
-    # report on the check part
+
+def _held_out_report(s: _Sweep, prof: ComputeProfile, device: Device, fraction: float) -> dict[str, Any]:
+    """The fit's report: per group of rows (family, backend, dtype, memory-bound op, framework, and the rows
+    whose kernel is over twice the launch floor), the errors of ``prof``'s prediction on the held-out
+    (``check``) and the fit part (:func:`_errors`); the launch rows, launch costs, gaps and host times."""
+    t, fam, fws = s.t, s.fam, s.fws
+    meas = t.num["time_s"]
     kern = kernel_rows(device, prof, t)
-    pred = _observed(kern, floor_rows(prof, t), mode, gap_rows(prof, t))
+    pred = _observed(kern, floor_rows(prof, t), prof.launch_mode, gap_rows(prof, t))
     report: dict[str, Any] = {"rows": int(len(t)), "fit_fraction": fraction, "families": {}}
     kernel_dominated = kern > 2.0 * floor_rows(prof, t)
     groups: dict[str, NDArray[np.bool_]] = {}
@@ -1560,35 +1774,36 @@ def fit(
         groups[g] = fam == g
     for g in ("attention_fwd", "attention_bwd"):
         for be in ATTENTION_BACKENDS[1:]:
-            groups[f"{g}_{be}"] = (fam == g) & (backends == be)
+            groups[f"{g}_{be}"] = (fam == g) & (s.backends == be)
     for d in GEMM_DTYPES:
-        groups[f"gemm_{d}"] = (fam == "gemm") & (dtypes == d)
-    for nm in sorted(set(names_all[all_mem])):
-        groups[f"mem:{nm}"] = names_all == nm
+        groups[f"gemm_{d}"] = (fam == "gemm") & (s.dtypes == d)
+    all_mem = (fam == "memory") | (fam == "memory_bwd")
+    for nm in sorted(set(s.mem_names[all_mem])):
+        groups[f"mem:{nm}"] = s.mem_names == nm
     groups["all"] = fam != "launch"
     groups["all_cuda_graphs"] = (fam != "launch") & (fws == "cuda_graphs")
     groups["all_eager"] = (fam != "launch") & (fws == "eager")
     groups["all_kernel_dominated"] = (fam != "launch") & kernel_dominated
     for g, mask in groups.items():
-        if not np.any(mask & ok):
+        if not np.any(mask & s.ok):
             continue
-        chk = mask & ~fit_mask & ok
-        fitp = mask & fit_mask & ok
+        chk = mask & ~s.fit & s.ok
+        fitp = mask & s.fit & s.ok
         report["families"][g] = {
             "check": _errors(pred[chk], meas[chk]),
             "fit": _errors(pred[fitp], meas[fitp]),
         }
-    lrows = {}
-    for i in np.flatnonzero(fam == "launch"):
-        lrows[f"{t.name[i]}[{t.framework[i]}]"] = float(meas[i])
-    report["launch_rows"] = lrows
-    report["launch_s"] = launch
-    report["gap_s"] = gap
-    report["host_overhead_s"] = host_overhead
-    emb = None
-    if emb_paths:
-        emb, report["families"]["embedding_bwd"] = fit_embedding_backward(emb_paths, device, fraction)
-    small = {
+    report["launch_rows"] = {f"{t.name[i]}[{t.framework[i]}]": float(meas[i]) for i in np.flatnonzero(fam == "launch")}
+    report["launch_s"] = prof.launch
+    report["gap_s"] = prof.gap
+    report["host_overhead_s"] = prof.host_overhead
+    return report
+
+
+def _held_out_summary(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The profile's ``fit_report.held_out``: per group with held-out rows (memory-bound ops left out), their
+    count and median and worst relative error (4 decimals)."""
+    return {
         g: {
             "n_check": v["check"].get("n", 0),
             "median_abs_err": round(float(v["check"].get("median_abs_err", float("nan"))), 4),
@@ -1597,41 +1812,6 @@ def fit(
         for g, v in report["families"].items()
         if v["check"].get("n", 0) and not g.startswith("mem:")
     }
-    prof = prof.model_copy(
-        update={
-            "source": sorted({str(p) for p in all_paths}),
-            "provisional": False,
-            "transferred_from": None,
-            "measured_on": _ref(device),
-            "notes": [
-                f"fitted by simcore.calibration.fit_compute on {len(t)} rows "
-                f"({int(np.sum(fit_mask & ok))} fit, {int(np.sum(~fit_mask & ok))} held out by shape hash)",
-                "launch.compiled (one op) takes the CUDA-graph value; profiled compiled training steps take host_layer.profiled_compiled_* (whole profiled steps, round 30), unprofiled ones the eager host per layer times host_layer.compiled_ratio_* (measured)",
-            ],
-            "fit_report": {"held_out": small},
-            "embedding_bwd": emb,
-            "clock_fraction": {k: v / device.boost_clock for k, v in clocks_found.items()},
-            "power_fraction": power_fractions(
-                {**power_found, **kernel_rate_power(ops_csv_paths, fam, fws)},
-                device.tdp,
-                gemm_power_stretch(t, fam, fws),
-            ),
-        }
-    )
-    host_files = host_files_beside(ops_csv_paths[0])
-    if host_files:
-        # the host entries are stated against the host op tables of the base (else the device's own profile)
-        host_ops = (base or load_profile(device)).host_ops
-        prof = prof.model_copy(
-            update={
-                "host_layer": fit_host(list(host_files), host_ops),
-                "host_ops": host_ops,
-                "source": sorted({*prof.source, *(str(p) for p in host_files)}),
-            }
-        )
-    report["clocks_hz"] = clocks_found
-    report["power_w"] = power_found
-    return prof, report
 
 
 # ---------------------------------------------------------------------------------------------

@@ -147,7 +147,7 @@ def validate(
     json_out: JsonOpt = False,
 ) -> None:
     """Predict a traced run with simcore and compare: per step, per op class, per kernel."""
-    from simcore.validation.traces import plot as plot_report
+    from simcore.report.trace_plots import plot_validation as plot_report
     from simcore.validation.traces import validate as run
 
     plot = _out_path(plot)

@@ -19,7 +19,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from simcore.calibration.fit_host import code_probe_ratios, gemm_pace, thread_probe, train_gemm_ratios
 from simcore.calibration.host_trace import (
@@ -259,8 +259,8 @@ def inference_step_time(
 ) -> tuple[float, float]:
     """Seconds of a profiled inference step of ``n_pre`` prefills and ``n_dec`` decode steps priced by
     ``res`` (an ``InferenceResult`` dumped), and the seconds a loop that never waits for its tokens
-    saves: its host issues the decode steps while the GPU still runs the prefill (round 41's trace: the
-    first decode step launched 10 ms into a 30 ms prefill), so the step is the later of the host
+    saves: its host issues the decode steps while the GPU still runs the prefill (a traced loop launched
+    its first decode step 10 ms into a 30 ms prefill), so the step is the later of the host
     issuing everything (then the last decode step's kernels) and the GPU running everything back to
     back, where the phases' host is modelled (``prefill_host_s``, ``decode_host_s``), with the host at
     most a launch queue of kernels ahead (:data:`LAUNCH_QUEUE_KERNELS`, ``decode_kernels`` a step)."""
@@ -275,7 +275,7 @@ def inference_step_time(
     h_step = float(res["decode_host_s"])
     g_pre = n_pre * gpu["prefill"]
     # while the GPU runs the prefill the host issues decode steps, but at most a launch queue's worth
-    # of kernels ahead of the GPU (LAUNCH_QUEUE_KERNELS; then each launch waits for a slot): round 52's
+    # of kernels ahead of the GPU (LAUNCH_QUEUE_KERNELS; then each launch waits for a slot): a traced
     # batch-32 decode issued ~2.5 of its 8 steps behind a 60 ms prefill
     k_step = float(res.get("decode_kernels", 0.0))
     ahead = n_dec * h_step if k_step <= 0 else min(n_dec * h_step, h_step * LAUNCH_QUEUE_KERNELS / k_step)
@@ -556,6 +556,16 @@ def dropout_p(ans: list[Analysis]) -> float:
     return p if 0.0 < p < 1.0 else 0.0
 
 
+class _Fact(NamedTuple):
+    """What a trace shows about its run: ``section.fld = value`` where ``shown``, with the note saying so."""
+
+    section: str
+    fld: str
+    value: Any
+    shown: bool
+    note: str
+
+
 def validate(
     traces: list[str],
     scenario: str | Path | Scenario,
@@ -567,13 +577,77 @@ def validate(
 ) -> ValidationReport:
     """Compare the prediction of ``scenario`` with the measured ``traces`` (one file per rank).
     ``probe_window``: a what-if for an inference trace's CPU pace, the calls per window of its probe
-    (0: one median over the trace; default :data:`~simcore.calibration.host_trace.PROBE_WINDOW`)."""
+    (0: one median over the trace; default :data:`~simcore.calibration.host_trace.PROBE_WINDOW`).
+
+    The steps: read the run (:func:`_read_run`); predict it with what its traces show where the
+    scenario is silent (:func:`_code_facts`, :func:`_loop_facts`, :func:`_host_facts`); compare the
+    slowest rank's step (:func:`_predicted`, :func:`_without_spent_lead`), its classes
+    (:func:`_class_rows`) and its ops (:func:`_kernel_rows`). See docs/traces.md, validate."""
     from simcore.specs.resolve import load_scenario
-    from simcore.workload.replay import load_analyses
 
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario), overrides or [])
     if sc.kind == "serving":
         raise SimcoreError("validate compares training or inference steps; this scenario is a serving one")
+    ans, passes, warm = _read_run(traces, sc, analyses)
+    # what the traces show about the run, unless the scenario or --set says otherwise: first how it
+    # ran (the framework, the weights' dtype, the profiler), then what that decides (the host's pace)
+    assumed: list[str] = []
+    cdec = sc.kind == "inference" and compiled_decode_graphs(ans)
+    sc = _assume_facts(sc, [*_code_facts(sc, ans, cdec), *_loop_facts(sc, ans)], overrides, assumed)
+    host_facts, cpu = _host_facts(sc, ans, cdec, probe_window)
+    sc = _assume_facts(sc, host_facts, overrides, assumed)
+    _check_one_run(ans)
+    slowest = max(ans, key=lambda a: a.step_time_s)
+    pred_step, bd, phases, notes = _predicted(sc, engine, slowest)
+    notes = [*notes, *assumed, *_step_notes(passes, warm, slowest)]
+    pred_step, lead_notes = _without_spent_lead(slowest, sc, pred_step, bd)
+    notes += lead_notes
+    host_ratio = _host_speed(sc, ans)
+    if host_ratio is not None:
+        notes.append(
+            f"the trace's CPU issued each layer in x{host_ratio:.2f} the profile's host time (from the spacing of "
+            "its norm ops; `simcore calibrate TRACE` puts this into a profile's host_scale)"
+        )
+    meas_cls, meas_kernel, colls = _measured_classes(slowest)
+    host_idle = meas_cls.get("idle", 0.0)
+    notes += _p2p_as_idle(slowest, meas_cls)
+    rows = _class_rows(meas_cls, meas_kernel, bd, pred_step)
+    notes += _trace_notes(slowest, sc, host_idle)
+    return ValidationReport(
+        traces=[a.trace.path for a in ans],
+        scenario=sc.name,
+        device=str(slowest.trace.device_name),
+        step_source=slowest.step_source,
+        measured_step_time_s=slowest.step_time_s,
+        predicted_step_time_s=pred_step,
+        step_times_s=[s.time_s for s in slowest.steps],
+        classes=rows,
+        kernels=_kernel_rows([slowest], sc, top_kernels),
+        collectives=dict(colls),
+        notes=notes,
+        host_speed_ratio=host_ratio,
+        cpu_op_speed_s=None
+        if cpu is None
+        else {
+            "main": cpu.main,
+            "backward": cpu.backward,
+            **({} if cpu.decode is None else {"decode": cpu.decode}),
+        },
+        runtime=sc.runtime.model_dump(mode="json"),
+        training=None if sc.training is None else sc.training.model_dump(mode="json"),
+        inference=None if sc.inference is None else sc.inference.model_dump(mode="json"),
+        phases=phases,
+    )
+
+
+def _read_run(
+    traces: list[str], sc: Scenario, analyses: list[Analysis] | None
+) -> tuple[list[Analysis], bool, list[int]]:
+    """The analysed traces of one run (``analyses`` where given, else read from ``traces``), whether an
+    unannotated inference trace was taken as one step, and the steps left out for capturing a CUDA graph
+    (:func:`_steady_steps`)."""
+    from simcore.workload.replay import load_analyses
+
     ans = analyses if analyses is not None else load_analyses([str(t) for t in traces])
     # an unannotated inference trace repeats the same kernels every forward pass: steps found by repetition
     # would be its passes, which the composition counted over a step (prefills, decode steps) cannot price
@@ -581,23 +655,27 @@ def validate(
     if passes:
         ans = [a.as_one_step() if a.step_source == "repeat" else a for a in ans]
     ans, warm = _steady_steps(ans)
-    # what the traces show about the run, unless the scenario or --set says otherwise: first how it
-    # ran (the framework, the weights' dtype, the profiler), then what that decides (the host's pace)
-    assumed: list[str] = []
-    value: Any  # each fact's value has the type of its field
-    cdec = sc.kind == "inference" and compiled_decode_graphs(ans)
+    return ans, passes, warm
+
+
+def _assume_facts(sc: Scenario, facts: list[_Fact], overrides: list[str] | None, assumed: list[str]) -> Scenario:
+    """``sc`` with each fact the trace showed, in order (:func:`_assume`; the first of two facts on the same
+    field wins)."""
+    for f in facts:
+        sc = _assume(sc, f.section, f.fld, f.value, f.shown, f.note, overrides, assumed)
+    return sc
+
+
+def _code_facts(sc: Scenario, ans: list[Analysis], cdec: bool) -> list[_Fact]:
+    """How the traced code ran: CUDA graphs, a compiled decode (``cdec``: its graphs' re-recordings),
+    torch.compile, AMP's fp32 weights, ``transformers``' modelling code, the attention kernels."""
     # graphs recorded again in the steps kept (every step records one or none does: _steady_steps)
     records = float(statistics.median(graph_records_per_step(ans[0]))) if cdec and ans[0].steps else 0.0
     graphs = graph_framework(ans) and not cdec
-    drop = dropout_p(ans)
     backend = sdpa_backend(ans)
-    opt_impl = optimizer_impl(ans) if sc.kind == "training" else None
-    # PyTorch's optimizers on bf16 weights keep no fp32 master copy: they update bf16 params and moments
-    low_states = sc.kind == "training" and optimizer_element_type(ans) in ("c10::BFloat16", "c10::Half")
-    record = profiler_record(ans[0].trace)
-    for section, fld, value, shown, note in (
+    return [
         # the kernels of replayed CUDA graphs correlate with a cudaGraphLaunch call
-        (
+        _Fact(
             "runtime",
             "framework",
             "cuda_graphs",
@@ -607,7 +685,7 @@ def validate(
             "launched op by op",
         ),
         # transformers' static cache: generate() replays a compiled decode forward's CUDA graph
-        (
+        _Fact(
             "runtime",
             "compiled_decode",
             True,
@@ -617,7 +695,7 @@ def validate(
             "--set runtime.compiled_decode=false predicts every pass launched op by op",
         ),
         # cudagraph trees record the decode graph again when a call's static inputs moved (large batches)
-        (
+        _Fact(
             "runtime",
             "decode_graph_records",
             records,
@@ -627,7 +705,7 @@ def validate(
             "runtime.decode_graph_records=0 predicts the steady state",
         ),
         # torch.compile's inductor names its generated kernels triton_poi_/per_/red_fused_...
-        (
+        _Fact(
             "runtime",
             "framework",
             "compiled",
@@ -636,7 +714,7 @@ def validate(
             "--set runtime.framework=eager predicts the same model in eager PyTorch",
         ),
         # PyTorch AMP keeps fp32 weights and casts them for each GEMM: aten::linear sees a float weight
-        (
+        _Fact(
             "training",
             "param_dtype",
             "fp32",
@@ -646,7 +724,7 @@ def validate(
             "predicts weights kept in bf16",
         ),
         # Hugging Face's modelling code writes some ops out of elementwise kernels
-        (
+        _Fact(
             "runtime",
             "implementation",
             "huggingface",
@@ -656,7 +734,7 @@ def validate(
             "runtime.implementation=reference predicts PyTorch's fused ops",
         ),
         # F.scaled_dot_product_attention picks cuDNN's kernels by itself on Hopper (torch 2.11)
-        (
+        _Fact(
             "runtime",
             "attention_backend",
             "cudnn",
@@ -666,7 +744,7 @@ def validate(
             "FlashAttention-2's",
         ),
         # the memory-efficient kernels: what fp32 attention runs (and SDPA's pick where cuDNN and flash refuse)
-        (
+        _Fact(
             "runtime",
             "attention_backend",
             "efficient",
@@ -677,7 +755,7 @@ def validate(
             "the memory-efficient kernels whatever the backend)",
         ),
         # attention written out of PyTorch ops (transformers' attn_implementation="eager")
-        (
+        _Fact(
             "runtime",
             "attention_backend",
             "eager",
@@ -686,8 +764,20 @@ def validate(
             "PyTorch ops: softmaxes over 4-D attention scores, no fused attention kernel); --set "
             "runtime.attention_backend=cudnn predicts a fused kernel",
         ),
+    ]
+
+
+def _loop_facts(sc: Scenario, ans: list[Analysis]) -> list[_Fact]:
+    """What the traced loop did around the model: the prefill's logits, ``generate()``, the optimizer's
+    states and implementation, dropout, and what the profiler recorded."""
+    drop = dropout_p(ans)
+    opt_impl = optimizer_impl(ans) if sc.kind == "training" else None
+    # PyTorch's optimizers on bf16 weights keep no fp32 master copy: they update bf16 params and moments
+    low_states = sc.kind == "training" and optimizer_element_type(ans) in ("c10::BFloat16", "c10::Half")
+    record = profiler_record(ans[0].trace)
+    return [
         # a plain transformers forward computes the logits of every prompt position
-        (
+        _Fact(
             "inference",
             "prefill_logits",
             "all",
@@ -697,7 +787,7 @@ def validate(
             "logits of each sequence's last token only",
         ),
         # transformers' generate(): its stopping criteria call aten::isin every token
-        (
+        _Fact(
             "runtime",
             "decode_loop",
             "generate",
@@ -706,7 +796,7 @@ def validate(
             "verdict's unfinished & ~done are transformers' generate()); --set runtime.decode_loop=manual "
             "predicts a loop of forward passes",
         ),
-        (
+        _Fact(
             "training",
             "master_weights",
             False,
@@ -715,7 +805,7 @@ def validate(
             "and moments in place, no fp32 master copy); --set training.master_weights=true predicts one",
         ),
         # torch.optim's default on CUDA is the foreach update (one kernel per arithmetic step)
-        (
+        _Fact(
             "training",
             "optimizer_impl",
             "foreach",
@@ -723,7 +813,7 @@ def validate(
             "predicted with training.optimizer_impl: foreach (the trace's optimizer step runs torch.optim's "
             "multi-tensor ops, aten::_foreach_*); --set training.optimizer_impl=fused predicts a fused update",
         ),
-        (
+        _Fact(
             "training",
             "dropout",
             drop,
@@ -733,7 +823,7 @@ def validate(
             "--set training.dropout=0 predicts no dropout kernels",
         ),
         # a PyTorch-profiler trace was recorded with the profiler attached (Nsight Systems ones not)
-        (
+        _Fact(
             "runtime",
             "profiler",
             True,
@@ -742,7 +832,7 @@ def validate(
             "adds host time to every op); --set runtime.profiler=false predicts the same run unprofiled",
         ),
         # with_stack, profile_memory, no record_shapes: each changes the host's time per op
-        (
+        _Fact(
             "runtime",
             "profiler_record",
             record,
@@ -752,15 +842,22 @@ def validate(
             "recorded: shapes, Python stacks, memory events; each changes the host's time per op); "
             "--set runtime.profiler_record=[shapes] predicts a trace of shapes alone",
         ),
-    ):
-        sc = _assume(sc, section, fld, value, shown, note, overrides, assumed)
+    ]
+
+
+def _host_facts(
+    sc: Scenario, ans: list[Analysis], cdec: bool, probe_window: int | None
+) -> tuple[list[_Fact], CpuOpTime | None]:
+    """What the traced host did, for a scenario that already holds how the code ran: its code's ops per
+    layer and per decode pass, its CPU's speed (also returned), how often its loop waits for the GPU. The
+    CPU speed scales a host model measured at a known probe; a loop that never syncs is priced as one only
+    for an eager or compiled single-stage training step with a per-layer host model (docs/traces.md,
+    host speed)."""
     prof = _profile_of(sc)
     host_model = prof.host_layer
-    # the CPU speed scales a host model measured at a known probe; a loop that never syncs is priced as
-    # one only for an eager or compiled single-stage step with a per-layer host model
     inference = sc.kind == "inference"
     has_ref = bool(host_model.get("probe_infer" if inference else "probe_main"))
-    # the steadier GEMM-op probe of a no-grad pass, stated as aten::t at its code's ratio (rounds 42-43)
+    # a no-grad pass is paced by its steadier GEMM-op probe, stated as aten::t at its code's ratio
     hf_code = "hf_" if sc.runtime.implementation == "huggingface" else ""
     act = decode_layer_key(sc, prof)
     gemm_code = f"{hf_code}{act}" if inference else None
@@ -769,7 +866,7 @@ def validate(
     cpu = _cpu_speed(ans, inference, host_model, gemm_code or train_code, window=window) if has_ref else None
     if cdec and cpu is not None:
         # a compiled decode's passes call no aten::linear outside the graph: their pace is the loop's
-        # aten::empty, the eager prefill's its aten::linear (round 89)
+        # aten::empty, the eager prefill's its aten::linear
         dec = _cpu_speed(ans, inference, host_model, empty_only=True, window=window)
         cpu = cpu if dec is None else cpu.model_copy(update={"decode": dec.main})
     synced = [step_synchronized(a) for a in ans]
@@ -782,44 +879,13 @@ def validate(
     )
     layer_ops = _layer_ops(ans, sc, act, prof.host_ops)
     pass_ops, ref_pass = _pass_ops(ans, sc, act.endswith("_eager"), prof.host_ops)
-    act_name = "swiglu" if sc.model.activation == "swiglu" else "gelu"
-    ref_f, ref_b = prof.host_ops.calibrated_layer_ops(sc.runtime.implementation, act_name) or (0.0, 0.0)
-    hf_code_name = (
-        ("transformers' dynamic-cache" if inference else "transformers' fit steps'") if hf_code else "tools/gpt.py's"
-    )
-    ref_dec = prof.host_ops.calibrated_decode_layer_ops(sc.runtime.implementation, act if hf_code else act_name)
-    ref_ops = (
-        f"{{fwd: {ref_dec or 0:g}}} a decode layer"
-        if sc.kind == "inference"
-        else f"{{fwd: {ref_f:g}, bwd: {ref_b:g}}}"
-    )
-    for section, fld, value, shown, note in (
+    facts = [
         # the run's own code: its ops per layer, where they are not the calibrated code's
-        (
-            "runtime",
-            "layer_ops",
-            layer_ops,
-            layer_ops is not None,
-            "predicted with runtime.layer_ops: "
-            + (
-                ""
-                if layer_ops is None
-                else f"{{fwd: {layer_ops.fwd:g}}}"
-                if layer_ops.bwd is None
-                else f"{{fwd: {layer_ops.fwd:g}, bwd: {layer_ops.bwd:g}}}"
-            )
-            + (
-                " (the host weight of the ops a layer of the trace's code issues, in aten::t units, where the eager "
-                if hf_code and not inference
-                else " (the ops a layer of the trace's code issues, where the eager "
-            )
-            + f"host model was measured on {hf_code_name} {ref_ops}; its host per "
-            f"{'decode ' if hf_code and inference else ''}layer scales with them); "
-            "--set runtime.layer_ops=null "
-            "predicts the calibrated code's",
+        _Fact(
+            "runtime", "layer_ops", layer_ops, layer_ops is not None, _layer_ops_note(sc, layer_ops, act, prof.host_ops)
         ),
         # the run's own decode loop: its ops outside the layers, where they are not the calibrated code's
-        (
+        _Fact(
             "runtime",
             "pass_ops",
             pass_ops,
@@ -830,7 +896,7 @@ def validate(
             "calibrated code's",
         ),
         # the CPU's per-op speed (aten::t) of the slowest rank: host-bound phases scale with it
-        (
+        _Fact(
             "runtime",
             "cpu_op_time",
             cpu,
@@ -846,7 +912,7 @@ def validate(
             "within runs; --set runtime.cpu_op_time=null predicts at the calibration machine's speed",
         ),
         # decode steps per host wait: under CUDA graphs each wait exposes the next graph's launch
-        (
+        _Fact(
             "runtime",
             "decode_sync_every",
             decode_every,
@@ -856,7 +922,7 @@ def validate(
             "); --set runtime.decode_sync_every=1 predicts a loop that reads its tokens every step",
         ),
         # a training loop with no host wait in its steps lets the host run ahead across steps
-        (
+        _Fact(
             "runtime",
             "step_sync",
             False,
@@ -865,8 +931,50 @@ def validate(
             "runs ahead into the next step and a step takes the larger of the host's and the GPU's totals); "
             "--set runtime.step_sync=true predicts a loop that syncs",
         ),
-    ):
-        sc = _assume(sc, section, fld, value, shown, note, overrides, assumed)
+    ]
+    return facts, cpu
+
+
+def _layer_ops_note(sc: Scenario, layer_ops: LayerOps | None, act: str, host_ops: HostOps) -> str:
+    """The note of a ``runtime.layer_ops`` the trace showed: its ops per layer against the calibrated
+    code's (``HostOps.calibrated_layer_ops``; inference: a decode layer's), ``act`` the decode layers' host
+    key (:func:`decode_layer_key`)."""
+    inference = sc.kind == "inference"
+    hf_code = "hf_" if sc.runtime.implementation == "huggingface" else ""
+    act_name = "swiglu" if sc.model.activation == "swiglu" else "gelu"
+    ref_f, ref_b = host_ops.calibrated_layer_ops(sc.runtime.implementation, act_name) or (0.0, 0.0)
+    hf_code_name = (
+        ("transformers' dynamic-cache" if inference else "transformers' fit steps'") if hf_code else "tools/gpt.py's"
+    )
+    ref_ops = (
+        f"{{fwd: {host_ops.calibrated_decode_layer_ops(sc.runtime.implementation, act if hf_code else act_name) or 0:g}}} "
+        "a decode layer"
+        if inference
+        else f"{{fwd: {ref_f:g}, bwd: {ref_b:g}}}"
+    )
+    return (
+        "predicted with runtime.layer_ops: "
+        + (
+            ""
+            if layer_ops is None
+            else f"{{fwd: {layer_ops.fwd:g}}}"
+            if layer_ops.bwd is None
+            else f"{{fwd: {layer_ops.fwd:g}, bwd: {layer_ops.bwd:g}}}"
+        )
+        + (
+            " (the host weight of the ops a layer of the trace's code issues, in aten::t units, where the eager "
+            if hf_code and not inference
+            else " (the ops a layer of the trace's code issues, where the eager "
+        )
+        + f"host model was measured on {hf_code_name} {ref_ops}; its host per "
+        f"{'decode ' if hf_code and inference else ''}layer scales with them); "
+        "--set runtime.layer_ops=null "
+        "predicts the calibrated code's"
+    )
+
+
+def _check_one_run(ans: list[Analysis]) -> None:
+    """Raise where the traces are of more than one run (``calibrate.runs``): validate compares one."""
     from simcore.calibration.calibrate import runs
 
     groups = runs(ans)
@@ -876,10 +984,12 @@ def validate(
             + "; ".join(", ".join(Path(a.trace.path).name for a in g) for g in groups)
             + "): validate one run (its ranks' traces) at a time"
         )
-    slowest = max(ans, key=lambda a: a.step_time_s)
-    measured = slowest.step_time_s
-    pred_step, bd, phases, notes = _predicted(sc, engine, slowest)
-    notes = [*notes, *assumed]
+
+
+def _step_notes(passes: bool, warm: list[int], slowest: Analysis) -> list[str]:
+    """Notes on how the measured step was taken: one step of an unannotated inference trace (``passes``),
+    and the steps left out for capturing a CUDA graph (``warm``)."""
+    notes = []
     if passes:
         notes.append(
             "the trace has no step annotations and repeats its kernels every forward pass: taken as one step "
@@ -892,46 +1002,67 @@ def validate(
             "graphs), a one-off cost steady steps do not pay: measured over the other "
             f"{len(slowest.steps)} step{'s' if len(slowest.steps) > 1 else ''}"
         )
-    lead = single_step_lead(slowest, sc)
-    if lead > 0.0:
-        # one unannotated step of a loop that ran ahead: what the trace measures is its kernels' span,
-        # which starts when the GPU reaches them, the host's lead already spent
-        cut = min(lead, bd.get("host_overhead", 0.0))
-        pred_step -= cut
-        bd["host_overhead"] = bd.get("host_overhead", 0.0) - cut
-        notes.append(
-            f"one unannotated step whose first kernels waited {lead * 1e3:.3g} ms longer behind earlier GPU work "
-            "than its last ones (the loop runs ahead, and the host spent that lead): its measured time is its "
-            "kernels' span, so the prediction is the GPU's total, or the host's less that lead "
-            f"({cut * 1e3:.3g} ms off the predicted period)"
-        )
-    host_ratio = _host_speed(sc, ans)
-    if host_ratio is not None:
-        notes.append(
-            f"the trace's CPU issued each layer in x{host_ratio:.2f} the profile's host time (from the spacing of "
-            "its norm ops; `simcore calibrate TRACE` puts this into a profile's host_scale)"
-        )
+    return notes
 
+
+def _without_spent_lead(
+    slowest: Analysis, sc: Scenario, pred_step: float, bd: dict[str, float]
+) -> tuple[float, list[str]]:
+    """The predicted step (seconds) of one unannotated step of a loop that ran ahead, less the host lead the
+    trace shows spent (:func:`single_step_lead`; at most the predicted ``host_overhead``, taken off ``bd`` in
+    place), and the note saying so; ``pred_step`` and no note otherwise. Such a trace measures its kernels'
+    span, which starts when the GPU reaches them."""
+    lead = single_step_lead(slowest, sc)
+    if lead <= 0.0:
+        return pred_step, []
+    cut = min(lead, bd.get("host_overhead", 0.0))
+    bd["host_overhead"] = bd.get("host_overhead", 0.0) - cut
+    note = (
+        f"one unannotated step whose first kernels waited {lead * 1e3:.3g} ms longer behind earlier GPU work "
+        "than its last ones (the loop runs ahead, and the host spent that lead): its measured time is its "
+        "kernels' span, so the prediction is the GPU's total, or the host's less that lead "
+        f"({cut * 1e3:.3g} ms off the predicted period)"
+    )
+    return pred_step - cut, [note]
+
+
+def _measured_classes(a: Analysis) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Seconds a step of ``a`` per comparison class (:func:`measured_class`): the time each adds to the
+    device timeline (exposed), its kernels' own time, and each collective's kernel time."""
     meas_cls: dict[str, float] = defaultdict(float)
     meas_kernel: dict[str, float] = defaultdict(float)
     colls: dict[str, float] = defaultdict(float)
-    for c, v in slowest.class_times(exposed=True).items():
+    for c, v in a.class_times(exposed=True).items():
         meas_cls[measured_class(c)] += v
-    for c, v in slowest.class_times(exposed=False).items():
+    for c, v in a.class_times(exposed=False).items():
         meas_kernel[measured_class(c)] += v
         if c.startswith("comm:"):
             colls[c.split(":", 1)[1]] += v
-    host_idle = meas_cls.get("idle", 0.0)
-    wait = p2p_wait(slowest)
-    if wait > 0:
-        moved = min(wait, meas_cls.get("communication", 0.0))
-        meas_cls["communication"] -= moved
-        meas_cls["idle"] += moved
-        notes.append(
-            f"{moved * 1e3:.3g} ms of exposed point-to-point time is waiting for the peer (longer than the "
-            "shortest transfer of the same size in the trace): counted as idle, where simcore puts the "
-            "pipeline bubble"
-        )
+    return meas_cls, meas_kernel, colls
+
+
+def _p2p_as_idle(a: Analysis, meas_cls: dict[str, float]) -> list[str]:
+    """Moves the exposed point-to-point time spent waiting for the peer (:func:`p2p_wait`) from
+    ``communication`` to ``idle`` in ``meas_cls`` (where simcore puts the pipeline bubble); its note."""
+    wait = p2p_wait(a)
+    if wait <= 0:
+        return []
+    moved = min(wait, meas_cls.get("communication", 0.0))
+    meas_cls["communication"] -= moved
+    meas_cls["idle"] += moved
+    return [
+        f"{moved * 1e3:.3g} ms of exposed point-to-point time is waiting for the peer (longer than the "
+        "shortest transfer of the same size in the trace): counted as idle, where simcore puts the "
+        "pipeline bubble"
+    ]
+
+
+def _class_rows(
+    meas_cls: dict[str, float], meas_kernel: dict[str, float], bd: dict[str, float], pred_step: float
+) -> list[dict[str, Any]]:
+    """Per comparison class, measured (exposed and kernel) against predicted seconds, the prediction's
+    breakdown ``bd`` folded onto the classes (:func:`predicted_class`; what it leaves of ``pred_step`` beyond
+    0.1 % is ``other``); largest absolute error first."""
     pred_cls: dict[str, float] = defaultdict(float)
     for c, v in bd.items():
         pred_cls[predicted_class(c)] += v
@@ -955,19 +1086,26 @@ def validate(
             }
         )
     rows.sort(key=lambda r: -abs(float(r["error_s"])))
+    return rows
+
+
+def _trace_notes(slowest: Analysis, sc: Scenario, host_idle: float) -> list[str]:
+    """Notes on the measured trace: how its steps were found, a GPU idle more than 20 % of the step
+    (``host_idle`` seconds: host-bound), a GPU other than the scenario system's."""
+    from simcore.specs.registry import default_registry
+    from simcore.workload.replay import match_device_name
+
+    notes = []
     if slowest.step_source != "annotation":
         notes.append(
             f"steps found by {'repeated kernel sequences' if slowest.step_source == 'repeat' else 'taking the whole trace as one step'}"
         )
-    idle = host_idle
-    if idle > 0.2 * measured:
+    measured = slowest.step_time_s
+    if host_idle > 0.2 * measured:
         notes.append(
-            f"the GPU is idle {idle / measured:.0%} of the measured step (launch gaps and host stalls): the run is "
-            "host-bound there, and a profiler with record_shapes=True adds host time to every op"
+            f"the GPU is idle {host_idle / measured:.0%} of the measured step (launch gaps and host stalls): the "
+            "run is host-bound there, and a profiler with record_shapes=True adds host time to every op"
         )
-    from simcore.specs.registry import default_registry
-    from simcore.workload.replay import match_device_name
-
     traced = slowest.trace.device_name
     if traced:
         reg = default_registry()
@@ -978,32 +1116,7 @@ def validate(
                 f"the trace ran on {traced!r}{f' ({key})' if key else ''} but the scenario's system "
                 f"{sc.cluster.system} has {want} GPUs"
             )
-    kernels = _kernel_rows([slowest], sc, top_kernels)
-    return ValidationReport(
-        traces=[a.trace.path for a in ans],
-        scenario=sc.name,
-        device=str(slowest.trace.device_name),
-        step_source=slowest.step_source,
-        measured_step_time_s=measured,
-        predicted_step_time_s=pred_step,
-        step_times_s=[s.time_s for s in slowest.steps],
-        classes=rows,
-        kernels=kernels,
-        collectives=dict(colls),
-        notes=notes,
-        host_speed_ratio=host_ratio,
-        cpu_op_speed_s=None
-        if cpu is None
-        else {
-            "main": cpu.main,
-            "backward": cpu.backward,
-            **({} if cpu.decode is None else {"decode": cpu.decode}),
-        },
-        runtime=sc.runtime.model_dump(mode="json"),
-        training=None if sc.training is None else sc.training.model_dump(mode="json"),
-        inference=None if sc.inference is None else sc.inference.model_dump(mode="json"),
-        phases=phases,
-    )
+    return notes
 
 
 def _cpu_label(cpu: CpuOpTime | None) -> str:
@@ -1297,27 +1410,3 @@ def _host_speed(sc: Scenario, ans: list[Analysis]) -> float | None:
     prof = _profile_of(sc)
     scale, _ = host_scale(ans, prof.model_copy(update={"host_scale": 1.0}))
     return None if scale is None else scale * 1.0 / prof.host_scale
-
-
-def plot(report: ValidationReport, path: str | Path) -> None:
-    """Bar chart of predicted vs measured seconds per class, and the step, written to ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = sorted(report.classes, key=lambda r: CLASS_ORDER.index(r["class"]))
-    names = [r["class"] for r in rows] + ["step"]
-    meas = [r["measured_s"] * 1e3 for r in rows] + [report.measured_step_time_s * 1e3]
-    pred = [r["predicted_s"] * 1e3 for r in rows] + [report.predicted_step_time_s * 1e3]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names)), 4.0))
-    x = list(range(len(names)))
-    ax.bar([i - 0.2 for i in x], meas, 0.4, label="measured", color="#4c72b0")
-    ax.bar([i + 0.2 for i in x], pred, 0.4, label="simcore", color="#dd8452")
-    ax.set_xticks(x, names, rotation=30, ha="right")
-    ax.set_ylabel("ms per step")
-    ax.set_title(f"{report.scenario}: step {report.error_pct:+.1f}%")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
