@@ -26,6 +26,17 @@ LAYER_WEIGHT_FIT_TRACES = tuple(
 """The traces ``HostOps.layer_op_weights`` were fitted on."""
 
 
+def main(argv: list[str]) -> int:
+    """``simcore host-trace ARGS``'s exit status."""
+    from simcore.cli import main as simcore_main
+
+    try:
+        simcore_main(["host-trace", *argv])
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    return 0
+
+
 @pytest.fixture(scope="module")
 def prof():  # type: ignore[no-untyped-def]
     return load_profile(default_registry().device("h200"))
@@ -76,7 +87,7 @@ def test_ddp_hooks_reproduce_the_committed_csv(tmp_path) -> None:  # type: ignor
     import csv
     import gzip
 
-    from simcore.calibration.host_trace import ddp_hooks, main
+    from simcore.calibration.host_trace import ddp_hooks
 
     ranks = [f"traces/h200x2/profile_ddp_rank{r}.json.gz" for r in (0, 1)]
     h = ddp_hooks(analyze(read_trace(REPO / ranks[0])))
@@ -242,7 +253,6 @@ def test_generate_decode_passes_run_batched_experts() -> None:
 
 def test_steps_and_decode_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from simcore.calibration.fit_host import _csv_rows, decode_host_costs, step_host_costs
-    from simcore.calibration.host_trace import main
 
     out = tmp_path / "steps.csv.gz"
     assert main(["--steps", str(R25 / "profile_train_gpt_L6_h1024_b8.json.gz"), "-o", str(out)]) == 0
@@ -306,7 +316,6 @@ def test_committed_step_csvs_reproduce() -> None:
 
 def test_step_csv_errors_are_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from simcore.calibration.fit_host import _csv_rows, step_host_costs
-    from simcore.calibration.host_trace import main
     from simcore.errors import TraceError
 
     rows = _csv_rows(H200 / "host_steps.csv.gz")
@@ -355,7 +364,7 @@ def test_graph_replays_of_the_committed_traces() -> None:
 
 
 def test_compiled_step_hosts_and_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from simcore.calibration.host_trace import compiled_step_hosts, main
+    from simcore.calibration.host_trace import compiled_step_hosts
 
     p = H200 / "profile_train_gpt-125m_s1024_b8_compiled.json.gz"
     xs = compiled_step_hosts(analyze(read_trace(p)))
@@ -374,7 +383,7 @@ def test_compiled_probe_is_the_compiled_regions_transpose(tmp_path) -> None:  # 
     import shutil
     import statistics
 
-    from simcore.calibration.host_trace import compiled_op_speed, compiled_step_hosts, main, op_speed
+    from simcore.calibration.host_trace import compiled_op_speed, compiled_step_hosts, op_speed
 
     p = H200 / "profile_train_gpt-125m_s1024_b8_compiled.json.gz"
     a = analyze(read_trace(p))

@@ -117,9 +117,10 @@ def test_probe_window_what_if() -> None:
     """``trace_report --probe-window N``: an inference trace's pace over N-call windows (0: one median),
     a training trace's unchanged; a negative window is one clear error."""
     from simcore.calibration.host_trace import PROBE_WINDOW, op_speed
+    from simcore.cli.validation import main
     from simcore.traces import read_trace
     from simcore.traces.classify import analyze
-    from simcore.validation.trace_report import TraceCase, main, run
+    from simcore.validation.trace_report import TraceCase, run
 
     gen = REPO / "traces" / "h200" / "round82" / "hf_generate_gpt2_L12_b2_topp.json.gz"
     train = REPO / "traces" / "h200" / "round82" / "hf_train_gpt2_L8_b8_s512.json.gz"
@@ -136,7 +137,7 @@ def test_probe_window_what_if() -> None:
     assert median[0]["cpu_op_time_s"] != default[0]["cpu_op_time_s"] != wide[0]["cpu_op_time_s"]
     assert median[0]["error_pct"] != default[0]["error_pct"]
     assert default[1] == median[1] == wide[1]  # training traces keep one median
-    assert main(["--probe-window", "-1"]) == 2
+    assert main(["traces", "--probe-window", "-1"]) == 2
 
 
 def test_one_unannotated_static_generate_step(tmp_path: Path) -> None:
