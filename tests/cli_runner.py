@@ -15,3 +15,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
         pytest.fail("simcore main returned without exiting")
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def exit_status(*args: str) -> int:
+    """The exit status of ``simcore ARGS...`` run in-process (output not captured)."""
+    try:
+        main(list(args))
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    return 0  # pragma: no cover - main always exits

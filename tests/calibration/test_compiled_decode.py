@@ -18,22 +18,12 @@ from simcore.specs.registry import builtin_dir, default_registry
 from simcore.traces import read_trace
 from simcore.traces.classify import analyze, class_of
 from simcore.validation.traces import compiled_decode_graphs, inference_composition, validate
+from tests.cli_runner import exit_status
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces" / "h200"
 STATIC = H200 / "round84" / "hf_generate_llama_L8_h2048_b4_static.json.gz"
 CSV = H200 / "host_compiled_decode.csv.gz"
-
-
-def main(argv: list[str]) -> int:
-    """``simcore host-trace ARGS``'s exit status."""
-    from simcore.cli import main as simcore_main
-
-    try:
-        simcore_main(["host-trace", *argv])
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
-    return 0
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -106,10 +96,16 @@ def test_compiled_decode_calls_reproduce_the_committed_csv(tmp_path: Path) -> No
         assert c.prefill_outside_s == pytest.approx(float(r["prefill_outside_s"]), rel=1e-5, abs=1e-9)
         assert c.pass_weight == pytest.approx(float(r["pass_weight"]), rel=1e-5)
     out = tmp_path / "cd.csv"
-    assert main(["--compiled-decode", str(traces[0]), "-o", str(out)]) == 0
+    assert exit_status("host-trace", *["--compiled-decode", str(traces[0]), "-o", str(out)]) == 0
     assert out.read_text().startswith("trace,calls,kernels_per_replay,call_s")
     # a trace without compiled decode calls: one line, exit 2
-    assert main(["--compiled-decode", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)]) == 2
+    assert (
+        exit_status(
+            "host-trace",
+            *["--compiled-decode", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)],
+        )
+        == 2
+    )
     assert compiled_decode_calls(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
 
 
@@ -166,7 +162,9 @@ def test_compiled_decode_pass_prices_no_layer_host_and_fused_kernels() -> None:
     hl = yaml.safe_load((builtin_dir() / "calibration" / "h200.yaml").read_text())["host_layer"]
     reset = hl["profiled_hf_compiled_decode_generate_call"] - hl["profiled_hf_infer_generate_call"]
     layers = 8 * hl["profiled_hf_infer_prefill_swiglu"] * (hl["compiled_decode_prefill_layer_ratio"] - 1.0)
-    outside = hl["profiled_hf_infer_generate_fixed_swiglu"] * (hl["compiled_decode_prefill_fixed_ratio"] - 1.0)
+    outside = hl["profiled_hf_infer_generate_fixed_swiglu"] * (
+        hl["compiled_decode_prefill_fixed_ratio"] - 1.0
+    )
     assert comp["prefill_host_s"] == pytest.approx(eager["prefill_host_s"] + reset + layers + outside)
     assert comp["prefill_time_s"] > eager["prefill_time_s"]
     assert comp["decode_kernels"] < eager["decode_kernels"]
@@ -201,7 +199,7 @@ def test_generate_call_rows_and_fit_reproduce_the_shipped_profile(tmp_path: Path
     # a decode loop of forward passes is no generate() call: one line, exit 2
     loop = H200 / "round84" / "hf_infer_llama_L8_h2048_b8_p256.json.gz"
     assert generate_call(analyze(read_trace(loop))) is None
-    assert main(["--generate", str(loop), "-o", str(tmp_path / "g.csv")]) == 2
+    assert exit_status("host-trace", *["--generate", str(loop), "-o", str(tmp_path / "g.csv")]) == 2
     with pytest.raises(TraceError):
         generate_call_costs(rows, path, {})
 
@@ -548,15 +546,22 @@ def test_graph_records_of_a_trace_that_re_records_its_decode_graph(tmp_path: Pat
     assert 11e-3 < gr.record_s < 13e-3 and gr.record_s < 16.9e-3 - 4.0e-3 - gr.call_s + 1e-4
     # a trace without compiled decode calls: no row, and the CLI says so
     out = tmp_path / "gr.csv"
-    assert main(["--graph-records", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)]) == 2
     assert (
-        main(
-            [
+        exit_status(
+            "host-trace",
+            *["--graph-records", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)],
+        )
+        == 2
+    )
+    assert (
+        exit_status(
+            "host-trace",
+            *[
                 "--graph-records",
                 str(RFIT / "hf_rfit_generate_llama_L4_h4096_b512_static.json.gz"),
                 "-o",
                 str(out),
-            ]
+            ],
         )
         == 0
     )
@@ -654,8 +659,12 @@ def test_cudnn_prompts_tile_each_query_head_on_its_own() -> None:
     assert t(512, 32, 8, 16) == pytest.approx(t(512, 32, 8, 64), rel=0.25)
     assert t(512, 32, 8, 16) == pytest.approx(2 * t(512, 16, 8, 16), rel=0.2)
     packed = prof.model_copy(
-        update={"attention": {**prof.attention, "fwd_cudnn": prof.attention["fwd_cudnn"].model_copy(
-            update={"per_head_tiles": False})}}  # fmt: skip
+        update={
+            "attention": {
+                **prof.attention,
+                "fwd_cudnn": prof.attention["fwd_cudnn"].model_copy(update={"per_head_tiles": False}),
+            }
+        }  # fmt: skip
     )
     assert t(512, 32, 8, 16) > 2 * t(512, 32, 8, 16, packed)
     # one query a sequence: the grouped heads packed either way
@@ -663,7 +672,8 @@ def test_cudnn_prompts_tile_each_query_head_on_its_own() -> None:
     # round 92's causal prompts (not fitted on): median |error| within 25 %
     errs = [
         t(int(float(r["batch"])), int(float(r["heads"])), int(float(r["kv_heads"])), int(float(r["seq"])))
-        / float(r["time_s"]) - 1.0
+        / float(r["time_s"])
+        - 1.0
         for r in _rows(H200 / "round92" / "attention_short.csv.gz")
         if r["framework"] == "eager" and r["name"] == "sdpa_cudnn" and r["causal"] == "1"
     ]
@@ -672,7 +682,10 @@ def test_cudnn_prompts_tile_each_query_head_on_its_own() -> None:
 
 def test_compiled_prefill_pass_weight_adds_what_the_graph_holds() -> None:
     ops = load_profile(default_registry().device("h200")).host_ops
-    calibrated_pass_ops, compiled_prefill_pass_weight = ops.calibrated_pass_ops, ops.compiled_prefill_pass_weight
+    calibrated_pass_ops, compiled_prefill_pass_weight = (
+        ops.calibrated_pass_ops,
+        ops.compiled_prefill_pass_weight,
+    )
     ref = ops.pass_ops["huggingface"]["generate"]["swiglu"]
     comp = ops.pass_ops["huggingface"]["compiled_generate"]["swiglu"]
     # the calibrated compiled loop's prefill is the calibrated generate() pass: 92.04 typical ops

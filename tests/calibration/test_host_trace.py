@@ -15,26 +15,19 @@ from simcore.specs.registry import default_registry
 from simcore.traces import read_trace
 from simcore.traces.classify import analyze
 from simcore.workload.replay import load_analyses
+from tests.cli_runner import exit_status
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces" / "h200"
 HOST_OPS = load_profile(default_registry().device("h200")).host_ops
 """The shipped H200 profile's host op tables (``ComputeProfile.host_ops``)."""
 LAYER_WEIGHT_FIT_TRACES = tuple(
-    f"traces/h200/round104/hf_fit3_train_{m}_L{n}_p{p}.json.gz" for m in ("gpt2", "llama") for n in (4, 12) for p in (0, 1)
+    f"traces/h200/round104/hf_fit3_train_{m}_L{n}_p{p}.json.gz"
+    for m in ("gpt2", "llama")
+    for n in (4, 12)
+    for p in (0, 1)
 )
 """The traces ``HostOps.layer_op_weights`` were fitted on."""
-
-
-def main(argv: list[str]) -> int:
-    """``simcore host-trace ARGS``'s exit status."""
-    from simcore.cli import main as simcore_main
-
-    try:
-        simcore_main(["host-trace", *argv])
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
-    return 0
 
 
 @pytest.fixture(scope="module")
@@ -99,15 +92,24 @@ def test_ddp_hooks_reproduce_the_committed_csv(tmp_path) -> None:  # type: ignor
     old = os.getcwd()
     os.chdir(REPO)
     try:
-        assert main(["--ddp", *ranks, "-o", str(out)]) == 0
+        assert exit_status("host-trace", *["--ddp", *ranks, "-o", str(out)]) == 0
     finally:
         os.chdir(old)
     with gzip.open(out, "rt") as a, gzip.open(REPO / "traces/h200x2/host_ddp_hooks.csv.gz", "rt") as b:
         assert list(csv.DictReader(a)) == list(csv.DictReader(b))
     # a trace without DDP: one line, exit 2
-    assert main(["--ddp", str(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)]) == 2
+    assert (
+        exit_status(
+            "host-trace",
+            *["--ddp", str(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz"), "-o", str(out)],
+        )
+        == 2
+    )
     # an output that cannot be written: one line, exit 2
-    assert main(["--ddp", str(REPO / ranks[0]), "-o", str(tmp_path / "no_dir" / "x.csv")]) == 2
+    assert (
+        exit_status("host-trace", *["--ddp", str(REPO / ranks[0]), "-o", str(tmp_path / "no_dir" / "x.csv")])
+        == 2
+    )
 
 
 def test_ddp_gradient_and_bucket_counts_match_the_traces() -> None:
@@ -234,7 +236,9 @@ def test_generate_decode_passes_run_batched_experts() -> None:
     from simcore.calibration.host_trace import batched_experts, decode_step_hosts
 
     r109 = H200 / "round109"
-    gen = decode_step_hosts(analyze(read_trace(r109 / "hf_fit2_generate_mixtral_L4_b2.json.gz")), prefill=True)
+    gen = decode_step_hosts(
+        analyze(read_trace(r109 / "hf_fit2_generate_mixtral_L4_b2.json.gz")), prefill=True
+    )
     assert {(x.seq, x.act, x.loop) for x in gen} == {
         (128, "swiglu_moe_native", "generate"),
         (1, "swiglu_moe_batched", "generate"),
@@ -255,16 +259,36 @@ def test_steps_and_decode_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from simcore.calibration.fit_host import _csv_rows, decode_host_costs, step_host_costs
 
     out = tmp_path / "steps.csv.gz"
-    assert main(["--steps", str(R25 / "profile_train_gpt_L6_h1024_b8.json.gz"), "-o", str(out)]) == 0
+    assert (
+        exit_status(
+            "host-trace", *["--steps", str(R25 / "profile_train_gpt_L6_h1024_b8.json.gz"), "-o", str(out)]
+        )
+        == 0
+    )
     rows = _csv_rows(out)
     assert len(rows) == 2 and rows[0]["layers"] == "6"
     assert step_host_costs(rows, out)["profiled_train_bwd_gelu"] > 0
     dec = tmp_path / "decode.csv"
-    assert main(["--decode", str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"), "-o", str(dec)]) == 0
+    assert (
+        exit_status(
+            "host-trace", *["--decode", str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"), "-o", str(dec)]
+        )
+        == 0
+    )
     assert decode_host_costs(_csv_rows(dec), dec)["profiled_infer_decode_swiglu"] > 0
     # a trace without what the flag reads: one line, exit 2
-    assert main(["--steps", str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"), "-o", str(out)]) == 2
-    assert main(["--decode", str(R25 / "profile_train_gpt_L6_h1024_b8.json.gz"), "-o", str(dec)]) == 2
+    assert (
+        exit_status(
+            "host-trace", *["--steps", str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"), "-o", str(out)]
+        )
+        == 2
+    )
+    assert (
+        exit_status(
+            "host-trace", *["--decode", str(R25 / "profile_train_gpt_L6_h1024_b8.json.gz"), "-o", str(dec)]
+        )
+        == 2
+    )
 
 
 MEANS = ("gemm_mean_main_s", "mm_mean_bwd_s")  # columns since stop 31
@@ -329,13 +353,27 @@ def test_step_csv_errors_are_one_line(tmp_path) -> None:  # type: ignore[no-unty
     # --strategy labels --steps rows only
     out = str(tmp_path / "x.csv")
     assert (
-        main(
-            ["--decode", str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"), "--strategy", "tp", "-o", out]
+        exit_status(
+            "host-trace",
+            *[
+                "--decode",
+                str(R25 / "profile_infer_llama_L8_h3072_b4.json.gz"),
+                "--strategy",
+                "tp",
+                "-o",
+                out,
+            ],
         )
         == 2
     )
     # and --prefill the --decode rows only
-    assert main(["--steps", str(R25 / "profile_train_gpt_L8_h768_item.json.gz"), "--prefill", "-o", out]) == 2
+    assert (
+        exit_status(
+            "host-trace",
+            *["--steps", str(R25 / "profile_train_gpt_L8_h768_item.json.gz"), "--prefill", "-o", out],
+        )
+        == 2
+    )
 
 
 def test_ddp_reducer_work_outside_the_layers_is_counted_apart() -> None:
@@ -371,8 +409,11 @@ def test_compiled_step_hosts_and_cli(tmp_path) -> None:  # type: ignore[no-untyp
     assert len(xs) == 2 and all(0 < x.fwd_region_s < x.step_s and 0 < x.bwd_region_s < x.step_s for x in xs)
     assert compiled_step_hosts(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) == []
     out = str(tmp_path / "c.csv")
-    assert main(["--compiled", str(p), "-o", out]) == 0
-    assert main(["--compiled", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", out]) == 2
+    assert exit_status("host-trace", *["--compiled", str(p), "-o", out]) == 0
+    assert (
+        exit_status("host-trace", *["--compiled", str(H200 / "profile_train_gpt_gelu_ln.json.gz"), "-o", out])
+        == 2
+    )
 
 
 def test_compiled_probe_is_the_compiled_regions_transpose(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -404,7 +445,12 @@ def test_compiled_probe_is_the_compiled_regions_transpose(tmp_path) -> None:  # 
         H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz", tmp_path / "eager_gpt_L12_h768.json.gz"
     )
     out = tmp_path / "c.csv"
-    assert main(["--compiled", str(tmp_path / "compiled_gpt_L12_h768.json.gz"), "-o", str(out)]) == 0
+    assert (
+        exit_status(
+            "host-trace", *["--compiled", str(tmp_path / "compiled_gpt_L12_h768.json.gz"), "-o", str(out)]
+        )
+        == 0
+    )
     rows = list(csv.DictReader(out.open()))
     # the fitted units' probe: the twin's plain median (a windowed pace is for inference predictions)
     eager = op_speed(analyze(read_trace(H200 / "profile_train_gpt-125m_s1024_b8_eager.json.gz")))
@@ -452,7 +498,9 @@ def test_generate_without_an_end_of_sequence_id() -> None:
     folds the stopping criteria into its unfinished sequences every token (unfinished & ~done)."""
     from simcore.calibration.host_trace import generate_loop
 
-    ops = list(analyze(read_trace(H200 / "round55" / "hf_generate_qwen2_L8_h2048_b8.json.gz")).trace.cpu_ops.values())
+    ops = list(
+        analyze(read_trace(H200 / "round55" / "hf_generate_qwen2_L8_h2048_b8.json.gz")).trace.cpu_ops.values()
+    )
     names = {o.name for o in ops}
     assert "aten::isin" not in names
     assert generate_loop(ops)
@@ -475,8 +523,16 @@ def test_decode_pass_op_counts() -> None:
         ("round31/hf_infer_llama_L8_h2048_b4.json.gz", (31.0, 0.0), hf["manual"]["swiglu"]),
         ("round34/hf_generate_gpt2_L12_b1.json.gz", (56.0, 12.0), hf["generate"]["gelu"]),
         ("round34/hf_generate_llama_L8_h2048_b4.json.gz", (72.0, 12.0), hf["generate"]["swiglu"]),
-        ("round60/hf_infer_llama_L8_h2048_b4_eager_attn.json.gz", (56.0, 1.0), hf["manual_eager_attention"]["swiglu"]),
-        ("round85/hf_sfit_generate_llama_L12_h2048_b2_static.json.gz", (72.0, 14.0), hf["compiled_generate"]["swiglu"]),
+        (
+            "round60/hf_infer_llama_L8_h2048_b4_eager_attn.json.gz",
+            (56.0, 1.0),
+            hf["manual_eager_attention"]["swiglu"],
+        ),
+        (
+            "round85/hf_sfit_generate_llama_L12_h2048_b2_static.json.gz",
+            (72.0, 14.0),
+            hf["compiled_generate"]["swiglu"],
+        ),
         ("round55/hf_generate_qwen2_L8_h2048_b8.json.gz", (58.0, 3.0), None),
         ("round85/hf_sfit_generate_qwen2_L4_h1536_b4_static.json.gz", (55.0, 4.0), None),
         ("round76/user_infer_llama_L8_h2048_b4_p1024.json.gz", (7.0, 0.0), None),
@@ -486,7 +542,10 @@ def test_decode_pass_op_counts() -> None:
         if w is not None:
             assert decode_pass_op_count(a, HOST_OPS) == pytest.approx(w, abs=0.006), path
     # a training trace has no decode pass
-    assert decode_pass_op_count(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz")), HOST_OPS) is None
+    assert (
+        decode_pass_op_count(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz")), HOST_OPS)
+        is None
+    )
     assert decode_pass_counts(analyze(read_trace(H200 / "profile_train_gpt_gelu_ln.json.gz"))) is None
 
 
@@ -540,7 +599,9 @@ def test_layer_op_weights_reproduced() -> None:
     assert layer_op_weight([("aten::view", 0), (node + "MmBackward0", 2)]) == pytest.approx(
         w["aten::view"] + w["MmBackward0"]
     )
-    assert layer_op_weight([("my::op", 1), (node + "MyBackward0", 0)]) == pytest.approx(w["class|1"] + w["node|0"])
+    assert layer_op_weight([("my::op", 1), (node + "MyBackward0", 0)]) == pytest.approx(
+        w["class|1"] + w["node|0"]
+    )
 
 
 def test_extra_launch_weight_reproduced() -> None:
