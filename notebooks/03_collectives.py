@@ -21,8 +21,6 @@
 # what the closed form cannot: congestion. Conventions follow nccl-tests (`nbytes` per rank, busbw).
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -32,6 +30,8 @@ from simcore.comm.flow import collective_time_flow, concurrent_collectives
 from simcore.comm.groups import GroupPlacement
 from simcore.comm.topology import topology_for
 from simcore.specs import cluster_for
+from simcore.specs.registry import checkout_dir
+from simcore.traces.nccl import read_measurements
 
 SIZES = 2.0 ** np.arange(10, 33)  # 1 KiB .. 4 GiB
 prof = load_profile("hgx-h200").profile
@@ -57,16 +57,14 @@ def busbw_curve(system: str, op: str, gpus: int, nodes: int | None = None) -> np
 # 4 GB is the bandwidth ramp.
 
 # %%
-trace = Path("traces/h200x2/nccl.csv.gz")
+# the measurements ship with the source tree: checkout_dir() finds it (or $SIMCORE_REPO)
+trace = checkout_dir() / "traces" / "h200x2" / "nccl.csv.gz"
 fig, ax = plt.subplots(figsize=(8, 4.5))
 ops = ["all_reduce", "all_gather", "broadcast", "all_to_all"]
-if trace.exists():
-    from simcore.traces.nccl import read_measurements
-
-    m = read_measurements(trace)
-    for op in ops:
-        sel = (m.op == op) & (m.dtype == "bf16")
-        ax.plot(m.nbytes[sel], m.busbw[sel] / 1e9, "o", ms=3)
+m = read_measurements(trace)
+for op in ops:
+    sel = (m.op == op) & (m.dtype == "bf16")
+    ax.plot(m.nbytes[sel], m.busbw[sel] / 1e9, "o", ms=3)
 for op, color in zip(ops, ["C0", "C1", "C2", "C3"], strict=True):
     ax.plot(SIZES, busbw_curve("hgx-h200", op, 2), "-", color=color, label=op)
 ax.set_xscale("log", base=2)

@@ -26,13 +26,19 @@
 # %%
 import matplotlib.pyplot as plt
 
-from simcore.traces.classify import analyze, step_class_times
+from simcore.specs.registry import checkout_dir
 from simcore.traces import read_trace
+from simcore.traces.classify import analyze, step_class_times
 from simcore.validation.traces import validate
 from simcore.workload.replay import replay
 
-TRACE = "traces/h200/profile_train_gpt_gelu_ln.json.gz"
-SCENARIO = "tests/data/trace_scenarios/h200_train_gpt_gelu_ln.yaml"
+# The traces and their scenarios ship with the source tree, not the wheel: checkout_dir() finds the
+# clone from the installed package (or $SIMCORE_REPO), whatever the working directory.
+REPO = checkout_dir()
+TRACES = REPO / "traces"
+SCENARIOS = REPO / "tests" / "data" / "trace_scenarios"
+TRACE = str(TRACES / "h200" / "profile_train_gpt_gelu_ln.json.gz")
+SCENARIO = str(SCENARIOS / "h200_train_gpt_gelu_ln.yaml")
 
 tr = read_trace(TRACE)
 a = analyze(tr)
@@ -132,8 +138,8 @@ scale, steps = host_scale([a], prof)
 for x in steps:
     print(f"{x.mode} ({x.act}, {x.layers} layers): host {x.measured_s * 1e3:.2f} ms per layer, "
           f"profile {x.expected_s * 1e3:.2f} ms -> x{x.ratio:.3f}")  # fmt: skip
-other = "traces/h200/profile_infer_prefill_decode.json.gz"
-other_sc = "tests/data/trace_scenarios/h200_infer_prefill_decode.yaml"
+other = str(TRACES / "h200" / "profile_infer_prefill_decode.json.gz")
+other_sc = str(SCENARIOS / "h200_infer_prefill_decode.yaml")
 plain = validate([other], other_sc)
 with tempfile.TemporaryDirectory() as tmp:
     path = f"{tmp}/h200_host.yaml"
@@ -153,8 +159,8 @@ print(f"inference trace: measured {plain.measured_step_time_s * 1e3:.2f} ms; shi
 # this one, and a step takes the larger of the two totals. `--set` (here `overrides`) takes either back.
 
 # %%
-item = "traces/h200/round25/profile_train_gpt_L8_h768_item.json.gz"
-item_sc = "tests/data/trace_scenarios/h200_r25_train_gpt_l8_h768_item.yaml"
+item = str(TRACES / "h200" / "round25" / "profile_train_gpt_L8_h768_item.json.gz")
+item_sc = str(SCENARIOS / "h200_r25_train_gpt_l8_h768_item.yaml")
 for label, over in (("trace's CPU speed", []), ("calibration machine's", ["runtime.cpu_op_time=null"])):
     r = validate([item], item_sc, over)
     print(f"{label:24s}: predicted {r.predicted_step_time_s * 1e3:6.2f} ms ({r.error_pct:+.1f}%), "
@@ -187,8 +193,8 @@ for dev, r in results.items():
 # host-bound run carries its machine's CPU, which replay keeps).
 
 # %%
-h200_run = "traces/h200/profile_train_llama-1b_s2048_b4_eager.json.gz"
-h100_run = "traces/h100/round117/profile_train_llama-1b_s2048_b4_eager.json.gz"
+h200_run = str(TRACES / "h200" / "profile_train_llama-1b_s2048_b4_eager.json.gz")
+h100_run = str(TRACES / "h100" / "round117" / "profile_train_llama-1b_s2048_b4_eager.json.gz")
 on_h100 = replay([h200_run], "h100")
 measured_h100 = analyze(read_trace(h100_run)).step_time_s
 print(f"H200 measured {on_h100.measured_step_time_s * 1e3:.1f} ms -> H100 replayed "
@@ -200,7 +206,7 @@ print(f"H200 measured {on_h100.measured_step_time_s * 1e3:.1f} ms -> H100 replay
 # replay prices them with the collective model of the target system (NVLink 5 on GB200 NVL72).
 
 # %%
-ddp = replay(["traces/h200x2/profile_ddp_rank0.json.gz", "traces/h200x2/profile_ddp_rank1.json.gz"], "gb200")
+ddp = replay([str(TRACES / "h200x2" / f"profile_ddp_rank{r}.json.gz") for r in (0, 1)], "gb200")
 print(f"DDP step on 2 x H200 {ddp.measured_step_time_s * 1e3:.2f} ms (replayed {ddp.replayed_source_step_time_s * 1e3:.2f}); "
       f"on 2 x GB200 {ddp.predicted_step_time_s * 1e3:.2f} ms")  # fmt: skip
 print({c["class"]: round(c["change_s"] * 1e3, 3) for c in ddp.classes})

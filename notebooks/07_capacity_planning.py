@@ -39,8 +39,9 @@ from simcore.planning import plan
 from simcore.specs.resolve import load_scenario
 
 t_start = time.perf_counter()
-H100 = load_scenario("scenarios/plan_llama3_405b_h100.yaml")
-GB200 = load_scenario("scenarios/plan_llama3_405b_gb200.yaml")
+# built-in scenarios by name (scenarios/*.yaml, packaged with simcore): no path, any working directory
+H100 = load_scenario("plan_llama3_405b_h100")
+GB200 = load_scenario("plan_llama3_405b_gb200")
 
 
 def show(res, n=3):

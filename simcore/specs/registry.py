@@ -8,12 +8,16 @@ A user spec with the same name as a built-in one replaces it.
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from simcore.errors import SpecError
 from simcore.specs.hardware import Device, Link, System
@@ -23,12 +27,51 @@ ENV_VAR = "SIMCORE_SPECS"
 _PKG = Path(__file__).resolve().parent.parent
 
 
+REPO_ENV_VAR = "SIMCORE_REPO"
+
+
+def _installed_from() -> Path | None:
+    """The folder ``pip install`` read this package from (PEP 610 ``direct_url.json``), if local."""
+    try:
+        raw = importlib.metadata.distribution("simcore").read_text("direct_url.json")
+        url = json.loads(raw or "{}").get("url", "")
+    except (importlib.metadata.PackageNotFoundError, ValueError, AttributeError):
+        return None
+    return Path(url2pathname(urlparse(url).path)) if url.startswith("file:") else None
+
+
+def checkout_dir() -> Path:
+    """The simcore source checkout (the folder holding ``traces/`` and ``tests/``), whatever the working
+    directory: ``$SIMCORE_REPO``; else the folder above the imported package (a checkout or an editable
+    install); else the folder a non-editable ``pip install PATH`` was run on."""
+    env = os.environ.get(REPO_ENV_VAR)
+    if env:
+        if not (Path(env) / "traces").is_dir():
+            raise SpecError(f"{REPO_ENV_VAR}={env} is not a simcore checkout (it has no traces/ folder)")
+        return Path(env).resolve()
+    for cand in (_PKG.parent, _installed_from()):
+        if cand is not None and (cand / "traces").is_dir():
+            return cand
+    raise SpecError(
+        f"the simcore checkout (with traces/) was not found beside {_PKG}: set {REPO_ENV_VAR} to the clone"
+    )
+
+
 def builtin_dir(kind: str = "hardware_specs") -> Path:
-    """Folder of built-in data: inside the installed package, or the repository in a checkout."""
+    """Folder of built-in data: inside the installed package, or the repository in a checkout (also the
+    one a non-editable install came from, :func:`checkout_dir`)."""
     for cand in (_PKG / "_data" / kind, _PKG.parent / kind):
         if cand.is_dir():
             return cand
-    raise SpecError(f"built-in {kind}/ folder not found (looked in {_PKG / '_data'} and {_PKG.parent})")
+    try:
+        if (checkout_dir() / kind).is_dir():
+            return checkout_dir() / kind
+    except SpecError:
+        pass
+    raise SpecError(
+        f"built-in {kind}/ folder not found (looked in {_PKG / '_data'} and {_PKG.parent}; "
+        f"set {REPO_ENV_VAR} to the simcore clone)"
+    )
 
 
 def _norm(name: str) -> str:
