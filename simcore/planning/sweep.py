@@ -471,13 +471,18 @@ def _stop_now(ex: cf.Executor, inflight: Iterable[cf.Future[Any]]) -> None:
         f.cancel()
     if isinstance(ex, cf.ProcessPoolExecutor):
         procs = list((getattr(ex, "_processes", None) or {}).values())
-        ex.shutdown(wait=False, cancel_futures=True)
+        manager = getattr(ex, "_executor_manager_thread", None)
         for p in procs:
             with contextlib.suppress(Exception):
                 p.terminate()
         for p in procs:
             with contextlib.suppress(Exception):
                 p.join(5)
+        ex.shutdown(wait=False, cancel_futures=True)
+        # the pool's thread sees its workers gone and ends; wait for it, or the interpreter's exit
+        # hook can race it on Python 3.11 and print "Bad file descriptor"
+        if manager is not None:
+            manager.join(10)
 
 
 def make_executor(

@@ -500,3 +500,153 @@ def test_older_plan_mode_rows_are_upgraded() -> None:
     assert _upgrade({"status": "ok", "error": "", "fits_in_memory": ""})["fits_in_memory"] == "True"
     other = {"status": "error", "error": "tp 3 does not divide 8", "fits_in_memory": ""}
     assert _upgrade(dict(other)) == other
+
+
+# --------------------------------------------------------------------------------------------------
+# Ctrl-C and SIGKILL of a sweep on local worker processes
+# --------------------------------------------------------------------------------------------------
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text.rsplit(")", 1)[1].split()  # [state, ppid, pgrp, ...]
+
+
+def _alive(pid: int) -> bool:
+    st = _stat(pid)
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            st = _stat(int(d.name))
+            if st is not None and st[1] == str(pid) and st[0] not in ("Z", "X"):
+                out.append(int(d.name))
+    return out
+
+
+def _local_sweep(out: Path) -> tuple[list[str], subprocess.Popen[bytes]]:
+    """A plan-mode sweep of 6 points on 2 local worker processes, started in its own session."""
+    args = [
+        "sweep",
+        GPT3,
+        "--grid",
+        "cluster.gpus=256,512,1024",
+        "--grid",
+        "training.global_batch=512,2048",
+        "-o",
+        str(out),
+        "--mode",
+        "plan",
+        "--executor",
+        "local",
+        "--workers",
+        "2",
+        "--quiet",
+    ]
+    code = f"from simcore.cli import main; main({args!r})"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        cwd=ROOT,
+    )
+    t0 = time.time()
+    while time.time() - t0 < 120 and proc.poll() is None:
+        if out.exists() and out.read_text().count("\n") >= 2 and len(_children(proc.pid)) >= 2:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the sweep ended before it could be interrupted"
+    return args, proc
+
+
+def _gone(pids: list[int], within_s: float) -> bool:
+    t0 = time.time()
+    while time.time() - t0 < within_s:
+        if not any(_alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@needs_proc
+@pytest.mark.parametrize("to", ["group", "parent"])
+def test_ctrl_c_keeps_rows_says_how_to_resume_and_ends_workers(tmp_path: Path, to: str) -> None:
+    """Ctrl-C in a terminal (SIGINT to the whole process group) or `kill -INT` of the sweep: exit 130
+    with one line saying the rows are kept and a rerun resumes; no worker is left; the rerun resumes."""
+    out = tmp_path / "c.csv"
+    args, proc = _local_sweep(out)
+    workers = _children(proc.pid)
+    try:
+        if to == "group":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = [ln for ln in err.decode().splitlines() if ln.strip()]
+    assert proc.returncode == 130, err.decode()
+    kept = len(_rows(out))
+    assert len(lines) == 1 and "Traceback" not in err.decode()
+    assert lines[0] == f"interrupted: {kept} of 6 points are kept in {out}; rerun the same command to resume"
+    assert 1 <= kept < 6
+    assert _gone(workers, 5), "worker processes outlived the interrupted sweep"
+    if to == "parent":
+        return
+    with pytest.raises(SystemExit) as ex:
+        main([*args[:-5], "--executor", "serial", "--quiet"])  # the same sweep, resumed (any executor)
+    assert ex.value.code == 0
+    keys = [r["key"] for r in _rows(out)]
+    assert len(keys) == 6 and len(set(keys)) == 6
+
+
+@needs_proc
+def test_sigkill_of_a_sweep_leaves_no_worker_running(tmp_path: Path) -> None:
+    """SIGKILL runs no clean-up in the sweep: its workers notice their parent is gone and exit."""
+    out = tmp_path / "k.csv"
+    _, proc = _local_sweep(out)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert _gone(workers, 5), "worker processes outlived the killed sweep"
+    finally:
+        for p in workers:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_ctrl_c_without_an_output_file_says_nothing_was_kept(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import simcore.planning.sweep as S
+
+    real = S.run_point
+    calls = []
+
+    def interrupt(task: S.SweepTask) -> dict[str, object]:
+        calls.append(task.key)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(task)
+
+    monkeypatch.setattr(S, "run_point", interrupt)
+    with pytest.raises(SystemExit) as ex:
+        main(["sweep", "default", "--grid", "cluster.gpus=8,16,32", "--executor", "serial", "--quiet"])
+    assert ex.value.code == 130 and len(calls) == 2  # stopped at once, not after the window
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "interrupted after 0 of 3 points; without -o nothing was kept (give -o results.csv to make a sweep resumable)"
+    )
