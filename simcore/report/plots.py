@@ -213,14 +213,26 @@ def sweep(
             ax.plot(
                 np.asarray(px)[order], np.asarray(py)[order], "o-", label=None if h is None else f"{hue}={h}"
             )
-        if nofit:
+        # points that do not fit: red crosses at their value, or on the x axis where they have none
+        # (plan mode: no layout fits)
+        nx = [r[x] if numeric_x else xs.index(r[x]) for r in nofit]
+        ny = [num(r[y]) for r in nofit]
+        at = [(a, b) for a, b in zip(nx, ny, strict=True) if math.isfinite(b)]
+        bare = [a for a, b in zip(nx, ny, strict=True) if not math.isfinite(b)]
+        label = "does not fit in memory"
+        if at:
+            ax.plot(*zip(*at, strict=True), "x", color="red", markersize=8, label=label)
+            label = "_nolegend_"
+        if bare:
             ax.plot(
-                [r[x] if numeric_x else xs.index(r[x]) for r in nofit],
-                [num(r[y]) for r in nofit],
+                bare,
+                [0.0] * len(bare),
                 "x",
                 color="red",
                 markersize=8,
-                label="does not fit in memory",
+                clip_on=False,
+                label=label,
+                transform=ax.get_xaxis_transform(),
             )
         if not numeric_x:
             ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30, fontsize=7)

@@ -408,6 +408,12 @@ def test_sweep_plot_marks_points_that_do_not_fit(tmp_path: Path) -> None:
         )
         texts = [t.get_text() for t in drawn["fig"].axes[0].texts]  # type: ignore[attr-defined]
         assert texts.count("no fit") == 4
+        # a point with no value (plan mode: no layout fits) is still marked, on the x axis
+        rows = [dict(r) for r in res.rows]
+        rows[0]["step_time_s"] = None
+        plots.sweep(rows, "training.micro_batch", "step_time_s", tmp_path / "n.png", hue="cluster.system")
+        crosses = [ln for ln in drawn["fig"].axes[0].get_lines() if ln.get_marker() == "x"]  # type: ignore[attr-defined]
+        assert sorted(len(ln.get_xdata()) for ln in crosses) == [1, 3]
     finally:
         plots.save = real  # type: ignore[assignment]
     assert png.stat().st_size > 1000
