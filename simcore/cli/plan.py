@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.cli.common import JsonOpt, app, console, emit_json, err_console
 from simcore.errors import SpecError
 
 SetOpt = Annotated[
@@ -194,7 +195,7 @@ def sweep_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Predict a scenario over grids of what-ifs (hardware, fabric, cluster size, sequence, batch)."""
-    from simcore.planning.sweep import parse_grid, run_sweep
+    from simcore.planning.sweep import HIGHER_IS_BETTER, SweepInterrupted, parse_grid, run_sweep
     from simcore.report.plots import sweep as plot_sweep
 
     if not grid:
@@ -208,19 +209,23 @@ def sweep_cmd(
         for k, what in ((x, "--x"), (hue, "--hue")):
             if k is not None and k not in keys:
                 raise SpecError(f"{what} {k!r} is not a swept key ({', '.join(keys)})", field=what)
-    res = run_sweep(
-        scenario,
-        grid,
-        output,
-        executor=executor,
-        workers=workers,
-        scheduler=scheduler,
-        overrides=set_ or [],
-        engine=engine,
-        mode=mode,
-        plan_args={"objective": objective, "des_top": 0} if mode == "plan" else None,
-        progress=not (quiet or as_json),
-    )
+    try:
+        res = run_sweep(
+            scenario,
+            grid,
+            output,
+            executor=executor,
+            workers=workers,
+            scheduler=scheduler,
+            overrides=set_ or [],
+            engine=engine,
+            mode=mode,
+            plan_args={"objective": objective, "des_top": 0} if mode == "plan" else None,
+            progress=not (quiet or as_json),
+        )
+    except SweepInterrupted as e:
+        err_console.print(e.message(), markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(130) from None
     if plot is not None:
         assert x is not None
         plot_sweep(res.rows, x, y, plot, hue, kind)
@@ -228,30 +233,58 @@ def sweep_cmd(
         for r in res.rows:
             emit_json(r)
         return
+    counts = f"{res.ok} ok, {res.does_not_fit} do not fit, {res.errors} failed"
     t = Table(
-        title=f"sweep: {len(res.rows)} points ({res.computed} computed, {res.skipped} from {res.output or 'memory'})"
+        title=f"sweep: {len(res.rows)} points ({res.computed} computed, {res.skipped} from "
+        f"{res.output or 'memory'}): {counts}"
     )
-    show = [*keys, "status", y] + (
-        ["summary"] if mode == "plan" else ["mfu", "memory_per_gpu_bytes"] if y != "mfu" else []
-    )
+    show = [*keys, "status", y]
+    show += [c for c in ("mfu", "memory_per_gpu_bytes") if c != y and c in res.columns]
+    show += ["summary"] if mode == "plan" else []
     for c in show:
-        t.add_column(c)
+        t.add_column(c, no_wrap=c == "status")
     for r in res.rows:
-        if r.get("status") == "ok":
-            t.add_row(*[_cell(r.get(c)) for c in show])
+        status = str(r.get("status"))
+        if status in ("ok", "does_not_fit"):
+            cells = [_cell(r.get(c), c) for c in show]
+            cells[len(keys)] = Text(status, style="bold red" if status == "does_not_fit" else "")
+            t.add_row(*cells)
         else:
-            err = [str(r.get("error", ""))[:80]] + [""] * (len(show) - len(keys) - 2)
-            t.add_row(*[_cell(r.get(c)) for c in keys], "error", *err)
+            err = [Text(str(r.get("error", ""))[:80])] + [""] * (len(show) - len(keys) - 2)
+            t.add_row(*[_cell(r.get(c), c) for c in keys], Text("error", style="yellow"), *err)
     console.print(t)
+    if res.does_not_fit:
+        first = next(r for r in res.rows if r.get("status") == "does_not_fit")
+        console.print(
+            f"note: {res.does_not_fit} point(s) do not fit in device memory (status does_not_fit; "
+            f"see the fits_reason column), e.g. {first['key']}: {first.get('fits_reason')}",
+            markup=False,
+            highlight=False,
+        )
     if res.errors:
-        console.print(f"[yellow]note:[/] {res.errors} point(s) failed; see the error column")
+        console.print(
+            f"note: {res.errors} point(s) failed; see the error column", markup=False, highlight=False
+        )
+    if y in res.columns:
+        best = res.best(y)
+        if best is not None:
+            better = "highest" if y in HIGHER_IS_BETTER else "lowest"
+            console.print(
+                f"{better} {y} among the points that fit: {best['key']} ({_cell(best[y], y)})",
+                markup=False,
+                highlight=False,
+            )
+        elif res.rows:
+            console.print(f"no point that fits in memory has a {y}", markup=False, highlight=False)
     if output is not None:
-        console.print(f"results in {res.output}")
+        console.print(f"results in {res.output}", markup=False, highlight=False)
     if plot is not None:
-        console.print(f"wrote {plot}")
+        console.print(f"wrote {plot}", markup=False, highlight=False)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: Any, column: str = "") -> Text:
+    if isinstance(v, float) and column == "memory_per_gpu_bytes":
+        return Text(units.fmt(v, "bytes"))
     if isinstance(v, float):
-        return f"{v:.4g}"
-    return "" if v is None else str(v)
+        return Text(f"{v:.4g}")
+    return Text("" if v is None else str(v))

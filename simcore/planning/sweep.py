@@ -19,11 +19,21 @@ point's ``key=value`` list) and a ``base`` column (a hash of the base scenario, 
 rerunning the same sweep skips the points already in the file, so an interrupted sweep resumes
 without recomputing or duplicating rows. ``.parquet`` output is written from that CSV when the
 sweep completes (needs ``pyarrow``).
+
+Every row has a ``status`` (:data:`STATUSES`): ``ok``; ``does_not_fit`` when the point needs more
+memory per GPU than the device has (its numbers are kept; ``fits_in_memory`` is false and
+``fits_reason`` says by how much; in plan mode, when no layout fits); ``error`` otherwise.
+:meth:`SweepResult.best` picks among the ``ok`` rows only.
+
+An interruption (Ctrl-C) ends the local workers at once and raises :class:`SweepInterrupted` (a
+:class:`KeyboardInterrupt`) saying what was kept; local workers also end by themselves when the
+sweep's process dies (SIGKILL), within :data:`PARENT_POLL_S`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import copy
 import csv
 import hashlib
@@ -32,7 +42,10 @@ import io
 import itertools
 import json
 import os
+import signal
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +58,23 @@ from simcore.errors import SimcoreError, SpecError
 PSEUDO_KEYS = ("scale.fabric_bandwidth", "scale.nvlink_bandwidth")
 MODES = ("predict", "plan")
 EXECUTORS = ("local", "serial", "dask")
+STATUSES = ("ok", "does_not_fit", "error")
+"""A row's ``status``: ``ok`` (computed and fits in device memory), ``does_not_fit`` (computed, but
+needs more memory per GPU than the device has: ``fits_reason`` says how much; in plan mode, no layout
+fits), ``error`` (not computed: ``error`` says why)."""
+ADDED_COLUMNS = ("fits_reason", "fits_in_memory")
+"""Columns added since result files were first written; a file without them is upgraded on resume."""
+HIGHER_IS_BETTER = frozenset(
+    {
+        "tokens_per_s",
+        "tokens_per_s_per_gpu",
+        "prefill_tokens_per_s",
+        "model_tflops_per_gpu",
+        "mfu",
+        "hfu",
+        "valid_configs",
+    }
+)
 
 TRAINING_COLUMNS = (
     "name",
@@ -59,6 +89,7 @@ TRAINING_COLUMNS = (
     "hfu",
     "memory_per_gpu_bytes",
     "fits_in_memory",
+    "fits_reason",
     "bubble_fraction",
     "microbatches",
     "tokens_per_step",
@@ -85,6 +116,7 @@ INFERENCE_COLUMNS = (
     "prefill_tokens_per_s",
     "memory_per_gpu_bytes",
     "fits_in_memory",
+    "fits_reason",
     "layout",
     "breakdown_prefill",
     "breakdown_decode",
@@ -99,6 +131,8 @@ PLAN_COLUMNS = (
     "tokens_per_s",
     "mfu",
     "memory_per_gpu_bytes",
+    "fits_in_memory",
+    "fits_reason",
     "time_to_train_s",
     "gpu_hours",
     "cost",
@@ -301,7 +335,9 @@ def _scalar(v: Any) -> Any:
 
 
 def run_point(task: SweepTask) -> dict[str, Any]:
-    """Compute one point; user errors become a row with ``status=error`` (never an exception)."""
+    """Compute one point; user errors become a row with ``status=error`` (never an exception), a point
+    that needs more memory per GPU than the device has a row with ``status=does_not_fit`` (its numbers
+    kept, ``fits_reason`` saying by how much)."""
     from simcore.specs.registry import set_user_dirs
 
     row: dict[str, Any] = {"key": task.key, "status": "ok", "error": ""}
@@ -316,20 +352,7 @@ def run_point(task: SweepTask) -> dict[str, Any]:
 
         sc = scenario_from_dict(data)
         if task.mode == "plan":
-            from simcore.planning.plan import plan
-
-            res = plan(sc, top=1, **task.plan_args)
-            if not res.top:
-                raise SimcoreError("no layout fits in memory")
-            best = res.top[0]
-            for c in PLAN_COLUMNS:
-                if c in best:
-                    row[c] = _scalar(best[c])
-            cl_info = _cluster_names(sc)
-            row.update(cl_info)
-            row["evaluated_configs"] = res.evaluated_configs
-            row["valid_configs"] = res.valid_configs
-            row["search_s"] = res.search_s
+            _plan_point(sc, task.plan_args, row)
         else:
             from simcore.prediction import predict
 
@@ -337,6 +360,8 @@ def run_point(task: SweepTask) -> dict[str, Any]:
             for c in TRAINING_COLUMNS + INFERENCE_COLUMNS:
                 if c in res_d:
                     row[c] = _scalar(res_d[c])
+            if not res_d["fits_in_memory"]:
+                row["status"] = "does_not_fit"
     except SimcoreError as e:
         row["status"] = "error"
         row["error"] = str(e)
@@ -346,12 +371,61 @@ def run_point(task: SweepTask) -> dict[str, Any]:
     return row
 
 
-def _cluster_names(sc: Any) -> dict[str, Any]:
+def _plan_point(sc: Any, plan_args: dict[str, Any], row: dict[str, Any]) -> None:
+    """Fill ``row`` with the best layout of the point (``does_not_fit`` when no layout fits)."""
+    from simcore.planning.plan import plan
+
+    res = plan(sc, top=1, **plan_args)
+    cl = _cluster(sc)
+    row.update(device=cl.device.name, system=cl.system.name)
+    row["evaluated_configs"] = res.evaluated_configs
+    row["valid_configs"] = res.valid_configs
+    row["search_s"] = res.search_s
+    if not res.top:
+        if res.evaluated_configs == 0 or res.valid_configs > 0:
+            # no layout divides the cluster, or none meets a budget or deadline: not a memory question
+            raise SimcoreError("; ".join(res.notes) or "no layout found")
+        row["status"] = "does_not_fit"
+        row["fits_in_memory"] = False
+        row["fits_reason"] = (
+            f"none of the {res.evaluated_configs:,} layouts priced fits in the "
+            f"{_usable(cl) / GIB:.1f} GiB usable per GPU on {cl.device.name}; "
+            "try more GPUs, recompute, ZeRO or a smaller micro-batch"
+        )
+        return
+    best = res.top[0]
+    for c in PLAN_COLUMNS:
+        if c in best:
+            row[c] = _scalar(best[c])
+    mem = float(best["memory_per_gpu_bytes"])
+    fits = bool(best.get("fits_in_memory", mem <= _usable(cl)))
+    row["fits_in_memory"] = fits
+    row["fits_reason"] = _fit_reason(mem, _usable(cl), cl.device.name, fits)
+    if not fits:
+        row["status"] = "does_not_fit"
+
+
+GIB = 1024**3
+
+
+def _usable(cl: Any) -> float:
+    from simcore.memory import RESERVED_BYTES
+
+    return float(cl.device.memory.capacity) - RESERVED_BYTES
+
+
+def _fit_reason(needed: float, usable: float, device: str, fits: bool | None = None) -> str:
+    """Why a point fits or not, in the words of :func:`simcore.predict`'s ``fits_reason``."""
+    if fits if fits is not None else needed <= usable:
+        return f"{needed / GIB:.1f} GiB of {usable / GIB:.1f} GiB usable"
+    return f"needs {needed / GIB:.1f} GiB per GPU, {usable / GIB:.1f} GiB usable on {device}"
+
+
+def _cluster(sc: Any) -> Any:
     from simcore.specs.registry import default_registry
     from simcore.specs.resolve import resolve_cluster
 
-    cl = resolve_cluster(sc.cluster, default_registry())
-    return {"device": cl.device.name, "system": cl.system.name}
+    return resolve_cluster(sc.cluster, default_registry())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -366,9 +440,49 @@ class SerialExecutor(cf.Executor):
         fut: cf.Future[Any] = cf.Future()
         try:
             fut.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - Ctrl-C (KeyboardInterrupt) stops the sweep at once
             fut.set_exception(e)
         return fut
+
+
+PARENT_POLL_S = 0.5
+"""How often a local worker checks that the sweep that started it is still alive."""
+
+
+def _worker_init(parent: int) -> None:
+    """Set up a local worker process: Ctrl-C is left to the sweep (which stops the workers itself), and
+    a daemon thread ends the worker within :data:`PARENT_POLL_S` of the sweep's death (a SIGKILL
+    runs no clean-up in the parent; the orphan is re-parented, so ``os.getppid()`` changes)."""
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent,), name="sweep-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+def _stop_now(ex: cf.Executor, inflight: Iterable[cf.Future[Any]]) -> None:
+    """On an interruption: cancel what has not started and end the local worker processes now,
+    instead of waiting for the points they are computing (those rows are not written)."""
+    for f in inflight:
+        f.cancel()
+    if isinstance(ex, cf.ProcessPoolExecutor):
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        manager = getattr(ex, "_executor_manager_thread", None)
+        for p in procs:
+            with contextlib.suppress(Exception):
+                p.terminate()
+        for p in procs:
+            with contextlib.suppress(Exception):
+                p.join(5)
+        ex.shutdown(wait=False, cancel_futures=True)
+        # the pool's thread sees its workers gone and ends; wait for it, or the interpreter's exit
+        # hook can race it on Python 3.11 and print "Bad file descriptor"
+        if manager is not None:
+            manager.join(10)
 
 
 def make_executor(
@@ -381,7 +495,9 @@ def make_executor(
     is given.
     """
     if kind == "local":
-        ex = cf.ProcessPoolExecutor(max_workers=max(1, workers))
+        ex = cf.ProcessPoolExecutor(
+            max_workers=max(1, workers), initializer=_worker_init, initargs=(os.getpid(),)
+        )
         return ex, lambda: ex.shutdown(wait=True, cancel_futures=True)
     if kind == "serial":
         s = SerialExecutor()
@@ -440,8 +556,9 @@ class ResultFile:
             raw = raw[:cut]
         text = raw.decode("utf-8")
         reader = csv.DictReader(io.StringIO(text))
-        header = reader.fieldnames or []
-        if header and header != self.columns:
+        header = list(reader.fieldnames or [])
+        older = bool(header) and header != self.columns and self._older(header)
+        if header and header != self.columns and not older:
             raise SpecError(
                 f"{self.path} holds another sweep's columns ({', '.join(header[:6])}...); "
                 "write to a new file or delete it",
@@ -451,9 +568,36 @@ class ResultFile:
         for r in reader:
             if None in r or any(v is None for v in r.values()):
                 continue  # a malformed row (should not happen after the cut)
-            rows.append(dict(r))
+            rows.append(_upgrade(dict(r)) if older else dict(r))
             self.done.add((r["base"], r["key"]))
+        if older:
+            self._rewrite(rows)
         return rows
+
+    def _older(self, header: list[str]) -> bool:
+        """Whether ``header`` is this sweep's columns as an older simcore wrote them (without some of
+        :data:`ADDED_COLUMNS`)."""
+        missing = set(self.columns) - set(header)
+        return (
+            bool(missing)
+            and missing <= set(ADDED_COLUMNS)
+            and header == [c for c in self.columns if c in header]
+        )
+
+    def _rewrite(self, rows: list[dict[str, str]]) -> None:
+        """Write ``rows`` under the current header (atomically: a temporary file, then a rename)."""
+        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+                w = csv.DictWriter(fh, fieldnames=self.columns, extrasaction="ignore")
+                w.writeheader()
+                for r in rows:
+                    w.writerow({c: r.get(c, "") for c in self.columns})
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -475,14 +619,53 @@ class ResultFile:
             self._fh = None
 
 
+def _upgrade(row: dict[str, str]) -> dict[str, str]:
+    """A row written before sweeps had the ``does_not_fit`` status, in today's terms: a computed point
+    that did not fit was ``ok``, and a plan-mode point where no layout fits was an ``error``."""
+    if row.get("status") == "ok" and row.get("fits_in_memory") == "False":
+        row["status"] = "does_not_fit"
+    elif row.get("status") == "error" and row.get("error") == "no layout fits in memory":
+        row.update(
+            status="does_not_fit", error="", fits_in_memory="False", fits_reason="no layout fits in memory"
+        )
+    elif row.get("status") == "ok" and not row.get("fits_in_memory"):
+        row["fits_in_memory"] = "True"  # plan mode: the best layout was chosen among those that fit
+    return row
+
+
 # --------------------------------------------------------------------------------------------------
 # The sweep
 # --------------------------------------------------------------------------------------------------
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or another interruption) stopped a sweep; the rows already written are kept."""
+
+    def __init__(self, kept: int, total: int, output: Path | None) -> None:
+        self.kept = kept
+        self.total = total
+        self.output = output
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        """One line for the user: what was kept and how to go on."""
+        if self.output is None:
+            return (
+                f"interrupted after {self.kept} of {self.total} points; without -o nothing was kept "
+                "(give -o results.csv to make a sweep resumable)"
+            )
+        return (
+            f"interrupted: {self.kept} of {self.total} points are kept in {self.output}; "
+            "rerun the same command to resume"
+        )
+
+
 @dataclass
 class SweepResult:
-    """Rows of the whole grid (previously written ones included), in grid order."""
+    """Rows of the whole grid (previously written ones included), in grid order.
+
+    ``errors`` counts rows with ``status == "error"``, ``does_not_fit`` those with
+    ``status == "does_not_fit"`` (see :data:`STATUSES`)."""
 
     rows: list[dict[str, Any]]
     columns: list[str]
@@ -490,6 +673,32 @@ class SweepResult:
     skipped: int
     errors: int
     output: Path | None
+    does_not_fit: int = 0
+
+    @property
+    def ok(self) -> int:
+        """Rows computed that fit in memory."""
+        return sum(1 for r in self.rows if r.get("status") == "ok")
+
+    def best(self, by: str = "step_time_s", largest: bool | None = None) -> dict[str, Any] | None:
+        """The best row by the numeric column ``by`` among the points that fit in memory (``ok``);
+        ``does_not_fit`` and ``error`` rows are never chosen. ``largest`` defaults to whether higher is
+        better for that column (:data:`HIGHER_IS_BETTER`: throughput, MFU; else lower: times, cost,
+        memory, energy). ``None`` when no ``ok`` row has a number there."""
+        if by not in self.columns:
+            raise SpecError(f"no column {by!r}; columns: {', '.join(self.columns)}", field="by")
+        up = by in HIGHER_IS_BETTER if largest is None else largest
+        cand = [r for r in self.rows if r.get("status") == "ok" and _number(r.get(by)) is not None]
+        if not cand:
+            return None
+        pick = max if up else min
+        return pick(cand, key=lambda r: _number(r.get(by)) or 0.0)
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+        return None
+    return float(v)
 
 
 def base_hash(base: dict[str, Any], mode: str, engine: str, plan_args: dict[str, Any]) -> str:
@@ -614,9 +823,9 @@ def run_sweep(
             rf.open()
         window = max(2 * max(workers, 1), 4)
         bar = None
+        inflight: set[cf.Future[Any]] = set()
         try:
             it = iter(tasks)
-            inflight: set[cf.Future[Any]] = set()
             for t in itertools.islice(it, window):
                 inflight.add(ex.submit(run_point, t))
             bar = _progress(progress, len(points), len(points) - len(todo))  # after workers start
@@ -636,6 +845,10 @@ def run_sweep(
                     nxt = next(it, None)
                     if nxt is not None:
                         inflight.add(ex.submit(run_point, nxt))
+        except KeyboardInterrupt as e:
+            _stop_now(ex, inflight)
+            kept = len(by_key) + computed if rf is not None else computed
+            raise SweepInterrupted(kept, len(points), out_path) from e
         finally:
             if bar is not None:
                 bar[0].stop()
@@ -650,9 +863,12 @@ def run_sweep(
         if r is not None:
             rows.append({c: _coerce(str(r[c])) if isinstance(r.get(c), str) else r.get(c) for c in columns})
     errors = sum(1 for r in rows if r.get("status") == "error")
+    no_fit = sum(1 for r in rows if r.get("status") == "does_not_fit")
     if final_parquet is not None and len(rows) == len(points):
         _write_parquet(rows, columns, final_parquet)
-    return SweepResult(rows, columns, computed, len(points) - len(todo), errors, final_parquet or out_path)
+    return SweepResult(
+        rows, columns, computed, len(points) - len(todo), errors, final_parquet or out_path, no_fit
+    )
 
 
 def _write_parquet(rows: list[dict[str, Any]], columns: list[str], path: Path) -> None:
@@ -683,7 +899,9 @@ def _progress(enabled: bool, total: int, completed: int) -> tuple[Any, Any] | No
 
 
 __all__ = [
+    "STATUSES",
     "GridAxis",
+    "SweepInterrupted",
     "SweepResult",
     "SweepTask",
     "grid_points",

@@ -162,14 +162,16 @@ def sweep(
 ) -> None:
     """Lines of result ``y`` against swept key ``x`` (one line per ``hue`` value), or a heatmap of
     ``y`` over ``x`` x ``hue`` (``kind="heatmap"``), from the rows of
-    :func:`~simcore.planning.sweep.run_sweep` (only rows with ``status == "ok"``)."""
+    :func:`~simcore.planning.sweep.run_sweep`: rows with ``status == "ok"`` as lines (or coloured
+    cells), those with ``status == "does_not_fit"`` as red crosses (or cells marked "no fit")."""
     plt = pyplot()
     ok = [r for r in rows if r.get("status") == "ok"]
-    if not ok:
+    nofit = [r for r in rows if r.get("status") == "does_not_fit"]
+    if not ok and not nofit:
         raise SpecError("nothing to plot: no successful rows", field="--plot")
     for col in (x, y, hue):
-        if col is not None and col not in ok[0]:
-            raise SpecError(f"no column {col!r}; columns: {', '.join(ok[0])}", field="--plot")
+        if col is not None and col not in (ok or nofit)[0]:
+            raise SpecError(f"no column {col!r}; columns: {', '.join((ok or nofit)[0])}", field="--plot")
 
     def num(v: Any) -> float:
         try:
@@ -177,9 +179,9 @@ def sweep(
         except (TypeError, ValueError):
             return math.nan
 
-    xs = list(dict.fromkeys(r[x] for r in ok))
+    xs = list(dict.fromkeys(r[x] for r in ok + nofit))
     numeric_x = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in xs)
-    hues = list(dict.fromkeys(r[hue] for r in ok)) if hue else [None]
+    hues = list(dict.fromkeys(r[hue] for r in ok + nofit)) if hue else [None]
     if kind == "heatmap" and hue is None:
         raise SpecError("a heatmap needs --hue (the second swept key)", field="--hue")
     if kind not in ("line", "heatmap"):
@@ -198,6 +200,10 @@ def sweep(
             for j in range(len(xs)):
                 if np.isfinite(grid[i, j]):
                     ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=6, color="w")
+        for r in nofit:
+            ax.text(
+                xs.index(r[x]), hues.index(r[hue]), "no fit", ha="center", va="center", fontsize=6, color="r"
+            )
     else:
         for h in hues:
             sel = [r for r in ok if hue is None or r[hue] == h]
@@ -207,11 +213,32 @@ def sweep(
             ax.plot(
                 np.asarray(px)[order], np.asarray(py)[order], "o-", label=None if h is None else f"{hue}={h}"
             )
+        # points that do not fit: red crosses at their value, or on the x axis where they have none
+        # (plan mode: no layout fits)
+        nx = [r[x] if numeric_x else xs.index(r[x]) for r in nofit]
+        ny = [num(r[y]) for r in nofit]
+        at = [(a, b) for a, b in zip(nx, ny, strict=True) if math.isfinite(b)]
+        bare = [a for a, b in zip(nx, ny, strict=True) if not math.isfinite(b)]
+        label = "does not fit in memory"
+        if at:
+            ax.plot(*zip(*at, strict=True), "x", color="red", markersize=8, label=label)
+            label = "_nolegend_"
+        if bare:
+            ax.plot(
+                bare,
+                [0.0] * len(bare),
+                "x",
+                color="red",
+                markersize=8,
+                clip_on=False,
+                label=label,
+                transform=ax.get_xaxis_transform(),
+            )
         if not numeric_x:
             ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30, fontsize=7)
         elif all(num(v) > 0 for v in xs) and max(num(v) for v in xs) / min(num(v) for v in xs) >= 16:
             ax.set_xscale("log", base=2)
-        if hue:
+        if hue or nofit:
             ax.legend(fontsize=7)
         ax.set_ylabel(y)
         ax.grid(alpha=0.3)
