@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note, say
 from simcore.comm.collectives import collective_time, normalize_op
 from simcore.errors import SimcoreError
 
@@ -147,4 +147,4 @@ def collective(
     for n in r0.notes:
         note(n)
     if output is not None:
-        console.print(esc(f"busbw curve written to {output}"))
+        say(f"busbw curve written to {output}")

@@ -106,6 +106,11 @@ def note(message: object) -> None:
     console.print(f"[yellow]note:[/] {esc(message)}")
 
 
+def say(message: object) -> None:
+    """Print ``message`` literally on one logical line (a path in it is never broken across lines)."""
+    console.print(esc(message), soft_wrap=True)
+
+
 def add_row(table: Table, *cells: object) -> None:
     """Add a row whose cells are printed literally (no rich markup in values, names or paths)."""
     table.add_row(*(esc(c) for c in cells))
@@ -144,6 +149,11 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def _one_of(items: Sequence[str]) -> str:
+    """``a, b or c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
 def _has_format(name: str, formats: Sequence[str]) -> bool:
     low = name.lower()
     return any(low.endswith(f) and len(low) > len(f) for f in formats)
@@ -159,8 +169,9 @@ def output_file(
     """Check an output path before any work, so that writing it later cannot fail on the path.
 
     ``formats``: the suffixes the command writes (``(".json", ".json.gz")``; ``None`` for any name).
-    The path must not be a folder; its folder must exist (or be created, with ``make_parents``), be a
-    folder and be writable; an existing file must be writable; its suffix must be one of ``formats``.
+    The path must not be a folder; its suffix must be one of ``formats``; its folder must exist (or be
+    created, with ``make_parents``, once the rest checks out), be a folder and be writable; an existing
+    file must be writable.
     Anything else raises a :class:`~simcore.errors.SimcoreError` naming the option and the path.
     """
     if path is None:
@@ -170,6 +181,9 @@ def output_file(
         raise SimcoreError("empty file name", field=option)
     if path.is_dir():
         raise SimcoreError("is a folder; give a file name", field=where)
+    if formats is not None and not _has_format(path.name, formats):
+        given = "".join(path.suffixes[-2:]) or "no suffix"
+        raise SimcoreError(f"unsupported format ({given}); use {_one_of(formats)}", field=where)
     parent = path.parent
     if not parent.exists():
         if not make_parents:
@@ -180,9 +194,6 @@ def output_file(
             raise SimcoreError(f"cannot create folder {parent}: {e.strerror or e}", field=where) from None
     elif not parent.is_dir():
         raise SimcoreError(f"{parent} is not a folder", field=where)
-    if formats is not None and not _has_format(path.name, formats):
-        given = "".join(path.suffixes[-2:]) or "no suffix"
-        raise SimcoreError(f"unsupported format ({given}); use {', '.join(formats)}", field=where)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise SimcoreError(f"cannot write in folder {parent} (permission denied)", field=where)
     if path.exists() and not os.access(path, os.W_OK):

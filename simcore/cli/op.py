@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, say
 from simcore.errors import SimcoreError
 
 _KIND_HELP = "gemm | attention | elementwise | norm | softmax | copy | memory | optimizer"
@@ -147,7 +147,7 @@ def op_cmd(
     console.print(t)
     console.print(esc(launch_relation(res.time_s, res.kernel_time_s, res.launch_overhead_s)), highlight=False)
     if plot is not None:
-        console.print(esc(f"roofline plot: {plot}"))
+        say(f"roofline plot: {plot}")
 
 
 def launch_relation(time_s: float, kernel_s: float, launch_s: float) -> str:

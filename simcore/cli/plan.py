@@ -9,7 +9,18 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note
+from simcore.cli.common import (
+    JsonOpt,
+    add_row,
+    app,
+    console,
+    emit_json,
+    esc,
+    image_file,
+    note,
+    output_file,
+    say,
+)
 from simcore.errors import SpecError
 
 SetOpt = Annotated[
@@ -157,7 +168,7 @@ def plan_cmd(
                 f"{b['step_time_s'] / w['step_time_s']:.2f}x faster step"
             )
     if plot is not None:
-        console.print(esc(f"wrote {plot} ({len(res.pareto)} Pareto-optimal layouts)"))
+        say(f"wrote {plot} ({len(res.pareto)} Pareto-optimal layouts)")
     for n in res.notes:
         note(n)
 
@@ -207,6 +218,8 @@ def sweep_cmd(
     from simcore.planning.sweep import parse_grid, run_sweep
     from simcore.report.plots import sweep as plot_sweep
 
+    output_file(output, "-o", (".csv", ".parquet"), make_parents=True)
+    image_file(plot, "--plot")
     if not grid:
         raise SpecError("give at least one --grid key.path=v1,v2,...", field="--grid")
     if executor != "dask" and scheduler is not None:

@@ -20,6 +20,7 @@ from simcore.cli.common import (
     image_file,
     note,
     output_file,
+    say,
 )
 from simcore.errors import SpecError
 from simcore.prediction import InferenceResult, TrainingResult, predict
@@ -161,11 +162,10 @@ def timeline_cmd(
     cluster, lay, ev = evaluate_training(sc)
     res = simulate_training(sc, cluster, lay, ev)
     write_trace(res, output, cluster.device.display_name)
-    console.print(
-        esc(
-            f"wrote {output}: {len(res.events)} events, step {units.fmt(res.step_time_s, 'time')}, bubble {res.bubble_fraction:.1%}"
-        )
+    say(
+        f"wrote {output}: {len(res.events)} events, step {units.fmt(res.step_time_s, 'time')}, "
+        f"bubble {res.bubble_fraction:.1%}"
     )
     if png is not None:
         gantt(res, png, f"{sc.name}: step {res.step_time_s:.3f} s, bubble {res.bubble_fraction:.1%}")
-        console.print(esc(f"wrote {png}"))
+        say(f"wrote {png}")

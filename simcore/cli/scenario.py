@@ -19,6 +19,7 @@ from simcore.cli.common import (
     emit_json,
     esc,
     output_file,
+    say,
     writing,
 )
 from simcore.errors import SimcoreError
@@ -89,7 +90,7 @@ def schema(
     else:
         with writing(output, "-o"):
             output.write_text(text + "\n")
-        console.print(esc(f"wrote {output} ({units.fmt(len(text), 'bytes')})"))
+        say(f"wrote {output} ({units.fmt(len(text), 'bytes')})")
 
 
 _COMMANDS = {
@@ -148,4 +149,4 @@ def scenarios_cmd(as_json: JsonOpt = False) -> None:
         highlight=False,
     )
     if rows:
-        console.print(esc(f"files (copy one to edit it): {Path(rows[0]['file']).parent}"), highlight=False)
+        say(f"files (copy one to edit it): {Path(rows[0]['file']).parent}")

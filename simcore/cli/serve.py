@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note, say
 from simcore.serving.sim import ServingResult, simulate
 from simcore.serving.spec import load_serving
 
@@ -84,4 +84,4 @@ def serve_cmd(
 
         serving(run.result, run.log, plot)
         if not as_json:
-            console.print(esc(f"plot written to {plot}"))
+            say(f"plot written to {plot}")

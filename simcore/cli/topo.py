@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, say
 from simcore.comm.topology import Topology, build_topology, resolve_with_fabric
 from simcore.errors import SpecError
 from simcore.specs.loader import validate
@@ -143,4 +143,4 @@ def topo(
         return
     console.print(_table(t))
     if output is not None:
-        console.print(esc(f"wrote {output}"))
+        say(f"wrote {output}")

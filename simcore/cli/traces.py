@@ -21,6 +21,7 @@ from simcore.cli.common import (
     image_file,
     note,
     output_file,
+    say,
     writing,
 )
 
@@ -128,7 +129,7 @@ def calibrate(
     for n in res.notes:
         note(n)
     for w in written:
-        console.print(esc(f"wrote {w}"))
+        say(f"wrote {w}")
 
 
 @app.command()
@@ -204,7 +205,7 @@ def validate(
     for n in rep.notes:
         note(n)
     if plot is not None:
-        console.print(esc(f"wrote {plot}"))
+        say(f"wrote {plot}")
 
 
 @app.command()
@@ -265,6 +266,6 @@ def replay(
         )
     )
     for w in res.written:
-        console.print(esc(f"wrote {w}"))
+        say(f"wrote {w}")
     for n in res.notes:
         note(n)

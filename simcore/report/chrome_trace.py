@@ -117,10 +117,11 @@ def gantt_figure(res: DESResult, title: str = "") -> Figure:
             Patch(color=colors["F"], label="forward"),
             Patch(color=colors["B"], label="backward"),
             Patch(color=colors["W"], label="weight grad"),
+            Patch(color=colors["o"], label="optimizer"),
             Patch(color=colors["dp"], label="DP reduce"),
         ],
         loc="outside upper right",
-        ncols=4,
+        ncols=5,
         fontsize=8,
         frameon=False,
     )
