@@ -218,3 +218,18 @@ def test_note_and_rows_are_literal(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "note: install 'simcore[dask]' or [red]x[/red]" in out
     assert "[bold]b[/]" in out
+
+
+def test_python_m_simcore_cli() -> None:
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [sys.executable, "-m", "simcore.cli", "--version"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"simcore {simcore.__version__}"
