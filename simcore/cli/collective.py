@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note, say
 from simcore.comm.collectives import collective_time, normalize_op
 from simcore.errors import SimcoreError
 
@@ -80,7 +80,7 @@ def collective(
         bool, typer.Option("--sweep", help="Sweep 1 KiB .. 4 GiB and print the busbw curve.")
     ] = False,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write the busbw curve (PNG).")
+        Path | None, typer.Option("-o", "--output", help="Write the busbw curve (PNG, SVG, PDF, ...).")
     ] = None,
     measured: Annotated[
         Path | None,
@@ -89,6 +89,7 @@ def collective(
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one collective's time, algorithm bandwidth and bus bandwidth (nccl-tests conventions)."""
+    image_file(output, "-o")
     opn = normalize_op(op)
     size = _parse_bytes(nbytes)
     if not sweep and size is None:
@@ -121,7 +122,7 @@ def collective(
         return
     r0 = results[0]
     title = f"{opn} on {gpus} GPUs ({r0.nodes} x {r0.system}), {dtype}"
-    t = Table(title=title)
+    t = Table(title=esc(title))
     cols = ["size", "time", "algbw", "busbw", "algo", "proto", "NVLink/rank", "net/rank"]
     if meas_t:
         cols += ["measured", "error"]
@@ -141,9 +142,9 @@ def collective(
         if meas_t:
             mt = meas_t.get(r.nbytes)
             row += ["-", "-"] if mt is None else [units.fmt(mt, "time"), f"{(r.time_s - mt) / mt:+.1%}"]
-        t.add_row(*row)
+        add_row(t, *row)
     console.print(t)
-    for note in r0.notes:
-        console.print(f"note: {note}")
+    for n in r0.notes:
+        note(n)
     if output is not None:
-        console.print(f"busbw curve written to {output}")
+        say(f"busbw curve written to {output}")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from simcore.cli.common import app, fail
+from simcore.cli.common import app, fail, output_file
 
 _STRATEGIES = ("single", "single_x2", "ddp", "fsdp", "tp")
 
@@ -55,6 +55,7 @@ def host_trace_cmd(
     """Host costs from profiler traces, one CSV row per trace or step (the input of the host-model fit)."""
     from simcore.calibration.host_trace import HOST_TRACE_KINDS, host_trace_rows
 
+    output_file(out, "-o", (".csv", ".csv.gz"))
     chosen = dict(
         zip(
             HOST_TRACE_KINDS,

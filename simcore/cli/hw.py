@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc
 from simcore.specs.hardware import Device, Link, System
 from simcore.specs.registry import default_registry
 
@@ -36,7 +36,8 @@ def hw_list(as_json: JsonOpt = False) -> None:
     for col in ("name", "device", "bf16 dense", "fp8 dense", "HBM", "HBM bandwidth", "NVLink /dir"):
         t.add_column(col)
     for d in sorted(reg.devices.values(), key=lambda d: d.name):
-        t.add_row(
+        add_row(
+            t,
             d.name,
             d.display_name,
             units.fmt(d.peak_flops("bf16"), "flop_rate"),
@@ -51,15 +52,21 @@ def hw_list(as_json: JsonOpt = False) -> None:
         t.add_column(col)
     for s in sorted(reg.systems.values(), key=lambda s: s.name):
         nic = reg.link(s.nic)
-        t.add_row(
-            s.name, s.display_name, f"{s.gpus} x {s.device}", str(s.nvlink_domain), f"{s.nics} x {nic.name}"
+        add_row(
+            t,
+            s.name,
+            s.display_name,
+            f"{s.gpus} x {s.device}",
+            str(s.nvlink_domain),
+            f"{s.nics} x {nic.name}",
         )
     console.print(t)
     t = Table(title="links and switches")
     for col in ("name", "kind", "link", "bandwidth /dir", "latency"):
         t.add_column(col)
     for lk in sorted(reg.links.values(), key=lambda x: (x.kind, x.name)):
-        t.add_row(
+        add_row(
+            t,
             lk.name,
             lk.kind,
             lk.display_name,
@@ -68,7 +75,8 @@ def hw_list(as_json: JsonOpt = False) -> None:
         )
     console.print(t)
     if reg.models:
-        console.print("model presets: " + ", ".join(sorted(reg.models)))
+        console.print(esc("model presets: " + ", ".join(sorted(reg.models))))
+    console.print("built-in scenarios: simcore scenarios", highlight=False)
 
 
 _FIELD_DIM: dict[str, units.Dimension] = {
@@ -155,15 +163,15 @@ def hw_show(
         elif k.startswith("bf16"):
             dim = "flop_rate"
         rows.append((f"derived.{k}", units.fmt(v, dim) if dim else f"{v:.4g}"))
-    t = Table(title=f"{kind} {spec.name}: {spec.display_name}")
+    t = Table(title=esc(f"{kind} {spec.name}: {spec.display_name}"))
     t.add_column("field")
     t.add_column("value")
     for k, v in rows:
-        t.add_row(k, v)
+        add_row(t, k, v)
     console.print(t)
     src = Table(title="sources")
     src.add_column("field")
     src.add_column("source")
     for k, v in spec.sources.items():
-        src.add_row(k, v)
+        add_row(src, k, v)
     console.print(src)

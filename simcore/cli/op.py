@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, say
 from simcore.errors import SimcoreError
 
 _KIND_HELP = "gemm | attention | elementwise | norm | softmax | copy | memory | optimizer"
@@ -80,12 +80,15 @@ def op_cmd(
     cold_cache: Annotated[
         bool, typer.Option("--cold-cache", help="Operands come from HBM even if they would fit the L2.")
     ] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write a roofline plot (PNG/SVG/PDF).")] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a roofline plot (PNG, SVG, PDF, ...).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one kernel's time on a device, with its FLOPs, bytes and roofline bound."""
     from simcore.compute.ops import KINDS, SHAPE_KEYS, op_time, shape_family
 
+    image_file(plot, "--plot")
     if kind not in KINDS:
         raise SimcoreError(f"unknown op kind {kind!r}; known: {', '.join(KINDS)}", field="op")
     given: dict[str, Any] = {
@@ -121,7 +124,7 @@ def op_cmd(
     if as_json:
         emit_json(res.model_dump())
         return
-    t = Table(title=f"{kind} on {res.device} ({res.dtype}, {res.framework})", show_header=False)
+    t = Table(title=esc(f"{kind} on {res.device} ({res.dtype}, {res.framework})"), show_header=False)
     t.add_column("quantity")
     t.add_column("value")
     shape = ", ".join(f"{key}={_short(v)}" for key, v in res.shape.items())
@@ -140,10 +143,43 @@ def op_cmd(
         ("calibration", res.calibration),
     ]  # fmt: skip
     for a, b in lines:
-        t.add_row(a, b)
+        add_row(t, a, b)
     console.print(t)
+    console.print(esc(launch_relation(res.time_s, res.kernel_time_s, res.launch_overhead_s)), highlight=False)
     if plot is not None:
-        console.print(f"roofline plot: {plot}")
+        say(f"roofline plot: {plot}")
+
+
+def launch_relation(time_s: float, kernel_s: float, launch_s: float) -> str:
+    """One line saying how "time per kernel", "kernel (device)" and "launch overhead" relate.
+
+    In a stream of back-to-back launches a kernel costs ``max(kernel + gap, launch)`` when the host
+    runs ahead of the GPU (``gap``: the device's idle time between kernels), or ``kernel + launch``
+    when the profile finds the host work exposed; which case applies shows in the three numbers.
+    """
+    t, k, lo = (units.fmt(v, "time") for v in (time_s, kernel_s, launch_s))
+    tol = 1e-12 + 1e-6 * max(time_s, 0.0)
+    if launch_s > 0 and abs(time_s - launch_s) <= tol and launch_s >= kernel_s:
+        return (
+            f"time per kernel = launch overhead: back to back, the host takes {lo} to launch each call, "
+            f"longer than the {k} kernel runs, so the GPU waits for it (launch bound)"
+        )
+    if launch_s > 0 and abs(time_s - (kernel_s + launch_s)) <= tol:
+        return (
+            f"time per kernel = kernel + launch overhead ({k} + {lo}): the host's launch work is not "
+            "hidden behind the previous kernel"
+        )
+    gap = time_s - kernel_s
+    if gap > tol:
+        return (
+            f"time per kernel = kernel + {units.fmt(gap, 'time')} idle gap between back-to-back kernels; "
+            f"the {lo} launch overhead is hidden (the host queues launches ahead of the GPU): "
+            "time per kernel = max(kernel + gap, launch overhead)"
+        )
+    return (
+        f"time per kernel = kernel: the {lo} launch overhead is hidden (the host queues launches ahead "
+        "of the GPU): time per kernel = max(kernel + gap, launch overhead)"
+    )
 
 
 def _number(v: str, field: str) -> float:

@@ -10,7 +10,19 @@ from rich.table import Table
 from rich.text import Text
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json, err_console
+from simcore.cli.common import (
+    JsonOpt,
+    add_row,
+    app,
+    console,
+    emit_json,
+    err_console,
+    esc,
+    image_file,
+    note,
+    output_file,
+    say,
+)
 from simcore.errors import SpecError
 
 SetOpt = Annotated[
@@ -70,13 +82,17 @@ def plan_cmd(
     max_cp: Annotated[int, typer.Option("--max-cp", help="Largest context-parallel degree searched.")] = 8,
     max_cost: Annotated[
         float | None,
-        typer.Option("--max-cost", help="Budget for the run (money with a price, else GPU-hours)."),
+        typer.Option(
+            "--max-cost",
+            help="Budget for the run (in the scenario's cost.currency with a price, else GPU-hours).",
+        ),
     ] = None,
     max_days: Annotated[
         float | None, typer.Option("--max-days", help="Deadline for the run in days.")
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Draw the time-vs-cost Pareto front to this PNG.")
+        Path | None,
+        typer.Option("--plot", help="Draw the time-vs-cost Pareto front to this file (PNG, SVG, PDF, ...)."),
     ] = None,
     set_: SetOpt = None,
     as_json: JsonOpt = False,
@@ -87,6 +103,7 @@ def plan_cmd(
     from simcore.planning.space import SearchOptions
     from simcore.specs.resolve import load_scenario
 
+    image_file(plot, "--plot")
     sc = load_scenario(scenario, set_ or [])
     kw: dict[str, Any] = {"max_cp": max_cp}
     for name, val in (("tp", tp), ("pp", pp), ("cp", cp), ("micro_batch", micro_batch)):
@@ -111,22 +128,27 @@ def plan_cmd(
     if plot is not None:
         from simcore.report.plan_plots import plot_pareto
 
-        plot_pareto(res, str(plot))
+        priced = sc.cost.price_per_gpu_hour is not None or sc.cost.price_per_kwh is not None
+        plot_pareto(res, str(plot), cost_unit=sc.cost.currency if priced else None)
     if as_json:
         emit_json(res.to_json())
         return
     console.print(
-        f"[bold]{res.scenario}[/]: best layouts by {objective} on {', '.join(map(str, res.gpus))} GPUs "
-        f"({res.evaluated_configs:,} layouts priced, {res.valid_configs:,} fit in memory, {res.elapsed_s:.1f} s)"
+        f"[bold]{esc(res.scenario)}[/]: "
+        + esc(
+            f"best layouts by {objective} on {', '.join(map(str, res.gpus))} GPUs ({res.evaluated_configs:,} "
+            f"layouts priced, {res.valid_configs:,} fit in memory, {res.elapsed_s:.1f} s)"
+        )
     )
     t = Table()
-    for c in ("#", "GPUs", "step", "DES step", "MFU", "memory", "train", "cost", "MWh"):
-        t.add_column(c, justify="right", no_wrap=True)
+    for c in ("#", "GPUs", "step", "DES step", "MFU", "memory", "train", f"cost {sc.cost.currency}", "MWh"):
+        t.add_column(esc(c), justify="right", no_wrap=True)
     rows = list(res.top)
     if res.baseline is not None:
         rows.append({**res.baseline, "rank": "base"})
     for e in rows:
-        t.add_row(
+        add_row(
+            t,
             str(e["rank"]),
             str(e["gpus"]),
             units.fmt(e["step_time_s"], "time"),
@@ -139,7 +161,7 @@ def plan_cmd(
         )
     console.print(t)
     for e in rows:
-        console.print(f"  {e['rank']}: {e['summary']}", highlight=False)
+        console.print(esc(f"  {e['rank']}: {e['summary']}"), highlight=False)
     if res.baseline is not None and res.top:
         b, w = res.baseline, res.top[0]
         if b["gpus"] == w["gpus"]:
@@ -148,9 +170,9 @@ def plan_cmd(
                 f"{b['step_time_s'] / w['step_time_s']:.2f}x faster step"
             )
     if plot is not None:
-        console.print(f"wrote {plot} ({len(res.pareto)} Pareto-optimal layouts)")
+        say(f"wrote {plot} ({len(res.pareto)} Pareto-optimal layouts)")
     for n in res.notes:
-        console.print(f"[yellow]note:[/] {n}")
+        note(n)
 
 
 @app.command("sweep")
@@ -198,6 +220,8 @@ def sweep_cmd(
     from simcore.planning.sweep import HIGHER_IS_BETTER, SweepInterrupted, parse_grid, run_sweep
     from simcore.report.plots import sweep as plot_sweep
 
+    output_file(output, "-o", (".csv", ".parquet"), make_parents=True)
+    image_file(plot, "--plot")
     if not grid:
         raise SpecError("give at least one --grid key.path=v1,v2,...", field="--grid")
     if executor != "dask" and scheduler is not None:

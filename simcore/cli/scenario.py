@@ -1,4 +1,4 @@
-"""``simcore check`` and ``simcore schema``: scenario files."""
+"""``simcore scenarios``, ``simcore check`` and ``simcore schema``: scenario files."""
 
 from __future__ import annotations
 
@@ -10,8 +10,20 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json
-from simcore.specs.registry import default_registry
+from simcore.cli.common import (
+    JSON_FORMATS,
+    JsonOpt,
+    add_row,
+    app,
+    console,
+    emit_json,
+    esc,
+    output_file,
+    say,
+    writing,
+)
+from simcore.errors import SimcoreError
+from simcore.specs.registry import builtin_dir, default_registry
 from simcore.specs.resolve import load_scenario, resolve_cluster
 from simcore.specs.scenario import Scenario
 
@@ -56,22 +68,85 @@ def check(scenarios: ScenarioArgs, set_: SetOpt = None, as_json: JsonOpt = False
         if as_json:
             emit_json({"file": path, "ok": True, **s})
             continue
-        t = Table(title=f"{path}: ok")
+        t = Table(title=esc(f"{path}: ok"))
         t.add_column("field")
         t.add_column("value")
         for k, v in s.items():
-            t.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+            add_row(t, k, json.dumps(v) if isinstance(v, dict) else str(v))
         console.print(t)
 
 
 @app.command()
 def schema(
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write to this file (.json) instead of stdout.")
+    ] = None,
 ) -> None:
     """Write the JSON Schema of scenario files (for editors)."""
+    output_file(output, "-o", JSON_FORMATS)
     text = json.dumps(Scenario.model_json_schema(), indent=2)
     if output is None:
         print(text)
     else:
-        output.write_text(text + "\n")
-        console.print(f"wrote {output} ({units.fmt(len(text), 'bytes')})")
+        with writing(output, "-o"):
+            output.write_text(text + "\n")
+        say(f"wrote {output} ({units.fmt(len(text), 'bytes')})")
+
+
+_COMMANDS = {
+    "training": "predict, plan, timeline, sweep",
+    "inference": "predict, sweep",
+    "serving": "serve, predict",
+}
+"""The commands that take a scenario of each kind."""
+
+
+def builtin_scenarios() -> list[dict[str, str]]:
+    """The built-in scenarios: name (what ``simcore predict NAME`` takes), kind, description, commands."""
+    import yaml
+
+    try:
+        folder = builtin_dir("scenarios")
+    except SimcoreError:
+        return []
+    out: list[dict[str, str]] = []
+    for p in sorted(folder.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            data = None
+        d = data if isinstance(data, dict) else {}
+        kind = str(d.get("kind", "?"))
+        out.append(
+            {
+                "name": p.stem,
+                "kind": kind,
+                "description": " ".join(str(d.get("description") or d.get("name") or "").split()),
+                "commands": _COMMANDS.get(kind, ""),
+                "file": str(p),
+            }
+        )
+    return out
+
+
+@app.command("scenarios")
+def scenarios_cmd(as_json: JsonOpt = False) -> None:
+    """List the built-in scenarios (run one with `simcore predict NAME`; copy its file to edit it)."""
+    rows = builtin_scenarios()
+    if as_json:
+        emit_json({"scenarios": rows})
+        return
+    t = Table(title="built-in scenarios")
+    t.add_column("name", no_wrap=True)
+    t.add_column("kind", no_wrap=True)
+    t.add_column("description")
+    for r in rows:
+        add_row(t, r["name"], r["kind"], r["description"])
+    console.print(t)
+    console.print(
+        "run one with simcore predict NAME; "
+        + "; ".join(f"{kind}: {cmds}" for kind, cmds in _COMMANDS.items()),
+        highlight=False,
+    )
+    if rows:
+        say(f"files (copy one to edit it): {Path(rows[0]['file']).parent}")

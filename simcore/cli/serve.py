@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note, say
 from simcore.serving.sim import ServingResult, simulate
 from simcore.serving.spec import load_serving
 
@@ -21,42 +21,43 @@ SetOpt = Annotated[
 def _table(r: ServingResult, wall_s: float | None = None) -> None:
     inst = ", ".join(f"{n} {role}" for role, n in r.instances.items())
     lay = " ".join(f"{k} {v}" for k, v in r.layout.items())
-    t = Table(title=f"{r.name}: {r.gpus} x {r.device} ({inst} instance(s), {lay})")
+    t = Table(title=esc(f"{r.name}: {r.gpus} x {r.device} ({inst} instance(s), {lay})"))
     t.add_column("metric")
     t.add_column("value", justify="right")
     offered = f" of {r.offered_rate:g} offered" if r.offered_rate is not None else ""
-    t.add_row("requests", f"{r.requests} over {r.duration_s:,.1f} s")
-    t.add_row("throughput", f"{r.requests_per_s:,.2f} requests/s{offered}")
+    add_row(t, "requests", f"{r.requests} over {r.duration_s:,.1f} s")
+    add_row(t, "throughput", f"{r.requests_per_s:,.2f} requests/s{offered}")
     if r.steady_requests_per_s is not None:
-        t.add_row("steady throughput (2nd half)", f"{r.steady_requests_per_s:,.2f} requests/s")
-    t.add_row(
-        "output tokens/s", f"{r.output_tokens_per_s:,.0f} ({r.output_tokens_per_s_per_gpu:,.0f} per GPU)"
+        add_row(t, "steady throughput (2nd half)", f"{r.steady_requests_per_s:,.2f} requests/s")
+    add_row(
+        t, "output tokens/s", f"{r.output_tokens_per_s:,.0f} ({r.output_tokens_per_s_per_gpu:,.0f} per GPU)"
     )
-    t.add_row("input tokens/s", f"{r.input_tokens_per_s:,.0f}")
+    add_row(t, "input tokens/s", f"{r.input_tokens_per_s:,.0f}")
     for label, s in (
         ("TTFT", r.ttft_s),
         ("TPOT", r.tpot_s),
         ("end-to-end", r.e2e_s),
         ("queue wait", r.queue_wait_s),
     ):
-        t.add_row(
+        add_row(
+            t,
             f"{label} p50 / p90 / p99 (mean)",
             " / ".join(units.fmt(v, "time") for v in (s.p50, s.p90, s.p99))
             + f" ({units.fmt(s.mean, 'time')})",
         )
-    t.add_row("goodput (SLOs met)", f"{r.goodput:,.2f} requests/s ({r.slo_attainment:.1%} of requests)")
-    t.add_row("in system mean / max", f"{r.mean_in_system:,.1f} / {r.max_in_system}")
-    t.add_row("queue mean / max", f"{r.mean_queue:,.1f} / {r.max_queue}")
+    add_row(t, "goodput (SLOs met)", f"{r.goodput:,.2f} requests/s ({r.slo_attainment:.1%} of requests)")
+    add_row(t, "in system mean / max", f"{r.mean_in_system:,.1f} / {r.max_in_system}")
+    add_row(t, "queue mean / max", f"{r.mean_queue:,.1f} / {r.max_queue}")
     kv = ", ".join(f"{role} {n:,} tokens" for role, n in r.kv_tokens_per_instance.items())
-    t.add_row("KV cache per instance", kv)
-    t.add_row("KV utilisation mean / peak", f"{r.kv_utilization:.1%} / {r.kv_peak_utilization:.1%}")
-    t.add_row("busy fraction", f"{r.busy_fraction:.1%}")
-    t.add_row("preemptions", str(r.preemptions))
+    add_row(t, "KV cache per instance", kv)
+    add_row(t, "KV utilisation mean / peak", f"{r.kv_utilization:.1%} / {r.kv_peak_utilization:.1%}")
+    add_row(t, "busy fraction", f"{r.busy_fraction:.1%}")
+    add_row(t, "preemptions", str(r.preemptions))
     wall = f" (simulated in {wall_s:.2f} s)" if wall_s is not None else ""
-    t.add_row("steps / events", f"{r.steps:,} / {r.events:,}{wall}")
+    add_row(t, "steps / events", f"{r.steps:,} / {r.events:,}{wall}")
     console.print(t)
     for n in r.notes:
-        console.print(f"[yellow]note:[/] {n}")
+        note(n)
 
 
 @app.command("serve")
@@ -65,11 +66,13 @@ def serve_cmd(
     set_: SetOpt = None,
     as_json: JsonOpt = False,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Write latency CDFs and throughput over time (PNG/SVG/PDF).")
+        Path | None,
+        typer.Option("--plot", help="Write latency CDFs and throughput over time (PNG, SVG, PDF, ...)."),
     ] = None,
 ) -> None:
     """Simulate request-level serving: latency percentiles (TTFT, TPOT, end-to-end), throughput,
     goodput, KV-cache use and queues."""
+    image_file(plot, "--plot")
     sc, spec = load_serving(scenario, set_ or [])
     run = simulate(sc, spec)
     if as_json:
@@ -81,4 +84,4 @@ def serve_cmd(
 
         serving(run.result, run.log, plot)
         if not as_json:
-            console.print(f"plot written to {plot}")
+            say(f"plot written to {plot}")

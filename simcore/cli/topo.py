@@ -9,13 +9,17 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json
+from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, say
 from simcore.comm.topology import Topology, build_topology, resolve_with_fabric
 from simcore.errors import SpecError
 from simcore.specs.loader import validate
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import find_scenario, load_scenario
 from simcore.specs.scenario import ClusterSpec
+
+TOPO_MAX_GPUS = 131_072
+"""The largest cluster ``simcore topo`` builds a graph of: the graph has a node per GPU, NIC and switch
+(64K GPUs take about 9 s and 0.7 GB); predict, plan and collective price larger clusters without it."""
 
 
 def topology_from_arg(
@@ -38,7 +42,15 @@ def topology_from_arg(
         if target.endswith((".yaml", ".yml")):
             raise SpecError("scenario file not found", file=target)
         spec = validate(ClusterSpec, {"system": target, "gpus": gpus, "nodes": nodes}, None, "cluster")
-    return build_topology(resolve_with_fabric(spec, reg, fabric, file), registry=reg)
+    cluster = resolve_with_fabric(spec, reg, fabric, file)
+    if cluster.gpus > TOPO_MAX_GPUS:
+        raise SpecError(
+            f"{cluster.gpus:,} GPUs ({cluster.nodes:,} x {cluster.system.name}) is more than the "
+            f"{TOPO_MAX_GPUS:,} GPUs simcore topo draws a graph of (a node per GPU, NIC and switch); "
+            "simcore collective, predict and plan price larger clusters",
+            field="--nodes" if nodes is not None else "--gpus" if gpus is not None else "cluster",
+        )
+    return build_topology(cluster, registry=reg)
 
 
 def _bw(v: float | None) -> str:
@@ -47,7 +59,7 @@ def _bw(v: float | None) -> str:
 
 def _table(t: Topology) -> Table:
     s = t.summary()
-    tab = Table(title=f"topology: {s['gpus']} x {s['device']} in {s['systems']} x {s['system']}")
+    tab = Table(title=esc(f"topology: {s['gpus']} x {s['device']} in {s['systems']} x {s['system']}"))
     tab.add_column("field")
     tab.add_column("value")
     rows: list[tuple[str, str]] = [
@@ -79,7 +91,7 @@ def _table(t: Topology) -> Table:
     ]
     rows += [("note", n) for n in s["notes"]]
     for k, v in rows:
-        tab.add_row(k, v)
+        add_row(tab, k, v)
     return tab
 
 
@@ -89,7 +101,10 @@ def topo(
         str, typer.Argument(help="System name (hgx-h100, gb200-nvl72...) or scenario file/name.")
     ],
     gpus: Annotated[int | None, typer.Option("--gpus", help="Total GPUs.")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="Systems (nodes or racks).")] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option("--nodes", help=f"Systems (nodes or racks); at most {TOPO_MAX_GPUS:,} GPUs in all."),
+    ] = None,
     oversubscription: Annotated[
         float | None,
         typer.Option("--oversubscription", help="Leaf downlink:uplink ratio (1 = non-blocking)."),
@@ -102,7 +117,7 @@ def topo(
         int | None, typer.Option("--switch-radix", help="Ports per fabric switch.")
     ] = None,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write a picture (PNG/SVG/PDF).")
+        Path | None, typer.Option("-o", "--output", help="Write a picture (PNG, SVG, PDF, ...).")
     ] = None,
     max_nodes: Annotated[int, typer.Option("--max-nodes", help="Systems drawn at most.")] = 4,
     as_json: JsonOpt = False,
@@ -114,14 +129,12 @@ def topo(
         "topology": topology.replace("-", "_") if topology else None,
         "switch_radix": switch_radix,
     }
+    image_file(output, "-o")
     t = topology_from_arg(target, gpus, nodes, fabric)
     if output is not None:
         from simcore.report.topology_plot import draw_topology
 
-        try:
-            draw_topology(t, output, max_nodes=max_nodes)
-        except (OSError, ValueError) as e:
-            raise SpecError(f"cannot write the picture: {e}", file=str(output)) from None
+        draw_topology(t, output, max_nodes=max_nodes)
     if as_json:
         d = t.summary()
         if output is not None:
@@ -130,4 +143,4 @@ def topo(
         return
     console.print(_table(t))
     if output is not None:
-        console.print(f"wrote {output}")
+        say(f"wrote {output}")

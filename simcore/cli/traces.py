@@ -9,25 +9,25 @@ import typer
 from rich.table import Table
 
 from simcore import units
-from simcore.cli.common import JsonOpt, app, console, emit_json
-from simcore.errors import SimcoreError
+from simcore.cli.common import (
+    TRACE_FORMATS,
+    YAML_FORMATS,
+    JsonOpt,
+    add_row,
+    app,
+    console,
+    emit_json,
+    esc,
+    image_file,
+    note,
+    output_file,
+    say,
+    writing,
+)
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a scenario field: key.path=value (repeatable).")
 ]
-
-
-def _out_path(p: Path | None) -> Path | None:
-    """Create the folder of an output file; a path that cannot be written is a user error."""
-    if p is None:
-        return None
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise SimcoreError(f"cannot create the folder for {p}: {e.strerror or e}") from None
-    if p.exists() and p.is_dir():
-        raise SimcoreError(f"{p} is a folder, expected a file name")
-    return p
 
 
 def _ms(x: float | None) -> str:
@@ -81,12 +81,13 @@ def calibrate(
     from simcore.calibration.calibrate import calibrate as run
     from simcore.specs.profile import save_profile
 
-    output = _out_path(output)
-    comm_output = _out_path(comm_output)
+    output_file(output, "-o", YAML_FORMATS, make_parents=True)
+    output_file(comm_output, "--comm-output", YAML_FORMATS, make_parents=True)
     res = run([str(p) for p in inputs], device, system, fit_comm_profile=not no_comm, base=base)
     written: list[str] = []
     if output is not None and res.compute_profile is not None:
-        save_profile(res.compute_profile, output)
+        with writing(output, "-o"):
+            save_profile(res.compute_profile, output)
         written.append(str(output))
     if res.comm_yaml is not None and (comm_output is not None or output is not None):
         from simcore.specs.registry import default_registry
@@ -95,7 +96,8 @@ def calibrate(
         sysname = system or default_system(default_registry().device(res.device).name)
         cpath = comm_output or (output.parent / f"comm-{sysname}.yaml" if output else None)
         if cpath is not None:
-            cpath.write_text(res.comm_yaml)
+            with writing(cpath, "--comm-output"):
+                cpath.write_text(res.comm_yaml)
             written.append(str(cpath))
     if json_out:
         emit_json({**res.to_dict(), "written": written})
@@ -106,16 +108,16 @@ def calibrate(
         f"{len(inp.comm)} collective log(s)"
     )
     if res.compute_profile is not None:
-        t = Table(title=f"compute profile for {res.device}: error on held-out measurements (not fitted)")
+        t = Table(title=esc(f"compute profile for {res.device}: error on held-out measurements (not fitted)"))
         for c in ("family", "n", "median |err|", "worst |err|"):
             t.add_column(c, justify="left" if c == "family" else "right")
         for fam, v in (res.compute_profile.fit_report.get("held_out") or {}).items():
-            t.add_row(fam, str(v["n_check"]), f"{v['median_abs_err']:.1%}", f"{v['worst_abs_err']:.1%}")
+            add_row(t, fam, str(v["n_check"]), f"{v['median_abs_err']:.1%}", f"{v['worst_abs_err']:.1%}")
         if res.trace_check:
             h = res.trace_check["held_out"]
             if h.get("n"):
-                t.add_row(
-                    "trace kernels", str(h["n"]), f"{h['median_abs_err']:.1%}", f"{h['worst_abs_err']:.1%}"
+                add_row(
+                    t, "trace kernels", str(h["n"]), f"{h['median_abs_err']:.1%}", f"{h['worst_abs_err']:.1%}"
                 )
         console.print(t)
     if res.comm_report:
@@ -125,9 +127,9 @@ def calibrate(
             f"(>= 1 MB), {ho.get('median_abs_error_lt_1MB', float('nan')):.1%} (< 1 MB) over {ho.get('points')} points"
         )
     for n in res.notes:
-        console.print(f"[yellow]note:[/] {n}")
+        note(n)
     for w in written:
-        console.print(f"wrote {w}")
+        say(f"wrote {w}")
 
 
 @app.command()
@@ -150,7 +152,7 @@ def validate(
     from simcore.report.trace_plots import plot_validation as plot_report
     from simcore.validation.traces import validate as run
 
-    plot = _out_path(plot)
+    image_file(plot, "--plot")
     rep = run([str(t) for t in traces], scenario, set_ or [], engine=engine, top_kernels=max(kernels, 0))
     if plot is not None:
         plot_report(rep, plot)
@@ -158,18 +160,22 @@ def validate(
         emit_json(rep.to_dict())
         return
     t = Table(
-        title=f"{rep.scenario} vs {len(rep.traces)} trace(s) on {rep.device} ({len(rep.step_times_s)} steps, {rep.step_source})"
+        title=esc(
+            f"{rep.scenario} vs {len(rep.traces)} trace(s) on {rep.device} "
+            f"({len(rep.step_times_s)} steps, {rep.step_source})"
+        )
     )
     for c in ("class", "measured", "(kernels)", "predicted", "error", "error %"):
         t.add_column(c, justify="left" if c == "class" else "right")
     for r in rep.classes:
-        t.add_row(
-            r["class"], _ms(r["measured_s"]), _ms(r["measured_kernel_s"]), _ms(r["predicted_s"]),
+        add_row(
+            t, r["class"], _ms(r["measured_s"]), _ms(r["measured_kernel_s"]), _ms(r["predicted_s"]),
             _ms(r["error_s"]), _pct(r["error_pct"]),
         )  # fmt: skip
     t.add_section()
     mb, pb = rep.measured_gpu_busy_s, rep.predicted_gpu_busy_s
-    t.add_row(
+    add_row(
+        t,
         "GPU busy",
         _ms(mb),
         "",
@@ -187,7 +193,8 @@ def validate(
         for c in ("op", "per step", "measured", "predicted", "error %"):
             k.add_column(c, justify="left" if c == "op" else "right", overflow="fold")
         for r in rep.kernels:
-            k.add_row(
+            add_row(
+                k,
                 r["op"][:90],
                 f"{r['count_per_step']:g}",
                 _ms(r["measured_s"]),
@@ -196,9 +203,9 @@ def validate(
             )
         console.print(k)
     for n in rep.notes:
-        console.print(f"[yellow]note:[/] {n}")
+        note(n)
     if plot is not None:
-        console.print(f"wrote {plot}")
+        say(f"wrote {plot}")
 
 
 @app.command()
@@ -227,7 +234,10 @@ def replay(
     """Replay a measured run on other hardware: every kernel re-priced, host gaps kept."""
     from simcore.workload.replay import replay as run
 
-    trace_out = _out_path(trace_out)
+    if trace_out is not None:
+        output_file(
+            Path(str(trace_out).replace("{rank}", "0")), "--trace-out", TRACE_FORMATS, make_parents=True
+        )
     res = run(
         [str(t) for t in traces], device, system, source_device, source_system,
         trace_out=str(trace_out) if trace_out else None,
@@ -236,11 +246,11 @@ def replay(
         emit_json(res.to_dict())
         return
     src, dst = res.source, res.target
-    t = Table(title=f"replay: {src['device']} ({src['system']}) -> {dst['device']} ({dst['system']})")
+    t = Table(title=esc(f"replay: {src['device']} ({src['system']}) -> {dst['device']} ({dst['system']})"))
     for c in ("class", src["device"], dst["device"], "change"):
-        t.add_column(c, justify="left" if c == "class" else "right")
+        t.add_column(esc(c), justify="left" if c == "class" else "right")
     for r in res.classes:
-        t.add_row(r["class"], _ms(r["source_s"]), _ms(r["target_s"]), _ms(r["change_s"]))
+        add_row(t, r["class"], _ms(r["source_s"]), _ms(r["target_s"]), _ms(r["change_s"]))
     t.add_section()
     t.add_row("[bold]step[/]", _ms(res.replayed_source_step_time_s), _ms(res.predicted_step_time_s),
               f"[bold]x{res.speedup:.2f}[/]")  # fmt: skip
@@ -250,10 +260,12 @@ def replay(
         f"{_ms(res.replayed_source_step_time_s)} ({_pct(100 * (res.replayed_source_step_time_s / res.measured_step_time_s - 1))})"
     )
     console.print(
-        "kernels priced by "
-        + ", ".join(f"{k}: {v}" for k, v in sorted(res.how.items(), key=lambda kv: -kv[1]))
+        esc(
+            "kernels priced by "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(res.how.items(), key=lambda kv: -kv[1]))
+        )
     )
     for w in res.written:
-        console.print(f"wrote {w}")
+        say(f"wrote {w}")
     for n in res.notes:
-        console.print(f"[yellow]note:[/] {n}")
+        note(n)

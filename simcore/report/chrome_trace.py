@@ -12,9 +12,13 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simcore.engine.des import DESResult
+from simcore.errors import SimcoreError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def trace_events(res: DESResult, device_name: str = "") -> dict[str, Any]:
@@ -60,27 +64,37 @@ def trace_events(res: DESResult, device_name: str = "") -> dict[str, Any]:
 
 
 def write_trace(res: DESResult, path: str | Path, device_name: str = "") -> Path:
-    """Write the trace as JSON (``.json``) or gzipped JSON (``.json.gz``)."""
+    """Write the trace as JSON (``.json``) or gzipped JSON (``.json.gz``); a file that cannot be written
+    is a :class:`~simcore.errors.SimcoreError` naming it."""
     p = Path(path)
     data = json.dumps(trace_events(res, device_name))
-    if p.suffix == ".gz":
-        with gzip.open(p, "wt", encoding="utf-8") as f:
-            f.write(data)
-    else:
-        p.write_text(data, encoding="utf-8")
+    try:
+        if p.suffix == ".gz":
+            with gzip.open(p, "wt", encoding="utf-8") as f:
+                f.write(data)
+        else:
+            p.write_text(data, encoding="utf-8")
+    except OSError as e:
+        raise SimcoreError(f"cannot write the trace: {e.strerror or e}", file=str(p)) from None
     return p
 
 
-def gantt(res: DESResult, path: str | Path, title: str = "") -> Path:
-    """A pipeline Gantt chart (matplotlib PNG): one row per rank, forward/backward/W coloured."""
-    import matplotlib
+GANTT_COLORS = {"F": "#4C72B0", "B": "#DD8452", "W": "#55A868", "o": "#8172B3", "dp": "#C44E52"}
+"""Bar colours of the Gantt chart: forward, backward, weight gradient, other compute, DP reduce."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def gantt_figure(res: DESResult, title: str = "") -> Figure:
+    """The pipeline Gantt chart as a matplotlib figure: one row per rank, forward/backward/W coloured,
+    data-parallel reductions as thin red bars; the legend sits above the axes, off the bars."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     ranks = sorted({e.rank for e in res.events})
-    fig, ax = plt.subplots(figsize=(12, 0.5 + 0.45 * len(ranks)))
-    colors = {"F": "#4C72B0", "B": "#DD8452", "W": "#55A868", "o": "#8172B3"}
+    fig = Figure(figsize=(12, 1.1 + 0.45 * max(len(ranks), 1)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    colors = GANTT_COLORS
     for e in res.events:
         if e.stream == "compute":
             c = colors.get(e.name[0], "#999999")
@@ -92,25 +106,34 @@ def gantt(res: DESResult, path: str | Path, title: str = "") -> Path:
                 linewidth=0.2,
             )
         elif e.stream == "dp_comm":
-            ax.broken_barh([(e.start, e.end - e.start)], (e.rank + 0.3, 0.15), facecolors="#C44E52")
+            ax.broken_barh([(e.start, e.end - e.start)], (e.rank + 0.3, 0.15), facecolors=colors["dp"])
     ax.set_yticks(ranks)
     ax.set_yticklabels([f"stage {r}" for r in ranks])
     ax.invert_yaxis()
     ax.set_xlabel("seconds")
     ax.set_title(title or f"simulated step {res.step_time_s:.3f} s, bubble {res.bubble_fraction:.1%}")
-    from matplotlib.patches import Patch
-
-    ax.legend(
+    fig.legend(
         handles=[
             Patch(color=colors["F"], label="forward"),
             Patch(color=colors["B"], label="backward"),
             Patch(color=colors["W"], label="weight grad"),
-            Patch(color="#C44E52", label="DP reduce"),
+            Patch(color=colors["o"], label="optimizer"),
+            Patch(color=colors["dp"], label="DP reduce"),
         ],
-        loc="upper right",
+        loc="outside upper right",
+        ncols=5,
         fontsize=8,
+        frameon=False,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def gantt(res: DESResult, path: str | Path, title: str = "") -> Path:
+    """Draw :func:`gantt_figure` to ``path`` (PNG, SVG, PDF, ... by suffix); a file that cannot be
+    written is a :class:`~simcore.errors.SimcoreError` naming it."""
+    fig = gantt_figure(res, title)
+    try:
+        fig.savefig(path, dpi=120)
+    except (OSError, ValueError) as e:
+        raise SimcoreError(f"cannot write the chart: {e}", file=str(path)) from None
     return Path(path)

@@ -6,10 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from simcore.planning.plan import PlanResult
+from simcore.report.plots import save
 
 
-def plot_pareto(res: PlanResult, path: str, title: str | None = None) -> None:
-    """Draw the time-vs-cost cloud of valid layouts and its Pareto front (matplotlib, to ``path``)."""
+def plot_pareto(res: PlanResult, path: str, title: str | None = None, cost_unit: str | None = None) -> None:
+    """Draw the time-vs-cost cloud of valid layouts and its Pareto front (matplotlib, to ``path``).
+
+    ``cost_unit``: the currency of the scenario's prices; ``None`` when it has none (the planner then
+    prices a layout in GPU-seconds)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,12 +36,11 @@ def plot_pareto(res: PlanResult, path: str, title: str | None = None) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("time per million tokens (s)")
-    ax.set_ylabel("cost per million tokens")
+    ax.set_ylabel(f"cost per million tokens ({cost_unit})" if cost_unit else "GPU-seconds per million tokens")
     ax.set_title(title or f"{res.scenario}: time vs cost of valid layouts")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save(fig, path, dpi=130)
 
 
 __all__ = ["plot_pareto"]

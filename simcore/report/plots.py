@@ -37,6 +37,16 @@ def pyplot() -> Any:
     return plt
 
 
+def image_formats() -> dict[str, str]:
+    """The image formats matplotlib writes, by file suffix (``{"png": "Portable Network Graphics", ...}``).
+
+    Every figure function here picks its format from the file's suffix; the command line checks a
+    path's suffix against these before any work."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return dict(sorted(FigureCanvasBase.get_supported_filetypes().items()))
+
+
 def save(fig: Any, path: str | Path, dpi: int = 120) -> None:
     """Write ``fig`` to ``path`` and close it; a path that cannot be written is a user error."""
     plt = pyplot()

@@ -20,6 +20,7 @@ from matplotlib.lines import Line2D
 
 from simcore import units
 from simcore.comm.topology import Node, Topology
+from simcore.errors import SimcoreError
 
 _LAYER_Y = {"cpu": -1.0, "gpu": 0.0, "nvswitch": 1.0, "nic": 2.0, "leaf": 3.3, "spine": 4.6, "core": 5.9}
 _STYLE: dict[str, tuple[str, str, float]] = {  # marker, colour, size
@@ -240,7 +241,10 @@ def draw_topology(
         ax.spines[side].set_visible(False)
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=dpi)
+    try:
+        fig.savefig(out, dpi=dpi)
+    except (OSError, ValueError) as e:
+        raise SimcoreError(f"cannot write the picture: {e}", file=str(out)) from None
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simcore.report.plots import save
 from simcore.validation.traces import CLASS_ORDER, ValidationReport
 
 
@@ -28,5 +29,4 @@ def plot_validation(report: ValidationReport, path: str | Path) -> None:
     ax.set_title(f"{report.scenario}: step {report.error_pct:+.1f}%")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)

@@ -297,6 +297,8 @@ class CostSpec(Spec):
     """Power usage effectiveness of the data centre (cooling overhead)."""
     price_per_kwh: float | None = Field(default=None, ge=0)
     """Currency units per kWh of facility energy, added to the cost when given."""
+    currency: str = Field(default="USD", min_length=1, max_length=16)
+    """The currency of the prices above, printed beside every cost (``USD``, ``EUR``, ...)."""
 
 
 class Scenario(Spec):
