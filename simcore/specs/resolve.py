@@ -103,7 +103,7 @@ def load_scenario(
             f"got {type(path).__name__}",
             field="path",
         )
-    p = find_scenario(path)
+    p = find_scenario(os.fspath(path))
     data = read_yaml(p)
     apply_overrides(data, todo, str(p))
     return scenario_from_dict(data, reg, str(p))
