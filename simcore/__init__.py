@@ -18,6 +18,8 @@ __version__ = "0.1.0"
 
 def load_hardware(name: str) -> Device | System | Link:
     """A built-in (or user) device, system or link spec by name or alias (e.g. ``"h200"``)."""
+    if not isinstance(name, str):
+        raise SpecError(f"expected a device, system or link name, got {type(name).__name__}", field="name")
     return default_registry().find(name)[1]
 
 

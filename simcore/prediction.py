@@ -7,6 +7,7 @@ numpy grids of layouts. Results are pydantic models (``.model_dump()`` gives the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -334,16 +335,15 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     )
 
 
-def predict(scenario: Scenario | str, engine: str = "analytic") -> Any:
-    """Predict a scenario (object or path/built-in name): a training step (``TrainingResult``), an
+def predict(scenario: Scenario | str | Path | dict[str, Any], engine: str = "analytic") -> Any:
+    """Predict a scenario (object, path or built-in name, or a dict of a scenario file's fields): a training step (``TrainingResult``), an
     inference prefill and decode step (``InferenceResult``), or a serving run (``ServingResult``).
 
     ``engine`` is ``analytic`` (closed forms) or ``des`` (discrete-event simulation of the step).
     """
-    if isinstance(scenario, str):
-        from simcore.specs.resolve import load_scenario
+    from simcore.specs.resolve import as_scenario
 
-        scenario = load_scenario(scenario)
+    scenario = as_scenario(scenario)
     if engine not in ("analytic", "des"):
         raise SpecError(f"unknown engine {engine!r}; use analytic or des", field="engine")
     if scenario.kind == "training":

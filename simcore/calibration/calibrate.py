@@ -25,6 +25,7 @@ import io
 import statistics
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -436,6 +437,7 @@ def calibrate(
     system: str | None = None,
     fit_comm_profile: bool = True,
     base: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> CalibrationResult:
     """Fit the compute (and, when there are collective measurements, the communication) profile.
 
@@ -444,15 +446,25 @@ def calibrate(
     timed) stays the base's, and the notes say which parts those are. Without it the fit starts from
     a neutral profile, as the shipped H200 profile was made; its host model (``host_layer`` from host CSVs
     beside the op CSVs) is then stated against the host op tables of ``device``'s own profile. Profiled
-    traces among the inputs refit the host op weights they cover (:func:`fit_host_ops`)."""
+    traces among the inputs refit the host op weights they cover (:func:`fit_host_ops`).
+
+    ``progress`` (if given) is called with a short line as each step starts (``simcore calibrate``
+    prints them on stderr)."""
     from simcore.calibration import fit_compute as FC
     from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
     from simcore.workload.replay import default_system, load_analyses
 
     reg = default_registry()
+    say = progress or (lambda _text: None)
     inp = sort_inputs(paths)
+    say(
+        f"inputs: {len(inp.ops_csv)} op CSV(s), {len(inp.traces)} profiler trace(s), "
+        f"{len(inp.comm)} collective log(s)"
+    )
     notes: list[str] = []
+    if inp.traces:
+        say(f"reading and classifying {len(inp.traces)} profiler trace(s)")
     analyses = load_analyses([str(p) for p in inp.traces]) if inp.traces else []
     seen = detect_device(inp, analyses, required=device is None)
     if device is None:
@@ -479,6 +491,7 @@ def calibrate(
             write_ops_csv(rows, tpath)
             csvs.append(tpath)
         if csvs:
+            say(f"fitting the compute profile for {dev.name} on {len(csvs)} table(s) of kernel times")
             base_prof = load_profile(dev, base) if base else None
             prof, report = FC.fit([str(p) for p in csvs], dev, base=base_prof)
             if base_prof is not None:
@@ -515,6 +528,7 @@ def calibrate(
     if analyses:
         from simcore.calibration.host_trace import host_scale
 
+        say("fitting the host speed and op tables on the traces' CPU timelines")
         shipped = load_profile(dev)
         start = prof if prof is not None else shipped
         borrowed = not start.host_layer and bool(shipped.host_layer)
@@ -545,6 +559,8 @@ def calibrate(
         )
     # communication
     comm_yaml = comm_report = None
+    if fit_comm_profile and (inp.comm or analyses):
+        say("fitting the communication profile")
     if fit_comm_profile:
         comm_yaml, comm_report, n = _fit_comm(inp, analyses, system or default_system(dev.name, reg), notes)
         if n == 0:

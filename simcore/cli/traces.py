@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -83,7 +84,14 @@ def calibrate(
 
     output_file(output, "-o", YAML_FORMATS, make_parents=True)
     output_file(comm_output, "--comm-output", YAML_FORMATS, make_parents=True)
-    res = run([str(p) for p in inputs], device, system, fit_comm_profile=not no_comm, base=base)
+    res = run(
+        [str(p) for p in inputs],
+        device,
+        system,
+        fit_comm_profile=not no_comm,
+        base=base,
+        progress=lambda text: print(f"calibrate: {text}", file=sys.stderr, flush=True),
+    )
     written: list[str] = []
     if output is not None and res.compute_profile is not None:
         with writing(output, "-o"):

@@ -4,7 +4,7 @@ Each report predicts measurements the models were not fitted on and prints the e
 docs/validation.md):
 
 * ``steps``: whole training steps, prefills and decode steps on one H200 (``traces/h200/steps.csv.gz``);
-* ``published``: the published Megatron-LM training tables, row by row;
+* ``published``: the published Megatron-LM training tables, row by row (``--own``: and our runs after them);
 * ``own``: our DDP / tensor / pipeline / FSDP runs on two NVLinked H200s (``traces/h200x2``);
 * ``kernels``: the compute profile's held-out kernels (a refit on ``traces/h200/ops.csv.gz``);
 * ``comm``: the collective profile's held-out sizes and ops, and the published 8xH100 curves;
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -152,11 +153,15 @@ def _jsonable(x: Any) -> Any:
 
 
 @app.command("own")
-def own() -> None:
-    """The published tables and our runs on two NVLinked H200s (published --own)."""
-    published(own=True)
+def own(
+    engine: Annotated[str, typer.Option("--engine", callback=_engine, help="analytic | des.")] = "analytic",
+    calibration: CalibrationOpt = None,
+) -> None:
+    """Our runs on two NVLinked H200s, measured vs predicted (``published --own`` prints them after the
+    published tables)."""
+    from simcore.validation import published as P
 
-
+    print(P.format_own(P.own_report(engine=engine, calibration=calibration)))
 
 
 @app.command("kernels")
@@ -381,24 +386,63 @@ REPORTS: dict[str, Callable[[], None]] = {
 }
 
 
+def _progress(text: str) -> None:
+    """A short progress line on stderr (stdout carries the reports alone)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+class _Heartbeat:
+    """While a report runs and stderr is a terminal, a line every ``every`` seconds saying it still runs."""
+
+    def __init__(self, label: str, every: float = 30.0) -> None:
+        self.label, self.every = label, every
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Heartbeat:
+        if sys.stderr.isatty():
+            self.thread = threading.Thread(target=self._run, daemon=True)
+            self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        while not self.stop.wait(self.every):
+            _progress(f"{self.label} still running ({time.perf_counter() - t0:.0f} s)")
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+
 def run_suite(names: tuple[str, ...] | list[str]) -> int:
     """Run reports with their defaults, each under a ``=== name ===`` header and followed by its time in
-    seconds; the first non-zero exit status."""
+    seconds; the first non-zero exit status. Progress goes to stderr: a line as each report starts and
+    ends (and, on a terminal, every 30 s while one runs)."""
     code = 0
-    for n in names:
+    start = time.perf_counter()
+    for i, n in enumerate(names, 1):
+        label = f"[{i}/{len(names)}] {n}"
+        _progress(f"{label}: running")
         print(f"\n=== {n} ===", flush=True)
         t0 = time.perf_counter()
         rc = 0
-        try:
-            REPORTS[n]()
-        except typer.Exit as e:
-            rc = e.exit_code
-        except SimcoreError as e:
-            print(f"error: {e}", file=sys.stderr)
-            rc = 2
+        with _Heartbeat(label):
+            try:
+                REPORTS[n]()
+            except typer.Exit as e:
+                rc = e.exit_code
+            except SimcoreError as e:
+                print(f"error: {e}", file=sys.stderr)
+                rc = 2
         sys.stdout.flush()
-        print(f"({n}: {time.perf_counter() - t0:.1f} s)", flush=True)
+        dt = time.perf_counter() - t0
+        print(f"({n}: {dt:.1f} s)", flush=True)
+        _progress(f"{label}: {'done' if rc == 0 else f'failed (exit {rc})'} in {dt:.1f} s")
         code = code or rc
+    if len(names) > 1:
+        _progress(f"{len(names)} reports in {time.perf_counter() - start:.0f} s")
     return code
 
 

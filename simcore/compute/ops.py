@@ -18,6 +18,7 @@ minimal HBM traffic (every operand read once, every result written once).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -532,30 +533,57 @@ class OpResult(BaseModel):
     provisional: bool = False
 
 
+def _show(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _num(v: Any, name: str, dim: units.Dimension | None = None) -> float:
+    """A number; with ``dim``, also a string with a unit (``"64 MB"``, ``"1.8 GHz"``) read by
+    :func:`simcore.units.parse`, the convention at every edge."""
+    if isinstance(v, bool):
+        raise SimcoreError(f"expected a number, got {_show(v)}", field=name)
     try:
         if dim is not None:
-            return units.parse(v, dim)
-        return float(v)
-    except (TypeError, ValueError, units.UnitError) as e:
-        raise SimcoreError(f"cannot read {v!r} as a number: {e}", field=name) from None
+            x = units.parse(v if isinstance(v, str | int | float) else float(v), dim)
+        elif isinstance(v, str):
+            raise SimcoreError(f"expected a number, got the string {_show(v)}", field=name)
+        else:
+            x = float(v)
+    except (TypeError, ValueError, OverflowError, units.UnitError) as e:
+        raise SimcoreError(f"cannot read {_show(v)} as a number: {e}", field=name) from None
+    if not np.isfinite(x):
+        raise SimcoreError(f"expected a finite number, got {_show(v)}", field=name)
+    return x
 
 
 def _int(v: Any, name: str, low: float = 1.0) -> float:
+    """A count (a GEMM dimension, heads, parameters): an integer, or a float with an integral value
+    such as ``7e9``; never a bool, a string or a fraction."""
+    if isinstance(v, str):
+        raise SimcoreError(f"expected an integer, got the string {_show(v)}", field=name)
+    if isinstance(v, bool | np.bool_):
+        raise SimcoreError(f"expected an integer, got {v!r}", field=name)
     x = _num(v, name)
-    if not np.isfinite(x) or x < low:
-        raise SimcoreError(f"must be at least {low:g} (got {v!r})", field=name)
+    if not x.is_integer():
+        raise SimcoreError(f"expected an integer, got {_show(v)}", field=name)
+    if x < low:
+        raise SimcoreError(f"must be at least {low:g} (got {_show(v)})", field=name)
     return x
 
 
 def _flag(v: Any, name: str) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int | float) and v in (0, 1):
+    if isinstance(v, bool | np.bool_):
         return bool(v)
-    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0", "yes", "no"):
-        return v.lower() in ("true", "1", "yes")
-    raise SimcoreError(f"expected true or false (got {v!r})", field=name)
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    raise SimcoreError(f"expected true or false (got {_show(v)})", field=name)
+
+
+def _text(v: Any, name: str) -> str:
+    if not isinstance(v, str):
+        raise SimcoreError(f"expected a string, got {type(v).__name__} {_show(v)}", field=name)
+    return v
 
 
 KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy", "optimizer")
@@ -592,6 +620,11 @@ _NORM_NAMES = ("layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd")
 def _resolve_device(device: str | Device) -> Device:
     if isinstance(device, Device):
         return device
+    if not isinstance(device, str):
+        raise SimcoreError(
+            f"expected a device name (e.g. 'h200') or a Device, got {type(device).__name__} {device!r}",
+            field="device",
+        )
     from simcore.specs.registry import default_registry
 
     dev = default_registry().find(device)[1]
@@ -615,7 +648,7 @@ def op_cost(
 ) -> tuple[OpCost, dict[str, Any]]:
     """Dispatch ``kind`` with keyword ``shape`` to the op family; returns the cost and the
     normalised shape. Raises :class:`SimcoreError` for unknown kinds or shape keywords."""
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise SimcoreError(f"unknown op kind {kind!r}; known: {', '.join(KINDS)}", field="kind")
     family = shape_family(kind)
     allowed = set(SHAPE_KEYS[family])
@@ -649,9 +682,9 @@ def op_cost(
             raise SimcoreError(
                 f"heads ({a['heads']:g}) must be a multiple of kv_heads ({a['kv_heads']:g})", field="kv_heads"
             )
-        a["backend"] = str(shape.get("backend") or "flash")
+        a["backend"] = _text(shape.get("backend") or "flash", "backend")
         a["mask"] = _flag(shape.get("mask", False), "mask")
-        a["dropout"] = float(shape.get("dropout") or 0.0)
+        a["dropout"] = _num(shape.get("dropout") or 0.0, "dropout")
         if not 0.0 <= a["dropout"] < 1.0:
             raise SimcoreError(f"dropout must be in [0, 1) (got {a['dropout']!r})", field="dropout")
         c = attention(
@@ -663,13 +696,13 @@ def op_cost(
         if "params" not in shape:
             raise SimcoreError("optimizer needs params (number of parameters)", field="params")
         o: dict[str, Any] = {"params": _int(shape["params"], "params")}
-        o["optimizer"] = str(shape.get("optimizer", "adamw"))
+        o["optimizer"] = _text(shape.get("optimizer", "adamw"), "optimizer")
         o["fused"] = _flag(shape.get("fused", True), "fused")
         o["master_weights"] = _flag(shape.get("master_weights", True), "master_weights")
         return optimizer_step(dev, prof, o["params"], o["optimizer"], o["fused"], o["master_weights"]), o
     # memory-bound
     default = {"norm": "rmsnorm", "softmax": "softmax", "copy": "copy"}.get(kind)
-    name = canonical_op_name(str(shape.get("name") or default or ""))
+    name = canonical_op_name(_text(shape.get("name") or default or "", "name"))
     if not name:
         raise SimcoreError(f"{kind} needs name (one of {', '.join(memory_op_names())})", field="name")
     if _flag(shape.get("backward", False), "backward") and not name.endswith("_bwd"):
@@ -744,11 +777,21 @@ def op_time(
     number or ``"1.8 GHz"``) prices compute at that SM clock instead of the sustained clock of the
     calibration sweep. Unknown kinds or shape keywords raise :class:`SimcoreError`.
     """
+    _text(kind, "kind")
+    _text(dtype, "dtype")
     dev = _resolve_device(device)
-    if framework not in FRAMEWORKS:
+    if not isinstance(framework, str) or framework not in FRAMEWORKS:
         raise SimcoreError(
             f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}", field="framework"
         )
+    if isinstance(calibration, os.PathLike):
+        calibration = os.fspath(calibration)
+    if calibration is not None and not isinstance(calibration, str):
+        raise SimcoreError(
+            f"expected a profile name or YAML path, got {type(calibration).__name__} {calibration!r}",
+            field="calibration",
+        )
+    cold_cache = _flag(cold_cache, "cold_cache")
     prof = load_profile(dev, calibration)
     clk = None if clock_hz is None else _num(clock_hz, "clock_hz", "frequency")
     cost, norm_shape = op_cost(kind, dev, prof, dtype, not cold_cache, clk, **shape)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from simcore.specs.quantities import Bandwidth, Bytes, FlopRate, Hertz, PosBytes, Seconds, Spec, Watts
+from simcore.specs.quantities import Bandwidth, Bytes, FlopRate, Hertz, Int, PosBytes, Seconds, Spec, Watts
 
 DType = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"]
 DTYPE_BYTES: dict[str, float] = {
@@ -38,8 +38,8 @@ class MemorySpec(Spec):
 class NVLinkPort(Spec):
     """A GPU's NVLink (or Infinity Fabric) attachment."""
 
-    generation: int = Field(ge=1)
-    links: int = Field(ge=1)
+    generation: Int = Field(ge=1)
+    links: Int = Field(ge=1)
     bandwidth: Bandwidth
     """Bytes/s per GPU per direction, all links together."""
 
@@ -52,7 +52,7 @@ class Device(Spec):
     display_name: str
     vendor: Literal["nvidia", "amd", "intel", "other"]
     architecture: str
-    sm_count: int = Field(gt=0)
+    sm_count: Int = Field(gt=0)
     boost_clock: Hertz
     peak: dict[DType, FlopRate]
     """Dense peak FLOP/s per dtype (tensor cores where they exist; fp32 is the non-tensor rate)."""
@@ -62,7 +62,7 @@ class Device(Spec):
     tdp: Watts
     idle_power: Watts | None = None
     nvlink: NVLinkPort | None = None
-    pcie_generation: int = Field(ge=3)
+    pcie_generation: Int = Field(ge=3)
     pcie_bandwidth: Bandwidth
     """Bytes/s per direction of the host link (x16)."""
     calibration: str | None = None
@@ -110,7 +110,7 @@ class Link(Spec):
     """Bytes/s per direction of one port (NIC, switch port) or of one GPU's attachment (NVLink)."""
     latency: Seconds
     """Seconds added per traversal (a switch hop or a NIC-to-NIC link)."""
-    radix: int | None = Field(default=None, gt=0)
+    radix: Int | None = Field(default=None, gt=0)
     """Ports per switch, for switches."""
     in_network_reduction: bool = False
     """NVLink SHARP (NVLS) on NVSwitch, SHARP on InfiniBand switches."""
@@ -127,11 +127,11 @@ class FabricSpec(Spec):
     tiers: Literal[2, 3] = 2
     oversubscription: float = Field(default=1.0, ge=1.0)
     """Leaf downlink:uplink ratio (1 = non-blocking)."""
-    nics_per_node: int | None = Field(default=None, gt=0)
+    nics_per_node: Int | None = Field(default=None, gt=0)
     """Compute NICs (rails) per system; default from the system spec."""
     nic_bandwidth: Bandwidth | None = None
     """Override of the NIC's bytes/s per direction."""
-    switch_radix: int | None = Field(default=None, gt=1)
+    switch_radix: Int | None = Field(default=None, gt=1)
 
 
 class System(Spec):
@@ -141,25 +141,25 @@ class System(Spec):
     aliases: list[str] = []
     display_name: str
     device: str
-    gpus: int = Field(gt=0)
-    nvlink_domain: int = Field(gt=0)
+    gpus: Int = Field(gt=0)
+    nvlink_domain: Int = Field(gt=0)
     """GPUs that reach each other over NVLink/NVSwitch (8 for HGX, 72 for NVL72)."""
-    tray_gpus: int | None = Field(default=None, gt=0)
+    tray_gpus: Int | None = Field(default=None, gt=0)
     """GPUs of the smallest part of the system a job can be given (a compute tray of an NVL72 rack: 4).
     ``None``: the whole system. A cluster of a GPU count that does not fill whole systems spreads over
     as few systems as hold it evenly in whole trays (256 GPUs of GB200 NVL72: 4 racks x 64 GPUs)."""
     nvswitch: str | None = None
     """Link spec of the NVSwitch generation; ``None`` for direct GPU-GPU links."""
-    nvswitch_count: int = Field(default=0, ge=0)
+    nvswitch_count: Int = Field(default=0, ge=0)
     nvlink_bandwidth: Bandwidth | None = None
     """Bytes/s per GPU per direction when the system limits it below the device's (H800)."""
-    nics: int = Field(ge=0)
+    nics: Int = Field(ge=0)
     """Compute (scale-out) NICs per system."""
     nic: str
     """Link spec of the compute NIC."""
     pcie: str
     cpu: str
-    cpus: int = Field(ge=0)
+    cpus: Int = Field(ge=0)
     host_memory: Bytes
     power_max: Watts
     cooling: Literal["air", "liquid", "hybrid"]

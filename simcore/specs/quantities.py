@@ -20,6 +20,18 @@ def _conv(dim: units.Dimension) -> BeforeValidator:
     return BeforeValidator(f)
 
 
+def integer_value(v: Any) -> Any:
+    """A count: an int (or a float with an integral value, as YAML writes ``2.0``); never a bool or a
+    string, which pydantic's lax mode would turn into 1 or parse."""
+    if isinstance(v, bool):
+        raise ValueError(f"expected an integer, got {str(v).lower()}")
+    if isinstance(v, str):
+        raise ValueError(f"expected an integer, got the string {v!r}")
+    if isinstance(v, float) and not v.is_integer():
+        raise ValueError(f"expected an integer, got {v!r}")
+    return v
+
+
 _ser = PlainSerializer(lambda v: v, return_type=float)
 
 Bytes = Annotated[float, _conv("bytes"), Field(ge=0), _ser]
@@ -31,6 +43,8 @@ FlopRate = Annotated[float, _conv("flop_rate"), Field(gt=0), _ser]
 """FLOP per second; YAML may say ``"989 TFLOP/s"``."""
 Seconds = Annotated[float, _conv("time"), Field(ge=0), _ser]
 """Seconds; YAML may say ``"1.5 us"``."""
+Int = Annotated[int, BeforeValidator(integer_value)]
+"""An integer field: ``micro_batch: true`` or ``tp: "2"`` is an error, not 1 or 2."""
 Watts = Annotated[float, _conv("power"), Field(ge=0), _ser]
 Hertz = Annotated[float, _conv("frequency"), Field(gt=0), _ser]
 

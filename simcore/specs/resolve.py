@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,21 +74,61 @@ def find_scenario(name: str | Path) -> Path:
     return p
 
 
+def _overrides(overrides: Any) -> tuple[str, ...]:
+    if isinstance(overrides, str):
+        return (overrides,)
+    if not isinstance(overrides, list | tuple) or not all(isinstance(o, str) for o in overrides):
+        raise SpecError(
+            f"expected a list of 'key.path=value' strings, got {type(overrides).__name__}", field="overrides"
+        )
+    return tuple(overrides)
+
+
 def load_scenario(
-    path: str | Path, overrides: list[str] | tuple[str, ...] = (), reg: Registry | None = None
+    path: str | os.PathLike[str] | dict[str, Any],
+    overrides: list[str] | tuple[str, ...] = (),
+    reg: Registry | None = None,
 ) -> Scenario:
-    """Load and validate a scenario YAML file (or built-in scenario name), with ``--set`` overrides."""
+    """Load and validate a scenario: a YAML file, a built-in scenario name, or a dict of the file's
+    fields (validated the same way), with ``--set``-style ``key.path=value`` overrides."""
     reg = reg or default_registry()
-    p = find_scenario(path)
+    todo = _overrides(overrides)
+    if isinstance(path, dict):
+        data = copy.deepcopy(path)
+        apply_overrides(data, todo)
+        return scenario_from_dict(data, reg)
+    if not isinstance(path, str | os.PathLike):
+        raise SpecError(
+            "expected a scenario file path, a built-in scenario name or a dict of its fields, "
+            f"got {type(path).__name__}",
+            field="path",
+        )
+    p = find_scenario(os.fspath(path))
     data = read_yaml(p)
-    apply_overrides(data, overrides, str(p))
+    apply_overrides(data, todo, str(p))
     return scenario_from_dict(data, reg, str(p))
+
+
+def as_scenario(scenario: Any) -> Scenario:
+    """A :class:`Scenario` from what the public API takes for one: a Scenario, a path or built-in
+    name, or a dict of its fields; anything else is a :class:`SpecError` naming ``scenario``."""
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, str | os.PathLike | dict):
+        return load_scenario(scenario)
+    raise SpecError(
+        "expected a Scenario, a scenario file path or built-in name, or a dict of its fields, "
+        f"got {type(scenario).__name__}",
+        field="scenario",
+    )
 
 
 def scenario_from_dict(
     data: dict[str, Any], reg: Registry | None = None, file: str | None = None
 ) -> Scenario:
     reg = reg or default_registry()
+    if not isinstance(data, dict):
+        raise SpecError(f"expected a mapping of scenario fields, got {type(data).__name__}", file=file)
     data = resolve_scenario_dict(data, reg, file)
     sc = validate(Scenario, data, file)
     resolve_cluster(sc.cluster, reg, file)  # name and size checks
@@ -217,6 +258,7 @@ def cluster_for(
 __all__ = [
     "ClusterInfo",
     "apply_overrides",
+    "as_scenario",
     "cluster_for",
     "find_scenario",
     "load_scenario",

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from simcore.specs.hardware import FabricSpec
-from simcore.specs.quantities import Seconds, Spec
+from simcore.specs.quantities import Int, Seconds, Spec, integer_value
 from simcore.specs.serving import ServingSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
@@ -18,17 +18,17 @@ class ClusterSpec(Spec):
     """Which systems and how many. Give ``nodes`` (systems) or ``gpus`` (total), not both needed."""
 
     system: str
-    nodes: int | None = Field(default=None, gt=0)
-    gpus: int | None = Field(default=None, gt=0)
+    nodes: Int | None = Field(default=None, gt=0)
+    gpus: Int | None = Field(default=None, gt=0)
     fabric: FabricSpec | None = None
 
 
 class MoESpec(Spec):
-    experts: int = Field(gt=0)
-    top_k: int = Field(gt=0)
-    shared_experts: int = Field(default=0, ge=0)
-    expert_ffn_hidden: int = Field(gt=0)
-    dense_layers: int = Field(default=0, ge=0)
+    experts: Int = Field(gt=0)
+    top_k: Int = Field(gt=0)
+    shared_experts: Int = Field(default=0, ge=0)
+    expert_ffn_hidden: Int = Field(gt=0)
+    dense_layers: Int = Field(default=0, ge=0)
     """Leading layers with a dense MLP instead of experts."""
     capacity_factor: float | None = Field(default=None, gt=0)
     imbalance: float = Field(default=1.0, ge=1.0)
@@ -44,11 +44,11 @@ class MoESpec(Spec):
 class MLASpec(Spec):
     """Multi-head latent attention (DeepSeek-V2/V3)."""
 
-    q_lora_rank: int = Field(gt=0)
-    kv_lora_rank: int = Field(gt=0)
-    qk_nope_head_dim: int = Field(gt=0)
-    qk_rope_head_dim: int = Field(gt=0)
-    v_head_dim: int = Field(gt=0)
+    q_lora_rank: Int = Field(gt=0)
+    kv_lora_rank: Int = Field(gt=0)
+    qk_nope_head_dim: Int = Field(gt=0)
+    qk_rope_head_dim: Int = Field(gt=0)
+    v_head_dim: Int = Field(gt=0)
 
 
 class ModelSpec(Spec):
@@ -57,14 +57,14 @@ class ModelSpec(Spec):
 
     preset: str | None = None
     name: str = "custom"
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int | None = Field(default=None, gt=0)
-    head_dim: int | None = Field(default=None, gt=0)
-    ffn_hidden: int = Field(gt=0)
-    vocab: int = Field(gt=0)
-    seq_len: int = Field(gt=0)
+    layers: Int = Field(gt=0)
+    hidden: Int = Field(gt=0)
+    heads: Int = Field(gt=0)
+    kv_heads: Int | None = Field(default=None, gt=0)
+    head_dim: Int | None = Field(default=None, gt=0)
+    ffn_hidden: Int = Field(gt=0)
+    vocab: Int = Field(gt=0)
+    seq_len: Int = Field(gt=0)
     activation: Literal["gelu", "swiglu"] = "gelu"
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     tied_embeddings: bool = False
@@ -92,8 +92,8 @@ class ModelSpec(Spec):
 
 
 class TrainingSpec(Spec):
-    micro_batch: int = Field(default=1, gt=0)
-    global_batch: int | None = Field(default=None, gt=0)
+    micro_batch: Int = Field(default=1, gt=0)
+    global_batch: Int | None = Field(default=None, gt=0)
     """Sequences per optimizer step; default micro_batch x dp (one micro-batch per rank)."""
     precision: Precision = "bf16"
     optimizer: Literal["adamw", "sgd"] = "adamw"
@@ -118,16 +118,16 @@ class TrainingSpec(Spec):
 
 
 class ParallelSpec(Spec):
-    tp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    dp: int | None = Field(default=None, gt=0)
+    tp: Int = Field(default=1, gt=0)
+    pp: Int = Field(default=1, gt=0)
+    dp: Int | None = Field(default=None, gt=0)
     """Data-parallel degree; default: whatever GPUs tp x pp x cp leave."""
-    cp: int = Field(default=1, gt=0)
-    ep: int = Field(default=1, gt=0)
-    vp: int = Field(default=1, gt=0)
+    cp: Int = Field(default=1, gt=0)
+    ep: Int = Field(default=1, gt=0)
+    vp: Int = Field(default=1, gt=0)
     """Virtual pipeline stages per rank (interleaved schedule)."""
     sequence_parallel: bool = False
-    zero: Literal[0, 1, 2, 3] = 0
+    zero: Annotated[Literal[0, 1, 2, 3], BeforeValidator(integer_value)] = 0
     fsdp: bool = False
     schedule: Literal["gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe"] = "1f1b"
     """Pipeline schedule; when not given, ``interleaved`` if ``vp > 1`` (Megatron's virtual stages imply
@@ -156,11 +156,11 @@ class ParallelSpec(Spec):
 
 
 class InferenceSpec(Spec):
-    batch: int = Field(default=1, gt=0)
-    prompt_len: int = Field(default=1024, gt=0)
-    context_len: int | None = Field(default=None, ge=0)
+    batch: Int = Field(default=1, gt=0)
+    prompt_len: Int = Field(default=1024, gt=0)
+    context_len: Int | None = Field(default=None, ge=0)
     """Tokens already in the KV cache for the decode step; default prompt_len."""
-    output_len: int = Field(default=128, gt=0)
+    output_len: Int = Field(default=128, gt=0)
     precision: Precision = "bf16"
     kv_cache_dtype: Precision | None = None
     prefill_logits: Literal["last", "all"] = "last"
@@ -254,7 +254,7 @@ class RuntimeSpec(Spec):
     transformers' ``generate()``, whose logits processors, stopping criteria and cache bookkeeping add
     host time per token (measured for ``implementation: huggingface``). ``simcore validate`` reads it
     from the trace (the stopping criteria's ``aten::isin``, or their verdict's ``unfinished & ~done``)."""
-    decode_sync_every: int | None = Field(default=1, ge=1)
+    decode_sync_every: Int | None = Field(default=1, ge=1)
     """Decode steps between the host's waits for the GPU (reading the sampled tokens, checking for the
     end of a sequence): a serving loop waits every step (1); ``null``: never (replays back to back).
     Under CUDA graphs each wait exposes the next graph's launch; a profiled step of a loop that never
@@ -287,7 +287,7 @@ class RuntimeSpec(Spec):
     (drawn with ``seed``). The discrete-event engine runs each tensor-parallel group at its slowest
     member's pace and each pipeline stage at the slowest of its data-parallel replicas' (an upper
     bound: replicas sync only at the gradient reduction). The analytic engine ignores it."""
-    seed: int = 0
+    seed: Int = 0
 
 
 class CostSpec(Spec):
@@ -301,6 +301,14 @@ class CostSpec(Spec):
     """The currency of the prices above, printed beside every cost (``USD``, ``EUR``, ...)."""
 
 
+def _not_null(v: Any) -> Any:
+    """A kind's section given as ``null`` (``training:`` with nothing under it) is an error: leaving
+    it out gives the defaults, an empty value is more likely a mistake in the file."""
+    if v is None:
+        raise ValueError("expected a section of fields, got null (leave the section out for its defaults)")
+    return v
+
+
 class Scenario(Spec):
     """One what-if: the top-level object of a scenario YAML file."""
 
@@ -309,9 +317,9 @@ class Scenario(Spec):
     kind: Literal["training", "inference", "serving"]
     cluster: ClusterSpec
     model: ModelSpec
-    training: TrainingSpec | None = None
-    inference: InferenceSpec | None = None
-    serving: ServingSpec | None = None
+    training: Annotated[TrainingSpec | None, BeforeValidator(_not_null)] = None
+    inference: Annotated[InferenceSpec | None, BeforeValidator(_not_null)] = None
+    serving: Annotated[ServingSpec | None, BeforeValidator(_not_null)] = None
     parallel: ParallelSpec = ParallelSpec()
     runtime: RuntimeSpec = RuntimeSpec()
     calibration: str | None = None

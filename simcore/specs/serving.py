@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BeforeValidator, Field, model_validator
 
-from simcore.specs.quantities import Seconds, Spec
+from simcore.specs.quantities import Int, Seconds, Spec
 
 
 def _length_shorthand(v: Any) -> Any:
@@ -26,9 +26,9 @@ class LengthDist(Spec):
     inclusive) or ``lognormal`` (``mean`` of the lengths and ``sigma`` of their logarithm)."""
 
     dist: Literal["fixed", "uniform", "lognormal"] = "fixed"
-    value: int | None = Field(default=None, gt=0)
-    low: int | None = Field(default=None, gt=0)
-    high: int | None = Field(default=None, gt=0)
+    value: Int | None = Field(default=None, gt=0)
+    low: Int | None = Field(default=None, gt=0)
+    high: Int | None = Field(default=None, gt=0)
     mean: float | None = Field(default=None, gt=0)
     sigma: float | None = Field(default=None, ge=0)
 
@@ -80,17 +80,17 @@ class DisaggSpec(Spec):
     """Prefill/decode disaggregation: two pools of GPUs; a request's KV cache moves from the
     prefill instance that computed it to a decode instance."""
 
-    prefill_gpus: int = Field(gt=0)
+    prefill_gpus: Int = Field(gt=0)
     """GPUs of the prefill pool (instances of ``prefill_tp`` x ``parallel.pp`` GPUs each)."""
-    decode_gpus: int = Field(gt=0)
+    decode_gpus: Int = Field(gt=0)
     """GPUs of the decode pool (instances of ``decode_tp`` x ``parallel.pp`` GPUs each)."""
-    prefill_tp: int | None = Field(default=None, gt=0)
+    prefill_tp: Int | None = Field(default=None, gt=0)
     """Tensor-parallel degree of a prefill instance; default ``parallel.tp``."""
-    decode_tp: int | None = Field(default=None, gt=0)
+    decode_tp: Int | None = Field(default=None, gt=0)
     """Tensor-parallel degree of a decode instance; default ``parallel.tp``."""
     gpudirect: bool = True
     """KV moves GPU to GPU (GPUDirect RDMA); ``false`` bounces through host memory."""
-    transfers_per_request: int | None = Field(default=None, gt=0)
+    transfers_per_request: Int | None = Field(default=None, gt=0)
     """Separate RDMA operations per request (each pays the point-to-point latency); default one per
     layer."""
 
@@ -117,19 +117,19 @@ class ServingSpec(Spec):
     a relative path is relative to the scenario file."""
     prompt: Length = LengthDist(dist="fixed", value=1024)
     output: Length = LengthDist(dist="fixed", value=128)
-    requests: int | None = Field(default=None, gt=0)
+    requests: Int | None = Field(default=None, gt=0)
     """Requests to simulate (default 1000 unless ``duration_s`` is given)."""
     duration_s: Seconds | None = Field(default=None, gt=0)
     """Arrivals stop after this time (seconds); requests in flight then run to completion."""
-    replicas: int | None = Field(default=None, gt=0)
+    replicas: Int | None = Field(default=None, gt=0)
     """Model replicas (each ``parallel.tp`` x ``parallel.pp`` GPUs); default: as many as the cluster
     holds. Ignored when ``disaggregated`` is given."""
-    max_batch: int = Field(default=256, gt=0)
+    max_batch: Int = Field(default=256, gt=0)
     """Sequences running at once per replica (vLLM ``max_num_seqs``)."""
-    max_batch_tokens: int = Field(default=8192, gt=0)
+    max_batch_tokens: Int = Field(default=8192, gt=0)
     """Tokens per engine step, decodes first, prefill chunks in the rest (vLLM
     ``max_num_batched_tokens``, chunked prefill)."""
-    kv_block_tokens: int = Field(default=16, gt=0)
+    kv_block_tokens: Int = Field(default=16, gt=0)
     """Tokens per paged KV-cache block."""
     memory_utilization: float = Field(default=0.9, gt=0, le=1.0)
     """Fraction of device memory the engine may use (vLLM ``gpu_memory_utilization``); the KV
@@ -144,7 +144,7 @@ class ServingSpec(Spec):
     """How arrivals pick a replica: fewest requests in the replica, or in turn."""
     disaggregated: DisaggSpec | None = None
     slo: SLOSpec = SLOSpec()
-    seed: int = 0
+    seed: Int = 0
 
     @model_validator(mode="after")
     def _check(self) -> ServingSpec:

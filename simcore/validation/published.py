@@ -749,7 +749,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         )
     verdict = "meets" if summary["meets_target"] else "misses"
     out.append(
-        f"target (issue 5): median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}%: {verdict}"
+        f"target: median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}%: {verdict}"
     )
     return "\n".join(out)
 

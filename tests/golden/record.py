@@ -50,11 +50,11 @@ def record_predictions() -> None:
 
 
 def validation_output() -> str:
-    """``python -m simcore.validation``'s output without its timing lines."""
+    """``python -m simcore.validation``'s output without its timing lines, the checkout's path as ``<repo>``."""
     proc = subprocess.run(
         [sys.executable, "-m", "simcore.validation"], cwd=ROOT, capture_output=True, text=True, check=False
     )
-    lines = [ln for ln in proc.stdout.splitlines() if not _TIMING.match(ln.strip())]
+    lines = [ln.replace(str(ROOT), "<repo>") for ln in proc.stdout.splitlines() if not _TIMING.match(ln.strip())]
     return "\n".join(lines) + f"\n[exit {proc.returncode}]\n"
 
 
