@@ -20,6 +20,7 @@ a repeating kernel sequence, else the whole profiled GPU work is one step.
 from __future__ import annotations
 
 import bisect
+import gc
 import math
 import re
 import statistics
@@ -388,7 +389,9 @@ def step_class_times(step: Step, exposed: bool = True, launch_gap_max: float = 0
         for k in ks:
             out[k.cls] += k.ev.dur
         return dict(out)
-    comm = _merge([(k.ev.ts, k.ev.ts + k.ev.dur, k.cls) for k in ks if k.base == "comm"])
+    # (``k.base == "comm"``, without the property call per kernel)
+    is_comm = [k.cls == "comm" or k.cls.startswith("comm:") for k in ks]
+    comm = _merge([(k.ev.ts, k.ev.ts + k.ev.dur, k.cls) for k, c in zip(ks, is_comm, strict=True) if c])
     cursor = step.gpu_start
 
     def fill(a: float, b: float, nxt: str | None) -> None:
@@ -401,8 +404,8 @@ def step_class_times(step: Step, exposed: bool = True, launch_gap_max: float = 0
         if rest > 0:
             out[nxt if nxt is not None and rest <= launch_gap_max else "idle"] += rest
 
-    for k in ks:
-        if k.base == "comm":
+    for k, c in zip(ks, is_comm, strict=True):
+        if c:
             continue
         e = k.ev
         end = e.ts + e.dur
@@ -993,8 +996,14 @@ def _bisect_right(a: list[float], x: float) -> int:
 
 def analyze(trace: Trace) -> Analysis:
     """Classify ``trace`` and split it into steps."""
-    ks = classify(trace)
-    steps, source = find_steps(trace, ks)
+    was_enabled = gc.isenabled()
+    gc.disable()  # as in the reader: a kernel record per GPU activity, no cycles for the collector to find
+    try:
+        ks = classify(trace)
+        steps, source = find_steps(trace, ks)
+    finally:
+        if was_enabled:
+            gc.enable()
     return Analysis(trace, ks, steps, source)
 
 

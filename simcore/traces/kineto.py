@@ -559,6 +559,8 @@ def _extract(batch: list[Any], acc: _Acc) -> None:
         if acc.first_ts is None:
             acc.first_ts = ts_us
         args = ev.get("args") or {}
+        if not isinstance(args, dict):
+            args = {}  # arguments that are not an object: none simcore can read
         if kind == 0:
             dev = args.get("device", ev.get("pid", 0))
             stream = args.get("stream", ev.get("tid", 0))
