@@ -47,12 +47,15 @@ import json, os, resource, sys, time
 from simcore.traces import read_trace
 from simcore.traces.classify import analyze
 from simcore.traces.kineto import read_kineto
-t0 = time.perf_counter()
+def cpu():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+t0, c0 = time.perf_counter(), cpu()
 tr = read_kineto(sys.argv[1], workers=int(sys.argv[2])) if sys.argv[2] != "auto" else read_trace(sys.argv[1])
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), cpu()
 a = analyze(tr)
 t2 = time.perf_counter()
-print(json.dumps({"read_s": t1 - t0, "analyze_s": t2 - t1, "bytes": tr.bytes_read, "events": tr.events_seen,
+print(json.dumps({"read_s": t1 - t0, "read_cpu_s": c1 - c0, "analyze_s": t2 - t1, "bytes": tr.bytes_read, "events": tr.events_seen,
                   "gpu_events": len(tr.gpu_events), "cpu_ops": len(tr.cpu_ops), "steps": len(a.steps),
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "peak_rss_worker_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
@@ -206,7 +209,8 @@ def main() -> int:
         print(json.dumps(r))
         print(
             f"read {r['bytes'] / 1e6:.0f} MB ({r['events']:,} events, {r['gpu_events']:,} GPU) in {r['read_s']:.2f} s "
-            f"= {r['mb_per_s']:.0f} MB/s (workers: {args.workers}); classify+steps {r['analyze_s']:.2f} s; peak RSS "
+            f"= {r['mb_per_s']:.0f} MB/s ({r['read_cpu_s']:.2f} s CPU = {r['bytes'] / 1e6 / r['read_cpu_s']:.0f} MB/s; "
+            f"workers: {args.workers}); classify+steps {r['analyze_s']:.2f} s; peak RSS "
             f"{r['peak_rss_bytes'] / 1e6:.0f} MB + {r['peak_rss_worker_bytes'] / 1e6:.0f} MB (largest worker)  "
             f"[{'OK' if r['ok_speed'] and r['ok_memory'] else 'MISSED TARGET'}]",
             file=sys.stderr,

@@ -129,6 +129,19 @@ else:  # pragma: no cover
     _DecodeError = ValueError
 
 
+class _Tag(str):
+    """The key of an item :func:`iter_trace` makes itself (a batch, a count): equal to its name, but
+    told apart by identity from a top-level member of that name in the file (a plain ``str``), so a
+    file with a member ``"python"`` or ``"events"`` cannot pass for one."""
+
+    __slots__ = ()
+
+
+K_EVENTS, K_TYPED, K_SEGMENT, K_SKIPPED, K_PYTHON, K_BYTES = (
+    _Tag(k) for k in ("events", "typed", "segment", "skipped", "python", "__bytes__")
+)
+
+
 class _Source:
     """Decompressed text of a file, read in chunks through a sliding buffer."""
 
@@ -267,6 +280,8 @@ def iter_trace(path: str | Path, segments: bool = False, typed: bool = False) ->
     of ``traceEvents`` and ``(key, value)`` for every other top-level member, in file order, then
     ``("__bytes__", n)`` with the decompressed size. ``typed=True`` (with ``msgspec``): most batches
     come as ``("typed", [record, ...])``, records with only the fields :func:`read_kineto` reads.
+    The keys of the items the reader makes are :data:`K_EVENTS`, :data:`K_TYPED`, ... (equal to those
+    names, and told apart by identity from top-level members that happen to be called so).
 
     Raises :class:`~simcore.errors.TraceError` (one line naming the file) on truncated or
     malformed input.
@@ -279,7 +294,7 @@ def iter_trace(path: str | Path, segments: bool = False, typed: bool = False) ->
         if c == "[":
             src.pos += 1
             yield from _iter_array(src, "the event array", typed)
-            yield "__bytes__", src.nbytes
+            yield K_BYTES, src.nbytes
             return
         if c != "{":
             raise src.fail(f"not a JSON trace (starts with {c!r}, expected '{{')")
@@ -310,7 +325,7 @@ def iter_trace(path: str | Path, segments: bool = False, typed: bool = False) ->
                 )
             else:
                 yield str(key), src.value(f"the top-level member {key!r}")
-        yield "__bytes__", src.nbytes
+        yield K_BYTES, src.nbytes
     finally:
         src.close()
 
@@ -365,7 +380,7 @@ def _iter_array(src: _Source, where: str, typed: bool = False) -> Iterator[tuple
                 src.pos, tb = got
                 n += len(tb)
                 need_value = False
-                yield "typed", tb
+                yield K_TYPED, tb
                 continue
         batch: list[Any] | None = None
         limit = len(buf)
@@ -393,18 +408,18 @@ def _iter_array(src: _Source, where: str, typed: bool = False) -> Iterator[tuple
                 continue
             src.pos = cut + 1
             if skipped:
-                yield "skipped", skipped
+                yield K_SKIPPED, skipped
                 # (those left in the text, which the skip could not match, are counted when parsed)
                 py = raw.count(_PY_CAT) - text.count(_PY_CAT)
                 if py:
-                    yield "python", py
+                    yield K_PYTHON, py
             break
         if batch is None:
             # slow path: one event, reading more text as needed
             batch = [src.value(f"{where} (event {n})")]
         n += len(batch)
         need_value = False
-        yield "events", batch
+        yield K_EVENTS, batch
 
 
 def _typed_batch(buf: str, pos: int) -> tuple[int, list[Any]] | None:
@@ -842,7 +857,7 @@ def _iter_segments(src: _Source, where: str, typed: bool = False) -> Iterator[tu
         i = src.buf.rfind(_KINETO_BOUNDARY, src.pos)
         if i <= src.pos:
             break
-        yield "segment", src.buf[src.pos : i + 1]
+        yield K_SEGMENT, src.buf[src.pos : i + 1]
         src.pos = i + 2
     yield from _iter_array(src, where, typed)
 
@@ -874,22 +889,22 @@ def _read(p: Path, keep_cpu_op: Callable[[str], bool] | None, workers: int) -> T
             )
     try:
         for key, val in iter_trace(p, segments=pool is not None, typed=_FAST):
-            if key == "typed":
+            if key is K_TYPED:
                 acc = _Acc()
                 _extract_typed(val, acc, raws)
                 pending.append(acc)
                 drain(2 * workers if pool is not None else 0)
-            elif key == "segment":
+            elif key is K_SEGMENT:
                 pending.append(pool.submit(_parse_segment, val))
                 drain(2 * workers)
-            elif key == "events":
+            elif key is K_EVENTS:
                 acc = _Acc()
                 _extract(val, acc)
                 pending.append(acc)
                 drain(2 * workers if pool is not None else 0)
-            elif key == "skipped":
+            elif key is K_SKIPPED:
                 b.nev += int(val)
-            elif key == "python":
+            elif key is K_PYTHON:
                 tr.python_events += int(val)
             elif key == "deviceProperties" and isinstance(val, list):
                 tr.device_properties = [d for d in val if isinstance(d, dict)]
@@ -900,7 +915,7 @@ def _read(p: Path, keep_cpu_op: Callable[[str], bool] | None, workers: int) -> T
                     base_ns = float(val)
                 except (TypeError, ValueError):
                     base_ns = None
-            elif key == "__bytes__":
+            elif key is K_BYTES:
                 tr.bytes_read = int(val)
             elif not isinstance(val, list | dict):
                 tr.metadata[key] = val

@@ -562,3 +562,41 @@ def test_one_reader_process_by_default(tmp_path: Path, monkeypatch: pytest.Monke
     assert kineto._workers(p) == min(4, os.cpu_count() or 1)
     monkeypatch.setenv("SIMCORE_TRACE_WORKERS", "3")
     assert kineto._workers(p) == 3
+
+
+def test_top_level_members_named_like_the_readers_own_items(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSON file whose members are called ``python``, ``skipped``, ``events``, ... (an environment
+    record such as ``traces/h200/ops_env.json``, or a trace with such metadata) is read as members, not
+    as the reader's batches and counts: metadata, or "no GPU activity" (one line, exit 2), never a
+    traceback."""
+    ev = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 1.0,
+        "dur": 2.0,
+        "args": {"stream": 7},
+    }
+    meta = {
+        "python": "3.12.3",
+        "skipped": "no",
+        "events": [1, 2],
+        "typed": 3,
+        "segment": "s",
+        "__bytes__": "b",
+    }
+    p = tmp_path / "meta.json"
+    p.write_text(json.dumps({**meta, "traceEvents": [ev]}))
+    tr = read_trace(p)
+    assert len(tr.gpu_events) == 1 and tr.events_seen == 1 and tr.python_events == 0
+    assert {k: tr.metadata[k] for k in ("python", "skipped", "typed", "segment", "__bytes__")} == {
+        k: meta[k] for k in ("python", "skipped", "typed", "segment", "__bytes__")
+    }
+    assert tr.bytes_read == p.stat().st_size
+    env = REPO / "traces" / "h200" / "ops_env.json"
+    code, _out, err = run_cli(capsys, "validate", str(env), "--scenario", "default")
+    assert code == 2 and "ops_env.json" in err and "no GPU activity" in err and "Traceback" not in err
