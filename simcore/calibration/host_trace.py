@@ -79,10 +79,11 @@ def _tokens_of(dims: object) -> int | None:
 def _step_windows(a: Analysis) -> Iterator[tuple[Step, float, float, list[CpuOp]]]:
     """Each annotated step with a CPU range: the step, its start and end, and its CPU ops in time order."""
     ops = sorted(a.trace.cpu_ops.values(), key=lambda o: o.ts)
+    ts = [o.ts for o in ops]
     for st in a.steps:
         if st.cpu_start is not None and st.cpu_end is not None:
             lo, hi = st.cpu_start, st.cpu_end
-            yield st, lo, hi, [o for o in ops if lo <= o.ts <= hi]
+            yield st, lo, hi, ops[bisect.bisect_left(ts, lo) : bisect.bisect_right(ts, hi)]
 
 
 MOE_OP = "aten::_grouped_mm"

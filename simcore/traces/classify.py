@@ -19,11 +19,13 @@ a repeating kernel sequence, else the whole profiled GPU work is one step.
 
 from __future__ import annotations
 
+import bisect
+import gc
 import math
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -278,7 +280,7 @@ class Kernel:
     @property
     def base(self) -> str:
         """Class without the collective suffix (``comm:all_reduce`` -> ``comm``)."""
-        return self.cls.split(":", 1)[0]
+        return self.cls.partition(":")[0]
 
 
 @dataclass
@@ -387,7 +389,9 @@ def step_class_times(step: Step, exposed: bool = True, launch_gap_max: float = 0
         for k in ks:
             out[k.cls] += k.ev.dur
         return dict(out)
-    comm = _merge([(k.ev.ts, k.ev.ts + k.ev.dur, k.cls) for k in ks if k.base == "comm"])
+    # (``k.base == "comm"``, without the property call per kernel)
+    is_comm = [k.cls == "comm" or k.cls.startswith("comm:") for k in ks]
+    comm = _merge([(k.ev.ts, k.ev.ts + k.ev.dur, k.cls) for k, c in zip(ks, is_comm, strict=True) if c])
     cursor = step.gpu_start
 
     def fill(a: float, b: float, nxt: str | None) -> None:
@@ -400,8 +404,8 @@ def step_class_times(step: Step, exposed: bool = True, launch_gap_max: float = 0
         if rest > 0:
             out[nxt if nxt is not None and rest <= launch_gap_max else "idle"] += rest
 
-    for k in ks:
-        if k.base == "comm":
+    for k, c in zip(ks, is_comm, strict=True):
+        if c:
             continue
         e = k.ev
         end = e.ts + e.dur
@@ -841,23 +845,57 @@ def _in_ranges(t: float, rs: list[tuple[float, float, str]]) -> int:
     return -1
 
 
+def _range_finder(rs: list[tuple[float, float, str]]) -> Callable[[float], int]:
+    """``t -> _in_ranges(t, rs)``, by :func:`bisect.bisect_right` where the ranges are disjoint (the
+    usual case: steps, optimizer steps), else by :func:`_in_ranges` itself; the same answers."""
+    starts = [a for a, _b, _n in rs]
+    ends = [b for _a, b, _n in rs]
+    if any(ends[i] >= starts[i + 1] for i in range(len(rs) - 1)):
+        return lambda t: _in_ranges(t, rs)
+    right = bisect.bisect_right
+
+    def find(t: float) -> int:
+        i = right(starts, t) - 1
+        return i if i >= 0 and t <= ends[i] else -1
+
+    return find
+
+
 def classify(trace: Trace) -> list[Kernel]:
     """Classify every GPU activity of ``trace`` (sorted by start time)."""
-    opt_ranges = _ranges(trace, "Optimizer.step")
+    in_optimizer = _range_finder(_ranges(trace, "Optimizer.step"))
     out: list[Kernel] = []
     cache: dict[tuple[str, str, str, bool, bool], tuple[str, str | None]] = {}
+    shapes: dict[tuple[Any, ...], tuple[str, dict[str, Any] | None]] = {}
     # the autograd-engine wrappers and module annotations share ids with nothing; cpu_ops holds
     # the innermost op per External id
     for ev in sorted(trace.gpu_events, key=lambda e: e.ts):
         op = trace.cpu_ops.get(ev.ext_id) if ev.ext_id >= 0 else None
         rc = trace.runtime.get(ev.correlation) if ev.correlation >= 0 else None
         launch = rc.ts if rc is not None else None
-        in_opt = launch is not None and _in_ranges(launch, opt_ranges) >= 0
+        in_opt = launch is not None and in_optimizer(launch) >= 0
         key = (ev.name, ev.cat, op.name if op else "", in_opt, "Collective name" in ev.args)
         hit = cache.get(key)
         if hit is None:
             hit = cache[key] = class_of(*key)
-        cls, shape = _finish(ev, op, *hit)
+        if op is not None and hit[1] is not None and hit[1] != "comm":
+            # a shape depends on the op's name and recorded inputs alone; the Kineto reader shares
+            # the lists of repeated inputs, so a step's ops recur as the same objects (all alive
+            # here, in trace.cpu_ops: their ids are theirs)
+            skey = (
+                hit,
+                op.name,
+                id(op.input_dims),
+                id(op.input_types),
+                id(op.concrete),
+                id(op.input_strides),
+            )
+            got = shapes.get(skey)
+            if got is None:
+                got = shapes[skey] = _finish(ev, op, *hit)
+            cls, shape = got[0], (None if got[1] is None else dict(got[1]))
+        else:
+            cls, shape = _finish(ev, op, *hit)
         out.append(Kernel(ev, cls, op.name if op else None, shape, -1, launch))
     return out
 
@@ -902,10 +940,11 @@ def find_steps(trace: Trace, kernels: list[Kernel]) -> tuple[list[Step], str]:
             if a.gpu and a.name.startswith("ProfilerStep#")
         )
         by_name = {s.name: i for i, s in enumerate(steps)}
+        in_step, in_gpu_step = _range_finder(steps_r), _range_finder(gpu_steps)
         for k in kernels:
-            i = _in_ranges(k.launch_ts, steps_r) if k.launch_ts is not None else -1
+            i = in_step(k.launch_ts) if k.launch_ts is not None else -1
             if i < 0 and k.launch_ts is None:
-                j = _in_ranges(k.ev.ts, gpu_steps) if gpu_steps else -1
+                j = in_gpu_step(k.ev.ts) if gpu_steps else -1
                 i = by_name.get(gpu_steps[j][2], -1) if j >= 0 else -1
             if i >= 0:
                 k.step = i
@@ -957,8 +996,14 @@ def _bisect_right(a: list[float], x: float) -> int:
 
 def analyze(trace: Trace) -> Analysis:
     """Classify ``trace`` and split it into steps."""
-    ks = classify(trace)
-    steps, source = find_steps(trace, ks)
+    was_enabled = gc.isenabled()
+    gc.disable()  # as in the reader: a kernel record per GPU activity, no cycles for the collector to find
+    try:
+        ks = classify(trace)
+        steps, source = find_steps(trace, ks)
+    finally:
+        if was_enabled:
+            gc.enable()
     return Analysis(trace, ks, steps, source)
 
 

@@ -2,10 +2,14 @@
 
 The file is never loaded whole: a small incremental tokenizer walks the top-level object, decodes
 every member except ``traceEvents`` with :meth:`json.JSONDecoder.raw_decode`, and decodes the
-``traceEvents`` array one event at a time from a sliding text buffer (4 MiB chunks). Only the events
-simcore uses are kept (GPU kernels/memcpy/memset, ``cpu_op`` with shapes, CUDA runtime calls,
-annotations), in compact slotted objects, so memory grows with the number of GPU activities and
-not with the file size.
+``traceEvents`` array a batch of whole events at a time from a sliding text buffer (4 MiB chunks).
+Each batch is decoded by ``msgspec`` into small typed records that hold only the fields simcore reads
+(unknown fields, ``python_function`` arguments and flow events are skipped without building a dict);
+a batch ``msgspec`` refuses (NaN literals, odd types) and a cut that falls inside an event take the
+standard library's decoder, with the same result. Only the events simcore uses are kept (GPU
+kernels/memcpy/memset, ``cpu_op`` with shapes, CUDA runtime calls, annotations), in compact slotted
+objects whose names and shape lists are shared between repeats, so memory grows with the number of GPU
+activities, not with the file's size (``benchmarks/bench_trace_read.py`` measures both).
 
 Both layouts are read: old traces with absolute epoch-microsecond ``ts``, and newer ones with
 ``ts`` relative to ``baseTimeNanoseconds`` (written after ``traceEvents``). Times come out in seconds
@@ -22,6 +26,7 @@ import json
 import multiprocessing
 import os
 import re
+import sys
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -31,6 +36,11 @@ from typing import IO, Any, cast
 
 from simcore.errors import TraceError
 from simcore.traces.model import Annotation, CpuOp, GpuEvent, RuntimeCall, Trace
+
+try:
+    import msgspec
+except ImportError:  # pragma: no cover - a declared dependency; the stdlib path reads the same
+    msgspec = None  # type: ignore[assignment]
 
 CHUNK = 4 << 20
 """Bytes read (decompressed) per refill."""
@@ -65,6 +75,70 @@ _KERNEL_ARGS = (
     "Out split size",
     "Src Rank",
     "Dst Rank",
+)
+
+_SHAPE_ARGS = (
+    ("dims", "Input Dims"),
+    ("types", "Input type"),
+    ("conc", "Concrete Inputs"),
+    ("strides", "Input Strides"),
+)
+"""A ``cpu_op``'s recorded inputs: kept as raw JSON text while decoding, decoded once per distinct text."""
+_KEPT_ATTRS = tuple((key, f"k{i}") for i, key in enumerate(_KERNEL_ARGS))
+"""(argument, attribute of the typed arguments record) of the GPU arguments simcore keeps."""
+
+_FAST = msgspec is not None
+"""Decode event batches with ``msgspec`` into typed records (tests switch it off to compare)."""
+_decode_events: Callable[[str], list[Any]] | None = None
+if msgspec is not None:
+    _U: Any = msgspec.UNSET
+    _Args: Any = msgspec.defstruct(
+        "_Args",
+        [
+            ("device", Any, _U),
+            ("stream", Any, _U),
+            ("correlation", Any, _U),
+            ("ext", Any, msgspec.field(default=_U, name="External id")),
+            ("labels", Any, _U),
+            *(
+                (a, msgspec.Raw | msgspec.UnsetType, msgspec.field(default=_U, name=k))
+                for a, k in _SHAPE_ARGS
+            ),
+            *((a, Any, msgspec.field(default=_U, name=k)) for k, a in _KEPT_ATTRS),
+        ],
+        gc=False,
+    )
+    # the defaults are those of ``dict.get`` in :func:`_extract`, so both paths read an event alike
+    _Ev: Any = msgspec.defstruct(
+        "_Ev",
+        [
+            ("ph", Any, None),
+            ("cat", Any, ""),
+            ("name", Any, ""),
+            ("ts", Any, None),
+            ("dur", Any, 0.0),
+            ("pid", Any, None),
+            ("tid", Any, 0),
+            ("args", _Args | None, None),
+        ],
+        gc=False,
+    )
+    _decode_events = msgspec.json.Decoder(list[_Ev]).decode
+    _DecodeError: type[Exception] = msgspec.DecodeError
+else:  # pragma: no cover
+    _DecodeError = ValueError
+
+
+class _Tag(str):
+    """The key of an item :func:`iter_trace` makes itself (a batch, a count): equal to its name, but
+    told apart by identity from a top-level member of that name in the file (a plain ``str``), so a
+    file with a member ``"python"`` or ``"events"`` cannot pass for one."""
+
+    __slots__ = ()
+
+
+K_EVENTS, K_TYPED, K_SEGMENT, K_SKIPPED, K_PYTHON, K_BYTES = (
+    _Tag(k) for k in ("events", "typed", "segment", "skipped", "python", "__bytes__")
 )
 
 
@@ -201,10 +275,13 @@ def _incomplete(tail: str) -> bool:
     return depth > 0 or in_str
 
 
-def iter_trace(path: str | Path, segments: bool = False) -> Iterator[tuple[str, Any]]:
+def iter_trace(path: str | Path, segments: bool = False, typed: bool = False) -> Iterator[tuple[str, Any]]:
     """Stream a Chrome-trace JSON file: yields ``("events", [dict, ...])`` batches of the elements
     of ``traceEvents`` and ``(key, value)`` for every other top-level member, in file order, then
-    ``("__bytes__", n)`` with the decompressed size.
+    ``("__bytes__", n)`` with the decompressed size. ``typed=True`` (with ``msgspec``): most batches
+    come as ``("typed", [record, ...])``, records with only the fields :func:`read_kineto` reads.
+    The keys of the items the reader makes are :data:`K_EVENTS`, :data:`K_TYPED`, ... (equal to those
+    names, and told apart by identity from top-level members that happen to be called so).
 
     Raises :class:`~simcore.errors.TraceError` (one line naming the file) on truncated or
     malformed input.
@@ -216,8 +293,8 @@ def iter_trace(path: str | Path, segments: bool = False) -> Iterator[tuple[str, 
             raise src.fail("empty file (not a JSON trace)")
         if c == "[":
             src.pos += 1
-            yield from _iter_array(src, "the event array")
-            yield "__bytes__", src.nbytes
+            yield from _iter_array(src, "the event array", typed)
+            yield K_BYTES, src.nbytes
             return
         if c != "{":
             raise src.fail(f"not a JSON trace (starts with {c!r}, expected '{{')")
@@ -242,11 +319,13 @@ def iter_trace(path: str | Path, segments: bool = False) -> Iterator[tuple[str, 
                 if src.expect("[", "traceEvents") != "[":  # pragma: no cover - expect raises
                     break
                 yield from (
-                    _iter_segments(src, "traceEvents") if segments else _iter_array(src, "traceEvents")
+                    _iter_segments(src, "traceEvents", typed)
+                    if segments
+                    else _iter_array(src, "traceEvents", typed)
                 )
             else:
                 yield str(key), src.value(f"the top-level member {key!r}")
-        yield "__bytes__", src.nbytes
+        yield K_BYTES, src.nbytes
     finally:
         src.close()
 
@@ -263,8 +342,9 @@ _BOUNDARY = re.compile(r"\}\s*,\s*\{")
 _SEP = re.compile(r"[ \t\n\r,]*")
 
 
-def _iter_array(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
-    """Elements of a JSON array, yielded as ``("events", [dict, ...])`` batches.
+def _iter_array(src: _Source, where: str, typed: bool = False) -> Iterator[tuple[str, Any]]:
+    """Elements of a JSON array, yielded as ``("events", [dict, ...])`` batches (``typed``: mostly
+    ``("typed", [record, ...])`` batches decoded by ``msgspec``, see :func:`_typed_batch`).
 
     Fast path: the text from the cursor to the last ``}, {`` in the buffer is parsed in one
     ``json.loads`` call. A successful parse of ``[`` + that text + ``]`` proves the cut fell between
@@ -294,6 +374,14 @@ def _iter_array(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
             continue
         first = False
         buf, pos = src.buf, src.pos
+        if typed:
+            got = _typed_batch(buf, pos)
+            if got is not None:
+                src.pos, tb = got
+                n += len(tb)
+                need_value = False
+                yield K_TYPED, tb
+                continue
         batch: list[Any] | None = None
         limit = len(buf)
         for _ in range(6):
@@ -320,18 +408,37 @@ def _iter_array(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
                 continue
             src.pos = cut + 1
             if skipped:
-                yield "skipped", skipped
+                yield K_SKIPPED, skipped
                 # (those left in the text, which the skip could not match, are counted when parsed)
                 py = raw.count(_PY_CAT) - text.count(_PY_CAT)
                 if py:
-                    yield "python", py
+                    yield K_PYTHON, py
             break
         if batch is None:
             # slow path: one event, reading more text as needed
             batch = [src.value(f"{where} (event {n})")]
         n += len(batch)
         need_value = False
-        yield "events", batch
+        yield K_EVENTS, batch
+
+
+def _typed_batch(buf: str, pos: int) -> tuple[int, list[Any]] | None:
+    """(the position after the batch, its typed records) for the events from ``pos`` to the last
+    event boundary in ``buf``, or None where there is none or ``msgspec`` refuses the text. As on the
+    standard library's fast path, a successful decode of ``[`` + text + ``]`` proves the cut fell
+    between two events."""
+    if _decode_events is None or not _FAST:
+        return None
+    m = None
+    for m in _BOUNDARY.finditer(buf, max(pos, len(buf) - 65536)):  # noqa: B007 - the last one
+        pass
+    if m is None:
+        return None
+    cut = m.start() + 1
+    try:
+        return cut, _decode_events("[" + buf[pos:cut] + "]")
+    except _DecodeError:
+        return None
 
 
 def _str(v: Any) -> str:
@@ -354,9 +461,10 @@ def read_kineto(
 
     ``keep_cpu_op(name)`` selects the ``cpu_op`` events kept (default: every op with an External
     id); GPU events, runtime calls and annotations are always kept. ``workers``: processes that
-    parse large Kineto-formatted traces in parallel (default: ``SIMCORE_TRACE_WORKERS`` or up to 4
-    CPUs, for files of more than about 48 MB of JSON; 0 or 1 reads in this process only). The
-    result does not depend on it.
+    parse large Kineto-formatted traces in parallel (default: ``SIMCORE_TRACE_WORKERS``, else one
+    process, which ``msgspec`` makes faster than several on a few busy cores and which keeps memory
+    down; without ``msgspec``, up to 4 CPUs for files of more than about 48 MB of JSON; 0 or 1 reads
+    in this process only). The result does not depend on it.
     """
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: the cyclic collector only slows this down
@@ -400,7 +508,7 @@ def _workers(p: Path) -> int:
     except OSError:
         return 0
     est = size * (10 if gz else 1)
-    if est < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+    if _FAST or est < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
         return 0
     return min(4, os.cpu_count() or 1)
 
@@ -466,6 +574,8 @@ def _extract(batch: list[Any], acc: _Acc) -> None:
         if acc.first_ts is None:
             acc.first_ts = ts_us
         args = ev.get("args") or {}
+        if not isinstance(args, dict):
+            args = {}  # arguments that are not an object: none simcore can read
         if kind == 0:
             dev = args.get("device", ev.get("pid", 0))
             stream = args.get("stream", ev.get("tid", 0))
@@ -535,6 +645,133 @@ def _extract(batch: list[Any], acc: _Acc) -> None:
             )
 
 
+def _extract_typed(batch: list[Any], acc: _Acc, raws: dict[bytes, Any]) -> None:
+    """:func:`_extract` for the typed records of :func:`_typed_batch`: the same tuples, with names
+    interned and each distinct shape text decoded once (``raws``: text to value, shared by the
+    file's batches)."""
+    kinds, U, miss = _KIND, _U, _MISSING
+    gpu, cpu, rt, ann = acc.gpu.append, acc.cpu.append, acc.rt.append, acc.ann.append
+    intern = sys.intern
+    decode = msgspec.json.decode
+    get = raws.get
+    py = mem = 0
+    acc.n += len(batch)
+    for ev in batch:
+        ph = ev.ph
+        if ph != "X":
+            if ph == "i" and ev.name == "[memory]":
+                mem += 1
+            elif ph == "M" and ev.name == "process_labels":
+                a = ev.args
+                lab = "" if a is None or a.labels is U else str(a.labels)
+                if lab.startswith("GPU"):
+                    acc.gpu_pids.add(str(ev.pid))
+            continue
+        cat = ev.cat
+        kind = kinds.get(cat) if cat.__class__ is str else None
+        if kind is None:
+            if cat == "" and str(ev.name).startswith("ProfilerStep#"):
+                kind = 3
+            else:
+                py += cat == "python_function"
+                continue
+        ts_us: Any = ev.ts
+        dur = ev.dur
+        if ts_us.__class__ is not float or dur.__class__ is not float:
+            try:
+                ts_us = float(ts_us)
+                dur = float(dur)
+            except (TypeError, ValueError):
+                continue
+        dur *= 1e-6
+        if acc.first_ts is None:
+            acc.first_ts = ts_us
+        a = ev.args
+        if a is None:
+            a = _NO_ARGS
+        name = ev.name
+        name = intern(name) if name.__class__ is str else str(name)
+        if kind == 1:
+            ext = a.ext
+            if ext.__class__ is not int:
+                ext = -1 if ext is U else _int(ext)
+            if ext < 0:
+                continue
+            # the recorded inputs, each distinct text decoded once and its value shared
+            shapes: list[Any] = []
+            for raw in (a.dims, a.types, a.conc, a.strides):
+                if raw is U:
+                    shapes.append(None)
+                    continue
+                key = bytes(raw)
+                v = get(key, miss)
+                if v is miss:
+                    v = raws[key] = decode(key)
+                shapes.append(v)
+            cpu((name, ts_us, dur, ext, _int(ev.tid, 0), *shapes))
+        elif kind == 0:
+            dev = a.device
+            if dev is U:
+                dev = 0 if ev.pid is None else ev.pid
+            stream = a.stream
+            if stream is U:
+                stream = ev.tid
+            corr = -1 if a.correlation is U else a.correlation
+            ext = -1 if a.ext is U else a.ext
+            kcat = _CAT_ALIAS.get(cat, cat)
+            if kcat != "kernel" or a.k5 is not U:  # "Collective name"
+                kept = {k: v for k, attr in _KEPT_ATTRS if (v := getattr(a, attr)) is not U}
+            elif a.k0 is not U and (
+                "flash" in name or "fmha" in name or "sdpa" in name or "ttention" in name
+            ):
+                kept = {"grid": a.k0}
+            else:
+                kept = {}
+            gpu(
+                (
+                    name,
+                    kcat,
+                    ts_us,
+                    dur,
+                    dev if dev.__class__ is int else _int(dev, 0),
+                    stream if stream.__class__ is int else _int(stream, 0),
+                    corr if corr.__class__ is int else _int(corr),
+                    ext if ext.__class__ is int else _int(ext),
+                    kept,
+                )
+            )
+        elif kind == 2:
+            corr = -1 if a.correlation is U else a.correlation
+            tid = ev.tid
+            ext = -1 if a.ext is U else a.ext
+            rt(
+                (
+                    name,
+                    ts_us,
+                    dur,
+                    corr if corr.__class__ is int else _int(corr),
+                    tid if tid.__class__ is int else _int(tid, 0),
+                    ext if ext.__class__ is int else _int(ext),
+                )
+            )
+        else:
+            ann((name, ts_us, dur, cat == "gpu_user_annotation", _int(ev.tid, 0)))
+    acc.py += py
+    acc.mem += mem
+
+
+_KIND = {
+    **dict.fromkeys(_GPU_CATS, 0),
+    "cpu_op": 1,
+    **dict.fromkeys(_RUNTIME_CATS, 2),
+    **dict.fromkeys(_ANNOT_CATS, 3),
+}
+"""Category to kind in :func:`_extract`'s order: 0 GPU, 1 ``cpu_op``, 2 runtime, 3 annotation."""
+_MISSING = object()
+_NO_ARGS: Any = _Args() if msgspec is not None else None
+assert _KEPT_ATTRS[0] == ("grid", "k0") and _KEPT_ATTRS[5] == ("Collective name", "k5")
+
+
 class _Builder:
     """Turns accumulated tuples into the :class:`Trace`'s records, part by part in file order."""
 
@@ -584,6 +821,14 @@ def _parse_segment(text: str) -> _Acc | None:
     gc.disable()
     try:
         acc = _Acc()
+        if _decode_events is not None and _FAST:
+            try:
+                typed = _decode_events("[" + text + "]")
+            except _DecodeError:
+                pass
+            else:
+                _extract_typed(typed, acc, {})
+                return acc
         stripped, skipped = _SKIP.subn("", text)
         try:
             batch = json.loads("[" + stripped + "]")
@@ -603,7 +848,7 @@ def _parse_segment(text: str) -> _Acc | None:
             gc.enable()
 
 
-def _iter_segments(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
+def _iter_segments(src: _Source, where: str, typed: bool = False) -> Iterator[tuple[str, Any]]:
     """``("segment", text)`` runs of whole events split at Kineto's own event boundaries, then the
     rest of the array through the one-process path."""
     while True:
@@ -612,9 +857,9 @@ def _iter_segments(src: _Source, where: str) -> Iterator[tuple[str, Any]]:
         i = src.buf.rfind(_KINETO_BOUNDARY, src.pos)
         if i <= src.pos:
             break
-        yield "segment", src.buf[src.pos : i + 1]
+        yield K_SEGMENT, src.buf[src.pos : i + 1]
         src.pos = i + 2
-    yield from _iter_array(src, where)
+    yield from _iter_array(src, where, typed)
 
 
 def _read(p: Path, keep_cpu_op: Callable[[str], bool] | None, workers: int) -> Trace:
@@ -623,6 +868,7 @@ def _read(p: Path, keep_cpu_op: Callable[[str], bool] | None, workers: int) -> T
     base_ns: float | None = None
     pool: Any = None
     pending: deque[Any] = deque()  # futures (parallel) and finished parts, in file order
+    raws: dict[bytes, Any] = {}  # shape texts decoded once, their values shared
 
     def drain(limit: int) -> None:
         while len(pending) > limit:
@@ -642,18 +888,23 @@ def _read(p: Path, keep_cpu_op: Callable[[str], bool] | None, workers: int) -> T
                 workers, mp_context=multiprocessing.get_context("fork")
             )
     try:
-        for key, val in iter_trace(p, segments=pool is not None):
-            if key == "segment":
+        for key, val in iter_trace(p, segments=pool is not None, typed=_FAST):
+            if key is K_TYPED:
+                acc = _Acc()
+                _extract_typed(val, acc, raws)
+                pending.append(acc)
+                drain(2 * workers if pool is not None else 0)
+            elif key is K_SEGMENT:
                 pending.append(pool.submit(_parse_segment, val))
                 drain(2 * workers)
-            elif key == "events":
+            elif key is K_EVENTS:
                 acc = _Acc()
                 _extract(val, acc)
                 pending.append(acc)
                 drain(2 * workers if pool is not None else 0)
-            elif key == "skipped":
+            elif key is K_SKIPPED:
                 b.nev += int(val)
-            elif key == "python":
+            elif key is K_PYTHON:
                 tr.python_events += int(val)
             elif key == "deviceProperties" and isinstance(val, list):
                 tr.device_properties = [d for d in val if isinstance(d, dict)]
@@ -664,7 +915,7 @@ def _read(p: Path, keep_cpu_op: Callable[[str], bool] | None, workers: int) -> T
                     base_ns = float(val)
                 except (TypeError, ValueError):
                     base_ns = None
-            elif key == "__bytes__":
+            elif key is K_BYTES:
                 tr.bytes_read = int(val)
             elif not isinstance(val, list | dict):
                 tr.metadata[key] = val

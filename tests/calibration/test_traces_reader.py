@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -394,3 +395,208 @@ def test_parallel_reader_falls_back_on_unexpected_layout(
     serial = kineto.read_kineto(p, workers=0)
     assert len(serial.gpu_events) == 101
     assert _sig(kineto.read_kineto(p, workers=2)) == _sig(serial)
+
+
+# ---------------------------------------------------------------------------------------------
+# the typed (msgspec) decoding path: the same Trace as the standard library's, less memory
+
+
+def _full_sig(tr: object) -> object:
+    """Every field of every record the reader keeps (``_sig`` plus arguments, inputs and metadata)."""
+    t = tr  # type: ignore[assignment]
+    return (
+        [(e.name, e.cat, e.ts, e.dur, e.device, e.stream, e.correlation, e.ext_id, e.args) for e in t.gpu_events],  # type: ignore[attr-defined]
+        {k: (v.name, v.ts, v.dur, v.tid, v.input_dims, v.input_types, v.concrete, v.input_strides) for k, v in t.cpu_ops.items()},  # type: ignore[attr-defined]
+        [(h.name, h.ts, h.dur, h.correlation, h.tid, h.ext_id) for h in t.host_calls],  # type: ignore[attr-defined]
+        sorted(t.runtime),  # type: ignore[attr-defined]
+        [(a.name, a.ts, a.dur, a.gpu, a.tid) for a in t.annotations],  # type: ignore[attr-defined]
+        t.events_seen, t.t0_ns, t.metadata, t.bytes_read, t.python_events, t.memory_events,  # type: ignore[attr-defined]
+        t.device_properties, t.distributed, t.relative_timestamps,  # type: ignore[attr-defined]
+    )  # fmt: skip
+
+
+def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    typed = kineto.read_kineto(path, workers=0)
+    monkeypatch.setattr(kineto, "_FAST", False)
+    plain = kineto.read_kineto(path, workers=0)
+    monkeypatch.setattr(kineto, "_FAST", True)
+    return typed, plain
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "h200x2/profile_ddp_rank0.json.gz",  # NCCL kernels with the collective arguments
+        "h200/round46/hf_train_llama_L4_h1024_b4_stack.json.gz",  # with_stack, profile_memory
+        "h200/round48/hf_train_gpt2_L12_b8_hta.json.gz",  # HTA-profiled: shapes, stack and memory
+        "h200/profile_decode_cuda_graphs.json.gz",  # graph replays: attention kernels' launch grids
+        "h200/profile_train_gpt_gelu_ln_compiled.json.gz",  # torch.compile
+    ],
+)
+def test_typed_decoding_reads_real_traces_as_the_standard_library(
+    trace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from simcore.traces.classify import analyze
+
+    assert kineto._FAST, "msgspec is a dependency: the typed path is the default"
+    typed, plain = _both(REPO / "traces" / trace, monkeypatch)
+    assert _full_sig(typed) == _full_sig(plain)
+    # and so do their classification (shapes recovered once per distinct shared input) and steps
+    a, b = analyze(typed), analyze(plain)  # type: ignore[arg-type]
+    assert [(k.cls, k.op, k.shape, k.step, k.launch_ts) for k in a.kernels] == [
+        (k.cls, k.op, k.shape, k.step, k.launch_ts) for k in b.kernels
+    ]
+    assert [(s.name, s.time_s) for s in a.steps] == [(s.name, s.time_s) for s in b.steps]
+
+
+@pytest.mark.parametrize("layout", ["new", "old"])
+def test_typed_decoding_of_synthetic_traces(
+    layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = tmp_path / "t.json.gz"
+    write_trace(p, SynthConfig(layers=2, steps=3, pad_cpu_events=2, world=2, layout=layout))
+    typed, plain = _both(p, monkeypatch)
+    assert _full_sig(typed) == _full_sig(plain)
+
+
+def test_what_msgspec_refuses_takes_the_standard_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events msgspec will not decode into its records (NaN literals, arguments that are not an
+    object) or that need converting (string numbers, string ids) read as the standard library reads
+    them, and the rest of the file stays on the typed path."""
+    ev = '{"ph": "X", "cat": "kernel", "name": "k%d", "pid": 0, "tid": 7, "ts": %d.5, "dur": 1.0, "args": {"stream": 7, "correlation": %d}}'
+    odd = [
+        '{"ph": "X", "cat": "python_function", "name": "f", "ts": 3.0, "dur": 1.0, "args": {"x": NaN}}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": "9", "ts": "4.0", "dur": "2", '
+        '"args": {"External id": "12", "Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}}',
+        '{"ph": "X", "cat": "kernel", "name": "listargs", "pid": 0, "tid": 7, "ts": 5.0, "dur": 1.0, "args": [1, 2]}',
+        '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 9, "ts": 6.0, "dur": 1.0, '
+        '"args": {"correlation": "77", "External id": 12}}',
+        '{"ph": "X", "cat": null, "name": "nullcat", "ts": 7.0, "dur": 1.0}',
+        '{"ph": "i", "name": "[memory]", "ts": 8.0, "args": {"Bytes": 64}}',
+        '{"ph": "M", "name": "process_labels", "pid": 0, "args": {"labels": "GPU 0"}}',
+        "17",
+    ]
+    body = ",\n  ".join(
+        [ev % (i, 10 + i, 100 + i) for i in range(300)]
+        + odd
+        + [ev % (i, 500 + i, 900 + i) for i in range(300)]
+    )
+    p = tmp_path / "odd.json"
+    p.write_text('{"traceEvents": [\n  ' + body + '\n], "baseTimeNanoseconds": 1700000000000000000}')
+    monkeypatch.setattr(kineto, "CHUNK", 4096)  # many batches: some typed, the odd ones not
+    typed, plain = _both(p, monkeypatch)
+    assert _full_sig(typed) == _full_sig(plain)
+    t = typed  # type: ignore[assignment]
+    assert t.events_seen == 608 and t.memory_events == 1  # type: ignore[attr-defined]
+    assert t.cpu_ops[12].input_dims == [[2, 3], [3, 4]] and t.cpu_ops[12].tid == 9  # type: ignore[attr-defined]
+    assert t.runtime[77].ext_id == 12 and t.metadata["gpu_pids"] == ["0"]  # type: ignore[attr-defined]
+    assert "listargs" in {e.name for e in t.gpu_events} and t.python_events == 1  # type: ignore[attr-defined]
+
+
+def test_repeated_inputs_and_names_are_shared(tmp_path: Path) -> None:
+    """A step's ops recur with the same shapes: each distinct recorded input is one object, each
+    kernel name one string, and classification gives what it gives unshared copies."""
+    import copy
+    import dataclasses
+
+    from simcore.traces.classify import analyze
+
+    p = tmp_path / "t.json"
+    write_trace(p, SynthConfig(layers=2, steps=4))
+    tr = kineto.read_kineto(p, workers=0)
+    mms = [o for o in tr.cpu_ops.values() if o.name == "aten::mm"]
+    dims = {id(o.input_dims) for o in mms}
+    assert len(mms) > 4 * len(dims)  # shared, not one list per op
+    assert len({id(e.name) for e in tr.gpu_events}) == len({e.name for e in tr.gpu_events})
+    unshared = copy.deepcopy(tr)
+    for k, o in unshared.cpu_ops.items():  # every op its own lists, as a reader that shares nothing gives
+        unshared.cpu_ops[k] = dataclasses.replace(
+            o,
+            **{
+                f: json.loads(json.dumps(getattr(o, f)))
+                for f in ("input_dims", "input_types", "concrete", "input_strides")
+            },
+        )
+    assert len({id(o.input_dims) for o in unshared.cpu_ops.values() if o.name == "aten::mm"}) == len(mms)
+    a, b = analyze(tr), analyze(unshared)
+    assert [(k.cls, k.shape, k.step) for k in a.kernels] == [(k.cls, k.shape, k.step) for k in b.kernels]
+    # each kernel's shape is its own dict
+    shaped = [k for k in a.kernels if k.shape is not None]
+    assert len({id(k.shape) for k in shaped}) == len(shaped)
+
+
+def test_memory_follows_gpu_activity_not_file_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two traces of the same kernels, one three times the size in events simcore skips (a
+    ``with_stack=True`` trace's ``python_function`` ranges): reading the larger one holds about the
+    same memory. (The text buffer and a batch's records are bounded by the chunk read, small here.)"""
+    import tracemalloc
+
+    monkeypatch.setattr(kineto, "CHUNK", 1 << 16)
+
+    def peak(pad: int) -> tuple[int, int]:
+        p = tmp_path / f"pad{pad}.json"
+        write_trace(p, SynthConfig(layers=2, steps=30, pad_cpu_events=pad))
+        tracemalloc.start()
+        try:
+            tr = kineto.read_kineto(p, workers=0)
+            _cur, top = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert tr.gpu_events
+        return p.stat().st_size, top
+
+    (small, m_small), (big, m_big) = peak(0), peak(8)
+    assert big > 2.5 * small
+    assert m_big - m_small < 0.1 * (big - small), (m_small, m_big, small, big)
+
+
+def test_one_reader_process_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "t.json"
+    write_trace(p, SynthConfig(steps=1))
+    monkeypatch.delenv("SIMCORE_TRACE_WORKERS", raising=False)
+    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
+    assert kineto._workers(p) == 0  # msgspec: one process reads faster than several on few cores
+    monkeypatch.setattr(kineto, "_FAST", False)
+    assert kineto._workers(p) == min(4, os.cpu_count() or 1)
+    monkeypatch.setenv("SIMCORE_TRACE_WORKERS", "3")
+    assert kineto._workers(p) == 3
+
+
+def test_top_level_members_named_like_the_readers_own_items(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSON file whose members are called ``python``, ``skipped``, ``events``, ... (an environment
+    record such as ``traces/h200/ops_env.json``, or a trace with such metadata) is read as members, not
+    as the reader's batches and counts: metadata, or "no GPU activity" (one line, exit 2), never a
+    traceback."""
+    ev = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 1.0,
+        "dur": 2.0,
+        "args": {"stream": 7},
+    }
+    meta = {
+        "python": "3.12.3",
+        "skipped": "no",
+        "events": [1, 2],
+        "typed": 3,
+        "segment": "s",
+        "__bytes__": "b",
+    }
+    p = tmp_path / "meta.json"
+    p.write_text(json.dumps({**meta, "traceEvents": [ev]}))
+    tr = read_trace(p)
+    assert len(tr.gpu_events) == 1 and tr.events_seen == 1 and tr.python_events == 0
+    assert {k: tr.metadata[k] for k in ("python", "skipped", "typed", "segment", "__bytes__")} == {
+        k: meta[k] for k in ("python", "skipped", "typed", "segment", "__bytes__")
+    }
+    assert tr.bytes_read == p.stat().st_size
+    env = REPO / "traces" / "h200" / "ops_env.json"
+    code, _out, err = run_cli(capsys, "validate", str(env), "--scenario", "default")
+    assert code == 2 and "ops_env.json" in err and "no GPU activity" in err and "Traceback" not in err
