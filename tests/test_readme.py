@@ -61,7 +61,7 @@ def _tour() -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("placeholder", ["TRACE.json", "SCENARIO", "MY_SWEEPS/"])
+@pytest.mark.parametrize("placeholder", ["TRACE.json", "SCENARIO", "MY_SWEEPS/", "MY_TRACE.json"])
 def test_each_placeholder_has_an_example_on_committed_files(placeholder: str) -> None:
     lines = _tour()
     at = [i for i, line in enumerate(lines) if placeholder in line.split()]
