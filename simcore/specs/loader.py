@@ -23,6 +23,8 @@ def read_yaml(path: str | Path, max_bytes: int | None = None) -> dict[str, Any]:
     """Read a YAML mapping (safe loader: plain data only) of at most ``max_bytes`` (default
     :data:`MAX_YAML_BYTES`); missing, oversized or malformed files raise :class:`SpecError`."""
     p = Path(path)
+    if "\x00" in str(p):
+        raise SpecError("not a valid path (it holds a NUL character)", file=repr(str(p)))
     limit = MAX_YAML_BYTES if max_bytes is None else max_bytes
     try:
         with p.open("rb") as fh:

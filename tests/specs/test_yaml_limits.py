@@ -79,3 +79,12 @@ def test_not_utf8_is_one_line(tmp_path: Path) -> None:
     f.write_bytes(b"kind: \xff\xfe training\n")
     with pytest.raises(SpecError, match=r"bin\.yaml: cannot read: not UTF-8 text"):
         read_yaml(f)
+
+
+@pytest.mark.parametrize("path", ["a\x00b", "scenarios/\x00.yaml"])
+def test_a_path_with_a_nul_is_one_line(path: str) -> None:
+    """A NUL character cannot be in a path: a SpecError naming it, not the OS layer's ValueError."""
+    with pytest.raises(SpecError, match="not a valid path"):
+        read_yaml(path)
+    with pytest.raises(SpecError, match="not a valid path"):
+        load_scenario(path)
