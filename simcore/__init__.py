@@ -1,7 +1,7 @@
 """simcore: performance simulator for AI training and inference on GPU clusters.
 
 Public API (stable names): :func:`load_scenario`, :func:`predict`, :func:`op_time`,
-:func:`collective_time`, :func:`load_hardware`.
+:func:`collective_time`, :func:`load_hardware`, :func:`transfer_time`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ _LAZY = {
     "collective_time": "simcore.comm.collectives",
     "plan": "simcore.planning.plan",
     "serve": "simcore.serving",
+    "transfer_time": "simcore.comm.host",
 }
 
 
@@ -55,4 +56,5 @@ __all__ = [
     "plan",
     "predict",
     "serve",
+    "transfer_time",
 ]

@@ -158,6 +158,9 @@ class System(Spec):
     nic: str
     """Link spec of the compute NIC."""
     pcie: str
+    host_link: str | None = None
+    """Link spec joining a GPU to its host CPU's memory when it is not ``pcie`` (``nvlink-c2c`` on Grace
+    systems); ``None``: the PCIe link."""
     cpu: str
     cpus: Int = Field(ge=0)
     host_memory: Bytes

@@ -445,6 +445,38 @@ EMBEDDING_BWD_ELEMENT_BYTES = 12.0
 """Bytes a token x hidden element counts for :class:`EmbeddingBackwardParams`' efficiencies."""
 
 
+class CopyParams(_Frozen):
+    """One kind of host<->GPU copy (a direction and a host memory kind):
+    ``time = latency + bytes / (host link bandwidth per direction x eff)`` (:mod:`simcore.comm.host`)."""
+
+    latency: float = Field(ge=0)
+    """Seconds of a copy too small for its bytes to matter (the profiler's ``gpu_memcpy`` duration)."""
+    eff: float = Field(gt=0, le=1.0)
+    """Achieved fraction of the host link's raw bandwidth per direction."""
+    basis: str
+    """Where ``latency`` and ``eff`` come from: fitted (copies, traces) or a stated default and its source."""
+
+
+class HostCopies(_Frozen):
+    """Host<->GPU copy parameters (``simcore.transfer_time``), fitted by :mod:`simcore.calibration.fit_copy`."""
+
+    link: str
+    """The host link the copies were measured over (a link spec name, e.g. ``pcie5``)."""
+    source: list[str] = []
+    """The extracted copies the fit read (paths relative to the repository)."""
+    h2d_pinned: CopyParams
+    h2d_pageable: CopyParams
+    d2h_pinned: CopyParams
+    d2h_pageable: CopyParams
+    held_out: dict[str, dict[str, float]] = {}
+    """Per kind: ``n`` held-out copies (whole traces held apart) and their ``median_abs_err``."""
+
+    def params(self, direction: str, pinned: bool) -> CopyParams:
+        """The parameters of ``direction`` (``h2d`` or ``d2h``) from pinned or pageable host memory."""
+        p: CopyParams = getattr(self, f"{direction}_{'pinned' if pinned else 'pageable'}")
+        return p
+
+
 class HardwareRef(_Frozen):
     """The measured device's peaks, recorded for traceability (SI units)."""
 
@@ -545,6 +577,8 @@ class ComputeProfile(_Frozen):
     embedding_bwd: EmbeddingBackwardParams | None = None
     """The embedding's dense backward where measured kernel by kernel; ``None``: priced as a
     bandwidth-bound op over its gradient's bytes."""
+    host_copy: HostCopies | None = None
+    """Host<->GPU copies (pinned and pageable, both directions); ``None``: not measured for this device."""
 
     def host(self, name: str, profiled: bool = False, default: float = 0.0) -> float:
         """A ``host_layer`` entry (seconds): the profiler-recorded one when ``profiled`` and measured,
@@ -831,8 +865,10 @@ def save_profile(profile: ComputeProfile, path: str | Path) -> None:
 __all__ = [
     "AttentionParams",
     "ComputeProfile",
+    "CopyParams",
     "GemmParams",
     "HardwareRef",
+    "HostCopies",
     "MemoryOpParams",
     "MemoryParams",
     "OptimizerParams",
