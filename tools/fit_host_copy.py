@@ -1,7 +1,7 @@
 """Regenerate the host<->GPU copy calibration of H200 (``host_copy`` in hardware_specs/calibration/h200.yaml).
 
 1. Every committed H200 profiler trace (``traces/h200/**``, ``traces/h200x2/**``, ``*.json.gz``) with a
-   host<->GPU ``Memcpy HtoD``/``Memcpy DtoH`` event: its copies into ``traces/h200/host_copies.csv.gz``
+   host<->GPU ``Memcpy HtoD``/``Memcpy DtoH`` event: its copies into ``traces/h200/memcpy_host_gpu.csv.gz``
    (``simcore.calibration.fit_copy.extract_copies``; a few minutes).
 2. ``fit_copies`` over PCIe Gen5 (the link of hgx-h200) and the section written into the profile.
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from simcore.calibration.fit_copy import extract_copies, fit_copies, read_copies, write_copies, write_section  # noqa: E402
 from simcore.specs import default_registry  # noqa: E402
 
-CSV = "traces/h200/host_copies.csv.gz"
+CSV = "traces/h200/memcpy_host_gpu.csv.gz"
 PROFILE = "hardware_specs/calibration/h200.yaml"
 
 

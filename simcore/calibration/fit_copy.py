@@ -2,7 +2,7 @@
 
 The copies are the Kineto ``gpu_memcpy`` events ``Memcpy HtoD (Pinned -> Device)``, ``... (Pageable ->
 Device)``, ``Memcpy DtoH (Device -> Pinned)`` and ``(Device -> Pageable)`` with ``args.bytes`` and ``dur``.
-:func:`extract_copies` reads them from traces (kept as a CSV, ``traces/h200/host_copies.csv.gz``);
+:func:`extract_copies` reads them from traces (kept as a CSV, ``traces/h200/memcpy_host_gpu.csv.gz``);
 :func:`fit_copies` fits ``dur = latency + bytes / (link bandwidth x eff)`` per direction and memory kind
 on every trace but every fourth (sorted by path) and reports the median absolute relative error on the
 copies of the held-apart traces. ``eff`` is the stated number of :data:`DEFAULT_EFF` with its source
