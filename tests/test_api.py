@@ -200,3 +200,159 @@ def test_predict_dict_junk_raises_simcore_error(section: str, field: str, junk: 
     data = {**DEFAULT, section: {**(DEFAULT.get(section) or {}), field: junk}}
     with contextlib.suppress(SimcoreError):
         simcore.predict(data)
+
+
+# --- serve ----------------------------------------------------------------------------------
+
+SERVE = "serve_llama3_8b_h200"
+SMALL = ["serving.requests=20"]
+SERVE_SC = simcore.load_scenario(SERVE, SMALL)
+
+
+def test_serve_takes_a_name_a_path_a_dict_or_a_scenario() -> None:
+    base = simcore.serve(SERVE_SC)
+    data = yaml.safe_load((ROOT / "scenarios" / f"{SERVE}.yaml").read_text())
+    for got in (
+        simcore.serve(SERVE, overrides=SMALL),
+        simcore.serve(ROOT / "scenarios" / f"{SERVE}.yaml", overrides=SMALL),
+        simcore.serve(data, overrides=SMALL[0]),  # one override as a string
+        simcore.serve(SERVE_SC, spec=SERVE_SC.serving.model_dump()),  # type: ignore[union-attr]
+    ):
+        assert got.model_dump() == base.model_dump()
+    assert data["serving"]["requests"] == 2000  # the caller's dict is not changed
+    faster = simcore.serve(SERVE_SC, spec={**SERVE_SC.serving.model_dump(), "rate": 1})  # type: ignore[union-attr]
+    assert faster.model_dump() != base.model_dump()
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "expected"),
+    [
+        ((None,), {}, "scenario: expected a Scenario, a scenario file path or built-in name, or a dict of"),
+        ((5,), {}, "scenario: expected a Scenario"),
+        ((SERVE_SC,), {"spec": 5}, "spec: expected a ServingSpec or a dict of serving fields, got int"),
+        ((SERVE_SC,), {"spec": {"rate": 1, "speed": 2}}, "spec.speed: unknown"),
+        ((SERVE_SC,), {"spec": {"rate": "fast"}}, "spec.rate:"),
+        ((SERVE_SC,), {"overrides": ["serving.rate=5"]}, "overrides: applied while loading"),
+        ((SERVE_SC,), {"overrides": 5}, "overrides: expected a list of 'key.path=value' strings, got int"),
+        ((SERVE,), {"overrides": [1]}, "overrides: expected a list"),
+        (("default",), {}, "kind: simcore serve needs kind: serving, got 'training'"),
+        (({**DEFAULT},), {}, "kind: simcore serve needs kind: serving, got 'training'"),
+        ((simcore.load_scenario("default"),), {}, "serving: a serving simulation needs a 'serving' section"),
+    ],
+)
+def test_serve_arguments(args: tuple[Any, ...], kwargs: dict[str, Any], expected: str) -> None:
+    assert expected in _error(simcore.serve, *args, **kwargs)
+
+
+# --- plan -----------------------------------------------------------------------------------
+
+PLAN = {"des_top": 0, "top": 1}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"scenario": None}, "scenario: expected a Scenario, a scenario file path or built-in name"),
+        ({"scenario": SERVE_SC}, "kind: plan needs a training scenario"),
+        ({"gpus": "8"}, "gpus: expected an integer, got str '8'"),
+        ({"gpus": 8.5}, "gpus: expected an integer, got 8.5"),
+        ({"gpus": [8, True]}, "gpus: expected an integer, got bool True"),
+        ({"gpus": 0}, "gpus: must be at least 1 (got 0)"),
+        ({"gpus": []}, "gpus: expected at least one value"),
+        ({"gpus": 10**30}, "gpus: too large"),
+        ({"gpus": {"a": 1}}, "gpus: expected a list, got dict"),
+        ({"objective": None}, "objective: expected a string, got NoneType None"),
+        ({"objective": "speed"}, "objective: unknown objective 'speed'; use time, cost or energy"),
+        ({"top": "5"}, "top: expected an integer, got str '5'"),
+        ({"top": 1.5}, "top: expected an integer, got 1.5"),
+        ({"top": 0}, "top: must be at least 1 (got 0)"),
+        ({"des_top": -1}, "des_top: must be at least 0 (got -1)"),
+        ({"des_top": None}, "des_top: expected an integer, got NoneType"),
+        ({"pareto": "no"}, "pareto: expected true or false, got str 'no'"),
+        ({"chunk_elems": 0}, "chunk_elems: must be at least 1"),
+        ({"chunk_elems": float("inf")}, "chunk_elems: expected an integer, got inf"),
+        ({"max_cost": "x"}, "max_cost: expected a positive number, got the string 'x'"),
+        ({"max_cost": -1}, "max_cost: expected a positive finite number, got -1"),
+        ({"max_cost": True}, "max_cost: expected a positive number, got bool True"),
+        ({"max_time_s": float("nan")}, "max_time_s: expected a positive finite number, got nan"),
+        ({"max_time_s": "3 GB"}, "max_time_s:"),
+        ({"options": 5}, "options: expected a SearchOptions or a dict of its fields, got int"),
+        ({"options": {"tpp": [1]}}, "options.tpp: unknown search option"),
+        ({"options": {"tp": ["2"]}}, "options.tp: expected an integer, got str '2'"),
+        ({"options": {"pp": 0}}, "options.pp: must be at least 1"),
+        ({"options": {"recompute": [None]}}, "options.recompute: expected a string, got NoneType"),
+        ({"options": {"zero": [4]}}, "options.zero: ZeRO stages are 0 to 3, got 4"),
+        ({"options": {"sp": ["yes"]}}, "options.sp: expected true or false"),
+        ({"options": {"max_cp": 2.5}}, "options.max_cp: expected an integer, got 2.5"),
+        ({"options": {"uneven_pp": "no"}}, "options.uneven_pp: expected true or false"),
+    ],
+)
+def test_plan_arguments(kwargs: dict[str, Any], expected: str) -> None:
+    args = {"scenario": "default", **PLAN, **kwargs}
+    assert _error(simcore.plan, **args).startswith(expected)
+
+
+def test_plan_takes_paths_dicts_and_bare_values() -> None:
+    from simcore.planning.space import SearchOptions
+
+    base = simcore.plan("default", **PLAN, options=SearchOptions(tp=(1, 2), schedule=("1f1b",)))
+    for got in (
+        simcore.plan(DEFAULT, **PLAN, options={"tp": [1, 2], "schedule": "1f1b"}),
+        simcore.plan(
+            ROOT / "scenarios" / "default.yaml",
+            **PLAN,
+            options=SearchOptions(tp=np.array([1, 2]), schedule=["1f1b"]),
+        ),  # fmt: skip
+    ):
+        assert got.top == base.top
+        assert got.evaluated_configs == base.evaluated_configs
+    one = simcore.plan("default", gpus=np.int64(8), top=2.0, des_top=0, options={"tp": 2})
+    assert one.gpus == [8]
+    assert {e["layout"]["tp"] for e in one.top} == {2}
+    # a deadline with a unit is the same as in seconds
+    assert DEFAULT["training"]["tokens"]
+    a = simcore.plan(DEFAULT, **PLAN, max_time_s="3000 d")
+    assert a.top == simcore.plan(DEFAULT, **PLAN, max_time_s=3000 * 86400.0).top
+
+
+# --- property: junk in, SimcoreError out (serve and plan) -----------------------------------
+
+_few = {**_opt, "max_examples": 25}
+
+
+@settings(**_few)
+@given(junk=_junk, key=st.sampled_from(["scenario", "spec", "overrides"]))
+def test_serve_junk_raises_simcore_error(junk: Any, key: str) -> None:
+    args = {"scenario": SERVE_SC, "spec": None, "overrides": None, key: junk}
+    if key == "overrides":
+        args["scenario"] = SERVE
+        if isinstance(junk, str | list):  # a real override list: keep the run small
+            args["overrides"] = [*SMALL, *(junk if isinstance(junk, list) else [junk])]
+    with contextlib.suppress(SimcoreError):
+        simcore.serve(**args)
+
+
+@settings(**_few)
+@given(junk=_junk, key=st.sampled_from(["scenario", "gpus", "objective", "top", "des_top", "pareto", "chunk_elems",
+                                        "max_cost", "max_time_s", "options"]))  # fmt: skip
+def test_plan_junk_raises_simcore_error(junk: Any, key: str) -> None:
+    args = {"scenario": "default", **PLAN, key: junk}
+    if key in ("gpus", "chunk_elems") and isinstance(junk, int) and not isinstance(junk, bool):
+        args[key] = min(junk, 64) if key == "gpus" else max(junk, 10_000)  # keep the search small
+    with contextlib.suppress(SimcoreError):
+        simcore.plan(**args)
+
+
+@settings(**_few)
+@given(junk=_junk, field=st.sampled_from(["tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch", "recompute",
+                                          "schedule", "zero", "sp", "dp_overlap", "tp_overlap", "max_cp",
+                                          "max_micro_batch", "max_vp", "uneven_pp"]))  # fmt: skip
+def test_plan_options_junk_raises_simcore_error(junk: Any, field: str) -> None:
+    if (
+        field in ("max_cp", "max_micro_batch", "max_vp")
+        and isinstance(junk, int)
+        and not isinstance(junk, bool)
+    ):
+        junk = min(junk, 16)  # keep the search small
+    with contextlib.suppress(SimcoreError):
+        simcore.plan("default", **PLAN, options={field: junk})

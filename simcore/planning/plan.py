@@ -19,6 +19,9 @@ The winners are predicted again one by one through :func:`simcore.predict` (the 
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from simcore import cost as K
+from simcore import units
 from simcore.engine import training as T
 from simcore.engine.runtime import training_runtime
 from simcore.errors import SpecError
@@ -232,34 +236,146 @@ def scenario_for_gpus(sc: Scenario, gpus: int) -> Scenario:
     return scenario_from_dict(data)
 
 
+def _show(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_MAX_COUNT = 10**9
+"""The largest GPU count or search value taken (well beyond any cluster; larger ones are typos)."""
+
+
+def _count(v: Any, name: str, low: int = 1) -> int:
+    """An integer argument: an int (numpy's too) or a float with an integral value; never a bool,
+    a string or a fraction."""
+    if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
+        raise SpecError(f"expected an integer, got {type(v).__name__} {_show(v)}", field=name)
+    if isinstance(v, float | np.floating) and not (np.isfinite(v) and float(v).is_integer()):
+        raise SpecError(f"expected an integer, got {_show(v)}", field=name)
+    n = int(v)
+    if n < low:
+        raise SpecError(f"must be at least {low} (got {_show(v)})", field=name)
+    if n > _MAX_COUNT:
+        raise SpecError(f"too large ({_show(v)}; at most {_MAX_COUNT:,})", field=name)
+    return n
+
+
+def _values(v: Any, name: str) -> list[Any]:
+    """A list argument: a list, tuple, range, set or 1-d array; one bare value stands for itself."""
+    if isinstance(v, list | tuple | range | set | frozenset) or (isinstance(v, np.ndarray) and v.ndim == 1):
+        return list(v)
+    if isinstance(v, np.ndarray | dict):
+        raise SpecError(f"expected a list, got {type(v).__name__} {_show(v)}", field=name)
+    return [v]
+
+
+def _counts(v: Any, name: str, low: int = 1) -> tuple[int, ...]:
+    out = tuple(_count(x, name, low) for x in _values(v, name))
+    if not out:
+        raise SpecError("expected at least one value, got an empty list", field=name)
+    return out
+
+
+def _flag(v: Any, name: str) -> bool:
+    if isinstance(v, bool | np.bool_):
+        return bool(v)
+    if isinstance(v, int | np.integer) and v in (0, 1):
+        return bool(v)
+    raise SpecError(f"expected true or false, got {type(v).__name__} {_show(v)}", field=name)
+
+
+def _limit(v: Any, name: str, dim: units.Dimension | None = None) -> float | None:
+    """``None`` or a positive finite number (with ``dim``, also a string with a unit)."""
+    if v is None:
+        return None
+    if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating | str):
+        raise SpecError(f"expected a positive number, got {type(v).__name__} {_show(v)}", field=name)
+    if isinstance(v, str):
+        if dim is None:
+            raise SpecError(f"expected a positive number, got the string {_show(v)}", field=name)
+        try:
+            x = units.parse(v, dim)
+        except units.UnitError as e:
+            raise SpecError(str(e), field=name) from None
+    else:
+        try:
+            x = float(v)
+        except OverflowError:
+            x = math.inf
+    if not math.isfinite(x) or x <= 0:
+        raise SpecError(f"expected a positive finite number, got {_show(v)}", field=name)
+    return x
+
+
+_OPTION_COUNTS = ("tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch")
+_OPTION_WORDS = ("recompute", "schedule")
+_OPTION_FLAGS = ("sp", "dp_overlap", "tp_overlap")
+
+
+def _checked_options(options: Any) -> SearchOptions | None:
+    """``options`` with every field checked (one-line :class:`SpecError` naming ``options.FIELD``);
+    a dict of its fields is taken too, and one bare value stands for a list of it."""
+    if options is None:
+        return None
+    if isinstance(options, dict):
+        known = {f.name for f in dataclasses.fields(SearchOptions)}
+        for k in options:
+            if k not in known:
+                raise SpecError(
+                    f"unknown search option; use {', '.join(sorted(known))}", field=f"options.{k}"
+                )
+        options = SearchOptions(**options)
+    if not isinstance(options, SearchOptions):
+        raise SpecError(
+            f"expected a SearchOptions or a dict of its fields, got {type(options).__name__}", field="options"
+        )
+    o = options
+    upd: dict[str, Any] = {}
+    for k in _OPTION_COUNTS:
+        v = getattr(o, k)
+        upd[k] = None if v is None else _counts(v, f"options.{k}")
+    for k in _OPTION_WORDS:
+        vals = _values(getattr(o, k), f"options.{k}")
+        for x in vals:
+            if not isinstance(x, str):
+                raise SpecError(f"expected a string, got {type(x).__name__} {_show(x)}", field=f"options.{k}")
+        upd[k] = tuple(vals)
+    upd["zero"] = _counts(o.zero, "options.zero", low=0)
+    if any(z > 3 for z in upd["zero"]):
+        raise SpecError(f"ZeRO stages are 0 to 3, got {max(upd['zero'])}", field="options.zero")
+    for k in _OPTION_FLAGS:
+        upd[k] = tuple(_flag(x, f"options.{k}") for x in _values(getattr(o, k), f"options.{k}"))
+    upd["max_cp"] = _count(o.max_cp, "options.max_cp")
+    upd["max_micro_batch"] = _count(o.max_micro_batch, "options.max_micro_batch")
+    upd["max_vp"] = None if o.max_vp is None else _count(o.max_vp, "options.max_vp")
+    upd["uneven_pp"] = None if o.uneven_pp is None else _flag(o.uneven_pp, "options.uneven_pp")
+    return dataclasses.replace(o, **upd)
+
+
 def _checked(
-    scenario: Scenario | str,
-    gpus: int | Sequence[int] | None,
-    objective: str,
-    top: int,
+    scenario: Any,
+    gpus: Any,
+    objective: Any,
     options: SearchOptions | None,
     budgeted: bool,
 ) -> tuple[Scenario, list[int]]:
     """The training scenario to plan and the cluster sizes to search; a bad argument raises a one-line
     :class:`~simcore.errors.SpecError` naming it."""
+    if not isinstance(objective, str):
+        raise SpecError(
+            f"expected a string, got {type(objective).__name__} {_show(objective)}", field="objective"
+        )
     if objective not in OBJECTIVES:
-        raise SpecError(f"unknown objective {objective!r}; use time, cost or energy", field="--objective")
-    if top < 1:
-        raise SpecError("--top must be at least 1", field="--top")
-    if isinstance(scenario, str):
-        from simcore.specs.resolve import load_scenario
+        raise SpecError(f"unknown objective {objective!r}; use time, cost or energy", field="objective")
+    sizes = None if gpus is None else list(_counts(gpus, "gpus"))
+    from simcore.specs.resolve import as_scenario
 
-        scenario = load_scenario(scenario)
-    sc = scenario
+    sc = as_scenario(scenario)
     if sc.kind != "training" or sc.training is None:
         raise SpecError("plan needs a training scenario", field="kind")
     tr = sc.training
-    if gpus is None:
+    if sizes is None:
         sizes = [resolve_cluster(sc.cluster, default_registry()).gpus]
-    else:
-        sizes = [int(g) for g in ([gpus] if isinstance(gpus, int) else gpus)]
-    if not sizes or any(g < 1 for g in sizes):
-        raise SpecError("--gpus must be positive integers", field="--gpus")
     if tr.global_batch is None and (options is None or options.global_batch is None):
         raise SpecError(
             "plan needs training.global_batch (sequences per step)", field="training.global_batch"
@@ -468,38 +584,51 @@ def _pareto(st: _Search) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
 
 
 def plan(
-    scenario: Scenario | str,
+    scenario: Scenario | str | os.PathLike[str] | dict[str, Any],
     gpus: int | Sequence[int] | None = None,
     objective: str = "time",
     top: int = 5,
-    options: SearchOptions | None = None,
+    options: SearchOptions | dict[str, Any] | None = None,
     des_top: int = 3,
     pareto: bool = False,
     chunk_elems: int = 400_000,
     max_cost: float | None = None,
-    max_time_s: float | None = None,
+    max_time_s: float | str | None = None,
 ) -> PlanResult:
     """Search the training layouts of ``scenario`` on ``gpus`` GPUs (one size or several); see
     docs/planning.md.
 
     Args:
-        scenario: a training scenario (object, path or built-in name); its model, training recipe
+        scenario: a training scenario (object, path or built-in name, or a dict of a scenario file's
+            fields); its model, training recipe
             (global batch, precision, optimizer, tokens), runtime, calibration and cost are kept,
             its parallel plan is the baseline the winners are compared with.
         gpus: cluster size(s); default the scenario's.
         objective: ``time`` | ``cost`` | ``energy`` (see the module docstring).
         top: how many layouts to return, best first.
-        options: what to search (:class:`~simcore.planning.space.SearchOptions`).
+        options: what to search (:class:`~simcore.planning.space.SearchOptions`, or a dict of its
+            fields; one bare value stands for a list of it).
         des_top: how many of the winners to re-check with the discrete-event engine.
         pareto: also compute the time-vs-cost Pareto front over all valid layouts.
         chunk_elems: grid points per analytic-engine call (memory vs call overhead).
         max_cost: budget for the whole run (training.tokens; money with a price, else GPU-hours):
             layouts over it are left out.
-        max_time_s: deadline for the whole run in seconds: slower layouts are left out.
+        max_time_s: deadline for the whole run in seconds (or a string with a unit, ``"30 d"``):
+            slower layouts are left out.
+
+    A bad argument (wrong type, out of range) raises a one-line :class:`~simcore.errors.SpecError`
+    naming it (``top``, ``gpus``, ``options.tp``, ...).
     """
     t0 = time.perf_counter()
+    top = _count(top, "top")
+    des_top = _count(des_top, "des_top", low=0)
+    pareto = _flag(pareto, "pareto")
+    chunk_elems = _count(chunk_elems, "chunk_elems")
+    max_cost = _limit(max_cost, "max_cost")
+    max_time_s = _limit(max_time_s, "max_time_s", "time")
+    options = _checked_options(options)
     budgeted = max_cost is not None or max_time_s is not None
-    sc, sizes = _checked(scenario, gpus, objective, top, options, budgeted)
+    sc, sizes = _checked(scenario, gpus, objective, options, budgeted)
     st = _Search(sc, objective, options, max(4 * top, des_top, 16), pareto, chunk_elems, max_cost, max_time_s)
     ts = time.perf_counter()
     for g in sizes:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 import time
 from bisect import bisect_right
 from collections import deque
@@ -1068,18 +1069,69 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
 
 
 def serve(
-    scenario: str | Scenario, spec: ServingSpec | None = None, overrides: list[str] | None = None
+    scenario: str | os.PathLike[str] | dict[str, Any] | Scenario,
+    spec: ServingSpec | dict[str, Any] | None = None,
+    overrides: list[str] | tuple[str, ...] | str | None = None,
 ) -> ServingResult:
-    """Simulate a ``kind: serving`` scenario file (or a loaded scenario and its serving spec)."""
-    if isinstance(scenario, str):
-        from simcore.serving.spec import load_serving
+    """Simulate a ``kind: serving`` scenario: a file path or built-in name, a dict of a scenario
+    file's fields, or a loaded :class:`Scenario`.
 
-        sc, sp = load_serving(scenario, overrides or [])
-        return simulate(sc, spec or sp).result
-    spec = spec or scenario.serving
+    ``spec`` replaces the scenario's ``serving`` section (a :class:`ServingSpec` or a dict of its
+    fields); ``overrides`` are ``--set``-style ``key.path=value`` strings applied while loading, so
+    they take a path, a name or a dict, not a loaded Scenario. A bad argument raises a one-line
+    :class:`~simcore.errors.SpecError` naming it.
+    """
+    sc, own = _serving_scenario(scenario, overrides)
+    return simulate(sc, _serving_spec(spec, own)).result
+
+
+def _serving_scenario(scenario: Any, overrides: Any) -> tuple[Scenario, ServingSpec | None]:
+    """The scenario :func:`serve` runs and its own serving section (a relative trace path made
+    relative to the scenario file)."""
+    from simcore.serving.spec import load_serving
+    from simcore.specs.resolve import load_scenario
+
+    todo = () if overrides is None else overrides
+    if isinstance(scenario, Scenario):
+        if not isinstance(todo, str | list | tuple):
+            raise SpecError(
+                f"expected a list of 'key.path=value' strings, got {type(todo).__name__}", field="overrides"
+            )
+        if todo:
+            raise SpecError(
+                "applied while loading: pass the scenario's path, name or dict of fields, "
+                "not a loaded Scenario",
+                field="overrides",
+            )
+        return scenario, scenario.serving
+    if isinstance(scenario, str | os.PathLike):
+        return load_serving(os.fspath(scenario), todo)
+    if isinstance(scenario, dict):
+        sc = load_scenario(scenario, todo)
+        if sc.kind != "serving" or sc.serving is None:
+            raise SpecError(f"simcore serve needs kind: serving, got {sc.kind!r}", field="kind")
+        return sc, sc.serving
+    raise SpecError(
+        "expected a Scenario, a scenario file path or built-in name, or a dict of its fields, "
+        f"got {type(scenario).__name__}",
+        field="scenario",
+    )
+
+
+def _serving_spec(spec: Any, own: ServingSpec | None) -> ServingSpec:
     if spec is None:
-        raise SpecError("a serving simulation needs a 'serving' section", field="serving")
-    return simulate(scenario, spec).result
+        if own is None:
+            raise SpecError("a serving simulation needs a 'serving' section", field="serving")
+        return own
+    if isinstance(spec, ServingSpec):
+        return spec
+    if isinstance(spec, dict):
+        from simcore.specs.loader import validate
+
+        return validate(ServingSpec, spec, prefix="spec")
+    raise SpecError(
+        f"expected a ServingSpec or a dict of serving fields, got {type(spec).__name__}", field="spec"
+    )
 
 
 __all__ = [
