@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ from simcore.cli.common import (
     emit_json,
     err_console,
     esc,
+    fail,
     image_file,
     note,
     output_file,
@@ -114,6 +116,13 @@ def plan_cmd(
     if recompute is not None:
         kw["recompute"] = _strs(recompute)
     sizes = _ints(gpus, "--gpus") if gpus is not None else None
+    # the options' own bounds, said in the flags' terms before the planner checks its arguments
+    for flag, count, low in (("--top", top, 1), ("--des", des, 0), ("--max-cp", max_cp, 1)):
+        if count < low:
+            fail(f"{flag}: must be at least {low} (got {count})")
+    for flag, fval in (("--max-cost", max_cost), ("--max-days", max_days)):
+        if fval is not None and not (math.isfinite(fval) and fval > 0):
+            fail(f"{flag}: must be a positive number (got {fval:g})")
     res = plan(
         sc,
         sizes,

@@ -233,3 +233,12 @@ def test_python_m_simcore_cli() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"simcore {simcore.__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [(["--top", "0"], "--top"), (["--des", "-1"], "--des"), (["--max-days", "-1"], "--max-days"), (["--max-cost", "0"], "--max-cost")],
+)
+def test_plan_bounds_name_the_flag(capsys: pytest.CaptureFixture[str], args: list[str], flag: str) -> None:
+    code, _out, err = run_cli(capsys, "plan", "default", *args)
+    assert code == 2 and err.strip().startswith(f"error: {flag}:") and err.count("\n") == 1, err
