@@ -50,6 +50,8 @@ class Inputs:
     ops_csv: list[Path] = field(default_factory=list)
     traces: list[Path] = field(default_factory=list)
     comm: list[Path] = field(default_factory=list)
+    copies: list[Path] = field(default_factory=list)
+    """Host<->GPU copy tables (:func:`simcore.calibration.fit_copy.write_copies`'s layout)."""
     skipped: list[Path] = field(default_factory=list)
 
 
@@ -66,7 +68,7 @@ def _head(path: Path, n: int = 8192) -> str:
 
 
 def kind_of(path: Path) -> str | None:
-    """``ops``, ``trace``, ``comm`` or None (not a calibration input)."""
+    """``ops``, ``trace``, ``comm``, ``copies`` or None (not a calibration input)."""
     name = path.name.lower()
     base = name.removesuffix(".gz")
     if base.endswith((".sqlite", ".db")):
@@ -89,6 +91,8 @@ def kind_of(path: Path) -> str | None:
             return "ops"
         if "op" in cols and "nbytes" in cols and "time_s" in cols:
             return "comm"
+        if {"direction", "memory", "nbytes", "dur_s"} <= set(cols):  # host<->GPU copies (fit_copy)
+            return "copies"
         return None
     if "nccl-tests" in head or "Avg bus bandwidth" in head or "out-of-place" in head:
         return "comm"
@@ -121,6 +125,8 @@ def sort_inputs(paths: list[str] | list[Path]) -> Inputs:
                 out.ops_csv.append(f)
             elif k == "trace":
                 out.traces.append(f)
+            elif k == "copies":
+                out.copies.append(f)
             else:
                 out.comm.append(f)
     return out
@@ -431,6 +437,31 @@ def fit_host_ops(analyses: list[Analysis], start: HostOps) -> tuple[HostOps, lis
     return start.model_copy(update=fitted), notes
 
 
+def _host_copy(prof: Any, copies: list[Path], dev: Any, system: str, notes: list[str]) -> Any:
+    """The profile with its host<->GPU copy section (``host_copy``): fitted on the copy tables among the inputs
+    over ``system``'s host link (:func:`simcore.calibration.fit_copy.fit_copies`), else kept from the starting
+    profile (which keeps its base's or the device's shipped section), said in the notes."""
+    from simcore.calibration.fit_copy import fit_copies, read_copies
+    from simcore.comm.host import host_link
+    from simcore.specs.profile import load_profile
+    from simcore.specs.registry import default_registry
+
+    if copies:
+        rows = [r for path in copies for r in read_copies(path)]
+        link = host_link(default_registry().system(system))
+        try:
+            fitted = fit_copies(rows, link=link.name, bandwidth=link.bandwidth, source=[str(p) for p in copies])
+        except ValueError as e:
+            raise TraceError(str(e), file=", ".join(str(p) for p in copies)) from None
+        notes.append(f"host_copy fitted on {len(rows)} host<->GPU copies over {link.name}")
+        return prof.model_copy(update={"host_copy": fitted})
+    if prof.host_copy is None:
+        prof = prof.model_copy(update={"host_copy": load_profile(dev).host_copy})
+    if prof.host_copy is not None:
+        notes.append("host_copy (host<->GPU copies) kept from the starting profile (no copy table among the inputs)")
+    return prof
+
+
 def calibrate(
     paths: list[str] | list[Path],
     device: str | None = None,
@@ -557,6 +588,8 @@ def calibrate(
             f"host op tables (host_ops) are the {dev.name} profile's, which the host entries are stated against, "
             "except where fitted above"
         )
+    if prof is not None:
+        prof = _host_copy(prof, inp.copies, dev, system or default_system(dev.name, reg), notes)
     # communication
     comm_yaml = comm_report = None
     if fit_comm_profile and (inp.comm or analyses):

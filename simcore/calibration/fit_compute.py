@@ -1350,6 +1350,8 @@ def fit(
                 "source": sorted({*prof.source, *(str(p) for p in host_files)}),
             }
         )
+    # host<->GPU copies are not in the op sweeps: the starting profile's section (else the device's own) is kept
+    prof = prof.model_copy(update={"host_copy": (base or load_profile(device)).host_copy})
     report["clocks_hz"] = clocks_found
     report["power_w"] = power_found
     return prof, report

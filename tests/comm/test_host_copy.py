@@ -142,3 +142,25 @@ def test_extract_matches_committed_rows():
         (r["direction"], r["memory"], r["nbytes"]) for r in mine
     ]
     assert [r["dur_s"] for r in got] == pytest.approx([r["dur_s"] for r in mine], rel=1e-8)
+
+
+def test_calibrate_writes_the_shipped_host_copy_section(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``simcore calibrate`` on the H200 op sweep and the committed copy table writes the shipped ``host_copy``
+    section (every number), and without a copy table keeps the shipped one and says so."""
+    from pathlib import Path
+
+    from simcore.calibration.calibrate import calibrate, sort_inputs
+
+    repo = Path(__file__).resolve().parents[2]
+    copies = repo / "traces" / "h200" / "memcpy_host_gpu.csv.gz"
+    assert sort_inputs([copies]).copies == [copies]
+    shipped = load_profile(default_registry().device("h200")).host_copy
+    assert shipped is not None
+    res = calibrate([str(repo / "traces/h200/ops.csv.gz"), str(copies)], "h200", fit_comm_profile=False)
+    got = res.compute_profile.host_copy
+    assert got is not None
+    assert got.model_dump(exclude={"source"}) == shipped.model_dump(exclude={"source"})
+    assert any("host_copy fitted on" in n for n in res.notes)
+    kept = calibrate([str(repo / "traces/h200/ops.csv.gz")], "h200", fit_comm_profile=False)
+    assert kept.compute_profile.host_copy == shipped
+    assert any("host_copy (host<->GPU copies) kept from the starting profile" in n for n in kept.notes)
