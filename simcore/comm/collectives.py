@@ -36,9 +36,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import BaseModel, ConfigDict
 
-from simcore import units
 from simcore.comm.groups import FloatArray, GroupPlacement
 from simcore.errors import SimcoreError, SpecError
+from simcore.specs.arguments import byte_size, show
 
 # the op catalogue and the profile schema, re-exported: collectives' cost model reads them
 from simcore.specs.comm_profile import OPS as OPS
@@ -632,24 +632,19 @@ def _group_for(cluster: ClusterInfo, gpus: int) -> GroupPlacement:
     return GroupPlacement.of(gpus, min(per_node, cluster.system.nvlink_domain))
 
 
-def _show(v: object) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _count(v: object, name: str) -> int:
     """A GPU or node count: an int (numpy's too), or a float with an integral value; not a bool or a string."""
     if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
-        raise SimcoreError(f"expected an integer, got {type(v).__name__} {_show(v)}", field=name)
+        raise SimcoreError(f"expected an integer, got {type(v).__name__} {show(v)}", field=name)
     try:
         ok = math.isfinite(float(v)) and float(v).is_integer()
     except OverflowError:
         ok = True  # an int too large for a float: caught as too large below
     if not ok:
-        raise SimcoreError(f"expected an integer, got {_show(v)}", field=name)
+        raise SimcoreError(f"expected an integer, got {show(v)}", field=name)
     n = int(v)
     if n > _MAX_COUNT:
-        raise SimcoreError(f"too large ({_show(v)}; at most {_MAX_COUNT:,})", field=name)
+        raise SimcoreError(f"too large ({show(v)}; at most {_MAX_COUNT:,})", field=name)
     return n
 
 
@@ -676,19 +671,9 @@ def collective_time(
 
     for name, v in (("op", op), ("system", system), ("dtype", dtype), ("algorithm", algorithm)):
         if not isinstance(v, str):
-            raise SimcoreError(f"expected a string, got {type(v).__name__} {_show(v)}", field=name)
+            raise SimcoreError(f"expected a string, got {type(v).__name__} {show(v)}", field=name)
     opn = normalize_op(op)
-    if not isinstance(nbytes, str | int | float) or isinstance(nbytes, bool):
-        raise SimcoreError(
-            f"expected a number of bytes or a string such as '256 MB', got {type(nbytes).__name__} {_show(nbytes)}",
-            field="nbytes",
-        )
-    try:
-        S = units.parse(nbytes, "bytes")
-    except units.UnitError as e:
-        raise SimcoreError(str(e), field="nbytes") from None
-    if S <= 0:
-        raise SimcoreError("message size must be positive", field="nbytes")
+    S = byte_size(nbytes, "nbytes", "message size")
     gpus = _count(gpus, "gpus")
     nodes = None if nodes is None else _count(nodes, "nodes")
     if gpus < 1:

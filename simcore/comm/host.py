@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from simcore import units
 from simcore.errors import SimcoreError, SpecError
 from simcore.specs import default_registry
+from simcore.specs.arguments import byte_size, show
 from simcore.specs.hardware import Device, Link, System
 from simcore.specs.profile import ComputeProfile, CopyParams, HostCopies, load_profile
 
@@ -87,11 +87,6 @@ def _copy_profile(system: System) -> tuple[HostCopies, str | None]:
     raise SpecError(f"no calibration profile has host-copy parameters (host_copy) for {system.name}")
 
 
-def _show(v: object) -> str:
-    r = repr(v)
-    return r if len(r) <= 40 else r[:37] + "..."
-
-
 def transfer_time(
     nbytes: float | int | str,
     src: str = "host",
@@ -106,7 +101,7 @@ def transfer_time(
     """
     for name, v in (("src", src), ("dst", dst), ("system", system)):
         if not isinstance(v, str):
-            raise SimcoreError(f"expected a string, got {type(v).__name__} {_show(v)}", field=name)
+            raise SimcoreError(f"expected a string, got {type(v).__name__} {show(v)}", field=name)
     ends = []
     for name, v in (("src", src), ("dst", dst)):
         place = _PLACES.get(v.strip().lower())
@@ -119,18 +114,8 @@ def transfer_time(
             field="dst",
         )
     if not isinstance(pinned, bool | np.bool_):
-        raise SimcoreError(f"expected True or False, got {type(pinned).__name__} {_show(pinned)}", field="pinned")
-    if not isinstance(nbytes, str | int | float | np.integer | np.floating) or isinstance(nbytes, bool):
-        raise SimcoreError(
-            f"expected a number of bytes or a string such as '256 MB', got {type(nbytes).__name__} {_show(nbytes)}",
-            field="nbytes",
-        )
-    try:
-        size = units.parse(nbytes, "bytes")
-    except units.UnitError as e:
-        raise SimcoreError(str(e), field="nbytes") from None
-    if size <= 0:
-        raise SimcoreError("copy size must be positive", field="nbytes")
+        raise SimcoreError(f"expected True or False, got {type(pinned).__name__} {show(pinned)}", field="pinned")
+    size = byte_size(nbytes, "nbytes", "copy size")
     try:
         kind, spec = default_registry().find(system)
     except SpecError as e:

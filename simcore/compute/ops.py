@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from simcore import units
 from simcore.compute import kernels as K
 from simcore.errors import SimcoreError
+from simcore.specs.arguments import show
 from simcore.specs.hardware import DTYPE_BYTES, Device
 from simcore.specs.ops import TRAFFIC
 from simcore.specs.ops import dtype_variant as dtype_variant  # re-exported: the cost model's op names
@@ -533,27 +534,22 @@ class OpResult(BaseModel):
     provisional: bool = False
 
 
-def _show(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _num(v: Any, name: str, dim: units.Dimension | None = None) -> float:
     """A number; with ``dim``, also a string with a unit (``"64 MB"``, ``"1.8 GHz"``) read by
     :func:`simcore.units.parse`, the convention at every edge."""
     if isinstance(v, bool):
-        raise SimcoreError(f"expected a number, got {_show(v)}", field=name)
+        raise SimcoreError(f"expected a number, got {show(v)}", field=name)
     try:
         if dim is not None:
             x = units.parse(v if isinstance(v, str | int | float) else float(v), dim)
         elif isinstance(v, str):
-            raise SimcoreError(f"expected a number, got the string {_show(v)}", field=name)
+            raise SimcoreError(f"expected a number, got the string {show(v)}", field=name)
         else:
             x = float(v)
     except (TypeError, ValueError, OverflowError, units.UnitError) as e:
-        raise SimcoreError(f"cannot read {_show(v)} as a number: {e}", field=name) from None
+        raise SimcoreError(f"cannot read {show(v)} as a number: {e}", field=name) from None
     if not np.isfinite(x):
-        raise SimcoreError(f"expected a finite number, got {_show(v)}", field=name)
+        raise SimcoreError(f"expected a finite number, got {show(v)}", field=name)
     return x
 
 
@@ -561,14 +557,14 @@ def _int(v: Any, name: str, low: float = 1.0) -> float:
     """A count (a GEMM dimension, heads, parameters): an integer, or a float with an integral value
     such as ``7e9``; never a bool, a string or a fraction."""
     if isinstance(v, str):
-        raise SimcoreError(f"expected an integer, got the string {_show(v)}", field=name)
+        raise SimcoreError(f"expected an integer, got the string {show(v)}", field=name)
     if isinstance(v, bool | np.bool_):
         raise SimcoreError(f"expected an integer, got {v!r}", field=name)
     x = _num(v, name)
     if not x.is_integer():
-        raise SimcoreError(f"expected an integer, got {_show(v)}", field=name)
+        raise SimcoreError(f"expected an integer, got {show(v)}", field=name)
     if x < low:
-        raise SimcoreError(f"must be at least {low:g} (got {_show(v)})", field=name)
+        raise SimcoreError(f"must be at least {low:g} (got {show(v)})", field=name)
     return x
 
 
@@ -577,12 +573,12 @@ def _flag(v: Any, name: str) -> bool:
         return bool(v)
     if isinstance(v, int) and v in (0, 1):
         return bool(v)
-    raise SimcoreError(f"expected true or false (got {_show(v)})", field=name)
+    raise SimcoreError(f"expected true or false (got {show(v)})", field=name)
 
 
 def _text(v: Any, name: str) -> str:
     if not isinstance(v, str):
-        raise SimcoreError(f"expected a string, got {type(v).__name__} {_show(v)}", field=name)
+        raise SimcoreError(f"expected a string, got {type(v).__name__} {show(v)}", field=name)
     return v
 
 

@@ -37,6 +37,7 @@ from simcore.errors import SpecError
 from simcore.memory import RESERVED_BYTES
 from simcore.planning.space import SearchOptions, SearchSpace, build_space
 from simcore.prediction import TrainingResult, _param_dtype, predict
+from simcore.specs.arguments import show
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster, scenario_from_dict
 from simcore.specs.scenario import Scenario
@@ -236,11 +237,6 @@ def scenario_for_gpus(sc: Scenario, gpus: int) -> Scenario:
     return scenario_from_dict(data)
 
 
-def _show(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 _MAX_COUNT = 10**9
 """The largest GPU count or search value taken (well beyond any cluster; larger ones are typos)."""
 
@@ -249,14 +245,14 @@ def _count(v: Any, name: str, low: int = 1) -> int:
     """An integer argument: an int (numpy's too) or a float with an integral value; never a bool,
     a string or a fraction."""
     if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
-        raise SpecError(f"expected an integer, got {type(v).__name__} {_show(v)}", field=name)
+        raise SpecError(f"expected an integer, got {type(v).__name__} {show(v)}", field=name)
     if isinstance(v, float | np.floating) and not (np.isfinite(v) and float(v).is_integer()):
-        raise SpecError(f"expected an integer, got {_show(v)}", field=name)
+        raise SpecError(f"expected an integer, got {show(v)}", field=name)
     n = int(v)
     if n < low:
-        raise SpecError(f"must be at least {low} (got {_show(v)})", field=name)
+        raise SpecError(f"must be at least {low} (got {show(v)})", field=name)
     if n > _MAX_COUNT:
-        raise SpecError(f"too large ({_show(v)}; at most {_MAX_COUNT:,})", field=name)
+        raise SpecError(f"too large ({show(v)}; at most {_MAX_COUNT:,})", field=name)
     return n
 
 
@@ -265,7 +261,7 @@ def _values(v: Any, name: str) -> list[Any]:
     if isinstance(v, list | tuple | range | set | frozenset) or (isinstance(v, np.ndarray) and v.ndim == 1):
         return list(v)
     if isinstance(v, np.ndarray | dict):
-        raise SpecError(f"expected a list, got {type(v).__name__} {_show(v)}", field=name)
+        raise SpecError(f"expected a list, got {type(v).__name__} {show(v)}", field=name)
     return [v]
 
 
@@ -281,7 +277,7 @@ def _flag(v: Any, name: str) -> bool:
         return bool(v)
     if isinstance(v, int | np.integer) and v in (0, 1):
         return bool(v)
-    raise SpecError(f"expected true or false, got {type(v).__name__} {_show(v)}", field=name)
+    raise SpecError(f"expected true or false, got {type(v).__name__} {show(v)}", field=name)
 
 
 def _limit(v: Any, name: str, dim: units.Dimension | None = None) -> float | None:
@@ -289,10 +285,10 @@ def _limit(v: Any, name: str, dim: units.Dimension | None = None) -> float | Non
     if v is None:
         return None
     if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating | str):
-        raise SpecError(f"expected a positive number, got {type(v).__name__} {_show(v)}", field=name)
+        raise SpecError(f"expected a positive number, got {type(v).__name__} {show(v)}", field=name)
     if isinstance(v, str):
         if dim is None:
-            raise SpecError(f"expected a positive number, got the string {_show(v)}", field=name)
+            raise SpecError(f"expected a positive number, got the string {show(v)}", field=name)
         try:
             x = units.parse(v, dim)
         except units.UnitError as e:
@@ -303,7 +299,7 @@ def _limit(v: Any, name: str, dim: units.Dimension | None = None) -> float | Non
         except OverflowError:
             x = math.inf
     if not math.isfinite(x) or x <= 0:
-        raise SpecError(f"expected a positive finite number, got {_show(v)}", field=name)
+        raise SpecError(f"expected a positive finite number, got {show(v)}", field=name)
     return x
 
 
@@ -338,7 +334,7 @@ def _checked_options(options: Any) -> SearchOptions | None:
         vals = _values(getattr(o, k), f"options.{k}")
         for x in vals:
             if not isinstance(x, str):
-                raise SpecError(f"expected a string, got {type(x).__name__} {_show(x)}", field=f"options.{k}")
+                raise SpecError(f"expected a string, got {type(x).__name__} {show(x)}", field=f"options.{k}")
         upd[k] = tuple(vals)
     upd["zero"] = _counts(o.zero, "options.zero", low=0)
     if any(z > 3 for z in upd["zero"]):
@@ -363,7 +359,7 @@ def _checked(
     :class:`~simcore.errors.SpecError` naming it."""
     if not isinstance(objective, str):
         raise SpecError(
-            f"expected a string, got {type(objective).__name__} {_show(objective)}", field="objective"
+            f"expected a string, got {type(objective).__name__} {show(objective)}", field="objective"
         )
     if objective not in OBJECTIVES:
         raise SpecError(f"unknown objective {objective!r}; use time, cost or energy", field="objective")
