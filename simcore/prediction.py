@@ -20,6 +20,7 @@ from simcore.engine import training as T
 from simcore.engine.runtime import inference_runtime, training_runtime
 from simcore.errors import SpecError
 from simcore.memory import RESERVED_BYTES as RESERVED_BYTES
+from simcore.specs.intervals import class_key, load_intervals, lookup
 from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
@@ -66,6 +67,12 @@ class TrainingResult(BaseModel):
     energy_per_token_j: float
     calibration: str
     notes: list[str] = []
+    step_time_s_low: float | None = None
+    """Lower end of the prediction interval of ``step_time_s`` (``interval`` says which)."""
+    step_time_s_high: float | None = None
+    """Upper end of the prediction interval of ``step_time_s``."""
+    interval: str | None = None
+    """The interval's level and the class of measurements it comes from (None: no intervals shipped)."""
 
 
 class InferenceResult(BaseModel):
@@ -105,6 +112,14 @@ class InferenceResult(BaseModel):
     breakdown_decode: dict[str, float]
     calibration: str
     notes: list[str] = []
+    prefill_time_s_low: float | None = None
+    """Lower end of the prediction interval of ``prefill_time_s`` (``interval`` says which)."""
+    prefill_time_s_high: float | None = None
+    decode_step_time_s_low: float | None = None
+    """Lower end of the prediction interval of ``decode_step_time_s``."""
+    decode_step_time_s_high: float | None = None
+    interval: str | None = None
+    """The interval's level and the class of measurements it comes from (None: no intervals shipped)."""
 
 
 def _fits(total: float, cluster: ClusterInfo) -> tuple[bool, str]:
@@ -132,6 +147,25 @@ def _calibration_note(cluster: ClusterInfo, name: str | None) -> tuple[str, list
     if prof.provisional:
         notes.append("calibration profile is provisional (not yet fitted on measurements)")
     return label, notes
+
+
+def interval_of(cluster: ClusterInfo, calibration: str | None, gpus: int, kind: str) -> dict[str, Any]:
+    """The measured/predicted factors ``low``/``high`` of the prediction interval for a ``kind``
+    (``training``/``inference``) prediction on ``gpus`` GPUs, and its label; empty when no intervals ship
+    (:mod:`simcore.specs.intervals`; docs/accuracy.md, Prediction intervals)."""
+    iv = load_intervals()
+    if iv is None:
+        return {}
+    calibrated = not load_profile(cluster.device, calibration).transferred_from
+    hit = lookup(iv, class_key(calibrated, gpus, kind))
+    if hit is None:
+        return {}
+    used, c = hit
+    return {
+        "low": c.low,
+        "high": c.high,
+        "label": f"{iv.level:.0%} interval from {c.n} held-out measurements of class {used}",
+    }
 
 
 def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
@@ -235,6 +269,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     ce = cost_energy(cluster, step, busy_fraction(bd, step), tokens, gpus, sc.cost, tr.tokens)
     power = _f(ce["power_per_gpu_w"])
     energy = _f(ce["energy_per_step_j"])
+    iv = interval_of(cluster, sc.calibration, gpus, "training")
     ttt = _f(ce["time_to_train_s"]) if tr.tokens else None
     gh = _f(ce["gpu_hours"]) if tr.tokens else None
     cost = _f(ce["cost"]) if tr.tokens and ce.get("cost") is not None else None
@@ -268,6 +303,9 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
         energy_per_token_j=energy / tokens,
         calibration=cal,
         notes=notes,
+        step_time_s_low=step * iv["low"] if iv else None,
+        step_time_s_high=step * iv["high"] if iv else None,
+        interval=iv.get("label"),
     )
 
 
@@ -304,6 +342,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     cal, notes = _calibration_note(cluster, sc.calibration)
     if ignored:
         notes.append(f"inference prices one tp x pp replica; parallel.{', parallel.'.join(ignored)} not used")
+    iv = interval_of(cluster, sc.calibration, p.tp * p.pp, "inference")
     return InferenceResult(
         name=sc.name,
         device=cluster.device.name,
@@ -332,6 +371,11 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         breakdown_decode={k: _f(v) for k, v in ev.decode.time.items()},
         calibration=cal,
         notes=notes,
+        prefill_time_s_low=pre * iv["low"] if iv else None,
+        prefill_time_s_high=pre * iv["high"] if iv else None,
+        decode_step_time_s_low=dec * iv["low"] if iv else None,
+        decode_step_time_s_high=dec * iv["high"] if iv else None,
+        interval=iv.get("label"),
     )
 
 

@@ -40,6 +40,13 @@ def _memory_rows(t: Table, r: TrainingResult | InferenceResult) -> None:
             add_row(t, f"  memory {k}", units.fmt(v, "bytes"))
 
 
+def _interval_row(t: Table, label: str, low: float | None, high: float | None, what: str | None) -> None:
+    """One row ``low - high`` of a prediction interval, when the result carries one."""
+    if low is not None and high is not None:
+        level = (what or "").split(" ", 1)[0]
+        add_row(t, f"{label} ({level})", f"{units.fmt(low, 'time')} - {units.fmt(high, 'time')}")
+
+
 def _table_training(r: TrainingResult, currency: str = "USD") -> None:
     t = Table(title=esc(f"{r.name}: {r.gpus} x {r.device} ({r.system}), {r.engine} engine"))
     t.add_column("metric")
@@ -52,6 +59,7 @@ def _table_training(r: TrainingResult, currency: str = "USD") -> None:
         f"mb {lay['micro_batch']} x {r.microbatches}, {lay['schedule']}, recompute {lay['recompute']}",
     )
     add_row(t, "step time", units.fmt(r.step_time_s, "time"))
+    _interval_row(t, "  interval", r.step_time_s_low, r.step_time_s_high, r.interval)
     add_row(t, "tokens/s (job)", f"{r.tokens_per_s:,.0f}")
     add_row(t, "tokens/s per GPU", f"{r.tokens_per_s_per_gpu:,.0f}")
     add_row(t, "model TFLOP/s per GPU", f"{r.model_tflops_per_gpu:.1f}")
@@ -87,7 +95,9 @@ def _table_inference(r: InferenceResult) -> None:
     t.add_column("metric")
     t.add_column("value", justify="right")
     add_row(t, "prefill (TTFT)", units.fmt(r.prefill_time_s, "time"))
+    _interval_row(t, "  interval", r.prefill_time_s_low, r.prefill_time_s_high, r.interval)
     add_row(t, "decode step (TPOT)", units.fmt(r.decode_step_time_s, "time"))
+    _interval_row(t, "  interval", r.decode_step_time_s_low, r.decode_step_time_s_high, r.interval)
     add_row(t, "end-to-end latency", units.fmt(r.e2e_latency_s, "time"))
     add_row(t, "decode tokens/s", f"{r.tokens_per_s:,.0f}")
     add_row(t, "prefill tokens/s", f"{r.prefill_tokens_per_s:,.0f}")

@@ -19,6 +19,7 @@ from simcore.cli.common import (
     console,
     emit_json,
     esc,
+    fail,
     image_file,
     note,
     output_file,
@@ -39,14 +40,27 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1f}%"
 
 
+def _write_intervals(path: Path) -> None:
+    """``simcore calibrate --intervals``: fit, write, and print the check half's coverage."""
+    from simcore.validation import intervals as IV
+
+    output_file(path, "--intervals", YAML_FORMATS, make_parents=True)
+    rows = IV.collect(progress=lambda text: print(f"calibrate: {text}", file=sys.stderr, flush=True))
+    fitted = IV.fit(rows)
+    with writing(path, "--intervals"):
+        path.write_text(IV.to_yaml(fitted))
+    print(IV.format_report(fitted, IV.coverage(fitted, rows)))
+    print(f"wrote {path}")
+
+
 @app.command()
 def calibrate(
     inputs: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
             help="Profiler traces (.json[.gz], .sqlite), op CSVs, nccl-tests logs, sweep CSVs, or folders."
         ),
-    ],
+    ] = None,
     device: Annotated[
         str | None,
         typer.Option(
@@ -76,11 +90,28 @@ def calibrate(
             help="Start from this profile (name or path, e.g. h200): entries the inputs do not cover are kept from it.",
         ),
     ] = None,
+    intervals: Annotated[
+        Path | None,
+        typer.Option(
+            "--intervals",
+            metavar="YAML",
+            help="Instead: fit the prediction intervals on the fit half of the accuracy reports' rows and write "
+            "them here (hardware_specs/calibration/intervals.yaml ships); takes no inputs, needs a checkout's traces/.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Fit calibration profiles (compute efficiency curves, collective costs) from measurements."""
     from simcore.calibration.calibrate import calibrate as run
     from simcore.specs.profile import save_profile
+
+    if intervals is not None:
+        if inputs:
+            fail("--intervals takes no measurement inputs")
+        _write_intervals(intervals)
+        return
+    if not inputs:
+        fail("calibrate: give measurement files or folders (or --intervals YAML)")
 
     output_file(output, "-o", YAML_FORMATS, make_parents=True)
     output_file(comm_output, "--comm-output", YAML_FORMATS, make_parents=True)

@@ -10,7 +10,8 @@ docs/validation.md):
 * ``comm``: the collective profile's held-out sizes and ops, and the published 8xH100 curves;
 * ``traces``: ``simcore validate`` on every committed profiler trace (``traces/validate.csv``);
 * ``devices``: the H100 and the H200, each priced by its own profile and by the other's transferred;
-* ``moe``: one MoE layer on one H200 (a diagnostic, not part of ``all``).
+* ``moe``: one MoE layer on one H200 (a diagnostic, not part of ``all``);
+* ``intervals``: how often the prediction intervals cover measurements they were not fitted on.
 
 Without a report, or with ``all``, or with report names only (``steps kernels``), the reports run one
 after the other with their defaults, each under a ``=== name ===`` header and followed by its time.
@@ -368,6 +369,37 @@ def moe(
     print(format_table(rows))
 
 
+@app.command("intervals")
+def intervals(
+    as_json: JsonOpt = False,
+    path: Annotated[
+        str | None,
+        typer.Option(
+            "--intervals", metavar="YAML", help="Check these intervals (default: the shipped ones)."
+        ),
+    ] = None,
+    no_traces: Annotated[
+        bool, typer.Option("--no-traces", help="Leave the (slow) profiler-trace rows out of the check.")
+    ] = False,
+) -> None:
+    """Prediction intervals: the check half's coverage (rows not used to fit the shipped intervals)."""
+    from simcore.specs.intervals import load_intervals
+    from simcore.validation import intervals as IV
+
+    try:
+        iv = load_intervals(path)
+        if iv is None:
+            _fail("no intervals file: write one with `simcore calibrate --intervals PATH`")
+        rows = IV.collect(progress=_progress, traces=not no_traces)
+    except SimcoreError as e:
+        _fail(e)
+    cov = IV.coverage(iv, rows)
+    if as_json:
+        print(json.dumps({"intervals": iv.model_dump(), "coverage": cov}, indent=1))
+        return
+    print(IV.format_report(iv, cov))
+
+
 @app.command("all")
 def run_all() -> None:
     """Every report of the suite with its defaults (what python -m simcore.validation runs)."""
@@ -383,6 +415,7 @@ REPORTS: dict[str, Callable[[], None]] = {
     "traces": traces,
     "devices": devices,
     "moe": moe,
+    "intervals": intervals,
 }
 
 
