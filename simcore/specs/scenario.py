@@ -349,4 +349,14 @@ class Scenario(Spec):
             object.__setattr__(self, "training", TrainingSpec())
         if self.kind == "inference" and self.inference is None:
             object.__setattr__(self, "inference", InferenceSpec())
+        inf = self.inference
+        if self.kind == "inference" and inf is not None:
+            # a request longer than the model's context is an error, never a different workload
+            ctx = max(inf.prompt_len, inf.context_len or 0) + inf.output_len
+            if ctx > self.model.seq_len:
+                raise ValueError(
+                    f"inference: prompt_len/context_len + output_len = {ctx} tokens exceed {self.model.name}'s "
+                    f"context of {self.model.seq_len} tokens (model.seq_len); shorten them or choose a "
+                    "longer-context model"
+                )
         return self

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from simcore.errors import SpecError
 from simcore.specs import Device, Link, System, scenario_from_dict
 from simcore.specs.loader import load_file, read_yaml
 from simcore.specs.registry import Registry, builtin_dir, registry, set_user_dirs
@@ -513,3 +514,16 @@ def test_power_and_memory_sanity(reg: Registry) -> None:
 def test_builtin_dir_is_the_repo_folder() -> None:
     assert (SPECS / "devices" / "h200.yaml").is_file()
     assert Path(SPECS).name == "hardware_specs"
+
+
+def test_inference_longer_than_the_context_is_an_error(reg: Registry) -> None:
+    """A prompt + output over the model's context is one error naming the fields, not a clipped run."""
+    base = {"kind": "inference", "cluster": {"system": "hgx-h100", "gpus": 1}}
+    with pytest.raises(SpecError, match="20100 tokens exceed llama3-8b's context of 8192"):
+        scenario_from_dict(
+            {**base, "model": {"preset": "llama3-8b"}, "inference": {"prompt_len": 20000, "output_len": 100}}, reg
+        )
+    sc = scenario_from_dict(
+        {**base, "model": {"preset": "llama3.1-8b"}, "inference": {"prompt_len": 20000, "output_len": 100}}, reg
+    )
+    assert sc.model.seq_len == 131072
