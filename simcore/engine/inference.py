@@ -17,6 +17,7 @@ import numpy as np
 from simcore import memory as M
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
+from simcore.errors import SpecError
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
@@ -339,8 +340,7 @@ def inference_memory(
     dt = inf.precision
     tpf = np.asarray(tp, dtype=float)
     pc = param_counts(model)
-    wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0
-    weights = pc.total * wbytes / (tpf * np.asarray(pp, dtype=float))
+    weights = pc.total * DTYPE_BYTES[dt] / (tpf * np.asarray(pp, dtype=float))
     kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
     width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
     per_token = (width / tpf + 2 * model.hidden) * act
@@ -403,6 +403,12 @@ def evaluate(
 
     The parts: GPU time of the passes (:func:`_price_passes`), the host (:func:`_add_host`), CUDA
     graphs' sync (:func:`_add_graph_sync`), the power cap and memory (:func:`inference_memory`)."""
+    if inf.precision == "fp4" and "fp4" not in cluster.device.peak:
+        raise SpecError(
+            f"fp4 (NVFP4) needs FP4 tensor cores, which {cluster.device.name} lacks (Blackwell: b200, b300, "
+            "gb200, gb300); use fp8 or bf16",
+            field="inference.precision",
+        )
     base = load_profile(cluster.device, calibration)
     prof = base.at_cpu_speed(cpu_op_time[0], inference=True) if cpu_op_time is not None else base
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
@@ -427,8 +433,7 @@ def evaluate(
     dt = inf.precision
     batch = np.asarray(inf.batch, dtype=float)
     ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
-    kv_dtype = inf.kv_cache_dtype or ("bf16" if dt == "fp32" else ("fp8" if dt == "fp8" else "bf16"))
-    kvb = DTYPE_BYTES[kv_dtype]
+    kvb = DTYPE_BYTES[M.kv_cache_dtype(dt, inf.kv_cache_dtype)]
     pre, dec = _layouts(r, batch, kvb, ctx)
     # the prefill's LM head: each sequence's last position, or every prompt token (``prefill_logits``)
     logit_rows = batch * (float(inf.prompt_len) if inf.prefill_logits == "all" else 1.0)

@@ -221,9 +221,7 @@ def build_step_model(
 def _kv_dtype_bytes(sc: Scenario) -> float:
     inf = sc.inference
     assert inf is not None
-    dt = inf.precision
-    kv = inf.kv_cache_dtype or ("fp8" if dt == "fp8" else "bf16")
-    return float(DTYPE_BYTES[kv])
+    return float(DTYPE_BYTES[MEM.kv_cache_dtype(inf.precision, inf.kv_cache_dtype)])
 
 
 def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) -> tuple[int, dict[str, float]]:

@@ -519,7 +519,7 @@ def test_builtin_dir_is_the_repo_folder() -> None:
 def test_inference_longer_than_the_context_is_an_error(reg: Registry) -> None:
     """A prompt + output over the model's context is one error naming the fields, not a clipped run."""
     base = {"kind": "inference", "cluster": {"system": "hgx-h100", "gpus": 1}}
-    with pytest.raises(SpecError, match="20100 tokens exceed llama3-8b's context of 8192"):
+    with pytest.raises(SpecError, match="output_len = 20100 tokens exceed llama3-8b's context of 8192"):
         scenario_from_dict(
             {**base, "model": {"preset": "llama3-8b"}, "inference": {"prompt_len": 20000, "output_len": 100}}, reg
         )
