@@ -9,12 +9,13 @@ batch (no micro-batching), with a point-to-point transfer between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from simcore import memory as M
+from simcore.compute.ops import PAGED_DECODE
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.errors import SpecError
@@ -381,6 +382,7 @@ def evaluate(
     compiled_decode: bool = False,
     decode_cpu_op_time: float | None = None,
     decode_graph_records: float = 0.0,
+    paged_kv: bool = False,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -399,7 +401,10 @@ def evaluate(
     (``RuntimeSpec.cpu_op_time.decode``: a compiled decode's loop paced by its own ops, seconds), scaling
     the decode passes' host (``None``: ``cpu_op_time``'s); ``decode_graph_records``: decode graphs each call
     records again (``RuntimeSpec.decode_graph_records``), each idling the GPU for
-    ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call.
+    ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call;
+    ``paged_kv``: a serving engine's paged KV cache, whose decode steps run the engines' paged decode
+    attention kernels (:data:`simcore.compute.ops.PAGED_DECODE`: the KV stream at the device's streaming
+    rate) instead of ``attention_backend``'s; the prefill keeps ``attention_backend``.
 
     The parts: GPU time of the passes (:func:`_price_passes`), the host (:func:`_add_host`), CUDA
     graphs' sync (:func:`_add_graph_sync`), the power cap and memory (:func:`inference_memory`)."""
@@ -435,6 +440,8 @@ def evaluate(
     ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
     kvb = DTYPE_BYTES[M.kv_cache_dtype(dt, inf.kv_cache_dtype)]
     pre, dec = _layouts(r, batch, kvb, ctx)
+    if paged_kv:
+        dec = replace(dec, attention_backend=PAGED_DECODE)
     # the prefill's LM head: each sequence's last position, or every prompt token (``prefill_logits``)
     logit_rows = batch * (float(inf.prompt_len) if inf.prefill_logits == "all" else 1.0)
     prefill, decode = _price_passes(r, pre, dec, logit_rows, batch)

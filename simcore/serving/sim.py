@@ -185,6 +185,7 @@ def build_step_model(
             sc.runtime.framework,
             sc.calibration,
             **inference_runtime(sc),
+            paged_kv=True,  # a serving engine's paged KV cache and its decode kernels
         )
         pt = {k: float(np.ravel(np.asarray(v, dtype=float))[0]) for k, v in ev.prefill.time.items()}
         p_host = pt.pop("host_overhead", 0.0)

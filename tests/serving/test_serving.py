@@ -84,12 +84,19 @@ def test_step_table_is_monotone_and_mixed_steps_are_cheaper_than_separate_ones()
 
 @pytest.mark.parametrize("batch,prompt,output", [(32, 1024, 256), (8, 2048, 128), (64, 512, 512)])
 def test_a_simultaneous_batch_agrees_with_predict(
-    tmp_path: Path, batch: int, prompt: int, output: int
+    tmp_path: Path, batch: int, prompt: int, output: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Identical requests arriving together are one batched prefill and then lock-step decodes:
-    what ``simcore predict`` prices for an inference batch."""
+    what ``simcore predict`` prices for an inference batch run with a serving engine's paged decode
+    kernels (``paged_kv``, which every serving step prices and a plain PyTorch prediction does not)."""
+    import functools
+
+    from simcore.engine import inference
     from simcore.prediction import predict
 
+    monkeypatch.setattr(
+        "simcore.prediction.I.evaluate", functools.partial(inference.evaluate, paged_kv=True)
+    )
     d = copy.deepcopy(BASE)
     d["inference"] = {"batch": batch, "prompt_len": prompt, "output_len": output}
     pr = predict(scenario_from_dict(d))
