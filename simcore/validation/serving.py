@@ -186,10 +186,26 @@ def settings(row: ServingRow) -> dict[str, Any]:
         "arrival": "all queued at t = 0",
         "max_batch": MAX_BATCH if row.concurrency is None else row.concurrency,
         "max_batch_tokens": max(MAX_TOKENS, row.isl),
-        "memory_utilization": KV_FRACTION,
+        "kv_cache_free_gpu_mem_fraction": KV_FRACTION,
         "reserve_output_kv": True,
         "decode_attention": "paged (engine kernels)",
     }
+
+
+def free_fraction_utilization(sc: Any, spec: Any, tp: int, fraction: float) -> float:
+    """``memory_utilization`` (a fraction of the device's memory, vLLM's convention) that gives the KV
+    cache ``fraction`` of the memory left after the weights, the activations and the runtime's reserve
+    (TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction``, measured after loading the model):
+    ``(used + fraction (capacity - reserve - used)) / capacity``, ``used`` = weights + activations."""
+    from simcore.memory import RESERVED_BYTES
+    from simcore.serving.sim import kv_blocks
+    from simcore.specs.resolve import resolve_cluster
+
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    _, mem = kv_blocks(sc, cluster, spec, tp)
+    cap = cluster.device.memory.capacity
+    used = mem["weights"] + mem["activations"]
+    return min(max((used + fraction * (cap - RESERVED_BYTES - used)) / cap, 0.01), 1.0)
 
 
 def run_row(row: ServingRow) -> ServingRow:
@@ -223,9 +239,10 @@ def run_row(row: ServingRow) -> ServingRow:
             replicas=1,
             max_batch=s["max_batch"],
             max_batch_tokens=s["max_batch_tokens"],
-            memory_utilization=s["memory_utilization"],
             reserve_output_kv=s["reserve_output_kv"],
         )
+        mu = free_fraction_utilization(sc, spec, row.tp, KV_FRACTION)
+        spec = spec.model_copy(update={"memory_utilization": mu})
         res = simulate(sc, spec).result
     except SimcoreError as e:
         row.problem = str(e)
