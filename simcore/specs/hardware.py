@@ -28,7 +28,6 @@ DTYPE_BYTES: dict[str, float] = {
 """Bytes an element of each dtype occupies in memory (block scales included)."""
 
 
-
 class MemorySpec(Spec):
     """Device memory (HBM)."""
 
