@@ -169,6 +169,15 @@ def inflight_microbatches(schedule: Num, pp: Num, micro_batches: Num, vp: Num = 
     )
 
 
+def kv_cache_dtype(precision: str, kv_cache_dtype: str | None) -> str:
+    """The KV cache's element type: the one given, else fp8 under fp8 or fp4 weights (ModelOpt's FP8
+    and NVFP4 checkpoints quantize the KV cache to FP8, ``kv_cache_quant_algo: FP8``; TensorRT-LLM
+    and vLLM then run an FP8 cache), else bf16 (fp32 runs keep a bf16 cache)."""
+    if kv_cache_dtype is not None:
+        return kv_cache_dtype
+    return "fp8" if precision in ("fp8", "fp4") else "bf16"
+
+
 def kv_cache_bytes(m: ModelSpec, batch: Num, tokens: Num, tp: Num = 1, kv_bytes: float = 2.0) -> Num:
     """Bytes of the KV cache for ``batch`` sequences of ``tokens`` tokens (MLA caches the latent)."""
     if m.mla is not None:

@@ -400,6 +400,28 @@ def intervals(
     print(IV.format_report(iv, cov))
 
 
+@app.command("serving")
+def serving(
+    csv: Annotated[
+        str | None,
+        typer.Option("--csv", metavar="PATH", help="Another table in published_inference.csv's format."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Only rows whose model name contains this (e.g. '8B').")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """simcore serve against published engine throughput (TensorRT-LLM's performance overview and others):
+    every row's error, median and 90th percentile per engine x GPU x precision; each row's engine settings."""
+    from simcore.validation import serving as S
+
+    try:
+        doc = S.report(csv, model)
+    except SimcoreError as e:
+        _fail(e)
+    print(json.dumps(doc, indent=1) if as_json else S.format_report(doc))
+
+
 @app.command("all")
 def run_all() -> None:
     """Every report of the suite with its defaults (what python -m simcore.validation runs)."""
@@ -416,6 +438,7 @@ REPORTS: dict[str, Callable[[], None]] = {
     "devices": devices,
     "moe": moe,
     "intervals": intervals,
+    "serving": serving,
 }
 
 

@@ -9,14 +9,16 @@ batch (no micro-batching), with a point-to-point transfer between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from simcore import memory as M
+from simcore.compute.ops import PAGED_DECODE
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
+from simcore.errors import SpecError
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
@@ -339,8 +341,7 @@ def inference_memory(
     dt = inf.precision
     tpf = np.asarray(tp, dtype=float)
     pc = param_counts(model)
-    wbytes = DTYPE_BYTES[dt] if dt != "fp8" else 1.0
-    weights = pc.total * wbytes / (tpf * np.asarray(pp, dtype=float))
+    weights = pc.total * DTYPE_BYTES[dt] / (tpf * np.asarray(pp, dtype=float))
     kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
     width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
     per_token = (width / tpf + 2 * model.hidden) * act
@@ -381,6 +382,7 @@ def evaluate(
     compiled_decode: bool = False,
     decode_cpu_op_time: float | None = None,
     decode_graph_records: float = 0.0,
+    paged_kv: bool = False,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -399,10 +401,19 @@ def evaluate(
     (``RuntimeSpec.cpu_op_time.decode``: a compiled decode's loop paced by its own ops, seconds), scaling
     the decode passes' host (``None``: ``cpu_op_time``'s); ``decode_graph_records``: decode graphs each call
     records again (``RuntimeSpec.decode_graph_records``), each idling the GPU for
-    ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call.
+    ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call;
+    ``paged_kv``: a serving engine's paged KV cache, whose decode steps run the engines' paged decode
+    attention kernels (:data:`simcore.compute.ops.PAGED_DECODE`: the KV stream at the device's streaming
+    rate) instead of ``attention_backend``'s; the prefill keeps ``attention_backend``.
 
     The parts: GPU time of the passes (:func:`_price_passes`), the host (:func:`_add_host`), CUDA
     graphs' sync (:func:`_add_graph_sync`), the power cap and memory (:func:`inference_memory`)."""
+    if inf.precision == "fp4" and "fp4" not in cluster.device.peak:
+        raise SpecError(
+            f"fp4 (NVFP4) needs FP4 tensor cores, which {cluster.device.name} lacks (Blackwell: b200, b300, "
+            "gb200, gb300); use fp8 or bf16",
+            field="inference.precision",
+        )
     base = load_profile(cluster.device, calibration)
     prof = base.at_cpu_speed(cpu_op_time[0], inference=True) if cpu_op_time is not None else base
     act_key = "swiglu" if model.activation == "swiglu" else "gelu"
@@ -427,9 +438,10 @@ def evaluate(
     dt = inf.precision
     batch = np.asarray(inf.batch, dtype=float)
     ctx = inf.context_len if inf.context_len is not None else inf.prompt_len
-    kv_dtype = inf.kv_cache_dtype or ("bf16" if dt == "fp32" else ("fp8" if dt == "fp8" else "bf16"))
-    kvb = DTYPE_BYTES[kv_dtype]
+    kvb = DTYPE_BYTES[M.kv_cache_dtype(dt, inf.kv_cache_dtype)]
     pre, dec = _layouts(r, batch, kvb, ctx)
+    if paged_kv:
+        dec = replace(dec, attention_backend=PAGED_DECODE)
     # the prefill's LM head: each sequence's last position, or every prompt token (``prefill_logits``)
     logit_rows = batch * (float(inf.prompt_len) if inf.prefill_logits == "all" else 1.0)
     prefill, decode = _price_passes(r, pre, dec, logit_rows, batch)

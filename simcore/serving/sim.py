@@ -185,6 +185,7 @@ def build_step_model(
             sc.runtime.framework,
             sc.calibration,
             **inference_runtime(sc),
+            paged_kv=True,  # a serving engine's paged KV cache and its decode kernels
         )
         pt = {k: float(np.ravel(np.asarray(v, dtype=float))[0]) for k, v in ev.prefill.time.items()}
         p_host = pt.pop("host_overhead", 0.0)
@@ -221,9 +222,7 @@ def build_step_model(
 def _kv_dtype_bytes(sc: Scenario) -> float:
     inf = sc.inference
     assert inf is not None
-    dt = inf.precision
-    kv = inf.kv_cache_dtype or ("fp8" if dt == "fp8" else "bf16")
-    return float(DTYPE_BYTES[kv])
+    return float(DTYPE_BYTES[MEM.kv_cache_dtype(inf.precision, inf.kv_cache_dtype)])
 
 
 def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) -> tuple[int, dict[str, float]]:
@@ -755,8 +754,10 @@ def _stats(x: np.ndarray) -> Stats:
 # workload
 
 
-def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Arrival times (s), prompt and output lengths (tokens), and how many requests were clipped."""
+def _workload(spec: ServingSpec, seq_len: int, model: str = "the model") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Arrival times (s), prompt and output lengths (tokens). A request whose prompt + output exceeds
+    the model's context (``seq_len``) is a :class:`SpecError` naming the length field: it is never
+    clipped to a different workload (docs/serving.md, contexts and precisions)."""
     rng = np.random.default_rng(spec.seed)
     if spec.trace is not None:
         t, p, o = load_trace(spec.trace)
@@ -791,11 +792,19 @@ def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, 
         n = t.size
         p = spec.prompt.sample(rng, n)
         o = spec.output.sample(rng, n)
-    p0, o0 = p.copy(), o.copy()
-    p = np.clip(p, 1, max(seq_len - 1, 1))
-    o = np.clip(o, 1, np.maximum(seq_len - p, 1))
-    clipped = int(np.count_nonzero((p != p0) | (o != o0)))
-    return t.astype(float), p.astype(np.int64), o.astype(np.int64), clipped
+    over = (p + o) > seq_len
+    if np.any(over):
+        i = int(np.argmax(np.where(over, p + o, 0)))
+        field = "serving.trace" if spec.trace is not None else (
+            "serving.prompt" if p[i] >= seq_len else "serving.output"
+        )
+        raise SpecError(
+            f"{int(np.count_nonzero(over))} request(s) exceed {model}'s context of {seq_len} tokens "
+            f"(model.seq_len), the longest {int(p[i])} prompt + {int(o[i])} output tokens; "
+            "shorten them or choose a longer-context model",
+            field=field,
+        )
+    return t.astype(float), p.astype(np.int64), o.astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1035,10 +1044,8 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     if sc.inference is None:
         raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
     valid_layouts(m, pp=sc.parallel.pp).require()
-    arrival, prompt, output, clipped = _workload(spec, m.seq_len)
+    arrival, prompt, output = _workload(spec, m.seq_len, m.name)
     n = int(arrival.size)
-    if clipped:
-        notes.append(f"{clipped} request(s) clipped to the model's seq_len ({m.seq_len} tokens)")
     pools = _pools(sc, spec, cluster, notes)
     longest = int((prompt + output).max())
     max_len = int(min(m.seq_len, max(longest + 1, 2)))

@@ -20,9 +20,12 @@ DTYPE_BYTES: dict[str, float] = {
     "bf16": 2.0,
     "fp16": 2.0,
     "fp8": 1.0,
-    "fp4": 0.5,
+    # NVFP4: 4-bit E2M1 values plus one E4M3 scale per 16-element block (NVIDIA, "Introducing NVFP4
+    # for Efficient and Accurate Low-Precision Inference", 2025; Blackwell's block-scaled MMA), 0.5 + 1/16
+    "fp4": 0.5 + 1.0 / 16.0,
     "int8": 1.0,
 }
+"""Bytes an element of each dtype occupies in memory (block scales included)."""
 
 
 class MemorySpec(Spec):

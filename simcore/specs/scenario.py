@@ -12,6 +12,9 @@ from simcore.specs.quantities import Int, Seconds, Spec, integer_value
 from simcore.specs.serving import ServingSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
+InferencePrecision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
+"""Weights and GEMM inputs of inference: ``fp8`` (per-tensor scaled E4M3, as FP8 checkpoints ship) and
+``fp4`` (NVFP4 block-scaled, Blackwell devices only) besides the 16/32-bit types."""
 
 
 class ClusterSpec(Spec):
@@ -161,8 +164,12 @@ class InferenceSpec(Spec):
     context_len: Int | None = Field(default=None, ge=0)
     """Tokens already in the KV cache for the decode step; default prompt_len."""
     output_len: Int = Field(default=128, gt=0)
-    precision: Precision = "bf16"
+    precision: InferencePrecision = "bf16"
+    """Weights and GEMM inputs: bf16, fp16, fp32, fp8 or fp4 (NVFP4: devices with FP4 tensor cores, the
+    Blackwell generation); attention and activations stay 16-bit (docs/serving.md, contexts and precisions)."""
     kv_cache_dtype: Precision | None = None
+    """KV-cache element type; default fp8 under fp8 or fp4 weights (as FP8/NVFP4 checkpoints quantize
+    it), else bf16. Reaches the KV memory and the decode attention's bytes."""
     prefill_logits: Literal["last", "all"] = "last"
     """Which prompt positions the prefill's LM head computes logits for: ``last``, each sequence's
     final token (serving engines, ``transformers``' ``generate()``, ``logits_to_keep=1``), or ``all``,
@@ -349,4 +356,16 @@ class Scenario(Spec):
             object.__setattr__(self, "training", TrainingSpec())
         if self.kind == "inference" and self.inference is None:
             object.__setattr__(self, "inference", InferenceSpec())
+        inf = self.inference
+        if self.kind == "inference" and inf is not None:
+            # a request longer than the model's context is an error, never a different workload
+            for what, n in (
+                ("prompt_len + output_len", inf.prompt_len + inf.output_len),
+                ("context_len", inf.context_len or 0),
+            ):
+                if n > self.model.seq_len:
+                    raise ValueError(
+                        f"inference: {what} = {n} tokens exceed {self.model.name}'s context of "
+                        f"{self.model.seq_len} tokens (model.seq_len); shorten them or choose a longer-context model"
+                    )
         return self

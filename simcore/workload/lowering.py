@@ -568,11 +568,11 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
             "causal": lay.kv_seq is None and not lay.dense_mask,
             "backward": False,
             "dtype": dt,
-            # fused attention runs in bf16 under fp8 GEMMs; a decode step over an fp8 KV cache
+            # fused attention runs in bf16 under fp8/fp4 GEMMs; a decode step over an fp8 KV cache
             # streams 1-byte keys and values
             "attn_dtype": "fp8"
             if lay.kv_seq is not None and lay.kv_elt == 1.0
-            else ("bf16" if dt == "fp8" else dt),
+            else ("bf16" if dt in ("fp8", "fp4") else dt),
             "kv_seq": static if static is not None else lay.kv_seq,
             "backend": backend,
             # the materialised mask is read and added per score (a static cache's masks its empty slots)

@@ -593,3 +593,43 @@ def test_shipped_embedding_backward_within_its_measurements() -> None:
     )
     err = np.abs(t / y - 1.0)
     assert np.median(err) < 0.06 and err.max() < 0.25
+
+
+# --- serving engines' paged decode attention -------------------------------------------------------------
+
+
+def test_paged_decode_attention_hand_computed() -> None:
+    """Bytes of Q, O and the whole KV cache at the profile's streaming rate, plus the fit's fixed time."""
+    dev = default_registry().device("h200")
+    prof = load_profile(dev)
+    b, h, kvh, kv, d = 64, 32, 8, 20000, 128
+    r = ops.op_time(
+        "attention", "h200", dtype="bf16", batch=b, heads=h, kv_heads=kvh, seq=1, kv_seq=kv, head_dim=d,
+        causal=False, backend=ops.PAGED_DECODE, framework="cuda_graphs",
+    )
+    nbytes = b * (2 * h * d + 2 * kvh * kv * d) * 2.0
+    assert r.bytes == pytest.approx(nbytes)
+    t0 = prof.attention_params(False, "bf16", "flash").t0
+    assert r.kernel_time_s == pytest.approx(nbytes / (dev.memory.bandwidth * prof.memory.eff_bw) + t0, rel=1e-3)
+    assert 0.8 < r.bytes / r.kernel_time_s / dev.memory.bandwidth < 0.95  # approaches HBM bandwidth
+
+
+@given(
+    b=st.integers(1, 512),
+    kv=st.integers(16, 131072),
+    more=st.integers(1, 4096),
+    device=st.sampled_from(["h100", "h200", "b200"]),
+)
+@settings(max_examples=40, deadline=None)
+def test_paged_decode_attention_monotone_and_never_slower_than_fa2(b: int, kv: int, more: int, device: str) -> None:
+    """A longer cache never decodes faster; the paged kernel never prices above FlashAttention-2's padded
+    tiles; a prompt (seq > 1) under the paged name is priced as FlashAttention-2."""
+    def t(kv_seq: int, backend: str, seq: int = 1) -> float:
+        return ops.op_time(
+            "attention", device, batch=b, heads=32, kv_heads=8, seq=seq, kv_seq=kv_seq, head_dim=128,
+            causal=seq > 1, backend=backend, framework="cuda_graphs",
+        ).kernel_time_s
+
+    assert t(kv, "paged") <= t(kv + more, "paged")
+    assert t(kv, "paged") <= t(kv, "flash") * 1.0001
+    assert t(kv, "paged", seq=16) == t(kv, "flash", seq=16)

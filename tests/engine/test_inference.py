@@ -108,3 +108,47 @@ def test_layer_ops_scale_the_eager_decode_host_of_the_reference_code() -> None:
     base = host(None)
     assert host(27.0) == pytest.approx(base)
     assert host(54.0) > 1.8 * base  # the layers' host doubles (32 layers against a fixed part)
+
+
+def _prec(system: str, precision: str, **inf: object) -> object:
+    return scenario_from_dict(
+        {
+            "kind": "inference",
+            "cluster": {"system": system, "gpus": 1},
+            "model": {"preset": "llama3.1-8b"},
+            "inference": {"batch": 64, "prompt_len": 1024, "output_len": 64, "precision": precision, **inf},
+            "runtime": {"framework": "cuda_graphs"},
+        },
+        default_registry(),
+    )
+
+
+def test_fp4_weights_on_blackwell_bytes_and_speed() -> None:
+    """NVFP4 weights: 4-bit values plus an E4M3 scale per 16 (0.5625 bytes a parameter), an FP8 KV cache
+    by default; each step narrower than fp8's is never slower (its GEMMs run at the fp4 peak)."""
+    params = param_counts(_prec("dgx-b200", "bf16").model).total
+    r4 = simcore.predict(_prec("dgx-b200", "fp4"))
+    r8 = simcore.predict(_prec("dgx-b200", "fp8"))
+    r16 = simcore.predict(_prec("dgx-b200", "bf16"))
+    assert r4.memory_breakdown["weights"] == pytest.approx(params * (0.5 + 1 / 16))
+    assert r8.memory_breakdown["weights"] == pytest.approx(params * 1.0)
+    assert r4.memory_breakdown["kv_cache"] == pytest.approx(r8.memory_breakdown["kv_cache"])
+    assert r4.memory_breakdown["kv_cache"] == pytest.approx(r16.memory_breakdown["kv_cache"] / 2)
+    assert r4.prefill_time_s <= r8.prefill_time_s <= r16.prefill_time_s
+    assert r4.decode_step_time_s <= r8.decode_step_time_s <= r16.decode_step_time_s
+
+
+@pytest.mark.parametrize("system", ["hgx-h100", "hgx-h200"])
+def test_fp4_without_fp4_tensor_cores_is_an_error(system: str) -> None:
+    with pytest.raises(SpecError, match="needs FP4 tensor cores") as e:
+        simcore.predict(_prec(system, "fp4"))
+    assert e.value.field == "inference.precision"
+
+
+def test_fp8_kv_cache_halves_kv_memory_and_decode_attention() -> None:
+    """kv_cache_dtype reaches both the KV memory and the decode attention's bytes (memory-bound reads)."""
+    bf = simcore.predict(_prec("hgx-h200", "bf16", prompt_len=8192, kv_cache_dtype="bf16"))
+    f8 = simcore.predict(_prec("hgx-h200", "bf16", prompt_len=8192, kv_cache_dtype="fp8"))
+    assert f8.memory_breakdown["kv_cache"] == pytest.approx(bf.memory_breakdown["kv_cache"] / 2)
+    a_bf, a_f8 = bf.breakdown_decode["attention"], f8.breakdown_decode["attention"]
+    assert 0.4 * a_bf < a_f8 < 0.75 * a_bf

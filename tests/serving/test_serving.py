@@ -84,12 +84,19 @@ def test_step_table_is_monotone_and_mixed_steps_are_cheaper_than_separate_ones()
 
 @pytest.mark.parametrize("batch,prompt,output", [(32, 1024, 256), (8, 2048, 128), (64, 512, 512)])
 def test_a_simultaneous_batch_agrees_with_predict(
-    tmp_path: Path, batch: int, prompt: int, output: int
+    tmp_path: Path, batch: int, prompt: int, output: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Identical requests arriving together are one batched prefill and then lock-step decodes:
-    what ``simcore predict`` prices for an inference batch."""
+    what ``simcore predict`` prices for an inference batch run with a serving engine's paged decode
+    kernels (``paged_kv``, which every serving step prices and a plain PyTorch prediction does not)."""
+    import functools
+
+    from simcore.engine import inference
     from simcore.prediction import predict
 
+    monkeypatch.setattr(
+        "simcore.prediction.I.evaluate", functools.partial(inference.evaluate, paged_kv=True)
+    )
     d = copy.deepcopy(BASE)
     d["inference"] = {"batch": batch, "prompt_len": prompt, "output_len": output}
     pr = predict(scenario_from_dict(d))
@@ -208,16 +215,16 @@ def test_disaggregated_mode_runs_and_pays_the_transfer() -> None:
         rate=10.0,
         disaggregated={"prefill_gpus": 2, "decode_gpus": 2, "gpudirect": False},
         requests=300,
-        prompt=8192,
+        prompt=8128,
     )
-    fast = run(sc, rate=10.0, disaggregated={"prefill_gpus": 2, "decode_gpus": 2}, requests=300, prompt=8192)
+    fast = run(sc, rate=10.0, disaggregated={"prefill_gpus": 2, "decode_gpus": 2}, requests=300, prompt=8128)
     assert slow.result.ttft_s.mean >= fast.result.ttft_s.mean
 
 
 # ---------------------------------------------------------------- workload and spec
 
 
-def test_length_distributions_and_clipping() -> None:
+def test_length_distributions_and_context() -> None:
     r = run(
         requests=3000,
         prompt={"dist": "lognormal", "mean": 800, "sigma": 0.7},
@@ -225,9 +232,15 @@ def test_length_distributions_and_clipping() -> None:
     )
     assert float(r.log.prompt.mean()) == pytest.approx(800, rel=0.06)
     assert r.log.output.min() >= 5 and r.log.output.max() <= 9
-    c = run(requests=20, prompt=9000, output=100)  # llama3-8b seq_len is 8192
-    assert int((c.log.prompt + c.log.output).max()) <= 8192
-    assert any("clipped" in n for n in c.result.notes)
+    # llama3-8b's context is 8192 tokens: a longer request is an error naming the field, never clipped
+    with pytest.raises(SpecError, match="exceed llama3-8b's context of 8192") as e:
+        run(requests=20, prompt=9000, output=100)
+    assert e.value.field == "serving.prompt"
+    with pytest.raises(SpecError) as e:
+        run(requests=20, prompt=8000, output=193)
+    assert e.value.field == "serving.output"
+    ok = run(requests=4, prompt=8000, output=192)  # exactly the context: runs
+    assert int((ok.log.prompt + ok.log.output).max()) == 8192
 
 
 def test_trace_file(tmp_path: Path) -> None:
@@ -312,8 +325,8 @@ def test_every_request_finishes_and_no_block_leaks(
         serving["disaggregated"] = {"prefill_gpus": 1, "decode_gpus": 1}
     try:
         r = run(sc, **serving)
-    except SpecError as e:
-        assert "KV cache" in str(e)
+    except SpecError as e:  # a cache too small for the longest request, or a request over the context
+        assert "KV cache" in str(e) or "context of 8192" in str(e)
         return
     log = r.log
     assert r.kv_blocks_leaked == 0

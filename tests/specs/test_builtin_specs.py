@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from simcore.errors import SpecError
 from simcore.specs import Device, Link, System, scenario_from_dict
 from simcore.specs.loader import load_file, read_yaml
 from simcore.specs.registry import Registry, builtin_dir, registry, set_user_dirs
@@ -61,6 +62,10 @@ MODELS = {
     "llama3-8b",
     "llama3-70b",
     "llama3-405b",
+    "llama3.1-8b",
+    "llama3.1-70b",
+    "llama3.1-405b",
+    "llama3.3-70b",
     "llama2-7b",
     "llama2-70b",
     "mixtral-8x7b",
@@ -437,6 +442,10 @@ PUBLISHED_PARAMS = {
     "llama3-8b": 8.03e9,
     "llama3-70b": 70.6e9,
     "llama3-405b": 405.9e9,
+    "llama3.1-8b": 8.03e9,
+    "llama3.1-70b": 70.6e9,
+    "llama3.1-405b": 405.9e9,
+    "llama3.3-70b": 70.6e9,
     "llama2-7b": 6.74e9,
     "llama2-70b": 68.98e9,
     "mixtral-8x7b": 46.7e9,
@@ -452,6 +461,18 @@ def test_model_preset_validates_in_a_scenario(reg: Registry, name: str) -> None:
     assert sc.model.name == name
     assert sc.model.seq_len > 0
     assert _params(sc.model) == pytest.approx(PUBLISHED_PARAMS[name], rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("name", "context"),
+    [("llama3-8b", 8192), ("llama3-70b", 8192), ("llama3-405b", 8192), ("llama3.1-8b", 131072),
+     ("llama3.1-70b", 131072), ("llama3.1-405b", 131072), ("llama3.3-70b", 131072)],
+)
+def test_llama3_context_lengths(reg: Registry, name: str, context: int) -> None:
+    """Llama 3 presets keep the 8K pre-training context; Llama 3.1/3.3 have 128K (max_position_embeddings
+    131072 in their config.json, reached by RoPE scaling); the 3.1 names resolve to the 3.1 presets."""
+    assert reg.model_preset(name)["seq_len"] == context
+    assert reg.model_preset(name.replace("llama3", "llama-3"))["name"] == name
 
 
 def test_preset_fields_can_be_overridden(reg: Registry) -> None:
@@ -493,3 +514,16 @@ def test_power_and_memory_sanity(reg: Registry) -> None:
 def test_builtin_dir_is_the_repo_folder() -> None:
     assert (SPECS / "devices" / "h200.yaml").is_file()
     assert Path(SPECS).name == "hardware_specs"
+
+
+def test_inference_longer_than_the_context_is_an_error(reg: Registry) -> None:
+    """A prompt + output over the model's context is one error naming the fields, not a clipped run."""
+    base = {"kind": "inference", "cluster": {"system": "hgx-h100", "gpus": 1}}
+    with pytest.raises(SpecError, match="output_len = 20100 tokens exceed llama3-8b's context of 8192"):
+        scenario_from_dict(
+            {**base, "model": {"preset": "llama3-8b"}, "inference": {"prompt_len": 20000, "output_len": 100}}, reg
+        )
+    sc = scenario_from_dict(
+        {**base, "model": {"preset": "llama3.1-8b"}, "inference": {"prompt_len": 20000, "output_len": 100}}, reg
+    )
+    assert sc.model.seq_len == 131072

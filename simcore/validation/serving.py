@@ -1,0 +1,318 @@
+"""Serving against what engines published (``published_inference.csv``): ``simcore serve`` replays each row.
+
+``python -m simcore.validation serving`` runs every row of the table (TensorRT-LLM's performance-overview
+offline max-throughput rows and the others there) through the request-level serving simulation
+(:func:`simcore.serving.simulate`) with the engine's settings as the row and the engine's documented
+defaults give them, and reports each row's error and, per engine x GPU x precision, the median and 90th
+percentile of the absolute errors. A row simcore cannot price says why (no preset of its model, a layout
+the simulation does not build) and counts as not run. Nothing is fitted to a row: the settings below are
+the engines' defaults or the row's own, written once here (docs/serving.md, "Validation against
+published engines").
+
+How a row is run
+----------------
+* ``offline max-throughput`` (``trtllm-bench throughput``): every request queued at t = 0
+  (:data:`OFFLINE_REQUESTS` of them, the row's ISL and OSL), throughput = output tokens over first arrival to
+  last completion (trtllm-bench's ``total_output_throughput``). TensorRT-LLM's defaults (PyTorch backend,
+  ``docs/stacks``: ``/work/shared/reference/stacks.md`` section 7): the ``GUARANTEED_NO_EVICT`` capacity
+  scheduler (``reserve_output_kv``: a request is admitted with KV blocks for its whole output), chunked
+  context off (a step's token budget holds a whole prompt: ``max(max_num_tokens, ISL)``), ``max_batch_size``
+  2048 and ``max_num_tokens`` 8192 (the LLM API's), ``kv_cache_free_gpu_mem_fraction`` 0.95 (the row's note),
+  CUDA graphs, its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
+  NVFP4 weights with an FP8 KV cache.
+* a fixed concurrency (a batch of ``batch_or_concurrency`` requests kept full): ten times that many requests
+  queued at t = 0, at most that many running; tokens/s as output tokens over the run. Where the row states
+  no precision or engine, bf16 weights and cache and the same engine settings are assumed, and said.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simcore.errors import SimcoreError
+from simcore.specs.registry import default_registry
+
+DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
+
+OFFLINE_REQUESTS = 1000
+"""Requests of an offline max-throughput row, all queued at t = 0 (TensorRT-LLM's tables run 1,000-3,000 a
+row; with a batch of up to 2,048 the ramp and drain are a small share of the run either way)."""
+
+MAX_BATCH = 2048
+"""``max_batch_size`` of TensorRT-LLM's LLM API (stacks.md section 7; UNCERTAIN there, not a fit)."""
+MAX_TOKENS = 8192
+"""``max_num_tokens`` of TensorRT-LLM's LLM API (stacks.md section 7)."""
+KV_FRACTION = 0.95
+"""``kv_cache_free_gpu_mem_fraction`` the performance-overview rows state (the row's note)."""
+
+PRESETS = {
+    "llama 3.1 8b": "llama3.1-8b",
+    "llama 3.1 70b": "llama3.1-70b",
+    "llama 3.3 70b": "llama3.3-70b",
+    "llama 3.1 405b": "llama3.1-405b",
+    "llama 3 8b": "llama3-8b",
+    "llama 3 70b": "llama3-70b",
+    "llama 3 405b": "llama3-405b",
+    "qwen3-235b-a22b": "qwen3-235b-a22b",
+    "deepseek-v3": "deepseek-v3",
+}
+"""Model names as the table spells them (lower case) -> simcore presets."""
+
+SYSTEMS = (("gb200", "gb200-nvl72"), ("b200", "dgx-b200"), ("h200", "hgx-h200"), ("h100", "hgx-h100"))
+"""GPU names (a fragment, lower case, most specific first) -> the system the row ran on."""
+
+PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "bf16": "bf16", "fp16": "fp16"}
+
+
+@dataclass
+class ServingRow:
+    """One published row and what simcore made of it."""
+
+    index: int
+    source: str
+    engine: str
+    gpu: str
+    precision: str
+    model: str
+    gpus: int
+    tp: int
+    isl: int
+    osl: int
+    concurrency: int | None
+    """Requests kept running (a fixed-concurrency row); ``None``: offline, every request queued."""
+    published: float
+    unit: str
+    preset: str | None = None
+    system: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The engine settings the row ran with (from the row or the engine's defaults), as simcore ran it."""
+    assumed: list[str] = field(default_factory=list)
+    """What the row does not state and simcore assumed."""
+    predicted: float | None = None
+    error: float | None = None
+    """predicted / published - 1."""
+    problem: str | None = None
+    """Why the row did not run (``None``: it ran)."""
+
+
+def _int(s: str | None) -> int | None:
+    m = re.match(r"\s*(\d+)", s or "")
+    return int(m.group(1)) if m else None
+
+
+def _engine(framework: str) -> str:
+    for name in ("TensorRT-LLM", "SGLang", "vLLM"):
+        if framework.startswith(name):
+            return name
+    return "not stated"
+
+
+def read_rows(path: str | Path | None = None) -> list[ServingRow]:
+    """The table's rows as :class:`ServingRow` (the model, system and precision resolved where simcore
+    has them; ``problem`` set where a row cannot be run)."""
+    p = Path(path) if path is not None else DATA
+    try:
+        with p.open(encoding="utf-8", newline="") as f:
+            recs = list(csv.DictReader(f))
+    except OSError as e:
+        raise SimcoreError(f"cannot read the published inference table: {e}", file=str(p)) from None
+    return [_row(i, r) for i, r in enumerate(recs)]
+
+
+def _row(i: int, r: dict[str, str]) -> ServingRow:
+    engine = _engine(r.get("framework", ""))
+    prec = r.get("precision", "").strip().lower()
+    tp = _int(r.get("tp")) or 1
+    conc = r.get("batch_or_concurrency", "")
+    row = ServingRow(
+        index=i,
+        source=r["source"].split(" ")[0],
+        engine=engine,
+        gpu=r["gpu"],
+        precision=prec.split(" ")[0] if prec else "",
+        model=r["model"],
+        gpus=_int(r.get("num_gpus")) or tp,
+        tp=tp,
+        isl=_int(r.get("input_len")) or 0,
+        osl=_int(r.get("output_len")) or 0,
+        concurrency=None if conc.startswith("offline") else _int(conc),
+        published=float(r["value"]),
+        unit=r.get("unit", ""),
+    )
+    row.preset = PRESETS.get(row.model.lower())
+    row.system = next((s for frag, s in SYSTEMS if frag in row.gpu.lower()), None)
+    metric = r.get("metric", "")
+    if row.preset is None:
+        row.problem = f"no simcore preset of {row.model}"
+    elif row.system is None:
+        row.problem = f"no simcore system for {row.gpu}"
+    elif metric not in ("total_output_throughput", "throughput"):
+        row.problem = f"{metric}: a per-node prefill/decode rate of disaggregated wide-EP serving (not built)"
+    elif (_int(r.get("ep")) or 1) > 1 or (_int(r.get("dp")) or 1) > 1:
+        row.problem = "expert or attention data parallelism (serving with EP/DP is not built)"
+    elif not row.isl or not row.osl:
+        row.problem = "input or output length not stated"
+    if row.precision not in PRECISIONS:
+        row.assumed.append(f"precision not stated: bf16 weights and KV cache assumed (table: {prec or '-'})")
+        row.precision = "bf16"
+    else:
+        row.precision = PRECISIONS[row.precision]
+    if engine == "not stated":
+        row.assumed.append("engine not stated: TensorRT-LLM's defaults assumed")
+    if not r.get("num_gpus"):
+        row.assumed.append(f"GPU count not stated: tp {tp} assumed")
+    if row.preset is not None and default_registry().model_preset(row.preset).get("moe"):
+        row.assumed.append("MoE: experts sharded by TP (the row's EP size is not stated; serving with EP not built)")
+    return row
+
+
+def settings(row: ServingRow) -> dict[str, Any]:
+    """The scenario and serving fields a row runs with (module docstring: the engine's defaults)."""
+    kv = "fp8" if row.precision in ("fp8", "fp4") else row.precision
+    n = OFFLINE_REQUESTS if row.concurrency is None else 10 * row.concurrency
+    return {
+        "precision": row.precision,
+        "kv_cache_dtype": kv,
+        "tp": row.tp,
+        "framework": "cuda_graphs",
+        "requests": n,
+        "arrival": "all queued at t = 0",
+        "max_batch": MAX_BATCH if row.concurrency is None else row.concurrency,
+        "max_batch_tokens": max(MAX_TOKENS, row.isl),
+        "kv_cache_free_gpu_mem_fraction": KV_FRACTION,
+        "reserve_output_kv": True,
+        "decode_attention": "paged (engine kernels)",
+    }
+
+
+def free_fraction_utilization(sc: Any, spec: Any, tp: int, fraction: float) -> float:
+    """``memory_utilization`` (a fraction of the device's memory, vLLM's convention) that gives the KV
+    cache ``fraction`` of the memory left after the weights, the activations and the runtime's reserve
+    (TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction``, measured after loading the model):
+    ``(used + fraction (capacity - reserve - used)) / capacity``, ``used`` = weights + activations."""
+    from simcore.memory import RESERVED_BYTES
+    from simcore.serving.sim import kv_blocks
+    from simcore.specs.resolve import resolve_cluster
+
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    _, mem = kv_blocks(sc, cluster, spec, tp)
+    cap = cluster.device.memory.capacity
+    used = mem["weights"] + mem["activations"]
+    return min(max((used + fraction * (cap - RESERVED_BYTES - used)) / cap, 0.01), 1.0)
+
+
+def run_row(row: ServingRow) -> ServingRow:
+    """Simulate one row (in place): its predicted output tokens/s and error, or the problem."""
+    from simcore.serving import ServingSpec, simulate
+    from simcore.specs.resolve import scenario_from_dict
+
+    if row.problem is not None:
+        return row
+    s = settings(row)
+    row.settings = s
+    try:
+        sc = scenario_from_dict(
+            {
+                "name": f"published-{row.index}",
+                "kind": "serving",
+                "cluster": {"system": row.system, "gpus": row.gpus},
+                "model": {"preset": row.preset},
+                "parallel": {"tp": row.tp},
+                "inference": {"precision": s["precision"], "kv_cache_dtype": s["kv_cache_dtype"]},
+                "runtime": {"framework": s["framework"]},
+                "serving": {"rate": 1.0},
+            }
+        )
+        spec = ServingSpec(
+            # arrivals a nanosecond apart: every request queued at the start
+            rate=1e9,
+            requests=s["requests"],
+            prompt=row.isl,
+            output=row.osl,
+            replicas=1,
+            max_batch=s["max_batch"],
+            max_batch_tokens=s["max_batch_tokens"],
+            reserve_output_kv=s["reserve_output_kv"],
+        )
+        mu = free_fraction_utilization(sc, spec, row.tp, KV_FRACTION)
+        spec = spec.model_copy(update={"memory_utilization": mu})
+        res = simulate(sc, spec).result
+    except SimcoreError as e:
+        row.problem = str(e)
+        return row
+    row.predicted = res.output_tokens_per_s
+    row.error = row.predicted / row.published - 1.0
+    return row
+
+
+def _stats(errs: list[float]) -> dict[str, Any]:
+    a = np.abs(np.asarray(errs, dtype=float))
+    return {
+        "rows": len(errs),
+        "median_abs_error": float(np.median(a)) if a.size else None,
+        "p90_abs_error": float(np.percentile(a, 90)) if a.size else None,
+        "median_signed_error": float(statistics.median(errs)) if errs else None,
+    }
+
+
+def report(path: str | Path | None = None, model: str | None = None) -> dict[str, Any]:
+    """Every row run (``model``: only rows whose model name contains it); the rows, the summary per engine
+    x GPU x precision and over every row that ran."""
+    rows = [r for r in read_rows(path) if model is None or model.lower() in r.model.lower()]
+    for r in rows:
+        run_row(r)
+    ran = [r for r in rows if r.error is not None]
+    groups: dict[str, list[float]] = {}
+    for r in ran:
+        groups.setdefault(f"{r.engine} | {r.gpu} | {r.precision}", []).append(r.error or 0.0)
+    return {
+        "rows": [asdict(r) for r in rows],
+        "groups": {k: _stats(v) for k, v in sorted(groups.items())},
+        "overall": {**_stats([r.error or 0.0 for r in ran]), "published_rows": len(rows)},
+    }
+
+
+def _pct(x: float | None, signed: bool = True) -> str:
+    return "-" if x is None else (f"{100 * x:+.1f} %" if signed else f"{100 * x:.1f} %")
+
+
+def format_report(doc: dict[str, Any]) -> str:
+    """The rows (published, simulated, error, or why not run), the per-group and overall summary, and the
+    engine settings each kind of row ran with."""
+    lines = [f"{'#':>3s} {'model':18s} {'gpu':14s} {'prec':4s} {'tp':>2s} {'ISL':>6s} {'OSL':>5s} "
+             f"{'published':>10s} {'simulated':>10s} {'error':>8s}"]  # fmt: skip
+    for r in doc["rows"]:
+        head = (
+            f"{r['index']:3d} {r['model'][:18]:18s} {r['gpu'][:14]:14s} {r['precision']:4s} {r['tp']:2d} "
+            f"{r['isl']:6d} {r['osl']:5d} {r['published']:10,.0f}"
+        )
+        if r["problem"] is not None:
+            lines.append(f"{head}   not run: {r['problem']}")
+        else:
+            lines.append(f"{head} {r['predicted']:10,.0f} {_pct(r['error']):>8s}")
+    lines.append("")
+    lines.append(f"{'engine | GPU | precision':52s} {'rows':>4s} {'median |err|':>12s} {'p90 |err|':>10s} {'median err':>10s}")
+    for k, s in list(doc["groups"].items()) + [("all rows that ran", doc["overall"])]:
+        lines.append(
+            f"{k[:52]:52s} {s['rows']:4d} {_pct(s['median_abs_error'], False):>12s} "
+            f"{_pct(s['p90_abs_error'], False):>10s} "
+            f"{_pct(s['median_signed_error']):>10s}"
+        )
+    o = doc["overall"]
+    lines.append(f"{o['rows']} of {o['published_rows']} rows ran")
+    shown: set[str] = set()
+    for r in doc["rows"]:
+        if r["settings"]:
+            text = ", ".join(f"{k} {v}" for k, v in r["settings"].items() if k not in ("tp", "requests"))
+            text = f"{r['engine']}: {text}" + "".join(f"; {a}" for a in r["assumed"])
+            if text not in shown:
+                shown.add(text)
+                lines.append("settings: " + text)
+    return "\n".join(lines)
