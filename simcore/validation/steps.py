@@ -120,6 +120,10 @@ def scenario_for(row: dict[str, str], system: str = "hgx-h200") -> dict[str, Any
         }
     else:
         L = _i(row["seq_len"])
+        # the measured program has no position limit: its context holds the L prompt (or cached) tokens and
+        # the one it generates, which the scenario's context check counts (model.seq_len does not price
+        # inference)
+        model["seq_len"] = L + 1
         base["kind"] = "inference"
         base["inference"] = (
             {"batch": mb, "prompt_len": L, "output_len": 1, "precision": "bf16"}

@@ -151,7 +151,7 @@ def test_subprocess_console_script() -> None:
     )
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
-    assert d["memory"]["capacity"] == 141e9 and d["calibration"] == "h200"
+    assert d["memory"]["capacity"] == 150109880320.0 and d["calibration"] == "h200"
 
 
 def test_docs_user_spec_example_loads(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
