@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing to download: the models are built from configs
 ROOT = Path(__file__).resolve().parent.parent
 SERVED = ROOT / "scenarios" / "served"
 ENGINES = ("reference", "huggingface")
@@ -131,6 +132,11 @@ def run_requests(n_max: int, rate: float, capacity: float, slot_s: float, n_min:
     return int(min(n_max, max(n_min, round(slot_s * min(rate, capacity)))))
 
 
+def probe_requests(serving: dict[str, Any], n_min: int) -> int:
+    """Requests of a capacity probe: two full batches (``2 * max_batch``), within [n_min, requests]."""
+    return int(min(int(serving.get("requests", 1000)), max(n_min, 2 * int(serving["max_batch"]))))
+
+
 def plan_engine(scs: list[dict[str, Any]], pred: dict[str, Any], budget: float, n_min: int,
                 capacity: dict[str, float] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The runs of one engine's scenarios: a probe and one run per committed rate each, sized to share ``budget``
@@ -143,7 +149,7 @@ def plan_engine(scs: list[dict[str, Any]], pred: dict[str, Any], budget: float, 
         p = pred[sc["name"]]
         cap = (capacity or {}).get(sc["name"], p["capacity_rps"])
         n_max = int(sc["serving"].get("requests", 1000))
-        n_probe = run_requests(n_max, math.inf, cap, slot, n_min)
+        n_probe = probe_requests(sc["serving"], n_min)
         runs.append({"scenario": sc["name"], "run": "probe", "rate": math.inf, "requests": n_probe,
                      "estimate_s": n_probe / cap})  # fmt: skip
         for i, rate in enumerate(p["rates"]):
@@ -198,7 +204,7 @@ class RefEngine:
     The KV cache is one tensor ``[layers, 2, slots, kv_heads, seq_len, head_dim]``; running requests hold slots
     ``0..n-1``. A decode step runs the first ``B >= n`` slots (``B`` a batch bucket) over the first ``C`` cache
     positions (``C`` a context bucket above every running position): SDPA with a mask of the positions written,
-    KV heads shared by GQA. ``tok`` and ``pos`` are the decode inputs (next token, its position) per slot."""
+    each KV head's query heads taken as that many queries of it (no K/V repeated). ``tok`` and ``pos`` are the decode inputs (next token, its position) per slot."""
 
     def __init__(self, model: Any, slots: int, seq_len: int, graphs: bool) -> None:
         import torch
@@ -313,8 +319,10 @@ class RefEngine:
             self.cache[i, 1, rows, :, pos] = v[:, :, 0]
 
         def attend(i: int, q: Any, k: Any, v: Any) -> Any:
+            # the G = heads / kv_heads query heads of a KV head as G queries of it: no K/V repeated
             kc, vc = self.cache[i, 0, :B, :, :C], self.cache[i, 1, :B, :, :C]
-            return F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask, enable_gqa=True)
+            o = F.scaled_dot_product_attention(q.reshape(B, self.kvh, -1, self.hd), kc, vc, attn_mask=mask)
+            return o.reshape(B, self.nh, 1, self.hd)
 
         return self._forward(self.tok[:B, None], cos, sin, write, attend)
 
@@ -491,7 +499,7 @@ class HFEngine:
         from transformers import GenerationConfig
 
         self.api = api
-        settings = {"block_size": sv["kv_block_tokens"], "max_batch_tokens": sv["max_batch_tokens"],
+        settings = {"block_size": sv["kv_block_tokens"], "auto_switch_to_flash": False, "max_batch_tokens": sv["max_batch_tokens"],
                     "max_requests_per_batch": sv["max_batch"], "scheduler_type": "fifo", "use_cuda_graph": False,
                     "use_async_batching": False, "max_memory_percent": sv.get("memory_utilization", 0.9)}  # fmt: skip
         gc = GenerationConfig(max_new_tokens=max_new, do_sample=False, eos_token_id=-1, pad_token_id=0)
@@ -809,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
                 p = pred[sc["name"]]
                 n_max = int(sv.get("requests", 1000))
                 probe = {"scenario": sc["name"], "run": "probe", "rate": math.inf,
-                         "requests": run_requests(n_max, math.inf, p["capacity_rps"], slot, n_min)}  # fmt: skip
+                         "requests": probe_requests(sv, n_min)}  # fmt: skip
                 probe["estimate_s"] = probe["requests"] / p["capacity_rps"]
                 entry = record(col, e, eng, sc, probe)
                 cap = entry["requests_per_s"] or p["capacity_rps"]
@@ -817,6 +825,10 @@ def main(argv: list[str] | None = None) -> int:
                 man["engines"][e][sc["name"]].update(capacity_rps=cap, rates=rates, rates_from=source)
                 log(f"{e} {sc['name']}: burst {cap:.3g} requests/s; rates {rates} ({source})")
                 for i, rate in enumerate(rates):
+                    if time.perf_counter() - t_start > args.budget_s:
+                        log(f"budget spent: {e} {sc['name']} r{i}.. not run")
+                        man["skipped"] = man.get("skipped", []) + [f"{e} {sc['name']} r{i}"]
+                        continue
                     n = run_requests(n_max, rate, cap, slot, n_min)
                     record(col, e, eng, sc, {"scenario": sc["name"], "run": f"r{i}", "rate": rate, "requests": n,
                                              "estimate_s": n / min(rate, cap)})  # fmt: skip
