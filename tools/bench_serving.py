@@ -137,17 +137,18 @@ def probe_requests(serving: dict[str, Any], n_min: int) -> int:
     return int(min(int(serving.get("requests", 1000)), max(n_min, 2 * int(serving["max_batch"]))))
 
 
-def plan_engine(scs: list[dict[str, Any]], pred: dict[str, Any], budget: float, n_min: int,
-                capacity: dict[str, float] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """The runs of one engine's scenarios: a probe and one run per committed rate each, sized to share ``budget``
-    seconds equally; a run's seconds estimated at ``n / min(rate, capacity)`` (``capacity``: measured where
-    given, else predicted, requests/s)."""
+def plan_engine(
+    scs: list[dict[str, Any]], pred: dict[str, Any], budget: float, n_min: int
+) -> list[dict[str, Any]]:
+    """The runs of one engine's scenarios as planned before any is measured: a probe and one run per committed
+    rate each, sized to share ``budget`` seconds equally; a run's seconds estimated at ``n / min(rate, capacity)``
+    with simcore's predicted capacity (requests/s)."""
     runs = []
     n_runs = sum(1 + len(pred[s["name"]]["rates"]) for s in scs)
     slot = budget / max(n_runs, 1)
     for sc in scs:
         p = pred[sc["name"]]
-        cap = (capacity or {}).get(sc["name"], p["capacity_rps"])
+        cap = p["capacity_rps"]
         n_max = int(sc["serving"].get("requests", 1000))
         n_probe = probe_requests(sc["serving"], n_min)
         runs.append({"scenario": sc["name"], "run": "probe", "rate": math.inf, "requests": n_probe,
@@ -396,8 +397,8 @@ def check_reference(eng: RefEngine, model: Any, seed: int = 0) -> dict[str, floa
     return errs
 
 
-def serve_reference(eng: RefEngine, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-                    max_tokens: int, tokens: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+def serve_reference(eng: RefEngine, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, max_tokens: int,
+                    tokens: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Serve the requests (arrival times relative to now) on the reference engine; per request the submission,
     first-token and finish times (s from the start) and tokens generated."""
     import torch
@@ -470,19 +471,15 @@ def serve_reference(eng: RefEngine, arrival: np.ndarray, prompt: np.ndarray, out
 
 
 def hf_api(model: Any) -> dict[str, Any]:
-    """What this ``transformers`` offers for continuous batching (``None`` where it has none)."""
+    """What this ``transformers`` offers for continuous batching (``missing`` says why where it has none)."""
     import transformers
 
     api: dict[str, Any] = {"transformers": transformers.__version__}
     if not hasattr(model, "init_continuous_batching"):
         api["missing"] = "no init_continuous_batching on the model (transformers < 4.54?)"
         return api
-    try:
-        from transformers.generation import ContinuousBatchingConfig  # noqa: F401
-
-        api["config"] = "ContinuousBatchingConfig"
-    except ImportError:
-        api["config"] = "GenerationConfig"
+    takes = "continuous_batching_config" in inspect.signature(model.init_continuous_batching).parameters
+    api["config"] = "ContinuousBatchingConfig" if takes else "GenerationConfig"
     mgr = getattr(transformers.generation, "ContinuousBatchingManager", None)
     if mgr is None:
         from transformers.generation.continuous_batching import ContinuousBatchingManager as mgr
