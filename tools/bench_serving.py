@@ -106,16 +106,16 @@ def sample_lengths(d: Any, rng: np.random.Generator, n: int) -> np.ndarray:
 
 def workload(serving: dict[str, Any], seq_len: int, rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The scenario's requests at ``rate`` exactly as ``simcore.serving.sim._workload`` draws them (``requests``
-    of them): arrival times (s), prompt and output lengths (tokens), clipped so that prompt + output fits
-    ``seq_len``."""
+    of them): arrival times (s), prompt and output lengths (tokens). A request longer than ``seq_len`` is an
+    error, as in simcore (never clipped to a different workload)."""
     rng = np.random.default_rng(serving.get("seed", 0))
     n = int(serving.get("requests", 1000))
     cv2 = float(serving.get("arrival_cv", 1.0)) ** 2
     t = np.cumsum(rng.gamma(1.0 / cv2, cv2 / rate, size=n))
     p = sample_lengths(serving.get("prompt", 1024), rng, n)
     o = sample_lengths(serving.get("output", 128), rng, n)
-    p = np.clip(p, 1, max(seq_len - 1, 1))
-    o = np.clip(o, 1, np.maximum(seq_len - p, 1))
+    if np.any(p + o > seq_len):
+        sys.exit(f"error: {np.count_nonzero(p + o > seq_len)} request(s) exceed seq_len ({seq_len} tokens)")
     return t.astype(float), p.astype(np.int64), o.astype(np.int64)
 
 

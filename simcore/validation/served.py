@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from simcore.errors import SpecError
-from simcore.serving.sim import RequestLog, _workload, simulate
+from simcore.serving.sim import RequestLog, simulate
 from simcore.serving.spec import load_serving
 from simcore.specs.loader import validate
 from simcore.specs.scenario import Scenario
@@ -103,7 +103,10 @@ def simulate_requests(sc: Scenario, spec: ServingSpec, arrival: np.ndarray, prom
             w = csv.writer(f)
             w.writerow(["arrival_s", "prompt_len", "output_len"])
             w.writerows(zip([repr(float(x)) for x in a], p.tolist(), o.tolist(), strict=True))
-        log = simulate(sc, _trace_spec(spec, path)).log
+        return _of_log(simulate(sc, _trace_spec(spec, path)).log)
+
+
+def _of_log(log: RequestLog) -> Requests:
     return Requests(log.arrival, log.first_token, log.finish, log.prompt, log.output)
 
 
@@ -128,16 +131,19 @@ def predict(folder: Path | None = None, systems: tuple[str, ...] = SYSTEMS) -> d
         entry: dict[str, Any] = {"file": path.name, "loads": list(LOADS)}
         for system in systems:
             sc, spec = load_serving(path, [f"cluster.system={system}"])
-            _, p, o, _ = _workload(spec, sc.model.seq_len)
-            probe = summarize(simulate_requests(sc, spec, np.zeros(p.size), p, o))
+            lengths = simulate(
+                sc, spec
+            ).log  # the scenario's requests (their lengths do not depend on the rate)
+            probe = summarize(
+                simulate_requests(sc, spec, np.zeros(lengths.prompt.size), lengths.prompt, lengths.output)
+            )
             if "rates" not in entry:
                 entry["capacity_rps"] = probe["requests_per_s"]
                 entry["rates"] = [_rate3(x * probe["requests_per_s"]) for x in LOADS]
             runs = []
             for rate in entry["rates"]:
-                spec_r = spec.model_copy(update={"rate": rate})
-                a, p, o, _ = _workload(spec_r, sc.model.seq_len)
-                runs.append({"rate": rate, **summarize(simulate_requests(sc, spec_r, a, p, o))})
+                log = simulate(sc, spec.model_copy(update={"rate": rate})).log
+                runs.append({"rate": rate, **summarize(_of_log(log))})
             entry[system] = {"probe": probe, "runs": runs}
         out[sc.name] = entry
     return out

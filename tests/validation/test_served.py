@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.serving.sim import _workload
+from simcore.serving.sim import simulate
 from simcore.serving.spec import load_serving
 from simcore.validation import served as V
 
@@ -88,9 +88,16 @@ def test_harness_draws_simcores_requests(path: Path) -> None:
     raw = bench.load_scenarios(V.SERVED_DIR, bench.ENGINES)
     sv = next(s for s in raw if s["name"] == sc.name)["serving"]
     for rate in (3.0, 50.0):
-        a, p, o, _ = _workload(spec.model_copy(update={"rate": rate}), sc.model.seq_len)
-        ha, hp, ho = bench.workload(sv, sc.model.seq_len, rate)
-        assert np.array_equal(a, ha) and np.array_equal(p, hp) and np.array_equal(o, ho)
+        log = simulate(sc, spec.model_copy(update={"rate": rate, "requests": 40})).log
+        a, p, o = bench.workload({**sv, "requests": 40}, sc.model.seq_len, rate)
+        assert (
+            np.array_equal(log.arrival, a) and np.array_equal(log.prompt, p) and np.array_equal(log.output, o)
+        )
+
+
+def test_harness_refuses_requests_longer_than_the_context() -> None:
+    with pytest.raises(SystemExit, match="exceed seq_len"):
+        bench.workload({"prompt": 100, "output": 30, "requests": 3}, 128, 1.0)
 
 
 def test_committed_predictions_cover_every_scenario() -> None:
@@ -124,11 +131,11 @@ def _write_measurement(
 def synthetic() -> dict[str, V.Requests]:
     """simcore's own simulation of a 24-request burst and of 30 requests at 40/s, as if measured."""
     sc, spec = load_serving(REF)
-    _, p, o, _ = _workload(spec, sc.model.seq_len)
-    a, p2, o2, _ = _workload(spec.model_copy(update={"rate": 40.0}), sc.model.seq_len)
+    burst = simulate(sc, spec.model_copy(update={"requests": 24})).log
+    at40 = simulate(sc, spec.model_copy(update={"rate": 40.0, "requests": 30})).log
     return {
-        "probe": V.simulate_requests(sc, spec, np.zeros(24), p[:24], o[:24]),
-        "r0": V.simulate_requests(sc, spec, a[:30], p2[:30], o2[:30]),
+        "probe": V.simulate_requests(sc, spec, np.zeros(24), burst.prompt, burst.output),
+        "r0": V.Requests(at40.arrival, at40.first_token, at40.finish, at40.prompt, at40.output),
     }
 
 
