@@ -822,8 +822,13 @@ def main(argv: list[str] | None = None) -> int:
                 man["engines"][e][sc["name"]].update(capacity_rps=cap, rates=rates, rates_from=source)
                 log(f"{e} {sc['name']}: burst {cap:.3g} requests/s; rates {rates} ({source})")
                 for i, rate in enumerate(rates):
-                    if time.perf_counter() - t_start > args.budget_s:
-                        log(f"budget spent: {e} {sc['name']} r{i}.. not run")
+                    if (
+                        time.perf_counter() - t_start > args.budget_s
+                        or time.perf_counter() - t_e > 1.25 * share[e]
+                    ):
+                        log(
+                            f"budget spent (the whole, or 1.25x this engine's share): {e} {sc['name']} r{i} not run"
+                        )
                         man["skipped"] = man.get("skipped", []) + [f"{e} {sc['name']} r{i}"]
                         continue
                     n = run_requests(n_max, rate, cap, slot, n_min)
