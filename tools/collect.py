@@ -291,6 +291,12 @@ SUITES: dict[str, Suite] = {
         "bench_generate_insitu.py",
         ("--part", "sdpa", "--outdir", "{out}"),
     ),
+    "serving": S(
+        "a Llama-shaped model served under load (issue 41): the reference static-cache CUDA-graph engine and "
+        "transformers' continuous batching, Poisson / bursty arrivals at scenarios/served/'s rates, per request",
+        "bench_serving.py",
+        ("--out", "{out}"),
+    ),
     # --- host (CPU) time
     "host": S(
         "eager host time per layer, training (--infer: inference; --profiled: under the profiler)",

@@ -11,7 +11,9 @@ docs/validation.md):
 * ``traces``: ``simcore validate`` on every committed profiler trace (``traces/validate.csv``);
 * ``devices``: the H100 and the H200, each priced by its own profile and by the other's transferred;
 * ``moe``: one MoE layer on one H200 (a diagnostic, not part of ``all``);
-* ``intervals``: how often the prediction intervals cover measurements they were not fitted on.
+* ``intervals``: how often the prediction intervals cover measurements they were not fitted on;
+* ``served``: served models under load (``tools/bench_serving.py``), measured vs ``simcore serve`` per rate
+  (not part of ``all``; ``--predict`` writes the predictions committed before a run).
 
 Without a report, or with ``all``, or with report names only (``steps kernels``), the reports run one
 after the other with their defaults, each under a ``=== name ===`` header and followed by its time.
@@ -422,6 +424,40 @@ def serving(
     print(json.dumps(doc, indent=1) if as_json else S.format_report(doc))
 
 
+@app.command("served")
+def served(
+    predict: Annotated[
+        bool,
+        typer.Option(
+            "--predict", help="Write scenarios/served/predicted.json (simcore's predictions, before a run)."
+        ),
+    ] = False,
+    data: Annotated[
+        str | None,
+        typer.Option("--data", metavar="DIR", help="A measurement folder (default: every traces/*/served/)."),
+    ] = None,
+    scenarios: Annotated[
+        str | None, typer.Option("--scenarios", metavar="DIR", help="The served scenarios' folder.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Served models under load (tools/bench_serving.py): measured vs predicted TTFT, TPOT and throughput
+    per rate, and the saturation rate's error."""
+    from pathlib import Path
+
+    from simcore.validation import served as V
+
+    folder = Path(scenarios) if scenarios else None
+    try:
+        if predict:
+            print(f"wrote {V.write_predictions(folder)}")
+            return
+        res = V.compare(folder, Path(data) if data else None)
+    except SimcoreError as e:
+        _fail(e)
+    print(json.dumps(V.jsonable(res)) if as_json else V.format_report(res), end="" if not as_json else "\n")
+
+
 @app.command("all")
 def run_all() -> None:
     """Every report of the suite with its defaults (what python -m simcore.validation runs)."""
@@ -439,6 +475,7 @@ REPORTS: dict[str, Callable[[], None]] = {
     "moe": moe,
     "intervals": intervals,
     "serving": serving,
+    "served": served,
 }
 
 

@@ -1,0 +1,314 @@
+"""Served models under load: ``simcore serve`` against engines measured on a GPU (issue 41).
+
+Each ``scenarios/served/*.yaml`` is one engine on one workload (docs/serving.md, "Measured under load"), committed
+before the run together with ``scenarios/served/predicted.json``: simcore's predicted capacity of the engine
+(requests/s of a burst of the scenario's requests all arriving at once) and its predicted latency and throughput
+at the rates ``LOADS`` x that capacity, which ``tools/bench_serving.py`` then runs (:func:`predict`).
+
+The comparison (:func:`compare`) reads the measurements (``traces/<gpu>/served/``: ``served_manifest.json`` and
+``served_<engine>.csv.gz``, a row per request) and simulates every measured run on exactly its requests (the
+measured submission times, prompt and output lengths, as a ``serving.trace``) on the GPU that ran it. Measured
+and predicted runs are summarised by the same code (:func:`summarize`): TTFT and TPOT percentiles, completed
+requests/s (first arrival to last completion), steady requests/s (completions in the second half of the arrival
+window, per second) and output tokens/s. The saturation rate is the probe's: every request submitted at once,
+completed requests/s; its error is predicted over measured minus one.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import gzip
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simcore.errors import SpecError
+from simcore.serving.sim import RequestLog, simulate
+from simcore.serving.spec import load_serving
+from simcore.specs.loader import validate
+from simcore.specs.scenario import Scenario
+from simcore.specs.serving import ServingSpec
+from simcore.validation.steps import traces_dir
+
+SERVED_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "served"
+"""The served scenarios and their committed predictions (``predicted.json``)."""
+LOADS = (0.25, 0.5, 0.75, 0.9, 1.2)
+"""The rates a served scenario runs at, as fractions of its predicted (or measured) capacity."""
+SYSTEMS = ("hgx-h100", "hgx-h200")
+"""The systems ``predicted.json`` holds predictions for (the lent GPU may be either)."""
+PERCENTILES = (50, 90, 99)
+_TRACE_KEYS = ("rate", "arrival_cv", "prompt", "output", "requests", "duration_s", "trace", "seed")
+
+
+@dataclass(frozen=True)
+class Requests:
+    """One run's requests: submission, first-token and finish times (s; NaN where never reached), prompt and
+    output lengths (tokens)."""
+
+    arrival: np.ndarray
+    first: np.ndarray
+    finish: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+
+
+def summarize(r: Requests) -> dict[str, float]:
+    """TTFT and TPOT percentiles (s), requests/s, steady requests/s and output tokens/s of a run (the
+    definitions of :class:`~simcore.serving.sim.ServingResult`); unfinished requests count as not completed."""
+    log = RequestLog(
+        r.arrival, r.first, r.finish, r.prompt, r.output, np.zeros(r.arrival.size, dtype=np.int64)
+    )
+    done = np.isfinite(r.finish)
+    out: dict[str, float] = {"requests": float(r.arrival.size), "finished": float(done.sum())}
+    for name, x in (("ttft", log.ttft), ("tpot", log.tpot)):
+        x = x[np.isfinite(x)]
+        for q in PERCENTILES:
+            out[f"{name}_p{q}"] = float(np.percentile(x, q)) if x.size else math.nan
+    t0 = float(r.arrival.min())
+    span = float(np.nanmax(r.finish)) - t0 if done.any() else math.nan
+    out["requests_per_s"] = float(done.sum()) / span if span > 0 else math.nan
+    out["output_tokens_per_s"] = float(r.output[done].sum()) / span if span > 0 else math.nan
+    t1 = float(r.arrival.max())
+    steady = math.nan
+    if r.arrival.size >= 20 and t1 > t0:
+        tm = t0 + 0.5 * (t1 - t0)
+        steady = float(np.count_nonzero((r.finish > tm) & (r.finish <= t1))) / (t1 - tm)
+    out["steady_requests_per_s"] = steady
+    return out
+
+
+def _trace_spec(spec: ServingSpec, path: Path) -> ServingSpec:
+    """``spec``'s engine settings with its requests replaced by the trace at ``path``."""
+    data = {k: v for k, v in spec.model_dump(exclude_unset=True).items() if k not in _TRACE_KEYS}
+    return validate(ServingSpec, {**data, "trace": str(path)}, prefix="serving")
+
+
+def simulate_requests(sc: Scenario, spec: ServingSpec, arrival: np.ndarray, prompt: np.ndarray,
+                      output: np.ndarray) -> Requests:  # fmt: skip
+    """simcore's serving simulation of exactly these requests (arrival times in s, lengths in tokens) under
+    ``spec``'s engine settings."""
+    order = np.argsort(arrival, kind="stable")
+    a = np.asarray(arrival, dtype=float)[order]
+    a = a - min(float(a[0]), 0.0)
+    p, o = np.asarray(prompt)[order], np.asarray(output)[order]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "requests.csv"
+        with path.open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["arrival_s", "prompt_len", "output_len"])
+            w.writerows(zip([repr(float(x)) for x in a], p.tolist(), o.tolist(), strict=True))
+        return _of_log(simulate(sc, _trace_spec(spec, path)).log)
+
+
+def _of_log(log: RequestLog) -> Requests:
+    return Requests(log.arrival, log.first_token, log.finish, log.prompt, log.output)
+
+
+def scenario_files(folder: Path | None = None) -> list[Path]:
+    """The served scenarios, in name order."""
+    files = sorted((folder or SERVED_DIR).glob("*.yaml"))
+    if not files:
+        raise SpecError("no served scenario (*.yaml) here", file=str(folder or SERVED_DIR))
+    return files
+
+
+def _rate3(x: float) -> float:
+    return float(f"{x:.3g}")
+
+
+def predict(folder: Path | None = None, systems: tuple[str, ...] = SYSTEMS) -> dict[str, Any]:
+    """Every served scenario's predictions before it runs: per system, the capacity (a burst of the scenario's
+    requests all at t = 0: completed requests/s), and the summary at ``LOADS`` x the first system's capacity (the
+    rates ``tools/bench_serving.py`` runs). The document :func:`write_predictions` commits."""
+    out: dict[str, Any] = {}
+    for path in scenario_files(folder):
+        entry: dict[str, Any] = {"file": path.name, "loads": list(LOADS)}
+        for system in systems:
+            sc, spec = load_serving(path, [f"cluster.system={system}"])
+            lengths = simulate(
+                sc, spec
+            ).log  # the scenario's requests (their lengths do not depend on the rate)
+            probe = summarize(
+                simulate_requests(sc, spec, np.zeros(lengths.prompt.size), lengths.prompt, lengths.output)
+            )
+            if "rates" not in entry:
+                entry["capacity_rps"] = probe["requests_per_s"]
+                entry["rates"] = [_rate3(x * probe["requests_per_s"]) for x in LOADS]
+            runs = []
+            for rate in entry["rates"]:
+                log = simulate(sc, spec.model_copy(update={"rate": rate})).log
+                runs.append({"rate": rate, **summarize(_of_log(log))})
+            entry[system] = {"probe": probe, "runs": runs}
+        out[sc.name] = entry
+    return out
+
+
+def write_predictions(folder: Path | None = None) -> Path:
+    """Write :func:`predict`'s document to ``predicted.json`` beside the scenarios; its path."""
+    path = (folder or SERVED_DIR) / "predicted.json"
+    doc = {
+        "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "how": "python -m simcore.validation served --predict",
+        "scenarios": predict(folder),
+    }
+    path.write_text(json.dumps(jsonable(doc), indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def _nan_none(x: Any) -> Any:
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with every non-finite float as ``None`` (JSON has no NaN or infinity)."""
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [jsonable(v) for v in x]
+    return _nan_none(x)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# measurements
+
+
+def _system_of(gpu: str | None, default: str) -> str:
+    name = (gpu or "").upper()
+    for chip in ("H200", "H100"):
+        if chip in name:
+            return f"hgx-{chip.lower()}"
+    return default
+
+
+def measurement_dirs(root: Path | None = None) -> list[Path]:
+    """Folders holding a ``served_manifest.json`` under ``traces/*/served`` (or ``root`` itself)."""
+    if root is not None:
+        if not (root / "served_manifest.json").is_file():
+            raise SpecError("no served_manifest.json here", file=str(root))
+        return [root]
+    return sorted(p.parent for p in traces_dir().glob("*/served/served_manifest.json"))
+
+
+def read_measurements(folder: Path) -> tuple[dict[str, Any], dict[tuple[str, str], list[dict[str, str]]]]:
+    """A measurement folder's manifest and its rows grouped by (scenario, run)."""
+    man = json.loads((folder / "served_manifest.json").read_text(encoding="utf-8"))
+    runs: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for path in sorted(folder.glob("served_*.csv*")):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                runs.setdefault((row["scenario"], row["run"]), []).append(row)
+    return man, runs
+
+
+def _requests(rows: list[dict[str, str]]) -> Requests:
+    def col(name: str, kind: type = float) -> np.ndarray:
+        return np.array([kind(r[name]) if r[name] not in ("", "nan") else math.nan for r in rows])
+
+    return Requests(col("arrival_s"), col("first_token_s"), col("finish_s"), col("prompt_len").astype(np.int64),
+                    col("output_len").astype(np.int64))  # fmt: skip
+
+
+def _err(pred: float, meas: float) -> float:
+    return pred / meas - 1.0 if meas and math.isfinite(meas) and math.isfinite(pred) else math.nan
+
+
+def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[str, Any]]:
+    """Per served scenario and measurement folder: every measured run beside simcore's simulation of its
+    requests on the GPU that ran it, and the saturation rate's error; ``status: no measurement yet`` where no
+    measurement names the scenario."""
+    found = [(d, *read_measurements(d)) for d in measurement_dirs(data)]
+    out: list[dict[str, Any]] = []
+    for path in scenario_files(folder):
+        sc0, _ = load_serving(path)
+        name = sc0.name
+        sets = [(d, man, runs) for d, man, runs in found if any(k[0] == name for k in runs)]
+        if not sets:
+            out.append({"scenario": name, "status": "no measurement yet"})
+            continue
+        for d, man, runs in sets:
+            system = _system_of(man.get("gpu"), sc0.cluster.system or "hgx-h100")
+            sc, spec = load_serving(path, [f"cluster.system={system}"])
+            rows: list[dict[str, Any]] = []
+            for (sname, run), rs in sorted(runs.items(), key=lambda kv: _run_order(kv[0][1])):
+                if sname != name:
+                    continue
+                meas = _requests(rs)
+                keep = np.isfinite(meas.arrival)
+                sim = simulate_requests(sc, spec, meas.arrival[keep], meas.prompt[keep], meas.output[keep])
+                rate = rs[0]["offered_rate"]
+                rows.append({"run": run, "offered_rate": math.inf if rate == "inf" else float(rate),
+                             "measured": summarize(meas), "predicted": summarize(sim)})  # fmt: skip
+            probe = next((r for r in rows if r["run"] == "probe"), None)
+            sat = None
+            if probe is not None:
+                m, p = probe["measured"]["requests_per_s"], probe["predicted"]["requests_per_s"]
+                sat = {"measured": m, "predicted": p, "error": _err(p, m)}
+            out.append({"scenario": name, "status": "measured", "data": str(d), "gpu": man.get("gpu"),
+                        "system": system, "engine": sc.runtime.implementation, "runs": rows, "saturation": sat})  # fmt: skip
+    return out
+
+
+def _run_order(run: str) -> tuple[int, str]:
+    return (0, run) if run == "probe" else (1, run.zfill(6))
+
+
+def _ms(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"{x * 1e3:.3g}"
+
+
+def format_report(res: list[dict[str, Any]]) -> str:
+    """The comparison as text tables: one per measured scenario, a line per run."""
+    lines: list[str] = []
+    for s in res:
+        if s["status"] != "measured":
+            lines.append(f"{s['scenario']}: no measurement yet")
+            continue
+        lines.append(
+            f"{s['scenario']} ({s['engine']} engine, {s['gpu']}, simulated on {s['system']}; {s['data']})"
+        )
+        lines.append(
+            f"  {'run':6s} {'rate/s':>7s} {'n':>4s} | {'TTFT p50 / p99 ms':>23s} | {'TPOT p50 / p99 ms':>23s}"
+            f" | {'requests/s':>13s} | {'output tok/s':>15s}"
+        )
+        lines.append("  " + " " * 20 + "| measured  / predicted    " * 4)
+        for r in s["runs"]:
+            m, p = r["measured"], r["predicted"]
+            rate = "burst" if math.isinf(r["offered_rate"]) else f"{r['offered_rate']:.3g}"
+            lines.append(
+                f"  {r['run']:6s} {rate:>7s} {int(m['requests']):4d} | "
+                f"{_ms(m['ttft_p50']):>5s} {_ms(m['ttft_p99']):>5s} / {_ms(p['ttft_p50']):>5s} {_ms(p['ttft_p99']):>5s} | "
+                f"{_ms(m['tpot_p50']):>5s} {_ms(m['tpot_p99']):>5s} / {_ms(p['tpot_p50']):>5s} {_ms(p['tpot_p99']):>5s} | "
+                f"{m['requests_per_s']:6.3g} / {p['requests_per_s']:<6.3g}| "
+                f"{m['output_tokens_per_s']:7.4g} / {p['output_tokens_per_s']:<7.4g}"
+            )
+        sat = s["saturation"]
+        if sat is not None:
+            lines.append(
+                f"  saturation rate (burst): measured {sat['measured']:.3g}/s, predicted {sat['predicted']:.3g}/s,"
+                f" error {sat['error']:+.1%}"
+            )
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+__all__ = [
+    "LOADS",
+    "SERVED_DIR",
+    "Requests",
+    "compare",
+    "format_report",
+    "jsonable",
+    "measurement_dirs",
+    "predict",
+    "read_measurements",
+    "simulate_requests",
+    "summarize",
+    "write_predictions",
+]
