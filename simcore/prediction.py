@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from simcore import memory as M
 from simcore.cost import busy_fraction, cost_energy
@@ -24,6 +24,7 @@ from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
+from simcore.system import SystemResult, energy_cluster, on_mig, training_system
 from simcore.workload.layout import valid_layouts
 
 
@@ -66,6 +67,16 @@ class TrainingResult(BaseModel):
     energy_per_token_j: float
     calibration: str
     notes: list[str] = []
+    system_effects: SystemResult | None = None
+    """The system around the GPU (data loading, power cap, checkpoints, failures and goodput) where the
+    scenario models it; left out of the JSON when it does not."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_system(self, handler: Any) -> Any:
+        out = handler(self)
+        if isinstance(out, dict) and out.get("system_effects", 0) is None:
+            del out["system_effects"]
+        return out
 
 
 class InferenceResult(BaseModel):
@@ -182,7 +193,7 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
     """Resolve a training scenario and run the analytic engine on its (scalar) layout."""
     if sc.training is None:
         raise SpecError("needs a training scenario", field="kind")
-    cluster = resolve_cluster(sc.cluster, default_registry())
+    cluster = on_mig(resolve_cluster(sc.cluster, default_registry()), sc.cluster.mig)
     lay = layout_of(sc, cluster)
     ev = T.evaluate(
         sc.model,
@@ -225,14 +236,27 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     tokens = _f(ev.tokens_per_step)
     mflops = _f(ev.model_flops_per_step)
     peak = cluster.device.peak_flops(tr.precision)
-    mfu = mflops / (step * gpus * peak)
-    hfu = _f(ev.hardware_flops_per_step) / (step * gpus * peak)
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}
-    ce = cost_energy(cluster, step, busy_fraction(bd, step), tokens, gpus, sc.cost, tr.tokens)
+    sysfx = training_system(sc, cluster, lay, step, bd, mem, tokens, _param_dtype(sc))
+    if sysfx is not None:
+        step = sysfx.step_time_s
+        bd.update({k: bd.get(k, 0.0) + v for k, v in sysfx.added.items()})
+        notes.extend(sysfx.notes)
+    mfu = mflops / (step * gpus * peak)
+    hfu = _f(ev.hardware_flops_per_step) / (step * gpus * peak)
+    ce = cost_energy(
+        energy_cluster(cluster, sc.cluster.power_cap),
+        step,
+        busy_fraction(bd, step),
+        tokens,
+        gpus,
+        sc.cost,
+        tr.tokens,
+    )
     power = _f(ce["power_per_gpu_w"])
     energy = _f(ce["energy_per_step_j"])
     ttt = _f(ce["time_to_train_s"]) if tr.tokens else None
@@ -268,6 +292,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
         energy_per_token_j=energy / tokens,
         calibration=cal,
         notes=notes,
+        system_effects=sysfx,
     )
 
 
@@ -278,7 +303,7 @@ def _param_dtype(sc: Scenario) -> str:
 
 def predict_inference(sc: Scenario) -> InferenceResult:
     reg = default_registry()
-    cluster = resolve_cluster(sc.cluster, reg)
+    cluster = on_mig(resolve_cluster(sc.cluster, reg), sc.cluster.mig)
     inf = sc.inference
     assert inf is not None
     p = sc.parallel

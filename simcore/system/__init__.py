@@ -1,0 +1,200 @@
+"""The system around the GPU: input pipeline, checkpoints and storage, failures and goodput, power caps
+and MIG slices (docs/system.md).
+
+Each submodule is a model of one part (pure functions over numbers and specs); this module applies the
+scenario's keys (``runtime.dataloader``, ``runtime.checkpoint``, ``cluster.storage``, ``reliability``,
+``cluster.power_cap``, ``cluster.mig``) to a priced training step for :func:`simcore.predict`. With none of
+them given it returns ``None`` and the prediction is the engines' alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from simcore.comm.host import transfer_time
+from simcore.errors import SpecError
+from simcore.specs.profile import load_profile
+from simcore.specs.resolve import ClusterInfo
+from simcore.specs.scenario import Scenario
+from simcore.specs.system import StorageSpec, storage_spec
+from simcore.system.checkpoint import CheckpointResult, checkpoint_bytes, checkpoint_cost
+from simcore.system.dataloader import LoaderResult, loader_wait
+from simcore.system.mig import mig_slice
+from simcore.system.power import PowerCapResult, power_cap_effect
+from simcore.system.reliability import GoodputResult, goodput
+
+SAMPLE_BYTES_PER_TOKEN = 16.0
+"""Default bytes a language-model sample carries per token: an int64 token id and an int64 label."""
+
+
+class SystemResult(BaseModel):
+    """What the system around the GPU adds to a training step and run (seconds; SI units)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step_time_s: float
+    """The step with the data wait and the power cap's slowdown."""
+    added: dict[str, float]
+    """Seconds added to the step by breakdown category (``data_wait``, ``power_cap``)."""
+    dataloader: LoaderResult | None = None
+    power: PowerCapResult | None = None
+    checkpoint: CheckpointResult | None = None
+    checkpoint_overhead: float | None = None
+    """Share of wall time spent in checkpoint stalls at ``runtime.checkpoint.interval`` (no failures)."""
+    reliability: GoodputResult | None = None
+    time_to_train_s: float | None = None
+    """Wall-clock time to train ``training.tokens``: the failure-free time over the goodput (or with
+    the checkpoint stalls alone)."""
+    notes: list[str] = []
+
+
+def on_mig(cluster: ClusterInfo, profile: str | None) -> ClusterInfo:
+    """``cluster`` with its device cut to the MIG slice ``profile`` (unchanged when ``None``); a MIG job
+    runs on one slice."""
+    if profile is None:
+        return cluster
+    if cluster.gpus != 1:
+        raise SpecError(
+            f"a MIG slice is priced as a one-GPU job (got {cluster.gpus} GPUs): slices do not communicate over NVLink",
+            field="cluster.mig",
+        )
+    return dataclasses.replace(cluster, device=mig_slice(cluster.device, profile))
+
+
+def energy_cluster(cluster: ClusterInfo, power_cap: float | None) -> ClusterInfo:
+    """``cluster`` whose device draws at most ``power_cap`` watts (the energy model's upper end)."""
+    if power_cap is None or power_cap >= cluster.device.tdp:
+        return cluster
+    return dataclasses.replace(cluster, device=cluster.device.model_copy(update={"tdp": power_cap}))
+
+
+def _storage(sc: Scenario) -> StorageSpec:
+    st = sc.cluster.storage
+    if st is None:
+        raise SpecError(
+            "runtime.checkpoint needs cluster.storage (a built-in storage system such as llama3-tectonic, or its fields)",
+            field="cluster.storage",
+        )
+    if isinstance(st, str):
+        try:
+            return storage_spec(st)
+        except SpecError as e:
+            raise SpecError(e.problem, field="cluster.storage") from None
+    return st
+
+
+def _loader(sc: Scenario, cluster: ClusterInfo, lay: dict[str, Any], step_s: float) -> LoaderResult:
+    dl = sc.runtime.dataloader
+    tr = sc.training
+    assert dl is not None and tr is not None
+    batch = dl.batch_size or tr.micro_batch
+    samples = lay["global_batch"] // lay["dp"]
+    if samples % batch:
+        raise SpecError(
+            f"batch_size {batch} does not divide the {samples} samples a rank takes per step (global_batch / dp)",
+            field="runtime.dataloader.batch_size",
+        )
+    slow = dl.numa_remote_slowdown if dl.numa == "remote" else 1.0
+    assert slow is not None
+    nbytes = batch * (dl.sample_bytes or sc.model.seq_len * SAMPLE_BYTES_PER_TOKEN)
+    copy = (
+        transfer_time(nbytes, "host", "gpu", pinned=dl.pin_memory, system=cluster.system.name).time_s * slow
+    )
+    n = samples // batch
+    return loader_wait(batch * dl.sample_time * slow, step_s / n, copy, dl.num_workers, n, dl.prefetch_factor)
+
+
+def training_system(
+    sc: Scenario,
+    cluster: ClusterInfo,
+    lay: dict[str, Any],
+    step_s: float,
+    breakdown: dict[str, float],
+    memory: dict[str, float],
+    tokens_per_step: float,
+    param_dtype: str,
+) -> SystemResult | None:
+    """The scenario's system keys applied to a training step of ``step_s`` seconds (``breakdown`` by
+    category, ``memory`` per GPU by part); ``None`` when it gives none of them."""
+    rt, tr, rel = sc.runtime, sc.training, sc.reliability
+    assert tr is not None
+    cap = sc.cluster.power_cap
+    if rt.dataloader is None and rt.checkpoint is None and rel is None and cap is None:
+        return None
+    added: dict[str, float] = {}
+    notes: list[str] = []
+    power = None
+    if cap is not None:
+        prof = load_profile(cluster.device, sc.calibration)
+        power = power_cap_effect(cluster.device, prof, breakdown, cap)
+        added["power_cap"] = power.slowdown_s
+    loader = None
+    if rt.dataloader is not None:
+        loader = _loader(sc, cluster, lay, step_s + added.get("power_cap", 0.0))
+        added["data_wait"] = loader.wait_per_step_s
+        if loader.bound != "copy":
+            notes.append(
+                f"data loader: the GPU waits {loader.wait_per_step_s:.3g} s per step for data ({loader.bound}); "
+                f"{loader.workers_needed} workers per rank would leave only the batch copy"
+            )
+    step = step_s + sum(added.values())
+    ckpt = overhead = rl = ttt = None
+    if rel is not None and rt.checkpoint is None:
+        raise SpecError(
+            "reliability needs runtime.checkpoint (and cluster.storage): failures restart from checkpoints",
+            field="reliability",
+        )
+    if rt.checkpoint is not None:
+        size = checkpoint_bytes(sc.model, tr, param_dtype)
+        state = memory.get("weights", 0.0) + memory.get("optimizer", 0.0)
+        ckpt = checkpoint_cost(
+            rt.checkpoint,
+            _storage(sc),
+            size,
+            state,
+            cluster.gpus,
+            lay["dp"],
+            cluster.gpus_per_node,
+            cluster.system.name,
+        )
+    steps = tr.tokens / tokens_per_step if tr.tokens else None
+    if ckpt is not None and rel is not None:
+        rl = goodput(
+            rel,
+            cluster.gpus,
+            cluster.nodes,
+            step,
+            ckpt.stall_s,
+            ckpt.lag_s,
+            ckpt.restore_s,
+            rt.checkpoint.interval if rt.checkpoint else None,
+        )
+        if rel.restart_time is None:
+            notes.append("reliability.restart_time not given: a restart counts only the checkpoint read")
+        if steps is not None:
+            ttt = steps * step / rl.goodput
+    elif ckpt is not None and rt.checkpoint is not None and rt.checkpoint.interval is not None:
+        tau = max(1, round(rt.checkpoint.interval / step)) * step
+        overhead = ckpt.stall_s / (tau + ckpt.stall_s)
+        if steps is not None:
+            ttt = steps * step / (1.0 - overhead)
+    if ttt is not None and not math.isfinite(ttt):
+        ttt = None
+    return SystemResult(
+        step_time_s=step,
+        added=added,
+        dataloader=loader,
+        power=power,
+        checkpoint=ckpt,
+        checkpoint_overhead=overhead,
+        reliability=rl,
+        time_to_train_s=ttt,
+        notes=notes,
+    )
+
+
+__all__ = ["SystemResult", "energy_cluster", "on_mig", "training_system"]
