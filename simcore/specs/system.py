@@ -183,6 +183,50 @@ class MigTable(_Documented):
         )
 
 
+class ComputeCapability(_Documented):
+    """Per-SM resource limits of one CUDA compute capability (``hardware_specs/cuda``)."""
+
+    name: str
+    architectures: list[str]
+    """Architecture names (the first words of a device spec's ``architecture``) of this capability."""
+    max_threads_per_block: Int = Field(gt=0)
+    max_threads_per_sm: Int = Field(gt=0)
+    max_warps_per_sm: Int = Field(gt=0)
+    max_blocks_per_sm: Int = Field(gt=0)
+    registers_per_sm: Int = Field(gt=0)
+    max_registers_per_thread: Int = Field(gt=0)
+    register_allocation_unit: Int = Field(gt=0)
+    """Registers are given to a warp in multiples of this many."""
+    sm_subpartitions: Int = Field(gt=0)
+    """Processing blocks per SM, each with its share of the register file; a warp lives in one."""
+    shared_memory_per_sm: Bytes
+    max_shared_memory_per_block: Bytes
+    shared_memory_allocation_unit: Bytes
+    reserved_shared_memory_per_block: Bytes
+    """Shared memory the system keeps per resident block."""
+
+
+class ComputeCapabilities(_Documented):
+    capabilities: list[ComputeCapability]
+    sources: dict[str, str]
+
+
+@cache
+def compute_capability(architecture: str) -> ComputeCapability:
+    """The CUDA limits of a device whose spec's ``architecture`` is ``architecture`` (e.g. ``Hopper
+    (GH100)``): the capability listing its longest matching architecture name."""
+    path = builtin_dir() / "cuda" / "compute_capabilities.yaml"
+    table = validate(ComputeCapabilities, read_yaml(path), str(path))
+    best: tuple[int, ComputeCapability] | None = None
+    for cc in table.capabilities:
+        for a in cc.architectures:
+            if architecture.startswith(a) and (best is None or len(a) > best[0]):
+                best = (len(a), cc)
+    if best is None:
+        raise SpecError(f"no CUDA compute capability known for architecture {architecture!r}", field="device")
+    return best[1]
+
+
 def _data(kind: str, name: str, model: type[S]) -> S:
     folder = builtin_dir() / kind
     path = folder / f"{name}.yaml"
@@ -215,12 +259,14 @@ def mig_table(device: str) -> MigTable:
 
 __all__ = [
     "CheckpointSpec",
+    "ComputeCapability",
     "DataLoaderSpec",
     "FailureRecord",
     "MigProfile",
     "MigTable",
     "ReliabilitySpec",
     "StorageSpec",
+    "compute_capability",
     "failure_record",
     "mig_table",
     "storage_spec",
