@@ -10,7 +10,6 @@ them given it returns ``None`` and the prediction is the engines' alone.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -25,7 +24,7 @@ from simcore.system.checkpoint import CheckpointResult, checkpoint_bytes, checkp
 from simcore.system.dataloader import LoaderResult, loader_wait
 from simcore.system.mig import mig_slice
 from simcore.system.power import PowerCapResult, power_cap_effect
-from simcore.system.reliability import GoodputResult, goodput
+from simcore.system.reliability import GoodputResult, goodput, whole_steps
 
 SAMPLE_BYTES_PER_TOKEN = 16.0
 """Default bytes a language-model sample carries per token: an int64 token id and an int64 label."""
@@ -142,48 +141,34 @@ def training_system(
                 f"{loader.workers_needed} workers per rank would leave only the batch copy"
             )
     step = step_s + sum(added.values())
-    ckpt = overhead = rl = ttt = None
     if rel is not None and rt.checkpoint is None:
         raise SpecError(
             "reliability needs runtime.checkpoint (and cluster.storage): failures restart from checkpoints",
             field="reliability",
         )
+    ckpt = overhead = rl = ttt = None
+    steps = tr.tokens / tokens_per_step if tr.tokens else None
     if rt.checkpoint is not None:
-        size = checkpoint_bytes(sc.model, tr, param_dtype)
         state = memory.get("weights", 0.0) + memory.get("optimizer", 0.0)
         ckpt = checkpoint_cost(
             rt.checkpoint,
             _storage(sc),
-            size,
+            checkpoint_bytes(sc.model, tr, param_dtype),
             state,
             cluster.gpus,
             lay["dp"],
             cluster.gpus_per_node,
             cluster.system.name,
         )
-    steps = tr.tokens / tokens_per_step if tr.tokens else None
-    if ckpt is not None and rel is not None:
-        rl = goodput(
-            rel,
-            cluster.gpus,
-            cluster.nodes,
-            step,
-            ckpt.stall_s,
-            ckpt.lag_s,
-            ckpt.restore_s,
-            rt.checkpoint.interval if rt.checkpoint else None,
-        )
-        if rel.restart_time is None:
-            notes.append("reliability.restart_time not given: a restart counts only the checkpoint read")
-        if steps is not None:
-            ttt = steps * step / rl.goodput
-    elif ckpt is not None and rt.checkpoint is not None and rt.checkpoint.interval is not None:
-        tau = max(1, round(rt.checkpoint.interval / step)) * step
-        overhead = ckpt.stall_s / (tau + ckpt.stall_s)
-        if steps is not None:
-            ttt = steps * step / (1.0 - overhead)
-    if ttt is not None and not math.isfinite(ttt):
-        ttt = None
+        if rel is not None:
+            rl = goodput(rel, cluster.gpus, cluster.nodes, step, ckpt, rt.checkpoint.interval)
+            if rel.restart_time is None:
+                notes.append("reliability.restart_time not given: a restart counts only the checkpoint read")
+            ttt = None if steps is None else steps * step / rl.goodput
+        elif rt.checkpoint.interval is not None:
+            tau, _ = whole_steps(rt.checkpoint.interval, step)
+            overhead = ckpt.stall_s / (tau + ckpt.stall_s)
+            ttt = None if steps is None else steps * step / (1.0 - overhead)
     return SystemResult(
         step_time_s=step,
         added=added,

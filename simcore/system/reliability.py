@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from simcore.errors import SpecError
 from simcore.specs.system import ReliabilitySpec, failure_record
+from simcore.system.checkpoint import CheckpointResult
 
 SECONDS_PER_DAY = 86400.0
 
@@ -85,29 +86,33 @@ def goodput_fraction(
     return max(0.0, 1.0 - lost / mtbf_s) / (1.0 + stall_s / interval_s)
 
 
+def whole_steps(seconds: float, step_s: float) -> tuple[float, int]:
+    """``seconds`` rounded to a whole number (at least one) of ``step_s``-second steps: (seconds, steps)."""
+    steps = max(1, round(seconds / step_s))
+    return steps * step_s, steps
+
+
 def goodput(
     spec: ReliabilitySpec,
     gpus: int,
     nodes: int,
     step_s: float,
-    stall_s: float,
-    lag_s: float,
-    restore_s: float,
+    checkpoint: CheckpointResult,
     interval_s: float | None = None,
 ) -> GoodputResult:
-    """Goodput of a job of ``gpus`` GPUs on ``nodes`` nodes whose steps take ``step_s`` and whose
-    checkpoints stall ``stall_s`` (lag ``lag_s`` to durability, ``restore_s`` to read back), at the
-    given checkpoint interval or Young/Daly's."""
+    """Goodput of a job of ``gpus`` GPUs on ``nodes`` nodes whose steps take ``step_s`` seconds and whose
+    checkpoints cost ``checkpoint`` (stall ``C``, lag ``L``, restore), at ``interval_s`` seconds of
+    training between checkpoints or Young/Daly's."""
     mtbf, basis = job_mtbf(spec, gpus, nodes)
-    tau = interval_s if interval_s is not None else max(young_daly_interval(stall_s, mtbf), lag_s)
-    steps = max(1, round(tau / step_s))
-    tau = steps * step_s
-    restart = (spec.restart_time or 0.0) + restore_s
-    g = goodput_fraction(tau, stall_s, lag_s, restart, mtbf)
-    if g <= 0.0:
+    c, lag = checkpoint.stall_s, checkpoint.lag_s
+    tau = interval_s if interval_s is not None else max(young_daly_interval(c, mtbf), lag)
+    tau, steps = whole_steps(tau, step_s)
+    restart = (spec.restart_time or 0.0) + checkpoint.restore_s
+    lost = (tau + c) / 2.0 + lag + restart
+    if lost >= mtbf:
         raise SpecError(
-            f"the job fails every {mtbf:,.0f} s on average, less than the {tau / 2 + lag_s + restart:,.0f} s each "
-            "failure loses: it never finishes (fewer GPUs, faster checkpoints or restarts)",
+            f"the job fails every {mtbf:,.0f} s on average, less than the {lost:,.0f} s each failure loses: "
+            "it never finishes (fewer GPUs, faster checkpoints or restarts)",
             field="reliability",
         )
     return GoodputResult(
@@ -116,11 +121,11 @@ def goodput(
         interval_s=tau,
         interval_steps=steps,
         optimal=interval_s is None,
-        checkpoint_stall_s=stall_s,
+        checkpoint_stall_s=c,
         restart_s=restart,
-        lost_per_failure_s=(tau + stall_s) / 2.0 + lag_s + restart,
-        goodput=g,
+        lost_per_failure_s=lost,
+        goodput=goodput_fraction(tau, c, lag, restart, mtbf),
     )
 
 
-__all__ = ["GoodputResult", "goodput", "goodput_fraction", "job_mtbf", "young_daly_interval"]
+__all__ = ["GoodputResult", "goodput", "goodput_fraction", "job_mtbf", "whole_steps", "young_daly_interval"]

@@ -12,6 +12,7 @@ import simcore
 from simcore.errors import SimcoreError
 from simcore.specs.resolve import load_scenario
 from simcore.specs.system import ReliabilitySpec, failure_record
+from simcore.system.checkpoint import CheckpointResult
 from simcore.system.reliability import goodput, goodput_fraction, job_mtbf, young_daly_interval
 
 DAY = 86400.0
@@ -47,13 +48,21 @@ def test_young_daly_is_near_the_optimum(c: float, m: float) -> None:
     assert g >= best - 0.01
 
 
+def _ckpt(stall: float, lag: float, restore: float) -> CheckpointResult:
+    return CheckpointResult("sync", "fs", False, 1e12, 1e10, 100, 13, 0.0, stall, stall, lag, restore)
+
+
 def test_goodput_rounds_to_steps_and_refuses_hopeless_jobs() -> None:
     spec = ReliabilitySpec(failures_per_day=1.0)
-    r = goodput(spec, 8, 1, step_s=7.0, stall_s=20.0, lag_s=0.0, restore_s=30.0)
+    r = goodput(spec, 8, 1, step_s=7.0, checkpoint=_ckpt(20.0, 0.0, 30.0))
     assert r.interval_s == pytest.approx(r.interval_steps * 7.0)
     assert abs(r.interval_s - math.sqrt(2 * 20 * DAY)) <= 3.5
+    assert r.goodput == pytest.approx(goodput_fraction(r.interval_s, 20.0, 0.0, 30.0, DAY))
+    # an asynchronous save (tiny stall) still waits for its write: tau >= the lag
+    fast = goodput(spec, 8, 1, step_s=1.0, checkpoint=_ckpt(0.001, 60.0, 30.0))
+    assert fast.interval_s == pytest.approx(60.0)
     with pytest.raises(SimcoreError, match="never finishes"):
-        goodput(ReliabilitySpec(failures_per_day=500.0), 8, 1, 7.0, 20.0, 0.0, 300.0)
+        goodput(ReliabilitySpec(failures_per_day=500.0), 8, 1, 7.0, _ckpt(20.0, 0.0, 300.0))
 
 
 def test_goodput_in_predict_and_a_real_time_to_train() -> None:
