@@ -7,6 +7,7 @@ numpy grids of layouts. Results are pydantic models (``.model_dump()`` gives the
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
-from simcore.system import SystemResult, energy_cluster, on_mig, training_system
+from simcore.system import SystemResult, energy_cluster, on_mig, power_capped, training_system
 from simcore.workload.layout import valid_layouts
 
 
@@ -189,11 +190,15 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     }
 
 
-def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
-    """Resolve a training scenario and run the analytic engine on its (scalar) layout."""
+def evaluate_training(
+    sc: Scenario, cluster: ClusterInfo | None = None
+) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
+    """Resolve a training scenario and run the analytic engine on its (scalar) layout (on ``cluster``
+    when given: one already resolved, e.g. power-capped)."""
     if sc.training is None:
         raise SpecError("needs a training scenario", field="kind")
-    cluster = on_mig(resolve_cluster(sc.cluster, default_registry()), sc.cluster.mig)
+    if cluster is None:
+        cluster = on_mig(resolve_cluster(sc.cluster, default_registry()), sc.cluster.mig)
     lay = layout_of(sc, cluster)
     ev = T.evaluate(
         sc.model,
@@ -210,6 +215,12 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
 
 def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     cluster, lay, ev = evaluate_training(sc)
+    run_cluster, clocks = cluster, None
+    if (capped := power_capped(sc, cluster, ev.breakdown)) is not None:
+        clocks, run_cluster = capped
+        uncapped = _f(ev.step_time_s)
+        ev = evaluate_training(sc, run_cluster)[2]
+        clocks = dataclasses.replace(clocks, slowdown_s=_f(ev.step_time_s) - uncapped)
     tr = sc.training
     assert tr is not None
     step = _f(ev.step_time_s)
@@ -217,7 +228,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     if engine == "des":
         from simcore.engine.timeline import simulate_training
 
-        des = simulate_training(sc, cluster, lay, ev)
+        des = simulate_training(sc, run_cluster, lay, ev)
         step = des.step_time_s
         if bool(np.all(ev.extra["unsynchronized"])):
             # one step simulated from host and GPU together; a loop that never waits for the GPU
@@ -241,7 +252,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}
-    sysfx = training_system(sc, cluster, lay, step, bd, mem, tokens, _param_dtype(sc))
+    sysfx = training_system(sc, cluster, lay, step, mem, tokens, _param_dtype(sc), clocks)
     if sysfx is not None:
         step = sysfx.step_time_s
         bd.update({k: bd.get(k, 0.0) + v for k, v in sysfx.added.items()})

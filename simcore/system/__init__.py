@@ -10,6 +10,7 @@ them given it returns ``None`` and the prediction is the engines' alone.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -23,7 +24,7 @@ from simcore.specs.system import StorageSpec, storage_spec
 from simcore.system.checkpoint import CheckpointResult, checkpoint_bytes, checkpoint_cost
 from simcore.system.dataloader import LoaderResult, loader_wait
 from simcore.system.mig import mig_slice
-from simcore.system.power import PowerCapResult, power_cap_effect
+from simcore.system.power import PowerCapResult, cap_clocks, clock_scaled
 from simcore.system.reliability import GoodputResult, goodput, whole_steps
 
 SAMPLE_BYTES_PER_TOKEN = 16.0
@@ -36,9 +37,9 @@ class SystemResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     step_time_s: float
-    """The step with the data wait and the power cap's slowdown."""
+    """The step with the data wait (and priced under the power cap)."""
     added: dict[str, float]
-    """Seconds added to the step by breakdown category (``data_wait``, ``power_cap``)."""
+    """Seconds added to the step by breakdown category (``data_wait``)."""
     dataloader: LoaderResult | None = None
     power: PowerCapResult | None = None
     checkpoint: CheckpointResult | None = None
@@ -62,6 +63,21 @@ def on_mig(cluster: ClusterInfo, profile: str | None) -> ClusterInfo:
             field="cluster.mig",
         )
     return dataclasses.replace(cluster, device=mig_slice(cluster.device, profile))
+
+
+def power_capped(
+    sc: Scenario, cluster: ClusterInfo, breakdown: Mapping[str, Any]
+) -> tuple[PowerCapResult, ClusterInfo] | None:
+    """``cluster.power_cap`` applied to a step of ``breakdown`` (seconds by category): the clocks at the
+    TDP and under the cap, and the cluster whose device runs at the capped clock (peaks scaled by their
+    ratio) to price the step on again; ``None`` without a cap."""
+    cap = sc.cluster.power_cap
+    if cap is None:
+        return None
+    prof = load_profile(cluster.device, sc.calibration)
+    clocks = cap_clocks(cluster.device, prof, breakdown, cap)
+    ratio = clocks.clock_hz / clocks.uncapped_clock_hz
+    return clocks, dataclasses.replace(cluster, device=clock_scaled(cluster.device, ratio))
 
 
 def energy_cluster(cluster: ClusterInfo, power_cap: float | None) -> ClusterInfo:
@@ -112,28 +128,23 @@ def training_system(
     cluster: ClusterInfo,
     lay: dict[str, Any],
     step_s: float,
-    breakdown: dict[str, float],
     memory: dict[str, float],
     tokens_per_step: float,
     param_dtype: str,
+    power: PowerCapResult | None = None,
 ) -> SystemResult | None:
-    """The scenario's system keys applied to a training step of ``step_s`` seconds (``breakdown`` by
-    category, ``memory`` per GPU by part); ``None`` when it gives none of them."""
+    """The scenario's system keys applied to a training step of ``step_s`` seconds (``memory`` per GPU by
+    part; already priced under the power cap whose clocks ``power`` gives, :func:`power_capped`);
+    ``None`` when it gives none of them."""
     rt, tr, rel = sc.runtime, sc.training, sc.reliability
     assert tr is not None
-    cap = sc.cluster.power_cap
-    if rt.dataloader is None and rt.checkpoint is None and rel is None and cap is None:
+    if rt.dataloader is None and rt.checkpoint is None and rel is None and power is None:
         return None
     added: dict[str, float] = {}
     notes: list[str] = []
-    power = None
-    if cap is not None:
-        prof = load_profile(cluster.device, sc.calibration)
-        power = power_cap_effect(cluster.device, prof, breakdown, cap)
-        added["power_cap"] = power.slowdown_s
     loader = None
     if rt.dataloader is not None:
-        loader = _loader(sc, cluster, lay, step_s + added.get("power_cap", 0.0))
+        loader = _loader(sc, cluster, lay, step_s)
         added["data_wait"] = loader.wait_per_step_s
         if loader.bound != "copy":
             notes.append(
@@ -182,4 +193,4 @@ def training_system(
     )
 
 
-__all__ = ["SystemResult", "energy_cluster", "on_mig", "training_system"]
+__all__ = ["SystemResult", "energy_cluster", "on_mig", "power_capped", "training_system"]

@@ -6,10 +6,10 @@ The calibration profile measured each kernel family's board power at the clock i
 solves for the highest clock whose time-averaged draw fits a limit, each family drawing
 ``P_idle + (P_k - P_idle) (f / f_k)^3`` and its compute-bound time scaling with ``1 / f``. A cap is the
 same solve against the cap instead of the TDP (the measured watts kept: the profile's fractions
-rescaled by ``TDP / cap``). Compute-bound seconds (GEMM, attention) then grow by ``f_TDP / f_cap``,
-the ratio of the clocks the step holds at the TDP and at the cap; memory-bound kernels keep their time
-(the HBM clock is not capped) and only lower their draw. The energy model's linear power then runs
-between the idle draw and the cap.
+rescaled by ``TDP / cap``). The step is then priced again on the device with every peak rate times
+``f_cap / f_TDP``, the ratio of the clocks the step holds at the cap and at the TDP: each kernel's
+roofline slows its compute-bound part by the clock, its bandwidth-bound part not at all (the HBM
+clock is not capped). The energy model's linear power then runs between the idle draw and the cap.
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ from simcore.errors import SpecError
 from simcore.specs.hardware import Device
 from simcore.specs.profile import ComputeProfile
 
-COMPUTE_FAMILIES = ("gemm", "attention")
-"""Families whose kernels' time scales with the SM clock."""
-
 
 @dataclass(frozen=True)
 class PowerCapResult:
@@ -37,8 +34,8 @@ class PowerCapResult:
     """SM clock the step sustains under the cap."""
     uncapped_clock_hz: float
     """SM clock the step sustains at the TDP."""
-    slowdown_s: float
-    """Seconds the cap adds to the step (compute-bound kernels at the lower clock)."""
+    slowdown_s: float = 0.0
+    """Seconds the cap adds to the step (the step re-priced at the lower clock, less the uncapped one)."""
 
 
 def family_seconds(breakdown: Mapping[str, float]) -> dict[str, float]:
@@ -63,20 +60,26 @@ def capped(device: Device, prof: ComputeProfile, cap_w: float) -> tuple[Device, 
     return device.model_copy(update={"tdp": cap_w}), prof.model_copy(update={"power_fraction": pf})
 
 
-def power_cap_effect(
+def cap_clocks(
     device: Device, prof: ComputeProfile, breakdown: Mapping[str, float], cap_w: float
 ) -> PowerCapResult:
-    """The clock a step of ``breakdown`` (seconds by category) holds under a ``cap_w`` W board limit and
-    the seconds it adds: ``sum_k t_k (f_TDP / f_cap - 1)`` over the compute-bound families."""
+    """The SM clocks a step of ``breakdown`` (seconds by category) sustains at the TDP and under a
+    ``cap_w`` W board limit (:func:`simcore.compute.ops.sustained_clock` against each limit)."""
     fams = family_seconds(breakdown)
-    f_tdp = sustained_clock(device, prof, fams)
     dev_c, prof_c = capped(device, prof, cap_w)
-    f_cap = sustained_clock(dev_c, prof_c, fams)
-    ratio = f_tdp / f_cap
-    slow = sum(fams.get(k, 0.0) for k in COMPUTE_FAMILIES) * (ratio - 1.0)
     return PowerCapResult(
-        cap_w=cap_w, tdp_w=device.tdp, clock_hz=f_cap, uncapped_clock_hz=f_tdp, slowdown_s=slow
+        cap_w=cap_w,
+        tdp_w=device.tdp,
+        clock_hz=sustained_clock(dev_c, prof_c, fams),
+        uncapped_clock_hz=sustained_clock(device, prof, fams),
     )
 
 
-__all__ = ["COMPUTE_FAMILIES", "PowerCapResult", "capped", "family_seconds", "power_cap_effect"]
+def clock_scaled(device: Device, ratio: float) -> Device:
+    """``device`` with every peak rate times ``ratio`` (an SM clock ``ratio`` times the one the step holds
+    at the TDP): priced on it, compute-bound kernels slow by ``1 / ratio``, bandwidth-bound ones keep
+    their time (the HBM clock is not capped), the roofline mixes the two."""
+    return device.model_copy(update={"peak": {k: v * ratio for k, v in device.peak.items()}})
+
+
+__all__ = ["PowerCapResult", "cap_clocks", "capped", "clock_scaled", "family_seconds"]

@@ -9,7 +9,7 @@ from simcore.errors import SimcoreError
 from simcore.specs.profile import load_profile
 from simcore.specs.resolve import load_scenario
 from simcore.system.mig import mig_slice
-from simcore.system.power import family_seconds, power_cap_effect
+from simcore.system.power import cap_clocks, clock_scaled, family_seconds
 
 H200 = simcore.load_hardware("h200")
 PROF = load_profile(H200)  # type: ignore[arg-type]
@@ -38,30 +38,34 @@ def test_family_seconds() -> None:
 
 
 def test_cap_at_tdp_changes_nothing() -> None:
-    r = power_cap_effect(H200, PROF, STEP, H200.tdp)
-    assert r.clock_hz == r.uncapped_clock_hz and r.slowdown_s == 0.0
+    r = cap_clocks(H200, PROF, STEP, H200.tdp)
+    assert r.clock_hz == r.uncapped_clock_hz
 
 
-def test_capped_clock_fits_the_cap_and_slows_compute_only() -> None:
+def test_capped_clock_fits_the_cap() -> None:
     fams = family_seconds(STEP)
-    r = power_cap_effect(H200, PROF, STEP, 450.0)
+    r = cap_clocks(H200, PROF, STEP, 450.0)
     assert r.clock_hz < r.uncapped_clock_hz
     assert _avg_power(fams, r.clock_hz) == pytest.approx(450.0, rel=1e-6)
-    # GEMM and attention seconds grow by f_TDP / f_cap; memory-bound and idle time do not
-    assert r.slowdown_s == pytest.approx(0.75 * (r.uncapped_clock_hz / r.clock_hz - 1))
-    lower = power_cap_effect(H200, PROF, STEP, 350.0)
-    assert lower.slowdown_s > r.slowdown_s
-    # a memory-bound step draws ~335 W at full clock: a 400 W cap costs it nothing
-    assert power_cap_effect(H200, PROF, {"elementwise": 1.0}, 400.0).slowdown_s == 0.0
+    assert cap_clocks(H200, PROF, STEP, 350.0).clock_hz < r.clock_hz
+    slow = clock_scaled(H200, 0.8)  # type: ignore[arg-type]
+    assert slow.peak["bf16"] == pytest.approx(0.8 * H200.peak["bf16"])  # type: ignore[union-attr]
+    assert slow.memory.bandwidth == H200.memory.bandwidth  # type: ignore[union-attr]
 
 
 def test_power_cap_in_predict() -> None:
     base = simcore.predict("default")
     r = simcore.predict(load_scenario("default", overrides=["cluster.power_cap=500 W"]))
     p = r.system_effects.power
-    assert r.step_time_s == pytest.approx(base.step_time_s + p.slowdown_s)
-    assert r.breakdown["power_cap"] == pytest.approx(base.breakdown["power_cap"] + p.slowdown_s)
+    ratio = p.uncapped_clock_hz / p.clock_hz
+    assert r.step_time_s == pytest.approx(base.step_time_s + p.slowdown_s) and p.slowdown_s > 0
+    # compute-bound kernels slow by at most the clock ratio, bandwidth-bound ones not at all
+    assert base.breakdown["gemm"] < r.breakdown["gemm"] <= base.breakdown["gemm"] * ratio * (1 + 1e-9)
+    assert r.breakdown["gemm"] > base.breakdown["gemm"] * (1 + 0.8 * (ratio - 1))
+    assert r.breakdown["elementwise"] == pytest.approx(base.breakdown["elementwise"], rel=1e-4)
+    assert r.mfu == pytest.approx(base.mfu * base.step_time_s / r.step_time_s)  # against the nominal peak
     assert r.power_per_gpu_w < 500.0 < base.power_per_gpu_w
+    assert r.energy_per_token_j < base.energy_per_token_j
     same = simcore.predict(load_scenario("default", overrides=["cluster.power_cap=700 W"]))
     assert same.step_time_s == pytest.approx(base.step_time_s)
     with pytest.raises(SimcoreError, match="cluster.power_cap"):
