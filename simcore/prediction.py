@@ -38,6 +38,14 @@ class TrainingResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    @model_serializer(mode="wrap")
+    def _drop_absent_system(self, handler: Any) -> Any:
+        """``system_effects`` is left out of the JSON when the scenario models none of it."""
+        out = handler(self)
+        if isinstance(out, dict) and out.get("system_effects", 0) is None:
+            del out["system_effects"]
+        return out
+
     name: str
     kind: Literal["training"] = "training"
     engine: str
@@ -63,21 +71,14 @@ class TrainingResult(BaseModel):
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
     cost: float | None = None
+    system_effects: SystemResult | None = None
+    """The system around the GPU (data loading, power cap, checkpoints, failures and goodput) where the
+    scenario models it; left out of the JSON when it does not."""
     power_per_gpu_w: float
     energy_per_step_j: float
     energy_per_token_j: float
     calibration: str
     notes: list[str] = []
-    system_effects: SystemResult | None = None
-    """The system around the GPU (data loading, power cap, checkpoints, failures and goodput) where the
-    scenario models it; left out of the JSON when it does not."""
-
-    @model_serializer(mode="wrap")
-    def _drop_absent_system(self, handler: Any) -> Any:
-        out = handler(self)
-        if isinstance(out, dict) and out.get("system_effects", 0) is None:
-            del out["system_effects"]
-        return out
 
 
 class InferenceResult(BaseModel):
