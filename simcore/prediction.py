@@ -299,12 +299,12 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
         time_to_train_s=ttt,
         gpu_hours=gh,
         cost=cost,
+        system_effects=sysfx,
         power_per_gpu_w=power,
         energy_per_step_j=energy,
         energy_per_token_j=energy / tokens,
         calibration=cal,
         notes=notes,
-        system_effects=sysfx,
     )
 
 
