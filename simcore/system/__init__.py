@@ -87,6 +87,22 @@ def energy_cluster(cluster: ClusterInfo, power_cap: float | None) -> ClusterInfo
     return dataclasses.replace(cluster, device=cluster.device.model_copy(update={"tdp": power_cap}))
 
 
+LOADER_DEFAULTS = {
+    "num_workers": "0 (PyTorch's default: loading in the main process)",
+    "pin_memory": "false (PyTorch's default: pageable copies)",
+    "batch_size": "the micro-batch",
+    "sample_bytes": "seq_len x 16 (int64 token ids and labels)",
+}
+CHECKPOINT_DEFAULTS = {"mode": "sync (torch.save from the data-parallel rank-0 replica)"}
+
+
+def _assumed(section: str, spec: BaseModel, defaults: dict[str, str]) -> list[str]:
+    """A note naming the defaults of ``section`` the scenario left to simcore (where a prediction says
+    which users' software defaults it assumed); empty when it set them all."""
+    left = [f"{k} = {v}" for k, v in defaults.items() if k not in spec.model_fields_set]
+    return [f"{section}: assumed {'; '.join(left)}"] if left else []
+
+
 def _storage(sc: Scenario) -> StorageSpec:
     st = sc.cluster.storage
     if st is None:
@@ -146,6 +162,7 @@ def training_system(
     if rt.dataloader is not None:
         loader = _loader(sc, cluster, lay, step_s)
         added["data_wait"] = loader.wait_per_step_s
+        notes.extend(_assumed("runtime.dataloader", rt.dataloader, LOADER_DEFAULTS))
         if loader.bound != "copy":
             notes.append(
                 f"data loader: the GPU waits {loader.wait_per_step_s:.3g} s per step for data ({loader.bound}); "
@@ -160,6 +177,7 @@ def training_system(
     ckpt = overhead = rl = ttt = None
     steps = tr.tokens / tokens_per_step if tr.tokens else None
     if rt.checkpoint is not None:
+        notes.extend(_assumed("runtime.checkpoint", rt.checkpoint, CHECKPOINT_DEFAULTS))
         state = memory.get("weights", 0.0) + memory.get("optimizer", 0.0)
         ckpt = checkpoint_cost(
             rt.checkpoint,

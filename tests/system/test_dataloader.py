@@ -72,6 +72,8 @@ def test_starved_loader_in_predict_and_the_workers_that_fix_it() -> None:
     assert r.breakdown["data_wait"] == pytest.approx(expected)
     assert dl.workers_needed == math.ceil(1.2 / (t + copy)) == 3
     assert any("3 workers per rank" in n for n in r.notes)
+    assumed = next(n for n in r.notes if n.startswith("runtime.dataloader: assumed"))
+    assert "pin_memory = false" in assumed and "num_workers" not in assumed  # given, not assumed
     fixed = simcore.predict(
         _default("runtime.dataloader.sample_time=1.2 s", "runtime.dataloader.num_workers=3")
     )
