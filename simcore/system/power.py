@@ -23,6 +23,10 @@ from simcore.errors import SpecError
 from simcore.specs.hardware import Device
 from simcore.specs.profile import ComputeProfile
 
+LOWEST_CLOCK = 0.2
+"""The lowest SM clock, as a fraction of the boost clock, :func:`simcore.compute.ops.sustained_clock`
+searches; a cap the step cannot fit above it is refused."""
+
 
 @dataclass(frozen=True)
 class PowerCapResult:
@@ -67,11 +71,16 @@ def cap_clocks(
     ``cap_w`` W board limit (:func:`simcore.compute.ops.sustained_clock` against each limit)."""
     fams = family_seconds(breakdown)
     dev_c, prof_c = capped(device, prof, cap_w)
+    idle = prof.power_fraction.get("idle", 0.0) * device.tdp
+    f_cap = sustained_clock(dev_c, prof_c, fams)
+    if cap_w <= idle or f_cap <= LOWEST_CLOCK * device.boost_clock:
+        raise SpecError(
+            f"power cap {cap_w:g} W is too low for {device.name}: it idles at {idle:.0f} W and the step does not fit "
+            f"the cap above {LOWEST_CLOCK:.0%} of the boost clock",
+            field="cluster.power_cap",
+        )
     return PowerCapResult(
-        cap_w=cap_w,
-        tdp_w=device.tdp,
-        clock_hz=sustained_clock(dev_c, prof_c, fams),
-        uncapped_clock_hz=sustained_clock(device, prof, fams),
+        cap_w=cap_w, tdp_w=device.tdp, clock_hz=f_cap, uncapped_clock_hz=sustained_clock(device, prof, fams)
     )
 
 

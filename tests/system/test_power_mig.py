@@ -70,6 +70,8 @@ def test_power_cap_in_predict() -> None:
     assert same.step_time_s == pytest.approx(base.step_time_s)
     with pytest.raises(SimcoreError, match="cluster.power_cap"):
         simcore.predict(load_scenario("default", overrides=["cluster.power_cap=800 W"]))
+    with pytest.raises(SimcoreError, match="too low"):  # the H200 idles at 78 W
+        simcore.predict(load_scenario("default", overrides=["cluster.power_cap=60 W"]))
 
 
 def test_mig_slice_by_hand() -> None:
