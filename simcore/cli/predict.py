@@ -100,6 +100,8 @@ def _system_rows(t: Table, s: SystemResult) -> None:
             f"{units.fmt(p.cap_w, 'power')}: SM clock {p.clock_hz / 1e9:.2f} GHz "
             f"(uncapped {p.uncapped_clock_hz / 1e9:.2f}), +{_tf(p.slowdown_s)} per step",
         )
+        if p.system_power_max_w is not None:
+            add_row(t, "system power max (capped)", units.fmt(p.system_power_max_w, "power"))
     if (c := s.checkpoint) is not None:
         add_row(
             t,

@@ -77,6 +77,8 @@ def power_capped(
     prof = load_profile(cluster.device, sc.calibration)
     clocks = cap_clocks(cluster.device, prof, breakdown, cap)
     ratio = clocks.clock_hz / clocks.uncapped_clock_hz
+    sys_max = cluster.system.power_max - cluster.system.gpus * (cluster.device.tdp - cap)
+    clocks = dataclasses.replace(clocks, system_power_max_w=sys_max)
     return clocks, dataclasses.replace(cluster, device=clock_scaled(cluster.device, ratio))
 
 

@@ -40,6 +40,9 @@ class PowerCapResult:
     """SM clock the step sustains at the TDP."""
     slowdown_s: float = 0.0
     """Seconds the cap adds to the step (the step re-priced at the lower clock, less the uncapped one)."""
+    system_power_max_w: float | None = None
+    """The system's (node's or rack's) maximum power under the cap: its ``power_max`` less each GPU's
+    headroom ``TDP - cap`` (what a power budget provisions per system)."""
 
 
 def family_seconds(breakdown: Mapping[str, float]) -> dict[str, float]:

@@ -65,6 +65,7 @@ def test_power_cap_in_predict() -> None:
     assert r.breakdown["elementwise"] == pytest.approx(base.breakdown["elementwise"], rel=1e-4)
     assert r.mfu == pytest.approx(base.mfu * base.step_time_s / r.step_time_s)  # against the nominal peak
     assert r.power_per_gpu_w < 500.0 < base.power_per_gpu_w
+    assert p.system_power_max_w == pytest.approx(10.2e3 - 8 * (700.0 - 500.0))  # HGX H200: 10.2 kW
     assert r.energy_per_token_j < base.energy_per_token_j
     same = simcore.predict(load_scenario("default", overrides=["cluster.power_cap=700 W"]))
     assert same.step_time_s == pytest.approx(base.step_time_s)
