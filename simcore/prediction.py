@@ -25,7 +25,15 @@ from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
-from simcore.system import SystemResult, energy_cluster, on_mig, power_capped, training_system
+from simcore.system import (
+    InferencePower,
+    SystemResult,
+    energy_cluster,
+    inference_capped,
+    on_mig,
+    power_capped,
+    training_system,
+)
 from simcore.workload.layout import valid_layouts
 
 
@@ -33,18 +41,22 @@ def _f(x: Any) -> float:
     return float(np.asarray(x, dtype=float))
 
 
-class TrainingResult(BaseModel):
-    """Prediction for one training step (seconds, bytes, FLOP/s; SI units)."""
-
-    model_config = ConfigDict(frozen=True)
+class _SystemEffects(BaseModel):
+    """A result whose ``system_effects`` (:mod:`simcore.system`) is left out of the JSON when the
+    scenario models none of it."""
 
     @model_serializer(mode="wrap")
     def _drop_absent_system(self, handler: Any) -> Any:
-        """``system_effects`` is left out of the JSON when the scenario models none of it."""
         out = handler(self)
         if isinstance(out, dict) and out.get("system_effects", 0) is None:
             del out["system_effects"]
         return out
+
+
+class TrainingResult(_SystemEffects):
+    """Prediction for one training step (seconds, bytes, FLOP/s; SI units)."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     kind: Literal["training"] = "training"
@@ -81,7 +93,7 @@ class TrainingResult(BaseModel):
     notes: list[str] = []
 
 
-class InferenceResult(BaseModel):
+class InferenceResult(_SystemEffects):
     """Prediction for a prefill and a decode step (seconds, bytes; SI units)."""
 
     model_config = ConfigDict(frozen=True)
@@ -96,6 +108,8 @@ class InferenceResult(BaseModel):
     prompt_len: int
     context_len: int
     output_len: int
+    system_effects: InferencePower | None = None
+    """The power cap's clocks and slowdowns of the prefill and the decode step (``cluster.power_cap``)."""
     prefill_time_s: float
     decode_step_time_s: float
     prefill_host_s: float = 0.0
@@ -328,13 +342,23 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     rt = sc.runtime
     kw = inference_runtime(sc)
     ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw)
+    ev_pre, dec_cluster, capped = ev, cluster, None
+    if sc.cluster.power_cap is not None:
+        ev_pre, ev, dec_cluster, capped = inference_capped(
+            sc,
+            cluster,
+            ev,
+            lambda c: I.evaluate(sc.model, inf, c, p.tp, p.pp, rt.framework, sc.calibration, **kw),
+        )
     # the generated tokens see a growing cache: price the mean decode step at the middle of the output
     ctx0 = inf.context_len if inf.context_len is not None else inf.prompt_len
     mid = inf.model_copy(update={"context_len": ctx0 + inf.output_len // 2})
     dec_mid = _f(
-        I.evaluate(sc.model, mid, cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw).decode_step_time_s
+        I.evaluate(
+            sc.model, mid, dec_cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw
+        ).decode_step_time_s
     )
-    pre = _f(ev.prefill_time_s)
+    pre = _f(ev_pre.prefill_time_s)
     dec = _f(ev.decode_step_time_s)
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
@@ -351,9 +375,10 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         prompt_len=inf.prompt_len,
         context_len=int(ev.context_len),
         output_len=inf.output_len,
+        system_effects=capped,
         prefill_time_s=pre,
         decode_step_time_s=dec,
-        prefill_host_s=_f(ev.prefill_host_s),
+        prefill_host_s=_f(ev_pre.prefill_host_s),
         decode_host_s=_f(ev.decode_host_s),
         decode_kernels=_f(ev.decode.kernels),
         ttft_s=pre,
@@ -365,7 +390,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         memory_breakdown=mem,
         fits_in_memory=fits,
         fits_reason=reason,
-        breakdown_prefill={k: _f(v) for k, v in ev.prefill.time.items()},
+        breakdown_prefill={k: _f(v) for k, v in ev_pre.prefill.time.items()},
         breakdown_decode={k: _f(v) for k, v in ev.decode.time.items()},
         calibration=cal,
         notes=notes,

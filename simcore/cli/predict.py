@@ -135,6 +135,14 @@ def _table_inference(r: InferenceResult) -> None:
     add_row(t, "prefill tokens/s", f"{r.prefill_tokens_per_s:,.0f}")
     _memory_rows(t, r)
     add_row(t, "calibration", r.calibration)
+    if (pc := r.system_effects) is not None:
+        for phase, c in (("prefill", pc.prefill), ("decode", pc.decode)):
+            add_row(
+                t,
+                f"power cap ({phase})",
+                f"{units.fmt(c.cap_w, 'power')}: SM clock {c.clock_hz / 1e9:.2f} GHz "
+                f"(uncapped {c.uncapped_clock_hz / 1e9:.2f}), +{_tf(c.slowdown_s)}",
+            )
     console.print(t)
     for title, bd, tot in (
         ("prefill", r.breakdown_prefill, r.prefill_time_s),

@@ -400,7 +400,6 @@ class Scenario(Spec):
                     ("runtime.dataloader", self.runtime.dataloader),
                     ("runtime.checkpoint", self.runtime.checkpoint),
                     ("reliability", self.reliability),
-                    ("cluster.power_cap", self.cluster.power_cap),
                 )
                 if v is not None
             ]
@@ -408,9 +407,10 @@ class Scenario(Spec):
                 raise ValueError(
                     f"{given[0]} is modelled for training scenarios (this one is kind: {self.kind})"
                 )
-        if self.kind == "serving" and self.cluster.mig is not None:
+        if self.kind == "serving" and (self.cluster.mig or self.cluster.power_cap) is not None:
+            key = "cluster.mig" if self.cluster.mig is not None else "cluster.power_cap"
             raise ValueError(
-                "cluster.mig is modelled for training and inference scenarios (this one is kind: serving)"
+                f"{key} is modelled for training and inference scenarios (this one is kind: serving)"
             )
         if self.kind == "training" and self.training is None:
             object.__setattr__(self, "training", TrainingSpec())

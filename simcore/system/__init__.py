@@ -10,12 +10,13 @@ them given it returns ``None`` and the prediction is the engines' alone.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from simcore.comm.host import transfer_time
+from simcore.engine.inference import InferenceEval
 from simcore.errors import SpecError
 from simcore.specs.profile import load_profile
 from simcore.specs.resolve import ClusterInfo
@@ -80,6 +81,36 @@ def power_capped(
     sys_max = cluster.system.power_max - cluster.system.gpus * (cluster.device.tdp - cap)
     clocks = dataclasses.replace(clocks, system_power_max_w=sys_max)
     return clocks, dataclasses.replace(cluster, device=clock_scaled(cluster.device, ratio))
+
+
+class InferencePower(BaseModel):
+    """The power cap's clocks and slowdowns of an inference prefill and decode step."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prefill: PowerCapResult
+    decode: PowerCapResult
+
+
+def inference_capped(
+    sc: Scenario, cluster: ClusterInfo, ev: InferenceEval, run: Callable[[ClusterInfo], InferenceEval]
+) -> tuple[InferenceEval, InferenceEval, ClusterInfo, InferencePower]:
+    """``cluster.power_cap`` applied to an inference evaluation ``ev``: the prefill and the decode hold
+    their own clocks under the cap, so each is priced again (``run`` on a cluster) on its own capped
+    device. Returns (prefill evaluation, decode evaluation, the decode's cluster, the clocks)."""
+    pre = power_capped(sc, cluster, ev.prefill.time)
+    dec = power_capped(sc, cluster, ev.decode.time)
+    assert pre is not None and dec is not None, "inference_capped needs cluster.power_cap"
+    ev_pre, ev_dec = run(pre[1]), run(dec[1])
+    clocks = InferencePower(
+        prefill=dataclasses.replace(
+            pre[0], slowdown_s=float(ev_pre.prefill_time_s) - float(ev.prefill_time_s)
+        ),
+        decode=dataclasses.replace(
+            dec[0], slowdown_s=float(ev_dec.decode_step_time_s) - float(ev.decode_step_time_s)
+        ),
+    )
+    return ev_pre, ev_dec, dec[1], clocks
 
 
 def energy_cluster(cluster: ClusterInfo, power_cap: float | None) -> ClusterInfo:
@@ -213,4 +244,12 @@ def training_system(
     )
 
 
-__all__ = ["SystemResult", "energy_cluster", "on_mig", "power_capped", "training_system"]
+__all__ = [
+    "InferencePower",
+    "SystemResult",
+    "energy_cluster",
+    "inference_capped",
+    "on_mig",
+    "power_capped",
+    "training_system",
+]

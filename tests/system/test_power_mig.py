@@ -75,6 +75,23 @@ def test_power_cap_in_predict() -> None:
         simcore.predict(load_scenario("default", overrides=["cluster.power_cap=60 W"]))
 
 
+def test_power_cap_in_inference() -> None:
+    base = simcore.predict("llama3-8b-decode-h200")
+    r = simcore.predict(load_scenario("llama3-8b-decode-h200", overrides=["cluster.power_cap=500 W"]))
+    pre, dec = r.system_effects.prefill, r.system_effects.decode
+    assert r.prefill_time_s == pytest.approx(base.prefill_time_s + pre.slowdown_s)
+    assert r.decode_step_time_s == pytest.approx(base.decode_step_time_s + dec.slowdown_s)
+    # the prefill is compute-bound, a batch-32 decode streams weights and KV: it slows far less
+    pre_slow = r.prefill_time_s / base.prefill_time_s - 1
+    dec_slow = r.decode_step_time_s / base.decode_step_time_s - 1
+    assert 0 < dec_slow < 0.5 * pre_slow
+    assert pre_slow <= pre.uncapped_clock_hz / pre.clock_hz - 1 + 1e-9
+    assert base.e2e_latency_s < r.e2e_latency_s
+    assert "system_effects" not in base.model_dump()
+    with pytest.raises(SimcoreError, match="cluster.power_cap"):
+        load_scenario("serve_llama3_8b_h200", overrides=["cluster.power_cap=500 W"])
+
+
 def test_mig_slice_by_hand() -> None:
     h100 = simcore.load_hardware("h100")
     s = mig_slice(h100, "MIG 1g.10gb")  # type: ignore[arg-type]
