@@ -3,8 +3,9 @@ and MIG slices (docs/system.md).
 
 Each submodule is a model of one part (pure functions over numbers and specs); this module applies the
 scenario's keys (``runtime.dataloader``, ``runtime.checkpoint``, ``cluster.storage``, ``reliability``,
-``cluster.power_cap``, ``cluster.mig``) to a priced training step for :func:`simcore.predict`. With none of
-them given it returns ``None`` and the prediction is the engines' alone.
+``cluster.power_cap``, ``cluster.mig``) to a priced training step (and, for the power cap and MIG, an
+inference prefill and decode step) for :func:`simcore.predict`. With none of them given the prediction
+is the engines' alone.
 """
 
 from __future__ import annotations

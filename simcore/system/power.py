@@ -17,15 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from simcore.compute.ops import sustained_clock
+from simcore.compute.ops import LOWEST_CLOCK, sustained_clock
 from simcore.engine.pricing import power_family
 from simcore.errors import SpecError
 from simcore.specs.hardware import Device
 from simcore.specs.profile import ComputeProfile
-
-LOWEST_CLOCK = 0.2
-"""The lowest SM clock, as a fraction of the boost clock, :func:`simcore.compute.ops.sustained_clock`
-searches; a cap the step cannot fit above it is refused."""
 
 
 @dataclass(frozen=True)
