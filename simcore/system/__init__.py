@@ -114,6 +114,12 @@ def inference_capped(
     return ev_pre, ev_dec, dec[1], clocks
 
 
+def host_gpus(cluster: ClusterInfo) -> int:
+    """GPUs per host (the node with its own CPUs, memory and storage NICs): an HGX server's GPUs, an
+    NVL72 rack's compute tray (``tray_gpus``)."""
+    return min(cluster.system.tray_gpus or cluster.gpus_per_node, cluster.gpus_per_node)
+
+
 def energy_cluster(cluster: ClusterInfo, power_cap: float | None) -> ClusterInfo:
     """``cluster`` whose device draws at most ``power_cap`` watts (the energy model's upper end)."""
     if power_cap is None or power_cap >= cluster.device.tdp:
@@ -220,11 +226,12 @@ def training_system(
             state,
             cluster.gpus,
             lay["dp"],
-            cluster.gpus_per_node,
+            host_gpus(cluster),
             cluster.system.name,
         )
         if rel is not None:
-            rl = goodput(rel, cluster.gpus, cluster.nodes, step, ckpt, rt.checkpoint.interval)
+            hosts = -(-cluster.gpus // host_gpus(cluster))
+            rl = goodput(rel, cluster.gpus, hosts, step, ckpt, rt.checkpoint.interval)
             if rel.restart_time is None:
                 notes.append("reliability.restart_time not given: a restart counts only the checkpoint read")
             ttt = None if steps is None else steps * step / rl.goodput

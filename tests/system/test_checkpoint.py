@@ -90,3 +90,19 @@ def test_checkpoint_in_predict_needs_storage() -> None:
     assert r.step_time_s == pytest.approx(
         simcore.predict("default").step_time_s
     )  # no interval: priced, not added
+
+
+def test_an_nvl72_writes_from_its_compute_trays() -> None:
+    # a host is a 4-GPU compute tray of the rack, with its own storage path, not the 72-GPU rack
+    sc = load_scenario(
+        "llama3-405b-gb200-nvl72",
+        overrides=[
+            "cluster.storage=llama3-tectonic",
+            "runtime.checkpoint.mode=sync",
+            "reliability.node_mtbf=10000 h",
+        ],
+    )
+    r = simcore.predict(sc)
+    ck, rel = r.system_effects.checkpoint, r.system_effects.reliability
+    assert ck.nodes_writing == ck.writer_gpus // 4
+    assert rel.job_mtbf_s == pytest.approx(10000 * 3600 / (r.gpus / 4))
