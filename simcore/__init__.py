@@ -1,7 +1,7 @@
 """simcore: performance simulator for AI training and inference on GPU clusters.
 
 Public API (stable names): :func:`load_scenario`, :func:`predict`, :func:`op_time`,
-:func:`collective_time`, :func:`load_hardware`, :func:`transfer_time`.
+:func:`collective_time`, :func:`load_hardware`, :func:`transfer_time`, :func:`occupancy`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ _LAZY = {
     "plan": "simcore.planning.plan",
     "serve": "simcore.serving",
     "transfer_time": "simcore.comm.host",
+    "occupancy": "simcore.compute.occupancy",
 }
 
 
@@ -52,6 +53,7 @@ __all__ = [
     "collective_time",
     "load_hardware",
     "load_scenario",
+    "occupancy",
     "op_time",
     "plan",
     "predict",

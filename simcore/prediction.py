@@ -7,11 +7,12 @@ numpy grids of layouts. Results are pydantic models (``.model_dump()`` gives the
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from simcore import memory as M
 from simcore.cost import busy_fraction, cost_energy
@@ -25,6 +26,15 @@ from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
+from simcore.system import (
+    InferencePower,
+    SystemResult,
+    energy_cluster,
+    inference_capped,
+    on_mig,
+    power_capped,
+    training_system,
+)
 from simcore.workload.layout import valid_layouts
 
 
@@ -32,7 +42,19 @@ def _f(x: Any) -> float:
     return float(np.asarray(x, dtype=float))
 
 
-class TrainingResult(BaseModel):
+class _SystemEffects(BaseModel):
+    """A result whose ``system_effects`` (:mod:`simcore.system`) is left out of the JSON when the
+    scenario models none of it."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_system(self, handler: Any) -> Any:
+        out = handler(self)
+        if isinstance(out, dict) and out.get("system_effects", 0) is None:
+            del out["system_effects"]
+        return out
+
+
+class TrainingResult(_SystemEffects):
     """Prediction for one training step (seconds, bytes, FLOP/s; SI units)."""
 
     model_config = ConfigDict(frozen=True)
@@ -62,6 +84,9 @@ class TrainingResult(BaseModel):
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
     cost: float | None = None
+    system_effects: SystemResult | None = None
+    """The system around the GPU (data loading, power cap, checkpoints, failures and goodput) where the
+    scenario models it; left out of the JSON when it does not."""
     power_per_gpu_w: float
     energy_per_step_j: float
     energy_per_token_j: float
@@ -75,7 +100,7 @@ class TrainingResult(BaseModel):
     """The interval's level and the class of measurements it comes from (None: no intervals shipped)."""
 
 
-class InferenceResult(BaseModel):
+class InferenceResult(_SystemEffects):
     """Prediction for a prefill and a decode step (seconds, bytes; SI units)."""
 
     model_config = ConfigDict(frozen=True)
@@ -90,6 +115,8 @@ class InferenceResult(BaseModel):
     prompt_len: int
     context_len: int
     output_len: int
+    system_effects: InferencePower | None = None
+    """The power cap's clocks and slowdowns of the prefill and the decode step (``cluster.power_cap``)."""
     prefill_time_s: float
     decode_step_time_s: float
     prefill_host_s: float = 0.0
@@ -212,11 +239,15 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     }
 
 
-def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
-    """Resolve a training scenario and run the analytic engine on its (scalar) layout."""
+def evaluate_training(
+    sc: Scenario, cluster: ClusterInfo | None = None
+) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
+    """Resolve a training scenario and run the analytic engine on its (scalar) layout (on ``cluster``
+    when given: one already resolved, e.g. power-capped)."""
     if sc.training is None:
         raise SpecError("needs a training scenario", field="kind")
-    cluster = resolve_cluster(sc.cluster, default_registry())
+    if cluster is None:
+        cluster = on_mig(resolve_cluster(sc.cluster, default_registry()), sc.cluster.mig)
     lay = layout_of(sc, cluster)
     ev = T.evaluate(
         sc.model,
@@ -233,6 +264,12 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
 
 def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     cluster, lay, ev = evaluate_training(sc)
+    run_cluster, clocks = cluster, None
+    if (capped := power_capped(sc, cluster, ev.breakdown)) is not None:
+        clocks, run_cluster = capped
+        uncapped = _f(ev.step_time_s)
+        ev = evaluate_training(sc, run_cluster)[2]
+        clocks = dataclasses.replace(clocks, slowdown_s=_f(ev.step_time_s) - uncapped)
     tr = sc.training
     assert tr is not None
     step = _f(ev.step_time_s)
@@ -240,7 +277,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     if engine == "des":
         from simcore.engine.timeline import simulate_training
 
-        des = simulate_training(sc, cluster, lay, ev)
+        des = simulate_training(sc, run_cluster, lay, ev)
         step = des.step_time_s
         if bool(np.all(ev.extra["unsynchronized"])):
             # one step simulated from host and GPU together; a loop that never waits for the GPU
@@ -259,14 +296,27 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     tokens = _f(ev.tokens_per_step)
     mflops = _f(ev.model_flops_per_step)
     peak = cluster.device.peak_flops(tr.precision)
-    mfu = mflops / (step * gpus * peak)
-    hfu = _f(ev.hardware_flops_per_step) / (step * gpus * peak)
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}
-    ce = cost_energy(cluster, step, busy_fraction(bd, step), tokens, gpus, sc.cost, tr.tokens)
+    sysfx = training_system(sc, cluster, lay, step, mem, tokens, _param_dtype(sc), clocks)
+    if sysfx is not None:
+        step = sysfx.step_time_s
+        bd.update({k: bd.get(k, 0.0) + v for k, v in sysfx.added.items()})
+        notes.extend(sysfx.notes)
+    mfu = mflops / (step * gpus * peak)
+    hfu = _f(ev.hardware_flops_per_step) / (step * gpus * peak)
+    ce = cost_energy(
+        energy_cluster(cluster, sc.cluster.power_cap),
+        step,
+        busy_fraction(bd, step),
+        tokens,
+        gpus,
+        sc.cost,
+        tr.tokens,
+    )
     power = _f(ce["power_per_gpu_w"])
     energy = _f(ce["energy_per_step_j"])
     iv = interval_of(cluster, sc.calibration, gpus, "training")
@@ -298,6 +348,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
         time_to_train_s=ttt,
         gpu_hours=gh,
         cost=cost,
+        system_effects=sysfx,
         power_per_gpu_w=power,
         energy_per_step_j=energy,
         energy_per_token_j=energy / tokens,
@@ -316,7 +367,7 @@ def _param_dtype(sc: Scenario) -> str:
 
 def predict_inference(sc: Scenario) -> InferenceResult:
     reg = default_registry()
-    cluster = resolve_cluster(sc.cluster, reg)
+    cluster = on_mig(resolve_cluster(sc.cluster, reg), sc.cluster.mig)
     inf = sc.inference
     assert inf is not None
     p = sc.parallel
@@ -329,13 +380,23 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     rt = sc.runtime
     kw = inference_runtime(sc)
     ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw)
+    ev_pre, dec_cluster, capped = ev, cluster, None
+    if sc.cluster.power_cap is not None:
+        ev_pre, ev, dec_cluster, capped = inference_capped(
+            sc,
+            cluster,
+            ev,
+            lambda c: I.evaluate(sc.model, inf, c, p.tp, p.pp, rt.framework, sc.calibration, **kw),
+        )
     # the generated tokens see a growing cache: price the mean decode step at the middle of the output
     ctx0 = inf.context_len if inf.context_len is not None else inf.prompt_len
     mid = inf.model_copy(update={"context_len": ctx0 + inf.output_len // 2})
     dec_mid = _f(
-        I.evaluate(sc.model, mid, cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw).decode_step_time_s
+        I.evaluate(
+            sc.model, mid, dec_cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw
+        ).decode_step_time_s
     )
-    pre = _f(ev.prefill_time_s)
+    pre = _f(ev_pre.prefill_time_s)
     dec = _f(ev.decode_step_time_s)
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
@@ -353,9 +414,10 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         prompt_len=inf.prompt_len,
         context_len=int(ev.context_len),
         output_len=inf.output_len,
+        system_effects=capped,
         prefill_time_s=pre,
         decode_step_time_s=dec,
-        prefill_host_s=_f(ev.prefill_host_s),
+        prefill_host_s=_f(ev_pre.prefill_host_s),
         decode_host_s=_f(ev.decode_host_s),
         decode_kernels=_f(ev.decode.kernels),
         ttft_s=pre,
@@ -367,7 +429,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         memory_breakdown=mem,
         fits_in_memory=fits,
         fits_reason=reason,
-        breakdown_prefill={k: _f(v) for k, v in ev.prefill.time.items()},
+        breakdown_prefill={k: _f(v) for k, v in ev_pre.prefill.time.items()},
         breakdown_decode={k: _f(v) for k, v in ev.decode.time.items()},
         calibration=cal,
         notes=notes,

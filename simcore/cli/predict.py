@@ -25,6 +25,7 @@ from simcore.cli.common import (
 from simcore.errors import SpecError
 from simcore.prediction import InferenceResult, TrainingResult, predict
 from simcore.specs.resolve import load_scenario
+from simcore.system import SystemResult
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a field: key.path=value (repeatable).")
@@ -73,6 +74,8 @@ def _table_training(r: TrainingResult, currency: str = "USD") -> None:
     add_row(t, "power per GPU", units.fmt(r.power_per_gpu_w, "power"))
     add_row(t, "energy per token", f"{r.energy_per_token_j:.3g} J")
     add_row(t, "calibration", r.calibration)
+    if r.system_effects is not None:
+        _system_rows(t, r.system_effects)
     console.print(t)
     b = Table(title="where the step goes")
     b.add_column("category")
@@ -84,6 +87,45 @@ def _table_training(r: TrainingResult, currency: str = "USD") -> None:
     console.print(b)
     for n in r.notes:
         note(n)
+
+
+def _tf(seconds: float) -> str:
+    return units.fmt(seconds, "time")
+
+
+def _system_rows(t: Table, s: SystemResult) -> None:
+    """The system around the GPU (docs/system.md): data loading, power cap, checkpoints, goodput."""
+    if (d := s.dataloader) is not None:
+        add_row(
+            t,
+            "data wait per step",
+            f"{_tf(d.wait_per_step_s)} ({d.bound}; {d.num_workers} workers, {d.workers_needed} needed)",
+        )
+    if (p := s.power) is not None:
+        add_row(
+            t,
+            "power cap",
+            f"{units.fmt(p.cap_w, 'power')}: SM clock {p.clock_hz / 1e9:.2f} GHz "
+            f"(uncapped {p.uncapped_clock_hz / 1e9:.2f}), +{_tf(p.slowdown_s)} per step",
+        )
+        if p.system_power_max_w is not None:
+            add_row(t, "system power max (capped)", units.fmt(p.system_power_max_w, "power"))
+    if (c := s.checkpoint) is not None:
+        add_row(
+            t,
+            "checkpoint",
+            f"{units.fmt(c.size_bytes, 'bytes')} {c.mode} to {c.storage}: stall {_tf(c.stall_s)}, "
+            f"write {_tf(c.write_s)}, restore {_tf(c.restore_s)}",
+        )
+    if s.checkpoint_overhead is not None:
+        add_row(t, "checkpoint overhead", f"{s.checkpoint_overhead:.1%}")
+    if (g := s.reliability) is not None:
+        kind = "Young/Daly" if g.optimal else "given"
+        add_row(t, "job MTBF", f"{g.job_mtbf_s / 3600:.2f} h")
+        add_row(t, "checkpoint interval", f"{_tf(g.interval_s)} ({g.interval_steps} steps, {kind})")
+        add_row(t, "goodput", f"{g.goodput:.1%}")
+    if s.time_to_train_s is not None:
+        add_row(t, "time to train (wall clock)", f"{s.time_to_train_s / 86400:.1f} days")
 
 
 def _table_inference(r: InferenceResult) -> None:
@@ -103,6 +145,14 @@ def _table_inference(r: InferenceResult) -> None:
     add_row(t, "prefill tokens/s", f"{r.prefill_tokens_per_s:,.0f}")
     _memory_rows(t, r)
     add_row(t, "calibration", r.calibration)
+    if (pc := r.system_effects) is not None:
+        for phase, c in (("prefill", pc.prefill), ("decode", pc.decode)):
+            add_row(
+                t,
+                f"power cap ({phase})",
+                f"{units.fmt(c.cap_w, 'power')}: SM clock {c.clock_hz / 1e9:.2f} GHz "
+                f"(uncapped {c.uncapped_clock_hz / 1e9:.2f}), +{_tf(c.slowdown_s)}",
+            )
     console.print(t)
     for title, bd, tot in (
         ("prefill", r.breakdown_prefill, r.prefill_time_s),

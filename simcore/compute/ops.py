@@ -103,6 +103,10 @@ def clock_scale(dev: Device, prof: ComputeProfile, family: str, clock_hz: float 
     return float(clock_hz) / (frac * dev.boost_clock)
 
 
+LOWEST_CLOCK = 0.2
+"""The lowest SM clock :func:`sustained_clock` searches, as a fraction of the boost clock."""
+
+
 def sustained_clock(
     dev: Device, prof: ComputeProfile, seconds: dict[str, float], exponent: float = 3.0
 ) -> float:
@@ -135,7 +139,7 @@ def sustained_clock(
 
     if avg_power(f_max) <= dev.tdp:
         return f_max
-    lo, hi = 0.2 * f_max, f_max
+    lo, hi = LOWEST_CLOCK * f_max, f_max
     for _ in range(60):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if avg_power(mid) <= dev.tdp else (lo, mid)

@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from simcore.specs.hardware import FabricSpec
-from simcore.specs.quantities import Int, Seconds, Spec, integer_value
+from simcore.specs.quantities import Int, Seconds, Spec, Watts, integer_value
 from simcore.specs.serving import ServingSpec
+from simcore.specs.system import CheckpointSpec, DataLoaderSpec, ReliabilitySpec, StorageSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
 InferencePrecision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
@@ -24,6 +25,31 @@ class ClusterSpec(Spec):
     nodes: Int | None = Field(default=None, gt=0)
     gpus: Int | None = Field(default=None, gt=0)
     fabric: FabricSpec | None = None
+    storage: str | StorageSpec | None = Field(
+        default=None,
+        description=(
+            "Where checkpoints go: a built-in storage system (``hardware_specs/storage``, e.g. "
+            "``llama3-tectonic``) or its fields inline (aggregate write/read bandwidth, per-node "
+            "bandwidth, GDS). Needed by ``runtime.checkpoint``."
+        ),
+    )
+    power_cap: Watts | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Board power limit per GPU in watts (``nvidia-smi -pl``), at most the device's TDP: the SM "
+            "clock drops until the step's average draw fits it (docs/system.md, 'Power caps'). "
+            "``None``: the TDP."
+        ),
+    )
+    mig: str | None = Field(
+        default=None,
+        description=(
+            "Run on one MIG slice of each GPU (``1g.10gb`` ... ``7g.80gb`` on H100, ``1g.18gb`` ... on "
+            "H200; ``hardware_specs/mig``): the slice's SMs, memory, L2 and memory bandwidth. ``None``: "
+            "whole GPUs."
+        ),
+    )
 
 
 class MoESpec(Spec):
@@ -295,6 +321,21 @@ class RuntimeSpec(Spec):
     member's pace and each pipeline stage at the slowest of its data-parallel replicas' (an upper
     bound: replicas sync only at the gradient reduction). The analytic engine ignores it."""
     seed: Int = 0
+    dataloader: DataLoaderSpec | None = Field(
+        default=None,
+        description=(
+            "Training: the input pipeline feeding each rank (PyTorch ``DataLoader``): the GPU's wait for "
+            "data per step joins the step (``data_wait``). ``None``: input is always ready (not "
+            "modelled)."
+        ),
+    )
+    checkpoint: CheckpointSpec | None = Field(
+        default=None,
+        description=(
+            "Training: how checkpoints are saved (needs ``cluster.storage``): their size, write and read "
+            "time and the stall each leaves. ``None``: no checkpoints modelled."
+        ),
+    )
 
 
 class CostSpec(Spec):
@@ -332,6 +373,13 @@ class Scenario(Spec):
     calibration: str | None = None
     """Calibration profile name or path; default: the device's own or the nearest one."""
     cost: CostSpec = CostSpec()
+    reliability: ReliabilitySpec | None = Field(
+        default=None,
+        description=(
+            "Training: failure rates and restart cost; gives goodput, the Young/Daly checkpoint interval "
+            "and the wall-clock time to train (docs/system.md). ``None``: a failure-free run."
+        ),
+    )
 
     @model_validator(mode="after")
     def _section(self) -> Scenario:
@@ -352,6 +400,25 @@ class Scenario(Spec):
             raise ValueError("an inference scenario takes an 'inference' section, not 'training'")
         if self.kind == "training" and self.inference is not None:
             raise ValueError("a training scenario takes a 'training' section, not 'inference'")
+        if self.kind != "training":
+            given = [
+                k
+                for k, v in (
+                    ("runtime.dataloader", self.runtime.dataloader),
+                    ("runtime.checkpoint", self.runtime.checkpoint),
+                    ("reliability", self.reliability),
+                )
+                if v is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"{given[0]} is modelled for training scenarios (this one is kind: {self.kind})"
+                )
+        if self.kind == "serving" and (self.cluster.mig or self.cluster.power_cap) is not None:
+            key = "cluster.mig" if self.cluster.mig is not None else "cluster.power_cap"
+            raise ValueError(
+                f"{key} is modelled for training and inference scenarios (this one is kind: serving)"
+            )
         if self.kind == "training" and self.training is None:
             object.__setattr__(self, "training", TrainingSpec())
         if self.kind == "inference" and self.inference is None:
