@@ -18,7 +18,9 @@ on a single job the DES reproduces the analytic closed forms (see docs/decisions
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, overload
 
 import simpy
 
@@ -75,15 +77,20 @@ class Event:
 @dataclass
 class DESResult:
     step_time_s: float
-    events: list[Event]
+    events: Sequence[Event]
+    """The timeline, in the order the events were recorded (a rank's in its own order)."""
     busy_s: list[float]
     """Compute-busy seconds per pipeline rank."""
     sim_events: int
+    compute_end_s: float | None = None
+    """When the last compute-stream event ends (seconds; ``None``: read it from ``events``)."""
 
     @property
     def bubble_fraction(self) -> float:
         """Idle share of the compute streams over the pipeline phase (before the DP tail)."""
-        end = max((e.end for e in self.events if e.stream == "compute"), default=0.0)
+        end = self.compute_end_s
+        if end is None:
+            end = max((e.end for e in self.events if e.stream == "compute"), default=0.0)
         if end <= 0:
             return 0.0
         busy = sum(self.busy_s)
@@ -135,14 +142,213 @@ def _bucketed_reduction(now: float, start: float, window: float, dp: float, buck
     return start + window / buckets, max(t, now)
 
 
+def _checked_chunks(job: PipelineJob) -> int:
+    """Chunks per rank of ``job``'s schedule, once its stage list is checked to hold ``pp * chunks``."""
+    nchunk = chunks(job.schedule, job.vp)
+    if len(job.stages) != job.pp * nchunk:
+        raise ValueError(f"expected {job.pp * nchunk} stage times, got {len(job.stages)}")
+    return nchunk
+
+
+def _rank_tail(job: PipelineJob, r: int, now: float, last_b_start: float, split_w: bool) -> tuple[float, list[Event]]:
+    """When rank ``r`` ends its step, and the events of its tail, after its last task ended at ``now``
+    (its last backward began at ``last_b_start``): the data-parallel gradient reduction (buckets released
+    during the last backward, :func:`_bucketed_reduction`), the optimizer step, then the exposed tail."""
+    events: list[Event] = []
+    dp = job.dp_time[r] if job.dp_time else 0.0
+    if dp > 0:
+        if job.dp_window:
+            # the rank's whole backward of its last micro-batch (all of its chunks) ends now
+            last_b = job.dp_window[r]
+            start = now - last_b
+        else:
+            st = job.stages[virtual_stage(job.schedule, job.pp, r, 0)]
+            last_b = _task_seconds(st, "B", split_w) + _task_seconds(st, "W", split_w)
+            start = last_b_start
+        comm_start, t = _bucketed_reduction(now, start, last_b, dp, max(job.buckets, 1), job.dp_overlap)
+        now += max(t - now, 0.0)
+        events.append(Event(r, "dp_comm", "grad reduce", comm_start, t))
+    # the optimizer step, then what the next step's forward cannot hide
+    for times, stream, name in (
+        (job.optimizer_time, "compute", "optimizer"),
+        (job.tail_time, "dp_comm", "param gather (exposed)"),
+    ):
+        secs = times[r] if times else 0.0
+        if secs > 0:
+            t0 = now
+            now += secs
+            events.append(Event(r, stream, name, t0, now))
+    return now, events
+
+
+QUEUED_SCHEDULES = ("zero_bubble", "dualpipe")
+"""Schedules whose ranks choose between task queues as dependencies arrive: simulated in simpy."""
+
+
 def simulate_pipeline(job: PipelineJob) -> DESResult:
-    """Run one step in simpy and return its time and timeline."""
+    """One step's time and timeline.
+
+    Schedules whose ranks run one fixed task order (GPipe, 1F1B, interleaved 1F1B) are replayed without
+    an event queue (:func:`replay_pipeline`: the same times to the last bit); zero-bubble and DualPipe,
+    whose ranks pick between queues as dependencies arrive, run in simpy (:func:`simulate_pipeline_simpy`).
+    See docs/parallelism.md, "DES speed".
+    """
+    if job.schedule in QUEUED_SCHEDULES:
+        return simulate_pipeline_simpy(job)
+    return replay_pipeline(job)
+
+
+Record = tuple[Any, ...]
+"""A replayed event in the making: (seconds when recorded, what, ...) -- see :class:`_Timeline`."""
+
+
+class _Timeline(Sequence[Event]):
+    """A replayed step's events, made on first use (a 4,096-GPU step records a quarter of a million)
+    and ordered by the time each was recorded (ties: rank, then the rank's own order)."""
+
+    def __init__(self, records: list[list[Record]], count: int) -> None:
+        self._records: list[list[Record]] | None = records
+        self._count = count
+        self._events: list[Event] = []
+
+    def _made(self) -> list[Event]:
+        if self._records is not None:
+            recs = [x for rank in self._records for x in rank]
+            self._records = None
+            recs.sort(key=lambda x: x[0])  # stable: ranks in order, each in its own order
+            self._events = [_event(x) for x in recs]
+        return self._events
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Event]: ...
+    def __getitem__(self, i: int | slice) -> Event | Sequence[Event]:
+        return self._made()[i]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._made())
+
+
+def _event(x: Record) -> Event:
+    """The event of a replay record: ``(end, 0, rank, start, kind, chunk, mb, stage)`` a compute task,
+    ``(recorded, 1, rank, start, end, dst, kind, mb)`` a transfer, ``(recorded, 2, event)`` the tail's."""
+    if x[1] == 0:
+        _, _, r, t0, kind, c, mb, vs = x
+        return Event(r, "compute", f"{kind}{c} mb{mb}", t0, x[0], {"stage": vs, "microbatch": mb})
+    if x[1] == 1:
+        _, _, r, t0, t1, dst, kind, mb = x
+        return Event(r, f"send_to_{dst}", f"{'act' if kind == 'F' else 'grad'} mb{mb}", t0, t1)
+    ev: Event = x[2]
+    return ev
+
+
+def replay_pipeline(job: PipelineJob) -> DESResult:
+    """One step of a schedule whose ranks run one fixed task order, without an event queue: the ranks'
+    tasks are taken in dependency order, each starting at ``max(its rank's previous end, its input's
+    arrival)``; a transfer starts at ``max(sender's end, its link's previous transfer end)`` (the link's
+    transfers come from one rank, in that rank's order, so the FIFO is this running maximum). Every sum
+    is the one simpy forms (an arrival at ``now + (t1 - now)``), so the times equal
+    :func:`simulate_pipeline_simpy`'s to the last bit; a rank blocked on a missing input waits in a
+    table keyed by that input and resumes when it is produced. Raises ``ValueError`` for a schedule of
+    several queues (:data:`QUEUED_SCHEDULES`)."""
+    if job.schedule in QUEUED_SCHEDULES:
+        raise ValueError(f"{job.schedule} ranks pick between task queues: use simulate_pipeline_simpy")
+    p, m = job.pp, job.microbatches
+    nstage = p * _checked_chunks(job)
+    fwd = [st.fwd for st in job.stages]
+    bwd = [st.bwd for st in job.stages]
+    c = job.p2p_time
+    nb = nstage * m  # arrivals: forward inputs of (stage, mb) at vs*m + mb, backward ones at nb + vs*m + mb
+    arrived: list[float | None] = [None] * (2 * nb)
+    blocked: dict[int, int] = {}
+    orders = [rank_queues(job.schedule, p, m, r, job.vp)[0] for r in range(p)]
+    pos = [0] * p
+    now = [0.0] * p
+    busy = [0.0] * p
+    last_b = [-1.0] * p
+    compute_end = [0.0] * p
+    link_free: list[dict[int, float]] = [{} for _ in range(p)]
+    records: list[list[Record]] = [[] for _ in range(p)]
+    count = 0
+    ready = list(range(p - 1, -1, -1))
+    while ready:
+        r = ready.pop()
+        order, i, t, rec, links = orders[r], pos[r], now[r], records[r], link_free[r]
+        n = len(order)
+        while i < n:
+            kind, ch, mb = order[i]
+            vs = ch * p + r
+            if kind == "F":
+                # (its forward precedes its backward in the rank's order: a backward's own-forward
+                # dependency always holds here)
+                if vs > 0:
+                    a = arrived[vs * m + mb]
+                    if a is None:
+                        blocked[vs * m + mb] = r
+                        break
+                    if a > t:
+                        t = a
+                d = fwd[vs]
+                out = (vs + 1) * m + mb if vs < nstage - 1 else -1
+                dst_vs = vs + 1
+            else:
+                if vs < nstage - 1:
+                    a = arrived[nb + vs * m + mb]
+                    if a is None:
+                        blocked[nb + vs * m + mb] = r
+                        break
+                    if a > t:
+                        t = a
+                d = bwd[vs]
+                last_b[r] = t
+                out = nb + (vs - 1) * m + mb if vs > 0 else -1
+                dst_vs = vs - 1
+            if d > 0:
+                t0 = t
+                t += d
+                busy[r] += d
+                rec.append((t, 0, r, t0, kind, ch, mb, vs))
+                compute_end[r] = t
+            count += 1
+            i += 1
+            if out < 0:
+                continue
+            dst = dst_vs % p
+            if dst == r or c <= 0:
+                arrived[out] = t
+            else:
+                s0 = links.get(dst, 0.0)
+                s0 = t if t >= s0 else s0
+                s1 = s0 + c
+                links[dst] = s1
+                arrived[out] = t + (s1 - t)
+                rec.append((t, 1, r, s0, s1, dst, kind, mb))
+                count += 1
+            w = blocked.pop(out, None)
+            if w is not None:
+                ready.append(w)
+        pos[r], now[r] = i, t
+        if i == n:
+            now[r], tail = _rank_tail(job, r, t, last_b[r] if last_b[r] >= 0 else t, False)
+            rec.extend((t, 2, e) for e in tail)
+            count += len(tail)
+            compute_end[r] = max([compute_end[r]] + [e.end for e in tail if e.stream == "compute"])
+    if blocked:
+        raise RuntimeError(f"{job.schedule} schedule deadlocked at ranks {sorted(set(blocked.values()))}")
+    timeline = _Timeline(records, sum(len(x) for x in records))
+    return DESResult(max(now), timeline, busy, count, max(compute_end))
+
+
+def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
+    """Run one step in simpy and return its time and timeline: the reference engine, and the one
+    :func:`simulate_pipeline` uses for schedules whose ranks choose between queues."""
     env = simpy.Environment()
     p, m = job.pp, job.microbatches
-    nchunk = chunks(job.schedule, job.vp)
-    nstage = p * nchunk
-    if len(job.stages) != nstage:
-        raise ValueError(f"expected {nstage} stage times, got {len(job.stages)}")
+    nchunk = _checked_chunks(job)
     chain = chain_length(job.schedule, p, job.vp)
     split_w = job.schedule in ("zero_bubble", "dualpipe")
     # Completion flags ("done" for tasks, "arr" for transfers); simpy events only where a rank waits.
@@ -240,36 +446,12 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
                 send("F", vs, vs + 1, mb)
             if kind == "B" and vs % chain > 0:
                 send("B", vs, vs - 1, mb)
-        finish[r] = env.now
-        # data-parallel gradient reduction: buckets released during the last backward
-        dp = job.dp_time[r] if job.dp_time else 0.0
-        if dp > 0:
-            if job.dp_window:
-                # the rank's whole backward of its last micro-batch (all of its chunks) ends now
-                last_b = job.dp_window[r]
-                start = env.now - last_b
-            else:
-                vs0 = virtual_stage(job.schedule, p, r, 0)
-                last_b = duration("B", vs0) + duration("W", vs0)
-                start = last_b_start.get(r, env.now)
-            comm_start, t = _bucketed_reduction(env.now, start, last_b, dp, max(job.buckets, 1), job.dp_overlap)
-            yield env.timeout(max(t - env.now, 0.0))
-            events.append(Event(r, "dp_comm", "grad reduce", comm_start, t))
-            counter[0] += 1
-        # the optimizer step, then what the next step's forward cannot hide
-        for times, stream, name in (
-            (job.optimizer_time, "compute", "optimizer"),
-            (job.tail_time, "dp_comm", "param gather (exposed)"),
-        ):
-            secs = times[r] if times else 0.0
-            if secs > 0:
-                t0 = env.now
-                yield env.timeout(secs)
-                events.append(Event(r, stream, name, t0, env.now))
-                counter[0] += 1
-        finish[r] = env.now
+        finish[r], tail = _rank_tail(job, r, env.now, last_b_start.get(r, env.now), split_w)
+        events.extend(tail)
+        counter[0] += len(tail)
 
     for r in range(p):
         env.process(rank_proc(r))
     env.run()
-    return DESResult(step_time_s=max(finish), events=events, busy_s=busy, sim_events=counter[0])
+    end = max((e.end for e in events if e.stream == "compute"), default=0.0)
+    return DESResult(max(finish), events, busy, counter[0], end)

@@ -1,0 +1,86 @@
+"""The event-free replay of fixed-order schedules gives simpy's step to the last bit: times, busy
+seconds, counts and every event (hypothesis over schedules, pipeline sizes, chunks, micro-batches,
+stage times, transfers and the data-parallel tail)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simcore.engine.des import (
+    DESResult,
+    PipelineJob,
+    StageTimes,
+    replay_pipeline,
+    simulate_pipeline,
+    simulate_pipeline_simpy,
+)
+from simcore.engine.schedules import chunks
+
+_secs = st.floats(0.0, 3.0, allow_nan=False)
+
+
+def _events(res: DESResult) -> list[tuple[object, ...]]:
+    return sorted((e.rank, e.stream, e.name, e.start, e.end, tuple(sorted(e.args.items()))) for e in res.events)
+
+
+def _same(job: PipelineJob) -> None:
+    ref, fast = simulate_pipeline_simpy(job), replay_pipeline(job)
+    assert fast.step_time_s == ref.step_time_s
+    assert fast.busy_s == ref.busy_s
+    assert fast.sim_events == ref.sim_events
+    assert len(fast.events) == len(ref.events)
+    assert fast.bubble_fraction == ref.bubble_fraction
+    assert _events(fast) == _events(ref)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    schedule=st.sampled_from(["gpipe", "1f1b", "interleaved"]),
+    p=st.integers(1, 8),
+    vp=st.integers(1, 4),
+    k=st.integers(1, 4),
+    uniform=st.booleans(),
+    times=st.lists(st.tuples(_secs, _secs), min_size=32, max_size=32),
+    p2p=st.sampled_from([0.0, 0.05, 0.5, 2.0]),
+    dp=st.sampled_from([0.0, 0.7, 5.0]),
+    overlap=st.booleans(),
+    buckets=st.integers(1, 4),
+    window=st.booleans(),
+    tail=st.sampled_from([0.0, 0.3]),
+)
+def test_replay_equals_simpy(
+    schedule: str, p: int, vp: int, k: int, uniform: bool, times: list[tuple[float, float]], p2p: float,
+    dp: float, overlap: bool, buckets: int, window: bool, tail: float,
+) -> None:
+    v = vp if schedule == "interleaved" else 1
+    m = p * k if v > 1 else k + p - 1  # interleaving takes whole groups of p micro-batches
+    n = p * chunks(schedule, v)
+    stages = [StageTimes(1.0, 2.0) if uniform else StageTimes(*times[i % len(times)]) for i in range(n)]
+    job = PipelineJob(
+        schedule, p, m, v, stages, p2p, [dp] * p, overlap, buckets, [0.2] * p,
+        [1.5] * p if window else [], [tail] * p,
+    )
+    _same(job)
+
+
+@pytest.mark.parametrize("schedule, v", [("1f1b", 1), ("interleaved", 2), ("interleaved", 4)])
+def test_replay_on_contended_links(schedule: str, v: int) -> None:
+    """Transfers slower than the stages queue on their links: the FIFO is the same as simpy's."""
+    n = 4 * chunks(schedule, v)
+    stages = [StageTimes(0.1 * (1 + i % 3), 0.25) for i in range(n)]
+    _same(PipelineJob(schedule, 4, 16, v, stages, 0.4, [1.0] * 4))
+
+
+def test_simulate_pipeline_dispatches() -> None:
+    """Fixed orders are replayed (events made on first use); queued schedules run in simpy."""
+    stages = [StageTimes(1.0, 2.0, 0.5)] * 4
+    fast = simulate_pipeline(PipelineJob("1f1b", 4, 8, 1, stages, 0.1, [0.0] * 4))
+    assert type(fast.events).__name__ == "_Timeline" and isinstance(fast.events[0].start, float)
+    zb = PipelineJob("zero_bubble", 4, 8, 1, stages, 0.1, [0.0] * 4)
+    assert type(simulate_pipeline(zb).events) is list
+    with pytest.raises(ValueError, match="simulate_pipeline_simpy"):
+        replay_pipeline(zb)
+    with pytest.raises(ValueError, match="expected 8 stage times"):
+        replay_pipeline(PipelineJob("interleaved", 4, 8, 2, stages, 0.1, [0.0] * 4))
