@@ -17,6 +17,7 @@ on a single job the DES reproduces the analytic closed forms (see docs/decisions
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any, overload
 
 import simpy
 
-from simcore.engine.schedules import chain_length, chunks, rank_queues, virtual_stage
+from simcore.engine.schedules import Task, chain_length, chunks, rank_queues, virtual_stage
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,27 @@ def _missing(flags: set[Key], chain: int, kind: str, vs: int, mb: int) -> Key | 
     return key if key not in flags else None
 
 
+def _choose(
+    job: PipelineJob, r: int, chain: int, queues: list[deque[Task]], w_outstanding: int, flags: set[Key]
+) -> tuple[int, list[Key]]:
+    """The queue whose head rank ``r`` runs now (the first, in priority order, whose dependencies are met),
+    or -1 and one unmet dependency of each head. Zero-bubble ranks take weight gradients first once
+    ``p - r`` are deferred (no more than 1F1B keeps micro-batches in flight, ZB-H1)."""
+    heads: list[tuple[str, int, int, int]] = []
+    for qi, q in enumerate(queues):
+        if q:
+            kind, c, mb = q[0]
+            heads.append((kind, virtual_stage(job.schedule, job.pp, r, c), mb, qi))
+    order = heads
+    if job.schedule == "zero_bubble" and w_outstanding >= job.pp - r and len(queues) > 1 and queues[1]:
+        order = sorted(heads, key=lambda h: -h[3])  # weight gradients first
+    for kind, vs, mb, qi in order:
+        if _missing(flags, chain, kind, vs, mb) is None:
+            return qi, []
+    keys = [_missing(flags, chain, kind, vs, mb) for kind, vs, mb, _ in heads]
+    return -1, [k for k in keys if k is not None]
+
+
 def _task_seconds(st: StageTimes, kind: str, split_w: bool) -> float:
     """Seconds of a task of a stage: its forward; its backward (less the weight gradients where the
     schedule splits them out, ``split_w``); its weight gradients (none unless split)."""
@@ -182,19 +204,20 @@ def _rank_tail(job: PipelineJob, r: int, now: float, last_b_start: float, split_
 
 
 QUEUED_SCHEDULES = ("zero_bubble", "dualpipe")
-"""Schedules whose ranks choose between task queues as dependencies arrive: simulated in simpy."""
+"""Schedules whose ranks choose between task queues as dependencies arrive (:func:`simulate_queued`)."""
 
 
 def simulate_pipeline(job: PipelineJob) -> DESResult:
     """One step's time and timeline.
 
     Schedules whose ranks run one fixed task order (GPipe, 1F1B, interleaved 1F1B) are replayed without
-    an event queue (:func:`replay_pipeline`: the same times to the last bit); zero-bubble and DualPipe,
-    whose ranks pick between queues as dependencies arrive, run in simpy (:func:`simulate_pipeline_simpy`).
-    See docs/parallelism.md, "DES speed".
+    an event queue (:func:`replay_pipeline`); zero-bubble and DualPipe, whose ranks pick between queues
+    as dependencies arrive, run on a plain event heap (:func:`simulate_queued`). Both give the times and
+    events of the simpy reference (:func:`simulate_pipeline_simpy`) to the last bit. See
+    docs/parallelism.md, "DES speed".
     """
     if job.schedule in QUEUED_SCHEDULES:
-        return simulate_pipeline_simpy(job)
+        return simulate_queued(job)
     return replay_pipeline(job)
 
 
@@ -343,6 +366,132 @@ def replay_pipeline(job: PipelineJob) -> DESResult:
     return DESResult(max(now), timeline, busy, count, max(compute_end))
 
 
+def simulate_queued(job: PipelineJob) -> DESResult:
+    """One step of any schedule on a plain event heap: simpy's engine without its generators and event
+    objects, taking the same decisions in the same order.
+
+    Entries are ``(seconds, priority, sequence)`` like simpy's (a rank's start is urgent; everything else
+    normal, in the order it was scheduled), so events at the same instant are handled in simpy's order
+    and a rank choosing between queues (:func:`_choose`) sees the same completion flags: a task's end,
+    a transfer's arrival (at ``now + (t1 - now)``), a waited-for flag's wake-up, and -- where a rank waits
+    for any of several flags -- the second hop simpy's ``AnyOf`` takes. The times and events equal
+    :func:`simulate_pipeline_simpy`'s to the last bit (tests/engine/test_des_replay.py)."""
+    p, m = job.pp, job.microbatches
+    nchunk = _checked_chunks(job)
+    chain = chain_length(job.schedule, p, job.vp)
+    split_w = job.schedule in QUEUED_SCHEDULES
+    owner = {virtual_stage(job.schedule, p, r, c): r for r in range(p) for c in range(nchunk)}
+    queues = [[deque(q) for q in rank_queues(job.schedule, p, m, r, job.vp)] for r in range(p)]
+    heap: list[tuple[float, int, int, int, int, Key | None]] = []
+    seq = [0]
+    flags: set[Key] = set()
+    waiters: dict[Key, int] = {}  # flags a rank waits for -> the rank
+    waiting: list[tuple[list[Key], bool] | None] = [None] * p  # (flags, woken) while a rank waits
+    running: list[tuple[str, int, int, int, float, float]] = [("", 0, 0, 0, 0.0, 0.0)] * p
+    w_outstanding = [0] * p
+    last_b_start: dict[int, float] = {}
+    link_free: dict[tuple[int, int], float] = {}
+    records: list[Record] = []
+    busy = [0.0] * p
+    finish = [0.0] * p
+    compute_end = [0.0] * p
+    count = 0
+    resume, task_end, arrive, wake = 0, 1, 2, 3
+
+    def schedule(t: float, what: int, r: int, key: Key | None = None, urgent: bool = False) -> None:
+        seq[0] += 1
+        heapq.heappush(heap, (t, 0 if urgent else 1, seq[0], what, r, key))
+
+    def mark(key: Key, now: float) -> None:
+        flags.add(key)
+        r = waiters.pop(key, -1)
+        if r >= 0:
+            schedule(now, wake, r, key)
+
+    def complete(r: int, now: float) -> None:
+        nonlocal count
+        kind, c, mb, vs, t0, dur = running[r]
+        if dur > 0:
+            busy[r] += dur
+            records.append((now, 0, r, t0, kind, c, mb, vs))
+            compute_end[r] = now
+        count += 1
+        mark(("done", kind, vs, mb), now)
+        if kind == "F" and vs % chain < chain - 1:
+            send("F", vs, vs + 1, mb, now)
+        if kind == "B" and vs % chain > 0:
+            send("B", vs, vs - 1, mb, now)
+
+    def send(kind: str, src_vs: int, dst_vs: int, mb: int, now: float) -> None:
+        nonlocal count
+        src, dst = owner[src_vs], owner[dst_vs]
+        key = ("arr", kind, dst_vs, mb)
+        if src == dst or job.p2p_time <= 0:
+            mark(key, now)
+            return
+        t0 = max(now, link_free.get((src, dst), 0.0))
+        t1 = t0 + job.p2p_time
+        link_free[(src, dst)] = t1
+        records.append((now, 1, src, t0, t1, dst, kind, mb))
+        count += 1
+        schedule(now + (t1 - now), arrive, src, key)
+
+    def run(r: int, now: float) -> None:
+        """Rank ``r`` at ``now``: run tasks until one takes time or none is ready."""
+        nonlocal count
+        qs = queues[r]
+        while any(qs):
+            pick, keys = _choose(job, r, chain, qs, w_outstanding[r], flags)
+            if pick < 0:
+                for k in keys:
+                    waiters[k] = r
+                waiting[r] = (keys, False)
+                return
+            kind, c, mb = qs[pick].popleft()
+            vs = virtual_stage(job.schedule, p, r, c)
+            dur = _task_seconds(job.stages[vs], kind, split_w)
+            if kind == "B":
+                last_b_start[r] = now
+                w_outstanding[r] += 1 if split_w else 0
+            if kind == "W":
+                w_outstanding[r] -= 1
+            running[r] = (kind, c, mb, vs, now, dur)
+            if dur > 0:
+                schedule(now + dur, task_end, r)
+                return
+            complete(r, now)
+        finish[r], tail = _rank_tail(job, r, now, last_b_start.get(r, now), split_w)
+        records.extend((now, 2, e) for e in tail)
+        count += len(tail)
+        compute_end[r] = max([compute_end[r]] + [e.end for e in tail if e.stream == "compute"])
+
+    for r in range(p):
+        schedule(0.0, resume, r, urgent=True)
+    while heap:
+        now, _, _, what, r, key = heapq.heappop(heap)
+        if what == task_end:
+            complete(r, now)
+            run(r, now)
+        elif what == arrive:
+            assert key is not None
+            mark(key, now)
+        elif what == wake:
+            w = waiting[r]
+            if w is None or key not in w[0] or w[1]:
+                continue  # a flag this rank no longer waits for, or one of several that already woke it
+            if len(w[0]) == 1:
+                waiting[r] = None
+                run(r, now)
+            else:  # simpy's AnyOf: the first flag triggers the condition, which wakes the rank next
+                waiting[r] = (w[0], True)
+                schedule(now, resume, r)
+        else:
+            waiting[r] = None
+            run(r, now)
+    timeline = _Timeline([records], len(records))
+    return DESResult(max(finish), timeline, busy, count, max(compute_end))
+
+
 def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
     """Run one step in simpy and return its time and timeline: the reference engine, and the one
     :func:`simulate_pipeline` uses for schedules whose ranks choose between queues."""
@@ -403,26 +552,11 @@ def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
     def rank_proc(r: int) -> simpy.events.ProcessGenerator:
         queues = [deque(q) for q in rank_queues(job.schedule, p, m, r, job.vp)]
         w_outstanding = 0
-        w_limit = p - r  # zero-bubble H1: no more deferred weight gradients than 1F1B's in-flight count
         while any(queues):
-            pick = -1
-            heads: list[tuple[str, int, int, int]] = []
-            for qi, q in enumerate(queues):
-                if q:
-                    kind, c, mb = q[0]
-                    heads.append((kind, virtual_stage(job.schedule, p, r, c), mb, qi))
-            if job.schedule == "zero_bubble" and w_outstanding >= w_limit and len(queues) > 1 and queues[1]:
-                order = sorted(heads, key=lambda h: -h[3])  # weight gradients first
-            else:
-                order = heads
-            for kind, vs, mb, qi in order:
-                if _missing(flags, chain, kind, vs, mb) is None:
-                    pick = qi
-                    break
+            pick, keys = _choose(job, r, chain, queues, w_outstanding, flags)
             if pick < 0:
                 # wait for one unmet dependency of each head, then look again
-                keys = [_missing(flags, chain, kind, vs, mb) for kind, vs, mb, _ in heads]
-                waits = [wait_for(k) for k in keys if k is not None]
+                waits = [wait_for(k) for k in keys]
                 yield waits[0] if len(waits) == 1 else env.any_of(waits)
                 continue
             kind, c, mb = queues[pick].popleft()
