@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
 import simpy
 
-from simcore.engine.schedules import Task, chain_length, chunks, rank_queues, virtual_stage
+from simcore.engine.schedules import chain_length, chunks, rank_queues, virtual_stage
 
 
 @dataclass(frozen=True)
@@ -119,24 +119,35 @@ def _missing(flags: set[Key], chain: int, kind: str, vs: int, mb: int) -> Key | 
     return key if key not in flags else None
 
 
+QueuedTask = tuple[str, int, int, int]
+"""(kind, chunk, micro-batch, virtual stage) of a task in a rank's queue."""
+
+
+def _queues(job: PipelineJob, r: int) -> list[deque[QueuedTask]]:
+    """Rank ``r``'s task queues (:func:`~simcore.engine.schedules.rank_queues`), each task with its
+    virtual stage."""
+    return [
+        deque((kind, c, mb, virtual_stage(job.schedule, job.pp, r, c)) for kind, c, mb in q)
+        for q in rank_queues(job.schedule, job.pp, job.microbatches, r, job.vp)
+    ]
+
+
 def _choose(
-    job: PipelineJob, r: int, chain: int, queues: list[deque[Task]], w_outstanding: int, flags: set[Key]
+    job: PipelineJob, r: int, chain: int, queues: list[deque[QueuedTask]], w_outstanding: int, flags: set[Key]
 ) -> tuple[int, list[Key]]:
     """The queue whose head rank ``r`` runs now (the first, in priority order, whose dependencies are met),
     or -1 and one unmet dependency of each head. Zero-bubble ranks take weight gradients first once
     ``p - r`` are deferred (no more than 1F1B keeps micro-batches in flight, ZB-H1)."""
-    heads: list[tuple[str, int, int, int]] = []
-    for qi, q in enumerate(queues):
-        if q:
-            kind, c, mb = q[0]
-            heads.append((kind, virtual_stage(job.schedule, job.pp, r, c), mb, qi))
-    order = heads
+    order: Iterable[int] = range(len(queues))
     if job.schedule == "zero_bubble" and w_outstanding >= job.pp - r and len(queues) > 1 and queues[1]:
-        order = sorted(heads, key=lambda h: -h[3])  # weight gradients first
-    for kind, vs, mb, qi in order:
-        if _missing(flags, chain, kind, vs, mb) is None:
-            return qi, []
-    keys = [_missing(flags, chain, kind, vs, mb) for kind, vs, mb, _ in heads]
+        order = reversed(range(len(queues)))  # weight gradients first
+    for qi in order:
+        q = queues[qi]
+        if q:
+            kind, _c, mb, vs = q[0]
+            if _missing(flags, chain, kind, vs, mb) is None:
+                return qi, []
+    keys = [_missing(flags, chain, q[0][0], q[0][3], q[0][2]) for q in queues if q]
     return -1, [k for k in keys if k is not None]
 
 
@@ -219,6 +230,29 @@ def simulate_pipeline(job: PipelineJob) -> DESResult:
     if job.schedule in QUEUED_SCHEDULES:
         return simulate_queued(job)
     return replay_pipeline(job)
+
+
+def step_lower_bound(job: PipelineJob) -> float:
+    """Seconds no schedule of ``job`` can beat: the busiest rank's tasks one after another on its compute
+    stream (no idle time), then its optimizer step and exposed tail (its gradient reduction can only
+    add). The simulated step is at least this, to rounding; a cheap test of whether simulating can
+    matter (the planner's re-check of its baseline)."""
+    split_w = job.schedule in QUEUED_SCHEDULES
+    bound = 0.0
+    for r in range(job.pp):
+        secs: dict[tuple[str, int], float] = {}
+        busy = 0.0
+        for q in rank_queues(job.schedule, job.pp, job.microbatches, r, job.vp):
+            for kind, c, _mb in q:
+                d = secs.get((kind, c))
+                if d is None:
+                    st = job.stages[virtual_stage(job.schedule, job.pp, r, c)]
+                    d = secs[kind, c] = max(_task_seconds(st, kind, split_w), 0.0)
+                busy += d
+        for times in (job.optimizer_time, job.tail_time):
+            busy += max(times[r], 0.0) if times else 0.0
+        bound = max(bound, busy)
+    return bound
 
 
 Record = tuple[Any, ...]
@@ -376,12 +410,12 @@ def simulate_queued(job: PipelineJob) -> DESResult:
     a transfer's arrival (at ``now + (t1 - now)``), a waited-for flag's wake-up, and -- where a rank waits
     for any of several flags -- the second hop simpy's ``AnyOf`` takes. The times and events equal
     :func:`simulate_pipeline_simpy`'s to the last bit (tests/engine/test_des_replay.py)."""
-    p, m = job.pp, job.microbatches
+    p = job.pp
     nchunk = _checked_chunks(job)
     chain = chain_length(job.schedule, p, job.vp)
     split_w = job.schedule in QUEUED_SCHEDULES
     owner = {virtual_stage(job.schedule, p, r, c): r for r in range(p) for c in range(nchunk)}
-    queues = [[deque(q) for q in rank_queues(job.schedule, p, m, r, job.vp)] for r in range(p)]
+    queues = [_queues(job, r) for r in range(p)]
     heap: list[tuple[float, int, int, int, int, Key | None]] = []
     seq = [0]
     flags: set[Key] = set()
@@ -447,8 +481,7 @@ def simulate_queued(job: PipelineJob) -> DESResult:
                     waiters[k] = r
                 waiting[r] = (keys, False)
                 return
-            kind, c, mb = qs[pick].popleft()
-            vs = virtual_stage(job.schedule, p, r, c)
+            kind, c, mb, vs = qs[pick].popleft()
             dur = _task_seconds(job.stages[vs], kind, split_w)
             if kind == "B":
                 last_b_start[r] = now
@@ -496,7 +529,7 @@ def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
     """Run one step in simpy and return its time and timeline: the reference engine, and the one
     :func:`simulate_pipeline` uses for schedules whose ranks choose between queues."""
     env = simpy.Environment()
-    p, m = job.pp, job.microbatches
+    p = job.pp
     nchunk = _checked_chunks(job)
     chain = chain_length(job.schedule, p, job.vp)
     split_w = job.schedule in ("zero_bubble", "dualpipe")
@@ -550,7 +583,7 @@ def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
     last_b_start: dict[int, float] = {}
 
     def rank_proc(r: int) -> simpy.events.ProcessGenerator:
-        queues = [deque(q) for q in rank_queues(job.schedule, p, m, r, job.vp)]
+        queues = _queues(job, r)
         w_outstanding = 0
         while any(queues):
             pick, keys = _choose(job, r, chain, queues, w_outstanding, flags)
@@ -559,8 +592,7 @@ def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
                 waits = [wait_for(k) for k in keys]
                 yield waits[0] if len(waits) == 1 else env.any_of(waits)
                 continue
-            kind, c, mb = queues[pick].popleft()
-            vs = virtual_stage(job.schedule, p, r, c)
+            kind, c, mb, vs = queues[pick].popleft()
             dur = duration(kind, vs)
             t0 = env.now
             if kind == "B":

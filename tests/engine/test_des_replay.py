@@ -18,6 +18,7 @@ from simcore.engine.des import (
     simulate_pipeline,
     simulate_pipeline_simpy,
     simulate_queued,
+    step_lower_bound,
 )
 from simcore.engine.schedules import SCHEDULES, chunks
 
@@ -40,6 +41,8 @@ def _same(job: PipelineJob) -> None:
         assert res.bubble_fraction == ref.bubble_fraction
         assert _events(res) == _events(ref)
     assert list(heap.events) == list(ref.events)  # the same decisions in the same order
+    # no schedule beats the busiest rank's work done back to back
+    assert step_lower_bound(job) <= ref.step_time_s * (1 + 1e-12)
 
 
 @settings(max_examples=80, deadline=None)
@@ -95,3 +98,11 @@ def test_simulate_pipeline_dispatches() -> None:
         replay_pipeline(zb)
     with pytest.raises(ValueError, match="expected 8 stage times"):
         replay_pipeline(PipelineJob("interleaved", 4, 8, 2, stages, 0.1, [0.0] * 4))
+
+
+def test_step_lower_bound_is_tight_without_a_pipeline() -> None:
+    """One rank, no data parallelism: the step is its tasks back to back, then the optimizer and the tail."""
+    for schedule in ("1f1b", "zero_bubble"):
+        job = PipelineJob(schedule, 1, 6, 1, [StageTimes(0.3, 0.7, 0.2)], 0.0, [0.0], optimizer_time=[0.4], tail_time=[0.1])
+        assert step_lower_bound(job) == pytest.approx(6 * 1.0 + 0.5, rel=1e-12)
+        assert simulate_pipeline(job).step_time_s == pytest.approx(step_lower_bound(job), rel=1e-12)
