@@ -98,42 +98,76 @@ class DESResult:
         return 1.0 - busy / (end * len(self.busy_s))
 
 
-Key = tuple[str, str, int, int]
-"""A completion flag: ("done", task kind, virtual stage, micro-batch) or ("arr", ...) for a transfer."""
+Key = int
+"""A completion flag: the end of a task or the arrival of a transfer, numbered by :func:`_queues`."""
+
+_FLAG_KINDS = {("arr", "F"): 0, ("arr", "B"): 1, ("done", "F"): 2, ("done", "B"): 3, ("done", "W"): 4}
+"""Completion flags by what raised them: activations or gradients arrived, a task of a kind ended."""
+
+QueuedTask = tuple[str, int, int, int, float, tuple[Key, ...], Key, Key, int]
+"""A task in a rank's queue: (kind, chunk, micro-batch, virtual stage, seconds, the flags it waits for in
+the order they are checked, the flag its end raises, the flag its output raises at the next stage (-1:
+none), the rank it sends that output to)."""
 
 
-def _missing(flags: set[Key], chain: int, kind: str, vs: int, mb: int) -> Key | None:
-    """The first unmet dependency of task ``kind`` of virtual stage ``vs`` for micro-batch ``mb`` (None
-    when it can run): a forward needs the previous stage's activations, a backward its own forward and
-    the next stage's gradients, a weight gradient its backward."""
-    if kind == "F":
-        key = ("arr", "F", vs, mb)
-        return key if vs % chain > 0 and key not in flags else None
-    if kind == "B":
-        key = ("done", "F", vs, mb)
-        if key not in flags:
+def _flag_count(job: PipelineJob) -> int:
+    """How many completion flags a step has (:func:`_queues` numbers them from 0)."""
+    return len(_FLAG_KINDS) * job.pp * chunks(job.schedule, job.vp) * job.microbatches
+
+
+def _queues(job: PipelineJob, r: int, chain: int) -> list[deque[QueuedTask]]:
+    """Rank ``r``'s task queues (:func:`~simcore.engine.schedules.rank_queues`), each task with what it
+    waits for: a forward the previous stage's activations, a backward its own forward and the next
+    stage's gradients, a weight gradient its backward; and what it produces: activations (forward) or
+    gradients (backward) for the next stage along the chain, none at the chain's end."""
+    split_w = job.schedule in QUEUED_SCHEDULES
+    p, m, nchunk = job.pp, job.microbatches, chunks(job.schedule, job.vp)
+    owner = {virtual_stage(job.schedule, p, rank, c): rank for rank in range(p) for c in range(nchunk)}
+
+    def flag(what: str, kind: str, vs: int) -> Key:
+        """The flag of micro-batch 0 (micro-batch ``mb``'s is this plus ``mb``)."""
+        return (_FLAG_KINDS[what, kind] * p * nchunk + vs) * m
+
+    # per (kind, chunk): stage, seconds, the flags waited for, raised at the end, raised at the next stage
+    shapes: dict[tuple[str, int], tuple[int, float, tuple[Key, ...], Key, Key, int]] = {}
+    for c in range(nchunk):
+        vs = virtual_stage(job.schedule, p, r, c)
+        pos = vs % chain
+        first, last = pos == 0, pos == chain - 1
+        shapes["F", c] = (
+            vs, _task_seconds(job.stages[vs], "F", split_w), () if first else (flag("arr", "F", vs),),
+            flag("done", "F", vs), -1 if last else flag("arr", "F", vs + 1), -1 if last else owner[vs + 1],
+        )
+        shapes["B", c] = (
+            vs, _task_seconds(job.stages[vs], "B", split_w),
+            (flag("done", "F", vs),) + (() if last else (flag("arr", "B", vs),)),
+            flag("done", "B", vs), -1 if first else flag("arr", "B", vs - 1), -1 if first else owner[vs - 1],
+        )
+        shapes["W", c] = (vs, _task_seconds(job.stages[vs], "W", split_w), (flag("done", "B", vs),), flag("done", "W", vs), -1, -1)
+    out = []
+    for q in rank_queues(job.schedule, p, m, r, job.vp):
+        tasks: deque[QueuedTask] = deque()
+        for kind, c, mb in q:
+            vs, secs, deps, done, nxt, dst = shapes[kind, c]
+            if len(deps) == 1:
+                deps = (deps[0] + mb,)
+            elif deps:
+                deps = (deps[0] + mb, deps[1] + mb)
+            tasks.append((kind, c, mb, vs, secs, deps, done + mb, nxt + mb if nxt >= 0 else -1, dst))
+        out.append(tasks)
+    return out
+
+
+def _missing(flags: bytearray, deps: tuple[Key, ...]) -> Key:
+    """The first of ``deps`` not raised yet (-1 when the task can run)."""
+    for key in deps:
+        if not flags[key]:
             return key
-        key = ("arr", "B", vs, mb)
-        return key if vs % chain < chain - 1 and key not in flags else None
-    key = ("done", "B", vs, mb)
-    return key if key not in flags else None
-
-
-QueuedTask = tuple[str, int, int, int]
-"""(kind, chunk, micro-batch, virtual stage) of a task in a rank's queue."""
-
-
-def _queues(job: PipelineJob, r: int) -> list[deque[QueuedTask]]:
-    """Rank ``r``'s task queues (:func:`~simcore.engine.schedules.rank_queues`), each task with its
-    virtual stage."""
-    return [
-        deque((kind, c, mb, virtual_stage(job.schedule, job.pp, r, c)) for kind, c, mb in q)
-        for q in rank_queues(job.schedule, job.pp, job.microbatches, r, job.vp)
-    ]
+    return -1
 
 
 def _choose(
-    job: PipelineJob, r: int, chain: int, queues: list[deque[QueuedTask]], w_outstanding: int, flags: set[Key]
+    job: PipelineJob, r: int, queues: list[deque[QueuedTask]], w_outstanding: int, flags: bytearray
 ) -> tuple[int, list[Key]]:
     """The queue whose head rank ``r`` runs now (the first, in priority order, whose dependencies are met),
     or -1 and one unmet dependency of each head. Zero-bubble ranks take weight gradients first once
@@ -143,12 +177,10 @@ def _choose(
         order = reversed(range(len(queues)))  # weight gradients first
     for qi in order:
         q = queues[qi]
-        if q:
-            kind, _c, mb, vs = q[0]
-            if _missing(flags, chain, kind, vs, mb) is None:
-                return qi, []
-    keys = [_missing(flags, chain, q[0][0], q[0][3], q[0][2]) for q in queues if q]
-    return -1, [k for k in keys if k is not None]
+        if q and _missing(flags, q[0][5]) < 0:
+            return qi, []
+    keys = [_missing(flags, q[0][5]) for q in queues if q]
+    return -1, [k for k in keys if k >= 0]
 
 
 def _task_seconds(st: StageTimes, kind: str, split_w: bool) -> float:
@@ -411,17 +443,16 @@ def simulate_queued(job: PipelineJob) -> DESResult:
     for any of several flags -- the second hop simpy's ``AnyOf`` takes. The times and events equal
     :func:`simulate_pipeline_simpy`'s to the last bit (tests/engine/test_des_replay.py)."""
     p = job.pp
-    nchunk = _checked_chunks(job)
+    _checked_chunks(job)
     chain = chain_length(job.schedule, p, job.vp)
     split_w = job.schedule in QUEUED_SCHEDULES
-    owner = {virtual_stage(job.schedule, p, r, c): r for r in range(p) for c in range(nchunk)}
-    queues = [_queues(job, r) for r in range(p)]
-    heap: list[tuple[float, int, int, int, int, Key | None]] = []
+    queues = [_queues(job, r, chain) for r in range(p)]
+    heap: list[tuple[float, int, int, int, int, Key]] = []
     seq = [0]
-    flags: set[Key] = set()
+    flags = bytearray(_flag_count(job))
     waiters: dict[Key, int] = {}  # flags a rank waits for -> the rank
     waiting: list[tuple[list[Key], bool] | None] = [None] * p  # (flags, woken) while a rank waits
-    running: list[tuple[str, int, int, int, float, float]] = [("", 0, 0, 0, 0.0, 0.0)] * p
+    running: list[tuple[QueuedTask, float]] = [(("", 0, 0, 0, 0.0, (), -1, -1, -1), 0.0)] * p
     w_outstanding = [0] * p
     last_b_start: dict[int, float] = {}
     link_free: dict[tuple[int, int], float] = {}
@@ -432,63 +463,56 @@ def simulate_queued(job: PipelineJob) -> DESResult:
     count = 0
     resume, task_end, arrive, wake = 0, 1, 2, 3
 
-    def schedule(t: float, what: int, r: int, key: Key | None = None, urgent: bool = False) -> None:
+    def schedule(t: float, what: int, r: int, key: Key = -1, urgent: bool = False) -> None:
         seq[0] += 1
         heapq.heappush(heap, (t, 0 if urgent else 1, seq[0], what, r, key))
 
     def mark(key: Key, now: float) -> None:
-        flags.add(key)
+        flags[key] = 1
         r = waiters.pop(key, -1)
         if r >= 0:
             schedule(now, wake, r, key)
 
     def complete(r: int, now: float) -> None:
         nonlocal count
-        kind, c, mb, vs, t0, dur = running[r]
+        (kind, c, mb, vs, dur, _deps, done, nxt, dst), t0 = running[r]
         if dur > 0:
             busy[r] += dur
             records.append((now, 0, r, t0, kind, c, mb, vs))
             compute_end[r] = now
         count += 1
-        mark(("done", kind, vs, mb), now)
-        if kind == "F" and vs % chain < chain - 1:
-            send("F", vs, vs + 1, mb, now)
-        if kind == "B" and vs % chain > 0:
-            send("B", vs, vs - 1, mb, now)
-
-    def send(kind: str, src_vs: int, dst_vs: int, mb: int, now: float) -> None:
-        nonlocal count
-        src, dst = owner[src_vs], owner[dst_vs]
-        key = ("arr", kind, dst_vs, mb)
-        if src == dst or job.p2p_time <= 0:
-            mark(key, now)
+        mark(done, now)
+        if nxt < 0:
             return
-        t0 = max(now, link_free.get((src, dst), 0.0))
+        if dst == r or job.p2p_time <= 0:
+            mark(nxt, now)
+            return
+        t0 = max(now, link_free.get((r, dst), 0.0))
         t1 = t0 + job.p2p_time
-        link_free[(src, dst)] = t1
-        records.append((now, 1, src, t0, t1, dst, kind, mb))
+        link_free[(r, dst)] = t1
+        records.append((now, 1, r, t0, t1, dst, kind, mb))
         count += 1
-        schedule(now + (t1 - now), arrive, src, key)
+        schedule(now + (t1 - now), arrive, r, nxt)
 
     def run(r: int, now: float) -> None:
         """Rank ``r`` at ``now``: run tasks until one takes time or none is ready."""
         nonlocal count
         qs = queues[r]
         while any(qs):
-            pick, keys = _choose(job, r, chain, qs, w_outstanding[r], flags)
+            pick, keys = _choose(job, r, qs, w_outstanding[r], flags)
             if pick < 0:
                 for k in keys:
                     waiters[k] = r
                 waiting[r] = (keys, False)
                 return
-            kind, c, mb, vs = qs[pick].popleft()
-            dur = _task_seconds(job.stages[vs], kind, split_w)
+            task = qs[pick].popleft()
+            kind, dur = task[0], task[4]
             if kind == "B":
                 last_b_start[r] = now
                 w_outstanding[r] += 1 if split_w else 0
             if kind == "W":
                 w_outstanding[r] -= 1
-            running[r] = (kind, c, mb, vs, now, dur)
+            running[r] = (task, now)
             if dur > 0:
                 schedule(now + dur, task_end, r)
                 return
@@ -506,7 +530,6 @@ def simulate_queued(job: PipelineJob) -> DESResult:
             complete(r, now)
             run(r, now)
         elif what == arrive:
-            assert key is not None
             mark(key, now)
         elif what == wake:
             w = waiting[r]
@@ -530,24 +553,20 @@ def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
     :func:`simulate_pipeline` uses for schedules whose ranks choose between queues."""
     env = simpy.Environment()
     p = job.pp
-    nchunk = _checked_chunks(job)
+    _checked_chunks(job)
     chain = chain_length(job.schedule, p, job.vp)
-    split_w = job.schedule in ("zero_bubble", "dualpipe")
-    # Completion flags ("done" for tasks, "arr" for transfers); simpy events only where a rank waits.
-    flags: set[Key] = set()
+    split_w = job.schedule in QUEUED_SCHEDULES
+    # Completion flags (task ends, transfer arrivals); simpy events only where a rank waits.
+    flags = bytearray(_flag_count(job))
     waiters: dict[Key, simpy.Event] = {}
 
     def mark(key: Key) -> None:
-        flags.add(key)
+        flags[key] = 1
         ev = waiters.pop(key, None)
         if ev is not None:
             ev.succeed()
 
     def wait_for(key: Key) -> simpy.Event:
-        if key in flags:
-            done_ev = env.event()
-            done_ev.succeed()
-            return done_ev
         found = waiters.get(key)
         if found is None:
             found = waiters[key] = env.event()
@@ -557,15 +576,9 @@ def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
     events: list[Event] = []
     busy = [0.0] * p
     counter = [0]
-    owner = {}
-    for r in range(p):
-        for c in range(nchunk):
-            owner[virtual_stage(job.schedule, p, r, c)] = r
 
-    def send(kind: str, src_vs: int, dst_vs: int, mb: int) -> None:
-        """Queue a transfer on the directed link src->dst (FIFO: a link carries one at a time)."""
-        src, dst = owner[src_vs], owner[dst_vs]
-        key = ("arr", kind, dst_vs, mb)
+    def send(src: int, dst: int, key: Key, kind: str, mb: int) -> None:
+        """Queue the transfer raising ``key`` on the directed link src->dst (FIFO: one at a time)."""
         if src == dst or job.p2p_time <= 0:
             mark(key)
             return
@@ -576,24 +589,20 @@ def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
         counter[0] += 1
         env.timeout(t1 - env.now).callbacks.append(lambda _ev: mark(key))
 
-    def duration(kind: str, vs: int) -> float:
-        return _task_seconds(job.stages[vs], kind, split_w)
-
     finish = [0.0] * p
     last_b_start: dict[int, float] = {}
 
     def rank_proc(r: int) -> simpy.events.ProcessGenerator:
-        queues = _queues(job, r)
+        queues = _queues(job, r, chain)
         w_outstanding = 0
         while any(queues):
-            pick, keys = _choose(job, r, chain, queues, w_outstanding, flags)
+            pick, keys = _choose(job, r, queues, w_outstanding, flags)
             if pick < 0:
                 # wait for one unmet dependency of each head, then look again
                 waits = [wait_for(k) for k in keys]
                 yield waits[0] if len(waits) == 1 else env.any_of(waits)
                 continue
-            kind, c, mb, vs = queues[pick].popleft()
-            dur = duration(kind, vs)
+            kind, c, mb, vs, dur, _deps, done, nxt, dst = queues[pick].popleft()
             t0 = env.now
             if kind == "B":
                 last_b_start[r] = t0
@@ -607,11 +616,9 @@ def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
                     Event(r, "compute", f"{kind}{c} mb{mb}", t0, env.now, {"stage": vs, "microbatch": mb})
                 )
             counter[0] += 1
-            mark(("done", kind, vs, mb))
-            if kind == "F" and vs % chain < chain - 1:
-                send("F", vs, vs + 1, mb)
-            if kind == "B" and vs % chain > 0:
-                send("B", vs, vs - 1, mb)
+            mark(done)
+            if nxt >= 0:
+                send(r, dst, nxt, kind, mb)
         finish[r], tail = _rank_tail(job, r, env.now, last_b_start.get(r, env.now), split_w)
         events.extend(tail)
         counter[0] += len(tail)
