@@ -18,6 +18,7 @@ on a single job the DES reproduces the analytic closed forms (see docs/decisions
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -448,7 +449,8 @@ def simulate_queued(job: PipelineJob) -> DESResult:
     split_w = job.schedule in QUEUED_SCHEDULES
     queues = [_queues(job, r, chain) for r in range(p)]
     heap: list[tuple[float, int, int, int, int, Key]] = []
-    seq = [0]
+    seq = itertools.count()
+    push = heapq.heappush
     flags = bytearray(_flag_count(job))
     waiters: dict[Key, int] = {}  # flags a rank waits for -> the rank
     waiting: list[tuple[list[Key], bool] | None] = [None] * p  # (flags, woken) while a rank waits
@@ -463,15 +465,13 @@ def simulate_queued(job: PipelineJob) -> DESResult:
     count = 0
     resume, task_end, arrive, wake = 0, 1, 2, 3
 
-    def schedule(t: float, what: int, r: int, key: Key = -1, urgent: bool = False) -> None:
-        seq[0] += 1
-        heapq.heappush(heap, (t, 0 if urgent else 1, seq[0], what, r, key))
-
     def mark(key: Key, now: float) -> None:
         flags[key] = 1
         r = waiters.pop(key, -1)
         if r >= 0:
-            schedule(now, wake, r, key)
+            w = waiting[r]
+            if w is not None and not w[1] and key in w[0]:  # (else the wake-up would find nothing to do)
+                push(heap, (now, 1, next(seq), wake, r, key))
 
     def complete(r: int, now: float) -> None:
         nonlocal count
@@ -492,7 +492,7 @@ def simulate_queued(job: PipelineJob) -> DESResult:
         link_free[(r, dst)] = t1
         records.append((now, 1, r, t0, t1, dst, kind, mb))
         count += 1
-        schedule(now + (t1 - now), arrive, r, nxt)
+        push(heap, (now + (t1 - now), 1, next(seq), arrive, r, nxt))
 
     def run(r: int, now: float) -> None:
         """Rank ``r`` at ``now``: run tasks until one takes time or none is ready."""
@@ -514,7 +514,7 @@ def simulate_queued(job: PipelineJob) -> DESResult:
                 w_outstanding[r] -= 1
             running[r] = (task, now)
             if dur > 0:
-                schedule(now + dur, task_end, r)
+                push(heap, (now + dur, 1, next(seq), task_end, r, -1))
                 return
             complete(r, now)
         finish[r], tail = _rank_tail(job, r, now, last_b_start.get(r, now), split_w)
@@ -523,7 +523,7 @@ def simulate_queued(job: PipelineJob) -> DESResult:
         compute_end[r] = max([compute_end[r]] + [e.end for e in tail if e.stream == "compute"])
 
     for r in range(p):
-        schedule(0.0, resume, r, urgent=True)
+        push(heap, (0.0, 0, next(seq), resume, r, -1))  # urgent, like simpy's process start
     while heap:
         now, _, _, what, r, key = heapq.heappop(heap)
         if what == task_end:
@@ -540,7 +540,7 @@ def simulate_queued(job: PipelineJob) -> DESResult:
                 run(r, now)
             else:  # simpy's AnyOf: the first flag triggers the condition, which wakes the rank next
                 waiting[r] = (w[0], True)
-                schedule(now, resume, r)
+                push(heap, (now, 1, next(seq), resume, r, -1))
         else:
             waiting[r] = None
             run(r, now)
