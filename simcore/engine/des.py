@@ -1,14 +1,19 @@
-"""Discrete-event engine (simpy) for one training step of a pipeline-parallel data-parallel job.
+"""Discrete-event engine for one training step of a pipeline-parallel data-parallel job.
 
 Each pipeline rank runs its schedule's task order (:mod:`simcore.engine.schedules`) on a compute
 stream; activations and gradients between consecutive virtual stages travel over point-to-point
-links modelled as simpy resources (one per directed rank pair, so concurrent transfers on the same
-link queue behind each other); each rank's data-parallel gradient reduction runs on its own
-communication stream in buckets released as the last backward pass of each chunk proceeds, and
-the optimizer step follows. Every event is recorded so the step can be written as a Chrome trace.
+links (one per directed rank pair, first in first out, so concurrent transfers on the same link queue
+behind each other); each rank's data-parallel gradient reduction runs on its own communication stream
+in buckets released as the last backward pass of each chunk proceeds, and the optimizer step follows.
+Every event is recorded so the step can be written as a Chrome trace.
 
 Tasks of a rank run in list order, except weight-gradient (``W``) tasks of zero-bubble schedules,
 which a rank runs whenever the next task in its order is not ready yet.
+
+Three engines run this one model: :func:`simulate_pipeline_simpy` (simpy processes; the reference),
+:func:`replay_pipeline` (fixed task orders, no event queue) and :func:`simulate_queued` (a plain event
+heap in simpy's order); :func:`simulate_pipeline` picks the fast one for the schedule. They give the
+same times to the last bit (docs/parallelism.md, "DES speed").
 
 Scope: collectives inside a stage's work are priced by the analytic models (no link sharing between
 concurrent collectives here; see :mod:`simcore.comm.flow` for that) and there are no stragglers, so
@@ -97,6 +102,10 @@ class DESResult:
             return 0.0
         busy = sum(self.busy_s)
         return 1.0 - busy / (end * len(self.busy_s))
+
+
+QUEUED_SCHEDULES = ("zero_bubble", "dualpipe")
+"""Schedules whose ranks choose between task queues as dependencies arrive (:func:`simulate_queued`)."""
 
 
 Key = int
@@ -247,10 +256,6 @@ def _rank_tail(job: PipelineJob, r: int, now: float, last_b_start: float, split_
     return now, events
 
 
-QUEUED_SCHEDULES = ("zero_bubble", "dualpipe")
-"""Schedules whose ranks choose between task queues as dependencies arrive (:func:`simulate_queued`)."""
-
-
 def simulate_pipeline(job: PipelineJob) -> DESResult:
     """One step's time and timeline.
 
@@ -289,11 +294,11 @@ def step_lower_bound(job: PipelineJob) -> float:
 
 
 Record = tuple[Any, ...]
-"""A replayed event in the making: (seconds when recorded, what, ...) -- see :class:`_Timeline`."""
+"""An event in the making: (seconds when recorded, what, ...) -- see :func:`_event`."""
 
 
 class _Timeline(Sequence[Event]):
-    """A replayed step's events, made on first use (a 4,096-GPU step records a quarter of a million)
+    """A step's events, made on first use (a 4,096-GPU step records a quarter of a million)
     and ordered by the time each was recorded (ties: rank, then the rank's own order)."""
 
     def __init__(self, records: list[list[Record]], count: int) -> None:
@@ -324,7 +329,7 @@ class _Timeline(Sequence[Event]):
 
 
 def _event(x: Record) -> Event:
-    """The event of a replay record: ``(end, 0, rank, start, kind, chunk, mb, stage)`` a compute task,
+    """The event of a record: ``(end, 0, rank, start, kind, chunk, mb, stage)`` a compute task,
     ``(recorded, 1, rank, start, end, dst, kind, mb)`` a transfer, ``(recorded, 2, event)`` the tail's."""
     if x[1] == 0:
         _, _, r, t0, kind, c, mb, vs = x
@@ -346,7 +351,7 @@ def replay_pipeline(job: PipelineJob) -> DESResult:
     table keyed by that input and resumes when it is produced. Raises ``ValueError`` for a schedule of
     several queues (:data:`QUEUED_SCHEDULES`)."""
     if job.schedule in QUEUED_SCHEDULES:
-        raise ValueError(f"{job.schedule} ranks pick between task queues: use simulate_pipeline_simpy")
+        raise ValueError(f"{job.schedule} ranks pick between task queues: use simulate_queued")
     p, m = job.pp, job.microbatches
     nstage = p * _checked_chunks(job)
     fwd = [st.fwd for st in job.stages]
@@ -371,7 +376,7 @@ def replay_pipeline(job: PipelineJob) -> DESResult:
         n = len(order)
         while i < n:
             kind, ch, mb = order[i]
-            vs = ch * p + r
+            vs = ch * p + r  # (the placement of these schedules: virtual stage c*p + r on rank r)
             if kind == "F":
                 # (its forward precedes its backward in the rank's order: a backward's own-forward
                 # dependency always holds here)
@@ -549,8 +554,9 @@ def simulate_queued(job: PipelineJob) -> DESResult:
 
 
 def simulate_pipeline_simpy(job: PipelineJob) -> DESResult:
-    """Run one step in simpy and return its time and timeline: the reference engine, and the one
-    :func:`simulate_pipeline` uses for schedules whose ranks choose between queues."""
+    """Run one step in simpy and return its time and timeline: the reference engine (one process per
+    rank, a simpy event where a rank waits for a flag) that :func:`simulate_pipeline`'s fast paths
+    reproduce."""
     env = simpy.Environment()
     p = job.pp
     _checked_chunks(job)

@@ -94,7 +94,7 @@ def test_simulate_pipeline_dispatches() -> None:
     assert type(fast.events).__name__ == "_Timeline" and isinstance(fast.events[0].start, float)
     zb = PipelineJob("zero_bubble", 4, 8, 1, stages, 0.1, [0.0] * 4)
     assert simulate_pipeline(zb).events[-1] == simulate_queued(zb).events[-1]
-    with pytest.raises(ValueError, match="simulate_pipeline_simpy"):
+    with pytest.raises(ValueError, match="simulate_queued"):
         replay_pipeline(zb)
     with pytest.raises(ValueError, match="expected 8 stage times"):
         replay_pipeline(PipelineJob("interleaved", 4, 8, 2, stages, 0.1, [0.0] * 4))
