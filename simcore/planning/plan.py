@@ -14,7 +14,8 @@ the objective:
 * ``energy``: facility joules per token (:mod:`simcore.cost`).
 
 The winners are predicted again one by one through :func:`simcore.predict` (the same numbers as
-``simcore predict`` on that layout) and the first ``des_top`` with ``engine="des"``.
+``simcore predict`` on that layout) and the first ``des_top`` with ``engine="des"``; the scenario's own
+layout (the baseline) too, where its discrete-event step could beat the winner's.
 """
 
 from __future__ import annotations
@@ -562,8 +563,8 @@ def _baseline(
         bound = min(training_step_bound(s, lay, ev), entry["step_time_s"])
         if bound > best:
             notes.append(
-                f"baseline not re-checked with the discrete-event engine: its busiest pipeline rank alone "
-                f"takes {bound:.3g} s a step, slower than the winner's {best:.3g} s"
+                f"baseline not re-checked with the discrete-event engine: its step is at least {bound:.3g} s "
+                f"(its busiest pipeline rank's work back to back), longer than the winner's {best:.3g} s"
             )
         else:
             entry["des_step_time_s"] = _des_step(s)
@@ -632,7 +633,8 @@ def plan(
         top: how many layouts to return, best first.
         options: what to search (:class:`~simcore.planning.space.SearchOptions`, or a dict of its
             fields; one bare value stands for a list of it).
-        des_top: how many of the winners to re-check with the discrete-event engine.
+        des_top: how many of the winners to re-check with the discrete-event engine (the baseline too,
+            unless its step provably cannot beat the winner's: a note says so).
         pareto: also compute the time-vs-cost Pareto front over all valid layouts.
         chunk_elems: grid points per analytic-engine call (memory vs call overhead).
         max_cost: budget for the whole run (training.tokens; money with a price, else GPU-hours):
