@@ -10,7 +10,12 @@ Three measurements:
    0-3, five schedules, sequence parallelism, DP and TP overlap), memory-fit and top-K included;
 2. ``plan (default space)``: the default search of ``simcore plan`` for the same problem;
 3. ``flat``: the analytic engine called on flat arrays of random layouts (no factorisation), to show
-   what the broadcast grid saves.
+   what the broadcast grid saves;
+4. ``plan_1t``: ``simcore plan`` of a 1T-parameter GPT on 4,096 H100 (the ``bench_engines`` scenario,
+   default search) with its discrete-event re-check (top 5, ``des_top`` 3) and without it: the re-check's
+   share of the wall time must stay under half (issue 39: it took most of 3.8-4.2 s).
+
+Each target line ends with ``ok`` or ``MISSED``; the exit status is 1 when one is missed.
 
 Run: ``python benchmarks/bench_plan.py [--json]``.
 """
@@ -76,6 +81,46 @@ def bench_plan(opts: SearchOptions | None, repeat: int = 3) -> dict[str, Any]:
     return best
 
 
+GPT_1T = {
+    "name": "gpt-1t-4096",
+    "kind": "training",
+    "cluster": {"system": "hgx-h100", "gpus": 4096},
+    "model": {"preset": "gpt-1t"},
+    "training": {"micro_batch": 1, "global_batch": 4096, "precision": "bf16", "recompute": "full"},
+    "parallel": {"tp": 8, "pp": 64, "vp": 2, "schedule": "interleaved", "sequence_parallel": True},
+}
+"""The 1T-parameter job of ``benchmarks/bench_engines.py`` (its own layout is the plan's baseline)."""
+
+SEARCH_TARGET_S = 10.0
+RECHECK_SHARE_TARGET = 0.5
+
+
+def bench_plan_1t(repeat: int = 3) -> dict[str, Any]:
+    """Best wall seconds of ``plan`` on the 1T job with the DES re-check (``des_top`` 3) and without it,
+    runs interleaved; the re-check's share is their difference over the first."""
+    sc = scenario_from_dict(GPT_1T)
+    plan(sc, top=5, des_top=0)  # warm-up
+    walls: dict[int, list[float]] = {3: [], 0: []}
+    result = None
+    for _ in range(repeat):
+        for des in (3, 0):
+            t = time.perf_counter()
+            r = plan(sc, top=5, des_top=des)
+            walls[des].append(time.perf_counter() - t)
+            result = r if des else result
+    assert result is not None
+    with_des, without = min(walls[3]), min(walls[0])
+    return {
+        "wall_s": with_des,
+        "wall_without_des_s": without,
+        "recheck_s": with_des - without,
+        "recheck_share": (with_des - without) / with_des,
+        "des_checked": [e["summary"] for e in result.top if e["des_step_time_s"] is not None],
+        "baseline_des_s": result.baseline["des_step_time_s"] if result.baseline else None,
+        "notes": result.notes,
+    }
+
+
 def bench_flat(n: int = 50_000) -> dict[str, Any]:
     sc = scenario()
     cl = resolve_cluster(sc.cluster, default_registry())
@@ -102,7 +147,7 @@ def bench_flat(n: int = 50_000) -> dict[str, Any]:
     return {"configs": n, "seconds": dt, "configs_per_s": n / dt, "us_per_config": dt / n * 1e6}
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -111,10 +156,12 @@ def main() -> None:
         "plan_big": bench_plan(BIG),
         "plan_default": bench_plan(None),
         "flat": bench_flat(),
+        "plan_1t": bench_plan_1t(),
     }
+    missed = out["plan_big"]["search_s"] > SEARCH_TARGET_S or out["plan_1t"]["recheck_share"] >= RECHECK_SHARE_TARGET
     if args.json:
         print(json.dumps(out))
-        return
+        return 1 if missed else 0
     print(f"CPUs: {out['cpus']}")
     for k in ("plan_big", "plan_default"):
         r = out[k]
@@ -123,12 +170,25 @@ def main() -> None:
             f"in {r['wall_s']:.2f} s wall ({r['search_s']:.2f} s search): {r['configs_per_s_wall']:.3g} configs/s; "
             f"best {r['best']} ({r['best_step_s']:.3f} s)"
         )
+    big = out["plan_big"]
+    ok = "ok" if big["search_s"] <= SEARCH_TARGET_S and big["evaluated_configs"] >= 1_000_000 else "MISSED"
+    print(f"  target: >= 1,000,000 layouts searched in <= {SEARCH_TARGET_S:g} s: {ok}")
     f = out["flat"]
     print(
         f"flat arrays  : {f['configs']:,} layouts in {f['seconds']:.2f} s: {f['configs_per_s']:.3g} configs/s "
         f"({f['us_per_config']:.1f} us each)"
     )
+    t = out["plan_1t"]
+    print(
+        f"plan gpt-1t on 4096 H100: {t['wall_s']:.2f} s wall with the DES re-check, {t['wall_without_des_s']:.2f} s "
+        f"without: re-check {t['recheck_s']:.2f} s = {t['recheck_share']:.0%} (target < "
+        f"{RECHECK_SHARE_TARGET:.0%}): {'ok' if t['recheck_share'] < RECHECK_SHARE_TARGET else 'MISSED'}"
+    )
+    print(f"  DES re-checked: {'; '.join(t['des_checked'])}; baseline DES: {t['baseline_des_s']}")
+    for n in t["notes"]:
+        print(f"  note: {n}")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -14,6 +14,7 @@ uniform stages (see docs/parallelism.md, pipeline schedules).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -46,30 +47,30 @@ def interleaved(p: int, m: int, rank: int, v: int) -> list[Task]:
     """Megatron-LM interleaved 1F1B: micro-batches in groups of ``p`` cycle through the ``v`` chunks."""
     if v == 1:
         return one_f_one_b(p, m, rank)
+    fwd, bwd = _interleaved_tasks(p, m, v)
     total = m * v
-
-    def fwd_task(k: int) -> Task:
-        group, within = divmod(k, p * v)
-        chunk = within // p
-        mb = group * p + within % p
-        return ("F", chunk, mb)
-
-    def bwd_task(k: int) -> Task:
-        group, within = divmod(k, p * v)
-        chunk = v - 1 - within // p
-        mb = group * p + within % p
-        return ("B", chunk, mb)
-
     warm = min((p - rank - 1) * 2 + (v - 1) * p, total)
-    order: list[Task] = [fwd_task(k) for k in range(warm)]
-    f, b = warm, 0
-    while f < total:
-        order.append(fwd_task(f))
-        f += 1
-        order.append(bwd_task(b))
-        b += 1
-    order.extend(bwd_task(k) for k in range(b, total))
-    return order
+    steady = total - warm
+    # warm-up forwards, then one forward and one backward alternating, then the remaining backwards
+    mid: list[Task] = [("F", 0, 0)] * (2 * steady)
+    mid[0::2] = fwd[warm:]
+    mid[1::2] = bwd[:steady]
+    return [*fwd[:warm], *mid, *bwd[steady:]]
+
+
+@lru_cache(maxsize=16)
+def _interleaved_tasks(p: int, m: int, v: int) -> tuple[tuple[Task, ...], tuple[Task, ...]]:
+    """The forward and the backward tasks of interleaved 1F1B in the order every rank runs them
+    (the same on every rank): the ``k``-th is chunk ``(k mod pv) // p`` (backward: counted from the
+    last chunk) of micro-batch ``(k // pv) p + k mod p``."""
+    fwd: list[Task] = []
+    bwd: list[Task] = []
+    for k in range(m * v):
+        group, within = divmod(k, p * v)
+        mb = group * p + within % p
+        fwd.append(("F", within // p, mb))
+        bwd.append(("B", v - 1 - within // p, mb))
+    return tuple(fwd), tuple(bwd)
 
 
 def zero_bubble_h1(p: int, m: int, rank: int) -> list[Task]:

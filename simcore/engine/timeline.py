@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from simcore.engine.des import DESResult, PipelineJob, StageTimes, simulate_pipeline
+from simcore.engine.des import DESResult, PipelineJob, StageTimes, simulate_pipeline, step_lower_bound
 from simcore.engine.schedules import chunks
 from simcore.engine.training import STEP_TERMS, TrainingEval
 from simcore.specs.resolve import ClusterInfo
@@ -98,13 +98,26 @@ def with_stragglers(job: PipelineJob, factors: np.ndarray) -> PipelineJob:
     return dataclasses.replace(job, stages=stages)
 
 
+def _training_job(sc: Scenario, lay: dict[str, Any], ev: TrainingEval) -> tuple[PipelineJob, float]:
+    """The DES job of a scenario's scalar layout (with its stragglers), and the step-level seconds of the
+    analytic step the pipeline simulation does not carry (the power cap's stretch, compute slowed beside
+    overlapped data-parallel collectives)."""
+    job = pipeline_job(lay, ev)
+    factors = straggler_factors(lay, sc.runtime.straggler_sigma, sc.runtime.seed)
+    extra = sum(float(np.asarray(ev.breakdown.get(k, 0.0))) for k in STEP_TERMS)
+    return with_stragglers(job, factors), extra
+
+
 def simulate_training(sc: Scenario, cluster: ClusterInfo, lay: dict[str, Any], ev: TrainingEval) -> DESResult:
     """Run the DES for one training step of a scenario with a scalar layout (with its stragglers)."""
     del cluster
-    job = pipeline_job(lay, ev)
-    factors = straggler_factors(lay, sc.runtime.straggler_sigma, sc.runtime.seed)
-    res = simulate_pipeline(with_stragglers(job, factors))
-    # step-level terms of the analytic step the pipeline simulation does not carry: the power cap's
-    # stretch and compute slowed beside overlapped data-parallel collectives
-    extra = sum(float(np.asarray(ev.breakdown.get(k, 0.0))) for k in STEP_TERMS)
+    job, extra = _training_job(sc, lay, ev)
+    res = simulate_pipeline(job)
     return dataclasses.replace(res, step_time_s=res.step_time_s + extra) if extra > 0 else res
+
+
+def training_step_bound(sc: Scenario, lay: dict[str, Any], ev: TrainingEval) -> float:
+    """Seconds the DES step of :func:`simulate_training` is at least, without simulating
+    (:func:`~simcore.engine.des.step_lower_bound` plus the same step-level terms)."""
+    job, extra = _training_job(sc, lay, ev)
+    return step_lower_bound(job) + (extra if extra > 0 else 0.0)
