@@ -1,5 +1,6 @@
-"""Request-level inference serving simulation (simpy): arrivals, continuous batching with chunked
-prefill over a paged KV cache, replicas, optional prefill/decode disaggregation.
+"""Request-level inference serving simulation (a discrete-event loop of its own): arrivals,
+continuous batching with chunked prefill over a paged KV cache, replicas, optional prefill/decode
+disaggregation.
 
 How an engine step is priced
 ----------------------------
@@ -20,6 +21,15 @@ re-enters the head of the queue to be recomputed, prompt plus generated tokens),
 of admitted requests, then new requests first-come first-served while the step's token budget
 (``max_batch_tokens``), ``max_batch`` sequences and free KV blocks allow (a request that does not
 fit stops admission). The step that computes a prompt's last chunk samples its first token.
+
+Speed
+-----
+The loop merges the arrivals (read from the workload arrays in slices, a request object exists only
+while the request is in the system) with a heap of step ends, wake-ups and KV transfers. A step that
+ends before the next event anywhere is applied at once, and a stretch of decode-only steps runs in
+one tight loop (:meth:`_Instance._decode_run`) with the same arithmetic; decoding requests' KV
+blocks are counted per step by phase (see :class:`_Instance`), not per request. Outcomes go to
+per-request arrays. See docs/serving.md, "Speed".
 """
 
 from __future__ import annotations
@@ -30,12 +40,10 @@ import os
 import time
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-import simpy
 from pydantic import BaseModel, ConfigDict
 
 from simcore import memory as MEM
@@ -106,14 +114,25 @@ class StepModel:
     host_decode: float = 0.0
     host_prefill: float = 0.0
 
+    _cols: dict[float, list[float]] = field(default_factory=dict, repr=False, compare=False)
+    """Decode time along ``c_grid`` for each batch asked so far (interpolated in the batch)."""
+
+    def column(self, b: float) -> list[float]:
+        """Decode-step GPU time of ``b`` sequences at each context of ``c_grid`` (interpolated in the
+        batch), s."""
+        col = self._cols.get(b)
+        if col is None:
+            col = self._cols[b] = [_interp(self.b_grid, row, b) for row in self.dec]
+        return col
+
     def decode_gpu(self, b: float, ctx: float) -> float:
         """GPU time of a decode step of ``b`` sequences at mean context ``ctx`` (bilinear), s."""
+        col = self.column(b)
         cg = self.c_grid
         j = min(max(bisect_right(cg, ctx) - 1, 0), len(cg) - 2)
         w = (ctx - cg[j]) / (cg[j + 1] - cg[j])
-        lo = _interp(self.b_grid, self.dec[j], b)
-        hi = _interp(self.b_grid, self.dec[j + 1], b)
-        return lo + (hi - lo) * w
+        lo = col[j]
+        return lo + (col[j + 1] - lo) * w
 
     def rest_gpu(self, n: float) -> float:
         """``R(n)``: non-attention GPU time of ``n`` tokens in one step, s."""
@@ -266,6 +285,9 @@ def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) ->
 
 
 class _Req:
+    """One request in the system (created at its arrival, dropped when it finishes; its outcome is
+    written to the run's arrays)."""
+
     __slots__ = (
         "i",
         "arrival",
@@ -279,11 +301,13 @@ class _Req:
         "k_start",
         "ctx_base",
         "blocks",
+        "knext",
+        "sq",
         "first",
-        "finish",
         "sched",
         "epoch",
         "decoding",
+        "active",
         "kv_ready",
         "preemptions",
         "inst",
@@ -302,22 +326,35 @@ class _Req:
         self.k_start = 0
         self.ctx_base = 0
         self.blocks = 0
+        self.knext = 0
+        self.sq = 0
         self.first = -1.0
-        self.finish = -1.0
         self.sched = -1.0
         self.epoch = 0
         self.decoding = False
+        self.active = False
         self.kv_ready = False
         self.preemptions = 0
         self.inst: _Instance | None = None
 
 
+_STEP, _WAKE, _XFER = 0, 1, 2
+"""Kinds of event in the simulator's queue: an engine step ends, an idle instance is woken, a KV
+transfer lands."""
+
+
 class _Instance:
-    """One model instance (tp x pp GPUs) with its scheduler loop."""
+    """One model instance (tp x pp GPUs) with its scheduler.
+
+    KV blocks of decoding requests are counted lazily: a decoding request takes a block every
+    ``B`` steps, at the steps congruent to its first block step modulo ``B``, so the instance keeps
+    the decoding requests in ``B`` buckets by that phase and takes ``len(bucket[k % B])`` blocks at
+    step ``k`` in one subtraction; a request's own block count is brought up to date when it
+    leaves (or when the free blocks run short and requests are preempted one by one).
+    """
 
     def __init__(self, sim: _Sim, idx: int, role: Role, model: StepModel, blocks: int) -> None:
         self.sim = sim
-        self.env = sim.env
         self.idx = idx
         self.role = role
         self.m = model
@@ -334,27 +371,40 @@ class _Instance:
         self.S = 0
         self.k = 0
         self.hfin: list[tuple[int, int, int, _Req]] = []
-        self.hblk: list[tuple[int, int, int, _Req]] = []
-        self.wake: simpy.Event | None = None
+        self.pend: list[tuple[int, int, int, _Req]] = []
+        """Decoding requests whose first block step is still ahead: (step, seq, epoch, request)."""
+        self.bucket: list[dict[_Req, None]] = [{} for _ in range(self.B)]
+        self.kalloc = 0
+        """The last step whose blocks have been taken."""
+        self.blocked = False
+        """The head of the queue could not be admitted and nothing has changed since."""
+        self.idle = True
+        self.woken = False
+        self.dt = 0.0
+        self.used = 0
+        self.chunks: list[tuple[_Req, int]] = []
         self.load = 0
         self.kv_area = 0.0
         self.kv_peak = 0
         self.busy = 0.0
         self.steps = 0
         self.preempted = 0
-        self.nic = simpy.Resource(self.env, capacity=1) if role == "prefill" else None
-        self.env.process(self._loop())
+        self.nic_free = 0.0
+        """When this (prefill) instance's network link finishes its queued KV transfers, s."""
 
     # -- queue
     def enqueue(self, r: _Req) -> None:
         r.inst = self
         self.waiting.append(r)
         self.sim.queue_change(+1)
+        self.blocked = False
         self.poke()
 
     def poke(self) -> None:
-        if self.wake is not None and not self.wake.triggered:
-            self.wake.succeed()
+        """Wake the instance if it is idle (it plans its next step at the current time)."""
+        if self.idle and not self.woken:
+            self.woken = True
+            self.sim.push(self.sim.now, _WAKE, self)
 
     # -- decode bookkeeping
     def _enter_decode(self, r: _Req, k_start: int) -> None:
@@ -366,12 +416,25 @@ class _Instance:
         self.S += r.ctx_base
         sq = self.sim.seq
         self.sim.seq += 1
+        r.sq = sq
         heapq.heappush(self.hfin, (k_start + r.out - r.g0 - 1, sq, r.epoch, r))
-        k_nb = k_start + r.blocks * self.B - (r.prompt + r.g0)
-        heapq.heappush(self.hblk, (k_nb, sq, r.epoch, r))
+        r.knext = k_start + r.blocks * self.B - (r.prompt + r.g0)
+        r.active = False
+        heapq.heappush(self.pend, (r.knext, sq, r.epoch, r))
+
+    def _materialize(self, r: _Req) -> None:
+        """Add to ``r.blocks`` the blocks it took up to step ``kalloc`` (a decoding request)."""
+        if r.active and self.kalloc >= r.knext:
+            c = (self.kalloc - r.knext) // self.B + 1
+            r.blocks += c
+            r.knext += c * self.B
 
     def _leave(self, r: _Req) -> None:
         if r.decoding:
+            self._materialize(r)
+            if r.active:
+                del self.bucket[r.knext % self.B][r]
+                r.active = False
             self.nd -= 1
             self.S -= r.ctx_base
             r.decoding = False
@@ -379,6 +442,7 @@ class _Instance:
             self.prefilling.remove(r)
         del self.running[r]
         r.epoch += 1
+        self.blocked = False
 
     def _preempt(self, v: _Req) -> None:
         if v.decoding:
@@ -406,28 +470,56 @@ class _Instance:
         """KV of a handed-off request has left this (prefill) instance."""
         self.free += r.blocks
         r.blocks = 0
+        self.blocked = False
         self.poke()
 
     # -- one step
+    def _allocate(self, k: int) -> None:
+        """Give every decoding request whose last block is full at step ``k`` a new block."""
+        pend = self.pend
+        while pend and pend[0][0] <= k:
+            kn, _, ep, r = heapq.heappop(pend)
+            if ep == r.epoch:
+                r.active = True
+                self.bucket[kn % self.B][r] = None
+        bk = self.bucket[k % self.B]
+        a = len(bk)
+        if a:
+            if a <= self.free:
+                self.free -= a
+            else:
+                self._allocate_short(k, bk)
+        self.kalloc = k
+
+    def _allocate_short(self, k: int, bk: dict[_Req, None]) -> None:
+        """Not enough free blocks for every request at step ``k``: give them one at a time in the
+        order the requests started decoding, preempting the newest running request while none is
+        free (it may be the one asking)."""
+        for b in self.bucket:
+            for r in b:
+                self._materialize(r)
+        for r in sorted(bk, key=lambda x: x.sq):
+            if r not in bk:
+                continue
+            while self.free < 1:
+                v = next(reversed(self.running))
+                self._preempt(v)
+                if v is r:
+                    break
+            if r not in bk:
+                continue
+            self.free -= 1
+            r.blocks += 1
+            r.knext += self.B
+
     def _plan(self) -> tuple[float, list[tuple[_Req, int]]] | None:
         B = self.B
         k = self.k + 1
+        self._allocate(k)
+        nd = self.nd
+        if nd and not self.prefilling and (self.blocked or not self.waiting):
+            return self.m.decode(nd, (self.S + nd * k) / nd), []
         while True:
-            hb = self.hblk
-            while hb and hb[0][0] <= k:
-                step, sq, ep, r = heapq.heappop(hb)
-                if ep != r.epoch:
-                    continue
-                while self.free < 1:
-                    v = next(reversed(self.running))
-                    self._preempt(v)
-                    if v is r:
-                        break
-                if ep != r.epoch:
-                    continue
-                self.free -= 1
-                r.blocks += 1
-                heapq.heappush(hb, (step + B, sq, ep, r))
             budget = self.budget - self.nd
             cost = 0.0
             ptok = 0
@@ -446,7 +538,11 @@ class _Instance:
                 ptok += c
                 chunks.append((r, c))
                 budget -= c
-            while self.waiting and budget > 0 and len(self.running) < self.max_batch:
+            self.blocked = False
+            while self.waiting and budget > 0:
+                if len(self.running) >= self.max_batch:
+                    self.blocked = True
+                    break
                 r = self.waiting[0]
                 if r.kv_ready:
                     tokens = r.prompt + r.gen + 1
@@ -454,6 +550,7 @@ class _Instance:
                         tokens = max(tokens, r.prompt + r.out)
                     need = -(-tokens // B) - r.blocks
                     if need > self.free:
+                        self.blocked = True
                         break
                     self.waiting.popleft()
                     self.sim.queue_change(-1)
@@ -470,11 +567,12 @@ class _Instance:
                     tokens = max(tokens, r.prompt + (1 if self.role == "prefill" else r.out))
                 need = -(-tokens // B) - r.blocks
                 if need > self.free:
+                    self.blocked = True
                     break
                 self.waiting.popleft()
                 self.sim.queue_change(-1)
                 if r.sched < 0:
-                    r.sched = self.env.now
+                    r.sched = self.sim.now
                 self.free -= need
                 r.blocks += need
                 self.running[r] = None
@@ -495,7 +593,7 @@ class _Instance:
 
     def _complete(self, chunks: list[tuple[_Req, int]]) -> None:
         k = self.k
-        now = self.env.now
+        now = self.sim.now
         for r, c in chunks:
             r.computed += c
             if r.computed < r.target:
@@ -505,6 +603,7 @@ class _Instance:
                 self.prefilling.remove(r)
                 del self.running[r]
                 r.epoch += 1
+                self.blocked = False
                 self.load -= 1
                 if r.gen >= r.out:
                     self.free += r.blocks
@@ -527,45 +626,152 @@ class _Instance:
             if ep == r.epoch:
                 self._finish(r)
 
-    def _loop(self) -> Generator[simpy.Event, Any, None]:
-        env = self.env
+    def end_step(self) -> None:
+        """The step under way has ended (at ``sim.now``): account for it and apply it."""
+        dt = self.dt
+        self.k += 1
+        self.steps += 1
+        self.busy += dt
+        self.kv_area += self.used * dt
+        if self.used > self.kv_peak:
+            self.kv_peak = self.used
+        if self.chunks or (self.hfin and self.hfin[0][0] <= self.k):
+            self._complete(self.chunks)
+
+    def run(self) -> None:
+        """Plan steps from ``sim.now`` on. A step that ends before anything else happens in the
+        simulation (the next arrival or queued event) is applied at once and the next one planned;
+        the first that does not is queued. Idle when nothing can run."""
+        sim = self.sim
+        self.idle = False
         while True:
             plan = self._plan()
             if plan is None:
-                self.wake = env.event()
-                yield self.wake
-                self.wake = None
-                continue
-            dt, chunks = plan
-            used = self.total_blocks - self.free
-            yield env.timeout(dt)
-            self.k += 1
-            self.steps += 1
-            self.busy += dt
-            self.kv_area += used * dt
-            if used > self.kv_peak:
-                self.kv_peak = used
-            self._complete(chunks)
+                self.idle = True
+                return
+            self.dt, self.chunks = plan
+            self.used = self.total_blocks - self.free
+            t_end = sim.now + self.dt
+            lim = sim.limit()
+            if t_end >= lim:
+                sim.push(t_end, _STEP, self)
+                return
+            sim.now = t_end
+            self.end_step()
+            if not self.chunks and self._decode_run(lim):
+                return
 
-
-class _Env(simpy.Environment):
-    """A simpy environment that counts the events it processes."""
-
-    processed = 0
-
-    def step(self) -> None:
-        self.processed += 1
-        super().step()
+    def _decode_run(self, lim: float) -> bool:
+        """Run decode-only steps (the same requests, no prefill, nothing admissible waiting) that end
+        before ``lim`` -- the same arithmetic as :meth:`_plan` and :meth:`end_step`, without their
+        general case. Stops after a step that finishes a request or before one that needs more
+        blocks than are free (returns ``False``: the general path goes on), or queues the
+        first step that ends at or after ``lim`` (returns ``True``)."""
+        nd = self.nd
+        if not nd or self.prefilling or (self.waiting and not self.blocked):
+            return False
+        m = self.m
+        col = m.column(nd)
+        cg = m.c_grid
+        top = len(cg) - 2
+        hd = m.host_decode
+        B = self.B
+        bucket = self.bucket
+        kpend = self.pend[0][0] if self.pend else math.inf
+        kfin = self.hfin[0][0]
+        S = self.S
+        tot = self.total_blocks
+        free = self.free
+        now = self.sim.now
+        busy = self.busy
+        area = self.kv_area
+        peak = self.kv_peak
+        k = self.k
+        k0 = k
+        j = min(max(bisect_right(cg, (S + nd * (k + 1)) / nd) - 1, 0), top)
+        queued = False
+        while True:
+            kk = k + 1
+            if kk >= kpend:
+                pend = self.pend
+                while pend and pend[0][0] <= kk:
+                    kn, _, ep, r = heapq.heappop(pend)
+                    if ep == r.epoch:
+                        r.active = True
+                        bucket[kn % B][r] = None
+                kpend = pend[0][0] if pend else math.inf
+            a = len(bucket[kk % B])
+            if a > free:
+                break
+            free -= a
+            ctx = (S + nd * kk) / nd
+            while j < top and cg[j + 1] <= ctx:
+                j += 1
+            c0 = cg[j]
+            lo = col[j]
+            dt = lo + (col[j + 1] - lo) * ((ctx - c0) / (cg[j + 1] - c0))
+            if dt < hd:
+                dt = hd
+            used = tot - free
+            t_end = now + dt
+            if t_end >= lim:
+                self.kalloc = kk
+                self.dt = dt
+                self.used = used
+                self.chunks = []
+                self.sim.push(t_end, _STEP, self)
+                queued = True
+                break
+            now = t_end
+            k = kk
+            self.kalloc = kk
+            busy += dt
+            area += used * dt
+            if used > peak:
+                peak = used
+            if k >= kfin:
+                break
+        self.free = free
+        self.sim.now = now
+        self.busy = busy
+        self.kv_area = area
+        self.kv_peak = peak
+        self.steps += k - k0
+        self.k = k
+        if not queued and k >= kfin:
+            self._complete([])
+        return queued
 
 
 class _Sim:
-    def __init__(self, spec: ServingSpec, n: int) -> None:
+    """The event loop: arrivals in time order (from the workload arrays, made into requests as they
+    arrive) merged with a heap of timed events (step ends, wake-ups, KV transfers); ties go to the
+    event queued first, and queued events before an arrival at the same time. Each request's outcome
+    is written to arrays indexed by arrival order."""
+
+    CHUNK = 65536
+
+    def __init__(
+        self,
+        spec: ServingSpec,
+        arrival: np.ndarray,
+        prompt: np.ndarray,
+        output: np.ndarray,
+        cached: np.ndarray,
+    ) -> None:
         self.spec = spec
-        self.env = _Env()
-        self.seq = 0
+        n = int(arrival.size)
         self.n = n
+        self.arrays = (arrival, prompt, output, cached)
+        self.first = np.full(n, -1.0)
+        self.finish = np.full(n, -1.0)
+        self.sched = np.full(n, -1.0)
+        self.npre = np.zeros(n, dtype=np.int64)
+        self.now = 0.0
+        self.heap: list[tuple[float, int, int, Any]] = []
+        self.seq = 0
+        self.events = 0
         self.completed = 0
-        self.all_done = self.env.event()
         self.in_system = 0
         self.queued = 0
         self.last_t = 0.0
@@ -577,9 +783,71 @@ class _Sim:
         self.back: list[_Instance] = []
         self.rr = [0, 0]
         self.xfer: np.ndarray = np.zeros(0)
+        self._ai = 0
+        self._chunk: tuple[list[float], list[int], list[int], list[int]] = ([], [], [], [])
+        self._c0 = 0
+        self.ta = math.inf
+        self._load_chunk()
+
+    def _load_chunk(self) -> None:
+        """Next slice of the workload arrays as Python lists (memory stays bounded by the slice)."""
+        a, p, o, c = self.arrays
+        s = slice(self._ai, self._ai + self.CHUNK)
+        self._chunk = (a[s].tolist(), p[s].tolist(), o[s].tolist(), c[s].tolist())
+        self._c0 = self._ai
+        self.ta = self._chunk[0][0] if self._ai < self.n else math.inf
+
+    def push(self, t: float, kind: int, obj: Any) -> None:
+        heapq.heappush(self.heap, (t, self.seq, kind, obj))
+        self.seq += 1
+
+    def limit(self) -> float:
+        """Time of the next thing to happen outside the instance being stepped, s."""
+        h = self.heap
+        return h[0][0] if h and h[0][0] < self.ta else self.ta
+
+    def run(self) -> None:
+        """Run until every request has finished."""
+        heap = self.heap
+        while self.completed < self.n:
+            if heap and heap[0][0] <= self.ta:
+                t, _, kind, obj = heapq.heappop(heap)
+                self.now = t
+                self.events += 1
+                if kind == _STEP:
+                    obj.end_step()
+                    obj.run()
+                elif kind == _WAKE:
+                    obj.woken = False
+                    obj.run()
+                else:
+                    r, src = obj
+                    src.release(r)
+                    r.first = t
+                    r.kv_ready = True
+                    self.route(self.back, 1).enqueue(r)
+            else:
+                self._arrivals()
+        self._mark()
+
+    def _arrivals(self) -> None:
+        """Every request arriving at the next arrival time."""
+        t = self.ta
+        self.now = t
+        while self.ta == t:
+            a, p, o, c = self._chunk
+            j = self._ai - self._c0
+            r = _Req(self._ai, a[j], p[j], o[j], c[j])
+            self._ai += 1
+            self.events += 1
+            if self._ai - self._c0 < len(a):
+                self.ta = a[j + 1]
+            else:
+                self._load_chunk()
+            self.arrive(r)
 
     def _mark(self) -> None:
-        now = self.env.now
+        now = self.now
         dt = now - self.last_t
         self.area_sys += self.in_system * dt
         self.area_q += self.queued * dt
@@ -610,23 +878,18 @@ class _Sim:
     def done(self, r: _Req) -> None:
         self._mark()
         self.in_system -= 1
-        r.finish = self.env.now
+        i = r.i
+        self.first[i] = r.first
+        self.finish[i] = self.now
+        self.sched[i] = r.sched
+        self.npre[i] = r.preemptions
         self.completed += 1
-        if self.completed == self.n:
-            self.all_done.succeed()
 
     def hand_off(self, r: _Req, src: _Instance) -> None:
-        self.env.process(self._transfer(r, src))
-
-    def _transfer(self, r: _Req, src: _Instance) -> Generator[simpy.Event, Any, None]:
-        assert src.nic is not None
-        with src.nic.request() as req:
-            yield req
-            yield self.env.timeout(float(self.xfer[r.i]))
-        src.release(r)
-        r.first = self.env.now
-        r.kv_ready = True
-        self.route(self.back, 1).enqueue(r)
+        """Queue the KV transfer of ``r`` on ``src``'s link (one transfer at a time, in order)."""
+        start = max(self.now, src.nic_free)
+        src.nic_free = start + float(self.xfer[r.i])
+        self.push(src.nic_free, _XFER, (r, src))
 
 
 # --------------------------------------------------------------------------------------------
@@ -699,7 +962,9 @@ class ServingResult(BaseModel):
     preemptions: int
     steps: int
     events: int
-    """simpy events processed."""
+    """Events the simulator processed: arrivals, and steps, wake-ups and KV transfers that had to
+    wait their turn behind other events (a step that ends before anything else happens is applied
+    without queueing)."""
     memory_per_gpu: dict[str, float]
     calibration: str | None
     notes: list[str] = []
@@ -918,22 +1183,6 @@ def _kv_transfers(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, prompt:
     ) * np.ones(prompt.size)
 
 
-def _run(sim: _Sim, reqs: list[_Req]) -> None:
-    """Feed the requests to ``sim`` at their arrival times and run until every one has finished."""
-
-    def arrivals() -> Generator[simpy.Event, Any, None]:
-        env = sim.env
-        for r in reqs:
-            d = r.arrival - env.now
-            if d > 0:
-                yield env.timeout(d)
-            sim.arrive(r)
-
-    sim.env.process(arrivals())
-    sim.env.run(until=sim.all_done)
-    sim._mark()
-
-
 def _result(
     sc: Scenario,
     spec: ServingSpec,
@@ -1016,7 +1265,7 @@ def _result(
         busy_fraction=sum(i.busy for i in insts) / (len(insts) * span),
         preemptions=pre,
         steps=sum(i.steps for i in insts),
-        events=sim.env.processed,
+        events=sim.events,
         memory_per_gpu=fleet.memory[pools[-1][0]],
         calibration=sc.calibration,
         notes=notes,
@@ -1036,28 +1285,26 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
         raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
     valid_layouts(m, pp=sc.parallel.pp).require()
     arrival, prompt, output, clipped = _workload(spec, m.seq_len)
-    n = int(arrival.size)
     if clipped:
         notes.append(f"{clipped} request(s) clipped to the model's seq_len ({m.seq_len} tokens)")
     pools = _pools(sc, spec, cluster, notes)
     longest = int((prompt + output).max())
     max_len = int(min(m.seq_len, max(longest + 1, 2)))
-    sim = _Sim(spec, n)
+    cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
+    sim = _Sim(spec, arrival, prompt, output, cached)
     fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len))
     if spec.disaggregated is not None:
         sim.xfer = _kv_transfers(sc, spec, cluster, prompt)
-    cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
-    reqs = [_Req(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i])) for i in range(n)]
-    _run(sim, reqs)
+    sim.run()
     log = RequestLog(
         arrival=arrival,
-        first_token=np.array([r.first for r in reqs]),
-        finish=np.array([r.finish for r in reqs]),
+        first_token=sim.first,
+        finish=sim.finish,
         prompt=prompt,
         output=output,
-        preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
+        preemptions=sim.npre,
     )
-    res = _result(sc, spec, cluster, sim, log, np.array([r.sched for r in reqs]), pools, fleet, notes)
+    res = _result(sc, spec, cluster, sim, log, sim.sched, pools, fleet, notes)
     insts = sim.front + sim.back
     return ServingRun(
         result=res,
