@@ -38,8 +38,9 @@ import heapq
 import math
 import os
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,6 +57,7 @@ from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import InferenceSpec, Scenario
+from simcore.specs.serving import ENGINE_FIELDS, with_engine
 from simcore.workload.layout import valid_layouts
 
 Role = Literal["mixed", "prefill", "decode"]
@@ -148,11 +150,14 @@ class StepModel:
         """Attention added by ``new`` prompt tokens after ``done`` cached ones, s."""
         return self.attention(done + new) - self.attention(done)
 
-    def step_time(self, b: int, ctx_mean: float, prefill_tokens: float, attn: float) -> float:
+    def step_time(
+        self, b: int, ctx_mean: float, prefill_tokens: float, attn: float, b_graph: int | None = None
+    ) -> float:
         """A step of ``b`` decodes at mean context ``ctx_mean`` tokens plus ``prefill_tokens``
-        prompt tokens whose chunk attention (from :meth:`chunk_attention`) sums to ``attn``, s."""
+        prompt tokens whose chunk attention (from :meth:`chunk_attention`) sums to ``attn``, s. The
+        decodes are priced as a batch of ``b_graph`` (default ``b``): the CUDA graph's padded size."""
         if b > 0:
-            gpu = self.decode_gpu(b, ctx_mean)
+            gpu = self.decode_gpu(b if b_graph is None else b_graph, ctx_mean)
             if prefill_tokens > 0:
                 gpu += self.rest_gpu(b + prefill_tokens) - self.rest_gpu(b) + attn
             return max(gpu, self.host_prefill if prefill_tokens > 0 else self.host_decode)
@@ -311,9 +316,10 @@ class _Req:
         "kv_ready",
         "preemptions",
         "inst",
+        "prio",
     )
 
-    def __init__(self, i: int, arrival: float, prompt: int, out: int, cached: int) -> None:
+    def __init__(self, i: int, arrival: float, prompt: int, out: int, cached: int, prio: int = 0) -> None:
         self.i = i
         self.arrival = arrival
         self.prompt = prompt
@@ -336,6 +342,39 @@ class _Req:
         self.kv_ready = False
         self.preemptions = 0
         self.inst: _Instance | None = None
+        self.prio = prio
+
+
+class _KeyedQueue:
+    """A waiting queue ordered by a key (lowest first, then arrival), with the methods of the
+    ``deque`` that the first-come first-served queue uses; a preempted request put back
+    (``appendleft``) takes its place by key."""
+
+    def __init__(self, key: Callable[[_Req], Any]) -> None:
+        self.key = key
+        self.h: list[tuple[Any, int, _Req]] = []
+
+    def append(self, r: _Req) -> None:
+        heapq.heappush(self.h, (self.key(r), r.i, r))
+
+    appendleft = append
+
+    def popleft(self) -> _Req:
+        return heapq.heappop(self.h)[2]
+
+    def __getitem__(self, i: int) -> _Req:
+        if i != 0:
+            raise IndexError(i)
+        return self.h[0][2]
+
+    def __len__(self) -> int:
+        return len(self.h)
+
+
+_KEYS: dict[str, Callable[[_Req], Any]] = {
+    "priority": lambda r: r.prio,
+    "shortest_prompt_first": lambda r: r.prompt,
+}
 
 
 _STEP, _WAKE, _XFER = 0, 1, 2
@@ -364,7 +403,14 @@ class _Instance:
         self.max_batch = sim.spec.max_batch
         self.budget = sim.spec.max_batch_tokens
         self.reserve = sim.spec.reserve_output_kv
-        self.waiting: deque[_Req] = deque()
+        self.prefill_first = sim.spec.step_order == "prefill_first"
+        self.by_priority = sim.spec.scheduler == "priority"
+        self.graphs = sim.spec.cuda_graph_sizes or []
+        self.kinc = 1
+        """1 when the step under way advances the decodes, 0 for a prefill-only step that leaves them
+        waiting (``prefill_first``)."""
+        key = _KEYS.get(sim.spec.scheduler)
+        self.waiting: deque[_Req] | _KeyedQueue = deque() if key is None else _KeyedQueue(key)
         self.running: dict[_Req, None] = {}
         self.prefilling: list[_Req] = []
         self.nd = 0
@@ -444,6 +490,13 @@ class _Instance:
         r.epoch += 1
         self.blocked = False
 
+    def _victim(self) -> _Req:
+        """The running request to preempt: the newest, or with the ``priority`` scheduler the one of
+        the lowest priority (largest class, latest arrival)."""
+        if self.by_priority:
+            return max(self.running, key=lambda r: (r.prio, r.i))
+        return next(reversed(self.running))
+
     def _preempt(self, v: _Req) -> None:
         if v.decoding:
             v.gen = v.g0 + max(self.k - v.k_start + 1, 0)
@@ -502,7 +555,7 @@ class _Instance:
             if r not in bk:
                 continue
             while self.free < 1:
-                v = next(reversed(self.running))
+                v = self._victim()
                 self._preempt(v)
                 if v is r:
                     break
@@ -512,84 +565,104 @@ class _Instance:
             r.blocks += 1
             r.knext += self.B
 
+    def _padded(self, nd: int) -> int:
+        """The decode batch a CUDA graph runs for ``nd`` sequences: the next captured size."""
+        g = self.graphs
+        if not g or nd > g[-1]:
+            return nd
+        return g[bisect_left(g, nd)]
+
     def _plan(self) -> tuple[float, list[tuple[_Req, int]]] | None:
-        B = self.B
         k = self.k + 1
+        self.kinc = 1
+        if self.prefill_first and self.nd and (self.prefilling or (self.waiting and not self.blocked)):
+            pre = self._admit(k, self.budget)
+            if pre[2]:
+                self.kinc = 0
+                return self.m.step_time(0, 0.0, pre[1], pre[0]), pre[2]
         self._allocate(k)
         nd = self.nd
         if nd and not self.prefilling and (self.blocked or not self.waiting):
-            return self.m.decode(nd, (self.S + nd * k) / nd), []
+            return self.m.decode(self._padded(nd), (self.S + nd * k) / nd), []
         while True:
-            budget = self.budget - self.nd
-            cost = 0.0
-            ptok = 0
-            chunks: list[tuple[_Req, int]] = []
-            for r in self.prefilling:
-                if budget <= 0:
-                    break
-                c = min(r.target - r.computed, budget, (r.blocks + self.free) * B - r.computed - 1)
-                if c <= 0:
+            cost, ptok, chunks = self._admit(k, self.budget - self.nd)
+            if self.nd == 0 and not chunks:
+                if self.running:
+                    # prefills hold blocks and none can grow: recompute the newest later
+                    self._preempt(self._victim())
                     continue
-                need = -(-(r.computed + c + 1) // B) - r.blocks
-                if need > 0:
-                    self.free -= need
-                    r.blocks += need
-                cost += self.m.chunk_attention(r.computed, c)
-                ptok += c
-                chunks.append((r, c))
-                budget -= c
-            self.blocked = False
-            while self.waiting and budget > 0:
-                if len(self.running) >= self.max_batch:
-                    self.blocked = True
-                    break
-                r = self.waiting[0]
-                if r.kv_ready:
-                    tokens = r.prompt + r.gen + 1
-                    if self.reserve:
-                        tokens = max(tokens, r.prompt + r.out)
-                    need = -(-tokens // B) - r.blocks
-                    if need > self.free:
-                        self.blocked = True
-                        break
-                    self.waiting.popleft()
-                    self.sim.queue_change(-1)
-                    self.free -= need
-                    r.blocks += need
-                    self.running[r] = None
-                    r.kv_ready = False
-                    self._enter_decode(r, k)
-                    budget -= 1
-                    continue
-                c = min(r.target - r.computed, budget)
-                tokens = r.computed + c + 1
-                if self.reserve:  # a prefill instance holds the prompt (and first token) only
-                    tokens = max(tokens, r.prompt + (1 if self.role == "prefill" else r.out))
+                return None
+            nd = self.nd
+            ctx = (self.S + nd * k) / nd if nd else 0.0
+            return self.m.step_time(nd, ctx, ptok, cost, self._padded(nd)), chunks
+
+    def _admit(self, k: int, budget: int) -> tuple[float, int, list[tuple[_Req, int]]]:
+        """Fill ``budget`` tokens of step ``k`` with prefill chunks: of admitted requests first, then
+        of requests admitted from the head of the queue while ``max_batch`` and the free KV blocks
+        allow (a request that does not fit stops admission and marks the instance ``blocked``).
+        Returns the chunks' attention time (s), their tokens and the ``(request, tokens)`` chunks."""
+        B = self.B
+        cost = 0.0
+        ptok = 0
+        chunks: list[tuple[_Req, int]] = []
+        for r in self.prefilling:
+            if budget <= 0:
+                break
+            c = min(r.target - r.computed, budget, (r.blocks + self.free) * B - r.computed - 1)
+            if c <= 0:
+                continue
+            need = -(-(r.computed + c + 1) // B) - r.blocks
+            if need > 0:
+                self.free -= need
+                r.blocks += need
+            cost += self.m.chunk_attention(r.computed, c)
+            ptok += c
+            chunks.append((r, c))
+            budget -= c
+        self.blocked = False
+        while self.waiting and budget > 0:
+            if len(self.running) >= self.max_batch:
+                self.blocked = True
+                break
+            r = self.waiting[0]
+            if r.kv_ready:
+                tokens = r.prompt + r.gen + 1
+                if self.reserve:
+                    tokens = max(tokens, r.prompt + r.out)
                 need = -(-tokens // B) - r.blocks
                 if need > self.free:
                     self.blocked = True
                     break
                 self.waiting.popleft()
                 self.sim.queue_change(-1)
-                if r.sched < 0:
-                    r.sched = self.sim.now
                 self.free -= need
                 r.blocks += need
                 self.running[r] = None
-                self.prefilling.append(r)
-                cost += self.m.chunk_attention(r.computed, c)
-                ptok += c
-                chunks.append((r, c))
-                budget -= c
-            if self.nd == 0 and not chunks:
-                if self.running:
-                    # prefills hold blocks and none can grow: recompute the newest later
-                    self._preempt(next(reversed(self.running)))
-                    continue
-                return None
-            nd = self.nd
-            ctx = (self.S + nd * k) / nd if nd else 0.0
-            return self.m.step_time(nd, ctx, ptok, cost), chunks
+                r.kv_ready = False
+                self._enter_decode(r, k)
+                budget -= 1
+                continue
+            c = min(r.target - r.computed, budget)
+            tokens = r.computed + c + 1
+            if self.reserve:  # a prefill instance holds the prompt (and first token) only
+                tokens = max(tokens, r.prompt + (1 if self.role == "prefill" else r.out))
+            need = -(-tokens // B) - r.blocks
+            if need > self.free:
+                self.blocked = True
+                break
+            self.waiting.popleft()
+            self.sim.queue_change(-1)
+            if r.sched < 0:
+                r.sched = self.sim.now
+            self.free -= need
+            r.blocks += need
+            self.running[r] = None
+            self.prefilling.append(r)
+            cost += self.m.chunk_attention(r.computed, c)
+            ptok += c
+            chunks.append((r, c))
+            budget -= c
+        return cost, ptok, chunks
 
     def _complete(self, chunks: list[tuple[_Req, int]]) -> None:
         k = self.k
@@ -629,7 +702,7 @@ class _Instance:
     def end_step(self) -> None:
         """The step under way has ended (at ``sim.now``): account for it and apply it."""
         dt = self.dt
-        self.k += 1
+        self.k += self.kinc
         self.steps += 1
         self.busy += dt
         self.kv_area += self.used * dt
@@ -658,7 +731,7 @@ class _Instance:
                 return
             sim.now = t_end
             self.end_step()
-            if not self.chunks and self._decode_run(lim):
+            if self._decode_run(sim.limit()):
                 return
 
     def _decode_run(self, lim: float) -> bool:
@@ -671,7 +744,7 @@ class _Instance:
         if not nd or self.prefilling or (self.waiting and not self.blocked):
             return False
         m = self.m
-        col = m.column(nd)
+        col = m.column(self._padded(nd))
         cg = m.c_grid
         top = len(cg) - 2
         hd = m.host_decode
@@ -689,6 +762,8 @@ class _Instance:
         k = self.k
         k0 = k
         j = min(max(bisect_right(cg, (S + nd * (k + 1)) / nd) - 1, 0), top)
+        c0, c1, lo = cg[j], cg[j + 1], col[j]
+        dlo, dc = col[j + 1] - lo, c1 - c0
         queued = False
         while True:
             kk = k + 1
@@ -705,11 +780,12 @@ class _Instance:
                 break
             free -= a
             ctx = (S + nd * kk) / nd
-            while j < top and cg[j + 1] <= ctx:
-                j += 1
-            c0 = cg[j]
-            lo = col[j]
-            dt = lo + (col[j + 1] - lo) * ((ctx - c0) / (cg[j + 1] - c0))
+            if ctx >= c1 and j < top:
+                while j < top and cg[j + 1] <= ctx:
+                    j += 1
+                c0, c1, lo = cg[j], cg[j + 1], col[j]
+                dlo, dc = col[j + 1] - lo, c1 - c0
+            dt = lo + dlo * ((ctx - c0) / dc)
             if dt < hd:
                 dt = hd
             used = tot - free
@@ -719,18 +795,20 @@ class _Instance:
                 self.dt = dt
                 self.used = used
                 self.chunks = []
+                self.kinc = 1
                 self.sim.push(t_end, _STEP, self)
                 queued = True
                 break
             now = t_end
             k = kk
-            self.kalloc = kk
             busy += dt
             area += used * dt
             if used > peak:
                 peak = used
             if k >= kfin:
                 break
+        if not queued:
+            self.kalloc = k
         self.free = free
         self.sim.now = now
         self.busy = busy
@@ -758,11 +836,12 @@ class _Sim:
         prompt: np.ndarray,
         output: np.ndarray,
         cached: np.ndarray,
+        prio: np.ndarray,
     ) -> None:
         self.spec = spec
         n = int(arrival.size)
         self.n = n
-        self.arrays = (arrival, prompt, output, cached)
+        self.arrays = (arrival, prompt, output, cached, prio)
         self.first = np.full(n, -1.0)
         self.finish = np.full(n, -1.0)
         self.sched = np.full(n, -1.0)
@@ -784,16 +863,16 @@ class _Sim:
         self.rr = [0, 0]
         self.xfer: np.ndarray = np.zeros(0)
         self._ai = 0
-        self._chunk: tuple[list[float], list[int], list[int], list[int]] = ([], [], [], [])
+        self._chunk: tuple[list[float], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
         self._c0 = 0
         self.ta = math.inf
         self._load_chunk()
 
     def _load_chunk(self) -> None:
         """Next slice of the workload arrays as Python lists (memory stays bounded by the slice)."""
-        a, p, o, c = self.arrays
+        a, p, o, c, q = self.arrays
         s = slice(self._ai, self._ai + self.CHUNK)
-        self._chunk = (a[s].tolist(), p[s].tolist(), o[s].tolist(), c[s].tolist())
+        self._chunk = (a[s].tolist(), p[s].tolist(), o[s].tolist(), c[s].tolist(), q[s].tolist())
         self._c0 = self._ai
         self.ta = self._chunk[0][0] if self._ai < self.n else math.inf
 
@@ -835,9 +914,9 @@ class _Sim:
         t = self.ta
         self.now = t
         while self.ta == t:
-            a, p, o, c = self._chunk
+            a, p, o, c, q = self._chunk
             j = self._ai - self._c0
-            r = _Req(self._ai, a[j], p[j], o[j], c[j])
+            r = _Req(self._ai, a[j], p[j], o[j], c[j], q[j])
             self._ai += 1
             self.events += 1
             if self._ai - self._c0 < len(a):
@@ -860,7 +939,9 @@ class _Sim:
             self.max_q = self.queued
 
     def route(self, pool: list[_Instance], which: int) -> _Instance:
-        if self.spec.router == "round_robin":
+        if len(pool) == 1:
+            inst = pool[0]
+        elif self.spec.router == "round_robin":
             inst = pool[self.rr[which] % len(pool)]
             self.rr[which] += 1
         else:
@@ -966,6 +1047,9 @@ class ServingResult(BaseModel):
     wait their turn behind other events (a step that ends before anything else happens is applied
     without queueing)."""
     memory_per_gpu: dict[str, float]
+    settings: dict[str, Any] = {}
+    """The scheduler and KV-cache settings the run assumed (``engine``: the profile they came from,
+    ``None`` for the serving section's own defaults)."""
     calibration: str | None
     notes: list[str] = []
 
@@ -980,6 +1064,8 @@ class RequestLog:
     prompt: np.ndarray
     output: np.ndarray
     preemptions: np.ndarray
+    priority: np.ndarray | None = None
+    """Priority class of each request (``serving.priority_mix``)."""
 
     @property
     def ttft(self) -> np.ndarray:
@@ -1061,6 +1147,16 @@ def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, 
     o = np.clip(o, 1, np.maximum(seq_len - p, 1))
     clipped = int(np.count_nonzero((p != p0) | (o != o0)))
     return t.astype(float), p.astype(np.int64), o.astype(np.int64), clipped
+
+
+def _priorities(spec: ServingSpec, n: int) -> np.ndarray:
+    """Each request's priority class (0 first), drawn from ``spec.priority_mix`` with a random
+    stream of its own (the arrivals and lengths stay those of the same seed without it)."""
+    if spec.priority_mix is None:
+        return np.zeros(n, dtype=np.int64)
+    w = np.asarray(spec.priority_mix, dtype=float)
+    rng = np.random.default_rng([spec.seed, 1])
+    return rng.choice(w.size, size=n, p=w / w.sum()).astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1267,6 +1363,7 @@ def _result(
         steps=sum(i.steps for i in insts),
         events=sim.events,
         memory_per_gpu=fleet.memory[pools[-1][0]],
+        settings={"engine": spec.engine, **{k: getattr(spec, k) for k in ENGINE_FIELDS}},
         calibration=sc.calibration,
         notes=notes,
     )
@@ -1279,19 +1376,22 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     (:func:`_kv_transfers`), the event simulation (:func:`_run`) and its summary (:func:`_result`)."""
     wall0 = time.perf_counter()
     cluster = resolve_cluster(sc.cluster, default_registry())
+    spec = with_engine(spec, cluster.device.name, cluster.device.memory.capacity)
     m = sc.model
     notes: list[str] = []
     if sc.inference is None:
         raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
     valid_layouts(m, pp=sc.parallel.pp).require()
     arrival, prompt, output, clipped = _workload(spec, m.seq_len)
+    n = int(arrival.size)
     if clipped:
         notes.append(f"{clipped} request(s) clipped to the model's seq_len ({m.seq_len} tokens)")
     pools = _pools(sc, spec, cluster, notes)
     longest = int((prompt + output).max())
     max_len = int(min(m.seq_len, max(longest + 1, 2)))
     cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
-    sim = _Sim(spec, arrival, prompt, output, cached)
+    prio = _priorities(spec, n)
+    sim = _Sim(spec, arrival, prompt, output, cached, prio)
     fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len))
     if spec.disaggregated is not None:
         sim.xfer = _kv_transfers(sc, spec, cluster, prompt)
@@ -1303,6 +1403,7 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
         prompt=prompt,
         output=output,
         preemptions=sim.npre,
+        priority=prio,
     )
     res = _result(sc, spec, cluster, sim, log, sim.sched, pools, fleet, notes)
     insts = sim.front + sim.back

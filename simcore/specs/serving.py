@@ -6,12 +6,18 @@ All times in seconds, rates in requests per second, lengths in tokens.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from simcore.errors import SpecError
 from simcore.specs.quantities import Int, Seconds, Spec
+
+Engine = Literal["vllm", "sglang", "trtllm"]
+Scheduler = Literal["fcfs", "priority", "shortest_prompt_first"]
+StepOrder = Literal["decode_first", "prefill_first"]
 
 
 def _length_shorthand(v: Any) -> Any:
@@ -107,6 +113,10 @@ class SLOSpec(Spec):
 class ServingSpec(Spec):
     """Request-level serving simulation: who arrives when, how long they are, how they are served."""
 
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
+    )
+
     rate: float | None = Field(default=None, gt=0)
     """Mean arrival rate (requests/s) of a renewal process (Poisson when ``arrival_cv`` is 1)."""
     arrival_cv: float = Field(default=1.0, gt=0)
@@ -140,6 +150,28 @@ class ServingSpec(Spec):
     blocks on demand with preemption by recompute (vLLM)."""
     prefix_cache_hit: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Fraction of each prompt's tokens found in a prefix cache (not recomputed)."""
+    engine: Engine | None = None
+    """Take the scheduler and KV-cache settings this engine ships with
+    (``hardware_specs/engines/serving.yaml``, sources cited there and in docs/serving.md): every
+    field below that the scenario does not set. ``None``: the fields' own defaults (vLLM V1's
+    scheduler with 256 sequences and 8192 tokens per step)."""
+    scheduler: Scheduler = "fcfs"
+    """Order of the waiting queue: ``fcfs`` (arrival; a preempted request goes back to the head),
+    ``priority`` (lowest ``priority`` class first, then arrival; the lowest-priority running request
+    is the one preempted, as vLLM's ``priority`` policy), ``shortest_prompt_first`` (shortest
+    prompt first, then arrival)."""
+    step_order: StepOrder = "decode_first"
+    """``decode_first``: every step advances the running decodes and fills the rest of the token
+    budget with prefill chunks (vLLM V1, TensorRT-LLM in-flight batching). ``prefill_first``: a step
+    with prefill work to do runs prefill chunks only and the decodes wait (SGLang without mixed
+    chunks)."""
+    priority_mix: list[float] | None = None
+    """Fractions of the requests in priority classes 0, 1, ... (0 is served first by the
+    ``priority`` scheduler); drawn at random per request (normalised to sum to 1). Default: all
+    class 0."""
+    cuda_graph_sizes: list[int] | None = None
+    """Decode batch sizes captured as CUDA graphs: a decode batch is padded up to the next size (and
+    priced at it); a batch above the largest runs unpadded. ``None``: no padding."""
     router: Literal["least_loaded", "round_robin"] = "least_loaded"
     """How arrivals pick a replica: fewest requests in the replica, or in turn."""
     disaggregated: DisaggSpec | None = None
@@ -154,6 +186,14 @@ class ServingSpec(Spec):
             "prompt" in self.model_fields_set or "output" in self.model_fields_set
         ):
             raise ValueError("a trace gives the request lengths; drop 'prompt' and 'output'")
+        if self.priority_mix is not None and (
+            not self.priority_mix or min(self.priority_mix) < 0 or sum(self.priority_mix) <= 0
+        ):
+            raise ValueError("priority_mix needs non-negative fractions with a positive sum")
+        if self.cuda_graph_sizes is not None and (
+            not self.cuda_graph_sizes or min(self.cuda_graph_sizes) < 1
+        ):
+            raise ValueError("cuda_graph_sizes needs batch sizes of at least 1")
         if self.max_batch_tokens < self.max_batch:
             raise ValueError(
                 f"max_batch_tokens ({self.max_batch_tokens}) must be at least max_batch ({self.max_batch}):"
@@ -162,4 +202,72 @@ class ServingSpec(Spec):
         return self
 
 
-__all__ = ["DisaggSpec", "LengthDist", "SLOSpec", "ServingSpec"]
+ENGINE_FIELDS = (
+    "scheduler",
+    "step_order",
+    "max_batch",
+    "max_batch_tokens",
+    "kv_block_tokens",
+    "memory_utilization",
+    "reserve_output_kv",
+    "cuda_graph_sizes",
+)
+"""The serving fields an engine profile sets."""
+
+
+@lru_cache(maxsize=1)
+def engine_profiles() -> dict[str, dict[str, Any]]:
+    """The engine profiles of ``hardware_specs/engines/serving.yaml`` by name."""
+    from simcore.specs.loader import read_yaml
+    from simcore.specs.registry import builtin_dir
+
+    return read_yaml(builtin_dir() / "engines" / "serving.yaml")
+
+
+def engine_settings(engine: str, device: str, memory_bytes: float) -> dict[str, Any]:
+    """The settings ``engine`` ships with on a GPU named ``device`` with ``memory_bytes`` of memory:
+    its defaults with the first memory tier it reaches applied, and the CUDA-graph capture sizes
+    expanded into a list (``None`` when the engine does not pad batches). Also ``overlap``: whether
+    it overlaps scheduling with execution."""
+    prof = engine_profiles().get(engine)
+    if prof is None:
+        raise SpecError(f"unknown engine {engine!r}; known: {', '.join(sorted(engine_profiles()))}")
+    vals: dict[str, Any] = dict(prof["defaults"])
+    graphs: dict[str, Any] = dict(vals.pop("cuda_graph_sizes"))
+    gib = memory_bytes / 2**30
+    for tier in prof.get("tiers", []):
+        if gib >= tier["min_memory_gib"] and device.lower() not in tier.get("exclude_devices", []):
+            vals.update({k: v for k, v in tier.items() if k not in ("min_memory_gib", "exclude_devices")})
+            break
+    top = int(vals.pop("cuda_graph_max", graphs["max"]))
+    sizes = sorted({x for a, b, c in graphs["ranges"] for x in range(a, b, c) if x <= top})
+    vals["cuda_graph_sizes"] = sizes if graphs.get("padding", False) else None
+    return vals
+
+
+def with_engine(spec: ServingSpec, device: str, memory_bytes: float) -> ServingSpec:
+    """``spec`` with its engine's settings (:func:`engine_settings`) in every field of
+    :data:`ENGINE_FIELDS` the scenario did not set; ``spec`` itself without an engine."""
+    if spec.engine is None:
+        return spec
+    vals = engine_settings(spec.engine, device, memory_bytes)
+    update = {k: vals[k] for k in ENGINE_FIELDS if k not in spec.model_fields_set}
+    merged = spec.model_dump(exclude_unset=True) | update
+    from simcore.specs.loader import validate
+
+    return validate(ServingSpec, merged, prefix="serving")
+
+
+__all__ = [
+    "ENGINE_FIELDS",
+    "DisaggSpec",
+    "Engine",
+    "LengthDist",
+    "SLOSpec",
+    "Scheduler",
+    "ServingSpec",
+    "StepOrder",
+    "engine_profiles",
+    "engine_settings",
+    "with_engine",
+]
