@@ -34,6 +34,7 @@ per-request arrays. See docs/serving.md, "Speed".
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import os
@@ -54,9 +55,10 @@ from simcore.engine.runtime import inference_runtime
 from simcore.errors import SpecError
 from simcore.serving.spec import ServingSpec, load_trace
 from simcore.specs.hardware import DTYPE_BYTES
+from simcore.specs.loader import validate
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
-from simcore.specs.scenario import InferenceSpec, Scenario
+from simcore.specs.scenario import InferenceSpec, ModelSpec, Scenario
 from simcore.specs.serving import ENGINE_FIELDS, with_engine
 from simcore.workload.layout import valid_layouts
 
@@ -242,6 +244,53 @@ def build_step_model(
     )
 
 
+def speculative_step_model(target: StepModel, draft: StepModel, k: int, tokens_per_round: float) -> StepModel:
+    """The step model of speculative decoding, per generated token: a round of ``k`` draft decode
+    steps and one verification pass, divided by the tokens it yields on average, ``E``::
+
+        D'(b, c) = [k D_draft(b, c) + D(b, c) + R(b (k + 1)) - R(b)] / E
+
+    The verification pass is a decode step whose non-attention work runs ``k + 1`` tokens per
+    sequence (``R`` over ``b (k + 1)`` tokens) while its attention still reads each sequence's KV
+    cache once (``D`` already holds it). Each simulated decode step then stands for one token of
+    every sequence, so KV blocks, TPOT and throughput follow the expected token rate; the host
+    floor is spread the same way. Tables of ``target`` and ``draft`` share their grids (built with
+    the same batch and length limits)."""
+    dec = [
+        [
+            (k * dd + td + target.rest_gpu(b * (k + 1)) - target.rest_gpu(b)) / tokens_per_round
+            for b, td, dd in zip(target.b_grid, trow, drow, strict=True)
+        ]
+        for trow, drow in zip(target.dec, draft.dec, strict=True)
+    ]
+    host = (k * draft.host_decode + target.host_decode) / tokens_per_round
+    return dataclasses.replace(target, dec=dec, host_decode=host, _cols={})
+
+
+def draft_scenario(sc: Scenario, spec: ServingSpec) -> Scenario | None:
+    """The scenario of the draft model of ``spec.speculative`` (``None`` without it): the preset of
+    ``draft_model``, or for MTP/EAGLE heads the target's shape with one layer; same cluster,
+    parallel layout, precision and runtime as the target."""
+    sd = spec.speculative
+    if sd is None:
+        return None
+    if sd.draft_model is None:
+        model = sc.model.model_copy(update={"layers": 1, "name": f"{sc.model.name}-mtp"})
+    else:
+        fields = default_registry().model_preset(sd.draft_model)
+        fields = {k: v for k, v in fields.items() if k in ModelSpec.model_fields and k != "preset"}
+        model = validate(
+            ModelSpec, {**fields, "seq_len": sc.model.seq_len}, prefix="serving.speculative.draft_model"
+        )
+        if model.vocab != sc.model.vocab:
+            raise SpecError(
+                f"draft model {sd.draft_model!r} has a vocabulary of {model.vocab} tokens, the target "
+                f"{sc.model.vocab}: a draft must share the target's tokenizer",
+                field="serving.speculative.draft_model",
+            )
+    return sc.model_copy(update={"model": model})
+
+
 def _kv_dtype_bytes(sc: Scenario) -> float:
     inf = sc.inference
     assert inf is not None
@@ -250,10 +299,37 @@ def _kv_dtype_bytes(sc: Scenario) -> float:
     return float(DTYPE_BYTES[kv])
 
 
-def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) -> tuple[int, dict[str, float]]:
+def kv_blocks(
+    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, draft: Scenario | None = None
+) -> tuple[int, dict[str, float]]:
     """KV-cache blocks of one instance and its per-GPU memory budget (bytes): device memory times
     ``memory_utilization`` (at most capacity minus the reserved runtime bytes), minus weights, the
-    activations of a ``max_batch_tokens`` prefill step and the logits of ``max_batch`` sequences."""
+    activations of a ``max_batch_tokens`` prefill step and the logits of ``max_batch`` sequences.
+    With a ``draft`` scenario (speculative decoding) its weights come off too and each token's
+    block space holds the draft's KV beside the target's."""
+    weights, acts, logits, per_token = _memory_terms(sc, cluster, spec, tp)
+    if draft is not None:
+        d_weights, _, _, d_token = _memory_terms(draft, cluster, spec, tp)
+        weights += d_weights
+        per_token += d_token
+    cap = cluster.device.memory.capacity
+    usable = min(cap * spec.memory_utilization, cap - MEM.RESERVED_BYTES)
+    free = usable - weights - acts - logits
+    blocks = int(max(free, 0.0) // (per_token * spec.kv_block_tokens))
+    return blocks, {
+        "usable": usable,
+        "weights": weights,
+        "activations": acts + logits,
+        "kv_cache": blocks * per_token * spec.kv_block_tokens,
+        "kv_bytes_per_token": per_token,
+    }
+
+
+def _memory_terms(
+    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int
+) -> tuple[float, float, float, float]:
+    """Per GPU of a tp x pp instance, bytes: weights, activations of a ``max_batch_tokens`` prefill
+    step, logits of ``max_batch`` sequences, KV cache per token."""
     inf = sc.inference
     assert inf is not None
     pp = sc.parallel.pp
@@ -271,18 +347,8 @@ def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) ->
     weights = float(np.asarray(ev.memory["weights"]))
     acts = float(np.asarray(ev.memory["activations"]))
     logits = float(np.asarray(ev.memory["logits"])) * spec.max_batch
-    cap = cluster.device.memory.capacity
-    usable = min(cap * spec.memory_utilization, cap - MEM.RESERVED_BYTES)
-    free = usable - weights - acts - logits
     per_token = float(np.asarray(MEM.kv_cache_bytes(sc.model, 1, 1, tp, _kv_dtype_bytes(sc)))) / pp
-    blocks = int(max(free, 0.0) // (per_token * spec.kv_block_tokens))
-    return blocks, {
-        "usable": usable,
-        "weights": weights,
-        "activations": acts + logits,
-        "kv_cache": blocks * per_token * spec.kv_block_tokens,
-        "kv_bytes_per_token": per_token,
-    }
+    return weights, acts, logits, per_token
 
 
 # --------------------------------------------------------------------------------------------
@@ -1235,11 +1301,21 @@ def _place(
     fleet = _Fleet({}, {}, {}, 0)
     for role, count, tpx in pools:
         key = f"tp{tpx}"
+        draft = draft_scenario(sc, spec) if role != "prefill" else None
         if key not in fleet.models:
             fleet.models[key] = build_step_model(
                 sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens
             )
-        blocks, mem = kv_blocks(sc, cluster, spec, tpx)
+        model = fleet.models[key]
+        if draft is not None and spec.speculative is not None:
+            dkey = f"{key}-speculative"
+            if dkey not in fleet.models:
+                dm = build_step_model(draft, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens)
+                fleet.models[dkey] = speculative_step_model(
+                    model, dm, spec.speculative.tokens, spec.speculative.tokens_per_round
+                )
+            model = fleet.models[dkey]
+        blocks, mem = kv_blocks(sc, cluster, spec, tpx, draft)
         cap_tokens = blocks * spec.kv_block_tokens
         need = longest + 1 if role != "prefill" else longest_prompt + 1
         if cap_tokens < need:
@@ -1254,7 +1330,7 @@ def _place(
         fleet.gpus += count * tpx * sc.parallel.pp
         pool = sim.back if role == "decode" else sim.front
         for _ in range(count):
-            pool.append(_Instance(sim, len(pool), role, fleet.models[key], blocks))
+            pool.append(_Instance(sim, len(pool), role, model, blocks))
     return fleet
 
 

@@ -101,6 +101,39 @@ class DisaggSpec(Spec):
     layer."""
 
 
+class SpeculativeSpec(Spec):
+    """Speculative decoding: each decode round drafts ``tokens`` tokens per sequence and the target
+    model verifies them (and one more) in one forward pass; a drafted token is accepted with
+    probability ``acceptance``, independently, until the first rejection."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
+    )
+
+    method: Literal["mtp", "draft"] = "mtp"
+    """``mtp``: MTP/EAGLE-style draft heads on the target (one decoder layer of the target's shape
+    plus its LM head per drafted token); ``draft``: a separate draft model (``draft_model``)."""
+    draft_model: str | None = None
+    """Model preset of the draft model (``method: draft``); it must share the target's vocabulary."""
+    tokens: Int = Field(gt=0)
+    """Draft length k: tokens drafted per sequence per round."""
+    acceptance: float = Field(ge=0.0, le=1.0)
+    """Probability that a drafted token is accepted (per token, i.i.d.)."""
+
+    @model_validator(mode="after")
+    def _draft(self) -> SpeculativeSpec:
+        if (self.method == "draft") != (self.draft_model is not None):
+            raise ValueError("method: draft needs draft_model (a model preset), and only it takes one")
+        return self
+
+    @property
+    def tokens_per_round(self) -> float:
+        """Expected tokens per sequence per verification round, ``(1 - a^(k+1)) / (1 - a)``
+        (``k + 1`` at ``a = 1``): the accepted prefix of the draft plus the target's own token."""
+        a, k = self.acceptance, self.tokens
+        return float(k + 1) if a >= 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
 class SLOSpec(Spec):
     """Latency targets for goodput: a request counts when it meets every target given."""
 
@@ -172,6 +205,9 @@ class ServingSpec(Spec):
     cuda_graph_sizes: list[int] | None = None
     """Decode batch sizes captured as CUDA graphs: a decode batch is padded up to the next size (and
     priced at it); a batch above the largest runs unpadded. ``None``: no padding."""
+    speculative: SpeculativeSpec | None = None
+    """Speculative decoding (draft length, acceptance rate, draft model or heads); ``None``: off
+    (the default of vLLM, SGLang and TensorRT-LLM)."""
     router: Literal["least_loaded", "round_robin"] = "least_loaded"
     """How arrivals pick a replica: fewest requests in the replica, or in turn."""
     disaggregated: DisaggSpec | None = None
@@ -266,6 +302,7 @@ __all__ = [
     "SLOSpec",
     "Scheduler",
     "ServingSpec",
+    "SpeculativeSpec",
     "StepOrder",
     "engine_profiles",
     "engine_settings",
