@@ -40,7 +40,7 @@ import math
 import os
 import time
 from bisect import bisect_left, bisect_right
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -383,9 +383,13 @@ class _Req:
         "preemptions",
         "inst",
         "prio",
+        "group",
+        "nodes",
     )
 
-    def __init__(self, i: int, arrival: float, prompt: int, out: int, cached: int, prio: int = 0) -> None:
+    def __init__(
+        self, i: int, arrival: float, prompt: int, out: int, cached: int, prio: int = 0, group: int = -1
+    ) -> None:
         self.i = i
         self.arrival = arrival
         self.prompt = prompt
@@ -409,6 +413,82 @@ class _Req:
         self.preemptions = 0
         self.inst: _Instance | None = None
         self.prio = prio
+        self.group = group
+        """Shared system prompt the request starts with (-1: none)."""
+        self.nodes: list[_Node] = []
+        """Prefix-cache blocks the request holds (shared, not counted in ``blocks``)."""
+
+
+class _Node:
+    """A KV block in the prefix cache: its hash, its place in the radix tree, its users."""
+
+    __slots__ = ("children", "key", "parent", "ref")
+
+    def __init__(self, key: Any, parent: _Node | None) -> None:
+        self.key = key
+        self.parent = parent
+        self.children: dict[Any, _Node] = {}
+        self.ref = 0
+
+
+class _PrefixCache:
+    """Automatic prefix caching: a radix tree of full KV blocks keyed by block hash (a block's hash
+    stands for its tokens and every token before it, so a path from the root is a prompt prefix),
+    with reference counts and least-recently-used eviction of unreferenced leaves. A block of a
+    shared system prompt is hashed as (prompt group, block index); only those blocks are cached
+    (a request's own blocks could only be reused by itself after a preemption)."""
+
+    def __init__(self) -> None:
+        self.root = _Node(None, None)
+        self.lru: OrderedDict[_Node, None] = OrderedDict()
+        """Unreferenced leaves, least recently used first."""
+        self.size = 0
+
+    def match(self, group: int, blocks: int) -> list[_Node]:
+        """The cached blocks of the first ``blocks`` blocks of ``group``'s prefix, from the root."""
+        out: list[_Node] = []
+        node = self.root
+        for i in range(blocks):
+            nxt = node.children.get((group, i))
+            if nxt is None:
+                break
+            out.append(nxt)
+            node = nxt
+        return out
+
+    def acquire(self, node: _Node) -> None:
+        if node.ref == 0:
+            self.lru.pop(node, None)
+        node.ref += 1
+
+    def release(self, node: _Node) -> None:
+        node.ref -= 1
+        if node.ref == 0 and not node.children:
+            self.lru[node] = None
+
+    def add(self, parent: _Node, key: Any) -> _Node:
+        """A new block under ``parent``, referenced once."""
+        node = _Node(key, parent)
+        parent.children[key] = node
+        node.ref = 1
+        self.size += 1
+        self.lru.pop(parent, None)
+        return node
+
+    def evict(self, n: int) -> int:
+        """Evict up to ``n`` unreferenced leaf blocks, least recently used first; returns how many."""
+        done = 0
+        while done < n and self.lru:
+            node, _ = self.lru.popitem(last=False)
+            parent = node.parent
+            assert parent is not None
+            del parent.children[node.key]
+            self.size -= 1
+            done += 1
+            if parent is not self.root and parent.ref == 0 and not parent.children:
+                self.lru[parent] = None
+                self.lru.move_to_end(parent, last=False)  # used no later than its child
+        return done
 
 
 class _KeyedQueue:
@@ -472,6 +552,8 @@ class _Instance:
         self.prefill_first = sim.spec.step_order == "prefill_first"
         self.by_priority = sim.spec.scheduler == "priority"
         self.graphs = sim.spec.cuda_graph_sizes or []
+        self.cache = _PrefixCache() if sim.spec.prefix_caching and sim.spec.shared_prefix else None
+        self.prefix_tokens = sim.spec.shared_prefix.tokens if sim.spec.shared_prefix else 0
         self.kinc = 1
         """1 when the step under way advances the decodes, 0 for a prefill-only step that leaves them
         waiting (``prefill_first``)."""
@@ -530,7 +612,7 @@ class _Instance:
         self.sim.seq += 1
         r.sq = sq
         heapq.heappush(self.hfin, (k_start + r.out - r.g0 - 1, sq, r.epoch, r))
-        r.knext = k_start + r.blocks * self.B - (r.prompt + r.g0)
+        r.knext = k_start + (r.blocks + len(r.nodes)) * self.B - (r.prompt + r.g0)
         r.active = False
         heapq.heappush(self.pend, (r.knext, sq, r.epoch, r))
 
@@ -555,6 +637,40 @@ class _Instance:
         del self.running[r]
         r.epoch += 1
         self.blocked = False
+        self._unshare(r)
+
+    def _unshare(self, r: _Req) -> None:
+        """``r`` lets go of its prefix-cache blocks (they stay cached until evicted)."""
+        if r.nodes:
+            assert self.cache is not None
+            for node in r.nodes:
+                self.cache.release(node)
+            r.nodes = []
+
+    def _cache_prompt(self, r: _Req) -> None:
+        """``r``'s prompt is computed: its full blocks of the shared prefix join the prefix cache (a
+        block already cached by another request replaces ``r``'s own copy, which is freed)."""
+        cache = self.cache
+        if cache is None or r.group < 0:
+            return
+        n = min(self.prefix_tokens, r.prompt - 1) // self.B
+        node = r.nodes[-1] if r.nodes else cache.root
+        for i in range(len(r.nodes), n):
+            key = (r.group, i)
+            nxt = node.children.get(key)
+            if nxt is None:
+                nxt = cache.add(node, key)
+            else:
+                cache.acquire(nxt)
+                self.free += 1
+            r.blocks -= 1
+            r.nodes.append(nxt)
+            node = nxt
+
+    def _reclaim(self, n: int) -> None:
+        """Evict up to ``n`` unreferenced prefix-cache blocks into the free pool."""
+        if self.cache is not None and n > 0:
+            self.free += self.cache.evict(n)
 
     def _victim(self) -> _Req:
         """The running request to preempt: the newest, or with the ``priority`` scheduler the one of
@@ -589,6 +705,7 @@ class _Instance:
         """KV of a handed-off request has left this (prefill) instance."""
         self.free += r.blocks
         r.blocks = 0
+        self._unshare(r)
         self.blocked = False
         self.poke()
 
@@ -604,6 +721,8 @@ class _Instance:
         bk = self.bucket[k % self.B]
         a = len(bk)
         if a:
+            if a > self.free:
+                self._reclaim(a - self.free)
             if a <= self.free:
                 self.free -= a
             else:
@@ -674,10 +793,14 @@ class _Instance:
         for r in self.prefilling:
             if budget <= 0:
                 break
-            c = min(r.target - r.computed, budget, (r.blocks + self.free) * B - r.computed - 1)
+            held = r.blocks + len(r.nodes)
+            room = self.free + (len(self.cache.lru) if self.cache is not None else 0)
+            c = min(r.target - r.computed, budget, (held + room) * B - r.computed - 1)
             if c <= 0:
                 continue
-            need = -(-(r.computed + c + 1) // B) - r.blocks
+            need = -(-(r.computed + c + 1) // B) - held
+            if need > self.free:
+                self._reclaim(need - self.free)
             if need > 0:
                 self.free -= need
                 r.blocks += need
@@ -708,14 +831,28 @@ class _Instance:
                 self._enter_decode(r, k)
                 budget -= 1
                 continue
-            c = min(r.target - r.computed, budget)
-            tokens = r.computed + c + 1
+            hit: list[_Node] = []
+            if self.cache is not None and r.group >= 0:
+                hit = self.cache.match(r.group, min(self.prefix_tokens, r.target - 1) // B)
+            done = max(r.computed, len(hit) * B)
+            c = min(r.target - done, budget)
+            tokens = done + c + 1
             if self.reserve:  # a prefill instance holds the prompt (and first token) only
                 tokens = max(tokens, r.prompt + (1 if self.role == "prefill" else r.out))
-            need = -(-tokens // B) - r.blocks
+            need = -(-tokens // B) - r.blocks - len(hit)
             if need > self.free:
-                self.blocked = True
-                break
+                for node in hit:  # in use from here on: not evictable
+                    self.cache.acquire(node)  # type: ignore[union-attr]
+                self._reclaim(need - self.free)
+                for node in hit:
+                    self.cache.release(node)  # type: ignore[union-attr]
+                if need > self.free:
+                    self.blocked = True
+                    break
+            for node in hit:
+                self.cache.acquire(node)  # type: ignore[union-attr]
+            r.nodes = hit
+            r.computed = done
             self.waiting.popleft()
             self.sim.queue_change(-1)
             if r.sched < 0:
@@ -738,6 +875,7 @@ class _Instance:
             if r.computed < r.target:
                 continue
             r.gen += 1
+            self._cache_prompt(r)
             if self.role == "prefill":
                 self.prefilling.remove(r)
                 del self.running[r]
@@ -747,6 +885,7 @@ class _Instance:
                 if r.gen >= r.out:
                     self.free += r.blocks
                     r.blocks = 0
+                    self._unshare(r)
                     r.first = now
                     self.sim.done(r)
                 else:
@@ -903,11 +1042,12 @@ class _Sim:
         output: np.ndarray,
         cached: np.ndarray,
         prio: np.ndarray,
+        group: np.ndarray,
     ) -> None:
         self.spec = spec
         n = int(arrival.size)
         self.n = n
-        self.arrays = (arrival, prompt, output, cached, prio)
+        self.arrays = (arrival, prompt, output, cached, prio, group)
         self.first = np.full(n, -1.0)
         self.finish = np.full(n, -1.0)
         self.sched = np.full(n, -1.0)
@@ -929,16 +1069,30 @@ class _Sim:
         self.rr = [0, 0]
         self.xfer: np.ndarray = np.zeros(0)
         self._ai = 0
-        self._chunk: tuple[list[float], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+        self._chunk: tuple[list[float], list[int], list[int], list[int], list[int], list[int]] = (
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
         self._c0 = 0
         self.ta = math.inf
         self._load_chunk()
 
     def _load_chunk(self) -> None:
         """Next slice of the workload arrays as Python lists (memory stays bounded by the slice)."""
-        a, p, o, c, q = self.arrays
+        a, p, o, c, q, g = self.arrays
         s = slice(self._ai, self._ai + self.CHUNK)
-        self._chunk = (a[s].tolist(), p[s].tolist(), o[s].tolist(), c[s].tolist(), q[s].tolist())
+        self._chunk = (
+            a[s].tolist(),
+            p[s].tolist(),
+            o[s].tolist(),
+            c[s].tolist(),
+            q[s].tolist(),
+            g[s].tolist(),
+        )
         self._c0 = self._ai
         self.ta = self._chunk[0][0] if self._ai < self.n else math.inf
 
@@ -980,9 +1134,9 @@ class _Sim:
         t = self.ta
         self.now = t
         while self.ta == t:
-            a, p, o, c, q = self._chunk
+            a, p, o, c, q, g = self._chunk
             j = self._ai - self._c0
-            r = _Req(self._ai, a[j], p[j], o[j], c[j], q[j])
+            r = _Req(self._ai, a[j], p[j], o[j], c[j], q[j], g[j])
             self._ai += 1
             self.events += 1
             if self._ai - self._c0 < len(a):
@@ -1172,8 +1326,10 @@ def _stats(x: np.ndarray) -> Stats:
 # workload
 
 
-def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Arrival times (s), prompt and output lengths (tokens), and how many requests were clipped."""
+def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Arrival times (s), prompt and output lengths (tokens), each request's shared system prompt
+    (-1: none; ``serving.shared_prefix``, drawn from a random stream of its own and prepended to the
+    prompt), and how many requests were clipped."""
     rng = np.random.default_rng(spec.seed)
     if spec.trace is not None:
         t, p, o = load_trace(spec.trace)
@@ -1208,11 +1364,15 @@ def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, 
         n = t.size
         p = spec.prompt.sample(rng, n)
         o = spec.output.sample(rng, n)
+    group = np.full(t.size, -1, dtype=np.int64)
+    if spec.shared_prefix is not None:
+        group = np.random.default_rng([spec.seed, 2]).integers(0, spec.shared_prefix.groups, size=t.size)
+        p = p + spec.shared_prefix.tokens
     p0, o0 = p.copy(), o.copy()
     p = np.clip(p, 1, max(seq_len - 1, 1))
     o = np.clip(o, 1, np.maximum(seq_len - p, 1))
     clipped = int(np.count_nonzero((p != p0) | (o != o0)))
-    return t.astype(float), p.astype(np.int64), o.astype(np.int64), clipped
+    return t.astype(float), p.astype(np.int64), o.astype(np.int64), group.astype(np.int64), clipped
 
 
 def _priorities(spec: ServingSpec, n: int) -> np.ndarray:
@@ -1458,7 +1618,7 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     if sc.inference is None:
         raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
     valid_layouts(m, pp=sc.parallel.pp).require()
-    arrival, prompt, output, clipped = _workload(spec, m.seq_len)
+    arrival, prompt, output, group, clipped = _workload(spec, m.seq_len)
     n = int(arrival.size)
     if clipped:
         notes.append(f"{clipped} request(s) clipped to the model's seq_len ({m.seq_len} tokens)")
@@ -1467,7 +1627,7 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     max_len = int(min(m.seq_len, max(longest + 1, 2)))
     cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
     prio = _priorities(spec, n)
-    sim = _Sim(spec, arrival, prompt, output, cached, prio)
+    sim = _Sim(spec, arrival, prompt, output, cached, prio, group)
     fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len))
     if spec.disaggregated is not None:
         sim.xfer = _kv_transfers(sc, spec, cluster, prompt)
@@ -1488,7 +1648,7 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
         log=log,
         wall_s=time.perf_counter() - wall0,
         step_models=fleet.models,
-        kv_blocks_leaked=sum(i.total_blocks - i.free for i in insts),
+        kv_blocks_leaked=sum(i.total_blocks - i.free - (i.cache.size if i.cache else 0) for i in insts),
     )
 
 

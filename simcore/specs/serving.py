@@ -134,6 +134,20 @@ class SpeculativeSpec(Spec):
         return float(k + 1) if a >= 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
 
 
+class SharedPrefixSpec(Spec):
+    """Shared system prompts: every request's prompt starts with one of ``groups`` system prompts of
+    ``tokens`` tokens (drawn uniformly per request), followed by its own part (``serving.prompt``)."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
+    )
+
+    tokens: Int = Field(gt=0)
+    """Length of each shared system prompt (tokens)."""
+    groups: Int = Field(default=1, gt=0)
+    """Distinct system prompts."""
+
+
 class SLOSpec(Spec):
     """Latency targets for goodput: a request counts when it meets every target given."""
 
@@ -182,7 +196,15 @@ class ServingSpec(Spec):
     from the start (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): never preempts, admits fewer. Default:
     blocks on demand with preemption by recompute (vLLM)."""
     prefix_cache_hit: float = Field(default=0.0, ge=0.0, lt=1.0)
-    """Fraction of each prompt's tokens found in a prefix cache (not recomputed)."""
+    """Fraction of each prompt's tokens found in a prefix cache (not recomputed): a fixed hit rate,
+    without the cache's memory; ``prefix_caching`` models the cache itself."""
+    shared_prefix: SharedPrefixSpec | None = None
+    """Prompts that start with shared system prompts (a workload a prefix cache can reuse)."""
+    prefix_caching: bool = False
+    """Automatic prefix caching: full KV blocks of prompts stay in a radix tree keyed by block hash
+    after their request leaves, a new request reuses the longest cached prefix of its prompt (at
+    least one token is always computed), and unreferenced blocks are evicted least recently used
+    first when blocks run short (vLLM's automatic prefix caching, SGLang's radix cache)."""
     engine: Engine | None = None
     """Take the scheduler and KV-cache settings this engine ships with
     (``hardware_specs/engines/serving.yaml``, sources cited there and in docs/serving.md): every
@@ -240,6 +262,7 @@ class ServingSpec(Spec):
 
 ENGINE_FIELDS = (
     "scheduler",
+    "prefix_caching",
     "step_order",
     "max_batch",
     "max_batch_tokens",
@@ -301,6 +324,7 @@ __all__ = [
     "LengthDist",
     "SLOSpec",
     "Scheduler",
+    "SharedPrefixSpec",
     "ServingSpec",
     "SpeculativeSpec",
     "StepOrder",
