@@ -523,9 +523,9 @@ _KEYS: dict[str, Callable[[_Req], Any]] = {
 }
 
 
-_STEP, _WAKE, _XFER = 0, 1, 2
+_STEP, _WAKE, _XFER, _ARRIVE = 0, 1, 2, 3
 """Kinds of event in the simulator's queue: an engine step ends, an idle instance is woken, a KV
-transfer lands."""
+transfer lands, a closed-loop user sends its next request."""
 
 
 class _Instance:
@@ -1069,6 +1069,8 @@ class _Sim:
         self.rr = [0, 0]
         self.xfer: np.ndarray = np.zeros(0)
         self._ai = 0
+        self.closed = spec.concurrency if spec.concurrency is not None else n
+        """Next request a closed-loop user sends (``n``: none, arrivals come from the arrays)."""
         self._chunk: tuple[list[float], list[int], list[int], list[int], list[int], list[int]] = (
             [],
             [],
@@ -1119,6 +1121,8 @@ class _Sim:
                 elif kind == _WAKE:
                     obj.woken = False
                     obj.run()
+                elif kind == _ARRIVE:
+                    self.arrive(self._request(obj))
                 else:
                     r, src = obj
                     src.release(r)
@@ -1144,6 +1148,11 @@ class _Sim:
             else:
                 self._load_chunk()
             self.arrive(r)
+
+    def _request(self, i: int) -> _Req:
+        """Request ``i`` read from the workload arrays (a closed-loop arrival)."""
+        a, p, o, c, q, g = self.arrays
+        return _Req(i, float(a[i]), int(p[i]), int(o[i]), int(c[i]), int(q[i]), int(g[i]))
 
     def _mark(self) -> None:
         now = self.now
@@ -1185,6 +1194,10 @@ class _Sim:
         self.sched[i] = r.sched
         self.npre[i] = r.preemptions
         self.completed += 1
+        if self.closed < self.n:  # the user sends its next request now
+            self.arrays[0][self.closed] = self.now
+            self.push(self.now, _ARRIVE, self.closed)
+            self.closed += 1
 
     def hand_off(self, r: _Req, src: _Instance) -> None:
         """Queue the KV transfer of ``r`` on ``src``'s link (one transfer at a time, in order)."""
@@ -1341,6 +1354,12 @@ def _workload(spec: ServingSpec, seq_len: int) -> tuple[np.ndarray, np.ndarray, 
             t, p, o = t[: spec.requests], p[: spec.requests], o[: spec.requests]
         if t.size == 0:
             raise SpecError("no trace request arrives within duration_s", field="serving.duration_s")
+    elif spec.concurrency is not None:
+        n = spec.requests if spec.requests is not None else 1000
+        # the first `concurrency` requests arrive at once, each later one when a request finishes
+        t = np.where(np.arange(n) < spec.concurrency, 0.0, np.inf)
+        p = spec.prompt.sample(rng, n)
+        o = spec.output.sample(rng, n)
     else:
         assert spec.rate is not None
         cv2 = spec.arrival_cv**2

@@ -169,6 +169,10 @@ class ServingSpec(Spec):
     arrival_cv: float = Field(default=1.0, gt=0)
     """Coefficient of variation of the gaps between arrivals: 1 is Poisson, above 1 is burstier
     (gamma-distributed gaps)."""
+    concurrency: Int | None = Field(default=None, gt=0)
+    """Closed loop instead of ``rate``: this many users, each sending its next request the moment
+    its previous one finishes (no think time), as throughput-interactivity benchmarks load an
+    engine."""
     trace: str | None = None
     """CSV of ``arrival_s,prompt_len,output_len`` (header row), instead of ``rate`` and lengths;
     a relative path is relative to the scenario file."""
@@ -238,8 +242,10 @@ class ServingSpec(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> ServingSpec:
-        if (self.rate is None) == (self.trace is None):
-            raise ValueError("give exactly one of 'rate' (requests/s) or 'trace' (CSV file)")
+        if sum(x is not None for x in (self.rate, self.trace, self.concurrency)) != 1:
+            raise ValueError(
+                "give exactly one of 'rate' (requests/s), 'concurrency' (closed-loop users) or 'trace' (CSV file)"
+            )
         if self.trace is not None and (
             "prompt" in self.model_fields_set or "output" in self.model_fields_set
         ):
