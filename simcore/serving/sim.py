@@ -381,7 +381,6 @@ class _Req:
         "active",
         "kv_ready",
         "preemptions",
-        "inst",
         "prio",
         "group",
         "nodes",
@@ -411,7 +410,6 @@ class _Req:
         self.active = False
         self.kv_ready = False
         self.preemptions = 0
-        self.inst: _Instance | None = None
         self.prio = prio
         self.group = group
         """Shared system prompt the request starts with (-1: none)."""
@@ -588,7 +586,6 @@ class _Instance:
 
     # -- queue
     def enqueue(self, r: _Req) -> None:
-        r.inst = self
         self.waiting.append(r)
         self.sim.queue_change(+1)
         self.blocked = False
@@ -923,6 +920,11 @@ class _Instance:
         sim = self.sim
         self.idle = False
         while True:
+            ran = self._decode_run(sim.limit())
+            if ran is None:
+                return
+            if ran:
+                continue
             plan = self._plan()
             if plan is None:
                 self.idle = True
@@ -930,21 +932,18 @@ class _Instance:
             self.dt, self.chunks = plan
             self.used = self.total_blocks - self.free
             t_end = sim.now + self.dt
-            lim = sim.limit()
-            if t_end >= lim:
+            if t_end >= sim.limit():
                 sim.push(t_end, _STEP, self)
                 return
             sim.now = t_end
             self.end_step()
-            if self._decode_run(sim.limit()):
-                return
 
-    def _decode_run(self, lim: float) -> bool:
+    def _decode_run(self, lim: float) -> bool | None:
         """Run decode-only steps (the same requests, no prefill, nothing admissible waiting) that end
         before ``lim`` -- the same arithmetic as :meth:`_plan` and :meth:`end_step`, without their
-        general case. Stops after a step that finishes a request or before one that needs more
-        blocks than are free (returns ``False``: the general path goes on), or queues the
-        first step that ends at or after ``lim`` (returns ``True``)."""
+        general case. Returns ``True`` after a step that finishes a request, ``False`` when no step
+        could run this way (the general path plans the next), ``None`` once it has queued the first
+        step that ends at or after ``lim``."""
         nd = self.nd
         if not nd or self.prefilling or (self.waiting and not self.blocked):
             return False
@@ -1021,9 +1020,12 @@ class _Instance:
         self.kv_peak = peak
         self.steps += k - k0
         self.k = k
-        if not queued and k >= kfin:
+        if queued:
+            return None
+        if k >= kfin and k > k0:
             self._complete([])
-        return queued
+            return True
+        return False
 
 
 class _Sim:
@@ -1179,11 +1181,18 @@ class _Sim:
         return inst
 
     def arrive(self, r: _Req) -> None:
+        """``r`` enters the system and the queue of the instance it is routed to."""
         self._mark()
         self.in_system += 1
         if self.in_system > self.max_sys:
             self.max_sys = self.in_system
-        self.route(self.front, 0).enqueue(r)
+        self.queued += 1
+        if self.queued > self.max_q:
+            self.max_q = self.queued
+        inst = self.route(self.front, 0)
+        inst.waiting.append(r)
+        inst.blocked = False
+        inst.poke()
 
     def done(self, r: _Req) -> None:
         self._mark()
