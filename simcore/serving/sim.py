@@ -21,6 +21,10 @@ re-enters the head of the queue to be recomputed, prompt plus generated tokens),
 of admitted requests, then new requests first-come first-served while the step's token budget
 (``max_batch_tokens``), ``max_batch`` sequences and free KV blocks allow (a request that does not
 fit stops admission). The step that computes a prompt's last chunk samples its first token.
+Beside this default (``fcfs``, ``decode_first``): priority and shortest-prompt-first queues,
+prefill-first steps, CUDA-graph padding, engine profiles (:func:`~simcore.specs.serving.with_engine`),
+speculative decoding (:func:`speculative_step_model`), prefix caching with shared blocks
+(:class:`_PrefixCache`) and closed-loop users (``serving.concurrency``); docs/serving.md.
 
 Speed
 -----

@@ -20,6 +20,14 @@ Scheduler = Literal["fcfs", "priority", "shortest_prompt_first"]
 StepOrder = Literal["decode_first", "prefill_first"]
 
 
+class _Documented(Spec):
+    """A spec whose fields' docstrings become their descriptions in the JSON Schema."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
+    )
+
+
 def _length_shorthand(v: Any) -> Any:
     """``prompt: 512`` means a fixed length of 512 tokens."""
     if isinstance(v, int) and not isinstance(v, bool):
@@ -27,7 +35,7 @@ def _length_shorthand(v: Any) -> Any:
     return v
 
 
-class LengthDist(Spec):
+class LengthDist(_Documented):
     """A request-length distribution in tokens: ``fixed`` (``value``), ``uniform`` (``low``..``high``
     inclusive) or ``lognormal`` (``mean`` of the lengths and ``sigma`` of their logarithm)."""
 
@@ -82,7 +90,7 @@ class LengthDist(Spec):
 Length = Annotated[LengthDist, BeforeValidator(_length_shorthand)]
 
 
-class DisaggSpec(Spec):
+class DisaggSpec(_Documented):
     """Prefill/decode disaggregation: two pools of GPUs; a request's KV cache moves from the
     prefill instance that computed it to a decode instance."""
 
@@ -101,14 +109,10 @@ class DisaggSpec(Spec):
     layer."""
 
 
-class SpeculativeSpec(Spec):
+class SpeculativeSpec(_Documented):
     """Speculative decoding: each decode round drafts ``tokens`` tokens per sequence and the target
     model verifies them (and one more) in one forward pass; a drafted token is accepted with
     probability ``acceptance``, independently, until the first rejection."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
-    )
 
     method: Literal["mtp", "draft"] = "mtp"
     """``mtp``: MTP/EAGLE-style draft heads on the target (one decoder layer of the target's shape
@@ -134,13 +138,9 @@ class SpeculativeSpec(Spec):
         return float(k + 1) if a >= 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
 
 
-class SharedPrefixSpec(Spec):
+class SharedPrefixSpec(_Documented):
     """Shared system prompts: every request's prompt starts with one of ``groups`` system prompts of
     ``tokens`` tokens (drawn uniformly per request), followed by its own part (``serving.prompt``)."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
-    )
 
     tokens: Int = Field(gt=0)
     """Length of each shared system prompt (tokens)."""
@@ -148,7 +148,7 @@ class SharedPrefixSpec(Spec):
     """Distinct system prompts."""
 
 
-class SLOSpec(Spec):
+class SLOSpec(_Documented):
     """Latency targets for goodput: a request counts when it meets every target given."""
 
     ttft_s: Seconds | None = None
@@ -157,12 +157,8 @@ class SLOSpec(Spec):
     """Mean time per output token after the first (seconds)."""
 
 
-class ServingSpec(Spec):
+class ServingSpec(_Documented):
     """Request-level serving simulation: who arrives when, how long they are, how they are served."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
-    )
 
     rate: float | None = Field(default=None, gt=0)
     """Mean arrival rate (requests/s) of a renewal process (Poisson when ``arrival_cv`` is 1)."""
