@@ -10,6 +10,8 @@ from rich.table import Table
 
 from simcore import units
 from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note, say
+from simcore.errors import SpecError
+from simcore.serving.curve import CurvePoint, concurrency_curve
 from simcore.serving.sim import ServingResult, simulate
 from simcore.serving.spec import load_serving
 
@@ -60,6 +62,35 @@ def _table(r: ServingResult, wall_s: float | None = None) -> None:
         note(n)
 
 
+def _levels(text: str) -> list[int]:
+    """``"1,2,4,8"`` -> ``[1, 2, 4, 8]``; anything else is a one-line error naming the flag."""
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SpecError(
+            f"expected comma-separated integers, got {text!r}", field="--sweep-concurrency"
+        ) from None
+    if not levels or min(levels) < 1:
+        raise SpecError(f"expected positive integers, got {text!r}", field="--sweep-concurrency")
+    return levels
+
+
+def _curve_table(name: str, points: list[CurvePoint]) -> None:
+    t = Table(title=esc(f"{name}: throughput vs interactivity (closed loop)"))
+    for col in ("concurrency", "tokens/s per GPU", "tokens/s per user", "TTFT p50", "TTFT p99", "requests/s"):
+        t.add_column(col, justify="right")
+    for p in points:
+        t.add_row(
+            str(p.concurrency),
+            f"{p.tokens_per_s_per_gpu:,.0f}",
+            f"{p.tokens_per_s_per_user:,.1f}",
+            units.fmt(p.ttft_p50_s, "time"),
+            units.fmt(p.ttft_p99_s, "time"),
+            f"{p.requests_per_s:,.2f}",
+        )
+    console.print(t)
+
+
 @app.command("serve")
 def serve_cmd(
     scenario: Annotated[str, typer.Argument(help="A kind: serving scenario file or built-in name.")],
@@ -67,13 +98,40 @@ def serve_cmd(
     as_json: JsonOpt = False,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Write latency CDFs and throughput over time (PNG, SVG, PDF, ...)."),
+        typer.Option(
+            "--plot",
+            help="Write latency CDFs and throughput over time (PNG, SVG, PDF, ...); with "
+            "--sweep-concurrency, the throughput-interactivity curve.",
+        ),
+    ] = None,
+    sweep_concurrency: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep-concurrency",
+            help="Comma-separated closed-loop concurrencies (e.g. 1,4,16,64,256): tokens/s per GPU "
+            "against tokens/s per user at each.",
+        ),
     ] = None,
 ) -> None:
     """Simulate request-level serving: latency percentiles (TTFT, TPOT, end-to-end), throughput,
-    goodput, KV-cache use and queues."""
+    goodput, KV-cache use and queues; or, with --sweep-concurrency, the throughput-interactivity
+    curve."""
     image_file(plot, "--plot")
+    levels = _levels(sweep_concurrency) if sweep_concurrency is not None else None
     sc, spec = load_serving(scenario, set_ or [])
+    if levels is not None:
+        points = concurrency_curve(sc, spec, levels)
+        if as_json:
+            emit_json([p.model_dump() for p in points])
+        else:
+            _curve_table(sc.name, points)
+        if plot is not None:
+            from simcore.report.serving_plots import curve
+
+            curve(points, sc.name, plot)
+            if not as_json:
+                say(f"plot written to {plot}")
+        return
     run = simulate(sc, spec)
     if as_json:
         emit_json(run.result.model_dump())

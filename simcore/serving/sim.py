@@ -1,5 +1,6 @@
-"""Request-level inference serving simulation (simpy): arrivals, continuous batching with chunked
-prefill over a paged KV cache, replicas, optional prefill/decode disaggregation.
+"""Request-level inference serving simulation (a discrete-event loop of its own): arrivals,
+continuous batching with chunked prefill over a paged KV cache, replicas, optional prefill/decode
+disaggregation.
 
 How an engine step is priced
 ----------------------------
@@ -20,22 +21,35 @@ re-enters the head of the queue to be recomputed, prompt plus generated tokens),
 of admitted requests, then new requests first-come first-served while the step's token budget
 (``max_batch_tokens``), ``max_batch`` sequences and free KV blocks allow (a request that does not
 fit stops admission). The step that computes a prompt's last chunk samples its first token.
+Beside this default (``fcfs``, ``decode_first``): priority and shortest-prompt-first queues,
+prefill-first steps, CUDA-graph padding, engine profiles (:func:`~simcore.specs.serving.with_engine`),
+speculative decoding (:func:`speculative_step_model`), prefix caching with shared blocks
+(:class:`_PrefixCache`) and closed-loop users (``serving.concurrency``); docs/serving.md.
+
+Speed
+-----
+The loop merges the arrivals (read from the workload arrays in slices, a request object exists only
+while the request is in the system) with a heap of step ends, wake-ups and KV transfers. A step that
+ends before the next event anywhere is applied at once, and a stretch of decode-only steps runs in
+one tight loop (:meth:`_Instance._decode_run`) with the same arithmetic; decoding requests' KV
+blocks are counted per step by phase (see :class:`_Instance`), not per request. Outcomes go to
+per-request arrays. See docs/serving.md, "Speed".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import os
 import time
-from bisect import bisect_right
-from collections import deque
-from collections.abc import Generator
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-import simpy
 from pydantic import BaseModel, ConfigDict
 
 from simcore import memory as MEM
@@ -45,9 +59,11 @@ from simcore.engine.runtime import inference_runtime
 from simcore.errors import SpecError
 from simcore.serving.spec import ServingSpec, load_trace
 from simcore.specs.hardware import DTYPE_BYTES
+from simcore.specs.loader import validate
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
-from simcore.specs.scenario import InferenceSpec, Scenario
+from simcore.specs.scenario import InferenceSpec, ModelSpec, Scenario
+from simcore.specs.serving import ENGINE_FIELDS, with_engine
 from simcore.workload.layout import valid_layouts
 
 Role = Literal["mixed", "prefill", "decode"]
@@ -106,14 +122,25 @@ class StepModel:
     host_decode: float = 0.0
     host_prefill: float = 0.0
 
+    _cols: dict[float, list[float]] = field(default_factory=dict, repr=False, compare=False)
+    """Decode time along ``c_grid`` for each batch asked so far (interpolated in the batch)."""
+
+    def column(self, b: float) -> list[float]:
+        """Decode-step GPU time of ``b`` sequences at each context of ``c_grid`` (interpolated in the
+        batch), s."""
+        col = self._cols.get(b)
+        if col is None:
+            col = self._cols[b] = [_interp(self.b_grid, row, b) for row in self.dec]
+        return col
+
     def decode_gpu(self, b: float, ctx: float) -> float:
         """GPU time of a decode step of ``b`` sequences at mean context ``ctx`` (bilinear), s."""
+        col = self.column(b)
         cg = self.c_grid
         j = min(max(bisect_right(cg, ctx) - 1, 0), len(cg) - 2)
         w = (ctx - cg[j]) / (cg[j + 1] - cg[j])
-        lo = _interp(self.b_grid, self.dec[j], b)
-        hi = _interp(self.b_grid, self.dec[j + 1], b)
-        return lo + (hi - lo) * w
+        lo = col[j]
+        return lo + (col[j + 1] - lo) * w
 
     def rest_gpu(self, n: float) -> float:
         """``R(n)``: non-attention GPU time of ``n`` tokens in one step, s."""
@@ -129,11 +156,14 @@ class StepModel:
         """Attention added by ``new`` prompt tokens after ``done`` cached ones, s."""
         return self.attention(done + new) - self.attention(done)
 
-    def step_time(self, b: int, ctx_mean: float, prefill_tokens: float, attn: float) -> float:
+    def step_time(
+        self, b: int, ctx_mean: float, prefill_tokens: float, attn: float, b_graph: int | None = None
+    ) -> float:
         """A step of ``b`` decodes at mean context ``ctx_mean`` tokens plus ``prefill_tokens``
-        prompt tokens whose chunk attention (from :meth:`chunk_attention`) sums to ``attn``, s."""
+        prompt tokens whose chunk attention (from :meth:`chunk_attention`) sums to ``attn``, s. The
+        decodes are priced as a batch of ``b_graph`` (default ``b``): the CUDA graph's padded size."""
         if b > 0:
-            gpu = self.decode_gpu(b, ctx_mean)
+            gpu = self.decode_gpu(b if b_graph is None else b_graph, ctx_mean)
             if prefill_tokens > 0:
                 gpu += self.rest_gpu(b + prefill_tokens) - self.rest_gpu(b) + attn
             return max(gpu, self.host_prefill if prefill_tokens > 0 else self.host_decode)
@@ -219,16 +249,90 @@ def build_step_model(
     )
 
 
+def speculative_step_model(target: StepModel, draft: StepModel, k: int, tokens_per_round: float) -> StepModel:
+    """The step model of speculative decoding, per generated token: a round of ``k`` draft decode
+    steps and one verification pass, divided by the tokens it yields on average, ``E``::
+
+        D'(b, c) = [k D_draft(b, c) + D(b, c) + R(b (k + 1)) - R(b)] / E
+
+    The verification pass is a decode step whose non-attention work runs ``k + 1`` tokens per
+    sequence (``R`` over ``b (k + 1)`` tokens) while its attention still reads each sequence's KV
+    cache once (``D`` already holds it). Each simulated decode step then stands for one token of
+    every sequence, so KV blocks, TPOT and throughput follow the expected token rate; the host
+    floor is spread the same way. Tables of ``target`` and ``draft`` share their grids (built with
+    the same batch and length limits)."""
+    dec = [
+        [
+            (k * dd + td + target.rest_gpu(b * (k + 1)) - target.rest_gpu(b)) / tokens_per_round
+            for b, td, dd in zip(target.b_grid, trow, drow, strict=True)
+        ]
+        for trow, drow in zip(target.dec, draft.dec, strict=True)
+    ]
+    host = (k * draft.host_decode + target.host_decode) / tokens_per_round
+    return dataclasses.replace(target, dec=dec, host_decode=host, _cols={})
+
+
+def draft_scenario(sc: Scenario, spec: ServingSpec) -> Scenario | None:
+    """The scenario of the draft model of ``spec.speculative`` (``None`` without it): the preset of
+    ``draft_model``, or for MTP/EAGLE heads the target's shape with one layer; same cluster,
+    parallel layout, precision and runtime as the target."""
+    sd = spec.speculative
+    if sd is None:
+        return None
+    if sd.draft_model is None:
+        model = sc.model.model_copy(update={"layers": 1, "name": f"{sc.model.name}-mtp"})
+    else:
+        fields = default_registry().model_preset(sd.draft_model)
+        fields = {k: v for k, v in fields.items() if k in ModelSpec.model_fields and k != "preset"}
+        model = validate(
+            ModelSpec, {**fields, "seq_len": sc.model.seq_len}, prefix="serving.speculative.draft_model"
+        )
+        if model.vocab != sc.model.vocab:
+            raise SpecError(
+                f"draft model {sd.draft_model!r} has a vocabulary of {model.vocab} tokens, the target "
+                f"{sc.model.vocab}: a draft must share the target's tokenizer",
+                field="serving.speculative.draft_model",
+            )
+    return sc.model_copy(update={"model": model})
+
+
 def _kv_dtype_bytes(sc: Scenario) -> float:
     inf = sc.inference
     assert inf is not None
     return float(DTYPE_BYTES[MEM.kv_cache_dtype(inf.precision, inf.kv_cache_dtype)])
 
 
-def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) -> tuple[int, dict[str, float]]:
+def kv_blocks(
+    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, draft: Scenario | None = None
+) -> tuple[int, dict[str, float]]:
     """KV-cache blocks of one instance and its per-GPU memory budget (bytes): device memory times
     ``memory_utilization`` (at most capacity minus the reserved runtime bytes), minus weights, the
-    activations of a ``max_batch_tokens`` prefill step and the logits of ``max_batch`` sequences."""
+    activations of a ``max_batch_tokens`` prefill step and the logits of ``max_batch`` sequences.
+    With a ``draft`` scenario (speculative decoding) its weights come off too and each token's
+    block space holds the draft's KV beside the target's."""
+    weights, acts, logits, per_token = _memory_terms(sc, cluster, spec, tp)
+    if draft is not None:
+        d_weights, _, _, d_token = _memory_terms(draft, cluster, spec, tp)
+        weights += d_weights
+        per_token += d_token
+    cap = cluster.device.memory.capacity
+    usable = min(cap * spec.memory_utilization, cap - MEM.RESERVED_BYTES)
+    free = usable - weights - acts - logits
+    blocks = int(max(free, 0.0) // (per_token * spec.kv_block_tokens))
+    return blocks, {
+        "usable": usable,
+        "weights": weights,
+        "activations": acts + logits,
+        "kv_cache": blocks * per_token * spec.kv_block_tokens,
+        "kv_bytes_per_token": per_token,
+    }
+
+
+def _memory_terms(
+    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int
+) -> tuple[float, float, float, float]:
+    """Per GPU of a tp x pp instance, bytes: weights, activations of a ``max_batch_tokens`` prefill
+    step, logits of ``max_batch`` sequences, KV cache per token."""
     inf = sc.inference
     assert inf is not None
     pp = sc.parallel.pp
@@ -246,18 +350,8 @@ def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) ->
     weights = float(np.asarray(ev.memory["weights"]))
     acts = float(np.asarray(ev.memory["activations"]))
     logits = float(np.asarray(ev.memory["logits"])) * spec.max_batch
-    cap = cluster.device.memory.capacity
-    usable = min(cap * spec.memory_utilization, cap - MEM.RESERVED_BYTES)
-    free = usable - weights - acts - logits
     per_token = float(np.asarray(MEM.kv_cache_bytes(sc.model, 1, 1, tp, _kv_dtype_bytes(sc)))) / pp
-    blocks = int(max(free, 0.0) // (per_token * spec.kv_block_tokens))
-    return blocks, {
-        "usable": usable,
-        "weights": weights,
-        "activations": acts + logits,
-        "kv_cache": blocks * per_token * spec.kv_block_tokens,
-        "kv_bytes_per_token": per_token,
-    }
+    return weights, acts, logits, per_token
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,6 +359,9 @@ def kv_blocks(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int) ->
 
 
 class _Req:
+    """One request in the system (created at its arrival, dropped when it finishes; its outcome is
+    written to the run's arrays)."""
+
     __slots__ = (
         "i",
         "arrival",
@@ -278,17 +375,23 @@ class _Req:
         "k_start",
         "ctx_base",
         "blocks",
+        "knext",
+        "sq",
         "first",
-        "finish",
         "sched",
         "epoch",
         "decoding",
+        "active",
         "kv_ready",
         "preemptions",
-        "inst",
+        "prio",
+        "group",
+        "nodes",
     )
 
-    def __init__(self, i: int, arrival: float, prompt: int, out: int, cached: int) -> None:
+    def __init__(
+        self, i: int, arrival: float, prompt: int, out: int, cached: int, prio: int = 0, group: int = -1
+    ) -> None:
         self.i = i
         self.arrival = arrival
         self.prompt = prompt
@@ -301,22 +404,143 @@ class _Req:
         self.k_start = 0
         self.ctx_base = 0
         self.blocks = 0
+        self.knext = 0
+        self.sq = 0
         self.first = -1.0
-        self.finish = -1.0
         self.sched = -1.0
         self.epoch = 0
         self.decoding = False
+        self.active = False
         self.kv_ready = False
         self.preemptions = 0
-        self.inst: _Instance | None = None
+        self.prio = prio
+        self.group = group
+        """Shared system prompt the request starts with (-1: none)."""
+        self.nodes: list[_Node] = []
+        """Prefix-cache blocks the request holds (shared, not counted in ``blocks``)."""
+
+
+class _Node:
+    """A KV block in the prefix cache: its hash, its place in the radix tree, its users."""
+
+    __slots__ = ("children", "key", "parent", "ref")
+
+    def __init__(self, key: Any, parent: _Node | None) -> None:
+        self.key = key
+        self.parent = parent
+        self.children: dict[Any, _Node] = {}
+        self.ref = 0
+
+
+class _PrefixCache:
+    """Automatic prefix caching: a radix tree of full KV blocks keyed by block hash (a block's hash
+    stands for its tokens and every token before it, so a path from the root is a prompt prefix),
+    with reference counts and least-recently-used eviction of unreferenced leaves. A block of a
+    shared system prompt is hashed as (prompt group, block index); only those blocks are cached
+    (a request's own blocks could only be reused by itself after a preemption)."""
+
+    def __init__(self) -> None:
+        self.root = _Node(None, None)
+        self.lru: OrderedDict[_Node, None] = OrderedDict()
+        """Unreferenced leaves, least recently used first."""
+        self.size = 0
+
+    def match(self, group: int, blocks: int) -> list[_Node]:
+        """The cached blocks of the first ``blocks`` blocks of ``group``'s prefix, from the root."""
+        out: list[_Node] = []
+        node = self.root
+        for i in range(blocks):
+            nxt = node.children.get((group, i))
+            if nxt is None:
+                break
+            out.append(nxt)
+            node = nxt
+        return out
+
+    def acquire(self, node: _Node) -> None:
+        if node.ref == 0:
+            self.lru.pop(node, None)
+        node.ref += 1
+
+    def release(self, node: _Node) -> None:
+        node.ref -= 1
+        if node.ref == 0 and not node.children:
+            self.lru[node] = None
+
+    def add(self, parent: _Node, key: Any) -> _Node:
+        """A new block under ``parent``, referenced once."""
+        node = _Node(key, parent)
+        parent.children[key] = node
+        node.ref = 1
+        self.size += 1
+        self.lru.pop(parent, None)
+        return node
+
+    def evict(self, n: int) -> int:
+        """Evict up to ``n`` unreferenced leaf blocks, least recently used first; returns how many."""
+        done = 0
+        while done < n and self.lru:
+            node, _ = self.lru.popitem(last=False)
+            parent = node.parent
+            assert parent is not None
+            del parent.children[node.key]
+            self.size -= 1
+            done += 1
+            if parent is not self.root and parent.ref == 0 and not parent.children:
+                self.lru[parent] = None
+                self.lru.move_to_end(parent, last=False)  # used no later than its child
+        return done
+
+
+class _KeyedQueue:
+    """A waiting queue ordered by a key (lowest first, then arrival), with the methods of the
+    ``deque`` that the first-come first-served queue uses; a preempted request put back
+    (``appendleft``) takes its place by key."""
+
+    def __init__(self, key: Callable[[_Req], Any]) -> None:
+        self.key = key
+        self.h: list[tuple[Any, int, _Req]] = []
+
+    def append(self, r: _Req) -> None:
+        heapq.heappush(self.h, (self.key(r), r.i, r))
+
+    appendleft = append
+
+    def popleft(self) -> _Req:
+        return heapq.heappop(self.h)[2]
+
+    def __getitem__(self, i: int) -> _Req:
+        if i != 0:
+            raise IndexError(i)
+        return self.h[0][2]
+
+    def __len__(self) -> int:
+        return len(self.h)
+
+
+_KEYS: dict[str, Callable[[_Req], Any]] = {
+    "priority": lambda r: r.prio,
+    "shortest_prompt_first": lambda r: r.prompt,
+}
+
+
+_STEP, _WAKE, _XFER, _ARRIVE = 0, 1, 2, 3
+"""Kinds of event in the simulator's queue: an engine step ends, an idle instance is woken, a KV
+transfer lands, a closed-loop user sends its next request."""
 
 
 class _Instance:
-    """One model instance (tp x pp GPUs) with its scheduler loop."""
+    """One model instance (tp x pp GPUs) with its scheduler.
+
+    KV blocks of decoding requests are counted lazily: a decoding request takes a block every
+    ``B`` steps, at the steps congruent to its first block step modulo ``B``, so the instance keeps
+    the decoding requests in ``B`` buckets by that phase and takes ``len(bucket[k % B])`` blocks at
+    step ``k`` in one subtraction; a request's own block count is brought up to date when it
+    leaves (or when the free blocks run short and requests are preempted one by one).
+    """
 
     def __init__(self, sim: _Sim, idx: int, role: Role, model: StepModel, blocks: int) -> None:
         self.sim = sim
-        self.env = sim.env
         self.idx = idx
         self.role = role
         self.m = model
@@ -326,34 +550,55 @@ class _Instance:
         self.max_batch = sim.spec.max_batch
         self.budget = sim.spec.max_batch_tokens
         self.reserve = sim.spec.reserve_output_kv
-        self.waiting: deque[_Req] = deque()
+        self.prefill_first = sim.spec.step_order == "prefill_first"
+        self.by_priority = sim.spec.scheduler == "priority"
+        self.graphs = sim.spec.cuda_graph_sizes or []
+        self.cache = _PrefixCache() if sim.spec.prefix_caching and sim.spec.shared_prefix else None
+        self.prefix_tokens = sim.spec.shared_prefix.tokens if sim.spec.shared_prefix else 0
+        self.kinc = 1
+        """1 when the step under way advances the decodes, 0 for a prefill-only step that leaves them
+        waiting (``prefill_first``)."""
+        key = _KEYS.get(sim.spec.scheduler)
+        self.waiting: deque[_Req] | _KeyedQueue = deque() if key is None else _KeyedQueue(key)
         self.running: dict[_Req, None] = {}
         self.prefilling: list[_Req] = []
         self.nd = 0
         self.S = 0
         self.k = 0
         self.hfin: list[tuple[int, int, int, _Req]] = []
-        self.hblk: list[tuple[int, int, int, _Req]] = []
-        self.wake: simpy.Event | None = None
+        self.pend: list[tuple[int, int, int, _Req]] = []
+        """Decoding requests whose first block step is still ahead: (step, seq, epoch, request)."""
+        self.bucket: list[dict[_Req, None]] = [{} for _ in range(self.B)]
+        self.kalloc = 0
+        """The last step whose blocks have been taken."""
+        self.blocked = False
+        """The head of the queue could not be admitted and nothing has changed since."""
+        self.idle = True
+        self.woken = False
+        self.dt = 0.0
+        self.used = 0
+        self.chunks: list[tuple[_Req, int]] = []
         self.load = 0
         self.kv_area = 0.0
         self.kv_peak = 0
         self.busy = 0.0
         self.steps = 0
         self.preempted = 0
-        self.nic = simpy.Resource(self.env, capacity=1) if role == "prefill" else None
-        self.env.process(self._loop())
+        self.nic_free = 0.0
+        """When this (prefill) instance's network link finishes its queued KV transfers, s."""
 
     # -- queue
     def enqueue(self, r: _Req) -> None:
-        r.inst = self
         self.waiting.append(r)
         self.sim.queue_change(+1)
+        self.blocked = False
         self.poke()
 
     def poke(self) -> None:
-        if self.wake is not None and not self.wake.triggered:
-            self.wake.succeed()
+        """Wake the instance if it is idle (it plans its next step at the current time)."""
+        if self.idle and not self.woken:
+            self.woken = True
+            self.sim.push(self.sim.now, _WAKE, self)
 
     # -- decode bookkeeping
     def _enter_decode(self, r: _Req, k_start: int) -> None:
@@ -365,12 +610,25 @@ class _Instance:
         self.S += r.ctx_base
         sq = self.sim.seq
         self.sim.seq += 1
+        r.sq = sq
         heapq.heappush(self.hfin, (k_start + r.out - r.g0 - 1, sq, r.epoch, r))
-        k_nb = k_start + r.blocks * self.B - (r.prompt + r.g0)
-        heapq.heappush(self.hblk, (k_nb, sq, r.epoch, r))
+        r.knext = k_start + (r.blocks + len(r.nodes)) * self.B - (r.prompt + r.g0)
+        r.active = False
+        heapq.heappush(self.pend, (r.knext, sq, r.epoch, r))
+
+    def _materialize(self, r: _Req) -> None:
+        """Add to ``r.blocks`` the blocks it took up to step ``kalloc`` (a decoding request)."""
+        if r.active and self.kalloc >= r.knext:
+            c = (self.kalloc - r.knext) // self.B + 1
+            r.blocks += c
+            r.knext += c * self.B
 
     def _leave(self, r: _Req) -> None:
         if r.decoding:
+            self._materialize(r)
+            if r.active:
+                del self.bucket[r.knext % self.B][r]
+                r.active = False
             self.nd -= 1
             self.S -= r.ctx_base
             r.decoding = False
@@ -378,6 +636,48 @@ class _Instance:
             self.prefilling.remove(r)
         del self.running[r]
         r.epoch += 1
+        self.blocked = False
+        self._unshare(r)
+
+    def _unshare(self, r: _Req) -> None:
+        """``r`` lets go of its prefix-cache blocks (they stay cached until evicted)."""
+        if r.nodes:
+            assert self.cache is not None
+            for node in r.nodes:
+                self.cache.release(node)
+            r.nodes = []
+
+    def _cache_prompt(self, r: _Req) -> None:
+        """``r``'s prompt is computed: its full blocks of the shared prefix join the prefix cache (a
+        block already cached by another request replaces ``r``'s own copy, which is freed)."""
+        cache = self.cache
+        if cache is None or r.group < 0:
+            return
+        n = min(self.prefix_tokens, r.prompt - 1) // self.B
+        node = r.nodes[-1] if r.nodes else cache.root
+        for i in range(len(r.nodes), n):
+            key = (r.group, i)
+            nxt = node.children.get(key)
+            if nxt is None:
+                nxt = cache.add(node, key)
+            else:
+                cache.acquire(nxt)
+                self.free += 1
+            r.blocks -= 1
+            r.nodes.append(nxt)
+            node = nxt
+
+    def _reclaim(self, n: int) -> None:
+        """Evict up to ``n`` unreferenced prefix-cache blocks into the free pool."""
+        if self.cache is not None and n > 0:
+            self.free += self.cache.evict(n)
+
+    def _victim(self) -> _Req:
+        """The running request to preempt: the newest, or with the ``priority`` scheduler the one of
+        the lowest priority (largest class, latest arrival)."""
+        if self.by_priority:
+            return max(self.running, key=lambda r: (r.prio, r.i))
+        return next(reversed(self.running))
 
     def _preempt(self, v: _Req) -> None:
         if v.decoding:
@@ -405,109 +705,187 @@ class _Instance:
         """KV of a handed-off request has left this (prefill) instance."""
         self.free += r.blocks
         r.blocks = 0
+        self._unshare(r)
+        self.blocked = False
         self.poke()
 
     # -- one step
+    def _allocate(self, k: int) -> None:
+        """Give every decoding request whose last block is full at step ``k`` a new block."""
+        pend = self.pend
+        while pend and pend[0][0] <= k:
+            kn, _, ep, r = heapq.heappop(pend)
+            if ep == r.epoch:
+                r.active = True
+                self.bucket[kn % self.B][r] = None
+        bk = self.bucket[k % self.B]
+        a = len(bk)
+        if a:
+            if a > self.free:
+                self._reclaim(a - self.free)
+            if a <= self.free:
+                self.free -= a
+            else:
+                self._allocate_short(k, bk)
+        self.kalloc = k
+
+    def _allocate_short(self, k: int, bk: dict[_Req, None]) -> None:
+        """Not enough free blocks for every request at step ``k``: give them one at a time in the
+        order the requests started decoding, preempting the newest running request while none is
+        free (it may be the one asking)."""
+        for b in self.bucket:
+            for r in b:
+                self._materialize(r)
+        for r in sorted(bk, key=lambda x: x.sq):
+            if r not in bk:
+                continue
+            while self.free < 1:
+                v = self._victim()
+                self._preempt(v)
+                if v is r:
+                    break
+            if r not in bk:
+                continue
+            self.free -= 1
+            r.blocks += 1
+            r.knext += self.B
+
+    def _padded(self, nd: int) -> int:
+        """The decode batch a CUDA graph runs for ``nd`` sequences: the next captured size."""
+        g = self.graphs
+        if not g or nd > g[-1]:
+            return nd
+        return g[bisect_left(g, nd)]
+
     def _plan(self) -> tuple[float, list[tuple[_Req, int]]] | None:
-        B = self.B
         k = self.k + 1
+        self.kinc = 1
+        if self.prefill_first and self.nd and (self.prefilling or (self.waiting and not self.blocked)):
+            pre = self._admit(k, self.budget)
+            if pre[2]:
+                self.kinc = 0
+                return self.m.step_time(0, 0.0, pre[1], pre[0]), pre[2]
+        self._allocate(k)
+        nd = self.nd
+        if nd and not self.prefilling and (self.blocked or not self.waiting):
+            return self.m.decode(self._padded(nd), (self.S + nd * k) / nd), []
         while True:
-            hb = self.hblk
-            while hb and hb[0][0] <= k:
-                step, sq, ep, r = heapq.heappop(hb)
-                if ep != r.epoch:
-                    continue
-                while self.free < 1:
-                    v = next(reversed(self.running))
-                    self._preempt(v)
-                    if v is r:
-                        break
-                if ep != r.epoch:
-                    continue
-                self.free -= 1
-                r.blocks += 1
-                heapq.heappush(hb, (step + B, sq, ep, r))
-            budget = self.budget - self.nd
-            cost = 0.0
-            ptok = 0
-            chunks: list[tuple[_Req, int]] = []
-            for r in self.prefilling:
-                if budget <= 0:
-                    break
-                c = min(r.target - r.computed, budget, (r.blocks + self.free) * B - r.computed - 1)
-                if c <= 0:
-                    continue
-                need = -(-(r.computed + c + 1) // B) - r.blocks
-                if need > 0:
-                    self.free -= need
-                    r.blocks += need
-                cost += self.m.chunk_attention(r.computed, c)
-                ptok += c
-                chunks.append((r, c))
-                budget -= c
-            while self.waiting and budget > 0 and len(self.running) < self.max_batch:
-                r = self.waiting[0]
-                if r.kv_ready:
-                    tokens = r.prompt + r.gen + 1
-                    if self.reserve:
-                        tokens = max(tokens, r.prompt + r.out)
-                    need = -(-tokens // B) - r.blocks
-                    if need > self.free:
-                        break
-                    self.waiting.popleft()
-                    self.sim.queue_change(-1)
-                    self.free -= need
-                    r.blocks += need
-                    self.running[r] = None
-                    r.kv_ready = False
-                    self._enter_decode(r, k)
-                    budget -= 1
-                    continue
-                c = min(r.target - r.computed, budget)
-                tokens = r.computed + c + 1
-                if self.reserve:  # a prefill instance holds the prompt (and first token) only
-                    tokens = max(tokens, r.prompt + (1 if self.role == "prefill" else r.out))
-                need = -(-tokens // B) - r.blocks
-                if need > self.free:
-                    break
-                self.waiting.popleft()
-                self.sim.queue_change(-1)
-                if r.sched < 0:
-                    r.sched = self.env.now
-                self.free -= need
-                r.blocks += need
-                self.running[r] = None
-                self.prefilling.append(r)
-                cost += self.m.chunk_attention(r.computed, c)
-                ptok += c
-                chunks.append((r, c))
-                budget -= c
+            cost, ptok, chunks = self._admit(k, self.budget - self.nd)
             if self.nd == 0 and not chunks:
                 if self.running:
                     # prefills hold blocks and none can grow: recompute the newest later
-                    self._preempt(next(reversed(self.running)))
+                    self._preempt(self._victim())
                     continue
                 return None
             nd = self.nd
             ctx = (self.S + nd * k) / nd if nd else 0.0
-            return self.m.step_time(nd, ctx, ptok, cost), chunks
+            return self.m.step_time(nd, ctx, ptok, cost, self._padded(nd)), chunks
+
+    def _admit(self, k: int, budget: int) -> tuple[float, int, list[tuple[_Req, int]]]:
+        """Fill ``budget`` tokens of step ``k`` with prefill chunks: of admitted requests first, then
+        of requests admitted from the head of the queue while ``max_batch`` and the free KV blocks
+        allow (a request that does not fit stops admission and marks the instance ``blocked``).
+        Returns the chunks' attention time (s), their tokens and the ``(request, tokens)`` chunks."""
+        B = self.B
+        cost = 0.0
+        ptok = 0
+        chunks: list[tuple[_Req, int]] = []
+        for r in self.prefilling:
+            if budget <= 0:
+                break
+            held = r.blocks + len(r.nodes)
+            room = self.free + (len(self.cache.lru) if self.cache is not None else 0)
+            c = min(r.target - r.computed, budget, (held + room) * B - r.computed - 1)
+            if c <= 0:
+                continue
+            need = -(-(r.computed + c + 1) // B) - held
+            if need > self.free:
+                self._reclaim(need - self.free)
+            if need > 0:
+                self.free -= need
+                r.blocks += need
+            cost += self.m.chunk_attention(r.computed, c)
+            ptok += c
+            chunks.append((r, c))
+            budget -= c
+        self.blocked = False
+        while self.waiting and budget > 0:
+            if len(self.running) >= self.max_batch:
+                self.blocked = True
+                break
+            r = self.waiting[0]
+            if r.kv_ready:
+                tokens = r.prompt + r.gen + 1
+                if self.reserve:
+                    tokens = max(tokens, r.prompt + r.out)
+                need = -(-tokens // B) - r.blocks
+                if need > self.free:
+                    self.blocked = True
+                    break
+                self.waiting.popleft()
+                self.sim.queue_change(-1)
+                self.free -= need
+                r.blocks += need
+                self.running[r] = None
+                r.kv_ready = False
+                self._enter_decode(r, k)
+                budget -= 1
+                continue
+            hit: list[_Node] = []
+            if self.cache is not None and r.group >= 0:
+                hit = self.cache.match(r.group, min(self.prefix_tokens, r.target - 1) // B)
+            done = max(r.computed, len(hit) * B)
+            c = min(r.target - done, budget)
+            tokens = done + c + 1
+            if self.reserve:  # a prefill instance holds the prompt (and first token) only
+                tokens = max(tokens, r.prompt + (1 if self.role == "prefill" else r.out))
+            need = -(-tokens // B) - r.blocks - len(hit)
+            if need > self.free:
+                for node in hit:  # in use from here on: not evictable
+                    self.cache.acquire(node)  # type: ignore[union-attr]
+                self._reclaim(need - self.free)
+                for node in hit:
+                    self.cache.release(node)  # type: ignore[union-attr]
+                if need > self.free:
+                    self.blocked = True
+                    break
+            for node in hit:
+                self.cache.acquire(node)  # type: ignore[union-attr]
+            r.nodes = hit
+            r.computed = done
+            self.waiting.popleft()
+            self.sim.queue_change(-1)
+            if r.sched < 0:
+                r.sched = self.sim.now
+            self.free -= need
+            r.blocks += need
+            self.running[r] = None
+            self.prefilling.append(r)
+            cost += self.m.chunk_attention(r.computed, c)
+            ptok += c
+            chunks.append((r, c))
+            budget -= c
+        return cost, ptok, chunks
 
     def _complete(self, chunks: list[tuple[_Req, int]]) -> None:
         k = self.k
-        now = self.env.now
+        now = self.sim.now
         for r, c in chunks:
             r.computed += c
             if r.computed < r.target:
                 continue
             r.gen += 1
+            self._cache_prompt(r)
             if self.role == "prefill":
                 self.prefilling.remove(r)
                 del self.running[r]
                 r.epoch += 1
+                self.blocked = False
                 self.load -= 1
                 if r.gen >= r.out:
                     self.free += r.blocks
                     r.blocks = 0
+                    self._unshare(r)
                     r.first = now
                     self.sim.done(r)
                 else:
@@ -526,45 +904,164 @@ class _Instance:
             if ep == r.epoch:
                 self._finish(r)
 
-    def _loop(self) -> Generator[simpy.Event, Any, None]:
-        env = self.env
+    def end_step(self) -> None:
+        """The step under way has ended (at ``sim.now``): account for it and apply it."""
+        dt = self.dt
+        self.k += self.kinc
+        self.steps += 1
+        self.busy += dt
+        self.kv_area += self.used * dt
+        if self.used > self.kv_peak:
+            self.kv_peak = self.used
+        if self.chunks or (self.hfin and self.hfin[0][0] <= self.k):
+            self._complete(self.chunks)
+
+    def run(self) -> None:
+        """Plan steps from ``sim.now`` on. A step that ends before anything else happens in the
+        simulation (the next arrival or queued event) is applied at once and the next one planned;
+        the first that does not is queued. Idle when nothing can run."""
+        sim = self.sim
+        self.idle = False
         while True:
+            ran = self._decode_run(sim.limit())
+            if ran is None:
+                return
+            if ran:
+                continue
             plan = self._plan()
             if plan is None:
-                self.wake = env.event()
-                yield self.wake
-                self.wake = None
-                continue
-            dt, chunks = plan
-            used = self.total_blocks - self.free
-            yield env.timeout(dt)
-            self.k += 1
-            self.steps += 1
-            self.busy += dt
-            self.kv_area += used * dt
-            if used > self.kv_peak:
-                self.kv_peak = used
-            self._complete(chunks)
+                self.idle = True
+                return
+            self.dt, self.chunks = plan
+            self.used = self.total_blocks - self.free
+            t_end = sim.now + self.dt
+            if t_end >= sim.limit():
+                sim.push(t_end, _STEP, self)
+                return
+            sim.now = t_end
+            self.end_step()
 
-
-class _Env(simpy.Environment):
-    """A simpy environment that counts the events it processes."""
-
-    processed = 0
-
-    def step(self) -> None:
-        self.processed += 1
-        super().step()
+    def _decode_run(self, lim: float) -> bool | None:
+        """Run decode-only steps (the same requests, no prefill, nothing admissible waiting) that end
+        before ``lim`` -- the same arithmetic as :meth:`_plan` and :meth:`end_step`, without their
+        general case. Returns ``True`` after a step that finishes a request, ``False`` when no step
+        could run this way (the general path plans the next), ``None`` once it has queued the first
+        step that ends at or after ``lim``."""
+        nd = self.nd
+        if not nd or self.prefilling or (self.waiting and not self.blocked):
+            return False
+        m = self.m
+        col = m.column(self._padded(nd))
+        cg = m.c_grid
+        top = len(cg) - 2
+        hd = m.host_decode
+        B = self.B
+        bucket = self.bucket
+        kpend = self.pend[0][0] if self.pend else math.inf
+        kfin = self.hfin[0][0]
+        S = self.S
+        tot = self.total_blocks
+        free = self.free
+        now = self.sim.now
+        busy = self.busy
+        area = self.kv_area
+        peak = self.kv_peak
+        k = self.k
+        k0 = k
+        j = min(max(bisect_right(cg, (S + nd * (k + 1)) / nd) - 1, 0), top)
+        c0, c1, lo = cg[j], cg[j + 1], col[j]
+        dlo, dc = col[j + 1] - lo, c1 - c0
+        queued = False
+        while True:
+            kk = k + 1
+            if kk >= kpend:
+                pend = self.pend
+                while pend and pend[0][0] <= kk:
+                    kn, _, ep, r = heapq.heappop(pend)
+                    if ep == r.epoch:
+                        r.active = True
+                        bucket[kn % B][r] = None
+                kpend = pend[0][0] if pend else math.inf
+            a = len(bucket[kk % B])
+            if a > free:
+                break
+            free -= a
+            ctx = (S + nd * kk) / nd
+            if ctx >= c1 and j < top:
+                while j < top and cg[j + 1] <= ctx:
+                    j += 1
+                c0, c1, lo = cg[j], cg[j + 1], col[j]
+                dlo, dc = col[j + 1] - lo, c1 - c0
+            dt = lo + dlo * ((ctx - c0) / dc)
+            if dt < hd:
+                dt = hd
+            used = tot - free
+            t_end = now + dt
+            if t_end >= lim:
+                self.kalloc = kk
+                self.dt = dt
+                self.used = used
+                self.chunks = []
+                self.kinc = 1
+                self.sim.push(t_end, _STEP, self)
+                queued = True
+                break
+            now = t_end
+            k = kk
+            busy += dt
+            area += used * dt
+            if used > peak:
+                peak = used
+            if k >= kfin:
+                break
+        if not queued:
+            self.kalloc = k
+        self.free = free
+        self.sim.now = now
+        self.busy = busy
+        self.kv_area = area
+        self.kv_peak = peak
+        self.steps += k - k0
+        self.k = k
+        if queued:
+            return None
+        if k >= kfin and k > k0:
+            self._complete([])
+            return True
+        return False
 
 
 class _Sim:
-    def __init__(self, spec: ServingSpec, n: int) -> None:
+    """The event loop: arrivals in time order (from the workload arrays, made into requests as they
+    arrive) merged with a heap of timed events (step ends, wake-ups, KV transfers); ties go to the
+    event queued first, and queued events before an arrival at the same time. Each request's outcome
+    is written to arrays indexed by arrival order."""
+
+    CHUNK = 65536
+
+    def __init__(
+        self,
+        spec: ServingSpec,
+        arrival: np.ndarray,
+        prompt: np.ndarray,
+        output: np.ndarray,
+        cached: np.ndarray,
+        prio: np.ndarray,
+        group: np.ndarray,
+    ) -> None:
         self.spec = spec
-        self.env = _Env()
-        self.seq = 0
+        n = int(arrival.size)
         self.n = n
+        self.arrays = (arrival, prompt, output, cached, prio, group)
+        self.first = np.full(n, -1.0)
+        self.finish = np.full(n, -1.0)
+        self.sched = np.full(n, -1.0)
+        self.npre = np.zeros(n, dtype=np.int64)
+        self.now = 0.0
+        self.heap: list[tuple[float, int, int, Any]] = []
+        self.seq = 0
+        self.events = 0
         self.completed = 0
-        self.all_done = self.env.event()
         self.in_system = 0
         self.queued = 0
         self.last_t = 0.0
@@ -576,9 +1073,94 @@ class _Sim:
         self.back: list[_Instance] = []
         self.rr = [0, 0]
         self.xfer: np.ndarray = np.zeros(0)
+        self._ai = 0
+        self.closed = spec.concurrency if spec.concurrency is not None else n
+        """Next request a closed-loop user sends (``n``: none, arrivals come from the arrays)."""
+        self._chunk: tuple[list[float], list[int], list[int], list[int], list[int], list[int]] = (
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
+        self._c0 = 0
+        self.ta = math.inf
+        self._load_chunk()
+
+    def _load_chunk(self) -> None:
+        """Next slice of the workload arrays as Python lists (memory stays bounded by the slice)."""
+        a, p, o, c, q, g = self.arrays
+        s = slice(self._ai, self._ai + self.CHUNK)
+        self._chunk = (
+            a[s].tolist(),
+            p[s].tolist(),
+            o[s].tolist(),
+            c[s].tolist(),
+            q[s].tolist(),
+            g[s].tolist(),
+        )
+        self._c0 = self._ai
+        self.ta = self._chunk[0][0] if self._ai < self.n else math.inf
+
+    def push(self, t: float, kind: int, obj: Any) -> None:
+        heapq.heappush(self.heap, (t, self.seq, kind, obj))
+        self.seq += 1
+
+    def limit(self) -> float:
+        """Time of the next thing to happen outside the instance being stepped, s."""
+        h = self.heap
+        return h[0][0] if h and h[0][0] < self.ta else self.ta
+
+    def run(self) -> None:
+        """Run until every request has finished."""
+        heap = self.heap
+        while self.completed < self.n:
+            if heap and heap[0][0] <= self.ta:
+                t, _, kind, obj = heapq.heappop(heap)
+                self.now = t
+                self.events += 1
+                if kind == _STEP:
+                    obj.end_step()
+                    obj.run()
+                elif kind == _WAKE:
+                    obj.woken = False
+                    obj.run()
+                elif kind == _ARRIVE:
+                    self.arrive(self._request(obj))
+                else:
+                    r, src = obj
+                    src.release(r)
+                    r.first = t
+                    r.kv_ready = True
+                    self.route(self.back, 1).enqueue(r)
+            else:
+                self._arrivals()
+        self._mark()
+
+    def _arrivals(self) -> None:
+        """Every request arriving at the next arrival time."""
+        t = self.ta
+        self.now = t
+        while self.ta == t:
+            a, p, o, c, q, g = self._chunk
+            j = self._ai - self._c0
+            r = _Req(self._ai, a[j], p[j], o[j], c[j], q[j], g[j])
+            self._ai += 1
+            self.events += 1
+            if self._ai - self._c0 < len(a):
+                self.ta = a[j + 1]
+            else:
+                self._load_chunk()
+            self.arrive(r)
+
+    def _request(self, i: int) -> _Req:
+        """Request ``i`` read from the workload arrays (a closed-loop arrival)."""
+        a, p, o, c, q, g = self.arrays
+        return _Req(i, float(a[i]), int(p[i]), int(o[i]), int(c[i]), int(q[i]), int(g[i]))
 
     def _mark(self) -> None:
-        now = self.env.now
+        now = self.now
         dt = now - self.last_t
         self.area_sys += self.in_system * dt
         self.area_q += self.queued * dt
@@ -591,7 +1173,9 @@ class _Sim:
             self.max_q = self.queued
 
     def route(self, pool: list[_Instance], which: int) -> _Instance:
-        if self.spec.router == "round_robin":
+        if len(pool) == 1:
+            inst = pool[0]
+        elif self.spec.router == "round_robin":
             inst = pool[self.rr[which] % len(pool)]
             self.rr[which] += 1
         else:
@@ -600,32 +1184,38 @@ class _Sim:
         return inst
 
     def arrive(self, r: _Req) -> None:
+        """``r`` enters the system and the queue of the instance it is routed to."""
         self._mark()
         self.in_system += 1
         if self.in_system > self.max_sys:
             self.max_sys = self.in_system
-        self.route(self.front, 0).enqueue(r)
+        self.queued += 1
+        if self.queued > self.max_q:
+            self.max_q = self.queued
+        inst = self.route(self.front, 0)
+        inst.waiting.append(r)
+        inst.blocked = False
+        inst.poke()
 
     def done(self, r: _Req) -> None:
         self._mark()
         self.in_system -= 1
-        r.finish = self.env.now
+        i = r.i
+        self.first[i] = r.first
+        self.finish[i] = self.now
+        self.sched[i] = r.sched
+        self.npre[i] = r.preemptions
         self.completed += 1
-        if self.completed == self.n:
-            self.all_done.succeed()
+        if self.closed < self.n:  # the user sends its next request now
+            self.arrays[0][self.closed] = self.now
+            self.push(self.now, _ARRIVE, self.closed)
+            self.closed += 1
 
     def hand_off(self, r: _Req, src: _Instance) -> None:
-        self.env.process(self._transfer(r, src))
-
-    def _transfer(self, r: _Req, src: _Instance) -> Generator[simpy.Event, Any, None]:
-        assert src.nic is not None
-        with src.nic.request() as req:
-            yield req
-            yield self.env.timeout(float(self.xfer[r.i]))
-        src.release(r)
-        r.first = self.env.now
-        r.kv_ready = True
-        self.route(self.back, 1).enqueue(r)
+        """Queue the KV transfer of ``r`` on ``src``'s link (one transfer at a time, in order)."""
+        start = max(self.now, src.nic_free)
+        src.nic_free = start + float(self.xfer[r.i])
+        self.push(src.nic_free, _XFER, (r, src))
 
 
 # --------------------------------------------------------------------------------------------
@@ -698,8 +1288,13 @@ class ServingResult(BaseModel):
     preemptions: int
     steps: int
     events: int
-    """simpy events processed."""
+    """Events the simulator processed: arrivals, and steps, wake-ups and KV transfers that had to
+    wait their turn behind other events (a step that ends before anything else happens is applied
+    without queueing)."""
     memory_per_gpu: dict[str, float]
+    settings: dict[str, Any] = {}
+    """The scheduler and KV-cache settings the run assumed (``engine``: the profile they came from,
+    ``None`` for the serving section's own defaults)."""
     calibration: str | None
     notes: list[str] = []
 
@@ -714,6 +1309,8 @@ class RequestLog:
     prompt: np.ndarray
     output: np.ndarray
     preemptions: np.ndarray
+    priority: np.ndarray | None = None
+    """Priority class of each request (``serving.priority_mix``)."""
 
     @property
     def ttft(self) -> np.ndarray:
@@ -754,10 +1351,14 @@ def _stats(x: np.ndarray) -> Stats:
 # workload
 
 
-def _workload(spec: ServingSpec, seq_len: int, model: str = "the model") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Arrival times (s), prompt and output lengths (tokens). A request whose prompt + output exceeds
-    the model's context (``seq_len``) is a :class:`SpecError` naming the length field: it is never
-    clipped to a different workload (docs/serving.md, contexts and precisions)."""
+def _workload(
+    spec: ServingSpec, seq_len: int, model: str = "the model"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Arrival times (s), prompt and output lengths (tokens), and each request's shared system prompt
+    (-1: none; ``serving.shared_prefix``, drawn from a random stream of its own and prepended to the
+    prompt). A request whose prompt + output exceeds the model's context (``seq_len``) is a
+    :class:`SpecError` naming the length field: it is never clipped to a different workload
+    (docs/serving.md, contexts and precisions)."""
     rng = np.random.default_rng(spec.seed)
     if spec.trace is not None:
         t, p, o = load_trace(spec.trace)
@@ -769,6 +1370,12 @@ def _workload(spec: ServingSpec, seq_len: int, model: str = "the model") -> tupl
             t, p, o = t[: spec.requests], p[: spec.requests], o[: spec.requests]
         if t.size == 0:
             raise SpecError("no trace request arrives within duration_s", field="serving.duration_s")
+    elif spec.concurrency is not None:
+        n = spec.requests if spec.requests is not None else 1000
+        # the first `concurrency` requests arrive at once, each later one when a request finishes
+        t = np.where(np.arange(n) < spec.concurrency, 0.0, np.inf)
+        p = spec.prompt.sample(rng, n)
+        o = spec.output.sample(rng, n)
     else:
         assert spec.rate is not None
         cv2 = spec.arrival_cv**2
@@ -792,11 +1399,17 @@ def _workload(spec: ServingSpec, seq_len: int, model: str = "the model") -> tupl
         n = t.size
         p = spec.prompt.sample(rng, n)
         o = spec.output.sample(rng, n)
+    group = np.full(t.size, -1, dtype=np.int64)
+    if spec.shared_prefix is not None:
+        group = np.random.default_rng([spec.seed, 2]).integers(0, spec.shared_prefix.groups, size=t.size)
+        p = p + spec.shared_prefix.tokens
     over = (p + o) > seq_len
     if np.any(over):
         i = int(np.argmax(np.where(over, p + o, 0)))
-        field = "serving.trace" if spec.trace is not None else (
-            "serving.prompt" if p[i] >= seq_len else "serving.output"
+        field = (
+            "serving.trace"
+            if spec.trace is not None
+            else ("serving.prompt" if p[i] >= seq_len else "serving.output")
         )
         raise SpecError(
             f"{int(np.count_nonzero(over))} request(s) exceed {model}'s context of {seq_len} tokens "
@@ -804,7 +1417,17 @@ def _workload(spec: ServingSpec, seq_len: int, model: str = "the model") -> tupl
             "shorten them or choose a longer-context model",
             field=field,
         )
-    return t.astype(float), p.astype(np.int64), o.astype(np.int64)
+    return t.astype(float), p.astype(np.int64), o.astype(np.int64), group.astype(np.int64)
+
+
+def _priorities(spec: ServingSpec, n: int) -> np.ndarray:
+    """Each request's priority class (0 first), drawn from ``spec.priority_mix`` with a random
+    stream of its own (the arrivals and lengths stay those of the same seed without it)."""
+    if spec.priority_mix is None:
+        return np.zeros(n, dtype=np.int64)
+    w = np.asarray(spec.priority_mix, dtype=float)
+    rng = np.random.default_rng([spec.seed, 1])
+    return rng.choice(w.size, size=n, p=w / w.sum()).astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -883,11 +1506,21 @@ def _place(
     fleet = _Fleet({}, {}, {}, 0)
     for role, count, tpx in pools:
         key = f"tp{tpx}"
+        draft = draft_scenario(sc, spec) if role != "prefill" else None
         if key not in fleet.models:
             fleet.models[key] = build_step_model(
                 sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens
             )
-        blocks, mem = kv_blocks(sc, cluster, spec, tpx)
+        model = fleet.models[key]
+        if draft is not None and spec.speculative is not None:
+            dkey = f"{key}-speculative"
+            if dkey not in fleet.models:
+                dm = build_step_model(draft, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens)
+                fleet.models[dkey] = speculative_step_model(
+                    model, dm, spec.speculative.tokens, spec.speculative.tokens_per_round
+                )
+            model = fleet.models[dkey]
+        blocks, mem = kv_blocks(sc, cluster, spec, tpx, draft)
         cap_tokens = blocks * spec.kv_block_tokens
         need = longest + 1 if role != "prefill" else longest_prompt + 1
         if cap_tokens < need:
@@ -902,7 +1535,7 @@ def _place(
         fleet.gpus += count * tpx * sc.parallel.pp
         pool = sim.back if role == "decode" else sim.front
         for _ in range(count):
-            pool.append(_Instance(sim, len(pool), role, fleet.models[key], blocks))
+            pool.append(_Instance(sim, len(pool), role, model, blocks))
     return fleet
 
 
@@ -925,22 +1558,6 @@ def _kv_transfers(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, prompt:
         ),
         dtype=float,
     ) * np.ones(prompt.size)
-
-
-def _run(sim: _Sim, reqs: list[_Req]) -> None:
-    """Feed the requests to ``sim`` at their arrival times and run until every one has finished."""
-
-    def arrivals() -> Generator[simpy.Event, Any, None]:
-        env = sim.env
-        for r in reqs:
-            d = r.arrival - env.now
-            if d > 0:
-                yield env.timeout(d)
-            sim.arrive(r)
-
-    sim.env.process(arrivals())
-    sim.env.run(until=sim.all_done)
-    sim._mark()
 
 
 def _result(
@@ -1025,8 +1642,9 @@ def _result(
         busy_fraction=sum(i.busy for i in insts) / (len(insts) * span),
         preemptions=pre,
         steps=sum(i.steps for i in insts),
-        events=sim.env.processed,
+        events=sim.events,
         memory_per_gpu=fleet.memory[pools[-1][0]],
+        settings={"engine": spec.engine, **{k: getattr(spec, k) for k in ENGINE_FIELDS}},
         calibration=sc.calibration,
         notes=notes,
     )
@@ -1039,39 +1657,41 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     (:func:`_kv_transfers`), the event simulation (:func:`_run`) and its summary (:func:`_result`)."""
     wall0 = time.perf_counter()
     cluster = resolve_cluster(sc.cluster, default_registry())
+    spec = with_engine(spec, cluster.device.name, cluster.device.memory.capacity)
     m = sc.model
     notes: list[str] = []
     if sc.inference is None:
         raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
     valid_layouts(m, pp=sc.parallel.pp).require()
-    arrival, prompt, output = _workload(spec, m.seq_len, m.name)
+    arrival, prompt, output, group = _workload(spec, m.seq_len, m.name)
     n = int(arrival.size)
     pools = _pools(sc, spec, cluster, notes)
     longest = int((prompt + output).max())
     max_len = int(min(m.seq_len, max(longest + 1, 2)))
-    sim = _Sim(spec, n)
+    cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
+    prio = _priorities(spec, n)
+    sim = _Sim(spec, arrival, prompt, output, cached, prio, group)
     fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len))
     if spec.disaggregated is not None:
         sim.xfer = _kv_transfers(sc, spec, cluster, prompt)
-    cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
-    reqs = [_Req(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i])) for i in range(n)]
-    _run(sim, reqs)
+    sim.run()
     log = RequestLog(
         arrival=arrival,
-        first_token=np.array([r.first for r in reqs]),
-        finish=np.array([r.finish for r in reqs]),
+        first_token=sim.first,
+        finish=sim.finish,
         prompt=prompt,
         output=output,
-        preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
+        preemptions=sim.npre,
+        priority=prio,
     )
-    res = _result(sc, spec, cluster, sim, log, np.array([r.sched for r in reqs]), pools, fleet, notes)
+    res = _result(sc, spec, cluster, sim, log, sim.sched, pools, fleet, notes)
     insts = sim.front + sim.back
     return ServingRun(
         result=res,
         log=log,
         wall_s=time.perf_counter() - wall0,
         step_models=fleet.models,
-        kv_blocks_leaked=sum(i.total_blocks - i.free for i in insts),
+        kv_blocks_leaked=sum(i.total_blocks - i.free - (i.cache.size if i.cache else 0) for i in insts),
     )
 
 

@@ -6,12 +6,26 @@ All times in seconds, rates in requests per second, lengths in tokens.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from simcore.errors import SpecError
 from simcore.specs.quantities import Int, Seconds, Spec
+
+Engine = Literal["vllm", "sglang", "trtllm"]
+Scheduler = Literal["fcfs", "priority", "shortest_prompt_first"]
+StepOrder = Literal["decode_first", "prefill_first"]
+
+
+class _Documented(Spec):
+    """A spec whose fields' docstrings become their descriptions in the JSON Schema."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
+    )
 
 
 def _length_shorthand(v: Any) -> Any:
@@ -21,9 +35,10 @@ def _length_shorthand(v: Any) -> Any:
     return v
 
 
-class LengthDist(Spec):
+class LengthDist(_Documented):
     """A request-length distribution in tokens: ``fixed`` (``value``), ``uniform`` (``low``..``high``
-    inclusive) or ``lognormal`` (``mean`` of the lengths and ``sigma`` of their logarithm)."""
+    inclusive) or ``lognormal`` (``mean`` of the lengths and ``sigma`` of their logarithm, truncated at
+    ``max`` when given: a dataset's lengths are bounded, a lognormal's are not)."""
 
     dist: Literal["fixed", "uniform", "lognormal"] = "fixed"
     value: Int | None = Field(default=None, gt=0)
@@ -31,6 +46,9 @@ class LengthDist(Spec):
     high: Int | None = Field(default=None, gt=0)
     mean: float | None = Field(default=None, gt=0)
     sigma: float | None = Field(default=None, ge=0)
+    max: Int | None = Field(default=None, gt=0)
+    """Lognormal only: lengths above this are set to ``max`` (tokens; the truncation is the
+    user's choice, stated here, never a silent clip of the workload)."""
 
     @model_validator(mode="after")
     def _fields(self) -> LengthDist:
@@ -40,8 +58,8 @@ class LengthDist(Spec):
                 raise ValueError(f"{self.dist} length needs '{k}'")
         extra = [
             k
-            for k in ("value", "low", "high", "mean", "sigma")
-            if k not in need and getattr(self, k) is not None
+            for k in ("value", "low", "high", "mean", "sigma", "max")
+            if k not in need + (("max",) if self.dist == "lognormal" else ()) and getattr(self, k) is not None
         ]
         if extra:
             raise ValueError(f"{self.dist} length does not take '{extra[0]}'")
@@ -61,11 +79,13 @@ class LengthDist(Spec):
             assert self.mean is not None and self.sigma is not None
             mu = np.log(self.mean) - 0.5 * self.sigma**2
             out = np.rint(rng.lognormal(mu, self.sigma, size=n)).astype(np.int64)
+            if self.max is not None:
+                out = np.minimum(out, self.max)
         return np.maximum(out, 1)
 
     @property
     def mean_tokens(self) -> float:
-        """Mean length before clipping (tokens)."""
+        """Mean length before the ``max`` truncation (tokens)."""
         if self.dist == "fixed":
             return float(self.value or 0)
         if self.dist == "uniform":
@@ -76,7 +96,7 @@ class LengthDist(Spec):
 Length = Annotated[LengthDist, BeforeValidator(_length_shorthand)]
 
 
-class DisaggSpec(Spec):
+class DisaggSpec(_Documented):
     """Prefill/decode disaggregation: two pools of GPUs; a request's KV cache moves from the
     prefill instance that computed it to a decode instance."""
 
@@ -95,7 +115,46 @@ class DisaggSpec(Spec):
     layer."""
 
 
-class SLOSpec(Spec):
+class SpeculativeSpec(_Documented):
+    """Speculative decoding: each decode round drafts ``tokens`` tokens per sequence and the target
+    model verifies them (and one more) in one forward pass; a drafted token is accepted with
+    probability ``acceptance``, independently, until the first rejection."""
+
+    method: Literal["mtp", "draft"] = "mtp"
+    """``mtp``: MTP/EAGLE-style draft heads on the target (one decoder layer of the target's shape
+    plus its LM head per drafted token); ``draft``: a separate draft model (``draft_model``)."""
+    draft_model: str | None = None
+    """Model preset of the draft model (``method: draft``); it must share the target's vocabulary."""
+    tokens: Int = Field(gt=0)
+    """Draft length k: tokens drafted per sequence per round."""
+    acceptance: float = Field(ge=0.0, le=1.0)
+    """Probability that a drafted token is accepted (per token, i.i.d.)."""
+
+    @model_validator(mode="after")
+    def _draft(self) -> SpeculativeSpec:
+        if (self.method == "draft") != (self.draft_model is not None):
+            raise ValueError("method: draft needs draft_model (a model preset), and only it takes one")
+        return self
+
+    @property
+    def tokens_per_round(self) -> float:
+        """Expected tokens per sequence per verification round, ``(1 - a^(k+1)) / (1 - a)``
+        (``k + 1`` at ``a = 1``): the accepted prefix of the draft plus the target's own token."""
+        a, k = self.acceptance, self.tokens
+        return float(k + 1) if a >= 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+class SharedPrefixSpec(_Documented):
+    """Shared system prompts: every request's prompt starts with one of ``groups`` system prompts of
+    ``tokens`` tokens (drawn uniformly per request), followed by its own part (``serving.prompt``)."""
+
+    tokens: Int = Field(gt=0)
+    """Length of each shared system prompt (tokens)."""
+    groups: Int = Field(default=1, gt=0)
+    """Distinct system prompts."""
+
+
+class SLOSpec(_Documented):
     """Latency targets for goodput: a request counts when it meets every target given."""
 
     ttft_s: Seconds | None = None
@@ -104,7 +163,7 @@ class SLOSpec(Spec):
     """Mean time per output token after the first (seconds)."""
 
 
-class ServingSpec(Spec):
+class ServingSpec(_Documented):
     """Request-level serving simulation: who arrives when, how long they are, how they are served."""
 
     rate: float | None = Field(default=None, gt=0)
@@ -112,6 +171,10 @@ class ServingSpec(Spec):
     arrival_cv: float = Field(default=1.0, gt=0)
     """Coefficient of variation of the gaps between arrivals: 1 is Poisson, above 1 is burstier
     (gamma-distributed gaps)."""
+    concurrency: Int | None = Field(default=None, gt=0)
+    """Closed loop instead of ``rate``: this many users, each sending its next request the moment
+    its previous one finishes (no think time), as throughput-interactivity benchmarks load an
+    engine."""
     trace: str | None = None
     """CSV of ``arrival_s,prompt_len,output_len`` (header row), instead of ``rate`` and lengths;
     a relative path is relative to the scenario file."""
@@ -139,7 +202,40 @@ class ServingSpec(Spec):
     from the start (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): never preempts, admits fewer. Default:
     blocks on demand with preemption by recompute (vLLM)."""
     prefix_cache_hit: float = Field(default=0.0, ge=0.0, lt=1.0)
-    """Fraction of each prompt's tokens found in a prefix cache (not recomputed)."""
+    """Fraction of each prompt's tokens found in a prefix cache (not recomputed): a fixed hit rate,
+    without the cache's memory; ``prefix_caching`` models the cache itself."""
+    shared_prefix: SharedPrefixSpec | None = None
+    """Prompts that start with shared system prompts (a workload a prefix cache can reuse)."""
+    prefix_caching: bool = False
+    """Automatic prefix caching: full KV blocks of prompts stay in a radix tree keyed by block hash
+    after their request leaves, a new request reuses the longest cached prefix of its prompt (at
+    least one token is always computed), and unreferenced blocks are evicted least recently used
+    first when blocks run short (vLLM's automatic prefix caching, SGLang's radix cache)."""
+    engine: Engine | None = None
+    """Take the scheduler and KV-cache settings this engine ships with
+    (``hardware_specs/engines/serving.yaml``, sources cited there and in docs/serving.md): every
+    field below that the scenario does not set. ``None``: the fields' own defaults (vLLM V1's
+    scheduler with 256 sequences and 8192 tokens per step)."""
+    scheduler: Scheduler = "fcfs"
+    """Order of the waiting queue: ``fcfs`` (arrival; a preempted request goes back to the head),
+    ``priority`` (lowest ``priority`` class first, then arrival; the lowest-priority running request
+    is the one preempted, as vLLM's ``priority`` policy), ``shortest_prompt_first`` (shortest
+    prompt first, then arrival)."""
+    step_order: StepOrder = "decode_first"
+    """``decode_first``: every step advances the running decodes and fills the rest of the token
+    budget with prefill chunks (vLLM V1, TensorRT-LLM in-flight batching). ``prefill_first``: a step
+    with prefill work to do runs prefill chunks only and the decodes wait (SGLang without mixed
+    chunks)."""
+    priority_mix: list[float] | None = None
+    """Fractions of the requests in priority classes 0, 1, ... (0 is served first by the
+    ``priority`` scheduler); drawn at random per request (normalised to sum to 1). Default: all
+    class 0."""
+    cuda_graph_sizes: list[int] | None = None
+    """Decode batch sizes captured as CUDA graphs: a decode batch is padded up to the next size (and
+    priced at it); a batch above the largest runs unpadded. ``None``: no padding."""
+    speculative: SpeculativeSpec | None = None
+    """Speculative decoding (draft length, acceptance rate, draft model or heads); ``None``: off
+    (the default of vLLM, SGLang and TensorRT-LLM)."""
     router: Literal["least_loaded", "round_robin"] = "least_loaded"
     """How arrivals pick a replica: fewest requests in the replica, or in turn."""
     disaggregated: DisaggSpec | None = None
@@ -148,12 +244,22 @@ class ServingSpec(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> ServingSpec:
-        if (self.rate is None) == (self.trace is None):
-            raise ValueError("give exactly one of 'rate' (requests/s) or 'trace' (CSV file)")
+        if sum(x is not None for x in (self.rate, self.trace, self.concurrency)) != 1:
+            raise ValueError(
+                "give exactly one of 'rate' (requests/s), 'concurrency' (closed-loop users) or 'trace' (CSV file)"
+            )
         if self.trace is not None and (
             "prompt" in self.model_fields_set or "output" in self.model_fields_set
         ):
             raise ValueError("a trace gives the request lengths; drop 'prompt' and 'output'")
+        if self.priority_mix is not None and (
+            not self.priority_mix or min(self.priority_mix) < 0 or sum(self.priority_mix) <= 0
+        ):
+            raise ValueError("priority_mix needs non-negative fractions with a positive sum")
+        if self.cuda_graph_sizes is not None and (
+            not self.cuda_graph_sizes or min(self.cuda_graph_sizes) < 1
+        ):
+            raise ValueError("cuda_graph_sizes needs batch sizes of at least 1")
         if self.max_batch_tokens < self.max_batch:
             raise ValueError(
                 f"max_batch_tokens ({self.max_batch_tokens}) must be at least max_batch ({self.max_batch}):"
@@ -162,4 +268,75 @@ class ServingSpec(Spec):
         return self
 
 
-__all__ = ["DisaggSpec", "LengthDist", "SLOSpec", "ServingSpec"]
+ENGINE_FIELDS = (
+    "scheduler",
+    "prefix_caching",
+    "step_order",
+    "max_batch",
+    "max_batch_tokens",
+    "kv_block_tokens",
+    "memory_utilization",
+    "reserve_output_kv",
+    "cuda_graph_sizes",
+)
+"""The serving fields an engine profile sets."""
+
+
+@lru_cache(maxsize=1)
+def engine_profiles() -> dict[str, dict[str, Any]]:
+    """The engine profiles of ``hardware_specs/engines/serving.yaml`` by name."""
+    from simcore.specs.loader import read_yaml
+    from simcore.specs.registry import builtin_dir
+
+    return read_yaml(builtin_dir() / "engines" / "serving.yaml")
+
+
+def engine_settings(engine: str, device: str, memory_bytes: float) -> dict[str, Any]:
+    """The settings ``engine`` ships with on a GPU named ``device`` with ``memory_bytes`` of memory:
+    its defaults with the first memory tier it reaches applied, and the CUDA-graph capture sizes
+    expanded into a list (``None`` when the engine does not pad batches). Also ``overlap``: whether
+    it overlaps scheduling with execution."""
+    prof = engine_profiles().get(engine)
+    if prof is None:
+        raise SpecError(f"unknown engine {engine!r}; known: {', '.join(sorted(engine_profiles()))}")
+    vals: dict[str, Any] = dict(prof["defaults"])
+    graphs: dict[str, Any] = dict(vals.pop("cuda_graph_sizes"))
+    gib = memory_bytes / 2**30
+    for tier in prof.get("tiers", []):
+        if gib >= tier["min_memory_gib"] and device.lower() not in tier.get("exclude_devices", []):
+            vals.update({k: v for k, v in tier.items() if k not in ("min_memory_gib", "exclude_devices")})
+            break
+    top = int(vals.pop("cuda_graph_max", graphs["max"]))
+    sizes = sorted({x for a, b, c in graphs["ranges"] for x in range(a, b, c) if x <= top})
+    vals["cuda_graph_sizes"] = sizes if graphs.get("padding", False) else None
+    return vals
+
+
+def with_engine(spec: ServingSpec, device: str, memory_bytes: float) -> ServingSpec:
+    """``spec`` with its engine's settings (:func:`engine_settings`) in every field of
+    :data:`ENGINE_FIELDS` the scenario did not set; ``spec`` itself without an engine."""
+    if spec.engine is None:
+        return spec
+    vals = engine_settings(spec.engine, device, memory_bytes)
+    update = {k: vals[k] for k in ENGINE_FIELDS if k not in spec.model_fields_set}
+    merged = spec.model_dump(exclude_unset=True) | update
+    from simcore.specs.loader import validate
+
+    return validate(ServingSpec, merged, prefix="serving")
+
+
+__all__ = [
+    "ENGINE_FIELDS",
+    "DisaggSpec",
+    "Engine",
+    "LengthDist",
+    "SLOSpec",
+    "Scheduler",
+    "SharedPrefixSpec",
+    "ServingSpec",
+    "SpeculativeSpec",
+    "StepOrder",
+    "engine_profiles",
+    "engine_settings",
+    "with_engine",
+]

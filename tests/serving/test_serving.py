@@ -113,9 +113,9 @@ def test_a_simultaneous_batch_agrees_with_predict(
 
 
 def test_deterministic_with_a_seed() -> None:
-    a = run(seed=3, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5}).result.model_dump()
-    b = run(seed=3, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5}).result.model_dump()
-    c = run(seed=4, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5}).result.model_dump()
+    a = run(seed=3, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5, "max": 6000}).result.model_dump()
+    b = run(seed=3, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5, "max": 6000}).result.model_dump()
+    c = run(seed=4, prompt={"dist": "lognormal", "mean": 512, "sigma": 0.5, "max": 6000}).result.model_dump()
     assert a == b
     assert a != c
 
@@ -227,7 +227,7 @@ def test_disaggregated_mode_runs_and_pays_the_transfer() -> None:
 def test_length_distributions_and_context() -> None:
     r = run(
         requests=3000,
-        prompt={"dist": "lognormal", "mean": 800, "sigma": 0.7},
+        prompt={"dist": "lognormal", "mean": 800, "sigma": 0.7, "max": 6000},
         output={"dist": "uniform", "low": 5, "high": 9},
     )
     assert float(r.log.prompt.mean()) == pytest.approx(800, rel=0.06)
@@ -311,7 +311,7 @@ def test_every_request_finishes_and_no_block_leaks(
     serving: dict[str, Any] = {
         "rate": 40.0,
         "requests": 60,
-        "prompt": {"dist": "lognormal", "mean": 1500, "sigma": 1.0},
+        "prompt": {"dist": "lognormal", "mean": 1500, "sigma": 1.0, "max": 6000},
         "output": {"dist": "uniform", "low": 1, "high": 300},
         "max_batch": max_batch,
         "max_batch_tokens": max_batch + extra_tokens,
