@@ -25,6 +25,7 @@ from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
 from simcore.workload.layout import valid_layouts
+from simcore.workload.precision import recipe
 
 
 def _f(x: Any) -> float:
@@ -145,6 +146,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     dp = p.dp if p.dp is not None else cluster.gpus // (p.tp * p.pp * p.cp)
     vp = p.vp if p.schedule == "interleaved" else 1
     gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
+    extra = int(p.account_for_embedding_in_pipeline_split) + int(p.account_for_loss_in_pipeline_split)
     valid_layouts(
         sc.model,
         cluster.gpus,
@@ -156,7 +158,16 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         vp=vp,
         micro_batch=tr.micro_batch,
         global_batch=gb,
+        etp=p.etp,
+        extra_units=extra,
     ).require()
+    # the folding and pipeline-split options appear in the layout only where the scenario sets them
+    options = {
+        "etp": p.etp,
+        "embedding_stage": p.account_for_embedding_in_pipeline_split or None,
+        "loss_stage": p.account_for_loss_in_pipeline_split or None,
+        "stage_layers": tuple(p.pipeline_layers) if p.pipeline_layers is not None else None,
+    }
     return {
         "tp": p.tp,
         "pp": p.pp,
@@ -175,6 +186,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "tp_overlap": p.tp_overlap,
         "dp_mode": p.data_parallel,
         "vocab_parallel": p.vocab_parallel,
+        **{k: v for k, v in options.items() if v is not None},
     }
 
 
@@ -224,8 +236,14 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     gpus = cluster.gpus
     tokens = _f(ev.tokens_per_step)
     mflops = _f(ev.model_flops_per_step)
-    peak = cluster.device.peak_flops(tr.precision)
+    rec = recipe(tr.precision, cluster.device)
+    peak = cluster.device.peak_flops(rec.gemm_dtype)
     mfu = mflops / (step * gpus * peak)
+    if rec.quantized:
+        kept = "embedding, LM head, router, attention core, norms"
+        if tr.bf16_layers_start or tr.bf16_layers_end:
+            kept += f", first {tr.bf16_layers_start} and last {tr.bf16_layers_end} layers"
+        notes.append(f"precision {tr.precision}: {rec.description}; kept in bf16: {kept}")
     hfu = _f(ev.hardware_flops_per_step) / (step * gpus * peak)
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)

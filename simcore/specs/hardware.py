@@ -56,6 +56,10 @@ class Device(Spec):
     boost_clock: Hertz
     peak: dict[DType, FlopRate]
     """Dense peak FLOP/s per dtype (tensor cores where they exist; fp32 is the non-tensor rate)."""
+    block_scaling: list[Literal["mxfp8", "mxfp6", "mxfp4", "nvfp4"]] = []
+    """Block-scaled formats the tensor cores run natively (per-block scales applied inside the MMA:
+    Blackwell's MXFP8/MXFP6/MXFP4 and NVFP4), at the rate of ``peak`` for the element type (``fp8``,
+    ``fp4``). Training recipes that need one (``mxfp8``, ``nvfp4``) are refused on a device without it."""
     memory: MemorySpec
     l2_cache: Bytes
     smem_per_sm: Bytes | None = None
