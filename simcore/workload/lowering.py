@@ -497,7 +497,9 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         g = mem_op("embedding", routed * mats * h * f, b, "embedding")
         ops.append(Op("expert_weight_gather", g.kind, g.category, g.args, g.count))
     per_expert = routed / local_experts
-    a2a_bytes = T * moe.top_k * h * b
+    # the busiest rank sets the all-to-all's pace: it receives (dispatch) and sends back (combine) the
+    # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
+    a2a_bytes = T * moe.top_k * h * b * moe.imbalance
     ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     ops.append(mem_op("copy", routed * h, b, "moe_permute"))
     wide = lay.fp32_experts
