@@ -1,7 +1,7 @@
 """simcore: performance simulator for AI training and inference on GPU clusters.
 
 Public API (stable names): :func:`load_scenario`, :func:`predict`, :func:`op_time`,
-:func:`collective_time`, :func:`load_hardware`, :func:`transfer_time`.
+:func:`collective_time`, :func:`moe_layer_time`, :func:`load_hardware`, :func:`transfer_time`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def load_hardware(name: str) -> Device | System | Link:
 _LAZY = {
     "predict": "simcore.prediction",
     "op_time": "simcore.compute.ops",
+    "moe_layer_time": "simcore.prediction",
     "collective_time": "simcore.comm.collectives",
     "plan": "simcore.planning.plan",
     "serve": "simcore.serving",
@@ -52,6 +53,7 @@ __all__ = [
     "collective_time",
     "load_hardware",
     "load_scenario",
+    "moe_layer_time",
     "op_time",
     "plan",
     "predict",

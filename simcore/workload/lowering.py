@@ -481,6 +481,10 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # the router is a plain linear layer in bf16 whatever the recipe (Megatron-Core's TopKRouter)
     ops: list[Op] = [_gemm("router", T, moe.experts, h, hp_dtype(dt), "moe_router")]
     ops.append(mem_op("softmax", T * moe.experts, 4.0, "moe_router"))
+    # top-k over the fp32 probabilities: one read of them (the k indices and values written are small);
+    # its backward scatters the k gradients into a T x experts gradient (read the probs' shape once more)
+    topk = mem_op("argmax", T * moe.experts, 4.0, "moe_router")
+    ops.append(Op("topk", topk.kind, topk.category, topk.args, topk.count))
     # parallel folding: an expert-TP group of etp ranks shares the tokens of etp of the attention's
     # tp ranks (each attention TP rank holds 1/tp of the tokens under sequence parallelism)
     etp = lay.tp if lay.etp is None else lay.etp
@@ -501,7 +505,10 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
     a2a_bytes = T * moe.top_k * h * b * moe.imbalance
     ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))
-    ops.append(mem_op("copy", routed * h, b, "moe_permute"))
+    # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
+    # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
+    permute = mem_op("embedding", routed * h, b, "moe_permute")
+    ops.append(Op("permute", permute.kind, permute.category, permute.args, permute.count))
     wide = lay.fp32_experts
     for op in mlp_block_fwd(m, replace(lay, tp=etp), ffn=moe.expert_ffn_hidden, tokens=per_expert):
         args = dict(op.args)
@@ -525,7 +532,12 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             if "bwd_chain" in args:
                 args["bwd_chain"] = [(nb * scale, nm) for nb, nm in args["bwd_chain"]]
             ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))
-    ops.append(mem_op("copy", routed * h, b, "moe_permute"))
+    # unpermute: each routed row times its router probability, then the top_k rows of a token summed
+    # into it (a row scatter-add of ``routed`` rows into ``T``: the embedding backward's access pattern,
+    # whose backward is a gather)
+    ops.append(Op("unpermute_scale", "memory", "moe_permute", mem_op("mul_bcast", routed * h, b).args))
+    unpermute = mem_op("embedding", routed * h, b, "moe_permute")
+    ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
     ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     if moe.shared_experts:
         ops.extend(
