@@ -680,6 +680,24 @@ def stage_layer_counts(
     )
 
 
+def chunk_layer_counts(
+    layers: int, pp: int, vp: int = 1, embedding_stage: bool = False, loss_stage: bool = False,
+    stage_layers: tuple[int, ...] | None = None,
+) -> list[int]:
+    """Transformer layers of each of the ``pp x vp`` model chunks, in chunk order (chunk ``c`` on rank
+    ``c % pp``): Megatron's split of :func:`stage_layer_counts` chunk by chunk (``floor`` each, one more to
+    the first chunks, the embedding's and the loss's units leaving the first and the last chunk), or the
+    explicit ``stage_layers`` (one chunk per rank)."""
+    if stage_layers is not None:
+        return list(stage_layers)
+    chunks = pp * vp
+    units = layers + int(embedding_stage) + int(loss_stage)
+    n = [units // chunks + (1 if c < units % chunks else 0) for c in range(chunks)]
+    n[0] -= int(embedding_stage)
+    n[-1] -= int(loss_stage)
+    return n
+
+
 def _pipeline(s: _Step, work: _StageWork) -> _Pipeline:
     """The stages' times and the pipeline phase, :func:`simcore.engine.schedules.pipeline_time`.
 
@@ -1093,6 +1111,15 @@ def evaluate(
         "buckets": dpc.buckets,
         "dp_window_s": dpc.B_last,
         "layers": float(model.layers),
+        # the extra time of the layers the precision recipe keeps in bf16, on the first / last rank
+        "hp_first_s": np.where(
+            pp <= 1,
+            work.hp_delta * min(s.hp_layers, model.layers),
+            work.hp_delta * np.minimum(s.training.bf16_layers_start, pipe.n_hi),
+        )
+        if s.hp_layers
+        else 0.0,
+        "hp_last_s": work.hp_delta * np.minimum(s.training.bf16_layers_end, pipe.n_lo) if s.hp_layers else 0.0,
     }
     exposed = {
         "tp_comm": bd.get("tp_comm", 0.0),

@@ -100,3 +100,31 @@ def test_a_field_beside_a_preset_overrides_deeply() -> None:
     )
     assert sc.model.moe is not None
     assert sc.model.moe.imbalance == 1.5 and sc.model.moe.experts == 8 and sc.model.moe.top_k == 2
+
+
+@pytest.mark.parametrize(
+    ("layers", "pp", "vp", "emb", "loss"),
+    [(126, 16, 8, True, True), (126, 8, 4, True, True), (14, 4, 4, True, True), (10, 3, 1, False, False)],
+)
+def test_chunk_layer_counts_agree_with_stage_counts(layers: int, pp: int, vp: int, emb: bool, loss: bool) -> None:
+    from simcore.engine.training import chunk_layer_counts
+
+    n = chunk_layer_counts(layers, pp, vp, emb, loss)
+    assert len(n) == pp * vp and sum(n) == layers and min(n) >= 0
+    first, last, _mid = stage_layer_counts(layers, pp, vp, emb, loss)
+    assert sum(n[0::pp]) == first  # rank 0 holds chunks 0, pp, 2 pp, ...
+    assert sum(n[pp - 1 :: pp]) == last
+
+
+def test_des_follows_the_split_and_the_bf16_layers() -> None:
+    """The DES prices the same stages as the analytic engine: the embedding/loss split moves layers off
+    the first and last rank, and the bf16 first/last layers slow those ranks."""
+    base = {"tp": 1, "pp": 4, "vp": 1}
+    plain = _sc(SMALL, base, 4)
+    split = _sc(SMALL, {**base, "account_for_embedding_in_pipeline_split": True, "account_for_loss_in_pipeline_split": True}, 4)
+    for sc in (plain, split):
+        a, d = predict(sc), predict(sc, engine="des")
+        assert d.step_time_s == pytest.approx(a.step_time_s, rel=0.05)
+    fp8 = _sc(SMALL, base, 4, precision="fp8")
+    fp8_bf16 = _sc(SMALL, base, 4, precision="fp8", bf16_layers_start=1, bf16_layers_end=1)
+    assert predict(fp8_bf16, engine="des").step_time_s > predict(fp8, engine="des").step_time_s
