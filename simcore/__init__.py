@@ -1,7 +1,8 @@
 """simcore: performance simulator for AI training and inference on GPU clusters.
 
 Public API (stable names): :func:`load_scenario`, :func:`predict`, :func:`op_time`,
-:func:`collective_time`, :func:`load_hardware`, :func:`transfer_time`, :func:`occupancy`.
+:func:`collective_time`, :func:`moe_layer_time`, :func:`load_hardware`, :func:`transfer_time`,
+:func:`occupancy`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def load_hardware(name: str) -> Device | System | Link:
 _LAZY = {
     "predict": "simcore.prediction",
     "op_time": "simcore.compute.ops",
+    "moe_layer_time": "simcore.prediction",
     "collective_time": "simcore.comm.collectives",
     "plan": "simcore.planning.plan",
     "serve": "simcore.serving",
@@ -54,6 +56,7 @@ __all__ = [
     "load_hardware",
     "load_scenario",
     "occupancy",
+    "moe_layer_time",
     "op_time",
     "plan",
     "predict",

@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from simcore.specs.hardware import Device
 from simcore.specs.scenario import ModelSpec
 from simcore.workload.model import layer_shape
+from simcore.workload.precision import recipe
 
 Num = Any
 
@@ -47,7 +49,7 @@ class StateBytes:
 
 
 def state_bytes(
-    precision: str, optimizer: str, master_weights: bool, param_dtype: str = "bf16"
+    precision: str, optimizer: str, master_weights: bool, param_dtype: str = "bf16", device: Device | None = None
 ) -> StateBytes:
     """Per-parameter bytes of weights, gradients and optimizer state.
 
@@ -55,14 +57,16 @@ def state_bytes(
     ``param_dtype='bf16'`` is Megatron-style mixed precision: low-precision weights, fp32 gradient
     accumulation and an fp32 master copy in the optimizer when ``master_weights``; without it, the
     optimizer keeps its moments in the weights' dtype (PyTorch's optimizers on bf16 parameters).
+    FP8/FP4 recipes keep their quantized weight copies beside the bf16 weights
+    (:meth:`simcore.workload.precision.Recipe.weight_copy_bytes` on ``device``; none given: two copies,
+    Hopper's data and transpose).
     """
     moments = 8.0 if optimizer == "adamw" else 4.0  # SGD with momentum
     if param_dtype == "fp32" or precision == "fp32":
         return StateBytes(4.0, 4.0, moments)
     if not master_weights:
         moments /= 2.0
-    # fp8 training keeps bf16 weights plus fp8 copies for the GEMMs (Transformer Engine).
-    w = 3.0 if precision == "fp8" else 2.0
+    w = 2.0 + recipe(precision).weight_copy_bytes(device)
     master = 4.0 if master_weights else 0.0
     grads = 4.0 if master_weights else 2.0
     return StateBytes(w, grads, moments + master)

@@ -36,6 +36,7 @@ from simcore.system import (
     training_system,
 )
 from simcore.workload.layout import valid_layouts
+from simcore.workload.precision import recipe
 
 
 def _f(x: Any) -> float:
@@ -206,6 +207,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     dp = p.dp if p.dp is not None else cluster.gpus // (p.tp * p.pp * p.cp)
     vp = p.vp if p.schedule == "interleaved" else 1
     gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
+    extra = int(p.account_for_embedding_in_pipeline_split) + int(p.account_for_loss_in_pipeline_split)
     valid_layouts(
         sc.model,
         cluster.gpus,
@@ -217,7 +219,16 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         vp=vp,
         micro_batch=tr.micro_batch,
         global_batch=gb,
+        etp=p.etp,
+        extra_units=extra,
     ).require()
+    # the folding and pipeline-split options appear in the layout only where the scenario sets them
+    options = {
+        "etp": p.etp,
+        "embedding_stage": p.account_for_embedding_in_pipeline_split or None,
+        "loss_stage": p.account_for_loss_in_pipeline_split or None,
+        "stage_layers": tuple(p.pipeline_layers) if p.pipeline_layers is not None else None,
+    }
     return {
         "tp": p.tp,
         "pp": p.pp,
@@ -236,6 +247,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "tp_overlap": p.tp_overlap,
         "dp_mode": p.data_parallel,
         "vocab_parallel": p.vocab_parallel,
+        **{k: v for k, v in options.items() if v is not None},
     }
 
 
@@ -295,7 +307,13 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     gpus = cluster.gpus
     tokens = _f(ev.tokens_per_step)
     mflops = _f(ev.model_flops_per_step)
-    peak = cluster.device.peak_flops(tr.precision)
+    rec = recipe(tr.precision, cluster.device)
+    peak = cluster.device.peak_flops(rec.gemm_dtype)
+    if rec.quantized:
+        kept = "embedding, LM head, router, attention core, norms"
+        if tr.bf16_layers_start or tr.bf16_layers_end:
+            kept += f", first {tr.bf16_layers_start} and last {tr.bf16_layers_end} layers"
+        notes.append(f"precision {tr.precision}: {rec.description}; kept in bf16: {kept}")
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
@@ -465,3 +483,50 @@ def predict(scenario: Scenario | str | Path | dict[str, Any], engine: str = "ana
     from simcore.serving import serve
 
     return serve(scenario)
+
+
+def moe_layer_time(
+    model: Any,
+    tokens: int,
+    system: str = "hgx-h200",
+    ep: int = 1,
+    etp: int = 1,
+    dtype: str = "bf16",
+) -> dict[str, Any]:
+    """Device seconds of one MoE feed-forward layer on one rank, forward and backward, by category.
+
+    ``model``: a :class:`~simcore.specs.scenario.ModelSpec` (or its fields as a dict) with ``moe``;
+    ``tokens``: tokens the rank holds before the dispatch; ``ep`` / ``etp``: expert and expert-tensor
+    parallelism (``ep x etp`` GPUs of ``system``). The layer is :func:`simcore.workload.lowering.moe_block_fwd`
+    and its backward: router GEMM, fp32 softmax and top-k, dispatch all-to-all (skewed by
+    ``moe.imbalance``), permute gather, the local experts' grouped GEMMs (each expert's ``m`` its share
+    of the routed tokens, priced by the GEMM model's tile/wave efficiency) and activation, the
+    probability scale and unpermute scatter-add, combine all-to-all (docs/parallelism.md, "MoE layer").
+    Returns ``fwd_s``, ``bwd_s``, ``total_s`` and ``by_category`` (seconds, forward + backward).
+    """
+    from simcore.engine.pricing import Pricer
+    from simcore.specs.loader import validate
+    from simcore.specs.resolve import cluster_for
+    from simcore.specs.scenario import ModelSpec
+    from simcore.workload import lowering as L
+
+    m = model if isinstance(model, ModelSpec) else validate(ModelSpec, model, None, "model")
+    if m.moe is None:
+        raise SpecError("moe_layer_time needs a model with an moe section", field="model.moe")
+    for name, v in (("tokens", tokens), ("ep", ep), ("etp", etp)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise SpecError(f"{name} must be a positive integer (got {v!r})", field=name)
+    if m.moe.experts % ep:
+        raise SpecError(f"ep {ep} does not divide the {m.moe.experts} experts", field="ep")
+    recipe(dtype)
+    pricer = Pricer.for_layout(cluster_for(system, gpus=ep * etp), tp=etp, dp=ep, ep=ep, etp=etp)
+    lay = L.Layout(micro_batch=1, seq=tokens * etp, tp=etp, ep=ep, etp=etp, sp=etp > 1, dtype=dtype)
+    fwd = L.moe_block_fwd(m, lay)
+    pf, pb = pricer.price(fwd), pricer.price(L.backward(fwd))
+    cats = {k: float(pf.time.get(k, 0.0) + pb.time.get(k, 0.0)) for k in {*pf.time, *pb.time}}
+    return {
+        "fwd_s": float(pf.total()),
+        "bwd_s": float(pb.total()),
+        "total_s": float(pf.total() + pb.total()),
+        "by_category": dict(sorted(cats.items())),
+    }

@@ -660,12 +660,17 @@ def collective_time(
     nodes: int | None = None,
     dtype: str = "bf16",
     algorithm: str = "auto",
+    skew: float = 1.0,
 ) -> CollectiveResult:
     """Predicted time of one collective over ``gpus`` GPUs of ``system`` (``nodes`` systems; default
     as few as hold them).
 
     ``nbytes`` is bytes per rank as nccl-tests counts it (a number or a string such as ``"256 MB"``).
-    Returns seconds in ``time_s`` with the algorithm, protocol, algbw and busbw (bytes/s) beside it.
+    ``skew`` (``all_to_all`` only, >= 1): the busiest rank's bytes over the mean (an MoE dispatch whose
+    tokens favour some experts); a pairwise exchange ends when that rank's sends and receives are done,
+    so the time is the exchange's at ``nbytes x skew`` per rank (algbw and busbw stay relative to
+    ``nbytes``). Returns seconds in ``time_s`` with the algorithm, protocol, algbw and busbw (bytes/s)
+    beside it.
     """
     from simcore.specs.hardware import DTYPE_BYTES
 
@@ -682,6 +687,10 @@ def collective_time(
         raise SimcoreError("send_recv needs at least 2 GPUs", field="gpus")
     if dtype not in DTYPE_BYTES:
         raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}", field="dtype")
+    if isinstance(skew, bool) or not isinstance(skew, int | float) or not skew >= 1.0 or skew == float("inf"):
+        raise SimcoreError(f"skew must be a number >= 1 (busiest rank's bytes over the mean), got {show(skew)}", field="skew")
+    if skew != 1.0 and opn != "all_to_all":
+        raise SimcoreError(f"skew applies to all_to_all only (got {opn})", field="skew")
     cluster = cluster_for(system, gpus=gpus, nodes=nodes)
     group = _group_for(cluster, gpus)
     lp = load_profile(cluster.system.name)
@@ -698,7 +707,7 @@ def collective_time(
                 f"node(s) of {cluster.system.name}",
                 field="algorithm",
             )
-    cost = cost_from_profile(opn, S, group, link_rates(cluster, group), lp.profile, algorithm, dtype)
+    cost = cost_from_profile(opn, S * skew, group, link_rates(cluster, group), lp.profile, algorithm, dtype)
     t = float(cost.time_s)
     algbw = S / t if t > 0 else 0.0  # one GPU: nothing moves
     factor = float(busbw_factor(opn, gpus))

@@ -314,6 +314,10 @@ def attention(
     kvh = heads if kv_heads is None else kv_heads
     skv = seq if kv_seq is None else kv_seq
     ap = prof.attention_params(bool(backward), dtype, backend)
+    if prof.attention_score_scale != 1.0:
+        # the softmax's exponentials run on the special-function units, whose rate per tensor-core FLOP
+        # differs between the measured device and this one (ComputeProfile.attention_score_scale)
+        ap = ap.model_copy(update={"head_dim_overhead": ap.head_dim_overhead * prof.attention_score_scale})
     scale = clock_scale(dev, prof, "attention", clock_hz)
     if scale != 1.0:
         ap = ap.model_copy(update={"eff_peak": ap.eff_peak * scale})

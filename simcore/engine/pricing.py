@@ -100,10 +100,13 @@ class Pricer:
         calibration: str | None = None,
         per_op_host: bool = True,
         profile: ComputeProfile | None = None,
+        etp: Num | None = None,
     ) -> Pricer:
-        """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp)."""
+        """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp, or, given
+        ``etp``, Megatron-Core's parallel folding: ep ranks ``etp`` apart over tp x cp x dp)."""
         groups = megatron_groups(cluster, tp, cp, dp, pp)
-        groups["ep"] = placement(cluster, ep, np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
+        stride = np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float) if etp is None else etp
+        groups["ep"] = placement(cluster, ep, stride)
         return Pricer(
             cluster, framework, groups, profile=profile, calibration=calibration, per_op_host=per_op_host
         )

@@ -16,7 +16,7 @@ import numpy as np
 
 from simcore.engine.des import DESResult, PipelineJob, StageTimes, simulate_pipeline, step_lower_bound
 from simcore.engine.schedules import chunks
-from simcore.engine.training import STEP_TERMS, TrainingEval
+from simcore.engine.training import STEP_TERMS, TrainingEval, chunk_layer_counts
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import Scenario
 
@@ -35,22 +35,31 @@ def pipeline_job(lay: dict[str, Any], ev: TrainingEval) -> PipelineJob:
     m = int(round(_f(ev.microbatches)))
     nstage = p * nch
     chain = p if sched == "dualpipe" else nstage
-    # per-layer seconds (the stage times are for layers / pp layers); layers that do not divide
-    # evenly go one extra to the first stages
+    # per-layer seconds (the stage times are for layers / pp layers); the layers of each chunk by
+    # Megatron's split (embedding/loss counted as layers, explicit per-stage lists: chunk_layer_counts)
     layers = int(round(st["layers"]))
     per_rank = layers / p
     f, b, w = (st[k] / per_rank for k in ("forward_s", "backward_s", "wgrad_s"))
+    counts = (
+        chunk_layer_counts(
+            layers, p, nstage // p, bool(lay.get("embedding_stage")), bool(lay.get("loss_stage")),
+            lay.get("stage_layers"),
+        )
+        if chain == nstage and (lay.get("stage_layers") is None or nstage == p)
+        else [layers // chain + (1 if pos < layers % chain else 0) for pos in range(chain)]
+    )  # fmt: skip
+    hp_share = f / max(f + b, 1e-30)  # a bf16 layer's extra time, split as a layer's forward/backward
     stages = []
     for vs in range(nstage):
         pos = vs % chain
-        n = layers // chain + (1 if pos < layers % chain else 0)
+        n = counts[pos]
         sf, sb, sw = f * n, b * n, w * n
         if pos == 0:
-            sf += st["embedding_fwd_s"]
-            sb += st["embedding_bwd_s"]
+            sf += st["embedding_fwd_s"] + hp_share * st.get("hp_first_s", 0.0)
+            sb += st["embedding_bwd_s"] + (1 - hp_share) * st.get("hp_first_s", 0.0)
         if pos == chain - 1:
-            sf += st["head_fwd_s"]
-            sb += st["head_bwd_s"]
+            sf += st["head_fwd_s"] + hp_share * st.get("hp_last_s", 0.0)
+            sb += st["head_bwd_s"] + (1 - hp_share) * st.get("hp_last_s", 0.0)
             sw += st["head_wgrad_s"]
         stages.append(StageTimes(sf, sb, sw))
     return PipelineJob(

@@ -14,7 +14,7 @@ discrete-event engine reproduces on uncontended cases (see docs/parallelism.md, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,10 +23,12 @@ from simcore import memory as M
 from simcore.compute import ops as C
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.schedules import pipeline_time
+from simcore.errors import SpecError
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import ModelSpec, TrainingSpec
 from simcore.workload import lowering as L
+from simcore.workload import precision as P
 from simcore.workload.model import model_flops_per_token, param_counts, weight_tensors
 
 Num = Any
@@ -57,6 +59,14 @@ class TrainingLayout:
     """``ddp`` or ``dataparallel`` (single-process nn.DataParallel)."""
     vocab_parallel: bool = True
     """Embedding, LM head and loss sharded over TP (scalar for a whole grid)."""
+    etp: Num | None = None
+    """Expert tensor parallelism (``None``: ``tp``)."""
+    embedding_stage: bool = False
+    """The embedding counts as a layer in the pipeline split (``account_for_embedding_in_pipeline_split``)."""
+    loss_stage: bool = False
+    """The LM head and loss count as a layer in the split (``account_for_loss_in_pipeline_split``)."""
+    stage_layers: tuple[int, ...] | None = None
+    """Layers on each pipeline stage, first to last (``parallel.pipeline_layers``); ``None``: even."""
 
 
 def host_run_ahead(
@@ -173,12 +183,17 @@ class TrainingEval:
 
 
 def _stage_priced(
-    pricer: Pricer, model: ModelSpec, lw: L.Layout, moe: bool
+    pricer: Pricer, model: ModelSpec, lw: L.Layout, moe: bool, quant: Any = None, weight_share: Num = 1.0
 ) -> tuple[Priced, Priced, Num, Num, Num, Num]:
     """(forward, backward, weight-gradient seconds, attention-forward seconds, GEMM seconds,
-    attention-forward FLOPs) of one layer."""
+    attention-forward FLOPs) of one layer. ``quant``: the precision recipe's quantize traffic
+    (:meth:`Recipe.quantize_bytes` of the device), whose kernels join the layer's
+    (:func:`~simcore.workload.lowering.quantize_ops`; weights cast once per step: ``weight_share``)."""
     f_ops = L.layer_fwd(model, lw, moe_layer=moe)
     b_ops = L.backward(f_ops)
+    if quant is not None:
+        f_ops = f_ops + L.quantize_ops(f_ops, quant, weight_share)
+        b_ops = b_ops + L.quantize_ops(f_ops, quant, backward=True)
     fwd = pricer.price(f_ops)
     bwd = pricer.price(b_ops)
     attn = fwd.time.get("attention", 0.0)
@@ -217,6 +232,7 @@ def _layer_layout(
     tp: Num,
     cp: Num,
     ep: Num,
+    etp: Num,
     mb: Num,
     sp: Num,
     gemm_dtype: str,
@@ -236,6 +252,7 @@ def _layer_layout(
         tp=tp,
         cp=cp,
         ep=ep,
+        etp=etp,
         sp=sp,
         dtype=gemm_dtype,
         act_bytes=act,
@@ -298,20 +315,25 @@ class _Step:
         self.layer_host: bool = f"train_fwd_{act_key}" in self.host_cal and (
             framework == "eager" or (compiled and f"compiled_ratio_fwd_{act_key}" in self.host_cal)
         )
+        self.etp = etp = tp if lay.etp is None else _a(lay.etp)
         self.pricer = Pricer.for_layout(
-            cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not self.layer_host, profile=prof
+            cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not self.layer_host, profile=prof,
+            etp=etp,
         )
         self.full_t = np.where(recompute == "full", 1.0, 0.0)
         self.sel_t = np.where(recompute == "selective", 1.0, 0.0)
         self.zero = zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
         self.zero0, self.zero12, self.zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
-        self.sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
+        self.recipe = P.recipe(training.precision, cluster.device)
+        self.sb = M.state_bytes(
+            training.precision, training.optimizer, training.master_weights, param_dtype, cluster.device
+        )
         self.single_proc = np.asarray(lay.dp_mode) == "dataparallel"
         self.ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
         self.act = act = 2.0 if training.precision != "fp32" else 4.0
         resid = 4.0 if param_dtype == "fp32" else act
         self.lw = _layer_layout(
-            model, lay, tp, cp, ep, mb, sp, training.precision, act, resid, compiled, framework, gate_up,
+            model, lay, tp, cp, ep, etp, mb, sp, self.recipe.gemm_dtype, act, resid, compiled, framework, gate_up,
             implementation, dropout, attention_backend,
         )
         # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
@@ -322,6 +344,7 @@ class _Step:
         self.pc = param_counts(model)
         self.vdiv = tp if lay.vocab_parallel else 1.0
         self.layers_per_rank = model.layers / pp
+        self.hp_layers = (training.bf16_layers_start + training.bf16_layers_end) if self.recipe.quantized else 0
 
 
 @dataclass
@@ -340,18 +363,29 @@ class _StageWork:
     head_f: Priced
     head_b: Priced
     head_w: Num
+    hp_delta: Num = 0.0
+    """Extra forward + backward seconds of a layer kept in bf16 by the precision recipe over a quantized
+    one (``training.bf16_layers_start`` / ``_end``: on the first and last pipeline stages)."""
 
 
 def _stage_work(s: _Step) -> _StageWork:
     """Seconds of a stage's layers (compute, exposed TP/CP/EP communication, recomputation: full
     re-runs the forward, selective the attention core), of the embedding and of the LM head + loss,
     per micro-batch (see docs/parallelism.md)."""
-    model, pricer, lw = s.model, s.pricer, s.lw
+    model, pricer, lw, recipe = s.model, s.pricer, s.lw, s.recipe
+    dev = s.cluster.device
+    quant = (lambda n, w: recipe.quantize_bytes(dev, n, w)) if recipe.quantized else None
     parts = []
+    hp_delta: Num = 0.0
     for moe, count in ((False, s.pc.dense_layers), (True, s.pc.moe_layers)):
         if count == 0:
             continue
-        fwd, bwd, w, attn, gemm, attn_flops = _stage_priced(pricer, model, lw, moe)
+        fwd, bwd, w, attn, gemm, attn_flops = _stage_priced(pricer, model, lw, moe, quant, 1.0 / s.m)
+        if s.hp_layers:
+            # a layer the recipe keeps in bf16 (first/last layers): its extra seconds over a quantized one
+            hp = _stage_priced(pricer, model, replace(lw, dtype=L.hp_dtype(lw.dtype)), moe)
+            extra = hp[0].total() + hp[1].total() - fwd.total() - bwd.total()
+            hp_delta = hp_delta + extra * count / model.layers
         comp_f = fwd.total(exclude=COMM_CATEGORIES)
         comp_b = bwd.total(exclude=COMM_CATEGORIES)
         fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f)
@@ -377,7 +411,7 @@ def _stage_work(s: _Step) -> _StageWork:
     head_f_ops = L.head_fwd(model, lw) + L.loss_fwd(model, lw)
     emb_f, emb_b = pricer.price(emb_f_ops), pricer.price(L.backward(emb_f_ops))
     head_f, head_b = pricer.price(head_f_ops), pricer.price(L.backward(head_f_ops))
-    work = _StageWork(parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad)
+    work = _StageWork(parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad, hp_delta)
     if s.param_dtype == "fp32" and s.training.precision != "fp32":
         _add_amp_casts(s, work)
     return work
@@ -596,7 +630,11 @@ class _Pipeline:
     first: Num
     last: Num
     n_hi: Num
+    """Layers on the first stage."""
     n_lo: Num
+    """Layers on the last stage."""
+    n_mid: Num
+    """Layers on the fullest middle stage (0 with fewer than three stages)."""
     r_layer: Num
     W_max: Num
     c: Num
@@ -604,11 +642,69 @@ class _Pipeline:
     t_pipe: Num
 
 
+def stage_layer_counts(
+    layers: int, pp: Num, vp: Num = 1, embedding_stage: bool = False, loss_stage: bool = False,
+    stage_layers: tuple[int, ...] | None = None,
+) -> tuple[Num, Num, Num]:
+    """Transformer layers on the first, the last and the fullest middle pipeline rank (0 without
+    middle ranks).
+
+    Megatron's split: ``layers`` (plus one for the embedding and one for the loss where they count as
+    layers, ``account_for_*_in_pipeline_split``) go over ``pp x vp`` model chunks, ``floor`` each and one
+    more to the first chunks; rank ``i`` holds chunks ``i, i + pp, ...``; the embedding's and the loss's
+    units then leave the first and last rank. ``stage_layers``: an explicit count per rank (checked to
+    have ``pp`` entries summing to ``layers``)."""
+    if stage_layers is not None:
+        n = list(stage_layers)
+        if np.any(np.asarray(pp) != len(n)) or sum(n) != layers:
+            raise SpecError(
+                f"pipeline_layers {n} must have pp ({pp}) entries summing to model.layers ({layers})",
+                field="parallel.pipeline_layers",
+            )
+        mid = max(n[1:-1], default=0)
+        return float(n[0]), float(n[-1] if len(n) > 1 else 0.0), float(mid)
+    pp_, vp_ = np.asarray(pp, dtype=float), np.asarray(vp, dtype=float)
+    e, lo_ = float(embedding_stage), float(loss_stage)
+    chunks = pp_ * vp_
+    units = layers + e + lo_
+    lo = np.floor(units / chunks + 1e-9)
+    r = units - chunks * lo  # chunks 0 .. r-1 hold one more
+    first = vp_ * lo + np.minimum(vp_, np.ceil(r / pp_))
+    last = vp_ * lo + np.clip(np.ceil((r - pp_ + 1) / pp_), 0, vp_)
+    mid = vp_ * lo + np.clip(np.ceil((r - 1) / pp_), 0, vp_)
+    single = pp_ <= 1
+    return (
+        np.where(single, layers, first - e),
+        np.where(single, 0.0, last - lo_),
+        np.where(pp_ > 2, mid, 0.0),
+    )
+
+
+def chunk_layer_counts(
+    layers: int, pp: int, vp: int = 1, embedding_stage: bool = False, loss_stage: bool = False,
+    stage_layers: tuple[int, ...] | None = None,
+) -> list[int]:
+    """Transformer layers of each of the ``pp x vp`` model chunks, in chunk order (chunk ``c`` on rank
+    ``c % pp``): Megatron's split of :func:`stage_layer_counts` chunk by chunk (``floor`` each, one more to
+    the first chunks, the embedding's and the loss's units leaving the first and the last chunk), or the
+    explicit ``stage_layers`` (one chunk per rank)."""
+    if stage_layers is not None:
+        return list(stage_layers)
+    chunks = pp * vp
+    units = layers + int(embedding_stage) + int(loss_stage)
+    n = [units // chunks + (1 if c < units % chunks else 0) for c in range(chunks)]
+    n[0] -= int(embedding_stage)
+    n[-1] -= int(loss_stage)
+    return n
+
+
 def _pipeline(s: _Step, work: _StageWork) -> _Pipeline:
     """The stages' times and the pipeline phase, :func:`simcore.engine.schedules.pipeline_time`.
 
-    Layers that do not divide evenly go one extra to the first stages (the last stage, which also runs
-    the LM head and loss, gets the smaller share); the first stage adds the embedding. ``c`` moves
+    Layers go over the stages by :func:`stage_layer_counts` (uneven splits: one more on the first
+    chunks; the last stage, which also runs the LM head and loss, gets the smaller share); the first
+    stage adds the embedding; layers the precision recipe keeps in bf16 add their extra time to the
+    first and last stages. ``c`` moves
     ``micro_batch x seq/cp x hidden`` activations (``/tp`` with sequence parallelism) over the PP
     group (see docs/parallelism.md, pipeline schedules)."""
     model, pp = s.model, s.pp
@@ -617,20 +713,27 @@ def _pipeline(s: _Step, work: _StageWork) -> _Pipeline:
     Fl, Bl = work.F_layers.total(), work.B_layers.total()
     single = pp <= 1
     R = Fl + Bl  # a middle stage (average layer count)
-    n_hi = np.ceil(model.layers / pp - 1e-9)
-    n_lo = np.floor(model.layers / pp + 1e-9)
-    r_layer = R / (model.layers / pp)
-    first = r_layer * n_hi + embF + embB
-    last = r_layer * n_lo + headF + headB
-    stage_max = np.where(
-        single, R + embF + embB + headF + headB, np.maximum(np.maximum(first, last), r_layer * n_hi)
+    lay, tr = s.lay, s.training
+    n_hi, n_lo, n_mid = stage_layer_counts(
+        model.layers, pp, s.vp, lay.embedding_stage, lay.loss_stage, lay.stage_layers
     )
-    stage_sum = pp * R + embF + embB + headF + headB
+    r_layer = R / (model.layers / pp)
+    hp_first = work.hp_delta * np.minimum(tr.bf16_layers_start, n_hi) if s.hp_layers else 0.0
+    hp_last = work.hp_delta * np.minimum(tr.bf16_layers_end, n_lo) if s.hp_layers else 0.0
+    hp_all = work.hp_delta * min(s.hp_layers, model.layers)
+    first = r_layer * n_hi + embF + embB + hp_first
+    last = r_layer * n_lo + headF + headB + hp_last
+    stage_max = np.where(
+        single, R + embF + embB + headF + headB + hp_all, np.maximum(np.maximum(first, last), r_layer * n_mid)
+    )
+    stage_sum = pp * R + embF + embB + headF + headB + hp_all
     W_max = work.W_layers + np.where(single, work.head_w, 0.0)
     p2p_bytes = s.mb * model.seq_len / s.cp * model.hidden * s.act / np.where(s.sp, s.tp, 1.0)
     c = np.where(pp > 1, s.pricer.comm_time("send_recv", p2p_bytes, "pp"), 0.0)
     t_pipe = pipeline_time(s.schedule, pp, s.m, s.vp, stage_max, stage_sum, Fl, Bl, work.W_layers, c)
-    return _Pipeline(Fl, Bl, embF, embB, headF, headB, stage_max, first, last, n_hi, n_lo, r_layer, W_max, c, t_pipe)
+    return _Pipeline(
+        Fl, Bl, embF, embB, headF, headB, stage_max, first, last, n_hi, n_lo, n_mid, r_layer, W_max, c, t_pipe
+    )
 
 
 @dataclass
@@ -645,12 +748,12 @@ class _RankParams:
 
 def _rank_params(s: _Step) -> _RankParams:
     """Parameters per rank: dense layers and the MoE layers' attention, norms and shared experts over
-    ``pp x tp``; routed experts over ``pp x tp x ep``; the embedding and LM head (one of them on a
+    ``pp x tp``; routed experts over ``pp x etp x ep``; the embedding and LM head (one of them on a
     pipeline stage, the larger) over TP when vocabulary-parallel."""
     pc, pp, tp = s.pc, s.pp, s.tp
     moe_attn = pc.attention_per_layer + pc.norms_per_layer + pc.moe_layer_shared
     dense = (pc.dense_layers * pc.per_dense_layer + pc.moe_layers * moe_attn) / pp / tp
-    experts = pc.moe_layers * pc.moe_layer_experts / pp / tp / s.ep
+    experts = pc.moe_layers * pc.moe_layer_experts / pp / s.etp / s.ep
     embed = (
         np.where(pp <= 1, pc.embedding + pc.lm_head, np.maximum(pc.embedding, pc.lm_head or pc.embedding))
         / s.vdiv
@@ -688,7 +791,7 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     gradient reduce-scatter during the last backward, parameter all-gather during the next forward.
     ZeRO-3/FSDP: parameters gathered for forward and backward and gradients reduce-scattered per
     micro-batch, prefetched behind the layer compute: exposed ``max(2 AG + RS - (F+B), 0)`` per
-    micro-batch. Expert gradients reduce over the expert-data-parallel group (``dp / ep`` ranks),
+    micro-batch. Expert gradients reduce over the expert-data-parallel group (``tp cp dp / (ep etp)`` ranks),
     priced on dp with the ratio. Single-process nn.DataParallel: parameters broadcast from GPU 0 and
     gradients reduced to it every step, nothing overlapped."""
     pricer, dp, zero0, zero12, zero3 = s.pricer, s.dp, s.zero0, s.zero12, s.zero3
@@ -705,7 +808,9 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
     rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
     ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp"))
-    edp_frac = np.where(dp > 1, np.maximum(dp / s.ep - 1, 0) / np.maximum(dp - 1, 1), 0.0)
+    # expert data parallelism: tp x cp x dp / (ep x etp) ranks hold the same experts (parallel folding)
+    edp = s.tp * s.cp * dp / (s.ep * s.etp)
+    edp_frac = np.where(dp > 1, np.maximum(edp - 1, 0) / np.maximum(dp - 1, 1), 0.0)
     ar_exp = when(s.pc.moe_layers > 0, lambda: pricer.comm_time("all_reduce", exp_grads, "dp") * edp_frac)
     buckets = np.maximum(s.layers_per_rank, 1.0)
     single = s.pp <= 1
@@ -860,12 +965,12 @@ def _pacing_breakdown(s: _Step, work: _StageWork, pipe: _Pipeline) -> dict[str, 
     (the larger layer count); one stage holds everything."""
     single = s.pp <= 1
     stage = work.F_layers.merged(work.B_layers)
-    mid = pipe.r_layer * pipe.n_hi
+    mid = pipe.r_layer * pipe.n_mid
     is_first = (pipe.first >= pipe.last) & (pipe.first >= mid)
     is_last = ~is_first & (pipe.last >= mid)
     w_emb = np.where(single | is_first, 1.0, 0.0)
     w_head = np.where(single | is_last, 1.0, 0.0)
-    n_b = np.where(is_last, pipe.n_lo, pipe.n_hi)
+    n_b = np.where(is_last, pipe.n_lo, np.where(is_first, pipe.n_hi, pipe.n_mid))
     layer_w = np.where(single, 1.0, n_b / np.maximum(s.layers_per_rank, 1e-30))
     bd: dict[str, Num] = {}
     for k, v in stage.time.items():
@@ -901,7 +1006,7 @@ def _step_time(
     bd["dp_copy"] = dpc.ddp_copy
     bd["overlap_slowdown"] = dpc.overlap_cost
     bd["host_overhead"] = bd.get("host_overhead", 0.0) + optm.h_end
-    power_cap = breakdown_power_cap(s.cluster.device, s.prof, bd, s.training.precision)
+    power_cap = breakdown_power_cap(s.cluster.device, s.prof, bd, s.recipe.gemm_dtype)
     bd["power_cap"] = power_cap
     step = step + power_cap
     opt = optm.opt
@@ -921,7 +1026,7 @@ def _step_memory(s: _Step, params: _RankParams) -> dict[str, Num]:
     """Peak bytes per GPU by part (:func:`training_memory`), plus PyTorch DDP's flat gradient buckets
     with fp32 weights: a second copy of the gradients."""
     mem = training_memory(
-        s.model, s.training, s.lay, params.total, params.dense, s.m, s.param_dtype, s.compiled
+        s.model, s.training, s.lay, params.total, params.dense, s.m, s.param_dtype, s.compiled, s.cluster.device
     )
     if s.param_dtype == "fp32":
         mask = (s.dp > 1) & s.zero0 & ~s.single_proc
@@ -1006,6 +1111,15 @@ def evaluate(
         "buckets": dpc.buckets,
         "dp_window_s": dpc.B_last,
         "layers": float(model.layers),
+        # the extra time of the layers the precision recipe keeps in bf16, on the first / last rank
+        "hp_first_s": np.where(
+            pp <= 1,
+            work.hp_delta * min(s.hp_layers, model.layers),
+            work.hp_delta * np.minimum(s.training.bf16_layers_start, pipe.n_hi),
+        )
+        if s.hp_layers
+        else 0.0,
+        "hp_last_s": work.hp_delta * np.minimum(s.training.bf16_layers_end, pipe.n_lo) if s.hp_layers else 0.0,
     }
     exposed = {
         "tp_comm": bd.get("tp_comm", 0.0),
@@ -1041,6 +1155,7 @@ def training_memory(
     m: Num,
     param_dtype: str = "bf16",
     compiled: bool = False,
+    device: Any = None,
 ) -> dict[str, Num]:
     """Peak bytes per GPU on the busiest stage, by part. ``compiled``: torch.compile's graphs save
     fewer activations (recomputable pointwise results are recomputed in backward) and its fused loss
@@ -1049,7 +1164,7 @@ def training_memory(
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
     recompute = np.asarray(lay.recompute)
-    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype)
+    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype, device)
     w, g, o = M.training_state_bytes(params_rank, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
     # DualPipe keeps two copies of the parameters (one per direction; DeepSeek-V3 report, 3.2.1)
     w = w * np.where(np.asarray(lay.schedule) == "dualpipe", 2.0, 1.0)

@@ -111,6 +111,7 @@ def scenario_for(sc: Scenario, layout: dict[str, Any]) -> Scenario:
         "dp": int(layout["dp"]),
         "cp": int(layout["cp"]),
         "ep": int(layout["ep"]),
+        **({"etp": int(layout["etp"])} if "etp" in layout and layout["etp"] != layout["tp"] else {}),
         "vp": int(layout["vp"]),
         "sequence_parallel": bool(layout["sp"]),
         "zero": int(layout["zero"]),
@@ -161,6 +162,8 @@ def _describe(lay: dict[str, Any]) -> str:
         s += f" cp{lay['cp']}"
     if lay["ep"] > 1:
         s += f" ep{lay['ep']}"
+        if lay.get("etp", lay["tp"]) != lay["tp"]:
+            s += f" etp{lay['etp']}"
     if lay["vp"] > 1:
         s += f" vp{lay['vp']}"
     s += f" mb{lay['micro_batch']} {lay['schedule']} rc:{lay['recompute']}"

@@ -7,7 +7,8 @@ schedule, DP and TP overlap). The space is stored factorised:
 * ``base``: a table (one numpy array per column, all of length ``rows``) of the shapes that
   ``simcore predict`` accepts (:func:`~simcore.workload.layout.valid_layouts`: ``tp*pp*cp*dp == gpus``,
   ``heads % tp == 0``, ``pp <= layers`` and ``pp*vp <= layers``, ``global_batch % (micro_batch*dp) == 0``,
-  for MoE ``experts % ep == 0`` and ``(dp*cp) % ep == 0``), narrowed by the search's own choices: TP
+  for MoE ``experts % ep == 0`` and ``ep*etp`` dividing ``tp*cp*dp``, ``etp`` being ``tp`` or 1: Megatron-Core's
+  parallel folding, so EP may exceed DP), narrowed by the search's own choices: TP
   divides the KV heads and sits inside one NVLink domain (``domain % tp == 0``), ``seq_len % cp == 0``,
   virtual stages only with pipeline stages, and even stages and chunks (``layers % (pp*vp) == 0``)
   unless uneven ones are searched;
@@ -38,7 +39,7 @@ from simcore.specs.scenario import ModelSpec
 from simcore.workload.layout import valid_layouts
 
 KNOB_NAMES = ("sp", "recompute", "zero", "schedule", "dp_overlap", "tp_overlap")
-BASE_NAMES = ("tp", "pp", "cp", "dp", "ep", "vp", "micro_batch", "global_batch")
+BASE_NAMES = ("tp", "pp", "cp", "dp", "ep", "etp", "vp", "micro_batch", "global_batch")
 SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe", "gpipe")
 UNEVEN_VP_MAX = 8
 """With uneven stages, virtual-stage counts up to this are tried besides the divisors of the layers."""
@@ -165,6 +166,7 @@ class SearchSpace:
             dp=c("dp", rows),
             cp=c("cp", rows),
             ep=c("ep", rows),
+            etp=c("etp", rows),
             vp=c("vp", rows),
             micro_batch=c("micro_batch", rows),
             global_batch=c("global_batch", rows),
@@ -260,12 +262,18 @@ def build_space(
     t = _keep_valid(t, model, gpus)
 
     if model.moe is not None:
+        # Megatron-Core's parallel folding: experts split over etp = tp (no folding) or etp = 1 (each
+        # expert whole, EP then free to span tp x cp x dp, so EP may exceed DP)
+        t = _cross(t, "fold", np.asarray([False, True]))
+        t = _keep(t, ~t["fold"] | (t["tp"] > 1))  # with tp 1 folding changes nothing
+        t["etp"] = np.where(t.pop("fold"), 1, t["tp"])
         ep_auto = divisors(int(np.gcd(model.moe.experts, gpus)))
         ep_c = _cand(o.ep, ep_auto)
         t = _cross(t, "ep", ep_c)
         t = _keep_valid(t, model, gpus)
     else:
         t["ep"] = np.ones_like(t["tp"])
+        t["etp"] = t["tp"].copy()
 
     t = _cross(t, "global_batch", gbs)
     mb_auto = divisors(int(np.max(gbs)) if len(gbs) else 1)

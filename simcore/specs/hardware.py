@@ -59,6 +59,15 @@ class Device(Spec):
     boost_clock: Hertz
     peak: dict[DType, FlopRate]
     """Dense peak FLOP/s per dtype (tensor cores where they exist; fp32 is the non-tensor rate)."""
+    block_scaling: list[Literal["mxfp8", "mxfp6", "mxfp4", "nvfp4"]] = []
+    """Block-scaled formats the tensor cores run natively (per-block scales applied inside the MMA:
+    Blackwell's MXFP8/MXFP6/MXFP4 and NVFP4), at the rate of ``peak`` for the element type (``fp8``,
+    ``fp4``). Training recipes that need one (``mxfp8``, ``nvfp4``) are refused on a device without it."""
+    exp_per_clock_per_sm: float | None = Field(default=None, gt=0)
+    """Exponentials (``MUFU.EX2`` results) per SM per clock of the special-function units: the rate of
+    attention's softmax, which runs beside the tensor cores, not on them. ``None``: unknown (attention's
+    score work is then transferred at the tensor-core rate). See docs/parallelism.md, "Attention's softmax
+    across generations"."""
     memory: MemorySpec
     l2_cache: Bytes
     smem_per_sm: Bytes | None = None
@@ -73,6 +82,12 @@ class Device(Spec):
     device's curves are transferred (and predictions say so)."""
     sources: dict[str, str]
     notes: list[str] = []
+
+    def exp_rate(self) -> float | None:
+        """Exponentials per second of the whole device at the boost clock (``None`` if unknown)."""
+        if self.exp_per_clock_per_sm is None:
+            return None
+        return self.exp_per_clock_per_sm * self.sm_count * self.boost_clock
 
     @model_validator(mode="after")
     def _needs_bf16(self) -> Device:

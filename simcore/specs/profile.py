@@ -552,6 +552,12 @@ class ComputeProfile(_Frozen):
     (``probe_share_<kind>``, default all of it) scales with it."""
     cpu_ratio_bwd: float = Field(default=1.0, gt=0)
     """The same on the autograd (backward) thread (``probe_backward``)."""
+    attention_score_scale: float = Field(default=1.0, gt=0)
+    """Factor on attention's score work (``head_dim_overhead``: the softmax's exponentials, which the
+    special-function units compute, not the tensor cores) on this device over the measured one:
+    ``(peak / exp rate)`` here over the same ratio where the profile was measured (:func:`transfer`;
+    1 on the measured device or where either exp rate is unknown). See docs/parallelism.md, "Attention's
+    softmax across generations"."""
     clock_fraction: dict[str, float] = {}
     """SM clock while each family (gemm, attention, memory) was measured, as a fraction of the
     device's boost clock (``nvidia-smi dmon`` during the sweep). Power-capped GPUs slow their clock
@@ -764,7 +770,8 @@ def _distance(a: Device, b: Device) -> float:
 
 
 def transfer(profile: ComputeProfile, target: Device) -> ComputeProfile:
-    """``profile`` applied to ``target``: efficiencies kept, peaks taken from ``target`` at use."""
+    """``profile`` applied to ``target``: efficiencies kept, peaks taken from ``target`` at use; the
+    attention's score work rescaled by :func:`attention_score_scale`."""
     if profile.device == target.name:
         return profile
     src = profile.transferred_from or profile.device
@@ -772,9 +779,29 @@ def transfer(profile: ComputeProfile, target: Device) -> ComputeProfile:
         f"efficiencies transferred from {src}: measured fractions of peak kept, "
         f"peaks/bandwidth/SMs/L2 of {target.name} used"
     )
+    measured = default_registry().devices.get(src)
+    scale = attention_score_scale(measured, target) if measured is not None else 1.0
     return profile.model_copy(
-        update={"device": target.name, "transferred_from": src, "notes": [*profile.notes, note]}
+        update={
+            "device": target.name,
+            "transferred_from": src,
+            "notes": [*profile.notes, note],
+            "attention_score_scale": scale,
+        }
     )
+
+
+def attention_score_scale(measured: Device, target: Device) -> float:
+    """How much dearer attention's score work (the softmax's exponentials, one per score) is on
+    ``target`` than on ``measured``, in FLOP-equivalents of the tensor-core peak that the attention fit
+    counts it in: ``(peak_t / exp_t) / (peak_m / exp_m)`` with ``exp = exp_per_clock_per_sm x SMs x
+    clock`` (bf16 peaks; fp8's double alike from Hopper to Blackwell). 1 where either exp rate is unknown.
+    Blackwell doubled the tensor cores' rate per SM but not the special-function units' (B200: about 2),
+    Blackwell Ultra doubled those too (B300/GB300: about 1)."""
+    em, et = measured.exp_rate(), target.exp_rate()
+    if em is None or et is None:
+        return 1.0
+    return (target.peak_flops("bf16") / et) / (measured.peak_flops("bf16") / em)
 
 
 @lru_cache(maxsize=32)

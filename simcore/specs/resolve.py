@@ -44,8 +44,18 @@ def apply_overrides(
         node[parts[-1]] = value
 
 
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over``'s fields on top, section by section (a nested section given beside a preset,
+    such as ``moe: {imbalance: 1.5}``, overrides only the fields it names)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def resolve_scenario_dict(data: dict[str, Any], reg: Registry, file: str | None = None) -> dict[str, Any]:
-    """Fill ``model`` from its preset (explicit fields override the preset)."""
+    """Fill ``model`` from its preset (explicit fields override the preset's, nested sections field by
+    field)."""
     data = copy.deepcopy(data)
     model = data.get("model")
     if isinstance(model, dict) and model.get("preset"):
@@ -54,7 +64,7 @@ def resolve_scenario_dict(data: dict[str, Any], reg: Registry, file: str | None 
         except SpecError as e:
             raise SpecError(e.problem, file=file, field="model.preset") from None
         preset.pop("aliases", None)
-        merged = {**preset, **model}
+        merged = _deep_merge(preset, model)
         data["model"] = merged
     return data
 

@@ -17,6 +17,11 @@ InferencePrecision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
 """Weights and GEMM inputs of inference: ``fp8`` (per-tensor scaled E4M3, as FP8 checkpoints ship) and
 ``fp4`` (NVFP4 block-scaled, Blackwell devices only) besides the 16/32-bit types."""
 
+TrainingPrecision = Literal[
+    "bf16", "fp16", "fp8", "fp32", "fp8_delayed", "fp8_current", "fp8_blockwise", "mxfp8", "nvfp4"
+]
+"""Training precision recipes (:mod:`simcore.workload.precision`): ``fp8`` is ``fp8_delayed``."""
+
 
 class ClusterSpec(Spec):
     """Which systems and how many. Give ``nodes`` (systems) or ``gpus`` (total), not both needed."""
@@ -94,7 +99,9 @@ class ModelSpec(Spec):
     ffn_hidden: Int = Field(gt=0)
     vocab: Int = Field(gt=0)
     seq_len: Int = Field(gt=0)
-    activation: Literal["gelu", "swiglu"] = "gelu"
+    activation: Literal["gelu", "swiglu", "squared_relu"] = "gelu"
+    """MLP activation: ``gelu`` (two matrices), ``swiglu`` (gated, three matrices) or ``squared_relu``
+    (``relu(x)**2``, two matrices: Nemotron-4, Megatron's ``squared_relu``)."""
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     tied_embeddings: bool = False
     moe: MoESpec | None = None
@@ -124,7 +131,18 @@ class TrainingSpec(Spec):
     micro_batch: Int = Field(default=1, gt=0)
     global_batch: Int | None = Field(default=None, gt=0)
     """Sequences per optimizer step; default micro_batch x dp (one micro-batch per rank)."""
-    precision: Precision = "bf16"
+    precision: TrainingPrecision = "bf16"
+    """The GEMMs' precision recipe: ``bf16``, ``fp16``, ``fp32``; FP8 per-tensor ``fp8`` (=
+    ``fp8_delayed``, Transformer Engine's default) or ``fp8_current``; ``fp8_blockwise`` (1x128 / 128x128
+    blocks, DeepSeek-V3); ``mxfp8`` and ``nvfp4`` (Blackwell block-scaled formats). Each prices its GEMMs
+    at the device's rate for the format plus its quantize kernels and weight copies (docs/parallelism.md,
+    "Precision recipes"); a format the device lacks is an error."""
+    bf16_layers_start: Int = Field(default=0, ge=0)
+    """Leading transformer layers kept in bf16 under a low-precision recipe (Megatron's
+    ``first_last_layers_bf16`` with ``num_layers_at_start_in_bf16``; Megatron-Bridge's NVFP4 recipe: 0)."""
+    bf16_layers_end: Int = Field(default=0, ge=0)
+    """Trailing transformer layers kept in bf16 (``num_layers_at_end_in_bf16``; NVIDIA's NVFP4
+    pre-training examples keep the last 4)."""
     optimizer: Literal["adamw", "sgd"] = "adamw"
     optimizer_impl: Literal["fused", "foreach"] = "fused"
     """How the optimizer's update runs: ``fused`` (one kernel per parameter group, ``fused=True`` in
@@ -153,8 +171,25 @@ class ParallelSpec(Spec):
     """Data-parallel degree; default: whatever GPUs tp x pp x cp leave."""
     cp: Int = Field(default=1, gt=0)
     ep: Int = Field(default=1, gt=0)
+    """Expert parallelism: ranks the routed experts are split over. Megatron-Core's parallel folding
+    lays the expert ranks over ``tp x cp x dp`` (independently of the attention's layout): ``ep x etp``
+    must divide ``tp x cp x dp``."""
+    etp: Int | None = Field(default=None, gt=0)
+    """Expert tensor parallelism (Megatron's ``expert_tensor_parallel_size``): ranks each expert's
+    matrices are split over; default: ``tp``."""
     vp: Int = Field(default=1, gt=0)
     """Virtual pipeline stages per rank (interleaved schedule)."""
+    account_for_embedding_in_pipeline_split: bool = False
+    """The embedding counts as one layer when the pipeline splits the layers (Megatron's flag of that
+    name): the first stage holds one layer fewer (Llama 3.1 405B: 126 layers + embedding + loss on
+    128 chunks)."""
+    account_for_loss_in_pipeline_split: bool = False
+    """The LM head and loss count as one layer in the split: the last stage holds one layer fewer."""
+    pipeline_layers: list[Int] | None = None
+    """Transformer layers on each pipeline stage, first to last (Megatron's
+    ``num_layers_in_first_pipeline_stage`` / ``..._last_...`` or ``pipeline_model_parallel_layout``
+    written out); ``pp`` entries summing to ``model.layers``. Default: even, the remainder on the first
+    stages."""
     sequence_parallel: bool = False
     zero: Annotated[Literal[0, 1, 2, 3], BeforeValidator(integer_value)] = 0
     fsdp: bool = False

@@ -24,13 +24,10 @@ GROUPED_GEMM_KERNEL = "cutlass"
 
 def compare(path: str | Path | None = None) -> list[dict[str, Any]]:
     """One dict per measured grouped-GEMM row (with the sync): shapes, measured and predicted seconds."""
-    from simcore.engine.pricing import Pricer
-    from simcore.specs.resolve import cluster_for
+    from simcore.prediction import moe_layer_time
     from simcore.specs.scenario import ModelSpec, MoESpec
-    from simcore.workload import lowering as L
 
     p = Path(path) if path else traces_dir() / "h200" / "moe.csv.gz"
-    pricer = Pricer.for_layout(cluster_for("hgx-h200", gpus=1))
     out: list[dict[str, Any]] = []
     for r in _rows(p):
         if r["grouped"] != "1" or r["sync"] != "1":
@@ -40,16 +37,15 @@ def compare(path: str | Path | None = None) -> list[dict[str, Any]]:
             layers=1, hidden=h, heads=16, ffn_hidden=f, vocab=128, seq_len=tokens, activation="swiglu",
             norm="rmsnorm", moe=MoESpec(experts=experts, top_k=k, expert_ffn_hidden=f),
         )  # fmt: skip
-        fwd = L.moe_block_fwd(model, L.Layout(micro_batch=1, seq=tokens))
-        pf, pb = pricer.price(fwd), pricer.price(L.backward(fwd))
+        t = moe_layer_time(model, tokens, "hgx-h200")
         row: dict[str, Any] = {
             "layer": r["layer"],
             "tokens": tokens,
             "fwd_s": float(r["fwd_s"]),
             "fwd_bwd_s": float(r["fwd_bwd_s"]),
-            "pred_fwd_s": float(pf.total()),
-            "pred_fwd_bwd_s": float(pf.total() + pb.total()),
-            "pred_expert_gemm_s": float(pf.time.get("gemm", 0.0) + pb.time.get("gemm", 0.0)),
+            "pred_fwd_s": t["fwd_s"],
+            "pred_fwd_bwd_s": t["total_s"],
+            "pred_expert_gemm_s": t["by_category"].get("gemm", 0.0),
         }
         trace = p.parent / f"profile_moe_{r['layer']}_t{tokens}.json.gz"
         if trace.is_file():

@@ -90,6 +90,8 @@ class PublishedRow:
     assumptions: list[str] = field(default_factory=list)
     problem: str | None = None
     """Why the row cannot be predicted (a field missing or not understood); ``None`` if it can."""
+    release: str = ""
+    """The software release the row's number comes from (:func:`release_of`)."""
 
 
 @dataclass
@@ -121,6 +123,13 @@ class RowResult:
     problem: str | None = None
     """Why the row was not predicted (then ``predicted``/``error`` are NaN and it is left out of the
     summary); ``None`` when it was."""
+    release: str = ""
+    system: str = ""
+    precision: str = ""
+    moe: bool = False
+    job: str = ""
+    """The job apart from its layout (table, model, GPUs, global batch, sequence, precision): rows of
+    one job with several layouts give the rank fidelity."""
 
 
 # ---------------------------------------------------------------------------------------- parsing
@@ -160,6 +169,40 @@ def _short_source(src: str) -> tuple[str, str]:
         parts = src.split()
         return f"MBridge {parts[1]} {parts[2].removeprefix('DGX-')}", "mcore"
     return src[:24], "mcore"
+
+
+def precision_recipe(column: str) -> str:
+    """The ``training.precision`` recipe a table's precision column names: ``FP8-CS`` (current
+    scaling), ``FP8-DS`` (delayed), ``FP8-MX`` / ``MXFP8``, ``FP8-SS`` / blockwise / subchannel
+    (DeepSeek-V3's 128-blocks), ``NVFP4``, a bare ``FP8`` (Transformer Engine's default: delayed),
+    else bf16 (fp16 where the column says only fp16)."""
+    c = column.lower()
+    if "nvfp4" in c or "fp4" in c:
+        return "nvfp4"
+    if "fp8" in c:
+        if "mx" in c:
+            return "mxfp8"
+        if "cs" in c or "current" in c:
+            return "fp8_current"
+        if any(k in c for k in ("block", "ss", "subchannel", "128")):
+            return "fp8_blockwise"
+        return "fp8_delayed" if "ds" in c or "delayed" in c else "fp8"
+    if "fp16" in c and "bf16" not in c:
+        return "fp16"
+    return "bf16"
+
+
+def release_of(src: str) -> str:
+    """The software release a table's numbers come from (the same configuration moves by up to 40 %
+    between releases)."""
+    if src.startswith("Megatron-Bridge") or src.startswith("NeMo"):
+        return " ".join(src.split()[:2])
+    if src.startswith("Narayanan"):
+        return "Megatron-LM 2021 (paper)"
+    if src.startswith("Korthikanti"):
+        return "Megatron-LM 2022 (paper)"
+    m = re.search(r"r\d+\.\d+\.\d+", src)
+    return f"Megatron-Core {m.group(0)}" if m else ("Megatron-Core r0.8.0" if "Megatron-LM" in src else src[:24])
 
 
 def _system_for(gpu: str) -> str:
@@ -332,16 +375,30 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         if dp > 1:
             assume.append("data-parallel all-reduce after backward, not overlapped (Megatron-LM 2021 DDP)")
 
-    prec_col = rec.get("precision", "").lower()
-    precision = "bf16"
-    if "fp8" in prec_col or "mxfp8" in prec_col:
-        precision = "fp8"
-        if "mx" in prec_col or "(" in prec_col:
-            assume.append("FP8 priced at the device's fp8 rate (scaling granularity not modelled)")
-    elif "fp16" in prec_col and "bf16" not in prec_col:
+    precision = precision_recipe(rec.get("precision", ""))
+    if precision == "fp16":
+        precision = "bf16"
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
+    folding: dict[str, Any] = {}
+    if family == "mcore" and src.startswith("MBridge"):
+        if "moe" in arch:
+            # Megatron-Bridge's MoE recipes set expert_tensor_parallel_size = 1 (parallel folding)
+            folding["etp"] = 1
+            assume.append("etp 1 (Megatron-Bridge MoE recipes' expert_tensor_parallel_size)")
+        if layers == 126 and pp > 1:
+            # Megatron-Bridge's Llama 3.1 405B recipe counts the embedding and the loss as pipeline layers
+            folding["account_for_embedding_in_pipeline_split"] = True
+            folding["account_for_loss_in_pipeline_split"] = True
+            assume.append("embedding and loss counted as pipeline layers (Megatron-Bridge Llama 3.1 405B recipe)")
 
+    runtime: dict[str, Any] = {}
+    if family == "mcore" and system not in ("hgx-a100",):
+        # Megatron-Core runs attention through Transformer Engine, which on Hopper and later gives
+        # cuDNN's fused attention preference over FlashAttention (TE get_attention_backend:
+        # "Disabling FlashAttention to give FusedAttention preference on Hopper+")
+        runtime["attention_backend"] = "cudnn"
+        assume.append("cuDNN fused attention (Transformer Engine's choice on Hopper and later)")
     scenario: dict[str, Any] = {
         "name": f"{src} {rec['model']} {gpus}gpu #{index}",
         "kind": "training",
@@ -376,7 +433,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "ep": ep,
             "dp_overlap": dp_overlap,
             "tp_overlap": tp_overlap,
+            **folding,
         },
+        **({"runtime": runtime} if runtime else {}),
     }
     dims = {
         "B": float(gb),
@@ -407,6 +466,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         dims=dims,
         assumptions=assume,
         problem=problem,
+        release=release_of(rec["source"]),
     )
 
 
@@ -627,9 +687,25 @@ def predict_rows(
                 fits_in_memory=res.fits_in_memory,
                 memory_gib=res.memory_per_gpu_bytes / 1024.0**3,
                 assumptions=r.assumptions,
+                **_row_tags(r),
             )
         )
     return out
+
+
+def _row_tags(r: PublishedRow) -> dict[str, Any]:
+    """The grouping fields of a row's result: release, system, precision, dense/MoE, job."""
+    sc = r.scenario
+    tr = sc.get("training", {}) if sc else {}
+    precision = str(tr.get("precision", ""))
+    job = json.dumps([r.source, r.model, r.gpus, tr.get("global_batch"), sc["model"]["seq_len"] if sc else 0, precision])
+    return {
+        "release": r.release,
+        "system": r.system,
+        "precision": precision,
+        "moe": bool(sc and "moe" in sc["model"]),
+        "job": job,
+    }
 
 
 def _unpredicted(r: PublishedRow, problem: str, primary: bool) -> RowResult:
@@ -654,6 +730,7 @@ def _unpredicted(r: PublishedRow, problem: str, primary: bool) -> RowResult:
         memory_gib=nan,
         assumptions=r.assumptions,
         problem=problem,
+        **_row_tags(r),
     )
 
 
@@ -682,11 +759,17 @@ def summarize(results: list[RowResult]) -> dict[str, Any]:
     by_source: dict[str, Any] = {}
     for src in sorted({r.source for r in prim}):
         by_source[src] = stats([r for r in prim if r.source == src])
+        by_source[src]["release"] = ", ".join(sorted({r.release for r in prim if r.source == src}))
+    by_group: dict[str, Any] = {}
+    for key in sorted({_group(r) for r in prim}):
+        by_group[key] = stats([r for r in prim if _group(r) == key])
     s = stats(prim)
     return {
         "configurations": s,
         "all_rows": stats(results),
         "by_source": by_source,
+        "by_system_precision_kind": by_group,
+        "rank_fidelity": rank_fidelity(prim),
         "not_predicted": [{"row": r.index, "problem": r.problem} for r in skipped],
         "target_median": TARGET_MEDIAN,
         "target_worst": TARGET_WORST,
@@ -694,6 +777,74 @@ def summarize(results: list[RowResult]) -> dict[str, Any]:
             prim and s["median_abs_error"] <= TARGET_MEDIAN and s["worst_abs_error"] <= TARGET_WORST
         ),
     }
+
+
+def _group(r: RowResult) -> str:
+    return f"{r.system} {r.precision} {'MoE' if r.moe else 'dense'}"
+
+
+def _ranks(xs: list[float]) -> list[float]:
+    """Ranks (1-based, ties averaged)."""
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Spearman's rank correlation of two equally long lists (Pearson's of their ranks; NaN when
+    either has no spread)."""
+    ra, rb = _ranks(a), _ranks(b)
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb, strict=True))
+    va = sum((x - ma) ** 2 for x in ra)
+    vb = sum((y - mb) ** 2 for y in rb)
+    return cov / math.sqrt(va * vb) if va > 0 and vb > 0 else math.nan
+
+
+def rank_fidelity(results: list[RowResult]) -> dict[str, Any]:
+    """Whether the predicted order of layouts matches the measured one, over the jobs (table, model,
+    GPUs, global batch, sequence, precision) that a table gives with several layouts: per job, the
+    Spearman correlation of predicted and published throughput (the step time's reciprocal); overall,
+    their mean weighted by the layouts each job has, and the share of layout pairs ordered right."""
+    jobs: dict[str, list[RowResult]] = {}
+    for r in results:
+        jobs.setdefault(r.job, []).append(r)
+    per: list[dict[str, Any]] = []
+    pairs = right = 0
+    for rs in jobs.values():
+        if len(rs) < 2:
+            continue
+        pub = [1.0 / step_from_metric_row(r) for r in rs]
+        pred = [1.0 / r.step_time_s for r in rs]
+        rho = spearman(pub, pred)
+        if math.isnan(rho):
+            continue
+        per.append({"job": f"{rs[0].source} {rs[0].model} {rs[0].gpus} GPUs {rs[0].precision}", "layouts": len(rs), "spearman": rho})
+        for i in range(len(rs)):
+            for j in range(i + 1, len(rs)):
+                if pub[i] != pub[j]:
+                    pairs += 1
+                    right += (pub[i] - pub[j]) * (pred[i] - pred[j]) > 0
+    n = sum(p["layouts"] for p in per)
+    return {
+        "jobs": per,
+        "spearman": sum(p["spearman"] * p["layouts"] for p in per) / n if n else math.nan,
+        "pairs": pairs,
+        "pairs_ordered": right,
+    }
+
+
+def step_from_metric_row(r: RowResult) -> float:
+    """The published step seconds of a predicted row (from its error: ``published / predicted - 1``)."""
+    return r.step_time_s * (1.0 + r.error)
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -745,8 +896,24 @@ def format_summary(summary: dict[str, Any]) -> str:
     for src, s in summary["by_source"].items():
         out.append(
             f"  {src:<18} n={s['rows']:>2}  median {100 * s['median_abs_error']:5.1f}%  "
-            f"worst {100 * s['worst_abs_error']:5.1f}%"
+            f"worst {100 * s['worst_abs_error']:5.1f}%  release: {s.get('release', '')}"
         )
+    groups = summary.get("by_system_precision_kind", {})
+    if groups:
+        out.append("by system x precision x dense/MoE:")
+        for key, g in groups.items():
+            out.append(
+                f"  {key:<32} n={g['rows']:>2}  median {100 * g['median_abs_error']:5.1f}%  "
+                f"worst {100 * g['worst_abs_error']:5.1f}%"
+            )
+    rf = summary.get("rank_fidelity", {})
+    if rf.get("jobs"):
+        out.append(
+            f"rank fidelity over {len(rf['jobs'])} job(s) with several layouts: Spearman {rf['spearman']:.2f}, "
+            f"{rf['pairs_ordered']}/{rf['pairs']} layout pairs ordered right"
+        )
+        for j in rf["jobs"]:
+            out.append(f"  {j['job']:<48} layouts {j['layouts']:>2}  Spearman {j['spearman']:+.2f}")
     verdict = "meets" if summary["meets_target"] else "misses"
     out.append(
         f"target: median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}%: {verdict}"

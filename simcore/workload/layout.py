@@ -38,6 +38,9 @@ class Layout:
     tp: Num = 1
     cp: Num = 1
     ep: Num = 1
+    etp: Num | None = None
+    """Expert tensor parallelism (``None``: ``tp``): each expert's matrices split over ``etp`` ranks, each
+    seeing ``tokens x etp / tp`` of the routed tokens (Megatron-Core's parallel folding)."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
     dtype: str = "bf16"
@@ -161,6 +164,19 @@ def _safe(x: Any) -> Any:
     return np.maximum(x, 1)
 
 
+def _etp(v: Values) -> Any:
+    return v.get("etp", v["tp"])
+
+
+def _dense(v: Values) -> Any:
+    return v["tp"] * v["cp"] * v["dp"]
+
+
+def _chunks_units(v: Values) -> Any:
+    """Layers the pipeline split counts: the model's plus the embedding and loss where they count."""
+    return v["layers"] + v.get("extra_units", 0)
+
+
 RULES: tuple[_Rule, ...] = (
     _Rule(
         ("gpus", "tp", "pp"),
@@ -179,11 +195,13 @@ RULES: tuple[_Rule, ...] = (
             f"match the cluster's {v['gpus']} GPUs"
         ),
     ),
+    # Megatron-Core's MoE parallel folding: the expert grid (etp x ep x expert-dp) re-lays the same
+    # tp x cp x dp ranks of a pipeline stage, so EP may exceed DP
     _Rule(
-        ("dp", "cp", "ep"),
-        lambda v: (v["ep"] > 1) & (v["dp"] * v["cp"] % _safe(v["ep"]) != 0),
+        ("tp", "dp", "cp", "ep"),
+        lambda v: (v["ep"] > 1) & (_dense(v) % _safe(v["ep"] * _etp(v)) != 0),
         "parallel.ep",
-        lambda v: f"ep ({v['ep']}) must divide dp*cp ({v['dp'] * v['cp']})",
+        lambda v: f"ep*etp ({v['ep']}*{_etp(v)}) must divide tp*cp*dp ({_dense(v)})",
     ),
     _Rule(
         ("ep",),
@@ -207,13 +225,16 @@ RULES: tuple[_Rule, ...] = (
     # (as Megatron's uneven splits), so only too few layers is an error
     _Rule(
         ("pp", "vp"),
-        lambda v: (v["vp"] > 1) & (v["layers"] < v["pp"] * v["vp"]),
+        lambda v: (v["vp"] > 1) & (_chunks_units(v) < v["pp"] * v["vp"]),
         "parallel.vp",
-        lambda v: f"model.layers ({v['layers']}) is fewer than pp*vp model chunks ({v['pp'] * v['vp']})",
+        lambda v: (
+            f"model.layers ({v['layers']}{' + embedding/loss ' + str(v['extra_units']) if v.get('extra_units') else ''}) "
+            f"is fewer than pp*vp model chunks ({v['pp'] * v['vp']})"
+        ),
     ),
     _Rule(
         ("pp",),
-        lambda v: v["layers"] < v["pp"],
+        lambda v: _chunks_units(v) < v["pp"],
         "parallel.pp",
         lambda v: f"model.layers ({v['layers']}) is fewer than pipeline stages ({v['pp']})",
     ),
@@ -281,14 +302,16 @@ def valid_layouts(
     vp: Num | None = None,
     micro_batch: Num | None = None,
     global_batch: Num | None = None,
+    etp: Num | None = None,
+    extra_units: Num = 0,
 ) -> LayoutCheck:
     """Check parallel layouts of ``model`` on ``gpus`` GPUs (integers or broadcasting integer arrays).
 
     A rule applies when every value it reads is given (inference gives ``tp`` and ``pp``, and its
     first rule names ``tp*pp``; training gives all). In the order reported: ``tp*pp*cp`` fits the
-    cluster and ``tp*pp*cp*dp`` fills it; ``ep`` divides ``dp*cp`` and the experts, and needs an MoE
-    model; ``tp`` divides the heads; ``pp*vp`` chunks (``vp > 1``) and ``pp`` stages have a layer
-    each (uneven splits allowed); ``micro_batch*dp`` divides the global batch. Search-space pruning
+    cluster and ``tp*pp*cp*dp`` fills it; ``ep*etp`` divides ``tp*cp*dp`` (parallel folding; ``etp``
+    default ``tp``) and ``ep`` the experts, and needs an MoE model; ``tp`` divides the heads; ``pp*vp`` chunks (``vp > 1``) and ``pp`` stages have a layer
+    each (uneven splits allowed; ``extra_units``: the embedding and loss counted as layers); ``micro_batch*dp`` divides the global batch. Search-space pruning
     (TP inside the NVLink domain, redundant knobs) is the planner's, not a rule here. See
     docs/parallelism.md section 1 (parallel plan)."""
     given = {
@@ -301,11 +324,14 @@ def valid_layouts(
         "vp": vp,
         "micro_batch": micro_batch,
         "global_batch": global_batch,
+        "etp": etp,
     }
     v: Values = {k: np.asarray(x) for k, x in given.items() if x is not None}
     v["heads"] = np.asarray(model.heads)
     v["layers"] = np.asarray(model.layers)
     v["experts"] = np.asarray(model.moe.experts if model.moe is not None else 0)
+    if np.any(extra_units):
+        v["extra_units"] = np.asarray(extra_units)
     shape = np.broadcast_shapes(*(x.shape for x in v.values()))
     rule = np.full(shape, -1, dtype=np.int64)
     # the last rule first, so that an earlier broken rule overwrites a later one

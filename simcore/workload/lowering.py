@@ -12,7 +12,7 @@ all-gather + reduce-scatter with sequence parallelism), context parallelism spli
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -416,7 +416,13 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
         ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
         ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay)))
-        if lay.hf:
+        if m.activation == "squared_relu":
+            # Megatron-Core's squared_relu, ``torch.pow(F.relu(x), 2)``: two unary kernels in eager
+            # PyTorch (the vectorised one-in one-out loop, priced as ``mul_scalar``)
+            for nm in ("relu", "square"):
+                o = mem_op("mul_scalar", T * f, b, "elementwise")
+                ops.append(Op(nm, o.kind, o.category, o.args, o.count))
+        elif lay.hf:
             ops.extend(composite_ops("gelu_tanh", T * f, b, lay.residual_bytes))
         else:
             ops.append(mem_op("gelu", T * f, b, "elementwise"))
@@ -472,8 +478,17 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     h = s.hidden
     b = lay.act_bytes
     dt = lay.dtype
-    ops: list[Op] = [_gemm("router", T, moe.experts, h, dt, "moe_router")]
+    # the router is a plain linear layer in bf16 whatever the recipe (Megatron-Core's TopKRouter)
+    ops: list[Op] = [_gemm("router", T, moe.experts, h, hp_dtype(dt), "moe_router")]
     ops.append(mem_op("softmax", T * moe.experts, 4.0, "moe_router"))
+    # top-k over the fp32 probabilities: one read of them (the k indices and values written are small);
+    # its backward scatters the k gradients into a T x experts gradient (read the probs' shape once more)
+    topk = mem_op("argmax", T * moe.experts, 4.0, "moe_router")
+    ops.append(Op("topk", topk.kind, topk.category, topk.args, topk.count))
+    # parallel folding: an expert-TP group of etp ranks shares the tokens of etp of the attention's
+    # tp ranks (each attention TP rank holds 1/tp of the tokens under sequence parallelism)
+    etp = lay.tp if lay.etp is None else lay.etp
+    T = T * etp / lay.tp
     routed = T * moe.top_k * moe.imbalance
     # experts a rank runs: all of its share, or fewer when fewer tokens than experts arrive (decode)
     local_experts = np.minimum(moe.experts / lay.ep, np.maximum(routed, 1.0))
@@ -481,16 +496,21 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         # one "expert" per routed token, each gathering its weights (gate/up and down: an index-select's
         # gather kernel, as the embedding lookup's, over (2 if gated) + 1 matrices of h x ffn per token)
         local_experts = routed
-        f = moe.expert_ffn_hidden / lay.tp
+        f = moe.expert_ffn_hidden / etp
         mats = 3.0 if s.gated else 2.0
         g = mem_op("embedding", routed * mats * h * f, b, "embedding")
         ops.append(Op("expert_weight_gather", g.kind, g.category, g.args, g.count))
     per_expert = routed / local_experts
-    a2a_bytes = T * moe.top_k * h * b
+    # the busiest rank sets the all-to-all's pace: it receives (dispatch) and sends back (combine) the
+    # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
+    a2a_bytes = T * moe.top_k * h * b * moe.imbalance
     ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))
-    ops.append(mem_op("copy", routed * h, b, "moe_permute"))
+    # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
+    # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
+    permute = mem_op("embedding", routed * h, b, "moe_permute")
+    ops.append(Op("permute", permute.kind, permute.category, permute.args, permute.count))
     wide = lay.fp32_experts
-    for op in mlp_block_fwd(m, lay, ffn=moe.expert_ffn_hidden, tokens=per_expert):
+    for op in mlp_block_fwd(m, replace(lay, tp=etp), ffn=moe.expert_ffn_hidden, tokens=per_expert):
         args = dict(op.args)
         if op.kind == "gemm":
             args["batch"] = local_experts
@@ -512,7 +532,12 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             if "bwd_chain" in args:
                 args["bwd_chain"] = [(nb * scale, nm) for nb, nm in args["bwd_chain"]]
             ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))
-    ops.append(mem_op("copy", routed * h, b, "moe_permute"))
+    # unpermute: each routed row times its router probability, then the top_k rows of a token summed
+    # into it (a row scatter-add of ``routed`` rows into ``T``: the embedding backward's access pattern,
+    # whose backward is a gather)
+    ops.append(Op("unpermute_scale", "memory", "moe_permute", mem_op("mul_bcast", routed * h, b).args))
+    unpermute = mem_op("embedding", routed * h, b, "moe_permute")
+    ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
     ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     if moe.shared_experts:
         ops.extend(
@@ -572,7 +597,7 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
             # streams 1-byte keys and values
             "attn_dtype": "fp8"
             if lay.kv_seq is not None and lay.kv_elt == 1.0
-            else ("bf16" if dt in ("fp8", "fp4") else dt),
+            else hp_dtype(dt),
             "kv_seq": static if static is not None else lay.kv_seq,
             "backend": backend,
             # the materialised mask is read and added per score (a static cache's masks its empty slots)
@@ -788,7 +813,9 @@ def head_fwd(m: ModelSpec, lay: Layout, tokens: Num | None = None) -> list[Op]:
     """Final norm, LM head GEMM (vocabulary split by TP) and cross-entropy (last pipeline stage)."""
     T = lay.tokens if tokens is None else tokens
     v = m.vocab / lay.vocab_div
-    return [*norm_ops(m, lay, T / lay.sp_div), _gemm("lm_head", T, v, m.hidden, lay.dtype, "gemm")]
+    # the output layer is not a quantized linear in any FP8/FP4 recipe (Megatron's output_layer is not
+    # a Transformer Engine module; ModelOpt's FP8/FP4 checkpoints exclude lm_head)
+    return [*norm_ops(m, lay, T / lay.sp_div), _gemm("lm_head", T, v, m.hidden, hp_dtype(lay.dtype), "gemm")]
 
 
 def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
@@ -818,6 +845,44 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
 
 def dtype_bytes(dtype: str) -> float:
     return DTYPE_BYTES[dtype]
+
+
+LOW_PRECISION = ("fp8", "fp4")
+"""GEMM dtypes of the quantized recipes (:mod:`simcore.workload.precision`)."""
+
+
+def hp_dtype(dtype: str) -> str:
+    """The dtype of the work a low-precision recipe keeps out of its quantized GEMMs (the fused attention,
+    the router, the LM head): bf16 under FP8/FP4 GEMMs, else the GEMMs' own."""
+    return "bf16" if dtype in LOW_PRECISION else dtype
+
+
+def quantize_ops(
+    gemms: list[Op], quant_bytes: Any, weight_share: Num = 1.0, backward: bool = False
+) -> list[Op]:
+    """The quantize kernels of a low-precision recipe for the forward GEMMs ``gemms`` (those in an FP8/FP4
+    dtype; others are skipped): forward, each GEMM's input (``m x k``) and its weights (``k x n``, cast
+    once per step and cached over the micro-batches: ``weight_share`` = 1 / micro-batches); backward
+    (``backward=True``), its output gradient (``m x n``). ``quant_bytes(numel, weight)`` gives the HBM bytes
+    of quantizing ``numel`` bf16 elements (:meth:`simcore.workload.precision.Recipe.quantize_bytes`).
+    Priced as memory-bound cast kernels (category ``quantize``)."""
+    out: list[Op] = []
+    for op in gemms:
+        a = op.args
+        if op.kind != "gemm" or a["dtype"] not in LOW_PRECISION:
+            continue
+        batch = a.get("batch", 1)
+        if backward:
+            tensors = [("grad", a["m"] * a["n"] * batch, False, op.count)]
+        else:
+            tensors = [
+                ("input", a["m"] * a["k"] * batch, False, op.count),
+                ("weight", a["k"] * a["n"] * batch, True, op.count * weight_share),
+            ]
+        for what, numel, weight, count in tensors:
+            args = {"name": "cast", "nbytes": quant_bytes(numel, weight), "flops": 2.0 * numel, "numel": numel, "elt": 2.0}
+            out.append(Op(f"quantize_{op.name}_{what}", "memory", "quantize", args, count))
+    return out
 
 
 def amp_ops(params: Num, tensors: Num, accumulate: Num = 0.0, shard: Num = 1.0) -> tuple[list[Op], list[Op]]:

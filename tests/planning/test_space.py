@@ -37,11 +37,13 @@ def _check_rows(space, model, gpus, dom) -> None:  # type: ignore[no-untyped-def
     assert np.all(model.seq_len % b["cp"] == 0)
     assert np.all((b["vp"] == 1) | (b["pp"] > 1))
     if model.moe is not None:
-        assert np.all((b["dp"] * b["cp"]) % b["ep"] == 0)
+        # parallel folding: ep x etp divides tp x cp x dp, etp being tp or 1
+        assert np.all((b["tp"] * b["dp"] * b["cp"]) % (b["ep"] * b["etp"]) == 0)
+        assert np.all((b["etp"] == b["tp"]) | (b["etp"] == 1))
         assert np.all(model.moe.experts % b["ep"] == 0)
     # no duplicate shapes
     keys = np.stack(
-        [b[k] for k in ("tp", "pp", "cp", "dp", "ep", "vp", "micro_batch", "global_batch")], axis=1
+        [b[k] for k in ("tp", "pp", "cp", "dp", "ep", "etp", "vp", "micro_batch", "global_batch")], axis=1
     )
     assert len(np.unique(keys, axis=0)) == len(keys)
 
@@ -60,7 +62,7 @@ def test_rows_obey_rules_and_nothing_is_missing(gpus: int, gb: int, preset: str,
     _check_rows(space, model, gpus, 8)
     # brute force: every layout that obeys the rules is in the table
     got = {
-        tuple(int(space.base[k][i]) for k in ("tp", "pp", "cp", "dp", "ep", "vp", "micro_batch"))
+        tuple(int(space.base[k][i]) for k in ("tp", "pp", "cp", "dp", "ep", "etp", "vp", "micro_batch"))
         for i in range(space.rows)
     }
     experts = model.moe.experts if model.moe else 1
@@ -73,8 +75,9 @@ def test_rows_obey_rules_and_nothing_is_missing(gpus: int, gb: int, preset: str,
                 if (model.layers % pp and not uneven) or pp > model.layers or model.seq_len % cp:
                     continue
                 dp = gpus // (tp * pp * cp)
-                for ep in range(1, experts + 1):
-                    if experts % ep or (dp * cp) % ep:
+                folds = {tp, 1} if model.moe else {tp}
+                for ep, etp in ((e, f) for e in range(1, experts + 1) for f in folds):
+                    if experts % ep or (tp * dp * cp) % (ep * etp):
                         continue
                     for mb in (1, 2, 3, 4):
                         if gb % (mb * dp):
@@ -88,7 +91,7 @@ def test_rows_obey_rules_and_nothing_is_missing(gpus: int, gb: int, preset: str,
                                 continue  # the candidates: divisors of the layers, and 1..8 if uneven
                             if vp == 1 and model.layers % pp and not uneven:
                                 continue
-                            want.add((tp, pp, cp, dp, ep, vp, mb))
+                            want.add((tp, pp, cp, dp, ep, etp, vp, mb))
     assert got == want
 
 
@@ -129,3 +132,13 @@ def test_unknown_schedule_is_a_user_error() -> None:
             _model("gpt3-13b"), cluster_for("hgx-h100", gpus=8), 64, SearchOptions(schedule=("1f2b",))
         )
     assert default_registry() is not None
+
+
+def test_moe_search_tries_ep_beyond_dp_with_etp_1() -> None:
+    """Parallel folding in the search: rows with EP beyond DP x CP exist, all with etp 1."""
+    model = _model("mixtral-8x7b")
+    space = build_space(model, cluster_for("hgx-h100", gpus=16), 64, SearchOptions(max_cp=1, max_micro_batch=1))
+    b = space.base
+    beyond = b["ep"] > b["dp"] * b["cp"]
+    assert np.any(beyond)
+    assert np.all(b["etp"][beyond] == 1)

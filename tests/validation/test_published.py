@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -196,12 +197,46 @@ def test_a_newer_table_row_is_read_in_its_own_spelling() -> None:
     assert r.problem is None and r.metric == "tokens_per_s_per_gpu" and r.published == 813
     m = r.scenario["model"]
     assert (m["activation"], m["norm"], m["kv_heads"], m["ffn_hidden"]) == ("swiglu", "rmsnorm", 8, 53248)
-    assert r.scenario["training"]["precision"] == "fp8"
+    assert r.scenario["training"]["precision"] == "fp8_current"
+    assert "account_for_embedding_in_pipeline_split" not in r.scenario["parallel"]  # not a Megatron-Bridge row
+    mb = P.build_row(0, _rec(source="Megatron-Bridge 25.11 DGX-GB200 (performance summary)", vp="8"))
+    assert mb.scenario["parallel"]["account_for_embedding_in_pipeline_split"] is True
+    assert mb.release == "Megatron-Bridge 25.11"
+    (res,) = P.predict_rows([mb])  # 126 layers + embedding + loss on pp 16 x vp 8 = 128 chunks
+    assert res.problem is None
     assert r.dims["glu"] == 1.5 and r.dims["kv_heads"] == 8
     (res,) = P.predict_rows([r])
     assert res.problem is None and res.predicted > 0
     # tokens per second per GPU straight from the step time: B s / step / gpus
     assert res.predicted == pytest.approx(1536 * 8192 / res.step_time_s / 256)
+
+
+@pytest.mark.parametrize(
+    ("column", "recipe"),
+    [
+        ("FP8-CS", "fp8_current"), ("FP8-DS", "fp8_delayed"), ("FP8-MX", "mxfp8"), ("MXFP8", "mxfp8"),
+        ("NVFP4", "nvfp4"), ("FP8-SS", "fp8_blockwise"), ("FP8 (blockwise)", "fp8_blockwise"), ("FP8", "fp8"),
+        ("BF16", "bf16"), ("fp16", "fp16"), ("", "bf16"),
+    ],
+)
+def test_precision_columns_name_their_recipe(column: str, recipe: str) -> None:
+    assert P.precision_recipe(column) == recipe
+
+
+def test_spearman_and_rank_fidelity_by_hand() -> None:
+    assert P.spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert P.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    assert P.spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert math.isnan(P.spearman([1, 1], [1, 2]))
+
+
+def test_validation_reports_groups_and_releases() -> None:
+    rows = P.predict_rows(P.load_published())
+    s = P.summarize(rows)
+    assert "hgx-a100 bf16 dense" in s["by_system_precision_kind"]
+    assert all(r.release for r in rows)
+    rf = s["rank_fidelity"]
+    assert rf["jobs"] and -1.0 <= rf["spearman"] <= 1.0 and 0 <= rf["pairs_ordered"] <= rf["pairs"]
 
 
 def test_metric_spellings() -> None:

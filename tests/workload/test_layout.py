@@ -51,7 +51,7 @@ def _train(m: ModelSpec, gpus: int, **layout: int) -> dict[str, Any]:
             "parallel",
             "tp*pp*cp*dp = 2*1*1*3 = 6 does not match the cluster's 8 GPUs",
         ),
-        (MOE, 8, {"ep": 3}, "parallel.ep", "ep (3) must divide dp*cp (8)"),
+        (MOE, 8, {"ep": 3}, "parallel.ep", "ep*etp (3*1) must divide tp*cp*dp (8)"),
         (DENSE, 8, {"ep": 2}, "parallel.ep", "ep (2) needs an MoE model (model.moe)"),
         (MOE, 8, {"ep": 4}, "parallel.ep", "model.moe.experts (6) is not divisible by ep (4)"),
         (DENSE, 6, {"tp": 3, "dp": 2}, "parallel.tp", "model.heads (8) is not divisible by tp (3)"),

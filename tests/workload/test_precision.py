@@ -1,0 +1,97 @@
+"""Precision recipes (simcore.workload.precision): hand-computed quantize traffic and weight copies, the
+device checks (one line naming training.precision), and the laws of a step under each recipe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from simcore.errors import SpecError
+from simcore.memory import state_bytes
+from simcore.prediction import predict
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import scenario_from_dict
+from simcore.workload.precision import RECIPES, recipe
+
+REG = default_registry()
+H100, B200 = REG.device("h100"), REG.device("b200")
+
+
+def _sc(system: str, precision: str, **training: Any) -> Any:
+    return scenario_from_dict(
+        {
+            "kind": "training",
+            "cluster": {"system": system, "gpus": 8},
+            "model": {
+                "layers": 8, "hidden": 4096, "heads": 32, "ffn_hidden": 14336, "vocab": 32000,
+                "seq_len": 4096, "activation": "swiglu", "norm": "rmsnorm",
+            },
+            "training": {"micro_batch": 1, "global_batch": 64, "precision": precision, **training},
+            "parallel": {"tp": 1, "pp": 1},
+        }
+    )
+
+
+def test_quantize_bytes_by_hand() -> None:
+    n = 1000.0
+    # per-tensor on Hopper: read bf16 (2), write the fp8 copy and its transpose (2 x 1)
+    assert recipe("fp8").quantize_bytes(H100, n) == pytest.approx(4 * n)
+    # current scaling reads the input once more for its amax
+    assert recipe("fp8_current").quantize_bytes(H100, n) == pytest.approx(6 * n)
+    # per-tensor on Blackwell: one copy serves both orientations
+    assert recipe("fp8").quantize_bytes(B200, n) == pytest.approx(3 * n)
+    # MXFP8: row- and column-wise copies, one E8M0 byte per 32 values each
+    assert recipe("mxfp8").quantize_bytes(B200, n) == pytest.approx(n * (2 + 2 * (1 + 1 / 32)))
+    # NVFP4: half a byte a value plus an E4M3 scale per 16; weights one scale per 16x16 block
+    assert recipe("nvfp4").quantize_bytes(B200, n) == pytest.approx(n * (2 + 2 * (0.5 + 1 / 16)))
+    assert recipe("nvfp4").quantize_bytes(B200, n, weight=True) == pytest.approx(n * (2 + 2 * (0.5 + 1 / 256)))
+    # blockwise FP8: an fp32 scale per 1x128 (activations) or 128x128 (weights) block
+    assert recipe("fp8_blockwise").quantize_bytes(H100, n) == pytest.approx(n * (2 + 2 * (1 + 4 / 128)))
+    assert recipe("bf16").quantize_bytes(H100, n) == pytest.approx(2 * n)
+
+
+def test_weight_copies_in_memory() -> None:
+    assert state_bytes("bf16", "adamw", True).weights == 2.0
+    assert state_bytes("fp8", "adamw", True, "bf16", H100).weights == pytest.approx(4.0)
+    assert state_bytes("fp8", "adamw", True, "bf16", B200).weights == pytest.approx(3.0)
+    assert state_bytes("nvfp4", "adamw", True, "bf16", B200).weights == pytest.approx(2.0 + 2 * (0.5 + 1 / 256))
+
+
+@pytest.mark.parametrize(
+    ("system", "precision", "missing"),
+    [("hgx-h100", "nvfp4", "fp4 tensor-core rate"), ("hgx-h100", "mxfp8", "mxfp8 block-scaled")],
+)
+def test_a_format_the_device_lacks_is_one_error(system: str, precision: str, missing: str) -> None:
+    with pytest.raises(SpecError) as e:
+        predict(_sc(system, precision))
+    assert e.value.field == "training.precision"
+    assert missing in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("system", ["hgx-b200", "hgx-b300", "gb200-nvl72", "gb300-nvl72"])
+def test_nvfp4_runs_on_every_blackwell_system(system: str) -> None:
+    bf16 = predict(_sc(system, "bf16")).step_time_s
+    mx = predict(_sc(system, "mxfp8")).step_time_s
+    fp4 = predict(_sc(system, "nvfp4")).step_time_s
+    assert fp4 < mx < bf16
+
+
+def test_quantize_kernels_cost_time() -> None:
+    delayed = predict(_sc("hgx-h100", "fp8"))
+    current = predict(_sc("hgx-h100", "fp8_current"))
+    assert current.step_time_s > delayed.step_time_s
+    assert delayed.breakdown["quantize"] > 0
+    assert "quantize" not in predict(_sc("hgx-h100", "bf16")).breakdown
+
+
+def test_bf16_layers_slow_the_step_monotonically() -> None:
+    times = [predict(_sc("hgx-b200", "nvfp4", bf16_layers_end=k)).step_time_s for k in (0, 2, 4, 8)]
+    assert times == sorted(times) and times[0] < times[-1]
+    # all layers in bf16 under nvfp4 prices like bf16 GEMMs (quantize kernels aside)
+    assert times[-1] == pytest.approx(predict(_sc("hgx-b200", "bf16")).step_time_s, rel=0.05)
+
+
+def test_every_recipe_has_a_gemm_dtype_of_the_spec() -> None:
+    for r in RECIPES.values():
+        assert r.gemm_dtype in ("fp32", "fp16", "bf16", "fp8", "fp4")
