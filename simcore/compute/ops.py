@@ -316,6 +316,14 @@ _PRICED_AS = {
     "add_bcast_mixed": "add_mixed",
     "mul_bcast_mixed": "add_bcast_mixed",
     "compiled_norm": "add",
+    # PyTorch's reductions (sum, mean, max, amax, vector norms) run one kernel template
+    # (``ATen/native/cuda/Reduce.cuh``'s ``reduce_kernel``), the one the profile measured as ``argmax``
+    # (``docs/compute.md``, "Reductions"): priced with its fit until a profile measures them
+    "sum": "argmax",
+    "mean": "argmax",
+    "max": "argmax",
+    "amax": "argmax",
+    "norm": "argmax",
 }
 
 # PyTorch's softmax backward launches a product kernel (the gradient times the output) before its own:
@@ -333,6 +341,10 @@ _ALIASES = {
     "xent": "cross_entropy",
     "crossentropy": "cross_entropy",
     "decode_argmax": "argmax",
+    "amin": "amax",
+    "min": "max",
+    "linalg_vector_norm": "norm",
+    "vector_norm": "norm",
 }
 
 
@@ -582,7 +594,7 @@ def _text(v: Any, name: str) -> str:
     return v
 
 
-KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy", "optimizer")
+KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "reduction", "memory", "copy", "optimizer")
 SHAPE_KEYS: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "batch"),
     "attention": (
@@ -611,6 +623,8 @@ def shape_family(kind: str) -> str:
 
 
 _NORM_NAMES = ("layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd")
+REDUCTIONS = ("sum", "mean", "max", "amax", "norm")
+"""Reductions of a tensor ``op_time("reduction", name=...)`` prices (``norm``: a vector 2-norm)."""
 
 
 def _resolve_device(device: str | Device) -> Device:
@@ -697,7 +711,7 @@ def op_cost(
         o["master_weights"] = _flag(shape.get("master_weights", True), "master_weights")
         return optimizer_step(dev, prof, o["params"], o["optimizer"], o["fused"], o["master_weights"]), o
     # memory-bound
-    default = {"norm": "rmsnorm", "softmax": "softmax", "copy": "copy"}.get(kind)
+    default = {"norm": "rmsnorm", "softmax": "softmax", "copy": "copy", "reduction": "sum"}.get(kind)
     name = canonical_op_name(_text(shape.get("name") or default or "", "name"))
     if not name:
         raise SimcoreError(f"{kind} needs name (one of {', '.join(memory_op_names())})", field="name")
@@ -705,6 +719,10 @@ def op_cost(
         name += "_bwd"
     if kind == "norm" and name not in _NORM_NAMES:
         raise SimcoreError(f"norm name must be one of {', '.join(_NORM_NAMES)} (got {name!r})", field="name")
+    if kind == "reduction" and name.removesuffix("_bwd") not in REDUCTIONS:
+        raise SimcoreError(
+            f"reduction name must be one of {', '.join(REDUCTIONS)} (got {name!r})", field="name"
+        )
     known = name in memory_op_names()
     if not known and name not in prof.memory.ops:
         raise SimcoreError(
@@ -765,7 +783,7 @@ def op_time(
     """Predicted time of one kernel on ``device`` (seconds, with FLOP, bytes, bound, efficiency).
 
     ``kind`` is gemm (``m, n, k[, batch]``), attention (``batch, heads, seq, head_dim[, causal,
-    backward, kv_heads, kv_seq]``), elementwise / norm / softmax / copy / memory (``name`` and
+    backward, kv_heads, kv_seq]``), elementwise / norm / softmax / reduction / copy / memory (``name`` and
     ``bytes`` moved, or ``numel``; optional ``flops``) or optimizer (``params[, optimizer, fused,
     master_weights]``). ``framework`` (eager | cuda_graphs | compiled) sets the host launch
     overhead. ``cold_cache=True`` reads operands from HBM even when they would fit the L2 (the
