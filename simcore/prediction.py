@@ -17,7 +17,7 @@ from simcore import memory as M
 from simcore.cost import busy_fraction, cost_energy
 from simcore.engine import inference as I
 from simcore.engine import training as T
-from simcore.engine.runtime import inference_runtime, training_runtime
+from simcore.engine.runtime import inference_runtime, training_runtime, with_stack
 from simcore.errors import SpecError
 from simcore.memory import RESERVED_BYTES as RESERVED_BYTES
 from simcore.specs.profile import load_profile
@@ -178,8 +178,19 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     }
 
 
+def stack_note(sc: Scenario) -> list[str]:
+    """The note saying which defaults the scenario's stack chose (``runtime.stack``, docs/stacks.md)."""
+    _, chosen = with_stack(sc)
+    if not chosen:
+        return []
+    vals = ", ".join(f"{c.key}={str(c.value).lower() if isinstance(c.value, bool) else c.value}" for c in chosen)
+    return [f"stack {sc.runtime.stack} defaults (not given by the scenario): {vals}; sources: simcore predict --explain"]
+
+
 def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
-    """Resolve a training scenario and run the analytic engine on its (scalar) layout."""
+    """Resolve a training scenario (its stack's defaults where it gives none, :func:`with_stack`) and run
+    the analytic engine on its (scalar) layout."""
+    sc = with_stack(sc)[0]
     if sc.training is None:
         raise SpecError("needs a training scenario", field="kind")
     cluster = resolve_cluster(sc.cluster, default_registry())
@@ -198,11 +209,12 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
 
 
 def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
+    notes = stack_note(sc)
+    sc = with_stack(sc)[0]
     cluster, lay, ev = evaluate_training(sc)
     tr = sc.training
     assert tr is not None
     step = _f(ev.step_time_s)
-    notes: list[str] = []
     if engine == "des":
         from simcore.engine.timeline import simulate_training
 
@@ -277,6 +289,8 @@ def _param_dtype(sc: Scenario) -> str:
 
 
 def predict_inference(sc: Scenario) -> InferenceResult:
+    stack_notes = stack_note(sc)
+    sc = with_stack(sc)[0]
     reg = default_registry()
     cluster = resolve_cluster(sc.cluster, reg)
     inf = sc.inference
@@ -302,6 +316,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     cal, notes = _calibration_note(cluster, sc.calibration)
+    notes = stack_notes + notes
     if ignored:
         notes.append(f"inference prices one tp x pp replica; parallel.{', parallel.'.join(ignored)} not used")
     return InferenceResult(

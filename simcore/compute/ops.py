@@ -19,6 +19,7 @@ minimal HBM traffic (every operand read once, every result written once).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -293,6 +294,50 @@ def attention(
                     np.where(here, b, a) for a, b in ((time, q.time), (comp, q.compute), (memt, q.memory))
                 )
     return _cost(time, r.flops, r.bytes, comp, memt)
+
+
+_SIXTEEN_BIT = ("bf16", "fp16")
+
+
+def attention_kernel_accepts(
+    backend: str, dtype: str, head_dim: float, mask: bool = False, cudnn_max_head_dim: int = 128
+) -> bool:
+    """Whether ``backend``'s fused attention kernels take a call of ``dtype`` (the attention's own:
+    bf16 under fp8 GEMMs) and ``head_dim``, with an explicit ``mask`` tensor or not: PyTorch's SDPA
+    checks (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``): ``cudnn`` 16-bit, head dim a
+    multiple of 8 up to ``cudnn_max_head_dim`` (128 with the cuDNN torch 2.11 bundles); ``flash``
+    (FlashAttention-2) 16-bit, head dim up to 256, no arbitrary mask; ``efficient`` 16-bit or fp32, head
+    dim a multiple of 8 (fp32: 4); ``eager`` (no fused kernel) anything. Grouped-query attention and
+    dropout every fused backend takes. See docs/stacks.md."""
+    if backend == "cudnn":
+        return dtype in _SIXTEEN_BIT and head_dim % 8 == 0 and head_dim <= cudnn_max_head_dim
+    if backend == "flash":
+        return dtype in _SIXTEEN_BIT and head_dim <= 256 and not mask
+    if backend == "efficient":
+        return (dtype in _SIXTEEN_BIT and head_dim % 8 == 0) or (dtype == "fp32" and head_dim % 4 == 0)
+    return backend == "eager"
+
+
+def pick_attention_backend(
+    order: Sequence[str], dtype: str, head_dim: float, mask: bool = False, cudnn_max_head_dim: int = 128
+) -> str:
+    """The first backend of ``order`` (a stack's priority list for the device, :mod:`simcore.specs.stack`)
+    whose kernels take the call (:func:`attention_kernel_accepts`); ``eager`` (SDPA's math fallback)
+    when none does."""
+    for b in order:
+        if attention_kernel_accepts(b, dtype, head_dim, mask, cudnn_max_head_dim):
+            return b
+    return "eager"
+
+
+def default_attention_backend(dev: Device, dtype: str, head_dim: float, mask: bool = False) -> str:
+    """The backend plain PyTorch's ``F.scaled_dot_product_attention`` runs on ``dev`` (the ``pytorch``
+    stack's order for the device's generation): what ``op_time("attention", ...)`` prices when no backend
+    is given."""
+    from simcore.specs.stack import attention_choice, load_stack
+
+    ch = attention_choice(load_stack("pytorch"), dev)
+    return pick_attention_backend(ch.order, "bf16" if dtype == "fp8" else dtype, head_dim, mask, ch.cudnn_max_head_dim)
 
 
 # variants priced as their plain op where a profile lacks their own measurement
@@ -692,8 +737,16 @@ def op_cost(
             raise SimcoreError(
                 f"heads ({a['heads']:g}) must be a multiple of kv_heads ({a['kv_heads']:g})", field="kv_heads"
             )
-        a["backend"] = _text(shape.get("backend") or "flash", "backend")
         a["mask"] = _flag(shape.get("mask", False), "mask")
+        a["backend"] = _text(shape.get("backend") or "auto", "backend")
+        if a["backend"] == "auto":
+            a["backend"] = default_attention_backend(dev, dtype, a["head_dim"], a["mask"])
+            if a["backend"] == "eager":
+                raise SimcoreError(
+                    f"PyTorch's SDPA runs no fused kernel for {dtype} attention at head_dim {a['head_dim']:g}"
+                    f"{' with a mask' if a['mask'] else ''} (its math fallback: price its GEMMs and softmax)",
+                    field="backend",
+                )
         a["dropout"] = _num(shape.get("dropout") or 0.0, "dropout")
         if not 0.0 <= a["dropout"] < 1.0:
             raise SimcoreError(f"dropout must be in [0, 1) (got {a['dropout']!r})", field="dropout")
@@ -783,7 +836,8 @@ def op_time(
     """Predicted time of one kernel on ``device`` (seconds, with FLOP, bytes, bound, efficiency).
 
     ``kind`` is gemm (``m, n, k[, batch]``), attention (``batch, heads, seq, head_dim[, causal,
-    backward, kv_heads, kv_seq]``), elementwise / norm / softmax / reduction / copy / memory (``name`` and
+    backward, kv_heads, kv_seq, backend, mask, dropout]``; ``backend`` ``auto`` or none: the kernels plain
+    PyTorch's SDPA picks on ``device``, :func:`default_attention_backend`), elementwise / norm / softmax / reduction / copy / memory (``name`` and
     ``bytes`` moved, or ``numel``; optional ``flops``) or optimizer (``params[, optimizer, fused,
     master_weights]``). ``framework`` (eager | cuda_graphs | compiled) sets the host launch
     overhead. ``cold_cache=True`` reads operands from HBM even when they would fit the L2 (the

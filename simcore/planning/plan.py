@@ -32,7 +32,7 @@ import numpy as np
 from simcore import cost as K
 from simcore import units
 from simcore.engine import training as T
-from simcore.engine.runtime import training_runtime
+from simcore.engine.runtime import training_runtime, with_stack
 from simcore.errors import SpecError
 from simcore.memory import RESERVED_BYTES
 from simcore.planning.space import SearchOptions, SearchSpace, build_space
@@ -367,6 +367,7 @@ def _checked(
     from simcore.specs.resolve import as_scenario
 
     sc = as_scenario(scenario)
+    sc = with_stack(sc)[0]  # the stack's defaults, as predict takes them
     if sc.kind != "training" or sc.training is None:
         raise SpecError("plan needs a training scenario", field="kind")
     tr = sc.training

@@ -377,6 +377,8 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "dp_overlap": dp_overlap,
             "tp_overlap": tp_overlap,
         },
+        # every published table is a Megatron-LM / Megatron-Core / Megatron-Bridge run
+        "runtime": {"stack": "megatron"},
     }
     dims = {
         "B": float(gb),
@@ -835,9 +837,11 @@ def _own_scenario(rec: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
             "optimizer": "adamw",
             "recompute": "none",
             "param_dtype": "fp32",
+            # tools/bench_parallel.py: AdamW fused=True (the impl column), SDPA forced to flash (tools/gpt.py)
+            "optimizer_impl": "fused" if "fused" in rec.get("impl", "fused") else "foreach",
         },
         "parallel": par,
-        "runtime": {"framework": "eager"},
+        "runtime": {"framework": "eager", "attention_backend": "flash"},
     }
     return sc, notes
 
