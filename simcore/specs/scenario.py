@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from simcore.specs.hardware import FabricSpec
 from simcore.specs.quantities import Int, Seconds, Spec, integer_value
@@ -92,6 +92,9 @@ class ModelSpec(Spec):
 
 
 class TrainingSpec(Spec):
+    # each field's docstring is its description in the JSON Schema (``simcore schema``)
+    model_config = ConfigDict(**Spec.model_config, use_attribute_docstrings=True)
+
     micro_batch: Int = Field(default=1, gt=0)
     global_batch: Int | None = Field(default=None, gt=0)
     """Sequences per optimizer step; default micro_batch x dp (one micro-batch per rank)."""
@@ -205,6 +208,8 @@ class LayerOps(Spec):
 
 
 class RuntimeSpec(Spec):
+    model_config = ConfigDict(**Spec.model_config, use_attribute_docstrings=True)
+
     stack: Literal["pytorch", "torchtitan", "megatron", "deepspeed", "vllm", "sglang", "trtllm"] = "pytorch"
     """The software that runs the scenario, whose defaults fill every field the scenario does not give
     (``hardware_specs/stacks/<stack>.yaml``, each with its source; docs/stacks.md): ``pytorch`` (eager

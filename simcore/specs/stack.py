@@ -85,6 +85,10 @@ class StackSpec(Spec):
                 raise ValueError(f"default {key!r}: expected section.field with a section of {', '.join(_SECTIONS)}")
             if fld not in _section_class(section).model_fields:
                 raise ValueError(f"default {key!r}: {section} has no field {fld!r}")
+            for cond in self.defaults[key].when:
+                c_sec, _, c_fld = cond.partition(".")
+                if c_sec not in _SECTIONS or c_fld not in _section_class(c_sec).model_fields:
+                    raise ValueError(f"default {key!r}: unknown field {cond!r} in 'when'")
         return self
 
 

@@ -215,3 +215,17 @@ def test_unknown_stack_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "predict", "default", "--set", "runtime.stack=jax")
     assert code != 0
     assert "runtime.stack" in err and "Traceback" not in err
+
+
+def test_docs_table_matches_the_stack_data() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "stacks.md").read_text()
+    for name in STACKS:
+        st = load_stack(name)
+        for key, d in st.defaults.items():
+            v = str(d.value).lower() if isinstance(d.value, bool) else d.value
+            assert f"| {name} | `{key.partition('@')[0]}` | `{v}`" in doc, (name, key)
+            assert d.source in doc, (name, key)
+        for gen, a in st.attention.items():
+            assert f"| {name} | attention ({gen}) | {a.kernel}: `{' > '.join(a.order)}`" in doc, (name, gen)
