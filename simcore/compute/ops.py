@@ -300,44 +300,59 @@ _SIXTEEN_BIT = ("bf16", "fp16")
 
 
 def attention_kernel_accepts(
-    backend: str, dtype: str, head_dim: float, mask: bool = False, cudnn_max_head_dim: int = 128
+    backend: str,
+    dtype: str,
+    head_dim: float,
+    mask: bool = False,
+    cudnn_max_head_dim: int = 128,
+    gqa: bool = False,
 ) -> bool:
     """Whether ``backend``'s fused attention kernels take a call of ``dtype`` (the attention's own:
-    bf16 under fp8 GEMMs) and ``head_dim``, with an explicit ``mask`` tensor or not: PyTorch's SDPA
-    checks (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``): ``cudnn`` 16-bit, head dim a
-    multiple of 8 up to ``cudnn_max_head_dim`` (128 with the cuDNN torch 2.11 bundles); ``flash``
-    (FlashAttention-2) 16-bit, head dim up to 256, no arbitrary mask; ``efficient`` 16-bit or fp32, head
-    dim a multiple of 8 (fp32: 4); ``eager`` (no fused kernel) anything. Grouped-query attention and
-    dropout every fused backend takes. See docs/stacks.md."""
+    bf16 under fp8 GEMMs) and ``head_dim``, with an explicit ``mask`` tensor or not, with fewer key/value
+    heads than query heads (``gqa``, SDPA's ``enable_gqa``) or not: PyTorch's SDPA checks
+    (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``): ``cudnn`` 16-bit, head dim a multiple of 8
+    up to ``cudnn_max_head_dim`` (128 with the cuDNN torch 2.11 bundles); ``flash`` (FlashAttention-2)
+    16-bit, head dim up to 256, no arbitrary mask; ``efficient`` 16-bit or fp32, head dim a multiple of 8
+    (fp32: 4), no grouped-query heads (a committed fp32 Mistral trace, round 60, ran SDPA's math fallback);
+    ``eager`` (no fused kernel) anything. Dropout every fused backend takes. See docs/stacks.md."""
     if backend == "cudnn":
         return dtype in _SIXTEEN_BIT and head_dim % 8 == 0 and head_dim <= cudnn_max_head_dim
     if backend == "flash":
         return dtype in _SIXTEEN_BIT and head_dim <= 256 and not mask
     if backend == "efficient":
-        return (dtype in _SIXTEEN_BIT and head_dim % 8 == 0) or (dtype == "fp32" and head_dim % 4 == 0)
+        aligned = (dtype in _SIXTEEN_BIT and head_dim % 8 == 0) or (dtype == "fp32" and head_dim % 4 == 0)
+        return aligned and not gqa
     return backend == "eager"
 
 
 def pick_attention_backend(
-    order: Sequence[str], dtype: str, head_dim: float, mask: bool = False, cudnn_max_head_dim: int = 128
+    order: Sequence[str],
+    dtype: str,
+    head_dim: float,
+    mask: bool = False,
+    cudnn_max_head_dim: int = 128,
+    gqa: bool = False,
 ) -> str:
     """The first backend of ``order`` (a stack's priority list for the device, :mod:`simcore.specs.stack`)
     whose kernels take the call (:func:`attention_kernel_accepts`); ``eager`` (SDPA's math fallback)
     when none does."""
     for b in order:
-        if attention_kernel_accepts(b, dtype, head_dim, mask, cudnn_max_head_dim):
+        if attention_kernel_accepts(b, dtype, head_dim, mask, cudnn_max_head_dim, gqa):
             return b
     return "eager"
 
 
-def default_attention_backend(dev: Device, dtype: str, head_dim: float, mask: bool = False) -> str:
+def default_attention_backend(
+    dev: Device, dtype: str, head_dim: float, mask: bool = False, gqa: bool = False
+) -> str:
     """The backend plain PyTorch's ``F.scaled_dot_product_attention`` runs on ``dev`` (the ``pytorch``
     stack's order for the device's generation): what ``op_time("attention", ...)`` prices when no backend
     is given."""
     from simcore.specs.stack import attention_choice, load_stack
 
     ch = attention_choice(load_stack("pytorch"), dev)
-    return pick_attention_backend(ch.order, "bf16" if dtype == "fp8" else dtype, head_dim, mask, ch.cudnn_max_head_dim)
+    dt = "bf16" if dtype == "fp8" else dtype
+    return pick_attention_backend(ch.order, dt, head_dim, mask, ch.cudnn_max_head_dim, gqa)
 
 
 # variants priced as their plain op where a profile lacks their own measurement
@@ -740,11 +755,13 @@ def op_cost(
         a["mask"] = _flag(shape.get("mask", False), "mask")
         a["backend"] = _text(shape.get("backend") or "auto", "backend")
         if a["backend"] == "auto":
-            a["backend"] = default_attention_backend(dev, dtype, a["head_dim"], a["mask"])
+            gqa = a["kv_heads"] < a["heads"]
+            a["backend"] = default_attention_backend(dev, dtype, a["head_dim"], a["mask"], gqa)
             if a["backend"] == "eager":
                 raise SimcoreError(
                     f"PyTorch's SDPA runs no fused kernel for {dtype} attention at head_dim {a['head_dim']:g}"
-                    f"{' with a mask' if a['mask'] else ''} (its math fallback: price its GEMMs and softmax)",
+                    f"{' with a mask' if a['mask'] else ''}{' over grouped kv heads' if gqa else ''} (its math "
+                    "fallback: price its GEMMs and softmax)",
                     field="backend",
                 )
         a["dropout"] = _num(shape.get("dropout") or 0.0, "dropout")

@@ -39,11 +39,12 @@ def attention_backend(sc: Scenario) -> tuple[str, str]:
     dtype = "bf16" if precision == "fp8" else precision  # fused attention runs in bf16 under fp8 GEMMs
     ch = attention_choice(stack, dev)
     head = sc.model.d_head
-    backend = pick_attention_backend(ch.order, dtype, head, False, ch.cudnn_max_head_dim)
+    gqa = sc.model.n_kv_heads < sc.model.heads
+    backend = pick_attention_backend(ch.order, dtype, head, False, ch.cudnn_max_head_dim, gqa)
     gen = generation(dev)
     why = f"auto: {stack.display_name} on {dev.name} ({gen}) runs {ch.kernel}"
     if backend != ch.order[0]:
-        why += f"; {ch.order[0]} does not take {dtype} attention at head dim {head}, so {backend}"
+        why += f"; {ch.order[0]} does not take {dtype} attention at head dim {head}{' with GQA' if gqa else ''}, so {backend}"
     else:
         why += f" for {dtype} attention at head dim {head}"
     if ch.priced_as:

@@ -135,6 +135,10 @@ def test_kernel_limits_as_sdpa_checks_them() -> None:
     assert pick_attention_backend(order, "fp32", 128) == "efficient"
     assert pick_attention_backend(order, "bf16", 320, mask=True) == "efficient"  # no head-dim cap
     assert pick_attention_backend(order, "bf16", 300, mask=True) == "eager"
+    # the memory-efficient kernels take no grouped kv heads: fp32 GQA runs SDPA's math fallback (as the
+    # committed fp32 Mistral trace of round 60 did)
+    assert pick_attention_backend(order, "fp32", 128, gqa=True) == "eager"
+    assert pick_attention_backend(order, "bf16", 128, gqa=True) == "cudnn"
 
 
 @pytest.mark.parametrize(
