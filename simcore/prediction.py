@@ -24,6 +24,7 @@ from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
+from simcore.specs.stack import Chosen
 from simcore.workload.layout import valid_layouts
 
 
@@ -178,13 +179,12 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     }
 
 
-def stack_note(sc: Scenario) -> list[str]:
-    """The note saying which defaults the scenario's stack chose (``runtime.stack``, docs/stacks.md)."""
-    _, chosen = with_stack(sc)
+def stack_note(stack: str, chosen: list[Chosen]) -> list[str]:
+    """The note saying which defaults ``stack`` chose (:func:`with_stack`; docs/stacks.md)."""
     if not chosen:
         return []
     vals = ", ".join(f"{c.key}={str(c.value).lower() if isinstance(c.value, bool) else c.value}" for c in chosen)
-    return [f"stack {sc.runtime.stack} defaults (not given by the scenario): {vals}; sources: simcore predict --explain"]
+    return [f"stack {stack} defaults (not given by the scenario): {vals}; sources: simcore predict --explain"]
 
 
 def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
@@ -209,8 +209,8 @@ def evaluate_training(sc: Scenario) -> tuple[ClusterInfo, dict[str, Any], T.Trai
 
 
 def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
-    notes = stack_note(sc)
-    sc = with_stack(sc)[0]
+    sc, chosen = with_stack(sc)
+    notes = stack_note(sc.runtime.stack, chosen)
     cluster, lay, ev = evaluate_training(sc)
     tr = sc.training
     assert tr is not None
@@ -289,8 +289,7 @@ def _param_dtype(sc: Scenario) -> str:
 
 
 def predict_inference(sc: Scenario) -> InferenceResult:
-    stack_notes = stack_note(sc)
-    sc = with_stack(sc)[0]
+    sc, chosen = with_stack(sc)
     reg = default_registry()
     cluster = resolve_cluster(sc.cluster, reg)
     inf = sc.inference
@@ -316,7 +315,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     cal, notes = _calibration_note(cluster, sc.calibration)
-    notes = stack_notes + notes
+    notes = stack_note(sc.runtime.stack, chosen) + notes
     if ignored:
         notes.append(f"inference prices one tp x pp replica; parallel.{', parallel.'.join(ignored)} not used")
     return InferenceResult(

@@ -46,6 +46,7 @@ from simcore.specs.profile import (
     one_query_call,
     one_query_family,
 )
+from simcore.specs.stack import attention_choice, load_stack
 
 Num = Any  # float or numpy array
 FRAMEWORKS = ("eager", "cuda_graphs", "compiled")
@@ -348,8 +349,6 @@ def default_attention_backend(
     """The backend plain PyTorch's ``F.scaled_dot_product_attention`` runs on ``dev`` (the ``pytorch``
     stack's order for the device's generation): what ``op_time("attention", ...)`` prices when no backend
     is given."""
-    from simcore.specs.stack import attention_choice, load_stack
-
     ch = attention_choice(load_stack("pytorch"), dev)
     dt = "bf16" if dtype == "fp8" else dtype
     return pick_attention_backend(ch.order, dt, head_dim, mask, ch.cudnn_max_head_dim, gqa)

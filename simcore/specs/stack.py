@@ -19,7 +19,7 @@ from simcore.errors import SpecError
 from simcore.specs.hardware import Device
 from simcore.specs.loader import load_file
 from simcore.specs.quantities import Spec
-from simcore.specs.scenario import Scenario
+from simcore.specs.scenario import InferenceSpec, ParallelSpec, RuntimeSpec, Scenario, TrainingSpec
 
 STACKS = ("pytorch", "torchtitan", "megatron", "deepspeed", "vllm", "sglang", "trtllm")
 """The stacks simcore knows (``RuntimeSpec.stack``)."""
@@ -93,8 +93,6 @@ class StackSpec(Spec):
 
 
 def _section_class(section: str) -> Any:
-    from simcore.specs.scenario import InferenceSpec, ParallelSpec, RuntimeSpec, TrainingSpec
-
     return {"training": TrainingSpec, "inference": InferenceSpec, "parallel": ParallelSpec, "runtime": RuntimeSpec}[
         section
     ]
