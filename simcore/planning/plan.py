@@ -94,8 +94,9 @@ def _cluster(sc: Scenario, gpus: int) -> ClusterInfo:
 
 
 def scenario_for(sc: Scenario, layout: dict[str, Any]) -> Scenario:
-    """``sc`` with the parallel layout, micro/global batch, recompute and GPU count of ``layout``."""
-    data = sc.model_dump(mode="json", exclude_none=True)
+    """``sc`` with the parallel layout, micro/global batch, recompute and GPU count of ``layout``; the
+    stack's defaults written out (:func:`with_stack`: every field of the copy counts as given)."""
+    data = with_stack(sc)[0].model_dump(mode="json", exclude_none=True)
     data["cluster"].pop("nodes", None)
     data["cluster"]["gpus"] = int(layout["gpus"])
     data["model"].pop("preset", None)
