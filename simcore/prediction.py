@@ -18,7 +18,7 @@ from simcore import memory as M
 from simcore.cost import busy_fraction, cost_energy
 from simcore.engine import inference as I
 from simcore.engine import training as T
-from simcore.engine.runtime import inference_runtime, training_runtime
+from simcore.engine.runtime import inference_runtime, training_runtime, with_stack
 from simcore.errors import SpecError
 from simcore.memory import RESERVED_BYTES as RESERVED_BYTES
 from simcore.specs.intervals import class_key, load_intervals, lookup
@@ -26,6 +26,7 @@ from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import Scenario
+from simcore.specs.stack import Chosen
 from simcore.system import (
     InferencePower,
     SystemResult,
@@ -251,11 +252,23 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     }
 
 
+def stack_note(stack: str, chosen: list[Chosen]) -> list[str]:
+    """The note saying which defaults ``stack`` chose (:func:`with_stack`; docs/stacks.md)."""
+    if not chosen:
+        return []
+    vals = ", ".join(
+        f"{c.key}={str(c.value).lower() if isinstance(c.value, bool) else c.value}" for c in chosen
+    )
+    return [f"stack {stack} defaults (not given by the scenario): {vals}; sources: simcore predict --explain"]
+
+
 def evaluate_training(
     sc: Scenario, cluster: ClusterInfo | None = None
 ) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
-    """Resolve a training scenario and run the analytic engine on its (scalar) layout (on ``cluster``
-    when given: one already resolved, e.g. power-capped)."""
+    """Resolve a training scenario (its stack's defaults where it gives none, :func:`with_stack`) and run
+    the analytic engine on its (scalar) layout (on ``cluster`` when given: one already resolved, e.g.
+    power-capped)."""
+    sc = with_stack(sc)[0]
     if sc.training is None:
         raise SpecError("needs a training scenario", field="kind")
     if cluster is None:
@@ -275,6 +288,8 @@ def evaluate_training(
 
 
 def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
+    sc, chosen = with_stack(sc)
+    notes = stack_note(sc.runtime.stack, chosen)
     cluster, lay, ev = evaluate_training(sc)
     run_cluster, clocks = cluster, None
     if (capped := power_capped(sc, cluster, ev.breakdown)) is not None:
@@ -285,7 +300,6 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     tr = sc.training
     assert tr is not None
     step = _f(ev.step_time_s)
-    notes: list[str] = []
     if engine == "des":
         from simcore.engine.timeline import simulate_training
 
@@ -384,6 +398,7 @@ def _param_dtype(sc: Scenario) -> str:
 
 
 def predict_inference(sc: Scenario) -> InferenceResult:
+    sc, chosen = with_stack(sc)
     reg = default_registry()
     cluster = on_mig(resolve_cluster(sc.cluster, reg), sc.cluster.mig)
     inf = sc.inference
@@ -419,6 +434,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     cal, notes = _calibration_note(cluster, sc.calibration)
+    notes = stack_note(sc.runtime.stack, chosen) + notes
     if ignored:
         notes.append(f"inference prices one tp x pp replica; parallel.{', parallel.'.join(ignored)} not used")
     iv = interval_of(cluster, sc.calibration, p.tp * p.pp, "inference")

@@ -47,7 +47,8 @@ def op_cmd(
         str | None,
         typer.Option(
             "--backend",
-            help="Attention kernels: flash (FlashAttention-2) | cudnn | efficient (memory-efficient).",
+            help="Attention kernels: auto (default: what PyTorch's SDPA picks on the device) | flash "
+            "(FlashAttention-2) | cudnn | efficient (memory-efficient).",
         ),
     ] = None,
     mask: Annotated[

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -25,12 +25,45 @@ from simcore.cli.common import (
 from simcore.errors import SpecError
 from simcore.prediction import InferenceResult, TrainingResult, predict
 from simcore.specs.resolve import load_scenario
+from simcore.specs.scenario import Scenario
 from simcore.system import SystemResult
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a field: key.path=value (repeatable).")
 ]
 EngineOpt = Annotated[str, typer.Option("--engine", help="analytic (closed forms) or des (discrete-event).")]
+ExplainOpt = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="List the defaults the software stack (runtime.stack) chose for fields the scenario does not "
+        "give, each with its source (with --json: a 'stack_defaults' list in the object).",
+    ),
+]
+
+
+def _explain(sc: Scenario) -> list[dict[str, Any]]:
+    """The defaults ``sc``'s stack chose, as rows (field, value, source)."""
+    from simcore.engine.runtime import with_stack
+
+    return [{"field": c.key, "value": c.value, "source": c.source} for c in with_stack(sc)[1]]
+
+
+def _explain_table(sc: Scenario, rows: list[dict[str, Any]]) -> None:
+    from simcore.specs.stack import load_stack
+
+    st = load_stack(sc.runtime.stack)
+    t = Table(
+        title=esc(f"defaults of stack {st.name} ({st.display_name}, {st.version}) not given by {sc.name}")
+    )
+    t.add_column("field")
+    t.add_column("value")
+    t.add_column("source")
+    for r in rows:
+        add_row(t, r["field"], str(r["value"]), r["source"])
+    if not rows:
+        add_row(t, "(none)", "", "the scenario gives every field the stack sets")
+    console.print(t)
 
 
 def _memory_rows(t: Table, r: TrainingResult | InferenceResult) -> None:
@@ -179,6 +212,7 @@ def predict_cmd(
     set_: SetOpt = None,
     as_json: JsonOpt = False,
     engine: EngineOpt = "analytic",
+    explain: ExplainOpt = False,
 ) -> None:
     """Predict step time, throughput, MFU, memory and where time goes (one JSON line per scenario with --json)."""
     if engine not in ("analytic", "des"):
@@ -187,8 +221,11 @@ def predict_cmd(
         sc = load_scenario(path, set_ or [])
         r = predict(sc, engine=engine)
         if as_json:
-            emit_json(r.model_dump())
-        elif isinstance(r, TrainingResult):
+            emit_json({**r.model_dump(), "stack_defaults": _explain(sc)} if explain else r.model_dump())
+            continue
+        if explain:
+            _explain_table(sc, _explain(sc))
+        if isinstance(r, TrainingResult):
             _table_training(r, sc.cost.currency)
         elif isinstance(r, InferenceResult):
             _table_inference(r)

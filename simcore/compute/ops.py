@@ -19,6 +19,7 @@ minimal HBM traffic (every operand read once, every result written once).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -45,6 +46,7 @@ from simcore.specs.profile import (
     one_query_call,
     one_query_family,
 )
+from simcore.specs.stack import attention_choice, load_stack
 
 Num = Any  # float or numpy array
 FRAMEWORKS = ("eager", "cuda_graphs", "compiled")
@@ -353,6 +355,63 @@ def attention(
     return _cost(time, r.flops, r.bytes, comp, memt)
 
 
+_SIXTEEN_BIT = ("bf16", "fp16")
+
+
+def attention_kernel_accepts(
+    backend: str,
+    dtype: str,
+    head_dim: float,
+    mask: bool = False,
+    cudnn_max_head_dim: int = 128,
+    gqa: bool = False,
+) -> bool:
+    """Whether ``backend``'s fused attention kernels take a call of ``dtype`` (the attention's own:
+    bf16 under fp8 GEMMs) and ``head_dim``, with an explicit ``mask`` tensor or not, with fewer key/value
+    heads than query heads (``gqa``, SDPA's ``enable_gqa``) or not: PyTorch's SDPA checks
+    (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``): ``cudnn`` 16-bit, head dim a multiple of 8
+    up to ``cudnn_max_head_dim`` (128 with the cuDNN torch 2.11 bundles); ``flash`` (FlashAttention-2)
+    16-bit, head dim up to 256, no arbitrary mask; ``efficient`` 16-bit or fp32, head dim a multiple of 8
+    (fp32: 4), no grouped-query heads (a committed fp32 Mistral trace, round 60, ran SDPA's math fallback);
+    ``eager`` (no fused kernel) anything. Dropout every fused backend takes. See docs/stacks.md."""
+    if backend == "cudnn":
+        return dtype in _SIXTEEN_BIT and head_dim % 8 == 0 and head_dim <= cudnn_max_head_dim
+    if backend == "flash":
+        return dtype in _SIXTEEN_BIT and head_dim <= 256 and not mask
+    if backend == "efficient":
+        aligned = (dtype in _SIXTEEN_BIT and head_dim % 8 == 0) or (dtype == "fp32" and head_dim % 4 == 0)
+        return aligned and not gqa
+    return backend == "eager"
+
+
+def pick_attention_backend(
+    order: Sequence[str],
+    dtype: str,
+    head_dim: float,
+    mask: bool = False,
+    cudnn_max_head_dim: int = 128,
+    gqa: bool = False,
+) -> str:
+    """The first backend of ``order`` (a stack's priority list for the device, :mod:`simcore.specs.stack`)
+    whose kernels take the call (:func:`attention_kernel_accepts`); ``eager`` (SDPA's math fallback)
+    when none does."""
+    for b in order:
+        if attention_kernel_accepts(b, dtype, head_dim, mask, cudnn_max_head_dim, gqa):
+            return b
+    return "eager"
+
+
+def default_attention_backend(
+    dev: Device, dtype: str, head_dim: float, mask: bool = False, gqa: bool = False
+) -> str:
+    """The backend plain PyTorch's ``F.scaled_dot_product_attention`` runs on ``dev`` (the ``pytorch``
+    stack's order for the device's generation): what ``op_time("attention", ...)`` prices when no backend
+    is given."""
+    ch = attention_choice(load_stack("pytorch"), dev)
+    dt = "bf16" if dtype == "fp8" else dtype
+    return pick_attention_backend(ch.order, dt, head_dim, mask, ch.cudnn_max_head_dim, gqa)
+
+
 # variants priced as their plain op where a profile lacks their own measurement
 _PRICED_AS = {
     "swiglu_strided": "swiglu",
@@ -374,6 +433,14 @@ _PRICED_AS = {
     "add_bcast_mixed": "add_mixed",
     "mul_bcast_mixed": "add_bcast_mixed",
     "compiled_norm": "add",
+    # PyTorch's reductions (sum, mean, max, amax, vector norms) run one kernel template
+    # (``ATen/native/cuda/Reduce.cuh``'s ``reduce_kernel``), the one the profile measured as ``argmax``
+    # (``docs/compute.md``, "Reductions"): priced with its fit until a profile measures them
+    "sum": "argmax",
+    "mean": "argmax",
+    "max": "argmax",
+    "amax": "argmax",
+    "norm": "argmax",
 }
 
 # PyTorch's softmax backward launches a product kernel (the gradient times the output) before its own:
@@ -391,6 +458,10 @@ _ALIASES = {
     "xent": "cross_entropy",
     "crossentropy": "cross_entropy",
     "decode_argmax": "argmax",
+    "amin": "amax",
+    "min": "max",
+    "linalg_vector_norm": "norm",
+    "vector_norm": "norm",
 }
 
 
@@ -640,7 +711,7 @@ def _text(v: Any, name: str) -> str:
     return v
 
 
-KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "memory", "copy", "optimizer")
+KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "reduction", "memory", "copy", "optimizer")
 SHAPE_KEYS: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k", "batch"),
     "attention": (
@@ -669,6 +740,8 @@ def shape_family(kind: str) -> str:
 
 
 _NORM_NAMES = ("layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd")
+REDUCTIONS = ("sum", "mean", "max", "amax", "norm")
+"""Reductions of a tensor ``op_time("reduction", name=...)`` prices (``norm``: a vector 2-norm)."""
 
 
 def _resolve_device(device: str | Device) -> Device:
@@ -736,8 +809,18 @@ def op_cost(
             raise SimcoreError(
                 f"heads ({a['heads']:g}) must be a multiple of kv_heads ({a['kv_heads']:g})", field="kv_heads"
             )
-        a["backend"] = _text(shape.get("backend") or "flash", "backend")
         a["mask"] = _flag(shape.get("mask", False), "mask")
+        a["backend"] = _text(shape.get("backend") or "auto", "backend")
+        if a["backend"] == "auto":
+            gqa = a["kv_heads"] < a["heads"]
+            a["backend"] = default_attention_backend(dev, dtype, a["head_dim"], a["mask"], gqa)
+            if a["backend"] == "eager":
+                raise SimcoreError(
+                    f"PyTorch's SDPA runs no fused kernel for {dtype} attention at head_dim {a['head_dim']:g}"
+                    f"{' with a mask' if a['mask'] else ''}{' over grouped kv heads' if gqa else ''} (its math "
+                    "fallback: price its GEMMs and softmax)",
+                    field="backend",
+                )
         a["dropout"] = _num(shape.get("dropout") or 0.0, "dropout")
         if not 0.0 <= a["dropout"] < 1.0:
             raise SimcoreError(f"dropout must be in [0, 1) (got {a['dropout']!r})", field="dropout")
@@ -755,7 +838,7 @@ def op_cost(
         o["master_weights"] = _flag(shape.get("master_weights", True), "master_weights")
         return optimizer_step(dev, prof, o["params"], o["optimizer"], o["fused"], o["master_weights"]), o
     # memory-bound
-    default = {"norm": "rmsnorm", "softmax": "softmax", "copy": "copy"}.get(kind)
+    default = {"norm": "rmsnorm", "softmax": "softmax", "copy": "copy", "reduction": "sum"}.get(kind)
     name = canonical_op_name(_text(shape.get("name") or default or "", "name"))
     if not name:
         raise SimcoreError(f"{kind} needs name (one of {', '.join(memory_op_names())})", field="name")
@@ -763,6 +846,10 @@ def op_cost(
         name += "_bwd"
     if kind == "norm" and name not in _NORM_NAMES:
         raise SimcoreError(f"norm name must be one of {', '.join(_NORM_NAMES)} (got {name!r})", field="name")
+    if kind == "reduction" and name.removesuffix("_bwd") not in REDUCTIONS:
+        raise SimcoreError(
+            f"reduction name must be one of {', '.join(REDUCTIONS)} (got {name!r})", field="name"
+        )
     known = name in memory_op_names()
     if not known and name not in prof.memory.ops:
         raise SimcoreError(
@@ -823,7 +910,8 @@ def op_time(
     """Predicted time of one kernel on ``device`` (seconds, with FLOP, bytes, bound, efficiency).
 
     ``kind`` is gemm (``m, n, k[, batch]``), attention (``batch, heads, seq, head_dim[, causal,
-    backward, kv_heads, kv_seq]``), elementwise / norm / softmax / copy / memory (``name`` and
+    backward, kv_heads, kv_seq, backend, mask, dropout]``; ``backend`` ``auto`` or none: the kernels plain
+    PyTorch's SDPA picks on ``device``, :func:`default_attention_backend`), elementwise / norm / softmax / reduction / copy / memory (``name`` and
     ``bytes`` moved, or ``numel``; optional ``flops``) or optimizer (``params[, optimizer, fused,
     master_weights]``). ``framework`` (eager | cuda_graphs | compiled) sets the host launch
     overhead. ``cold_cache=True`` reads operands from HBM even when they would fit the L2 (the

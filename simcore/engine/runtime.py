@@ -1,11 +1,56 @@
 """A scenario's ``runtime`` section as the engines' keyword arguments, so that predict, plan and serve
-price the same run."""
+price the same run; and the software stack's defaults (``runtime.stack``) applied to a scenario, the
+attention backend ``auto`` resolved on its device (docs/stacks.md)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from simcore.compute.ops import pick_attention_backend
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import resolve_cluster
 from simcore.specs.scenario import Scenario
+from simcore.specs.stack import Chosen, apply_stack, attention_choice, generation, load_stack
+
+
+def with_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
+    """``sc`` with its stack's defaults in every field it did not give (:func:`~simcore.specs.stack.apply_stack`)
+    and ``runtime.attention_backend: auto`` resolved (:func:`attention_backend`), and the defaults chosen,
+    each with its source. Applying it again changes nothing."""
+    sc, chosen = apply_stack(sc)
+    if sc.runtime.attention_backend == "auto":
+        backend, why = attention_backend(sc)
+        sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"attention_backend": backend})})
+        chosen.append(Chosen("runtime.attention_backend", backend, why))
+    return sc, chosen
+
+
+def attention_backend(sc: Scenario) -> tuple[str, str]:
+    """The attention kernels the scenario's stack runs on its device (``runtime.attention_backend`` where
+    given, else the first of the stack's order for the GPU generation that takes the run's attention dtype
+    and head dimension: :func:`~simcore.compute.ops.pick_attention_backend`), and why, in words."""
+    rt = sc.runtime
+    if rt.attention_backend != "auto":
+        return rt.attention_backend, "given"
+    stack = load_stack(rt.stack)
+    dev = resolve_cluster(sc.cluster, default_registry()).device
+    part = sc.training if sc.training is not None else sc.inference
+    precision = "bf16" if part is None else part.precision
+    # the fused attention runs in bf16 under every quantized recipe (fp8*, mxfp8, nvfp4, fp4 inference)
+    dtype = precision if precision in ("bf16", "fp16", "fp32") else "bf16"
+    ch = attention_choice(stack, dev)
+    head = sc.model.d_head
+    gqa = sc.model.n_kv_heads < sc.model.heads
+    backend = pick_attention_backend(ch.order, dtype, head, False, ch.cudnn_max_head_dim, gqa)
+    gen = generation(dev)
+    why = f"auto: {stack.display_name} on {dev.name} ({gen}) runs {ch.kernel}"
+    if backend != ch.order[0]:
+        why += f"; {ch.order[0]} does not take {dtype} attention at head dim {head}{' with GQA' if gqa else ''}, so {backend}"
+    else:
+        why += f" for {dtype} attention at head dim {head}"
+    if ch.priced_as:
+        why += f", priced as {ch.priced_as}"
+    return backend, f"{why} ({ch.source})"
 
 
 def training_runtime(sc: Scenario) -> dict[str, Any]:
@@ -19,7 +64,7 @@ def training_runtime(sc: Scenario) -> dict[str, Any]:
         "cpu_op_time": cpu_op_time(sc),
         "implementation": rt.implementation,
         "dropout": 0.0 if sc.training is None else sc.training.dropout,
-        "attention_backend": rt.attention_backend,
+        "attention_backend": attention_backend(sc)[0],
         "profiler_record": tuple(rt.profiler_record),
         "layer_ops": None if rt.layer_ops is None else (rt.layer_ops.fwd, rt.layer_ops.bwd or 0.0),
     }
@@ -36,7 +81,7 @@ def inference_runtime(sc: Scenario) -> dict[str, Any]:
         "decode_sync_every": rt.decode_sync_every,
         "implementation": rt.implementation,
         "decode_loop": rt.decode_loop,
-        "attention_backend": rt.attention_backend,
+        "attention_backend": attention_backend(sc)[0],
         "layer_ops": None if rt.layer_ops is None else rt.layer_ops.fwd,
         "pass_ops": rt.pass_ops,
         "compiled_decode": rt.compiled_decode,

@@ -33,7 +33,7 @@ import numpy as np
 from simcore import cost as K
 from simcore import units
 from simcore.engine import training as T
-from simcore.engine.runtime import training_runtime
+from simcore.engine.runtime import training_runtime, with_stack
 from simcore.engine.timeline import training_step_bound
 from simcore.errors import SpecError
 from simcore.memory import RESERVED_BYTES
@@ -96,8 +96,9 @@ def _cluster(sc: Scenario, gpus: int) -> ClusterInfo:
 
 
 def scenario_for(sc: Scenario, layout: dict[str, Any]) -> Scenario:
-    """``sc`` with the parallel layout, micro/global batch, recompute and GPU count of ``layout``."""
-    data = sc.model_dump(mode="json", exclude_none=True)
+    """``sc`` with the parallel layout, micro/global batch, recompute and GPU count of ``layout``; the
+    stack's defaults written out (:func:`with_stack`: every field of the copy counts as given)."""
+    data = with_stack(sc)[0].model_dump(mode="json", exclude_none=True)
     data["cluster"].pop("nodes", None)
     data["cluster"]["gpus"] = int(layout["gpus"])
     data["model"].pop("preset", None)
@@ -377,6 +378,7 @@ def _checked(
     from simcore.specs.resolve import as_scenario
 
     sc = as_scenario(scenario)
+    sc = with_stack(sc)[0]  # the stack's defaults, as predict takes them
     if sc.kind != "training" or sc.training is None:
         raise SpecError("plan needs a training scenario", field="kind")
     tr = sc.training

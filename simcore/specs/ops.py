@@ -43,6 +43,14 @@ TRAFFIC: dict[str, tuple[float, float, float]] = {
     "cross_entropy": (1.0, 0.0, 8.0),
     # the next token's argmax over each sequence's logits: read once (the index written is negligible)
     "argmax": (1.0, 0.0, 1.0),
+    # reductions of a tensor (``x.sum()``, ``x.mean(-1)``, ``x.amax()``, ``torch.linalg.vector_norm(x)``):
+    # each element read once, the reduced result (one value per row or per tensor) negligible; one add
+    # (``max``: one compare) per element, the 2-norm a multiply-add, ``mean`` a final divide per row
+    "sum": (1.0, 0.0, 1.0),
+    "mean": (1.0, 0.0, 1.0),
+    "max": (1.0, 0.0, 1.0),
+    "amax": (1.0, 0.0, 1.0),
+    "norm": (1.0, 0.0, 2.0),
     "embedding": (2.0, 0.0, 0.0),
     "rope": (2.0, 0.0, 6.0),
     "fill": (1.0, 0.0, 0.0),

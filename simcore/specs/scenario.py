@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from simcore.specs.hardware import FabricSpec
 from simcore.specs.quantities import Int, Seconds, Spec, Watts, integer_value
@@ -128,6 +128,9 @@ class ModelSpec(Spec):
 
 
 class TrainingSpec(Spec):
+    # each field's docstring is its description in the JSON Schema (``simcore schema``)
+    model_config = ConfigDict(**Spec.model_config, use_attribute_docstrings=True)
+
     micro_batch: Int = Field(default=1, gt=0)
     global_batch: Int | None = Field(default=None, gt=0)
     """Sequences per optimizer step; default micro_batch x dp (one micro-batch per rank)."""
@@ -144,22 +147,27 @@ class TrainingSpec(Spec):
     """Trailing transformer layers kept in bf16 (``num_layers_at_end_in_bf16``; NVIDIA's NVFP4
     pre-training examples keep the last 4)."""
     optimizer: Literal["adamw", "sgd"] = "adamw"
-    optimizer_impl: Literal["fused", "foreach"] = "fused"
+    optimizer_impl: Literal["fused", "foreach"] = "foreach"
     """How the optimizer's update runs: ``fused`` (one kernel per parameter group, ``fused=True`` in
     ``torch.optim``, Megatron's and Apex's optimizers) or ``foreach`` (``torch.optim``'s default on CUDA:
     one multi-tensor kernel per arithmetic step, ~3x the memory traffic and more host time:
-    13.1 ms for 617M fp32 parameters on the H200). ``simcore validate`` reads it from the trace
-    (``aten::_fused_adamw_`` or ``aten::_foreach_*`` ops)."""
-    master_weights: bool = True
-    """fp32 master copy of the weights kept by the optimizer (mixed precision)."""
+    13.1 ms for 617M fp32 parameters on the H200). Default: the stack's (``runtime.stack``; pytorch:
+    ``foreach``, torchtitan, megatron, deepspeed: ``fused``; docs/stacks.md). ``simcore validate`` reads
+    it from the trace (``aten::_fused_adamw_`` or ``aten::_foreach_*`` ops)."""
+    master_weights: bool = False
+    """fp32 master copy of the weights kept by the optimizer (mixed precision with low-precision weights;
+    fp32 weights need none). Default: the stack's (pytorch, torchtitan: none, ``torch.optim`` updates the
+    weights themselves; megatron, deepspeed: kept; docs/stacks.md)."""
     recompute: Literal["none", "selective", "full"] = "none"
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Dropout probability on the embedding, each residual branch and the attention scores (GPT-2's
     default 0.1 for all three): its own kernels outside attention; inside the fused attention kernel,
     random numbers per score (priced where the calibration profile measured them: cuDNN's fwd 2.3x). 0: no dropout. ``simcore validate`` reads it from the trace (``aten::native_dropout``)."""
-    param_dtype: Literal["bf16", "fp32"] = "bf16"
+    param_dtype: Literal["bf16", "fp32"] = "fp32"
     """Dtype the weights are stored in: ``bf16`` (Megatron-style, fp32 master copy in the optimizer)
-    or ``fp32`` (PyTorch AMP: fp32 weights, autocast to ``precision`` for the GEMMs)."""
+    or ``fp32`` (PyTorch AMP: fp32 weights, autocast to ``precision`` for the GEMMs). Default: the
+    stack's (``runtime.stack``; pytorch, torchtitan: ``fp32``; megatron, deepspeed: ``bf16``;
+    docs/stacks.md)."""
     tokens: float | None = Field(default=None, gt=0)
     """Tokens to train on, for time-to-train and GPU-hours."""
 
@@ -268,6 +276,17 @@ class LayerOps(Spec):
 
 
 class RuntimeSpec(Spec):
+    model_config = ConfigDict(**Spec.model_config, use_attribute_docstrings=True)
+
+    stack: Literal["pytorch", "torchtitan", "megatron", "deepspeed", "vllm", "sglang", "trtllm"] = "pytorch"
+    """The software that runs the scenario, whose defaults fill every field the scenario does not give
+    (``hardware_specs/stacks/<stack>.yaml``, each with its source; docs/stacks.md): ``pytorch`` (eager
+    PyTorch 2.11: SDPA's own attention choice, AMP with fp32 weights, ``torch.optim``'s foreach AdamW, DDP),
+    ``torchtitan`` (FSDP2, fused AdamW, cuDNN-first SDPA), ``megatron`` (Megatron-Core with Transformer
+    Engine as Megatron-Bridge's recipes run it: bf16 weights, fp32 master, distributed optimizer, overlapped
+    gradient reduction, TE's attention), ``deepspeed`` (ZeRO with its overlap default), and for inference
+    ``vllm``, ``sglang``, ``trtllm`` (their attention kernels per GPU generation, CUDA graphs). A prediction's
+    notes list the defaults the stack chose (``simcore predict --explain``: with their sources)."""
     framework: Literal["eager", "compiled", "cuda_graphs"] = "eager"
     compiled_decode: bool = False
     """Inference: each decode pass is a CUDA-graph replay of torch.compile's fused kernels while the
@@ -302,8 +321,10 @@ class RuntimeSpec(Spec):
     Llama family, RMSNorm (in fp32) and the rotary embedding out of elementwise ops, one kernel each
     in eager PyTorch (compiled code fuses them); GPT-2 also adds learned positions. ``simcore
     validate`` reads it from the trace (those ops' signatures)."""
-    attention_backend: Literal["flash", "cudnn", "efficient", "eager"] = "flash"
-    """Whose attention kernels run: ``flash`` (FlashAttention-2: the flash-attn package, PyTorch's
+    attention_backend: Literal["auto", "flash", "cudnn", "efficient", "eager"] = "auto"
+    """Whose attention kernels run: ``auto`` (the default: what the stack picks on the device for the
+    run's dtype and head dimension, e.g. PyTorch 2.11's SDPA takes cuDNN's kernels on Hopper and Blackwell
+    for 16-bit tensors with head dims up to 128, FlashAttention-2 on Ampere; docs/stacks.md), ``flash`` (FlashAttention-2: the flash-attn package, PyTorch's
     flash SDPA backend, what simcore's own traces forced), ``cudnn`` (cuDNN's fused attention, the
     backend ``F.scaled_dot_product_attention`` picks by itself on Hopper with torch 2.11: every
     committed ``transformers`` trace; 1.6-1.9x faster than flash at head dims 64 and 128), ``efficient`` (PyTorch's memory-efficient CUTLASS kernels; fp32 attention runs them whatever

@@ -58,8 +58,9 @@ class CheckpointResult:
 
 def checkpoint_bytes(model: ModelSpec, training: TrainingSpec, param_dtype: str) -> float:
     """Bytes of a full checkpoint: parameters x (weight + optimizer bytes per parameter) of
-    :func:`simcore.memory.state_bytes`; fp8 runs save the bf16 weights their fp8 copies are cast from."""
-    precision = "bf16" if training.precision == "fp8" else training.precision
+    :func:`simcore.memory.state_bytes`; quantized recipes (fp8*, mxfp8, nvfp4) save the bf16 weights their
+    low-precision copies are cast from."""
+    precision = training.precision if training.precision in ("bf16", "fp16", "fp32") else "bf16"
     sb = state_bytes(precision, training.optimizer, training.master_weights, param_dtype)
     return float(param_counts(model).total) * (sb.weights + sb.optimizer)
 

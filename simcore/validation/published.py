@@ -202,7 +202,9 @@ def release_of(src: str) -> str:
     if src.startswith("Korthikanti"):
         return "Megatron-LM 2022 (paper)"
     m = re.search(r"r\d+\.\d+\.\d+", src)
-    return f"Megatron-Core {m.group(0)}" if m else ("Megatron-Core r0.8.0" if "Megatron-LM" in src else src[:24])
+    return (
+        f"Megatron-Core {m.group(0)}" if m else ("Megatron-Core r0.8.0" if "Megatron-LM" in src else src[:24])
+    )
 
 
 def _system_for(gpu: str) -> str:
@@ -390,7 +392,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             # Megatron-Bridge's Llama 3.1 405B recipe counts the embedding and the loss as pipeline layers
             folding["account_for_embedding_in_pipeline_split"] = True
             folding["account_for_loss_in_pipeline_split"] = True
-            assume.append("embedding and loss counted as pipeline layers (Megatron-Bridge Llama 3.1 405B recipe)")
+            assume.append(
+                "embedding and loss counted as pipeline layers (Megatron-Bridge Llama 3.1 405B recipe)"
+            )
 
     runtime: dict[str, Any] = {}
     if family == "mcore" and system not in ("hgx-a100",):
@@ -435,7 +439,8 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "tp_overlap": tp_overlap,
             **folding,
         },
-        **({"runtime": runtime} if runtime else {}),
+        # every published table is a Megatron-LM / Megatron-Core / Megatron-Bridge run
+        "runtime": {"stack": "megatron", **runtime},
     }
     dims = {
         "B": float(gb),
@@ -698,7 +703,9 @@ def _row_tags(r: PublishedRow) -> dict[str, Any]:
     sc = r.scenario
     tr = sc.get("training", {}) if sc else {}
     precision = str(tr.get("precision", ""))
-    job = json.dumps([r.source, r.model, r.gpus, tr.get("global_batch"), sc["model"]["seq_len"] if sc else 0, precision])
+    job = json.dumps(
+        [r.source, r.model, r.gpus, tr.get("global_batch"), sc["model"]["seq_len"] if sc else 0, precision]
+    )
     return {
         "release": r.release,
         "system": r.system,
@@ -827,7 +834,13 @@ def rank_fidelity(results: list[RowResult]) -> dict[str, Any]:
         rho = spearman(pub, pred)
         if math.isnan(rho):
             continue
-        per.append({"job": f"{rs[0].source} {rs[0].model} {rs[0].gpus} GPUs {rs[0].precision}", "layouts": len(rs), "spearman": rho})
+        per.append(
+            {
+                "job": f"{rs[0].source} {rs[0].model} {rs[0].gpus} GPUs {rs[0].precision}",
+                "layouts": len(rs),
+                "spearman": rho,
+            }
+        )
         for i in range(len(rs)):
             for j in range(i + 1, len(rs)):
                 if pub[i] != pub[j]:
@@ -915,9 +928,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         for j in rf["jobs"]:
             out.append(f"  {j['job']:<48} layouts {j['layouts']:>2}  Spearman {j['spearman']:+.2f}")
     verdict = "meets" if summary["meets_target"] else "misses"
-    out.append(
-        f"target: median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}%: {verdict}"
-    )
+    out.append(f"target: median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}%: {verdict}")
     return "\n".join(out)
 
 
@@ -1002,9 +1013,11 @@ def _own_scenario(rec: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
             "optimizer": "adamw",
             "recompute": "none",
             "param_dtype": "fp32",
+            # tools/bench_parallel.py: AdamW fused=True (the impl column), SDPA forced to flash (tools/gpt.py)
+            "optimizer_impl": "fused" if "fused" in rec.get("impl", "fused") else "foreach",
         },
         "parallel": par,
-        "runtime": {"framework": "eager"},
+        "runtime": {"framework": "eager", "attention_backend": "flash"},
     }
     return sc, notes
 

@@ -106,6 +106,9 @@ def scenario_for(row: dict[str, str], system: str = "hgx-h200") -> dict[str, Any
             # bench_steps times back-to-back calls (CUDA graph replays) between two CUDA events: no
             # host wait between steps
             "decode_sync_every": None,
+            # tools/gpt.py forces SDPA's flash backend (sdpa_kernel([FLASH_ATTENTION])) unless
+            # SIMCORE_SDPA=default, which no steps sweep set (traces/README.md)
+            "attention_backend": "flash",
         },
     }
     mb = _i(row["micro_batch"])
@@ -116,6 +119,8 @@ def scenario_for(row: dict[str, str], system: str = "hgx-h200") -> dict[str, Any
             "global_batch": mb,
             "precision": "bf16",
             "param_dtype": "fp32",
+            # bench_steps: torch.optim.AdamW(fused=True) (tools/bench_steps.py)
+            "optimizer_impl": "fused",
             "recompute": row["recompute"] or "none",
         }
     else:

@@ -50,6 +50,7 @@ from simcore.calibration.host_trace import (
     unannotated_step,
 )
 from simcore.engine.inference import LAUNCH_QUEUE_KERNELS
+from simcore.engine.runtime import with_stack
 from simcore.errors import SimcoreError
 from simcore.specs.profile import ComputeProfile, HostOps, backend_of_name
 from simcore.specs.scenario import CpuOpTime, LayerOps, Scenario
@@ -494,10 +495,24 @@ def dense_mask_attention(ops: list[CpuOp]) -> bool:
     return total > 0 and dense > total / 2
 
 
+def _attention_kernel_backend(kernel: str) -> str | None:
+    """The SDPA backend a fused attention kernel's name belongs to: cuDNN's generated
+    ``cudnn_generated_..._sdpa_...`` kernels, PyTorch's FlashAttention-2 ``pytorch_flash::flash_fwd...``,
+    the memory-efficient ``fmha_cutlass...``; ``None`` for any other kernel."""
+    if kernel.startswith("cudnn_generated") and "sdpa" in kernel:
+        return "cudnn"
+    if "pytorch_flash::" in kernel:
+        return "flash"
+    if "fmha_cutlass" in kernel:
+        return "efficient"
+    return None
+
+
 def sdpa_backend(ans: list[Analysis]) -> str | None:
     """The attention kernels most of the traces' attention ran: ``cudnn``, ``flash`` or ``efficient`` by
     PyTorch's backend ops (``aten::_cudnn_attention_forward`` / ``aten::_flash_attention_forward`` /
-    ``aten::_efficient_attention_forward``), ``eager``
+    ``aten::_efficient_attention_forward``), or where no op was recorded (CUDA-graph replays) by their
+    kernels' names, ``eager``
     where no fused attention runs but softmaxes over 4-D ``[b, h, s, s_kv]`` scores do (attention
     written out of PyTorch ops); ``None`` otherwise (no attention, another backend, no shapes)."""
     n = {"cudnn": 0, "flash": 0, "efficient": 0}
@@ -505,6 +520,13 @@ def sdpa_backend(ans: list[Analysis]) -> str | None:
         for o in a.trace.cpu_ops.values():
             if o.name in FUSED_ATTENTION_OPS:
                 n[backend_of_name(o.name)] += 1
+    if not any(n.values()):
+        # replayed CUDA graphs record no op on the host: their kernels' names say whose they are
+        for a in ans:
+            for e in a.trace.gpu_events:
+                b = _attention_kernel_backend(e.name)
+                if b is not None:
+                    n[b] += 1
     if any(n.values()):
         return max(n, key=lambda k: n[k])
     return "eager" if any(eager_attention(list(a.trace.cpu_ops.values())) for a in ans) else None
@@ -596,6 +618,7 @@ def validate(
     sc = _assume_facts(sc, [*_code_facts(sc, ans, cdec), *_loop_facts(sc, ans)], overrides, assumed)
     host_facts, cpu = _host_facts(sc, ans, cdec, probe_window)
     sc = _assume_facts(sc, host_facts, overrides, assumed)
+    sc = with_stack(sc)[0]  # the stack's defaults where neither the scenario nor the traces say
     _check_one_run(ans)
     slowest = max(ans, key=lambda a: a.step_time_s)
     pred_step, bd, phases, notes = _predicted(sc, engine, slowest)
@@ -723,6 +746,14 @@ def _code_facts(sc: Scenario, ans: list[Analysis], cdec: bool) -> list[_Fact]:
             "PyTorch AMP, cast to the compute precision each step); --set training.param_dtype=bf16 "
             "predicts weights kept in bf16",
         ),
+        _Fact(
+            "training",
+            "param_dtype",
+            "bf16",
+            sc.kind == "training" and sc.training is not None and sc.training.precision != "fp32" and not fp32_weights(ans),
+            "predicted with training.param_dtype: bf16 (the trace's gradients and linear layers' weights are "
+            "16-bit: the model was cast to bf16); --set training.param_dtype=fp32 predicts AMP's fp32 weights",
+        ),
         # Hugging Face's modelling code writes some ops out of elementwise kernels
         _Fact(
             "runtime",
@@ -742,6 +773,16 @@ def _code_facts(sc: Scenario, ans: list[Analysis], cdec: bool) -> list[_Fact]:
             "predicted with runtime.attention_backend: cudnn (the trace's attention ran cuDNN's fused "
             "kernels, aten::_cudnn_attention_forward); --set runtime.attention_backend=flash predicts "
             "FlashAttention-2's",
+        ),
+        # tools/gpt.py forces SDPA's flash backend (sdpa_kernel), as the flash-attn package runs it
+        _Fact(
+            "runtime",
+            "attention_backend",
+            "flash",
+            backend == "flash",
+            "predicted with runtime.attention_backend: flash (the trace's attention ran FlashAttention-2: "
+            "aten::_flash_attention_forward or, in CUDA-graph replays, its pytorch_flash kernels); --set "
+            "runtime.attention_backend=auto predicts the stack's choice",
         ),
         # the memory-efficient kernels: what fp32 attention runs (and SDPA's pick where cuDNN and flash refuse)
         _Fact(
@@ -796,6 +837,15 @@ def _loop_facts(sc: Scenario, ans: list[Analysis]) -> list[_Fact]:
             "verdict's unfinished & ~done are transformers' generate()); --set runtime.decode_loop=manual "
             "predicts a loop of forward passes",
         ),
+        # 16-bit weights updated from fp32 optimizer states: a master copy (Megatron- or DeepSpeed-style)
+        _Fact(
+            "training",
+            "master_weights",
+            True,
+            sc.kind == "training" and optimizer_element_type(ans) == "float" and not fp32_weights(ans),
+            "predicted with training.master_weights: true (the trace's optimizer updates fp32 states of "
+            "16-bit weights); --set training.master_weights=false predicts none",
+        ),
         _Fact(
             "training",
             "master_weights",
@@ -812,6 +862,14 @@ def _loop_facts(sc: Scenario, ans: list[Analysis]) -> list[_Fact]:
             opt_impl == "foreach",
             "predicted with training.optimizer_impl: foreach (the trace's optimizer step runs torch.optim's "
             "multi-tensor ops, aten::_foreach_*); --set training.optimizer_impl=fused predicts a fused update",
+        ),
+        _Fact(
+            "training",
+            "optimizer_impl",
+            "fused",
+            opt_impl == "fused",
+            "predicted with training.optimizer_impl: fused (the trace's optimizer step is one fused kernel per "
+            "group, aten::_fused_adamw_); --set training.optimizer_impl=foreach predicts torch.optim's default",
         ),
         _Fact(
             "training",

@@ -12,7 +12,7 @@ from simcore.calibration.fit_compute import neutral_profile
 from simcore.compute import ops
 from simcore.errors import SimcoreError
 from simcore.specs.hardware import Device
-from simcore.specs.profile import ComputeProfile, GemmParams, MemoryParams, load_profile
+from simcore.specs.profile import ComputeProfile, GemmParams, MemoryParams, backend_of_name, load_profile
 from simcore.specs.registry import default_registry
 
 H200 = default_registry().device("h200")
@@ -296,7 +296,7 @@ def test_op_time_reproduces_the_fit_on_trace_rows() -> None:
             r = simcore.op_time(
                 "attention", framework=fw, batch=g["batch"], heads=g["heads"], seq=g["seq"],
                 head_dim=g["head_dim"], causal=bool(g["causal"]), backward=bool(g["backward"]),
-                kv_heads=g["kv_heads"], kv_seq=g["kv_seq"],
+                kv_heads=g["kv_heads"], kv_seq=g["kv_seq"], backend=backend_of_name(t.name[i]),
             )  # fmt: skip
         elif fam.startswith("memory"):
             if t.name[i] == "embedding" and g["backward"] == 1:

@@ -17,6 +17,8 @@ from simcore.workload.model import weight_tensors
 
 REPO = Path(__file__).resolve().parents[2]
 SC = REPO / "tests/data/trace_scenarios/h200_train_gpt_gelu_ln.yaml"  # 4 x 1024 GPT, profiled, eager
+# the hand totals below take bf16 weights and the fused AdamW's host entries (not the pytorch stack's defaults)
+PINNED = ["training.param_dtype=bf16", "training.optimizer_impl=fused"]
 
 
 def _with(sc: Scenario, **runtime: object) -> Scenario:
@@ -37,13 +39,13 @@ def _host_total(main: float, bwd: float, layers: int) -> float:
         + h("step_bwd_gelu")
         + layers * (h("step_fwd_layer_gelu") + h("step_bwd_layer_gelu"))
     )
-    sc = load_scenario(str(SC))
+    sc = load_scenario(str(SC), PINNED)
     opt = h("adamw_fused_fixed") + h("adamw_fused_per_tensor") * weight_tensors(sc.model, layers)
     return layers * per_layer + outside + opt + h("step_end") + layers * h("step_end_layer")
 
 
 def test_unsynchronized_host_bound_step_is_the_host_total() -> None:
-    sc = load_scenario(str(SC))
+    sc = load_scenario(str(SC), PINNED)
     slow = CpuOpTime(main=20e-6, backward=20e-6)  # a slow CPU: the host bounds everything
     r = simcore.predict(_with(sc, step_sync=False, cpu_op_time=slow))
     assert r.step_time_s == pytest.approx(_host_total(20e-6, 20e-6, sc.model.layers), rel=1e-9)
@@ -54,7 +56,7 @@ def test_unsynchronized_host_bound_step_is_the_host_total() -> None:
 
 
 def test_unsynchronized_gpu_bound_step_is_the_gpu_total() -> None:
-    sc = load_scenario(str(SC))
+    sc = load_scenario(str(SC), PINNED)
     fast = CpuOpTime(main=0.1e-6, backward=0.1e-6)  # host nearly free: the GPU's sum sets the pace
     r = simcore.predict(_with(sc, step_sync=False, cpu_op_time=fast))
     assert r.breakdown["host_overhead"] == 0.0
@@ -81,7 +83,7 @@ def test_cpu_speed_scales_only_the_probe_share() -> None:
 @settings(max_examples=25, deadline=None)
 @given(a=st.floats(1e-6, 2e-5), b=st.floats(1e-6, 2e-5), sync=st.booleans())
 def test_a_slower_cpu_is_never_faster(a: float, b: float, sync: bool) -> None:
-    sc = load_scenario(str(SC))
+    sc = load_scenario(str(SC), PINNED)
     lo, hi = min(a, b), max(a, b)
     t_lo = simcore.predict(_with(sc, step_sync=sync, cpu_op_time=CpuOpTime(main=lo, backward=lo))).step_time_s
     t_hi = simcore.predict(_with(sc, step_sync=sync, cpu_op_time=CpuOpTime(main=hi, backward=hi))).step_time_s
@@ -119,7 +121,7 @@ def test_engines_agree_on_profiled_synchronized_steps(name: str) -> None:
 
 
 def test_des_takes_the_steady_state_of_an_unsynchronized_single_stage() -> None:
-    sc = _with(load_scenario(str(SC)), step_sync=False)
+    sc = _with(load_scenario(str(SC), PINNED), step_sync=False)
     des = simcore.predict(sc, engine="des")
     assert des.step_time_s == pytest.approx(simcore.predict(sc).step_time_s)
     assert any("step_sync: false" in n for n in des.notes)

@@ -19,11 +19,14 @@ def test_size_is_weights_and_optimizer_state() -> None:
     m = ModelSpec(name="m", layers=2, hidden=64, heads=4, ffn_hidden=256, vocab=1000, seq_len=128)
     n = param_counts(m).total
     # bf16 weights (2) + fp32 master (4) + Adam m, v (8) = 14 bytes per parameter; no gradients
-    assert checkpoint_bytes(m, TrainingSpec(), "bf16") == pytest.approx(14 * n)
+    assert checkpoint_bytes(m, TrainingSpec(master_weights=True), "bf16") == pytest.approx(14 * n)
+    # bf16 weights without a master copy: the optimizer keeps its moments in bf16 too: 2 + 4
+    assert checkpoint_bytes(m, TrainingSpec(), "bf16") == pytest.approx(6 * n)
     # fp32 weights under AMP: 4 + 8
     assert checkpoint_bytes(m, TrainingSpec(), "fp32") == pytest.approx(12 * n)
-    # fp8 saves the bf16 weights, not the fp8 copies
-    assert checkpoint_bytes(m, TrainingSpec(precision="fp8"), "bf16") == pytest.approx(14 * n)
+    # quantized recipes save the bf16 weights, not their fp8/fp4 copies
+    for p in ("fp8", "mxfp8", "nvfp4"):
+        assert checkpoint_bytes(m, TrainingSpec(precision=p, master_weights=True), "bf16") == pytest.approx(14 * n)
 
 
 def test_storage_time_node_or_aggregate_bound() -> None:
@@ -86,7 +89,8 @@ def test_checkpoint_in_predict_needs_storage() -> None:
         )
     )
     ck = r.system_effects.checkpoint
-    assert ck.size_bytes == pytest.approx(14 * param_counts(load_scenario("default").model).total)
+    # the pytorch stack's AMP: fp32 weights (4) + Adam m, v (8) per parameter
+    assert ck.size_bytes == pytest.approx(12 * param_counts(load_scenario("default").model).total)
     assert r.step_time_s == pytest.approx(
         simcore.predict("default").step_time_s
     )  # no interval: priced, not added
