@@ -15,12 +15,32 @@ import numpy as np
 from simcore.comm.collectives import collective_cost
 from simcore.comm.groups import GroupPlacement, megatron_groups, placement
 from simcore.compute import ops as C
+from simcore.specs.comm_profile import load_profile as load_comm_profile
 from simcore.specs.hardware import DTYPE_BYTES, Device
+from simcore.specs.memo import SpecMemo
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.workload.lowering import Op
 
 Num = Any
+
+_GROUP_MEMO = SpecMemo()
+"""Seconds and FLOPs of one-layout op groups, pinned to the device and the compute profile they read."""
+_COMM_MEMO = SpecMemo()
+"""Seconds of one-layout collectives, pinned to the cluster's specs and the comm profile they read."""
+
+
+def _scalar_key(key: tuple[Any, ...], ops: list[Op], ctx: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The memo key of a one-layout group: the pricer's options, the group's kind and each op's arguments
+    as plain values (numbers as floats, as pricing reads them; a backward chain, a list, is not priced)."""
+    return (
+        ctx,
+        key,
+        tuple(
+            tuple((k, v if v is None or isinstance(v, str | bool) else float(v)) for k, v in o.args.items() if not isinstance(v, list))
+            for o in ops
+        ),
+    )
 
 
 @dataclass
@@ -119,9 +139,22 @@ class Pricer:
         nb = np.maximum(np.asarray(nbytes, dtype=float), 1.0)
         key = (op, group, dtype, nb.shape, nb.tobytes())
         hit = self._comm_cache.get(key)
+        if hit is not None:
+            return hit
+        # one layout: a pure function of the cluster's specs, the system's comm profile, the group's
+        # placement and the message sizes, kept across calls (docs/architecture.md, Speed)
+        one = np.ndim(size) == 0 and nb.size <= 64
+        if one:
+            c = self.cluster
+            pins = (c.system, c.device, c.fabric, c.nic, c.fabric_link, c.nvswitch, load_comm_profile(c.system.name))
+            mkey = (op, dtype, c.nodes, c.gpus, float(size), float(g.per_domain), float(g.domains), key[3:])
+            hit = _COMM_MEMO.get(pins, mkey)
         if hit is None:
             t = collective_cost(op, nb, g, self.cluster, dtype=dtype).time_s
-            hit = self._comm_cache[key] = np.where(size > 1, t, 0.0)
+            hit = np.where(size > 1, t, 0.0)
+            if one:
+                _COMM_MEMO.put(pins, mkey, hit)
+        self._comm_cache[key] = hit
         return hit
 
     def times(self, ops: list[Op]) -> tuple[list[Num], list[Num]]:
@@ -155,10 +188,10 @@ class Pricer:
             groups.setdefault(key, []).append(i)
         t_out: list[Num] = [0.0] * len(ops)
         f_out: list[Num] = [0.0] * len(ops)
-        dev, prof = self.cluster.device, self.prof
+        pins = (self.cluster.device, self.prof)
+        ctx = (self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse)
         for key, idx in groups.items():
             sel = [ops[i] for i in idx]
-
             # every array of the group shares one layout shape; ops are stacked in front of it
             common = np.broadcast_shapes(
                 *(
@@ -169,84 +202,95 @@ class Pricer:
                     if not isinstance(v, (str, list)) and v is not None
                 )
             )
-
-            def stack(name: str, default: Any = None, sel: list[Op] = sel, common: Any = common) -> Any:
-                raw = [o.args.get(name, default) for o in sel]
-                if not common:  # one layout: plain numbers, one small vector
-                    return np.array([float(v) for v in raw])
-                vals = [np.asarray(v, dtype=float) for v in raw]
-                shape = np.broadcast_shapes(*(v.shape for v in vals))
-                out = np.stack([np.broadcast_to(v, shape) for v in vals])
-                return out.reshape((len(sel),) + (1,) * (len(common) - len(shape)) + shape)
-
-            kind = key[0]
-            if kind == "comm":
-                nb = stack("nbytes")
-                g = self.groups.get(key[2])
-                if g is not None and not common and np.ndim(g.size):
-                    # the layouts differ only in the communicator's size: the ops in front of its shape
-                    nb = nb.reshape(nb.shape + (1,) * np.ndim(g.size))
-                t = self.comm_time(key[1], nb, key[2])
-                fl: Any = 0.0
-            else:
-                if kind == "gemm":
-                    m, n, k, b = stack("m"), stack("n"), stack("k"), stack("batch", 1)
-                    if self.framework == "compiled":
-                        # inductor pads a matmul's dimensions to 16-byte rows (shape_padding): a
-                        # 50257-word vocabulary runs as 50264, without the misaligned kernels
-                        q = 16.0 / DTYPE_BYTES.get(key[1], 2.0)
-                        m, n, k = (np.ceil(x / q) * q for x in (m, n, k))
-                    # in a model step each layer's weights stream from HBM: no L2 reuse across calls
-                    t = C.gemm(dev, prof, m, n, k, key[1], b, l2_reuse=self.l2_reuse).time_s
-                    fl = 2.0 * m * n * k * b
-                    family: str | None = "gemm"
-                    backward = key[2]
-                elif kind == "attention":
-                    kvh = None if key[5] else stack("kv_heads")
-                    kvs = None if key[4] else stack("kv_seq")
-                    r = C.attention(
-                        dev,
-                        prof,
-                        stack("batch"),
-                        stack("heads"),
-                        stack("seq"),
-                        stack("head_dim"),
-                        key[1],
-                        key[2],
-                        kvh,
-                        kvs,
-                        key[3],
-                        backend=key[7],
-                        mask=key[8],
-                        dropout=key[9],
-                    )
-                    t, fl = r.time_s, r.flops
-                    family = "attention_bwd" if key[2] else "attention_fwd"
-                    backward = key[6]
-                else:
-                    # row-wise ops (norms) say their row count: few long rows run on few SMs
-                    rows = stack("rows") if key[3] else None
-                    # (a row's work counts elements: the row-wise time needs the element size)
-                    elt = stack("elt", 2.0) if rows is not None else 2.0
-                    t = C.memory_op(
-                        dev, prof, key[1], stack("nbytes"), stack("flops", 0.0), rows=rows, elt_bytes=elt
-                    ).time_s
-                    fl = 0.0
-                    family = "memory"
-                    backward = key[2]
-                if self.per_op_host:
-                    t = C.stream_time(prof, t, self.framework, None if backward else family)
-                else:
-                    # host time is modelled per layer by the engine: the kernel plus its launch gap
-                    t = C.with_launch(t, 0.0, "max", prof.gap.get(self.framework, 0.0))
-                if self.kernel_floor > 0.0 or self.kernel_gap > 0.0:
-                    t = np.maximum(t + self.kernel_gap, self.kernel_floor)
-            t_arr = np.asarray(t, dtype=float)
-            f_arr = np.asarray(fl, dtype=float)
+            # one layout: the group's seconds and FLOPs are a pure function of the device, the profile,
+            # the pricer's options and the ops' arguments, kept across calls (docs/architecture.md, Speed)
+            mkey = _scalar_key(key, sel, ctx) if not common and key[0] != "comm" else None
+            hit = _GROUP_MEMO.get(pins, mkey) if mkey is not None else None
+            if hit is None:
+                t, fl = self._group(key, sel, common)
+                hit = (np.asarray(t, dtype=float), np.asarray(fl, dtype=float))
+                if mkey is not None:
+                    _GROUP_MEMO.put(pins, mkey, hit)
+            t_arr, f_arr = hit
             for j, i in enumerate(idx):
                 t_out[i] = t_arr[j] if t_arr.ndim else float(t_arr)
                 f_out[i] = f_arr[j] if f_arr.ndim else float(f_arr)
         return t_out, f_out
+
+    def _group(self, key: tuple[Any, ...], sel: list[Op], common: tuple[int, ...]) -> tuple[Num, Num]:
+        """Seconds of one invocation and FLOPs of a group of same-kind ops (stacked on a leading axis)."""
+        dev, prof = self.cluster.device, self.prof
+
+        def stack(name: str, default: Any = None) -> Any:
+            raw = [o.args.get(name, default) for o in sel]
+            if not common:  # one layout: plain numbers, one small vector
+                return np.array([float(v) for v in raw])
+            vals = [np.asarray(v, dtype=float) for v in raw]
+            shape = np.broadcast_shapes(*(v.shape for v in vals))
+            out = np.stack([np.broadcast_to(v, shape) for v in vals])
+            return out.reshape((len(sel),) + (1,) * (len(common) - len(shape)) + shape)
+
+        kind = key[0]
+        if kind == "comm":
+            nb = stack("nbytes")
+            g = self.groups.get(key[2])
+            if g is not None and not common and np.ndim(g.size):
+                # the layouts differ only in the communicator's size: the ops in front of its shape
+                nb = nb.reshape(nb.shape + (1,) * np.ndim(g.size))
+            return self.comm_time(key[1], nb, key[2]), 0.0
+        if kind == "gemm":
+            m, n, k, b = stack("m"), stack("n"), stack("k"), stack("batch", 1)
+            if self.framework == "compiled":
+                # inductor pads a matmul's dimensions to 16-byte rows (shape_padding): a
+                # 50257-word vocabulary runs as 50264, without the misaligned kernels
+                q = 16.0 / DTYPE_BYTES.get(key[1], 2.0)
+                m, n, k = (np.ceil(x / q) * q for x in (m, n, k))
+            # in a model step each layer's weights stream from HBM: no L2 reuse across calls
+            t = C.gemm(dev, prof, m, n, k, key[1], b, l2_reuse=self.l2_reuse).time_s
+            fl = 2.0 * m * n * k * b
+            family: str | None = "gemm"
+            backward = key[2]
+        elif kind == "attention":
+            kvh = None if key[5] else stack("kv_heads")
+            kvs = None if key[4] else stack("kv_seq")
+            r = C.attention(
+                dev,
+                prof,
+                stack("batch"),
+                stack("heads"),
+                stack("seq"),
+                stack("head_dim"),
+                key[1],
+                key[2],
+                kvh,
+                kvs,
+                key[3],
+                backend=key[7],
+                mask=key[8],
+                dropout=key[9],
+            )
+            t, fl = r.time_s, r.flops
+            family = "attention_bwd" if key[2] else "attention_fwd"
+            backward = key[6]
+        else:
+            # row-wise ops (norms) say their row count: few long rows run on few SMs
+            rows = stack("rows") if key[3] else None
+            # (a row's work counts elements: the row-wise time needs the element size)
+            elt = stack("elt", 2.0) if rows is not None else 2.0
+            t = C.memory_op(
+                dev, prof, key[1], stack("nbytes"), stack("flops", 0.0), rows=rows, elt_bytes=elt
+            ).time_s
+            fl = 0.0
+            family = "memory"
+            backward = key[2]
+        if self.per_op_host:
+            t = C.stream_time(prof, t, self.framework, None if backward else family)
+        else:
+            # host time is modelled per layer by the engine: the kernel plus its launch gap
+            t = C.with_launch(t, 0.0, "max", prof.gap.get(self.framework, 0.0))
+        if self.kernel_floor > 0.0 or self.kernel_gap > 0.0:
+            t = np.maximum(t + self.kernel_gap, self.kernel_floor)
+        return t, fl
 
     def price(self, ops: list[Op], count: Num = 1.0) -> Priced:
         """Seconds by category of running ``ops`` (each ``op.count`` times), ``count`` times."""
