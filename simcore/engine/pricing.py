@@ -7,7 +7,7 @@ Both engines price through it, so a formula lives in one place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,19 +28,43 @@ _GROUP_MEMO = SpecMemo()
 """Seconds and FLOPs of one-layout op groups, pinned to the device and the compute profile they read."""
 _COMM_MEMO = SpecMemo()
 """Seconds of one-layout collectives, pinned to the cluster's specs and the comm profile they read."""
+_PRICED_MEMO = SpecMemo()
+"""Priced lists of one-layout ops, pinned like the groups (and the collectives) they hold."""
+_GROUPS_MEMO = SpecMemo(256)
+"""Communicator placements of one-layout pricers (frozen), pinned to the system."""
 
 
-def _scalar_key(key: tuple[Any, ...], ops: list[Op], ctx: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The memo key of a one-layout group: the pricer's options, the group's kind and each op's arguments
-    as plain values (numbers as floats, as pricing reads them; a backward chain, a list, is not priced)."""
-    return (
-        ctx,
-        key,
-        tuple(
-            tuple((k, v if v is None or isinstance(v, str | bool) else float(v)) for k, v in o.args.items() if not isinstance(v, list))
-            for o in ops
-        ),
-    )
+def _cluster_pins(c: ClusterInfo) -> tuple[Any, ...]:
+    """The specs a collective's seconds read of a cluster, as memo pins (its size goes in the key)."""
+    return (c.system, c.device, c.fabric, c.nic, c.fabric_link, c.nvswitch, load_comm_profile(c.system.name))
+
+
+def _plain_args(op: Op) -> tuple[Any, ...] | None:
+    """An op's arguments as plain hashable values (a backward chain, a list, is not priced), or ``None``
+    where one is an array over layouts."""
+    a = []
+    for k, v in op.args.items():
+        if v is None or isinstance(v, float | int | str):  # (numpy's float64 is a float)
+            a.append((k, v))
+        elif isinstance(v, list):
+            continue
+        elif np.ndim(v) == 0:
+            a.append((k, float(v)))
+        else:
+            return None
+    return tuple(a)
+
+
+def _scalar_key(key: tuple[Any, ...], ops: list[Op], ctx: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The memo key of a group of one-layout ops: the pricer's options, the group's kind and each op's
+    plain arguments; ``None`` when an argument is an array over layouts."""
+    args = []
+    for o in ops:
+        a = _plain_args(o)
+        if a is None:
+            return None
+        args.append(a)
+    return (ctx, key, tuple(args))
 
 
 @dataclass
@@ -122,10 +146,18 @@ class Pricer:
         profile: ComputeProfile | None = None,
     ) -> Pricer:
         """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp)."""
-        groups = megatron_groups(cluster, tp, cp, dp, pp)
-        groups["ep"] = placement(cluster, ep, np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
+        sizes = (tp, cp, dp, pp, ep)
+        one = all(np.ndim(x) == 0 for x in sizes)
+        if one:  # one layout: the placements depend only on the cluster's shape and the degrees
+            key = (cluster.gpus, cluster.nodes, *map(float, sizes))
+            hit = _GROUPS_MEMO.get((cluster.system,), key)
+        if not one or hit is None:
+            hit = megatron_groups(cluster, tp, cp, dp, pp)
+            hit["ep"] = placement(cluster, ep, np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
+            if one:
+                _GROUPS_MEMO.put((cluster.system,), key, hit)
         return Pricer(
-            cluster, framework, groups, profile=profile, calibration=calibration, per_op_host=per_op_host
+            cluster, framework, dict(hit), profile=profile, calibration=calibration, per_op_host=per_op_host
         )
 
     def comm_time(self, op: str, nbytes: Num, group: str, dtype: str = "bf16") -> Num:
@@ -146,7 +178,7 @@ class Pricer:
         one = np.ndim(size) == 0 and nb.size <= 64
         if one:
             c = self.cluster
-            pins = (c.system, c.device, c.fabric, c.nic, c.fabric_link, c.nvswitch, load_comm_profile(c.system.name))
+            pins = _cluster_pins(c)
             mkey = (op, dtype, c.nodes, c.gpus, float(size), float(g.per_domain), float(g.domains), key[3:])
             hit = _COMM_MEMO.get(pins, mkey)
         if hit is None:
@@ -189,22 +221,26 @@ class Pricer:
         t_out: list[Num] = [0.0] * len(ops)
         f_out: list[Num] = [0.0] * len(ops)
         pins = (self.cluster.device, self.prof)
-        ctx = (self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse)
+        ctx = self._options()
         for key, idx in groups.items():
             sel = [ops[i] for i in idx]
-            # every array of the group shares one layout shape; ops are stacked in front of it
-            common = np.broadcast_shapes(
-                *(
-                    np.shape(v)
-                    for o in sel
-                    for v in o.args.values()
-                    # (a composite's backward chain travels with its first kernel as a list)
-                    if not isinstance(v, (str, list)) and v is not None
-                )
-            )
             # one layout: the group's seconds and FLOPs are a pure function of the device, the profile,
             # the pricer's options and the ops' arguments, kept across calls (docs/architecture.md, Speed)
-            mkey = _scalar_key(key, sel, ctx) if not common and key[0] != "comm" else None
+            mkey = _scalar_key(key, sel, ctx)
+            common: tuple[int, ...] = ()
+            if mkey is None:
+                # every array of the group shares one layout shape; ops are stacked in front of it
+                common = np.broadcast_shapes(
+                    *(
+                        np.shape(v)
+                        for o in sel
+                        for v in o.args.values()
+                        # (a composite's backward chain travels with its first kernel as a list)
+                        if not isinstance(v, (str, list)) and v is not None
+                    )
+                )
+            elif key[0] == "comm":  # (collectives: memoized by comm_time, with the cluster's specs)
+                mkey = None
             hit = _GROUP_MEMO.get(pins, mkey) if mkey is not None else None
             if hit is None:
                 t, fl = self._group(key, sel, common)
@@ -294,6 +330,12 @@ class Pricer:
 
     def price(self, ops: list[Op], count: Num = 1.0) -> Priced:
         """Seconds by category of running ``ops`` (each ``op.count`` times), ``count`` times."""
+        # one layout: the whole list's pricing is kept across calls, like its groups' (see times)
+        pins, mkey = self._list_key(ops, count)
+        if mkey is not None:
+            hit: Priced | None = _PRICED_MEMO.get(pins, mkey)
+            if hit is not None:
+                return replace(hit, time=dict(hit.time))  # (a copy: callers add to what they get)
         out = Priced()
         ts, fs = self.times(ops)
         for op, t, f in zip(ops, ts, fs, strict=True):
@@ -305,7 +347,40 @@ class Pricer:
                 out.wgrad = out.wgrad + t * op.count * count
             if op.kind == "attention":
                 out.attention_flops = out.attention_flops + f * op.count * count
+        if mkey is not None:
+            _PRICED_MEMO.put(pins, mkey, replace(out, time=dict(out.time)))
         return out
+
+    def _options(self) -> tuple[Any, ...]:
+        """The pricer's options that change an op's seconds (beside the device and the profile)."""
+        return (self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse)
+
+    def _list_key(self, ops: list[Op], count: Num) -> tuple[tuple[Any, ...], Any]:
+        """The memo pins and key of pricing ``ops`` (each op's name, kind, category, count and plain
+        arguments; a collective's group placement; the pricer's options), or no key where anything is an
+        array over layouts."""
+        c = self.cluster
+        pins: tuple[Any, ...] = (c.device, self.prof)
+        if np.ndim(count) != 0:
+            return pins, None
+        items: list[Any] = [self._options(), float(count)]
+        comm = False
+        for o in ops:
+            args = _plain_args(o)
+            if args is None or np.ndim(o.count) != 0:
+                return pins, None
+            items.append((o.name, o.kind, o.category, float(o.count), args))
+            if o.kind == "comm":
+                g = self.groups.get(o.args["group"])
+                if g is not None:
+                    if np.ndim(g.size) != 0:
+                        return pins, None
+                    items.append((float(g.size), float(g.per_domain), float(g.domains)))
+                comm = True
+        if comm:
+            pins = (*_cluster_pins(c), self.prof)
+            items.append((c.nodes, c.gpus))
+        return pins, tuple(items)
 
 
 _POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap", "graph_sync")
