@@ -7,6 +7,7 @@ numpy grids of layouts. Results are pydantic models (``.model_dump()`` gives the
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +24,7 @@ from simcore.memory import RESERVED_BYTES as RESERVED_BYTES
 from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
-from simcore.specs.scenario import Scenario
+from simcore.specs.scenario import ModelSpec, Scenario
 from simcore.workload.layout import valid_layouts
 
 
@@ -134,6 +135,22 @@ def _calibration_note(cluster: ClusterInfo, name: str | None) -> tuple[str, list
     return label, notes
 
 
+def _require_layout(model: ModelSpec, gpus: int, tp: int, pp: int, *more: int | None) -> None:
+    """:func:`~simcore.workload.layout.valid_layouts`' check of a scalar layout (``more``: cp, dp, ep, vp,
+    micro-batch, global batch), raising its error; a valid one is remembered (a pure function of
+    frozen, hashable inputs; see docs/architecture.md, Speed)."""
+    try:
+        _valid_layout(model, gpus, tp, pp, *more)
+    except TypeError:  # (a spec that holds a list does not hash: checked each time)
+        _valid_layout.__wrapped__(model, gpus, tp, pp, *more)
+
+
+@lru_cache(maxsize=512)
+def _valid_layout(model: ModelSpec, gpus: int, tp: int, pp: int, *more: int | None) -> None:
+    names = ("cp", "dp", "ep", "vp", "micro_batch", "global_batch")
+    valid_layouts(model, gpus, tp=tp, pp=pp, **dict(zip(names, more, strict=False))).require()
+
+
 def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     """The scalar parallel layout of a training scenario, validated against the cluster and model
     (:func:`~simcore.workload.layout.valid_layouts`): ``dp`` fills the cluster when not given, ``vp``
@@ -145,18 +162,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     dp = p.dp if p.dp is not None else cluster.gpus // (p.tp * p.pp * p.cp)
     vp = p.vp if p.schedule == "interleaved" else 1
     gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
-    valid_layouts(
-        sc.model,
-        cluster.gpus,
-        tp=p.tp,
-        pp=p.pp,
-        cp=p.cp,
-        dp=dp,
-        ep=p.ep,
-        vp=vp,
-        micro_batch=tr.micro_batch,
-        global_batch=gb,
-    ).require()
+    _require_layout(sc.model, cluster.gpus, p.tp, p.pp, p.cp, dp, p.ep, vp, tr.micro_batch, gb)
     return {
         "tp": p.tp,
         "pp": p.pp,
@@ -282,7 +288,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     inf = sc.inference
     assert inf is not None
     p = sc.parallel
-    valid_layouts(sc.model, cluster.gpus, tp=p.tp, pp=p.pp).require()
+    _require_layout(sc.model, cluster.gpus, p.tp, p.pp)
     ignored = [k for k in ("cp", "ep") if getattr(p, k) > 1] + (
         ["sequence_parallel"] if p.sequence_parallel else []
     )

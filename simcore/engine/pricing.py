@@ -7,6 +7,7 @@ Both engines price through it, so a formula lives in one place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,6 +22,7 @@ from simcore.specs.memo import SpecMemo
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.workload.lowering import Op
+from simcore.workload.lowering import backward as backward_ops
 
 Num = Any
 
@@ -28,8 +30,9 @@ _GROUP_MEMO = SpecMemo()
 """Seconds and FLOPs of one-layout op groups, pinned to the device and the compute profile they read."""
 _COMM_MEMO = SpecMemo()
 """Seconds of one-layout collectives, pinned to the cluster's specs and the comm profile they read."""
-_PRICED_MEMO = SpecMemo()
-"""Priced lists of one-layout ops, pinned like the groups (and the collectives) they hold."""
+_LOWERED_MEMO = SpecMemo()
+"""Priced op lists of one-layout lowerings (:meth:`Pricer.price_of`), pinned to the model, the lowering
+function and the pricer's specs."""
 _GROUPS_MEMO = SpecMemo(256)
 """Communicator placements of one-layout pricers (frozen), pinned to the system."""
 
@@ -39,20 +42,30 @@ def _cluster_pins(c: ClusterInfo) -> tuple[Any, ...]:
     return (c.system, c.device, c.fabric, c.nic, c.fabric_link, c.nvswitch, load_comm_profile(c.system.name))
 
 
-def _plain_args(op: Op) -> tuple[Any, ...] | None:
-    """An op's arguments as plain hashable values (a backward chain, a list, is not priced), or ``None``
-    where one is an array over layouts."""
-    a = []
-    for k, v in op.args.items():
-        if v is None or isinstance(v, float | int | str):  # (numpy's float64 is a float)
-            a.append((k, v))
-        elif isinstance(v, list):
+_PLAIN = frozenset((float, int, bool, str, type(None), np.float64))
+
+
+def _plain(v: Any) -> Any:
+    """A one-layout number as a plain hashable value (``None`` for an array over layouts)."""
+    if type(v) in _PLAIN:
+        return v
+    return float(v) if np.ndim(v) == 0 else None
+
+
+def _plain_items(a: dict[str, Any]) -> tuple[Any, ...] | None:
+    """``(name, value)`` pairs as plain hashable values, or ``None`` where a value is an array over layouts
+    (or a list: only an op's backward chain, which pricing does not read, is left out)."""
+    if all(type(v) in _PLAIN for v in a.values()):
+        return tuple(a.items())
+    out = []
+    for k, v in a.items():
+        if k == "bwd_chain":
             continue
-        elif np.ndim(v) == 0:
-            a.append((k, float(v)))
-        else:
+        p = _plain(v)
+        if p is None and v is not None:
             return None
-    return tuple(a)
+        out.append((k, p))
+    return tuple(out)
 
 
 def _scalar_key(key: tuple[Any, ...], ops: list[Op], ctx: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -60,7 +73,7 @@ def _scalar_key(key: tuple[Any, ...], ops: list[Op], ctx: tuple[Any, ...]) -> tu
     plain arguments; ``None`` when an argument is an array over layouts."""
     args = []
     for o in ops:
-        a = _plain_args(o)
+        a = _plain_items(o.args)
         if a is None:
             return None
         args.append(a)
@@ -147,17 +160,23 @@ class Pricer:
     ) -> Pricer:
         """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp)."""
         sizes = (tp, cp, dp, pp, ep)
-        one = all(np.ndim(x) == 0 for x in sizes)
-        if one:  # one layout: the placements depend only on the cluster's shape and the degrees
-            key = (cluster.gpus, cluster.nodes, *map(float, sizes))
-            hit = _GROUPS_MEMO.get((cluster.system,), key)
-        if not one or hit is None:
-            hit = megatron_groups(cluster, tp, cp, dp, pp)
-            hit["ep"] = placement(cluster, ep, np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
-            if one:
-                _GROUPS_MEMO.put((cluster.system,), key, hit)
+        # one layout: the placements depend only on the cluster's shape and the degrees
+        key = (
+            (cluster.gpus, cluster.nodes, *map(float, sizes)) if all(np.ndim(x) == 0 for x in sizes) else None
+        )
+        groups: dict[str, GroupPlacement] | None = _GROUPS_MEMO.get((cluster.system,), key) if key else None
+        if groups is None:
+            groups = megatron_groups(cluster, tp, cp, dp, pp)
+            groups["ep"] = placement(cluster, ep, np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
+            if key is not None:
+                _GROUPS_MEMO.put((cluster.system,), key, groups)
         return Pricer(
-            cluster, framework, dict(hit), profile=profile, calibration=calibration, per_op_host=per_op_host
+            cluster,
+            framework,
+            dict(groups),
+            profile=profile,
+            calibration=calibration,
+            per_op_host=per_op_host,
         )
 
     def comm_time(self, op: str, nbytes: Num, group: str, dtype: str = "bf16") -> Num:
@@ -330,12 +349,6 @@ class Pricer:
 
     def price(self, ops: list[Op], count: Num = 1.0) -> Priced:
         """Seconds by category of running ``ops`` (each ``op.count`` times), ``count`` times."""
-        # one layout: the whole list's pricing is kept across calls, like its groups' (see times)
-        pins, mkey = self._list_key(ops, count)
-        if mkey is not None:
-            hit: Priced | None = _PRICED_MEMO.get(pins, mkey)
-            if hit is not None:
-                return replace(hit, time=dict(hit.time))  # (a copy: callers add to what they get)
         out = Priced()
         ts, fs = self.times(ops)
         for op, t, f in zip(ops, ts, fs, strict=True):
@@ -347,40 +360,51 @@ class Pricer:
                 out.wgrad = out.wgrad + t * op.count * count
             if op.kind == "attention":
                 out.attention_flops = out.attention_flops + f * op.count * count
-        if mkey is not None:
-            _PRICED_MEMO.put(pins, mkey, replace(out, time=dict(out.time)))
         return out
+
+    def price_of(
+        self,
+        lowerings: tuple[Callable[..., list[Op]], ...],
+        model: Any,
+        lw: Any,
+        *args: Any,
+        backward: bool = False,
+    ) -> Priced:
+        """The ops the lowering functions give for ``model`` on layout ``lw`` (``f(model, lw, *args)`` for
+        each, in order; with ``backward``, their backward ops), priced. Lowering is a pure function of its
+        arguments, so for one layout the priced result is kept across calls, pinned to the model, the
+        functions and the pricer's specs (docs/architecture.md, Speed)."""
+
+        def priced() -> Priced:
+            ops = [op for f in lowerings for op in f(model, lw, *args)]
+            return self.price(backward_ops(ops) if backward else ops)
+
+        key = self._lowering_key(lowerings, model, lw, (*args, backward))
+        if key is None:
+            return priced()
+        hit: Priced | None = _LOWERED_MEMO.get(*key)
+        if hit is None:
+            hit = _LOWERED_MEMO.put(*key, priced())
+        return replace(hit, time=dict(hit.time))  # (a copy: callers add to what they get)
+
+    def _lowering_key(
+        self, lowerings: tuple[Callable[..., list[Op]], ...], model: Any, lw: Any, args: tuple[Any, ...]
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+        """Memo pins and key of :meth:`price_of`, or ``None`` where the layout or a communicator holds
+        arrays over layouts."""
+        layout = _plain_items(vars(lw))
+        if layout is None or any(np.ndim(g.size) for g in self.groups.values()):
+            return None
+        c = self.cluster
+        places = tuple(
+            (k, float(g.size), float(g.per_domain), float(g.domains)) for k, g in self.groups.items()
+        )
+        pins = (*_cluster_pins(c), self.prof, model, *lowerings)
+        return pins, (self._options(), c.nodes, c.gpus, places, layout, args)
 
     def _options(self) -> tuple[Any, ...]:
         """The pricer's options that change an op's seconds (beside the device and the profile)."""
         return (self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse)
-
-    def _list_key(self, ops: list[Op], count: Num) -> tuple[tuple[Any, ...], Any]:
-        """The memo pins and key of pricing ``ops`` (each op's name, kind, category, count and plain
-        arguments; a collective's group placement; the pricer's options), or no key where anything is an
-        array over layouts."""
-        c = self.cluster
-        pins: tuple[Any, ...] = (c.device, self.prof)
-        if np.ndim(count) != 0:
-            return pins, None
-        items: list[Any] = [self._options(), float(count)]
-        comm = False
-        for o in ops:
-            args = _plain_args(o)
-            if args is None or np.ndim(o.count) != 0:
-                return pins, None
-            items.append((o.name, o.kind, o.category, float(o.count), args))
-            if o.kind == "comm":
-                g = self.groups.get(o.args["group"])
-                if g is not None:
-                    if np.ndim(g.size) != 0:
-                        return pins, None
-                    items.append((float(g.size), float(g.per_domain), float(g.domains)))
-                comm = True
-        if comm:
-            pins = (*_cluster_pins(c), self.prof)
-            items.append((c.nodes, c.gpus))
-        return pins, tuple(items)
 
 
 _POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap", "graph_sync")

@@ -177,10 +177,8 @@ def _stage_priced(
 ) -> tuple[Priced, Priced, Num, Num, Num, Num]:
     """(forward, backward, weight-gradient seconds, attention-forward seconds, GEMM seconds,
     attention-forward FLOPs) of one layer."""
-    f_ops = L.layer_fwd(model, lw, moe_layer=moe)
-    b_ops = L.backward(f_ops)
-    fwd = pricer.price(f_ops)
-    bwd = pricer.price(b_ops)
+    fwd = pricer.price_of((L.layer_fwd,), model, lw, moe)
+    bwd = pricer.price_of((L.layer_fwd,), model, lw, moe, backward=True)
     attn = fwd.time.get("attention", 0.0)
     gemm = fwd.time.get("gemm", 0.0)
     return fwd, bwd, bwd.wgrad, attn, gemm, fwd.attention_flops
@@ -373,10 +371,9 @@ def _stage_work(s: _Step) -> _StageWork:
         B_layers = B_layers.merged(b.scaled(share))
         W_layers = W_layers + w * share
 
-    emb_f_ops = L.embedding_fwd(model, lw)
-    head_f_ops = L.head_fwd(model, lw) + L.loss_fwd(model, lw)
-    emb_f, emb_b = pricer.price(emb_f_ops), pricer.price(L.backward(emb_f_ops))
-    head_f, head_b = pricer.price(head_f_ops), pricer.price(L.backward(head_f_ops))
+    emb, head = (L.embedding_fwd,), (L.head_fwd, L.loss_fwd)
+    emb_f, emb_b = pricer.price_of(emb, model, lw), pricer.price_of(emb, model, lw, backward=True)
+    head_f, head_b = pricer.price_of(head, model, lw), pricer.price_of(head, model, lw, backward=True)
     work = _StageWork(parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad)
     if s.param_dtype == "fp32" and s.training.precision != "fp32":
         _add_amp_casts(s, work)

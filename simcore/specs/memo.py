@@ -14,6 +14,14 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+_ALL: list[SpecMemo] = []
+
+
+def clear_all() -> None:
+    """Empty every memo (to free their memory; results never depend on them)."""
+    for m in _ALL:
+        m.clear()
+
 
 class SpecMemo:
     """At most ``size`` results, keyed on ``(ids of pins, key)``; the whole memo is emptied when full
@@ -22,6 +30,7 @@ class SpecMemo:
     def __init__(self, size: int = 4096) -> None:
         self.size = size
         self._data: dict[Hashable, tuple[tuple[Any, ...], Any]] = {}
+        _ALL.append(self)
 
     def get(self, pins: tuple[Any, ...], key: Hashable) -> Any:
         """The value stored for ``key`` with these very ``pins`` objects, else ``None``."""
@@ -44,4 +53,4 @@ class SpecMemo:
         return len(self._data)
 
 
-__all__ = ["SpecMemo"]
+__all__ = ["SpecMemo", "clear_all"]
