@@ -23,7 +23,6 @@ from rich.table import Table
 
 from simcore import __version__
 from simcore.errors import SimcoreError
-from simcore.specs.registry import set_user_dirs
 
 app = typer.Typer(
     name="simcore",
@@ -65,7 +64,12 @@ def _root(
     ] = False,
 ) -> None:
     """simcore command line."""
-    set_user_dirs(specs or [])
+    # (the registry is imported only when needed: a run without --specs resets what an earlier
+    # in-process run set, if any)
+    if specs or "simcore.specs.registry" in sys.modules:
+        from simcore.specs.registry import set_user_dirs
+
+        set_user_dirs(specs or [])
 
 
 def _flags_without_type() -> None:

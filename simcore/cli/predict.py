@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -23,8 +23,9 @@ from simcore.cli.common import (
     say,
 )
 from simcore.errors import SpecError
-from simcore.prediction import InferenceResult, TrainingResult, predict
-from simcore.specs.resolve import load_scenario
+
+if TYPE_CHECKING:
+    from simcore.prediction import InferenceResult, TrainingResult
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a field: key.path=value (repeatable).")
@@ -121,6 +122,9 @@ def predict_cmd(
     engine: EngineOpt = "analytic",
 ) -> None:
     """Predict step time, throughput, MFU, memory and where time goes (one JSON line per scenario with --json)."""
+    from simcore.prediction import InferenceResult, TrainingResult, predict
+    from simcore.specs.resolve import load_scenario
+
     if engine not in ("analytic", "des"):
         raise SpecError(f"unknown engine {engine!r}; use analytic or des", field="--engine")
     for path in scenarios or ["default"]:
@@ -153,6 +157,7 @@ def timeline_cmd(
     from simcore.engine.timeline import simulate_training
     from simcore.prediction import evaluate_training
     from simcore.report.chrome_trace import gantt, write_trace
+    from simcore.specs.resolve import load_scenario
 
     output_file(output, "-o", TRACE_FORMATS)
     image_file(png, "--png")

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from simcore import units
 from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note, say
-from simcore.serving.sim import ServingResult, simulate
-from simcore.serving.spec import load_serving
+
+if TYPE_CHECKING:
+    from simcore.serving.sim import ServingResult
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a field: key.path=value (repeatable).")
@@ -73,6 +74,9 @@ def serve_cmd(
     """Simulate request-level serving: latency percentiles (TTFT, TPOT, end-to-end), throughput,
     goodput, KV-cache use and queues."""
     image_file(plot, "--plot")
+    from simcore.serving.sim import simulate
+    from simcore.serving.spec import load_serving
+
     sc, spec = load_serving(scenario, set_ or [])
     run = simulate(sc, spec)
     if as_json:
