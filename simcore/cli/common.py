@@ -33,8 +33,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# (no :emoji: codes: values are printed literally, and rich's emoji table costs start-up time)
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 SpecsOpt = Annotated[
     list[Path] | None,
