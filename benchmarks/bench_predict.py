@@ -41,6 +41,13 @@ PEERS_WHEN = "2026-12, as measured in issue 39"
 TARGETS = {"predict_ms": 1.0, "process_predict_s": 0.35, "process_help_s": 0.3}
 
 
+def _verdict(wall_ok: bool, cpu_ok: bool) -> str:
+    """PASS or FAIL on the wall time (the target's measure), and the CPU time's verdict where it differs
+    (a loaded machine stretches wall time, not CPU time)."""
+    out = "PASS" if wall_ok else "FAIL"
+    return out if wall_ok == cpu_ok else f"{out} (on CPU time: {'PASS' if cpu_ok else 'FAIL'})"
+
+
 def per_call(fn: Callable[[], object], n: int, repeat: int) -> tuple[float, float]:
     """(median wall, median CPU) milliseconds per call of ``fn`` over ``repeat`` loops of ``n`` calls."""
     wall, cpu = [], []
@@ -63,10 +70,8 @@ def in_process() -> float:
         simcore.predict(SCENARIO)
     wall, cpu = per_call(lambda: simcore.predict(SCENARIO), 200, 7)
     print(f"simcore.predict({SCENARIO!r}), in a loop after warm-up:")
-    print(
-        f"  {wall:.3f} ms per call (CPU {cpu:.3f} ms)  target <= {TARGETS['predict_ms']:g} ms: "
-        f"{'PASS' if wall <= TARGETS['predict_ms'] else 'FAIL'}"
-    )
+    t = TARGETS["predict_ms"]
+    print(f"  {wall:.3f} ms per call (CPU {cpu:.3f} ms)  target <= {t:g} ms: {_verdict(wall <= t, cpu <= t)}")
     # layouts not priced before in this process: what each new point of a one-point sweep costs
     points = [
         load_scenario(SCENARIO, [f"training.micro_batch={mb}", f"training.global_batch={mb * 8 * 64 * k}"])
@@ -124,10 +129,10 @@ def processes(runs: int) -> dict[str, float]:
             for k, name in (("predict", f"simcore predict {SCENARIO}"), ("help", "simcore --help")):
                 w, c = statistics.median(wall[k]), statistics.median(cpu[k])
                 target = TARGETS[f"process_{k}_s"]
-                ok = w <= target if k == "predict" else w < target
+                le = k == "predict"
+                ok = _verdict(w <= target if le else w < target, c <= target if le else c < target)
                 print(
-                    f"  {name:<55} {w:.3f} s (CPU {c:.3f} s)  target {'<=' if k == 'predict' else '<'} "
-                    f"{target:g} s: {'PASS' if ok else 'FAIL'}"
+                    f"  {name:<55} {w:.3f} s (CPU {c:.3f} s)  target {'<=' if le else '<'} {target:g} s: {ok}"
                 )
                 out[f"{label} {k}"] = w
     for name, v in PEERS["CLI predict process (s)"]:

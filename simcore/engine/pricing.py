@@ -139,6 +139,7 @@ class Pricer:
             self.profile = load_profile(self.cluster.device, self.calibration)
         self.launch_s = C.launch_overhead(self.profile, self.framework)
         self._comm_cache: dict[tuple[Any, ...], Any] = {}
+        self._layout_key: tuple[Any, Any] = (None, None)
 
     @property
     def prof(self) -> ComputeProfile:
@@ -392,7 +393,9 @@ class Pricer:
     ) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
         """Memo pins and key of :meth:`price_of`, or ``None`` where the layout or a communicator holds
         arrays over layouts."""
-        layout = _plain_items(vars(lw))
+        if self._layout_key[0] is not lw:  # (a step prices several lowerings of one layout)
+            self._layout_key = (lw, _plain_items(vars(lw)))
+        layout = self._layout_key[1]
         if layout is None or any(np.ndim(g.size) for g in self.groups.values()):
             return None
         c = self.cluster
