@@ -46,10 +46,14 @@ _PLAIN = frozenset((float, int, bool, str, type(None), np.float64))
 
 
 def _plain(v: Any) -> Any:
-    """A one-layout number as a plain hashable value (``None`` for an array over layouts)."""
+    """A one-layout number as a plain hashable value (``None`` for an array over layouts, or anything
+    else that is not a number: no memo then)."""
     if type(v) in _PLAIN:
         return v
-    return float(v) if np.ndim(v) == 0 else None
+    try:
+        return float(v) if np.ndim(v) == 0 else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _plain_items(a: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -396,14 +400,19 @@ class Pricer:
         if self._layout_key[0] is not lw:  # (a step prices several lowerings of one layout)
             self._layout_key = (lw, _plain_items(vars(lw)))
         layout = self._layout_key[1]
-        if layout is None or any(np.ndim(g.size) for g in self.groups.values()):
+        plain = tuple(map(_plain, args))
+        if (
+            layout is None
+            or any(p is None and a is not None for p, a in zip(plain, args, strict=True))
+            or any(np.ndim(g.size) for g in self.groups.values())
+        ):
             return None
         c = self.cluster
         places = tuple(
             (k, float(g.size), float(g.per_domain), float(g.domains)) for k, g in self.groups.items()
         )
         pins = (*_cluster_pins(c), self.prof, model, *lowerings)
-        return pins, (self._options(), c.nodes, c.gpus, places, layout, args)
+        return pins, (self._options(), c.nodes, c.gpus, places, layout, plain)
 
     def _options(self) -> tuple[Any, ...]:
         """The pricer's options that change an op's seconds (beside the device and the profile)."""
