@@ -77,3 +77,18 @@ def test_predict_imports_only_its_command() -> None:
     others = {m for m in set(_COMMANDS.values()) if m != "simcore.cli.predict"}
     assert not others & loaded
     assert not [m for m in ("simpy", "networkx", "matplotlib", "numpy.ma") if m in loaded]
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("4", "4")])
+def test_one_blas_thread_unless_set(
+    monkeypatch: pytest.MonkeyPatch, given: str | None, expected: str
+) -> None:
+    from simcore.cli import main
+
+    if given is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", given)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == expected
