@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict
 
 from simcore import memory as M
 from simcore.cost import busy_fraction, cost_energy
-from simcore.engine import inference as I
 from simcore.engine import training as T
 from simcore.engine.runtime import inference_runtime, training_runtime
 from simcore.errors import SpecError
@@ -283,6 +282,8 @@ def _param_dtype(sc: Scenario) -> str:
 
 
 def predict_inference(sc: Scenario) -> InferenceResult:
+    from simcore.engine import inference as I  # (imported here: a training prediction never needs it)
+
     reg = default_registry()
     cluster = resolve_cluster(sc.cluster, reg)
     inf = sc.inference
