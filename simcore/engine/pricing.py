@@ -16,6 +16,7 @@ import numpy as np
 from simcore.comm.collectives import collective_cost
 from simcore.comm.groups import GroupPlacement, megatron_groups, placement
 from simcore.compute import ops as C
+from simcore.errors import SpecError
 from simcore.specs.comm_profile import load_profile as load_comm_profile
 from simcore.specs.hardware import DTYPE_BYTES, Device
 from simcore.specs.memo import SpecMemo
@@ -37,9 +38,14 @@ _GROUPS_MEMO = SpecMemo(256)
 """Communicator placements of one-layout pricers (frozen), pinned to the system."""
 
 
-def _cluster_pins(c: ClusterInfo) -> tuple[Any, ...]:
-    """The specs a collective's seconds read of a cluster, as memo pins (its size goes in the key)."""
-    return (c.system, c.device, c.fabric, c.nic, c.fabric_link, c.nvswitch, load_comm_profile(c.system.name))
+def _cluster_pins(c: ClusterInfo) -> tuple[Any, ...] | None:
+    """The specs a collective's seconds read of a cluster, as memo pins (its size goes in the key); ``None``
+    (no memo) where the system has no comm profile: a collective raises that, a step without one does not."""
+    try:
+        comm = load_comm_profile(c.system.name)
+    except SpecError:
+        return None
+    return (c.system, c.device, c.fabric, c.nic, c.fabric_link, c.nvswitch, comm)
 
 
 _PLAIN = frozenset((float, int, bool, str, type(None), np.float64))
@@ -199,16 +205,15 @@ class Pricer:
             return hit
         # one layout: a pure function of the cluster's specs, the system's comm profile, the group's
         # placement and the message sizes, kept across calls (docs/architecture.md, Speed)
-        one = np.ndim(size) == 0 and nb.size <= 64
-        if one:
-            c = self.cluster
-            pins = _cluster_pins(c)
+        c = self.cluster
+        pins = _cluster_pins(c) if np.ndim(size) == 0 and nb.size <= 64 else None
+        if pins is not None:
             mkey = (op, dtype, c.nodes, c.gpus, float(size), float(g.per_domain), float(g.domains), key[3:])
             hit = _COMM_MEMO.get(pins, mkey)
         if hit is None:
             t = collective_cost(op, nb, g, self.cluster, dtype=dtype).time_s
             hit = np.where(size > 1, t, 0.0)
-            if one:
+            if pins is not None:
                 _COMM_MEMO.put(pins, mkey, hit)
         self._comm_cache[key] = hit
         return hit
@@ -408,11 +413,20 @@ class Pricer:
         ):
             return None
         c = self.cluster
+        cluster_pins = _cluster_pins(c)
+        if cluster_pins is None:
+            return None
         places = tuple(
             (k, float(g.size), float(g.per_domain), float(g.domains)) for k, g in self.groups.items()
         )
-        pins = (*_cluster_pins(c), self.prof, model, *lowerings)
-        return pins, (self._options(), c.nodes, c.gpus, places, layout, plain)
+        return (*cluster_pins, self.prof, model, *lowerings), (
+            self._options(),
+            c.nodes,
+            c.gpus,
+            places,
+            layout,
+            plain,
+        )
 
     def _options(self) -> tuple[Any, ...]:
         """The pricer's options that change an op's seconds (beside the device and the profile)."""

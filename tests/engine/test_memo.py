@@ -131,3 +131,28 @@ def test_invalid_layout_raises_every_time() -> None:
     for _ in range(2):
         with pytest.raises(SpecError, match="tp"):
             simcore.predict(load_scenario(GPT3, ["parallel.tp=7"]))
+
+
+def test_a_system_without_comm_profile_still_prices_a_step_without_collectives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The memo keys read the system's comm profile; where there is none, a step with no collective
+    is priced without the memo (and a collective raises as before)."""
+    from simcore.engine import pricing
+
+    def missing(system: str) -> Any:
+        raise SpecError(f"no comm calibration profile for {system!r}")
+
+    sc = load_scenario(
+        {
+            "name": "one-gpu",
+            "kind": "training",
+            "cluster": {"system": "hgx-h200", "gpus": 1},
+            "model": {"preset": "llama3-8b", "seq_len": 1024},
+            "training": {"micro_batch": 1, "global_batch": 1},
+        }
+    )
+    expected = _fresh(sc)
+    monkeypatch.setattr(pricing, "load_comm_profile", missing)
+    clear_all()
+    assert simcore.predict(sc).model_dump() == expected
