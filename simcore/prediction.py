@@ -8,6 +8,7 @@ numpy grids of layouts. Results are pydantic models (``.model_dump()`` gives the
 from __future__ import annotations
 
 import dataclasses
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, model_serializer
 
 from simcore import memory as M
 from simcore.cost import busy_fraction, cost_energy
-from simcore.engine import inference as I
 from simcore.engine import training as T
 from simcore.engine.runtime import inference_runtime, training_runtime, with_stack
 from simcore.errors import SpecError
@@ -25,7 +25,7 @@ from simcore.specs.intervals import class_key, load_intervals, lookup
 from simcore.specs.profile import load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
-from simcore.specs.scenario import Scenario
+from simcore.specs.scenario import ModelSpec, Scenario
 from simcore.specs.stack import Chosen
 from simcore.system import (
     InferencePower,
@@ -197,6 +197,22 @@ def interval_of(cluster: ClusterInfo, calibration: str | None, gpus: int, kind: 
     }
 
 
+def _require_layout(model: ModelSpec, gpus: int, tp: int, pp: int, *more: int | None) -> None:
+    """:func:`~simcore.workload.layout.valid_layouts`' check of a scalar layout (``more``: cp, dp, ep, vp,
+    micro-batch, global batch, etp, extra pipeline units), raising its error; a valid one is remembered (a pure function of
+    frozen, hashable inputs; see docs/architecture.md, Speed)."""
+    try:
+        _valid_layout(model, gpus, tp, pp, *more)
+    except TypeError:  # (a spec that holds a list does not hash: checked each time)
+        _valid_layout.__wrapped__(model, gpus, tp, pp, *more)
+
+
+@lru_cache(maxsize=512)
+def _valid_layout(model: ModelSpec, gpus: int, tp: int, pp: int, *more: int | None) -> None:
+    names = ("cp", "dp", "ep", "vp", "micro_batch", "global_batch", "etp", "extra_units")
+    valid_layouts(model, gpus, tp=tp, pp=pp, **dict(zip(names, more, strict=False))).require()
+
+
 def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     """The scalar parallel layout of a training scenario, validated against the cluster and model
     (:func:`~simcore.workload.layout.valid_layouts`): ``dp`` fills the cluster when not given, ``vp``
@@ -209,20 +225,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     vp = p.vp if p.schedule == "interleaved" else 1
     gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
     extra = int(p.account_for_embedding_in_pipeline_split) + int(p.account_for_loss_in_pipeline_split)
-    valid_layouts(
-        sc.model,
-        cluster.gpus,
-        tp=p.tp,
-        pp=p.pp,
-        cp=p.cp,
-        dp=dp,
-        ep=p.ep,
-        vp=vp,
-        micro_batch=tr.micro_batch,
-        global_batch=gb,
-        etp=p.etp,
-        extra_units=extra,
-    ).require()
+    _require_layout(sc.model, cluster.gpus, p.tp, p.pp, p.cp, dp, p.ep, vp, tr.micro_batch, gb, p.etp, extra)
     # the folding and pipeline-split options appear in the layout only where the scenario sets them
     options = {
         "etp": p.etp,
@@ -398,13 +401,15 @@ def _param_dtype(sc: Scenario) -> str:
 
 
 def predict_inference(sc: Scenario) -> InferenceResult:
+    from simcore.engine import inference as I  # (imported here: a training prediction never needs it)
+
     sc, chosen = with_stack(sc)
     reg = default_registry()
     cluster = on_mig(resolve_cluster(sc.cluster, reg), sc.cluster.mig)
     inf = sc.inference
     assert inf is not None
     p = sc.parallel
-    valid_layouts(sc.model, cluster.gpus, tp=p.tp, pp=p.pp).require()
+    _require_layout(sc.model, cluster.gpus, p.tp, p.pp)
     ignored = [k for k in ("cp", "ep") if getattr(p, k) > 1] + (
         ["sequence_parallel"] if p.sequence_parallel else []
     )

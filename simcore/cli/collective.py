@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from simcore import units
 from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note, say
-from simcore.comm.collectives import collective_time, normalize_op
 from simcore.errors import SimcoreError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SWEEP_SIZES = [float(1 << i) for i in range(10, 33)]
 """1 KiB .. 4 GiB in powers of two."""
@@ -34,6 +35,8 @@ def _measured_points(
     path: Path, op: str, gpus: int, dtype: str, nodes: int | None
 ) -> tuple[np.ndarray[Any, np.dtype[np.float64]], np.ndarray[Any, np.dtype[np.float64]], str]:
     """Sizes and times (s) of measurements of ``op`` on ``gpus`` GPUs (out-of-place), and a label."""
+    import numpy as np
+
     from simcore.traces.nccl import read_measurements
 
     m = read_measurements(path, op=op, gpus=gpus, nodes=nodes)
@@ -89,6 +92,8 @@ def collective(
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one collective's time, algorithm bandwidth and bus bandwidth (nccl-tests conventions)."""
+    from simcore.comm.collectives import collective_time, normalize_op
+
     image_file(output, "-o")
     opn = normalize_op(op)
     size = _parse_bytes(nbytes)

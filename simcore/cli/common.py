@@ -23,7 +23,6 @@ from rich.table import Table
 
 from simcore import __version__
 from simcore.errors import SimcoreError
-from simcore.specs.registry import set_user_dirs
 
 app = typer.Typer(
     name="simcore",
@@ -34,8 +33,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# (no :emoji: codes: values are printed literally, and rich's emoji table costs start-up time)
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 SpecsOpt = Annotated[
     list[Path] | None,
@@ -65,7 +65,12 @@ def _root(
     ] = False,
 ) -> None:
     """simcore command line."""
-    set_user_dirs(specs or [])
+    # (the registry is imported only when needed: a run without --specs resets what an earlier
+    # in-process run set, if any)
+    if specs or "simcore.specs.registry" in sys.modules:
+        from simcore.specs.registry import set_user_dirs
+
+        set_user_dirs(specs or [])
 
 
 def _flags_without_type() -> None:

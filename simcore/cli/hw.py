@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from simcore import units
 from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc
-from simcore.specs.hardware import Device, Link, System
-from simcore.specs.registry import default_registry
+
+if TYPE_CHECKING:
+    from simcore.specs.hardware import Device, Link, System
 
 hw_app = typer.Typer(
     help="Built-in and user hardware specs: devices, links and systems.", no_args_is_help=True
@@ -21,6 +22,8 @@ app.add_typer(hw_app, name="hw")
 @hw_app.command("list")
 def hw_list(as_json: JsonOpt = False) -> None:
     """List every device, link and system."""
+    from simcore.specs.registry import default_registry
+
     reg = default_registry()
     if as_json:
         emit_json(
@@ -116,6 +119,9 @@ def _rows(prefix: str, obj: Any, out: list[tuple[str, str]]) -> None:
 
 def describe(spec: Device | System | Link, kind: str) -> dict[str, Any]:
     """A spec as a JSON-ready dict with derived facts people ask for."""
+    from simcore.specs.hardware import Device, System
+    from simcore.specs.registry import default_registry
+
     d: dict[str, Any] = {"kind": kind, **spec.model_dump(), "category": kind}
     reg = default_registry()
     if isinstance(spec, System):
@@ -144,6 +150,8 @@ def hw_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one device, system or link as a table (or JSON)."""
+    from simcore.specs.registry import default_registry
+
     kind, spec = default_registry().find(name)
     d = describe(spec, kind)
     if as_json:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -23,10 +23,11 @@ from simcore.cli.common import (
     say,
 )
 from simcore.errors import SpecError
-from simcore.prediction import InferenceResult, TrainingResult, predict
-from simcore.specs.resolve import load_scenario
-from simcore.specs.scenario import Scenario
-from simcore.system import SystemResult
+
+if TYPE_CHECKING:
+    from simcore.prediction import InferenceResult, TrainingResult
+    from simcore.specs.scenario import Scenario
+    from simcore.system import SystemResult
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a field: key.path=value (repeatable).")
@@ -215,6 +216,9 @@ def predict_cmd(
     explain: ExplainOpt = False,
 ) -> None:
     """Predict step time, throughput, MFU, memory and where time goes (one JSON line per scenario with --json)."""
+    from simcore.prediction import InferenceResult, TrainingResult, predict
+    from simcore.specs.resolve import load_scenario
+
     if engine not in ("analytic", "des"):
         raise SpecError(f"unknown engine {engine!r}; use analytic or des", field="--engine")
     for path in scenarios or ["default"]:
@@ -250,6 +254,7 @@ def timeline_cmd(
     from simcore.engine.timeline import simulate_training
     from simcore.prediction import evaluate_training
     from simcore.report.chrome_trace import gantt, write_trace
+    from simcore.specs.resolve import load_scenario
 
     output_file(output, "-o", TRACE_FORMATS)
     image_file(png, "--png")

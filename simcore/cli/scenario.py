@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -23,9 +23,9 @@ from simcore.cli.common import (
     writing,
 )
 from simcore.errors import SimcoreError
-from simcore.specs.registry import builtin_dir, default_registry
-from simcore.specs.resolve import load_scenario, resolve_cluster
-from simcore.specs.scenario import Scenario
+
+if TYPE_CHECKING:
+    from simcore.specs.scenario import Scenario
 
 ScenarioArgs = Annotated[list[str], typer.Argument(help="Scenario YAML files or built-in scenario names.")]
 SetOpt = Annotated[
@@ -36,6 +36,9 @@ SetOpt = Annotated[
 
 def summary(sc: Scenario) -> dict[str, object]:
     """What a scenario describes, in a few facts."""
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+
     reg = default_registry()
     cl = resolve_cluster(sc.cluster, reg)
     m = sc.model
@@ -62,6 +65,8 @@ def summary(sc: Scenario) -> dict[str, object]:
 @app.command()
 def check(scenarios: ScenarioArgs, set_: SetOpt = None, as_json: JsonOpt = False) -> None:
     """Validate scenario files and print what they describe."""
+    from simcore.specs.resolve import load_scenario
+
     for path in scenarios:
         sc = load_scenario(path, set_ or [])
         s = summary(sc)
@@ -83,6 +88,8 @@ def schema(
     ] = None,
 ) -> None:
     """Write the JSON Schema of scenario files (for editors)."""
+    from simcore.specs.scenario import Scenario
+
     output_file(output, "-o", JSON_FORMATS)
     text = json.dumps(Scenario.model_json_schema(), indent=2)
     if output is None:
@@ -104,6 +111,8 @@ _COMMANDS = {
 def builtin_scenarios() -> list[dict[str, str]]:
     """The built-in scenarios: name (what ``simcore predict NAME`` takes), kind, description, commands."""
     import yaml
+
+    from simcore.specs.registry import builtin_dir
 
     try:
         folder = builtin_dir("scenarios")

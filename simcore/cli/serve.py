@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -11,9 +11,10 @@ from rich.table import Table
 from simcore import units
 from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, note, say
 from simcore.errors import SpecError
-from simcore.serving.curve import CurvePoint, concurrency_curve
-from simcore.serving.sim import ServingResult, simulate
-from simcore.serving.spec import load_serving
+
+if TYPE_CHECKING:
+    from simcore.serving.curve import CurvePoint
+    from simcore.serving.sim import ServingResult
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a field: key.path=value (repeatable).")
@@ -117,9 +118,14 @@ def serve_cmd(
     goodput, KV-cache use and queues; or, with --sweep-concurrency, the throughput-interactivity
     curve."""
     image_file(plot, "--plot")
+    from simcore.serving.sim import simulate
+    from simcore.serving.spec import load_serving
+
     levels = _levels(sweep_concurrency) if sweep_concurrency is not None else None
     sc, spec = load_serving(scenario, set_ or [])
     if levels is not None:
+        from simcore.serving.curve import concurrency_curve
+
         points = concurrency_curve(sc, spec, levels)
         if as_json:
             emit_json([p.model_dump() for p in points])

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from simcore import units
 from simcore.cli.common import JsonOpt, add_row, app, console, emit_json, esc, image_file, say
-from simcore.comm.topology import Topology, build_topology, resolve_with_fabric
 from simcore.errors import SpecError
-from simcore.specs.loader import validate
-from simcore.specs.registry import default_registry
-from simcore.specs.resolve import find_scenario, load_scenario
-from simcore.specs.scenario import ClusterSpec
+
+if TYPE_CHECKING:
+    from simcore.comm.topology import Topology
 
 TOPO_MAX_GPUS = 131_072
 """The largest cluster ``simcore topo`` builds a graph of: the graph has a node per GPU, NIC and switch
@@ -29,6 +27,12 @@ def topology_from_arg(
     fabric: dict[str, Any] | None = None,
 ) -> Topology:
     """A topology from a system name or a scenario (file or built-in name), with size/fabric overrides."""
+    from simcore.comm.topology import build_topology, resolve_with_fabric
+    from simcore.specs.loader import validate
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import find_scenario, load_scenario
+    from simcore.specs.scenario import ClusterSpec
+
     reg = default_registry()
     path = find_scenario(target)
     file: str | None = None

@@ -452,7 +452,7 @@ def cost_from_profile(
     algo_i = np.zeros(N, dtype=np.int64)
     proto_i = np.zeros(N, dtype=np.int64)
     nvs = np.zeros(N, dtype=bool)
-    for j in np.unique(choice).tolist():
+    for j in np.flatnonzero(np.bincount(choice)).tolist():  # (the chosen candidates: np.unique loads numpy.ma)
         m = choice == j
         c, proto, lat, nv_f, net_f, cap = entries[j]
         lnv_m, lnet_m = c.load_nv[m], c.load_net[m]

@@ -7,7 +7,8 @@ Both engines price through it, so a formula lives in one place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -15,12 +16,78 @@ import numpy as np
 from simcore.comm.collectives import collective_cost
 from simcore.comm.groups import GroupPlacement, megatron_groups, placement
 from simcore.compute import ops as C
+from simcore.errors import SpecError
+from simcore.specs.comm_profile import load_profile as load_comm_profile
 from simcore.specs.hardware import DTYPE_BYTES, Device
+from simcore.specs.memo import SpecMemo
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.workload.lowering import Op
+from simcore.workload.lowering import backward as backward_ops
 
 Num = Any
+
+_GROUP_MEMO = SpecMemo()
+"""Seconds and FLOPs of one-layout op groups, pinned to the device and the compute profile they read."""
+_COMM_MEMO = SpecMemo()
+"""Seconds of one-layout collectives, pinned to the cluster's specs and the comm profile they read."""
+_LOWERED_MEMO = SpecMemo()
+"""Priced op lists of one-layout lowerings (:meth:`Pricer.price_of`), pinned to the model, the lowering
+function and the pricer's specs."""
+_GROUPS_MEMO = SpecMemo(256)
+"""Communicator placements of one-layout pricers (frozen), pinned to the system."""
+
+
+def _cluster_pins(c: ClusterInfo) -> tuple[Any, ...] | None:
+    """The specs a collective's seconds read of a cluster, as memo pins (its size goes in the key); ``None``
+    (no memo) where the system has no comm profile: a collective raises that, a step without one does not."""
+    try:
+        comm = load_comm_profile(c.system.name)
+    except SpecError:
+        return None
+    return (c.system, c.device, c.fabric, c.nic, c.fabric_link, c.nvswitch, comm)
+
+
+_PLAIN = frozenset((float, int, bool, str, type(None), np.float64))
+
+
+def _plain(v: Any) -> Any:
+    """A one-layout number as a plain hashable value (``None`` for an array over layouts, or anything
+    else that is not a number: no memo then)."""
+    if type(v) in _PLAIN:
+        return v
+    try:
+        return float(v) if np.ndim(v) == 0 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _plain_items(a: dict[str, Any]) -> tuple[Any, ...] | None:
+    """``(name, value)`` pairs as plain hashable values, or ``None`` where a value is an array over layouts
+    (or a list: only an op's backward chain, which pricing does not read, is left out)."""
+    if all(type(v) in _PLAIN for v in a.values()):
+        return tuple(a.items())
+    out = []
+    for k, v in a.items():
+        if k == "bwd_chain":
+            continue
+        p = _plain(v)
+        if p is None and v is not None:
+            return None
+        out.append((k, p))
+    return tuple(out)
+
+
+def _scalar_key(key: tuple[Any, ...], ops: list[Op], ctx: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The memo key of a group of one-layout ops: the pricer's options, the group's kind and each op's
+    plain arguments; ``None`` when an argument is an array over layouts."""
+    args = []
+    for o in ops:
+        a = _plain_items(o.args)
+        if a is None:
+            return None
+        args.append(a)
+    return (ctx, key, tuple(args))
 
 
 @dataclass
@@ -82,6 +149,7 @@ class Pricer:
             self.profile = load_profile(self.cluster.device, self.calibration)
         self.launch_s = C.launch_overhead(self.profile, self.framework)
         self._comm_cache: dict[tuple[Any, ...], Any] = {}
+        self._layout_key: tuple[Any, Any] = (None, None)
 
     @property
     def prof(self) -> ComputeProfile:
@@ -104,11 +172,25 @@ class Pricer:
     ) -> Pricer:
         """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp, or, given
         ``etp``, Megatron-Core's parallel folding: ep ranks ``etp`` apart over tp x cp x dp)."""
-        groups = megatron_groups(cluster, tp, cp, dp, pp)
-        stride = np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float) if etp is None else etp
-        groups["ep"] = placement(cluster, ep, stride)
+        sizes = (tp, cp, dp, pp, ep, -1.0 if etp is None else etp)
+        # one layout: the placements depend only on the cluster's shape and the degrees
+        key = (
+            (cluster.gpus, cluster.nodes, *map(float, sizes)) if all(np.ndim(x) == 0 for x in sizes) else None
+        )
+        groups: dict[str, GroupPlacement] | None = _GROUPS_MEMO.get((cluster.system,), key) if key else None
+        if groups is None:
+            groups = megatron_groups(cluster, tp, cp, dp, pp)
+            stride = np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float) if etp is None else etp
+            groups["ep"] = placement(cluster, ep, stride)
+            if key is not None:
+                _GROUPS_MEMO.put((cluster.system,), key, groups)
         return Pricer(
-            cluster, framework, groups, profile=profile, calibration=calibration, per_op_host=per_op_host
+            cluster,
+            framework,
+            dict(groups),
+            profile=profile,
+            calibration=calibration,
+            per_op_host=per_op_host,
         )
 
     def comm_time(self, op: str, nbytes: Num, group: str, dtype: str = "bf16") -> Num:
@@ -122,9 +204,21 @@ class Pricer:
         nb = np.maximum(np.asarray(nbytes, dtype=float), 1.0)
         key = (op, group, dtype, nb.shape, nb.tobytes())
         hit = self._comm_cache.get(key)
+        if hit is not None:
+            return hit
+        # one layout: a pure function of the cluster's specs, the system's comm profile, the group's
+        # placement and the message sizes, kept across calls (docs/architecture.md, Speed)
+        c = self.cluster
+        pins = _cluster_pins(c) if np.ndim(size) == 0 and nb.size <= 64 else None
+        if pins is not None:
+            mkey = (op, dtype, c.nodes, c.gpus, float(size), float(g.per_domain), float(g.domains), key[3:])
+            hit = _COMM_MEMO.get(pins, mkey)
         if hit is None:
             t = collective_cost(op, nb, g, self.cluster, dtype=dtype).time_s
-            hit = self._comm_cache[key] = np.where(size > 1, t, 0.0)
+            hit = np.where(size > 1, t, 0.0)
+            if pins is not None:
+                _COMM_MEMO.put(pins, mkey, hit)
+        self._comm_cache[key] = hit
         return hit
 
     def times(self, ops: list[Op]) -> tuple[list[Num], list[Num]]:
@@ -158,98 +252,113 @@ class Pricer:
             groups.setdefault(key, []).append(i)
         t_out: list[Num] = [0.0] * len(ops)
         f_out: list[Num] = [0.0] * len(ops)
-        dev, prof = self.cluster.device, self.prof
+        pins = (self.cluster.device, self.prof)
+        ctx = self._options()
         for key, idx in groups.items():
             sel = [ops[i] for i in idx]
-
-            # every array of the group shares one layout shape; ops are stacked in front of it
-            common = np.broadcast_shapes(
-                *(
-                    np.shape(v)
-                    for o in sel
-                    for v in o.args.values()
-                    # (a composite's backward chain travels with its first kernel as a list)
-                    if not isinstance(v, (str, list)) and v is not None
-                )
-            )
-
-            def stack(name: str, default: Any = None, sel: list[Op] = sel, common: Any = common) -> Any:
-                raw = [o.args.get(name, default) for o in sel]
-                if not common:  # one layout: plain numbers, one small vector
-                    return np.array([float(v) for v in raw])
-                vals = [np.asarray(v, dtype=float) for v in raw]
-                shape = np.broadcast_shapes(*(v.shape for v in vals))
-                out = np.stack([np.broadcast_to(v, shape) for v in vals])
-                return out.reshape((len(sel),) + (1,) * (len(common) - len(shape)) + shape)
-
-            kind = key[0]
-            if kind == "comm":
-                nb = stack("nbytes")
-                g = self.groups.get(key[2])
-                if g is not None and not common and np.ndim(g.size):
-                    # the layouts differ only in the communicator's size: the ops in front of its shape
-                    nb = nb.reshape(nb.shape + (1,) * np.ndim(g.size))
-                t = self.comm_time(key[1], nb, key[2])
-                fl: Any = 0.0
-            else:
-                if kind == "gemm":
-                    m, n, k, b = stack("m"), stack("n"), stack("k"), stack("batch", 1)
-                    if self.framework == "compiled":
-                        # inductor pads a matmul's dimensions to 16-byte rows (shape_padding): a
-                        # 50257-word vocabulary runs as 50264, without the misaligned kernels
-                        q = 16.0 / DTYPE_BYTES.get(key[1], 2.0)
-                        m, n, k = (np.ceil(x / q) * q for x in (m, n, k))
-                    # in a model step each layer's weights stream from HBM: no L2 reuse across calls
-                    t = C.gemm(dev, prof, m, n, k, key[1], b, l2_reuse=self.l2_reuse).time_s
-                    fl = 2.0 * m * n * k * b
-                    family: str | None = "gemm"
-                    backward = key[2]
-                elif kind == "attention":
-                    kvh = None if key[5] else stack("kv_heads")
-                    kvs = None if key[4] else stack("kv_seq")
-                    r = C.attention(
-                        dev,
-                        prof,
-                        stack("batch"),
-                        stack("heads"),
-                        stack("seq"),
-                        stack("head_dim"),
-                        key[1],
-                        key[2],
-                        kvh,
-                        kvs,
-                        key[3],
-                        backend=key[7],
-                        mask=key[8],
-                        dropout=key[9],
+            # one layout: the group's seconds and FLOPs are a pure function of the device, the profile,
+            # the pricer's options and the ops' arguments, kept across calls (docs/architecture.md, Speed)
+            mkey = _scalar_key(key, sel, ctx)
+            common: tuple[int, ...] = ()
+            if mkey is None:
+                # every array of the group shares one layout shape; ops are stacked in front of it
+                common = np.broadcast_shapes(
+                    *(
+                        np.shape(v)
+                        for o in sel
+                        for v in o.args.values()
+                        # (a composite's backward chain travels with its first kernel as a list)
+                        if not isinstance(v, (str, list)) and v is not None
                     )
-                    t, fl = r.time_s, r.flops
-                    family = "attention_bwd" if key[2] else "attention_fwd"
-                    backward = key[6]
-                else:
-                    # row-wise ops (norms) say their row count: few long rows run on few SMs
-                    rows = stack("rows") if key[3] else None
-                    # (a row's work counts elements: the row-wise time needs the element size)
-                    elt = stack("elt", 2.0) if rows is not None else 2.0
-                    t = C.memory_op(
-                        dev, prof, key[1], stack("nbytes"), stack("flops", 0.0), rows=rows, elt_bytes=elt
-                    ).time_s
-                    fl = 0.0
-                    family = "memory"
-                    backward = key[2]
-                if self.per_op_host:
-                    t = C.stream_time(prof, t, self.framework, None if backward else family)
-                else:
-                    # host time is modelled per layer by the engine: the kernel plus its launch gap
-                    t = C.with_launch(t, 0.0, "max", prof.gap.get(self.framework, 0.0))
-                if self.kernel_floor > 0.0 or self.kernel_gap > 0.0:
-                    t = np.maximum(t + self.kernel_gap, self.kernel_floor)
-            t_arr = np.asarray(t, dtype=float)
-            f_arr = np.asarray(fl, dtype=float)
+                )
+            elif key[0] == "comm":  # (collectives: memoized by comm_time, with the cluster's specs)
+                mkey = None
+            hit = _GROUP_MEMO.get(pins, mkey) if mkey is not None else None
+            if hit is None:
+                t, fl = self._group(key, sel, common)
+                hit = (np.asarray(t, dtype=float), np.asarray(fl, dtype=float))
+                if mkey is not None:
+                    _GROUP_MEMO.put(pins, mkey, hit)
+            t_arr, f_arr = hit
             for j, i in enumerate(idx):
                 t_out[i] = t_arr[j] if t_arr.ndim else float(t_arr)
                 f_out[i] = f_arr[j] if f_arr.ndim else float(f_arr)
         return t_out, f_out
+
+    def _group(self, key: tuple[Any, ...], sel: list[Op], common: tuple[int, ...]) -> tuple[Num, Num]:
+        """Seconds of one invocation and FLOPs of a group of same-kind ops (stacked on a leading axis)."""
+        dev, prof = self.cluster.device, self.prof
+
+        def stack(name: str, default: Any = None) -> Any:
+            raw = [o.args.get(name, default) for o in sel]
+            if not common:  # one layout: plain numbers, one small vector
+                return np.array([float(v) for v in raw])
+            vals = [np.asarray(v, dtype=float) for v in raw]
+            shape = np.broadcast_shapes(*(v.shape for v in vals))
+            out = np.stack([np.broadcast_to(v, shape) for v in vals])
+            return out.reshape((len(sel),) + (1,) * (len(common) - len(shape)) + shape)
+
+        kind = key[0]
+        if kind == "comm":
+            nb = stack("nbytes")
+            g = self.groups.get(key[2])
+            if g is not None and not common and np.ndim(g.size):
+                # the layouts differ only in the communicator's size: the ops in front of its shape
+                nb = nb.reshape(nb.shape + (1,) * np.ndim(g.size))
+            return self.comm_time(key[1], nb, key[2]), 0.0
+        if kind == "gemm":
+            m, n, k, b = stack("m"), stack("n"), stack("k"), stack("batch", 1)
+            if self.framework == "compiled":
+                # inductor pads a matmul's dimensions to 16-byte rows (shape_padding): a
+                # 50257-word vocabulary runs as 50264, without the misaligned kernels
+                q = 16.0 / DTYPE_BYTES.get(key[1], 2.0)
+                m, n, k = (np.ceil(x / q) * q for x in (m, n, k))
+            # in a model step each layer's weights stream from HBM: no L2 reuse across calls
+            t = C.gemm(dev, prof, m, n, k, key[1], b, l2_reuse=self.l2_reuse).time_s
+            fl = 2.0 * m * n * k * b
+            family: str | None = "gemm"
+            backward = key[2]
+        elif kind == "attention":
+            kvh = None if key[5] else stack("kv_heads")
+            kvs = None if key[4] else stack("kv_seq")
+            r = C.attention(
+                dev,
+                prof,
+                stack("batch"),
+                stack("heads"),
+                stack("seq"),
+                stack("head_dim"),
+                key[1],
+                key[2],
+                kvh,
+                kvs,
+                key[3],
+                backend=key[7],
+                mask=key[8],
+                dropout=key[9],
+            )
+            t, fl = r.time_s, r.flops
+            family = "attention_bwd" if key[2] else "attention_fwd"
+            backward = key[6]
+        else:
+            # row-wise ops (norms) say their row count: few long rows run on few SMs
+            rows = stack("rows") if key[3] else None
+            # (a row's work counts elements: the row-wise time needs the element size)
+            elt = stack("elt", 2.0) if rows is not None else 2.0
+            t = C.memory_op(
+                dev, prof, key[1], stack("nbytes"), stack("flops", 0.0), rows=rows, elt_bytes=elt
+            ).time_s
+            fl = 0.0
+            family = "memory"
+            backward = key[2]
+        if self.per_op_host:
+            t = C.stream_time(prof, t, self.framework, None if backward else family)
+        else:
+            # host time is modelled per layer by the engine: the kernel plus its launch gap
+            t = C.with_launch(t, 0.0, "max", prof.gap.get(self.framework, 0.0))
+        if self.kernel_floor > 0.0 or self.kernel_gap > 0.0:
+            t = np.maximum(t + self.kernel_gap, self.kernel_floor)
+        return t, fl
 
     def price(self, ops: list[Op], count: Num = 1.0) -> Priced:
         """Seconds by category of running ``ops`` (each ``op.count`` times), ``count`` times."""
@@ -265,6 +374,66 @@ class Pricer:
             if op.kind == "attention":
                 out.attention_flops = out.attention_flops + f * op.count * count
         return out
+
+    def price_of(
+        self,
+        lowerings: tuple[Callable[..., list[Op]], ...],
+        model: Any,
+        lw: Any,
+        *args: Any,
+        backward: bool = False,
+    ) -> Priced:
+        """The ops the lowering functions give for ``model`` on layout ``lw`` (``f(model, lw, *args)`` for
+        each, in order; with ``backward``, their backward ops), priced. Lowering is a pure function of its
+        arguments, so for one layout the priced result is kept across calls, pinned to the model, the
+        functions and the pricer's specs (docs/architecture.md, Speed)."""
+
+        def priced() -> Priced:
+            ops = [op for f in lowerings for op in f(model, lw, *args)]
+            return self.price(backward_ops(ops) if backward else ops)
+
+        key = self._lowering_key(lowerings, model, lw, (*args, backward))
+        if key is None:
+            return priced()
+        hit: Priced | None = _LOWERED_MEMO.get(*key)
+        if hit is None:
+            hit = _LOWERED_MEMO.put(*key, priced())
+        return replace(hit, time=dict(hit.time))  # (a copy: callers add to what they get)
+
+    def _lowering_key(
+        self, lowerings: tuple[Callable[..., list[Op]], ...], model: Any, lw: Any, args: tuple[Any, ...]
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+        """Memo pins and key of :meth:`price_of`, or ``None`` where the layout or a communicator holds
+        arrays over layouts."""
+        if self._layout_key[0] is not lw:  # (a step prices several lowerings of one layout)
+            self._layout_key = (lw, _plain_items(vars(lw)))
+        layout = self._layout_key[1]
+        plain = tuple(map(_plain, args))
+        if (
+            layout is None
+            or any(p is None and a is not None for p, a in zip(plain, args, strict=True))
+            or any(np.ndim(g.size) for g in self.groups.values())
+        ):
+            return None
+        c = self.cluster
+        cluster_pins = _cluster_pins(c)
+        if cluster_pins is None:
+            return None
+        places = tuple(
+            (k, float(g.size), float(g.per_domain), float(g.domains)) for k, g in self.groups.items()
+        )
+        return (*cluster_pins, self.prof, model, *lowerings), (
+            self._options(),
+            c.nodes,
+            c.gpus,
+            places,
+            layout,
+            plain,
+        )
+
+    def _options(self) -> tuple[Any, ...]:
+        """The pricer's options that change an op's seconds (beside the device and the profile)."""
+        return (self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse)
 
 
 _POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap", "graph_sync")

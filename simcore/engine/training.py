@@ -188,14 +188,17 @@ def _stage_priced(
     """(forward, backward, weight-gradient seconds, attention-forward seconds, GEMM seconds,
     attention-forward FLOPs) of one layer. ``quant``: the precision recipe's quantize traffic
     (:meth:`Recipe.quantize_bytes` of the device), whose kernels join the layer's
-    (:func:`~simcore.workload.lowering.quantize_ops`; weights cast once per step: ``weight_share``)."""
-    f_ops = L.layer_fwd(model, lw, moe_layer=moe)
-    b_ops = L.backward(f_ops)
-    if quant is not None:
+    (:func:`~simcore.workload.lowering.quantize_ops`; weights cast once per step: ``weight_share``).
+    Without it the priced layer is kept across calls (:meth:`Pricer.price_of`)."""
+    if quant is None:
+        fwd = pricer.price_of((L.layer_fwd,), model, lw, moe)
+        bwd = pricer.price_of((L.layer_fwd,), model, lw, moe, backward=True)
+    else:
+        f_ops = L.layer_fwd(model, lw, moe_layer=moe)
+        b_ops = L.backward(f_ops) + L.quantize_ops(f_ops, quant, backward=True)
         f_ops = f_ops + L.quantize_ops(f_ops, quant, weight_share)
-        b_ops = b_ops + L.quantize_ops(f_ops, quant, backward=True)
-    fwd = pricer.price(f_ops)
-    bwd = pricer.price(b_ops)
+        fwd = pricer.price(f_ops)
+        bwd = pricer.price(b_ops)
     attn = fwd.time.get("attention", 0.0)
     gemm = fwd.time.get("gemm", 0.0)
     return fwd, bwd, bwd.wgrad, attn, gemm, fwd.attention_flops
@@ -292,7 +295,12 @@ class _Step:
         layer_ops: tuple[float, float] | None,
     ) -> None:
         self.model, self.training, self.lay, self.cluster = model, training, lay, cluster
-        self.framework, self.param_dtype, self.profiler, self.gate_up = framework, param_dtype, profiler, gate_up
+        self.framework, self.param_dtype, self.profiler, self.gate_up = (
+            framework,
+            param_dtype,
+            profiler,
+            gate_up,
+        )
         self.step_sync, self.implementation = step_sync, implementation
         self.profiler_record, self.layer_ops = profiler_record, layer_ops
         tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
@@ -317,7 +325,16 @@ class _Step:
         )
         self.etp = etp = tp if lay.etp is None else _a(lay.etp)
         self.pricer = Pricer.for_layout(
-            cluster, tp, cp, dp, pp, ep, framework, calibration, per_op_host=not self.layer_host, profile=prof,
+            cluster,
+            tp,
+            cp,
+            dp,
+            pp,
+            ep,
+            framework,
+            calibration,
+            per_op_host=not self.layer_host,
+            profile=prof,
             etp=etp,
         )
         self.full_t = np.where(recompute == "full", 1.0, 0.0)
@@ -333,18 +350,37 @@ class _Step:
         self.act = act = 2.0 if training.precision != "fp32" else 4.0
         resid = 4.0 if param_dtype == "fp32" else act
         self.lw = _layer_layout(
-            model, lay, tp, cp, ep, etp, mb, sp, self.recipe.gemm_dtype, act, resid, compiled, framework, gate_up,
-            implementation, dropout, attention_backend,
+            model,
+            lay,
+            tp,
+            cp,
+            ep,
+            etp,
+            mb,
+            sp,
+            self.recipe.gemm_dtype,
+            act,
+            resid,
+            compiled,
+            framework,
+            gate_up,
+            implementation,
+            dropout,
+            attention_backend,
         )
         # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
         # under AMP or the native bf16 one
-        moe_path = None if model.moe is None or compiled else ("moe" if self.lw.fp32_experts else "moe_native")
+        moe_path = (
+            None if model.moe is None or compiled else ("moe" if self.lw.fp32_experts else "moe_native")
+        )
         self.lk: str = prof.layer_key(act_key, moe_path, implementation, "train_fwd", attention_backend)
         """The profile's host-table key of a layer (activation, MoE path, implementation, attention)."""
         self.pc = param_counts(model)
         self.vdiv = tp if lay.vocab_parallel else 1.0
         self.layers_per_rank = model.layers / pp
-        self.hp_layers = (training.bf16_layers_start + training.bf16_layers_end) if self.recipe.quantized else 0
+        self.hp_layers = (
+            (training.bf16_layers_start + training.bf16_layers_end) if self.recipe.quantized else 0
+        )
 
 
 @dataclass
@@ -407,11 +443,12 @@ def _stage_work(s: _Step) -> _StageWork:
         B_layers = B_layers.merged(b.scaled(share))
         W_layers = W_layers + w * share
 
-    emb_f_ops = L.embedding_fwd(model, lw)
-    head_f_ops = L.head_fwd(model, lw) + L.loss_fwd(model, lw)
-    emb_f, emb_b = pricer.price(emb_f_ops), pricer.price(L.backward(emb_f_ops))
-    head_f, head_b = pricer.price(head_f_ops), pricer.price(L.backward(head_f_ops))
-    work = _StageWork(parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad, hp_delta)
+    emb, head = (L.embedding_fwd,), (L.head_fwd, L.loss_fwd)
+    emb_f, emb_b = pricer.price_of(emb, model, lw), pricer.price_of(emb, model, lw, backward=True)
+    head_f, head_b = pricer.price_of(head, model, lw), pricer.price_of(head, model, lw, backward=True)
+    work = _StageWork(
+        parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad, hp_delta
+    )
     if s.param_dtype == "fp32" and s.training.precision != "fp32":
         _add_amp_casts(s, work)
     return work
@@ -556,7 +593,9 @@ def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
         # (one sync per expert GEMM), so the host waits while every expert GEMM runs: their GPU time
         # adds to the layers' host time (the fit rows hold these waits too, at their own small token
         # count: a known double count of a few percent of the layers' host)
-        experts = [o for o in L.moe_block_fwd(model, s.lw) if o.kind == "gemm" and o.name.startswith("expert_")]
+        experts = [
+            o for o in L.moe_block_fwd(model, s.lw) if o.kind == "gemm" and o.name.startswith("expert_")
+        ]
         moe_rank = s.pc.moe_layers / model.layers * s.layers_per_rank
         h_f = h_f + moe_rank * s.pricer.price(experts).total()
         h_b = h_b + moe_rank * s.pricer.price(L.backward(experts)).total()
@@ -592,7 +631,12 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     """
     hv, lk = ht.hv, s.lk
     h_f, h_b = _layer_host(s, ht)
-    embF, embB, headF, headB = work.emb_f.total(), work.emb_b.total(), work.head_f.total(), work.head_b.total()
+    embF, embB, headF, headB = (
+        work.emb_f.total(),
+        work.emb_b.total(),
+        work.head_f.total(),
+        work.head_b.total(),
+    )
     Fg, Bg = work.F_layers.total(), work.B_layers.total()
     x_f, x_b = np.maximum(h_f - Fg, 0.0), np.maximum(h_b - Bg, 0.0)
     single_stage = np.asarray(s.pp, dtype=float) <= 1
@@ -643,7 +687,11 @@ class _Pipeline:
 
 
 def stage_layer_counts(
-    layers: int, pp: Num, vp: Num = 1, embedding_stage: bool = False, loss_stage: bool = False,
+    layers: int,
+    pp: Num,
+    vp: Num = 1,
+    embedding_stage: bool = False,
+    loss_stage: bool = False,
     stage_layers: tuple[int, ...] | None = None,
 ) -> tuple[Num, Num, Num]:
     """Transformer layers on the first, the last and the fullest middle pipeline rank (0 without
@@ -681,7 +729,11 @@ def stage_layer_counts(
 
 
 def chunk_layer_counts(
-    layers: int, pp: int, vp: int = 1, embedding_stage: bool = False, loss_stage: bool = False,
+    layers: int,
+    pp: int,
+    vp: int = 1,
+    embedding_stage: bool = False,
+    loss_stage: bool = False,
     stage_layers: tuple[int, ...] | None = None,
 ) -> list[int]:
     """Transformer layers of each of the ``pp x vp`` model chunks, in chunk order (chunk ``c`` on rank
@@ -841,13 +893,23 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         + np.where(zero12, ag - _bucketed(ag, F_first, buckets, overlap), 0.0),
     )
     overlapped = np.where((dp > 1) & overlap & ~s.single_proc, overlapped, 0.0)
-    host_slack = (work.F_layers.time.get("host_overhead", 0.0) + work.B_layers.time.get("host_overhead", 0.0)) * s.m
+    host_slack = (
+        work.F_layers.time.get("host_overhead", 0.0) + work.B_layers.time.get("host_overhead", 0.0)
+    ) * s.m
     slowdown = overlap_slowdown(s.cluster)
     overlap_cost = np.maximum((slowdown - 1.0) * overlapped - host_slack, 0.0)
     dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, _bucketed(ag, F_first, buckets, overlap), 0.0)
     return _DataParallel(
-        dp_exposed, zero3_exposed, dp_grad, dp_legacy, dp_tail, buckets, B_last, overlap_cost,
-        _ddp_copy(s, params, zeros), _dataparallel_launch(s, work, pipe),
+        dp_exposed,
+        zero3_exposed,
+        dp_grad,
+        dp_legacy,
+        dp_tail,
+        buckets,
+        B_last,
+        overlap_cost,
+        _ddp_copy(s, params, zeros),
+        _dataparallel_launch(s, work, pipe),
     )
 
 
@@ -866,8 +928,12 @@ def _dataparallel_launch(s: _Step, work: _StageWork, pipe: _Pipeline) -> Num:
     """Exposed host seconds of single-process nn.DataParallel: one Python process launches every
     replica's kernels (GIL), serially per micro-batch; the excess over the GPU time shows."""
     kernels = (
-        work.F_layers.kernels + work.B_layers.kernels + work.emb_f.kernels + work.emb_b.kernels
-        + work.head_f.kernels + work.head_b.kernels
+        work.F_layers.kernels
+        + work.B_layers.kernels
+        + work.emb_f.kernels
+        + work.emb_b.kernels
+        + work.head_f.kernels
+        + work.head_b.kernels
     )
     host = kernels * s.pricer.launch_s
     return np.where(s.single_proc & (s.dp > 1), np.maximum(host * s.dp - pipe.stage_max, 0.0) * s.m, 0.0)
@@ -928,7 +994,11 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
     prof, profiler, implementation = s.prof, s.profiler, s.implementation
     h_end = (
         prof.host_of("step_end", profiler, implementation)
-        + (0.0 if s.compiled else s.layers_per_rank * prof.host_of("step_end_layer", profiler, implementation))
+        + (
+            0.0
+            if s.compiled
+            else s.layers_per_rank * prof.host_of("step_end_layer", profiler, implementation)
+        )
         + ht.wrapper_step("end")
     ) * ht.pf("step_end")
     return _Optimizer(opt, opt_gpu, h_opt, h_end, loss_wait)
@@ -994,8 +1064,14 @@ def _step_time(
     steady state a step takes the larger of the host and GPU totals (see docs/compute.md, composing a
     training step)."""
     step = (
-        pipe.t_pipe + dpc.dp_exposed + dpc.zero3_exposed + optm.opt + dpc.gil + dpc.ddp_copy
-        + dpc.overlap_cost + optm.h_end
+        pipe.t_pipe
+        + dpc.dp_exposed
+        + dpc.zero3_exposed
+        + optm.opt
+        + dpc.gil
+        + dpc.ddp_copy
+        + dpc.overlap_cost
+        + optm.h_end
     )
     bd = _pacing_breakdown(s, work, pipe)
     compute_sum: Num = sum(bd.values(), 0.0)
@@ -1026,7 +1102,15 @@ def _step_memory(s: _Step, params: _RankParams) -> dict[str, Num]:
     """Peak bytes per GPU by part (:func:`training_memory`), plus PyTorch DDP's flat gradient buckets
     with fp32 weights: a second copy of the gradients."""
     mem = training_memory(
-        s.model, s.training, s.lay, params.total, params.dense, s.m, s.param_dtype, s.compiled, s.cluster.device
+        s.model,
+        s.training,
+        s.lay,
+        params.total,
+        params.dense,
+        s.m,
+        s.param_dtype,
+        s.compiled,
+        s.cluster.device,
     )
     if s.param_dtype == "fp32":
         mask = (s.dp > 1) & s.zero0 & ~s.single_proc
@@ -1072,8 +1156,22 @@ def evaluate(
     (:func:`_optimizer`), the step and its breakdown (:func:`_step_time`) and memory
     (:func:`_step_memory`)."""
     s = _Step(
-        model, training, lay, cluster, framework, calibration, param_dtype, profiler, gate_up, step_sync,
-        cpu_op_time, implementation, dropout, attention_backend, profiler_record, layer_ops,
+        model,
+        training,
+        lay,
+        cluster,
+        framework,
+        calibration,
+        param_dtype,
+        profiler,
+        gate_up,
+        step_sync,
+        cpu_op_time,
+        implementation,
+        dropout,
+        attention_backend,
+        profiler_record,
+        layer_ops,
     )
     work = _stage_work(s)
     ht = _host_tables(s) if s.layer_host else None
@@ -1119,7 +1217,9 @@ def evaluate(
         )
         if s.hp_layers
         else 0.0,
-        "hp_last_s": work.hp_delta * np.minimum(s.training.bf16_layers_end, pipe.n_lo) if s.hp_layers else 0.0,
+        "hp_last_s": work.hp_delta * np.minimum(s.training.bf16_layers_end, pipe.n_lo)
+        if s.hp_layers
+        else 0.0,
     }
     exposed = {
         "tp_comm": bd.get("tp_comm", 0.0),

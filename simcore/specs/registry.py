@@ -8,16 +8,12 @@ A user spec with the same name as a built-in one replaces it.
 
 from __future__ import annotations
 
-import importlib.metadata
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 from simcore.errors import SpecError
 from simcore.specs.hardware import Device, Link, System
@@ -32,6 +28,12 @@ REPO_ENV_VAR = "SIMCORE_REPO"
 
 def _installed_from() -> Path | None:
     """The folder ``pip install`` read this package from (PEP 610 ``direct_url.json``), if local."""
+    # (imported here: urllib.request pulls in http and ssl, which a checkout never needs)
+    import importlib.metadata
+    import json
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
     try:
         raw = importlib.metadata.distribution("simcore").read_text("direct_url.json")
         url = json.loads(raw or "{}").get("url", "")

@@ -13,6 +13,7 @@ import yaml
 from simcore.errors import SpecError
 from simcore.specs.hardware import Device, FabricSpec, Link, System
 from simcore.specs.loader import read_yaml, validate
+from simcore.specs.memo import SpecMemo
 from simcore.specs.registry import Registry, builtin_dir, default_registry
 from simcore.specs.scenario import ClusterSpec, Scenario
 
@@ -114,9 +115,26 @@ def load_scenario(
             field="path",
         )
     p = find_scenario(os.fspath(path))
+    # a file already loaded, unchanged since (same size and modification time), with the same overrides
+    # and registry: the same (frozen) Scenario, without parsing and validating again
+    try:
+        st = p.stat()
+        key: tuple[Any, ...] | None = (os.path.abspath(p), st.st_mtime_ns, st.st_size, todo)
+    except (OSError, ValueError):
+        key = None  # (read_yaml names the problem)
+    hit: Scenario | None = _LOADED.get((reg,), key) if key is not None else None
+    if hit is not None:
+        return hit
     data = read_yaml(p)
     apply_overrides(data, todo, str(p))
-    return scenario_from_dict(data, reg, str(p))
+    sc = scenario_from_dict(data, reg, str(p))
+    if key is not None:
+        _LOADED.put((reg,), key, sc)
+    return sc
+
+
+_LOADED = SpecMemo(256)
+"""Scenarios loaded from files, by path, size, modification time and overrides, pinned to the registry."""
 
 
 def as_scenario(scenario: Any) -> Scenario:

@@ -94,9 +94,7 @@ def test_a_simultaneous_batch_agrees_with_predict(
     from simcore.engine import inference
     from simcore.prediction import predict
 
-    monkeypatch.setattr(
-        "simcore.prediction.I.evaluate", functools.partial(inference.evaluate, paged_kv=True)
-    )
+    monkeypatch.setattr(inference, "evaluate", functools.partial(inference.evaluate, paged_kv=True))
     d = copy.deepcopy(BASE)
     d["inference"] = {"batch": batch, "prompt_len": prompt, "output_len": output}
     pr = predict(scenario_from_dict(d))
