@@ -117,7 +117,9 @@ def _installed(monkeypatch: pytest.MonkeyPatch, site: Path, direct_url: dict[str
             assert name == "direct_url.json"
             return None if direct_url is None else json.dumps(direct_url)
 
-    monkeypatch.setattr(reg_mod.importlib.metadata, "distribution", lambda name: Dist())
+    import importlib.metadata  # (the registry imports it only when asked where it was installed from)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Dist())
 
 
 def test_checkout_dir_of_a_non_editable_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
