@@ -63,7 +63,7 @@ from simcore.specs.loader import validate
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import InferenceSpec, ModelSpec, Scenario
-from simcore.specs.serving import ENGINE_FIELDS, with_engine
+from simcore.specs.serving import ENGINE_FIELDS, StepProfile, load_step_profile, with_engine
 from simcore.workload.layout import valid_layouts
 
 Role = Literal["mixed", "prefill", "decode"]
@@ -121,6 +121,9 @@ class StepModel:
     """``attn[i]``: attention time of one ``n_grid[i]``-token prompt."""
     host_decode: float = 0.0
     host_prefill: float = 0.0
+    prefill_pass: float = 0.0
+    """Seconds a step with both decodes and prefill chunks adds for running them as separate passes (a
+    measured engine's fixed prefill cost; 0: one fused pass)."""
 
     _cols: dict[float, list[float]] = field(default_factory=dict, repr=False, compare=False)
     """Decode time along ``c_grid`` for each batch asked so far (interpolated in the batch)."""
@@ -165,7 +168,7 @@ class StepModel:
         if b > 0:
             gpu = self.decode_gpu(b if b_graph is None else b_graph, ctx_mean)
             if prefill_tokens > 0:
-                gpu += self.rest_gpu(b + prefill_tokens) - self.rest_gpu(b) + attn
+                gpu += self.rest_gpu(b + prefill_tokens) - self.rest_gpu(b) + attn + self.prefill_pass
             return max(gpu, self.host_prefill if prefill_tokens > 0 else self.host_decode)
         gpu = self.rest_gpu(prefill_tokens) + self.attn[0] + attn
         return max(gpu, self.host_prefill)
@@ -247,6 +250,57 @@ def build_step_model(
         h_dec,
         h_pre,
     )
+
+
+def profile_step_model(prof: StepProfile, max_batch: int, max_len: int, max_tokens: int = 0) -> StepModel:
+    """A measured engine's :class:`StepModel` (``serving.step_profile``): the tables of :func:`build_step_model`
+    sampled from the profile's fitted step times instead of the roofline, over the same grids. The decode table is
+    ``D(b, c)`` (:meth:`~simcore.specs.serving.StepProfile.decode_time`, the context padded to the engine's
+    buckets); a lone prefill of ``n`` tokens is ``R(n) + A(n)`` with ``R(n) = c0 + c_token n`` and
+    ``A(n) = c_token2 n^2``, so a chunk mixed into a decode step adds ``c_token n + A`` (one fused pass) plus
+    ``c0`` where the engine runs prefills as a separate pass. The host's work is inside the measured times."""
+    b_grid = [float(b) for b in _grid(max(max_batch, 2))]
+    c_top = max(max_len, 2)
+    n_grid = [float(n) for n in _grid(max(c_top, max_tokens))]
+    c_grid = [n for n in n_grid if n <= c_top]
+    p = prof.prefill
+    return StepModel(
+        b_grid,
+        c_grid,
+        [[prof.decode_time(b, c) for b in b_grid] for c in c_grid],
+        n_grid,
+        [p.c0 + p.c_token * n for n in n_grid],
+        [p.c_token2 * n * n for n in n_grid],
+        prefill_pass=p.c0 if prof.mixed_step == "separate" else 0.0,
+    )
+
+
+def step_profile(sc: Scenario, spec: ServingSpec, device: str) -> StepProfile | None:
+    """The scenario's ``serving.step_profile``, checked against it: the profiled device (``device``: the
+    cluster's), model and GPU count, no speculative decoding or disaggregated pools (the profile measured
+    neither). ``None`` without one."""
+    if spec.step_profile is None:
+        return None
+    prof = load_step_profile(spec.step_profile)
+    where = "serving.step_profile"
+    if prof.device.lower() != device.lower():
+        raise SpecError(f"{prof.name} was measured on {prof.gpu} ({prof.device}); the cluster's GPU is {device}",
+                        field=where)  # fmt: skip
+    if prof.model != sc.model.name:
+        raise SpecError(
+            f"{prof.name} was measured on the model {prof.model!r}; the scenario's model is {sc.model.name!r}",
+            field=where,
+        )
+    if sc.parallel.tp * sc.parallel.pp != prof.gpus:
+        raise SpecError(
+            f"{prof.name} was measured on {prof.gpus} GPU(s) an instance; the scenario's tp x pp is "
+            f"{sc.parallel.tp * sc.parallel.pp}",
+            field=where,
+        )
+    if spec.speculative is not None or spec.disaggregated is not None:
+        raise SpecError(f"{prof.name} measured plain decoding on mixed instances: drop speculative/disaggregated",
+                        field=where)  # fmt: skip
+    return prof
 
 
 def speculative_step_model(target: StepModel, draft: StepModel, k: int, tokens_per_round: float) -> StepModel:
@@ -1508,8 +1562,11 @@ def _place(
         key = f"tp{tpx}"
         draft = draft_scenario(sc, spec) if role != "prefill" else None
         if key not in fleet.models:
-            fleet.models[key] = build_step_model(
-                sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens
+            prof = step_profile(sc, spec, cluster.device.name)
+            fleet.models[key] = (
+                build_step_model(sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens)
+                if prof is None
+                else profile_step_model(prof, spec.max_batch, max_len, spec.max_batch_tokens)
             )
         model = fleet.models[key]
         if draft is not None and spec.speculative is not None:
@@ -1666,6 +1723,12 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     arrival, prompt, output, group = _workload(spec, m.seq_len, m.name)
     n = int(arrival.size)
     pools = _pools(sc, spec, cluster, notes)
+    prof = step_profile(sc, spec, cluster.device.name)
+    if prof is not None:
+        notes.append(
+            f"steps priced by the measured step profile {prof.name} ({prof.engine} engine on {prof.gpu}; decode fit "
+            f"rms {prof.decode.rms_rel:.1%}, prefill fit rms {prof.prefill.rms_rel:.1%}), not the roofline"
+        )
     longest = int((prompt + output).max())
     max_len = int(min(m.seq_len, max(longest + 1, 2)))
     cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
@@ -1768,6 +1831,8 @@ __all__ = [
     "StepModel",
     "Stats",
     "build_step_model",
+    "profile_step_model",
+    "step_profile",
     "kv_blocks",
     "serve",
     "simulate",

@@ -233,6 +233,12 @@ class ServingSpec(_Documented):
     cuda_graph_sizes: list[int] | None = None
     """Decode batch sizes captured as CUDA graphs: a decode batch is padded up to the next size (and
     priced at it); a batch above the largest runs unpadded. ``None``: no padding."""
+    step_profile: str | None = None
+    """A measured engine step profile (a name in ``hardware_specs/calibration/`` or a YAML path, written by
+    ``simcore calibrate`` from ``tools/bench_serving.py --steps``): the steps are priced by its fitted decode and
+    prefill times instead of the roofline step model; queueing, batching, KV blocks and scheduling stay
+    simcore's. The scenario's model and GPU count must be the profiled ones (docs/serving.md, "Measured under
+    load"). ``None``: the roofline step model."""
     speculative: SpeculativeSpec | None = None
     """Speculative decoding (draft length, acceptance rate, draft model or heads); ``None``: off
     (the default of vLLM, SGLang and TensorRT-LLM)."""
@@ -266,6 +272,100 @@ class ServingSpec(_Documented):
                 " every running sequence decodes one token per step"
             )
         return self
+
+
+class DecodeFit(_Documented):
+    """A decode step's fitted time: ``t = c0 + c_batch * b + c_kv * b * ctx`` seconds for ``b`` sequences at
+    context ``ctx`` tokens (``ctx`` padded up to the profile's ``context_buckets`` where it has them)."""
+
+    c0: float = Field(ge=0)
+    """Seconds a step costs whatever its batch (host work, kernel launches, the weights' read)."""
+    c_batch: float = Field(ge=0)
+    """Seconds per sequence of the batch."""
+    c_kv: float = Field(ge=0)
+    """Seconds per KV-cache token attended."""
+    points: list[list[float]] = []
+    """The fitted points: ``[batch, context, measured s, fitted s]``."""
+    rms_rel: float = 0.0
+    """Root-mean-square of the points' relative residuals (fitted / measured - 1)."""
+
+
+class PrefillFit(_Documented):
+    """A prompt's prefill step, alone in the engine: ``t = c0 + c_token * n + c_token2 * n**2`` seconds for ``n``
+    prompt tokens (the quadratic term: causal attention)."""
+
+    c0: float = Field(ge=0)
+    c_token: float = Field(ge=0)
+    c_token2: float = Field(ge=0)
+    points: list[list[float]] = []
+    """The fitted points: ``[prompt tokens, measured s, fitted s]``."""
+    rms_rel: float = 0.0
+
+
+class StepProfile(_Documented):
+    """An engine's measured step costs on one GPU (``hardware_specs/calibration/served-<engine>-<gpu>.yaml``),
+    fitted by :mod:`simcore.calibration.fit_served` from ``tools/bench_serving.py --steps``."""
+
+    kind: Literal["serving_step_profile"] = "serving_step_profile"
+    name: str
+    engine: str
+    """The engine measured (``runtime.implementation`` of its scenarios)."""
+    gpu: str
+    """The GPU it ran on, as the driver names it."""
+    device: str
+    """That GPU's device spec name (``h100``); a scenario on another device is an error."""
+    gpus: Int = Field(default=1, gt=0)
+    model: str
+    """The model measured (``model.name``); a scenario naming another is an error."""
+    precision: str = "bf16"
+    mixed_step: Literal["separate", "fused"]
+    """A step with prefills and decodes: ``separate`` passes (the prefill's fixed cost ``prefill.c0`` is paid on
+    top of the decode step) or one ``fused`` forward pass (only the prompt tokens' costs are added)."""
+    context_buckets: list[int] | None = None
+    """Context lengths the engine pads its decode attention up to (``None``: the actual context)."""
+    decode: DecodeFit
+    prefill: PrefillFit
+    source: str = ""
+    """The measurements fitted."""
+    fitted: str = ""
+    """When (UTC date)."""
+
+    def bucket(self, ctx: float) -> float:
+        """``ctx`` padded up to the next context bucket above it (itself without buckets or above the last)."""
+        for c in self.context_buckets or ():
+            if c > ctx:
+                return float(c)
+        return ctx
+
+    def decode_time(self, b: float, ctx: float) -> float:
+        """:class:`DecodeFit`'s time of a decode step of ``b`` sequences at context ``ctx`` (s)."""
+        d = self.decode
+        return d.c0 + d.c_batch * b + d.c_kv * b * self.bucket(ctx)
+
+    def prefill_time(self, n: float) -> float:
+        """:class:`PrefillFit`'s time of one ``n``-token prompt prefilled alone (s)."""
+        p = self.prefill
+        return p.c0 + p.c_token * n + p.c_token2 * n * n
+
+
+def load_step_profile(name_or_path: str) -> StepProfile:
+    """The step profile ``name_or_path``: a ``calibration/<name>.yaml`` of the spec folders, else a file path."""
+    from pathlib import Path
+
+    from simcore.specs.loader import load_file
+    from simcore.specs.registry import default_registry
+
+    reg = default_registry()
+    path = reg.calibration_path(name_or_path)
+    if path is None:
+        path = Path(name_or_path)
+        if not path.is_file():
+            known = sorted(k for k in reg.calibration_files if k.startswith("served-"))
+            raise SpecError(
+                f"unknown step profile {name_or_path!r}; known: {', '.join(known) or 'none'}",
+                field="serving.step_profile",
+            )
+    return load_file(StepProfile, path)
 
 
 ENGINE_FIELDS = (
@@ -336,6 +436,10 @@ __all__ = [
     "ServingSpec",
     "SpeculativeSpec",
     "StepOrder",
+    "DecodeFit",
+    "PrefillFit",
+    "StepProfile",
+    "load_step_profile",
     "engine_profiles",
     "engine_settings",
     "with_engine",
