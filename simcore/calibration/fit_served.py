@@ -39,13 +39,11 @@ from typing import Any
 import numpy as np
 
 from simcore.errors import TraceError
-from simcore.specs.serving import DecodeFit, PrefillFit, StepProfile
+from simcore.specs.serving import DecodeFit, PrefillFit, StepProfile, padded_context
 
 MANIFEST = "steps_manifest.json"
 _DECODE = re.compile(r"decode-b(\d+)-p(\d+)$")
 _PREFILL = re.compile(r"prefill-p(\d+)-\d+$")
-MIXED_DEFAULT = "fused"
-"""How a step with prefills and decodes runs where the manifest does not say (one forward pass)."""
 
 
 def steps_manifest(path: Path) -> Path | None:
@@ -101,7 +99,7 @@ def points(rows: list[dict[str, str]], where: str, buckets: list[int] | None = N
         p, o = int(rs[0]["prompt_len"]), int(rs[0]["output_len"])
         ctx = [float(p + k) for k in range(1, max(o, 2))]
         if buckets:
-            ctx = [float(next((c for c in buckets if c > x), x)) for x in ctx]
+            ctx = [padded_context(buckets, x) for x in ctx]
         out_d.append((float(m.group(1)), float(np.mean(ctx)), float(np.median(tpot))))
     out_p = [(float(n), float(np.median(v))) for n, v in sorted(pre.items())]
     return sorted(out_d), out_p
@@ -194,7 +192,7 @@ def fit(path: Path) -> list[StepProfile]:
             StepProfile(
                 name=f"served-{engine}-{tag}", engine=engine, gpu=man.get("gpu") or man.get("device", "cpu"), device=tag,
                 model=str(sc.get("model", {}).get("name", "?")) + (" (smoke)" if man.get("smoke") else ""),
-                precision=str(sc.get("precision", "bf16")), mixed_step=info.get("mixed_step", MIXED_DEFAULT),
+                precision=str(sc.get("precision", "bf16")),
                 context_buckets=buckets or None, decode=d, prefill=p,
                 source=str(man_path), fitted=datetime.datetime.now(datetime.UTC).date().isoformat(),
             )

@@ -233,6 +233,21 @@ class ServingSpec(_Documented):
     cuda_graph_sizes: list[int] | None = None
     """Decode batch sizes captured as CUDA graphs: a decode batch is padded up to the next size (and
     priced at it); a batch above the largest runs unpadded. ``None``: no padding."""
+    prefill_framework: Literal["eager", "compiled", "cuda_graphs"] | None = None
+    """The framework the engine runs its prefill passes in where it differs from ``runtime.framework`` (which
+    then prices the decode steps): e.g. ``eager`` for an engine that replays CUDA graphs for decode but prefills
+    eagerly, paying the eager host time of a pass. ``None``: ``runtime.framework`` for both."""
+    decode_context_buckets: list[int] | None = None
+    """Context lengths (tokens) an engine's decode attention is padded up to (CUDA graphs captured per context
+    bucket attend over the whole bucket): a step at context ``c`` is priced at the smallest bucket ``>= c``
+    (above the last bucket: unpadded). Priced at the step's mean context, where an engine pads to the bucket of
+    its longest sequence. ``None``: the actual context."""
+    mixed_step: Literal["fused", "separate"] = "fused"
+    """A step with both prompts and decodes: one ``fused`` forward pass over the prompt chunks and the decode
+    tokens (vLLM, SGLang, TensorRT-LLM, ``transformers``' continuous batching), or ``separate`` passes: the
+    prompts prefilled in passes of their own, one per distinct prompt length (equal lengths batched), then the
+    decode pass (``tools/bench_serving.py``'s reference engine). Each separate pass reads the weights and pays
+    its host time."""
     step_profile: str | None = None
     """A measured engine step profile (a name in ``hardware_specs/calibration/`` or a YAML path, written by
     ``simcore calibrate`` from ``tools/bench_serving.py --steps``): the steps are priced by its fitted decode and
@@ -266,6 +281,10 @@ class ServingSpec(_Documented):
             not self.cuda_graph_sizes or min(self.cuda_graph_sizes) < 1
         ):
             raise ValueError("cuda_graph_sizes needs batch sizes of at least 1")
+        if self.decode_context_buckets is not None and (
+            not self.decode_context_buckets or min(self.decode_context_buckets) < 1
+        ):
+            raise ValueError("decode_context_buckets needs context lengths of at least 1 token")
         if self.max_batch_tokens < self.max_batch:
             raise ValueError(
                 f"max_batch_tokens ({self.max_batch_tokens}) must be at least max_batch ({self.max_batch}):"
@@ -318,11 +337,9 @@ class StepProfile(_Documented):
     model: str
     """The model measured (``model.name``); a scenario naming another is an error."""
     precision: str = "bf16"
-    mixed_step: Literal["separate", "fused"]
-    """A step with prefills and decodes: ``separate`` passes (the prefill's fixed cost ``prefill.c0`` is paid on
-    top of the decode step) or one ``fused`` forward pass (only the prompt tokens' costs are added)."""
     context_buckets: list[int] | None = None
-    """Context lengths the engine pads its decode attention up to (``None``: the actual context)."""
+    """Context lengths the engine padded its decode attention up to when measured (the fit's contexts are the
+    padded ones; a scenario states its engine's as ``serving.decode_context_buckets``). ``None``: none."""
     decode: DecodeFit
     prefill: PrefillFit
     source: str = ""
@@ -330,22 +347,24 @@ class StepProfile(_Documented):
     fitted: str = ""
     """When (UTC date)."""
 
-    def bucket(self, ctx: float) -> float:
-        """``ctx`` padded up to the next context bucket above it (itself without buckets or above the last)."""
-        for c in self.context_buckets or ():
-            if c > ctx:
-                return float(c)
-        return ctx
-
     def decode_time(self, b: float, ctx: float) -> float:
-        """:class:`DecodeFit`'s time of a decode step of ``b`` sequences at context ``ctx`` (s)."""
+        """:class:`DecodeFit`'s time of a decode step of ``b`` sequences attending over ``ctx`` tokens each (s)."""
         d = self.decode
-        return d.c0 + d.c_batch * b + d.c_kv * b * self.bucket(ctx)
+        return d.c0 + d.c_batch * b + d.c_kv * b * ctx
 
     def prefill_time(self, n: float) -> float:
         """:class:`PrefillFit`'s time of one ``n``-token prompt prefilled alone (s)."""
         p = self.prefill
         return p.c0 + p.c_token * n + p.c_token2 * n * n
+
+
+def padded_context(buckets: list[int] | None, ctx: float) -> float:
+    """The context a decode step attends over: the smallest of ``buckets`` ``>= ctx`` (``ctx`` itself without
+    buckets or above the last)."""
+    for c in sorted(buckets or ()):
+        if c >= ctx:
+            return float(c)
+    return float(ctx)
 
 
 def load_step_profile(name_or_path: str) -> StepProfile:
@@ -440,6 +459,7 @@ __all__ = [
     "PrefillFit",
     "StepProfile",
     "load_step_profile",
+    "padded_context",
     "engine_profiles",
     "engine_settings",
     "with_engine",

@@ -23,7 +23,7 @@ from simcore.errors import SpecError, TraceError
 from simcore.serving.sim import profile_step_model, simulate
 from simcore.serving.spec import load_serving
 from simcore.specs.loader import validate
-from simcore.specs.serving import ServingSpec, StepProfile, load_step_profile
+from simcore.specs.serving import ServingSpec, StepProfile, load_step_profile, padded_context
 
 ROOT = Path(__file__).resolve().parents[2]
 REF = ROOT / "scenarios" / "served" / "served-ref-poisson-fixed.yaml"
@@ -52,7 +52,7 @@ def t_pre(n: float) -> float:
     return PRE[0] + PRE[1] * n + PRE[2] * n * n
 
 
-def write_steps(folder: Path, engine: str = "reference", mixed: str = "separate") -> Path:
+def write_steps(folder: Path, engine: str = "reference") -> Path:
     """A steps collection in tools/bench_serving.py's layout whose engine steps cost exactly ``t_dec`` and
     ``t_pre`` (its plan's points, one decode step at context P + O/2 a token)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,7 +60,7 @@ def write_steps(folder: Path, engine: str = "reference", mixed: str = "separate"
     name = "served-ref-poisson-fixed"
     man = {"gpu": "NVIDIA H100 80GB HBM3", "smoke": False,
            "scenarios": {name: {"model": {"name": "llama3.2-1b-shape"}, "precision": "bf16"}},
-           "engines": {engine: {name: {"graphs": 0, "mixed_step": mixed}}}}  # fmt: skip
+           "engines": {engine: {name: {"graphs": 0}}}}  # fmt: skip
     (folder / "steps_manifest.json").write_text(json.dumps(man))
     with gzip.open(folder / f"steps_{engine}.csv.gz", "wt", newline="") as f:
         w = csv.DictWriter(f, fieldnames=bench.COLS)
@@ -78,7 +78,7 @@ def write_steps(folder: Path, engine: str = "reference", mixed: str = "separate"
 
 def test_fit_recovers_the_engine(tmp_path: Path) -> None:
     (prof,) = F.fit(write_steps(tmp_path))
-    assert prof.name == "served-reference-h100" and prof.device == "h100" and prof.mixed_step == "separate"
+    assert prof.name == "served-reference-h100" and prof.device == "h100" and prof.context_buckets is None
     assert prof.model == "llama3.2-1b-shape"
     d, p = prof.decode, prof.prefill
     assert (d.c0, d.c_batch, d.c_kv) == pytest.approx(DEC, rel=1e-6)
@@ -109,36 +109,49 @@ def test_a_collection_without_enough_points_is_an_error(tmp_path: Path) -> None:
         F.fit(tmp_path / "nowhere")
 
 
-def _profile(mixed: str = "separate", buckets: list[int] | None = None) -> StepProfile:
+def _profile() -> StepProfile:
     return StepProfile(name="served-x-h100", engine="x", gpu="H100", device="h100", model="llama3.2-1b-shape",
-                       mixed_step=mixed, context_buckets=buckets,  # type: ignore[arg-type]
                        decode={"c0": DEC[0], "c_batch": DEC[1], "c_kv": DEC[2]},  # type: ignore[arg-type]
                        prefill={"c0": PRE[0], "c_token": PRE[1], "c_token2": PRE[2]})  # type: ignore[arg-type]  # fmt: skip
 
 
+def _engine(**kw: object) -> ServingSpec:
+    return validate(ServingSpec, {"rate": 1.0, **kw}, prefix="serving")
+
+
 def test_profile_step_model_by_hand() -> None:
-    m = profile_step_model(_profile(), max_batch=64, max_len=4096, max_tokens=4096)
-    assert m.decode(8, 1024) == pytest.approx(2e-3 + 8 * 30e-6 + 8 * 1024 * 40e-9)
-    assert m.prefill(512) == pytest.approx(t_pre(512))  # on the grid: R(512) + A(512)
-    # 8 decodes at 1024 plus a 512-token prompt: separate passes pay the prefill's fixed cost too
-    mixed = m.step_time(8, 1024.0, 512, m.chunk_attention(0.0, 512))
-    assert mixed == pytest.approx(m.decode(8, 1024) + t_pre(512) - PRE[2])  # A(0) := A(1)
-    fused = profile_step_model(_profile("fused"), 64, 4096, 4096)
-    assert fused.step_time(8, 1024.0, 512, fused.chunk_attention(0.0, 512)) == pytest.approx(mixed - PRE[0])
+    sep = profile_step_model(_profile(), 64, 4096, 4096, _engine(mixed_step="separate"))
+    assert sep.decode(8, 1024) == pytest.approx(2e-3 + 8 * 30e-6 + 8 * 1024 * 40e-9)
+    assert sep.prefill(512) == pytest.approx(t_pre(512))  # on the grid: R(512) + A(512)
+    # 8 decodes at 1024 plus a 512-token prompt: a separate pass is the whole prefill, then the decode step
+    mixed = sep.step_time(8, 1024.0, 512, sep.chunk_attention(0.0, 512))
+    assert mixed == pytest.approx(sep.decode(8, 1024) + t_pre(512))
+    # two prompts of different lengths are two passes: the second pays R(1) (its fixed cost) again
+    two = sep.step_time(8, 1024.0, 1024, 2 * sep.chunk_attention(0.0, 512), passes=2)
+    one = sep.step_time(8, 1024.0, 1024, 2 * sep.chunk_attention(0.0, 512), passes=1)
+    assert two - one == pytest.approx(PRE[0] + PRE[1])
+    fused = profile_step_model(_profile(), 64, 4096, 4096)  # one pass: the chunk's tokens only
+    assert fused.step_time(8, 1024.0, 512, fused.chunk_attention(0.0, 512)) == pytest.approx(
+        fused.decode(8, 1024) + PRE[1] * 512 + PRE[2] * (512**2 - 1)
+    )
 
 
 def test_context_buckets_pad_the_decode() -> None:
-    prof = _profile(buckets=[128, 256, 512, 1024])
-    assert prof.bucket(100) == 128 and prof.bucket(128) == 256 and prof.bucket(2000) == 2000
-    assert prof.decode_time(4, 300) == pytest.approx(t_dec(4, 512))
+    assert padded_context([128, 256, 512], 100) == 128 and padded_context([128, 256], 128) == 128
+    assert padded_context([128, 256], 2000) == 2000 and padded_context(None, 300) == 300
+    m = profile_step_model(_profile(), 64, 4096, 4096, _engine(decode_context_buckets=[128, 256, 512, 1024]))
+    assert m.decode(4, 384) == pytest.approx(t_dec(4, 512))  # 384 is on the grid; attends over 512
 
 
 @settings(max_examples=30, deadline=None)
 @given(st.floats(1, 64), st.floats(1, 64), st.floats(16, 4000), st.floats(16, 4000))
 def test_decode_time_grows_with_batch_and_context(b1: float, b2: float, c1: float, c2: float) -> None:
-    prof = _profile(buckets=[128, 256, 512, 1024, 2048, 4096])
+    buckets = [128, 256, 512, 1024, 2048, 4096]
+    prof = _profile()
     if b1 <= b2 and c1 <= c2:
-        assert prof.decode_time(b1, c1) <= prof.decode_time(b2, c2)
+        assert prof.decode_time(b1, padded_context(buckets, c1)) <= prof.decode_time(
+            b2, padded_context(buckets, c2)
+        )
 
 
 def _spec(spec: ServingSpec, **kw: object) -> ServingSpec:
@@ -150,17 +163,14 @@ def test_serving_with_a_step_profile(tmp_path: Path) -> None:
     (prof,) = F.fit(write_steps(tmp_path))
     path = F.write([prof], tmp_path / "out")[0]
     back = load_step_profile(str(path))  # the YAML keeps the coefficients exactly (the points to 4 digits)
-    assert (back.decode.c_kv, back.prefill.c_token2, back.mixed_step) == (
-        prof.decode.c_kv,
-        prof.prefill.c_token2,
-        "separate",
-    )
+    assert (back.decode.c_kv, back.prefill.c_token2) == (prof.decode.c_kv, prof.prefill.c_token2)
     sc, spec = load_serving(REF)
     run = simulate(sc, _spec(spec, requests=1, step_profile=str(path)))
     (ttft,) = run.log.ttft
     assert ttft == pytest.approx(t_pre(512), rel=1e-6)
-    ctx = np.arange(513, 512 + 128) + 0.0  # the contexts of its decode steps
-    assert run.log.tpot[0] == pytest.approx(float(np.mean([t_dec(1, c) for c in ctx])), rel=1e-3)
+    # its decode steps attend over 513 ... 639 tokens, padded to the scenario's bucket of 1024
+    assert spec.decode_context_buckets is not None and 1024 in spec.decode_context_buckets
+    assert run.log.tpot[0] == pytest.approx(t_dec(1, 1024), rel=1e-6)
     assert any("step profile served-reference-h100" in n for n in run.result.notes)
 
 
@@ -217,3 +227,31 @@ def test_resume_runs() -> None:
                       {"engine": "reference", "scenario": "a", "run": "r0"}]}  # fmt: skip
     assert bench.resume_runs(prior, "huggingface", "a") == (3.0, [1.0, 2.0, 3.5], {"probe", "r1"})
     assert bench.resume_runs(prior, "huggingface", "b") == (None, [], set())
+
+
+def test_roofline_engine_properties() -> None:
+    """``prefill_framework``, ``decode_context_buckets`` and ``mixed_step`` in the roofline step model."""
+    from simcore.serving.sim import build_step_model
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+
+    sc, spec = load_serving(REF)
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    plain = _spec(spec, prefill_framework=None, decode_context_buckets=None, mixed_step="fused")
+    base = build_step_model(sc, cluster, 1, 64, 700, 4096, plain)
+    eager = build_step_model(sc, cluster, 1, 64, 700, 4096, _spec(plain, prefill_framework="eager"))
+    assert base.host_prefill == 0.0 and eager.host_prefill > base.prefill(
+        512
+    )  # graphs: no host; eager: per pass
+    assert eager.prefill(512) >= eager.host_prefill and eager.dec == base.dec  # decode untouched
+    padded = build_step_model(sc, cluster, 1, 64, 700, 4096, _spec(plain, decode_context_buckets=[256, 1024]))
+    wide = build_step_model(sc, cluster, 1, 64, 1100, 4096, plain)  # 1024 on its grid
+    for b in (1, 8, 64):
+        assert padded.decode(b, 600) == pytest.approx(wide.decode(b, 1024), rel=1e-9)  # 700 -> 1024 sampled
+        assert padded.decode(b, 200) == pytest.approx(wide.decode(b, 256), rel=1e-9)
+    sep = build_step_model(
+        sc, cluster, 1, 64, 700, 4096, _spec(plain, prefill_framework="eager", mixed_step="separate")
+    )
+    a = sep.chunk_attention(0.0, 512)
+    assert sep.step_time(8, 600.0, 512, a) == pytest.approx(sep.prefill(512) + sep.decode(8, 600))
+    assert sep.step_time(8, 600.0, 1024, 2 * a, passes=2) > sep.step_time(8, 600.0, 1024, 2 * a, passes=1)
