@@ -223,9 +223,15 @@ def _err(pred: float, meas: float) -> float:
 
 def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[str, Any]]:
     """Per served scenario and measurement folder: every measured run beside simcore's simulation of its
-    requests on the GPU that ran it, and the saturation rate's error; ``status: no measurement yet`` where no
-    measurement names the scenario."""
+    requests on the GPU that ran it (``predicted``: the roofline step model with the scenario's engine keys;
+    ``profile``: with the engine's measured step profile, where ``simcore calibrate`` wrote one), and the
+    saturation rate's errors (also of the capacity ``predicted.json`` committed before the run);
+    ``status: no measurement yet`` where no measurement names the scenario."""
     found = [(d, *read_measurements(d)) for d in measurement_dirs(data)]
+    pred_path = (folder or SERVED_DIR) / "predicted.json"
+    committed: dict[str, Any] = (
+        json.loads(pred_path.read_text(encoding="utf-8"))["scenarios"] if pred_path.is_file() else {}
+    )
     out: list[dict[str, Any]] = []
     for path in scenario_files(folder):
         sc0, _ = load_serving(path)
@@ -258,6 +264,9 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
             if probe is not None:
                 m, p = probe["measured"]["requests_per_s"], probe["predicted"]["requests_per_s"]
                 sat = {"measured": m, "predicted": p, "error": _err(p, m)}
+                before = committed.get(name, {}).get(system, {}).get("probe", {}).get("requests_per_s")
+                if before is not None:
+                    sat.update(committed=before, committed_error=_err(before, m))
                 if probe["profile"] is not None:
                     q = probe["profile"]["requests_per_s"]
                     sat.update(profile=q, profile_error=_err(q, m))
@@ -317,6 +326,8 @@ def format_report(res: list[dict[str, Any]]) -> str:
             )
             if "profile" in sat:
                 line += f", step profile {sat['profile']:.3g}/s ({sat['profile_error']:+.1%})"
+            if "committed" in sat:
+                line += f"; committed before the run {sat['committed']:.3g}/s ({sat['committed_error']:+.1%})"
             lines.append(line)
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
