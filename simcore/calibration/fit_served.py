@@ -180,7 +180,7 @@ def fit(path: Path) -> list[StepProfile]:
             continue
         name, info = next(iter(scenarios.items()))
         sc = (man.get("scenarios") or {}).get(name, {})
-        buckets = info.get("context_buckets") if info.get("graphs") else None
+        buckets = info.get("context_buckets")  # the reference engine pads graphed and eager decode steps alike
         where = str(csv_path)
         try:
             dec, pre = points(_rows(csv_path), where, buckets)

@@ -52,7 +52,7 @@ def t_pre(n: float) -> float:
     return PRE[0] + PRE[1] * n + PRE[2] * n * n
 
 
-def write_steps(folder: Path, engine: str = "reference") -> Path:
+def write_steps(folder: Path, engine: str = "reference", buckets: list[int] | None = None) -> Path:
     """A steps collection in tools/bench_serving.py's layout whose engine steps cost exactly ``t_dec`` and
     ``t_pre`` (its plan's points, one decode step at context P + O/2 a token)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,7 +60,7 @@ def write_steps(folder: Path, engine: str = "reference") -> Path:
     name = "served-ref-poisson-fixed"
     man = {"gpu": "NVIDIA H100 80GB HBM3", "smoke": False,
            "scenarios": {name: {"model": {"name": "llama3.2-1b-shape"}, "precision": "bf16"}},
-           "engines": {engine: {name: {"graphs": 0}}}}  # fmt: skip
+           "engines": {engine: {name: {"graphs": 0, "context_buckets": buckets}}}}  # fmt: skip
     (folder / "steps_manifest.json").write_text(json.dumps(man))
     with gzip.open(folder / f"steps_{engine}.csv.gz", "wt", newline="") as f:
         w = csv.DictWriter(f, fieldnames=bench.COLS)
@@ -68,7 +68,7 @@ def write_steps(folder: Path, engine: str = "reference") -> Path:
         for r in bench.plan_steps(engine, sv, 4096):
             n, p, o = r["requests"], r["prompt"], r["output"]
             first = t_pre(p)
-            finish = first + (o - 1) * t_dec(n, p + o / 2)
+            finish = first + sum(t_dec(n, padded_context(buckets, p + k)) for k in range(1, o))
             for i in range(n):
                 w.writerow({"scenario": name, "run": r["run"], "offered_rate": "inf", "request": i, "arrival_s": 0.0,
                             "first_token_s": first, "finish_s": finish, "prompt_len": p, "output_len": o,
@@ -85,6 +85,14 @@ def test_fit_recovers_the_engine(tmp_path: Path) -> None:
     assert (p.c0, p.c_token, p.c_token2) == pytest.approx(PRE, rel=1e-6)
     assert d.rms_rel < 1e-9 and p.rms_rel < 1e-9
     assert len(p.points) == len(bench.STEP_PROMPTS)  # the repeats of a length are one point (their median)
+
+
+def test_fit_reads_the_engines_context_buckets(tmp_path: Path) -> None:
+    """The reference engine attends over context buckets: the fit's contexts are the padded ones."""
+    (prof,) = F.fit(write_steps(tmp_path, buckets=[256, 1024, 4096]))
+    assert prof.context_buckets == [256, 1024, 4096]
+    assert (prof.decode.c0, prof.decode.c_batch, prof.decode.c_kv) == pytest.approx(DEC, rel=1e-6)
+    assert {row[1] for row in prof.decode.points} == {256.0, 1024.0, 4096.0}
 
 
 def test_nonneg_fit_keeps_coefficients_non_negative() -> None:
