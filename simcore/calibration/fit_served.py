@@ -162,6 +162,11 @@ def gpu_tag(gpu: str | None) -> str:
     return m.group(1).lower() if m else "cpu"
 
 
+def profile_name(engine: str, gpu: str | None) -> str:
+    """The name of ``engine``'s step profile on ``gpu``: ``served-<engine>-<gpu tag>``."""
+    return f"served-{engine}-{gpu_tag(gpu)}"
+
+
 def fit(path: Path) -> list[StepProfile]:
     """One :class:`StepProfile` per engine of a steps collection (its manifest, or the folder holding it)."""
     man_path = steps_manifest(path)
@@ -180,7 +185,9 @@ def fit(path: Path) -> list[StepProfile]:
             continue
         name, info = next(iter(scenarios.items()))
         sc = (man.get("scenarios") or {}).get(name, {})
-        buckets = info.get("context_buckets")  # the reference engine pads graphed and eager decode steps alike
+        buckets = info.get(
+            "context_buckets"
+        )  # the reference engine pads graphed and eager decode steps alike
         where = str(csv_path)
         try:
             dec, pre = points(_rows(csv_path), where, buckets)
@@ -190,7 +197,7 @@ def fit(path: Path) -> list[StepProfile]:
         tag = gpu_tag(man.get("gpu"))
         out.append(
             StepProfile(
-                name=f"served-{engine}-{tag}", engine=engine, gpu=man.get("gpu") or man.get("device", "cpu"), device=tag,
+                name=profile_name(engine, man.get("gpu")), engine=engine, gpu=man.get("gpu") or man.get("device", "cpu"), device=tag,
                 model=str(sc.get("model", {}).get("name", "?")) + (" (smoke)" if man.get("smoke") else ""),
                 precision=str(sc.get("precision", "bf16")),
                 context_buckets=buckets or None, decode=d, prefill=p,
@@ -239,5 +246,5 @@ def summary(prof: StepProfile) -> str:
     )
 
 
-__all__ = ["MANIFEST", "fit", "fit_decode", "fit_prefill", "gpu_tag", "nonneg_fit", "points", "steps_manifest",
+__all__ = ["MANIFEST", "fit", "fit_decode", "fit_prefill", "gpu_tag", "nonneg_fit", "points", "profile_name", "steps_manifest",
            "summary", "to_yaml", "write"]  # fmt: skip

@@ -1588,17 +1588,18 @@ def _place(
     cluster: ClusterInfo,
     pools: list[Pool],
     lengths: tuple[int, int, int],
+    prof: StepProfile | None = None,
 ) -> _Fleet:
-    """Build every pool's instances into ``sim`` (one step model per tp). ``lengths``: the longest
-    request, the longest prompt (tokens) and the longest context a step model samples; an instance's
-    KV cache must hold the longest request it serves (a prefill instance: the longest prompt)."""
+    """Build every pool's instances into ``sim`` (one step model per tp: the roofline's, or ``prof``'s, the
+    scenario's checked step profile). ``lengths``: the longest request, the longest prompt (tokens) and the
+    longest context a step model samples; an instance's KV cache must hold the longest request it serves (a
+    prefill instance: the longest prompt)."""
     longest, longest_prompt, max_len = lengths
     fleet = _Fleet({}, {}, {}, 0)
     for role, count, tpx in pools:
         key = f"tp{tpx}"
         draft = draft_scenario(sc, spec) if role != "prefill" else None
         if key not in fleet.models:
-            prof = step_profile(sc, spec, cluster.device.name)
             fleet.models[key] = (
                 build_step_model(sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, spec)
                 if prof is None
@@ -1770,7 +1771,7 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
     prio = _priorities(spec, n)
     sim = _Sim(spec, arrival, prompt, output, cached, prio, group)
-    fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len))
+    fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len), prof)
     if spec.disaggregated is not None:
         sim.xfer = _kv_transfers(sc, spec, cluster, prompt)
     sim.run()

@@ -294,8 +294,8 @@ class ServingSpec(_Documented):
 
 
 class DecodeFit(_Documented):
-    """A decode step's fitted time: ``t = c0 + c_batch * b + c_kv * b * ctx`` seconds for ``b`` sequences at
-    context ``ctx`` tokens (``ctx`` padded up to the profile's ``context_buckets`` where it has them)."""
+    """A decode step's fitted time: ``t = c0 + c_batch * b + c_kv * b * ctx`` seconds for ``b`` sequences
+    attending over ``ctx`` tokens each (the context padded to the engine's buckets where it has them)."""
 
     c0: float = Field(ge=0)
     """Seconds a step costs whatever its batch (host work, kernel launches, the weights' read)."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from simcore.calibration.fit_served import gpu_tag
+from simcore.calibration import fit_served
 from simcore.errors import SpecError
 from simcore.serving.sim import RequestLog, simulate
 from simcore.serving.spec import load_serving
@@ -279,8 +279,10 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
 def profile_name(engine: str | None, gpu: str | None) -> str | None:
     """The step profile ``simcore calibrate`` wrote for ``engine`` on ``gpu`` (``served-<engine>-<gpu>`` in
     ``hardware_specs/calibration/``), if there is one."""
-    name = f"served-{engine}-{gpu_tag(gpu)}"
-    return name if engine and default_registry().calibration_path(name) is not None else None
+    if not engine:
+        return None
+    name = fit_served.profile_name(engine, gpu)
+    return name if default_registry().calibration_path(name) is not None else None
 
 
 def _run_order(run: str) -> tuple[int, str]:
