@@ -263,3 +263,15 @@ def test_roofline_engine_properties() -> None:
     a = sep.chunk_attention(0.0, 512)
     assert sep.step_time(8, 600.0, 512, a) == pytest.approx(sep.prefill(512) + sep.decode(8, 600))
     assert sep.step_time(8, 600.0, 1024, 2 * a, passes=2) > sep.step_time(8, 600.0, 1024, 2 * a, passes=1)
+
+
+def test_steps_dry_run_prints_the_plan_without_torch(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_serving.py"), "--out", str(tmp_path), "--dry-run",
+                          "--steps", "--budget-s", "150"], capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
+    assert (
+        "steps plan:" in out
+        and "budget 150 s" in out
+        and "decode-b64-p2048" in out
+        and "prefill-p3968-2" in out
+    )
+    assert not list(tmp_path.iterdir())
