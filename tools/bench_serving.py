@@ -35,6 +35,14 @@ rewritten after every run).
   python3 tools/bench_serving.py --out DIR [--budget-s 480] [--engines reference,huggingface] [--rates auto]
   python3 tools/bench_serving.py --out DIR --dry-run          # the plan and its time estimate, nothing run
   python3 tools/bench_serving.py --out DIR --smoke            # a tiny Llama on the CPU, a few requests
+  python3 tools/bench_serving.py --out DIR --steps [--budget-s 150]   # step costs (see plan_steps)
+  python3 tools/bench_serving.py --out DIR --resume traces/h100/served [--only NAMES]  # the runs it lacks
+
+``--steps`` measures each engine's step costs apart from the load runs (decode steps at fixed concurrency,
+isolated prefills; :func:`plan_steps`) into ``steps_<engine>.csv.gz`` and ``steps_manifest.json``, the input of
+``simcore calibrate`` (``simcore.calibration.fit_served``). ``--resume DIR`` keeps an earlier collection's measured
+capacities and rates and runs only the rate runs it lacks, into ``served_<engine>_more.csv.gz`` and
+``served_manifest_more.json`` (copied beside the earlier files, the comparison reads both).
 """
 
 from __future__ import annotations
@@ -169,6 +177,76 @@ def choose_rates(
     if mode == "committed" or (mode == "auto" and reach):
         return list(committed), "committed"
     return [float(f"{x * measured:.3g}") for x in loads], "probe"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# step costs (--steps): the engine's own step times, measured apart from the load runs
+
+
+STEP_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+"""Concurrencies of the decode points (those up to the engine's ``max_batch``)."""
+STEP_PROMPTS = (128, 512, 1024, 2048, 3968)
+"""Prompt lengths (tokens) of the isolated prefill points (those that fit ``seq_len`` with their output)."""
+STEP_SHORT_PROMPT = 128
+"""The short prompt of every decode point (the long one fills the engine's ``max_batch_tokens``)."""
+STEP_REPEATS = 3
+"""Isolated requests per prefill point."""
+STEP_OUTPUT = {"reference": 128, "huggingface": 32}
+"""Output tokens of a decode point: fewer for the host-bound Hugging Face engine (~0.1 s a step)."""
+STEP_GUESS_S = {"reference": (0.008, 0.03), "huggingface": (0.12, 0.3)}
+"""(decode step, prefill) seconds the plan's time estimate assumes per engine, before anything is measured."""
+MIXED_STEP = {"reference": "separate", "huggingface": "fused"}
+"""How the engine runs a step that has both prefills and decodes: ``separate`` passes (the reference engine
+prefills the admitted prompts eagerly, then runs the decode graph) or one ``fused`` forward pass (Hugging Face's
+continuous batching puts prefill chunks and decodes in one batch); the fitter's profile says which."""
+
+
+def plan_steps(engine: str, sv: dict[str, Any], seq_len: int, smoke: bool = False) -> list[dict[str, Any]]:
+    """The step-cost points of one engine with the scenario's settings ``sv``, most telling first.
+
+    * ``decode-b<N>-p<P>``: ``N`` requests of ``P`` prompt tokens and ``STEP_OUTPUT`` output tokens all at t = 0,
+      every prompt admitted in the first step, so that the ``N`` requests decode in lockstep: a request's
+      inter-token time is the decode step of batch ``N`` at context ``P`` to ``P + output``. The reference engine
+      admits them whatever ``max_batch_tokens`` (its steps mode lifts the budget: ``P`` up to 2048 at every ``N``);
+      Hugging Face's keeps its budget, so ``N * P <= max_batch_tokens`` there.
+    * ``prefill-p<P>-<k>``: one request of ``P`` prompt tokens and 2 output tokens alone in the engine: its TTFT is
+      the prefill step of ``P`` tokens (with the engine's host work of a step).
+    """
+    out_len = 6 if smoke else STEP_OUTPUT[engine]
+    batches = (1, 2, 4) if smoke else STEP_BATCHES
+    prompts = (8, 16, 32) if smoke else STEP_PROMPTS
+    long, short = (32, 4) if smoke else (2048, STEP_SHORT_PROMPT)
+    dec_s, pre_s = STEP_GUESS_S[engine]
+    budget, top = int(sv["max_batch_tokens"]), int(sv["max_batch"])
+    lift = engine == "reference"
+    tiers = (long, long // 4, short) if lift else (long, short)
+    runs: list[dict[str, Any]] = []
+    for t, tier in enumerate(tiers):
+        for n in batches:
+            fill = min(long, seq_len - out_len, long if lift else budget // n)
+            p = min(tier, fill)
+            if n > top or p < 1 or (t > 0 and p == min(tiers[t - 1], fill)):
+                continue
+            runs.append({"run": f"decode-b{n}-p{p}", "rate": math.inf, "requests": n, "prompt": p,
+                         "output": out_len, "estimate_s": pre_s * max(1.0, n * p / 2048) + out_len * dec_s})  # fmt: skip
+        if t == 0:
+            for p in prompts:
+                if p + 2 > seq_len:
+                    continue
+                for k in range(STEP_REPEATS):
+                    runs.append({"run": f"prefill-p{p}-{k}", "rate": math.inf, "requests": 1, "prompt": p,
+                                 "output": 2, "estimate_s": pre_s * max(1.0, p / 2048) + dec_s})  # fmt: skip
+    return runs
+
+
+def resume_runs(
+    prior: dict[str, Any], engine: str, scenario: str
+) -> tuple[float | None, list[float], set[str]]:
+    """What an earlier collection's manifest ``prior`` holds of one engine's scenario: its measured capacity
+    (requests/s; None where it has none), the rates it chose and the runs it measured."""
+    info = prior.get("engines", {}).get(engine, {}).get(scenario, {})
+    done = {r["run"] for r in prior.get("runs", []) if r["engine"] == engine and r["scenario"] == scenario}
+    return info.get("capacity_rps"), list(info.get("rates", [])), done
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -612,49 +690,58 @@ def environment(dev: Any) -> dict[str, Any]:
 
 
 class Collector:
-    """The CSV of one engine (a row per request, flushed per run) and the manifest (rewritten per run)."""
+    """The CSV of one engine (a row per request, flushed per run) and the manifest (rewritten per run):
+    ``<kind>_<engine><suffix>.csv.gz`` and ``<kind>_manifest<suffix>.json`` (kind ``served`` or ``steps``)."""
 
-    def __init__(self, out: Path, manifest: dict[str, Any]) -> None:
-        self.out, self.man = out, manifest
+    def __init__(self, out: Path, manifest: dict[str, Any], kind: str = "served", suffix: str = "") -> None:
+        self.out, self.man, self.kind, self.suffix = out, manifest, kind, suffix
         self.files: dict[str, Any] = {}
+        self.manifest_path = out / f"{kind}_manifest{suffix}.json"
         self.write_manifest()
 
     def write_manifest(self) -> None:
-        (self.out / "served_manifest.json").write_text(
-            json.dumps(self.man, indent=1) + "\n", encoding="utf-8"
-        )
+        self.manifest_path.write_text(json.dumps(self.man, indent=1) + "\n", encoding="utf-8")
 
     def rows(self, engine: str, rows: list[dict[str, Any]]) -> None:
         if engine not in self.files:
-            f = (self.out / f"served_{engine}.csv").open("w", newline="")
+            path = self.out / f"{self.kind}_{engine}{self.suffix}.csv"
+            f = path.open("w", newline="")
             w = csv.DictWriter(f, fieldnames=COLS)
             w.writeheader()
-            self.files[engine] = (f, w)
-        f, w = self.files[engine]
+            self.files[engine] = (f, w, path)
+        f, w, _ = self.files[engine]
         w.writerows(rows)
         f.flush()
 
     def close(self) -> None:
-        for f, _ in self.files.values():
+        for f, _, p in self.files.values():
             f.close()
-        for p in self.out.glob("served_*.csv"):
             with p.open("rb") as src, gzip.open(f"{p}.gz", "wb", compresslevel=9) as dst:
                 shutil.copyfileobj(src, dst)
             p.unlink()
         self.man["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        self.man["files"] = sorted(p.name for p in self.out.iterdir() if p.name != "served_manifest.json")
+        self.man["files"] = sorted(f"{p.name}.gz" for _, _, p in self.files.values())
         self.write_manifest()
 
 
 def one_run(
     engine: str, eng: Any, sc: dict[str, Any], run: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Serve one run's requests; its CSV rows and its manifest entry."""
+    """Serve one run's requests (the first ``run["requests"]`` of the scenario's draws at ``run["rate"]``, all at
+    t = 0 for a probe); its CSV rows and its manifest entry."""
     sv = sc["serving"]
     rate = run["rate"]
     a, p, o = workload(sv, eng.seq_len, 1.0 if math.isinf(rate) else rate)
     n = run["requests"]
-    a, p, o = (np.zeros(n) if math.isinf(rate) else a[:n]), p[:n], o[:n]
+    return serve_rows(engine, eng, sc, run, np.zeros(n) if math.isinf(rate) else a[:n], p[:n], o[:n])
+
+
+def serve_rows(engine: str, eng: Any, sc: dict[str, Any], run: dict[str, Any], a: np.ndarray, p: np.ndarray,
+               o: np.ndarray) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+    """Serve these requests (arrival times in s from now, prompt and output lengths); the CSV rows and the
+    manifest entry of the run."""
+    sv = sc["serving"]
+    rate, n = run["rate"], a.size
     rng = np.random.default_rng(int(sv.get("seed", 0)) + 1)
     tokens = [rng.integers(0, eng.vocab, size=int(x)) for x in p]
     w0 = time.perf_counter()
@@ -717,15 +804,94 @@ def start_engine(
     return eng, info
 
 
-def record(col: Collector, engine: str, eng: Any, sc: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    """One run served, its rows written and its manifest entry added; the entry."""
-    rows, entry = one_run(engine, eng, sc, run)
+def record(col: Collector, engine: str, eng: Any, sc: dict[str, Any], run: dict[str, Any],
+           lengths: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One run served (the scenario's draws, or ``lengths``' (prompt, output) requests all at t = 0), its rows
+    written and its manifest entry added; the entry."""
+    if lengths is None:
+        rows, entry = one_run(engine, eng, sc, run)
+    else:
+        rows, entry = serve_rows(engine, eng, sc, run, np.zeros(lengths[0].size), *lengths)
     col.rows(engine, rows)
     col.man["runs"].append({"engine": engine, **entry})
     col.write_manifest()
     log(f"{engine} {sc['name']} {run['run']}: {entry['rate'] or 'burst'} /s, {run['requests']} requests, "
         f"{entry['wall_s']} s, {entry['requests_per_s']} completed/s, {entry['short']} short of their output")  # fmt: skip
     return entry
+
+
+def manifest_head(
+    args: argparse.Namespace, dev: Any, est: float, scs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The manifest's fields known before the first run."""
+    return {
+        "script": "tools/bench_serving.py", "argv": sys.argv[1:], "smoke": args.smoke, "device": str(dev),
+        **environment(dev), "budget_s": args.budget_s, "estimate_s": round(est, 1), "rates_mode": args.rates,
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "finished": None,
+        "scenarios": {s["name"]: {"file": s["file"], "engine": s["engine"], "model": s["model"],
+                                  "precision": s.get("inference", {}).get("precision", "bf16"),
+                                  "serving": s["serving"]} for s in scs},
+        "engines": {}, "runs": [],
+    }  # fmt: skip
+
+
+def collect_steps(args: argparse.Namespace, scs: list[dict[str, Any]], engines: tuple[str, ...]) -> int:
+    """``--steps``: each engine's step-cost points (:func:`plan_steps`) with its first scenario's model and
+    settings, into ``steps_<engine>.csv.gz`` and ``steps_manifest.json`` (the rows of the load runs' format;
+    ``run`` names the point). Points past ``--budget-s`` are skipped and listed in the manifest."""
+    first = {
+        e: next(s for s in scs if s["engine"] == e) for e in engines if any(s["engine"] == e for s in scs)
+    }
+    plans = {
+        e: plan_steps(e, sc["serving"], int(sc["model"]["seq_len"]), args.smoke) for e, sc in first.items()
+    }
+    est = sum(SETUP_S[e] + sum(r["estimate_s"] for r in plans[e]) for e in plans)
+    log(f"steps plan: {sum(len(v) for v in plans.values())} points; estimated GPU time {est:.0f} s "
+        f"(budget {args.budget_s:.0f} s)")  # fmt: skip
+    for e, runs in plans.items():
+        for r in runs:
+            log(f"  {e:12s} {first[e]['name']:30s} {r['run']:18s} {r['requests']:3d} x {r['prompt']:5d} + "
+                f"{r['output']:3d} tokens  ~{r['estimate_s']:.1f} s")  # fmt: skip
+    if args.dry_run:
+        return 0
+    import torch
+
+    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() and not args.smoke else "cpu"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    man = manifest_head(args, dev, est, list(first.values()))
+    man["kind"] = "steps"
+    col = Collector(args.out, man, kind="steps")
+    t_start = time.perf_counter()
+    torch.set_grad_enabled(False)
+    try:
+        for e, sc in first.items():
+            eng, info = start_engine(e, sc, dev, args)
+            man["engines"][e] = {sc["name"]: {**info, "mixed_step": MIXED_STEP[e]}}
+            col.write_manifest()
+            if eng is None:
+                continue
+            # the reference engine admits every prompt of a point at once (Hugging Face's keeps its budget)
+            lifted = (
+                {**sc, "serving": {**sc["serving"], "max_batch_tokens": 1 << 30}} if e == "reference" else sc
+            )
+            for r in plans[e]:
+                if time.perf_counter() - t_start > args.budget_s:
+                    man["skipped"] = man.get("skipped", []) + [f"{e} {r['run']}"]
+                    continue
+                n = r["requests"]
+                record(col, e, eng, lifted, {k: v for k, v in r.items() if k not in ("prompt", "output")},
+                       (np.full(n, r["prompt"], dtype=np.int64), np.full(n, r["output"], dtype=np.int64)))  # fmt: skip
+            eng.close()
+            del eng
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+    finally:
+        man["seconds"] = round(time.perf_counter() - t_start, 1)
+        col.close()
+    log(
+        f"done in {man['seconds']} s; wrote {', '.join(man['files'])} and steps_manifest.json under {args.out}"
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -744,12 +910,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--dry-run", action="store_true", help="print the plan and its time estimate, run nothing"
     )
+    ap.add_argument("--steps", action="store_true",
+                    help="measure each engine's step costs (decode at fixed concurrency, isolated prefills)")  # fmt: skip
+    ap.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                    help="an earlier collection (its served_manifest.json): keep its capacities and rates, run "
+                         "only the runs it lacks; files get the suffix _more")  # fmt: skip
+    ap.add_argument("--only", default="", metavar="NAMES",
+                    help="these scenarios only (comma-separated), in this order")  # fmt: skip
     args = ap.parse_args(argv)
     engines = tuple(e for e in args.engines.split(",") if e)
     bad = [e for e in engines if e not in ENGINES]
     if bad:
         ap.error(f"--engines: unknown engine {bad[0]!r} (known: {', '.join(ENGINES)})")
+    prior: dict[str, Any] = {}
+    if args.resume is not None:
+        path = args.resume / "served_manifest.json"
+        if not path.is_file():
+            ap.error(f"--resume: {path} is missing")
+        prior = json.loads(path.read_text(encoding="utf-8"))
     scs = load_scenarios(args.scenarios, engines)
+    if args.only:
+        names = [x for x in args.only.split(",") if x]
+        unknown = [x for x in names if x not in {s["name"] for s in scs}]
+        if unknown:
+            ap.error(f"--only: no served scenario {unknown[0]!r} of the engines {', '.join(engines)}")
+        scs = sorted((s for s in scs if s["name"] in names), key=lambda s: names.index(s["name"]))
     pred = load_predicted(args.scenarios)
     missing = [s["name"] for s in scs if s["name"] not in pred]
     if missing:
@@ -760,10 +945,32 @@ def main(argv: list[str] | None = None) -> int:
             s["serving"] = {**s["serving"], "prompt": {"dist": "uniform", "low": 4, "high": 24}, "output": 6,
                             "requests": 12, "max_batch": 4, "max_batch_tokens": 64, "kv_block_tokens": 16}  # fmt: skip
             s["model"] = {**s["model"], "seq_len": 64}
+    if args.steps:
+        return collect_steps(args, scs, engines)
+    todo = {}  # scenario -> (capacity, rates, runs done) of the collection resumed
+    for sc in scs:
+        cap, rates, done = resume_runs(prior, sc["engine"], sc["name"])
+        if cap and rates:
+            todo[sc["name"]] = (cap, rates, done)
     share = {e: (args.budget_s - sum(SETUP_S[x] for x in engines)) / len(engines) for e in engines}
     n_min = 4 if args.smoke else args.min_requests
     plans = {e: plan_engine([s for s in scs if s["engine"] == e], pred, share[e], n_min) for e in engines}
-    est = sum(SETUP_S[e] + sum(r["estimate_s"] for r in plans[e]) for e in engines)
+    for e in engines:  # a resumed scenario: the rates it chose, less the runs it measured
+        keep = [r for r in plans[e] if r["scenario"] not in todo]
+        resumed = [s for s in scs if s["engine"] == e and s["name"] in todo]
+        n_runs = len(keep) + sum(
+            len(todo[s["name"]][1]) - len(todo[s["name"]][2] - {"probe"}) for s in resumed
+        )
+        slot = share[e] / max(n_runs, 1)
+        for s in resumed:
+            cap, rates, done = todo[s["name"]]
+            for i, rate in enumerate(rates):
+                if f"r{i}" not in done:
+                    n = run_requests(int(s["serving"].get("requests", 1000)), rate, cap, slot, n_min)
+                    keep.append({"scenario": s["name"], "run": f"r{i}", "rate": rate, "requests": n,
+                                 "estimate_s": n / min(rate, cap)})  # fmt: skip
+        plans[e] = keep
+    est = sum(SETUP_S[e] + sum(r["estimate_s"] for r in plans[e]) for e in engines if plans[e])
     log(f"plan: {sum(len(v) for v in plans.values())} runs over {len(scs)} scenarios; estimated GPU time "
         f"{est:.0f} s (budget {args.budget_s:.0f} s; run sizes are redone from each engine's measured capacity)")  # fmt: skip
     for e in engines:
@@ -777,21 +984,15 @@ def main(argv: list[str] | None = None) -> int:
 
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() and not args.smoke else "cpu"))
     args.out.mkdir(parents=True, exist_ok=True)
-    man: dict[str, Any] = {
-        "script": "tools/bench_serving.py", "argv": sys.argv[1:], "smoke": args.smoke, "device": str(dev),
-        **environment(dev), "budget_s": args.budget_s, "estimate_s": round(est, 1), "rates_mode": args.rates,
-        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "finished": None,
-        "scenarios": {s["name"]: {"file": s["file"], "engine": s["engine"], "model": s["model"],
-                                  "precision": s.get("inference", {}).get("precision", "bf16"),
-                                  "serving": s["serving"]} for s in scs},
-        "engines": {}, "runs": [],
-    }  # fmt: skip
-    col = Collector(args.out, man)
+    man = manifest_head(args, dev, est, scs)
+    if args.resume is not None:
+        man["resumed"] = str(args.resume)
+    col = Collector(args.out, man, suffix="_more" if args.resume is not None else "")
     t_start = time.perf_counter()
     torch.set_grad_enabled(False)
     try:
         for e in engines:
-            e_scs = [s for s in scs if s["engine"] == e]
+            e_scs = [s for s in scs if s["engine"] == e and any(r["scenario"] == s["name"] for r in plans[e])]
             t_e, key, eng = time.perf_counter(), None, None
             for k, sc in enumerate(e_scs):
                 # one model and engine for the scenarios that share their settings
@@ -810,18 +1011,26 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 # the probe, then the rates, each run sized from the probe's capacity to share what is left
                 left = share[e] - (time.perf_counter() - t_e)
-                slot = max(left / sum(1 + len(pred[s["name"]]["rates"]) for s in e_scs[k:]), 5.0)
+                n_left = sum(1 for s in e_scs[k:] for r in plans[e] if r["scenario"] == s["name"])
+                slot = max(left / max(n_left, 1), 5.0)
                 p = pred[sc["name"]]
                 n_max = int(sv.get("requests", 1000))
-                probe = {"scenario": sc["name"], "run": "probe", "rate": math.inf,
-                         "requests": probe_requests(sv, n_min)}  # fmt: skip
-                probe["estimate_s"] = probe["requests"] / p["capacity_rps"]
-                entry = record(col, e, eng, sc, probe)
-                cap = entry["requests_per_s"] or p["capacity_rps"]
-                rates, source = choose_rates(p["rates"], p["loads"], cap, args.rates)
+                if sc["name"] in todo:
+                    cap, rates, done = todo[sc["name"]]
+                    source = "resumed"
+                else:
+                    probe = {"scenario": sc["name"], "run": "probe", "rate": math.inf,
+                             "requests": probe_requests(sv, n_min)}  # fmt: skip
+                    probe["estimate_s"] = probe["requests"] / p["capacity_rps"]
+                    entry = record(col, e, eng, sc, probe)
+                    cap = entry["requests_per_s"] or p["capacity_rps"]
+                    rates, source = choose_rates(p["rates"], p["loads"], cap, args.rates)
+                    done = set()
                 man["engines"][e][sc["name"]].update(capacity_rps=cap, rates=rates, rates_from=source)
                 log(f"{e} {sc['name']}: burst {cap:.3g} requests/s; rates {rates} ({source})")
                 for i, rate in enumerate(rates):
+                    if f"r{i}" in done:
+                        continue
                     if (
                         time.perf_counter() - t_start > args.budget_s
                         or time.perf_counter() - t_e > 1.25 * share[e]
@@ -843,7 +1052,7 @@ def main(argv: list[str] | None = None) -> int:
         man["seconds"] = round(time.perf_counter() - t_start, 1)
         col.close()
     log(
-        f"done in {man['seconds']} s; wrote {', '.join(man['files'])} and served_manifest.json under {args.out}"
+        f"done in {man['seconds']} s; wrote {', '.join(man['files'])} and {col.manifest_path.name} under {args.out}"
     )
     print(
         f"{'engine':12s} {'scenario':34s} {'run':6s} {'rate/s':>8s} {'n':>5s} {'done/s':>8s} {'wall s':>7s}"

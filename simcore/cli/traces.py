@@ -53,6 +53,24 @@ def _write_intervals(path: Path) -> None:
     print(f"wrote {path}")
 
 
+def _write_step_profiles(manifests: list[Path], output: Path | None) -> None:
+    """``simcore calibrate`` of ``tools/bench_serving.py --steps`` collections: the engines' step profiles,
+    written to ``-o`` (a folder) or the checkout's ``hardware_specs/calibration/``."""
+    from simcore.calibration import fit_served
+    from simcore.specs.registry import builtin_dir
+
+    folder = output if output is not None else builtin_dir() / "calibration"
+    if folder.suffix in (".yaml", ".yml"):
+        fail(f"-o: {folder}: step profiles go to a folder (one <name>.yaml per engine)")
+    for m in manifests:
+        profiles = fit_served.fit(m)
+        with writing(folder, "-o"):
+            paths = fit_served.write(profiles, folder)
+        for prof, path in zip(profiles, paths, strict=True):
+            print(fit_served.summary(prof))
+            print(f"wrote {path}")
+
+
 @app.command()
 def calibrate(
     inputs: Annotated[
@@ -112,6 +130,14 @@ def calibrate(
         return
     if not inputs:
         fail("calibrate: give measurement files or folders (or --intervals YAML)")
+    from simcore.calibration import fit_served
+
+    steps = [p for p in inputs if fit_served.steps_manifest(p) is not None]
+    if steps:
+        _write_step_profiles(steps, output)
+        inputs = [p for p in inputs if p not in steps]
+        if not inputs:
+            return
 
     output_file(output, "-o", YAML_FORMATS, make_parents=True)
     output_file(comm_output, "--comm-output", YAML_FORMATS, make_parents=True)

@@ -63,7 +63,7 @@ from simcore.specs.loader import validate
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import InferenceSpec, ModelSpec, Scenario
-from simcore.specs.serving import ENGINE_FIELDS, with_engine
+from simcore.specs.serving import ENGINE_FIELDS, StepProfile, load_step_profile, padded_context, with_engine
 from simcore.workload.layout import valid_layouts
 
 Role = Literal["mixed", "prefill", "decode"]
@@ -83,6 +83,16 @@ def _grid(top: int) -> list[int]:
             out.add(v * 3 // 2)
         v *= 2
     return sorted(x for x in out if 1 <= x <= top)
+
+
+def _bucket_grid(grid: list[int], buckets: list[int] | None, top: int) -> list[int]:
+    """``grid`` with each context bucket ``c <= top`` and ``c + 1`` added, and ``top`` itself, so that a table
+    over it steps at the buckets (contexts in ``(c, c']`` attend over ``c'``) instead of ramping between grid
+    points, and is never extrapolated from a bucket's step. ``grid`` itself without buckets."""
+    if not buckets:
+        return grid
+    extra = {x for c in buckets for x in (c, c + 1) if x <= top}
+    return sorted(set(grid) | extra | {top})
 
 
 def _interp(xs: list[float], ys: list[float], x: float) -> float:
@@ -108,6 +118,11 @@ class StepModel:
     ride on the weight read of the decodes), ``A(n)``: causal attention of one ``n``-token prompt.
     Without decodes the step costs ``R(N) + A(1) + sum_i [...]``. The step takes at least the host
     time of issuing it (eager PyTorch), ``H_pre`` with prefill chunks, ``H_dec`` without.
+
+    An engine that runs a step's prompts as passes of their own before the decode pass
+    (``separate_prefill``, ``serving.mixed_step: separate``) takes the sum instead: ``k`` prefill passes
+    ``max(R(N - b) + (k - 1) R(1) + A(1) + sum_i [...], k H_pre)`` (each pass reads the weights and is issued
+    by the host) plus the decode step ``max(D(b, c), H_dec)``.
     """
 
     b_grid: list[float]
@@ -121,6 +136,8 @@ class StepModel:
     """``attn[i]``: attention time of one ``n_grid[i]``-token prompt."""
     host_decode: float = 0.0
     host_prefill: float = 0.0
+    separate_prefill: bool = False
+    """Prefill chunks run as passes of their own, then the decode pass (``serving.mixed_step: separate``)."""
 
     _cols: dict[float, list[float]] = field(default_factory=dict, repr=False, compare=False)
     """Decode time along ``c_grid`` for each batch asked so far (interpolated in the batch)."""
@@ -157,11 +174,17 @@ class StepModel:
         return self.attention(done + new) - self.attention(done)
 
     def step_time(
-        self, b: int, ctx_mean: float, prefill_tokens: float, attn: float, b_graph: int | None = None
-    ) -> float:
+        self, b: int, ctx_mean: float, prefill_tokens: float, attn: float, b_graph: int | None = None,
+        passes: int = 1,
+    ) -> float:  # fmt: skip
         """A step of ``b`` decodes at mean context ``ctx_mean`` tokens plus ``prefill_tokens``
         prompt tokens whose chunk attention (from :meth:`chunk_attention`) sums to ``attn``, s. The
-        decodes are priced as a batch of ``b_graph`` (default ``b``): the CUDA graph's padded size."""
+        decodes are priced as a batch of ``b_graph`` (default ``b``): the CUDA graph's padded size.
+        ``passes``: prefill passes of a ``separate_prefill`` engine (class docstring)."""
+        if self.separate_prefill and prefill_tokens > 0:
+            gpu = self.rest_gpu(prefill_tokens) + (passes - 1) * self.rest_gpu(1.0) + self.attn[0] + attn
+            pre = max(gpu, passes * self.host_prefill)
+            return pre + (self.decode(b if b_graph is None else b_graph, ctx_mean) if b > 0 else 0.0)
         if b > 0:
             gpu = self.decode_gpu(b if b_graph is None else b_graph, ctx_mean)
             if prefill_tokens > 0:
@@ -180,44 +203,47 @@ class StepModel:
 
 
 def build_step_model(
-    sc: Scenario, cluster: ClusterInfo, tp: int, max_batch: int, max_len: int, max_tokens: int = 0
+    sc: Scenario,
+    cluster: ClusterInfo,
+    tp: int,
+    max_batch: int,
+    max_len: int,
+    max_tokens: int = 0,
+    engine: ServingSpec | None = None,
 ) -> StepModel:
     """Sample the inference engine into a :class:`StepModel` for batches up to ``max_batch``,
-    contexts up to ``max_len`` tokens and steps of up to ``max(max_len, max_tokens)`` tokens."""
+    contexts up to ``max_len`` tokens and steps of up to ``max(max_len, max_tokens)`` tokens.
+
+    ``engine``'s properties (default: none of them): ``prefill_framework`` prices the prefill rows under that
+    framework (an engine whose decode steps are CUDA-graph replays while its prefill runs eager, its host time
+    per pass included); ``decode_context_buckets`` prices a decode step at context ``c`` as one attending over
+    the bucket ``padded_context(c)``; ``mixed_step: separate`` sets ``separate_prefill``."""
     inf = sc.inference
     assert inf is not None
+    buckets = engine.decode_context_buckets if engine is not None else None
+    pre_fw = engine.prefill_framework if engine is not None else None
+    fw = sc.runtime.framework
     b_grid = _grid(max(max_batch, 2))
-    c_top = max(max_len, 2)
-    n_grid = _grid(max(c_top, max_tokens))
+    c_top = max(max_len, 2, min(int(padded_context(buckets, max_len)), sc.model.seq_len))
+    n_grid = _bucket_grid(_grid(max(c_top, max_tokens)), buckets, c_top)
     c_grid = [n for n in n_grid if n <= c_top]
     barr = np.asarray(b_grid, dtype=float)
     dec: list[list[float]] = []
     rest: list[float] = []
     attn: list[float] = []
     h_dec = h_pre = 0.0
-    for n in n_grid:
+
+    def evaluate(n: int, batch: Any, framework: str) -> INF.InferenceEval:
         # the engine broadcasts over a batch array; the spec's int field is bypassed on purpose
-        fields: dict[str, Any] = {"batch": barr if n <= c_top else 1}
-        spec = InferenceSpec.model_construct(
-            **fields,
-            prompt_len=n,
-            context_len=n,
-            output_len=1,
-            precision=inf.precision,
-            kv_cache_dtype=inf.kv_cache_dtype,
-        )
-        ev = INF.evaluate(
-            sc.model,
-            spec,
-            cluster,
-            tp,
-            sc.parallel.pp,
-            sc.runtime.framework,
-            sc.calibration,
-            **inference_runtime(sc),
-            paged_kv=True,  # a serving engine's paged KV cache and its decode kernels
-        )
-        pt = {k: float(np.ravel(np.asarray(v, dtype=float))[0]) for k, v in ev.prefill.time.items()}
+        spec = InferenceSpec.model_construct(batch=batch, prompt_len=n, context_len=n, output_len=1,
+                                             precision=inf.precision, kv_cache_dtype=inf.kv_cache_dtype)  # fmt: skip
+        return INF.evaluate(sc.model, spec, cluster, tp, sc.parallel.pp, framework, sc.calibration,
+                            **inference_runtime(sc), paged_kv=True)  # a serving engine's paged KV cache  # fmt: skip
+
+    for n in n_grid:
+        ev = evaluate(n, barr if n <= c_top else 1, fw)
+        ev_pre = ev if pre_fw in (None, fw) else evaluate(n, 1, str(pre_fw))
+        pt = {k: float(np.ravel(np.asarray(v, dtype=float))[0]) for k, v in ev_pre.prefill.time.items()}
         p_host = pt.pop("host_overhead", 0.0)
         p_attn = pt.get("attention", 0.0)
         p_gpu = sum(pt.values())
@@ -234,6 +260,10 @@ def build_step_model(
             dec.append([float(x) for x in d_gpu])
             if np.any(d_host > 0):
                 h_dec = max(h_dec, float(np.max((d_gpu + d_host)[d_host > 0])))
+    if buckets:  # a step at context c attends over c's bucket: the row of the padded context
+        cols = [[row[i] for row in dec] for i in range(len(b_grid))]
+        cg = [float(c) for c in c_grid]
+        dec = [[_interp(cg, col, padded_context(buckets, c)) for col in cols] for c in c_grid]
     # more tokens never take less time (guards interpolation against rounding in the tables)
     rest = [float(x) for x in np.maximum.accumulate(np.asarray(rest))]
     attn = [float(x) for x in np.maximum.accumulate(np.asarray(attn))]
@@ -246,7 +276,62 @@ def build_step_model(
         attn,
         h_dec,
         h_pre,
+        separate_prefill=engine is not None and engine.mixed_step == "separate",
     )
+
+
+def profile_step_model(
+    prof: StepProfile, max_batch: int, max_len: int, max_tokens: int = 0, engine: ServingSpec | None = None
+) -> StepModel:
+    """A measured engine's :class:`StepModel` (``serving.step_profile``): the tables of :func:`build_step_model`
+    sampled from the profile's fitted step times instead of the roofline, over the same grids. The decode table is
+    ``D(b, c)`` (:meth:`~simcore.specs.serving.StepProfile.decode_time` at the context padded to ``engine``'s
+    ``decode_context_buckets``); a lone prefill of ``n`` tokens is ``R(n) + A(n)`` with ``R(n) = c0 + c_token n``
+    and ``A(n) = c_token2 n^2``: a chunk fused into a decode step adds ``c_token n + A``, a separate pass
+    (``mixed_step: separate``) ``R(n) + A``. The host's work is inside the measured times."""
+    buckets = engine.decode_context_buckets if engine is not None else None
+    b_grid = [float(b) for b in _grid(max(max_batch, 2))]
+    c_top = max(max_len, 2)
+    n_grid = [float(n) for n in _bucket_grid(_grid(max(c_top, max_tokens)), buckets, c_top)]
+    c_grid = [n for n in n_grid if n <= c_top]
+    p = prof.prefill
+    return StepModel(
+        b_grid,
+        c_grid,
+        [[prof.decode_time(b, padded_context(buckets, c)) for b in b_grid] for c in c_grid],
+        n_grid,
+        [p.c0 + p.c_token * n for n in n_grid],
+        [p.c_token2 * n * n for n in n_grid],
+        separate_prefill=engine is not None and engine.mixed_step == "separate",
+    )
+
+
+def step_profile(sc: Scenario, spec: ServingSpec, device: str) -> StepProfile | None:
+    """The scenario's ``serving.step_profile``, checked against it: the profiled device (``device``: the
+    cluster's), model and GPU count, no speculative decoding or disaggregated pools (the profile measured
+    neither). ``None`` without one."""
+    if spec.step_profile is None:
+        return None
+    prof = load_step_profile(spec.step_profile)
+    where = "serving.step_profile"
+    if prof.device.lower() != device.lower():
+        raise SpecError(f"{prof.name} was measured on {prof.gpu} ({prof.device}); the cluster's GPU is {device}",
+                        field=where)  # fmt: skip
+    if prof.model != sc.model.name:
+        raise SpecError(
+            f"{prof.name} was measured on the model {prof.model!r}; the scenario's model is {sc.model.name!r}",
+            field=where,
+        )
+    if sc.parallel.tp * sc.parallel.pp != prof.gpus:
+        raise SpecError(
+            f"{prof.name} was measured on {prof.gpus} GPU(s) an instance; the scenario's tp x pp is "
+            f"{sc.parallel.tp * sc.parallel.pp}",
+            field=where,
+        )
+    if spec.speculative is not None or spec.disaggregated is not None:
+        raise SpecError(f"{prof.name} measured plain decoding on mixed instances: drop speculative/disaggregated",
+                        field=where)  # fmt: skip
+    return prof
 
 
 def speculative_step_model(target: StepModel, draft: StepModel, k: int, tokens_per_round: float) -> StepModel:
@@ -757,6 +842,11 @@ class _Instance:
             return nd
         return g[bisect_left(g, nd)]
 
+    def _passes(self, chunks: list[tuple[_Req, int]]) -> int:
+        """Prefill passes of a step of these chunks: one, or with ``separate_prefill`` one per distinct chunk
+        length (``serving.mixed_step: separate``: prompts of equal length batched in one pass)."""
+        return len({c for _, c in chunks}) if self.m.separate_prefill and chunks else 1
+
     def _plan(self) -> tuple[float, list[tuple[_Req, int]]] | None:
         k = self.k + 1
         self.kinc = 1
@@ -764,7 +854,7 @@ class _Instance:
             pre = self._admit(k, self.budget)
             if pre[2]:
                 self.kinc = 0
-                return self.m.step_time(0, 0.0, pre[1], pre[0]), pre[2]
+                return self.m.step_time(0, 0.0, pre[1], pre[0], passes=self._passes(pre[2])), pre[2]
         self._allocate(k)
         nd = self.nd
         if nd and not self.prefilling and (self.blocked or not self.waiting):
@@ -779,7 +869,7 @@ class _Instance:
                 return None
             nd = self.nd
             ctx = (self.S + nd * k) / nd if nd else 0.0
-            return self.m.step_time(nd, ctx, ptok, cost, self._padded(nd)), chunks
+            return self.m.step_time(nd, ctx, ptok, cost, self._padded(nd), self._passes(chunks)), chunks
 
     def _admit(self, k: int, budget: int) -> tuple[float, int, list[tuple[_Req, int]]]:
         """Fill ``budget`` tokens of step ``k`` with prefill chunks: of admitted requests first, then
@@ -1498,18 +1588,22 @@ def _place(
     cluster: ClusterInfo,
     pools: list[Pool],
     lengths: tuple[int, int, int],
+    prof: StepProfile | None = None,
 ) -> _Fleet:
-    """Build every pool's instances into ``sim`` (one step model per tp). ``lengths``: the longest
-    request, the longest prompt (tokens) and the longest context a step model samples; an instance's
-    KV cache must hold the longest request it serves (a prefill instance: the longest prompt)."""
+    """Build every pool's instances into ``sim`` (one step model per tp: the roofline's, or ``prof``'s, the
+    scenario's checked step profile). ``lengths``: the longest request, the longest prompt (tokens) and the
+    longest context a step model samples; an instance's KV cache must hold the longest request it serves (a
+    prefill instance: the longest prompt)."""
     longest, longest_prompt, max_len = lengths
     fleet = _Fleet({}, {}, {}, 0)
     for role, count, tpx in pools:
         key = f"tp{tpx}"
         draft = draft_scenario(sc, spec) if role != "prefill" else None
         if key not in fleet.models:
-            fleet.models[key] = build_step_model(
-                sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens
+            fleet.models[key] = (
+                build_step_model(sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, spec)
+                if prof is None
+                else profile_step_model(prof, spec.max_batch, max_len, spec.max_batch_tokens, spec)
             )
         model = fleet.models[key]
         if draft is not None and spec.speculative is not None:
@@ -1666,12 +1760,18 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     arrival, prompt, output, group = _workload(spec, m.seq_len, m.name)
     n = int(arrival.size)
     pools = _pools(sc, spec, cluster, notes)
+    prof = step_profile(sc, spec, cluster.device.name)
+    if prof is not None:
+        notes.append(
+            f"steps priced by the measured step profile {prof.name} ({prof.engine} engine on {prof.gpu}; decode fit "
+            f"rms {prof.decode.rms_rel:.1%}, prefill fit rms {prof.prefill.rms_rel:.1%}), not the roofline"
+        )
     longest = int((prompt + output).max())
     max_len = int(min(m.seq_len, max(longest + 1, 2)))
     cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
     prio = _priorities(spec, n)
     sim = _Sim(spec, arrival, prompt, output, cached, prio, group)
-    fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len))
+    fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len), prof)
     if spec.disaggregated is not None:
         sim.xfer = _kv_transfers(sc, spec, cluster, prompt)
     sim.run()
@@ -1768,6 +1868,8 @@ __all__ = [
     "StepModel",
     "Stats",
     "build_step_model",
+    "profile_step_model",
+    "step_profile",
     "kv_blocks",
     "serve",
     "simulate",

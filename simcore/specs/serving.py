@@ -233,6 +233,27 @@ class ServingSpec(_Documented):
     cuda_graph_sizes: list[int] | None = None
     """Decode batch sizes captured as CUDA graphs: a decode batch is padded up to the next size (and
     priced at it); a batch above the largest runs unpadded. ``None``: no padding."""
+    prefill_framework: Literal["eager", "compiled", "cuda_graphs"] | None = None
+    """The framework the engine runs its prefill passes in where it differs from ``runtime.framework`` (which
+    then prices the decode steps): e.g. ``eager`` for an engine that replays CUDA graphs for decode but prefills
+    eagerly, paying the eager host time of a pass. ``None``: ``runtime.framework`` for both."""
+    decode_context_buckets: list[int] | None = None
+    """Context lengths (tokens) an engine's decode attention is padded up to (CUDA graphs captured per context
+    bucket attend over the whole bucket): a step at context ``c`` is priced at the smallest bucket ``>= c``
+    (above the last bucket: unpadded). Priced at the step's mean context, where an engine pads to the bucket of
+    its longest sequence. ``None``: the actual context."""
+    mixed_step: Literal["fused", "separate"] = "fused"
+    """A step with both prompts and decodes: one ``fused`` forward pass over the prompt chunks and the decode
+    tokens (vLLM, SGLang, TensorRT-LLM, ``transformers``' continuous batching), or ``separate`` passes: the
+    prompts prefilled in passes of their own, one per distinct prompt length (equal lengths batched), then the
+    decode pass (``tools/bench_serving.py``'s reference engine). Each separate pass reads the weights and pays
+    its host time."""
+    step_profile: str | None = None
+    """A measured engine step profile (a name in ``hardware_specs/calibration/`` or a YAML path, written by
+    ``simcore calibrate`` from ``tools/bench_serving.py --steps``): the steps are priced by its fitted decode and
+    prefill times instead of the roofline step model; queueing, batching, KV blocks and scheduling stay
+    simcore's. The scenario's model and GPU count must be the profiled ones (docs/serving.md, "Measured under
+    load"). ``None``: the roofline step model."""
     speculative: SpeculativeSpec | None = None
     """Speculative decoding (draft length, acceptance rate, draft model or heads); ``None``: off
     (the default of vLLM, SGLang and TensorRT-LLM)."""
@@ -260,12 +281,110 @@ class ServingSpec(_Documented):
             not self.cuda_graph_sizes or min(self.cuda_graph_sizes) < 1
         ):
             raise ValueError("cuda_graph_sizes needs batch sizes of at least 1")
+        if self.decode_context_buckets is not None and (
+            not self.decode_context_buckets or min(self.decode_context_buckets) < 1
+        ):
+            raise ValueError("decode_context_buckets needs context lengths of at least 1 token")
         if self.max_batch_tokens < self.max_batch:
             raise ValueError(
                 f"max_batch_tokens ({self.max_batch_tokens}) must be at least max_batch ({self.max_batch}):"
                 " every running sequence decodes one token per step"
             )
         return self
+
+
+class DecodeFit(_Documented):
+    """A decode step's fitted time: ``t = c0 + c_batch * b + c_kv * b * ctx`` seconds for ``b`` sequences
+    attending over ``ctx`` tokens each (the context padded to the engine's buckets where it has them)."""
+
+    c0: float = Field(ge=0)
+    """Seconds a step costs whatever its batch (host work, kernel launches, the weights' read)."""
+    c_batch: float = Field(ge=0)
+    """Seconds per sequence of the batch."""
+    c_kv: float = Field(ge=0)
+    """Seconds per KV-cache token attended."""
+    points: list[list[float]] = []
+    """The fitted points: ``[batch, context, measured s, fitted s]``."""
+    rms_rel: float = 0.0
+    """Root-mean-square of the points' relative residuals (fitted / measured - 1)."""
+
+
+class PrefillFit(_Documented):
+    """A prompt's prefill step, alone in the engine: ``t = c0 + c_token * n + c_token2 * n**2`` seconds for ``n``
+    prompt tokens (the quadratic term: causal attention)."""
+
+    c0: float = Field(ge=0)
+    c_token: float = Field(ge=0)
+    c_token2: float = Field(ge=0)
+    points: list[list[float]] = []
+    """The fitted points: ``[prompt tokens, measured s, fitted s]``."""
+    rms_rel: float = 0.0
+
+
+class StepProfile(_Documented):
+    """An engine's measured step costs on one GPU (``hardware_specs/calibration/served-<engine>-<gpu>.yaml``),
+    fitted by :mod:`simcore.calibration.fit_served` from ``tools/bench_serving.py --steps``."""
+
+    kind: Literal["serving_step_profile"] = "serving_step_profile"
+    name: str
+    engine: str
+    """The engine measured (``runtime.implementation`` of its scenarios)."""
+    gpu: str
+    """The GPU it ran on, as the driver names it."""
+    device: str
+    """That GPU's device spec name (``h100``); a scenario on another device is an error."""
+    gpus: Int = Field(default=1, gt=0)
+    model: str
+    """The model measured (``model.name``); a scenario naming another is an error."""
+    precision: str = "bf16"
+    context_buckets: list[int] | None = None
+    """Context lengths the engine padded its decode attention up to when measured (the fit's contexts are the
+    padded ones; a scenario states its engine's as ``serving.decode_context_buckets``). ``None``: none."""
+    decode: DecodeFit
+    prefill: PrefillFit
+    source: str = ""
+    """The measurements fitted."""
+    fitted: str = ""
+    """When (UTC date)."""
+
+    def decode_time(self, b: float, ctx: float) -> float:
+        """:class:`DecodeFit`'s time of a decode step of ``b`` sequences attending over ``ctx`` tokens each (s)."""
+        d = self.decode
+        return d.c0 + d.c_batch * b + d.c_kv * b * ctx
+
+    def prefill_time(self, n: float) -> float:
+        """:class:`PrefillFit`'s time of one ``n``-token prompt prefilled alone (s)."""
+        p = self.prefill
+        return p.c0 + p.c_token * n + p.c_token2 * n * n
+
+
+def padded_context(buckets: list[int] | None, ctx: float) -> float:
+    """The context a decode step attends over: the smallest of ``buckets`` ``>= ctx`` (``ctx`` itself without
+    buckets or above the last)."""
+    for c in sorted(buckets or ()):
+        if c >= ctx:
+            return float(c)
+    return float(ctx)
+
+
+def load_step_profile(name_or_path: str) -> StepProfile:
+    """The step profile ``name_or_path``: a ``calibration/<name>.yaml`` of the spec folders, else a file path."""
+    from pathlib import Path
+
+    from simcore.specs.loader import load_file
+    from simcore.specs.registry import default_registry
+
+    reg = default_registry()
+    path = reg.calibration_path(name_or_path)
+    if path is None:
+        path = Path(name_or_path)
+        if not path.is_file():
+            known = sorted(k for k in reg.calibration_files if k.startswith("served-"))
+            raise SpecError(
+                f"unknown step profile {name_or_path!r}; known: {', '.join(known) or 'none'}",
+                field="serving.step_profile",
+            )
+    return load_file(StepProfile, path)
 
 
 ENGINE_FIELDS = (
@@ -336,6 +455,11 @@ __all__ = [
     "ServingSpec",
     "SpeculativeSpec",
     "StepOrder",
+    "DecodeFit",
+    "PrefillFit",
+    "StepProfile",
+    "load_step_profile",
+    "padded_context",
     "engine_profiles",
     "engine_settings",
     "with_engine",

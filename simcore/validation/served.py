@@ -28,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from simcore.calibration import fit_served
 from simcore.errors import SpecError
 from simcore.serving.sim import RequestLog, simulate
 from simcore.serving.spec import load_serving
 from simcore.specs.loader import validate
+from simcore.specs.registry import default_registry
 from simcore.specs.scenario import Scenario
 from simcore.specs.serving import ServingSpec
 from simcore.validation.steps import traces_dir
@@ -221,9 +223,15 @@ def _err(pred: float, meas: float) -> float:
 
 def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[str, Any]]:
     """Per served scenario and measurement folder: every measured run beside simcore's simulation of its
-    requests on the GPU that ran it, and the saturation rate's error; ``status: no measurement yet`` where no
-    measurement names the scenario."""
+    requests on the GPU that ran it (``predicted``: the roofline step model with the scenario's engine keys;
+    ``profile``: with the engine's measured step profile, where ``simcore calibrate`` wrote one), and the
+    saturation rate's errors (also of the capacity ``predicted.json`` committed before the run);
+    ``status: no measurement yet`` where no measurement names the scenario."""
     found = [(d, *read_measurements(d)) for d in measurement_dirs(data)]
+    pred_path = (folder or SERVED_DIR) / "predicted.json"
+    committed: dict[str, Any] = (
+        json.loads(pred_path.read_text(encoding="utf-8"))["scenarios"] if pred_path.is_file() else {}
+    )
     out: list[dict[str, Any]] = []
     for path in scenario_files(folder):
         sc0, _ = load_serving(path)
@@ -235,24 +243,46 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
         for d, man, runs in sets:
             system = _system_of(man.get("gpu"), sc0.cluster.system or "hgx-h100")
             sc, spec = load_serving(path, [f"cluster.system={system}"])
+            prof = profile_name(sc.runtime.implementation, man.get("gpu"))
+            spec_p = None
+            if prof is not None and spec.step_profile is None:
+                spec_p = validate(ServingSpec, {**spec.model_dump(exclude_unset=True), "step_profile": prof},
+                                  prefix="serving")  # fmt: skip
             rows: list[dict[str, Any]] = []
             for (sname, run), rs in sorted(runs.items(), key=lambda kv: _run_order(kv[0][1])):
                 if sname != name:
                     continue
                 meas = _requests(rs)
                 keep = np.isfinite(meas.arrival)
-                sim = simulate_requests(sc, spec, meas.arrival[keep], meas.prompt[keep], meas.output[keep])
+                req = (meas.arrival[keep], meas.prompt[keep], meas.output[keep])
                 rate = rs[0]["offered_rate"]
                 rows.append({"run": run, "offered_rate": math.inf if rate == "inf" else float(rate),
-                             "measured": summarize(meas), "predicted": summarize(sim)})  # fmt: skip
+                             "measured": summarize(meas), "predicted": summarize(simulate_requests(sc, spec, *req)),
+                             "profile": summarize(simulate_requests(sc, spec_p, *req)) if spec_p else None})  # fmt: skip
             probe = next((r for r in rows if r["run"] == "probe"), None)
             sat = None
             if probe is not None:
                 m, p = probe["measured"]["requests_per_s"], probe["predicted"]["requests_per_s"]
                 sat = {"measured": m, "predicted": p, "error": _err(p, m)}
+                before = committed.get(name, {}).get(system, {}).get("probe", {}).get("requests_per_s")
+                if before is not None:
+                    sat.update(committed=before, committed_error=_err(before, m))
+                if probe["profile"] is not None:
+                    q = probe["profile"]["requests_per_s"]
+                    sat.update(profile=q, profile_error=_err(q, m))
             out.append({"scenario": name, "status": "measured", "data": str(d), "gpu": man.get("gpu"),
-                        "system": system, "engine": sc.runtime.implementation, "runs": rows, "saturation": sat})  # fmt: skip
+                        "system": system, "engine": sc.runtime.implementation, "step_profile": prof if spec_p else None,
+                        "runs": rows, "saturation": sat})  # fmt: skip
     return out
+
+
+def profile_name(engine: str | None, gpu: str | None) -> str | None:
+    """The step profile ``simcore calibrate`` wrote for ``engine`` on ``gpu`` (``served-<engine>-<gpu>`` in
+    ``hardware_specs/calibration/``), if there is one."""
+    if not engine:
+        return None
+    name = fit_served.profile_name(engine, gpu)
+    return name if default_registry().calibration_path(name) is not None else None
 
 
 def _run_order(run: str) -> tuple[int, str]:
@@ -264,36 +294,43 @@ def _ms(x: float) -> str:
 
 
 def format_report(res: list[dict[str, Any]]) -> str:
-    """The comparison as text tables: one per measured scenario, a line per run."""
+    """The comparison as text tables: one per measured scenario, a line per run: measured / roofline-predicted
+    (/ step-profile-predicted where the engine has a profile)."""
     lines: list[str] = []
     for s in res:
         if s["status"] != "measured":
             lines.append(f"{s['scenario']}: no measurement yet")
             continue
+        prof = s.get("step_profile")
         lines.append(
             f"{s['scenario']} ({s['engine']} engine, {s['gpu']}, simulated on {s['system']}; {s['data']})"
         )
+        cols = "measured / roofline" + (f" / {prof}" if prof else "")
+        lines.append(f"  each cell: {cols}")
         lines.append(
-            f"  {'run':6s} {'rate/s':>7s} {'n':>4s} | {'TTFT p50 / p99 ms':>23s} | {'TPOT p50 / p99 ms':>23s}"
-            f" | {'requests/s':>13s} | {'output tok/s':>15s}"
+            f"  {'run':6s} {'rate/s':>7s} {'n':>4s} | {'TTFT p50 ms':>19s} | {'TTFT p99 ms':>19s} | {'TPOT p50 ms':>19s}"
+            f" | {'TPOT p99 ms':>19s} | {'requests/s':>19s}"
         )
-        lines.append("  " + " " * 20 + "| measured  / predicted    " * 4)
         for r in s["runs"]:
-            m, p = r["measured"], r["predicted"]
             rate = "burst" if math.isinf(r["offered_rate"]) else f"{r['offered_rate']:.3g}"
-            lines.append(
-                f"  {r['run']:6s} {rate:>7s} {int(m['requests']):4d} | "
-                f"{_ms(m['ttft_p50']):>5s} {_ms(m['ttft_p99']):>5s} / {_ms(p['ttft_p50']):>5s} {_ms(p['ttft_p99']):>5s} | "
-                f"{_ms(m['tpot_p50']):>5s} {_ms(m['tpot_p99']):>5s} / {_ms(p['tpot_p50']):>5s} {_ms(p['tpot_p99']):>5s} | "
-                f"{m['requests_per_s']:6.3g} / {p['requests_per_s']:<6.3g}| "
-                f"{m['output_tokens_per_s']:7.4g} / {p['output_tokens_per_s']:<7.4g}"
-            )
+            sums = [r["measured"], r["predicted"]] + ([r["profile"]] if r.get("profile") else [])
+            cells = [
+                " / ".join(_ms(x[k]) for x in sums) for k in ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99")
+            ]
+            cells.append(" / ".join(f"{x['requests_per_s']:.3g}" for x in sums))
+            lines.append(f"  {r['run']:6s} {rate:>7s} {int(r['measured']['requests']):4d} | "
+                         + " | ".join(f"{c:>19s}" for c in cells))  # fmt: skip
         sat = s["saturation"]
         if sat is not None:
-            lines.append(
-                f"  saturation rate (burst): measured {sat['measured']:.3g}/s, predicted {sat['predicted']:.3g}/s,"
-                f" error {sat['error']:+.1%}"
+            line = (
+                f"  saturation rate (burst): measured {sat['measured']:.3g}/s, roofline {sat['predicted']:.3g}/s"
+                f" ({sat['error']:+.1%})"
             )
+            if "profile" in sat:
+                line += f", step profile {sat['profile']:.3g}/s ({sat['profile_error']:+.1%})"
+            if "committed" in sat:
+                line += f"; committed before the run {sat['committed']:.3g}/s ({sat['committed_error']:+.1%})"
+            lines.append(line)
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -307,6 +344,7 @@ __all__ = [
     "jsonable",
     "measurement_dirs",
     "predict",
+    "profile_name",
     "read_measurements",
     "simulate_requests",
     "summarize",

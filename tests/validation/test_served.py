@@ -182,7 +182,7 @@ def test_cli_prints_the_comparison(tmp_path: Path, synthetic: dict[str, V.Reques
                          capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
     assert "served-hf-bursty-lognormal: no measurement yet" in out
     assert "served-ref-poisson-fixed (reference engine, NVIDIA H100 80GB HBM3" in out
-    assert "error +0.0%" in out
+    assert "roofline" in out and "(+0.0%)" in out
 
 
 def test_choose_rates() -> None:

@@ -1,0 +1,277 @@
+"""Engine step profiles (issue 41): the fitter on a synthetic ``--steps`` collection, the profile's step model
+by hand, ``serving.step_profile`` in a simulation and its errors, ``simcore calibrate`` of a steps folder, and
+tools/bench_serving.py's steps plan (no torch)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simcore.calibration import fit_served as F
+from simcore.errors import SpecError, TraceError
+from simcore.serving.sim import profile_step_model, simulate
+from simcore.serving.spec import load_serving
+from simcore.specs.loader import validate
+from simcore.specs.serving import ServingSpec, StepProfile, load_step_profile, padded_context
+
+ROOT = Path(__file__).resolve().parents[2]
+REF = ROOT / "scenarios" / "served" / "served-ref-poisson-fixed.yaml"
+DEC = (2e-3, 30e-6, 40e-9)  # c0, c_batch, c_kv of the synthetic engine
+PRE = (5e-3, 10e-6, 2e-9)  # c0, c_token, c_token2
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "simcore_tools_bench_serving_steps", ROOT / "tools" / "bench_serving.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = _bench()
+
+
+def t_dec(b: float, ctx: float) -> float:
+    return DEC[0] + DEC[1] * b + DEC[2] * b * ctx
+
+
+def t_pre(n: float) -> float:
+    return PRE[0] + PRE[1] * n + PRE[2] * n * n
+
+
+def write_steps(folder: Path, engine: str = "reference", buckets: list[int] | None = None) -> Path:
+    """A steps collection in tools/bench_serving.py's layout whose engine steps cost exactly ``t_dec`` and
+    ``t_pre`` (its plan's points, one decode step at context P + O/2 a token)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sv = {"max_batch": 64, "max_batch_tokens": 4096}
+    name = "served-ref-poisson-fixed"
+    man = {"gpu": "NVIDIA H100 80GB HBM3", "smoke": False,
+           "scenarios": {name: {"model": {"name": "llama3.2-1b-shape"}, "precision": "bf16"}},
+           "engines": {engine: {name: {"graphs": 0, "context_buckets": buckets}}}}  # fmt: skip
+    (folder / "steps_manifest.json").write_text(json.dumps(man))
+    with gzip.open(folder / f"steps_{engine}.csv.gz", "wt", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=bench.COLS)
+        w.writeheader()
+        for r in bench.plan_steps(engine, sv, 4096):
+            n, p, o = r["requests"], r["prompt"], r["output"]
+            first = t_pre(p)
+            finish = first + sum(t_dec(n, padded_context(buckets, p + k)) for k in range(1, o))
+            for i in range(n):
+                w.writerow({"scenario": name, "run": r["run"], "offered_rate": "inf", "request": i, "arrival_s": 0.0,
+                            "first_token_s": first, "finish_s": finish, "prompt_len": p, "output_len": o,
+                            "generated": o})  # fmt: skip
+    return folder / "steps_manifest.json"
+
+
+def test_fit_recovers_the_engine(tmp_path: Path) -> None:
+    (prof,) = F.fit(write_steps(tmp_path))
+    assert prof.name == "served-reference-h100" and prof.device == "h100" and prof.context_buckets is None
+    assert prof.model == "llama3.2-1b-shape"
+    d, p = prof.decode, prof.prefill
+    assert (d.c0, d.c_batch, d.c_kv) == pytest.approx(DEC, rel=1e-6)
+    assert (p.c0, p.c_token, p.c_token2) == pytest.approx(PRE, rel=1e-6)
+    assert d.rms_rel < 1e-9 and p.rms_rel < 1e-9
+    assert len(p.points) == len(bench.STEP_PROMPTS)  # the repeats of a length are one point (their median)
+
+
+def test_fit_reads_the_engines_context_buckets(tmp_path: Path) -> None:
+    """The reference engine attends over context buckets: the fit's contexts are the padded ones."""
+    (prof,) = F.fit(write_steps(tmp_path, buckets=[256, 1024, 4096]))
+    assert prof.context_buckets == [256, 1024, 4096]
+    assert (prof.decode.c0, prof.decode.c_batch, prof.decode.c_kv) == pytest.approx(DEC, rel=1e-6)
+    assert {row[1] for row in prof.decode.points} == {256.0, 1024.0, 4096.0}
+
+
+def test_nonneg_fit_keeps_coefficients_non_negative() -> None:
+    x = np.column_stack([np.ones(4), np.arange(1.0, 5.0)])
+    y = np.array([4.0, 3.0, 2.0, 1.0])  # falling: the slope would be negative, so only the constant stays
+    c = F.nonneg_fit(x, y)
+    assert c[1] == 0.0 and c[0] > 0.0
+
+
+def test_a_collection_without_enough_points_is_an_error(tmp_path: Path) -> None:
+    man = write_steps(tmp_path)
+    with gzip.open(tmp_path / "steps_reference.csv.gz", "rt") as f:
+        rows = f.read().splitlines()
+    keep = [rows[0]] + [
+        r for r in rows[1:] if ",prefill-p128-" in r or ",prefill-p512-" in r or ",decode-" in r
+    ]
+    with gzip.open(tmp_path / "steps_reference.csv.gz", "wt") as f:
+        f.write("\n".join(keep) + "\n")
+    with pytest.raises(TraceError, match="prefill length"):
+        F.fit(man)
+    with pytest.raises(TraceError, match="no steps_manifest.json"):
+        F.fit(tmp_path / "nowhere")
+
+
+def _profile() -> StepProfile:
+    return StepProfile(name="served-x-h100", engine="x", gpu="H100", device="h100", model="llama3.2-1b-shape",
+                       decode={"c0": DEC[0], "c_batch": DEC[1], "c_kv": DEC[2]},  # type: ignore[arg-type]
+                       prefill={"c0": PRE[0], "c_token": PRE[1], "c_token2": PRE[2]})  # type: ignore[arg-type]  # fmt: skip
+
+
+def _engine(**kw: object) -> ServingSpec:
+    return validate(ServingSpec, {"rate": 1.0, **kw}, prefix="serving")
+
+
+def test_profile_step_model_by_hand() -> None:
+    sep = profile_step_model(_profile(), 64, 4096, 4096, _engine(mixed_step="separate"))
+    assert sep.decode(8, 1024) == pytest.approx(2e-3 + 8 * 30e-6 + 8 * 1024 * 40e-9)
+    assert sep.prefill(512) == pytest.approx(t_pre(512))  # on the grid: R(512) + A(512)
+    # 8 decodes at 1024 plus a 512-token prompt: a separate pass is the whole prefill, then the decode step
+    mixed = sep.step_time(8, 1024.0, 512, sep.chunk_attention(0.0, 512))
+    assert mixed == pytest.approx(sep.decode(8, 1024) + t_pre(512))
+    # two prompts of different lengths are two passes: the second pays R(1) (its fixed cost) again
+    two = sep.step_time(8, 1024.0, 1024, 2 * sep.chunk_attention(0.0, 512), passes=2)
+    one = sep.step_time(8, 1024.0, 1024, 2 * sep.chunk_attention(0.0, 512), passes=1)
+    assert two - one == pytest.approx(PRE[0] + PRE[1])
+    fused = profile_step_model(_profile(), 64, 4096, 4096)  # one pass: the chunk's tokens only
+    assert fused.step_time(8, 1024.0, 512, fused.chunk_attention(0.0, 512)) == pytest.approx(
+        fused.decode(8, 1024) + PRE[1] * 512 + PRE[2] * (512**2 - 1)
+    )
+
+
+def test_context_buckets_pad_the_decode() -> None:
+    assert padded_context([128, 256, 512], 100) == 128 and padded_context([128, 256], 128) == 128
+    assert padded_context([128, 256], 2000) == 2000 and padded_context(None, 300) == 300
+    m = profile_step_model(_profile(), 64, 4096, 4096, _engine(decode_context_buckets=[128, 256, 512, 1024]))
+    assert m.decode(4, 384) == pytest.approx(t_dec(4, 512))  # 384 is on the grid; attends over 512
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(1, 64), st.floats(1, 64), st.floats(16, 4000), st.floats(16, 4000))
+def test_decode_time_grows_with_batch_and_context(b1: float, b2: float, c1: float, c2: float) -> None:
+    buckets = [128, 256, 512, 1024, 2048, 4096]
+    prof = _profile()
+    if b1 <= b2 and c1 <= c2:
+        assert prof.decode_time(b1, padded_context(buckets, c1)) <= prof.decode_time(
+            b2, padded_context(buckets, c2)
+        )
+
+
+def _spec(spec: ServingSpec, **kw: object) -> ServingSpec:
+    return validate(ServingSpec, {**spec.model_dump(exclude_unset=True), **kw}, prefix="serving")
+
+
+def test_serving_with_a_step_profile(tmp_path: Path) -> None:
+    """One request alone: its TTFT is the profile's prefill, its TPOT the decode steps at batch 1."""
+    (prof,) = F.fit(write_steps(tmp_path))
+    path = F.write([prof], tmp_path / "out")[0]
+    back = load_step_profile(str(path))  # the YAML keeps the coefficients exactly (the points to 4 digits)
+    assert (back.decode.c_kv, back.prefill.c_token2) == (prof.decode.c_kv, prof.prefill.c_token2)
+    sc, spec = load_serving(REF)
+    run = simulate(sc, _spec(spec, requests=1, step_profile=str(path)))
+    (ttft,) = run.log.ttft
+    assert ttft == pytest.approx(t_pre(512), rel=1e-6)
+    # its decode steps attend over 513 ... 639 tokens, padded to the scenario's bucket of 1024
+    assert spec.decode_context_buckets is not None and 1024 in spec.decode_context_buckets
+    assert run.log.tpot[0] == pytest.approx(t_dec(1, 1024), rel=1e-6)
+    assert any("step profile served-reference-h100" in n for n in run.result.notes)
+
+
+def test_a_step_profile_of_another_model_or_gpu_is_an_error(tmp_path: Path) -> None:
+    (prof,) = F.fit(write_steps(tmp_path))
+    path = F.write([prof.model_copy(update={"model": "llama3-8b"})], tmp_path / "m")[0]
+    sc, spec = load_serving(REF)
+    with pytest.raises(SpecError, match="measured on the model 'llama3-8b'"):
+        simulate(sc, _spec(spec, requests=1, step_profile=str(path)))
+    path = F.write([prof], tmp_path / "ok")[0]
+    sc2, spec2 = load_serving(REF, ["cluster.system=hgx-h200"])
+    with pytest.raises(SpecError, match="cluster's GPU is h200"):
+        simulate(sc2, _spec(spec2, requests=1, step_profile=str(path)))
+    with pytest.raises(SpecError, match="unknown step profile 'nope'"):
+        simulate(sc, _spec(spec, requests=1, step_profile="nope"))
+
+
+def test_cli_calibrate_writes_the_profile(tmp_path: Path) -> None:
+    write_steps(tmp_path / "steps")
+    out = subprocess.run([sys.executable, "-m", "simcore.cli", "calibrate", str(tmp_path / "steps"), "-o",
+                          str(tmp_path / "cal")], capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "served-reference-h100: decode t = 2 ms + 30 us x batch + 40 ns x KV tokens" in out.stdout
+    assert load_step_profile(str(tmp_path / "cal" / "served-reference-h100.yaml")).decode.c0 == pytest.approx(
+        2e-3
+    )
+    bad = subprocess.run([sys.executable, "-m", "simcore.cli", "calibrate", str(tmp_path / "steps"), "-o",
+                          str(tmp_path / "x.yaml")], capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "folder" in bad.stderr
+
+
+def test_steps_plan() -> None:
+    sv = {"max_batch": 64, "max_batch_tokens": 4096}
+    hf = bench.plan_steps("huggingface", sv, 4096)
+    ref = bench.plan_steps("reference", sv, 4096)
+    for runs in (hf, ref):
+        names = [r["run"] for r in runs]
+        assert len(names) == len(set(names))
+        assert {r["requests"] for r in runs if r["run"].startswith("decode")} == set(bench.STEP_BATCHES)
+        pre = [r for r in runs if r["run"].startswith("prefill")]
+        assert len(pre) == bench.STEP_REPEATS * len(bench.STEP_PROMPTS) and all(
+            r["requests"] == 1 for r in pre
+        )
+    # Hugging Face keeps its token budget: every decode point's prompts are admitted in one step
+    assert all(r["requests"] * r["prompt"] <= 4096 for r in hf if r["run"].startswith("decode"))
+    assert {r["prompt"] for r in ref if r["requests"] == 64} == {2048, 512, 128}
+    assert bench.MIXED_STEP == {"reference": "separate", "huggingface": "fused"}
+
+
+def test_resume_runs() -> None:
+    prior = {"engines": {"huggingface": {"a": {"capacity_rps": 3.0, "rates": [1.0, 2.0, 3.5]}}},
+             "runs": [{"engine": "huggingface", "scenario": "a", "run": "probe"},
+                      {"engine": "huggingface", "scenario": "a", "run": "r1"},
+                      {"engine": "reference", "scenario": "a", "run": "r0"}]}  # fmt: skip
+    assert bench.resume_runs(prior, "huggingface", "a") == (3.0, [1.0, 2.0, 3.5], {"probe", "r1"})
+    assert bench.resume_runs(prior, "huggingface", "b") == (None, [], set())
+
+
+def test_roofline_engine_properties() -> None:
+    """``prefill_framework``, ``decode_context_buckets`` and ``mixed_step`` in the roofline step model."""
+    from simcore.serving.sim import build_step_model
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster
+
+    sc, spec = load_serving(REF)
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    plain = _spec(spec, prefill_framework=None, decode_context_buckets=None, mixed_step="fused")
+    base = build_step_model(sc, cluster, 1, 64, 700, 4096, plain)
+    eager = build_step_model(sc, cluster, 1, 64, 700, 4096, _spec(plain, prefill_framework="eager"))
+    assert base.host_prefill == 0.0 and eager.host_prefill > base.prefill(
+        512
+    )  # graphs: no host; eager: per pass
+    assert eager.prefill(512) >= eager.host_prefill and eager.dec == base.dec  # decode untouched
+    padded = build_step_model(sc, cluster, 1, 64, 700, 4096, _spec(plain, decode_context_buckets=[256, 1024]))
+    wide = build_step_model(sc, cluster, 1, 64, 1100, 4096, plain)  # 1024 on its grid
+    for b in (1, 8, 64):
+        assert padded.decode(b, 600) == pytest.approx(wide.decode(b, 1024), rel=1e-9)  # 700 -> 1024 sampled
+        assert padded.decode(b, 200) == pytest.approx(wide.decode(b, 256), rel=1e-9)
+    sep = build_step_model(
+        sc, cluster, 1, 64, 700, 4096, _spec(plain, prefill_framework="eager", mixed_step="separate")
+    )
+    a = sep.chunk_attention(0.0, 512)
+    assert sep.step_time(8, 600.0, 512, a) == pytest.approx(sep.prefill(512) + sep.decode(8, 600))
+    assert sep.step_time(8, 600.0, 1024, 2 * a, passes=2) > sep.step_time(8, 600.0, 1024, 2 * a, passes=1)
+
+
+def test_steps_dry_run_prints_the_plan_without_torch(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_serving.py"), "--out", str(tmp_path), "--dry-run",
+                          "--steps", "--budget-s", "150"], capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
+    assert (
+        "steps plan:" in out
+        and "budget 150 s" in out
+        and "decode-b64-p2048" in out
+        and "prefill-p3968-2" in out
+    )
+    assert not list(tmp_path.iterdir())
