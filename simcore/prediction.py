@@ -516,7 +516,8 @@ def moe_layer_time(
 ) -> dict[str, Any]:
     """Device seconds of one MoE feed-forward layer on one rank, forward and backward, by category.
 
-    ``model``: a :class:`~simcore.specs.scenario.ModelSpec` (or its fields as a dict) with ``moe``;
+    ``model``: a :class:`~simcore.specs.scenario.ModelSpec` (or its fields as a dict, or a preset's name)
+    with ``moe``;
     ``tokens``: tokens the rank holds before the dispatch; ``ep`` / ``etp``: expert and expert-tensor
     parallelism (``ep x etp`` GPUs of ``system``). The layer is :func:`simcore.workload.lowering.moe_block_fwd`
     and its backward: router GEMM, fp32 softmax and top-k, dispatch all-to-all (skewed by
@@ -531,6 +532,11 @@ def moe_layer_time(
     from simcore.specs.scenario import ModelSpec
     from simcore.workload import lowering as L
 
+    if isinstance(model, str):  # a preset's name ("deepseek-v3")
+        from simcore.specs.resolve import resolve_scenario_dict
+
+        model = resolve_scenario_dict({"model": {"preset": model}}, default_registry())["model"]
+        model.pop("preset", None)
     m = model if isinstance(model, ModelSpec) else validate(ModelSpec, model, None, "model")
     if m.moe is None:
         raise SpecError("moe_layer_time needs a model with an moe section", field="model.moe")

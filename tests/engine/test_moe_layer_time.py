@@ -48,3 +48,11 @@ def test_bad_arguments_name_the_field(kw: dict, field: str) -> None:  # type: ig
     with pytest.raises(SpecError) as e:
         simcore.moe_layer_time(**args)
     assert e.value.field == field
+
+
+def test_a_preset_name_is_its_model() -> None:
+    from simcore.specs.registry import default_registry
+
+    by_name = simcore.moe_layer_time("qwen3-30b-a3b", 4096)
+    fields = {k: v for k, v in default_registry().model_preset("qwen3-30b-a3b").items() if k != "aliases"}
+    assert by_name["total_s"] == simcore.moe_layer_time(fields, 4096)["total_s"]
