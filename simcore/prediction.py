@@ -34,6 +34,7 @@ from simcore.system import (
     inference_capped,
     on_mig,
     power_capped,
+    scenario_limit,
     training_system,
 )
 from simcore.workload.layout import valid_layouts
@@ -344,7 +345,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     mfu = mflops / (step * gpus * peak)
     hfu = _f(ev.hardware_flops_per_step) / (step * gpus * peak)
     ce = cost_energy(
-        energy_cluster(cluster, sc.cluster.power_cap),
+        energy_cluster(cluster, scenario_limit(sc, cluster.device)),
         step,
         busy_fraction(bd, step),
         tokens,
@@ -419,7 +420,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     kw = inference_runtime(sc)
     ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw)
     ev_pre, dec_cluster, capped = ev, cluster, None
-    if sc.cluster.power_cap is not None:
+    if scenario_limit(sc, cluster.device) is not None:
         ev_pre, ev, dec_cluster, capped = inference_capped(
             sc,
             cluster,

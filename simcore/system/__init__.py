@@ -19,14 +19,15 @@ from pydantic import BaseModel, ConfigDict
 from simcore.comm.host import transfer_time
 from simcore.engine.inference import InferenceEval
 from simcore.errors import SpecError
+from simcore.specs.hardware import Device
 from simcore.specs.profile import load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import Scenario
-from simcore.specs.system import StorageSpec, storage_spec
+from simcore.specs.system import StorageSpec, cooling_table, storage_spec
 from simcore.system.checkpoint import CheckpointResult, checkpoint_bytes, checkpoint_cost
 from simcore.system.dataloader import LoaderResult, loader_wait
 from simcore.system.mig import mig_slice
-from simcore.system.power import PowerCapResult, cap_clocks, clock_scaled
+from simcore.system.power import PowerCapResult, board_limit, cap_clocks, clock_scaled
 from simcore.system.reliability import GoodputResult, goodput, whole_steps
 
 SAMPLE_BYTES_PER_TOKEN = 16.0
@@ -67,20 +68,30 @@ def on_mig(cluster: ClusterInfo, profile: str | None) -> ClusterInfo:
     return dataclasses.replace(cluster, device=mig_slice(cluster.device, profile))
 
 
+def scenario_limit(sc: Scenario, device: Device) -> float | None:
+    """The board power limit (W) of the scenario's GPUs: ``cluster.power_cap``, at most (and by default)
+    the limit of ``cluster.cooling`` (``hardware_specs/cooling``); ``None`` with neither: the TDP
+    (:func:`simcore.system.power.board_limit`)."""
+    cooling = sc.cluster.cooling
+    cooled = None if cooling is None else cooling_table(device.name).limit(cooling)
+    return board_limit(device, sc.cluster.power_cap, cooling, cooled)
+
+
 def power_capped(
     sc: Scenario, cluster: ClusterInfo, breakdown: Mapping[str, Any]
 ) -> tuple[PowerCapResult, ClusterInfo] | None:
-    """``cluster.power_cap`` applied to a step of ``breakdown`` (seconds by category): the clocks at the
-    TDP and under the cap, and the cluster whose device runs at the capped clock (peaks scaled by their
-    ratio) to price the step on again; ``None`` without a cap."""
-    cap = sc.cluster.power_cap
+    """``cluster.power_cap`` and ``cluster.cooling`` applied to a step of ``breakdown`` (seconds by
+    category): the clocks at the TDP and at the board limit (:func:`scenario_limit`), and the cluster
+    whose device runs at the limit's clock (peaks scaled by their ratio) to price the step on again;
+    ``None`` with neither key."""
+    cap = scenario_limit(sc, cluster.device)
     if cap is None:
         return None
     prof = load_profile(cluster.device, sc.calibration)
     clocks = cap_clocks(cluster.device, prof, breakdown, cap)
     ratio = clocks.clock_hz / clocks.uncapped_clock_hz
     sys_max = cluster.system.power_max - cluster.system.gpus * (cluster.device.tdp - cap)
-    clocks = dataclasses.replace(clocks, system_power_max_w=sys_max)
+    clocks = dataclasses.replace(clocks, system_power_max_w=sys_max, cooling=sc.cluster.cooling)
     return clocks, dataclasses.replace(cluster, device=clock_scaled(cluster.device, ratio))
 
 
@@ -121,8 +132,9 @@ def host_gpus(cluster: ClusterInfo) -> int:
 
 
 def energy_cluster(cluster: ClusterInfo, power_cap: float | None) -> ClusterInfo:
-    """``cluster`` whose device draws at most ``power_cap`` watts (the energy model's upper end)."""
-    if power_cap is None or power_cap >= cluster.device.tdp:
+    """``cluster`` whose device draws at most ``power_cap`` watts, the board limit (the energy model's
+    upper end; above the TDP for a liquid-cooled board's higher limit)."""
+    if power_cap is None or power_cap == cluster.device.tdp:
         return cluster
     return dataclasses.replace(cluster, device=cluster.device.model_copy(update={"tdp": power_cap}))
 
@@ -259,5 +271,6 @@ __all__ = [
     "inference_capped",
     "on_mig",
     "power_capped",
+    "scenario_limit",
     "training_system",
 ]

@@ -18,6 +18,7 @@ def test_schema_carries_the_system_keys(capsys: pytest.CaptureFixture[str]) -> N
         ("ClusterSpec", "storage"),
         ("ClusterSpec", "power_cap"),
         ("ClusterSpec", "mig"),
+        ("ClusterSpec", "cooling"),
         ("RuntimeSpec", "dataloader"),
         ("RuntimeSpec", "checkpoint"),
         ("DataLoaderSpec", "pin_memory"),
