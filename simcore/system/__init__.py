@@ -191,6 +191,36 @@ def _loader(sc: Scenario, cluster: ClusterInfo, lay: dict[str, Any], step_s: flo
     return loader_wait(batch * dl.sample_time * slow, step_s / n, copy, dl.num_workers, n, dl.prefetch_factor)
 
 
+def scenario_checkpoint(
+    sc: Scenario, cluster: ClusterInfo, dp: int, state_per_gpu_bytes: float, param_dtype: str
+) -> CheckpointResult:
+    """One checkpoint of the training scenario ``sc`` (``runtime.checkpoint`` to ``cluster.storage``) on
+    ``cluster`` with ``dp`` data-parallel replicas, each GPU holding ``state_per_gpu_bytes`` of weights
+    and optimizer state (:func:`simcore.system.checkpoint.checkpoint_cost`)."""
+    assert sc.training is not None and sc.runtime.checkpoint is not None
+    return checkpoint_cost(
+        sc.runtime.checkpoint,
+        _storage(sc),
+        checkpoint_bytes(sc.model, sc.training, param_dtype),
+        state_per_gpu_bytes,
+        cluster.gpus,
+        int(dp),
+        host_gpus(cluster),
+        cluster.system.name,
+    )
+
+
+def scenario_goodput(
+    sc: Scenario, cluster: ClusterInfo, step_s: float, ckpt: CheckpointResult
+) -> GoodputResult:
+    """Goodput of the scenario's ``reliability`` on ``cluster`` for ``step_s``-second steps and checkpoints
+    costing ``ckpt``, at ``runtime.checkpoint.interval`` or the Young/Daly optimum
+    (:func:`simcore.system.reliability.goodput`)."""
+    assert sc.reliability is not None and sc.runtime.checkpoint is not None
+    hosts = -(-cluster.gpus // host_gpus(cluster))
+    return goodput(sc.reliability, cluster.gpus, hosts, step_s, ckpt, sc.runtime.checkpoint.interval)
+
+
 def training_system(
     sc: Scenario,
     cluster: ClusterInfo,
@@ -231,19 +261,9 @@ def training_system(
     if rt.checkpoint is not None:
         notes.extend(_assumed("runtime.checkpoint", rt.checkpoint, CHECKPOINT_DEFAULTS))
         state = memory.get("weights", 0.0) + memory.get("optimizer", 0.0)
-        ckpt = checkpoint_cost(
-            rt.checkpoint,
-            _storage(sc),
-            checkpoint_bytes(sc.model, tr, param_dtype),
-            state,
-            cluster.gpus,
-            lay["dp"],
-            host_gpus(cluster),
-            cluster.system.name,
-        )
+        ckpt = scenario_checkpoint(sc, cluster, lay["dp"], state, param_dtype)
         if rel is not None:
-            hosts = -(-cluster.gpus // host_gpus(cluster))
-            rl = goodput(rel, cluster.gpus, hosts, step, ckpt, rt.checkpoint.interval)
+            rl = scenario_goodput(sc, cluster, step, ckpt)
             if rel.restart_time is None:
                 notes.append("reliability.restart_time not given: a restart counts only the checkpoint read")
             ttt = None if steps is None else steps * step / rl.goodput
@@ -271,6 +291,8 @@ __all__ = [
     "inference_capped",
     "on_mig",
     "power_capped",
+    "scenario_checkpoint",
+    "scenario_goodput",
     "scenario_limit",
     "training_system",
 ]
