@@ -231,7 +231,7 @@ def sweep_cmd(
         str, typer.Option("--mode", help="predict (the scenario's layout) | plan (best layout per point).")
     ] = "predict",
     engine: Annotated[str, typer.Option("--engine", help="analytic | des (predict mode).")] = "analytic",
-    objective: Annotated[str, typer.Option("--objective", help="Plan mode: time | cost | energy.")] = "time",
+    objective: Annotated[str, typer.Option("--objective", help="Plan mode: time | cost | energy | goodput.")] = "time",
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Draw a result against a swept key to this PNG.")
     ] = None,
