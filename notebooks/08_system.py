@@ -22,7 +22,8 @@
 # 2. pinned vs pageable host memory (`pin_memory`, `simcore.transfer_time`);
 # 3. `nn.DataParallel` vs DDP (`parallel.data_parallel`);
 # 4. eager vs CUDA graphs for a small-batch decode (`runtime.framework`);
-# 5. a MIG slice vs a whole GPU for small-model inference (`cluster.mig`);
+# 5. a MIG slice vs a whole GPU for small-model inference (`cluster.mig`), and MPS / time-slicing
+#    (`cluster.sharing`);
 # 6. checkpointing every hour vs the Young/Daly optimum (`runtime.checkpoint`, `reliability`);
 # 7. a power cap, and air vs liquid cooling (`cluster.power_cap`, `cluster.cooling`).
 #
@@ -125,6 +126,15 @@ mig = pair("mig-slice-vs-whole-gpu", "1g", "whole")
 per_gpu = {"1g": 7 * mig["1g"].tokens_per_s, "whole": mig["whole"].tokens_per_s}
 for side, r in mig.items():
     print(f"{side:5s}: TTFT {r.ttft_s * 1e3:.0f} ms, {r.tokens_per_s:.0f} tokens/s per job, {per_gpu[side]:.0f} per GPU")
+
+# %% [markdown]
+# Several small jobs on one GPU instead (`cluster.sharing`): four processes of an eager, batch-1 decode,
+# time-sliced or under MPS (`contrast-gpu-sharing-{alone,time-slicing,mps}`).
+
+# %%
+for side, r in pair("gpu-sharing", "alone", "time-slicing", "mps").items():
+    per_gpu = r.sharing.tokens_per_s_per_gpu if r.sharing else r.tokens_per_s
+    print(f"{side:12s}: {r.decode_step_time_s * 1e3:5.1f} ms per step, {r.tokens_per_s:4.0f} tokens/s per process, {per_gpu:4.0f} per GPU")
 
 # %% [markdown]
 # ## 6. Checkpoint every hour vs the optimum (16,384 H100s)

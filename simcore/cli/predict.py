@@ -191,6 +191,13 @@ def _table_inference(r: InferenceResult) -> None:
     if (pc := r.system_effects) is not None:
         for phase, c in (("prefill", pc.prefill), ("decode", pc.decode)):
             add_row(t, f"{_limit_label(c)} ({phase})", _limit_text(c))
+    if (sh := r.sharing) is not None:
+        add_row(
+            t,
+            f"GPU shared ({sh.mode})",
+            f"{sh.processes} processes: {sh.tokens_per_s_per_gpu:,.0f} tokens/s per GPU "
+            f"(alone {_tf(sh.alone_step_s)} per step; {sh.bound}-bound)",
+        )
     console.print(t)
     for title, bd, tot in (
         ("prefill", r.breakdown_prefill, r.prefill_time_s),

@@ -10,7 +10,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 from simcore.specs.hardware import FabricSpec
 from simcore.specs.quantities import Int, Seconds, Spec, Watts, integer_value
 from simcore.specs.serving import ServingSpec
-from simcore.specs.system import CheckpointSpec, DataLoaderSpec, ReliabilitySpec, StorageSpec
+from simcore.specs.system import CheckpointSpec, DataLoaderSpec, ReliabilitySpec, SharingSpec, StorageSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
 InferencePrecision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
@@ -55,6 +55,14 @@ class ClusterSpec(Spec):
             "figure for that cooling (``hardware_specs/cooling``: B200 1000 W air, 1200 W liquid; H100 "
             "and H200 700 W either way), and the SM clock is the one whose average draw fits it "
             "(docs/system.md, 'Cooling'). ``None``: the device's TDP (the system's own cooling)."
+        ),
+    )
+    sharing: SharingSpec | None = Field(
+        default=None,
+        description=(
+            "Inference: several processes, each running this job with its own weights and KV cache, "
+            "share each GPU by time-slicing or MPS: each one's decode step and the GPU's throughput "
+            "(docs/system.md, 'MPS and time-slicing'). ``None``: one process per GPU."
         ),
     )
     mig: str | None = Field(
@@ -480,6 +488,10 @@ class Scenario(Spec):
                 raise ValueError(
                     f"{given[0]} is modelled for training scenarios (this one is kind: {self.kind})"
                 )
+        if self.kind != "inference" and self.cluster.sharing is not None:
+            raise ValueError(
+                f"cluster.sharing is modelled for inference scenarios (this one is kind: {self.kind})"
+            )
         served = {
             "cluster.mig": self.cluster.mig,
             "cluster.power_cap": self.cluster.power_cap,

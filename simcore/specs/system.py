@@ -183,6 +183,17 @@ class MigTable(_Documented):
         )
 
 
+class SharingSpec(_Documented):
+    """Several processes running the scenario's inference job on one GPU (docs/system.md, "MPS and
+    time-slicing")."""
+
+    mode: Literal["time_slicing", "mps"]
+    """``time_slicing``: the driver's default between processes, one context's kernels at a time;
+    ``mps``: the Multi-Process Service, kernels of all processes at once on shared SMs."""
+    processes: Int = Field(ge=2)
+    """Processes sharing the GPU, each with its own copy of the model and KV cache."""
+
+
 class CoolingTable(_Documented):
     """The sustained board power limit of one device under each cooling it is sold with
     (``hardware_specs/cooling/*.yaml``; docs/system.md, "Cooling")."""
@@ -298,6 +309,7 @@ __all__ = [
     "MigProfile",
     "MigTable",
     "ReliabilitySpec",
+    "SharingSpec",
     "StorageSpec",
     "compute_capability",
     "cooling_table",

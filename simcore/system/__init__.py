@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from simcore.comm.host import transfer_time
 from simcore.engine.inference import InferenceEval
 from simcore.errors import SpecError
+from simcore.memory import RESERVED_BYTES
 from simcore.specs.hardware import Device
 from simcore.specs.profile import load_profile
 from simcore.specs.resolve import ClusterInfo
@@ -27,8 +28,9 @@ from simcore.specs.system import StorageSpec, cooling_table, storage_spec
 from simcore.system.checkpoint import CheckpointResult, checkpoint_bytes, checkpoint_cost
 from simcore.system.dataloader import LoaderResult, loader_wait
 from simcore.system.mig import mig_slice
-from simcore.system.power import PowerCapResult, board_limit, cap_clocks, clock_scaled
+from simcore.system.power import PowerCapResult, board_limit, cap_clocks, clock_scaled, family_seconds
 from simcore.system.reliability import GoodputResult, goodput, whole_steps
+from simcore.system.sharing import SharingResult, shared_decode
 
 SAMPLE_BYTES_PER_TOKEN = 16.0
 """Default bytes a language-model sample carries per token: an int64 token id and an int64 label."""
@@ -123,6 +125,40 @@ def inference_capped(
         ),
     )
     return ev_pre, ev_dec, dec[1], clocks
+
+
+def inference_shared(
+    sc: Scenario, cluster: ClusterInfo, ev: InferenceEval, memory: Mapping[str, float]
+) -> SharingResult:
+    """``cluster.sharing`` applied to an inference evaluation ``ev`` on ``cluster`` (``memory`` per
+    process by part): the processes' decode step from the step alone, its kernel seconds (the step's
+    breakdown outside host and idle time) and its bytes (weights and KV cache) and FLOPs
+    (:func:`simcore.system.sharing.shared_decode`). Every process holds its own copy of the job's memory:
+    more than fit the GPU is an error."""
+    sh, inf = sc.cluster.sharing, sc.inference
+    assert sh is not None and inf is not None
+    dev = cluster.device
+    usable = dev.memory.capacity - RESERVED_BYTES
+    need = sh.processes * memory["total"]
+    if need > usable:
+        raise SpecError(
+            f"{sh.processes} processes need {need / 2**30:.1f} GiB ({memory['total'] / 2**30:.1f} GiB each), "
+            f"more than the {usable / 2**30:.1f} GiB usable on {dev.name}",
+            field="cluster.sharing.processes",
+        )
+    kernels = sum(v for k, v in family_seconds(ev.decode.time).items() if k != "idle")
+    peak = dev.peak.get(inf.precision) or dev.peak["bf16"]
+    return shared_decode(
+        sh.mode,
+        sh.processes,
+        inf.batch,
+        float(ev.decode_step_time_s),
+        float(kernels),
+        memory.get("weights", 0.0) + memory.get("kv_cache", 0.0),
+        float(ev.decode.flops),
+        dev.memory.bandwidth,
+        peak,
+    )
 
 
 def host_gpus(cluster: ClusterInfo) -> int:
@@ -289,6 +325,7 @@ __all__ = [
     "SystemResult",
     "energy_cluster",
     "inference_capped",
+    "inference_shared",
     "on_mig",
     "power_capped",
     "scenario_checkpoint",

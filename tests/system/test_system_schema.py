@@ -19,6 +19,8 @@ def test_schema_carries_the_system_keys(capsys: pytest.CaptureFixture[str]) -> N
         ("ClusterSpec", "power_cap"),
         ("ClusterSpec", "mig"),
         ("ClusterSpec", "cooling"),
+        ("ClusterSpec", "sharing"),
+        ("SharingSpec", "mode"),
         ("RuntimeSpec", "dataloader"),
         ("RuntimeSpec", "checkpoint"),
         ("DataLoaderSpec", "pin_memory"),
