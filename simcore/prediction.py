@@ -32,10 +32,13 @@ from simcore.system import (
     SystemResult,
     energy_cluster,
     inference_capped,
+    inference_shared,
     on_mig,
     power_capped,
+    scenario_limit,
     training_system,
 )
+from simcore.system.sharing import SharingResult
 from simcore.workload.layout import valid_layouts
 from simcore.workload.precision import recipe
 
@@ -51,8 +54,10 @@ class _SystemEffects(BaseModel):
     @model_serializer(mode="wrap")
     def _drop_absent_system(self, handler: Any) -> Any:
         out = handler(self)
-        if isinstance(out, dict) and out.get("system_effects", 0) is None:
-            del out["system_effects"]
+        if isinstance(out, dict):
+            for key in ("system_effects", "sharing"):
+                if key in out and out[key] is None:
+                    del out[key]
         return out
 
 
@@ -118,6 +123,9 @@ class InferenceResult(_SystemEffects):
     context_len: int
     output_len: int
     system_effects: InferencePower | None = None
+    sharing: SharingResult | None = None
+    """``cluster.sharing``: the processes sharing each GPU; the decode step and tokens/s above are then
+    one process's among them."""
     """The power cap's clocks and slowdowns of the prefill and the decode step (``cluster.power_cap``)."""
     prefill_time_s: float
     decode_step_time_s: float
@@ -344,7 +352,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     mfu = mflops / (step * gpus * peak)
     hfu = _f(ev.hardware_flops_per_step) / (step * gpus * peak)
     ce = cost_energy(
-        energy_cluster(cluster, sc.cluster.power_cap),
+        energy_cluster(cluster, scenario_limit(sc, cluster.device)),
         step,
         busy_fraction(bd, step),
         tokens,
@@ -419,7 +427,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     kw = inference_runtime(sc)
     ev = I.evaluate(sc.model, inf, cluster, p.tp, p.pp, rt.framework, sc.calibration, **kw)
     ev_pre, dec_cluster, capped = ev, cluster, None
-    if sc.cluster.power_cap is not None:
+    if scenario_limit(sc, cluster.device) is not None:
         ev_pre, ev, dec_cluster, capped = inference_capped(
             sc,
             cluster,
@@ -437,6 +445,10 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     pre = _f(ev_pre.prefill_time_s)
     dec = _f(ev.decode_step_time_s)
     mem = {k: _f(v) for k, v in ev.memory.items()}
+    shared = None
+    if sc.cluster.sharing is not None:
+        shared = inference_shared(sc, dec_cluster, ev, mem)
+        dec_mid, dec = dec_mid * shared.step_s / dec, shared.step_s
     fits, reason = _fits(mem["total"], cluster)
     cal, notes = _calibration_note(cluster, sc.calibration)
     notes = stack_note(sc.runtime.stack, chosen) + notes
@@ -454,6 +466,7 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         context_len=int(ev.context_len),
         output_len=inf.output_len,
         system_effects=capped,
+        sharing=shared,
         prefill_time_s=pre,
         decode_step_time_s=dec,
         prefill_host_s=_f(ev_pre.prefill_host_s),

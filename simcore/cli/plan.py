@@ -58,7 +58,14 @@ def plan_cmd(
         str | None,
         typer.Option("--gpus", help="GPUs to plan for; several as 512,1024,2048 (default: the scenario's)."),
     ] = None,
-    objective: Annotated[str, typer.Option("--objective", help="time | cost | energy (per token).")] = "time",
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective",
+            help="time | cost | energy (per token) | goodput (wall-clock time per token with failures: needs "
+            "reliability and runtime.checkpoint).",
+        ),
+    ] = "time",
     top: Annotated[int, typer.Option("--top", help="Layouts to show.")] = 5,
     des: Annotated[
         int, typer.Option("--des", help="Re-check this many of the best with the discrete-event engine.")
@@ -150,21 +157,30 @@ def plan_cmd(
         )
     )
     t = Table()
-    for c in ("#", "GPUs", "step", "DES step", "MFU", "memory", "train", f"cost {sc.cost.currency}", "MWh"):
+    goodput = objective == "goodput"
+    cols = ["#", "GPUs", "step", "interval", "DES step", "MFU", "memory"]
+    cols += ["goodput", "train (wall)"] if goodput else ["train"]
+    for c in (*cols, f"cost {sc.cost.currency}", "MWh"):
         t.add_column(esc(c), justify="right", no_wrap=True)
     rows = list(res.top)
     if res.baseline is not None:
         rows.append({**res.baseline, "rank": "base"})
     for e in rows:
+        lo, hi = e.get("step_time_s_low"), e.get("step_time_s_high")
+        train = [_days(e["time_to_train_s"])]
+        if goodput:
+            g = e.get("goodput")
+            train = ["-" if g is None else f"{g:.1%}", _days(e.get("wall_time_to_train_s"))]
         add_row(
             t,
-            str(e["rank"]),
+            f"{e['rank']} tie" if e.get("tie") else str(e["rank"]),
             str(e["gpus"]),
             units.fmt(e["step_time_s"], "time"),
+            "-" if lo is None or hi is None else f"{units.fmt(lo, 'time')}-{units.fmt(hi, 'time')}",
             "-" if e["des_step_time_s"] is None else units.fmt(e["des_step_time_s"], "time"),
             f"{e['mfu']:.1%}",
             units.fmt(e["memory_per_gpu_bytes"], "bytes"),
-            _days(e["time_to_train_s"]),
+            *train,
             "-" if e["cost"] is None else f"{e['cost']:,.0f}",
             "-" if e["energy_run_kwh"] is None else f"{e['energy_run_kwh'] / 1000:,.0f}",
         )
@@ -178,6 +194,12 @@ def plan_cmd(
                 f"best layout vs the scenario's own on {b['gpus']} GPUs: "
                 f"{b['step_time_s'] / w['step_time_s']:.2f}x faster step"
             )
+    ties = [str(e["rank"]) for e in res.top if e.get("tie")]
+    if ties:
+        say(
+            f"#{', #'.join(ties)} within #1's prediction interval ({res.top[0].get('interval') or 'interval'}): "
+            "a tie, the models cannot tell them apart"
+        )
     if plot is not None:
         say(f"wrote {plot} ({len(res.pareto)} Pareto-optimal layouts)")
     for n in res.notes:
@@ -209,7 +231,7 @@ def sweep_cmd(
         str, typer.Option("--mode", help="predict (the scenario's layout) | plan (best layout per point).")
     ] = "predict",
     engine: Annotated[str, typer.Option("--engine", help="analytic | des (predict mode).")] = "analytic",
-    objective: Annotated[str, typer.Option("--objective", help="Plan mode: time | cost | energy.")] = "time",
+    objective: Annotated[str, typer.Option("--objective", help="Plan mode: time | cost | energy | goodput.")] = "time",
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Draw a result against a swept key to this PNG.")
     ] = None,

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from simcore.prediction import InferenceResult, TrainingResult
     from simcore.specs.scenario import Scenario
     from simcore.system import SystemResult
+    from simcore.system.power import PowerCapResult
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a field: key.path=value (repeatable).")
@@ -127,6 +128,19 @@ def _tf(seconds: float) -> str:
     return units.fmt(seconds, "time")
 
 
+def _limit_label(p: PowerCapResult) -> str:
+    return f"power limit ({p.cooling}-cooled)" if p.cooling else "power cap"
+
+
+def _limit_text(p: PowerCapResult) -> str:
+    """The board limit's clock against the TDP's and what it adds to (or, above the TDP, takes off) the step."""
+    sign = "+" if p.slowdown_s >= 0 else "-"
+    return (
+        f"{units.fmt(p.cap_w, 'power')}: SM clock {p.clock_hz / 1e9:.2f} GHz "
+        f"(at the {units.fmt(p.tdp_w, 'power')} TDP {p.uncapped_clock_hz / 1e9:.2f}), {sign}{_tf(abs(p.slowdown_s))}"
+    )
+
+
 def _system_rows(t: Table, s: SystemResult) -> None:
     """The system around the GPU (docs/system.md): data loading, power cap, checkpoints, goodput."""
     if (d := s.dataloader) is not None:
@@ -136,14 +150,9 @@ def _system_rows(t: Table, s: SystemResult) -> None:
             f"{_tf(d.wait_per_step_s)} ({d.bound}; {d.num_workers} workers, {d.workers_needed} needed)",
         )
     if (p := s.power) is not None:
-        add_row(
-            t,
-            "power cap",
-            f"{units.fmt(p.cap_w, 'power')}: SM clock {p.clock_hz / 1e9:.2f} GHz "
-            f"(uncapped {p.uncapped_clock_hz / 1e9:.2f}), +{_tf(p.slowdown_s)} per step",
-        )
+        add_row(t, _limit_label(p), _limit_text(p) + " per step")
         if p.system_power_max_w is not None:
-            add_row(t, "system power max (capped)", units.fmt(p.system_power_max_w, "power"))
+            add_row(t, "system power max (at the limit)", units.fmt(p.system_power_max_w, "power"))
     if (c := s.checkpoint) is not None:
         add_row(
             t,
@@ -181,12 +190,14 @@ def _table_inference(r: InferenceResult) -> None:
     add_row(t, "calibration", r.calibration)
     if (pc := r.system_effects) is not None:
         for phase, c in (("prefill", pc.prefill), ("decode", pc.decode)):
-            add_row(
-                t,
-                f"power cap ({phase})",
-                f"{units.fmt(c.cap_w, 'power')}: SM clock {c.clock_hz / 1e9:.2f} GHz "
-                f"(uncapped {c.uncapped_clock_hz / 1e9:.2f}), +{_tf(c.slowdown_s)}",
-            )
+            add_row(t, f"{_limit_label(c)} ({phase})", _limit_text(c))
+    if (sh := r.sharing) is not None:
+        add_row(
+            t,
+            f"GPU shared ({sh.mode})",
+            f"{sh.processes} processes: {sh.tokens_per_s_per_gpu:,.0f} tokens/s per GPU "
+            f"(alone {_tf(sh.alone_step_s)} per step; {sh.bound}-bound)",
+        )
     console.print(t)
     for title, bd, tot in (
         ("prefill", r.breakdown_prefill, r.prefill_time_s),

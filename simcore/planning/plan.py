@@ -11,7 +11,16 @@ the objective:
   time-to-train);
 * ``cost``: money per token (GPU-hours x price, plus energy x price per kWh when given; GPU-seconds
   per token without a price);
-* ``energy``: facility joules per token (:mod:`simcore.cost`).
+* ``energy``: facility joules per token (:mod:`simcore.cost`);
+* ``goodput``: wall-clock seconds per token with failures: seconds per token over the goodput of the
+  scenario's ``reliability`` and ``runtime.checkpoint`` (Young/Daly, :mod:`simcore.system.reliability`).
+  The failure rate grows with the GPU count and the checkpoint's stall and restore depend on the layout,
+  so more GPUs can train slower in wall-clock time. Each chunk's best layouts by seconds per token (at
+  least 16) are ranked again by it.
+
+Each winner carries the prediction interval of its step (``step_time_s_low``/``_high``,
+docs/accuracy.md); a runner-up whose objective is within the winner's interval (its value at most the
+winner's times ``step_time_s_high / step_time_s``) is marked ``tie``: the models cannot tell them apart.
 
 The winners are predicted again one by one through :func:`simcore.predict` (the same numbers as
 ``simcore predict`` on that layout) and the first ``des_top`` with ``engine="des"``; the scenario's own
@@ -43,8 +52,9 @@ from simcore.specs.arguments import show
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster, scenario_from_dict
 from simcore.specs.scenario import Scenario
+from simcore.system import scenario_checkpoint, scenario_goodput
 
-OBJECTIVES = ("time", "cost", "energy")
+OBJECTIVES = ("time", "cost", "energy", "goodput")
 PARETO_KEEP = 4000
 """Points of the time-vs-cost cloud kept for plots (a uniform subsample of the valid layouts)."""
 
@@ -133,7 +143,7 @@ def _objective(
     t_tok = step / tps
     price = sc.cost.price_per_gpu_hour
     kwh = getattr(sc.cost, "price_per_kwh", None)
-    if objective == "time" and kwh is None:
+    if objective in ("time", "goodput") and kwh is None:
         c_tok = t_tok * gpus * (price if price is not None else 3600.0) / 3600.0
         return t_tok, c_tok
     busy = K.busy_fraction(ev.breakdown, step)
@@ -142,7 +152,7 @@ def _objective(
         ce["cost_per_step"] if ce["cost_per_step"] is not None else ce["gpu_seconds_per_step"] / 3600.0
     )
     c_tok = np.broadcast_to(cost_step / tps, shape)
-    if objective == "time":
+    if objective in ("time", "goodput"):
         return t_tok, c_tok
     if objective == "cost":
         return c_tok, c_tok
@@ -204,6 +214,11 @@ def _predict_entry(sc: Scenario, lay: dict[str, Any], des: bool) -> dict[str, An
         "energy_per_step_j": float(ce["energy_per_step_j"]),
         "energy_per_token_j": float(ce["energy_per_token_j"]),
         "cost_per_step": None if ce["cost_per_step"] is None else float(ce["cost_per_step"]),
+        "step_time_s_low": r.step_time_s_low,
+        "step_time_s_high": r.step_time_s_high,
+        "interval": r.interval,
+        "goodput": None,
+        "wall_time_to_train_s": None,
         "time_to_train_s": None,
         "gpu_hours": None,
         "cost": None,
@@ -214,6 +229,10 @@ def _predict_entry(sc: Scenario, lay: dict[str, Any], des: bool) -> dict[str, An
         entry["gpu_hours"] = float(ce["gpu_hours"])
         entry["cost"] = None if ce["cost"] is None else float(ce["cost"])
         entry["energy_run_kwh"] = float(ce["energy_run_kwh"])
+    fx = r.system_effects
+    if fx is not None and fx.reliability is not None:
+        entry["goodput"] = fx.reliability.goodput
+        entry["wall_time_to_train_s"] = fx.time_to_train_s
     if des:
         entry["des_step_time_s"] = _des_step(s)
     return entry
@@ -373,7 +392,7 @@ def _checked(
             f"expected a string, got {type(objective).__name__} {show(objective)}", field="objective"
         )
     if objective not in OBJECTIVES:
-        raise SpecError(f"unknown objective {objective!r}; use time, cost or energy", field="objective")
+        raise SpecError(f"unknown objective {objective!r}; use {', '.join(OBJECTIVES)}", field="objective")
     sizes = None if gpus is None else list(_counts(gpus, "gpus"))
     from simcore.specs.resolve import as_scenario
 
@@ -387,6 +406,12 @@ def _checked(
     if tr.global_batch is None and (options is None or options.global_batch is None):
         raise SpecError(
             "plan needs training.global_batch (sequences per step)", field="training.global_batch"
+        )
+    if objective == "goodput" and (sc.reliability is None or sc.runtime.checkpoint is None):
+        raise SpecError(
+            "objective goodput needs the scenario's reliability section and runtime.checkpoint "
+            "(with cluster.storage): failures restart from checkpoints",
+            field="objective",
         )
     if budgeted and not tr.tokens:
         raise SpecError(
@@ -488,7 +513,10 @@ def _keep_best(
     k = min(st.keep, flat.size)
     idx = np.argpartition(flat, k - 1)[:k]
     idx = idx[np.isfinite(flat[idx])]
-    st.best_vals.append(flat[idx])
+    vals = flat[idx]
+    if st.objective == "goodput":
+        vals = _wall_per_token(st, ev, cluster, shape, space, start, idx, vals)
+    st.best_vals.append(vals)
     st.best_refs.append((space, start, idx))
     if st.pareto:
         vflat = np.flatnonzero(valid.ravel())
@@ -502,6 +530,50 @@ def _keep_best(
         st.cloud_t.append(tt[take])
         st.cloud_c.append(cc[take])
         st.cloud_g.append(np.full(int(take.sum()), float(g)))
+
+
+def _wall_per_token(
+    st: _Search,
+    ev: T.TrainingEval,
+    cluster: ClusterInfo,
+    shape: tuple[int, ...],
+    space: SearchSpace,
+    start: int,
+    idx: np.ndarray,
+    t_tok: np.ndarray,
+) -> np.ndarray:
+    """Wall-clock seconds per token of the chunk's layouts ``idx`` (seconds per token ``t_tok``): ``t_tok``
+    over the goodput with the layout's checkpoint (its data-parallel degree, each GPU's weights and
+    optimizer state) and step; ``inf`` where failures come faster than the work they lose."""
+    step = np.broadcast_to(ev.step_time_s, shape).ravel()[idx]
+    state = sum(np.broadcast_to(ev.memory.get(k, 0.0), shape).ravel()[idx] for k in ("weights", "optimizer"))
+    pdt = _param_dtype(st.sc)
+    out = np.full(len(idx), np.inf)
+    for i, lay in enumerate(space.decode(start, idx)):
+        ckpt = scenario_checkpoint(st.sc, cluster, int(lay["dp"]), float(state[i]), pdt)
+        try:
+            g = scenario_goodput(st.sc, cluster, float(step[i]), ckpt).goodput
+        except SpecError:
+            continue  # it never finishes
+        out[i] = t_tok[i] / g if g > 0 else np.inf
+    return out
+
+
+def _mark_ties(entries: list[dict[str, Any]]) -> None:
+    """Mark ``tie`` the runners-up whose objective is within the winner's prediction interval: at most
+    the winner's value times its ``step_time_s_high / step_time_s`` (the interval's factor carries to
+    time, cost and energy per token, all proportional to the step)."""
+    if not entries:
+        return
+    best = entries[0]
+    hi = best.get("step_time_s_high")
+    for e in entries:
+        e["tie"] = False
+    if hi is None:
+        return
+    limit = best["objective_value"] * hi / best["step_time_s"]
+    for e in entries[1:]:
+        e["tie"] = bool(e["objective_value"] <= limit)
 
 
 def _top_entries(st: _Search, top: int, des_top: int) -> tuple[list[dict[str, Any]], list[str]]:
@@ -522,6 +594,7 @@ def _top_entries(st: _Search, top: int, des_top: int) -> tuple[list[dict[str, An
             entry["rank"] = rank + 1
             entry["objective_value"] = float(vals[o])
             entries.append(entry)
+        _mark_ties(entries)
         for e in entries:
             d = e["des_step_time_s"]
             if d is not None and abs(d / e["step_time_s"] - 1.0) > 0.05:
@@ -634,7 +707,7 @@ def plan(
             (global batch, precision, optimizer, tokens), runtime, calibration and cost are kept,
             its parallel plan is the baseline the winners are compared with.
         gpus: cluster size(s); default the scenario's.
-        objective: ``time`` | ``cost`` | ``energy`` (see the module docstring).
+        objective: ``time`` | ``cost`` | ``energy`` | ``goodput`` (see the module docstring).
         top: how many layouts to return, best first.
         options: what to search (:class:`~simcore.planning.space.SearchOptions`, or a dict of its
             fields; one bare value stands for a list of it).

@@ -10,7 +10,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 from simcore.specs.hardware import FabricSpec
 from simcore.specs.quantities import Int, Seconds, Spec, Watts, integer_value
 from simcore.specs.serving import ServingSpec
-from simcore.specs.system import CheckpointSpec, DataLoaderSpec, ReliabilitySpec, StorageSpec
+from simcore.specs.system import CheckpointSpec, DataLoaderSpec, ReliabilitySpec, SharingSpec, StorageSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
 InferencePrecision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
@@ -42,9 +42,27 @@ class ClusterSpec(Spec):
         default=None,
         gt=0,
         description=(
-            "Board power limit per GPU in watts (``nvidia-smi -pl``), at most the device's TDP: the SM "
+            "Board power limit per GPU in watts (``nvidia-smi -pl``), at most the device's TDP (or the "
+            "limit of ``cluster.cooling``): the SM "
             "clock drops until the step's average draw fits it (docs/system.md, 'Power caps'). "
             "``None``: the TDP."
+        ),
+    )
+    cooling: Literal["air", "liquid"] | None = Field(
+        default=None,
+        description=(
+            "How the GPUs are cooled: the board power limit they sustain under load is the device's "
+            "figure for that cooling (``hardware_specs/cooling``: B200 1000 W air, 1200 W liquid; H100 "
+            "and H200 700 W either way), and the SM clock is the one whose average draw fits it "
+            "(docs/system.md, 'Cooling'). ``None``: the device's TDP (the system's own cooling)."
+        ),
+    )
+    sharing: SharingSpec | None = Field(
+        default=None,
+        description=(
+            "Inference: several processes, each running this job with its own weights and KV cache, "
+            "share each GPU by time-slicing or MPS: each one's decode step and the GPU's throughput "
+            "(docs/system.md, 'MPS and time-slicing'). ``None``: one process per GPU."
         ),
     )
     mig: str | None = Field(
@@ -470,8 +488,16 @@ class Scenario(Spec):
                 raise ValueError(
                     f"{given[0]} is modelled for training scenarios (this one is kind: {self.kind})"
                 )
-        if self.kind == "serving" and (self.cluster.mig or self.cluster.power_cap) is not None:
-            key = "cluster.mig" if self.cluster.mig is not None else "cluster.power_cap"
+        if self.kind != "inference" and self.cluster.sharing is not None:
+            raise ValueError(
+                f"cluster.sharing is modelled for inference scenarios (this one is kind: {self.kind})"
+            )
+        served = {
+            "cluster.mig": self.cluster.mig,
+            "cluster.power_cap": self.cluster.power_cap,
+            "cluster.cooling": self.cluster.cooling,
+        }
+        if self.kind == "serving" and (key := next((k for k, v in served.items() if v is not None), None)):
             raise ValueError(
                 f"{key} is modelled for training and inference scenarios (this one is kind: serving)"
             )

@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from simcore.errors import SpecError
 from simcore.specs.loader import read_yaml, validate
-from simcore.specs.quantities import Bandwidth, Bytes, Int, Seconds, Spec
+from simcore.specs.quantities import Bandwidth, Bytes, Int, Seconds, Spec, Watts
 from simcore.specs.registry import builtin_dir
 
 S = TypeVar("S", bound=Spec)
@@ -183,6 +183,40 @@ class MigTable(_Documented):
         )
 
 
+class SharingSpec(_Documented):
+    """Several processes running the scenario's inference job on one GPU (docs/system.md, "MPS and
+    time-slicing")."""
+
+    mode: Literal["time_slicing", "mps"]
+    """``time_slicing``: the driver's default between processes, one context's kernels at a time;
+    ``mps``: the Multi-Process Service, kernels of all processes at once on shared SMs."""
+    processes: Int = Field(ge=2)
+    """Processes sharing the GPU, each with its own copy of the model and KV cache."""
+
+
+class CoolingTable(_Documented):
+    """The sustained board power limit of one device under each cooling it is sold with
+    (``hardware_specs/cooling/*.yaml``; docs/system.md, "Cooling")."""
+
+    device: str
+    air: Watts | None = None
+    """Board power limit (W) the GPU sustains air-cooled; ``None``: not sold air-cooled."""
+    liquid: Watts | None = None
+    """Board power limit (W) the GPU sustains liquid-cooled; ``None``: not sold liquid-cooled."""
+    sources: dict[str, str]
+    notes: list[str] = []
+
+    def limit(self, cooling: Literal["air", "liquid"]) -> float:
+        """The board power limit (W) under ``cooling``; an error when the device is not sold so."""
+        w = self.air if cooling == "air" else self.liquid
+        if w is None:
+            raise SpecError(
+                f"{self.device} is not sold {cooling}-cooled (hardware_specs/cooling)",
+                field="cluster.cooling",
+            )
+        return float(w)
+
+
 class ComputeCapability(_Documented):
     """Per-SM resource limits of one CUDA compute capability (``hardware_specs/cuda``)."""
 
@@ -257,16 +291,28 @@ def mig_table(device: str) -> MigTable:
         raise SpecError(f"no MIG profiles for {device}: {e.problem}", field="cluster.mig") from None
 
 
+@cache
+def cooling_table(device: str) -> CoolingTable:
+    """The board power limits of ``device`` by cooling (``hardware_specs/cooling/DEVICE.yaml``)."""
+    try:
+        return _data("cooling", device, CoolingTable)
+    except SpecError as e:
+        raise SpecError(f"no cooling limits for {device}: {e.problem}", field="cluster.cooling") from None
+
+
 __all__ = [
     "CheckpointSpec",
+    "CoolingTable",
     "ComputeCapability",
     "DataLoaderSpec",
     "FailureRecord",
     "MigProfile",
     "MigTable",
     "ReliabilitySpec",
+    "SharingSpec",
     "StorageSpec",
     "compute_capability",
+    "cooling_table",
     "failure_record",
     "mig_table",
     "storage_spec",

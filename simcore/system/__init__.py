@@ -19,15 +19,18 @@ from pydantic import BaseModel, ConfigDict
 from simcore.comm.host import transfer_time
 from simcore.engine.inference import InferenceEval
 from simcore.errors import SpecError
+from simcore.memory import RESERVED_BYTES
+from simcore.specs.hardware import Device
 from simcore.specs.profile import load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import Scenario
-from simcore.specs.system import StorageSpec, storage_spec
+from simcore.specs.system import StorageSpec, cooling_table, storage_spec
 from simcore.system.checkpoint import CheckpointResult, checkpoint_bytes, checkpoint_cost
 from simcore.system.dataloader import LoaderResult, loader_wait
 from simcore.system.mig import mig_slice
-from simcore.system.power import PowerCapResult, cap_clocks, clock_scaled
+from simcore.system.power import PowerCapResult, board_limit, cap_clocks, clock_scaled, family_seconds
 from simcore.system.reliability import GoodputResult, goodput, whole_steps
+from simcore.system.sharing import SharingResult, shared_decode
 
 SAMPLE_BYTES_PER_TOKEN = 16.0
 """Default bytes a language-model sample carries per token: an int64 token id and an int64 label."""
@@ -67,20 +70,30 @@ def on_mig(cluster: ClusterInfo, profile: str | None) -> ClusterInfo:
     return dataclasses.replace(cluster, device=mig_slice(cluster.device, profile))
 
 
+def scenario_limit(sc: Scenario, device: Device) -> float | None:
+    """The board power limit (W) of the scenario's GPUs: ``cluster.power_cap``, at most (and by default)
+    the limit of ``cluster.cooling`` (``hardware_specs/cooling``); ``None`` with neither: the TDP
+    (:func:`simcore.system.power.board_limit`)."""
+    cooling = sc.cluster.cooling
+    cooled = None if cooling is None else cooling_table(device.name).limit(cooling)
+    return board_limit(device, sc.cluster.power_cap, cooling, cooled)
+
+
 def power_capped(
     sc: Scenario, cluster: ClusterInfo, breakdown: Mapping[str, Any]
 ) -> tuple[PowerCapResult, ClusterInfo] | None:
-    """``cluster.power_cap`` applied to a step of ``breakdown`` (seconds by category): the clocks at the
-    TDP and under the cap, and the cluster whose device runs at the capped clock (peaks scaled by their
-    ratio) to price the step on again; ``None`` without a cap."""
-    cap = sc.cluster.power_cap
+    """``cluster.power_cap`` and ``cluster.cooling`` applied to a step of ``breakdown`` (seconds by
+    category): the clocks at the TDP and at the board limit (:func:`scenario_limit`), and the cluster
+    whose device runs at the limit's clock (peaks scaled by their ratio) to price the step on again;
+    ``None`` with neither key."""
+    cap = scenario_limit(sc, cluster.device)
     if cap is None:
         return None
     prof = load_profile(cluster.device, sc.calibration)
     clocks = cap_clocks(cluster.device, prof, breakdown, cap)
     ratio = clocks.clock_hz / clocks.uncapped_clock_hz
     sys_max = cluster.system.power_max - cluster.system.gpus * (cluster.device.tdp - cap)
-    clocks = dataclasses.replace(clocks, system_power_max_w=sys_max)
+    clocks = dataclasses.replace(clocks, system_power_max_w=sys_max, cooling=sc.cluster.cooling)
     return clocks, dataclasses.replace(cluster, device=clock_scaled(cluster.device, ratio))
 
 
@@ -114,6 +127,40 @@ def inference_capped(
     return ev_pre, ev_dec, dec[1], clocks
 
 
+def inference_shared(
+    sc: Scenario, cluster: ClusterInfo, ev: InferenceEval, memory: Mapping[str, float]
+) -> SharingResult:
+    """``cluster.sharing`` applied to an inference evaluation ``ev`` on ``cluster`` (``memory`` per
+    process by part): the processes' decode step from the step alone, its kernel seconds (the step's
+    breakdown outside host and idle time) and its bytes (weights and KV cache) and FLOPs
+    (:func:`simcore.system.sharing.shared_decode`). Every process holds its own copy of the job's memory:
+    more than fit the GPU is an error."""
+    sh, inf = sc.cluster.sharing, sc.inference
+    assert sh is not None and inf is not None
+    dev = cluster.device
+    usable = dev.memory.capacity - RESERVED_BYTES
+    need = sh.processes * memory["total"]
+    if need > usable:
+        raise SpecError(
+            f"{sh.processes} processes need {need / 2**30:.1f} GiB ({memory['total'] / 2**30:.1f} GiB each), "
+            f"more than the {usable / 2**30:.1f} GiB usable on {dev.name}",
+            field="cluster.sharing.processes",
+        )
+    kernels = sum(v for k, v in family_seconds(ev.decode.time).items() if k != "idle")
+    peak = dev.peak.get(inf.precision) or dev.peak["bf16"]
+    return shared_decode(
+        sh.mode,
+        sh.processes,
+        inf.batch,
+        float(ev.decode_step_time_s),
+        float(kernels),
+        memory.get("weights", 0.0) + memory.get("kv_cache", 0.0),
+        float(ev.decode.flops),
+        dev.memory.bandwidth,
+        peak,
+    )
+
+
 def host_gpus(cluster: ClusterInfo) -> int:
     """GPUs per host (the node with its own CPUs, memory and storage NICs): an HGX server's GPUs, an
     NVL72 rack's compute tray (``tray_gpus``)."""
@@ -121,8 +168,9 @@ def host_gpus(cluster: ClusterInfo) -> int:
 
 
 def energy_cluster(cluster: ClusterInfo, power_cap: float | None) -> ClusterInfo:
-    """``cluster`` whose device draws at most ``power_cap`` watts (the energy model's upper end)."""
-    if power_cap is None or power_cap >= cluster.device.tdp:
+    """``cluster`` whose device draws at most ``power_cap`` watts, the board limit (the energy model's
+    upper end; above the TDP for a liquid-cooled board's higher limit)."""
+    if power_cap is None or power_cap == cluster.device.tdp:
         return cluster
     return dataclasses.replace(cluster, device=cluster.device.model_copy(update={"tdp": power_cap}))
 
@@ -179,6 +227,36 @@ def _loader(sc: Scenario, cluster: ClusterInfo, lay: dict[str, Any], step_s: flo
     return loader_wait(batch * dl.sample_time * slow, step_s / n, copy, dl.num_workers, n, dl.prefetch_factor)
 
 
+def scenario_checkpoint(
+    sc: Scenario, cluster: ClusterInfo, dp: int, state_per_gpu_bytes: float, param_dtype: str
+) -> CheckpointResult:
+    """One checkpoint of the training scenario ``sc`` (``runtime.checkpoint`` to ``cluster.storage``) on
+    ``cluster`` with ``dp`` data-parallel replicas, each GPU holding ``state_per_gpu_bytes`` of weights
+    and optimizer state (:func:`simcore.system.checkpoint.checkpoint_cost`)."""
+    assert sc.training is not None and sc.runtime.checkpoint is not None
+    return checkpoint_cost(
+        sc.runtime.checkpoint,
+        _storage(sc),
+        checkpoint_bytes(sc.model, sc.training, param_dtype),
+        state_per_gpu_bytes,
+        cluster.gpus,
+        int(dp),
+        host_gpus(cluster),
+        cluster.system.name,
+    )
+
+
+def scenario_goodput(
+    sc: Scenario, cluster: ClusterInfo, step_s: float, ckpt: CheckpointResult
+) -> GoodputResult:
+    """Goodput of the scenario's ``reliability`` on ``cluster`` for ``step_s``-second steps and checkpoints
+    costing ``ckpt``, at ``runtime.checkpoint.interval`` or the Young/Daly optimum
+    (:func:`simcore.system.reliability.goodput`)."""
+    assert sc.reliability is not None and sc.runtime.checkpoint is not None
+    hosts = -(-cluster.gpus // host_gpus(cluster))
+    return goodput(sc.reliability, cluster.gpus, hosts, step_s, ckpt, sc.runtime.checkpoint.interval)
+
+
 def training_system(
     sc: Scenario,
     cluster: ClusterInfo,
@@ -219,19 +297,9 @@ def training_system(
     if rt.checkpoint is not None:
         notes.extend(_assumed("runtime.checkpoint", rt.checkpoint, CHECKPOINT_DEFAULTS))
         state = memory.get("weights", 0.0) + memory.get("optimizer", 0.0)
-        ckpt = checkpoint_cost(
-            rt.checkpoint,
-            _storage(sc),
-            checkpoint_bytes(sc.model, tr, param_dtype),
-            state,
-            cluster.gpus,
-            lay["dp"],
-            host_gpus(cluster),
-            cluster.system.name,
-        )
+        ckpt = scenario_checkpoint(sc, cluster, lay["dp"], state, param_dtype)
         if rel is not None:
-            hosts = -(-cluster.gpus // host_gpus(cluster))
-            rl = goodput(rel, cluster.gpus, hosts, step, ckpt, rt.checkpoint.interval)
+            rl = scenario_goodput(sc, cluster, step, ckpt)
             if rel.restart_time is None:
                 notes.append("reliability.restart_time not given: a restart counts only the checkpoint read")
             ttt = None if steps is None else steps * step / rl.goodput
@@ -257,7 +325,11 @@ __all__ = [
     "SystemResult",
     "energy_cluster",
     "inference_capped",
+    "inference_shared",
     "on_mig",
     "power_capped",
+    "scenario_checkpoint",
+    "scenario_goodput",
+    "scenario_limit",
     "training_system",
 ]

@@ -37,8 +37,11 @@ class PowerCapResult:
     slowdown_s: float = 0.0
     """Seconds the cap adds to the step (the step re-priced at the lower clock, less the uncapped one)."""
     system_power_max_w: float | None = None
-    """The system's (node's or rack's) maximum power under the cap: its ``power_max`` less each GPU's
-    headroom ``TDP - cap`` (what a power budget provisions per system)."""
+    """The system's (node's or rack's) maximum power under the limit: its ``power_max`` less each GPU's
+    headroom ``TDP - limit`` (what a power budget provisions per system; more than ``power_max`` under
+    a liquid-cooled limit above the TDP)."""
+    cooling: str | None = None
+    """``cluster.cooling`` when it set (or bounded) the limit: ``air`` or ``liquid``."""
 
 
 def family_seconds(breakdown: Mapping[str, float]) -> dict[str, float]:
@@ -51,13 +54,9 @@ def family_seconds(breakdown: Mapping[str, float]) -> dict[str, float]:
 
 
 def capped(device: Device, prof: ComputeProfile, cap_w: float) -> tuple[Device, ComputeProfile]:
-    """``device`` and ``prof`` restated for a board limit of ``cap_w`` watts: the device's TDP becomes
-    the cap, the profile's power fractions are rescaled so that each family keeps its measured watts."""
-    if cap_w > device.tdp:
-        raise SpecError(
-            f"power cap {cap_w:g} W is above {device.name}'s {device.tdp:g} W TDP (the board limit's maximum)",
-            field="cluster.power_cap",
-        )
+    """``device`` and ``prof`` restated for a board limit of ``cap_w`` watts (below the TDP: a power cap;
+    above it: a liquid-cooled board's higher limit, :func:`board_limit`): the device's TDP becomes the
+    limit, the profile's power fractions are rescaled so that each family keeps its measured watts."""
     scale = device.tdp / cap_w
     pf = {k: v * scale for k, v in prof.power_fraction.items()}
     return device.model_copy(update={"tdp": cap_w}), prof.model_copy(update={"power_fraction": pf})
@@ -83,6 +82,21 @@ def cap_clocks(
     )
 
 
+def board_limit(
+    device: Device, cap_w: float | None, cooling: str | None, cooled_w: float | None
+) -> float | None:
+    """The board power limit (W) a GPU runs at: the power cap ``cap_w`` (``nvidia-smi -pl``), at most
+    the limit ``cooled_w`` its cooling sustains (``hardware_specs/cooling``; else the TDP); the cooled
+    limit itself without a cap; ``None`` with neither (the TDP)."""
+    top = device.tdp if cooled_w is None else cooled_w
+    if cap_w is not None and cap_w > top:
+        what = f"{cooling}-cooled limit" if cooled_w is not None else "TDP (the board limit's maximum)"
+        raise SpecError(
+            f"power cap {cap_w:g} W is above {device.name}'s {top:g} W {what}", field="cluster.power_cap"
+        )
+    return cap_w if cap_w is not None else cooled_w
+
+
 def clock_scaled(device: Device, ratio: float) -> Device:
     """``device`` with every peak rate times ``ratio`` (an SM clock ``ratio`` times the one the step holds
     at the TDP): priced on it, compute-bound kernels slow by ``1 / ratio``, bandwidth-bound ones keep
@@ -90,4 +104,4 @@ def clock_scaled(device: Device, ratio: float) -> Device:
     return device.model_copy(update={"peak": {k: v * ratio for k, v in device.peak.items()}})
 
 
-__all__ = ["PowerCapResult", "cap_clocks", "capped", "clock_scaled", "family_seconds"]
+__all__ = ["PowerCapResult", "board_limit", "cap_clocks", "capped", "clock_scaled", "family_seconds"]

@@ -40,6 +40,10 @@ def test_predict_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
         (["cluster.storage=nfs-at-home", "runtime.checkpoint.mode=sync"], "cluster.storage"),
         (["cluster.power_cap=-5"], "cluster.power_cap"),
         (["reliability.mtbf=0"], "reliability.mtbf"),
+        (["cluster.cooling=water"], "cluster.cooling"),
+        (["cluster.system=gb200-nvl72", "cluster.gpus=8", "cluster.cooling=air"], "cluster.cooling"),
+        (["cluster.system=hgx-a100", "cluster.cooling=liquid"], "cluster.cooling"),
+        (["cluster.system=dgx-b200", "cluster.cooling=air", "cluster.power_cap=1200"], "cluster.power_cap"),
     ],
 )
 def test_bad_system_keys_one_line(capsys: pytest.CaptureFixture[str], sets: list[str], needle: str) -> None:
