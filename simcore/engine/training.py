@@ -930,8 +930,9 @@ def zero3_per_tensor(s: _Step, params: _RankParams) -> Num:
     ``dp`` input views, flattened by one copy per rank, then a reduce-scatter). The synchronize before
     every gather leaves nothing overlapped. Per micro-batch: a gather for the forward, one for the
     backward, one more for the full-recompute forward, and one reduce-scatter, each
-    ``sum over tensors (collective(tensor) + dp copies)``; a copy costs the larger of one eager launch
-    and its bytes' share of a device copy. Tensors: :func:`~simcore.workload.model.weight_tensors` of the
+    ``sum over tensors (collective(tensor) + dp copies)``; the copies cost the larger of their host (each
+    a stream launch from inside the one collective call: ``HostOps.extra_launch_ops`` of an eager op's
+    launch, the host of a launch beyond an op's first) and the bytes' device copy. Tensors: :func:`~simcore.workload.model.weight_tensors` of the
     stage (biases on every projection and norm of a LayerNorm GPT, none in an RMSNorm one); the four
     projection matrices of a layer and the embedding share the bytes, norms and biases are ``hidden``
     elements each (docs/parallelism.md, ZeRO-3 as DeepSpeed shipped it in 2021)."""
@@ -949,7 +950,7 @@ def zero3_per_tensor(s: _Step, params: _RankParams) -> Num:
         coll = big * pricer.comm_time(op, big_b, "dp", dtype) + small * pricer.comm_time(
             op, small_elems * nbytes_per_elem, "dp", dtype
         )
-        copies = tensors * s.dp * pricer.launch_s
+        copies = tensors * s.dp * pricer.launch_s * s.prof.host_ops.extra_launch_ops
         copy_gpu = pricer.price([L.mem_op("copy", elems, nbytes_per_elem, "dp_comm")]).total()
         return coll + np.maximum(copies, copy_gpu)
 
