@@ -38,8 +38,9 @@ from simcore.comm.collectives import (
     normalize_op,
 )
 from simcore.comm.groups import GroupPlacement
-from simcore.comm.topology import Edge, Topology
+from simcore.comm.topology import Edge, Topology, build_topology
 from simcore.errors import SimcoreError
+from simcore.specs.resolve import ClusterInfo
 
 _TOL = 1e-9
 
@@ -520,11 +521,25 @@ def round_slowdown(
     return out
 
 
+def data_parallel_slowdown(cluster: ClusterInfo, tp: int, cp: int, dp: int, op: str = "all_reduce") -> float:
+    """Contention among a Megatron layout's data-parallel groups (>= 1): the ``tp x cp`` groups of one
+    pipeline stage reduce their gradients at the same time (rank order tp, cp, dp, pp: group ``j`` holds
+    ranks ``j + k tp cp``), so :func:`round_slowdown` of all of them together on the cluster's graph, the
+    slowest group's. 1 where the groups stay inside one system (nothing of the fabric is shared)."""
+    width = tp * cp
+    if dp <= 1 or width * dp <= cluster.gpus_per_node:
+        return 1.0
+    topo = build_topology(cluster)
+    groups = [[j + k * width for k in range(dp)] for j in range(width)]
+    return max(round_slowdown(topo, [(op, 1e9, g) for g in groups]))
+
+
 __all__ = [
     "Flow",
     "collective_flows",
     "collective_time_flow",
     "concurrent_collectives",
+    "data_parallel_slowdown",
     "maxmin_rates",
     "round_slowdown",
     "simulate_flows",

@@ -67,6 +67,9 @@ class TrainingLayout:
     """The LM head and loss count as a layer in the split (``account_for_loss_in_pipeline_split``)."""
     stage_layers: tuple[int, ...] | None = None
     """Layers on each pipeline stage, first to last (``parallel.pipeline_layers``); ``None``: even."""
+    dp_slowdown: Num = 1.0
+    """Factor on the data-parallel collectives' seconds for the contention among the layout's concurrent
+    data-parallel groups on the fabric (:func:`simcore.comm.flow.data_parallel_slowdown`; 1: none)."""
     zero3_gather: Num = "bucketed"
     """ZeRO-3's parameter movement: ``bucketed`` (prefetched flat all-gathers) or ``per_tensor``
     (DeepSpeed 2021: one synchronous collective per weight tensor; :func:`zero3_per_tensor`)."""
@@ -860,9 +863,13 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         """Price a collective only if some layout needs it (scalar layouts skip the rest)."""
         return fn() if np.any(mask & (dp > 1)) else zeros
 
-    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
-    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
-    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp"))
+    # the layout's other data-parallel groups reduce at the same time: their contention on the fabric
+    slow = _a(s.lay.dp_slowdown)
+    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt)) * slow
+    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt)) * slow
+    ag = (
+        when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp")) * slow
+    )
     # expert data parallelism: tp x cp x dp / (ep x etp) ranks hold the same experts (parallel folding)
     edp = s.tp * s.cp * dp / (s.ep * s.etp)
     edp_frac = np.where(dp > 1, np.maximum(edp - 1, 0) / np.maximum(dp - 1, 1), 0.0)

@@ -49,3 +49,49 @@ def test_disjoint_leaves_do_not_contend() -> None:
     a = [n * 8 for n in range(0, 2)]
     b = [n * 8 for n in range(14, 16)]
     assert round_slowdown(topo, [("all_to_all", 1e8, a), ("all_to_all", 1e8, b)]) == [1.0, 1.0]
+
+
+def _training(kind: str, over: float, tp: int = 8) -> dict:
+    return {
+        "kind": "training",
+        "cluster": {
+            "system": "hgx-h100", "gpus": 256,
+            "fabric": {"topology": kind, "oversubscription": over, "switch_radix": 16},
+        },
+        "model": {"preset": "llama3-8b"},
+        "training": {"micro_batch": 1, "global_batch": 256 // tp * 4, "precision": "bf16"},
+        "parallel": {"tp": tp, "zero": 1},
+        "runtime": {"stack": "megatron"},
+    }  # fmt: skip
+
+
+def test_predict_prices_data_parallel_contention_on_an_oversubscribed_fabric() -> None:
+    """A fat tree's leaves carry all 8 data-parallel rings of a TP-8 job (one per GPU of a node): on an
+    oversubscribed one the flow model slows the gradient reduction and the prediction says so; a
+    rail-optimised fabric keeps each ring on its own rail (no contention), and a non-blocking one is
+    priced as before."""
+    from simcore.prediction import TrainingResult, predict
+    from simcore.specs.resolve import scenario_from_dict
+
+    def run(kind: str, over: float) -> TrainingResult:
+        r = predict(scenario_from_dict(_training(kind, over)))
+        assert isinstance(r, TrainingResult)
+        return r
+
+    fat, rail = run("fat_tree", 2.0), run("rail_optimized", 2.0)
+    assert fat.breakdown["dp_comm"] > 2.0 * rail.breakdown["dp_comm"] > 0
+    assert fat.step_time_s > rail.step_time_s
+    assert any("data-parallel collectives" in n for n in fat.notes)
+    assert not any("data-parallel collectives" in n for n in rail.notes)
+    flat = run("fat_tree", 1.0)
+    assert not any("data-parallel collectives" in n for n in flat.notes)
+
+
+def test_data_parallel_groups_inside_one_system_do_not_contend() -> None:
+    from simcore.comm.flow import data_parallel_slowdown
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import resolve_cluster, scenario_from_dict
+
+    sc = scenario_from_dict({**_training("fat_tree", 4.0), "cluster": {"system": "hgx-h100", "gpus": 8}})
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    assert data_parallel_slowdown(cluster, 2, 1, 4) == 1.0
