@@ -939,10 +939,11 @@ def zero3_per_tensor(s: _Step, params: _RankParams) -> Num:
     backward, one more for the full-recompute forward, and one reduce-scatter, each
     ``sum over tensors (collective(tensor) + dp copies)``; the copies cost the larger of their host (each
     a stream launch from inside the one collective call: ``HostOps.extra_launch_ops`` of an eager op's
-    launch, the host of a launch beyond an op's first) and the bytes' device copy. Tensors: :func:`~simcore.workload.model.weight_tensors` of the
-    stage (biases on every projection and norm of a LayerNorm GPT, none in an RMSNorm one); the four
-    projection matrices of a layer and the embedding share the bytes, norms and biases are ``hidden``
-    elements each (docs/parallelism.md, ZeRO-3 as DeepSpeed shipped it in 2021)."""
+    launch, the host of a launch beyond an op's first) and the bytes' device copy. Tensors:
+    :func:`~simcore.workload.model.weight_tensors` of the stage (biases on every projection and norm of a
+    LayerNorm GPT, none in an RMSNorm one; dense models: DeepSpeed's 2021 ZeRO-3 had no experts); the
+    four projection matrices of a layer and the embedding share the bytes, norms and biases are
+    ``hidden`` elements each (docs/parallelism.md, ZeRO-3 as DeepSpeed shipped it in 2021)."""
     model, pricer = s.model, s.pricer
     biased = model.norm == "layernorm"
     tensors = weight_tensors(model, s.layers_per_rank, s.gate_up, biased)
