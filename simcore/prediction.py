@@ -240,6 +240,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "embedding_stage": p.account_for_embedding_in_pipeline_split or None,
         "loss_stage": p.account_for_loss_in_pipeline_split or None,
         "stage_layers": tuple(p.pipeline_layers) if p.pipeline_layers is not None else None,
+        "zero3_gather": p.zero3_gather if p.zero3_gather != "bucketed" else None,
     }
     return {
         "tp": p.tp,
@@ -285,6 +286,13 @@ def evaluate_training(
     if cluster is None:
         cluster = on_mig(resolve_cluster(sc.cluster, default_registry()), sc.cluster.mig)
     lay = layout_of(sc, cluster)
+    if cluster.fabric.oversubscription > 1:
+        # the concurrent data-parallel groups share the oversubscribed fabric: the flow model prices it
+        from simcore.comm.flow import data_parallel_slowdown
+
+        slow = data_parallel_slowdown(cluster, lay["tp"], lay["cp"], lay["dp"])
+        if slow > 1.0:
+            lay["dp_slowdown"] = slow
     ev = T.evaluate(
         sc.model,
         sc.training,
@@ -302,6 +310,11 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     sc, chosen = with_stack(sc)
     notes = stack_note(sc.runtime.stack, chosen)
     cluster, lay, ev = evaluate_training(sc)
+    if "dp_slowdown" in lay:
+        notes.append(
+            f"data-parallel collectives {lay['dp_slowdown']:.2f}x slower: the {lay['tp'] * lay['cp']} concurrent "
+            f"data-parallel groups share the oversubscribed fabric (flow model, docs/parallelism.md)"
+        )
     run_cluster, clocks = cluster, None
     if (capped := power_capped(sc, cluster, ev.breakdown)) is not None:
         clocks, run_cluster = capped

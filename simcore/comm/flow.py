@@ -38,8 +38,9 @@ from simcore.comm.collectives import (
     normalize_op,
 )
 from simcore.comm.groups import GroupPlacement
-from simcore.comm.topology import Edge, Topology
+from simcore.comm.topology import Edge, Topology, build_topology
 from simcore.errors import SimcoreError
+from simcore.specs.resolve import ClusterInfo
 
 _TOL = 1e-9
 
@@ -275,8 +276,11 @@ def collective_flows(
     profile: CommProfile | None = None,
     start: float = 0.0,
     dtype: str = "bf16",
+    rounds: int | None = None,
 ) -> tuple[list[Flow], CollCost]:
     """Expand one collective over ``ranks`` into flows; returns them with the analytic cost they mirror.
+    ``rounds``: a ring-type collective's first ``rounds`` rounds only (every round moves the same
+    pattern, so one round is enough to see how links are shared).
 
     Ring-type collectives become ``steps`` rounds of one flow per rank and channel (each depending on
     the previous round's flow into its sender); with several domains there is one ring per GPU of the
@@ -302,7 +306,7 @@ def collective_flows(
     algo = ALGORITHMS[int(cost.algorithm)]
     if n == 1:
         return [], cost
-    flows, cost = _expand(topo, opn, nbytes, ranks, doms, g, algo, cost, prof, start)
+    flows, cost = _expand(topo, opn, nbytes, ranks, doms, g, algo, cost, prof, start, rounds)
     floor = prof.op_overhead.get(opn, 0.0)
     if floor > 0:
         # the per-call floor (host issue rate) as an empty flow that ends at start + floor
@@ -321,6 +325,7 @@ def _expand(
     cost: CollCost,
     prof: CommProfile,
     start: float,
+    rounds: int | None = None,
 ) -> tuple[list[Flow], CollCost]:
     n = len(ranks)
     cluster = topo.cluster
@@ -360,6 +365,8 @@ def _expand(
             rings.append(order)
         base = _base_latency(prof, cost)
         step_lat = (lat - base) / steps
+        if rounds is not None:
+            steps = min(steps, rounds)
         # Each round of a channel waits for the whole previous round of that channel (the analytic
         # model's step-by-step schedule; NCCL's chunk pipelining overlaps a little more).
         prev: list[tuple[int, ...]] = [() for _ in rings]
@@ -467,11 +474,73 @@ def concurrent_collectives(
     return [max(fin[a:b], default=0.0) for a, b in spans]
 
 
+def round_slowdown(
+    topo: Topology,
+    jobs: Sequence[tuple[str, float, Sequence[int]]],
+    algorithm: str = "auto",
+    profile: CommProfile | None = None,
+) -> list[float]:
+    """How much slower each collective ``(op, nbytes, ranks)`` moves its bytes when all of ``jobs`` run at
+    once on ``topo`` than when it runs alone there (>= 1).
+
+    One round of each (:func:`collective_flows` with ``rounds=1``: a ring's rounds all move the same
+    pattern; all-to-all, point-to-point and tree expansions are one round already) is laid on the graph,
+    alone and then together with the others, the links shared max-min fairly (:func:`maxmin_rates`); a
+    round ends with its slowest flow, so a job's slowdown is ``max(bytes / rate together) / max(bytes /
+    rate alone)``. Latencies are left out: they do not depend on the traffic."""
+    flows: list[Flow] = []
+    spans: list[tuple[int, int]] = []
+    for op, nb, ranks in jobs:
+        fl, _ = collective_flows(topo, op, nb, ranks, algorithm, profile, rounds=1)
+        off = len(flows)
+        flows += [f for f in fl if f.nbytes > 0 and f.src != f.dst]
+        spans.append((off, len(flows)))
+    if not flows:
+        return [1.0 for _ in jobs]
+    edges: dict[Edge, int] = {}
+    ent_f: list[int] = []
+    ent_e: list[int] = []
+    for i, f in enumerate(flows):
+        for e in f.path if f.path is not None else topo.path(f.src, f.dst):
+            ent_f.append(i)
+            ent_e.append(edges.setdefault(e, len(edges)))
+    cap = np.array([topo.graph.edges[e]["bandwidth"] for e in edges], dtype=np.float64)
+    ef, ee = np.asarray(ent_f, dtype=np.int64), np.asarray(ent_e, dtype=np.int64)
+    shared = maxmin_rates(cap, ef, ee, len(flows))
+    nbytes = np.array([f.nbytes for f in flows])
+    out = []
+    for a, b in spans:
+        if a == b:
+            out.append(1.0)
+            continue
+        mine = (ef >= a) & (ef < b)
+        own = maxmin_rates(cap, ef[mine] - a, ee[mine], b - a)
+        alone = float(np.max(nbytes[a:b] / own))
+        together = float(np.max(nbytes[a:b] / shared[a:b]))
+        out.append(max(together / alone, 1.0) if alone > 0 else 1.0)
+    return out
+
+
+def data_parallel_slowdown(cluster: ClusterInfo, tp: int, cp: int, dp: int, op: str = "all_reduce") -> float:
+    """Contention among a Megatron layout's data-parallel groups (>= 1): the ``tp x cp`` groups of one
+    pipeline stage reduce their gradients at the same time (rank order tp, cp, dp, pp: group ``j`` holds
+    ranks ``j + k tp cp``), so :func:`round_slowdown` of all of them together on the cluster's graph, the
+    slowest group's. 1 where the groups stay inside one system (nothing of the fabric is shared)."""
+    width = tp * cp
+    if dp <= 1 or width * dp <= cluster.gpus_per_node:
+        return 1.0
+    topo = build_topology(cluster)
+    groups = [[j + k * width for k in range(dp)] for j in range(width)]
+    return max(round_slowdown(topo, [(op, 1e9, g) for g in groups]))
+
+
 __all__ = [
     "Flow",
     "collective_flows",
     "collective_time_flow",
     "concurrent_collectives",
+    "data_parallel_slowdown",
     "maxmin_rates",
+    "round_slowdown",
     "simulate_flows",
 ]

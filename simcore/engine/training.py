@@ -67,6 +67,12 @@ class TrainingLayout:
     """The LM head and loss count as a layer in the split (``account_for_loss_in_pipeline_split``)."""
     stage_layers: tuple[int, ...] | None = None
     """Layers on each pipeline stage, first to last (``parallel.pipeline_layers``); ``None``: even."""
+    dp_slowdown: Num = 1.0
+    """Factor on the data-parallel collectives' seconds for the contention among the layout's concurrent
+    data-parallel groups on the fabric (:func:`simcore.comm.flow.data_parallel_slowdown`; 1: none)."""
+    zero3_gather: Num = "bucketed"
+    """ZeRO-3's parameter movement: ``bucketed`` (prefetched flat all-gathers) or ``per_tensor``
+    (DeepSpeed 2021: one synchronous collective per weight tensor; :func:`zero3_per_tensor`)."""
 
 
 def host_run_ahead(
@@ -857,9 +863,13 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         """Price a collective only if some layout needs it (scalar layouts skip the rest)."""
         return fn() if np.any(mask & (dp > 1)) else zeros
 
-    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
-    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
-    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp"))
+    # the layout's other data-parallel groups reduce at the same time: their contention on the fabric
+    slow = _a(s.lay.dp_slowdown)
+    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt)) * slow
+    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt)) * slow
+    ag = (
+        when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp")) * slow
+    )
     # expert data parallelism: tp x cp x dp / (ep x etp) ranks hold the same experts (parallel folding)
     edp = s.tp * s.cp * dp / (s.ep * s.etp)
     edp_frac = np.where(dp > 1, np.maximum(edp - 1, 0) / np.maximum(dp - 1, 1), 0.0)
@@ -873,7 +883,10 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     dp_exposed = _bucketed(dp_grad, B_last, buckets, overlap) + np.where(
         zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
     )
+    per_tensor = zero3 & (np.asarray(s.lay.zero3_gather) == "per_tensor")
     zero3_exposed = np.where(zero3, np.maximum(2.0 * ag + rs - (pipe.Fl + pipe.Bl), 0.0) * s.m, 0.0)
+    if np.any(per_tensor & (dp > 1)):
+        zero3_exposed = np.where(per_tensor, zero3_per_tensor(s, params) * s.m, zero3_exposed)
     dp_exposed = np.where(zero3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
     pbytes = 4.0 if s.param_dtype == "fp32" else 2.0
     dp_legacy = when(
@@ -892,7 +905,7 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         (dp_grad - _bucketed(dp_grad, B_last, buckets, overlap))
         + np.where(zero12, ag - _bucketed(ag, F_first, buckets, overlap), 0.0),
     )
-    overlapped = np.where((dp > 1) & overlap & ~s.single_proc, overlapped, 0.0)
+    overlapped = np.where((dp > 1) & overlap & ~s.single_proc & ~per_tensor, overlapped, 0.0)
     host_slack = (
         work.F_layers.time.get("host_overhead", 0.0) + work.B_layers.time.get("host_overhead", 0.0)
     ) * s.m
@@ -910,6 +923,49 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         overlap_cost,
         _ddp_copy(s, params, zeros),
         _dataparallel_launch(s, work, pipe),
+    )
+
+
+def zero3_per_tensor(s: _Step, params: _RankParams) -> Num:
+    """Seconds per micro-batch of ZeRO-3's parameter gathers and gradient reduce-scatters as DeepSpeed's
+    first ZeRO-3 ran them (spring 2021, ``deepspeed/runtime/zero/partition_parameters.py``), all exposed.
+
+    Each weight tensor is gathered on its own (``_allgather_param``): ``torch.cuda.synchronize()``,
+    then ``torch.distributed.all_gather`` into a list of ``dp`` per-rank views of a flat buffer, which
+    PyTorch's NCCL process group of that time ran as one all-gather into a flat temporary followed by one
+    ``copy_`` per rank into the views; each gradient likewise (``_reduce_scatter_gradient``: a list of
+    ``dp`` input views, flattened by one copy per rank, then a reduce-scatter). The synchronize before
+    every gather leaves nothing overlapped. Per micro-batch: a gather for the forward, one for the
+    backward, one more for the full-recompute forward, and one reduce-scatter, each
+    ``sum over tensors (collective(tensor) + dp copies)``; the copies cost the larger of their host (each
+    a stream launch from inside the one collective call: ``HostOps.extra_launch_ops`` of an eager op's
+    launch, the host of a launch beyond an op's first) and the bytes' device copy. Tensors:
+    :func:`~simcore.workload.model.weight_tensors` of the stage (biases on every projection and norm of a
+    LayerNorm GPT, none in an RMSNorm one; dense models: DeepSpeed's 2021 ZeRO-3 had no experts); the
+    four projection matrices of a layer and the embedding share the bytes, norms and biases are
+    ``hidden`` elements each (docs/parallelism.md, ZeRO-3 as DeepSpeed shipped it in 2021)."""
+    model, pricer = s.model, s.pricer
+    biased = model.norm == "layernorm"
+    tensors = weight_tensors(model, s.layers_per_rank, s.gate_up, biased)
+    big = 4.0 * s.layers_per_rank + 1.0 + (0.0 if model.tied_embeddings else 1.0)
+    small = tensors - big
+    pbytes = 4.0 if s.param_dtype == "fp32" else 2.0
+    elems = params.dense + params.experts + params.embed
+    small_elems = float(model.hidden)
+
+    def one_pass(op: str, nbytes_per_elem: float, dtype: str) -> Num:
+        big_b = (elems - small * small_elems) / big * nbytes_per_elem
+        coll = big * pricer.comm_time(op, big_b, "dp", dtype) + small * pricer.comm_time(
+            op, small_elems * nbytes_per_elem, "dp", dtype
+        )
+        copies = tensors * s.dp * pricer.launch_s * s.prof.host_ops.extra_launch_ops
+        copy_gpu = pricer.price([L.mem_op("copy", elems, nbytes_per_elem, "dp_comm")]).total()
+        return coll + np.maximum(copies, copy_gpu)
+
+    gathers = 2.0 + s.full_t
+    grad_b = s.sb.grads
+    return gathers * one_pass("all_gather", pbytes, "fp32" if pbytes == 4 else "bf16") + one_pass(
+        "reduce_scatter", grad_b, "fp32" if grad_b == 4 else "bf16"
     )
 
 

@@ -219,6 +219,12 @@ class ParallelSpec(Spec):
     sequence_parallel: bool = False
     zero: Annotated[Literal[0, 1, 2, 3], BeforeValidator(integer_value)] = 0
     fsdp: bool = False
+    zero3_gather: Literal["bucketed", "per_tensor"] = "bucketed"
+    """How ZeRO-3 moves the parameters: ``bucketed`` (today's DeepSpeed, FSDP2, Megatron-FSDP: coalesced
+    all-gathers into one flat buffer, prefetched behind the compute) or ``per_tensor`` (DeepSpeed's first
+    ZeRO-3, spring 2021, the runs of Narayanan et al. Table 2: every weight tensor gathered and every
+    gradient reduce-scattered by its own collective over a list of per-rank views, after a device
+    synchronize, nothing overlapped; docs/parallelism.md, ZeRO-3 as DeepSpeed shipped it in 2021)."""
     schedule: Literal["gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe"] = "1f1b"
     """Pipeline schedule; when not given, ``interleaved`` if ``vp > 1`` (Megatron's virtual stages imply
     it), else ``1f1b``."""

@@ -308,10 +308,16 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     ep = _int(rec.get("ep")) or 1
     dp_col = _int(rec.get("dp"))
     zero = 0
+    deepspeed_2021 = False
     if notes.startswith("ZeRO-3") and family == "narayanan":
         # Table 2's ZeRO-3 rows run "without any model parallelism": batch = micro-batch x GPUs in
         # every row, so dp = GPUs (the transcribed dp column disagrees for two rows).
         tp, pp, zero = 1, 1, 3
+        deepspeed_2021 = True
+        assume.append(
+            "ZeRO-3 as DeepSpeed ran it in spring 2021: one synchronous all-gather / reduce-scatter per "
+            "weight tensor, nothing overlapped (zero3_gather per_tensor)"
+        )
         if dp_col != gpus:
             assume.append(f"ZeRO-3 without model parallelism: dp = {gpus} GPUs (CSV dp column says {dp_col})")
     if tp is None or pp is None:
@@ -382,7 +388,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         precision = "bf16"
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
-    folding: dict[str, Any] = {}
+    folding: dict[str, Any] = {"zero3_gather": "per_tensor"} if deepspeed_2021 else {}
     if family == "mcore" and src.startswith("MBridge"):
         if "moe" in arch:
             # Megatron-Bridge's MoE recipes set expert_tensor_parallel_size = 1 (parallel folding)
