@@ -310,12 +310,20 @@ class DecodeFit(_Documented):
 
 
 class PrefillFit(_Documented):
-    """A prompt's prefill step, alone in the engine: ``t = c0 + c_token * n + c_token2 * n**2`` seconds for ``n``
-    prompt tokens (the quadratic term: causal attention)."""
+    """A prefill pass of ``k`` prompts of ``n_i`` tokens: ``t = max(c0, c_token * sum(n_i) + c_token2 * sum(n_i**2))``
+    seconds: the host's issue time of the pass (eager kernels, launched while the GPU runs) or its GPU work, GEMMs
+    linear in the pass's tokens plus each prompt's causal attention, whichever is longer (docs/serving.md,
+    "Measured under load"). ``c_shape``: what the first pass of a shape ``(k, n)`` the engine has not run yet adds
+    (eager PyTorch's per-shape setup: attention plans built and cached per input shape)."""
 
     c0: float = Field(ge=0)
+    """Seconds of host work a pass takes whatever its tokens (the GPU work runs under it)."""
     c_token: float = Field(ge=0)
+    """GPU seconds per prompt token of the pass (GEMMs)."""
     c_token2: float = Field(ge=0)
+    """GPU seconds per squared prompt length (causal attention)."""
+    c_shape: float = Field(default=0.0, ge=0)
+    """Seconds the first pass of a new input shape adds (0: not measured)."""
     points: list[list[float]] = []
     """The fitted points: ``[prompt tokens, measured s, fitted s]``."""
     rms_rel: float = 0.0
@@ -353,9 +361,9 @@ class StepProfile(_Documented):
         return d.c0 + d.c_batch * b + d.c_kv * b * ctx
 
     def prefill_time(self, n: float) -> float:
-        """:class:`PrefillFit`'s time of one ``n``-token prompt prefilled alone (s)."""
+        """:class:`PrefillFit`'s time of one ``n``-token prompt prefilled alone, of a shape run before (s)."""
         p = self.prefill
-        return p.c0 + p.c_token * n + p.c_token2 * n * n
+        return max(p.c0, p.c_token * n + p.c_token2 * n * n)
 
 
 def padded_context(buckets: list[int] | None, ctx: float) -> float:
