@@ -240,14 +240,15 @@ class ServingSpec(_Documented):
     decode_context_buckets: list[int] | None = None
     """Context lengths (tokens) an engine's decode attention is padded up to (CUDA graphs captured per context
     bucket attend over the whole bucket): a step at context ``c`` is priced at the smallest bucket ``>= c``
-    (above the last bucket: unpadded). Priced at the step's mean context, where an engine pads to the bucket of
-    its longest sequence. ``None``: the actual context."""
+    (above the last bucket: unpadded), ``c`` the step's longest context (the engine pads every sequence to that
+    one's bucket). ``None``: the actual context, the step's mean."""
     mixed_step: Literal["fused", "separate"] = "fused"
     """A step with both prompts and decodes: one ``fused`` forward pass over the prompt chunks and the decode
     tokens (vLLM, SGLang, TensorRT-LLM, ``transformers``' continuous batching), or ``separate`` passes: the
     prompts prefilled in passes of their own, one per distinct prompt length (equal lengths batched), then the
     decode pass (``tools/bench_serving.py``'s reference engine). Each separate pass reads the weights and pays
-    its host time."""
+    its host time; ``separate`` prompts are admitted whole (never chunked), first come first served while their
+    tokens fit ``max_batch_tokens`` (the first one whatever its length)."""
     step_profile: str | None = None
     """A measured engine step profile (a name in ``hardware_specs/calibration/`` or a YAML path, written by
     ``simcore calibrate`` from ``tools/bench_serving.py --steps``): the steps are priced by its fitted decode and
