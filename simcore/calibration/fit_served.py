@@ -151,11 +151,19 @@ def fit_prefill(pts: list[tuple[float, float]], rho: float | None = None) -> Pre
     """:class:`PrefillFit` of prefill points ``(prompt tokens, s)`` (at least 3 lengths): ``t = max(c0, c_token n
     + c_token2 n^2)``. Each split of the points by length into host-bound (the shorter) and GPU-bound (the longer,
     at least one) is fitted apart, ``c0`` on the first, the GPU terms on the second, and the split whose model
-    fits all points best is kept. ``rho``: the prior ``c_token2 / c_token`` (the roofline's, :func:`attention_ratio`):
-    single prompts of a few lengths, most of them host-bound, cannot separate the GEMMs' linear term from the
-    attention's quadratic one; ``None``: both free (non-negative)."""
+    fits all points best is kept. Both GPU terms are free (non-negative) unless that zeroes one of them: single
+    prompts of a few lengths, most of them host-bound, may not separate the GEMMs' linear term from the
+    attention's quadratic one, and neither is absent from a real prefill; then ``c_token2 / c_token`` is
+    ``rho``, the roofline's (:func:`attention_ratio`), where given."""
     if len(pts) < 3:
         raise TraceError(f"{len(pts)} prefill length(s): the fit needs at least 3")
+    free = _fit_prefill(pts, None)
+    if rho is not None and (free.c_token == 0.0 or free.c_token2 == 0.0):
+        return _fit_prefill(pts, rho)
+    return free
+
+
+def _fit_prefill(pts: list[tuple[float, float]], rho: float | None) -> PrefillFit:
     n, y = (np.array(v) for v in zip(*sorted(pts), strict=True))
     best: tuple[float, float, float, float] | None = None
     for s in range(len(n)):
@@ -324,7 +332,7 @@ def summary(prof: StepProfile) -> str:
     return (
         f"{prof.name}: decode t = {d.c0 * 1e3:.3g} ms + {d.c_batch * 1e6:.3g} us x batch + {d.c_kv * 1e9:.3g} ns x KV "
         f"tokens (rms {d.rms_rel:.1%}, {len(d.points)} points); prefill t = max({p.c0 * 1e3:.3g} ms, "
-        f"{p.c_token * 1e6:.3g} us x n + {p.c_token2 * 1e12:.3g} ps x n^2), + {p.c_shape * 1e3:.3g} ms a new shape "
+        f"{p.c_token * 1e6:.3g} us x n + {p.c_token2 * 1e9:.3g} ns x n^2), + {p.c_shape * 1e3:.3g} ms a new shape "
         f"(rms {p.rms_rel:.1%}, {len(p.points)} points)"
     )
 

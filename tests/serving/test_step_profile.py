@@ -153,13 +153,18 @@ def test_profile_step_model_by_hand() -> None:
     )
 
 
-def test_fit_prefill_takes_the_roofline_ratio_as_prior() -> None:
-    """Single prompts, most host-bound: with the prior c_token2 / c_token the GPU terms come from the longer
-    points alone and the host floor from the shorter; the exact engine is recovered."""
+def test_fit_prefill_takes_the_roofline_ratio_where_the_points_cannot_separate_the_terms() -> None:
+    """Points that identify both GPU terms keep them free (the synthetic engine is recovered, the prior unused);
+    points of a linear GPU term alone would zero the attention: then c_token2 / c_token is the prior."""
     pts = [(float(n), t_pre(n)) for n in (128, 512, 1024, 2048, 3968)]
-    fit = F.fit_prefill(pts, rho=PRE[2] / PRE[1])
+    fit = F.fit_prefill(pts, rho=1e-3)
     assert (fit.c0, fit.c_token, fit.c_token2) == pytest.approx(PRE, rel=1e-9)
     assert fit.rms_rel < 1e-9
+    linear = [(n, max(PRE[0], 5e-6 * n)) for n, _ in pts]
+    assert F.fit_prefill(linear).c_token2 == 0.0
+    prior = F.fit_prefill(linear, rho=4e-5)
+    assert prior.c_token2 == pytest.approx(4e-5 * prior.c_token) and prior.c_token > 0
+    assert prior.c0 == pytest.approx(PRE[0])
     ratio = F.attention_ratio(load_serving(REF)[0].model.model_dump(), "bf16", "h100")
     # the roofline's: a token's attention ~4 % of its GEMMs per 1,000 tokens of context
     assert ratio is not None and 1e-6 < ratio < 1e-3
