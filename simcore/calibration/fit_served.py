@@ -18,8 +18,9 @@ Fits, weighted by ``1 / measured`` (least squares of the relative residuals, coe
   token attended: the three terms of a memory-bound decode step and its host work);
 * prefill ``t = max(c0, c_token * n + c_token2 * n^2)`` (the host's issue time of an eager pass, under which the
   GPU runs; or the GPU's work: per-token GEMMs and causal attention), ``c_token2 / c_token`` the roofline's
-  (:func:`attention_ratio`); and, for an engine of separate prefill passes, ``c_shape``: what the first pass of
-  an input shape not run before adds (:func:`shape_setup`).
+  (:func:`attention_ratio`) where the points cannot separate the two (:func:`fit_prefill`); and, for an engine of
+  separate prefill passes, ``c_shape``: what the first pass of an input shape not run before adds
+  (:func:`shape_setup`).
 
 The profile (:class:`~simcore.specs.serving.StepProfile`) keeps every point with its fitted value and the rms
 relative residual; ``serving.step_profile`` makes ``simcore serve`` price steps with it

@@ -315,7 +315,7 @@ class PrefillFit(_Documented):
     seconds: the host's issue time of the pass (eager kernels, launched while the GPU runs) or its GPU work, GEMMs
     linear in the pass's tokens plus each prompt's causal attention, whichever is longer (docs/serving.md,
     "Measured under load"). ``c_shape``: what the first pass of a shape ``(k, n)`` the engine has not run yet adds
-    (eager PyTorch's per-shape setup: attention plans built and cached per input shape)."""
+    (the eager engine's setup of its kernels for an input shape, cached per shape)."""
 
     c0: float = Field(ge=0)
     """Seconds of host work a pass takes whatever its tokens (the GPU work runs under it)."""

@@ -260,8 +260,9 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
                 rate = rs[0]["offered_rate"]
                 rows.append({"run": run, "offered_rate": math.inf if rate == "inf" else float(rate),
                              "measured": summarize(meas), "predicted": summarize(simulate_requests(sc, spec, *req)),
-                             "profile": summarize(ordered[d].get((name, run)) or simulate_requests(sc, spec_p, *req))
-                             if spec_p else None})  # fmt: skip
+                             "profile": None if spec_p is None else summarize(
+                                 ordered[d][(name, run)] if (name, run) in ordered[d]
+                                 else simulate_requests(sc, spec_p, *req))})  # fmt: skip
             probe = next((r for r in rows if r["run"] == "probe"), None)
             sat = None
             if probe is not None:
@@ -296,27 +297,39 @@ def _specs(
     return system, sc, spec, prof, spec_p
 
 
+ENGINE_KEYS = ("max_batch", "max_batch_tokens", "kv_block_tokens", "memory_utilization")
+"""The serving keys ``tools/bench_serving.py`` builds an engine with: consecutive scenarios of one engine, model,
+precision and these keys share its process (its ``ENGINE_KEYS``)."""
+
+
 def _engine_order(man: dict[str, Any], runs: dict[tuple[str, str], list[dict[str, str]]],
                   sims: dict[str, tuple[Scenario, ServingSpec]]) -> dict[tuple[str, str], Requests]:  # fmt: skip
     """The step-profile simulations of the measured runs ``(scenario, run)`` in the order the manifest ran them,
-    one engine's runs after the other from the shapes the engine had run: ``tools/bench_serving.py`` serves an
-    engine's runs in one process (scenarios of the same model and engine settings share it, warmed up first by
-    its first scenario's first 4 requests at once), and a step profile prices the first prefill pass of a shape
-    (``PrefillFit.c_shape``). ``sims``: per scenario, the scenario and its step-profile serving spec."""
+    each from the prefill shapes its engine process had run before it: a step profile prices the first pass of a
+    shape (``PrefillFit.c_shape``), and ``tools/bench_serving.py`` serves consecutive scenarios of one engine,
+    model, precision and :data:`ENGINE_KEYS` in one process, started and warmed up by its first scenario's first 4
+    requests at once. ``sims``: per scenario, the scenario and its step-profile serving spec."""
     out: dict[tuple[str, str], Requests] = {}
-    engines: dict[str, set[tuple[int, int]]] = {}
+    scs = man.get("scenarios") or {}
+    key: str | None = None
+    seen: set[tuple[int, int]] = set()
     for entry in man.get("runs", []):
-        key = (str(entry.get("scenario")), str(entry.get("run")))
-        if key[0] not in sims or key not in runs:
+        name, run = str(entry.get("scenario")), str(entry.get("run"))
+        if name not in sims or (name, run) not in runs:
             continue
-        sc, spec = sims[key[0]]
-        meas = _requests(runs[key])
-        keep = np.isfinite(meas.arrival)
-        seen = engines.get(str(entry.get("engine")))
-        if seen is None:  # the warm-up: the scenario's first 4 requests (its first run's first rows) at once
-            seen = engines[str(entry.get("engine"))] = set()
+        sc, spec = sims[name]
+        meas = _requests(runs[(name, run)])
+        info = scs.get(name) or {}
+        sv = info.get("serving") or {}
+        new_key = json.dumps([entry.get("engine"), info.get("model"), info.get("precision"),
+                              {x: sv.get(x) for x in ENGINE_KEYS}], sort_keys=True)  # fmt: skip
+        # a new process, warmed up by the scenario's first 4 requests (its run's first rows)
+        if new_key != key:
+            key, seen = new_key, set()
             simulate_requests(sc, spec, np.zeros(4), meas.prompt[:4], meas.output[:4], seen)
-        out[key] = simulate_requests(sc, spec, meas.arrival[keep], meas.prompt[keep], meas.output[keep], seen)
+        keep = np.isfinite(meas.arrival)
+        req = (meas.arrival[keep], meas.prompt[keep], meas.output[keep])
+        out[(name, run)] = simulate_requests(sc, spec, *req, seen)
     return out
 
 

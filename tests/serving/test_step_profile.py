@@ -354,3 +354,26 @@ def test_context_buckets_price_the_longest_context(tmp_path: Path) -> None:
     assert run.first[0] == pytest.approx(2 * PRE[0], rel=1e-6)  # two passes (two lengths), host-bound
     tpot = (run.finish - run.first) / 2
     assert tpot == pytest.approx([t_dec(2, 2048)] * 2, rel=1e-6)
+
+
+def test_validation_runs_an_engines_measured_runs_in_one_process(tmp_path: Path) -> None:
+    """validation served simulates the measured runs in the manifest's order: a run starts from the shapes the
+    runs before it (and the warm-up, its process's first 4 requests at once) met; a scenario of other engine
+    settings is a new process, warmed up again."""
+    from simcore.validation.served import _engine_order
+
+    sc, spec = _ref_with(tmp_path, c_shape=0.05)
+    rows = [{"arrival_s": str(t), "first_token_s": "nan", "finish_s": "nan", "prompt_len": str(p), "output_len": "2"}
+            for t, p in ((0, 300), (0, 300), (0, 300), (0, 300), (1.0, 500))]  # fmt: skip
+    runs = {("s", "a"): rows, ("s", "b"): rows, ("t", "c"): rows}
+    man = {"scenarios": {"s": {"model": {"name": "m"}, "serving": {"max_batch": 64}},
+                         "t": {"model": {"name": "m"}, "serving": {"max_batch": 32}}},
+           "runs": [{"scenario": "s", "run": "a", "engine": "reference"},
+                    {"scenario": "s", "run": "b", "engine": "reference"},
+                    {"scenario": "t", "run": "c", "engine": "reference"}]}  # fmt: skip
+    out = _engine_order(man, runs, {"s": (sc, spec), "t": (sc, spec)})  # type: ignore[dict-item]
+    ttft = {k: float(v.first[-1] - v.arrival[-1]) for k, v in out.items()}  # the 500-token prompt's
+    # the four 300-token prompts: one host-bound pass of the warm-up's shape (4, 300), no setup
+    assert out[("s", "a")].first[0] == pytest.approx(PRE[0], rel=1e-6)
+    assert ttft[("s", "b")] == pytest.approx(ttft[("s", "a")] - 0.05, rel=1e-6)  # (1, 500) met in run a
+    assert ttft[("t", "c")] == pytest.approx(ttft[("s", "a")], rel=1e-6)  # a new process
