@@ -16,7 +16,11 @@ Fits, weighted by ``1 / measured`` (least squares of the relative residuals, coe
 
 * decode ``t = c0 + c_batch * b + c_kv * b * ctx`` (a fixed cost per step, a cost per sequence, a cost per KV
   token attended: the three terms of a memory-bound decode step and its host work);
-* prefill ``t = c0 + c_token * n + c_token2 * n^2`` (fixed, per-token GEMM work, causal attention).
+* prefill ``t = max(c0, c_token * n + c_token2 * n^2)`` (the host's issue time of an eager pass, under which the
+  GPU runs; or the GPU's work: per-token GEMMs and causal attention), ``c_token2 / c_token`` the roofline's
+  (:func:`attention_ratio`) where the points cannot separate the two (:func:`fit_prefill`); and, for an engine of
+  separate prefill passes, ``c_shape``: what the first pass of an input shape not run before adds
+  (:func:`shape_setup`).
 
 The profile (:class:`~simcore.specs.serving.StepProfile`) keeps every point with its fitted value and the rms
 relative residual; ``serving.step_profile`` makes ``simcore serve`` price steps with it
@@ -144,16 +148,97 @@ def fit_decode(pts: list[tuple[float, float, float]]) -> DecodeFit:
                      rms_rel=_rms(f, y))  # fmt: skip
 
 
-def fit_prefill(pts: list[tuple[float, float]]) -> PrefillFit:
-    """:class:`PrefillFit` of prefill points ``(prompt tokens, s)`` (at least 3 lengths)."""
+def fit_prefill(pts: list[tuple[float, float]], rho: float | None = None) -> PrefillFit:
+    """:class:`PrefillFit` of prefill points ``(prompt tokens, s)`` (at least 3 lengths): ``t = max(c0, c_token n
+    + c_token2 n^2)``. Each split of the points by length into host-bound (the shorter) and GPU-bound (the longer,
+    at least one) is fitted apart, ``c0`` on the first, the GPU terms on the second, and the split whose model
+    fits all points best is kept. Both GPU terms are free (non-negative) unless that zeroes one of them: single
+    prompts of a few lengths, most of them host-bound, may not separate the GEMMs' linear term from the
+    attention's quadratic one, and neither is absent from a real prefill; then ``c_token2 / c_token`` is
+    ``rho``, the roofline's (:func:`attention_ratio`), where given."""
     if len(pts) < 3:
         raise TraceError(f"{len(pts)} prefill length(s): the fit needs at least 3")
-    n, y = (np.array(v) for v in zip(*pts, strict=True))
-    x = np.column_stack([np.ones_like(n), n, n * n])
-    coef = nonneg_fit(x, y)
-    f = x @ coef
-    return PrefillFit(c0=float(coef[0]), c_token=float(coef[1]), c_token2=float(coef[2]),
-                      points=[[float(v) for v in row] for row in zip(n, y, f, strict=True)], rms_rel=_rms(f, y))  # fmt: skip
+    free = _fit_prefill(pts, None)
+    if rho is not None and (free.c_token == 0.0 or free.c_token2 == 0.0):
+        return _fit_prefill(pts, rho)
+    return free
+
+
+def _fit_prefill(pts: list[tuple[float, float]], rho: float | None) -> PrefillFit:
+    n, y = (np.array(v) for v in zip(*sorted(pts), strict=True))
+    best: tuple[float, float, float, float] | None = None
+    for s in range(len(n)):
+        host, gpu = slice(0, s), slice(s, len(n))
+        c0 = float(np.sum(1 / y[host]) / np.sum(1 / y[host] ** 2)) if s else 0.0
+        if rho is not None:
+            g = (n + rho * n * n)[gpu] / y[gpu]
+            c1 = float(np.sum(g) / np.sum(g * g))
+            c2 = rho * c1
+        else:
+            x = np.column_stack([n, n * n])[gpu] if len(n) - s >= 2 else n[gpu, None]
+            c = nonneg_fit(x, y[gpu])
+            c1, c2 = float(c[0]), float(c[1]) if c.size > 1 else 0.0
+        f = np.maximum(c0, c1 * n + c2 * n * n)
+        err = _rms(f, y)
+        if best is None or err < best[0]:
+            best = (err, c0, c1, c2)
+    assert best is not None
+    err, c0, c1, c2 = best
+    f = np.maximum(c0, c1 * n + c2 * n * n)
+    return PrefillFit(c0=c0, c_token=c1, c_token2=c2,
+                      points=[[float(v) for v in row] for row in zip(n, y, f, strict=True)], rms_rel=err)  # fmt: skip
+
+
+def shape_setup(rows: list[dict[str, str]], runs: list[str], where: str) -> float:
+    """Seconds the first prefill pass of a new input shape adds: over the prefill lengths whose shape ``(1, P)``
+    no earlier run of the collection had (``runs``: the manifest's runs in the order they ran; the collection's
+    first run, which also pays the engine's cold start, left out), the median of the first repeat's TTFT less the
+    median of the later repeats'. 0 where no length qualifies."""
+    seen: set[tuple[int, int]] = set()
+    new: set[int] = set()
+    for i, run in enumerate(runs):
+        if m := _DECODE.match(run):
+            seen.add((int(m.group(1)), int(m.group(2))))
+        elif (m := re.match(r"prefill-p(\d+)-(\d+)$", run)) is not None:
+            if m.group(2) == "0" and (1, int(m.group(1))) not in seen and i > 0:
+                new.add(int(m.group(1)))
+            seen.add((1, int(m.group(1))))
+    first: dict[int, float] = {}
+    later: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        m = re.match(r"prefill-p(\d+)-(\d+)$", r.get("run", ""))
+        if m is None or int(m.group(1)) not in new:
+            continue
+        t = _float(r, "first_token_s", where) - _float(r, "arrival_s", where)
+        if m.group(2) == "0":
+            first[int(m.group(1))] = t
+        else:
+            later[int(m.group(1))].append(t)
+    extra = [first[p] - float(np.median(later[p])) for p in first if later[p]]
+    return max(float(np.median(extra)), 0.0) if extra else 0.0
+
+
+def attention_ratio(model: dict[str, Any], precision: str, tag: str) -> float | None:
+    """The roofline's ratio of a prompt's attention term to its GEMM term, ``c_token2 / c_token``: the slopes of
+    simcore's prefill tables (:func:`simcore.serving.sim.build_step_model`, the model on one GPU of ``hgx-<tag>``)
+    between 2,048 and 4,096 tokens, ``[A(n2) - A(n1)] / (n2^2 - n1^2)`` over ``[R(n2) - R(n1)] / (n2 - n1)``.
+    ``None`` where the model or system is not one simcore can build (a smoke run's partial model)."""
+    from simcore.errors import SimcoreError
+    from simcore.serving.sim import build_step_model
+    from simcore.specs.registry import default_registry
+    from simcore.specs.resolve import load_scenario, resolve_cluster
+
+    n1, n2 = 2048.0, 4096.0
+    try:
+        sc = load_scenario({"name": "step-profile-prior", "kind": "serving", "model": model,
+                            "cluster": {"system": f"hgx-{tag}", "gpus": 1}, "inference": {"precision": precision},
+                            "serving": {"rate": 1.0}})  # fmt: skip
+        st = build_step_model(sc, resolve_cluster(sc.cluster, default_registry()), 1, 2, int(n2), int(n2))
+    except SimcoreError:
+        return None
+    da = st.attention(n2) - st.attention(n1)
+    dr = st.rest_gpu(n2) - st.rest_gpu(n1)
+    return (da / (n2 * n2 - n1 * n1)) / (dr / (n2 - n1)) if dr > 0 and da > 0 else None
 
 
 def gpu_tag(gpu: str | None) -> str:
@@ -189,12 +274,18 @@ def fit(path: Path) -> list[StepProfile]:
             "context_buckets"
         )  # the reference engine pads graphed and eager decode steps alike
         where = str(csv_path)
+        tag = gpu_tag(man.get("gpu"))
+        rho = attention_ratio(sc.get("model") or {}, str(sc.get("precision", "bf16")), tag)
         try:
-            dec, pre = points(_rows(csv_path), where, buckets)
-            d, p = fit_decode(dec), fit_prefill(pre)
+            rows = _rows(csv_path)
+            dec, pre = points(rows, where, buckets)
+            d, p = fit_decode(dec), fit_prefill(pre, rho)
+            # passes of (prompts, length) shapes: the setup of each new one
+            if info.get("mixed_step") == "separate":
+                order = [str(r.get("run", "")) for r in man.get("runs", []) if r.get("engine") == engine]
+                p = p.model_copy(update={"c_shape": shape_setup(rows, order, where)})
         except TraceError as ex:
             raise TraceError(f"{engine}: {ex.args[0] if ex.args else ex}", file=where) from None
-        tag = gpu_tag(man.get("gpu"))
         out.append(
             StepProfile(
                 name=profile_name(engine, man.get("gpu")), engine=engine, gpu=man.get("gpu") or man.get("device", "cpu"), device=tag,
@@ -241,10 +332,11 @@ def summary(prof: StepProfile) -> str:
     d, p = prof.decode, prof.prefill
     return (
         f"{prof.name}: decode t = {d.c0 * 1e3:.3g} ms + {d.c_batch * 1e6:.3g} us x batch + {d.c_kv * 1e9:.3g} ns x KV "
-        f"tokens (rms {d.rms_rel:.1%}, {len(d.points)} points); prefill t = {p.c0 * 1e3:.3g} ms + "
-        f"{p.c_token * 1e6:.3g} us x n + {p.c_token2 * 1e9:.3g} ns x n^2 (rms {p.rms_rel:.1%}, {len(p.points)} points)"
+        f"tokens (rms {d.rms_rel:.1%}, {len(d.points)} points); prefill t = max({p.c0 * 1e3:.3g} ms, "
+        f"{p.c_token * 1e6:.3g} us x n + {p.c_token2 * 1e9:.3g} ns x n^2), + {p.c_shape * 1e3:.3g} ms a new shape "
+        f"(rms {p.rms_rel:.1%}, {len(p.points)} points)"
     )
 
 
-__all__ = ["MANIFEST", "fit", "fit_decode", "fit_prefill", "gpu_tag", "nonneg_fit", "points", "profile_name", "steps_manifest",
+__all__ = ["MANIFEST", "attention_ratio", "fit", "fit_decode", "fit_prefill", "gpu_tag", "nonneg_fit", "points", "profile_name", "shape_setup", "steps_manifest",
            "summary", "to_yaml", "write"]  # fmt: skip

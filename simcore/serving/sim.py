@@ -138,6 +138,9 @@ class StepModel:
     host_prefill: float = 0.0
     separate_prefill: bool = False
     """Prefill chunks run as passes of their own, then the decode pass (``serving.mixed_step: separate``)."""
+    shape_setup: float = 0.0
+    """Seconds the first pass of an input shape ``(prompts, length)`` an instance has not run yet adds (a measured
+    eager engine's per-shape setup, :attr:`~simcore.specs.serving.PrefillFit.c_shape`; separate passes only)."""
 
     _cols: dict[float, list[float]] = field(default_factory=dict, repr=False, compare=False)
     """Decode time along ``c_grid`` for each batch asked so far (interpolated in the batch)."""
@@ -286,9 +289,11 @@ def profile_step_model(
     """A measured engine's :class:`StepModel` (``serving.step_profile``): the tables of :func:`build_step_model`
     sampled from the profile's fitted step times instead of the roofline, over the same grids. The decode table is
     ``D(b, c)`` (:meth:`~simcore.specs.serving.StepProfile.decode_time` at the context padded to ``engine``'s
-    ``decode_context_buckets``); a lone prefill of ``n`` tokens is ``R(n) + A(n)`` with ``R(n) = c0 + c_token n``
-    and ``A(n) = c_token2 n^2``: a chunk fused into a decode step adds ``c_token n + A``, a separate pass
-    (``mixed_step: separate``) ``R(n) + A``. The host's work is inside the measured times."""
+    ``decode_context_buckets``); a prefill's GPU work is ``R(n) = c_token n`` and ``A(n) = c_token2 n^2`` and the
+    host's issue time of a pass ``c0`` (``H_pre``, under which the GPU runs): a lone prompt takes
+    ``max(c0, R(n) + A(n))``, a chunk fused into a decode step adds ``R + A`` to it, ``k`` separate passes
+    (``mixed_step: separate``) take ``max(k c0, sum of R + A)``, and a pass of a shape the instance has not run
+    adds ``c_shape`` (``shape_setup``). The decode's host work is inside its measured times."""
     buckets = engine.decode_context_buckets if engine is not None else None
     b_grid = [float(b) for b in _grid(max(max_batch, 2))]
     c_top = max(max_len, 2)
@@ -300,9 +305,11 @@ def profile_step_model(
         c_grid,
         [[prof.decode_time(b, padded_context(buckets, c)) for b in b_grid] for c in c_grid],
         n_grid,
-        [p.c0 + p.c_token * n for n in n_grid],
+        [p.c_token * n for n in n_grid],
         [p.c_token2 * n * n for n in n_grid],
+        host_prefill=p.c0,
         separate_prefill=engine is not None and engine.mixed_step == "separate",
+        shape_setup=p.c_shape,
     )
 
 
@@ -638,6 +645,14 @@ class _Instance:
         self.prefill_first = sim.spec.step_order == "prefill_first"
         self.by_priority = sim.spec.scheduler == "priority"
         self.graphs = sim.spec.cuda_graph_sizes or []
+        self.pad_top = bool(sim.spec.decode_context_buckets)
+        """Decode steps attend over the bucket of the longest running context (the engine pads every sequence to
+        it), so they are priced at the longest context, not the mean."""
+        self.whole = model.separate_prefill
+        """Whole prompts, no chunking (``mixed_step: separate``): admitted first come first served while their
+        tokens fit ``max_batch_tokens`` (the first one whatever its length)."""
+        self.shapes: set[tuple[int, int]] = sim.shapes if sim.shapes is not None else set()
+        """Prefill pass shapes ``(prompts, length)`` run so far (``StepModel.shape_setup``)."""
         self.cache = _PrefixCache() if sim.spec.prefix_caching and sim.spec.shared_prefix else None
         self.prefix_tokens = sim.spec.shared_prefix.tokens if sim.spec.shared_prefix else 0
         self.kinc = 1
@@ -649,6 +664,8 @@ class _Instance:
         self.prefilling: list[_Req] = []
         self.nd = 0
         self.S = 0
+        self.top = 0
+        """The largest ``ctx_base`` of the decoding requests (their longest context at step ``k``: ``top + k``)."""
         self.k = 0
         self.hfin: list[tuple[int, int, int, _Req]] = []
         self.pend: list[tuple[int, int, int, _Req]] = []
@@ -693,6 +710,8 @@ class _Instance:
         r.ctx_base = r.prompt + r.gen - k_start
         self.nd += 1
         self.S += r.ctx_base
+        if self.nd == 1 or r.ctx_base > self.top:
+            self.top = r.ctx_base
         sq = self.sim.seq
         self.sim.seq += 1
         r.sq = sq
@@ -717,6 +736,8 @@ class _Instance:
             self.nd -= 1
             self.S -= r.ctx_base
             r.decoding = False
+            if self.pad_top and r.ctx_base == self.top:
+                self.top = max((q.ctx_base for q in self.running if q.decoding), default=0)
         else:
             self.prefilling.remove(r)
         del self.running[r]
@@ -842,6 +863,22 @@ class _Instance:
             return nd
         return g[bisect_left(g, nd)]
 
+    def _ctx(self, k: int) -> float:
+        """The context a decode step ``k`` is priced at: the longest running one (``pad_top``) or the mean."""
+        return float(self.top + k) if self.pad_top else (self.S + self.nd * k) / self.nd
+
+    def _setup(self, chunks: list[tuple[_Req, int]]) -> float:
+        """Seconds the step's prefill passes of shapes not run before add (``StepModel.shape_setup``; separate
+        passes: one per distinct length, of as many prompts as have that length)."""
+        if not (self.m.shape_setup and self.m.separate_prefill and chunks):
+            return 0.0
+        count: dict[int, int] = {}
+        for _, c in chunks:
+            count[c] = count.get(c, 0) + 1
+        new = {(k, c) for c, k in count.items()} - self.shapes
+        self.shapes |= new
+        return len(new) * self.m.shape_setup
+
     def _passes(self, chunks: list[tuple[_Req, int]]) -> int:
         """Prefill passes of a step of these chunks: one, or with ``separate_prefill`` one per distinct chunk
         length (``serving.mixed_step: separate``: prompts of equal length batched in one pass)."""
@@ -854,13 +891,14 @@ class _Instance:
             pre = self._admit(k, self.budget)
             if pre[2]:
                 self.kinc = 0
-                return self.m.step_time(0, 0.0, pre[1], pre[0], passes=self._passes(pre[2])), pre[2]
+                dt = self.m.step_time(0, 0.0, pre[1], pre[0], passes=self._passes(pre[2]))
+                return dt + self._setup(pre[2]), pre[2]
         self._allocate(k)
         nd = self.nd
         if nd and not self.prefilling and (self.blocked or not self.waiting):
-            return self.m.decode(self._padded(nd), (self.S + nd * k) / nd), []
+            return self.m.decode(self._padded(nd), self._ctx(k)), []
         while True:
-            cost, ptok, chunks = self._admit(k, self.budget - self.nd)
+            cost, ptok, chunks = self._admit(k, self.budget if self.whole else self.budget - self.nd)
             if self.nd == 0 and not chunks:
                 if self.running:
                     # prefills hold blocks and none can grow: recompute the newest later
@@ -868,8 +906,9 @@ class _Instance:
                     continue
                 return None
             nd = self.nd
-            ctx = (self.S + nd * k) / nd if nd else 0.0
-            return self.m.step_time(nd, ctx, ptok, cost, self._padded(nd), self._passes(chunks)), chunks
+            ctx = self._ctx(k) if nd else 0.0
+            dt = self.m.step_time(nd, ctx, ptok, cost, self._padded(nd), self._passes(chunks))
+            return dt + self._setup(chunks), chunks
 
     def _admit(self, k: int, budget: int) -> tuple[float, int, list[tuple[_Req, int]]]:
         """Fill ``budget`` tokens of step ``k`` with prefill chunks: of admitted requests first, then
@@ -925,7 +964,9 @@ class _Instance:
             if self.cache is not None and r.group >= 0:
                 hit = self.cache.match(r.group, min(self.prefix_tokens, r.target - 1) // B)
             done = max(r.computed, len(hit) * B)
-            c = min(r.target - done, budget)
+            if self.whole and chunks and r.target - done > budget:
+                break  # whole prompts: the next one waits for a step with room for it
+            c = r.target - done if self.whole else min(r.target - done, budget)
             tokens = done + c + 1
             if self.reserve:  # a prefill instance holds the prompt (and first token) only
                 tokens = max(tokens, r.prompt + (1 if self.role == "prefill" else r.out))
@@ -1043,13 +1084,14 @@ class _Instance:
         m = self.m
         col = m.column(self._padded(nd))
         cg = m.c_grid
-        top = len(cg) - 2
+        jtop = len(cg) - 2
         hd = m.host_decode
         B = self.B
         bucket = self.bucket
         kpend = self.pend[0][0] if self.pend else math.inf
         kfin = self.hfin[0][0]
         S = self.S
+        top = self.top if self.pad_top else None
         tot = self.total_blocks
         free = self.free
         now = self.sim.now
@@ -1058,7 +1100,7 @@ class _Instance:
         peak = self.kv_peak
         k = self.k
         k0 = k
-        j = min(max(bisect_right(cg, (S + nd * (k + 1)) / nd) - 1, 0), top)
+        j = min(max(bisect_right(cg, self._ctx(k + 1)) - 1, 0), jtop)
         c0, c1, lo = cg[j], cg[j + 1], col[j]
         dlo, dc = col[j + 1] - lo, c1 - c0
         queued = False
@@ -1076,9 +1118,9 @@ class _Instance:
             if a > free:
                 break
             free -= a
-            ctx = (S + nd * kk) / nd
-            if ctx >= c1 and j < top:
-                while j < top and cg[j + 1] <= ctx:
+            ctx = (S + nd * kk) / nd if top is None else float(top + kk)
+            if ctx >= c1 and j < jtop:
+                while j < jtop and cg[j + 1] <= ctx:
                     j += 1
                 c0, c1, lo = cg[j], cg[j + 1], col[j]
                 dlo, dc = col[j + 1] - lo, c1 - c0
@@ -1143,6 +1185,8 @@ class _Sim:
         n = int(arrival.size)
         self.n = n
         self.arrays = (arrival, prompt, output, cached, prio, group)
+        self.shapes: set[tuple[int, int]] | None = None
+        """The prefill pass shapes the engine ran before this run (:func:`simulate`'s ``shapes``)."""
         self.first = np.full(n, -1.0)
         self.finish = np.full(n, -1.0)
         self.sched = np.full(n, -1.0)
@@ -1744,9 +1788,11 @@ def _result(
     )
 
 
-def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
+def simulate(sc: Scenario, spec: ServingSpec, shapes: set[tuple[int, int]] | None = None) -> ServingRun:
     """Simulate serving ``sc``'s model on its cluster under ``spec``'s load; deterministic for a
-    given ``spec.seed``. The steps: the request workload (:func:`_workload`), the instance pools
+    given ``spec.seed``. ``shapes``: the prefill pass shapes ``(prompts, length)`` the engine has already run, for
+    a step profile that prices a new shape's setup (an engine serving run after run); updated in place, shared by
+    the instances. The steps: the request workload (:func:`_workload`), the instance pools
     (:func:`_pools`) and their instances (:func:`_place`), the KV transfers of disaggregated pools
     (:func:`_kv_transfers`), the event simulation (:func:`_run`) and its summary (:func:`_result`)."""
     wall0 = time.perf_counter()
@@ -1771,6 +1817,7 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     cached = np.minimum(np.floor(spec.prefix_cache_hit * prompt).astype(np.int64), prompt - 1)
     prio = _priorities(spec, n)
     sim = _Sim(spec, arrival, prompt, output, cached, prio, group)
+    sim.shapes = shapes
     fleet = _place(sim, sc, spec, cluster, pools, (longest, int(prompt.max()), max_len), prof)
     if spec.disaggregated is not None:
         sim.xfer = _kv_transfers(sc, spec, cluster, prompt)

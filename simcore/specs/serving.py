@@ -240,14 +240,15 @@ class ServingSpec(_Documented):
     decode_context_buckets: list[int] | None = None
     """Context lengths (tokens) an engine's decode attention is padded up to (CUDA graphs captured per context
     bucket attend over the whole bucket): a step at context ``c`` is priced at the smallest bucket ``>= c``
-    (above the last bucket: unpadded). Priced at the step's mean context, where an engine pads to the bucket of
-    its longest sequence. ``None``: the actual context."""
+    (above the last bucket: unpadded), ``c`` the step's longest context (the engine pads every sequence to that
+    one's bucket). ``None``: the actual context, the step's mean."""
     mixed_step: Literal["fused", "separate"] = "fused"
     """A step with both prompts and decodes: one ``fused`` forward pass over the prompt chunks and the decode
     tokens (vLLM, SGLang, TensorRT-LLM, ``transformers``' continuous batching), or ``separate`` passes: the
     prompts prefilled in passes of their own, one per distinct prompt length (equal lengths batched), then the
     decode pass (``tools/bench_serving.py``'s reference engine). Each separate pass reads the weights and pays
-    its host time."""
+    its host time; ``separate`` prompts are admitted whole (never chunked), first come first served while their
+    tokens fit ``max_batch_tokens`` (the first one whatever its length)."""
     step_profile: str | None = None
     """A measured engine step profile (a name in ``hardware_specs/calibration/`` or a YAML path, written by
     ``simcore calibrate`` from ``tools/bench_serving.py --steps``): the steps are priced by its fitted decode and
@@ -310,12 +311,20 @@ class DecodeFit(_Documented):
 
 
 class PrefillFit(_Documented):
-    """A prompt's prefill step, alone in the engine: ``t = c0 + c_token * n + c_token2 * n**2`` seconds for ``n``
-    prompt tokens (the quadratic term: causal attention)."""
+    """A prefill pass of ``k`` prompts of ``n_i`` tokens: ``t = max(c0, c_token * sum(n_i) + c_token2 * sum(n_i**2))``
+    seconds: the host's issue time of the pass (eager kernels, launched while the GPU runs) or its GPU work, GEMMs
+    linear in the pass's tokens plus each prompt's causal attention, whichever is longer (docs/serving.md,
+    "Measured under load"). ``c_shape``: what the first pass of a shape ``(k, n)`` the engine has not run yet adds
+    (the eager engine's setup of its kernels for an input shape, cached per shape)."""
 
     c0: float = Field(ge=0)
+    """Seconds of host work a pass takes whatever its tokens (the GPU work runs under it)."""
     c_token: float = Field(ge=0)
+    """GPU seconds per prompt token of the pass (GEMMs)."""
     c_token2: float = Field(ge=0)
+    """GPU seconds per squared prompt length (causal attention)."""
+    c_shape: float = Field(default=0.0, ge=0)
+    """Seconds the first pass of a new input shape adds (0: not measured)."""
     points: list[list[float]] = []
     """The fitted points: ``[prompt tokens, measured s, fitted s]``."""
     rms_rel: float = 0.0
@@ -353,9 +362,9 @@ class StepProfile(_Documented):
         return d.c0 + d.c_batch * b + d.c_kv * b * ctx
 
     def prefill_time(self, n: float) -> float:
-        """:class:`PrefillFit`'s time of one ``n``-token prompt prefilled alone (s)."""
+        """:class:`PrefillFit`'s time of one ``n``-token prompt prefilled alone, of a shape run before (s)."""
         p = self.prefill
-        return p.c0 + p.c_token * n + p.c_token2 * n * n
+        return max(p.c0, p.c_token * n + p.c_token2 * n * n)
 
 
 def padded_context(buckets: list[int] | None, ctx: float) -> float:

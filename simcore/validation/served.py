@@ -92,9 +92,9 @@ def _trace_spec(spec: ServingSpec, path: Path) -> ServingSpec:
 
 
 def simulate_requests(sc: Scenario, spec: ServingSpec, arrival: np.ndarray, prompt: np.ndarray,
-                      output: np.ndarray) -> Requests:  # fmt: skip
+                      output: np.ndarray, shapes: set[tuple[int, int]] | None = None) -> Requests:  # fmt: skip
     """simcore's serving simulation of exactly these requests (arrival times in s, lengths in tokens) under
-    ``spec``'s engine settings."""
+    ``spec``'s engine settings (``shapes``: the prefill shapes the engine ran before, :func:`simulate`'s)."""
     order = np.argsort(arrival, kind="stable")
     a = np.asarray(arrival, dtype=float)[order]
     a = a - min(float(a[0]), 0.0)
@@ -105,7 +105,7 @@ def simulate_requests(sc: Scenario, spec: ServingSpec, arrival: np.ndarray, prom
             w = csv.writer(f)
             w.writerow(["arrival_s", "prompt_len", "output_len"])
             w.writerows(zip([repr(float(x)) for x in a], p.tolist(), o.tolist(), strict=True))
-        return _of_log(simulate(sc, _trace_spec(spec, path)).log)
+        return _of_log(simulate(sc, _trace_spec(spec, path), shapes).log)
 
 
 def _of_log(log: RequestLog) -> Requests:
@@ -228,6 +228,14 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
     saturation rate's errors (also of the capacity ``predicted.json`` committed before the run);
     ``status: no measurement yet`` where no measurement names the scenario."""
     found = [(d, *read_measurements(d)) for d in measurement_dirs(data)]
+    ordered: dict[Path, dict[tuple[str, str], Requests]] = {}
+    for d, man, runs in found:
+        sims = {}
+        for path in scenario_files(folder):
+            _, sc, _, _, spec_p = _specs(path, man)
+            if spec_p is not None:
+                sims[sc.name] = (sc, spec_p)
+        ordered[d] = _engine_order(man, runs, sims)
     pred_path = (folder or SERVED_DIR) / "predicted.json"
     committed: dict[str, Any] = (
         json.loads(pred_path.read_text(encoding="utf-8"))["scenarios"] if pred_path.is_file() else {}
@@ -241,13 +249,7 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
             out.append({"scenario": name, "status": "no measurement yet"})
             continue
         for d, man, runs in sets:
-            system = _system_of(man.get("gpu"), sc0.cluster.system or "hgx-h100")
-            sc, spec = load_serving(path, [f"cluster.system={system}"])
-            prof = profile_name(sc.runtime.implementation, man.get("gpu"))
-            spec_p = None
-            if prof is not None and spec.step_profile is None:
-                spec_p = validate(ServingSpec, {**spec.model_dump(exclude_unset=True), "step_profile": prof},
-                                  prefix="serving")  # fmt: skip
+            system, sc, spec, prof, spec_p = _specs(path, man)
             rows: list[dict[str, Any]] = []
             for (sname, run), rs in sorted(runs.items(), key=lambda kv: _run_order(kv[0][1])):
                 if sname != name:
@@ -258,7 +260,9 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
                 rate = rs[0]["offered_rate"]
                 rows.append({"run": run, "offered_rate": math.inf if rate == "inf" else float(rate),
                              "measured": summarize(meas), "predicted": summarize(simulate_requests(sc, spec, *req)),
-                             "profile": summarize(simulate_requests(sc, spec_p, *req)) if spec_p else None})  # fmt: skip
+                             "profile": None if spec_p is None else summarize(
+                                 ordered[d][(name, run)] if (name, run) in ordered[d]
+                                 else simulate_requests(sc, spec_p, *req))})  # fmt: skip
             probe = next((r for r in rows if r["run"] == "probe"), None)
             sat = None
             if probe is not None:
@@ -273,6 +277,59 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
             out.append({"scenario": name, "status": "measured", "data": str(d), "gpu": man.get("gpu"),
                         "system": system, "engine": sc.runtime.implementation, "step_profile": prof if spec_p else None,
                         "runs": rows, "saturation": sat})  # fmt: skip
+    return out
+
+
+def _specs(
+    path: Path, man: dict[str, Any]
+) -> tuple[str, Scenario, ServingSpec, str | None, ServingSpec | None]:
+    """A served scenario as measured per ``man``: the system of its GPU, the scenario and serving spec on it, the
+    engine's step profile (if ``simcore calibrate`` wrote one) and the spec that names it (``None`` without)."""
+    sc0, _ = load_serving(path)
+    system = _system_of(man.get("gpu"), sc0.cluster.system or "hgx-h100")
+    sc, spec = load_serving(path, [f"cluster.system={system}"])
+    prof = profile_name(sc.runtime.implementation, man.get("gpu"))
+    spec_p = None
+    if prof is not None and spec.step_profile is None:
+        spec_p = validate(
+            ServingSpec, {**spec.model_dump(exclude_unset=True), "step_profile": prof}, prefix="serving"
+        )
+    return system, sc, spec, prof, spec_p
+
+
+ENGINE_KEYS = ("max_batch", "max_batch_tokens", "kv_block_tokens", "memory_utilization")
+"""The serving keys ``tools/bench_serving.py`` builds an engine with: consecutive scenarios of one engine, model,
+precision and these keys share its process (its ``ENGINE_KEYS``)."""
+
+
+def _engine_order(man: dict[str, Any], runs: dict[tuple[str, str], list[dict[str, str]]],
+                  sims: dict[str, tuple[Scenario, ServingSpec]]) -> dict[tuple[str, str], Requests]:  # fmt: skip
+    """The step-profile simulations of the measured runs ``(scenario, run)`` in the order the manifest ran them,
+    each from the prefill shapes its engine process had run before it: a step profile prices the first pass of a
+    shape (``PrefillFit.c_shape``), and ``tools/bench_serving.py`` serves consecutive scenarios of one engine,
+    model, precision and :data:`ENGINE_KEYS` in one process, started and warmed up by its first scenario's first 4
+    requests at once. ``sims``: per scenario, the scenario and its step-profile serving spec."""
+    out: dict[tuple[str, str], Requests] = {}
+    scs = man.get("scenarios") or {}
+    key: str | None = None
+    seen: set[tuple[int, int]] = set()
+    for entry in man.get("runs", []):
+        name, run = str(entry.get("scenario")), str(entry.get("run"))
+        if name not in sims or (name, run) not in runs:
+            continue
+        sc, spec = sims[name]
+        meas = _requests(runs[(name, run)])
+        info = scs.get(name) or {}
+        sv = info.get("serving") or {}
+        new_key = json.dumps([entry.get("engine"), info.get("model"), info.get("precision"),
+                              {x: sv.get(x) for x in ENGINE_KEYS}], sort_keys=True)  # fmt: skip
+        # a new process, warmed up by the scenario's first 4 requests (its run's first rows)
+        if new_key != key:
+            key, seen = new_key, set()
+            simulate_requests(sc, spec, np.zeros(4), meas.prompt[:4], meas.output[:4], seen)
+        keep = np.isfinite(meas.arrival)
+        req = (meas.arrival[keep], meas.prompt[keep], meas.output[keep])
+        out[(name, run)] = simulate_requests(sc, spec, *req, seen)
     return out
 
 

@@ -28,7 +28,7 @@ from simcore.specs.serving import ServingSpec, StepProfile, load_step_profile, p
 ROOT = Path(__file__).resolve().parents[2]
 REF = ROOT / "scenarios" / "served" / "served-ref-poisson-fixed.yaml"
 DEC = (2e-3, 30e-6, 40e-9)  # c0, c_batch, c_kv of the synthetic engine
-PRE = (5e-3, 10e-6, 2e-9)  # c0, c_token, c_token2
+PRE = (8e-3, 4e-6, 2e-10)  # c0 (host), c_token, c_token2: host-bound up to ~1,900 tokens, GPU-bound above
 
 
 def _bench() -> ModuleType:
@@ -49,7 +49,7 @@ def t_dec(b: float, ctx: float) -> float:
 
 
 def t_pre(n: float) -> float:
-    return PRE[0] + PRE[1] * n + PRE[2] * n * n
+    return max(PRE[0], PRE[1] * n + PRE[2] * n * n)
 
 
 def write_steps(folder: Path, engine: str = "reference", buckets: list[int] | None = None) -> Path:
@@ -130,18 +130,57 @@ def _engine(**kw: object) -> ServingSpec:
 def test_profile_step_model_by_hand() -> None:
     sep = profile_step_model(_profile(), 64, 4096, 4096, _engine(mixed_step="separate"))
     assert sep.decode(8, 1024) == pytest.approx(2e-3 + 8 * 30e-6 + 8 * 1024 * 40e-9)
-    assert sep.prefill(512) == pytest.approx(t_pre(512))  # on the grid: R(512) + A(512)
+    assert sep.prefill(512) == pytest.approx(t_pre(512))  # host-bound: c0
+    assert sep.prefill(4096) == pytest.approx(t_pre(4096))  # GPU-bound: c_token n + c_token2 n^2
     # 8 decodes at 1024 plus a 512-token prompt: a separate pass is the whole prefill, then the decode step
     mixed = sep.step_time(8, 1024.0, 512, sep.chunk_attention(0.0, 512))
     assert mixed == pytest.approx(sep.decode(8, 1024) + t_pre(512))
-    # two prompts of different lengths are two passes: the second pays R(1) (its fixed cost) again
+    # two prompts of different lengths are two passes, each issued by the host: 2 c0 (host-bound)
     two = sep.step_time(8, 1024.0, 1024, 2 * sep.chunk_attention(0.0, 512), passes=2)
-    one = sep.step_time(8, 1024.0, 1024, 2 * sep.chunk_attention(0.0, 512), passes=1)
-    assert two - one == pytest.approx(PRE[0] + PRE[1])
-    fused = profile_step_model(_profile(), 64, 4096, 4096)  # one pass: the chunk's tokens only
+    assert two == pytest.approx(sep.decode(8, 1024) + 2 * PRE[0])
+    # a batched pass of 8 prompts of 512 is priced on its tokens, not as one 4,096-token sequence: the GEMMs see
+    # 4,096 tokens, the attention 8 x 512^2
+    eight = sep.step_time(0, 0.0, 4096, 8 * sep.chunk_attention(0.0, 512))
+    assert eight == pytest.approx(PRE[1] * 4096 + PRE[2] * (8 * 512**2 - 7), rel=1e-9)  # A(0) := A(1)
+    assert eight < sep.prefill(4096)
+    # one pass: the chunk's tokens, at least the host's c0
+    fused = profile_step_model(_profile(), 64, 4096, 4096)
     assert fused.step_time(8, 1024.0, 512, fused.chunk_attention(0.0, 512)) == pytest.approx(
-        fused.decode(8, 1024) + PRE[1] * 512 + PRE[2] * (512**2 - 1)
+        max(fused.decode(8, 1024) + PRE[1] * 512 + PRE[2] * (512**2 - 1), PRE[0])
     )
+    assert fused.step_time(64, 4096.0, 2048, fused.chunk_attention(0.0, 2048)) == pytest.approx(
+        fused.decode(64, 4096) + PRE[1] * 2048 + PRE[2] * (2048**2 - 1)
+    )
+
+
+def test_fit_prefill_takes_the_roofline_ratio_where_the_points_cannot_separate_the_terms() -> None:
+    """Points that identify both GPU terms keep them free (the synthetic engine is recovered, the prior unused);
+    points of a linear GPU term alone would zero the attention: then c_token2 / c_token is the prior."""
+    pts = [(float(n), t_pre(n)) for n in (128, 512, 1024, 2048, 3968)]
+    fit = F.fit_prefill(pts, rho=1e-3)
+    assert (fit.c0, fit.c_token, fit.c_token2) == pytest.approx(PRE, rel=1e-9)
+    assert fit.rms_rel < 1e-9
+    linear = [(n, max(PRE[0], 5e-6 * n)) for n, _ in pts]
+    assert F.fit_prefill(linear).c_token2 == 0.0
+    prior = F.fit_prefill(linear, rho=4e-5)
+    assert prior.c_token2 == pytest.approx(4e-5 * prior.c_token) and prior.c_token > 0
+    assert prior.c0 == pytest.approx(PRE[0])
+    ratio = F.attention_ratio(load_serving(REF)[0].model.model_dump(), "bf16", "h100")
+    # the roofline's: a token's attention ~4 % of its GEMMs per 1,000 tokens of context
+    assert ratio is not None and 1e-6 < ratio < 1e-3
+    assert F.attention_ratio({"name": "partial"}, "bf16", "h100") is None
+
+
+def test_shape_setup_from_first_repeats() -> None:
+    """The first repeat of a prefill length pays the engine's setup of a new shape, unless an earlier run had
+    that shape (here 2048, prefilled by a decode run of one request first) or it is the collection's first."""
+    runs = ["decode-b1-p2048"] + [f"prefill-p{p}-{k}" for p in (128, 512, 2048) for k in range(3)]
+    rows = [{"run": r, "arrival_s": "0", "first_token_s": str(0.01 + (0.05 if r.endswith("-0") and "p2048" not in r
+                                                                     else 0.0))} for r in runs]  # fmt: skip
+    assert F.shape_setup(rows, runs, "x") == pytest.approx(0.05)
+    # without the decode run, p128 is the collection's first (left out) and p2048 counts, at no extra: the median
+    assert F.shape_setup(rows, runs[1:], "x") == pytest.approx(0.025)
+    assert F.shape_setup(rows, ["decode-b1-p128", "decode-b1-p512", "decode-b1-p2048"] + runs[1:], "x") == 0.0
 
 
 def test_context_buckets_pad_the_decode() -> None:
@@ -275,3 +314,66 @@ def test_steps_dry_run_prints_the_plan_without_torch(tmp_path: Path) -> None:
         and "prefill-p3968-2" in out
     )
     assert not list(tmp_path.iterdir())
+
+
+def _ref_with(tmp_path: Path, **prefill: float) -> tuple[object, ServingSpec]:
+    """The reference served scenario priced by the synthetic profile (``prefill``'s fields changed)."""
+    prof = _profile()
+    prof = prof.model_copy(update={"prefill": prof.prefill.model_copy(update=prefill)})
+    path = F.write([prof], tmp_path)[0]
+    sc, spec = load_serving(REF)
+    return sc, _spec(spec, step_profile=str(path))
+
+
+def test_separate_passes_take_whole_prompts_and_pay_a_new_shape_once(tmp_path: Path) -> None:
+    """mixed_step: separate (the reference engine): two 3,000-token prompts at once do not fit the 4,096-token
+    budget together; the second is not chunked but waits for the next step, whose pass of the same shape pays no
+    setup; an engine that had run the shape before pays none at all."""
+    from simcore.validation.served import simulate_requests
+
+    sc, spec = _ref_with(tmp_path, c_shape=0.05)
+    zeros, p, o = np.zeros(2), np.array([3000, 3000]), np.array([2, 2])
+    shapes: set[tuple[int, int]] = set()
+    run = simulate_requests(sc, spec, zeros, p, o, shapes)  # type: ignore[arg-type]
+    t1 = t_pre(3000) + 0.05
+    # rel=1e-4: the tables interpolate A(n) between their grid points
+    assert run.first[0] == pytest.approx(t1, rel=1e-4)
+    assert run.first[1] == pytest.approx(t1 + t_pre(3000) + t_dec(1, 4096), rel=1e-4)
+    assert shapes == {(1, 3000)}
+    again = simulate_requests(sc, spec, zeros, p, o, shapes)  # type: ignore[arg-type]
+    assert again.first[0] == pytest.approx(t_pre(3000), rel=1e-4)
+
+
+def test_context_buckets_price_the_longest_context(tmp_path: Path) -> None:
+    """An engine that pads decode attention to a bucket pads every sequence to the longest one's: prompts of 100
+    and 1,500 tokens decode together at the 2,048 bucket (their mean, ~800, would be the 1,024 one)."""
+    from simcore.validation.served import simulate_requests
+
+    sc, spec = _ref_with(tmp_path)
+    run = simulate_requests(sc, spec, np.zeros(2), np.array([100, 1500]), np.array([3, 3]))  # type: ignore[arg-type]
+    assert run.first[0] == pytest.approx(2 * PRE[0], rel=1e-6)  # two passes (two lengths), host-bound
+    tpot = (run.finish - run.first) / 2
+    assert tpot == pytest.approx([t_dec(2, 2048)] * 2, rel=1e-6)
+
+
+def test_validation_runs_an_engines_measured_runs_in_one_process(tmp_path: Path) -> None:
+    """validation served simulates the measured runs in the manifest's order: a run starts from the shapes the
+    runs before it (and the warm-up, its process's first 4 requests at once) met; a scenario of other engine
+    settings is a new process, warmed up again."""
+    from simcore.validation.served import _engine_order
+
+    sc, spec = _ref_with(tmp_path, c_shape=0.05)
+    rows = [{"arrival_s": str(t), "first_token_s": "nan", "finish_s": "nan", "prompt_len": str(p), "output_len": "2"}
+            for t, p in ((0, 300), (0, 300), (0, 300), (0, 300), (1.0, 500))]  # fmt: skip
+    runs = {("s", "a"): rows, ("s", "b"): rows, ("t", "c"): rows}
+    man = {"scenarios": {"s": {"model": {"name": "m"}, "serving": {"max_batch": 64}},
+                         "t": {"model": {"name": "m"}, "serving": {"max_batch": 32}}},
+           "runs": [{"scenario": "s", "run": "a", "engine": "reference"},
+                    {"scenario": "s", "run": "b", "engine": "reference"},
+                    {"scenario": "t", "run": "c", "engine": "reference"}]}  # fmt: skip
+    out = _engine_order(man, runs, {"s": (sc, spec), "t": (sc, spec)})  # type: ignore[dict-item]
+    ttft = {k: float(v.first[-1] - v.arrival[-1]) for k, v in out.items()}  # the 500-token prompt's
+    # the four 300-token prompts: one host-bound pass of the warm-up's shape (4, 300), no setup
+    assert out[("s", "a")].first[0] == pytest.approx(PRE[0], rel=1e-6)
+    assert ttft[("s", "b")] == pytest.approx(ttft[("s", "a")] - 0.05, rel=1e-6)  # (1, 500) met in run a
+    assert ttft[("t", "c")] == pytest.approx(ttft[("s", "a")], rel=1e-6)  # a new process
