@@ -143,10 +143,25 @@ def ddp_gradients_and_buckets(
     return grads, buckets
 
 
-def comm_call_host(cluster: ClusterInfo) -> float:
-    """Host seconds of one eager torch.distributed collective call: the per-call floor of the
-    system's communication profile (back-to-back eager calls)."""
-    return float(_comm_profile(cluster).op_overhead.get("all_reduce", 0.0))
+def comm_call_host(cluster: ClusterInfo, op: str = "all_reduce") -> float:
+    """Host seconds of one eager torch.distributed call of ``op``: the per-call floor of the
+    system's communication profile (back-to-back eager calls; ``send_recv``: one ``isend`` or
+    ``irecv`` and its ``wait()``)."""
+    return float(_comm_profile(cluster).op_overhead.get(op, 0.0))
+
+
+def pipeline_p2p_calls(pp: Num) -> tuple[Num, Num]:
+    """Point-to-point calls one micro-batch's forward and backward issue on an end stage and on a
+    middle stage of a ``pp``-stage pipeline (0 without pipelining).
+
+    torch.distributed.pipelining (``torch/distributed/pipelining/stage.py``: ``get_fwd_recv_ops``,
+    ``get_fwd_send_ops``, ``get_bwd_recv_ops``, ``get_bwd_send_ops``, one ``P2POp`` per tensor, run
+    by the schedule's ``_batch_p2p``) and Megatron's ``p2p_communication.py`` alike: a middle stage
+    receives and sends each micro-batch's activations (forward) and their gradients (backward), 4
+    calls; the first stage only sends activations and receives gradients, the last only receives
+    activations and sends gradients, 2 calls."""
+    pp_a = np.asarray(pp, dtype=float)
+    return np.where(pp_a > 1, 2.0, 0.0), np.where(pp_a > 2, 4.0, np.where(pp_a > 1, 2.0, 0.0))
 
 
 def overlap_slowdown(cluster: ClusterInfo) -> float:
@@ -627,7 +642,10 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     work outside the layers (embedding, LM head and loss on the main thread, their backward on the
     autograd thread, from whole profiled steps). A pipeline stage: a micro-batch's forward and backward
     on the stage take at least the host's time for both (its per-micro-batch excess, split as the
-    phases' excesses); the work outside the layers is not modelled (see docs/compute.md, host model).
+    phases' excesses), the largest over a middle stage (its layers and 4 point-to-point calls) and the
+    last (its layers, the LM head and loss outside them, priced as a whole step's work outside the
+    layers, and 2 point-to-point calls), each call at the profile's ``send_recv`` floor
+    (:func:`pipeline_p2p_calls`; see docs/parallelism.md, pipeline host costs).
     """
     hv, lk = ht.hv, s.lk
     h_f, h_b = _layer_host(s, ht)
@@ -643,16 +661,19 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     # (eager: plus the part that grows with the layers; compiled: its own per-step line has it)
     lay_f = 0.0 if s.compiled else s.layers_per_rank * hv(f"step_fwd_layer_{lk}")
     lay_b = 0.0 if s.compiled else s.layers_per_rank * hv(f"step_bwd_layer_{lk}")
-    h_sf = np.where(single_stage, hv(f"step_fwd_{lk}") + lay_f + ht.wrapper_step("fwd"), 0.0) * ht.pf(
-        "step_fwd"
-    )
-    h_sb = np.where(single_stage, hv(f"step_bwd_{lk}") + lay_b + ht.wrapper_step("bwd"), 0.0) * ht.pf(
-        "step_bwd"
-    )
+    # per micro-batch outside the layers: one stage's whole; a pipeline's last stage (LM head and loss)
+    h_out_f = (hv(f"step_fwd_{lk}") + lay_f + ht.wrapper_step("fwd")) * ht.pf("step_fwd")
+    h_out_b = (hv(f"step_bwd_{lk}") + lay_b + ht.wrapper_step("bwd")) * ht.pf("step_bwd")
+    h_sf = np.where(single_stage, h_out_f, 0.0)
+    h_sb = np.where(single_stage, h_out_b, 0.0)
     g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, s.layers_per_rank, s.m, h_sf, h_sb)
     per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
     share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
-    per_mb = np.where(single_stage, per_mb, np.maximum(h_f + h_b - (Fg + Bg), 0.0))
+    p2p_end, p2p_mid = pipeline_p2p_calls(s.pp)
+    call = comm_call_host(s.cluster, "send_recv")
+    middle = h_f + h_b + p2p_mid * call - (Fg + Bg)
+    last = h_f + h_b + h_out_f + h_out_b + p2p_end * call - (Fg + Bg + headF + headB)
+    per_mb = np.where(single_stage, per_mb, np.maximum(np.maximum(middle, last), 0.0))
     work.F_layers.add("host_overhead", per_mb * share_f)
     work.B_layers.add("host_overhead", per_mb * (1.0 - share_f))
     return _Host(h_f + h_b, h_sf + h_sb, np.where(single_stage, lag, 0.0))
