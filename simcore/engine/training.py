@@ -854,6 +854,8 @@ class _DataParallel:
     B_last: Num
     overlap_cost: Num
     ddp_copy: Num
+    fsdp_copy: Num
+    """FSDP2's copy-out kernels (compute stream), per step."""
     gil: Num
 
 
@@ -894,7 +896,10 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     dp_exposed = _bucketed(dp_grad, B_last, buckets, overlap) + np.where(
         zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
     )
-    zero3_exposed = np.where(zero3, np.maximum(2.0 * ag + rs - (pipe.Fl + pipe.Bl), 0.0) * s.m, 0.0)
+    copy_out, ag_in, rs_in = _fsdp_copies(s, params, zeros)
+    zero3_exposed = np.where(
+        zero3, np.maximum(2.0 * (ag + ag_in) + rs + rs_in - (pipe.Fl + pipe.Bl), 0.0) * s.m, 0.0
+    )
     dp_exposed = np.where(zero3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
     pbytes = 4.0 if s.param_dtype == "fp32" else 2.0
     dp_legacy = when(
@@ -930,8 +935,37 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         B_last,
         overlap_cost,
         _ddp_copy(s, params, zeros),
+        copy_out * s.m,
         _dataparallel_launch(s, work, pipe),
     )
+
+
+def _fsdp_copies(s: _Step, params: _RankParams, zeros: Num) -> tuple[Num, Num, Num]:
+    """Seconds per micro-batch of FSDP2's (``fully_shard``) copy kernels around its collectives:
+    ``(copy-outs, one all-gather's copy-in, the reduce-scatter's copy-in)`` (0 without FSDP).
+
+    torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: before each all-gather (forward, and
+    backward: ``reshard_after_forward=True``) ``all_gather_copy_in`` casts each fp32 shard to the
+    bf16 ``param_dtype`` (``MixedPrecisionPolicy``) and ``_foreach_copy_``-s it into the flat input,
+    on the all-gather stream; after it ``split_with_sizes_copy`` copies the gathered flat buffer out
+    into each unsharded parameter, on the compute stream; before each reduce-scatter ``_chunk_cat``
+    copies the bf16 unsharded gradients into the reduce-scatter input in the reduce dtype, on the
+    reduce-scatter stream. Each priced as a streaming kernel over its bytes read + written (the fitted
+    ``copy`` and ``cast`` curves); the copy-out adds to the step, the copy-ins lengthen the
+    collectives' streams (docs/parallelism.md, FSDP2 copies)."""
+    mask = s.zero3 & _a(s.lay.fsdp, bool) & (s.dp > 1)
+    if not np.any(mask):
+        return zeros, zeros, zeros
+    full = params.dense + params.embed
+    shard = full / s.dp
+    cast = 4.0 + 2.0 if s.param_dtype == "fp32" else 0.0  # fp32 shard read, bf16 written
+    out = L.fused_mem_op("copy", full, 2.0, 4.0, 0.0, "fsdp_copy", count=2.0)  # forward and backward
+    ops_in = [L.fused_mem_op("copy", shard, 2.0, 4.0, 0.0, "fsdp_copy")]
+    if cast:
+        ops_in.append(L.fused_mem_op("cast", shard, 2.0, cast, 0.0, "fsdp_copy"))
+    rs_in = L.fused_mem_op("cast", full, 2.0, 2.0 + s.sb.grads, 0.0, "fsdp_copy")
+    price = s.pricer.price
+    return tuple(np.where(mask, price(o).total(), 0.0) for o in ([out], ops_in, [rs_in]))  # type: ignore[return-value]
 
 
 def _ddp_copy(s: _Step, params: _RankParams, zeros: Num) -> Num:
@@ -1091,6 +1125,7 @@ def _step_time(
         + optm.opt
         + dpc.gil
         + dpc.ddp_copy
+        + dpc.fsdp_copy
         + dpc.overlap_cost
         + optm.h_end
     )
@@ -1101,6 +1136,8 @@ def _step_time(
     bd["optimizer"] = optm.opt
     bd["host_launch"] = dpc.gil
     bd["dp_copy"] = dpc.ddp_copy
+    if np.any(dpc.fsdp_copy):
+        bd["fsdp_copy"] = dpc.fsdp_copy
     bd["overlap_slowdown"] = dpc.overlap_cost
     bd["host_overhead"] = bd.get("host_overhead", 0.0) + optm.h_end
     power_cap = breakdown_power_cap(s.cluster.device, s.prof, bd, s.recipe.gemm_dtype)
@@ -1225,7 +1262,7 @@ def evaluate(
         "p2p_s": pipe.c,
         "dp_comm_s": np.where(s.zero3, dpc.zero3_exposed, dp_comm),
         "dp_tail_s": dpc.dp_tail,
-        "host_tail_s": dpc.gil + dpc.ddp_copy + optm.h_end,
+        "host_tail_s": dpc.gil + dpc.ddp_copy + dpc.fsdp_copy + optm.h_end,
         "optimizer_s": opt,
         "buckets": dpc.buckets,
         "dp_window_s": dpc.B_last,
