@@ -681,9 +681,7 @@ def _read_run(
     return ans, passes, warm
 
 
-def _assume_facts(
-    sc: Scenario, facts: list[_Fact], overrides: list[str] | None, assumed: list[str]
-) -> Scenario:
+def _assume_facts(sc: Scenario, facts: list[_Fact], overrides: list[str] | None, assumed: list[str]) -> Scenario:
     """``sc`` with each fact the trace showed, in order (:func:`_assume`; the first of two facts on the same
     field wins)."""
     for f in facts:
@@ -752,10 +750,7 @@ def _code_facts(sc: Scenario, ans: list[Analysis], cdec: bool) -> list[_Fact]:
             "training",
             "param_dtype",
             "bf16",
-            sc.kind == "training"
-            and sc.training is not None
-            and sc.training.precision != "fp32"
-            and not fp32_weights(ans),
+            sc.kind == "training" and sc.training is not None and sc.training.precision != "fp32" and not fp32_weights(ans),
             "predicted with training.param_dtype: bf16 (the trace's gradients and linear layers' weights are "
             "16-bit: the model was cast to bf16); --set training.param_dtype=fp32 predicts AMP's fp32 weights",
         ),
@@ -945,11 +940,7 @@ def _host_facts(
     facts = [
         # the run's own code: its ops per layer, where they are not the calibrated code's
         _Fact(
-            "runtime",
-            "layer_ops",
-            layer_ops,
-            layer_ops is not None,
-            _layer_ops_note(sc, layer_ops, act, prof.host_ops),
+            "runtime", "layer_ops", layer_ops, layer_ops is not None, _layer_ops_note(sc, layer_ops, act, prof.host_ops)
         ),
         # the run's own decode loop: its ops outside the layers, where they are not the calibrated code's
         _Fact(
@@ -1011,9 +1002,7 @@ def _layer_ops_note(sc: Scenario, layer_ops: LayerOps | None, act: str, host_ops
     act_name = "swiglu" if sc.model.activation == "swiglu" else "gelu"
     ref_f, ref_b = host_ops.calibrated_layer_ops(sc.runtime.implementation, act_name) or (0.0, 0.0)
     hf_code_name = (
-        ("transformers' dynamic-cache" if inference else "transformers' fit steps'")
-        if hf_code
-        else "tools/gpt.py's"
+        ("transformers' dynamic-cache" if inference else "transformers' fit steps'") if hf_code else "tools/gpt.py's"
     )
     ref_ops = (
         f"{{fwd: {host_ops.calibrated_decode_layer_ops(sc.runtime.implementation, act if hf_code else act_name) or 0:g}}} "
