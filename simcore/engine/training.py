@@ -898,7 +898,7 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     )
     copy_out, ag_in, rs_in = _fsdp_copies(s, params, zeros)
     zero3_exposed = np.where(
-        zero3, np.maximum(2.0 * (ag + ag_in) + rs + rs_in - (pipe.Fl + pipe.Bl), 0.0) * s.m, 0.0
+        zero3, np.maximum(2.0 * ag + ag_in + rs + rs_in - (pipe.Fl + pipe.Bl), 0.0) * s.m, 0.0
     )
     dp_exposed = np.where(zero3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
     pbytes = 4.0 if s.param_dtype == "fp32" else 2.0
@@ -942,30 +942,30 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
 
 def _fsdp_copies(s: _Step, params: _RankParams, zeros: Num) -> tuple[Num, Num, Num]:
     """Seconds per micro-batch of FSDP2's (``fully_shard``) copy kernels around its collectives:
-    ``(copy-outs, one all-gather's copy-in, the reduce-scatter's copy-in)`` (0 without FSDP).
+    ``(copy-outs, all-gather copy-ins, reduce-scatter copy-in)`` (0 without FSDP).
 
-    torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: before each all-gather (forward, and
-    backward: ``reshard_after_forward=True``) ``all_gather_copy_in`` casts each fp32 shard to the
-    bf16 ``param_dtype`` (``MixedPrecisionPolicy``) and ``_foreach_copy_``-s it into the flat input,
-    on the all-gather stream; after it ``split_with_sizes_copy`` copies the gathered flat buffer out
-    into each unsharded parameter, on the compute stream; before each reduce-scatter ``_chunk_cat``
-    copies the bf16 unsharded gradients into the reduce-scatter input in the reduce dtype, on the
-    reduce-scatter stream. Each priced as a streaming kernel over its bytes read + written (the fitted
-    ``copy`` and ``cast`` curves); the copy-out adds to the step, the copy-ins lengthen the
-    collectives' streams (docs/parallelism.md, FSDP2 copies)."""
+    torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: before each all-gather
+    ``all_gather_copy_in`` casts each fp32 shard to the bf16 ``param_dtype`` (``MixedPrecisionPolicy``)
+    and ``_foreach_copy_``-s it into the flat input, on the all-gather stream; after it
+    ``split_with_sizes_copy`` copies the gathered flat buffer out into each unsharded parameter, on the
+    compute stream; before each reduce-scatter ``_chunk_cat`` copies the bf16 unsharded gradients into
+    the reduce-scatter input in the reduce dtype, on the reduce-scatter stream. Each layer's group is
+    gathered twice (forward, and backward: ``reshard_after_forward=True``), the root's (embedding, head)
+    once (fully_shard keeps the root unsharded after forward). Each priced as a streaming kernel over its
+    bytes read + written (the fitted ``copy`` and ``cast`` curves); the copy-outs add to the step, the
+    copy-ins lengthen the collectives' streams (docs/parallelism.md, FSDP2 copies)."""
     mask = s.zero3 & _a(s.lay.fsdp, bool) & (s.dp > 1)
     if not np.any(mask):
         return zeros, zeros, zeros
-    full = params.dense + params.embed
-    shard = full / s.dp
-    cast = 4.0 + 2.0 if s.param_dtype == "fp32" else 0.0  # fp32 shard read, bf16 written
-    out = L.fused_mem_op("copy", full, 2.0, 4.0, 0.0, "fsdp_copy", count=2.0)  # forward and backward
-    ops_in = [L.fused_mem_op("copy", shard, 2.0, 4.0, 0.0, "fsdp_copy")]
-    if cast:
-        ops_in.append(L.fused_mem_op("cast", shard, 2.0, cast, 0.0, "fsdp_copy"))
-    rs_in = L.fused_mem_op("cast", full, 2.0, 2.0 + s.sb.grads, 0.0, "fsdp_copy")
-    price = s.pricer.price
-    return tuple(np.where(mask, price(o).total(), 0.0) for o in ([out], ops_in, [rs_in]))  # type: ignore[return-value]
+    gathered = 2.0 * params.dense + params.embed  # elements all-gathered per micro-batch
+    shard = gathered / s.dp
+    out = [L.fused_mem_op("copy", gathered, 2.0, 4.0, 0.0, "fsdp_copy")]
+    ins = [L.fused_mem_op("copy", shard, 2.0, 4.0, 0.0, "fsdp_copy")]
+    if s.param_dtype == "fp32":  # the fp32 shard read, its bf16 copy written
+        ins.append(L.fused_mem_op("cast", shard, 2.0, 6.0, 0.0, "fsdp_copy"))
+    rs = [L.fused_mem_op("cast", params.dense + params.embed, 2.0, 2.0 + s.sb.grads, 0.0, "fsdp_copy")]
+    copy_out, ag_in, rs_in = (np.where(mask, s.pricer.price(o).total(), 0.0) for o in (out, ins, rs))
+    return copy_out, ag_in, rs_in
 
 
 def _ddp_copy(s: _Step, params: _RankParams, zeros: Num) -> Num:

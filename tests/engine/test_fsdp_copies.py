@@ -10,6 +10,7 @@ import simcore
 from simcore.compute.ops import op_time
 from simcore.specs.resolve import load_scenario
 from simcore.specs.scenario import Scenario
+from simcore.workload.model import param_counts
 
 REPO = Path(__file__).resolve().parents[2]
 SC = REPO / "tests/data/trace_scenarios/h200x2_fsdp_gpt350m.yaml"  # FSDP2 over 2 H200s, gpt-350m
@@ -23,12 +24,17 @@ def _plain(m: int = 1) -> Scenario:
     return sc.model_copy(update={"runtime": rt, "training": tr})
 
 
-def test_copy_out_is_two_bf16_copies_of_the_stage_per_micro_batch() -> None:
-    """Forward and backward all-gathers each copy the gathered bf16 parameters out: 2 + 2 bytes
-    read + written per parameter, priced on the fitted copy curve."""
-    r = simcore.predict(_plain())
-    one = op_time("copy", "h200", name="copy", bytes=4.0 * PARAMS).time_s
-    assert r.breakdown["fsdp_copy"] == pytest.approx(2 * one, rel=0.02)
+def test_copy_out_copies_each_gathered_bf16_parameter() -> None:
+    """Forward and backward all-gathers of the layers, one of the root (embedding, LM head), each
+    copy the gathered bf16 parameters out: 2 + 2 bytes read + written per element, priced on the
+    fitted copy curve."""
+    sc = _plain()
+    pc = param_counts(sc.model)
+    gathered = 2 * pc.dense_layers * pc.per_dense_layer + pc.embedding + pc.lm_head
+    assert gathered == pytest.approx(2 * PARAMS - (pc.embedding + pc.lm_head), rel=0.01)  # gpt-350m's count
+    r = simcore.predict(sc)
+    want = op_time("copy", "h200", name="copy", bytes=4.0 * gathered).time_s
+    assert r.breakdown["fsdp_copy"] == pytest.approx(want, rel=0.02)
 
 
 def test_copy_out_scales_with_micro_batches_and_ddp_has_none() -> None:
