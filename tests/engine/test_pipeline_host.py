@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simcore
 from simcore.engine.training import comm_call_host, pipeline_p2p_calls
@@ -95,3 +97,16 @@ def test_more_micro_batches_cost_the_stage_host_each() -> None:
     outside = p.host("step_fwd_gelu", True) + p.host("step_bwd_gelu", True)
     assert t16 - t8 >= 8 * outside
     assert t16 > t8
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.floats(min_value=1e-6, max_value=40e-6), st.floats(min_value=1.0, max_value=3.0))
+def test_a_slower_cpu_never_speeds_a_pipeline_up(op_s: float, factor: float) -> None:
+    """The stage's host per micro-batch grows with the CPU's per-op time, and the step never shrinks."""
+    base = _host_bound(load_scenario(str(SC)), 1, 8)
+
+    def at(t: float) -> float:
+        rt = base.runtime.model_copy(update={"cpu_op_time": CpuOpTime(main=t, backward=t)})
+        return simcore.predict(base.model_copy(update={"runtime": rt})).step_time_s
+
+    assert at(op_s * factor) >= at(op_s) * (1 - 1e-12)
