@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,3 +111,20 @@ def test_a_slower_cpu_never_speeds_a_pipeline_up(op_s: float, factor: float) -> 
         return simcore.predict(base.model_copy(update={"runtime": rt})).step_time_s
 
     assert at(op_s * factor) >= at(op_s) * (1 - 1e-12)
+
+
+def test_each_micro_batch_pays_two_send_recv_calls_on_a_two_stage_pipeline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Host-bound, a 2-stage GPipe step with the send/recv floor at 0 is ``(m + pp - 1) x 2`` floors faster."""
+    import simcore.engine.training as T
+
+    sc = _host_bound(load_scenario(str(SC)), 1, 8)
+    call = comm_call_host(resolve_cluster(sc.cluster, default_registry()), "send_recv")
+    with_calls = simcore.predict(sc).step_time_s
+    real = T.comm_call_host
+    monkeypatch.setattr(
+        T, "comm_call_host", lambda c, op="all_reduce": 0.0 if op == "send_recv" else real(c, op)
+    )
+    without = simcore.predict(sc).step_time_s
+    assert with_calls - without == pytest.approx((8 + 2 - 1) * 2 * call, rel=1e-6)
