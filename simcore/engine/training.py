@@ -149,10 +149,25 @@ def ddp_gradients_and_buckets(
     return grads, buckets
 
 
-def comm_call_host(cluster: ClusterInfo) -> float:
-    """Host seconds of one eager torch.distributed collective call: the per-call floor of the
-    system's communication profile (back-to-back eager calls)."""
-    return float(_comm_profile(cluster).op_overhead.get("all_reduce", 0.0))
+def comm_call_host(cluster: ClusterInfo, op: str = "all_reduce") -> float:
+    """Host seconds of one eager torch.distributed call of ``op``: the per-call floor of the
+    system's communication profile (back-to-back eager calls; ``send_recv``: one ``isend`` or
+    ``irecv`` and its ``wait()``)."""
+    return float(_comm_profile(cluster).op_overhead.get(op, 0.0))
+
+
+def pipeline_p2p_calls(pp: Num) -> tuple[Num, Num]:
+    """Point-to-point calls one micro-batch's forward and backward issue on an end stage and on a
+    middle stage of a ``pp``-stage pipeline (0 without pipelining).
+
+    torch.distributed.pipelining (``torch/distributed/pipelining/stage.py``: ``get_fwd_recv_ops``,
+    ``get_fwd_send_ops``, ``get_bwd_recv_ops``, ``get_bwd_send_ops``, one ``P2POp`` per tensor, run
+    by the schedule's ``_batch_p2p``) and Megatron's ``p2p_communication.py`` alike: a middle stage
+    receives and sends each micro-batch's activations (forward) and their gradients (backward), 4
+    calls; the first stage only sends activations and receives gradients, the last only receives
+    activations and sends gradients, 2 calls."""
+    pp_a = np.asarray(pp, dtype=float)
+    return np.where(pp_a > 1, 2.0, 0.0), np.where(pp_a > 2, 4.0, np.where(pp_a > 1, 2.0, 0.0))
 
 
 def overlap_slowdown(cluster: ClusterInfo) -> float:
@@ -633,7 +648,10 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     work outside the layers (embedding, LM head and loss on the main thread, their backward on the
     autograd thread, from whole profiled steps). A pipeline stage: a micro-batch's forward and backward
     on the stage take at least the host's time for both (its per-micro-batch excess, split as the
-    phases' excesses); the work outside the layers is not modelled (see docs/compute.md, host model).
+    phases' excesses), the largest over a middle stage (its layers and 4 point-to-point calls) and the
+    last (its layers, the LM head and loss outside them, priced as a whole step's work outside the
+    layers, and 2 point-to-point calls), each call at the profile's ``send_recv`` floor
+    (:func:`pipeline_p2p_calls`; see docs/parallelism.md, pipeline host costs).
     """
     hv, lk = ht.hv, s.lk
     h_f, h_b = _layer_host(s, ht)
@@ -649,16 +667,19 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     # (eager: plus the part that grows with the layers; compiled: its own per-step line has it)
     lay_f = 0.0 if s.compiled else s.layers_per_rank * hv(f"step_fwd_layer_{lk}")
     lay_b = 0.0 if s.compiled else s.layers_per_rank * hv(f"step_bwd_layer_{lk}")
-    h_sf = np.where(single_stage, hv(f"step_fwd_{lk}") + lay_f + ht.wrapper_step("fwd"), 0.0) * ht.pf(
-        "step_fwd"
-    )
-    h_sb = np.where(single_stage, hv(f"step_bwd_{lk}") + lay_b + ht.wrapper_step("bwd"), 0.0) * ht.pf(
-        "step_bwd"
-    )
+    # per micro-batch outside the layers: one stage's whole; a pipeline's last stage (LM head and loss)
+    h_out_f = (hv(f"step_fwd_{lk}") + lay_f + ht.wrapper_step("fwd")) * ht.pf("step_fwd")
+    h_out_b = (hv(f"step_bwd_{lk}") + lay_b + ht.wrapper_step("bwd")) * ht.pf("step_bwd")
+    h_sf = np.where(single_stage, h_out_f, 0.0)
+    h_sb = np.where(single_stage, h_out_b, 0.0)
     g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, s.layers_per_rank, s.m, h_sf, h_sb)
     per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
     share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
-    per_mb = np.where(single_stage, per_mb, np.maximum(h_f + h_b - (Fg + Bg), 0.0))
+    p2p_end, p2p_mid = pipeline_p2p_calls(s.pp)
+    call = comm_call_host(s.cluster, "send_recv")
+    middle = h_f + h_b + p2p_mid * call - (Fg + Bg)
+    last = h_f + h_b + h_out_f + h_out_b + p2p_end * call - (Fg + Bg + headF + headB)
+    per_mb = np.where(single_stage, per_mb, np.maximum(np.maximum(middle, last), 0.0))
     work.F_layers.add("host_overhead", per_mb * share_f)
     work.B_layers.add("host_overhead", per_mb * (1.0 - share_f))
     return _Host(h_f + h_b, h_sf + h_sb, np.where(single_stage, lag, 0.0))
@@ -839,6 +860,8 @@ class _DataParallel:
     B_last: Num
     overlap_cost: Num
     ddp_copy: Num
+    fsdp_copy: Num
+    """FSDP2's copy-out kernels (compute stream), per step."""
     gil: Num
 
 
@@ -884,7 +907,10 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
     )
     per_tensor = zero3 & (np.asarray(s.lay.zero3_gather) == "per_tensor")
-    zero3_exposed = np.where(zero3, np.maximum(2.0 * ag + rs - (pipe.Fl + pipe.Bl), 0.0) * s.m, 0.0)
+    copy_out, ag_in, rs_in = _fsdp_copies(s, params, zeros)
+    zero3_exposed = np.where(
+        zero3, np.maximum(2.0 * ag + ag_in + rs + rs_in - (pipe.Fl + pipe.Bl), 0.0) * s.m, 0.0
+    )
     if np.any(per_tensor & (dp > 1)):
         zero3_exposed = np.where(per_tensor, zero3_per_tensor(s, params) * s.m, zero3_exposed)
     dp_exposed = np.where(zero3, 0.0, np.where(dp > 1, dp_exposed, 0.0))
@@ -922,6 +948,7 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         B_last,
         overlap_cost,
         _ddp_copy(s, params, zeros),
+        copy_out * s.m,
         _dataparallel_launch(s, work, pipe),
     )
 
@@ -967,6 +994,34 @@ def zero3_per_tensor(s: _Step, params: _RankParams) -> Num:
     return gathers * one_pass("all_gather", pbytes, "fp32" if pbytes == 4 else "bf16") + one_pass(
         "reduce_scatter", grad_b, "fp32" if grad_b == 4 else "bf16"
     )
+
+
+def _fsdp_copies(s: _Step, params: _RankParams, zeros: Num) -> tuple[Num, Num, Num]:
+    """Seconds per micro-batch of FSDP2's (``fully_shard``) copy kernels around its collectives:
+    ``(copy-outs, all-gather copy-ins, reduce-scatter copy-in)`` (0 without FSDP).
+
+    torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: before each all-gather
+    ``all_gather_copy_in`` casts each fp32 shard to the bf16 ``param_dtype`` (``MixedPrecisionPolicy``)
+    and ``_foreach_copy_``-s it into the flat input, on the all-gather stream; after it
+    ``split_with_sizes_copy`` copies the gathered flat buffer out into each unsharded parameter, on the
+    compute stream; before each reduce-scatter ``_chunk_cat`` copies the bf16 unsharded gradients into
+    the reduce-scatter input in the reduce dtype, on the reduce-scatter stream. Each layer's group is
+    gathered twice (forward, and backward: ``reshard_after_forward=True``), the root's (embedding, head)
+    once (fully_shard keeps the root unsharded after forward). Each priced as a streaming kernel over its
+    bytes read + written (the fitted ``copy`` and ``cast`` curves); the copy-outs add to the step, the
+    copy-ins lengthen the collectives' streams (docs/parallelism.md, FSDP2 copies)."""
+    mask = s.zero3 & _a(s.lay.fsdp, bool) & (s.dp > 1)
+    if not np.any(mask):
+        return zeros, zeros, zeros
+    gathered = 2.0 * params.dense + params.embed  # elements all-gathered per micro-batch
+    shard = gathered / s.dp
+    out = [L.fused_mem_op("copy", gathered, 2.0, 4.0, 0.0, "fsdp_copy")]
+    ins = [L.fused_mem_op("copy", shard, 2.0, 4.0, 0.0, "fsdp_copy")]
+    if s.param_dtype == "fp32":  # the fp32 shard read, its bf16 copy written
+        ins.append(L.fused_mem_op("cast", shard, 2.0, 6.0, 0.0, "fsdp_copy"))
+    rs = [L.fused_mem_op("cast", params.dense + params.embed, 2.0, 2.0 + s.sb.grads, 0.0, "fsdp_copy")]
+    copy_out, ag_in, rs_in = (np.where(mask, s.pricer.price(o).total(), 0.0) for o in (out, ins, rs))
+    return copy_out, ag_in, rs_in
 
 
 def _ddp_copy(s: _Step, params: _RankParams, zeros: Num) -> Num:
@@ -1126,6 +1181,7 @@ def _step_time(
         + optm.opt
         + dpc.gil
         + dpc.ddp_copy
+        + dpc.fsdp_copy
         + dpc.overlap_cost
         + optm.h_end
     )
@@ -1136,6 +1192,8 @@ def _step_time(
     bd["optimizer"] = optm.opt
     bd["host_launch"] = dpc.gil
     bd["dp_copy"] = dpc.ddp_copy
+    if np.any(dpc.fsdp_copy):
+        bd["fsdp_copy"] = dpc.fsdp_copy
     bd["overlap_slowdown"] = dpc.overlap_cost
     bd["host_overhead"] = bd.get("host_overhead", 0.0) + optm.h_end
     power_cap = breakdown_power_cap(s.cluster.device, s.prof, bd, s.recipe.gemm_dtype)
@@ -1260,7 +1318,7 @@ def evaluate(
         "p2p_s": pipe.c,
         "dp_comm_s": np.where(s.zero3, dpc.zero3_exposed, dp_comm),
         "dp_tail_s": dpc.dp_tail,
-        "host_tail_s": dpc.gil + dpc.ddp_copy + optm.h_end,
+        "host_tail_s": dpc.gil + dpc.ddp_copy + dpc.fsdp_copy + optm.h_end,
         "optimizer_s": opt,
         "buckets": dpc.buckets,
         "dp_window_s": dpc.B_last,

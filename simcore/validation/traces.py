@@ -86,7 +86,7 @@ def predicted_class(category: str) -> str:
         return "communication"
     if c in ("gemm", "moe_router", "overlap_slowdown"):  # compute slowed beside collectives: mostly GEMMs
         return "gemm"
-    if c in ("elementwise", "amp_cast", "loss_cast", "moe_permute", "kv_cache", "cast"):
+    if c in ("elementwise", "amp_cast", "loss_cast", "moe_permute", "kv_cache", "cast", "fsdp_copy"):
         return "elementwise"
     if c in ("pipeline_bubble", "host_overhead", "idle", "power_cap", "graph_sync"):
         return "idle"

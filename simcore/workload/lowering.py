@@ -343,11 +343,9 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(fused_mem_op("copy", lay.micro_batch * (lay.static_cache or 1.0), 1.0, 2.0, 0.0, "elementwise"))
     else:
         ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay)))
-        if lay.hf and m.activation == "swiglu":
+        if lay.hf_code and m.activation == "swiglu":
             # the Llama family's rotary embedding on the queries and the keys (GPT-2: learned positions)
-            ops.extend(
-                composite_ops("rotary", T * (s.heads + s.kv_heads) * s.head_dim / t, b, lay.residual_bytes)
-            )
+            ops.extend(rotary_ops(T * (s.heads + s.kv_heads) * s.head_dim / t, lay))
     if lay.attention_backend == "eager":
         ops.extend(eager_attention_ops(m, lay))
     else:
@@ -379,6 +377,20 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(dropout_op(tsp * h, b))
     ops.extend(residual_add(m, lay, tsp))
     return ops
+
+
+def rotary_ops(numel: Num, lay: Layout) -> list[Op]:
+    """``transformers``' rotary embedding of ``numel`` query and key elements: eager, the chain of
+    elementwise kernels :func:`composite_ops` lists; compiled, the one kernel inductor fuses it into
+    (``triton_poi_fused_..._cat_cos_mul_neg_sin_slice_transpose...`` per layer in the committed
+    compiled Llama traces, e.g. traces/h200/round36) and one for its backward (``..._slice_backward...``),
+    each priced on the copy curve over the heads read once and written once. A lower bound: those
+    kernels also recompute cos and sin per element (the position x inverse-frequency product is fused
+    in), which the byte count does not price (docs/stacks.md, torch.compile)."""
+    b = lay.act_bytes
+    if not lay.fused:
+        return composite_ops("rotary", numel, b, lay.residual_bytes)
+    return [fused_mem_op("copy", numel, b, 2 * b, 2 * b, "elementwise", bwd_name="copy")]
 
 
 def split_projections(m: ModelSpec, lay: Layout) -> bool:

@@ -383,7 +383,8 @@ def test_a_static_cache_decode_graph_runs_transformers_separate_projections() ->
     def gemms(lay: L.Layout) -> list[tuple[str, float]]:
         return [(o.name, float(o.args["n"])) for o in L.layer_fwd(m, lay, False) if o.kind == "gemm"]
 
-    assert kernels(static) == 17.0 and kernels(plain) == 10.0
+    # (elsewhere inductor's one fused rotary kernel on the queries and keys, lowering.rotary_ops)
+    assert kernels(static) == 17.0 and kernels(plain) == 11.0
     assert gemms(static)[:3] == [("q_proj", 2048.0), ("k_proj", 512.0), ("v_proj", 512.0)]
     assert ("gate_proj", 5632.0) in gemms(static) and ("up_proj", 5632.0) in gemms(static)
     assert gemms(plain)[0] == ("qkv", 3072.0) and ("mlp_in", 2 * 5632.0) in gemms(plain)
