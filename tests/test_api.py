@@ -262,7 +262,7 @@ PLAN = {"des_top": 0, "top": 1}
         ({"gpus": 10**30}, "gpus: too large"),
         ({"gpus": {"a": 1}}, "gpus: expected a list, got dict"),
         ({"objective": None}, "objective: expected a string, got NoneType None"),
-        ({"objective": "speed"}, "objective: unknown objective 'speed'; use time, cost or energy"),
+        ({"objective": "speed"}, "objective: unknown objective 'speed'; use time, cost, energy or goodput"),
         ({"top": "5"}, "top: expected an integer, got str '5'"),
         ({"top": 1.5}, "top: expected an integer, got 1.5"),
         ({"top": 0}, "top: must be at least 1 (got 0)"),

@@ -47,6 +47,13 @@ def _strs(text: str | None) -> list[str] | None:
     return None if text is None else [v.strip() for v in text.split(",") if v.strip()]
 
 
+def _range(lo: float, hi: float) -> str:
+    """``lo-hi`` with one unit (``5.93-7.05 s``): the prediction interval in a narrow column."""
+    unit = units.fmt(hi, "time").split()[-1]
+    scale = hi / float(units.fmt(hi, "time").split()[0].replace(",", ""))
+    return f"{lo / scale:.3g}-{hi / scale:.3g} {unit}"
+
+
 def _days(s: float | None) -> str:
     return "-" if s is None else f"{s / 86400:.1f} d"
 
@@ -156,9 +163,11 @@ def plan_cmd(
             f"layouts priced, {res.valid_configs:,} fit in memory, {res.elapsed_s:.1f} s)"
         )
     )
-    t = Table()
+    t = Table(pad_edge=False)  # (ten columns in 80 characters)
     goodput = objective == "goodput"
-    cols = ["#", "GPUs", "step", "interval", "DES step", "MFU", "memory"]
+    # the DES column only where a layout was re-checked; the interval as "low-high" in the step's unit
+    des_col = any(e.get("des_step_time_s") is not None for e in [*res.top, res.baseline or {}])
+    cols = ["#", "GPUs", "step", "80% range", *(["DES step"] if des_col else []), "MFU", "memory"]
     cols += ["goodput", "train (wall)"] if goodput else ["train"]
     for c in (*cols, f"cost {sc.cost.currency}", "MWh"):
         t.add_column(esc(c), justify="right", no_wrap=True)
@@ -176,8 +185,12 @@ def plan_cmd(
             f"{e['rank']} tie" if e.get("tie") else str(e["rank"]),
             str(e["gpus"]),
             units.fmt(e["step_time_s"], "time"),
-            "-" if lo is None or hi is None else f"{units.fmt(lo, 'time')}-{units.fmt(hi, 'time')}",
-            "-" if e["des_step_time_s"] is None else units.fmt(e["des_step_time_s"], "time"),
+            "-" if lo is None or hi is None else _range(lo, hi),
+            *(
+                ["-" if e["des_step_time_s"] is None else units.fmt(e["des_step_time_s"], "time")]
+                if des_col
+                else []
+            ),
             f"{e['mfu']:.1%}",
             units.fmt(e["memory_per_gpu_bytes"], "bytes"),
             *train,
@@ -231,7 +244,9 @@ def sweep_cmd(
         str, typer.Option("--mode", help="predict (the scenario's layout) | plan (best layout per point).")
     ] = "predict",
     engine: Annotated[str, typer.Option("--engine", help="analytic | des (predict mode).")] = "analytic",
-    objective: Annotated[str, typer.Option("--objective", help="Plan mode: time | cost | energy | goodput.")] = "time",
+    objective: Annotated[
+        str, typer.Option("--objective", help="Plan mode: time | cost | energy | goodput.")
+    ] = "time",
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Draw a result against a swept key to this PNG.")
     ] = None,

@@ -392,7 +392,8 @@ def _checked(
             f"expected a string, got {type(objective).__name__} {show(objective)}", field="objective"
         )
     if objective not in OBJECTIVES:
-        raise SpecError(f"unknown objective {objective!r}; use {', '.join(OBJECTIVES)}", field="objective")
+        known = f"{', '.join(OBJECTIVES[:-1])} or {OBJECTIVES[-1]}"
+        raise SpecError(f"unknown objective {objective!r}; use {known}", field="objective")
     sizes = None if gpus is None else list(_counts(gpus, "gpus"))
     from simcore.specs.resolve import as_scenario
 
