@@ -136,6 +136,7 @@ def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Lay
         attention_backend=r.attention_backend,
         ep=r.ep,
         etp=1 if r.ep > 1 else None,
+        dispatch_bytes=_dispatch_bytes(r),
     )
     batched = L.batched_experts(r.implementation, r.decode_loop, r.model.moe is not None)
     dec = L.Layout(
@@ -155,8 +156,20 @@ def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Lay
         batched_experts=batched,
         ep=r.ep,
         etp=1 if r.ep > 1 else None,
+        dispatch_bytes=_dispatch_bytes(r),
     )
     return pre, dec
+
+
+FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
+"""Bytes an element of a token an FP8 expert-parallel dispatch sends: E4M3 values with an fp32 scale per 128
+(DeepEP's low-latency and normal dispatch in FP8, as SGLang and TensorRT-LLM run wide EP under FP8 weights)."""
+
+
+def _dispatch_bytes(r: _Run) -> float | None:
+    """Bytes an element of a dispatched token: FP8 (:data:`FP8_DISPATCH_BYTES`) where a wide-EP serving run
+    (``ep > 1``) has FP8 or FP4 weights, else the activations' (``None``)."""
+    return FP8_DISPATCH_BYTES if r.ep > 1 and r.inf.precision in ("fp8", "fp4") else None
 
 
 def _graph_gap(r: _Run) -> float:

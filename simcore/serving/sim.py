@@ -233,6 +233,7 @@ def build_step_model(
     assert inf is not None
     buckets = engine.decode_context_buckets if engine is not None else None
     pre_fw = engine.prefill_framework if engine is not None else None
+    tbo = engine is not None and engine.two_batch_overlap and ep > 1
     fw = sc.runtime.framework
     b_grid = _grid(max(max_batch, 2))
     c_top = max(max_len, 2, min(int(padded_context(buckets, max_len)), sc.model.seq_len))
@@ -257,7 +258,7 @@ def build_step_model(
         pt = {k: float(np.ravel(np.asarray(v, dtype=float))[0]) for k, v in ev_pre.prefill.time.items()}
         p_host = pt.pop("host_overhead", 0.0)
         p_attn = pt.get("attention", 0.0)
-        p_gpu = sum(pt.values())
+        p_gpu = float(_overlap_ep(sum(pt.values()), pt.get("ep_comm", 0.0), tbo))
         rest.append(p_gpu - p_attn)
         attn.append(p_attn)
         if p_host > 0:
@@ -267,7 +268,7 @@ def build_step_model(
                 k: np.broadcast_to(np.asarray(v, dtype=float), barr.shape) for k, v in ev.decode.time.items()
             }
             d_host = dt.pop("host_overhead", np.zeros(barr.shape))
-            d_gpu = np.sum(list(dt.values()), axis=0)
+            d_gpu = _overlap_ep(np.sum(list(dt.values()), axis=0), dt.get("ep_comm", 0.0), tbo)
             dec.append([float(x) for x in d_gpu])
             if np.any(d_host > 0):
                 h_dec = max(h_dec, float(np.max((d_gpu + d_host)[d_host > 0])))
@@ -289,6 +290,12 @@ def build_step_model(
         h_pre,
         separate_prefill=engine is not None and engine.mixed_step == "separate",
     )
+
+
+def _overlap_ep(gpu: Any, comm: Any, overlap: bool) -> Any:
+    """GPU seconds of a pass whose expert all-to-alls (``comm`` of ``gpu``) run under the other micro-batch's
+    computation (``serving.two_batch_overlap``): ``max(gpu - comm, comm)``; else ``gpu``."""
+    return np.maximum(gpu - comm, comm) if overlap else gpu
 
 
 def attention_dp_step_model(rank: StepModel, dp: int) -> StepModel:
