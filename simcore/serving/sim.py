@@ -57,7 +57,7 @@ from simcore.comm.collectives import kv_transfer_time
 from simcore.engine import inference as INF
 from simcore.engine.runtime import inference_runtime
 from simcore.errors import SpecError
-from simcore.serving.spec import ServingSpec, load_trace
+from simcore.serving.spec import ServingSpec, load_trace, with_serving_stack
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.loader import validate
 from simcore.specs.registry import default_registry
@@ -1788,7 +1788,7 @@ def _result(
         steps=sum(i.steps for i in insts),
         events=sim.events,
         memory_per_gpu=fleet.memory[pools[-1][0]],
-        settings={"engine": spec.engine, **{k: getattr(spec, k) for k in ENGINE_FIELDS}},
+        settings={"engine": spec.engine, "stack": sc.runtime.stack, **{k: getattr(spec, k) for k in ENGINE_FIELDS}},
         calibration=sc.calibration,
         notes=notes,
     )
@@ -1800,10 +1800,14 @@ def simulate(sc: Scenario, spec: ServingSpec) -> ServingRun:
     (:func:`_pools`) and their instances (:func:`_place`), the KV transfers of disaggregated pools
     (:func:`_kv_transfers`), the event simulation (:func:`_run`) and its summary (:func:`_result`)."""
     wall0 = time.perf_counter()
+    sc, spec, chosen = with_serving_stack(sc, spec)
     cluster = resolve_cluster(sc.cluster, default_registry())
     spec = with_engine(spec, cluster.device.name, cluster.device.memory.capacity)
     m = sc.model
     notes: list[str] = []
+    if chosen:
+        vals = ", ".join(f"{c.key}={c.value}" for c in chosen)
+        notes.append(f"stack {sc.runtime.stack} defaults (not given by the scenario): {vals}")
     if sc.inference is None:
         raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
     valid_layouts(m, pp=sc.parallel.pp).require()
