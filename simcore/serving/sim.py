@@ -706,6 +706,9 @@ class _Instance:
         self.used = 0
         self.chunks: list[tuple[_Req, int]] = []
         self.load = 0
+        # the cache-aware router's view of this instance: the system prompts and prompt tokens routed to it
+        self.routed_groups: set[int] = set()
+        self.routed_tokens = 0
         self.kv_area = 0.0
         self.kv_peak = 0
         self.busy = 0.0
@@ -1304,15 +1307,43 @@ class _Sim:
         if self.queued > self.max_q:
             self.max_q = self.queued
 
-    def route(self, pool: list[_Instance], which: int) -> _Instance:
+    def route(self, pool: list[_Instance], which: int, r: _Req | None = None) -> _Instance:
         if len(pool) == 1:
             inst = pool[0]
         elif self.spec.router == "round_robin":
             inst = pool[self.rr[which] % len(pool)]
             self.rr[which] += 1
+        elif self.spec.router == "cache_aware" and r is not None:
+            inst = self._cache_aware(pool, r)
         else:
             inst = min(pool, key=lambda x: x.load)
         inst.load += 1
+        return inst
+
+    def _cache_aware(self, pool: list[_Instance], r: _Req) -> _Instance:
+        """SGLang router's ``cache_aware`` policy (sgl-router README, "Cache-Aware Load-Balancing Router"): while
+        the loads are balanced, the instance whose router tree (the prompts routed to it so far) matches most of
+        the prompt when more than :data:`CACHE_THRESHOLD` of it matches, else the instance with the smallest tree
+        (most cache room); when imbalanced (max - min load above :data:`BALANCE_ABS` and max above
+        :data:`BALANCE_REL` x min) the least loaded. A prompt matches its shared system prompt on an instance
+        that was routed that prompt before (``serving.shared_prefix``); the trees are never evicted (the
+        router's 16.8 M-node default)."""
+        loads = [x.load for x in pool]
+        lo, hi = min(loads), max(loads)
+        if hi - lo > BALANCE_ABS and hi > BALANCE_REL * lo:
+            return pool[loads.index(lo)]
+        shared = self.spec.shared_prefix.tokens if self.spec.shared_prefix is not None else 0
+        rate = shared / r.prompt if shared and r.prompt > 0 else 0.0
+        if rate > CACHE_THRESHOLD:
+            seen = [x for x in pool if r.group in x.routed_groups]
+            if seen:
+                best = min(seen, key=lambda x: x.load)
+                best.routed_tokens += r.prompt - shared
+                return best
+        inst = min(pool, key=lambda x: (x.routed_tokens, x.load))
+        inst.routed_tokens += r.prompt - (shared if r.group in inst.routed_groups else 0)
+        if shared:
+            inst.routed_groups.add(r.group)
         return inst
 
     def arrive(self, r: _Req) -> None:
@@ -1324,7 +1355,7 @@ class _Sim:
         self.queued += 1
         if self.queued > self.max_q:
             self.max_q = self.queued
-        inst = self.route(self.front, 0)
+        inst = self.route(self.front, 0, r)
         inst.waiting.append(r)
         inst.blocked = False
         inst.poke()
@@ -1565,6 +1596,13 @@ def _priorities(spec: ServingSpec, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # entry points
 
+
+CACHE_THRESHOLD = 0.5
+"""sgl-router ``--cache-threshold`` default: the prefix match rate above which a request follows its cache."""
+BALANCE_ABS = 32
+"""sgl-router ``--balance-abs-threshold`` default (requests)."""
+BALANCE_REL = 1.0001
+"""sgl-router ``--balance-rel-threshold`` default."""
 
 Pool = tuple[Role, int, int, int]
 """One pool of identical instances: (role, instances, tp, attention DP ranks of an instance)."""

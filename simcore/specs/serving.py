@@ -273,8 +273,10 @@ class ServingSpec(_Documented):
     speculative: SpeculativeSpec | None = None
     """Speculative decoding (draft length, acceptance rate, draft model or heads); ``None``: off
     (the default of vLLM, SGLang and TensorRT-LLM)."""
-    router: Literal["least_loaded", "round_robin"] = "least_loaded"
-    """How arrivals pick a replica: fewest requests in the replica, or in turn."""
+    router: Literal["least_loaded", "round_robin", "cache_aware"] = "least_loaded"
+    """How arrivals pick a replica: fewest requests in the replica, in turn, or KV-cache aware (SGLang router's
+    ``cache_aware`` policy with its default thresholds: the replica already holding the request's shared system
+    prompt while the loads are balanced, the least loaded otherwise)."""
     disaggregated: DisaggSpec | None = None
     slo: SLOSpec = SLOSpec()
     seed: Int = 0
