@@ -202,7 +202,8 @@ class ServingSpec(_Documented):
     two_batch_overlap: bool = False
     """Split each step's batch in two micro-batches so that one's expert all-to-alls run under the other's
     computation (SGLang ``--enable-two-batch-overlap``, off by default; DeepSeek's inference system): a step's
-    GPU time becomes ``max(compute, ep all-to-all)`` instead of their sum. Only with ``attention_dp`` > 1."""
+    GPU time becomes ``max(compute, ep all-to-all)`` instead of their sum. No effect without expert parallelism
+    (``attention_dp`` > 1)."""
     max_batch: Int = Field(default=256, gt=0)
     """Sequences running at once per replica (vLLM ``max_num_seqs``)."""
     max_batch_tokens: Int = Field(default=8192, gt=0)
