@@ -107,6 +107,8 @@ class _Run:
     """The profile's host-table key of a prefill layer."""
     lk_dec: str
     """The profile's host-table key of a decode layer."""
+    ep: Num = 1
+    """Expert-parallel ranks the MoE layers' experts are sharded over (1: experts split by ``tp``)."""
 
     @property
     def host_cal(self) -> dict[str, float]:
@@ -132,6 +134,9 @@ def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Lay
         strided_gate_up=L.strided_gate_up(r.framework, r.gate_up),
         implementation=r.implementation,
         attention_backend=r.attention_backend,
+        ep=r.ep,
+        etp=1 if r.ep > 1 else None,
+        dispatch_bytes=_dispatch_bytes(r),
     )
     batched = L.batched_experts(r.implementation, r.decode_loop, r.model.moe is not None)
     dec = L.Layout(
@@ -149,8 +154,22 @@ def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Lay
         kv_seq=float(ctx),
         static_cache=float(max(inf.prompt_len + inf.output_len - 1, 1)) if r.compiled_decode else None,
         batched_experts=batched,
+        ep=r.ep,
+        etp=1 if r.ep > 1 else None,
+        dispatch_bytes=_dispatch_bytes(r),
     )
     return pre, dec
+
+
+FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
+"""Bytes an element of a token an FP8 expert-parallel dispatch sends: E4M3 values with an fp32 scale per 128
+(DeepEP's low-latency and normal dispatch in FP8, as SGLang and TensorRT-LLM run wide EP under FP8 weights)."""
+
+
+def _dispatch_bytes(r: _Run) -> float | None:
+    """Bytes an element of a dispatched token: FP8 (:data:`FP8_DISPATCH_BYTES`) where a wide-EP serving run
+    (``ep > 1``) has FP8 or FP4 weights, else the activations' (``None``)."""
+    return FP8_DISPATCH_BYTES if r.ep > 1 and r.inf.precision in ("fp8", "fp4") else None
 
 
 def _graph_gap(r: _Run) -> float:
@@ -175,6 +194,7 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
         r.cluster,
         tp=r.tp,
         pp=r.pp,
+        ep=r.ep,
         framework=r.framework,
         calibration=r.calibration,
         per_op_host=not r.layer_host,
@@ -191,6 +211,7 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
             r.cluster,
             tp=r.tp,
             pp=r.pp,
+            ep=r.ep,
             framework="cuda_graphs",
             calibration=r.calibration,
             per_op_host=True,
@@ -327,9 +348,11 @@ def _add_graph_sync(r: _Run, decode: Priced) -> None:
 
 
 def inference_memory(
-    model: ModelSpec, inf: InferenceSpec, tp: Num, pp: Num, batch: Num, ctx: Num, kvb: float, logit_rows: Num
+    model: ModelSpec, inf: InferenceSpec, tp: Num, pp: Num, batch: Num, ctx: Num, kvb: float, logit_rows: Num,
+    ep: Num = 1,
 ) -> dict[str, Num]:
-    """Bytes per GPU by part: weights (over ``tp x pp``), the KV cache of ``ctx + output_len`` tokens
+    """Bytes per GPU by part: weights (over ``tp x pp``; with ``ep > 1`` the routed experts over
+    ``ep x pp``), the KV cache of ``ctx + output_len`` tokens
     (``kvb`` bytes an element), and the transient activations of the prefill or a decode step.
 
     Transient activations: the widest layer intermediate (plus the residual stream) of a prefill over
@@ -341,7 +364,10 @@ def inference_memory(
     dt = inf.precision
     tpf = np.asarray(tp, dtype=float)
     pc = param_counts(model)
-    weights = pc.total * DTYPE_BYTES[dt] / (tpf * np.asarray(pp, dtype=float))
+    experts = float(pc.moe_layer_experts * pc.moe_layers) if np.any(np.asarray(ep) > 1) else 0.0
+    weights = ((pc.total - experts) / tpf + experts / np.asarray(ep, dtype=float)) * DTYPE_BYTES[dt] / np.asarray(
+        pp, dtype=float
+    )
     kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
     width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
     per_token = (width / tpf + 2 * model.hidden) * act
@@ -383,6 +409,7 @@ def evaluate(
     decode_cpu_op_time: float | None = None,
     decode_graph_records: float = 0.0,
     paged_kv: bool = False,
+    ep: int = 1,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -402,6 +429,9 @@ def evaluate(
     the decode passes' host (``None``: ``cpu_op_time``'s); ``decode_graph_records``: decode graphs each call
     records again (``RuntimeSpec.decode_graph_records``), each idling the GPU for
     ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call;
+    ``ep``: expert-parallel ranks (a serving engine's attention data parallelism with wide EP: ``tp`` is then
+    the attention's, every rank's experts ``experts / ep`` whole, ``etp`` 1, the dispatch and combine
+    all-to-alls over ``ep`` ranks of the cluster's fabric; the weights per GPU follow);
     ``paged_kv``: a serving engine's paged KV cache, whose decode steps run the engines' paged decode
     attention kernels (:data:`simcore.compute.ops.PAGED_DECODE`: the KV stream at the device's streaming
     rate) instead of ``attention_backend``'s; the prefill keeps ``attention_backend``.
@@ -427,6 +457,7 @@ def evaluate(
         prof=prof,
         # the decode passes' host at their own pace, where the run's probe gives one
         dec_prof=base.at_cpu_speed(decode_cpu_op_time, inference=True) if decode_cpu_op_time else prof,
+        ep=ep,
         act_key=act_key,
         layer_host=framework == "eager" and f"infer_decode_{act_key}" in prof.host_layer,
         lk=prof.layer_key(act_key, "moe_native" if moe else None, implementation, "infer_decode", attention_backend),
@@ -450,7 +481,7 @@ def evaluate(
     # a power-capped GPU stretches a phase whose kernels would draw more than its TDP on average
     for pr in (prefill, decode):
         pr.add("power_cap", breakdown_power_cap(cluster.device, prof, pr.time, dt))
-    memory = inference_memory(model, inf, tp, pp, batch, ctx, kvb, logit_rows)
+    memory = inference_memory(model, inf, tp, pp, batch, ctx, kvb, logit_rows, ep)
     return InferenceEval(
         prefill=prefill,
         decode=decode,

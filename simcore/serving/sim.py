@@ -57,7 +57,7 @@ from simcore.comm.collectives import kv_transfer_time
 from simcore.engine import inference as INF
 from simcore.engine.runtime import inference_runtime
 from simcore.errors import SpecError
-from simcore.serving.spec import ServingSpec, load_trace
+from simcore.serving.spec import ServingSpec, load_trace, with_serving_stack
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.loader import validate
 from simcore.specs.registry import default_registry
@@ -213,18 +213,30 @@ def build_step_model(
     max_len: int,
     max_tokens: int = 0,
     engine: ServingSpec | None = None,
+    dp: int = 1,
+    ep: int = 1,
 ) -> StepModel:
     """Sample the inference engine into a :class:`StepModel` for batches up to ``max_batch``,
     contexts up to ``max_len`` tokens and steps of up to ``max(max_len, max_tokens)`` tokens.
+
+    ``dp > 1`` (``serving.attention_dp``): the instance is ``dp`` attention ranks stepping together, the
+    experts sharded over ``ep = dp x tp`` GPUs (:func:`attention_dp_step_model` of one rank's tables, sampled
+    with ``ep``).
 
     ``engine``'s properties (default: none of them): ``prefill_framework`` prices the prefill rows under that
     framework (an engine whose decode steps are CUDA-graph replays while its prefill runs eager, its host time
     per pass included); ``decode_context_buckets`` prices a decode step at context ``c`` as one attending over
     the bucket ``padded_context(c)``; ``mixed_step: separate`` sets ``separate_prefill``."""
+    if dp > 1:
+        rank = build_step_model(
+            sc, cluster, tp, -(-max_batch // dp), max_len, -(-max_tokens // dp), engine, ep=dp * tp
+        )
+        return attention_dp_step_model(rank, dp)
     inf = sc.inference
     assert inf is not None
     buckets = engine.decode_context_buckets if engine is not None else None
     pre_fw = engine.prefill_framework if engine is not None else None
+    tbo = engine is not None and engine.two_batch_overlap and ep > 1
     fw = sc.runtime.framework
     b_grid = _grid(max(max_batch, 2))
     c_top = max(max_len, 2, min(int(padded_context(buckets, max_len)), sc.model.seq_len))
@@ -241,7 +253,7 @@ def build_step_model(
         spec = InferenceSpec.model_construct(batch=batch, prompt_len=n, context_len=n, output_len=1,
                                              precision=inf.precision, kv_cache_dtype=inf.kv_cache_dtype)  # fmt: skip
         return INF.evaluate(sc.model, spec, cluster, tp, sc.parallel.pp, framework, sc.calibration,
-                            **inference_runtime(sc), paged_kv=True)  # a serving engine's paged KV cache  # fmt: skip
+                            **inference_runtime(sc), paged_kv=True, ep=ep)  # a serving engine's paged KV cache  # fmt: skip
 
     for n in n_grid:
         ev = evaluate(n, barr if n <= c_top else 1, fw)
@@ -249,7 +261,7 @@ def build_step_model(
         pt = {k: float(np.ravel(np.asarray(v, dtype=float))[0]) for k, v in ev_pre.prefill.time.items()}
         p_host = pt.pop("host_overhead", 0.0)
         p_attn = pt.get("attention", 0.0)
-        p_gpu = sum(pt.values())
+        p_gpu = float(_overlap_ep(sum(pt.values()), pt.get("ep_comm", 0.0), tbo))
         rest.append(p_gpu - p_attn)
         attn.append(p_attn)
         if p_host > 0:
@@ -259,7 +271,7 @@ def build_step_model(
                 k: np.broadcast_to(np.asarray(v, dtype=float), barr.shape) for k, v in ev.decode.time.items()
             }
             d_host = dt.pop("host_overhead", np.zeros(barr.shape))
-            d_gpu = np.sum(list(dt.values()), axis=0)
+            d_gpu = _overlap_ep(np.sum(list(dt.values()), axis=0), dt.get("ep_comm", 0.0), tbo)
             dec.append([float(x) for x in d_gpu])
             if np.any(d_host > 0):
                 h_dec = max(h_dec, float(np.max((d_gpu + d_host)[d_host > 0])))
@@ -281,6 +293,32 @@ def build_step_model(
         h_pre,
         separate_prefill=engine is not None and engine.mixed_step == "separate",
     )
+
+
+def _overlap_ep(gpu: Any, comm: Any, overlap: bool) -> Any:
+    """GPU seconds of a pass whose expert all-to-alls (``comm`` of ``gpu``) run under the other micro-batch's
+    computation (``serving.two_batch_overlap``): ``max(gpu - comm, comm)``; else ``gpu``."""
+    return np.maximum(gpu - comm, comm) if overlap else gpu
+
+
+def attention_dp_step_model(rank: StepModel, dp: int) -> StepModel:
+    """The step model of an instance of ``dp`` attention data-parallel ranks from one rank's tables (sampled
+    with the experts sharded instance-wide, so each rank's MoE layers already pay the dispatch and combine
+    all-to-alls over ``ep`` GPUs and read ``experts / ep`` experts).
+
+    Mean field: the instance's sequences and prompt tokens are spread evenly over the ranks, which step
+    together (every MoE layer is a collective over all of them). A decode step of ``b`` sequences costs a
+    rank's step of ``b / dp`` (at least one: a rank with nothing to decode still runs the MoE layers with the
+    others, SGLang's and TensorRT-LLM's idle batches); ``N`` prompt tokens cost ``R(max(N / dp, 1))``; the
+    chunks' attention, each on its own rank, adds ``1 / dp`` of its sum. A lone prompt's prefill is thus
+    priced as if shared by the ranks: optimistic at light load (one rank computes it), exact on average
+    when many requests are in flight (docs/serving.md, "Expert parallelism with attention DP")."""
+    b_grid = [1.0] + [dp * b for b in rank.b_grid]
+    dec = [[row[0], *row] for row in rank.dec]
+    n_grid = sorted({*rank.n_grid, *(dp * n for n in rank.n_grid)})
+    rest = [_interp(rank.n_grid, rank.rest, max(n / dp, 1.0)) for n in n_grid]
+    attn = [_interp(rank.n_grid, rank.attn, n) / dp for n in n_grid]
+    return dataclasses.replace(rank, b_grid=b_grid, dec=dec, n_grid=n_grid, rest=rest, attn=attn, _cols={})
 
 
 def profile_step_model(
@@ -395,16 +433,18 @@ def _kv_dtype_bytes(sc: Scenario) -> float:
 
 
 def kv_blocks(
-    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, draft: Scenario | None = None
+    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, draft: Scenario | None = None, dp: int = 1
 ) -> tuple[int, dict[str, float]]:
-    """KV-cache blocks of one instance and its per-GPU memory budget (bytes): device memory times
+    """KV-cache blocks of one instance (with attention DP, ``dp > 1``: of one of its ``dp`` ranks, whose
+    ``tp`` GPUs hold the experts of ``ep = dp x tp`` ranks and the activations of ``1 / dp`` of the
+    instance's step) and its per-GPU memory budget (bytes): device memory times
     ``memory_utilization`` (at most capacity minus the reserved runtime bytes), minus weights, the
     activations of a ``max_batch_tokens`` prefill step and the logits of ``max_batch`` sequences.
     With a ``draft`` scenario (speculative decoding) its weights come off too and each token's
     block space holds the draft's KV beside the target's."""
-    weights, acts, logits, per_token = _memory_terms(sc, cluster, spec, tp)
+    weights, acts, logits, per_token = _memory_terms(sc, cluster, spec, tp, dp)
     if draft is not None:
-        d_weights, _, _, d_token = _memory_terms(draft, cluster, spec, tp)
+        d_weights, _, _, d_token = _memory_terms(draft, cluster, spec, tp, dp)
         weights += d_weights
         per_token += d_token
     cap = cluster.device.memory.capacity
@@ -421,27 +461,29 @@ def kv_blocks(
 
 
 def _memory_terms(
-    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int
+    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, dp: int = 1
 ) -> tuple[float, float, float, float]:
-    """Per GPU of a tp x pp instance, bytes: weights, activations of a ``max_batch_tokens`` prefill
-    step, logits of ``max_batch`` sequences, KV cache per token."""
+    """Per GPU of a tp x pp instance (an attention-DP rank of ``dp``), bytes: weights (routed experts over
+    ``dp x tp`` with ``dp > 1``), activations of a ``max_batch_tokens / dp`` prefill step, logits of
+    ``max_batch / dp`` sequences, KV cache per token."""
     inf = sc.inference
     assert inf is not None
     pp = sc.parallel.pp
     spec1 = InferenceSpec.model_construct(
         batch=1,
-        prompt_len=spec.max_batch_tokens,
+        prompt_len=max(spec.max_batch_tokens // dp, 1),
         context_len=1,
         output_len=1,
         precision=inf.precision,
         kv_cache_dtype=inf.kv_cache_dtype,
     )
     ev = INF.evaluate(
-        sc.model, spec1, cluster, tp, pp, sc.runtime.framework, sc.calibration, **inference_runtime(sc)
+        sc.model, spec1, cluster, tp, pp, sc.runtime.framework, sc.calibration, **inference_runtime(sc),
+        ep=dp * tp if dp > 1 else 1,
     )
     weights = float(np.asarray(ev.memory["weights"]))
     acts = float(np.asarray(ev.memory["activations"]))
-    logits = float(np.asarray(ev.memory["logits"])) * spec.max_batch
+    logits = float(np.asarray(ev.memory["logits"])) * -(-spec.max_batch // dp)
     per_token = float(np.asarray(MEM.kv_cache_bytes(sc.model, 1, 1, tp, _kv_dtype_bytes(sc)))) / pp
     return weights, acts, logits, per_token
 
@@ -681,6 +723,9 @@ class _Instance:
         self.used = 0
         self.chunks: list[tuple[_Req, int]] = []
         self.load = 0
+        # the cache-aware router's view of this instance: the system prompts and prompt tokens routed to it
+        self.routed_groups: set[int] = set()
+        self.routed_tokens = 0
         self.kv_area = 0.0
         self.kv_peak = 0
         self.busy = 0.0
@@ -1306,15 +1351,43 @@ class _Sim:
         if self.queued > self.max_q:
             self.max_q = self.queued
 
-    def route(self, pool: list[_Instance], which: int) -> _Instance:
+    def route(self, pool: list[_Instance], which: int, r: _Req | None = None) -> _Instance:
         if len(pool) == 1:
             inst = pool[0]
         elif self.spec.router == "round_robin":
             inst = pool[self.rr[which] % len(pool)]
             self.rr[which] += 1
+        elif self.spec.router == "cache_aware" and r is not None:
+            inst = self._cache_aware(pool, r)
         else:
             inst = min(pool, key=lambda x: x.load)
         inst.load += 1
+        return inst
+
+    def _cache_aware(self, pool: list[_Instance], r: _Req) -> _Instance:
+        """SGLang router's ``cache_aware`` policy (sgl-router README, "Cache-Aware Load-Balancing Router"): while
+        the loads are balanced, the instance whose router tree (the prompts routed to it so far) matches most of
+        the prompt when more than :data:`CACHE_THRESHOLD` of it matches, else the instance with the smallest tree
+        (most cache room); when imbalanced (max - min load above :data:`BALANCE_ABS` and max above
+        :data:`BALANCE_REL` x min) the least loaded. A prompt matches its shared system prompt on an instance
+        that was routed that prompt before (``serving.shared_prefix``); the trees are never evicted (the
+        router's 16.8 M-node default)."""
+        loads = [x.load for x in pool]
+        lo, hi = min(loads), max(loads)
+        if hi - lo > BALANCE_ABS and hi > BALANCE_REL * lo:
+            return pool[loads.index(lo)]
+        shared = self.spec.shared_prefix.tokens if self.spec.shared_prefix is not None else 0
+        rate = shared / r.prompt if shared and r.prompt > 0 else 0.0
+        if rate > CACHE_THRESHOLD:
+            seen = [x for x in pool if r.group in x.routed_groups]
+            if seen:
+                best = min(seen, key=lambda x: x.load)
+                best.routed_tokens += r.prompt - shared
+                return best
+        inst = min(pool, key=lambda x: (x.routed_tokens, x.load))
+        inst.routed_tokens += r.prompt - (shared if r.group in inst.routed_groups else 0)
+        if shared:
+            inst.routed_groups.add(r.group)
         return inst
 
     def arrive(self, r: _Req) -> None:
@@ -1326,7 +1399,7 @@ class _Sim:
         self.queued += 1
         if self.queued > self.max_q:
             self.max_q = self.queued
-        inst = self.route(self.front, 0)
+        inst = self.route(self.front, 0, r)
         inst.waiting.append(r)
         inst.blocked = False
         inst.poke()
@@ -1568,8 +1641,15 @@ def _priorities(spec: ServingSpec, n: int) -> np.ndarray:
 # entry points
 
 
-Pool = tuple[Role, int, int]
-"""One pool of identical instances: (role, instances, tp)."""
+CACHE_THRESHOLD = 0.5
+"""sgl-router ``--cache-threshold`` default: the prefix match rate above which a request follows its cache."""
+BALANCE_ABS = 32
+"""sgl-router ``--balance-abs-threshold`` default (requests)."""
+BALANCE_REL = 1.0001
+"""sgl-router ``--balance-rel-threshold`` default."""
+
+Pool = tuple[Role, int, int, int]
+"""One pool of identical instances: (role, instances, tp, attention DP ranks of an instance)."""
 
 
 def _pools(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, notes: list[str]) -> list[Pool]:
@@ -1581,29 +1661,31 @@ def _pools(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, notes: list[st
     pp = sc.parallel.pp
     dis = spec.disaggregated
     if dis is None:
-        tp = sc.parallel.tp
+        tp, dp = sc.parallel.tp, spec.attention_dp
         valid_layouts(m, tp=tp).require()
-        per = tp * pp
+        per = dp * tp * pp
         reps = spec.replicas if spec.replicas is not None else max(cluster.gpus // per, 1)
         if reps * per > cluster.gpus:
             raise SpecError(
-                f"{reps} replica(s) of tp*pp = {per} GPUs need {reps * per} GPUs; the cluster has {cluster.gpus}",
+                f"{reps} replica(s) of attention_dp*tp*pp = {per} GPUs need {reps * per} GPUs; the cluster has "
+                f"{cluster.gpus}",
                 field="serving.replicas",
             )
-        return [("mixed", reps, tp)]
+        return [("mixed", reps, tp, dp)]
     pools: list[Pool] = []
-    sides: tuple[tuple[Role, int, int], ...] = (  # (role, GPUs, tp)
-        ("prefill", dis.prefill_gpus, dis.prefill_tp or sc.parallel.tp),
-        ("decode", dis.decode_gpus, dis.decode_tp or sc.parallel.tp),
+    sides: tuple[tuple[Role, int, int, int], ...] = (  # (role, GPUs, tp, attention DP)
+        ("prefill", dis.prefill_gpus, dis.prefill_tp or sc.parallel.tp, dis.prefill_attention_dp or spec.attention_dp),
+        ("decode", dis.decode_gpus, dis.decode_tp or sc.parallel.tp, dis.decode_attention_dp or spec.attention_dp),
     )
-    for role, gpus, tpx in sides:
+    for role, gpus, tpx, dp in sides:
         valid_layouts(m, tp=tpx).require(field=f"serving.disaggregated.{role}_tp")
-        if gpus % (tpx * pp):
+        if gpus % (dp * tpx * pp):
             raise SpecError(
-                f"{role}_gpus ({gpus}) is not a multiple of {role}_tp*pp ({tpx * pp})",
+                f"{role}_gpus ({gpus}) is not a multiple of {role}_{'tp*pp' if dp == 1 else 'attention_dp*tp*pp'} "
+                f"({dp * tpx * pp})",
                 field=f"serving.disaggregated.{role}_gpus",
             )
-        pools.append((role, gpus // (tpx * pp), tpx))
+        pools.append((role, gpus // (dp * tpx * pp), tpx, dp))
     if dis.prefill_gpus + dis.decode_gpus > cluster.gpus:
         raise SpecError(
             f"prefill_gpus + decode_gpus ({dis.prefill_gpus + dis.decode_gpus}) exceed the cluster's "
@@ -1640,12 +1722,12 @@ def _place(
     prefill instance: the longest prompt)."""
     longest, longest_prompt, max_len = lengths
     fleet = _Fleet({}, {}, {}, 0)
-    for role, count, tpx in pools:
-        key = f"tp{tpx}"
+    for role, count, tpx, dp in pools:
+        key = f"tp{tpx}" if dp == 1 else f"tp{tpx}-dp{dp}"
         draft = draft_scenario(sc, spec) if role != "prefill" else None
         if key not in fleet.models:
             fleet.models[key] = (
-                build_step_model(sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, spec)
+                build_step_model(sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, spec, dp)
                 if prof is None
                 else profile_step_model(prof, spec.max_batch, max_len, spec.max_batch_tokens, spec)
             )
@@ -1653,24 +1735,26 @@ def _place(
         if draft is not None and spec.speculative is not None:
             dkey = f"{key}-speculative"
             if dkey not in fleet.models:
-                dm = build_step_model(draft, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens)
+                dm = build_step_model(draft, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, None, dp)
                 fleet.models[dkey] = speculative_step_model(
                     model, dm, spec.speculative.tokens, spec.speculative.tokens_per_round
                 )
             model = fleet.models[dkey]
-        blocks, mem = kv_blocks(sc, cluster, spec, tpx, draft)
-        cap_tokens = blocks * spec.kv_block_tokens
+        rank_blocks, mem = kv_blocks(sc, cluster, spec, tpx, draft, dp)
+        # a request lives on one attention-DP rank: its cache must fit one rank's blocks
+        cap_tokens = rank_blocks * spec.kv_block_tokens
+        blocks = rank_blocks * dp
         need = longest + 1 if role != "prefill" else longest_prompt + 1
         if cap_tokens < need:
             raise SpecError(
-                f"the KV cache of a tp={tpx} instance holds {cap_tokens} tokens "
+                f"the KV cache of a tp={tpx} {'instance' if dp == 1 else 'attention-DP rank'} holds {cap_tokens} tokens "
                 f"({mem['usable'] / 2**30:.1f} GiB usable, weights {mem['weights'] / 2**30:.1f} GiB per GPU), "
                 f"less than the longest request ({need} tokens)",
                 field="serving",
             )
         fleet.blocks[role] = blocks
         fleet.memory[role] = mem
-        fleet.gpus += count * tpx * sc.parallel.pp
+        fleet.gpus += count * dp * tpx * sc.parallel.pp
         pool = sim.back if role == "decode" else sim.front
         for _ in range(count):
             pool.append(_Instance(sim, len(pool), role, model, blocks))
@@ -1748,12 +1832,16 @@ def _result(
     layout: dict[str, Any] = {"tp": sc.parallel.tp, "pp": pp}
     if spec.disaggregated is not None:
         layout = {"prefill_tp": pools[0][2], "decode_tp": pools[1][2], "pp": pp}
+    for role, _, tpx, dp in pools:
+        if dp > 1:
+            layout[f"{role}_attention_dp"] = dp
+            layout[f"{role}_ep"] = dp * tpx
     gpus = fleet.gpus
     return ServingResult(
         name=sc.name,
         device=cluster.device.name,
         gpus=gpus,
-        instances={role: cnt for role, cnt, _ in pools},
+        instances={role: cnt for role, cnt, _, _ in pools},
         layout=layout,
         requests=n,
         offered_rate=offered,
@@ -1782,7 +1870,7 @@ def _result(
         steps=sum(i.steps for i in insts),
         events=sim.events,
         memory_per_gpu=fleet.memory[pools[-1][0]],
-        settings={"engine": spec.engine, **{k: getattr(spec, k) for k in ENGINE_FIELDS}},
+        settings={"engine": spec.engine, "stack": sc.runtime.stack, **{k: getattr(spec, k) for k in ENGINE_FIELDS}},
         calibration=sc.calibration,
         notes=notes,
     )
@@ -1796,10 +1884,14 @@ def simulate(sc: Scenario, spec: ServingSpec, shapes: set[tuple[int, int]] | Non
     (:func:`_pools`) and their instances (:func:`_place`), the KV transfers of disaggregated pools
     (:func:`_kv_transfers`), the event simulation (:func:`_run`) and its summary (:func:`_result`)."""
     wall0 = time.perf_counter()
+    sc, spec, chosen = with_serving_stack(sc, spec)
     cluster = resolve_cluster(sc.cluster, default_registry())
     spec = with_engine(spec, cluster.device.name, cluster.device.memory.capacity)
     m = sc.model
     notes: list[str] = []
+    if chosen:
+        vals = ", ".join(f"{c.key}={c.value}" for c in chosen)
+        notes.append(f"stack {sc.runtime.stack} defaults (not given by the scenario): {vals}")
     if sc.inference is None:
         raise SpecError("needs the inference settings (precision, kv_cache_dtype)", field="inference")
     valid_layouts(m, pp=sc.parallel.pp).require()

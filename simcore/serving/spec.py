@@ -11,10 +11,40 @@ from pathlib import Path
 
 import numpy as np
 
+from simcore.engine.runtime import with_stack
 from simcore.errors import SpecError
 from simcore.specs.resolve import find_scenario, load_scenario
 from simcore.specs.scenario import Scenario
 from simcore.specs.serving import DisaggSpec, LengthDist, ServingSpec, SLOSpec
+from simcore.specs.stack import Chosen
+
+SERVING_STACKS = ("vllm", "sglang", "trtllm")
+"""The stacks (``runtime.stack``) that are serving engines (``serving.engine``): one choice, named either way."""
+
+
+def with_serving_stack(sc: Scenario, spec: ServingSpec) -> tuple[Scenario, ServingSpec, list[Chosen]]:
+    """The scenario and serving section with their engine resolved, and the stack defaults chosen.
+
+    ``serving.engine`` and ``runtime.stack`` name one piece of software: the engine's scheduler and KV-cache
+    defaults live in ``hardware_specs/engines/serving.yaml`` (:func:`~simcore.specs.serving.with_engine`), its
+    runtime defaults (framework, attention kernels) in ``hardware_specs/stacks/<engine>.yaml``. A scenario that
+    names only the stack gets that engine's profile; one that names only the engine runs on that stack; naming
+    two different ones is an error. The stack's defaults then fill the runtime fields the scenario did not give
+    (:func:`~simcore.engine.runtime.with_stack`, as ``simcore predict`` does)."""
+    stack_given = "stack" in sc.runtime.model_fields_set
+    stack, engine = sc.runtime.stack, spec.engine
+    if engine is None and stack in SERVING_STACKS:
+        spec = ServingSpec.model_validate(spec.model_dump(exclude_unset=True) | {"engine": stack})
+    elif engine is not None and not stack_given:
+        sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"stack": engine})})
+    elif engine is not None and stack != engine:
+        raise SpecError(
+            f"serving.engine {engine!r} and runtime.stack {stack!r} name different software: give one of them "
+            "(they are one choice: the engine's scheduler defaults and the stack's runtime defaults)",
+            field="serving.engine",
+        )
+    sc, chosen = with_stack(sc)
+    return sc, spec, chosen
 
 
 def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,5 +105,6 @@ __all__ = [
     "ServingSpec",
     "load_serving",
     "load_trace",
+    "with_serving_stack",
     "with_trace_path",
 ]

@@ -108,6 +108,11 @@ class DisaggSpec(_Documented):
     """Tensor-parallel degree of a prefill instance; default ``parallel.tp``."""
     decode_tp: Int | None = Field(default=None, gt=0)
     """Tensor-parallel degree of a decode instance; default ``parallel.tp``."""
+    prefill_attention_dp: Int | None = Field(default=None, gt=0)
+    """Attention data-parallel ranks of a prefill instance (``serving.attention_dp``); default
+    ``serving.attention_dp``."""
+    decode_attention_dp: Int | None = Field(default=None, gt=0)
+    """Attention data-parallel ranks of a decode instance; default ``serving.attention_dp``."""
     gpudirect: bool = True
     """KV moves GPU to GPU (GPUDirect RDMA); ``false`` bounces through host memory."""
     transfers_per_request: Int | None = Field(default=None, gt=0)
@@ -185,8 +190,20 @@ class ServingSpec(_Documented):
     duration_s: Seconds | None = Field(default=None, gt=0)
     """Arrivals stop after this time (seconds); requests in flight then run to completion."""
     replicas: Int | None = Field(default=None, gt=0)
-    """Model replicas (each ``parallel.tp`` x ``parallel.pp`` GPUs); default: as many as the cluster
-    holds. Ignored when ``disaggregated`` is given."""
+    """Model replicas (each ``attention_dp`` x ``parallel.tp`` x ``parallel.pp`` GPUs); default: as many as the
+    cluster holds. Ignored when ``disaggregated`` is given."""
+    attention_dp: Int = Field(default=1, gt=0)
+    """Attention data parallelism with wide expert parallelism (DeepSeek-V3/R1 serving; SGLang
+    ``--enable-dp-attention``, TensorRT-LLM ``enable_attention_dp``): an instance is ``attention_dp`` ranks of
+    ``parallel.tp`` GPUs, each rank running attention and the dense layers on its own sequences and KV cache,
+    while every MoE layer's routed experts are sharded over all the instance's GPUs (EP = ``attention_dp`` x
+    ``tp``), each token dispatched to and combined from its experts' GPUs by all-to-alls. ``max_batch`` and
+    ``max_batch_tokens`` are the instance's (all ranks together). 1: no attention DP, experts split by TP."""
+    two_batch_overlap: bool = False
+    """Split each step's batch in two micro-batches so that one's expert all-to-alls run under the other's
+    computation (SGLang ``--enable-two-batch-overlap``, off by default; DeepSeek's inference system): a step's
+    GPU time becomes ``max(compute, ep all-to-all)`` instead of their sum. No effect without expert parallelism
+    (``attention_dp`` > 1)."""
     max_batch: Int = Field(default=256, gt=0)
     """Sequences running at once per replica (vLLM ``max_num_seqs``)."""
     max_batch_tokens: Int = Field(default=8192, gt=0)
@@ -258,8 +275,10 @@ class ServingSpec(_Documented):
     speculative: SpeculativeSpec | None = None
     """Speculative decoding (draft length, acceptance rate, draft model or heads); ``None``: off
     (the default of vLLM, SGLang and TensorRT-LLM)."""
-    router: Literal["least_loaded", "round_robin"] = "least_loaded"
-    """How arrivals pick a replica: fewest requests in the replica, or in turn."""
+    router: Literal["least_loaded", "round_robin", "cache_aware"] = "least_loaded"
+    """How arrivals pick a replica: fewest requests in the replica, in turn, or KV-cache aware (SGLang router's
+    ``cache_aware`` policy with its default thresholds: the replica already holding the request's shared system
+    prompt while the loads are balanced, the least loaded otherwise)."""
     disaggregated: DisaggSpec | None = None
     slo: SLOSpec = SLOSpec()
     seed: Int = 0

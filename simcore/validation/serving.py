@@ -62,6 +62,9 @@ PRESETS = {
     "llama 3 405b": "llama3-405b",
     "qwen3-235b-a22b": "qwen3-235b-a22b",
     "deepseek-v3": "deepseek-v3",
+    "llama 4 scout": "llama4-scout",
+    "llama 4 maverick": "llama4-maverick",
+    "mistral 7b": "mistral-7b",
 }
 """Model names as the table spells them (lower case) -> simcore presets."""
 
@@ -69,6 +72,20 @@ SYSTEMS = (("gb200", "gb200-nvl72"), ("b200", "dgx-b200"), ("h200", "hgx-h200"),
 """GPU names (a fragment, lower case, most specific first) -> the system the row ran on."""
 
 PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "bf16": "bf16", "fp16": "fp16"}
+
+AZURE = "Azure/AI-benchmarking-guide"
+"""The source of the rows that state neither engine nor precision. The guide's ``Benchmarks/LLMBenchmark.py``
+builds TensorRT-LLM engines (``trtllm-build``) and times them with TensorRT-LLM's
+``benchmarks/python/benchmark.py -m dec`` (a static batch of ``batch_size`` requests); its ``config.json``
+(stored version 091b83d) quantizes Mistral 7B, Llama 3 8B and Llama 3 70B with
+``quantize.py --qformat fp8 --kv_cache_dtype fp8`` and converts Meta's ``Meta-Llama-3.1-405B-FP8``
+checkpoint (FP8 weights, no ``--kv_cache_dtype``: the KV cache in the activations' 16 bits)."""
+AZURE_PRECISION = {"llama 3 405b": ("fp8", "bf16")}
+"""(weights, KV cache) of an Azure row by model; every other model ``("fp8", "fp8")`` (:data:`AZURE`)."""
+
+SGLANG_KV = "bf16"
+"""SGLang's ``--kv-cache-dtype auto``: the KV cache in the model's activation dtype (bf16 for DeepSeek-V3's FP8
+checkpoint); stacks.md section 6."""
 
 
 @dataclass
@@ -95,6 +112,18 @@ class ServingRow:
     """The engine settings the row ran with (from the row or the engine's defaults), as simcore ran it."""
     assumed: list[str] = field(default_factory=list)
     """What the row does not state and simcore assumed."""
+    metric: str = ""
+    rate: str | None = None
+    """``prefill`` or ``decode``: a per-node rate of a disaggregated wide-EP pool (priced from its step model);
+    ``None``: a serving run."""
+    attention_dp: int = 1
+    """Attention data-parallel ranks of the instance (experts sharded over all its GPUs)."""
+    per_device: int | None = None
+    """A rate row's tokens a device runs in a prefill step, or sequences it decodes."""
+    two_batch_overlap: bool = False
+    """The engine overlaps two micro-batches' expert all-to-alls with computation (SGLang's TBO)."""
+    kv_cache_dtype: str | None = None
+    """The KV cache's dtype where the engine's default is not simcore's (``None``: ``memory.kv_cache_dtype``)."""
     predicted: float | None = None
     error: float | None = None
     """predicted / published - 1."""
@@ -148,51 +177,115 @@ def _row(i: int, r: dict[str, str]) -> ServingRow:
     )
     row.preset = PRESETS.get(row.model.lower())
     row.system = next((s for frag, s in SYSTEMS if frag in row.gpu.lower()), None)
-    metric = r.get("metric", "")
+    row.metric = r.get("metric", "")
+    row.kv_cache_dtype = None
+    if row.metric not in ("total_output_throughput", "throughput"):
+        _rate_row(row, r)
     if row.preset is None:
         row.problem = f"no simcore preset of {row.model}"
     elif row.system is None:
         row.problem = f"no simcore system for {row.gpu}"
-    elif metric not in ("total_output_throughput", "throughput"):
-        row.problem = f"{metric}: a per-node prefill/decode rate of disaggregated wide-EP serving (not built)"
-    elif (_int(r.get("ep")) or 1) > 1 or (_int(r.get("dp")) or 1) > 1:
-        row.problem = "expert or attention data parallelism (serving with EP/DP is not built)"
-    elif not row.isl or not row.osl:
+    elif row.problem is None and row.rate is None and (not row.isl or not row.osl):
         row.problem = "input or output length not stated"
-    if row.precision not in PRECISIONS:
+    if row.source.startswith(AZURE) and engine == "not stated":
+        row.engine = "TensorRT-LLM"
+        w, kv = AZURE_PRECISION.get(row.model.lower(), ("fp8", "fp8"))
+        row.precision, row.kv_cache_dtype = w, kv
+        row.assumed.append(
+            f"engine and precision not stated in the results: TensorRT-LLM, {w} weights, {kv} KV cache, from the "
+            "guide's LLMBenchmark.py and config.json"
+        )
+    elif row.precision not in PRECISIONS:
         row.assumed.append(f"precision not stated: bf16 weights and KV cache assumed (table: {prec or '-'})")
         row.precision = "bf16"
     else:
         row.precision = PRECISIONS[row.precision]
-    if engine == "not stated":
-        row.assumed.append("engine not stated: TensorRT-LLM's defaults assumed")
+    if row.engine == "SGLang":
+        row.kv_cache_dtype = SGLANG_KV
     if not r.get("num_gpus"):
         row.assumed.append(f"GPU count not stated: tp {tp} assumed")
-    if row.preset is not None and default_registry().model_preset(row.preset).get("moe"):
-        row.assumed.append("MoE: experts sharded by TP (the row's EP size is not stated; serving with EP not built)")
+    moe = row.preset is not None and default_registry().model_preset(row.preset).get("moe")
+    if moe and row.rate is None:
+        # the performance overview's MoE rows: "attention DP enabled in MoE yaml", --ep $ep_size
+        row.attention_dp, row.tp = row.tp, 1
+        row.assumed.append(
+            f"MoE: attention DP over the {row.tp} GPUs with experts sharded EP{row.tp} (the MoE yaml enables attention "
+            "DP; the EP size is not listed per cell: the world size assumed); max_batch_size and max_num_tokens per "
+            "DP rank"
+        )
     return row
+
+
+def _rate_row(row: ServingRow, r: dict[str, str]) -> None:
+    """A per-node prefill or decode rate of disaggregated wide-EP serving (the LMSYS large-scale EP rows):
+    the pool's GPUs (``num_gpus``, or the EP size), its attention-DP ranks (one per GPU, experts EP-wide),
+    the tokens a device runs in a step or the sequences it decodes, and the prompt or KV length."""
+    m = row.metric
+    pool = "decode" if m.startswith("decode") else "prefill"
+    # "prefill EP32 / decode EP72" (both pools) or the pool's EP size alone
+    parts = [p for p in (r.get("ep") or "").split("/") if pool in p or "EP" not in p]
+    ep = _int(parts[0].replace(f"{pool} EP", "")) if parts else None
+    row.gpus = _int(r.get("num_gpus")) or ep or 1
+    row.tp = 1
+    # the blog's system: DeepEP all-to-alls (FP8 dispatch under FP8 weights), two-batch overlap, EPLB
+    row.two_batch_overlap = True
+    per_device = _int(r.get("batch_or_concurrency"))
+    length = _int((r.get("input_len") or "").replace("KV", ""))
+    if "simulated_MTP" in m:
+        row.problem = "the source's own simulation of MTP decoding (acceptance not stated), not a measurement"
+        return
+    if m.startswith("decode"):
+        row.rate = "decode"
+        row.attention_dp = row.gpus
+        row.per_device = per_device
+        row.isl = length or 0
+        if row.per_device is None or not row.isl:
+            row.problem = "decode batch per device or KV length not stated"
+    elif m.startswith(("prefill", "input_throughput")):
+        row.rate = "prefill"
+        if m.startswith("input_throughput"):
+            # the headline: 96 GPUs are both pools; its prefill pool is the EP column's
+            row.gpus = ep or row.gpus
+            per_device = per_device or 16384
+            row.assumed.append(
+                f"headline input rate: the prefill pool of EP{row.gpus} ({row.gpus} GPUs; the system column says 3 "
+                "prefill nodes) at 16,384 tokens a device, as the prefill table"
+            )
+        row.attention_dp = row.gpus
+        row.per_device = per_device
+        row.isl = length or 0
+        if "perfect_eplb" in m:
+            row.assumed.append("perfect EPLB: simcore's experts are balanced in every row (MoE imbalance 1)")
+    else:
+        row.problem = f"{m}: not a metric the study knows"
 
 
 def settings(row: ServingRow) -> dict[str, Any]:
     """The scenario and serving fields a row runs with (module docstring: the engine's defaults)."""
-    kv = "fp8" if row.precision in ("fp8", "fp4") else row.precision
+    kv = row.kv_cache_dtype or ("fp8" if row.precision in ("fp8", "fp4") else row.precision)
+    dp = row.attention_dp
+    s: dict[str, Any] = {"precision": row.precision, "kv_cache_dtype": kv, "tp": row.tp, "framework": "cuda_graphs"}
+    if dp > 1:
+        s.update(attention_dp=dp, ep=dp * row.tp)
+    if row.two_batch_overlap:
+        s["two_batch_overlap"] = True
+    if row.rate is not None:
+        what = "tokens a device a prefill step" if row.rate == "prefill" else "sequences a device decodes"
+        return {**s, row.rate: f"{row.per_device} {what} at {row.isl} tokens", "decode_attention": "paged (engine kernels)"}
     n = OFFLINE_REQUESTS if row.concurrency is None else 10 * row.concurrency
     return {
-        "precision": row.precision,
-        "kv_cache_dtype": kv,
-        "tp": row.tp,
-        "framework": "cuda_graphs",
-        "requests": n,
+        **s,
+        "requests": n * dp,
         "arrival": "all queued at t = 0",
-        "max_batch": MAX_BATCH if row.concurrency is None else row.concurrency,
-        "max_batch_tokens": max(MAX_TOKENS, row.isl),
+        "max_batch": (MAX_BATCH if row.concurrency is None else row.concurrency) * dp,
+        "max_batch_tokens": max(MAX_TOKENS, row.isl) * dp,
         "kv_cache_free_gpu_mem_fraction": KV_FRACTION,
         "reserve_output_kv": True,
         "decode_attention": "paged (engine kernels)",
     }
 
 
-def free_fraction_utilization(sc: Any, spec: Any, tp: int, fraction: float) -> float:
+def free_fraction_utilization(sc: Any, spec: Any, tp: int, fraction: float, dp: int = 1) -> float:
     """``memory_utilization`` (a fraction of the device's memory, vLLM's convention) that gives the KV
     cache ``fraction`` of the memory left after the weights, the activations and the runtime's reserve
     (TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction``, measured after loading the model):
@@ -202,14 +295,15 @@ def free_fraction_utilization(sc: Any, spec: Any, tp: int, fraction: float) -> f
     from simcore.specs.resolve import resolve_cluster
 
     cluster = resolve_cluster(sc.cluster, default_registry())
-    _, mem = kv_blocks(sc, cluster, spec, tp)
+    _, mem = kv_blocks(sc, cluster, spec, tp, dp=dp)
     cap = cluster.device.memory.capacity
     used = mem["weights"] + mem["activations"]
     return min(max((used + fraction * (cap - RESERVED_BYTES - used)) / cap, 0.01), 1.0)
 
 
 def run_row(row: ServingRow) -> ServingRow:
-    """Simulate one row (in place): its predicted output tokens/s and error, or the problem."""
+    """Simulate one row (in place): its predicted output tokens/s (input tokens/s per node of a prefill rate row)
+    and error, or the problem."""
     from simcore.serving import ServingSpec, simulate
     from simcore.specs.resolve import scenario_from_dict
 
@@ -217,6 +311,7 @@ def run_row(row: ServingRow) -> ServingRow:
         return row
     s = settings(row)
     row.settings = s
+    dp = row.attention_dp
     try:
         sc = scenario_from_dict(
             {
@@ -230,26 +325,56 @@ def run_row(row: ServingRow) -> ServingRow:
                 "serving": {"rate": 1.0},
             }
         )
-        spec = ServingSpec(
-            # arrivals a nanosecond apart: every request queued at the start
-            rate=1e9,
-            requests=s["requests"],
-            prompt=row.isl,
-            output=row.osl,
-            replicas=1,
-            max_batch=s["max_batch"],
-            max_batch_tokens=s["max_batch_tokens"],
-            reserve_output_kv=s["reserve_output_kv"],
-        )
-        mu = free_fraction_utilization(sc, spec, row.tp, KV_FRACTION)
-        spec = spec.model_copy(update={"memory_utilization": mu})
-        res = simulate(sc, spec).result
+        if row.rate is not None:
+            row.predicted = _pool_rate(sc, row)
+        else:
+            spec = ServingSpec(
+                # arrivals a nanosecond apart: every request queued at the start
+                rate=1e9,
+                requests=s["requests"],
+                prompt=row.isl,
+                output=row.osl,
+                replicas=1,
+                max_batch=s["max_batch"],
+                max_batch_tokens=s["max_batch_tokens"],
+                reserve_output_kv=s["reserve_output_kv"],
+                attention_dp=dp,
+            )
+            mu = free_fraction_utilization(sc, spec, row.tp, KV_FRACTION, dp)
+            spec = spec.model_copy(update={"memory_utilization": mu})
+            row.predicted = simulate(sc, spec).result.output_tokens_per_s
     except SimcoreError as e:
         row.problem = str(e)
         return row
-    row.predicted = res.output_tokens_per_s
     row.error = row.predicted / row.published - 1.0
     return row
+
+
+GPUS_PER_NODE = 8
+"""GPUs of an HGX H100 node (the LMSYS rows' rates are per node)."""
+
+
+def _pool_rate(sc: Any, row: ServingRow) -> float:
+    """Tokens/s per node of a wide-EP pool in steady state, from the step model ``simcore serve`` builds for it
+    (:func:`simcore.serving.sim.build_step_model` with ``attention_dp`` = the pool's GPUs): a prefill pool's step
+    runs ``per_device`` prompt tokens on every GPU (prompts of ``isl`` tokens), a decode pool's step decodes
+    ``per_device`` sequences on every GPU at a context of ``isl`` tokens."""
+    from simcore.serving import ServingSpec
+    from simcore.serving.sim import build_step_model
+    from simcore.specs.resolve import resolve_cluster
+
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    g, n = row.gpus, int(row.per_device or 0)
+    if row.rate == "prefill":
+        tokens = n * g
+        eng = ServingSpec(rate=1.0, max_batch=g, max_batch_tokens=tokens, two_batch_overlap=row.two_batch_overlap)
+        sm = build_step_model(sc, cluster, 1, g, row.isl, tokens, eng, g)
+        step = sm.step_time(0, 0.0, tokens, tokens / row.isl * sm.chunk_attention(0.0, row.isl))
+        return tokens / step / (g / GPUS_PER_NODE)
+    b = n * g
+    eng = ServingSpec(rate=1.0, max_batch=b, max_batch_tokens=b, two_batch_overlap=row.two_batch_overlap)
+    sm = build_step_model(sc, cluster, 1, b, row.isl + 1, b, eng, g)
+    return b / sm.decode(b, row.isl) / (g / GPUS_PER_NODE)
 
 
 def _stats(errs: list[float]) -> dict[str, Any]:

@@ -41,6 +41,10 @@ class Layout:
     etp: Num | None = None
     """Expert tensor parallelism (``None``: ``tp``): each expert's matrices split over ``etp`` ranks, each
     seeing ``tokens x etp / tp`` of the routed tokens (Megatron-Core's parallel folding)."""
+    dispatch_bytes: float | None = None
+    """Bytes an element of the tokens the expert-parallel dispatch sends (``None``: ``act_bytes``; the combine
+    always returns ``act_bytes``): serving engines' FP8 dispatch (DeepEP's) sends 1 + 4/128 (E4M3 values, an fp32
+    scale per 128)."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
     dtype: str = "bf16"

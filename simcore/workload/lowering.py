@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from simcore.compute.ops import dtype_variant, memory_op_traffic
+from simcore.compute.ops import PAGED_DECODE, dtype_variant, memory_op_traffic
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.scenario import ModelSpec
 from simcore.workload.layout import Layout as Layout
@@ -516,7 +516,8 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # the busiest rank sets the all-to-all's pace: it receives (dispatch) and sends back (combine) the
     # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
     a2a_bytes = T * moe.top_k * h * b * moe.imbalance
-    ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes, "ep", "ep_comm"))
+    db = b if lay.dispatch_bytes is None else lay.dispatch_bytes
+    ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm"))
     # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
     # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
     permute = mem_op("embedding", routed * h, b, "moe_permute")
@@ -591,6 +592,19 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
     if dt == "fp32" and backend in ("flash", "cudnn"):
         backend = "efficient"
     static = lay.static_cache
+    kv_heads = (s.heads if static is not None else s.kv_heads) / t
+    head_dim: Num = s.head_dim
+    if m.mla is not None and backend == PAGED_DECODE and lay.kv_seq is not None:
+        # serving engines' MLA decode (FlashMLA, FlashInfer's MLA, TensorRT-LLM's): W_UK and W_UV absorbed
+        # into the query and the output, every head attends over the cached latent itself, one vector of
+        # kv_lora_rank + rope dims a token (keys; its first kv_lora_rank dims are the values): per head and
+        # cached token 2 (latent + kv_lora_rank) flops, the latent read once for all heads. As an attention
+        # of head_dim (latent + kv_lora_rank) / 2 (the flops: 4 heads kv head_dim) whose keys and values
+        # read latent elements a token (2 kv_heads head_dim = latent)
+        ml = m.mla
+        latent = ml.kv_lora_rank + ml.qk_rope_head_dim
+        head_dim = (latent + ml.kv_lora_rank) / 2
+        kv_heads = latent / (2 * head_dim)
     return Op(
         "attention",
         "attention",
@@ -599,9 +613,9 @@ def _fused_attention(m: ModelSpec, lay: Layout) -> Op:
             "batch": lay.micro_batch,
             "heads": s.heads / t,
             # a static cache's keys and values come repeated to every query head (repeat_kv)
-            "kv_heads": (s.heads if static is not None else s.kv_heads) / t,
+            "kv_heads": kv_heads,
             "seq": lay.seq,
-            "head_dim": s.head_dim,
+            "head_dim": head_dim,
             "causal": lay.kv_seq is None and not lay.dense_mask,
             "backward": False,
             "dtype": dt,

@@ -28,7 +28,7 @@ def test_rows_run_with_stated_settings_and_errors(tmp_path: Path, monkeypatch: p
         {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP8", "isl": 1000, "osl": 1000, "value": 15000},
         {"gpu": "B200 180GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP4", "isl": 1000, "osl": 1000, "value": 30000},
         {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP4", "isl": 1000, "osl": 1000, "value": 1},
-        {"gpu": "H100 SXM 80GB", "n": 4, "model": "Llama 4 Scout", "prec": "FP8", "isl": 128, "osl": 128, "value": 1},
+        {"gpu": "H100 SXM 80GB", "n": 4, "model": "Mystery 9B", "prec": "FP8", "isl": 128, "osl": 128, "value": 1},
     )  # fmt: skip
     doc = S.report(p)
     h100, b200, h100_fp4, scout = doc["rows"]
@@ -37,13 +37,13 @@ def test_rows_run_with_stated_settings_and_errors(tmp_path: Path, monkeypatch: p
     # FP4 runs on Blackwell, faster than FP8 on the H100; is refused on the H100 with the reason
     assert b200["precision"] == "fp4" and b200["predicted"] > h100["predicted"]
     assert h100_fp4["predicted"] is None and "FP4 tensor cores" in h100_fp4["problem"]
-    assert scout["problem"] == "no simcore preset of Llama 4 Scout"
+    assert scout["problem"] == "no simcore preset of Mystery 9B"
     assert doc["overall"]["rows"] == 2 and doc["overall"]["published_rows"] == 4
     errs = sorted(abs(r["error"]) for r in (h100, b200))
     assert doc["overall"]["median_abs_error"] == pytest.approx(sum(errs) / 2)
     assert set(doc["groups"]) == {"TensorRT-LLM | H100 SXM 80GB | fp8", "TensorRT-LLM | B200 180GB | fp4"}
     text = S.format_report(doc)
-    assert "not run: no simcore preset of Llama 4 Scout" in text and "2 of 4 rows ran" in text
+    assert "not run: no simcore preset of Mystery 9B" in text and "2 of 4 rows ran" in text
 
 
 def test_a_longer_published_row_than_the_context_is_reported_not_clipped(tmp_path: Path) -> None:
@@ -58,3 +58,55 @@ def test_cli_serving_bad_table_is_one_line(tmp_path: Path) -> None:
     from simcore.cli.validation import main
 
     assert main(["serving", "--csv", str(tmp_path / "missing.csv")]) == 2
+
+
+def test_moe_rows_run_with_attention_dp_and_wide_ep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(S, "OFFLINE_REQUESTS", 100)
+    p = _table(tmp_path, {"gpu": "H100 SXM 80GB", "n": 4, "model": "Llama 4 Scout", "prec": "FP8", "isl": 128, "osl": 128,
+                          "value": 1000})  # fmt: skip
+    row = S.report(p)["rows"][0]
+    assert row["problem"] is None and row["predicted"] > 0
+    assert row["settings"]["attention_dp"] == 4 and row["settings"]["ep"] == 4 and row["tp"] == 1
+    assert row["settings"]["max_batch"] == 4 * S.MAX_BATCH  # TensorRT-LLM's limits are per DP rank
+
+
+AZURE = (
+    "Azure/AI-benchmarking-guide@x results.md,ND H100 v5,H100 80GB HBM3,{n},{model},not stated,not stated,{tp},,,,128,8,"
+    "{c},throughput,{value},tokens/s,\n"
+)
+LMSYS = (
+    "LMSYS blog,SGLang,H100 80GB,{n},DeepSeek-V3,FP8,SGLang,,,{ep},,{isl},,{per},{metric},{value},tok/s per node,\n"
+)
+
+
+def test_azure_rows_use_the_guides_engine_and_precision(tmp_path: Path) -> None:
+    p = tmp_path / "a.csv"
+    p.write_text(HEADER + AZURE.format(n=8, model="Llama 3 405B", tp=8, c=16, value=250)
+                 + AZURE.format(n="", model="Mistral 7B", tp="", c=16, value=2000), encoding="utf-8")  # fmt: skip
+    big, small = S.read_rows(p)
+    assert big.engine == "TensorRT-LLM" and (big.precision, big.kv_cache_dtype) == ("fp8", "bf16")
+    assert (small.precision, small.kv_cache_dtype) == ("fp8", "fp8") and small.preset == "mistral-7b"
+    S.run_row(big)
+    assert big.problem is None and big.predicted is not None and big.predicted > 0  # 405B fits 8 H100s in FP8
+
+
+def test_wide_ep_rates_per_node(tmp_path: Path) -> None:
+    """The LMSYS rows: a prefill pool's input tokens/s per node and a decode pool's output tokens/s per node,
+    from the step model of an attention-DP instance over the pool; more tokens a device never lowers the rate."""
+    p = tmp_path / "d.csv"
+    rows = [
+        LMSYS.format(n=32, ep=32, isl=2000, per="16384 tokens per device", metric="prefill_throughput_per_node",
+                     value=50000),
+        LMSYS.format(n=32, ep=32, isl=2000, per="4096", metric="prefill_throughput_per_node", value=50000),
+        LMSYS.format(n=72, ep=72, isl=2000, per="256 per device", metric="decode_output_throughput_per_node",
+                     value=20000),
+        LMSYS.format(n=72, ep=72, isl="KV 4000", per="128", metric="decode_output_throughput_per_node_simulated_MTP",
+                     value=1),
+    ]  # fmt: skip
+    p.write_text(HEADER + "".join(rows), encoding="utf-8")
+    pre, pre_small, dec, mtp = (S.run_row(r) for r in S.read_rows(p))
+    assert pre.rate == "prefill" and pre.attention_dp == 32 and pre.predicted is not None
+    assert pre_small.predicted is not None and pre_small.predicted <= pre.predicted * (1 + 1e-9)
+    assert dec.rate == "decode" and dec.attention_dp == 72 and dec.kv_cache_dtype == "bf16"
+    assert dec.predicted is not None and dec.predicted > 0 and dec.settings["two_batch_overlap"] is True
+    assert mtp.predicted is None and "MTP" in (mtp.problem or "")

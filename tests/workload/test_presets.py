@@ -22,6 +22,8 @@ PUBLISHED = [
     ("llama4-scout", 109e9, 0.02),
     ("llama4-maverick", 400e9, 0.02),
     ("deepseek-v3", 671e9, 0.01),
+    ("mistral-7b", 7.24e9, 0.01),
+    ("qwen3-235b-a22b", 235e9, 0.01),
 ]
 
 

@@ -1,0 +1,111 @@
+"""MoE serving with attention data parallelism and wide expert parallelism (``serving.attention_dp``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simcore.engine import inference as INF
+from simcore.errors import SpecError
+from simcore.serving import ServingSpec, simulate
+from simcore.serving.sim import attention_dp_step_model, build_step_model
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import resolve_cluster, scenario_from_dict
+from simcore.specs.scenario import InferenceSpec, Scenario
+
+
+def scen(preset: str = "qwen3-30b-a3b", gpus: int = 8, system: str = "hgx-h100", kv: str = "fp8") -> Scenario:
+    return scenario_from_dict(
+        {
+            "name": "ep",
+            "kind": "serving",
+            "cluster": {"system": system, "gpus": gpus},
+            "model": {"preset": preset},
+            "parallel": {"tp": 1},
+            "inference": {"precision": "fp8", "kv_cache_dtype": kv},
+            "runtime": {"framework": "cuda_graphs"},
+            "serving": {"rate": 1.0},
+        }
+    )
+
+
+def _decode(sc: Scenario, batch: int, ctx: int, ep: int) -> Any:
+    cl = resolve_cluster(sc.cluster, default_registry())
+    spec = InferenceSpec.model_construct(
+        batch=batch, prompt_len=ctx, context_len=ctx, output_len=1, precision="fp8", kv_cache_dtype="fp8"
+    )
+    return INF.evaluate(sc.model, spec, cl, 1, 1, "cuda_graphs", paged_kv=True, ep=ep)
+
+
+def test_instance_tables_are_a_ranks_at_its_share_of_the_batch() -> None:
+    sc = scen()
+    cl = resolve_cluster(sc.cluster, default_registry())
+    rank = build_step_model(sc, cl, 1, 64, 1024, 1024, None, 1, ep=8)
+    inst = attention_dp_step_model(rank, 8)
+    # 8 x 16 sequences on 8 ranks: one rank's step of 16; fewer sequences than ranks: a rank's step of one
+    assert inst.decode_gpu(128, 700.0) == pytest.approx(rank.decode_gpu(16, 700.0), rel=1e-12)
+    assert inst.decode_gpu(3, 700.0) == pytest.approx(rank.decode_gpu(1, 700.0), rel=1e-12)
+    # prompt tokens spread over the ranks; a chunk's attention shared by them
+    assert inst.rest_gpu(8 * 512) == pytest.approx(rank.rest_gpu(512), rel=1e-9)
+    assert inst.attention(512) == pytest.approx(rank.attention(512) / 8, rel=1e-9)
+
+
+def test_expert_weights_per_gpu_and_all_to_alls_follow_ep() -> None:
+    sc = scen()
+    tp1, ep8 = _decode(sc, 64, 1024, 1), _decode(sc, 64, 1024, 8)
+    assert "ep_comm" in ep8.decode.time and float(np.asarray(ep8.decode.time["ep_comm"])) > 0
+    # every expert on one GPU (tp 1, ep 1) against an eighth of them
+    assert float(np.asarray(ep8.memory["weights"])) < 0.25 * float(np.asarray(tp1.memory["weights"]))
+
+
+def test_fp8_dispatch_sends_fewer_bytes_than_a_bf16_one() -> None:
+    from simcore.workload import lowering as L
+
+    m = scen().model
+    base = L.Layout(micro_batch=64, seq=1.0, ep=8, etp=1, dtype="fp8", kv_seq=1024.0)
+    fp8 = L.Layout(micro_batch=64, seq=1.0, ep=8, etp=1, dtype="fp8", kv_seq=1024.0, dispatch_bytes=1 + 4 / 128)
+
+    def nbytes(lay: L.Layout, name: str) -> float:
+        return float(next(o for o in L.moe_block_fwd(m, lay) if o.name == name).args["nbytes"])
+
+    assert nbytes(fp8, "ep_dispatch") == pytest.approx(nbytes(base, "ep_dispatch") * (1 + 4 / 128) / 2)
+    assert nbytes(fp8, "ep_combine") == nbytes(base, "ep_combine")
+
+
+def test_mla_paged_decode_streams_the_latent_once() -> None:
+    """DeepSeek-V3's decode attention in a serving engine reads kv_lora_rank + rope dims a cached token (bf16),
+    not every head's expanded keys and values."""
+    from simcore.workload import lowering as L
+
+    m = scen("deepseek-v3", 72).model
+    assert m.mla is not None
+    lay = L.Layout(micro_batch=16, seq=1.0, kv_seq=2000.0, attention_backend="paged", kv_cache=True)
+    a = next(o for o in L.attention_block_fwd(m, lay) if o.kind == "attention").args
+    latent = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim
+    assert 2 * a["kv_heads"] * a["head_dim"] == pytest.approx(latent)
+    assert 4 * a["heads"] * a["head_dim"] == pytest.approx(2 * m.heads * (latent + m.mla.kv_lora_rank))
+
+
+def test_attention_dp_serving_runs_and_reports_its_layout() -> None:
+    sc = scen()
+    spec = ServingSpec(rate=200.0, requests=400, prompt=512, output=64, attention_dp=8, max_batch=512,
+                       max_batch_tokens=8192, two_batch_overlap=True)  # fmt: skip
+    res = simulate(sc, spec).result
+    assert res.gpus == 8 and res.instances == {"mixed": 1}
+    assert res.layout["mixed_attention_dp"] == 8 and res.layout["mixed_ep"] == 8
+    assert res.requests == 400 and res.output_tokens_per_s > 0
+
+
+def test_attention_dp_needs_the_gpus() -> None:
+    with pytest.raises(SpecError, match="attention_dp"):
+        simulate(scen(gpus=4), ServingSpec(rate=10.0, requests=10, attention_dp=8))
+
+
+def test_two_batch_overlap_never_slower() -> None:
+    sc = scen()
+    base = ServingSpec(rate=1e9, requests=300, prompt=256, output=64, attention_dp=8, max_batch=512)
+    plain = simulate(sc, base).result
+    tbo = simulate(sc, base.model_copy(update={"two_batch_overlap": True})).result
+    assert tbo.output_tokens_per_s >= plain.output_tokens_per_s * (1 - 1e-9)
