@@ -13,7 +13,6 @@ from simcore.specs.resolve import resolve_cluster
 from simcore.specs.scenario import Scenario
 from simcore.specs.stack import Chosen, apply_stack, attention_choice, generation, load_stack
 
-
 _STACKED = SpecMemo(256)
 """:func:`with_stack`'s results, pinned to the scenario, its stack and the registry its device comes from."""
 
