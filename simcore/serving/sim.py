@@ -683,7 +683,7 @@ class _Instance:
         """When this (prefill) instance's network link finishes its queued KV transfers, s."""
         # what the decode-only loop (:meth:`_decode_run`) reads of the step model at each call
         self._cg, self._ctop, self._hd = model.c_grid, len(model.c_grid) - 2, model.host_decode
-        self._col_nd, self._col = -1, model.c_grid
+        self._cols: dict[int, list[float]] = {}
 
     # -- queue
     def enqueue(self, r: _Req) -> None:
@@ -1056,10 +1056,9 @@ class _Instance:
         nd = self.nd
         if not nd or self.prefilling or (self.waiting and not self.blocked):
             return False
-        if nd != self._col_nd:  # the decode batch's column of step times, kept while the batch stays
-            self._col_nd = nd
-            self._col = self.m.column(self._padded(nd))
-        col = self._col
+        col = self._cols.get(nd)  # the decode batch's column of step times (its CUDA graph's size)
+        if col is None:
+            col = self._cols[nd] = self.m.column(self._padded(nd))
         cg = self._cg
         top = self._ctop
         hd = self._hd
