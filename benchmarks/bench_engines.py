@@ -15,9 +15,12 @@ Each line ends with ``ok`` or ``MISSED``; the exit status is 1 when a target is 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's simcore, not an installed one
 T_IMPORT = time.perf_counter()
 import simcore  # noqa: E402
 from simcore.engine import training as T  # noqa: E402

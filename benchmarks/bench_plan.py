@@ -25,15 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simcore.engine import training as T
-from simcore.planning import SearchOptions, plan
-from simcore.specs.registry import default_registry
-from simcore.specs.resolve import resolve_cluster, scenario_from_dict
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's simcore, not an installed one
+from simcore.engine import training as T  # noqa: E402
+from simcore.planning import SearchOptions, plan  # noqa: E402
+from simcore.specs.registry import default_registry  # noqa: E402
+from simcore.specs.resolve import resolve_cluster, scenario_from_dict  # noqa: E402
 
 
 def scenario(gpus: int = 4096, global_batch: int = 2048) -> Any:

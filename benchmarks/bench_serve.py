@@ -27,10 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from simcore.serving import ServingSpec, load_serving, simulate
-from simcore.serving.sim import build_step_model
-from simcore.specs.registry import default_registry
-from simcore.specs.resolve import resolve_cluster, scenario_from_dict
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's simcore, not an installed one
+from simcore.serving import ServingSpec, load_serving, simulate  # noqa: E402
+from simcore.serving.sim import build_step_model  # noqa: E402
+from simcore.specs.registry import default_registry  # noqa: E402
+from simcore.specs.resolve import resolve_cluster, scenario_from_dict  # noqa: E402
 
 SCEN = Path(__file__).resolve().parent.parent / "scenarios" / "serve_llama3_8b_h200.yaml"
 SCEN_70B = SCEN.parent / "serve_llama3_70b_tp8_h200.yaml"
@@ -39,10 +40,11 @@ TARGETS = (  # (label, scenario, overrides, requests, CPU seconds allowed)
     ("8B on 1 x H200, 1,000,000 requests", SCEN, ["model.preset=llama3.1-8b"], 1_000_000, 20.0),
     ("70B TP8 on HGX H200, 100,000 requests", SCEN_70B, [], 100_000, 10.0),
 )
-CASES = {
-    "1 x H200, 10 req/s": ["serving.rate=10"],
-    "1 x H200, 60 req/s (saturated)": ["serving.rate=60"],
+CASES = {  # (Llama 3.1's preset: 10,000 log-normal prompts include some longer than Llama 3's 8K context)
+    "1 x H200, 10 req/s": ["model.preset=llama3.1-8b", "serving.rate=10"],
+    "1 x H200, 60 req/s (saturated)": ["model.preset=llama3.1-8b", "serving.rate=60"],
     "8 x H200, 4 prefill + 4 decode, 60 req/s": [
+        "model.preset=llama3.1-8b",
         "cluster.gpus=8",
         "serving.rate=60",
         "serving.disaggregated.prefill_gpus=4",

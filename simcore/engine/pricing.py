@@ -221,6 +221,22 @@ class Pricer:
         self._comm_cache[key] = hit
         return hit
 
+    def optimizer_time(
+        self, params: Num, optimizer: str, fused: bool, master_weights: bool, param_dtype: str
+    ) -> Num:
+        """Seconds of one optimizer update over ``params`` parameters per GPU
+        (:func:`simcore.compute.ops.optimizer_step`); for one layout a pure function of the device, the
+        profile and these arguments, kept across calls like :meth:`times`."""
+        pins = (self.cluster.device, self.prof)
+        p = _plain(params)
+        key = None if p is None else ("optimizer", p, optimizer, fused, master_weights, param_dtype)
+        if key is not None and (hit := _GROUP_MEMO.get(pins, key)) is not None:
+            return hit
+        t = C.optimizer_step(
+            self.cluster.device, self.prof, params, optimizer, fused, master_weights, param_dtype
+        ).time_s
+        return t if key is None else _GROUP_MEMO.put(pins, key, t)
+
     def times(self, ops: list[Op]) -> tuple[list[Num], list[Num]]:
         """Seconds of one invocation and FLOPs of each op, priced in batches: ops of the same kind
         (and dtype, direction, memory-op name or communicator) are stacked on a leading axis and

@@ -7,16 +7,30 @@ from __future__ import annotations
 from typing import Any
 
 from simcore.compute.ops import pick_attention_backend
+from simcore.specs.memo import SpecMemo
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import resolve_cluster
 from simcore.specs.scenario import Scenario
 from simcore.specs.stack import Chosen, apply_stack, attention_choice, generation, load_stack
 
+_STACKED = SpecMemo(256)
+""":func:`with_stack`'s results, pinned to the scenario, its stack and the registry its device comes from."""
+
 
 def with_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
     """``sc`` with its stack's defaults in every field it did not give (:func:`~simcore.specs.stack.apply_stack`)
     and ``runtime.attention_backend: auto`` resolved (:func:`attention_backend`), and the defaults chosen,
-    each with its source. Applying it again changes nothing."""
+    each with its source. Applying it again changes nothing. A pure function of the frozen scenario, the
+    stack file and the registry's device: remembered for the process (the same scenario object gives the
+    same stacked object back; docs/architecture.md, Speed)."""
+    pins = (sc, load_stack(sc.runtime.stack), default_registry())
+    hit = _STACKED.get(pins, None)
+    if hit is None:
+        hit = _STACKED.put(pins, None, _with_stack(sc))
+    return hit[0], list(hit[1])
+
+
+def _with_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
     sc, chosen = apply_stack(sc)
     if sc.runtime.attention_backend == "auto":
         backend, why = attention_backend(sc)

@@ -1074,15 +1074,13 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
     training, pricer, zero, dp = s.training, s.pricer, s.zero, s.dp
     opt_params = params.total / np.where(zero >= 1, dp, 1.0)
     opt = C.with_launch(
-        C.optimizer_step(
-            s.cluster.device,
-            pricer.prof,
+        pricer.optimizer_time(
             opt_params,
             training.optimizer,
             training.optimizer_impl == "fused",
             training.master_weights and s.param_dtype != "fp32",
             s.param_dtype,
-        ).time_s,
+        ),
         pricer.launch_s,
         pricer.prof.launch_mode,
     )

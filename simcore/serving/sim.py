@@ -144,6 +144,10 @@ class StepModel:
 
     _cols: dict[float, list[float]] = field(default_factory=dict, repr=False, compare=False)
     """Decode time along ``c_grid`` for each batch asked so far (interpolated in the batch)."""
+    _rests: dict[float, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _attns: dict[float, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """``R(n)`` and ``A(n)`` for each token count asked so far (a step's token counts are whole numbers up to
+    its token budget, so these stay small; new for each model, ``dataclasses.replace`` included)."""
 
     def column(self, b: float) -> list[float]:
         """Decode-step GPU time of ``b`` sequences at each context of ``c_grid`` (interpolated in the
@@ -164,13 +168,19 @@ class StepModel:
 
     def rest_gpu(self, n: float) -> float:
         """``R(n)``: non-attention GPU time of ``n`` tokens in one step, s."""
-        return _interp(self.n_grid, self.rest, n)
+        t = self._rests.get(n)
+        if t is None:
+            t = self._rests[n] = _interp(self.n_grid, self.rest, n)
+        return t
 
     def attention(self, n: float) -> float:
         """``A(n)``: attention of one causal ``n``-token prompt (``A(0) = A(1)``), s."""
         if n <= 1.0:
             return self.attn[0]
-        return _interp(self.n_grid, self.attn, n)
+        t = self._attns.get(n)
+        if t is None:
+            t = self._attns[n] = _interp(self.n_grid, self.attn, n)
+        return t
 
     def chunk_attention(self, done: float, new: float) -> float:
         """Attention added by ``new`` prompt tokens after ``done`` cached ones, s."""
@@ -478,7 +488,14 @@ def _memory_terms(
         kv_cache_dtype=inf.kv_cache_dtype,
     )
     ev = INF.evaluate(
-        sc.model, spec1, cluster, tp, pp, sc.runtime.framework, sc.calibration, **inference_runtime(sc),
+        sc.model,
+        spec1,
+        cluster,
+        tp,
+        pp,
+        sc.runtime.framework,
+        sc.calibration,
+        **inference_runtime(sc),
         ep=dp * tp if dp > 1 else 1,
     )
     weights = float(np.asarray(ev.memory["weights"]))
@@ -733,6 +750,9 @@ class _Instance:
         self.preempted = 0
         self.nic_free = 0.0
         """When this (prefill) instance's network link finishes its queued KV transfers, s."""
+        # what the decode-only loop (:meth:`_decode_run`) reads of the step model at each call
+        self._cg, self._ctop, self._hd = model.c_grid, len(model.c_grid) - 2, model.host_decode
+        self._cols: dict[int, list[float]] = {}
 
     # -- queue
     def enqueue(self, r: _Req) -> None:
@@ -774,8 +794,8 @@ class _Instance:
 
     def _leave(self, r: _Req) -> None:
         if r.decoding:
-            self._materialize(r)
             if r.active:
+                self._materialize(r)
                 del self.bucket[r.knext % self.B][r]
                 r.active = False
             self.nd -= 1
@@ -788,7 +808,8 @@ class _Instance:
         del self.running[r]
         r.epoch += 1
         self.blocked = False
-        self._unshare(r)
+        if r.nodes:
+            self._unshare(r)
 
     def _unshare(self, r: _Req) -> None:
         """``r`` lets go of its prefix-cache blocks (they stay cached until evicted)."""
@@ -1051,7 +1072,8 @@ class _Instance:
             if r.computed < r.target:
                 continue
             r.gen += 1
-            self._cache_prompt(r)
+            if self.cache is not None:
+                self._cache_prompt(r)
             if self.role == "prefill":
                 self.prefilling.remove(r)
                 del self.running[r]
@@ -1099,7 +1121,8 @@ class _Instance:
         sim = self.sim
         self.idle = False
         while True:
-            ran = self._decode_run(sim.limit())
+            lim = sim.limit()  # (planning a step queues no event: the limit holds until it is pushed)
+            ran = self._decode_run(lim)
             if ran is None:
                 return
             if ran:
@@ -1111,7 +1134,7 @@ class _Instance:
             self.dt, self.chunks = plan
             self.used = self.total_blocks - self.free
             t_end = sim.now + self.dt
-            if t_end >= sim.limit():
+            if t_end >= lim:
                 sim.push(t_end, _STEP, self)
                 return
             sim.now = t_end
@@ -1126,75 +1149,81 @@ class _Instance:
         nd = self.nd
         if not nd or self.prefilling or (self.waiting and not self.blocked):
             return False
-        m = self.m
-        col = m.column(self._padded(nd))
-        cg = m.c_grid
-        jtop = len(cg) - 2
-        hd = m.host_decode
+        col = self._cols.get(nd)  # the decode batch's column of step times (its CUDA graph's size)
+        if col is None:
+            col = self._cols[nd] = self.m.column(self._padded(nd))
+        cg = self._cg
+        jtop = self._ctop
+        hd = self._hd
         B = self.B
         bucket = self.bucket
-        kpend = self.pend[0][0] if self.pend else math.inf
+        pend = self.pend
+        kpend = pend[0][0] if pend else math.inf
         kfin = self.hfin[0][0]
         S = self.S
         top = self.top if self.pad_top else None
         tot = self.total_blocks
         free = self.free
-        now = self.sim.now
+        sim = self.sim
+        now = sim.now
         busy = self.busy
         area = self.kv_area
         peak = self.kv_peak
-        k = self.k
-        k0 = k
-        j = min(max(bisect_right(cg, self._ctx(k + 1)) - 1, 0), jtop)
-        c0, c1, lo = cg[j], cg[j + 1], col[j]
-        dlo, dc = col[j + 1] - lo, c1 - c0
+        k = k0 = self.k
+        j = bisect_right(cg, self._ctx(k + 1)) - 1
+        j = 0 if j < 0 else (jtop if j > jtop else j)
+        c0, lo = cg[j], col[j]
+        dlo, dc = col[j + 1] - lo, cg[j + 1] - c0
+        c1 = cg[j + 1] if j < jtop else math.inf  # (the last segment extends beyond the grid)
+        used = peak  # blocks in use after the last step run; used only grows in the loop (peak after it)
         queued = False
         while True:
-            kk = k + 1
-            if kk >= kpend:
-                pend = self.pend
-                while pend and pend[0][0] <= kk:
+            k += 1
+            if k >= kpend:
+                while pend and pend[0][0] <= k:
                     kn, _, ep, r = heapq.heappop(pend)
                     if ep == r.epoch:
                         r.active = True
                         bucket[kn % B][r] = None
                 kpend = pend[0][0] if pend else math.inf
-            a = len(bucket[kk % B])
+            a = len(bucket[k % B])
             if a > free:
+                k -= 1
                 break
             free -= a
-            ctx = (S + nd * kk) / nd if top is None else float(top + kk)
-            if ctx >= c1 and j < jtop:
+            ctx = (S + nd * k) / nd if top is None else float(top + k)
+            if ctx >= c1:
                 while j < jtop and cg[j + 1] <= ctx:
                     j += 1
-                c0, c1, lo = cg[j], cg[j + 1], col[j]
-                dlo, dc = col[j + 1] - lo, c1 - c0
+                c0, lo = cg[j], col[j]
+                dlo, dc = col[j + 1] - lo, cg[j + 1] - c0
+                c1 = cg[j + 1] if j < jtop else math.inf
             dt = lo + dlo * ((ctx - c0) / dc)
             if dt < hd:
                 dt = hd
-            used = tot - free
             t_end = now + dt
             if t_end >= lim:
-                self.kalloc = kk
+                self.kalloc = k
                 self.dt = dt
-                self.used = used
+                self.used = tot - free
                 self.chunks = []
                 self.kinc = 1
-                self.sim.push(t_end, _STEP, self)
+                sim.push(t_end, _STEP, self)
                 queued = True
+                k -= 1
                 break
             now = t_end
-            k = kk
             busy += dt
+            used = tot - free
             area += used * dt
-            if used > peak:
-                peak = used
             if k >= kfin:
                 break
+        if used > peak:
+            peak = used
         if not queued:
             self.kalloc = k
         self.free = free
-        self.sim.now = now
+        sim.now = now
         self.busy = busy
         self.kv_area = area
         self.kv_peak = peak
@@ -1674,8 +1703,18 @@ def _pools(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, notes: list[st
         return [("mixed", reps, tp, dp)]
     pools: list[Pool] = []
     sides: tuple[tuple[Role, int, int, int], ...] = (  # (role, GPUs, tp, attention DP)
-        ("prefill", dis.prefill_gpus, dis.prefill_tp or sc.parallel.tp, dis.prefill_attention_dp or spec.attention_dp),
-        ("decode", dis.decode_gpus, dis.decode_tp or sc.parallel.tp, dis.decode_attention_dp or spec.attention_dp),
+        (
+            "prefill",
+            dis.prefill_gpus,
+            dis.prefill_tp or sc.parallel.tp,
+            dis.prefill_attention_dp or spec.attention_dp,
+        ),
+        (
+            "decode",
+            dis.decode_gpus,
+            dis.decode_tp or sc.parallel.tp,
+            dis.decode_attention_dp or spec.attention_dp,
+        ),
     )
     for role, gpus, tpx, dp in sides:
         valid_layouts(m, tp=tpx).require(field=f"serving.disaggregated.{role}_tp")
@@ -1735,7 +1774,9 @@ def _place(
         if draft is not None and spec.speculative is not None:
             dkey = f"{key}-speculative"
             if dkey not in fleet.models:
-                dm = build_step_model(draft, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, None, dp)
+                dm = build_step_model(
+                    draft, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, None, dp
+                )
                 fleet.models[dkey] = speculative_step_model(
                     model, dm, spec.speculative.tokens, spec.speculative.tokens_per_round
                 )
@@ -1870,7 +1911,11 @@ def _result(
         steps=sum(i.steps for i in insts),
         events=sim.events,
         memory_per_gpu=fleet.memory[pools[-1][0]],
-        settings={"engine": spec.engine, "stack": sc.runtime.stack, **{k: getattr(spec, k) for k in ENGINE_FIELDS}},
+        settings={
+            "engine": spec.engine,
+            "stack": sc.runtime.stack,
+            **{k: getattr(spec, k) for k in ENGINE_FIELDS},
+        },
         calibration=sc.calibration,
         notes=notes,
     )

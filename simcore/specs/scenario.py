@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from simcore.specs.docstrings import field_docstrings
 from simcore.specs.hardware import FabricSpec
 from simcore.specs.quantities import Int, Seconds, Spec, Watts, integer_value
 from simcore.specs.serving import ServingSpec
@@ -147,7 +148,7 @@ class ModelSpec(Spec):
 
 class TrainingSpec(Spec):
     # each field's docstring is its description in the JSON Schema (``simcore schema``)
-    model_config = ConfigDict(**Spec.model_config, use_attribute_docstrings=True)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
 
     micro_batch: Int = Field(default=1, gt=0)
     global_batch: Int | None = Field(default=None, gt=0)
@@ -300,7 +301,7 @@ class LayerOps(Spec):
 
 
 class RuntimeSpec(Spec):
-    model_config = ConfigDict(**Spec.model_config, use_attribute_docstrings=True)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
 
     stack: Literal["pytorch", "torchtitan", "megatron", "deepspeed", "vllm", "sglang", "trtllm"] = "pytorch"
     """The software that runs the scenario, whose defaults fill every field the scenario does not give

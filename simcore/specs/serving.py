@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from simcore.errors import SpecError
+from simcore.specs.docstrings import field_docstrings
 from simcore.specs.quantities import Int, Seconds, Spec
 
 Engine = Literal["vllm", "sglang", "trtllm"]
@@ -24,7 +25,7 @@ class _Documented(Spec):
     """A spec whose fields' docstrings become their descriptions in the JSON Schema."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
+        frozen=True, extra="forbid", populate_by_name=True, json_schema_extra=field_docstrings
     )
 
 

@@ -16,6 +16,7 @@ from typing import Literal, TypeVar
 from pydantic import ConfigDict, Field, model_validator
 
 from simcore.errors import SpecError
+from simcore.specs.docstrings import field_docstrings
 from simcore.specs.loader import read_yaml, validate
 from simcore.specs.quantities import Bandwidth, Bytes, Int, Seconds, Spec, Watts
 from simcore.specs.registry import builtin_dir
@@ -26,7 +27,7 @@ S = TypeVar("S", bound=Spec)
 class _Documented(Spec):
     """A spec whose field docstrings are its JSON Schema's descriptions (``simcore schema``)."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    model_config = ConfigDict(json_schema_extra=field_docstrings)
 
 
 class DataLoaderSpec(_Documented):

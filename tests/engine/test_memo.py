@@ -156,3 +156,20 @@ def test_a_system_without_comm_profile_still_prices_a_step_without_collectives(
     monkeypatch.setattr(pricing, "load_comm_profile", missing)
     clear_all()
     assert simcore.predict(sc).model_dump() == expected
+
+
+def test_stacked_scenario_is_kept_per_scenario_object() -> None:
+    """``with_stack`` gives the same stacked scenario for the same scenario object (and a list of its own
+    to each caller); another stack, or an equal scenario that is another object, is computed afresh."""
+    from simcore.engine.runtime import with_stack
+
+    sc = load_scenario(GPT3)
+    first, chosen = with_stack(sc)
+    again, chosen2 = with_stack(sc)
+    assert again is first and chosen2 == chosen and chosen2 is not chosen
+    clear_all()
+    fresh, fresh_chosen = with_stack(sc)
+    assert fresh == first and fresh_chosen == chosen
+    other = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"stack": "megatron"})})
+    assert with_stack(other)[0].runtime.stack == "megatron"
+    assert with_stack(sc.model_copy())[0] == first
