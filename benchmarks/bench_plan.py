@@ -84,15 +84,7 @@ def bench_plan(opts: SearchOptions | None, repeat: int = 3) -> dict[str, Any]:
     return best
 
 
-GPT_1T = {
-    "name": "gpt-1t-4096",
-    "kind": "training",
-    "cluster": {"system": "hgx-h100", "gpus": 4096},
-    "model": {"preset": "gpt-1t"},
-    "training": {"micro_batch": 1, "global_batch": 4096, "precision": "bf16", "recompute": "full"},
-    "parallel": {"tp": 8, "pp": 64, "vp": 2, "schedule": "interleaved", "sequence_parallel": True},
-}
-"""The 1T-parameter job of ``benchmarks/bench_engines.py`` (its own layout is the plan's baseline)."""
+from bench_engines import GPT_1T  # noqa: E402  (the 1T job of bench_engines.py; its own layout is the plan's baseline)
 
 SEARCH_TARGET_S = 10.0
 RECHECK_SHARE_TARGET = 0.5
