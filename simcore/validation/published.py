@@ -374,8 +374,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     schedule = "interleaved" if vp > 1 else "1f1b"
 
     rc = rec.get("recompute", "").lower()
-    mbridge_moe = family == "mcore" and _short_source(rec["source"])[0].startswith("MBridge") and "moe" in arch
+    mbridge_moe = family == "mcore" and src.startswith("MBridge") and "moe" in arch
     recompute_modules = _MBRIDGE_MOE_RECOMPUTE.get((_norm_name(rec["model"]), rec["gpu"]), ())
+    # (an empty list is Megatron's default, core_attn)
     if "full" in rc:
         recompute = "full"
     elif "selective" in rc:
@@ -464,7 +465,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "precision": precision,
             "optimizer": "adamw",
             "recompute": recompute,
-            **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and recompute_modules else {}),
+            **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
         },
         "parallel": {
             "tp": tp,

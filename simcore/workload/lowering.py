@@ -596,7 +596,7 @@ def recompute_fwd(m: ModelSpec, lay: Layout, moe_layer: bool, modules: Sequence[
         "layernorm": 2 * norm_ops(m, lay, lay.tokens / lay.sp_div),
         "mlp": [] if moe_layer else mlp_block_fwd(m, lay),
         "moe": moe,
-        "moe_act": [o for o in moe if o.name.startswith("expert_") and o.kind != "gemm"],
+        "moe_act": [o for o in moe if o.name.startswith("expert_") and o.category == "elementwise"],
         "shared_experts": [o for o in moe if o.name.startswith("shared_")],
     }
     return [o for mod in modules for o in picks[mod]]
