@@ -92,3 +92,27 @@ def test_modules_need_selective() -> None:
         _sc("none", ["moe_act"])
     with pytest.raises(SpecError, match="recompute_modules"):
         _sc("selective", ["experts"])
+
+
+def test_planner_keeps_the_modules_only_under_selective() -> None:
+    from simcore.planning.plan import scenario_for
+
+    sc = _sc("selective", ["moe_act"])
+    lay = {
+        "gpus": 8,
+        "micro_batch": 1,
+        "global_batch": 16,
+        "tp": 1,
+        "pp": 1,
+        "dp": 8,
+        "cp": 1,
+        "ep": 8,
+        "vp": 1,
+        "sp": False,
+        "zero": 1,
+        "schedule": "1f1b",
+        "dp_overlap": True,
+        "tp_overlap": False,
+    }
+    assert scenario_for(sc, {**lay, "recompute": "selective"}).training.recompute_modules == ["moe_act"]
+    assert scenario_for(sc, {**lay, "recompute": "full"}).training.recompute_modules == []
