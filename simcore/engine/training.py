@@ -451,8 +451,17 @@ def _stage_work(s: _Step) -> _StageWork:
         full = fwd_x
         rec = full.scaled(s.full_t)
         rec.time = {f"recompute_{k}": v for k, v in rec.time.items()}
-        rec.add("recompute_attention", attn * s.sel_t)
-        rec.flops = fwd.flops * s.full_t + attn_flops * s.sel_t
+        mods = s.training.recompute_modules
+        if mods:
+            # selective recompute of the named modules: their forward ops once more (and, under a
+            # low-precision recipe, their inputs' quantize kernels; the weights stay cached)
+            sub = L.recompute_fwd(model, lw, moe, mods)
+            sub_p = pricer.price(sub + (L.quantize_ops(sub, quant, 0.0) if quant is not None else []))
+            rec.add("recompute_modules", sub_p.total() * s.sel_t)
+            rec.flops = fwd.flops * s.full_t + sub_p.flops * s.sel_t
+        else:
+            rec.add("recompute_attention", attn * s.sel_t)
+            rec.flops = fwd.flops * s.full_t + attn_flops * s.sel_t
         parts.append((count, fwd_x, bwd_x.merged(rec), w, rec.flops))
 
     F_layers = Priced()

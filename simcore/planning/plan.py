@@ -116,6 +116,8 @@ def scenario_for(sc: Scenario, layout: dict[str, Any]) -> Scenario:
     tr["micro_batch"] = int(layout["micro_batch"])
     tr["global_batch"] = int(layout["global_batch"])
     tr["recompute"] = layout["recompute"]
+    if layout["recompute"] != "selective":
+        tr.pop("recompute_modules", None)  # the modules of the scenario's selective recompute
     data["parallel"] = {
         "tp": int(layout["tp"]),
         "pp": int(layout["pp"]),

@@ -178,6 +178,15 @@ class TrainingSpec(Spec):
     fp32 weights need none). Default: the stack's (pytorch, torchtitan: none, ``torch.optim`` updates the
     weights themselves; megatron, deepspeed: kept; docs/stacks.md)."""
     recompute: Literal["none", "selective", "full"] = "none"
+    recompute_modules: list[
+        Literal["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]
+    ] = Field(default_factory=list)
+    """Modules that ``selective`` recompute re-runs in backward (Megatron-Core's ``recompute_modules``;
+    empty: its default, ``core_attn``). Each is priced as its forward ops once more before the backward:
+    ``core_attn`` the attention core, ``mla_up_proj`` MLA's query and key/value up-projection GEMMs,
+    ``layernorm`` the two norms of a layer, ``mlp`` a dense layer's MLP, ``moe`` an MoE layer's whole
+    block (dispatch and combine included), ``moe_act`` the routed experts' activation, ``shared_experts``
+    the shared experts (docs/parallelism.md, section 9). Needs ``recompute: selective``."""
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Dropout probability on the embedding, each residual branch and the attention scores (GPT-2's
     default 0.1 for all three): its own kernels outside attention; inside the fused attention kernel,
@@ -189,6 +198,14 @@ class TrainingSpec(Spec):
     docs/stacks.md)."""
     tokens: float | None = Field(default=None, gt=0)
     """Tokens to train on, for time-to-train and GPU-hours."""
+
+    @model_validator(mode="after")
+    def _recompute_modules(self) -> TrainingSpec:
+        if self.recompute_modules and self.recompute != "selective":
+            raise ValueError(
+                f"recompute_modules {self.recompute_modules} need recompute: selective (got {self.recompute!r})"
+            )
+        return self
 
 
 class ParallelSpec(Spec):

@@ -250,6 +250,22 @@ def _norm_name(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+_MBRIDGE_PERF = "NVIDIA-NeMo/Megatron-Bridge@00b7660b scripts/performance/configs"
+"""Where the 25.11 table's MoE recipes live (``{deepseek,qwen}/*_workload_base_configs.py`` beside
+``*_llm_pretrain.py``; the same settings as the v0.2.0 tag the 25.11 container ships)."""
+
+_MBRIDGE_MOE_RECOMPUTE: dict[tuple[str, str], tuple[str, ...]] = {
+    # deepseek_llm_pretrain.py: recompute_granularity "selective" for every GPU; the workload base
+    # configs name the modules per GPU (B200 and GB200 ``mla_up_proj``, GB300 ``moe_act``)
+    ("deepseekv3", "B200"): ("mla_up_proj",),
+    ("deepseekv3", "GB200"): ("mla_up_proj",),
+    ("deepseekv3", "GB300"): ("moe_act",),
+}
+"""Selective-recompute modules of Megatron-Bridge 25.11's MoE performance recipes, by (model, GPU).
+The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_configs`` sets
+``recompute_granularity = None``)."""
+
+
 def _preset_for(model: str, layers: int, hidden: int) -> dict[str, Any] | None:
     """The built-in model preset a row's model name names (name or alias, ignoring case and
     punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row."""
@@ -358,10 +374,22 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     schedule = "interleaved" if vp > 1 else "1f1b"
 
     rc = rec.get("recompute", "").lower()
+    mbridge_moe = family == "mcore" and src.startswith("MBridge") and "moe" in arch
+    recompute_modules = _MBRIDGE_MOE_RECOMPUTE.get((_norm_name(rec["model"]), rec["gpu"]), ())
+    # (an empty list is Megatron's default, core_attn)
     if "full" in rc:
         recompute = "full"
     elif "selective" in rc:
         recompute = "selective"
+    elif mbridge_moe and recompute_modules:
+        recompute = "selective"
+        assume.append(
+            f"selective recompute of {', '.join(recompute_modules)} ({_MBRIDGE_PERF}/deepseek: the "
+            f"{rec['gpu']} recipe's recompute_modules)"
+        )
+    elif mbridge_moe and _norm_name(rec["model"]).startswith("qwen3"):
+        recompute = "none"
+        assume.append(f"no activation recompute ({_MBRIDGE_PERF}/qwen: recompute_granularity None)")
     else:
         recompute = "none"
         assume.append("no activation recompute (not stated; memory checked per row)")
@@ -394,6 +422,14 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             # Megatron-Bridge's MoE recipes set expert_tensor_parallel_size = 1 (parallel folding)
             folding["etp"] = 1
             assume.append("etp 1 (Megatron-Bridge MoE recipes' expert_tensor_parallel_size)")
+        if _norm_name(rec["model"]).startswith("qwen3235b") and pp > 1:
+            # qwen3_moe.py's qwen3_235b_a22b_pretrain_config: account_for_{embedding,loss}_in_pipeline_split
+            folding["account_for_embedding_in_pipeline_split"] = True
+            folding["account_for_loss_in_pipeline_split"] = True
+            assume.append(
+                "embedding and loss counted as pipeline layers (NVIDIA-NeMo/Megatron-Bridge@00b7660b "
+                "src/megatron/bridge/recipes/qwen/qwen3_moe.py, Qwen3-235B-A22B recipe)"
+            )
         if layers == 126 and pp > 1:
             # Megatron-Bridge's Llama 3.1 405B recipe counts the embedding and the loss as pipeline layers
             folding["account_for_embedding_in_pipeline_split"] = True
@@ -429,6 +465,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "precision": precision,
             "optimizer": "adamw",
             "recompute": recompute,
+            **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
         },
         "parallel": {
             "tp": tp,

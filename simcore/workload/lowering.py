@@ -12,6 +12,7 @@ all-gather + reduce-scatter with sequence parallelism), context parallelism spli
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -579,6 +580,26 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
             )
         )
     return ops
+
+
+def recompute_fwd(m: ModelSpec, lay: Layout, moe_layer: bool, modules: Sequence[str]) -> list[Op]:
+    """Forward ops that selective recompute re-runs before a layer's backward, for Megatron-Core's
+    ``recompute_modules`` (see :class:`~simcore.specs.scenario.TrainingSpec`): ``core_attn`` the attention
+    core, ``mla_up_proj`` MLA's ``q_up`` and ``kv_up`` GEMMs, ``layernorm`` the layer's two norms, ``mlp``
+    a dense layer's MLP (Megatron skips it on MoE layers), ``moe`` the whole MoE block with its
+    all-to-alls, ``moe_act`` the routed experts' activation kernels, ``shared_experts`` the shared experts."""
+    attn = attention_block_fwd(m, lay)
+    moe = moe_block_fwd(m, lay) if moe_layer else []
+    picks: dict[str, list[Op]] = {
+        "core_attn": [o for o in attn if o.category == "attention"],
+        "mla_up_proj": [o for o in attn if o.name in ("q_up", "kv_up")],
+        "layernorm": 2 * norm_ops(m, lay, lay.tokens / lay.sp_div),
+        "mlp": [] if moe_layer else mlp_block_fwd(m, lay),
+        "moe": moe,
+        "moe_act": [o for o in moe if o.name.startswith("expert_") and o.category == "elementwise"],
+        "shared_experts": [o for o in moe if o.name.startswith("shared_")],
+    }
+    return [o for mod in modules for o in picks[mod]]
 
 
 def _fused_attention(m: ModelSpec, lay: Layout) -> Op:

@@ -274,3 +274,21 @@ def test_gpt_rows_keep_the_gpt_architecture(rows: list[P.PublishedRow]) -> None:
     for r in rows:
         assert r.scenario["model"]["activation"] == "gelu", r.index
         assert r.problem is None
+
+
+def test_mbridge_moe_rows_carry_their_recipes_settings() -> None:
+    """The 25.11 MoE rows take what Megatron-Bridge's performance recipes set (recompute modules, the
+    Qwen3-235B pipeline split), each named with the recipe's file and commit."""
+    rows = P.load_published(P.DATA_DIR / "published_training_2025.csv")
+    by = {(r.model, r.system): r for r in rows}
+    ds = by[("DeepSeekV3", "dgx-b200")]
+    assert ds.scenario["training"]["recompute"] == "selective"
+    assert ds.scenario["training"]["recompute_modules"] == ["mla_up_proj"]
+    assert any("mla_up_proj" in a and "Megatron-Bridge@00b7660b" in a for a in ds.assumptions)
+    assert by[("DeepSeekV3", "gb300-nvl72")].scenario["training"]["recompute_modules"] == ["moe_act"]
+    qwen = by[("Qwen3_30B_a3B", "dgx-b200")]
+    assert qwen.scenario["training"]["recompute"] == "none"
+    assert "recompute_modules" not in qwen.scenario["training"]
+    assert any("recompute_granularity None" in a for a in qwen.assumptions)
+    big = by[("Qwen3_235B_a22B", "dgx-b200")].scenario["parallel"]
+    assert big["account_for_embedding_in_pipeline_split"] and big["account_for_loss_in_pipeline_split"]
