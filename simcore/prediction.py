@@ -379,6 +379,12 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     ttt = _f(ce["time_to_train_s"]) if tr.tokens else None
     gh = _f(ce["gpu_hours"]) if tr.tokens else None
     cost = _f(ce["cost"]) if tr.tokens and ce.get("cost") is not None else None
+    if ttt and sysfx is not None and sysfx.time_to_train_s is not None:
+        # the GPUs are held through restarts and checkpoint stalls: GPU-hours and cost over the wall clock
+        held = sysfx.time_to_train_s / ttt
+        gh = None if gh is None else gh * held
+        cost = None if cost is None else cost * held
+        notes.append(f"GPU-hours and cost over the wall-clock time to train (x{held:.3f}: failures, checkpoints)")
     return TrainingResult(
         name=sc.name,
         engine=engine,

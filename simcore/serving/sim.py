@@ -386,6 +386,9 @@ def step_profile(sc: Scenario, spec: ServingSpec, device: str) -> StepProfile | 
     if spec.speculative is not None or spec.disaggregated is not None:
         raise SpecError(f"{prof.name} measured plain decoding on mixed instances: drop speculative/disaggregated",
                         field=where)  # fmt: skip
+    if spec.attention_dp > 1:
+        raise SpecError(f"{prof.name} measured one rank's steps; attention_dp {spec.attention_dp} needs a profile of "
+                        "the whole data-parallel instance", field=where)  # fmt: skip
     return prof
 
 

@@ -92,7 +92,7 @@ def intervals_path() -> Path | None:
 
 
 @lru_cache(maxsize=8)
-def _load(path: str) -> Intervals:
+def _load(path: str, mtime_ns: int) -> Intervals:
     return validate(Intervals, read_yaml(Path(path)), path)
 
 
@@ -101,4 +101,4 @@ def load_intervals(path: str | Path | None = None) -> Intervals | None:
     p = Path(path) if path is not None else intervals_path()
     if p is None or not p.exists():
         return None
-    return _load(str(p))
+    return _load(str(p), p.stat().st_mtime_ns)  # (a file rewritten in this process is read again)

@@ -268,6 +268,13 @@ class ParallelSpec(Spec):
                 return {**data, "schedule": "interleaved"}
         return data
 
+    @model_validator(mode="after")
+    def _fsdp_is_zero3(self) -> ParallelSpec:
+        # FSDP shards the weights, gradients and optimizer state: ZeRO-3, never ZeRO-1/2
+        if self.fsdp and self.zero in (1, 2):
+            raise ValueError(f"fsdp shards everything (ZeRO-3): it cannot run with zero {self.zero}; drop one of them")
+        return self
+
 
 class InferenceSpec(Spec):
     batch: Int = Field(default=1, gt=0)

@@ -147,7 +147,7 @@ def inference_shared(
             field="cluster.sharing.processes",
         )
     kernels = sum(v for k, v in family_seconds(ev.decode.time).items() if k != "idle")
-    peak = dev.peak.get(inf.precision) or dev.peak["bf16"]
+    peak = dev.peak_flops(inf.precision)
     return shared_decode(
         sh.mode,
         sh.processes,
