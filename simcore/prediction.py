@@ -577,7 +577,10 @@ def moe_layer_time(
             raise SpecError(f"{name} must be a positive integer (got {v!r})", field=name)
     if m.moe.experts % ep:
         raise SpecError(f"ep {ep} does not divide the {m.moe.experts} experts", field="ep")
-    recipe(dtype)
+    try:
+        recipe(dtype)
+    except SpecError as e:
+        raise SpecError(e.problem, field="dtype") from None
     pricer = Pricer.for_layout(cluster_for(system, gpus=ep * etp), tp=etp, dp=ep, ep=ep, etp=etp)
     lay = L.Layout(micro_batch=1, seq=tokens * etp, tp=etp, ep=ep, etp=etp, sp=etp > 1, dtype=dtype)
     fwd = L.moe_block_fwd(m, lay)

@@ -100,7 +100,7 @@ def points(rows: list[dict[str, str]], where: str, buckets: list[int] | None = N
                 tpot.append(dt / (g - 1))
         if not tpot:
             continue
-        p, o = int(rs[0]["prompt_len"]), int(rs[0]["output_len"])
+        p, o = int(_float(rs[0], "prompt_len", where)), int(_float(rs[0], "output_len", where))
         ctx = [float(p + k) for k in range(1, max(o, 2))]
         if buckets:
             ctx = [padded_context(buckets, x) for x in ctx]
@@ -262,6 +262,8 @@ def fit(path: Path) -> list[StepProfile]:
     except (OSError, ValueError) as ex:
         raise TraceError(f"unreadable steps manifest: {ex}", file=str(man_path)) from None
     folder = man_path.parent
+    if not isinstance(man, dict) or not isinstance(man.get("engines") or {}, dict):
+        raise TraceError("a steps manifest is a JSON object with an 'engines' object", file=str(man_path))
     out = []
     for engine, scenarios in sorted((man.get("engines") or {}).items()):
         csv_path = next((p for p in (folder / f"steps_{engine}.csv.gz", folder / f"steps_{engine}.csv") if p.is_file()),
