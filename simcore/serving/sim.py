@@ -461,7 +461,11 @@ def kv_blocks(
         weights += d_weights
         per_token += d_token
     cap = cluster.device.memory.capacity
-    usable = min(cap * spec.memory_utilization, cap - MEM.RESERVED_BYTES)
+    if spec.memory_fraction_of == "free":
+        used = weights + acts + logits
+        usable = used + spec.memory_utilization * max(cap - MEM.RESERVED_BYTES - used, 0.0)
+    else:
+        usable = min(cap * spec.memory_utilization, cap - MEM.RESERVED_BYTES)
     free = usable - weights - acts - logits
     blocks = int(max(free, 0.0) // (per_token * spec.kv_block_tokens))
     return blocks, {

@@ -215,6 +215,11 @@ class ServingSpec(_Documented):
     memory_utilization: float = Field(default=0.9, gt=0, le=1.0)
     """Fraction of device memory the engine may use (vLLM ``gpu_memory_utilization``); the KV
     cache gets what weights and step activations leave of it."""
+    memory_fraction_of: Literal["device", "free"] = "device"
+    """What ``memory_utilization`` is a fraction of: ``device`` (vLLM's ``gpu_memory_utilization``: of the
+    whole device; the KV cache gets what weights and activations leave) or ``free`` (TensorRT-LLM's
+    ``free_gpu_memory_fraction``: of the memory left after the weights, the activations and the runtime's
+    reserve, measured once the model is loaded)."""
     reserve_output_kv: bool = False
     """Admit a request only when KV blocks for its prompt and whole output are free, and hold them
     from the start (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): never preempts, admits fewer. Default:

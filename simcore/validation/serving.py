@@ -285,22 +285,6 @@ def settings(row: ServingRow) -> dict[str, Any]:
     }
 
 
-def free_fraction_utilization(sc: Any, spec: Any, tp: int, fraction: float, dp: int = 1) -> float:
-    """``memory_utilization`` (a fraction of the device's memory, vLLM's convention) that gives the KV
-    cache ``fraction`` of the memory left after the weights, the activations and the runtime's reserve
-    (TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction``, measured after loading the model):
-    ``(used + fraction (capacity - reserve - used)) / capacity``, ``used`` = weights + activations."""
-    from simcore.memory import RESERVED_BYTES
-    from simcore.serving.sim import kv_blocks
-    from simcore.specs.resolve import resolve_cluster
-
-    cluster = resolve_cluster(sc.cluster, default_registry())
-    _, mem = kv_blocks(sc, cluster, spec, tp, dp=dp)
-    cap = cluster.device.memory.capacity
-    used = mem["weights"] + mem["activations"]
-    return min(max((used + fraction * (cap - RESERVED_BYTES - used)) / cap, 0.01), 1.0)
-
-
 def run_row(row: ServingRow) -> ServingRow:
     """Simulate one row (in place): its predicted output tokens/s (input tokens/s per node of a prefill rate row)
     and error, or the problem."""
@@ -339,9 +323,10 @@ def run_row(row: ServingRow) -> ServingRow:
                 max_batch_tokens=s["max_batch_tokens"],
                 reserve_output_kv=s["reserve_output_kv"],
                 attention_dp=dp,
+                # TensorRT-LLM's kv_cache_free_gpu_mem_fraction: of the memory left once the model is loaded
+                memory_utilization=KV_FRACTION,
+                memory_fraction_of="free",
             )
-            mu = free_fraction_utilization(sc, spec, row.tp, KV_FRACTION, dp)
-            spec = spec.model_copy(update={"memory_utilization": mu})
             row.predicted = simulate(sc, spec).result.output_tokens_per_s
     except SimcoreError as e:
         row.problem = str(e)
