@@ -16,8 +16,8 @@ def test_free_fraction_by_hand() -> None:
     sc = scen()
     cluster = resolve_cluster(sc.cluster, default_registry())
     cap = cluster.device.memory.capacity
-    dev = ServingSpec(memory_utilization=0.9)
-    free = ServingSpec(memory_utilization=0.9, memory_fraction_of="free")
+    dev = ServingSpec(rate=1.0, memory_utilization=0.9)
+    free = ServingSpec(rate=1.0, memory_utilization=0.9, memory_fraction_of="free")
     _, m_dev = kv_blocks(sc, cluster, dev, 1)
     _, m_free = kv_blocks(sc, cluster, free, 1)
     used = m_dev["weights"] + m_dev["activations"]
