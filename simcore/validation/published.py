@@ -439,12 +439,6 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             )
 
     runtime: dict[str, Any] = {}
-    if family == "mcore" and system not in ("hgx-a100",):
-        # Megatron-Core runs attention through Transformer Engine, which on Hopper and later gives
-        # cuDNN's fused attention preference over FlashAttention (TE get_attention_backend:
-        # "Disabling FlashAttention to give FusedAttention preference on Hopper+")
-        runtime["attention_backend"] = "cudnn"
-        assume.append("cuDNN fused attention (Transformer Engine's choice on Hopper and later)")
     scenario: dict[str, Any] = {
         "name": f"{src} {rec['model']} {gpus}gpu #{index}",
         "kind": "training",
