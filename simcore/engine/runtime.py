@@ -12,6 +12,8 @@ from simcore.specs.registry import default_registry
 from simcore.specs.resolve import resolve_cluster
 from simcore.specs.scenario import Scenario
 from simcore.specs.stack import Chosen, apply_stack, attention_choice, generation, load_stack
+from simcore.workload.lowering import hp_dtype
+from simcore.workload.precision import recipe
 
 _STACKED = SpecMemo(256)
 """:func:`with_stack`'s results, pinned to the scenario, its stack and the registry its device comes from."""
@@ -48,10 +50,11 @@ def attention_backend(sc: Scenario) -> tuple[str, str]:
         return rt.attention_backend, "given"
     stack = load_stack(rt.stack)
     dev = resolve_cluster(sc.cluster, default_registry()).device
-    part = sc.training if sc.training is not None else sc.inference
-    precision = "bf16" if part is None else part.precision
-    # the fused attention runs in bf16 under every quantized recipe (fp8*, mxfp8, nvfp4, fp4 inference)
-    dtype = precision if precision in ("bf16", "fp16", "fp32") else "bf16"
+    # the fused attention runs in the recipe's high precision (bf16 under fp8*, mxfp8, nvfp4, fp4 inference)
+    if sc.training is not None:
+        dtype = hp_dtype(recipe(sc.training.precision).gemm_dtype)
+    else:
+        dtype = hp_dtype("bf16" if sc.inference is None else sc.inference.precision)
     ch = attention_choice(stack, dev)
     head = sc.model.d_head
     gqa = sc.model.n_kv_heads < sc.model.heads

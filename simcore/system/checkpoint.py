@@ -29,7 +29,9 @@ from simcore.errors import SpecError
 from simcore.memory import state_bytes
 from simcore.specs.scenario import ModelSpec, TrainingSpec
 from simcore.specs.system import CheckpointSpec, StorageSpec
+from simcore.workload.lowering import hp_dtype
 from simcore.workload.model import param_counts
+from simcore.workload.precision import recipe
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def checkpoint_bytes(model: ModelSpec, training: TrainingSpec, param_dtype: str)
     """Bytes of a full checkpoint: parameters x (weight + optimizer bytes per parameter) of
     :func:`simcore.memory.state_bytes`; quantized recipes (fp8*, mxfp8, nvfp4) save the bf16 weights their
     low-precision copies are cast from."""
-    precision = training.precision if training.precision in ("bf16", "fp16", "fp32") else "bf16"
+    precision = hp_dtype(recipe(training.precision).gemm_dtype)
     sb = state_bytes(precision, training.optimizer, training.master_weights, param_dtype)
     return float(param_counts(model).total) * (sb.weights + sb.optimizer)
 
