@@ -262,25 +262,27 @@ def compute_capability(architecture: str) -> ComputeCapability:
     return best[1]
 
 
-def _data(kind: str, name: str, model: type[S]) -> S:
+def _data(kind: str, name: str, model: type[S], field: str | None = None) -> S:
+    """The built-in ``hardware_specs/KIND/NAME.yaml``; an unknown name is an error naming ``field`` (the
+    scenario key that named it)."""
     folder = builtin_dir() / kind
     path = folder / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in folder.glob("*.yaml"))
-        raise SpecError(f"no built-in {kind} spec {name!r}; known: {', '.join(known)}")
+        raise SpecError(f"no built-in {kind} spec {name!r}; known: {', '.join(known)}", field=field)
     return validate(model, read_yaml(path), str(path))
 
 
 @cache
 def storage_spec(name: str) -> StorageSpec:
     """The built-in storage system ``name`` (``hardware_specs/storage/NAME.yaml``)."""
-    return _data("storage", name, StorageSpec)
+    return _data("storage", name, StorageSpec, "cluster.storage")
 
 
 @cache
 def failure_record(name: str) -> FailureRecord:
     """The published failure record ``name`` (``hardware_specs/reliability/NAME.yaml``)."""
-    return _data("reliability", name, FailureRecord)
+    return _data("reliability", name, FailureRecord, "reliability.failure_record")
 
 
 @cache

@@ -198,12 +198,7 @@ def _storage(sc: Scenario) -> StorageSpec:
             "runtime.checkpoint needs cluster.storage (a built-in storage system such as llama3-tectonic, or its fields)",
             field="cluster.storage",
         )
-    if isinstance(st, str):
-        try:
-            return storage_spec(st)
-        except SpecError as e:
-            raise SpecError(e.problem, field="cluster.storage") from None
-    return st
+    return storage_spec(st) if isinstance(st, str) else st
 
 
 def _loader(sc: Scenario, cluster: ClusterInfo, lay: dict[str, Any], step_s: float) -> LoaderResult:

@@ -63,10 +63,7 @@ def job_mtbf(spec: ReliabilitySpec, gpus: int, nodes: int) -> tuple[float, str]:
         rate += spec.failures_per_day / SECONDS_PER_DAY
         parts.append(f"{spec.failures_per_day:g} job failures per day")
     if not parts:
-        try:
-            rec = failure_record(spec.failure_record)
-        except SpecError as e:
-            raise SpecError(e.problem, field="reliability.failure_record") from None
+        rec = failure_record(spec.failure_record)
         rate = gpus / rec.gpu_mtbf
         parts.append(
             f"{rec.display_name}: {rec.interruptions:g} interruptions, per-GPU MTBF {rec.gpu_mtbf / 86400:,.0f} days"
