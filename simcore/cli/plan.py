@@ -50,7 +50,7 @@ def _strs(text: str | None) -> list[str] | None:
 def _range(lo: float, hi: float) -> str:
     """``lo-hi`` with one unit (``5.93-7.05 s``): the prediction interval in a narrow column."""
     unit = units.fmt(hi, "time").split()[-1]
-    scale = hi / float(units.fmt(hi, "time").split()[0].replace(",", ""))
+    scale = units.parse(f"1 {unit}", "time")
     return f"{lo / scale:.3g}-{hi / scale:.3g} {unit}"
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from simcore.errors import SpecError
-from simcore.serving.sim import simulate
+from simcore.serving.sim import SATURATED, simulate
 from simcore.serving.spec import ServingSpec
 from simcore.specs.scenario import Scenario
 
@@ -54,11 +54,13 @@ class DayPlan(BaseModel):
 
 def _ok(sc: Scenario, spec: ServingSpec, rate: float, requests: int, attainment: float) -> tuple[bool, float]:
     res = simulate(sc, spec.model_copy(update={"rate": rate, "requests": requests, "replicas": 1})).result
-    saturated = any(n.startswith("saturated") for n in res.notes)
+    saturated = any(n.startswith(SATURATED) for n in res.notes)
     return (not saturated and res.slo_attainment >= attainment), res.output_tokens_per_s / res.requests_per_s
 
 
-def replica_capacity(sc: Scenario, spec: ServingSpec, attainment: float = 0.99, requests: int = 600) -> tuple[float, float]:
+def replica_capacity(
+    sc: Scenario, spec: ServingSpec, attainment: float = 0.99, requests: int = 600
+) -> tuple[float, float]:
     """(requests/s one replica serves within the SLOs, output tokens a request): bisection between a rate it
     serves and one it does not (module docstring)."""
     lo, hi = 0.0, 1.0
@@ -100,7 +102,9 @@ def diurnal_day(
         raise SpecError("needs a positive peak rate and a trough fraction in [0, 1]", field="autoscale")
     cap, tokens = replica_capacity(sc, spec, attainment, requests)
     hours = np.arange(24, dtype=float)
-    rates = peak_rate * (trough_fraction + (1 - trough_fraction) * (1 + np.cos(2 * np.pi * (hours - peak_hour) / 24)) / 2)
+    rates = peak_rate * (
+        trough_fraction + (1 - trough_fraction) * (1 + np.cos(2 * np.pi * (hours - peak_hour) / 24)) / 2
+    )
     reps = [max(min_replicas, math.ceil(r / cap)) for r in rates]
     static = max(min_replicas, math.ceil(peak_rate / cap))
     per = spec.attention_dp * sc.parallel.tp * sc.parallel.pp

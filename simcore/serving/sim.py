@@ -104,6 +104,11 @@ def _interp(xs: list[float], ys: list[float], x: float) -> float:
     return ys[i] + (ys[i + 1] - ys[i]) * (x - x0) / (x1 - x0)
 
 
+SATURATED = "saturated"
+"""How a run's note begins when completions fall behind arrivals (fewer than 0.9 of them over the second
+half of the arrivals, 200 requests or more): the queue grows and latencies depend on the run's length."""
+
+
 @dataclass
 class StepModel:
     """Engine-step cost of one instance (``tp`` x ``pp`` GPUs), seconds.
@@ -1869,7 +1874,7 @@ def _result(
         arriving = float(np.count_nonzero(arrival > tm)) / half
         if n >= 200 and steady < 0.9 * arriving:
             notes.append(
-                f"saturated: {steady:.3g} requests/s complete while {arriving:.3g} arrive (second half of the "
+                f"{SATURATED}: {steady:.3g} requests/s complete while {arriving:.3g} arrive (second half of the "
                 "arrivals); the queue grows through the run and latencies depend on how many requests are simulated"
             )
     pre = sum(i.preempted for i in insts)
