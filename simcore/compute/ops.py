@@ -372,7 +372,8 @@ def attention_kernel_accepts(
     (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``): ``cudnn`` 16-bit, head dim a multiple of 8
     up to ``cudnn_max_head_dim`` (128 with the cuDNN torch 2.11 bundles); ``flash`` (FlashAttention-2)
     16-bit, head dim up to 256, no arbitrary mask; ``efficient`` 16-bit or fp32, head dim a multiple of 8
-    (fp32: 4), no grouped-query heads (a committed fp32 Mistral trace, round 60, ran SDPA's math fallback);
+    (fp32: 4), no grouped-query heads (the committed fp32 Mistral trace
+    ``traces/h200/round60/hf_train_mistral_L6_h2048_b1_fp32.json.gz`` ran SDPA's math fallback);
     ``eager`` (no fused kernel) anything. Dropout every fused backend takes. See docs/stacks.md."""
     if backend == "cudnn":
         return dtype in _SIXTEEN_BIT and head_dim % 8 == 0 and head_dim <= cudnn_max_head_dim
