@@ -73,13 +73,15 @@ def _float(row: dict[str, str], key: str, where: str) -> float:
         raise TraceError(f"{key}: not a number ({row.get(key)!r})", file=where) from None
 
 
-def points(rows: list[dict[str, str]], where: str, buckets: list[int] | None = None) -> tuple[
-    list[tuple[float, float, float]], list[tuple[float, float]]
-]:  # fmt: skip
+def points(rows: list[dict[str, str]], where: str, buckets: list[int] | None = None,
+           cold: frozenset[str] = frozenset()) -> tuple[list[tuple[float, float, float]], list[tuple[float, float]]]:
     """The decode points ``(batch, mean attended context, step s)`` and prefill points ``(prompt tokens, s)`` of
-    one engine's rows (module docstring); rows of other runs are ignored."""
+    one engine's rows (module docstring); rows of other runs are ignored. A prefill repeat in ``cold`` (a pass of a
+    shape the engine had not run, :func:`passes`, priced apart by ``c_shape``) is left out of its length's median
+    where a later repeat remains."""
     dec: dict[str, list[dict[str, str]]] = defaultdict(list)
     pre: dict[int, list[float]] = defaultdict(list)
+    pre_cold: dict[int, list[float]] = defaultdict(list)
     for r in rows:
         run = r.get("run", "")
         if _DECODE.match(run):
@@ -87,7 +89,10 @@ def points(rows: list[dict[str, str]], where: str, buckets: list[int] | None = N
         elif m := _PREFILL.match(run):
             first, sub = _float(r, "first_token_s", where), _float(r, "arrival_s", where)
             if math.isfinite(first - sub):
-                pre[int(m.group(1))].append(first - sub)
+                (pre_cold if run in cold else pre)[int(m.group(1))].append(first - sub)
+    for n, v in pre_cold.items():
+        if not pre[n]:
+            pre[n] = v
     out_d: list[tuple[float, float, float]] = []
     for run, rs in dec.items():
         m = _DECODE.match(run)
@@ -131,6 +136,34 @@ def nonneg_fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best[1]
 
 
+T_MIN = 2.0
+"""A fitted term is kept where its coefficient is at least this many standard errors (a two-sided ~95 % test)."""
+
+
+def determined_fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`nonneg_fit` keeping only the terms the points determine: while a term beyond the first (the constant)
+    has a coefficient under :data:`T_MIN` standard errors of the weighted fit (residual variance over ``n - p``
+    degrees of freedom), the least determined one is dropped (set to 0) and the rest refitted. A term whose effect
+    over the points' range is below their scatter would otherwise take a value from the scatter and carry it to
+    batches and contexts the points never reached."""
+    keep = list(range(x.shape[1]))
+    while True:
+        c = np.zeros(x.shape[1])
+        c[keep] = nonneg_fit(x[:, keep], y)
+        live = [j for j in keep if c[j] > 0]
+        a = x[:, live] / y[:, None]
+        dof = y.size - len(live)
+        r = a @ c[live] - 1.0
+        if dof <= 0:
+            return c
+        cov = float(r @ r) / dof * np.linalg.pinv(a.T @ a)
+        t = {j: c[j] / math.sqrt(max(cov[i, i], 1e-300)) for i, j in enumerate(live) if j > 0}
+        weak = [j for j in t if t[j] < T_MIN]
+        if not weak:
+            return c
+        keep = [j for j in keep if j in live and j != min(weak, key=lambda j: t[j])]
+
+
 def _rms(fit: np.ndarray, y: np.ndarray) -> float:
     return float(np.sqrt(np.mean((fit / y - 1.0) ** 2)))
 
@@ -141,7 +174,7 @@ def fit_decode(pts: list[tuple[float, float, float]]) -> DecodeFit:
         raise TraceError(f"{len(pts)} decode point(s): the fit needs at least 3 over 2 batch sizes")
     b, c, y = (np.array(v) for v in zip(*pts, strict=True))
     x = np.column_stack([np.ones_like(b), b, b * c])
-    coef = nonneg_fit(x, y)
+    coef = determined_fit(x, y)
     f = x @ coef
     return DecodeFit(c0=float(coef[0]), c_batch=float(coef[1]), c_kv=float(coef[2]),
                      points=[[float(v) for v in row] for row in zip(b, c, y, f, strict=True)],
@@ -189,32 +222,46 @@ def _fit_prefill(pts: list[tuple[float, float]], rho: float | None) -> PrefillFi
                       points=[[float(v) for v in row] for row in zip(n, y, f, strict=True)], rms_rel=err)  # fmt: skip
 
 
-def shape_setup(rows: list[dict[str, str]], runs: list[str], where: str) -> float:
-    """Seconds the first prefill pass of a new input shape adds: over the prefill lengths whose shape ``(1, P)``
-    no earlier run of the collection had (``runs``: the manifest's runs in the order they ran; the collection's
-    first run, which also pays the engine's cold start, left out), the median of the first repeat's TTFT less the
-    median of the later repeats'. 0 where no length qualifies."""
+def passes(runs: list[str]) -> dict[str, tuple[int, int, bool]]:
+    """Each run's admission pass, in the order the collection ran them in one engine process: ``run -> (prompts
+    k, length P, new)``, ``new`` where no earlier run had the shape ``(k, P)`` (a decode point's ``N`` prompts are
+    admitted in one pass, a prefill point is one prompt)."""
     seen: set[tuple[int, int]] = set()
-    new: set[int] = set()
-    for i, run in enumerate(runs):
+    out: dict[str, tuple[int, int, bool]] = {}
+    for run in runs:
         if m := _DECODE.match(run):
-            seen.add((int(m.group(1)), int(m.group(2))))
-        elif (m := re.match(r"prefill-p(\d+)-(\d+)$", run)) is not None:
-            if m.group(2) == "0" and (1, int(m.group(1))) not in seen and i > 0:
-                new.add(int(m.group(1)))
-            seen.add((1, int(m.group(1))))
-    first: dict[int, float] = {}
-    later: dict[int, list[float]] = defaultdict(list)
-    for r in rows:
-        m = re.match(r"prefill-p(\d+)-(\d+)$", r.get("run", ""))
-        if m is None or int(m.group(1)) not in new:
-            continue
-        t = _float(r, "first_token_s", where) - _float(r, "arrival_s", where)
-        if m.group(2) == "0":
-            first[int(m.group(1))] = t
+            shape = (int(m.group(1)), int(m.group(2)))
+        elif m := _PREFILL.match(run):
+            shape = (1, int(m.group(1)))
         else:
-            later[int(m.group(1))].append(t)
-    extra = [first[p] - float(np.median(later[p])) for p in first if later[p]]
+            continue
+        out[run] = (*shape, shape not in seen)
+        seen.add(shape)
+    return out
+
+
+def pass_time(p: PrefillFit, k: int, n: int) -> float:
+    """:class:`PrefillFit`'s time of one pass of ``k`` prompts of ``n`` tokens, of a shape run before (s)."""
+    return max(p.c0, p.c_token * k * n + p.c_token2 * k * n * n)
+
+
+def shape_setup(rows: list[dict[str, str]], runs: list[str], prefill: PrefillFit, where: str) -> float:
+    """Seconds the first pass of a new input shape adds: the median, over every admission pass of a shape the
+    engine process had not run (:func:`passes`; the prefill points' first repeats and the decode points' passes of
+    ``N`` prompts), of its TTFT (the median over its requests) less ``prefill``'s time of that pass. Left out: the
+    collection's first run, which also pays the engine's cold start, and passes of more tokens than the longest
+    prefill point (outside the range ``prefill`` was fitted on). 0 where no pass qualifies."""
+    ttft: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        t = _float(r, "first_token_s", where) - _float(r, "arrival_s", where)
+        if math.isfinite(t):
+            ttft[r.get("run", "")].append(t)
+    top = max((row[0] for row in prefill.points), default=0.0)
+    extra = [
+        float(np.median(ttft[run])) - pass_time(prefill, k, n)
+        for i, (run, (k, n, new)) in enumerate(passes(runs).items())
+        if new and i > 0 and ttft[run] and k * n <= top
+    ]
     return max(float(np.median(extra)), 0.0) if extra else 0.0
 
 
@@ -280,12 +327,14 @@ def fit(path: Path) -> list[StepProfile]:
         rho = attention_ratio(sc.get("model") or {}, str(sc.get("precision", "bf16")), tag)
         try:
             rows = _rows(csv_path)
-            dec, pre = points(rows, where, buckets)
+            # passes of (prompts, length) shapes: the first of each new one pays its setup, priced apart
+            separate = info.get("mixed_step") == "separate"
+            order = [str(r.get("run", "")) for r in man.get("runs", []) if r.get("engine") == engine]
+            cold = frozenset(run for run, (_, _, new) in passes(order).items() if new) if separate else frozenset()
+            dec, pre = points(rows, where, buckets, cold)
             d, p = fit_decode(dec), fit_prefill(pre, rho)
-            # passes of (prompts, length) shapes: the setup of each new one
-            if info.get("mixed_step") == "separate":
-                order = [str(r.get("run", "")) for r in man.get("runs", []) if r.get("engine") == engine]
-                p = p.model_copy(update={"c_shape": shape_setup(rows, order, where)})
+            if separate:
+                p = p.model_copy(update={"c_shape": shape_setup(rows, order, p, where)})
         except TraceError as ex:
             raise TraceError(f"{engine}: {ex.args[0] if ex.args else ex}", file=where) from None
         out.append(
@@ -340,5 +389,5 @@ def summary(prof: StepProfile) -> str:
     )
 
 
-__all__ = ["MANIFEST", "attention_ratio", "fit", "fit_decode", "fit_prefill", "gpu_tag", "nonneg_fit", "points", "profile_name", "shape_setup", "steps_manifest",
+__all__ = ["MANIFEST", "T_MIN", "attention_ratio", "determined_fit", "fit", "fit_decode", "fit_prefill", "gpu_tag", "nonneg_fit", "pass_time", "passes", "points", "profile_name", "shape_setup", "steps_manifest",
            "summary", "to_yaml", "write"]  # fmt: skip

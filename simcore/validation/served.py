@@ -17,6 +17,7 @@ completed requests/s; its error is predicted over measured minus one.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import gzip
 import json
@@ -258,11 +259,14 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
                 keep = np.isfinite(meas.arrival)
                 req = (meas.arrival[keep], meas.prompt[keep], meas.output[keep])
                 rate = rs[0]["offered_rate"]
+                cut = cut_time(man, name, run)
                 rows.append({"run": run, "offered_rate": math.inf if rate == "inf" else float(rate),
-                             "measured": summarize(meas), "predicted": summarize(simulate_requests(sc, spec, *req)),
-                             "profile": None if spec_p is None else summarize(
+                             "measured": summarize(meas),
+                             "predicted": summarize(cut_at(simulate_requests(sc, spec, *req), cut)),
+                             "profile": None if spec_p is None else summarize(cut_at(
                                  ordered[d][(name, run)] if (name, run) in ordered[d]
-                                 else simulate_requests(sc, spec_p, *req))})  # fmt: skip
+                                 else simulate_requests(sc, spec_p, *req), cut)),
+                             "cut_s": cut})  # fmt: skip
             probe = next((r for r in rows if r["run"] == "probe"), None)
             sat = None
             if probe is not None:
@@ -278,6 +282,26 @@ def compare(folder: Path | None = None, data: Path | None = None) -> list[dict[s
                         "system": system, "engine": sc.runtime.implementation, "step_profile": prof if spec_p else None,
                         "runs": rows, "saturation": sat})  # fmt: skip
     return out
+
+
+def cut_time(man: dict[str, Any], scenario: str, run: str) -> float | None:
+    """Where the harness stopped waiting for a run (s from its start: the manifest's ``wall_s``) if it stopped
+    before every request finished (``short`` > 0; a run's timeout), else ``None``."""
+    for entry in man.get("runs", []):
+        if entry.get("scenario") == scenario and entry.get("run") == run:
+            wall, short = entry.get("wall_s"), entry.get("short") or 0
+            return float(wall) if short and isinstance(wall, int | float) else None
+    return None
+
+
+def cut_at(r: Requests, t: float | None) -> Requests:
+    """``r`` as a run stopped at ``t`` s (``None``: not stopped) records it: a request not finished by ``t`` has no
+    first token or finish (NaN), as in the harness's rows of a request still running at the timeout (the Hugging
+    Face engine's results, with their per-token timestamps, come when a request finishes)."""
+    if t is None:
+        return r
+    done = r.finish <= t
+    return dataclasses.replace(r, first=np.where(done, r.first, math.nan), finish=np.where(done, r.finish, math.nan))
 
 
 def _specs(
@@ -377,6 +401,11 @@ def format_report(res: list[dict[str, Any]]) -> str:
             cells.append(" / ".join(f"{x['requests_per_s']:.3g}" for x in sums))
             lines.append(f"  {r['run']:6s} {rate:>7s} {int(r['measured']['requests']):4d} | "
                          + " | ".join(f"{c:>19s}" for c in cells))  # fmt: skip
+        for r in s["runs"]:
+            if r.get("cut_s") is not None:
+                left = int(r["measured"]["requests"] - r["measured"]["finished"])
+                lines.append(f"  {r['run']}: the harness stopped at {r['cut_s']:.3g} s with {left} request(s) unfinished;"
+                             " the simulations are cut there too")  # fmt: skip
         sat = s["saturation"]
         if sat is not None:
             line = (
@@ -397,6 +426,8 @@ __all__ = [
     "SERVED_DIR",
     "Requests",
     "compare",
+    "cut_at",
+    "cut_time",
     "format_report",
     "jsonable",
     "measurement_dirs",

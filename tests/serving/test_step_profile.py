@@ -171,16 +171,59 @@ def test_fit_prefill_takes_the_roofline_ratio_where_the_points_cannot_separate_t
     assert F.attention_ratio({"name": "partial"}, "bf16", "h100") is None
 
 
-def test_shape_setup_from_first_repeats() -> None:
-    """The first repeat of a prefill length pays the engine's setup of a new shape, unless an earlier run had
-    that shape (here 2048, prefilled by a decode run of one request first) or it is the collection's first."""
-    runs = ["decode-b1-p2048"] + [f"prefill-p{p}-{k}" for p in (128, 512, 2048) for k in range(3)]
-    rows = [{"run": r, "arrival_s": "0", "first_token_s": str(0.01 + (0.05 if r.endswith("-0") and "p2048" not in r
-                                                                     else 0.0))} for r in runs]  # fmt: skip
-    assert F.shape_setup(rows, runs, "x") == pytest.approx(0.05)
-    # without the decode run, p128 is the collection's first (left out) and p2048 counts, at no extra: the median
-    assert F.shape_setup(rows, runs[1:], "x") == pytest.approx(0.025)
-    assert F.shape_setup(rows, ["decode-b1-p128", "decode-b1-p512", "decode-b1-p2048"] + runs[1:], "x") == 0.0
+def _ttft_rows(ttft: dict[str, float]) -> list[dict[str, str]]:
+    return [{"run": r, "arrival_s": "0", "first_token_s": str(t)} for r, t in ttft.items()]
+
+
+def test_passes_mark_the_shapes_an_engine_process_had_not_run() -> None:
+    runs = ["decode-b1-p2048", "decode-b2-p2048", "prefill-p2048-0", "prefill-p128-0", "prefill-p128-1",
+            "decode-b1-p128", "decode-b2-p128"]  # fmt: skip
+    assert F.passes(runs) == {"decode-b1-p2048": (1, 2048, True), "decode-b2-p2048": (2, 2048, True),
+                              "prefill-p2048-0": (1, 2048, False), "prefill-p128-0": (1, 128, True),
+                              "prefill-p128-1": (1, 128, False), "decode-b1-p128": (1, 128, False),
+                              "decode-b2-p128": (2, 128, True)}  # fmt: skip
+
+
+def test_shape_setup_from_every_new_shape() -> None:
+    """Every pass of a shape new to the process pays the setup: the first repeats of the prefill lengths (not
+    2048, which a decode run of one request prefilled first) and the decode runs' passes of N prompts; the
+    median of what they add over the fitted pass (one outlier does not move it); left out the collection's first
+    run (the engine's cold start) and passes beyond the longest prefill point (outside the fit)."""
+    pre = F.PrefillFit(c0=0.01, c_token=0.0, c_token2=0.0, points=[[128, 0.01, 0.01], [2048, 0.01, 0.01]])
+    ttft = {"decode-b1-p2048": 0.7, "decode-b2-p128": 0.06, "decode-b4-p128": 0.055, "decode-b64-p128": 0.01}
+    ttft |= {f"prefill-p{p}-{k}": 0.01 + (0.05 if k == 0 and p != 2048 else 0.0) for p in (128, 512, 2048)
+             for k in range(3)}  # fmt: skip
+    ttft["prefill-p512-0"] = 0.2  # an outlier
+    runs = list(ttft)
+    assert F.shape_setup(_ttft_rows(ttft), runs, pre, "x") == pytest.approx(0.05)
+    # without the decode runs: p128 is the first run (left out), p512 the outlier and p2048 now new at no extra
+    pre_only = [r for r in runs if r.startswith("prefill")]
+    assert F.shape_setup(_ttft_rows(ttft), pre_only, pre, "x") == pytest.approx((0.19 + 0.0) / 2)
+    # a shape run before pays nothing
+    seen = ["decode-b1-p128", "decode-b1-p512", "decode-b1-p2048"] + pre_only
+    assert F.shape_setup(_ttft_rows({r: ttft[r] for r in pre_only}), seen, pre, "x") == 0.0
+
+
+def test_a_new_shapes_first_repeat_is_left_out_of_the_prefill_point() -> None:
+    rows = _ttft_rows({"prefill-p128-0": 0.06, "prefill-p128-1": 0.01, "prefill-p128-2": 0.012, "prefill-p512-0": 0.3})
+    _, pre = F.points(rows, "x", cold=frozenset({"prefill-p128-0", "prefill-p512-0"}))
+    assert pre == [(128.0, pytest.approx(0.011)), (512.0, 0.3)]  # a lone cold repeat stays: nothing else to use
+    _, pre = F.points(rows, "x")
+    assert pre[0] == (128.0, 0.012)
+
+
+def test_determined_fit_drops_a_term_the_points_do_not_determine() -> None:
+    """Decode points whose KV tokens barely vary (a host-bound engine at its token budget): a KV term fitted to
+    their scatter would be carried to KV counts they never reached; it is dropped, the batch term kept."""
+    rng = np.random.default_rng(0)
+    b = np.array([1, 2, 4, 8, 16, 32, 64, 1, 2, 4, 8, 16], dtype=float)
+    kv = np.array([2064, 4128, 4160, 4224, 4352, 4608, 5120, 144, 288, 576, 1152, 2304], dtype=float)
+    y = (0.06 + 4e-4 * b) * (1 + 0.08 * rng.standard_normal(b.size))
+    x = np.column_stack([np.ones_like(b), b, kv])
+    c = F.determined_fit(x, y)
+    assert c[2] == 0.0 and c[1] > 0 and c[0] == pytest.approx(0.06, rel=0.15)
+    exact = 0.002 + 3e-5 * b + 4e-8 * kv  # a term that moves the points well beyond their scatter stays
+    assert F.determined_fit(x, exact) == pytest.approx([0.002, 3e-5, 4e-8], rel=1e-6)
 
 
 def test_context_buckets_pad_the_decode() -> None:

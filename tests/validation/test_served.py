@@ -165,6 +165,27 @@ def test_compare_a_slower_measurement(tmp_path: Path, synthetic: dict[str, V.Req
     assert "saturation rate (burst)" in text and "+100.0%" in text
 
 
+def test_compare_a_run_stopped_at_its_timeout(tmp_path: Path, synthetic: dict[str, V.Requests]) -> None:
+    """The harness stopped waiting before the burst's last requests finished (``short``, their rows without times):
+    the simulation is cut at the same wall time, so the run it is compared with is the one the rows record."""
+    r = synthetic["probe"]
+    end = float(r.finish.max())
+    cut = 0.5 * (end + float(r.finish[r.finish < end].max()))  # the requests of the last step still running
+    rows = V.cut_at(r, cut)
+    left = r.finish == end
+    assert np.isnan(rows.first[left]).all() and np.isnan(rows.finish[left]).all()
+    assert np.isfinite(rows.finish).sum() == 24 - left.sum() > 0
+    _write_measurement(tmp_path, {"probe": rows}, {"probe": math.inf}, 1.0)
+    entry = {"scenario": "served-ref-poisson-fixed", "run": "probe", "wall_s": cut, "short": int(left.sum())}
+    (tmp_path / "served_manifest.json").write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "runs": [entry]}))
+    assert V.cut_time({"runs": [entry]}, "served-ref-poisson-fixed", "probe") == cut
+    assert V.cut_time({"runs": [{**entry, "short": 0}]}, "served-ref-poisson-fixed", "probe") is None
+    (s,) = [x for x in V.compare(data=tmp_path) if x["status"] == "measured"]
+    (probe,) = s["runs"]
+    assert probe["cut_s"] == cut and probe["predicted"]["finished"] == 24 - left.sum()
+    assert s["saturation"]["error"] == pytest.approx(0.0, abs=1e-6)
+
+
 def test_cli_a_folder_without_measurements_is_one_line() -> None:
     out = subprocess.run([sys.executable, "-m", "simcore.validation", "served", "--data", str(V.SERVED_DIR)],
                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
