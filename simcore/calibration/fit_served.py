@@ -15,7 +15,8 @@ runs' format) holds, per engine, two kinds of points (``tools/bench_serving.py``
 Fits, weighted by ``1 / measured`` (least squares of the relative residuals, coefficients kept >= 0):
 
 * decode ``t = c0 + c_batch * b + c_kv * b * ctx`` (a fixed cost per step, a cost per sequence, a cost per KV
-  token attended: the three terms of a memory-bound decode step and its host work);
+  token attended: the three terms of a memory-bound decode step and its host work), a term the points do not
+  determine dropped (:func:`determined_fit`);
 * prefill ``t = max(c0, c_token * n + c_token2 * n^2)`` (the host's issue time of an eager pass, under which the
   GPU runs; or the GPU's work: per-token GEMMs and causal attention), ``c_token2 / c_token`` the roofline's
   (:func:`attention_ratio`) where the points cannot separate the two (:func:`fit_prefill`); and, for an engine of

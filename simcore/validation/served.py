@@ -11,7 +11,8 @@ measured submission times, prompt and output lengths, as a ``serving.trace``) on
 and predicted runs are summarised by the same code (:func:`summarize`): TTFT and TPOT percentiles, completed
 requests/s (first arrival to last completion), steady requests/s (completions in the second half of the arrival
 window, per second) and output tokens/s. The saturation rate is the probe's: every request submitted at once,
-completed requests/s; its error is predicted over measured minus one.
+completed requests/s; its error is predicted over measured minus one. A run the harness stopped at its timeout
+with requests still running is compared with the simulations cut at the same time (:func:`cut_at`).
 """
 
 from __future__ import annotations
