@@ -266,9 +266,10 @@ The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_c
 ``recompute_granularity = None``)."""
 
 
-def _preset_for(model: str, layers: int, hidden: int) -> dict[str, Any] | None:
+def _preset_for(model: str, layers: int | None, hidden: int | None) -> dict[str, Any] | None:
     """The built-in model preset a row's model name names (name or alias, ignoring case and
-    punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row."""
+    punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row
+    (``None``: any)."""
     from simcore.specs.registry import default_registry
 
     reg = default_registry()
@@ -276,7 +277,9 @@ def _preset_for(model: str, layers: int, hidden: int) -> dict[str, Any] | None:
     names: dict[str, str] = {_norm_name(n): n for n in reg.models}
     names.update({_norm_name(a): n for (kind, a), n in reg.aliases.items() if kind == "model preset"})
     data = reg.models.get(names.get(key, ""))
-    if data is None or data.get("layers") != layers or data.get("hidden") != hidden:
+    if data is None or (layers is not None and data.get("layers") != layers):
+        return None
+    if hidden is not None and data.get("hidden") != hidden:
         return None
     return {k: v for k, v in data.items() if k != "name"}
 
@@ -290,6 +293,12 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     notes = rec.get("notes", "")
     assume: list[str] = []
     gpus = int(rec["num_gpus"])
+    if not (rec.get("layers") or "").strip():
+        # a row whose table gives no architecture: a built-in preset of that name, else not expressible
+        named = _preset_for(rec["model"], None, None)
+        if named is None:
+            raise ValueError(f"model {rec['model']!r}: no architecture in the row and no built-in preset of that name")
+        rec = {**rec, **{k: str(named[k]) for k in ("layers", "hidden", "heads") if k in named}}
     layers = int(rec["layers"])
     hidden = int(rec["hidden"])
     heads = int(rec["heads"])
@@ -524,17 +533,18 @@ def load_published(path: str | Path | None = None) -> list[PublishedRow]:
             out.append(
                 PublishedRow(
                     index=i,
-                    source=(rec.get("source") or "?")[:24],
+                    source=_short_source(rec.get("source") or "?")[0],
                     family="mcore",
                     model=rec.get("model") or "?",
                     gpus=_int(rec.get("num_gpus")) or 0,
                     system="",
                     metric=rec.get("metric") or "?",
                     unit=rec.get("unit") or "",
-                    published=math.nan,
+                    published=_num(rec.get("value")) or math.nan,
                     scenario={},
                     dims={},
                     problem=what,
+                    release=release_of(rec.get("source") or "?"),
                 )
             )
     return out
