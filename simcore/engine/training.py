@@ -656,7 +656,13 @@ def _moe_expert_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
     for ``grouped`` calls, compiled code, or a profile without those op counts."""
     model = s.model
     cal = s.prof.host_ops.calibrated_layer_ops(s.implementation, s.act_key)
-    if model.moe is None or s.moe_expert_calls != "per_expert" or s.compiled or cal is None or s.lk != s.act_key:
+    if (
+        model.moe is None
+        or s.moe_expert_calls != "per_expert"
+        or s.compiled
+        or cal is None
+        or s.lk != s.act_key
+    ):
         return 0.0, 0.0
     per_f = ht.wrapped(f"train_fwd_{s.lk}", "fwd") / cal[0]
     per_b = ht.wrapped(f"train_bwd_{s.lk}", "bwd") / cal[1]
@@ -912,8 +918,8 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     gradient reduce-scatter during the last backward, parameter all-gather during the next forward.
     ZeRO-3/FSDP: parameters gathered for forward and backward and gradients reduce-scattered per
     micro-batch, prefetched behind the layer compute: exposed ``max(2 AG + RS - (F+B), 0)`` per
-    micro-batch. Expert gradients reduce over the expert-data-parallel group (``tp cp dp / (ep etp)`` ranks),
-    priced on dp with the ratio. Single-process nn.DataParallel: parameters broadcast from GPU 0 and
+    micro-batch. Expert gradients reduce (and, ZeRO-1/2, expert parameters gather) over the expert-data-parallel
+    group (``tp cp dp / (ep etp)`` ranks, ``ep etp`` apart: the pricer's ``edp``). Single-process nn.DataParallel: parameters broadcast from GPU 0 and
     gradients reduced to it every step, nothing overlapped."""
     pricer, dp, zero0, zero12, zero3 = s.pricer, s.dp, s.zero0, s.zero12, s.zero3
     grad_b = s.sb.grads
@@ -933,16 +939,19 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     ag = (
         when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp")) * slow
     )
-    # expert data parallelism: tp x cp x dp / (ep x etp) ranks hold the same experts (parallel folding)
-    edp = s.tp * s.cp * dp / (s.ep * s.etp)
-    edp_frac = np.where(dp > 1, np.maximum(edp - 1, 0) / np.maximum(dp - 1, 1), 0.0)
-    ar_exp = when(s.pc.moe_layers > 0, lambda: pricer.comm_time("all_reduce", exp_grads, "dp") * edp_frac)
+    # expert data parallelism: the tp x cp x dp / (ep x etp) ranks that hold the same experts, ep x etp
+    # ranks apart (parallel folding; the pricer's "edp" group, across nodes once ep x etp fills a node):
+    # their gradients all-reduce (DDP) or reduce-scatter and their parameters all-gather (ZeRO-1/2)
+    moe = s.pc.moe_layers > 0
+    ar_exp = when(zero0 & moe, lambda: pricer.comm_time("all_reduce", exp_grads, "edp", gdt))
+    rs_exp = when(zero12 & moe, lambda: pricer.comm_time("reduce_scatter", exp_grads, "edp", gdt))
+    ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * 2.0, "edp"))
     buckets = np.maximum(s.layers_per_rank, 1.0)
     single = s.pp <= 1
     B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
     F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
     overlap = _a(s.lay.dp_overlap, bool)
-    dp_grad = np.select([zero0, zero12], [ar, rs], default=0.0) + ar_exp
+    dp_grad = np.select([zero0, zero12], [ar + ar_exp, rs + rs_exp], default=0.0)
     dp_exposed = _bucketed(dp_grad, B_last, buckets, overlap) + np.where(
         zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
     )

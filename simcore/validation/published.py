@@ -260,6 +260,10 @@ _MBRIDGE_MOE_RECOMPUTE: dict[tuple[str, str], tuple[str, ...]] = {
     ("deepseekv3", "B200"): ("mla_up_proj",),
     ("deepseekv3", "GB200"): ("mla_up_proj",),
     ("deepseekv3", "GB300"): ("moe_act",),
+    # gpt_oss_workload_base_configs.py: GB200, B200 and H100 recompute layernorm and moe_act, GB300 nothing
+    ("gptoss120b", "GB200"): ("layernorm", "moe_act"),
+    ("gptoss120b", "B200"): ("layernorm", "moe_act"),
+    ("gptoss120b", "H100"): ("layernorm", "moe_act"),
 }
 """Selective-recompute modules of Megatron-Bridge 25.11's MoE performance recipes, by (model, GPU).
 The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_configs`` sets
@@ -393,7 +397,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     elif mbridge_moe and recompute_modules:
         recompute = "selective"
         assume.append(
-            f"selective recompute of {', '.join(recompute_modules)} ({_MBRIDGE_PERF}/deepseek: the "
+            f"selective recompute of {', '.join(recompute_modules)} ({_MBRIDGE_PERF}: the 25.11 "
             f"{rec['gpu']} recipe's recompute_modules)"
         )
     elif mbridge_moe and _norm_name(rec["model"]).startswith("qwen3"):

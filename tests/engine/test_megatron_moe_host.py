@@ -85,3 +85,24 @@ def test_sync_only_costs_where_a_phase_is_host_bound() -> None:
     big_free = predict(_qwen(mb=8, moe_host_sync=False)).step_time_s
     big_sync = predict(_qwen(mb=8, moe_host_sync=True)).step_time_s
     assert np.isclose(big_sync, big_free, rtol=1e-9)
+
+
+def test_expert_data_parallel_group_is_placed_and_priced() -> None:
+    """Parallel folding on 64 B200s (8 a node), tp 1, ep 8: the 8 ranks holding the same experts are 8
+    apart, one per node, so their gradient reduce-scatter crosses the fabric; at ep 64 nobody shares
+    experts and nothing is reduced."""
+    from simcore.engine.pricing import Pricer
+    from simcore.specs.resolve import cluster_for
+
+    c = cluster_for("dgx-b200", gpus=64)
+    g = Pricer.for_layout(c, tp=1, cp=1, dp=64, pp=1, ep=8, etp=1).groups["edp"]
+    assert (float(g.size), float(g.per_domain), float(g.domains)) == (8.0, 1.0, 8.0)
+    p64 = Pricer.for_layout(c, tp=1, cp=1, dp=64, pp=1, ep=64, etp=1)
+    assert float(p64.groups["edp"].size) == 1.0
+    assert float(p64.comm_time("reduce_scatter", 1e9, "edp")) == 0.0
+    # the same bytes over the cross-node group cost more than over an in-node group of the same size
+    p8 = Pricer.for_layout(cluster_for("dgx-b200", gpus=64), tp=1, cp=1, dp=64, pp=1, ep=8, etp=1)
+    inside = Pricer.for_layout(cluster_for("dgx-b200", gpus=8), tp=1, cp=1, dp=8, pp=1, ep=1, etp=1)
+    assert float(p8.comm_time("reduce_scatter", 1e9, "edp")) > float(
+        inside.comm_time("reduce_scatter", 1e9, "edp")
+    )
