@@ -918,9 +918,10 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     gradient reduce-scatter during the last backward, parameter all-gather during the next forward.
     ZeRO-3/FSDP: parameters gathered for forward and backward and gradients reduce-scattered per
     micro-batch, prefetched behind the layer compute: exposed ``max(2 AG + RS - (F+B), 0)`` per
-    micro-batch. Expert gradients reduce (and, ZeRO-1/2, expert parameters gather) over the expert-data-parallel
-    group (``tp cp dp / (ep etp)`` ranks, ``ep etp`` apart: the pricer's ``edp``). Single-process nn.DataParallel: parameters broadcast from GPU 0 and
-    gradients reduced to it every step, nothing overlapped."""
+    micro-batch. Expert gradients reduce (and, ZeRO-1/2, expert parameters gather) over the
+    expert-data-parallel group (``tp cp dp / (ep etp)`` ranks, ``ep etp`` apart: the pricer's ``edp``).
+    Single-process nn.DataParallel: parameters broadcast from GPU 0 and gradients reduced to it every
+    step, nothing overlapped."""
     pricer, dp, zero0, zero12, zero3 = s.pricer, s.dp, s.zero0, s.zero12, s.zero3
     grad_b = s.sb.grads
     dense_grads = (params.dense + params.embed) * grad_b
