@@ -171,7 +171,8 @@ class Pricer:
         etp: Num | None = None,
     ) -> Pricer:
         """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp, or, given
-        ``etp``, Megatron-Core's parallel folding: ep ranks ``etp`` apart over tp x cp x dp)."""
+        ``etp``, Megatron-Core's parallel folding: ep ranks ``etp`` apart over tp x cp x dp; ``edp``: the
+        ``tp cp dp / (ep etp)`` ranks that hold the same experts, ``ep`` groups apart)."""
         sizes = (tp, cp, dp, pp, ep, -1.0 if etp is None else etp)
         # one layout: the placements depend only on the cluster's shape and the degrees
         key = (
@@ -182,6 +183,16 @@ class Pricer:
             groups = megatron_groups(cluster, tp, cp, dp, pp)
             stride = np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float) if etp is None else etp
             groups["ep"] = placement(cluster, ep, stride)
+            # expert data parallelism: the ranks of tp x cp x dp holding the same experts, ep x stride apart
+            e_tp = np.asarray(tp, dtype=float) if etp is None else np.asarray(etp, dtype=float)
+            edp = np.maximum(
+                np.asarray(tp, dtype=float)
+                * np.asarray(cp, dtype=float)
+                * np.asarray(dp, dtype=float)
+                / (np.asarray(ep, dtype=float) * e_tp),
+                1.0,
+            )
+            groups["edp"] = placement(cluster, edp, np.asarray(ep, dtype=float) * stride)
             if key is not None:
                 _GROUPS_MEMO.put((cluster.system,), key, groups)
         return Pricer(

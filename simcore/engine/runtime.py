@@ -34,6 +34,8 @@ def with_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
 
 def _with_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
     sc, chosen = apply_stack(sc)
+    if sc.model.moe is None:  # the MoE defaults change nothing on a dense model: not worth a note
+        chosen = [c for c in chosen if not c.key.startswith("runtime.moe_")]
     if sc.runtime.attention_backend == "auto":
         backend, why = attention_backend(sc)
         sc = sc.model_copy(update={"runtime": sc.runtime.model_copy(update={"attention_backend": backend})})
@@ -84,6 +86,8 @@ def training_runtime(sc: Scenario) -> dict[str, Any]:
         "attention_backend": attention_backend(sc)[0],
         "profiler_record": tuple(rt.profiler_record),
         "layer_ops": None if rt.layer_ops is None else (rt.layer_ops.fwd, rt.layer_ops.bwd or 0.0),
+        "moe_expert_calls": rt.moe_expert_calls,
+        "moe_host_sync": rt.moe_host_sync,
     }
 
 

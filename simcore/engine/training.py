@@ -314,6 +314,8 @@ class _Step:
         attention_backend: str,
         profiler_record: tuple[str, ...],
         layer_ops: tuple[float, float] | None,
+        moe_expert_calls: str = "grouped",
+        moe_host_sync: bool = False,
     ) -> None:
         self.model, self.training, self.lay, self.cluster = model, training, lay, cluster
         self.framework, self.param_dtype, self.profiler, self.gate_up = (
@@ -324,6 +326,7 @@ class _Step:
         )
         self.step_sync, self.implementation = step_sync, implementation
         self.profiler_record, self.layer_ops = profiler_record, layer_ops
+        self.moe_expert_calls, self.moe_host_sync = moe_expert_calls, moe_host_sync and model.moe is not None
         tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
         self.tp, self.pp, self.dp, self.cp, self.ep, self.vp = tp, pp, dp, cp, ep, vp
         self.mb = mb = _a(lay.micro_batch)
@@ -608,6 +611,8 @@ def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
         + s.sel_t * hv("ckpt_selective")
     )
     h_b = h_b + np.where(s.ddp & ~s.zero3, hv("ddp_fixed"), 0.0)
+    e_f, e_b = _moe_expert_host(s, ht)
+    h_f, h_b = h_f + e_f, h_b + e_b + s.full_t * e_f
     if s.profiler:
         # DDP's hooks while the profiler records: per gradient tensor and per bucket all-reduce
         # call, once per step (the last micro-batch's backward; measured from profiled DDP ranks)
@@ -636,6 +641,34 @@ def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
         h_f = h_f + s.layers_per_rank * n_tp * floor
         h_b = h_b + s.layers_per_rank * n_tp * floor
     return h_f, h_b
+
+
+def _moe_expert_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
+    """Host seconds a stage's MoE layers add to one micro-batch's forward and backward when the routed
+    experts' GEMMs are issued one local expert at a time (``RuntimeSpec.moe_expert_calls: per_expert``,
+    Transformer Engine's ``GroupedLinear``; docs/parallelism.md, "MoE host costs").
+
+    Per local expert (``experts / ep``) and each of the two expert projections, the forward issues its
+    GEMM and, under an FP8-family recipe, its input's quantize into a new quantized tensor; the backward
+    its data- and weight-gradient GEMMs and its output gradient's quantize. Each call costs the host what
+    a top-level op of the calibrated eager layer costs on average: the layer's forward host over its
+    forward ops, its backward host over its autograd nodes (``HostOps.calibrated_layer_ops``). ``(0, 0)``
+    for ``grouped`` calls, compiled code, or a profile without those op counts."""
+    model = s.model
+    cal = s.prof.host_ops.calibrated_layer_ops(s.implementation, s.act_key)
+    if (
+        model.moe is None
+        or s.moe_expert_calls != "per_expert"
+        or s.compiled
+        or cal is None
+        or s.lk != s.act_key
+    ):
+        return 0.0, 0.0
+    per_f = ht.wrapped(f"train_fwd_{s.lk}", "fwd") / cal[0]
+    per_b = ht.wrapped(f"train_bwd_{s.lk}", "bwd") / cal[1]
+    quant = 1.0 if s.recipe.quantized else 0.0
+    calls = s.pc.moe_layers / model.layers * s.layers_per_rank * model.moe.experts / s.ep
+    return calls * 2.0 * (1.0 + quant) * per_f, calls * 2.0 * (2.0 + quant) * per_b
 
 
 @dataclass
@@ -689,6 +722,10 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     middle = h_f + h_b + p2p_mid * call - (Fg + Bg)
     last = h_f + h_b + h_out_f + h_out_b + p2p_end * call - (Fg + Bg + headF + headB)
     per_mb = np.where(single_stage, per_mb, np.maximum(np.maximum(middle, last), 0.0))
+    if s.moe_host_sync:
+        # every MoE layer's forward waits for the GPU (the dispatcher's device-to-host copy), so the
+        # forward's host excess cannot hide behind the backward's GPU time (nor the reverse)
+        per_mb = np.maximum(per_mb, x_f + x_b)
     work.F_layers.add("host_overhead", per_mb * share_f)
     work.B_layers.add("host_overhead", per_mb * (1.0 - share_f))
     return _Host(h_f + h_b, h_sf + h_sb, np.where(single_stage, lag, 0.0))
@@ -881,9 +918,10 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     gradient reduce-scatter during the last backward, parameter all-gather during the next forward.
     ZeRO-3/FSDP: parameters gathered for forward and backward and gradients reduce-scattered per
     micro-batch, prefetched behind the layer compute: exposed ``max(2 AG + RS - (F+B), 0)`` per
-    micro-batch. Expert gradients reduce over the expert-data-parallel group (``tp cp dp / (ep etp)`` ranks),
-    priced on dp with the ratio. Single-process nn.DataParallel: parameters broadcast from GPU 0 and
-    gradients reduced to it every step, nothing overlapped."""
+    micro-batch. Expert gradients reduce (and, ZeRO-1/2, expert parameters gather) over the
+    expert-data-parallel group (``tp cp dp / (ep etp)`` ranks, ``ep etp`` apart: the pricer's ``edp``).
+    Single-process nn.DataParallel: parameters broadcast from GPU 0 and gradients reduced to it every
+    step, nothing overlapped."""
     pricer, dp, zero0, zero12, zero3 = s.pricer, s.dp, s.zero0, s.zero12, s.zero3
     grad_b = s.sb.grads
     dense_grads = (params.dense + params.embed) * grad_b
@@ -902,16 +940,19 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     ag = (
         when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp")) * slow
     )
-    # expert data parallelism: tp x cp x dp / (ep x etp) ranks hold the same experts (parallel folding)
-    edp = s.tp * s.cp * dp / (s.ep * s.etp)
-    edp_frac = np.where(dp > 1, np.maximum(edp - 1, 0) / np.maximum(dp - 1, 1), 0.0)
-    ar_exp = when(s.pc.moe_layers > 0, lambda: pricer.comm_time("all_reduce", exp_grads, "dp") * edp_frac)
+    # expert data parallelism: the tp x cp x dp / (ep x etp) ranks that hold the same experts, ep x etp
+    # ranks apart (parallel folding; the pricer's "edp" group, across nodes once ep x etp fills a node):
+    # their gradients all-reduce (DDP) or reduce-scatter and their parameters all-gather (ZeRO-1/2)
+    moe = s.pc.moe_layers > 0
+    ar_exp = when(zero0 & moe, lambda: pricer.comm_time("all_reduce", exp_grads, "edp", gdt))
+    rs_exp = when(zero12 & moe, lambda: pricer.comm_time("reduce_scatter", exp_grads, "edp", gdt))
+    ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * 2.0, "edp"))
     buckets = np.maximum(s.layers_per_rank, 1.0)
     single = s.pp <= 1
     B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
     F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
     overlap = _a(s.lay.dp_overlap, bool)
-    dp_grad = np.select([zero0, zero12], [ar, rs], default=0.0) + ar_exp
+    dp_grad = np.select([zero0, zero12], [ar + ar_exp, rs + rs_exp], default=0.0)
     dp_exposed = _bucketed(dp_grad, B_last, buckets, overlap) + np.where(
         zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
     )
@@ -1258,6 +1299,8 @@ def evaluate(
     attention_backend: str = "flash",
     profiler_record: tuple[str, ...] = ("shapes",),
     layer_ops: tuple[float, float] | None = None,
+    moe_expert_calls: str = "grouped",
+    moe_host_sync: bool = False,
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
     MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
@@ -1270,7 +1313,9 @@ def evaluate(
     profiler records beside the timeline (``RuntimeSpec.profiler_record``), which scales the profiled
     host times by kind (``ComputeProfile.profiler_factor``); ``layer_ops``: (forward, backward) ops a
     layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer by
-    their ratio to the calibrated code's (``HostOps.calibrated_layer_ops``).
+    their ratio to the calibrated code's (``HostOps.calibrated_layer_ops``); ``moe_expert_calls`` and
+    ``moe_host_sync``: ``RuntimeSpec``'s (the routed experts' GEMMs issued per local expert; a host sync in
+    every MoE layer's forward; :func:`_moe_expert_host`, :func:`_host_overhead`).
 
     The parts: stage times (:func:`_stage_work`), host (:func:`_host_overhead`), pipeline
     (:func:`_pipeline`), data-parallel communication (:func:`_data_parallel`), optimizer
@@ -1293,6 +1338,8 @@ def evaluate(
         attention_backend,
         profiler_record,
         layer_ops,
+        moe_expert_calls,
+        moe_host_sync,
     )
     work = _stage_work(s)
     ht = _host_tables(s) if s.layer_host else None

@@ -387,6 +387,18 @@ class RuntimeSpec(Spec):
     norm check), so each step starts with host and GPU together. ``false``: nothing synchronizes, the
     host runs ahead into the next step while the GPU finishes this one, and an eager single-stage step
     takes the larger of the host's and the GPU's total. ``simcore validate`` reads it from the trace."""
+    moe_expert_calls: Literal["grouped", "per_expert"] = "grouped"
+    """Training an MoE model: how the host issues a rank's routed-expert GEMMs. ``grouped``: one grouped
+    kernel per projection (``torch._grouped_mm``, a CUTLASS grouped GEMM), a host cost that does not grow
+    with the local experts. ``per_expert``: a loop over the local experts issuing each one's GEMMs (and,
+    under an FP8-family recipe, its input's and gradient's quantize) as separate calls, as Transformer
+    Engine's ``GroupedLinear`` does by default (``general_grouped_gemm``, ``split_quantize``): each call
+    costs the host one op of the calibrated eager layer (docs/parallelism.md, "MoE host costs")."""
+    moe_host_sync: bool = False
+    """Training an MoE model: each MoE layer's forward copies the per-expert token counts to the host and
+    waits for them (Megatron-Core's dropless ``alltoall`` and ``flex`` dispatchers size the all-to-all and
+    the grouped GEMMs on the host), so the host cannot run ahead of the GPU across MoE layers: a forward
+    layer takes the larger of its host and GPU time, instead of the step's host slack hiding it."""
     decode_loop: Literal["manual", "generate"] = "manual"
     """What drives the decode steps: a hand-written loop of forward passes (``manual``), or
     transformers' ``generate()``, whose logits processors, stopping criteria and cache bookkeeping add

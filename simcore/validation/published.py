@@ -260,15 +260,20 @@ _MBRIDGE_MOE_RECOMPUTE: dict[tuple[str, str], tuple[str, ...]] = {
     ("deepseekv3", "B200"): ("mla_up_proj",),
     ("deepseekv3", "GB200"): ("mla_up_proj",),
     ("deepseekv3", "GB300"): ("moe_act",),
+    # gpt_oss_workload_base_configs.py: GB200, B200 and H100 recompute layernorm and moe_act, GB300 nothing
+    ("gptoss120b", "GB200"): ("layernorm", "moe_act"),
+    ("gptoss120b", "B200"): ("layernorm", "moe_act"),
+    ("gptoss120b", "H100"): ("layernorm", "moe_act"),
 }
 """Selective-recompute modules of Megatron-Bridge 25.11's MoE performance recipes, by (model, GPU).
 The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_configs`` sets
 ``recompute_granularity = None``)."""
 
 
-def _preset_for(model: str, layers: int, hidden: int) -> dict[str, Any] | None:
+def _preset_for(model: str, layers: int | None, hidden: int | None) -> dict[str, Any] | None:
     """The built-in model preset a row's model name names (name or alias, ignoring case and
-    punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row."""
+    punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row
+    (``None``: any)."""
     from simcore.specs.registry import default_registry
 
     reg = default_registry()
@@ -276,7 +281,9 @@ def _preset_for(model: str, layers: int, hidden: int) -> dict[str, Any] | None:
     names: dict[str, str] = {_norm_name(n): n for n in reg.models}
     names.update({_norm_name(a): n for (kind, a), n in reg.aliases.items() if kind == "model preset"})
     data = reg.models.get(names.get(key, ""))
-    if data is None or data.get("layers") != layers or data.get("hidden") != hidden:
+    if data is None or (layers is not None and data.get("layers") != layers):
+        return None
+    if hidden is not None and data.get("hidden") != hidden:
         return None
     return {k: v for k, v in data.items() if k != "name"}
 
@@ -290,6 +297,12 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     notes = rec.get("notes", "")
     assume: list[str] = []
     gpus = int(rec["num_gpus"])
+    if not (rec.get("layers") or "").strip():
+        # a row whose table gives no architecture: a built-in preset of that name, else not expressible
+        named = _preset_for(rec["model"], None, None)
+        if named is None:
+            raise ValueError(f"model {rec['model']!r}: no architecture in the row and no built-in preset of that name")
+        rec = {**rec, **{k: str(named[k]) for k in ("layers", "hidden", "heads") if k in named}}
     layers = int(rec["layers"])
     hidden = int(rec["hidden"])
     heads = int(rec["heads"])
@@ -384,7 +397,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     elif mbridge_moe and recompute_modules:
         recompute = "selective"
         assume.append(
-            f"selective recompute of {', '.join(recompute_modules)} ({_MBRIDGE_PERF}/deepseek: the "
+            f"selective recompute of {', '.join(recompute_modules)} ({_MBRIDGE_PERF}: the 25.11 "
             f"{rec['gpu']} recipe's recompute_modules)"
         )
     elif mbridge_moe and _norm_name(rec["model"]).startswith("qwen3"):
@@ -524,17 +537,18 @@ def load_published(path: str | Path | None = None) -> list[PublishedRow]:
             out.append(
                 PublishedRow(
                     index=i,
-                    source=(rec.get("source") or "?")[:24],
+                    source=_short_source(rec.get("source") or "?")[0],
                     family="mcore",
                     model=rec.get("model") or "?",
                     gpus=_int(rec.get("num_gpus")) or 0,
                     system="",
                     metric=rec.get("metric") or "?",
                     unit=rec.get("unit") or "",
-                    published=math.nan,
+                    published=_num(rec.get("value")) or math.nan,
                     scenario={},
                     dims={},
                     problem=what,
+                    release=release_of(rec.get("source") or "?"),
                 )
             )
     return out
