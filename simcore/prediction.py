@@ -233,6 +233,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     vp = p.vp if p.schedule == "interleaved" else 1
     gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
     extra = int(p.account_for_embedding_in_pipeline_split) + int(p.account_for_loss_in_pipeline_split)
+    _require_offload(sc)
     _require_layout(sc.model, cluster.gpus, p.tp, p.pp, p.cp, dp, p.ep, vp, tr.micro_batch, gb, p.etp, extra)
     # the folding and pipeline-split options appear in the layout only where the scenario sets them
     options = {
@@ -262,6 +263,50 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "vocab_parallel": p.vocab_parallel,
         **{k: v for k, v in options.items() if v is not None},
     }
+
+
+def _require_offload(sc: Scenario) -> None:
+    """Activation offload as Megatron-Core allows it (``TransformerConfig.__post_init__``): fewer layers
+    than the model's and no pipeline parallelism; else one error naming the field."""
+    tr = sc.training
+    assert tr is not None
+    n = tr.activation_offload_layers
+    if n and n >= sc.model.layers:
+        raise SpecError(
+            f"offloads {n} layers of {sc.model.name}'s {sc.model.layers}; at most {sc.model.layers - 1} "
+            "(the last layer's activations are used at once)",
+            field="training.activation_offload_layers",
+        )
+    if n and sc.parallel.pp > 1:
+        raise SpecError(
+            f"activation offload runs without pipeline parallelism (Megatron-Core's check); got pp {sc.parallel.pp}",
+            field="training.activation_offload_layers",
+        )
+
+
+def offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float]) -> list[str]:
+    """The notes of a prediction with offload: what moves over the host link, what shows in the step,
+    what stays in host memory (docs/parallelism.md, Offload)."""
+    tr = sc.training
+    assert tr is not None
+    x = {k: _f(v) for k, v in ev.extra.items() if k.startswith(("activation_offload", "optimizer_offload"))}
+    notes = []
+    if "activation_offload_s" in x:
+        notes.append(
+            f"activation offload: {tr.activation_offload_layers} of {sc.model.layers} layers' activations "
+            f"({mem['host_activations'] / M.GiB:.2f} GiB per GPU) to host memory and back each micro-batch, "
+            f"{x['activation_offload_s'] * 1e3:.2f} ms per step not hidden behind the other layers' compute"
+        )
+    if "optimizer_offload_s" in x:
+        how = "pipelined" if tr.optimizer_offload_overlap else "one after another"
+        notes.append(
+            f"optimizer offload: {tr.optimizer_offload_fraction:.0%} of the optimizer state "
+            f"({mem['host_optimizer'] / M.GiB:.2f} GiB per GPU) on the host; gradients down "
+            f"{x['optimizer_offload_d2h_s'] * 1e3:.1f} ms, CPU update {x['optimizer_offload_cpu_s'] * 1e3:.1f} ms "
+            f"(at the CPU memory's peak bandwidth per GPU), weights up {x['optimizer_offload_h2d_s'] * 1e3:.1f} ms, "
+            f"{how}: {x['optimizer_offload_s'] * 1e3:.1f} ms beside the GPU's update of the rest"
+        )
+    return notes
 
 
 def stack_note(stack: str, chosen: list[Chosen]) -> list[str]:
@@ -354,6 +399,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
         notes.append(f"precision {tr.precision}: {rec.description}; kept in bf16: {kept}")
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
+    notes.extend(offload_notes(sc, ev, mem))
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}

@@ -198,12 +198,36 @@ class TrainingSpec(Spec):
     docs/stacks.md)."""
     tokens: float | None = Field(default=None, gt=0)
     """Tokens to train on, for time-to-train and GPU-hours."""
+    activation_offload_layers: Int = Field(default=0, ge=0)
+    """Transformer layers whose saved activations go to host memory during the forward and come back
+    for the backward (Megatron-Core's ``cpu_offloading`` with ``cpu_offloading_num_layers``, Transformer
+    Engine's ``get_cpu_offload_context``: the first ``n`` layers, over the host link, PCIe or NVLink-C2C,
+    on a copy stream beside the compute). The step pays what the link cannot hide behind the other
+    layers' compute; the GPU keeps ``layers - n`` layers' activations. Fewer than the model's layers, one
+    pipeline stage, no recompute (Megatron-Core's checks; docs/parallelism.md, Offload). 0: none."""
+    optimizer_offload_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of each rank's optimizer state (fp32 master weights and moments) kept and updated in host
+    memory by the CPU (Megatron-Core's ``optimizer_cpu_offload`` with ``optimizer_offload_fraction``;
+    DeepSpeed's ZeRO-Offload ``offload_optimizer: {device: cpu}`` is 1): each step the share's gradients
+    go to the host, the CPU runs the update at its memory bandwidth, the updated weights come back; the
+    rest updates on the GPU at the same time (docs/parallelism.md, Offload). 0: none."""
+    optimizer_offload_overlap: bool = False
+    """Pipeline the offloaded optimizer's gradient copies, CPU update and weight copies per parameter
+    (Megatron-Core's ``overlap_cpu_optimizer_d2h_h2d``, default off): the slowest of the three sets the
+    time instead of their sum."""
 
     @model_validator(mode="after")
     def _recompute_modules(self) -> TrainingSpec:
         if self.recompute_modules and self.recompute != "selective":
             raise ValueError(
                 f"recompute_modules {self.recompute_modules} need recompute: selective (got {self.recompute!r})"
+            )
+        if self.activation_offload_layers and self.recompute != "none":
+            # Megatron-Core's TransformerConfig: "CPU offloading does not work when activation
+            # recomputation is enabled"
+            raise ValueError(
+                f"activation_offload_layers needs recompute: none (got {self.recompute!r}; Megatron-Core "
+                "does not offload with recomputation)"
             )
         return self
 
