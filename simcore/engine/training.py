@@ -72,6 +72,9 @@ class TrainingLayout:
     dp_slowdown: Num = 1.0
     """Factor on the data-parallel collectives' seconds for the contention among the layout's concurrent
     data-parallel groups on the fabric (:func:`simcore.comm.flow.data_parallel_slowdown`; 1: none)."""
+    megatron_fsdp: bool = False
+    """Megatron-Core's FSDP (``ParallelSpec.megatron_fsdp``, scalar for a whole grid): gradients kept and
+    reduced in the weights' dtype (:func:`layout_state_bytes`)."""
     zero3_gather: Num = "bucketed"
     """ZeRO-3's parameter movement: ``bucketed`` (prefetched flat all-gathers) or ``per_tensor``
     (DeepSpeed 2021: one synchronous collective per weight tensor; :func:`zero3_per_tensor`)."""
@@ -365,9 +368,7 @@ class _Step:
         self.zero = zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
         self.zero0, self.zero12, self.zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
         self.recipe = P.recipe(training.precision, cluster.device)
-        self.sb = M.state_bytes(
-            training.precision, training.optimizer, training.master_weights, param_dtype, cluster.device
-        )
+        self.sb = layout_state_bytes(training, lay, param_dtype, cluster.device)
         self.single_proc = np.asarray(lay.dp_mode) == "dataparallel"
         self.ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
         self.act = act = 2.0 if training.precision != "fp32" else 4.0
@@ -1455,7 +1456,7 @@ def training_memory(
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
     recompute = np.asarray(lay.recompute)
-    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype, device)
+    sb = layout_state_bytes(training, lay, param_dtype, device)
     w, g, o = M.training_state_bytes(params_rank, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
     # DualPipe keeps two copies of the parameters (one per direction; DeepSeek-V3 report, 3.2.1)
     w = w * np.where(np.asarray(lay.schedule) == "dualpipe", 2.0, 1.0)
@@ -1535,6 +1536,16 @@ def training_memory(
     if training.optimizer_offload_fraction > 0:
         out["host_optimizer"] = o_host
     return out
+
+
+def layout_state_bytes(training: TrainingSpec, lay: TrainingLayout, param_dtype: str, device: Any) -> M.StateBytes:
+    """Bytes per parameter of the training state (:func:`simcore.memory.state_bytes`); under Megatron-FSDP
+    the main gradients take the weights' dtype (``megatron_fsdp_main_grads_dtype: auto``, Megatron-LM's
+    default: ``megatron/training/arguments.py``), so they are kept and reduced in it."""
+    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype, device)
+    if lay.megatron_fsdp:
+        sb = replace(sb, grads=4.0 if param_dtype == "fp32" or training.precision == "fp32" else 2.0)
+    return sb
 
 
 def offloaded_layers(training: TrainingSpec, pp: Num) -> Num:

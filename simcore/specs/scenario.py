@@ -261,6 +261,13 @@ class ParallelSpec(Spec):
     sequence_parallel: bool = False
     zero: Annotated[Literal[0, 1, 2, 3], BeforeValidator(integer_value)] = 0
     fsdp: bool = False
+    megatron_fsdp: bool = False
+    """Megatron-Core's own FSDP (``use_megatron_fsdp``) instead of PyTorch's: ``zero`` is its
+    ``data_parallel_sharding_strategy`` (0 ``no_shard``, 1 ``optim``, 2 ``optim_grads``, 3
+    ``optim_grads_params``; 3 when ``zero`` is not given, as its examples run it). Its buckets are
+    gathered and reduced in place (no FSDP2 copy kernels) and, with ``megatron_fsdp_main_grads_dtype:
+    auto`` (Megatron-LM's default), the gradients are kept and reduced in the weights' dtype (bf16: 2
+    bytes, not fp32's 4); fp32 main weights stay in the optimizer (docs/parallelism.md, Megatron-FSDP)."""
     zero3_gather: Literal["bucketed", "per_tensor"] = "bucketed"
     """How ZeRO-3 moves the parameters: ``bucketed`` (today's DeepSpeed, FSDP2, Megatron-FSDP: coalesced
     all-gathers into one flat buffer, prefetched behind the compute) or ``per_tensor`` (DeepSpeed's first
@@ -297,6 +304,10 @@ class ParallelSpec(Spec):
         # FSDP shards the weights, gradients and optimizer state: ZeRO-3, never ZeRO-1/2
         if self.fsdp and self.zero in (1, 2):
             raise ValueError(f"fsdp shards everything (ZeRO-3): it cannot run with zero {self.zero}; drop one of them")
+        if self.megatron_fsdp and self.fsdp:
+            raise ValueError("fsdp (PyTorch's FSDP2) and megatron_fsdp (Megatron-Core's) are two implementations; keep one")
+        if self.megatron_fsdp and "zero" not in self.model_fields_set:
+            object.__setattr__(self, "zero", 3)  # optim_grads_params
         return self
 
 

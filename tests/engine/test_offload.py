@@ -216,3 +216,21 @@ def test_scenario_error_names_field() -> None:
     with pytest.raises(SimcoreError, match="activation_offload_layers"):
         predict(load_scenario("default", ["training.activation_offload_layers=1000"]))
     assert np.isfinite(_predict(optimizer_offload_fraction=0.5).step_time_s)
+
+
+def test_megatron_fsdp() -> None:
+    """Megatron-FSDP: ZeRO-3 (``optim_grads_params``) unless ``zero`` is given, the megatron stack's ZeRO-1
+    default left out, gradients kept in the bf16 weights' dtype (half of fp32's), no FSDP2 copies."""
+    base = {**SC, "cluster": {"system": H100, "gpus": 16}, "training": {"micro_batch": 1, "global_batch": 32}}
+    mf = predict(scenario_from_dict({**base, "parallel": {"megatron_fsdp": True}}))
+    z3 = predict(scenario_from_dict({**base, "parallel": {"zero": 3}}))
+    fsdp2 = predict(scenario_from_dict({**base, "parallel": {"fsdp": True}}))
+    assert mf.layout["zero"] == 3 and mf.layout["megatron_fsdp"] is True
+    assert mf.memory_breakdown["gradients"] == pytest.approx(z3.memory_breakdown["gradients"] / 2)
+    assert mf.memory_breakdown["weights"] == pytest.approx(z3.memory_breakdown["weights"])
+    assert "fsdp_copy" in fsdp2.breakdown and "fsdp_copy" not in mf.breakdown
+    assert mf.step_time_s < z3.step_time_s < fsdp2.step_time_s
+    one = predict(scenario_from_dict({**base, "parallel": {"megatron_fsdp": True, "zero": 1}}))
+    assert one.layout["zero"] == 1
+    with pytest.raises(SimcoreError, match="two implementations"):
+        scenario_from_dict({**base, "parallel": {"megatron_fsdp": True, "fsdp": True}})
