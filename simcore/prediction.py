@@ -381,6 +381,10 @@ def predict_training(sc: Scenario, engine: str = "analytic", dp_slowdown: float 
 
         des = simulate_training(sc, run_cluster, lay, ev)
         step = des.step_time_s
+        if (offload := _f(ev.breakdown.get("activation_offload", 0.0))) > 0:
+            # the offload stream's stalls are the analytic replay's (engine/offload.py); the DES adds them
+            step += offload
+            notes.append("activation offload: its exposed seconds (the analytic replay) added to the simulated step")
         if bool(np.all(ev.extra["unsynchronized"])):
             # one step simulated from host and GPU together; a loop that never waits for the GPU
             # overlaps consecutive steps, whose steady state the analytic engine gives

@@ -177,6 +177,12 @@ def test_predict_offload() -> None:
     assert opt.breakdown["optimizer"] > base.breakdown["optimizer"]
     assert any(n.startswith("activation offload: 16 of 32 layers") for n in act.notes)
     assert any(n.startswith("optimizer offload: 100%") for n in opt.notes)
+    # the discrete-event engine carries both (the optimizer's seconds, the offload stream's stalls)
+    sc = scenario_from_dict({**SC, "training": {**SC["training"], "activation_offload_layers": 16}})
+    des_on, des_off = predict(sc, engine="des"), predict(scenario_from_dict(SC), engine="des")
+    assert des_on.step_time_s - des_off.step_time_s == pytest.approx(
+        act.step_time_s - base.step_time_s, rel=0.05
+    )
     # NVLink-C2C (GB200) moves the same activations ~7x faster than PCIe Gen5: nothing left exposed here
     gb = scenario_from_dict(
         {
@@ -234,3 +240,12 @@ def test_megatron_fsdp() -> None:
     assert one.layout["zero"] == 1
     with pytest.raises(SimcoreError, match="two implementations"):
         scenario_from_dict({**base, "parallel": {"megatron_fsdp": True, "fsdp": True}})
+
+
+def test_plan_keeps_offload_layouts_megatron_allows() -> None:
+    from simcore.planning.plan import plan
+
+    sc = scenario_from_dict({**SC, "training": {**SC["training"], "activation_offload_layers": 8}})
+    r = plan(sc, top=5, des_top=0)
+    assert r.top
+    assert all(t["layout"]["pp"] == 1 and t["layout"]["recompute"] == "none" for t in r.top)
