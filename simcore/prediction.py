@@ -285,7 +285,7 @@ def _require_offload(sc: Scenario) -> None:
         )
 
 
-def offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float]) -> list[str]:
+def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float]) -> list[str]:
     """The notes of a prediction with offload: what moves over the host link, what shows in the step,
     what stays in host memory (docs/parallelism.md, Offload)."""
     tr = sc.training
@@ -410,7 +410,7 @@ def predict_training(sc: Scenario, engine: str = "analytic", dp_slowdown: float 
         notes.append(f"precision {tr.precision}: {rec.description}; kept in bf16: {kept}")
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
-    notes.extend(offload_notes(sc, ev, mem))
+    notes.extend(_offload_notes(sc, ev, mem))
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}

@@ -521,14 +521,12 @@ def round_slowdown(
     return out
 
 
-def data_parallel_groups(tp: int, cp: int, dp: int, pp: int = 1, offset: int = 0) -> list[list[int]]:
-    """The data-parallel groups of a Megatron layout whose ranks start at ``offset`` (rank order tp, cp,
-    dp, pp: group ``(j, p)`` holds ranks ``offset + j + k tp cp + p tp cp dp`` for ``k < dp``), stage by
-    stage (``tp x cp`` groups each), the first ``pp`` stages."""
+def data_parallel_groups(tp: int, cp: int, dp: int, pp: int = 1) -> list[list[int]]:
+    """The data-parallel groups of a Megatron layout (rank order tp, cp, dp, pp: group ``(j, p)`` holds
+    ranks ``j + k tp cp + p tp cp dp`` for ``k < dp``), stage by stage (``tp x cp`` groups each), the
+    first ``pp`` stages."""
     width = tp * cp
-    return [
-        [offset + j + k * width + p * width * dp for k in range(dp)] for p in range(pp) for j in range(width)
-    ]
+    return [[j + k * width + p * width * dp for k in range(dp)] for p in range(pp) for j in range(width)]
 
 
 def data_parallel_slowdown(cluster: ClusterInfo, tp: int, cp: int, dp: int, op: str = "all_reduce") -> float:

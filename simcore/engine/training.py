@@ -1224,8 +1224,8 @@ def _step_time(
     optimizer's seconds and where the step is unsynchronized.
 
     ``step = pipeline + exposed DP communication + optimizer + host tails + overlap slowdown +
-    power cap + exposed activation offload``. A power-capped GPU stretches a step whose kernels would draw more than its TDP on
-    average. Where nothing synchronizes (one stage, eager host tables, no ``step_sync``, no loss
+    power cap + exposed activation offload``. A power-capped GPU stretches a step whose kernels would
+    draw more than its TDP on average. Where nothing synchronizes (one stage, eager host tables, no ``step_sync``, no loss
     scaling wait) the host runs ahead into the next step while the GPU finishes this one, so in the
     steady state a step takes the larger of the host and GPU totals (see docs/compute.md, composing a
     training step)."""
