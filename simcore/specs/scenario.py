@@ -233,6 +233,9 @@ class TrainingSpec(Spec):
 
 
 class ParallelSpec(Spec):
+    # each field's docstring is its description in the JSON Schema (``simcore schema``)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
+
     tp: Int = Field(default=1, gt=0)
     pp: Int = Field(default=1, gt=0)
     dp: Int | None = Field(default=None, gt=0)
