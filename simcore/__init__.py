@@ -1,6 +1,6 @@
 """simcore: performance simulator for AI training and inference on GPU clusters.
 
-Public API (stable names): :func:`load_scenario`, :func:`predict`, :func:`op_time`,
+Public API (stable names): :func:`load_scenario`, :func:`predict`, :func:`predict_jobs`, :func:`op_time`,
 :func:`collective_time`, :func:`moe_layer_time`, :func:`load_hardware`, :func:`transfer_time`,
 :func:`occupancy`.
 
@@ -36,6 +36,7 @@ _LAZY = {
     "System": "simcore.specs.hardware",
     "load_scenario": "simcore.specs.resolve",
     "predict": "simcore.prediction",
+    "predict_jobs": "simcore.planning.multijob",
     "op_time": "simcore.compute.ops",
     "moe_layer_time": "simcore.prediction",
     "collective_time": "simcore.comm.collectives",
@@ -69,6 +70,7 @@ __all__ = [
     "op_time",
     "plan",
     "predict",
+    "predict_jobs",
     "serve",
     "transfer_time",
 ]

@@ -233,6 +233,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     vp = p.vp if p.schedule == "interleaved" else 1
     gb = tr.global_batch or tr.micro_batch * dp * (4 * p.pp if p.pp > 1 else 1)
     extra = int(p.account_for_embedding_in_pipeline_split) + int(p.account_for_loss_in_pipeline_split)
+    _require_offload(sc)
     _require_layout(sc.model, cluster.gpus, p.tp, p.pp, p.cp, dp, p.ep, vp, tr.micro_batch, gb, p.etp, extra)
     # the folding and pipeline-split options appear in the layout only where the scenario sets them
     options = {
@@ -241,6 +242,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "loss_stage": p.account_for_loss_in_pipeline_split or None,
         "stage_layers": tuple(p.pipeline_layers) if p.pipeline_layers is not None else None,
         "zero3_gather": p.zero3_gather if p.zero3_gather != "bucketed" else None,
+        "megatron_fsdp": p.megatron_fsdp or None,
     }
     return {
         "tp": p.tp,
@@ -264,6 +266,50 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
     }
 
 
+def _require_offload(sc: Scenario) -> None:
+    """Activation offload as Megatron-Core allows it (``TransformerConfig.__post_init__``): fewer layers
+    than the model's and no pipeline parallelism; else one error naming the field."""
+    tr = sc.training
+    assert tr is not None
+    n = tr.activation_offload_layers
+    if n and n >= sc.model.layers:
+        raise SpecError(
+            f"offloads {n} layers of {sc.model.name}'s {sc.model.layers}; at most {sc.model.layers - 1} "
+            "(the last layer's activations are used at once)",
+            field="training.activation_offload_layers",
+        )
+    if n and sc.parallel.pp > 1:
+        raise SpecError(
+            f"activation offload runs without pipeline parallelism (Megatron-Core's check); got pp {sc.parallel.pp}",
+            field="training.activation_offload_layers",
+        )
+
+
+def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float]) -> list[str]:
+    """The notes of a prediction with offload: what moves over the host link, what shows in the step,
+    what stays in host memory (docs/parallelism.md, Offload)."""
+    tr = sc.training
+    assert tr is not None
+    x = {k: _f(v) for k, v in ev.extra.items() if k.startswith(("activation_offload", "optimizer_offload"))}
+    notes = []
+    if "activation_offload_s" in x:
+        notes.append(
+            f"activation offload: {tr.activation_offload_layers} of {sc.model.layers} layers' activations "
+            f"({mem['host_activations'] / M.GiB:.2f} GiB per GPU) to host memory and back each micro-batch, "
+            f"{x['activation_offload_s'] * 1e3:.2f} ms per step not hidden behind the other layers' compute"
+        )
+    if "optimizer_offload_s" in x:
+        how = "pipelined" if tr.optimizer_offload_overlap else "one after another"
+        notes.append(
+            f"optimizer offload: {tr.optimizer_offload_fraction:.0%} of the optimizer state "
+            f"({mem['host_optimizer'] / M.GiB:.2f} GiB per GPU) on the host; gradients down "
+            f"{x['optimizer_offload_d2h_s'] * 1e3:.1f} ms, CPU update {x['optimizer_offload_cpu_s'] * 1e3:.1f} ms "
+            f"(at the CPU memory's peak bandwidth per GPU), weights up {x['optimizer_offload_h2d_s'] * 1e3:.1f} ms, "
+            f"{how}: {x['optimizer_offload_s'] * 1e3:.1f} ms beside the GPU's update of the rest"
+        )
+    return notes
+
+
 def stack_note(stack: str, chosen: list[Chosen]) -> list[str]:
     """The note saying which defaults ``stack`` chose (:func:`with_stack`; docs/stacks.md)."""
     if not chosen:
@@ -275,18 +321,23 @@ def stack_note(stack: str, chosen: list[Chosen]) -> list[str]:
 
 
 def evaluate_training(
-    sc: Scenario, cluster: ClusterInfo | None = None
+    sc: Scenario, cluster: ClusterInfo | None = None, dp_slowdown: float | None = None
 ) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
     """Resolve a training scenario (its stack's defaults where it gives none, :func:`with_stack`) and run
     the analytic engine on its (scalar) layout (on ``cluster`` when given: one already resolved, e.g.
-    power-capped)."""
+    power-capped). ``dp_slowdown``: the data-parallel collectives' contention factor when the caller
+    has it (several jobs on one fabric, :mod:`simcore.planning.multijob`); else the flow model's for
+    this job alone on an oversubscribed fabric."""
     sc = with_stack(sc)[0]
     if sc.training is None:
         raise SpecError("needs a training scenario", field="kind")
     if cluster is None:
         cluster = on_mig(resolve_cluster(sc.cluster, default_registry()), sc.cluster.mig)
     lay = layout_of(sc, cluster)
-    if cluster.fabric.oversubscription > 1:
+    if dp_slowdown is not None:
+        if dp_slowdown > 1.0:
+            lay["dp_slowdown"] = dp_slowdown
+    elif cluster.fabric.oversubscription > 1:
         # the concurrent data-parallel groups share the oversubscribed fabric: the flow model prices it
         from simcore.comm.flow import data_parallel_slowdown
 
@@ -306,11 +357,12 @@ def evaluate_training(
     return cluster, lay, ev
 
 
-def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
+def predict_training(sc: Scenario, engine: str = "analytic", dp_slowdown: float | None = None) -> TrainingResult:
+    """A training step's prediction; ``dp_slowdown``: as :func:`evaluate_training`'s."""
     sc, chosen = with_stack(sc)
     notes = stack_note(sc.runtime.stack, chosen)
-    cluster, lay, ev = evaluate_training(sc)
-    if "dp_slowdown" in lay:
+    cluster, lay, ev = evaluate_training(sc, dp_slowdown=dp_slowdown)
+    if "dp_slowdown" in lay and dp_slowdown is None:
         notes.append(
             f"data-parallel collectives {lay['dp_slowdown']:.2f}x slower: the {lay['tp'] * lay['cp']} concurrent "
             f"data-parallel groups share the oversubscribed fabric (flow model, docs/parallelism.md)"
@@ -319,7 +371,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
     if (capped := power_capped(sc, cluster, ev.breakdown)) is not None:
         clocks, run_cluster = capped
         uncapped = _f(ev.step_time_s)
-        ev = evaluate_training(sc, run_cluster)[2]
+        ev = evaluate_training(sc, run_cluster, dp_slowdown)[2]
         clocks = dataclasses.replace(clocks, slowdown_s=_f(ev.step_time_s) - uncapped)
     tr = sc.training
     assert tr is not None
@@ -329,6 +381,10 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
 
         des = simulate_training(sc, run_cluster, lay, ev)
         step = des.step_time_s
+        if (offload := _f(ev.breakdown.get("activation_offload", 0.0))) > 0:
+            # the offload stream's stalls are the analytic replay's (engine/offload.py); the DES adds them
+            step += offload
+            notes.append("activation offload: its exposed seconds (the analytic replay) added to the simulated step")
         if bool(np.all(ev.extra["unsynchronized"])):
             # one step simulated from host and GPU together; a loop that never waits for the GPU
             # overlaps consecutive steps, whose steady state the analytic engine gives
@@ -354,6 +410,7 @@ def predict_training(sc: Scenario, engine: str = "analytic") -> TrainingResult:
         notes.append(f"precision {tr.precision}: {rec.description}; kept in bf16: {kept}")
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
+    notes.extend(_offload_notes(sc, ev, mem))
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}

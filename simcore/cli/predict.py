@@ -228,11 +228,15 @@ def predict_cmd(
 ) -> None:
     """Predict step time, throughput, MFU, memory and where time goes (one JSON line per scenario with --json)."""
     from simcore.prediction import InferenceResult, TrainingResult, predict
+    from simcore.specs.multijob import multi_job_file
     from simcore.specs.resolve import load_scenario
 
     if engine not in ("analytic", "des"):
         raise SpecError(f"unknown engine {engine!r}; use analytic or des", field="--engine")
     for path in scenarios or ["default"]:
+        if multi_job_file(path):
+            _predict_jobs(path, bool(set_), engine, explain, as_json)
+            continue
         sc = load_scenario(path, set_ or [])
         r = predict(sc, engine=engine)
         if as_json:
@@ -248,6 +252,51 @@ def predict_cmd(
             from simcore.cli.serve import _table as serving_table
 
             serving_table(r)
+
+
+def _span(systems: list[int]) -> str:
+    """``0-3`` for consecutive systems, else ``0, 2, 5``."""
+    if systems == list(range(systems[0], systems[0] + len(systems))) and len(systems) > 1:
+        return f"{systems[0]}-{systems[-1]}"
+    return ", ".join(map(str, systems))
+
+
+def _predict_jobs(path: str, overrides: bool, engine: str, explain: bool, as_json: bool) -> None:
+    """``simcore predict`` of a multi-job file (a ``jobs`` list): each job's step alone and together on
+    the shared fabric (:func:`simcore.planning.multijob.predict_jobs`)."""
+    from simcore.planning.multijob import predict_jobs
+
+    for given, flag in ((overrides, "--set"), (engine != "analytic", "--engine"), (explain, "--explain")):
+        if given:
+            raise SpecError(f"{flag} is not taken by a multi-job file (edit the jobs' scenarios)", file=path)
+    r = predict_jobs(path)
+    if as_json:
+        emit_json(r.model_dump())
+        return
+    f = r.fabric
+    t = Table(
+        title=esc(
+            f"{r.name}: {len(r.jobs)} jobs on {r.nodes} x {r.system}, {f['topology']} fabric "
+            f"{f['oversubscription']:g}:1"
+        )
+    )
+    for col in ("job", "systems", "layout", "DP contention alone / together", "step alone", "step together", "slowdown"):
+        t.add_column(col, justify="left" if col in ("job", "layout") else "right")
+    for j in r.jobs:
+        lay = j.layout
+        add_row(
+            t,
+            j.name,
+            f"{_span(j.systems)} ({j.gpus} GPUs)",
+            f"tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} cp {lay['cp']}",
+            f"{j.dp_slowdown_alone:.2f}x / {j.dp_slowdown_together:.2f}x",
+            units.fmt(j.step_time_alone_s, "time"),
+            units.fmt(j.step_time_together_s, "time"),
+            f"{j.slowdown:.3f}x",
+        )
+    console.print(t)
+    for n in r.notes:
+        note(n)
 
 
 @app.command("timeline")

@@ -62,14 +62,29 @@ def summary(sc: Scenario) -> dict[str, object]:
     return out
 
 
+def _jobs_summary(path: str, overrides: bool) -> dict[str, object]:
+    """What a multi-job file describes: its cluster and each job's systems and scenario."""
+    from simcore.errors import SpecError
+    from simcore.specs.multijob import load_multi_job
+
+    if overrides:
+        raise SpecError("--set is not taken by a multi-job file (edit the jobs' scenarios)", file=path)
+    spec, jobs = load_multi_job(path)
+    out: dict[str, object] = {"name": spec.name, "kind": spec.kind, "system": spec.cluster.system, "nodes": spec.cluster.nodes}
+    for j in jobs:
+        p = j.scenario.parallel
+        out[f"job {j.name}"] = f"systems {list(j.systems)}: {j.scenario.model.name}, tp {p.tp} pp {p.pp} cp {p.cp}"
+    return out
+
+
 @app.command()
 def check(scenarios: ScenarioArgs, set_: SetOpt = None, as_json: JsonOpt = False) -> None:
     """Validate scenario files and print what they describe."""
+    from simcore.specs.multijob import multi_job_file
     from simcore.specs.resolve import load_scenario
 
     for path in scenarios:
-        sc = load_scenario(path, set_ or [])
-        s = summary(sc)
+        s = _jobs_summary(path, bool(set_)) if multi_job_file(path) else summary(load_scenario(path, set_ or []))
         if as_json:
             emit_json({"file": path, "ok": True, **s})
             continue
@@ -86,12 +101,16 @@ def schema(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write to this file (.json) instead of stdout.")
     ] = None,
+    jobs: Annotated[
+        bool, typer.Option("--jobs", help="The schema of multi-job files (a cluster and a jobs list) instead.")
+    ] = False,
 ) -> None:
-    """Write the JSON Schema of scenario files (for editors)."""
+    """Write the JSON Schema of scenario files (for editors); ``--jobs``: of multi-job files."""
+    from simcore.specs.multijob import MultiJobSpec
     from simcore.specs.scenario import Scenario
 
     output_file(output, "-o", JSON_FORMATS)
-    text = json.dumps(Scenario.model_json_schema(), indent=2)
+    text = json.dumps((MultiJobSpec if jobs else Scenario).model_json_schema(), indent=2)
     if output is None:
         print(text)
     else:
@@ -104,6 +123,7 @@ _COMMANDS = {
     "training": "predict, plan, timeline, sweep",
     "inference": "predict, sweep",
     "serving": "serve, predict",
+    "jobs": "predict",
 }
 """The commands that take a scenario of each kind."""
 

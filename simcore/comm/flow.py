@@ -521,6 +521,14 @@ def round_slowdown(
     return out
 
 
+def data_parallel_groups(tp: int, cp: int, dp: int, pp: int = 1) -> list[list[int]]:
+    """The data-parallel groups of a Megatron layout (rank order tp, cp, dp, pp: group ``(j, p)`` holds
+    ranks ``j + k tp cp + p tp cp dp`` for ``k < dp``), stage by stage (``tp x cp`` groups each), the
+    first ``pp`` stages."""
+    width = tp * cp
+    return [[j + k * width + p * width * dp for k in range(dp)] for p in range(pp) for j in range(width)]
+
+
 def data_parallel_slowdown(cluster: ClusterInfo, tp: int, cp: int, dp: int, op: str = "all_reduce") -> float:
     """Contention among a Megatron layout's data-parallel groups (>= 1): the ``tp x cp`` groups of one
     pipeline stage reduce their gradients at the same time (rank order tp, cp, dp, pp: group ``j`` holds
@@ -530,8 +538,7 @@ def data_parallel_slowdown(cluster: ClusterInfo, tp: int, cp: int, dp: int, op: 
     if dp <= 1 or width * dp <= cluster.gpus_per_node:
         return 1.0
     topo = build_topology(cluster)
-    groups = [[j + k * width for k in range(dp)] for j in range(width)]
-    return max(round_slowdown(topo, [(op, 1e9, g) for g in groups]))
+    return max(round_slowdown(topo, [(op, 1e9, g) for g in data_parallel_groups(tp, cp, dp)]))
 
 
 __all__ = [
@@ -539,6 +546,7 @@ __all__ = [
     "collective_flows",
     "collective_time_flow",
     "concurrent_collectives",
+    "data_parallel_groups",
     "data_parallel_slowdown",
     "maxmin_rates",
     "round_slowdown",

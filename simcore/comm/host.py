@@ -87,6 +87,15 @@ def _copy_profile(system: System) -> tuple[HostCopies, str | None]:
     raise SpecError(f"no calibration profile has host-copy parameters (host_copy) for {system.name}")
 
 
+def pinned_copy_time(system: System, nbytes: ArrayLike, direction: str) -> NDArray[np.float64]:
+    """Seconds of copies of ``nbytes`` between pinned host memory and one GPU of ``system``, ``direction``
+    ``d2h`` or ``h2d``, over its host link (:func:`host_link`) at the profile's latency and efficiency
+    (numpy-broadcasting over ``nbytes``): what an offload stream moves (docs/parallelism.md, Offload)."""
+    copies, _ = _copy_profile(system)
+    p = copies.params(direction, True)
+    return copy_time(nbytes, host_link(system).bandwidth, p.latency, p.eff)
+
+
 def transfer_time(
     nbytes: float | int | str,
     src: str = "host",
@@ -151,4 +160,4 @@ def transfer_time(
     )
 
 
-__all__ = ["TransferResult", "copy_time", "host_link", "transfer_time"]
+__all__ = ["TransferResult", "copy_time", "host_link", "pinned_copy_time", "transfer_time"]

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from simcore import memory as M
+from simcore.comm.host import pinned_copy_time
 from simcore.compute import ops as C
+from simcore.engine.offload import layered_copy_exposed, optimizer_offload_time
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.schedules import pipeline_time
 from simcore.errors import SpecError
@@ -70,6 +72,9 @@ class TrainingLayout:
     dp_slowdown: Num = 1.0
     """Factor on the data-parallel collectives' seconds for the contention among the layout's concurrent
     data-parallel groups on the fabric (:func:`simcore.comm.flow.data_parallel_slowdown`; 1: none)."""
+    megatron_fsdp: bool = False
+    """Megatron-Core's FSDP (``ParallelSpec.megatron_fsdp``, scalar for a whole grid): gradients kept and
+    reduced in the weights' dtype (:func:`layout_state_bytes`)."""
     zero3_gather: Num = "bucketed"
     """ZeRO-3's parameter movement: ``bucketed`` (prefetched flat all-gathers) or ``per_tensor``
     (DeepSpeed 2021: one synchronous collective per weight tensor; :func:`zero3_per_tensor`)."""
@@ -366,9 +371,7 @@ class _Step:
         self.zero = zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
         self.zero0, self.zero12, self.zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
         self.recipe = P.recipe(training.precision, cluster.device)
-        self.sb = M.state_bytes(
-            training.precision, training.optimizer, training.master_weights, param_dtype, cluster.device
-        )
+        self.sb = layout_state_bytes(training, lay, param_dtype, cluster.device)
         self.single_proc = np.asarray(lay.dp_mode) == "dataparallel"
         self.ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
         self.act = act = 2.0 if training.precision != "fp32" else 4.0
@@ -1123,9 +1126,11 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
     docs/compute.md, host model)."""
     training, pricer, zero, dp = s.training, s.pricer, s.zero, s.dp
     opt_params = params.total / np.where(zero >= 1, dp, 1.0)
+    # CPU optimizer offload: the GPU updates the rest while the host's share runs beside it (docs/parallelism.md, Offload)
+    off = _optimizer_offload(s, opt_params)
     opt = C.with_launch(
         pricer.optimizer_time(
-            opt_params,
+            opt_params * (1.0 - training.optimizer_offload_fraction),
             training.optimizer,
             training.optimizer_impl == "fused",
             training.master_weights and s.param_dtype != "fp32",
@@ -1140,8 +1145,8 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
     if loss_scaling:
         unscale = L.mem_op("mul", params.total / np.where(zero >= 2, dp, 1.0), s.sb.grads, "optimizer")
         unscale_t = pricer.price([unscale]).total()
-    opt_update = opt
-    opt = opt_gpu = opt + unscale_t
+    opt_update = np.maximum(opt, off[0])
+    opt = opt_gpu = opt_update + unscale_t
     if ht is None or "adamw_fused_fixed" not in s.host_cal:
         return _Optimizer(opt, opt_gpu, loss_wait=loss_wait)
     h_opt = _optimizer_host(s)
@@ -1161,6 +1166,43 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
         + ht.wrapper_step("end")
     ) * ht.pf("step_end")
     return _Optimizer(opt, opt_gpu, h_opt, h_end, loss_wait)
+
+
+def _optimizer_offload(s: _Step, opt_params: Num) -> tuple[Num, Num, Num, Num]:
+    """``(seconds, gradient copy, CPU update, weight copy)`` of the offloaded share of the optimizer step
+    (``training.optimizer_offload_fraction`` of the rank's ``opt_params``;
+    :func:`simcore.engine.offload.optimizer_offload_time`; zeros without offload). The host keeps fp32
+    copies (Megatron-Core's ``param_update_in_fp32``): the weights come back as 4 bytes each, the
+    gradients go down as the optimizer's gradient bytes."""
+    tr = s.training
+    if tr.optimizer_offload_fraction <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    return optimizer_offload_time(
+        s.cluster.system,
+        opt_params,
+        tr.optimizer_offload_fraction,
+        tr.optimizer,
+        s.sb.grads,
+        4.0,
+        tr.optimizer_offload_overlap,
+    )
+
+
+def _activation_offload(s: _Step, pipe: _Pipeline) -> Num:
+    """Exposed seconds per step of activation offload (``training.activation_offload_layers``): per
+    micro-batch, the offload stream's excess over the forward and the reload stream's over the backward
+    (:func:`simcore.engine.offload.layered_copy_exposed`), each layer's activations
+    (:func:`layer_activation_bytes`) over the host link (:func:`simcore.comm.host.pinned_copy_time`)."""
+    n = s.training.activation_offload_layers
+    on = offloaded_layers(s.training, s.pp) > 0  # one stage: the stage holds every layer
+    if not np.any(on):
+        return 0.0
+    nbytes = layer_activation_bytes(s.model, s.training, s.lay, s.param_dtype, s.compiled)
+    system = s.cluster.system
+    L = s.model.layers
+    fwd = layered_copy_exposed(n, L, pipe.Fl / L, pinned_copy_time(system, nbytes, "d2h"))
+    bwd = layered_copy_exposed(n, L, pipe.Bl / L, pinned_copy_time(system, nbytes, "h2d"))
+    return np.where(on, (fwd + bwd) * s.m, 0.0)
 
 
 def _optimizer_host(s: _Step) -> Num:
@@ -1211,14 +1253,20 @@ def _pacing_breakdown(s: _Step, work: _StageWork, pipe: _Pipeline) -> dict[str, 
 
 
 def _step_time(
-    s: _Step, work: _StageWork, pipe: _Pipeline, dpc: _DataParallel, optm: _Optimizer, host: _Host
+    s: _Step,
+    work: _StageWork,
+    pipe: _Pipeline,
+    dpc: _DataParallel,
+    optm: _Optimizer,
+    host: _Host,
+    act_offload: Num = 0.0,
 ) -> tuple[Num, dict[str, Num], Num, Num]:
     """The step's seconds, its breakdown (the pacing stage's view; sums to the step time), the
     optimizer's seconds and where the step is unsynchronized.
 
     ``step = pipeline + exposed DP communication + optimizer + host tails + overlap slowdown +
-    power cap``. A power-capped GPU stretches a step whose kernels would draw more than its TDP on
-    average. Where nothing synchronizes (one stage, eager host tables, no ``step_sync``, no loss
+    power cap + exposed activation offload``. A power-capped GPU stretches a step whose kernels would
+    draw more than its TDP on average. Where nothing synchronizes (one stage, eager host tables, no ``step_sync``, no loss
     scaling wait) the host runs ahead into the next step while the GPU finishes this one, so in the
     steady state a step takes the larger of the host and GPU totals (see docs/compute.md, composing a
     training step)."""
@@ -1232,10 +1280,13 @@ def _step_time(
         + dpc.fsdp_copy
         + dpc.overlap_cost
         + optm.h_end
+        + act_offload
     )
     bd = _pacing_breakdown(s, work, pipe)
     compute_sum: Num = sum(bd.values(), 0.0)
     bd["pipeline_bubble"] = np.maximum(pipe.t_pipe - compute_sum, 0.0)
+    if np.any(act_offload):
+        bd["activation_offload"] = act_offload
     bd["dp_comm"] = dpc.dp_exposed + dpc.zero3_exposed
     bd["optimizer"] = optm.opt
     bd["host_launch"] = dpc.gil
@@ -1348,7 +1399,8 @@ def evaluate(
     params = _rank_params(s)
     dpc = _data_parallel(s, work, pipe, params)
     optm = _optimizer(s, params, ht, host.host_lag)
-    step, bd, opt, free = _step_time(s, work, pipe, dpc, optm, host)
+    act_offload = _activation_offload(s, pipe)
+    step, bd, opt, free = _step_time(s, work, pipe, dpc, optm, host, act_offload)
 
     tp, pp, dp, cp = s.tp, s.pp, s.dp, s.cp
     tokens = _a(lay.global_batch) * model.seq_len
@@ -1410,8 +1462,27 @@ def evaluate(
         memory_per_gpu_bytes=mem["total"],
         stage_times=stage_times,
         exposed_comm=exposed,
-        extra={"gpus": gpus, "params_per_gpu": params.total, "W_s": pipe.W_max, "unsynchronized": free},
+        extra={
+            "gpus": gpus,
+            "params_per_gpu": params.total,
+            "W_s": pipe.W_max,
+            "unsynchronized": free,
+            **_offload_extra(s, params, act_offload),
+        },
     )
+
+
+def _offload_extra(s: _Step, params: _RankParams, act_offload: Num) -> dict[str, Num]:
+    """The offload figures a prediction's notes report (none without offload): the exposed activation
+    offload per step, and the optimizer offload's seconds, gradient copy, CPU update and weight copy."""
+    out: dict[str, Num] = {}
+    if s.training.activation_offload_layers:
+        out["activation_offload_s"] = act_offload
+    if s.training.optimizer_offload_fraction > 0:
+        opt_params = params.total / np.where(s.zero >= 1, s.dp, 1.0)
+        for k, v in zip(("s", "d2h_s", "cpu_s", "h2d_s"), _optimizer_offload(s, opt_params), strict=True):
+            out[f"optimizer_offload_{k}"] = v
+    return out
 
 
 def training_memory(
@@ -1432,7 +1503,7 @@ def training_memory(
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
     recompute = np.asarray(lay.recompute)
-    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype, device)
+    sb = layout_state_bytes(training, lay, param_dtype, device)
     w, g, o = M.training_state_bytes(params_rank, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
     # DualPipe keeps two copies of the parameters (one per direction; DeepSeek-V3 report, 3.2.1)
     w = w * np.where(np.asarray(lay.schedule) == "dualpipe", 2.0, 1.0)
@@ -1440,22 +1511,15 @@ def training_memory(
     amp = param_dtype == "fp32" and training.precision != "fp32"
     resid = 4.0 if amp else act
     pc = param_counts(model)
-    per_layer: Num = 0.0
-    for rec in ("none", "selective", "full"):
-        sel = np.where(recompute == rec, 1.0, 0.0)
-        dense = M.activation_bytes_per_layer(
-            model, mb, model.seq_len, tp, cp, sp, rec, act, False, resid, compiled
-        )
-        layer = dense
-        if pc.moe_layers:
-            moe = M.activation_bytes_per_layer(
-                model, mb, model.seq_len, tp, cp, sp, rec, act, True, resid, compiled
-            )
-            layer = (dense * pc.dense_layers + moe * pc.moe_layers) / model.layers
-        per_layer = per_layer + sel * layer
+    per_layer = layer_activation_bytes(model, training, lay, param_dtype, compiled)
     layers_rank = np.ceil(model.layers / pp - 1e-9)  # the first stages hold the extra layers
     inflight = M.inflight_microbatches(np.asarray(lay.schedule), pp, m, vp)
-    acts = per_layer * layers_rank * inflight
+    # activation offload: the GPU keeps the last layers - n layers' activations (docs/parallelism.md, Offload)
+    n_off = offloaded_layers(training, pp)
+    acts = per_layer * (layers_rank - n_off) * inflight
+    # optimizer offload: that share of the optimizer state lives in host memory
+    o_host = o * training.optimizer_offload_fraction
+    o = o - o_host
     # full recompute: one layer's full working set is rebuilt during its backward
     working = np.where(
         recompute == "full",
@@ -1505,7 +1569,7 @@ def training_memory(
         # the last stage holds fewer in-flight micro-batches (1F1B: one) but the logits
         last = w + g + o + layers_mem + last_stage_logits + working
     total = np.maximum(first, np.where(pp > 1, last, 0.0))
-    return {
+    out = {
         "weights": w,
         "gradients": g,
         "optimizer": o,
@@ -1513,3 +1577,54 @@ def training_memory(
         "logits": np.where(pp <= 1, logits, last_stage_logits),
         "total": total,
     }
+    # what offload keeps in (pinned) host memory per GPU, beside the GPU's total (not in it)
+    if np.any(n_off > 0):
+        out["host_activations"] = per_layer * n_off * inflight
+    if training.optimizer_offload_fraction > 0:
+        out["host_optimizer"] = o_host
+    return out
+
+
+def layout_state_bytes(training: TrainingSpec, lay: TrainingLayout, param_dtype: str, device: Any) -> M.StateBytes:
+    """Bytes per parameter of the training state (:func:`simcore.memory.state_bytes`); under Megatron-FSDP
+    the main gradients take the weights' dtype (``megatron_fsdp_main_grads_dtype: auto``, Megatron-LM's
+    default: ``megatron/training/arguments.py``), so they are kept and reduced in it."""
+    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype, device)
+    if lay.megatron_fsdp:
+        sb = replace(sb, grads=4.0 if param_dtype == "fp32" or training.precision == "fp32" else 2.0)
+    return sb
+
+
+def offloaded_layers(training: TrainingSpec, pp: Num) -> Num:
+    """Layers whose activations go to host memory (``training.activation_offload_layers``) on each
+    layout: Megatron-Core offloads only without pipeline parallelism (0 where ``pp > 1``; the scenario
+    path rejects that combination, :func:`simcore.prediction.layout_of`)."""
+    return np.where(_a(pp) <= 1, float(training.activation_offload_layers), 0.0)
+
+
+def layer_activation_bytes(
+    model: ModelSpec, training: TrainingSpec, lay: TrainingLayout, param_dtype: str, compiled: bool
+) -> Num:
+    """Bytes one layer (the model's mix of dense and MoE layers) keeps for its backward per micro-batch
+    on a rank, under each layout's recomputation (:func:`simcore.memory.activation_bytes_per_layer`)."""
+    tp, cp = _a(lay.tp), _a(lay.cp)
+    mb = _a(lay.micro_batch)
+    sp = _a(lay.sp, bool)
+    recompute = np.asarray(lay.recompute)
+    act = 2.0 if training.precision != "fp32" else 4.0
+    resid = 4.0 if param_dtype == "fp32" and training.precision != "fp32" else act
+    pc = param_counts(model)
+    per_layer: Num = 0.0
+    for rec in ("none", "selective", "full"):
+        sel = np.where(recompute == rec, 1.0, 0.0)
+        dense = M.activation_bytes_per_layer(
+            model, mb, model.seq_len, tp, cp, sp, rec, act, False, resid, compiled
+        )
+        layer = dense
+        if pc.moe_layers:
+            moe = M.activation_bytes_per_layer(
+                model, mb, model.seq_len, tp, cp, sp, rec, act, True, resid, compiled
+            )
+            layer = (dense * pc.dense_layers + moe * pc.moe_layers) / model.layers
+        per_layer = per_layer + sel * layer
+    return per_layer

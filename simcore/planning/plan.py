@@ -464,7 +464,12 @@ def _search_size(st: _Search, g: int) -> None:
     tr = sc.training
     assert tr is not None
     cluster = _cluster(sc, g)
-    space = build_space(sc.model, cluster, tr.global_batch or 1, st.options)
+    options = st.options
+    if tr.activation_offload_layers:
+        # Megatron-Core offloads activations on one pipeline stage without recomputation: search only those
+        o = options or SearchOptions()
+        options = dataclasses.replace(o, pp=[p for p in (o.pp or [1]) if p == 1], recompute=("none",))
+    space = build_space(sc.model, cluster, tr.global_batch or 1, options)
     cap = cluster.device.memory.capacity - RESERVED_BYTES
     pdt = _param_dtype(sc)
     runtime = training_runtime(sc)

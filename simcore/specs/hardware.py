@@ -182,6 +182,10 @@ class System(Spec):
     cpu: str
     cpus: Int = Field(ge=0)
     host_memory: Bytes
+    host_memory_bandwidth: Bandwidth | None = None
+    """Peak bytes/s of the system's CPU memory, all sockets together (channels x transfer rate x 8 bytes;
+    Grace: NVIDIA's figure per CPU x CPUs): what a CPU optimizer step streams its states through
+    (docs/parallelism.md, Offload). ``None``: unknown (CPU optimizer offload cannot be priced)."""
     power_max: Watts
     cooling: Literal["air", "liquid", "hybrid"]
     fabric: FabricSpec = FabricSpec()

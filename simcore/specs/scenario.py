@@ -198,6 +198,23 @@ class TrainingSpec(Spec):
     docs/stacks.md)."""
     tokens: float | None = Field(default=None, gt=0)
     """Tokens to train on, for time-to-train and GPU-hours."""
+    activation_offload_layers: Int = Field(default=0, ge=0)
+    """Transformer layers whose saved activations go to host memory during the forward and come back
+    for the backward (Megatron-Core's ``cpu_offloading`` with ``cpu_offloading_num_layers``, Transformer
+    Engine's ``get_cpu_offload_context``: the first ``n`` layers, over the host link, PCIe or NVLink-C2C,
+    on a copy stream beside the compute). The step pays what the link cannot hide behind the other
+    layers' compute; the GPU keeps ``layers - n`` layers' activations. Fewer than the model's layers, one
+    pipeline stage, no recompute (Megatron-Core's checks; docs/parallelism.md, Offload). 0: none."""
+    optimizer_offload_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of each rank's optimizer state (fp32 master weights and moments) kept and updated in host
+    memory by the CPU (Megatron-Core's ``optimizer_cpu_offload`` with ``optimizer_offload_fraction``;
+    DeepSpeed's ZeRO-Offload ``offload_optimizer: {device: cpu}`` is 1): each step the share's gradients
+    go to the host, the CPU runs the update at its memory bandwidth, the updated weights come back; the
+    rest updates on the GPU at the same time (docs/parallelism.md, Offload). 0: none."""
+    optimizer_offload_overlap: bool = False
+    """Pipeline the offloaded optimizer's gradient copies, CPU update and weight copies per parameter
+    (Megatron-Core's ``overlap_cpu_optimizer_d2h_h2d``, default off): the slowest of the three sets the
+    time instead of their sum."""
 
     @model_validator(mode="after")
     def _recompute_modules(self) -> TrainingSpec:
@@ -205,10 +222,20 @@ class TrainingSpec(Spec):
             raise ValueError(
                 f"recompute_modules {self.recompute_modules} need recompute: selective (got {self.recompute!r})"
             )
+        if self.activation_offload_layers and self.recompute != "none":
+            # Megatron-Core's TransformerConfig: "CPU offloading does not work when activation
+            # recomputation is enabled"
+            raise ValueError(
+                f"activation_offload_layers needs recompute: none (got {self.recompute!r}; Megatron-Core "
+                "does not offload with recomputation)"
+            )
         return self
 
 
 class ParallelSpec(Spec):
+    # each field's docstring is its description in the JSON Schema (``simcore schema``)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
+
     tp: Int = Field(default=1, gt=0)
     pp: Int = Field(default=1, gt=0)
     dp: Int | None = Field(default=None, gt=0)
@@ -237,6 +264,13 @@ class ParallelSpec(Spec):
     sequence_parallel: bool = False
     zero: Annotated[Literal[0, 1, 2, 3], BeforeValidator(integer_value)] = 0
     fsdp: bool = False
+    megatron_fsdp: bool = False
+    """Megatron-Core's own FSDP (``use_megatron_fsdp``) instead of PyTorch's: ``zero`` is its
+    ``data_parallel_sharding_strategy`` (0 ``no_shard``, 1 ``optim``, 2 ``optim_grads``, 3
+    ``optim_grads_params``; 3 when ``zero`` is not given, as its examples run it). Its buckets are
+    gathered and reduced in place (no FSDP2 copy kernels) and, with ``megatron_fsdp_main_grads_dtype:
+    auto`` (Megatron-LM's default), the gradients are kept and reduced in the weights' dtype (bf16: 2
+    bytes, not fp32's 4); fp32 main weights stay in the optimizer (docs/parallelism.md, Megatron-FSDP)."""
     zero3_gather: Literal["bucketed", "per_tensor"] = "bucketed"
     """How ZeRO-3 moves the parameters: ``bucketed`` (today's DeepSpeed, FSDP2, Megatron-FSDP: coalesced
     all-gathers into one flat buffer, prefetched behind the compute) or ``per_tensor`` (DeepSpeed's first
@@ -273,6 +307,10 @@ class ParallelSpec(Spec):
         # FSDP shards the weights, gradients and optimizer state: ZeRO-3, never ZeRO-1/2
         if self.fsdp and self.zero in (1, 2):
             raise ValueError(f"fsdp shards everything (ZeRO-3): it cannot run with zero {self.zero}; drop one of them")
+        if self.megatron_fsdp and self.fsdp:
+            raise ValueError("fsdp (PyTorch's FSDP2) and megatron_fsdp (Megatron-Core's) are two implementations; keep one")
+        if self.megatron_fsdp and "zero" not in self.model_fields_set:
+            object.__setattr__(self, "zero", 3)  # optim_grads_params
         return self
 
 

@@ -34,9 +34,11 @@ def scenario_files() -> list[Path]:
 def predict_one(rel: Path) -> dict[str, Any]:
     """The result of ``simcore.predict`` on one scenario as JSON data, or the error it raised."""
     import simcore
+    from simcore.specs.multijob import multi_job_file
 
     try:
-        result = simcore.predict(str(ROOT / rel))
+        path = str(ROOT / rel)
+        result = simcore.predict_jobs(path) if multi_job_file(path) else simcore.predict(path)
     except simcore.SimcoreError as e:
         return {"error": str(e)}
     return json.loads(result.model_dump_json())

@@ -1,0 +1,146 @@
+"""Several training jobs on one fabric: each job's step alone and together with the others
+(docs/parallelism.md, Several jobs on one fabric).
+
+Each job of a multi-job file (:func:`simcore.specs.multijob.load_multi_job`) runs on its own systems of
+one cluster, so jobs share no NVLink domain; what they share is the scale-out fabric. The flow model
+(:func:`simcore.comm.flow.round_slowdown`) lays one round of every data-parallel group of every
+pipeline stage of a job (:func:`simcore.comm.flow.data_parallel_groups`, the job's ranks on its systems)
+on the cluster's topology graph, links shared max-min fairly: first the job's groups
+alone (the other jobs idle), then every job's groups together. A job's factor is its slowest group's;
+it multiplies the job's data-parallel collectives (``TrainingLayout.dp_slowdown``) in two analytic
+predictions of the job, alone and together, whose step times give the slowdown.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from simcore.comm.flow import data_parallel_groups, round_slowdown
+from simcore.comm.topology import build_topology
+from simcore.errors import SimcoreError, SpecError
+from simcore.prediction import layout_of, predict_training
+from simcore.specs.multijob import PlacedJob, load_multi_job
+from simcore.specs.registry import default_registry
+from simcore.specs.resolve import find_scenario, resolve_cluster
+
+_T = TypeVar("_T")
+
+MESSAGE_BYTES = 1e9
+"""Bytes of the all-reduce whose one round is laid on the graph (the slowdown is a ratio of rates, the
+same for any size that the bandwidth bounds)."""
+
+
+class JobResult(BaseModel):
+    """One job's step alone and with the other jobs on the fabric (seconds; factors >= 1)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    gpus: int
+    systems: list[int]
+    """The cluster's systems (0-based) the job runs on."""
+    layout: dict[str, Any]
+    dp_slowdown_alone: float
+    """The job's data-parallel collectives' contention factor with the other jobs idle."""
+    dp_slowdown_together: float
+    """The same with every job's data-parallel collectives on the fabric at once."""
+    step_time_alone_s: float
+    step_time_together_s: float
+    slowdown: float
+    """``step_time_together_s / step_time_alone_s``."""
+    dp_comm_alone_s: float
+    """Exposed data-parallel seconds of the step alone."""
+    dp_comm_together_s: float
+
+
+class MultiJobResult(BaseModel):
+    """Every job's step alone and together on one cluster's fabric."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: str = "jobs"
+    system: str
+    nodes: int
+    fabric: dict[str, Any]
+    jobs: list[JobResult]
+    notes: list[str] = []
+
+
+def _groups(job: PlacedJob, gpus_per_node: int) -> list[list[int]]:
+    """The job's data-parallel groups with more than one rank, on the cluster's rank numbering."""
+    sc = job.scenario
+    lay = layout_of(sc, resolve_cluster(sc.cluster, default_registry()))
+    if lay["dp"] <= 1:
+        return []
+    local = data_parallel_groups(lay["tp"], lay["cp"], lay["dp"], lay["pp"])
+    return [[job.rank(r, gpus_per_node) for r in g] for g in local]
+
+
+def predict_jobs(path: str | os.PathLike[str] | dict[str, Any]) -> MultiJobResult:
+    """Each job's step time alone and together with the others on the file's cluster (see the module
+    docstring); bad input raises one :class:`~simcore.errors.SpecError` naming the file and field."""
+    reg = default_registry()
+    spec, jobs = load_multi_job(path, reg)
+    file = None if isinstance(path, dict) else str(find_scenario(os.fspath(path)))
+    cluster = resolve_cluster(spec.cluster, reg, file)
+    topo = build_topology(cluster)
+
+    def of_job(i: int, fn: Callable[[], _T]) -> _T:
+        """``fn()`` with an error about job ``i``'s scenario named under ``jobs[i].scenario`` of the file."""
+        try:
+            return fn()
+        except SimcoreError as e:
+            field = f"jobs[{i}].scenario" + (f".{e.field}" if e.field else "")
+            raise SpecError(e.problem, file=file, field=field) from None
+
+    groups = [of_job(i, functools.partial(_groups, j, cluster.gpus_per_node)) for i, j in enumerate(jobs)]
+    calls = [("all_reduce", MESSAGE_BYTES, g) for gs in groups for g in gs]
+    together = round_slowdown(topo, calls) if calls else []
+    out: list[JobResult] = []
+    at = 0
+    for i, (job, gs) in enumerate(zip(jobs, groups, strict=True)):
+        alone_f = max(round_slowdown(topo, [("all_reduce", MESSAGE_BYTES, g) for g in gs]), default=1.0)
+        with_f = max(max(together[at : at + len(gs)], default=1.0), alone_f)
+        at += len(gs)
+        a = of_job(i, functools.partial(predict_training, job.scenario, dp_slowdown=alone_f))
+        t = of_job(i, functools.partial(predict_training, job.scenario, dp_slowdown=with_f))
+        out.append(
+            JobResult(
+                name=job.name,
+                gpus=a.gpus,
+                systems=list(job.systems),
+                layout=a.layout,
+                dp_slowdown_alone=alone_f,
+                dp_slowdown_together=with_f,
+                step_time_alone_s=a.step_time_s,
+                step_time_together_s=t.step_time_s,
+                slowdown=t.step_time_s / a.step_time_s,
+                dp_comm_alone_s=a.breakdown.get("dp_comm", 0.0),
+                dp_comm_together_s=t.breakdown.get("dp_comm", 0.0),
+            )
+        )
+    notes = [
+        "contention of the data-parallel collectives only (every stage's groups, one round each, at once); "
+        "tensor-, pipeline- and expert-parallel traffic stays inside each job's systems or is priced alone"
+    ]
+    idle = cluster.nodes - sum(len(j.systems) for j in jobs)
+    if idle:
+        notes.append(f"{idle} of {cluster.nodes} systems idle")
+    fab = cluster.fabric
+    return MultiJobResult(
+        name=spec.name,
+        system=cluster.system.name,
+        nodes=cluster.nodes,
+        fabric={"topology": fab.topology, "oversubscription": fab.oversubscription, "tiers": fab.tiers},
+        jobs=out,
+        notes=notes,
+    )
+
+
+__all__ = ["JobResult", "MultiJobResult", "predict_jobs"]
