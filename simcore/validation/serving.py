@@ -40,6 +40,7 @@ from simcore.errors import SimcoreError
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.registry import default_registry
 from simcore.specs.scenario import ModelSpec
+from simcore.specs.serving import ServingSpec, ep_exchange
 from simcore.workload.model import layer_shape, param_counts
 
 DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
@@ -314,6 +315,10 @@ def settings(row: ServingRow) -> dict[str, Any]:
     s: dict[str, Any] = {"precision": row.precision, "kv_cache_dtype": kv, "tp": row.tp, "framework": "cuda_graphs"}
     if dp > 1:
         s.update(attention_dp=dp, ep=dp * row.tp)
+        if row.engine == "TensorRT-LLM" and row.system:
+            # TensorRT-LLM's MoE token exchange on this system (all-gather + reduce-scatter without multi-node NVLink)
+            dom = default_registry().system(row.system).nvlink_domain
+            s["ep_exchange"] = ep_exchange(ServingSpec(rate=1.0, engine="trtllm"), dom)
     if row.two_batch_overlap:
         s["two_batch_overlap"] = True
     if row.rate is not None:
@@ -343,7 +348,7 @@ def settings(row: ServingRow) -> dict[str, Any]:
 def run_row(row: ServingRow) -> ServingRow:
     """Simulate one row (in place): its predicted output tokens/s (input tokens/s per node of a prefill rate row)
     and error, or the problem."""
-    from simcore.serving import ServingSpec, simulate
+    from simcore.serving import simulate
     from simcore.specs.resolve import scenario_from_dict
 
     if row.problem is not None:
@@ -378,6 +383,7 @@ def run_row(row: ServingRow) -> ServingRow:
                 max_batch_tokens=s["max_batch_tokens"],
                 reserve_output_kv=s["reserve_output_kv"],
                 attention_dp=dp,
+                ep_exchange=s.get("ep_exchange"),
                 # TensorRT-LLM's kv_cache_free_gpu_mem_fraction: of the memory left once the model is loaded
                 memory_utilization=KV_FRACTION,
                 memory_fraction_of="free",

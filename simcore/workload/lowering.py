@@ -551,7 +551,13 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
     a2a_bytes = T * moe.top_k * h * b * moe.imbalance
     db = b if lay.dispatch_bytes is None else lay.dispatch_bytes
-    ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm"))
+    # all_gather: every rank receives all ep ranks' tokens (the gathered T x ep rows, in the dispatch's bytes) and
+    # a reduce-scatter sums the ranks' partial outputs back (T x ep rows in act_bytes), whatever the routing
+    gathered = T * lay.ep * h
+    if lay.ep_exchange == "all_gather":
+        ops.append(_comm("ep_dispatch", "all_gather", gathered * db, "ep", "ep_comm"))
+    else:
+        ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm"))
     # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
     # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
     permute = mem_op("embedding", routed * h, b, "moe_permute")
@@ -585,7 +591,10 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ops.append(Op("unpermute_scale", "memory", "moe_permute", mem_op("mul_bcast", routed * h, b).args))
     unpermute = mem_op("embedding", routed * h, b, "moe_permute")
     ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
-    ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
+    if lay.ep_exchange == "all_gather":
+        ops.append(_comm("ep_combine", "reduce_scatter", gathered * b, "ep", "ep_comm"))
+    else:
+        ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     if moe.shared_experts:
         ops.extend(
             Op("shared_" + o.name, o.kind, o.category, o.args, o.count)
