@@ -356,7 +356,7 @@ def inference_memory(
     ep: Num = 1,
 ) -> dict[str, Num]:
     """Bytes per GPU by part: weights (over ``tp x pp``; with ``ep > 1`` the routed experts over
-    ``ep x pp``), the KV cache of ``ctx + output_len`` tokens
+    ``ep x pp``; a vision encoder's ``vision_params`` in 16 bits on every GPU), the KV cache of ``ctx + output_len`` tokens
     (``kvb`` bytes an element), and the transient activations of the prefill or a decode step.
 
     Transient activations: the widest layer intermediate (plus the residual stream) of a prefill over
@@ -369,9 +369,10 @@ def inference_memory(
     tpf = np.asarray(tp, dtype=float)
     pc = param_counts(model)
     experts = float(pc.moe_layer_experts * pc.moe_layers) if np.any(np.asarray(ep) > 1) else 0.0
-    weights = ((pc.total - experts) / tpf + experts / np.asarray(ep, dtype=float)) * DTYPE_BYTES[dt] / np.asarray(
-        pp, dtype=float
-    )
+    wb = DTYPE_BYTES[dt]
+    weights = ((pc.total - experts) / tpf + experts / np.asarray(ep, dtype=float)) * wb / np.asarray(pp, dtype=float)
+    # a multimodal checkpoint's vision encoder: unquantized, whole on every GPU
+    weights = weights + model.vision_params * act
     kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
     width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
     per_token = (width / tpf + 2 * model.hidden) * act

@@ -125,6 +125,10 @@ class ModelSpec(Spec):
     tied_embeddings: bool = False
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    vision_params: Int = Field(default=0, ge=0)
+    """Parameters of a multimodal checkpoint's vision encoder and projector (Llama 4's), which inference engines
+    load beside the language model and keep on every GPU in 16 bits (quantized checkpoints leave them
+    unquantized); they hold memory, not time, for text requests. 0: a text-only model."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:

@@ -133,3 +133,15 @@ def test_two_batch_overlap_never_slower() -> None:
     plain = simulate(sc, base).result
     tbo = simulate(sc, base.model_copy(update={"two_batch_overlap": True})).result
     assert tbo.output_tokens_per_s >= plain.output_tokens_per_s * (1 - 1e-9)
+
+
+def test_vision_encoder_weights_sit_on_every_gpu_in_16_bits() -> None:
+    """Llama 4's checkpoint carries a vision encoder (871,932,416 parameters, hardware_specs/models/llama4-scout.yaml)
+    that engines load unquantized on every rank: 2 bytes each on top of the text model's weights, whatever ep."""
+    sc = scen("llama4-scout", gpus=4)
+    assert sc.model.vision_params == 871_932_416
+    text = sc.model_copy(update={"model": sc.model.model_copy(update={"vision_params": 0})})
+    for ep in (1, 4):
+        with_v = float(np.asarray(_decode(sc, 8, 256, ep).memory["weights"]))
+        without = float(np.asarray(_decode(text, 8, 256, ep).memory["weights"]))
+        assert with_v - without == pytest.approx(871_932_416 * 2.0)
