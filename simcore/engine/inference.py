@@ -356,7 +356,8 @@ def inference_memory(
     ep: Num = 1,
 ) -> dict[str, Num]:
     """Bytes per GPU by part: weights (over ``tp x pp``; with ``ep > 1`` the routed experts over
-    ``ep x pp``; a vision encoder's ``vision_params`` in 16 bits on every GPU), the KV cache of ``ctx + output_len`` tokens
+    ``ep x pp``; the embedding and LM head in 16 bits under FP8/FP4 weights, a vision encoder's
+    ``vision_params`` in 16 bits on every GPU), the KV cache of ``ctx + output_len`` tokens
     (``kvb`` bytes an element), and the transient activations of the prefill or a decode step.
 
     Transient activations: the widest layer intermediate (plus the residual stream) of a prefill over
@@ -369,9 +370,12 @@ def inference_memory(
     tpf = np.asarray(tp, dtype=float)
     pc = param_counts(model)
     experts = float(pc.moe_layer_experts * pc.moe_layers) if np.any(np.asarray(ep) > 1) else 0.0
+    # FP8/FP4 checkpoints quantize the linear layers inside the transformer blocks only: the embedding and the LM
+    # head stay in 16 bits, as does a multimodal checkpoint's vision encoder, held whole on every GPU
     wb = DTYPE_BYTES[dt]
-    weights = ((pc.total - experts) / tpf + experts / np.asarray(ep, dtype=float)) * wb / np.asarray(pp, dtype=float)
-    # a multimodal checkpoint's vision encoder: unquantized, whole on every GPU
+    edge = float(pc.embedding + pc.lm_head)
+    body = (pc.total - experts - edge) * wb + edge * max(wb, act)
+    weights = (body / tpf + experts * wb / np.asarray(ep, dtype=float)) / np.asarray(pp, dtype=float)
     weights = weights + model.vision_params * act
     kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
     width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
