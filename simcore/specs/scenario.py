@@ -108,6 +108,9 @@ class ModelSpec(Spec):
     """A decoder-only transformer. ``preset`` fills the fields from ``hardware_specs/models``;
     fields given beside it override the preset."""
 
+    # each field's docstring is its description in the JSON Schema (``simcore schema``)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
+
     preset: str | None = None
     name: str = "custom"
     layers: Int = Field(gt=0)
