@@ -109,6 +109,8 @@ class _Run:
     """The profile's host-table key of a decode layer."""
     ep: Num = 1
     """Expert-parallel ranks the MoE layers' experts are sharded over (1: experts split by ``tp``)."""
+    ep_exchange: str = "all_to_all"
+    """How the MoE layers move tokens between the ``ep`` ranks (:attr:`simcore.workload.layout.Layout.ep_exchange`)."""
 
     @property
     def host_cal(self) -> dict[str, float]:
@@ -137,6 +139,7 @@ def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Lay
         ep=r.ep,
         etp=1 if r.ep > 1 else None,
         dispatch_bytes=_dispatch_bytes(r),
+        ep_exchange=r.ep_exchange,
     )
     batched = L.batched_experts(r.implementation, r.decode_loop, r.model.moe is not None)
     dec = L.Layout(
@@ -157,6 +160,7 @@ def _layouts(r: _Run, batch: Num, kvb: float, ctx: Num) -> tuple[L.Layout, L.Lay
         ep=r.ep,
         etp=1 if r.ep > 1 else None,
         dispatch_bytes=_dispatch_bytes(r),
+        ep_exchange=r.ep_exchange,
     )
     return pre, dec
 
@@ -352,7 +356,8 @@ def inference_memory(
     ep: Num = 1,
 ) -> dict[str, Num]:
     """Bytes per GPU by part: weights (over ``tp x pp``; with ``ep > 1`` the routed experts over
-    ``ep x pp``), the KV cache of ``ctx + output_len`` tokens
+    ``ep x pp``; the embedding and LM head in 16 bits under FP8/FP4 weights, a vision encoder's
+    ``vision_params`` in 16 bits on every GPU), the KV cache of ``ctx + output_len`` tokens
     (``kvb`` bytes an element), and the transient activations of the prefill or a decode step.
 
     Transient activations: the widest layer intermediate (plus the residual stream) of a prefill over
@@ -365,9 +370,13 @@ def inference_memory(
     tpf = np.asarray(tp, dtype=float)
     pc = param_counts(model)
     experts = float(pc.moe_layer_experts * pc.moe_layers) if np.any(np.asarray(ep) > 1) else 0.0
-    weights = ((pc.total - experts) / tpf + experts / np.asarray(ep, dtype=float)) * DTYPE_BYTES[dt] / np.asarray(
-        pp, dtype=float
-    )
+    # FP8/FP4 checkpoints quantize the linear layers inside the transformer blocks only: the embedding and the LM
+    # head stay in 16 bits, as does a multimodal checkpoint's vision encoder, held whole on every GPU
+    wb = DTYPE_BYTES[dt]
+    edge = float(pc.embedding + pc.lm_head)
+    body = (pc.total - experts - edge) * wb + edge * max(wb, act)
+    weights = (body / tpf + experts * wb / np.asarray(ep, dtype=float)) / np.asarray(pp, dtype=float)
+    weights = weights + model.vision_params * act
     kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
     width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
     per_token = (width / tpf + 2 * model.hidden) * act
@@ -410,6 +419,7 @@ def evaluate(
     decode_graph_records: float = 0.0,
     paged_kv: bool = False,
     ep: int = 1,
+    ep_exchange: str = "all_to_all",
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -431,7 +441,9 @@ def evaluate(
     ``compiled_decode_record_fixed`` + ``_per_kernel`` of the graph at the decode passes' pace, once a call;
     ``ep``: expert-parallel ranks (a serving engine's attention data parallelism with wide EP: ``tp`` is then
     the attention's, every rank's experts ``experts / ep`` whole, ``etp`` 1, the dispatch and combine
-    all-to-alls over ``ep`` ranks of the cluster's fabric; the weights per GPU follow);
+    all-to-alls over ``ep`` ranks of the cluster's fabric; the weights per GPU follow); ``ep_exchange``: those
+    all-to-alls, or an all-gather of every rank's tokens and a reduce-scatter (``all_gather``: TensorRT-LLM
+    without multi-node NVLink);
     ``paged_kv``: a serving engine's paged KV cache, whose decode steps run the engines' paged decode
     attention kernels (:data:`simcore.compute.ops.PAGED_DECODE`: the KV stream at the device's streaming
     rate) instead of ``attention_backend``'s; the prefill keeps ``attention_backend``.
@@ -458,6 +470,7 @@ def evaluate(
         # the decode passes' host at their own pace, where the run's probe gives one
         dec_prof=base.at_cpu_speed(decode_cpu_op_time, inference=True) if decode_cpu_op_time else prof,
         ep=ep,
+        ep_exchange=ep_exchange,
         act_key=act_key,
         layer_host=framework == "eager" and f"infer_decode_{act_key}" in prof.host_layer,
         lk=prof.layer_key(act_key, "moe_native" if moe else None, implementation, "infer_decode", attention_backend),

@@ -63,7 +63,14 @@ from simcore.specs.loader import validate
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import InferenceSpec, ModelSpec, Scenario
-from simcore.specs.serving import ENGINE_FIELDS, StepProfile, load_step_profile, padded_context, with_engine
+from simcore.specs.serving import (
+    ENGINE_FIELDS,
+    StepProfile,
+    ep_exchange,
+    load_step_profile,
+    padded_context,
+    with_engine,
+)
 from simcore.workload.layout import valid_layouts
 
 Role = Literal["mixed", "prefill", "decode"]
@@ -252,6 +259,7 @@ def build_step_model(
     buckets = engine.decode_context_buckets if engine is not None else None
     pre_fw = engine.prefill_framework if engine is not None else None
     tbo = engine is not None and engine.two_batch_overlap and ep > 1
+    exchange = ep_exchange(engine, cluster.system.nvlink_domain) if engine is not None and ep > 1 else "all_to_all"
     fw = sc.runtime.framework
     b_grid = _grid(max(max_batch, 2))
     c_top = max(max_len, 2, min(int(padded_context(buckets, max_len)), sc.model.seq_len))
@@ -268,7 +276,7 @@ def build_step_model(
         spec = InferenceSpec.model_construct(batch=batch, prompt_len=n, context_len=n, output_len=1,
                                              precision=inf.precision, kv_cache_dtype=inf.kv_cache_dtype)  # fmt: skip
         return INF.evaluate(sc.model, spec, cluster, tp, sc.parallel.pp, framework, sc.calibration,
-                            **inference_runtime(sc), paged_kv=True, ep=ep)  # a serving engine's paged KV cache  # fmt: skip
+                            **inference_runtime(sc), paged_kv=True, ep=ep, ep_exchange=exchange)  # a serving engine's paged KV cache  # fmt: skip
 
     for n in n_grid:
         ev = evaluate(n, barr if n <= c_top else 1, fw)

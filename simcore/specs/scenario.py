@@ -108,6 +108,9 @@ class ModelSpec(Spec):
     """A decoder-only transformer. ``preset`` fills the fields from ``hardware_specs/models``;
     fields given beside it override the preset."""
 
+    # each field's docstring is its description in the JSON Schema (``simcore schema``)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
+
     preset: str | None = None
     name: str = "custom"
     layers: Int = Field(gt=0)
@@ -125,6 +128,10 @@ class ModelSpec(Spec):
     tied_embeddings: bool = False
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    vision_params: Int = Field(default=0, ge=0)
+    """Parameters of a multimodal checkpoint's vision encoder and projector (Llama 4's), which inference engines
+    load beside the language model and keep on every GPU in 16 bits (quantized checkpoints leave them
+    unquantized); they hold memory, not time, for text requests. 0: a text-only model."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:

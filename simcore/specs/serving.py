@@ -200,6 +200,13 @@ class ServingSpec(_Documented):
     while every MoE layer's routed experts are sharded over all the instance's GPUs (EP = ``attention_dp`` x
     ``tp``), each token dispatched to and combined from its experts' GPUs by all-to-alls. ``max_batch`` and
     ``max_batch_tokens`` are the instance's (all ranks together). 1: no attention DP, experts split by TP."""
+    ep_exchange: Literal["all_to_all", "all_gather"] | None = None
+    """How an attention-DP instance's MoE layers move tokens between its GPUs: ``all_to_all`` (each token to its
+    experts' GPUs and back: SGLang/DeepEP, TensorRT-LLM over multi-node NVLink) or ``all_gather`` (every GPU
+    gathers all ranks' tokens in FP8, runs its experts on those routed to them, and a reduce-scatter returns the
+    sums: TensorRT-LLM's CUTLASS MoE when its all-to-all is not available). Default: the engine's
+    (:func:`ep_exchange`): ``all_gather`` for ``engine: trtllm`` on a system without multi-node NVLink (HGX/DGX
+    baseboards of 8 GPUs), else ``all_to_all``."""
     two_batch_overlap: bool = False
     """Split each step's batch in two micro-batches so that one's expert all-to-alls run under the other's
     computation (SGLang ``--enable-two-batch-overlap``, off by default; DeepSeek's inference system): a step's
@@ -465,6 +472,24 @@ def engine_settings(engine: str, device: str, memory_bytes: float) -> dict[str, 
     return vals
 
 
+MNNVL_MIN_DOMAIN = 9
+"""NVLink domains of at least this many GPUs span several hosts (GB200/GB300 NVL72 racks); an HGX/DGX baseboard's
+domain is its 8 GPUs."""
+
+
+def ep_exchange(spec: ServingSpec, nvlink_domain: int) -> str:
+    """How an attention-DP instance's MoE layers exchange tokens (:attr:`ServingSpec.ep_exchange`): the scenario's
+    choice, else ``all_gather`` for TensorRT-LLM on a system whose NVLink domain is one baseboard (its fused MoE
+    takes the all-to-all only over multi-node NVLink, ``MnnvlMemory.supports_mnnvl()``, or with DeepEP enabled by
+    an environment variable; otherwise it all-gathers the ranks' tokens and reduce-scatters the outputs:
+    ``tensorrt_llm/_torch/modules/fused_moe``, ``select_alltoall_method_type``), else ``all_to_all``."""
+    if spec.ep_exchange is not None:
+        return spec.ep_exchange
+    if spec.engine == "trtllm" and nvlink_domain < MNNVL_MIN_DOMAIN:
+        return "all_gather"
+    return "all_to_all"
+
+
 def with_engine(spec: ServingSpec, device: str, memory_bytes: float) -> ServingSpec:
     """``spec`` with its engine's settings (:func:`engine_settings`) in every field of
     :data:`ENGINE_FIELDS` the scenario did not set; ``spec`` itself without an engine."""
@@ -496,5 +521,6 @@ __all__ = [
     "padded_context",
     "engine_profiles",
     "engine_settings",
+    "ep_exchange",
     "with_engine",
 ]

@@ -37,7 +37,11 @@ from typing import Any
 import numpy as np
 
 from simcore.errors import SimcoreError
+from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.registry import default_registry
+from simcore.specs.scenario import ModelSpec
+from simcore.specs.serving import ServingSpec, ep_exchange
+from simcore.workload.model import layer_shape, param_counts
 
 DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
 
@@ -82,6 +86,49 @@ builds TensorRT-LLM engines (``trtllm-build``) and times them with TensorRT-LLM'
 checkpoint (FP8 weights, no ``--kv_cache_dtype``: the KV cache in the activations' 16 bits)."""
 AZURE_PRECISION = {"llama 3 405b": ("fp8", "bf16")}
 """(weights, KV cache) of an Azure row by model; every other model ``("fp8", "fp8")`` (:data:`AZURE`)."""
+
+TRTLLM_BENCH_REQUESTS = {
+    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
+    (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
+}  # fmt: skip
+"""``$num_requests`` of each ISL/OSL pair in the performance overview's dataset table (perf-overview.md at the
+rows' commit, "Preparing a Dataset")."""
+
+
+def trtllm_bench_limits(preset: str, tp: int, isl: int, osl: int, weight_bytes: float, kv_bytes: float,
+                        device_bytes: float, fraction: float = KV_FRACTION) -> tuple[int, int]:  # fmt: skip
+    """``(max_batch_size, max_num_tokens)`` that ``trtllm-bench throughput`` picks when the command gives
+    neither, as the performance overview's commands do (``tensorrt_llm/bench/build/tuning.py``
+    ``calc_engine_setting`` and ``finetune_setting``, ``bench/benchmark/utils/general.py`` ``get_settings``):
+    requests that fit the KV cache of ``tp`` GPUs (their memory less the checkpoint, times ``fraction``, over
+    ``2 x layers x max(tp, kv_heads) x head_dim x kv_bytes`` a token of ``isl + osl``), rounded up to 32 (at
+    least 64) below 256, to 128 below 1,024, else to 256 (at most 4,096); tokens ``requests x (1 + isl/osl)``
+    (at most 32,768) rounded up to 256 (at least 2,048), 512 or 1,024, and with chunked prefill off at least
+    ``isl + max_batch_size``. GiB throughout, as the source. With attention DP each rank takes these limits."""
+    import math
+
+    m = _model(preset)
+    shape = layer_shape(m)
+    gib = 1024.0**3
+    per_token = 2 * m.layers * max(tp, shape.kv_heads) * shape.head_dim * kv_bytes / gib
+    cache = (device_bytes * tp - weight_bytes) / gib * fraction
+    requests = cache / (per_token * (isl + osl))
+    raw_bs = min(requests, 4096)
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    step = 256 if raw_tok < 4096 else 512 if raw_tok < 8192 else 1024
+    tok = max(2048 if step == 256 else 0, step * math.ceil(raw_tok / step))
+    return bs, max(tok, isl + bs)
+
+
+def _model(preset: str) -> ModelSpec:
+    return ModelSpec(**{k: v for k, v in default_registry().model_preset(preset).items() if k not in ("name", "aliases")})
+
 
 SGLANG_KV = "bf16"
 """SGLang's ``--kv-cache-dtype auto``: the KV cache in the model's activation dtype (bf16 for DeepSeek-V3's FP8
@@ -209,9 +256,10 @@ def _row(i: int, r: dict[str, str]) -> ServingRow:
         # the performance overview's MoE rows: "attention DP enabled in MoE yaml", --ep $ep_size
         row.attention_dp, row.tp = row.tp, 1
         row.assumed.append(
-            f"MoE: attention DP over the {row.tp} GPUs with experts sharded EP{row.tp} (the MoE yaml enables attention "
-            "DP; the EP size is not listed per cell: the world size assumed); max_batch_size and max_num_tokens per "
-            "DP rank"
+            f"MoE: attention DP over the {row.attention_dp} GPUs with experts sharded EP{row.attention_dp} (the MoE "
+            "yaml enables attention DP; the EP size is not listed per cell: the world size assumed); trtllm-bench's "
+            "max_batch_size and max_num_tokens (its heuristic for the command's TP size) per DP rank, the overview's "
+            "request count"
         )
     return row
 
@@ -267,18 +315,30 @@ def settings(row: ServingRow) -> dict[str, Any]:
     s: dict[str, Any] = {"precision": row.precision, "kv_cache_dtype": kv, "tp": row.tp, "framework": "cuda_graphs"}
     if dp > 1:
         s.update(attention_dp=dp, ep=dp * row.tp)
+        if row.engine == "TensorRT-LLM" and row.system:
+            # TensorRT-LLM's MoE token exchange on this system (all-gather + reduce-scatter without multi-node NVLink)
+            dom = default_registry().system(row.system).nvlink_domain
+            s["ep_exchange"] = ep_exchange(ServingSpec(rate=1.0, engine="trtllm"), dom)
     if row.two_batch_overlap:
         s["two_batch_overlap"] = True
     if row.rate is not None:
         what = "tokens a device a prefill step" if row.rate == "prefill" else "sequences a device decodes"
         return {**s, row.rate: f"{row.per_device} {what} at {row.isl} tokens", "decode_attention": "paged (engine kernels)"}
-    n = OFFLINE_REQUESTS if row.concurrency is None else 10 * row.concurrency
+    n = (OFFLINE_REQUESTS if row.concurrency is None else 10 * row.concurrency) * dp
+    batch, tokens = (MAX_BATCH if row.concurrency is None else row.concurrency), max(MAX_TOKENS, row.isl)
+    if dp > 1 and row.concurrency is None and row.preset and row.system:
+        # trtllm-bench's own limits for the command's --tp (the GPUs of the row), per DP rank
+        reg = default_registry()
+        weights = param_counts(_model(row.preset)).total * DTYPE_BYTES[row.precision]
+        capacity = reg.device(reg.system(row.system).device).memory.capacity
+        batch, tokens = trtllm_bench_limits(row.preset, dp * row.tp, row.isl, row.osl, weights, DTYPE_BYTES[kv], capacity)
+        n = TRTLLM_BENCH_REQUESTS.get((row.isl, row.osl), n)
     return {
         **s,
-        "requests": n * dp,
+        "requests": n,
         "arrival": "all queued at t = 0",
-        "max_batch": (MAX_BATCH if row.concurrency is None else row.concurrency) * dp,
-        "max_batch_tokens": max(MAX_TOKENS, row.isl) * dp,
+        "max_batch": batch * dp,
+        "max_batch_tokens": tokens * dp,
         "kv_cache_free_gpu_mem_fraction": KV_FRACTION,
         "reserve_output_kv": True,
         "decode_attention": "paged (engine kernels)",
@@ -288,7 +348,7 @@ def settings(row: ServingRow) -> dict[str, Any]:
 def run_row(row: ServingRow) -> ServingRow:
     """Simulate one row (in place): its predicted output tokens/s (input tokens/s per node of a prefill rate row)
     and error, or the problem."""
-    from simcore.serving import ServingSpec, simulate
+    from simcore.serving import simulate
     from simcore.specs.resolve import scenario_from_dict
 
     if row.problem is not None:
@@ -323,6 +383,7 @@ def run_row(row: ServingRow) -> ServingRow:
                 max_batch_tokens=s["max_batch_tokens"],
                 reserve_output_kv=s["reserve_output_kv"],
                 attention_dp=dp,
+                ep_exchange=s.get("ep_exchange"),
                 # TensorRT-LLM's kv_cache_free_gpu_mem_fraction: of the memory left once the model is loaded
                 memory_utilization=KV_FRACTION,
                 memory_fraction_of="free",

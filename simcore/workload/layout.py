@@ -45,6 +45,11 @@ class Layout:
     """Bytes an element of the tokens the expert-parallel dispatch sends (``None``: ``act_bytes``; the combine
     always returns ``act_bytes``): serving engines' FP8 dispatch (DeepEP's) sends 1 + 4/128 (E4M3 values, an fp32
     scale per 128)."""
+    ep_exchange: str = "all_to_all"
+    """How the MoE layers move tokens between the ``ep`` ranks: ``all_to_all`` (each token to its experts' ranks and
+    back: DeepEP, SGLang, TensorRT-LLM over multi-node NVLink) or ``all_gather`` (every rank gathers all ``ep``
+    ranks' tokens, runs its experts on the ones routed to them and a reduce-scatter returns the sums: TensorRT-LLM's
+    attention-DP MoE without multi-node NVLink; docs/serving.md, "Expert parallelism with attention DP")."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
     dtype: str = "bf16"

@@ -480,6 +480,38 @@ def decode_moe_key(implementation: str, decode_loop: str, moe: bool) -> str | No
     return "moe_batched" if batched_experts(implementation, decode_loop, moe) else "moe_native"
 
 
+def active_experts(experts: int, top_k: int, ep: Num, tokens: Num) -> Any:
+    """Expected number of experts with at least one token on the busiest of ``ep`` expert-parallel ranks when
+    ``tokens`` tokens (the whole EP group's) each pick ``top_k`` distinct experts of ``experts`` uniformly.
+
+    An expert is hit with probability ``p = 1 - (1 - top_k / experts) ** tokens``; a rank holds
+    ``n = experts / ep`` of them, so its count is Binomial(n, p) (the experts taken as independent) and the
+    expected maximum over the ranks is ``sum_{j=1..n} [1 - F(j - 1) ** ep]`` with ``F`` that binomial's CDF.
+    One rank (``ep = 1``) gives the mean ``experts x p``: ``top_k`` experts at one token, nearly all of them
+    once ``tokens x top_k`` is a few times ``experts``. A decode step reads the weights of these experts, so
+    this, not ``top_k`` per token, sets an MoE model's weight traffic at small batches (docs/serving.md,
+    "Active experts"). At least one expert (a rank with no token still runs its kernels)."""
+    ep_a, t_a = np.broadcast_arrays(np.asarray(ep, dtype=float), np.asarray(tokens, dtype=float))
+    out = np.empty(ep_a.shape)
+    for e in np.unique(ep_a):
+        sel = ep_a == e
+        out[sel] = _busiest_active(experts, top_k, float(e), t_a[sel])
+    return float(out) if out.ndim == 0 else out
+
+
+def _busiest_active(experts: int, top_k: int, ep: float, tokens: np.ndarray) -> np.ndarray:
+    """:func:`active_experts` for one ``ep`` over a 1-D array of token counts."""
+    n = max(int(round(experts / ep)), 1)
+    p = 1.0 - (1.0 - top_k / experts) ** np.maximum(tokens, 0.0)
+    j = np.arange(n + 1, dtype=float)
+    logf = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1.0, n + 1)))])
+    pe = np.clip(p, 1e-300, 1.0 - 1e-16)[:, None]
+    pmf = np.exp(logf[n] - logf - logf[::-1] + j * np.log(pe) + (n - j) * np.log1p(-pe))
+    cdf = np.minimum(np.cumsum(pmf, axis=1), 1.0)[:, :-1]
+    busiest = np.sum(1.0 - cdf**ep, axis=1)
+    return np.asarray(np.maximum(np.where(p >= 1.0 - 1e-16, float(n), busiest), 1.0))
+
+
 def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all.
     Under :attr:`Layout.batched_experts` every routed token gathers its expert's weights and multiplies
@@ -503,8 +535,9 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     etp = lay.tp if lay.etp is None else lay.etp
     T = T * etp / lay.tp
     routed = T * moe.top_k * moe.imbalance
-    # experts a rank runs: all of its share, or fewer when fewer tokens than experts arrive (decode)
-    local_experts = np.minimum(moe.experts / lay.ep, np.maximum(routed, 1.0))
+    # experts a rank runs (and whose weights it reads): at few tokens not all of its share are hit, and the
+    # busiest of the ep ranks sets every MoE layer's pace (the group routes T x ep tokens)
+    local_experts = active_experts(moe.experts, moe.top_k, lay.ep, T * lay.ep)
     if lay.batched_experts:
         # one "expert" per routed token, each gathering its weights (gate/up and down: an index-select's
         # gather kernel, as the embedding lookup's, over (2 if gated) + 1 matrices of h x ffn per token)
@@ -518,7 +551,13 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
     a2a_bytes = T * moe.top_k * h * b * moe.imbalance
     db = b if lay.dispatch_bytes is None else lay.dispatch_bytes
-    ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm"))
+    # all_gather: every rank receives all ep ranks' tokens (the gathered T x ep rows, in the dispatch's bytes) and
+    # a reduce-scatter sums the ranks' partial outputs back (T x ep rows in act_bytes), whatever the routing
+    gathered = T * lay.ep * h
+    if lay.ep_exchange == "all_gather":
+        ops.append(_comm("ep_dispatch", "all_gather", gathered * db, "ep", "ep_comm"))
+    else:
+        ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm"))
     # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
     # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
     permute = mem_op("embedding", routed * h, b, "moe_permute")
@@ -552,7 +591,10 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ops.append(Op("unpermute_scale", "memory", "moe_permute", mem_op("mul_bcast", routed * h, b).args))
     unpermute = mem_op("embedding", routed * h, b, "moe_permute")
     ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
-    ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
+    if lay.ep_exchange == "all_gather":
+        ops.append(_comm("ep_combine", "reduce_scatter", gathered * b, "ep", "ep_comm"))
+    else:
+        ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     if moe.shared_experts:
         ops.extend(
             Op("shared_" + o.name, o.kind, o.category, o.args, o.count)

@@ -74,6 +74,30 @@ def test_fp8_dispatch_sends_fewer_bytes_than_a_bf16_one() -> None:
     assert nbytes(fp8, "ep_combine") == nbytes(base, "ep_combine")
 
 
+def test_all_gather_exchange_moves_every_ranks_tokens() -> None:
+    """TensorRT-LLM without multi-node NVLink: each rank gathers the ep ranks' tokens (FP8) and reduce-scatters
+    the bf16 outputs, whatever top_k; hand-computed bytes (qwen3-30b-a3b: hidden 2048, top 8)."""
+    from simcore.workload import lowering as L
+
+    m = scen().model
+    lay = L.Layout(micro_batch=64, seq=1.0, ep=8, etp=1, dtype="fp8", kv_seq=1024.0, dispatch_bytes=1 + 4 / 128,
+                   ep_exchange="all_gather")  # fmt: skip
+    ops = {o.name: o.args for o in L.moe_block_fwd(m, lay)}
+    assert ops["ep_dispatch"]["op"] == "all_gather" and ops["ep_combine"]["op"] == "reduce_scatter"
+    assert ops["ep_dispatch"]["nbytes"] == pytest.approx(64 * 8 * 2048 * (1 + 4 / 128))
+    assert ops["ep_combine"]["nbytes"] == pytest.approx(64 * 8 * 2048 * 2.0)
+
+
+def test_ep_exchange_follows_the_engine_and_the_nvlink_domain() -> None:
+    from simcore.specs.serving import ep_exchange
+
+    trt = ServingSpec(rate=1.0, engine="trtllm")
+    assert ep_exchange(trt, 8) == "all_gather"  # HGX H100/H200: no multi-node NVLink
+    assert ep_exchange(trt, 72) == "all_to_all"  # GB200 NVL72: MNNVL all-to-all
+    assert ep_exchange(ServingSpec(rate=1.0, engine="sglang"), 8) == "all_to_all"
+    assert ep_exchange(ServingSpec(rate=1.0, engine="trtllm", ep_exchange="all_to_all"), 8) == "all_to_all"
+
+
 def test_mla_paged_decode_streams_the_latent_once() -> None:
     """DeepSeek-V3's decode attention in a serving engine reads kv_lora_rank + rope dims a cached token (bf16),
     not every head's expanded keys and values."""
@@ -109,3 +133,15 @@ def test_two_batch_overlap_never_slower() -> None:
     plain = simulate(sc, base).result
     tbo = simulate(sc, base.model_copy(update={"two_batch_overlap": True})).result
     assert tbo.output_tokens_per_s >= plain.output_tokens_per_s * (1 - 1e-9)
+
+
+def test_vision_encoder_weights_sit_on_every_gpu_in_16_bits() -> None:
+    """Llama 4's checkpoint carries a vision encoder (871,932,416 parameters, hardware_specs/models/llama4-scout.yaml)
+    that engines load unquantized on every rank: 2 bytes each on top of the text model's weights, whatever ep."""
+    sc = scen("llama4-scout", gpus=4)
+    assert sc.model.vision_params == 871_932_416
+    text = sc.model_copy(update={"model": sc.model.model_copy(update={"vision_params": 0})})
+    for ep in (1, 4):
+        with_v = float(np.asarray(_decode(sc, 8, 256, ep).memory["weights"]))
+        without = float(np.asarray(_decode(text, 8, 256, ep).memory["weights"]))
+        assert with_v - without == pytest.approx(871_932_416 * 2.0)

@@ -62,12 +62,30 @@ def test_cli_serving_bad_table_is_one_line(tmp_path: Path) -> None:
 
 def test_moe_rows_run_with_attention_dp_and_wide_ep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(S, "OFFLINE_REQUESTS", 100)
+    monkeypatch.setattr(S, "TRTLLM_BENCH_REQUESTS", {})
     p = _table(tmp_path, {"gpu": "H100 SXM 80GB", "n": 4, "model": "Llama 4 Scout", "prec": "FP8", "isl": 128, "osl": 128,
                           "value": 1000})  # fmt: skip
     row = S.report(p)["rows"][0]
     assert row["problem"] is None and row["predicted"] > 0
     assert row["settings"]["attention_dp"] == 4 and row["settings"]["ep"] == 4 and row["tp"] == 1
-    assert row["settings"]["max_batch"] == 4 * S.MAX_BATCH  # TensorRT-LLM's limits are per DP rank
+    assert row["settings"]["requests"] == 4 * 100
+    # trtllm-bench's heuristic limits for --tp 4, taken by each DP rank
+    assert row["settings"]["max_batch"] % 4 == 0 and row["settings"]["max_batch"] // 4 >= 64
+    assert "attention DP over the 4 GPUs" in " ".join(row["assumed"])
+
+
+def test_trtllm_bench_limits_by_hand() -> None:
+    """tuning.py's heuristic on Llama 4 Scout (48 layers, 8 KV heads of 128, FP8 cache), 4 GPUs of 80 GiB, a
+    100 GiB checkpoint: (320 - 100) x 0.95 = 209 GiB over 98,304 B a token."""
+    gib = 1024.0**3
+    per_token = 2 * 48 * 8 * 128 / gib
+    # 128/2048: 209 / (per_token x 2176) = 1049 requests -> 1280 (256s); 1049 x 1.0625 = 1115 tokens -> 2048
+    assert 209 / (per_token * 2176) == pytest.approx(1049.1, abs=0.1)
+    assert S.trtllm_bench_limits("llama4-scout", 4, 128, 2048, 100 * gib, 1.0, 80 * gib) == (1280, 2048)
+    # 5000/500: 415 requests -> 512 (128s); 415 x 11 = 4566 tokens -> 4608 (512s); no chunking: 5000 + 512
+    assert S.trtllm_bench_limits("llama4-scout", 4, 5000, 500, 100 * gib, 1.0, 80 * gib) == (512, 5512)
+    # few requests (4.75 GiB: 12.7 of 4,096 tokens): at least 64 sequences; 2,048 tokens, then ISL + 64
+    assert S.trtllm_bench_limits("llama4-scout", 4, 2048, 2048, 315 * gib, 1.0, 80 * gib) == (64, 2112)
 
 
 AZURE = (
