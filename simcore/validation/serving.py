@@ -28,6 +28,7 @@ How a row is run
 from __future__ import annotations
 
 import csv
+import math
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -42,11 +43,20 @@ from simcore.specs.registry import default_registry
 DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
 
 OFFLINE_REQUESTS = 1000
-"""Requests of an offline max-throughput row, all queued at t = 0 (TensorRT-LLM's tables run 1,000-3,000 a
-row; with a batch of up to 2,048 the ramp and drain are a small share of the run either way)."""
+"""Requests of an offline max-throughput row whose ISL/OSL pair :data:`NUM_REQUESTS` does not list."""
+
+NUM_REQUESTS = {
+    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
+    (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
+}  # fmt: skip
+"""``$num_requests`` of TensorRT-LLM's performance overview by (ISL, OSL) (its "Preparing a Dataset" table,
+NVIDIA/TensorRT-LLM@00f37686 docs/source/performance/perf-overview.md): the dataset each row ran. It matters:
+with uniform requests queued at once the batch runs in waves of the KV cache's capacity, and the last, partial
+wave decodes a whole output at a small batch, a share of the run that shrinks with the request count."""
 
 MAX_BATCH = 2048
-"""``max_batch_size`` of TensorRT-LLM's LLM API (stacks.md section 7; UNCERTAIN there, not a fit)."""
+"""``max_batch_size`` of TensorRT-LLM's LLM API (stacks.md section 7; UNCERTAIN there, not a fit): the limit of a
+fixed-concurrency row (an offline row takes :func:`bench_limits`)."""
 MAX_TOKENS = 8192
 """``max_num_tokens`` of TensorRT-LLM's LLM API (stacks.md section 7)."""
 KV_FRACTION = 0.95
@@ -260,6 +270,55 @@ def _rate_row(row: ServingRow, r: dict[str, str]) -> None:
         row.problem = f"{m}: not a metric the study knows"
 
 
+BENCH_KV_FRACTION = 0.95
+"""``kv_cache_gpu_mem_fraction`` default of trtllm-bench's ``calc_engine_setting`` (the rows' 0.95 too)."""
+
+
+def bench_limits(row: ServingRow) -> tuple[int, int]:
+    """``max_batch_size`` and ``max_num_tokens`` that ``trtllm-bench throughput`` picks when neither is given (the
+    performance overview gives neither): NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``
+    ``calc_engine_setting`` + ``finetune_setting``, called from ``bench/benchmark/utils/general.py``
+    ``get_settings`` with the dataset's ISL and OSL (docs/serving.md, "Validation against published engines").
+
+    Requests the group's KV cache holds: ``r = f (G M - P b) / (2 L max(tp, kv_heads) d b_kv (ISL + OSL))`` with
+    ``M`` the device memory, ``G`` GPUs, ``P`` the checkpoint's stored element count at ``b`` bytes each (FP8: 1;
+    NVFP4: 0.5, over safetensors elements that pack two 4-bit weights into one byte, beside an FP8 scale per 16
+    weights and the bf16 embedding and head), ``b_kv`` 1 (FP8 cache), ``f`` 0.95. Then ``max_batch_size`` is
+    ``min(r, 4096)`` rounded up (to 32s below 256 with 64 at least, to 128s below 1,024, else to 256s) and
+    ``max_num_tokens`` is ``min(r (1 + ISL / OSL), 32768)`` rounded up (to 256s below 4,096 with 2,048 at least,
+    to 512s below 8,192, else to 1,024s), raised to ``ISL + max_batch_size`` (chunked prefill off)."""
+    from simcore.specs.scenario import ModelSpec
+    from simcore.workload.model import layer_shape, param_counts
+
+    reg = default_registry()
+    m = ModelSpec.model_validate(reg.model_preset(row.preset or ""))
+    pc = param_counts(m)
+    linear = (pc.attention_per_layer + pc.dense_mlp_per_layer) * m.layers
+    rest = pc.embedding + pc.lm_head + pc.norms_per_layer * m.layers
+    if row.precision == "fp4":
+        stored, elem = linear / 2 + linear / 16 + rest, 0.5
+    else:
+        stored, elem = linear + rest, float(1 if row.precision == "fp8" else 2)
+    mem = reg.device(reg.system(row.system or "").device).memory.capacity * row.tp
+    kv = 2 * m.layers * max(row.tp, m.kv_heads or m.heads) * layer_shape(m).head_dim * 1.0 * (row.isl + row.osl)
+    r = BENCH_KV_FRACTION * (mem - stored * elem) / kv
+    raw_bs = min(r, 4096)
+    raw_tok = min(raw_bs * (1 + row.isl / row.osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    return bs, max(tok, row.isl + bs)
+
+
 def settings(row: ServingRow) -> dict[str, Any]:
     """The scenario and serving fields a row runs with (module docstring: the engine's defaults)."""
     kv = row.kv_cache_dtype or ("fp8" if row.precision in ("fp8", "fp4") else row.precision)
@@ -272,13 +331,17 @@ def settings(row: ServingRow) -> dict[str, Any]:
     if row.rate is not None:
         what = "tokens a device a prefill step" if row.rate == "prefill" else "sequences a device decodes"
         return {**s, row.rate: f"{row.per_device} {what} at {row.isl} tokens", "decode_attention": "paged (engine kernels)"}
-    n = OFFLINE_REQUESTS if row.concurrency is None else 10 * row.concurrency
+    if row.concurrency is None:
+        n = NUM_REQUESTS.get((row.isl, row.osl), OFFLINE_REQUESTS)
+        batch, tokens = bench_limits(row) if dp == 1 else (MAX_BATCH, max(MAX_TOKENS, row.isl))
+    else:
+        n, batch, tokens = 10 * row.concurrency, row.concurrency, max(MAX_TOKENS, row.isl)
     return {
         **s,
         "requests": n * dp,
         "arrival": "all queued at t = 0",
-        "max_batch": (MAX_BATCH if row.concurrency is None else row.concurrency) * dp,
-        "max_batch_tokens": max(MAX_TOKENS, row.isl) * dp,
+        "max_batch": batch * dp,
+        "max_batch_tokens": tokens * dp,
         "kv_cache_free_gpu_mem_fraction": KV_FRACTION,
         "reserve_output_kv": True,
         "decode_attention": "paged (engine kernels)",

@@ -23,6 +23,7 @@ def _table(tmp_path: Path, *rows: dict[str, object]) -> Path:
 
 def test_rows_run_with_stated_settings_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(S, "OFFLINE_REQUESTS", 200)
+    monkeypatch.setattr(S, "NUM_REQUESTS", {})
     p = _table(
         tmp_path,
         {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP8", "isl": 1000, "osl": 1000, "value": 15000},
@@ -46,6 +47,24 @@ def test_rows_run_with_stated_settings_and_errors(tmp_path: Path, monkeypatch: p
     assert "not run: no simcore preset of Mystery 9B" in text and "2 of 4 rows ran" in text
 
 
+def test_offline_rows_run_trtllm_benchs_dataset_and_limits(tmp_path: Path) -> None:
+    """trtllm-bench's own max_batch_size / max_num_tokens (its tuning heuristic, by hand) and the overview's
+    num_requests per ISL/OSL."""
+    short, long_ = S.read_rows(_table(
+        tmp_path,
+        {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP8", "isl": 128, "osl": 2048, "value": 1},
+        {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP8", "isl": 20000, "osl": 2000, "value": 1},
+    ))  # fmt: skip
+    # 8B FP8 on 80 GiB: r = 0.95 (85.9e9 - 8.03e9 B) / (2 x 32 layers x 8 heads x 128 x 1 B x 2,176) = 519 requests
+    # -> 640 (128s); tokens 519 x (1 + 128/2048) = 551 -> 2,048 (at least), above 128 + 640
+    assert S.bench_limits(short) == (640, 2048)
+    # 22,000-token requests: r = 51 -> 64 (the floor); tokens raised to ISL + 64 (chunked prefill off)
+    assert S.bench_limits(long_) == (64, 20064)
+    s = S.settings(short)
+    assert (s["requests"], s["max_batch"], s["max_batch_tokens"]) == (3000, 640, 2048)
+    assert S.settings(long_)["requests"] == 1000
+
+
 def test_a_longer_published_row_than_the_context_is_reported_not_clipped(tmp_path: Path) -> None:
     row = S.read_rows(
         _table(tmp_path, {"gpu": "H100", "n": 1, "model": "Llama 3 8B", "prec": "FP8", "isl": 9000, "osl": 10, "value": 1})
@@ -62,6 +81,7 @@ def test_cli_serving_bad_table_is_one_line(tmp_path: Path) -> None:
 
 def test_moe_rows_run_with_attention_dp_and_wide_ep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(S, "OFFLINE_REQUESTS", 100)
+    monkeypatch.setattr(S, "NUM_REQUESTS", {})
     p = _table(tmp_path, {"gpu": "H100 SXM 80GB", "n": 4, "model": "Llama 4 Scout", "prec": "FP8", "isl": 128, "osl": 128,
                           "value": 1000})  # fmt: skip
     row = S.report(p)["rows"][0]
