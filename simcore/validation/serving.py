@@ -11,13 +11,14 @@ published engines").
 
 How a row is run
 ----------------
-* ``offline max-throughput`` (``trtllm-bench throughput``): every request queued at t = 0
-  (:data:`OFFLINE_REQUESTS` of them, the row's ISL and OSL), throughput = output tokens over first arrival to
+* ``offline max-throughput`` (``trtllm-bench throughput``): every request of the overview's dataset queued at
+  t = 0 (:data:`NUM_REQUESTS` of the row's ISL and OSL), throughput = output tokens over first arrival to
   last completion (trtllm-bench's ``total_output_throughput``). TensorRT-LLM's defaults (PyTorch backend,
   ``docs/stacks``: ``/work/shared/reference/stacks.md`` section 7): the ``GUARANTEED_NO_EVICT`` capacity
   scheduler (``reserve_output_kv``: a request is admitted with KV blocks for its whole output), chunked
-  context off (a step's token budget holds a whole prompt: ``max(max_num_tokens, ISL)``), ``max_batch_size``
-  2048 and ``max_num_tokens`` 8192 (the LLM API's), ``kv_cache_free_gpu_mem_fraction`` 0.95 (the row's note),
+  context off, ``max_batch_size`` and ``max_num_tokens`` as trtllm-bench picks them when not given
+  (:func:`bench_limits`; MoE rows: the LLM API's 2048 and 8192 per DP rank), ``kv_cache_free_gpu_mem_fraction``
+  0.95 (the row's note),
   CUDA graphs, its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
   NVFP4 weights with an FP8 KV cache.
 * a fixed concurrency (a batch of ``batch_or_concurrency`` requests kept full): ten times that many requests
