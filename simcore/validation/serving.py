@@ -19,7 +19,8 @@ How a row is run
   context off, ``max_batch_size`` and ``max_num_tokens`` as trtllm-bench picks them when not given
   (:func:`bench_limits`; MoE rows: the LLM API's 2048 and 8192 per DP rank), ``kv_cache_free_gpu_mem_fraction``
   0.95 (the row's note),
-  CUDA graphs, its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
+  CUDA graphs with padding to the overview's ``batch_sizes`` (dense rows: :func:`graph_sizes`; a decode batch runs
+  the next captured graph, whose dummy rows add GEMM rows but no KV), its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
   NVFP4 weights with an FP8 KV cache.
 * a fixed concurrency (a batch of ``batch_or_concurrency`` requests kept full): ten times that many requests
   queued at t = 0, at most that many running; tokens/s as output tokens over the run. Where the row states
@@ -62,6 +63,26 @@ MAX_TOKENS = 8192
 """``max_num_tokens`` of TensorRT-LLM's LLM API (stacks.md section 7)."""
 KV_FRACTION = 0.95
 """``kv_cache_free_gpu_mem_fraction`` the performance-overview rows state (the row's note)."""
+
+OVERVIEW_SOURCE = "NVIDIA/TensorRT-LLM@00f37686"
+"""The ``source`` of the performance-overview rows (``trtllm-bench throughput`` with the overview's options)."""
+
+OVERVIEW_GRAPH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
+"""``cuda_graph_config.batch_sizes`` of the ``llm_options.yml`` the performance overview runs with (``enable_padding:
+true``; NVIDIA/TensorRT-LLM@00f37686 docs/source/performance/perf-overview.md, "Running the Benchmark")."""
+
+
+def graph_sizes(max_batch: int, max_tokens: int) -> list[int]:
+    """The decode batches TensorRT-LLM captures from :data:`OVERVIEW_GRAPH_SIZES` with padding on
+    (``_torch/pyexecutor/model_engine.py`` ``_filter_cuda_graph_batch_sizes``): the sizes up to ``min(max_batch_size,
+    max_num_tokens)``, then that bound itself when a listed size exceeds it (a decode batch between the last size
+    and the bound is padded to the bound)."""
+    top = min(max_batch, max_tokens)
+    sizes = [b for b in OVERVIEW_GRAPH_SIZES if b <= top]
+    if top > sizes[-1] and top < OVERVIEW_GRAPH_SIZES[-1]:
+        sizes.append(top)
+    return sizes
+
 
 PRESETS = {
     "llama 3.1 8b": "llama3.1-8b",
@@ -337,6 +358,8 @@ def settings(row: ServingRow) -> dict[str, Any]:
         batch, tokens = bench_limits(row) if dp == 1 else (MAX_BATCH, max(MAX_TOKENS, row.isl))
     else:
         n, batch, tokens = 10 * row.concurrency, row.concurrency, max(MAX_TOKENS, row.isl)
+    if dp == 1 and row.concurrency is None and row.source == OVERVIEW_SOURCE:
+        s["cuda_graph_sizes"] = graph_sizes(batch, tokens)
     return {
         **s,
         "requests": n * dp,
@@ -387,6 +410,7 @@ def run_row(row: ServingRow) -> ServingRow:
                 max_batch_tokens=s["max_batch_tokens"],
                 reserve_output_kv=s["reserve_output_kv"],
                 attention_dp=dp,
+                cuda_graph_sizes=s.get("cuda_graph_sizes"),
                 # TensorRT-LLM's kv_cache_free_gpu_mem_fraction: of the memory left once the model is loaded
                 memory_utilization=KV_FRACTION,
                 memory_fraction_of="free",

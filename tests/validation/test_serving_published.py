@@ -65,6 +65,18 @@ def test_offline_rows_run_trtllm_benchs_dataset_and_limits(tmp_path: Path) -> No
     assert S.settings(long_)["requests"] == 1000
 
 
+def test_overview_rows_capture_trtllm_benchs_cuda_graphs() -> None:
+    """The overview's llm_options.yml batch sizes, filtered as TensorRT-LLM does (model_engine.py
+    _filter_cuda_graph_batch_sizes): sizes up to min(max_batch_size, max_num_tokens), then that bound (hand-checked)."""
+    assert S.graph_sizes(384, 2048) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 384]
+    assert S.graph_sizes(160, 2048)[-2:] == [128, 160]
+    assert S.graph_sizes(4096, 2048)[-1] == 2048  # a pure decode batch holds at most max_num_tokens sequences
+    assert S.graph_sizes(8192, 16384)[-1] == 8192
+    row = next(r for r in S.read_rows() if r.source == S.OVERVIEW_SOURCE and r.attention_dp == 1)
+    s = S.settings(row)
+    assert s["cuda_graph_sizes"] == S.graph_sizes(s["max_batch"], s["max_batch_tokens"])
+
+
 def test_a_longer_published_row_than_the_context_is_reported_not_clipped(tmp_path: Path) -> None:
     row = S.read_rows(
         _table(tmp_path, {"gpu": "H100", "n": 1, "model": "Llama 3 8B", "prec": "FP8", "isl": 9000, "osl": 10, "value": 1})
