@@ -115,7 +115,7 @@ def published(path: Path) -> None:
     TensorRT-LLM's perf-overview table: a check, nothing is fitted to it. Engine settings as
     trtllm-bench's defaults where the table says them (CUDA graphs, 0.95 of free memory for KV,
     FP8 weights and KV cache); batch 512 sequences and 8192 tokens per step are our guesses."""
-    rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r["model"] == "Llama 3.1 8B"]
+    rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r["model"] == "Llama 3.1 8B" and "H100" in r["gpu"]]
     print(f"{'ISL':>6s} {'OSL':>5s} {'published':>10s} {'simulated':>10s} {'ratio':>6s}  (output tokens/s)")
     ratios = []
     for r in rows:

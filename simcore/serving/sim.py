@@ -116,6 +116,15 @@ SATURATED = "saturated"
 half of the arrivals, 200 requests or more): the queue grows and latencies depend on the run's length."""
 
 
+def padded_slots_context(ctx: float, b: float, b_graph: float) -> float:
+    """Mean context (tokens) to price a decode of ``b`` sequences at mean context ``ctx`` padded to a CUDA graph of
+    ``b_graph`` rows: ``ctx b / b_graph``. The padding rows are dummy sequences (TensorRT-LLM's CUDA-graph dummy
+    requests hold one token; vLLM's and SGLang's padded rows have no KV): they add GEMM rows but read no KV, so the
+    step's attention reads the ``b ctx`` tokens of the real sequences (the paged decode kernels' time is linear in
+    the KV read; docs/serving.md, "CUDA graphs and padding")."""
+    return ctx * b / b_graph if b_graph > b else ctx
+
+
 @dataclass
 class StepModel:
     """Engine-step cost of one instance (``tp`` x ``pp`` GPUs), seconds.
@@ -204,8 +213,11 @@ class StepModel:
     ) -> float:  # fmt: skip
         """A step of ``b`` decodes at mean context ``ctx_mean`` tokens plus ``prefill_tokens``
         prompt tokens whose chunk attention (from :meth:`chunk_attention`) sums to ``attn``, s. The
-        decodes are priced as a batch of ``b_graph`` (default ``b``): the CUDA graph's padded size.
-        ``passes``: prefill passes of a ``separate_prefill`` engine (class docstring)."""
+        decodes are priced as a batch of ``b_graph`` (default ``b``): the CUDA graph's padded size
+        (:func:`padded_slots_context`: the padding rows hold no KV). ``passes``: prefill passes of a
+        ``separate_prefill`` engine (class docstring)."""
+        if b_graph is not None and b > 0:
+            ctx_mean = padded_slots_context(ctx_mean, b, b_graph)
         if self.separate_prefill and prefill_tokens > 0:
             gpu = self.rest_gpu(prefill_tokens) + (passes - 1) * self.rest_gpu(1.0) + self.attn[0] + attn
             pre = max(gpu, passes * self.host_prefill)
@@ -982,7 +994,8 @@ class _Instance:
         self._allocate(k)
         nd = self.nd
         if nd and not self.prefilling and (self.blocked or not self.waiting):
-            return self.m.decode(self._padded(nd), self._ctx(k)), []
+            bg = self._padded(nd)
+            return self.m.decode(bg, padded_slots_context(self._ctx(k), nd, bg)), []
         while True:
             cost, ptok, chunks = self._admit(k, self.budget if self.whole else self.budget - self.nd)
             if self.nd == 0 and not chunks:
@@ -1172,6 +1185,7 @@ class _Instance:
         col = self._cols.get(nd)  # the decode batch's column of step times (its CUDA graph's size)
         if col is None:
             col = self._cols[nd] = self.m.column(self._padded(nd))
+        share = nd / self._padded(nd)  # the padding rows read no KV (padded_slots_context)
         cg = self._cg
         jtop = self._ctop
         hd = self._hd
@@ -1190,7 +1204,7 @@ class _Instance:
         area = self.kv_area
         peak = self.kv_peak
         k = k0 = self.k
-        j = bisect_right(cg, self._ctx(k + 1)) - 1
+        j = bisect_right(cg, self._ctx(k + 1) * share) - 1
         j = 0 if j < 0 else (jtop if j > jtop else j)
         c0, lo = cg[j], col[j]
         dlo, dc = col[j + 1] - lo, cg[j + 1] - c0
@@ -1211,7 +1225,7 @@ class _Instance:
                 k -= 1
                 break
             free -= a
-            ctx = (S + nd * k) / nd if top is None else float(top + k)
+            ctx = ((S + nd * k) / nd if top is None else float(top + k)) * share
             if ctx >= c1:
                 while j < jtop and cg[j + 1] <= ctx:
                     j += 1

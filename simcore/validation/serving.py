@@ -11,14 +11,16 @@ published engines").
 
 How a row is run
 ----------------
-* ``offline max-throughput`` (``trtllm-bench throughput``): every request queued at t = 0
-  (:data:`OFFLINE_REQUESTS` of them, the row's ISL and OSL), throughput = output tokens over first arrival to
+* ``offline max-throughput`` (``trtllm-bench throughput``): every request of the overview's dataset queued at
+  t = 0 (:data:`NUM_REQUESTS` of the row's ISL and OSL), throughput = output tokens over first arrival to
   last completion (trtllm-bench's ``total_output_throughput``). TensorRT-LLM's defaults (PyTorch backend,
   ``docs/stacks``: ``/work/shared/reference/stacks.md`` section 7): the ``GUARANTEED_NO_EVICT`` capacity
   scheduler (``reserve_output_kv``: a request is admitted with KV blocks for its whole output), chunked
-  context off (a step's token budget holds a whole prompt: ``max(max_num_tokens, ISL)``), ``max_batch_size``
-  2048 and ``max_num_tokens`` 8192 (the LLM API's), ``kv_cache_free_gpu_mem_fraction`` 0.95 (the row's note),
-  CUDA graphs, its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
+  context off, ``max_batch_size`` and ``max_num_tokens`` as trtllm-bench picks them when not given
+  (:func:`bench_limits`; MoE rows: the LLM API's 2048 and 8192 per DP rank), ``kv_cache_free_gpu_mem_fraction``
+  0.95 (the row's note),
+  CUDA graphs with padding to the overview's ``batch_sizes`` (dense rows: :func:`graph_sizes`; a decode batch runs
+  the next captured graph, whose dummy rows add GEMM rows but no KV), its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
   NVFP4 weights with an FP8 KV cache.
 * a fixed concurrency (a batch of ``batch_or_concurrency`` requests kept full): ten times that many requests
   queued at t = 0, at most that many running; tokens/s as output tokens over the run. Where the row states
@@ -28,6 +30,7 @@ How a row is run
 from __future__ import annotations
 
 import csv
+import math
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -37,7 +40,6 @@ from typing import Any
 import numpy as np
 
 from simcore.errors import SimcoreError
-from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.registry import default_registry
 from simcore.specs.scenario import ModelSpec
 from simcore.specs.serving import ServingSpec, ep_exchange
@@ -46,15 +48,44 @@ from simcore.workload.model import layer_shape, param_counts
 DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
 
 OFFLINE_REQUESTS = 1000
-"""Requests of an offline max-throughput row, all queued at t = 0 (TensorRT-LLM's tables run 1,000-3,000 a
-row; with a batch of up to 2,048 the ramp and drain are a small share of the run either way)."""
+"""Requests of an offline max-throughput row whose ISL/OSL pair :data:`NUM_REQUESTS` does not list."""
+
+NUM_REQUESTS = {
+    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
+    (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
+}  # fmt: skip
+"""``$num_requests`` of TensorRT-LLM's performance overview by (ISL, OSL) (its "Preparing a Dataset" table,
+NVIDIA/TensorRT-LLM@00f37686 docs/source/performance/perf-overview.md): the dataset each row ran. It matters:
+with uniform requests queued at once the batch runs in waves of the KV cache's capacity, and the last, partial
+wave decodes a whole output at a small batch, a share of the run that shrinks with the request count."""
 
 MAX_BATCH = 2048
-"""``max_batch_size`` of TensorRT-LLM's LLM API (stacks.md section 7; UNCERTAIN there, not a fit)."""
+"""``max_batch_size`` of TensorRT-LLM's LLM API (stacks.md section 7; UNCERTAIN there, not a fit): the limit of a
+fixed-concurrency row (an offline row takes :func:`bench_limits`)."""
 MAX_TOKENS = 8192
 """``max_num_tokens`` of TensorRT-LLM's LLM API (stacks.md section 7)."""
 KV_FRACTION = 0.95
 """``kv_cache_free_gpu_mem_fraction`` the performance-overview rows state (the row's note)."""
+
+OVERVIEW_SOURCE = "NVIDIA/TensorRT-LLM@00f37686"
+"""The ``source`` of the performance-overview rows (``trtllm-bench throughput`` with the overview's options)."""
+
+OVERVIEW_GRAPH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
+"""``cuda_graph_config.batch_sizes`` of the ``llm_options.yml`` the performance overview runs with (``enable_padding:
+true``; NVIDIA/TensorRT-LLM@00f37686 docs/source/performance/perf-overview.md, "Running the Benchmark")."""
+
+
+def graph_sizes(max_batch: int, max_tokens: int) -> list[int]:
+    """The decode batches TensorRT-LLM captures from :data:`OVERVIEW_GRAPH_SIZES` with padding on
+    (``_torch/pyexecutor/model_engine.py`` ``_filter_cuda_graph_batch_sizes``): the sizes up to ``min(max_batch_size,
+    max_num_tokens)``, then that bound itself when a listed size exceeds it (a decode batch between the last size
+    and the bound is padded to the bound)."""
+    top = min(max_batch, max_tokens)
+    sizes = [b for b in OVERVIEW_GRAPH_SIZES if b <= top]
+    if top > sizes[-1] and top < OVERVIEW_GRAPH_SIZES[-1]:
+        sizes.append(top)
+    return sizes
+
 
 PRESETS = {
     "llama 3.1 8b": "llama3.1-8b",
@@ -86,45 +117,6 @@ builds TensorRT-LLM engines (``trtllm-build``) and times them with TensorRT-LLM'
 checkpoint (FP8 weights, no ``--kv_cache_dtype``: the KV cache in the activations' 16 bits)."""
 AZURE_PRECISION = {"llama 3 405b": ("fp8", "bf16")}
 """(weights, KV cache) of an Azure row by model; every other model ``("fp8", "fp8")`` (:data:`AZURE`)."""
-
-TRTLLM_BENCH_REQUESTS = {
-    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
-    (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
-}  # fmt: skip
-"""``$num_requests`` of each ISL/OSL pair in the performance overview's dataset table (perf-overview.md at the
-rows' commit, "Preparing a Dataset")."""
-
-
-def trtllm_bench_limits(preset: str, tp: int, isl: int, osl: int, weight_bytes: float, kv_bytes: float,
-                        device_bytes: float, fraction: float = KV_FRACTION) -> tuple[int, int]:  # fmt: skip
-    """``(max_batch_size, max_num_tokens)`` that ``trtllm-bench throughput`` picks when the command gives
-    neither, as the performance overview's commands do (``tensorrt_llm/bench/build/tuning.py``
-    ``calc_engine_setting`` and ``finetune_setting``, ``bench/benchmark/utils/general.py`` ``get_settings``):
-    requests that fit the KV cache of ``tp`` GPUs (their memory less the checkpoint, times ``fraction``, over
-    ``2 x layers x max(tp, kv_heads) x head_dim x kv_bytes`` a token of ``isl + osl``), rounded up to 32 (at
-    least 64) below 256, to 128 below 1,024, else to 256 (at most 4,096); tokens ``requests x (1 + isl/osl)``
-    (at most 32,768) rounded up to 256 (at least 2,048), 512 or 1,024, and with chunked prefill off at least
-    ``isl + max_batch_size``. GiB throughout, as the source. With attention DP each rank takes these limits."""
-    import math
-
-    m = _model(preset)
-    shape = layer_shape(m)
-    gib = 1024.0**3
-    per_token = 2 * m.layers * max(tp, shape.kv_heads) * shape.head_dim * kv_bytes / gib
-    cache = (device_bytes * tp - weight_bytes) / gib * fraction
-    requests = cache / (per_token * (isl + osl))
-    raw_bs = min(requests, 4096)
-    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    step = 256 if raw_tok < 4096 else 512 if raw_tok < 8192 else 1024
-    tok = max(2048 if step == 256 else 0, step * math.ceil(raw_tok / step))
-    return bs, max(tok, isl + bs)
-
 
 def _model(preset: str) -> ModelSpec:
     return ModelSpec(**{k: v for k, v in default_registry().model_preset(preset).items() if k not in ("name", "aliases")})
@@ -308,6 +300,58 @@ def _rate_row(row: ServingRow, r: dict[str, str]) -> None:
         row.problem = f"{m}: not a metric the study knows"
 
 
+BENCH_KV_FRACTION = 0.95
+"""``kv_cache_gpu_mem_fraction`` default of trtllm-bench's ``calc_engine_setting`` (the rows' 0.95 too)."""
+
+
+def bench_limits(row: ServingRow, dp: int = 1) -> tuple[int, int]:
+    """``max_batch_size`` and ``max_num_tokens`` that ``trtllm-bench throughput`` picks when neither is given (the
+    performance overview gives neither): NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``
+    ``calc_engine_setting`` + ``finetune_setting``, called from ``bench/benchmark/utils/general.py``
+    ``get_settings`` with the dataset's ISL and OSL (docs/serving.md, "Validation against published engines").
+
+    Requests the group's KV cache holds: ``r = f (G M - P b) / (2 L max(tp, kv_heads) d b_kv (ISL + OSL))`` with
+    ``M`` the device memory, ``G`` GPUs, ``P`` the checkpoint's stored element count at ``b`` bytes each (FP8: 1;
+    NVFP4: 0.5, over safetensors elements that pack two 4-bit weights into one byte, beside an FP8 scale per 16
+    weights and the bf16 embedding and head), ``b_kv`` 1 (FP8 cache), ``f`` 0.95. Then ``max_batch_size`` is
+    ``min(r, 4096)`` rounded up (to 32s below 256 with 64 at least, to 128s below 1,024, else to 256s) and
+    ``max_num_tokens`` is ``min(r (1 + ISL / OSL), 32768)`` rounded up (to 256s below 4,096 with 2,048 at least,
+    to 512s below 8,192, else to 1,024s), raised to ``ISL + max_batch_size`` (chunked prefill off). With attention
+    DP (``dp`` ranks) the command's ``--tp`` is every GPU of the row (``G = dp x tp``) and each rank takes these
+    limits."""
+    from simcore.specs.scenario import ModelSpec
+
+    reg = default_registry()
+    m = ModelSpec.model_validate(reg.model_preset(row.preset or ""))
+    pc = param_counts(m)
+    linear = (pc.attention_per_layer * m.layers + pc.dense_mlp_per_layer * pc.dense_layers
+              + (pc.moe_layer_experts + pc.moe_layer_shared) * pc.moe_layers)  # fmt: skip
+    gpus = row.tp * dp
+    rest = pc.embedding + pc.lm_head + pc.norms_per_layer * m.layers
+    if row.precision == "fp4":
+        stored, elem = linear / 2 + linear / 16 + rest, 0.5
+    else:
+        stored, elem = linear + rest, float(1 if row.precision == "fp8" else 2)
+    mem = reg.device(reg.system(row.system or "").device).memory.capacity * gpus
+    kv = 2 * m.layers * max(gpus, m.kv_heads or m.heads) * layer_shape(m).head_dim * 1.0 * (row.isl + row.osl)
+    r = BENCH_KV_FRACTION * (mem - stored * elem) / kv
+    raw_bs = min(r, 4096)
+    raw_tok = min(raw_bs * (1 + row.isl / row.osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    return bs, max(tok, row.isl + bs)
+
+
 def settings(row: ServingRow) -> dict[str, Any]:
     """The scenario and serving fields a row runs with (module docstring: the engine's defaults)."""
     kv = row.kv_cache_dtype or ("fp8" if row.precision in ("fp8", "fp4") else row.precision)
@@ -324,15 +368,13 @@ def settings(row: ServingRow) -> dict[str, Any]:
     if row.rate is not None:
         what = "tokens a device a prefill step" if row.rate == "prefill" else "sequences a device decodes"
         return {**s, row.rate: f"{row.per_device} {what} at {row.isl} tokens", "decode_attention": "paged (engine kernels)"}
-    n = (OFFLINE_REQUESTS if row.concurrency is None else 10 * row.concurrency) * dp
-    batch, tokens = (MAX_BATCH if row.concurrency is None else row.concurrency), max(MAX_TOKENS, row.isl)
-    if dp > 1 and row.concurrency is None and row.preset and row.system:
-        # trtllm-bench's own limits for the command's --tp (the GPUs of the row), per DP rank
-        reg = default_registry()
-        weights = param_counts(_model(row.preset)).total * DTYPE_BYTES[row.precision]
-        capacity = reg.device(reg.system(row.system).device).memory.capacity
-        batch, tokens = trtllm_bench_limits(row.preset, dp * row.tp, row.isl, row.osl, weights, DTYPE_BYTES[kv], capacity)
-        n = TRTLLM_BENCH_REQUESTS.get((row.isl, row.osl), n)
+    if row.concurrency is None:
+        n = NUM_REQUESTS.get((row.isl, row.osl), OFFLINE_REQUESTS * dp)
+        batch, tokens = bench_limits(row, dp) if row.preset and row.system else (MAX_BATCH, max(MAX_TOKENS, row.isl))
+    else:
+        n, batch, tokens = 10 * row.concurrency * dp, row.concurrency, max(MAX_TOKENS, row.isl)
+    if dp == 1 and row.concurrency is None and row.source == OVERVIEW_SOURCE:
+        s["cuda_graph_sizes"] = graph_sizes(batch, tokens)
     return {
         **s,
         "requests": n,
@@ -384,6 +426,7 @@ def run_row(row: ServingRow) -> ServingRow:
                 reserve_output_kv=s["reserve_output_kv"],
                 attention_dp=dp,
                 ep_exchange=s.get("ep_exchange"),
+                cuda_graph_sizes=s.get("cuda_graph_sizes"),
                 # TensorRT-LLM's kv_cache_free_gpu_mem_fraction: of the memory left once the model is loaded
                 memory_utilization=KV_FRACTION,
                 memory_fraction_of="free",

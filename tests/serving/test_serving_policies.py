@@ -9,6 +9,7 @@ import pytest
 
 from simcore.errors import SpecError
 from simcore.serving import ServingSpec, simulate
+from simcore.serving import sim as S
 from simcore.specs.serving import engine_settings, with_engine
 from tests.serving.test_serving import run, scen
 
@@ -49,10 +50,21 @@ def test_cuda_graph_padding_prices_the_padded_batch() -> None:
     r = run(requests=1, prompt=512, output=10, cuda_graph_sizes=[8, 16])
     sm = r.step_models["tp1"]
     ttft = sm.rest_gpu(512) + sm.attention(512)
-    decode = sum(sm.decode(8, 512 + 1 + j) for j in range(9))  # one sequence runs the batch-8 graph
+    # one sequence runs the batch-8 graph: GEMMs of 8 rows, the KV of the one real sequence (the 7 dummies hold none)
+    decode = sum(sm.decode(8, (512 + 1 + j) / 8) for j in range(9))
     assert r.log.e2e[0] == pytest.approx(ttft + decode, rel=1e-12)
     plain = run(requests=1, prompt=512, output=10).log.e2e[0]
     assert r.log.e2e[0] >= plain
+
+
+def test_padding_rows_read_no_kv() -> None:
+    """A decode of b sequences at context c padded to g rows is priced at g rows and context c b / g: the KV read is
+    the real sequences' (hand-computed)."""
+    assert S.padded_slots_context(1000.0, 3, 4) == 750.0
+    assert S.padded_slots_context(1000.0, 4, 4) == 1000.0
+    sm = run(requests=1, prompt=512, output=2).step_models["tp1"]
+    ctx, b, g = 2000.0, 6, 8
+    assert sm.step_time(b, ctx, 0, 0.0, b_graph=g) == pytest.approx(sm.decode(g, ctx * b / g), rel=1e-12)
 
 
 SATURATED: dict[str, Any] = {

@@ -23,6 +23,7 @@ def _table(tmp_path: Path, *rows: dict[str, object]) -> Path:
 
 def test_rows_run_with_stated_settings_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(S, "OFFLINE_REQUESTS", 200)
+    monkeypatch.setattr(S, "NUM_REQUESTS", {})
     p = _table(
         tmp_path,
         {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP8", "isl": 1000, "osl": 1000, "value": 15000},
@@ -46,6 +47,36 @@ def test_rows_run_with_stated_settings_and_errors(tmp_path: Path, monkeypatch: p
     assert "not run: no simcore preset of Mystery 9B" in text and "2 of 4 rows ran" in text
 
 
+def test_offline_rows_run_trtllm_benchs_dataset_and_limits(tmp_path: Path) -> None:
+    """trtllm-bench's own max_batch_size / max_num_tokens (its tuning heuristic, by hand) and the overview's
+    num_requests per ISL/OSL."""
+    short, long_ = S.read_rows(_table(
+        tmp_path,
+        {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP8", "isl": 128, "osl": 2048, "value": 1},
+        {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP8", "isl": 20000, "osl": 2000, "value": 1},
+    ))  # fmt: skip
+    # 8B FP8 on 80 GiB: r = 0.95 (85.9e9 - 8.03e9 B) / (2 x 32 layers x 8 heads x 128 x 1 B x 2,176) = 519 requests
+    # -> 640 (128s); tokens 519 x (1 + 128/2048) = 551 -> 2,048 (at least), above 128 + 640
+    assert S.bench_limits(short) == (640, 2048)
+    # 22,000-token requests: r = 51 -> 64 (the floor); tokens raised to ISL + 64 (chunked prefill off)
+    assert S.bench_limits(long_) == (64, 20064)
+    s = S.settings(short)
+    assert (s["requests"], s["max_batch"], s["max_batch_tokens"]) == (3000, 640, 2048)
+    assert S.settings(long_)["requests"] == 1000
+
+
+def test_overview_rows_capture_trtllm_benchs_cuda_graphs() -> None:
+    """The overview's llm_options.yml batch sizes, filtered as TensorRT-LLM does (model_engine.py
+    _filter_cuda_graph_batch_sizes): sizes up to min(max_batch_size, max_num_tokens), then that bound (hand-checked)."""
+    assert S.graph_sizes(384, 2048) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 384]
+    assert S.graph_sizes(160, 2048)[-2:] == [128, 160]
+    assert S.graph_sizes(4096, 2048)[-1] == 2048  # a pure decode batch holds at most max_num_tokens sequences
+    assert S.graph_sizes(8192, 16384)[-1] == 8192
+    row = next(r for r in S.read_rows() if r.source == S.OVERVIEW_SOURCE and r.attention_dp == 1)
+    s = S.settings(row)
+    assert s["cuda_graph_sizes"] == S.graph_sizes(s["max_batch"], s["max_batch_tokens"])
+
+
 def test_a_longer_published_row_than_the_context_is_reported_not_clipped(tmp_path: Path) -> None:
     row = S.read_rows(
         _table(tmp_path, {"gpu": "H100", "n": 1, "model": "Llama 3 8B", "prec": "FP8", "isl": 9000, "osl": 10, "value": 1})
@@ -62,7 +93,7 @@ def test_cli_serving_bad_table_is_one_line(tmp_path: Path) -> None:
 
 def test_moe_rows_run_with_attention_dp_and_wide_ep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(S, "OFFLINE_REQUESTS", 100)
-    monkeypatch.setattr(S, "TRTLLM_BENCH_REQUESTS", {})
+    monkeypatch.setattr(S, "NUM_REQUESTS", {})
     p = _table(tmp_path, {"gpu": "H100 SXM 80GB", "n": 4, "model": "Llama 4 Scout", "prec": "FP8", "isl": 128, "osl": 128,
                           "value": 1000})  # fmt: skip
     row = S.report(p)["rows"][0]
@@ -74,18 +105,17 @@ def test_moe_rows_run_with_attention_dp_and_wide_ep(tmp_path: Path, monkeypatch:
     assert "attention DP over the 4 GPUs" in " ".join(row["assumed"])
 
 
-def test_trtllm_bench_limits_by_hand() -> None:
-    """tuning.py's heuristic on Llama 4 Scout (48 layers, 8 KV heads of 128, FP8 cache), 4 GPUs of 80 GiB, a
-    100 GiB checkpoint: (320 - 100) x 0.95 = 209 GiB over 98,304 B a token."""
-    gib = 1024.0**3
-    per_token = 2 * 48 * 8 * 128 / gib
-    # 128/2048: 209 / (per_token x 2176) = 1049 requests -> 1280 (256s); 1049 x 1.0625 = 1115 tokens -> 2048
-    assert 209 / (per_token * 2176) == pytest.approx(1049.1, abs=0.1)
-    assert S.trtllm_bench_limits("llama4-scout", 4, 128, 2048, 100 * gib, 1.0, 80 * gib) == (1280, 2048)
-    # 5000/500: 415 requests -> 512 (128s); 415 x 11 = 4566 tokens -> 4608 (512s); no chunking: 5000 + 512
-    assert S.trtllm_bench_limits("llama4-scout", 4, 5000, 500, 100 * gib, 1.0, 80 * gib) == (512, 5512)
-    # few requests (4.75 GiB: 12.7 of 4,096 tokens): at least 64 sequences; 2,048 tokens, then ISL + 64
-    assert S.trtllm_bench_limits("llama4-scout", 4, 2048, 2048, 315 * gib, 1.0, 80 * gib) == (64, 2112)
+def test_bench_limits_under_attention_dp_are_the_whole_groups(tmp_path: Path) -> None:
+    """With attention DP the command's --tp is every GPU of the row: ``dp`` ranks of tp 1 take the limits of one
+    group of ``dp`` GPUs (each rank then holds them), and MoE experts count in the checkpoint."""
+    (row,) = S.read_rows(_table(tmp_path, {"gpu": "H100 SXM 80GB", "n": 4, "model": "Llama 4 Scout", "prec": "FP8",
+                                            "isl": 128, "osl": 2048, "value": 1}))  # fmt: skip
+    import dataclasses
+
+    one = dataclasses.replace(row, tp=1)
+    assert S.bench_limits(one, dp=4) == S.bench_limits(dataclasses.replace(row, tp=4))
+    # Scout's 16 experts of 109 B parameters leave less KV room on 4 GPUs than its attention alone would
+    assert S.bench_limits(one, dp=4)[0] < S.bench_limits(dataclasses.replace(row, tp=4, preset="llama3.1-8b"))[0]
 
 
 AZURE = (
