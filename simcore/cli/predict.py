@@ -289,7 +289,7 @@ def _predict_jobs(path: str, overrides: bool, engine: str, explain: bool, as_jso
             j.name,
             f"{_span(j.systems)} ({j.gpus} GPUs)",
             f"tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} cp {lay['cp']}",
-            f"{j.dp_slowdown_alone:.2f}x / {j.dp_slowdown_together:.2f}x",
+            f"{j.dp_contention_alone:.2f}x / {j.dp_contention_together:.2f}x",
             units.fmt(j.step_time_alone_s, "time"),
             units.fmt(j.step_time_together_s, "time"),
             f"{j.slowdown:.3f}x",

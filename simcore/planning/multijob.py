@@ -3,12 +3,13 @@
 
 Each job of a multi-job file (:func:`simcore.specs.multijob.load_multi_job`) runs on its own systems of
 one cluster, so jobs share no NVLink domain; what they share is the scale-out fabric. The flow model
-(:func:`simcore.comm.flow.round_slowdown`) lays one round of every data-parallel group of every
-pipeline stage of a job (:func:`simcore.comm.flow.data_parallel_groups`, the job's ranks on its systems)
-on the cluster's topology graph, links shared max-min fairly: first the job's groups
-alone (the other jobs idle), then every job's groups together. A job's factor is its slowest group's;
-it multiplies the job's data-parallel collectives (``TrainingLayout.dp_slowdown``) in two analytic
-predictions of the job, alone and together, whose step times give the slowdown.
+(:func:`simcore.comm.flow.network_slowdown`) lays one round of every data-parallel group of every
+pipeline stage of a job (:func:`simcore.comm.flow.data_parallel_groups`, the job's ranks on its systems:
+the groups ``predict`` lays for the job alone) on the cluster's topology graph, links shared max-min
+fairly: first the job's groups alone (the other jobs idle), then every job's groups together. A job's
+factor is its slowest group's network slowdown; it divides the network rate of the job's data-parallel
+collectives (``TrainingLayout.dp_contention``) in two analytic predictions of the job, alone and
+together, whose step times give the slowdown.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from simcore.comm.flow import data_parallel_groups, round_slowdown
+from simcore.comm.flow import ROUND_BYTES, data_parallel_contention, data_parallel_groups, network_slowdown
 from simcore.comm.topology import build_topology
 from simcore.errors import SimcoreError, SpecError
 from simcore.prediction import layout_of, predict_training
@@ -29,10 +30,6 @@ from simcore.specs.registry import default_registry
 from simcore.specs.resolve import find_scenario, resolve_cluster
 
 _T = TypeVar("_T")
-
-MESSAGE_BYTES = 1e9
-"""Bytes of the all-reduce whose one round is laid on the graph (the slowdown is a ratio of rates, the
-same for any size that the bandwidth bounds)."""
 
 
 class JobResult(BaseModel):
@@ -45,9 +42,10 @@ class JobResult(BaseModel):
     systems: list[int]
     """The cluster's systems (0-based) the job runs on."""
     layout: dict[str, Any]
-    dp_slowdown_alone: float
-    """The job's data-parallel collectives' contention factor with the other jobs idle."""
-    dp_slowdown_together: float
+    dp_contention_alone: float
+    """How many times slower than the NIC share the job's data-parallel network flows move with the other
+    jobs idle (:func:`simcore.comm.flow.network_slowdown`)."""
+    dp_contention_together: float
     """The same with every job's data-parallel collectives on the fabric at once."""
     step_time_alone_s: float
     step_time_together_s: float
@@ -100,24 +98,24 @@ def predict_jobs(path: str | os.PathLike[str] | dict[str, Any]) -> MultiJobResul
             raise SpecError(e.problem, file=file, field=field) from None
 
     groups = [of_job(i, functools.partial(_groups, j, cluster.gpus_per_node)) for i, j in enumerate(jobs)]
-    calls = [("all_reduce", MESSAGE_BYTES, g) for gs in groups for g in gs]
-    together = round_slowdown(topo, calls) if calls else []
+    calls = [("all_reduce", ROUND_BYTES, g) for gs in groups for g in gs]
+    together = network_slowdown(topo, calls) if calls else []
     out: list[JobResult] = []
     at = 0
     for i, (job, gs) in enumerate(zip(jobs, groups, strict=True)):
-        alone_f = max(round_slowdown(topo, [("all_reduce", MESSAGE_BYTES, g) for g in gs]), default=1.0)
+        alone_f = data_parallel_contention(topo, gs)
         with_f = max(max(together[at : at + len(gs)], default=1.0), alone_f)
         at += len(gs)
-        a = of_job(i, functools.partial(predict_training, job.scenario, dp_slowdown=alone_f))
-        t = of_job(i, functools.partial(predict_training, job.scenario, dp_slowdown=with_f))
+        a = of_job(i, functools.partial(predict_training, job.scenario, dp_contention=alone_f))
+        t = of_job(i, functools.partial(predict_training, job.scenario, dp_contention=with_f))
         out.append(
             JobResult(
                 name=job.name,
                 gpus=a.gpus,
                 systems=list(job.systems),
                 layout=a.layout,
-                dp_slowdown_alone=alone_f,
-                dp_slowdown_together=with_f,
+                dp_contention_alone=alone_f,
+                dp_contention_together=with_f,
                 step_time_alone_s=a.step_time_s,
                 step_time_together_s=t.step_time_s,
                 slowdown=t.step_time_s / a.step_time_s,
