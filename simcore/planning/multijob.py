@@ -125,7 +125,9 @@ def predict_jobs(path: str | os.PathLike[str] | dict[str, Any]) -> MultiJobResul
         )
     notes = [
         "contention of the data-parallel collectives only (every stage's groups, one round each, at once); "
-        "tensor-, pipeline- and expert-parallel traffic stays inside each job's systems or is priced alone"
+        "tensor-, pipeline- and expert-parallel traffic stays inside each job's systems or is priced alone",
+        "together assumes every job's data-parallel reductions coincide (the worst case; the jobs' steps "
+        "are not phase-aligned, so on average they overlap less)",
     ]
     idle = cluster.nodes - sum(len(j.systems) for j in jobs)
     if idle:
