@@ -915,6 +915,9 @@ class _DataParallel:
     fsdp_copy: Num
     """FSDP2's copy-out kernels (compute stream), per step."""
     gil: Num
+    busy: Num = 0.0
+    """Seconds per step the data-parallel collectives move bytes, exposed or not (DDP: the all-reduce;
+    ZeRO-1/2: reduce-scatter and all-gather; ZeRO-3: two gathers and a reduce-scatter per micro-batch)."""
 
 
 def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankParams) -> _DataParallel:
@@ -1003,6 +1006,11 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         _ddp_copy(s, params, zeros),
         copy_out * s.m,
         _dataparallel_launch(s, work, pipe),
+        np.where(
+            dp > 1,
+            np.select([zero3, zero12, s.single_proc], [(2.0 * ag + rs) * s.m, dp_grad + ag, dp_legacy], dp_grad),
+            0.0,
+        ),
     )
 
 
@@ -1424,6 +1432,7 @@ def evaluate(
         "p2p_s": pipe.c,
         "dp_comm_s": np.where(s.zero3, dpc.zero3_exposed, dp_comm),
         "dp_tail_s": dpc.dp_tail,
+        "dp_busy_s": dpc.busy,
         "host_tail_s": dpc.gil + dpc.ddp_copy + dpc.fsdp_copy + optm.h_end,
         "optimizer_s": opt,
         "buckets": dpc.buckets,

@@ -67,6 +67,21 @@ def test_scattered_jobs_on_an_oversubscribed_spine() -> None:
     assert [j.systems for j in r.jobs] == [[0, 2], [1, 3]]
 
 
+def test_phased_jobs_weigh_the_other_by_its_duty_cycle() -> None:
+    # two jobs: job a's reduction meets b's a fraction u_b of the time (b's data-parallel seconds over its
+    # step, alone), so a's factor is 2 + u_b (4 - 2); its step lies between alone and together
+    r = predict_jobs(_file(4.0))
+    a, b = r.jobs
+    for me, other in ((a, b), (b, a)):
+        assert 0.0 < other.dp_duty < 1.0
+        assert me.dp_contention_phased == pytest.approx(2.0 + other.dp_duty * 2.0, rel=1e-9)
+        assert me.step_time_alone_s < me.step_time_phased_s < me.step_time_together_s
+    # the duty cycle: ZeRO-1's reduce-scatter and all-gather of the gradients' and weights' bytes, no
+    # overlap here, so exactly the exposed data-parallel seconds of the step alone
+    assert a.dp_duty == pytest.approx(a.dp_comm_alone_s / a.step_time_alone_s, rel=1e-6)
+    assert any("phased" in n for n in r.notes)
+
+
 def test_non_blocking_fabric_no_slowdown() -> None:
     r = predict_jobs(_file(1.0))
     for j in r.jobs:
