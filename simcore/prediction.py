@@ -285,7 +285,7 @@ def _require_offload(sc: Scenario) -> None:
         )
 
 
-def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float]) -> list[str]:
+def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float], cluster: ClusterInfo) -> list[str]:
     """The notes of a prediction with offload: what moves over the host link, what shows in the step,
     what stays in host memory (docs/parallelism.md, Offload)."""
     tr = sc.training
@@ -300,11 +300,13 @@ def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float]) -> l
         )
     if "optimizer_offload_s" in x:
         how = "pipelined" if tr.optimizer_offload_overlap else "one after another"
+        stream = cluster.system.host_memory_stream is not None
+        bw_kind = "STREAM triad bandwidth per GPU" if stream else "peak bandwidth per GPU: no STREAM figure cited"
         notes.append(
             f"optimizer offload: {tr.optimizer_offload_fraction:.0%} of the optimizer state "
             f"({mem['host_optimizer'] / M.GiB:.2f} GiB per GPU) on the host; gradients down "
             f"{x['optimizer_offload_d2h_s'] * 1e3:.1f} ms, CPU update {x['optimizer_offload_cpu_s'] * 1e3:.1f} ms "
-            f"(at the CPU memory's peak bandwidth per GPU), weights up {x['optimizer_offload_h2d_s'] * 1e3:.1f} ms, "
+            f"(at the CPU memory's {bw_kind}), weights up {x['optimizer_offload_h2d_s'] * 1e3:.1f} ms, "
             f"{how}: {x['optimizer_offload_s'] * 1e3:.1f} ms beside the GPU's update of the rest"
         )
     return notes
@@ -411,7 +413,7 @@ def predict_training(
         notes.append(f"precision {tr.precision}: {rec.description}; kept in bf16: {kept}")
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
-    notes.extend(_offload_notes(sc, ev, mem))
+    notes.extend(_offload_notes(sc, ev, mem, cluster))
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}
