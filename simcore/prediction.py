@@ -285,7 +285,7 @@ def _require_offload(sc: Scenario) -> None:
         )
 
 
-def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float]) -> list[str]:
+def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float], cluster: ClusterInfo) -> list[str]:
     """The notes of a prediction with offload: what moves over the host link, what shows in the step,
     what stays in host memory (docs/parallelism.md, Offload)."""
     tr = sc.training
@@ -300,11 +300,13 @@ def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float]) -> l
         )
     if "optimizer_offload_s" in x:
         how = "pipelined" if tr.optimizer_offload_overlap else "one after another"
+        stream = cluster.system.host_memory_stream is not None
+        bw_kind = "STREAM triad bandwidth per GPU" if stream else "peak bandwidth per GPU: no STREAM figure cited"
         notes.append(
             f"optimizer offload: {tr.optimizer_offload_fraction:.0%} of the optimizer state "
             f"({mem['host_optimizer'] / M.GiB:.2f} GiB per GPU) on the host; gradients down "
             f"{x['optimizer_offload_d2h_s'] * 1e3:.1f} ms, CPU update {x['optimizer_offload_cpu_s'] * 1e3:.1f} ms "
-            f"(at the CPU memory's peak bandwidth per GPU), weights up {x['optimizer_offload_h2d_s'] * 1e3:.1f} ms, "
+            f"(at the CPU memory's {bw_kind}), weights up {x['optimizer_offload_h2d_s'] * 1e3:.1f} ms, "
             f"{how}: {x['optimizer_offload_s'] * 1e3:.1f} ms beside the GPU's update of the rest"
         )
     return notes
@@ -321,29 +323,26 @@ def stack_note(stack: str, chosen: list[Chosen]) -> list[str]:
 
 
 def evaluate_training(
-    sc: Scenario, cluster: ClusterInfo | None = None, dp_slowdown: float | None = None
+    sc: Scenario, cluster: ClusterInfo | None = None, dp_contention: float | None = None
 ) -> tuple[ClusterInfo, dict[str, Any], T.TrainingEval]:
     """Resolve a training scenario (its stack's defaults where it gives none, :func:`with_stack`) and run
     the analytic engine on its (scalar) layout (on ``cluster`` when given: one already resolved, e.g.
-    power-capped). ``dp_slowdown``: the data-parallel collectives' contention factor when the caller
-    has it (several jobs on one fabric, :mod:`simcore.planning.multijob`); else the flow model's for
-    this job alone on an oversubscribed fabric."""
+    power-capped). ``dp_contention``: the data-parallel groups' network slowdown when the caller has it
+    (several jobs on one fabric, :mod:`simcore.planning.multijob`); else, on an oversubscribed fabric,
+    the flow model's for this job alone (``TrainingLayout.dp_contention``)."""
     sc = with_stack(sc)[0]
     if sc.training is None:
         raise SpecError("needs a training scenario", field="kind")
     if cluster is None:
         cluster = on_mig(resolve_cluster(sc.cluster, default_registry()), sc.cluster.mig)
     lay = layout_of(sc, cluster)
-    if dp_slowdown is not None:
-        if dp_slowdown > 1.0:
-            lay["dp_slowdown"] = dp_slowdown
-    elif cluster.fabric.oversubscription > 1:
+    if dp_contention is None and cluster.fabric.oversubscription > 1:
         # the concurrent data-parallel groups share the oversubscribed fabric: the flow model prices it
         from simcore.comm.flow import data_parallel_slowdown
 
-        slow = data_parallel_slowdown(cluster, lay["tp"], lay["cp"], lay["dp"])
-        if slow > 1.0:
-            lay["dp_slowdown"] = slow
+        dp_contention = data_parallel_slowdown(cluster, lay["tp"], lay["cp"], lay["dp"], lay["pp"])
+    if dp_contention is not None:
+        lay["dp_contention"] = dp_contention
     ev = T.evaluate(
         sc.model,
         sc.training,
@@ -357,21 +356,25 @@ def evaluate_training(
     return cluster, lay, ev
 
 
-def predict_training(sc: Scenario, engine: str = "analytic", dp_slowdown: float | None = None) -> TrainingResult:
-    """A training step's prediction; ``dp_slowdown``: as :func:`evaluate_training`'s."""
+def predict_training(
+    sc: Scenario, engine: str = "analytic", dp_contention: float | None = None
+) -> TrainingResult:
+    """A training step's prediction; ``dp_contention``: as :func:`evaluate_training`'s."""
     sc, chosen = with_stack(sc)
     notes = stack_note(sc.runtime.stack, chosen)
-    cluster, lay, ev = evaluate_training(sc, dp_slowdown=dp_slowdown)
-    if "dp_slowdown" in lay and dp_slowdown is None:
+    cluster, lay, ev = evaluate_training(sc, dp_contention=dp_contention)
+    if "dp_contention" in lay and dp_contention is None:
+        groups = lay["tp"] * lay["cp"] * lay["pp"]
         notes.append(
-            f"data-parallel collectives {lay['dp_slowdown']:.2f}x slower: the {lay['tp'] * lay['cp']} concurrent "
-            f"data-parallel groups share the oversubscribed fabric (flow model, docs/parallelism.md)"
+            f"data-parallel network flows at 1/{lay['dp_contention']:.2f} of the NIC share: the {groups} "
+            f"data-parallel groups ({lay['pp']} stage(s)) reducing at once on the "
+            f"{cluster.fabric.oversubscription:g}:1 fabric's graph (flow model, docs/parallelism.md)"
         )
     run_cluster, clocks = cluster, None
     if (capped := power_capped(sc, cluster, ev.breakdown)) is not None:
         clocks, run_cluster = capped
         uncapped = _f(ev.step_time_s)
-        ev = evaluate_training(sc, run_cluster, dp_slowdown)[2]
+        ev = evaluate_training(sc, run_cluster, lay.get("dp_contention"))[2]
         clocks = dataclasses.replace(clocks, slowdown_s=_f(ev.step_time_s) - uncapped)
     tr = sc.training
     assert tr is not None
@@ -410,7 +413,7 @@ def predict_training(sc: Scenario, engine: str = "analytic", dp_slowdown: float 
         notes.append(f"precision {tr.precision}: {rec.description}; kept in bf16: {kept}")
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
-    notes.extend(_offload_notes(sc, ev, mem))
+    notes.extend(_offload_notes(sc, ev, mem, cluster))
     cal, cal_notes = _calibration_note(cluster, sc.calibration)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}

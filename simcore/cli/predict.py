@@ -280,7 +280,8 @@ def _predict_jobs(path: str, overrides: bool, engine: str, explain: bool, as_jso
             f"{f['oversubscription']:g}:1"
         )
     )
-    for col in ("job", "systems", "layout", "DP contention alone / together", "step alone", "step together", "slowdown"):
+    cols = ("job", "systems", "layout", "DP contention alone / together / phased", "step alone", "step together")
+    for col in (*cols, "slowdown (phased)"):
         t.add_column(col, justify="left" if col in ("job", "layout") else "right")
     for j in r.jobs:
         lay = j.layout
@@ -289,10 +290,10 @@ def _predict_jobs(path: str, overrides: bool, engine: str, explain: bool, as_jso
             j.name,
             f"{_span(j.systems)} ({j.gpus} GPUs)",
             f"tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} cp {lay['cp']}",
-            f"{j.dp_slowdown_alone:.2f}x / {j.dp_slowdown_together:.2f}x",
+            f"{j.dp_contention_alone:.2f}x / {j.dp_contention_together:.2f}x / {j.dp_contention_phased:.2f}x",
             units.fmt(j.step_time_alone_s, "time"),
             units.fmt(j.step_time_together_s, "time"),
-            f"{j.slowdown:.3f}x",
+            f"{j.slowdown:.3f}x ({j.slowdown_phased:.3f}x)",
         )
     console.print(t)
     for n in r.notes:

@@ -11,7 +11,7 @@ is priced as
 where ``load`` is the bytes crossing the busiest port of that class per rank, ``chunk`` the bytes one
 step moves, ``B_class`` the spec bandwidth per GPU per direction (NVLink inside the domain, the GPU's
 share of the node's NICs on the fabric, divided by the oversubscription when the group leaves a leaf
-switch), ``ramp(x) = efficiency / (1 + (ramp_bytes / x) ** ramp_exponent)`` a saturating efficiency
+switch, or by the flow model's contention factor where the caller has one), ``ramp(x) = efficiency / (1 + (ramp_bytes / x) ** ramp_exponent)`` a saturating efficiency
 curve (exponent 1 is plain alpha-beta; below 1 the approach to peak is slower, as measured NCCL curves
 show) and ``op_overhead`` the per-call floor of eager host-issued calls (``host_floor=False`` drops
 it). ``auto`` takes the fastest candidate, which is how NCCL's own tuner chooses (it minimises the same
@@ -133,8 +133,12 @@ class LinkRates:
     nvls: bool
 
 
-def link_rates(cluster: ClusterInfo, group: GroupPlacement) -> LinkRates:
-    """NVLink bandwidth per GPU, and the GPU's share of its node's NICs (after spine oversubscription)."""
+def link_rates(cluster: ClusterInfo, group: GroupPlacement, contention: ArrayLike | None = None) -> LinkRates:
+    """NVLink bandwidth per GPU, and the GPU's share of its node's NICs on the fabric: divided by
+    ``contention`` where the caller has it (the flow model's slowdown of the group's network flows on the
+    fabric's graph, :func:`simcore.comm.flow.network_slowdown`: oversubscribed uplinks counted there, once),
+    else by the oversubscription once the group spans more systems than one leaf holds (a rule of thumb:
+    as if every NIC of the leaf sent across the spine)."""
     nv = float(cluster.nvlink_bandwidth)
     nic_share = cluster.nic_bandwidth * cluster.nics_per_node / cluster.system.gpus
     fabric = cluster.fabric
@@ -145,7 +149,10 @@ def link_rates(cluster: ClusterInfo, group: GroupPlacement) -> LinkRates:
         nodes_per_leaf = max((radix // 2) // max(cluster.nics_per_node, 1), 1)
     domains_per_node = max(cluster.system.gpus // cluster.system.nvlink_domain, 1)
     nodes = np.ceil(group.domains / domains_per_node)
-    net = np.where(nodes > nodes_per_leaf, nic_share / fabric.oversubscription, nic_share)
+    if contention is not None:
+        net = nic_share / np.broadcast_to(np.asarray(contention, dtype=np.float64), group.shape)
+    else:
+        net = np.where(nodes > nodes_per_leaf, nic_share / fabric.oversubscription, nic_share)
     sw = cluster.nvswitch
     nvls = bool(sw is not None and sw.in_network_reduction)
     return LinkRates(nvlink=np.full(group.shape, nv), network=np.asarray(net, dtype=np.float64), nvls=nvls)
@@ -506,6 +513,7 @@ def collective_cost(
     dtype: str = "bf16",
     profile: CommProfile | None = None,
     host_floor: bool = True,
+    contention: ArrayLike | None = None,
 ) -> CollCost:
     """Predicted cost of ``op`` over numpy grids of message sizes and group shapes.
 
@@ -521,6 +529,8 @@ def collective_cost(
         host_floor: apply the profile's per-call floor (``op_overhead``: back-to-back eager calls
             cannot be issued faster than the host launch path). Pass False for CUDA graphs or when
             the caller models host launch itself; ``latency_s + max(wire_*)`` is the GPU-side time.
+        contention: the group's network flows' slowdown on the fabric from the flow model
+            (:func:`link_rates`); ``None``: the oversubscription rule of thumb.
 
     Returns:
         :class:`CollCost` with ``time_s`` in seconds and the bytes per rank on each link class.
@@ -530,7 +540,7 @@ def collective_cost(
         lp = load_profile(cluster.system.name)
         profile, transferred = lp.profile, lp.transferred_from
     cost = cost_from_profile(
-        op, nbytes, group, link_rates(cluster, group), profile, algorithm, dtype, host_floor
+        op, nbytes, group, link_rates(cluster, group, contention), profile, algorithm, dtype, host_floor
     )
     if transferred is None:
         return cost

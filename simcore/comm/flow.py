@@ -474,6 +474,31 @@ def concurrent_collectives(
     return [max(fin[a:b], default=0.0) for a, b in spans]
 
 
+def _one_round(
+    topo: Topology,
+    jobs: Sequence[tuple[str, float, Sequence[int]]],
+    algorithm: str,
+    profile: CommProfile | None,
+) -> tuple[list[Flow], list[tuple[int, int]], NDArray[np.int64], NDArray[np.int64], list[Edge]]:
+    """One round of each collective's moving flows (:func:`collective_flows` with ``rounds=1``), the span
+    of each collective's flows, and the (flow, edge) incidence of them all over the listed edges."""
+    flows: list[Flow] = []
+    spans: list[tuple[int, int]] = []
+    for op, nb, ranks in jobs:
+        fl, _ = collective_flows(topo, op, nb, ranks, algorithm, profile, rounds=1)
+        off = len(flows)
+        flows += [f for f in fl if f.nbytes > 0 and f.src != f.dst]
+        spans.append((off, len(flows)))
+    edges: dict[Edge, int] = {}
+    ent_f: list[int] = []
+    ent_e: list[int] = []
+    for i, f in enumerate(flows):
+        for e in f.path if f.path is not None else topo.path(f.src, f.dst):
+            ent_f.append(i)
+            ent_e.append(edges.setdefault(e, len(edges)))
+    return flows, spans, np.asarray(ent_f, dtype=np.int64), np.asarray(ent_e, dtype=np.int64), list(edges)
+
+
 def round_slowdown(
     topo: Topology,
     jobs: Sequence[tuple[str, float, Sequence[int]]],
@@ -488,24 +513,10 @@ def round_slowdown(
     alone and then together with the others, the links shared max-min fairly (:func:`maxmin_rates`); a
     round ends with its slowest flow, so a job's slowdown is ``max(bytes / rate together) / max(bytes /
     rate alone)``. Latencies are left out: they do not depend on the traffic."""
-    flows: list[Flow] = []
-    spans: list[tuple[int, int]] = []
-    for op, nb, ranks in jobs:
-        fl, _ = collective_flows(topo, op, nb, ranks, algorithm, profile, rounds=1)
-        off = len(flows)
-        flows += [f for f in fl if f.nbytes > 0 and f.src != f.dst]
-        spans.append((off, len(flows)))
+    flows, spans, ef, ee, edges = _one_round(topo, jobs, algorithm, profile)
     if not flows:
         return [1.0 for _ in jobs]
-    edges: dict[Edge, int] = {}
-    ent_f: list[int] = []
-    ent_e: list[int] = []
-    for i, f in enumerate(flows):
-        for e in f.path if f.path is not None else topo.path(f.src, f.dst):
-            ent_f.append(i)
-            ent_e.append(edges.setdefault(e, len(edges)))
     cap = np.array([topo.graph.edges[e]["bandwidth"] for e in edges], dtype=np.float64)
-    ef, ee = np.asarray(ent_f, dtype=np.int64), np.asarray(ent_e, dtype=np.int64)
     shared = maxmin_rates(cap, ef, ee, len(flows))
     nbytes = np.array([f.nbytes for f in flows])
     out = []
@@ -521,6 +532,88 @@ def round_slowdown(
     return out
 
 
+FABRIC_EDGE_KINDS = ("spine", "core")
+"""Switch-to-switch edges of the scale-out fabric: what the analytic collective model does not see
+(its network rate is the GPU's share of its node's NICs)."""
+_TIER = {"leaf": 0, "spine": 1, "core": 2}
+
+
+def network_slowdown(
+    topo: Topology,
+    jobs: Sequence[tuple[str, float, Sequence[int]]],
+    algorithm: str = "auto",
+    profile: CommProfile | None = None,
+) -> list[float]:
+    """How many times slower each collective's network flows (those between NVLink domains) move with
+    all of ``jobs`` on ``topo`` than at the rate the analytic model gives them, the GPU's NIC share
+    (>= 1; 1 for a collective with no network flow).
+
+    One round of each (as :func:`round_slowdown`) is laid on the graph: together, links shared max-min
+    fairly; and the collective alone with the fabric's switch-to-switch links (:data:`FABRIC_EDGE_KINDS`)
+    unlimited, which leaves a network flow its NIC share (NICs, PCIe and NVLink still shared among its own
+    flows as the analytic loads count them). A switch's links to its equal-cost upper switches count as
+    one link of their summed bandwidth, up and down: traffic spread evenly over them (adaptive routing, or
+    InfiniBand's destination-based fat-tree routes on shift patterns such as rings), not the graph's one
+    hashed route per pair. The factor is ``max(bytes / rate together) / max(bytes / rate unloaded)`` over
+    the network flows. It is the whole of what oversubscribed uplinks cost: the collective's own flows
+    crossing one leaf's uplinks and the other collectives' alike. :func:`simcore.comm.collectives.link_rates`
+    divides the NIC share by it (``contention=``) in place of its rule of thumb for oversubscription
+    (docs/parallelism.md, Contention on an oversubscribed fabric)."""
+    flows, spans, ef, ee, edges = _one_round(topo, jobs, algorithm, profile)
+    if not flows:
+        return [1.0 for _ in jobs]
+    g = topo.graph
+    # a switch's equal-cost links up (and down) as one link of their summed bandwidth
+    links: dict[Any, int] = {}
+    cap_of: list[float] = []
+    fabric: list[bool] = []
+    of_edge = np.empty(len(edges), dtype=np.int64)
+    for i, (u, v) in enumerate(edges):
+        d = g.edges[u, v]
+        on_fabric = d.get("kind") in FABRIC_EDGE_KINDS
+        key = (("up", u) if _TIER[u[0]] < _TIER[v[0]] else ("down", v)) if on_fabric else (u, v)
+        if key not in links:
+            links[key] = len(cap_of)
+            fabric.append(on_fabric)
+            if not on_fabric:
+                cap_of.append(float(d["bandwidth"]))
+            elif key[0] == "up":
+                cap_of.append(
+                    sum(
+                        float(b)
+                        for _, w, b in g.out_edges(u, data="bandwidth")
+                        if _TIER.get(w[0], -1) > _TIER[u[0]]
+                    )
+                )
+            else:
+                cap_of.append(
+                    sum(
+                        float(b)
+                        for w, _, b in g.in_edges(v, data="bandwidth")
+                        if _TIER.get(w[0], -1) > _TIER[v[0]]
+                    )
+                )
+        of_edge[i] = links[key]
+    cap = np.asarray(cap_of)
+    free = np.where(fabric, np.inf, cap)
+    ee = of_edge[ee]
+    shared = maxmin_rates(cap, ef, ee, len(flows))
+    nbytes = np.array([f.nbytes for f in flows])
+    net = np.array([not topo.same_nvlink_domain(f.src, f.dst) for f in flows])
+    out = []
+    for a, b in spans:
+        sel = net[a:b]
+        if not sel.any():
+            out.append(1.0)
+            continue
+        mine = (ef >= a) & (ef < b)
+        own = maxmin_rates(free, ef[mine] - a, ee[mine], b - a)
+        unloaded = float(np.max((nbytes[a:b] / own)[sel]))
+        together = float(np.max((nbytes[a:b] / shared[a:b])[sel]))
+        out.append(max(together / unloaded, 1.0) if unloaded > 0 else 1.0)
+    return out
+
+
 def data_parallel_groups(tp: int, cp: int, dp: int, pp: int = 1) -> list[list[int]]:
     """The data-parallel groups of a Megatron layout (rank order tp, cp, dp, pp: group ``(j, p)`` holds
     ranks ``j + k tp cp + p tp cp dp`` for ``k < dp``), stage by stage (``tp x cp`` groups each), the
@@ -529,16 +622,26 @@ def data_parallel_groups(tp: int, cp: int, dp: int, pp: int = 1) -> list[list[in
     return [[j + k * width + p * width * dp for k in range(dp)] for p in range(pp) for j in range(width)]
 
 
-def data_parallel_slowdown(cluster: ClusterInfo, tp: int, cp: int, dp: int, op: str = "all_reduce") -> float:
-    """Contention among a Megatron layout's data-parallel groups (>= 1): the ``tp x cp`` groups of one
-    pipeline stage reduce their gradients at the same time (rank order tp, cp, dp, pp: group ``j`` holds
-    ranks ``j + k tp cp``), so :func:`round_slowdown` of all of them together on the cluster's graph, the
-    slowest group's. 1 where the groups stay inside one system (nothing of the fabric is shared)."""
+ROUND_BYTES = 1e9
+"""Bytes of the all-reduce whose one round :func:`data_parallel_contention` lays on the graph (the factor
+is a ratio of rates, the same for any size the bandwidth bounds)."""
+
+
+def data_parallel_contention(topo: Topology, groups: Sequence[Sequence[int]]) -> float:
+    """The network slowdown (:func:`network_slowdown`, >= 1) of the slowest of a job's data-parallel
+    ``groups`` (ranks of ``topo``) all reducing at once: every group of every pipeline stage
+    (:func:`data_parallel_groups`), the worst case of the stages' reductions coinciding."""
+    calls = [("all_reduce", ROUND_BYTES, g) for g in groups if len(g) > 1]
+    return max(network_slowdown(topo, calls), default=1.0)
+
+
+def data_parallel_slowdown(cluster: ClusterInfo, tp: int, cp: int, dp: int, pp: int = 1) -> float | None:
+    """:func:`data_parallel_contention` of a Megatron layout on ``cluster`` (its ranks from 0, every
+    stage's groups); ``None`` where the groups stay inside one system (no network flow to price)."""
     width = tp * cp
     if dp <= 1 or width * dp <= cluster.gpus_per_node:
-        return 1.0
-    topo = build_topology(cluster)
-    return max(round_slowdown(topo, [(op, 1e9, g) for g in data_parallel_groups(tp, cp, dp)]))
+        return None
+    return data_parallel_contention(build_topology(cluster), data_parallel_groups(tp, cp, dp, pp))
 
 
 __all__ = [
@@ -546,9 +649,11 @@ __all__ = [
     "collective_flows",
     "collective_time_flow",
     "concurrent_collectives",
+    "data_parallel_contention",
     "data_parallel_groups",
     "data_parallel_slowdown",
     "maxmin_rates",
+    "network_slowdown",
     "round_slowdown",
     "simulate_flows",
 ]

@@ -64,9 +64,10 @@ def layered_copy_exposed(n: int, layers: int, per_layer_s: Num, copy_s: Num) -> 
 
 
 def host_bandwidth_per_gpu(system: System) -> float:
-    """Bytes/s of CPU memory per GPU when every GPU of ``system`` updates its share at once (the system's
-    ``host_memory_bandwidth`` over its GPUs); a system without the figure is an error naming the field."""
-    bw = system.host_memory_bandwidth
+    """Bytes/s of CPU memory per GPU when every GPU of ``system`` updates its share at once: the system's
+    STREAM triad bandwidth (``host_memory_stream``, measured) over its GPUs, or, where none is cited, its
+    peak ``host_memory_bandwidth`` (an upper bound); a system with neither is an error naming the field."""
+    bw = system.host_memory_stream or system.host_memory_bandwidth
     if bw is None:
         raise SpecError(
             f"system {system.name} gives no host_memory_bandwidth, so its CPU optimizer step cannot be priced",
@@ -90,7 +91,8 @@ def optimizer_offload_time(
     Megatron-Core's ``HybridDeviceOptimizer.step`` (megatron/core/optimizer/cpu_offloading/
     hybrid_optimizer.py): the share's gradients are copied to pinned host buffers (``grad_bytes`` each),
     the CPU optimizer updates the fp32 copies at the CPU memory's bandwidth per GPU
-    (:data:`CPU_UPDATE_BYTES`; the peak, so a lower bound on the CPU's time), and the updated weights are
+    (:data:`CPU_UPDATE_BYTES` at :func:`host_bandwidth_per_gpu`: STREAM triad where cited, else the peak,
+    a lower bound on the CPU's time), and the updated weights are
     copied back (``weight_bytes`` each, the fp32 copy). Without ``overlap`` the three follow one another;
     with it (``overlap_cpu_optimizer_d2h_h2d``: one CPU optimizer per parameter, the copies on their own
     streams) they pipeline over the parameters and the slowest sets the time. The GPU's update of the

@@ -130,6 +130,9 @@ class Pricer:
     cluster: ClusterInfo
     framework: str = "eager"
     groups: dict[str, GroupPlacement] = field(default_factory=dict)
+    contention: dict[str, Num] = field(default_factory=dict)
+    """Per communicator, the flow model's slowdown of its network flows on the fabric
+    (:func:`simcore.comm.collectives.link_rates`); a communicator not listed: the oversubscription rule."""
     profile: ComputeProfile | None = None
     calibration: str | None = None
     per_op_host: bool = True
@@ -169,10 +172,12 @@ class Pricer:
         per_op_host: bool = True,
         profile: ComputeProfile | None = None,
         etp: Num | None = None,
+        dp_contention: Num | None = None,
     ) -> Pricer:
         """A pricer with Megatron rank placement (tp fastest, then cp, dp, pp; ep inside dp, or, given
         ``etp``, Megatron-Core's parallel folding: ep ranks ``etp`` apart over tp x cp x dp; ``edp``: the
-        ``tp cp dp / (ep etp)`` ranks that hold the same experts, ``ep`` groups apart)."""
+        ``tp cp dp / (ep etp)`` ranks that hold the same experts, ``ep`` groups apart). ``dp_contention``:
+        the data-parallel groups' network slowdown from the flow model (:attr:`contention`)."""
         sizes = (tp, cp, dp, pp, ep, -1.0 if etp is None else etp)
         # one layout: the placements depend only on the cluster's shape and the degrees
         key = (
@@ -199,6 +204,7 @@ class Pricer:
             cluster,
             framework,
             dict(groups),
+            {} if dp_contention is None else {"dp": dp_contention},
             profile=profile,
             calibration=calibration,
             per_op_host=per_op_host,
@@ -213,6 +219,7 @@ class Pricer:
         if np.all(size <= 1):
             return 0.0 * np.asarray(nbytes, dtype=float)
         nb = np.maximum(np.asarray(nbytes, dtype=float), 1.0)
+        slow = self.contention.get(group)
         key = (op, group, dtype, nb.shape, nb.tobytes())
         hit = self._comm_cache.get(key)
         if hit is not None:
@@ -220,12 +227,15 @@ class Pricer:
         # one layout: a pure function of the cluster's specs, the system's comm profile, the group's
         # placement and the message sizes, kept across calls (docs/architecture.md, Speed)
         c = self.cluster
-        pins = _cluster_pins(c) if np.ndim(size) == 0 and nb.size <= 64 else None
+        plain = _plain(slow)
+        one = np.ndim(size) == 0 and nb.size <= 64 and (slow is None or plain is not None)
+        pins = _cluster_pins(c) if one else None
         if pins is not None:
-            mkey = (op, dtype, c.nodes, c.gpus, float(size), float(g.per_domain), float(g.domains), key[3:])
+            sizes = (float(size), float(g.per_domain), float(g.domains))
+            mkey = (op, dtype, c.nodes, c.gpus, *sizes, plain, key[3:])
             hit = _COMM_MEMO.get(pins, mkey)
         if hit is None:
-            t = collective_cost(op, nb, g, self.cluster, dtype=dtype).time_s
+            t = collective_cost(op, nb, g, self.cluster, dtype=dtype, contention=slow).time_s
             hit = np.where(size > 1, t, 0.0)
             if pins is not None:
                 _COMM_MEMO.put(pins, mkey, hit)

@@ -69,9 +69,11 @@ class TrainingLayout:
     """The LM head and loss count as a layer in the split (``account_for_loss_in_pipeline_split``)."""
     stage_layers: tuple[int, ...] | None = None
     """Layers on each pipeline stage, first to last (``parallel.pipeline_layers``); ``None``: even."""
-    dp_slowdown: Num = 1.0
-    """Factor on the data-parallel collectives' seconds for the contention among the layout's concurrent
-    data-parallel groups on the fabric (:func:`simcore.comm.flow.data_parallel_slowdown`; 1: none)."""
+    dp_contention: Num | None = None
+    """How many times slower than its GPU's NIC share each data-parallel group's network flows move, the
+    layout's concurrent groups (and other jobs') on the fabric's graph
+    (:func:`simcore.comm.flow.data_parallel_contention`; the pricer divides the network rate of every
+    data-parallel collective by it); ``None``: the collective model's oversubscription rule of thumb."""
     megatron_fsdp: bool = False
     """Megatron-Core's FSDP (``ParallelSpec.megatron_fsdp``, scalar for a whole grid): gradients kept and
     reduced in the weights' dtype (:func:`layout_state_bytes`)."""
@@ -365,6 +367,7 @@ class _Step:
             per_op_host=not self.layer_host,
             profile=prof,
             etp=etp,
+            dp_contention=lay.dp_contention,
         )
         self.full_t = np.where(recompute == "full", 1.0, 0.0)
         self.sel_t = np.where(recompute == "selective", 1.0, 0.0)
@@ -912,6 +915,9 @@ class _DataParallel:
     fsdp_copy: Num
     """FSDP2's copy-out kernels (compute stream), per step."""
     gil: Num
+    busy: Num = 0.0
+    """Seconds per step the data-parallel collectives move bytes, exposed or not (DDP: the all-reduce;
+    ZeRO-1/2: reduce-scatter and all-gather; ZeRO-3: two gathers and a reduce-scatter per micro-batch)."""
 
 
 def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankParams) -> _DataParallel:
@@ -936,13 +942,10 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         """Price a collective only if some layout needs it (scalar layouts skip the rest)."""
         return fn() if np.any(mask & (dp > 1)) else zeros
 
-    # the layout's other data-parallel groups reduce at the same time: their contention on the fabric
-    slow = _a(s.lay.dp_slowdown)
-    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt)) * slow
-    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt)) * slow
-    ag = (
-        when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp")) * slow
-    )
+    # (the contention of the layout's concurrent data-parallel groups on the fabric: the pricer's "dp" rate)
+    ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
+    rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
+    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp"))
     # expert data parallelism: the tp x cp x dp / (ep x etp) ranks that hold the same experts, ep x etp
     # ranks apart (parallel folding; the pricer's "edp" group, across nodes once ep x etp fills a node):
     # their gradients all-reduce (DDP) or reduce-scatter and their parameters all-gather (ZeRO-1/2)
@@ -1003,6 +1006,11 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         _ddp_copy(s, params, zeros),
         copy_out * s.m,
         _dataparallel_launch(s, work, pipe),
+        np.where(
+            dp > 1,
+            np.select([zero3, zero12, s.single_proc], [(2.0 * ag + rs) * s.m, dp_grad + ag, dp_legacy], dp_grad),
+            0.0,
+        ),
     )
 
 
@@ -1424,6 +1432,7 @@ def evaluate(
         "p2p_s": pipe.c,
         "dp_comm_s": np.where(s.zero3, dpc.zero3_exposed, dp_comm),
         "dp_tail_s": dpc.dp_tail,
+        "dp_busy_s": dpc.busy,
         "host_tail_s": dpc.gil + dpc.ddp_copy + dpc.fsdp_copy + optm.h_end,
         "optimizer_s": opt,
         "buckets": dpc.buckets,

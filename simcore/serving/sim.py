@@ -481,6 +481,7 @@ def kv_blocks(
     With a ``draft`` scenario (speculative decoding) its weights come off too and each token's
     block space holds the draft's KV beside the target's."""
     weights, acts, logits, per_token = _memory_terms(sc, cluster, spec, tp, dp)
+    graphs = _cuda_graph_bytes(sc, cluster, spec, tp, dp)
     if draft is not None:
         d_weights, _, _, d_token = _memory_terms(draft, cluster, spec, tp, dp)
         weights += d_weights
@@ -499,7 +500,45 @@ def kv_blocks(
         "activations": acts + logits,
         "kv_cache": blocks * per_token * spec.kv_block_tokens,
         "kv_bytes_per_token": per_token,
+        "cuda_graphs": graphs,
     }
+
+
+def _cuda_graph_bytes(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, dp: int = 1) -> float:
+    """Bytes per GPU the decode CUDA graphs of ``spec.cuda_graph_sizes`` hold (0 without them): PyTorch
+    keeps a captured graph's memory in a private pool that the eager allocator does not reuse, and the
+    engines capture every size into one shared pool, largest first, so the pool holds the intermediate
+    activations of the largest captured decode step (``max(sizes) / dp`` tokens, as a prefill step of that
+    many tokens); each graph keeps its static output alive beside it (``b x hidden`` activations for a
+    size ``b``). Reported beside the KV budget, not taken from it: vLLM subtracts its graph estimate only
+    with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`` (default 0), so the graphs live in the memory
+    ``memory_utilization`` leaves (docs/parallelism.md, CUDA-graph memory)."""
+    sizes = spec.cuda_graph_sizes
+    inf = sc.inference
+    if not sizes or inf is None:
+        return 0.0
+    top = -(-max(sizes) // dp)
+    step = InferenceSpec.model_construct(
+        batch=1,
+        prompt_len=top,
+        context_len=1,
+        output_len=1,
+        precision=inf.precision,
+        kv_cache_dtype=inf.kv_cache_dtype,
+    )
+    ev = INF.evaluate(
+        sc.model,
+        step,
+        cluster,
+        tp,
+        sc.parallel.pp,
+        sc.runtime.framework,
+        sc.calibration,
+        **inference_runtime(sc),
+        ep=dp * tp if dp > 1 else 1,
+    )
+    outputs = sum(-(-b // dp) for b in sizes) * sc.model.hidden * 2.0  # bf16 hidden states per graph
+    return float(np.asarray(ev.memory["activations"])) + outputs
 
 
 def _memory_terms(

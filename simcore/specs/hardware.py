@@ -186,6 +186,10 @@ class System(Spec):
     """Peak bytes/s of the system's CPU memory, all sockets together (channels x transfer rate x 8 bytes;
     Grace: NVIDIA's figure per CPU x CPUs): what a CPU optimizer step streams its states through
     (docs/parallelism.md, Offload). ``None``: unknown (CPU optimizer offload cannot be priced)."""
+    host_memory_stream: Bandwidth | None = None
+    """STREAM triad bytes/s of the system's CPU memory, all sockets together, from a published measurement
+    of its CPUs: what a CPU optimizer step sustains (below the peak). ``None``: none cited (the peak
+    ``host_memory_bandwidth`` is used, an upper bound)."""
     power_max: Watts
     cooling: Literal["air", "liquid", "hybrid"]
     fabric: FabricSpec = FabricSpec()

@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 from simcore.comm.host import host_link
 from simcore.engine import training as T
-from simcore.engine.offload import CPU_UPDATE_BYTES, layered_copy_exposed, optimizer_offload_time
+from simcore.engine.offload import (
+    CPU_UPDATE_BYTES,
+    host_bandwidth_per_gpu,
+    layered_copy_exposed,
+    optimizer_offload_time,
+)
 from simcore.errors import SimcoreError
 from simcore.prediction import predict
 from simcore.specs.hardware import System
@@ -116,6 +121,17 @@ def test_optimizer_offload_by_hand() -> None:
         cpu / 2
     )
     assert CPU_UPDATE_BYTES["sgd"] < CPU_UPDATE_BYTES["adamw"]
+
+
+def test_cpu_update_at_stream_triad_where_cited() -> None:
+    # GB200 NVL72: 36 Graces at the Grace benchmarking guide's STREAM triad (315 GB/s each, the midpoint of
+    # its 480 GB row) over 72 GPUs, not the 512 GB/s LPDDR5X peak; an x86 system without a cited figure
+    # keeps its peak (2 x 8 channels of DDR5-4800 over 8 GPUs)
+    gb = _system("gb200-nvl72")
+    assert host_bandwidth_per_gpu(gb) == pytest.approx(36 * 315e9 / 72)
+    assert gb.host_memory_stream is not None and gb.host_memory_bandwidth is not None
+    assert gb.host_memory_stream < gb.host_memory_bandwidth
+    assert host_bandwidth_per_gpu(_system("hgx-h200")) == pytest.approx(614.4e9 / 8)
 
 
 @settings(max_examples=50, deadline=None)

@@ -25,3 +25,20 @@ def test_free_fraction_by_hand() -> None:
     # TensorRT-LLM: 0.9 of what the model, its activations and the runtime's reserve leave
     assert m_free["usable"] == pytest.approx(used + 0.9 * (cap - RESERVED_BYTES - used))
     assert m_free["kv_cache"] > m_dev["kv_cache"]  # an 8B model leaves most of an H200 free
+
+
+def test_cuda_graph_memory_beside_the_kv_budget() -> None:
+    """Decode CUDA graphs (docs/parallelism.md, CUDA-graph memory): one shared private pool holding the
+    largest captured step's activations, plus each graph's static output (``b x hidden`` bf16 values);
+    reported, not taken from the KV cache (vLLM's default)."""
+    sc = scen()
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    hidden = sc.model.hidden
+    none = kv_blocks(sc, cluster, ServingSpec(rate=1.0), 1)[1]
+    one = kv_blocks(sc, cluster, ServingSpec(rate=1.0, cuda_graph_sizes=[8, 16]), 1)[1]
+    more = kv_blocks(sc, cluster, ServingSpec(rate=1.0, cuda_graph_sizes=[4, 8, 16]), 1)[1]
+    assert none["cuda_graphs"] == 0.0
+    # a smaller size adds its static output only: the pool is the largest step's
+    assert more["cuda_graphs"] - one["cuda_graphs"] == pytest.approx(4 * hidden * 2.0)
+    assert one["cuda_graphs"] > (8 + 16) * hidden * 2.0
+    assert one["kv_cache"] == none["kv_cache"]
