@@ -88,6 +88,8 @@ def host_run_ahead(
     m: Num,
     h_sf: Num = 0.0,
     h_sb: Num = 0.0,
+    a_f: Num = 0.0,
+    a_b: Num = 0.0,
 ) -> tuple[Num, Num]:
     """Per-micro-batch time and end-of-backward GPU lag of one pipeline-free eager step that starts
     with host and GPU together (seconds).
@@ -102,19 +104,37 @@ def host_run_ahead(
     repeat at ``max(host, GPU)`` per micro-batch. Returns ``(period, lag)``: the step's layer phases
     take ``m x period`` on the GPU, and the host finishes issuing the last backward ``lag`` seconds
     before the GPU finishes it (>= 0 when the GPU is behind).
+
+    ``a_f`` / ``a_b``: seconds each layer's compute waits, after the host issued the layer's parameter
+    all-gather, for that gather (FSDP2: :func:`fsdp_gather_wait`). In the forward the host issues layer
+    ``i``'s gather at the start of its host unit, so its kernels start no earlier than
+    ``i hu + a``: the layers end no earlier than ``a + gu + (n - 1) max(hu, gu)``; in the backward
+    the gather of layer ``i`` is issued one unit ahead (FSDP2's backward prefetch) except the first's:
+    no earlier than ``H + a + n gu`` and ``H + a + gu + (n - 2) max(hu, gu)``. A host far ahead of the
+    GPU hides them; a host-bound micro-batch pays them again in every later one.
     """
     n = np.maximum(np.asarray(layers, dtype=float), 1.0)
     hu_f, hu_b, gu_f, gu_b = h_f / n, h_b / n, g_f / n, g_b / n
-    G = emb_f + np.maximum(g_f, hu_f + (n - 1.0) * np.maximum(hu_f, gu_f) - emb_f)
-    H = h_f + h_sf
-    G = np.maximum(G + head_f, H)
-    H = H + h_sb
-    G = np.maximum(G + head_b, H)
-    G = np.maximum(G + g_b, H + hu_b + (n - 1.0) * np.maximum(hu_b, gu_b)) + emb_b
-    H = H + h_b
+    mx_f, mx_b = np.maximum(hu_f, gu_f), np.maximum(hu_b, gu_b)
+
+    def first_mb(a_f: Num, a_b: Num) -> tuple[Num, Num]:
+        G = np.maximum(emb_f + g_f, hu_f + (n - 1.0) * mx_f)
+        G = np.maximum(G, a_f + gu_f + (n - 1.0) * mx_f)
+        H = h_f + h_sf
+        G = np.maximum(G + head_f, H)
+        H = H + h_sb
+        G = np.maximum(G + head_b, H)
+        late_b = np.maximum(H + a_b + g_b, H + a_b + gu_b + np.maximum(n - 2.0, 0.0) * mx_b)
+        G = np.maximum(np.maximum(G + g_b, H + hu_b + (n - 1.0) * mx_b), late_b) + emb_b
+        return G, H + h_b
+
+    G, H = first_mb(a_f, a_b)
     g_mb = emb_f + g_f + head_f + head_b + g_b + emb_b
     h_mb = h_f + h_b + h_sf + h_sb
     period_rest = np.maximum(g_mb, h_mb)
+    if np.any(np.asarray(a_f) > 0) or np.any(np.asarray(a_b) > 0):
+        wait = G - first_mb(0.0, 0.0)[0]
+        period_rest = period_rest + np.where(h_mb >= g_mb, wait, 0.0)
     mm = np.maximum(np.asarray(m, dtype=float), 1.0)
     G_m = G + (mm - 1.0) * period_rest
     H_m = mm * h_mb
@@ -681,7 +701,10 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     h_out_b = (hv(f"step_bwd_{lk}") + lay_b + ht.wrapper_step("bwd")) * ht.pf("step_bwd")
     h_sf = np.where(single_stage, h_out_f, 0.0)
     h_sb = np.where(single_stage, h_out_b, 0.0)
-    g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, s.layers_per_rank, s.m, h_sf, h_sb)
+    a = fsdp_gather_wait(s)
+    g_mb, lag = host_run_ahead(
+        h_f, h_b, Fg, Bg, embF, embB, headF, headB, s.layers_per_rank, s.m, h_sf, h_sb, a, a
+    )
     per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
     share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
     p2p_end, p2p_mid = pipeline_p2p_calls(s.pp)
@@ -1003,6 +1026,33 @@ def zero3_per_tensor(s: _Step, params: _RankParams) -> Num:
     return gathers * one_pass("all_gather", pbytes, "fp32" if pbytes == 4 else "bf16") + one_pass(
         "reduce_scatter", grad_b, "fp32" if grad_b == 4 else "bf16"
     )
+
+
+def fsdp_gather_wait(s: _Step) -> Num:
+    """Seconds one layer's compute waits for its own parameter all-gather once the host has issued it
+    (FSDP2, ``fully_shard`` per block; 0 for every other layout): the all-gather of the layer's bf16
+    parameters over the data-parallel group, priced as one collective of that size on the ``dp``
+    placement, plus the layer's share of the all-gather copy-in on the same stream
+    (:func:`_fsdp_copies`).
+
+    FSDP2's pre-forward hook of a block (``torch/distributed/fsdp/_fully_shard/_fsdp_state.py``
+    ``_pre_forward`` -> ``FSDPParamGroup.pre_forward``: ``unshard()`` then ``wait_for_unshard()``)
+    issues the block's all-gather on the all-gather stream and makes the compute stream wait for it
+    before the copy-out; nothing issues it earlier in the forward (explicit forward prefetch,
+    ``set_modules_to_forward_prefetch``, is opt-in). In the backward ``pre_backward`` unshards the
+    block and prefetches the next one to run (``_backward_prefetch``, one group ahead). When the host
+    is ahead of the GPU the gathers hide behind the previous layers; when it is not, each layer waits
+    for its gather (:func:`host_run_ahead`; docs/parallelism.md, FSDP2 issue order)."""
+    mask = s.zero3 & _a(s.lay.fsdp, bool) & (s.dp > 1) & (np.asarray(s.lay.zero3_gather) != "per_tensor")
+    if not np.any(mask):
+        return 0.0 * s.dp
+    params = _rank_params(s)
+    n = np.maximum(s.layers_per_rank, 1.0)
+    layer = params.dense / n
+    gather = s.pricer.comm_time("all_gather", layer * 2.0, "dp") * _a(s.lay.dp_slowdown)
+    _out, ag_in, _rs_in = _fsdp_copies(s, params, 0.0 * s.dp)
+    copy_in = ag_in * layer / np.maximum(2.0 * params.dense + params.embed, 1.0)
+    return np.where(mask, gather + copy_in, 0.0)
 
 
 def _fsdp_copies(s: _Step, params: _RankParams, zeros: Num) -> tuple[Num, Num, Num]:
