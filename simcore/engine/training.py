@@ -628,12 +628,8 @@ def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
         + s.sel_t * hv("ckpt_selective")
     )
     h_b = h_b + np.where(s.ddp & ~s.zero3, hv("ddp_fixed"), 0.0)
-    if s.profiler:
-        # DDP's hooks while the profiler records: per gradient tensor and per bucket all-reduce
-        # call, once per step (the last micro-batch's backward; measured from profiled DDP ranks)
-        n_grads, n_buckets = ddp_gradients_and_buckets(model, s.pp, s.sb.grads, s.gate_up)
-        hooks = n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
-        h_b = h_b + np.where(s.ddp & ~s.zero3, hooks / s.m, 0.0)
+    if np.any(s.ddp & ~s.zero3):
+        h_b = h_b + np.where(s.ddp & ~s.zero3, ddp_bucket_host(s) / s.m, 0.0)
     # the profiler's other options (Python stacks, memory events, no shapes) change each kind of
     # host time by its own measured ratio
     h_f = h_f * ht.pf("train_fwd")
@@ -656,6 +652,31 @@ def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
         h_f = h_f + s.layers_per_rank * n_tp * floor
         h_b = h_b + s.layers_per_rank * n_tp * floor
     return h_f, h_b
+
+
+def ddp_bucket_host(s: _Step) -> Num:
+    """Host seconds of PyTorch DDP's Reducer per step beyond the per-layer ``ddp_ratio_*`` and
+    ``ddp_fixed`` entries, on the autograd thread during the last micro-batch's backward (the step's
+    other micro-batches run under ``no_sync`` or accumulate without reducing).
+
+    The Reducer (``torch/csrc/distributed/c10d/reducer.cpp``: ``mark_variable_ready`` ->
+    ``mark_bucket_ready`` -> ``all_reduce_bucket``, a ``then`` callback on the work's future,
+    ``finalize_bucket_dense`` copying back) does host work per gradient bucket:
+    :func:`ddp_gradients_and_buckets` of them (``bucket_cap_mb`` 25). Without the profiler the
+    per-layer ratio and ``ddp_fixed`` were measured on a model whose gradients filled one bucket, so
+    each further bucket costs one bucket's host: the profile's ``ddp_bucket`` entry where
+    ``simcore calibrate`` fitted it (``tools/bench_dist_steps.py --units``), else the system's
+    per-call floor of an eager all-reduce (the communication profile's ``op_overhead``, back-to-back
+    ``torch.distributed.all_reduce`` calls: the bucket's collective launch, the part of the per-bucket
+    work measured on these systems). Under the profiler: the hooks per gradient tensor and per bucket
+    measured from profiled DDP ranks (``profiled_ddp_param``, ``profiled_ddp_bucket``)
+    (docs/parallelism.md, DDP's host per bucket)."""
+    n_grads, n_buckets = ddp_gradients_and_buckets(s.model, s.pp, s.sb.grads, s.gate_up)
+    prof = s.prof
+    if s.profiler:
+        return n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
+    per_bucket = prof.host("ddp_bucket") if "ddp_bucket" in prof.host_layer else comm_call_host(s.cluster)
+    return np.maximum(n_buckets - 1.0, 0.0) * per_bucket
 
 
 @dataclass
