@@ -382,7 +382,7 @@ SUITES: dict[str, Suite] = {
     "dist-units": S(
         "host per DDP bucket, FSDP2 group and pipelining action (unprofiled, host-bound steps); any GPU count",
         "bench_dist_steps.py",
-        ("--units", "{out}/dist_units.csv"),
+        ("--units", "{out}/host_dist_units.csv"),
         gpus=2,
     ),
     "hf-ddp": S(

@@ -35,7 +35,9 @@ def test_hand_computed_gather_waits() -> None:
     # 4 layers of 1 ms host / 0.8 ms GPU each way, gathers of 1.5 ms: forward layer i ends no earlier
     # than i + 1.5 + 0.8 ms (5.3 ms for the last); backward (host from 4 ms): the first layer's gather is
     # issued at its own start (ends >= 6.3 ms), the others one layer ahead: 6.3, 7.1, 7.9, 8.7 ms
-    period, lag = host_run_ahead(4e-3, 4e-3, 3.2e-3, 3.2e-3, 0.0, 0.0, 0.0, 0.0, 4, 1, 0.0, 0.0, 1.5e-3, 1.5e-3)
+    period, lag = host_run_ahead(
+        4e-3, 4e-3, 3.2e-3, 3.2e-3, 0.0, 0.0, 0.0, 0.0, 4, 1, 0.0, 0.0, 1.5e-3, 1.5e-3
+    )
     assert period == pytest.approx(8.7e-3, rel=1e-12)
     assert lag == pytest.approx(0.7e-3, rel=1e-9)  # the host is done issuing at 8 ms
     # without the gathers the host-bound backward paces the step: 8 ms
@@ -78,7 +80,9 @@ def test_far_ahead_host_hides_every_gather() -> None:
 def _fsdp(micro_batch: int, profiler: bool):  # type: ignore[no-untyped-def]
     sc = load_scenario(str(REPO / "tests/data/trace_scenarios/h200x2_r44_fsdp_llama8l.yaml"))
     tr = sc.training.model_copy(update={"micro_batch": micro_batch, "global_batch": 2 * micro_batch})
-    return sc.model_copy(update={"training": tr, "runtime": sc.runtime.model_copy(update={"profiler": profiler})})
+    return sc.model_copy(
+        update={"training": tr, "runtime": sc.runtime.model_copy(update={"profiler": profiler})}
+    )
 
 
 def test_fsdp_step_pays_the_waits_only_where_host_and_gpu_are_close() -> None:
