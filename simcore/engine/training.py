@@ -564,19 +564,40 @@ class _HostTables:
             # the profiler's per-op cost changes the wrapper's share: its own ratio where measured
             return host_cal.get(("profiled_" if s.profiler else "") + key, host_cal.get(key, 1.0))
 
-        r_f = ratio(f"fsdp_ratio_{phase}")
         r_t = ratio(f"tp_ratio_{phase}")
         r_d = ratio(f"ddp_ratio_{phase}")
         # FSDP replaces DDP; tensor parallelism and DDP hooks compose
         other = np.where(s.tp > 1, r_t, 1.0) * np.where(s.ddp, r_d, 1.0)
-        return self.hv(name) * np.where(s.zero3, r_f, other)
+        base = self.hv(name)
+        group = self.fsdp_group(phase)
+        fsdp = base + group if group is not None else base * ratio(f"fsdp_ratio_{phase}")
+        return base * np.where(s.zero3, 1.0, other) + np.where(s.zero3, fsdp - base, 0.0)
+
+    def fsdp_group(self, phase: str) -> float | None:
+        """FSDP2's host per ``fully_shard`` group in ``phase`` (``fwd`` / ``bwd``) where
+        ``simcore calibrate`` fitted ``fsdp_group`` (unprofiled; one group's forward and backward,
+        :mod:`simcore.calibration.fit_dist_units`), split between the phases as the measured
+        per-layer ``fsdp_ratio_*`` split FSDP2's extra host; ``None`` where not fitted (the per-layer
+        ratios stand)."""
+        s, host_cal = self.s, self.s.host_cal
+        if s.profiler or "fsdp_group" not in host_cal:
+            return None
+        extra = {
+            ph: max(host_cal.get(f"fsdp_ratio_{ph}", 1.0) - 1.0, 0.0) * self.hv(f"train_{ph}_{s.lk}")
+            for ph in ("fwd", "bwd")
+        }
+        total = extra["fwd"] + extra["bwd"]
+        return s.prof.host("fsdp_group") * (extra[phase] / total if total > 0 else 0.5)
 
     def wrapper_step(self, part: str) -> Num:
         """A distributed wrapper's host outside the layers beyond a single GPU's, per micro-batch
         (``fwd`` / ``bwd``) or per step (``end``), where measured. DDP's backward part is its
-        reducer finishing the gradient reduction: once per step, like its hooks."""
+        reducer finishing the gradient reduction: once per step, like its hooks. FSDP2's root group
+        (embedding, final norm, head) costs one group's host where ``fsdp_group`` is fitted."""
         s = self.s
         f, t, d = (self.hv(f"{w}_step_{part}") for w in ("fsdp", "tp", "ddp"))
+        root = self.fsdp_group(part) if part in ("fwd", "bwd") else None
+        f = f + (root or 0.0)
         d_mb = d / s.m if part == "bwd" else d
         return np.where(s.zero3, f, np.where(s.tp > 1, t, 0.0) + np.where(s.ddp, d_mb, 0.0))
 

@@ -71,3 +71,47 @@ def test_profiled_hooks_are_per_gradient_and_per_bucket(monkeypatch: pytest.Monk
     p = load_profile(default_registry().device("h200")).at_cpu_speed(40e-6, 40e-6)
     want = 75 * p.host("ddp_param", True) + 14 * p.host("ddp_bucket", True)
     assert seen and seen[0] == pytest.approx(want, rel=1e-9)
+
+
+def _fitted_profile(tmp_path: Path, **host: float) -> str:
+    """The H200's shipped profile with ``host`` entries added to its ``host_layer`` (as
+    ``simcore calibrate`` writes them from ``host_dist_units_rank*.csv.gz``)."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "hardware_specs/calibration/h200.yaml").read_text())
+    data["host_layer"].update(host)
+    path = tmp_path / "h200-units.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_a_fitted_bucket_cost_replaces_the_call_floor(tmp_path: Path) -> None:
+    """With ``ddp_bucket`` fitted, each further bucket costs it in place of the call floor (13 buckets
+    beyond the first; the entry, as every host entry, at the run's CPU speed)."""
+    cal = _fitted_profile(tmp_path, ddp_bucket=1e-3)
+    plain = simcore.predict(_run(1, slow=40e-6)).step_time_s
+    sc = _run(1, slow=40e-6).model_copy(update={"calibration": cal})
+    fitted = simcore.predict(sc).step_time_s
+    floor = T.comm_call_host(resolve_cluster(sc.cluster, default_registry()), "all_reduce")
+    from simcore.specs.profile import load_profile
+
+    per_bucket = (
+        load_profile(default_registry().device("h200"), cal).at_cpu_speed(40e-6, 40e-6).host("ddp_bucket")
+    )
+    assert per_bucket >= 1e-3  # a CPU slower than the profile's
+    assert fitted - plain == pytest.approx(13 * (per_bucket - floor), rel=1e-6)
+
+
+def test_a_fitted_group_cost_replaces_the_fsdp_ratio(tmp_path: Path) -> None:
+    """FSDP2 with ``fsdp_group`` fitted: each block's group and the root's cost it per micro-batch in
+    place of the per-layer ratio; a larger group cost never makes a host-bound step faster."""
+    fsdp = REPO / "tests/data/trace_scenarios/h200x2_r44_fsdp_llama8l.yaml"
+    sc = load_scenario(str(fsdp), ["runtime.profiler=false"])
+    steps = []
+    for g in (1e-4, 1e-3, 1e-2):
+        (tmp_path / f"g{g}").mkdir()
+        cal = _fitted_profile(tmp_path / f"g{g}", fsdp_group=g)
+        steps.append(simcore.predict(sc.model_copy(update={"calibration": cal})).step_time_s)
+    assert steps[0] <= steps[1] <= steps[2]
+    # host-bound at 10 ms a group: 9 groups (8 blocks and the root) per micro-batch at least
+    assert steps[2] >= 9 * 1e-2
