@@ -241,6 +241,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "loss_stage": p.account_for_loss_in_pipeline_split or None,
         "stage_layers": tuple(p.pipeline_layers) if p.pipeline_layers is not None else None,
         "zero3_gather": p.zero3_gather if p.zero3_gather != "bucketed" else None,
+        "pipeline_library": p.pipeline_library if p.pp > 1 and p.pipeline_library != "torch" else None,
     }
     return {
         "tp": p.tp,

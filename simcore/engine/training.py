@@ -73,6 +73,9 @@ class TrainingLayout:
     zero3_gather: Num = "bucketed"
     """ZeRO-3's parameter movement: ``bucketed`` (prefetched flat all-gathers) or ``per_tensor``
     (DeepSpeed 2021: one synchronous collective per weight tensor; :func:`zero3_per_tensor`)."""
+    pipeline_library: Num = "torch"
+    """The code running the pipeline schedule (``parallel.pipeline_library``): ``torch`` pays
+    torch.distributed.pipelining's host per action (:func:`pipeline_action_host`)."""
 
 
 def host_run_ahead(
@@ -700,6 +703,26 @@ def ddp_bucket_host(s: _Step) -> Num:
     return np.maximum(n_buckets - 1.0, 0.0) * per_bucket
 
 
+def pipeline_action_host(s: _Step) -> Num:
+    """Host seconds per micro-batch of torch.distributed.pipelining's own Python on a rank: one
+    forward and one backward action per stage the rank holds (``2 vp``), each at the calibration
+    profile's fitted ``pp_action`` (0 where not fitted: no committed run measured it), where
+    ``parallel.pipeline_library`` is ``torch`` and the layout has pipeline stages.
+
+    Per action ``torch/distributed/pipelining/schedules.py`` (``_step_microbatches``: the action's
+    bookkeeping, ``_batch_p2p``'s ``batch_isend_irecv`` of its sends and receives) and ``stage.py``
+    (``forward_one_chunk``: argument flattening, validation of the inputs' metadata, the output's
+    detach; ``backward_one_chunk`` -> ``stage_backward``: an ``autograd.backward`` call per
+    micro-batch) run beside the layers' own host; the point-to-point calls are priced apart
+    (:func:`pipeline_p2p_calls`). Measured by ``tools/bench_dist_steps.py --units`` as the excess of a
+    pipelined step over the same layers run as plain gradient accumulation (docs/parallelism.md,
+    pipeline host costs)."""
+    if "pp_action" not in s.prof.host_layer:
+        return 0.0 * s.pp
+    torch_lib = (np.asarray(s.pp) > 1) & (np.asarray(s.lay.pipeline_library) == "torch")
+    return np.where(torch_lib, 2.0 * s.vp * s.prof.host("pp_action"), 0.0)
+
+
 @dataclass
 class _Host:
     """Host seconds of one micro-batch (its layers, its work outside them) and the lead the host has
@@ -751,8 +774,9 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
     p2p_end, p2p_mid = pipeline_p2p_calls(s.pp)
     call = comm_call_host(s.cluster, "send_recv")
-    middle = h_f + h_b + p2p_mid * call - (Fg + Bg)
-    last = h_f + h_b + h_out_f + h_out_b + p2p_end * call - (Fg + Bg + headF + headB)
+    acts = pipeline_action_host(s)
+    middle = h_f + h_b + p2p_mid * call + acts - (Fg + Bg)
+    last = h_f + h_b + h_out_f + h_out_b + p2p_end * call + acts - (Fg + Bg + headF + headB)
     per_mb = np.where(single_stage, per_mb, np.maximum(np.maximum(middle, last), 0.0))
     work.F_layers.add("host_overhead", per_mb * share_f)
     work.B_layers.add("host_overhead", per_mb * (1.0 - share_f))
