@@ -259,7 +259,7 @@ def build_accum(C, cfg, per_rank, m):
     (the embedding and head where the pipeline puts them on this rank)."""
     total = per_rank * C.world
     nl = cfg.layers // total * per_rank
-    first, last = C.rank == 0, C.rank == C.world - 1 or per_rank > 1
+    first, last = C.rank == 0, C.rank == C.world - 1  # looped stages: stage 0 on rank 0, the last on the last
     torch.manual_seed(0)
     with torch.device(C.dev):
         mod = GPT(cfg, n_layers=nl, pre=first, post=last)

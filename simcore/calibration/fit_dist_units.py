@@ -8,7 +8,8 @@ host-bound steps (``tools/bench_dist_steps.py --units``, collect suite ``dist-un
   the slope over the group count at one model (blocks sharded 1, 2, 4, all per group);
 * ``pp_action``: torch.distributed.pipelining's host per schedule action (one stage's forward or
   backward of one micro-batch), the step's excess over the same layers run as plain gradient
-  accumulation over the same micro-batches, per action.
+  accumulation over the same micro-batches, per action, from the points whose stages share one rank
+  (the point-to-point calls of the others are priced apart).
 
 Rows are split by a stable hash of the point (variant, pass, rank, micro-batches, stages): the values
 are fitted on one half and :func:`check` reports the other half's errors per family (DDP, FSDP2,
@@ -61,8 +62,9 @@ def _line(xy: list[tuple[float, float]]) -> tuple[float, float] | None:
 
 
 def _accum_pairs(rows: Sequence[Row], path: str) -> list[tuple[Row, float, float]]:
-    """Each pipelining row with its plain gradient-accumulation twin (same pass, rank, stages and
-    micro-batches): ``(row, excess seconds, actions)``."""
+    """Each pipelining row whose stages share one rank (no point-to-point calls: those are priced
+    apart, :func:`simcore.engine.training.pipeline_p2p_calls`) with its plain gradient-accumulation
+    twin (same pass, rank, stages and micro-batches): ``(row, excess seconds, actions)``."""
 
     def key(r: Row) -> tuple[str, ...]:
         return (r.get("pass", ""), r["rank"], r["stages"], r["micro_batches"])
@@ -74,7 +76,9 @@ def _accum_pairs(rows: Sequence[Row], path: str) -> list[tuple[Row, float, float
     }
     out = []
     for r in rows:
-        if r["family"] == "pp" and not r["variant"].startswith("accum") and key(r) in accum:
+        if r["family"] != "pp" or r["variant"].startswith("accum") or r.get("p2p_ops", "") not in ("", "0"):
+            continue
+        if key(r) in accum:
             acts = _num(r, "actions", path)
             if acts > 0:
                 out.append((r, _num(r, "host_s", path) - accum[key(r)], acts))

@@ -117,3 +117,16 @@ def test_a_bad_number_names_its_file_and_column() -> None:
     with pytest.raises(TraceError, match="host_s") as e:
         check(rows, "units.csv")
     assert "units.csv" in str(e.value)
+
+
+def test_points_with_point_to_point_calls_do_not_enter_the_action_cost() -> None:
+    """Stages on different ranks also send and receive (priced apart at the send/recv floor): their
+    rows, however slow, leave ``pp_action`` as the one-rank points give it."""
+    rows = _rows()
+    slow = [
+        {**r, "rank": "1", "p2p_ops": "64", "host_s": str(float(r["host_s"]) * 3)}
+        for r in rows
+        if r["family"] == "pp" and not r["variant"].startswith("accum")
+    ]
+    got = dist_unit_costs(rows + slow, "units.csv")
+    assert got["pp_action"] == pytest.approx(ACTION, rel=1e-9)
