@@ -379,6 +379,12 @@ SUITES: dict[str, Suite] = {
         ("--passes", "3", "--out", "{out}/host_pace_dist.csv"),
         gpus=2,
     ),
+    "dist-units": S(
+        "host per DDP bucket, FSDP2 group and pipelining action (unprofiled, host-bound steps); any GPU count",
+        "bench_dist_steps.py",
+        ("--units", "{out}/host_dist_units.csv"),
+        gpus=2,
+    ),
     "hf-ddp": S(
         "Hugging Face transformers training under DDP, every rank profiled (--set r39 | r68)",
         "bench_hf.py",

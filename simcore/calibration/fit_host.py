@@ -22,6 +22,9 @@
   profiler records, read from profiled DDP ranks' CPU timelines (``host_ddp_hooks.csv.gz``, made by
   ``simcore host-trace --ddp``); without the profiler these costs are within the
   per-layer ``ddp_ratio_bwd`` measured at width 64;
+* ``ddp_bucket`` / ``fsdp_group`` / ``pp_action``: plain PyTorch's distributed wrappers' host per
+  DDP gradient bucket, FSDP2 group and pipelining schedule action, from unprofiled host-bound steps
+  (``host_dist_units_rank<r>.csv.gz``, :mod:`simcore.calibration.fit_dist_units`);
 * ``graph_kernel_<act>``: device time of one small kernel replayed in a CUDA graph (the floor of a
   kernel inside a captured decode step);
 * ``compiled_ratio_<fwd|bwd>_<act>`` (and ``profiled_compiled_ratio_...``): host time of a layer under
@@ -53,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from simcore.calibration.fit_dist_units import dist_unit_costs, is_dist_units_run
 from simcore.errors import TraceError
 from simcore.specs.profile import HostOps
 from simcore.workload.model import WEIGHT_TENSORS_PER_LAYER
@@ -1262,8 +1266,14 @@ def fit_host(paths: list[str | Path], host_ops: HostOps | None = None) -> dict[s
     generate_call_paths: list[str] = []
     graph_records: list[dict[str, str]] = []
     graph_record_paths: list[str] = []
+    unit_rows: list[dict[str, str]] = []
+    unit_paths: list[str] = []
     for p in paths:
         csv_rows = _csv_rows(p)
+        if is_dist_units_run(csv_rows):
+            unit_rows.extend(csv_rows)
+            unit_paths.append(str(p))
+            continue
         if _is_graph_record_run(csv_rows):
             graph_records.extend(csv_rows)
             graph_record_paths.append(str(p))
@@ -1369,6 +1379,8 @@ def fit_host(paths: list[str | Path], host_ops: HostOps | None = None) -> dict[s
     if compiled_rows:  # the runs of every width together (one file per set of widths)
         out.update(compiled_ratios(compiled_rows, ", ".join(compiled_paths)))
     out.update(ddp_hooks)
+    if unit_rows:  # every rank's file together: the wrappers' host per bucket, group, action
+        out.update(dist_unit_costs(unit_rows, ", ".join(unit_paths)))
     if step_rows:  # single-GPU and distributed steps together (the wrappers' extra is over the single)
         step_hosts.update(step_host_costs(step_rows, ", ".join(step_paths)))
     if decode_rows:  # the plain and Hugging Face passes together (one reference probe)

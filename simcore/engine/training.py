@@ -80,6 +80,9 @@ class TrainingLayout:
     zero3_gather: Num = "bucketed"
     """ZeRO-3's parameter movement: ``bucketed`` (prefetched flat all-gathers) or ``per_tensor``
     (DeepSpeed 2021: one synchronous collective per weight tensor; :func:`zero3_per_tensor`)."""
+    pipeline_library: Num = "torch"
+    """The code running the pipeline schedule (``parallel.pipeline_library``): ``torch`` pays
+    torch.distributed.pipelining's host per action (:func:`pipeline_action_host`)."""
 
 
 def host_run_ahead(
@@ -95,6 +98,8 @@ def host_run_ahead(
     m: Num,
     h_sf: Num = 0.0,
     h_sb: Num = 0.0,
+    a_f: Num = 0.0,
+    a_b: Num = 0.0,
 ) -> tuple[Num, Num]:
     """Per-micro-batch time and end-of-backward GPU lag of one pipeline-free eager step that starts
     with host and GPU together (seconds).
@@ -109,19 +114,37 @@ def host_run_ahead(
     repeat at ``max(host, GPU)`` per micro-batch. Returns ``(period, lag)``: the step's layer phases
     take ``m x period`` on the GPU, and the host finishes issuing the last backward ``lag`` seconds
     before the GPU finishes it (>= 0 when the GPU is behind).
+
+    ``a_f`` / ``a_b``: seconds each layer's compute waits, after the host issued the layer's parameter
+    all-gather, for that gather (FSDP2: :func:`fsdp_gather_wait`). In the forward the host issues layer
+    ``i``'s gather at the start of its host unit, so its kernels start no earlier than
+    ``i hu + a``: the layers end no earlier than ``a + gu + (n - 1) max(hu, gu)``; in the backward
+    the gather of layer ``i`` is issued one unit ahead (FSDP2's backward prefetch) except the first's:
+    no earlier than ``H + a + n gu`` and ``H + a + gu + (n - 2) max(hu, gu)``. A host far ahead of the
+    GPU hides them; a host-bound micro-batch pays them again in every later one.
     """
     n = np.maximum(np.asarray(layers, dtype=float), 1.0)
     hu_f, hu_b, gu_f, gu_b = h_f / n, h_b / n, g_f / n, g_b / n
-    G = emb_f + np.maximum(g_f, hu_f + (n - 1.0) * np.maximum(hu_f, gu_f) - emb_f)
-    H = h_f + h_sf
-    G = np.maximum(G + head_f, H)
-    H = H + h_sb
-    G = np.maximum(G + head_b, H)
-    G = np.maximum(G + g_b, H + hu_b + (n - 1.0) * np.maximum(hu_b, gu_b)) + emb_b
-    H = H + h_b
+    mx_f, mx_b = np.maximum(hu_f, gu_f), np.maximum(hu_b, gu_b)
+
+    def first_mb(a_f: Num, a_b: Num) -> tuple[Num, Num]:
+        G = np.maximum(emb_f + g_f, hu_f + (n - 1.0) * mx_f)
+        G = np.maximum(G, a_f + gu_f + (n - 1.0) * mx_f)
+        H = h_f + h_sf
+        G = np.maximum(G + head_f, H)
+        H = H + h_sb
+        G = np.maximum(G + head_b, H)
+        late_b = np.maximum(H + a_b + g_b, H + a_b + gu_b + np.maximum(n - 2.0, 0.0) * mx_b)
+        G = np.maximum(np.maximum(G + g_b, H + hu_b + (n - 1.0) * mx_b), late_b) + emb_b
+        return G, H + h_b
+
+    G, H = first_mb(a_f, a_b)
     g_mb = emb_f + g_f + head_f + head_b + g_b + emb_b
     h_mb = h_f + h_b + h_sf + h_sb
     period_rest = np.maximum(g_mb, h_mb)
+    if np.any(np.asarray(a_f) > 0) or np.any(np.asarray(a_b) > 0):
+        wait = G - first_mb(0.0, 0.0)[0]
+        period_rest = period_rest + np.where(h_mb >= g_mb, wait, 0.0)
     mm = np.maximum(np.asarray(m, dtype=float), 1.0)
     G_m = G + (mm - 1.0) * period_rest
     H_m = mm * h_mb
@@ -553,19 +576,40 @@ class _HostTables:
             # the profiler's per-op cost changes the wrapper's share: its own ratio where measured
             return host_cal.get(("profiled_" if s.profiler else "") + key, host_cal.get(key, 1.0))
 
-        r_f = ratio(f"fsdp_ratio_{phase}")
         r_t = ratio(f"tp_ratio_{phase}")
         r_d = ratio(f"ddp_ratio_{phase}")
         # FSDP replaces DDP; tensor parallelism and DDP hooks compose
         other = np.where(s.tp > 1, r_t, 1.0) * np.where(s.ddp, r_d, 1.0)
-        return self.hv(name) * np.where(s.zero3, r_f, other)
+        base = self.hv(name)
+        group = self.fsdp_group(phase)
+        fsdp = base + group if group is not None else base * ratio(f"fsdp_ratio_{phase}")
+        return base * np.where(s.zero3, 1.0, other) + np.where(s.zero3, fsdp - base, 0.0)
+
+    def fsdp_group(self, phase: str) -> float | None:
+        """FSDP2's host per ``fully_shard`` group in ``phase`` (``fwd`` / ``bwd``) where
+        ``simcore calibrate`` fitted ``fsdp_group`` (unprofiled; one group's forward and backward,
+        :mod:`simcore.calibration.fit_dist_units`), split between the phases as the measured
+        per-layer ``fsdp_ratio_*`` split FSDP2's extra host; ``None`` where not fitted (the per-layer
+        ratios stand)."""
+        s, host_cal = self.s, self.s.host_cal
+        if s.profiler or "fsdp_group" not in host_cal:
+            return None
+        extra = {
+            ph: max(host_cal.get(f"fsdp_ratio_{ph}", 1.0) - 1.0, 0.0) * self.hv(f"train_{ph}_{s.lk}")
+            for ph in ("fwd", "bwd")
+        }
+        total = extra["fwd"] + extra["bwd"]
+        return s.prof.host("fsdp_group") * (extra[phase] / total if total > 0 else 0.5)
 
     def wrapper_step(self, part: str) -> Num:
         """A distributed wrapper's host outside the layers beyond a single GPU's, per micro-batch
         (``fwd`` / ``bwd``) or per step (``end``), where measured. DDP's backward part is its
-        reducer finishing the gradient reduction: once per step, like its hooks."""
+        reducer finishing the gradient reduction: once per step, like its hooks. FSDP2's root group
+        (embedding, final norm, head) costs one group's host where ``fsdp_group`` is fitted."""
         s = self.s
         f, t, d = (self.hv(f"{w}_step_{part}") for w in ("fsdp", "tp", "ddp"))
+        root = self.fsdp_group(part) if part in ("fwd", "bwd") else None
+        f = f + (root or 0.0)
         d_mb = d / s.m if part == "bwd" else d
         return np.where(s.zero3, f, np.where(s.tp > 1, t, 0.0) + np.where(s.ddp, d_mb, 0.0))
 
@@ -619,12 +663,8 @@ def _layer_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
     h_b = h_b + np.where(s.ddp & ~s.zero3, hv("ddp_fixed"), 0.0)
     e_f, e_b = _moe_expert_host(s, ht)
     h_f, h_b = h_f + e_f, h_b + e_b + s.full_t * e_f
-    if s.profiler:
-        # DDP's hooks while the profiler records: per gradient tensor and per bucket all-reduce
-        # call, once per step (the last micro-batch's backward; measured from profiled DDP ranks)
-        n_grads, n_buckets = ddp_gradients_and_buckets(model, s.pp, s.sb.grads, s.gate_up)
-        hooks = n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
-        h_b = h_b + np.where(s.ddp & ~s.zero3, hooks / s.m, 0.0)
+    if np.any(s.ddp & ~s.zero3):
+        h_b = h_b + np.where(s.ddp & ~s.zero3, ddp_bucket_host(s) / s.m, 0.0)
     # the profiler's other options (Python stacks, memory events, no shapes) change each kind of
     # host time by its own measured ratio
     h_f = h_f * ht.pf("train_fwd")
@@ -677,6 +717,51 @@ def _moe_expert_host(s: _Step, ht: _HostTables) -> tuple[Num, Num]:
     return calls * 2.0 * (1.0 + quant) * per_f, calls * 2.0 * (2.0 + quant) * per_b
 
 
+def ddp_bucket_host(s: _Step) -> Num:
+    """Host seconds of PyTorch DDP's Reducer per step beyond the per-layer ``ddp_ratio_*`` and
+    ``ddp_fixed`` entries, on the autograd thread during the last micro-batch's backward (the step's
+    other micro-batches run under ``no_sync`` or accumulate without reducing).
+
+    The Reducer (``torch/csrc/distributed/c10d/reducer.cpp``: ``mark_variable_ready`` ->
+    ``mark_bucket_ready`` -> ``all_reduce_bucket``, a ``then`` callback on the work's future,
+    ``finalize_bucket_dense`` copying back) does host work per gradient bucket:
+    :func:`ddp_gradients_and_buckets` of them (``bucket_cap_mb`` 25). Without the profiler the
+    per-layer ratio and ``ddp_fixed`` were measured on a model whose gradients filled one bucket, so
+    each further bucket costs one bucket's host: the profile's ``ddp_bucket`` entry where
+    ``simcore calibrate`` fitted it (``tools/bench_dist_steps.py --units``), else the system's
+    per-call floor of an eager all-reduce (the communication profile's ``op_overhead``, back-to-back
+    ``torch.distributed.all_reduce`` calls: the bucket's collective launch, the part of the per-bucket
+    work measured on these systems). Under the profiler: the hooks per gradient tensor and per bucket
+    measured from profiled DDP ranks (``profiled_ddp_param``, ``profiled_ddp_bucket``)
+    (docs/parallelism.md, DDP's host per bucket)."""
+    n_grads, n_buckets = ddp_gradients_and_buckets(s.model, s.pp, s.sb.grads, s.gate_up)
+    prof = s.prof
+    if s.profiler:
+        return n_grads * prof.host("ddp_param", True) + n_buckets * prof.host("ddp_bucket", True)
+    per_bucket = prof.host("ddp_bucket") if "ddp_bucket" in prof.host_layer else comm_call_host(s.cluster)
+    return np.maximum(n_buckets - 1.0, 0.0) * per_bucket
+
+
+def pipeline_action_host(s: _Step) -> Num:
+    """Host seconds per micro-batch of torch.distributed.pipelining's own Python on a rank: one
+    forward and one backward action per stage the rank holds (``2 vp``), each at the calibration
+    profile's fitted ``pp_action`` (0 where not fitted: no committed run measured it), where
+    ``parallel.pipeline_library`` is ``torch`` and the layout has pipeline stages.
+
+    Per action ``torch/distributed/pipelining/schedules.py`` (``_step_microbatches``: the action's
+    bookkeeping, ``_batch_p2p``'s ``batch_isend_irecv`` of its sends and receives) and ``stage.py``
+    (``forward_one_chunk``: argument flattening, validation of the inputs' metadata, the output's
+    detach; ``backward_one_chunk`` -> ``stage_backward``: an ``autograd.backward`` call per
+    micro-batch) run beside the layers' own host; the point-to-point calls are priced apart
+    (:func:`pipeline_p2p_calls`). Measured by ``tools/bench_dist_steps.py --units`` as the excess of a
+    pipelined step over the same layers run as plain gradient accumulation (docs/parallelism.md,
+    pipeline host costs)."""
+    if "pp_action" not in s.prof.host_layer:
+        return 0.0 * s.pp
+    torch_lib = (np.asarray(s.pp) > 1) & (np.asarray(s.lay.pipeline_library) == "torch")
+    return np.where(torch_lib, 2.0 * s.vp * s.prof.host("pp_action"), 0.0)
+
+
 @dataclass
 class _Host:
     """Host seconds of one micro-batch (its layers, its work outside them) and the lead the host has
@@ -720,13 +805,17 @@ def _host_overhead(s: _Step, ht: _HostTables, work: _StageWork) -> _Host:
     h_out_b = (hv(f"step_bwd_{lk}") + lay_b + ht.wrapper_step("bwd")) * ht.pf("step_bwd")
     h_sf = np.where(single_stage, h_out_f, 0.0)
     h_sb = np.where(single_stage, h_out_b, 0.0)
-    g_mb, lag = host_run_ahead(h_f, h_b, Fg, Bg, embF, embB, headF, headB, s.layers_per_rank, s.m, h_sf, h_sb)
+    a = fsdp_gather_wait(s)
+    g_mb, lag = host_run_ahead(
+        h_f, h_b, Fg, Bg, embF, embB, headF, headB, s.layers_per_rank, s.m, h_sf, h_sb, a, a
+    )
     per_mb = np.maximum(g_mb - (Fg + Bg + embF + embB + headF + headB), 0.0)
     share_f = np.where(x_f + x_b > 0, x_f / np.maximum(x_f + x_b, 1e-30), 0.5)
     p2p_end, p2p_mid = pipeline_p2p_calls(s.pp)
     call = comm_call_host(s.cluster, "send_recv")
-    middle = h_f + h_b + p2p_mid * call - (Fg + Bg)
-    last = h_f + h_b + h_out_f + h_out_b + p2p_end * call - (Fg + Bg + headF + headB)
+    acts = pipeline_action_host(s)
+    middle = h_f + h_b + p2p_mid * call + acts - (Fg + Bg)
+    last = h_f + h_b + h_out_f + h_out_b + p2p_end * call + acts - (Fg + Bg + headF + headB)
     per_mb = np.where(single_stage, per_mb, np.maximum(np.maximum(middle, last), 0.0))
     if s.moe_host_sync:
         # every MoE layer's forward waits for the GPU (the dispatcher's device-to-host copy), so the
@@ -1055,6 +1144,33 @@ def zero3_per_tensor(s: _Step, params: _RankParams) -> Num:
     return gathers * one_pass("all_gather", pbytes, "fp32" if pbytes == 4 else "bf16") + one_pass(
         "reduce_scatter", grad_b, "fp32" if grad_b == 4 else "bf16"
     )
+
+
+def fsdp_gather_wait(s: _Step) -> Num:
+    """Seconds one layer's compute waits for its own parameter all-gather once the host has issued it
+    (FSDP2, ``fully_shard`` per block; 0 for every other layout): the all-gather of the layer's bf16
+    parameters over the data-parallel group, priced as one collective of that size on the ``dp``
+    placement, plus the layer's share of the all-gather copy-in on the same stream
+    (:func:`_fsdp_copies`).
+
+    FSDP2's pre-forward hook of a block (``torch/distributed/fsdp/_fully_shard/_fsdp_state.py``
+    ``_pre_forward`` -> ``FSDPParamGroup.pre_forward``: ``unshard()`` then ``wait_for_unshard()``)
+    issues the block's all-gather on the all-gather stream and makes the compute stream wait for it
+    before the copy-out; nothing issues it earlier in the forward (explicit forward prefetch,
+    ``set_modules_to_forward_prefetch``, is opt-in). In the backward ``pre_backward`` unshards the
+    block and prefetches the next one to run (``_backward_prefetch``, one group ahead). When the host
+    is ahead of the GPU the gathers hide behind the previous layers; when it is not, each layer waits
+    for its gather (:func:`host_run_ahead`; docs/parallelism.md, FSDP2 issue order)."""
+    mask = s.zero3 & _a(s.lay.fsdp, bool) & (s.dp > 1) & (np.asarray(s.lay.zero3_gather) != "per_tensor")
+    if not np.any(mask):
+        return 0.0 * s.dp
+    params = _rank_params(s)
+    n = np.maximum(s.layers_per_rank, 1.0)
+    layer = params.dense / n
+    gather = s.pricer.comm_time("all_gather", layer * 2.0, "dp")
+    _out, ag_in, _rs_in = _fsdp_copies(s, params, 0.0 * s.dp)
+    copy_in = ag_in * layer / np.maximum(2.0 * params.dense + params.embed, 1.0)
+    return np.where(mask, gather + copy_in, 0.0)
 
 
 def _fsdp_copies(s: _Step, params: _RankParams, zeros: Num) -> tuple[Num, Num, Num]:

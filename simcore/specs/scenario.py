@@ -287,6 +287,12 @@ class ParallelSpec(Spec):
     schedule: Literal["gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe"] = "1f1b"
     """Pipeline schedule; when not given, ``interleaved`` if ``vp > 1`` (Megatron's virtual stages imply
     it), else ``1f1b``."""
+    pipeline_library: Literal["torch", "megatron", "deepspeed", "own"] = "torch"
+    """The code that runs the pipeline schedule (with ``pp > 1``): ``torch``
+    (torch.distributed.pipelining's ``PipelineStage`` and schedules), ``megatron`` (Megatron-Core's
+    schedules), ``deepspeed`` (its ``PipelineEngine``), ``own`` (a hand-written loop of sends,
+    receives, forwards and backwards). ``torch`` pays pipelining's host per schedule action where the
+    calibration profile fitted it (``pp_action``; docs/parallelism.md, pipeline host costs)."""
     dp_overlap: bool = True
     tp_overlap: bool = False
     vocab_parallel: bool = True

@@ -150,6 +150,8 @@ def apply_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
             continue
         if section == "parallel" and sc.kind != "training":
             continue  # data-parallel and pipeline defaults mean nothing to one inference replica
+        if field_of(key) in PIPELINE_ONLY and sc.parallel.pp <= 1:
+            continue  # nor the pipelining code to a layout without pipeline stages
         if any(_value(sc, updates, k) not in vals for k, vals in d.when.items()):
             continue
         updates.setdefault(section, {})[fld] = d.value
@@ -163,6 +165,10 @@ def apply_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
         checked = type(part).model_validate(vals)
         new[section] = part.model_copy(update={f: getattr(checked, f) for f in vals})
     return sc.model_copy(update=new), chosen
+
+
+PIPELINE_ONLY = ("parallel.pipeline_library",)
+"""Defaults a stack sets only where the layout has pipeline stages (``parallel.pp > 1``)."""
 
 
 def field_of(key: str) -> str:

@@ -1035,7 +1035,8 @@ def _own_scenario(rec: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
         # tools/gpt.py keeps the embedding, norms and LM head replicated on both TP ranks
         par.update(tp=world, vocab_parallel=False)
     elif strat == "pp":
-        par.update(pp=world, schedule="gpipe")
+        # tools/bench_parallel.py's own GPipe loop of isend / irecv, not torch.distributed.pipelining
+        par.update(pp=world, schedule="gpipe", pipeline_library="own")
         notes.append("fp32 activations between stages in the measured code (simcore sends bf16)")
     elif strat == "fsdp":
         par.update(dp=world, fsdp=True)
