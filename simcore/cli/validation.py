@@ -371,6 +371,22 @@ def moe(
     print(format_table(rows))
 
 
+@app.command("hybrid")
+def hybrid(
+    csv: Annotated[
+        str | None,
+        typer.Argument(help="A published hybrid table (default simcore/validation/data/published_hybrid.csv)."),
+    ] = None,
+) -> None:
+    """Nemotron 3 Nano (hybrid Mamba-Transformer MoE) pre-training: published tokens/s per GPU vs predicted."""
+    from simcore.validation.hybrid import report
+
+    try:
+        print(report(csv))
+    except SimcoreError as e:
+        _fail(e)
+
+
 @app.command("intervals")
 def intervals(
     as_json: JsonOpt = False,
@@ -473,6 +489,7 @@ REPORTS: dict[str, Callable[[], None]] = {
     "traces": traces,
     "devices": devices,
     "moe": moe,
+    "hybrid": hybrid,
     "intervals": intervals,
     "serving": serving,
     "served": served,
