@@ -27,17 +27,7 @@ import numpy as np
 from simcore.specs.scenario import ModelSpec
 from simcore.workload import lowering as L
 from simcore.workload.lowering import Layout, Num, Op, fused_mem_op, mem_op
-from simcore.workload.ssm import LayerKind, mamba_shape
-
-SSD_CAUSAL_BLOCK = 64
-"""Rows of a query tile of mamba_ssm's ``_chunk_scan`` kernels (``BLOCK_SIZE_M``, 64 in most of its autotune
-configurations): a tile ``i`` of a chunk runs the inner loop over the ``(i + 1) x 64`` earlier tokens only
-(causal), so the intra-chunk matmuls do ``(1 + 64 / Q) / 2`` of a full ``Q x Q`` product."""
-
-
-def causal_fraction(chunk: int) -> float:
-    """Share of a full ``Q x Q`` intra-chunk product that the causal kernels compute."""
-    return min(1.0, (1.0 + SSD_CAUSAL_BLOCK / chunk) / 2.0)
+from simcore.workload.ssm import LayerKind, causal_fraction, mamba_shape
 
 
 def _scan_sizes(m: ModelSpec, lay: Layout) -> tuple[Num, Num, Num, Num, Num]:

@@ -37,6 +37,17 @@ LayerKind = bool | str
 MLP / an MoE block (models without a pattern), or a pattern symbol ``M``, ``*``, ``-``, ``E``."""
 
 
+SSD_CAUSAL_BLOCK = 64
+"""Rows of a query tile of mamba_ssm's ``_chunk_scan`` kernels (``BLOCK_SIZE_M``, 64 in most of its autotune
+configurations): a tile ``i`` of a chunk runs the inner loop over the ``(i + 1) x 64`` earlier tokens only
+(causal), so the intra-chunk matmuls do ``(1 + 64 / Q) / 2`` of a full ``Q x Q`` product."""
+
+
+def causal_fraction(chunk: int) -> float:
+    """Share of a full ``Q x Q`` intra-chunk product that the causal kernels compute."""
+    return min(1.0, (1.0 + SSD_CAUSAL_BLOCK / chunk) / 2.0)
+
+
 @dataclass(frozen=True)
 class MambaShape:
     """Dimensions of one Mamba-2 mixer."""
@@ -109,14 +120,15 @@ def ssd_flops_per_token(m: ModelSpec) -> float:
     """Forward FLOPs per token of one layer's SSD scan and convolution as the chunked kernels run them
     (hardware FLOPs; multiply-adds count 2), chunk ``Q``:
 
-    ``conv 2 K conv_dim + G (2 Q N) [C B^T] + H (2 N P [chunk states] + Q P [intra-chunk, causal half]
-    + 2 N P [incoming state])``; the state passing between chunks, ``2 H P N / Q``, is included.
+    ``conv 2 K conv_dim + G (2 Q N) [C B^T] + H (2 N P [chunk states] + 2 Q P c [intra-chunk, causal share
+    c = causal_fraction(Q)] + 2 N P [incoming state])``; the state passing between chunks, ``2 H P N / Q``,
+    is included.
     Megatron's model-FLOPs count of the scan is :func:`ssd_model_flops_per_token`."""
     s = mamba_shape(m)
     q, n, p = s.chunk, s.state, s.head_dim
     conv = 2.0 * s.conv_kernel * s.conv_dim
     cb = s.groups * 2.0 * q * n
-    per_head = 2.0 * n * p + q * p + 2.0 * n * p + 2.0 * n * p / q
+    per_head = 2.0 * n * p + 2.0 * q * p * causal_fraction(q) + 2.0 * n * p + 2.0 * n * p / q
     return conv + cb + s.heads * per_head
 
 
