@@ -107,7 +107,7 @@ class MLASpec(Spec):
 class MambaSpec(Spec):
     """The Mamba-2 mixer (SSD, Dao & Gu 2024) of a model's ``M`` layers (``model.hybrid_pattern``),
     as Megatron-Core's ``MambaMixer`` and Hugging Face's ``NemotronH`` configs give it
-    (docs/compute.md, "Mamba-2 layers")."""
+    (docs/compute.md, "Mamba-2 layers and hybrid models")."""
 
     model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
 
@@ -169,7 +169,7 @@ class ModelSpec(Spec):
             "(norm, self-attention, residual), ``-`` an MLP layer (norm, MLP, residual), ``E`` an MoE layer "
             "(norm, ``model.moe``, residual). Its length is ``layers``. ``None``: every layer is a "
             "transformer layer (attention then MLP or MoE). Costs sum over the pattern and pipeline stages "
-            "hold their slice of it (docs/compute.md, 'Mamba-2 layers')."
+            "hold their slice of it (docs/compute.md, 'Mamba-2 layers and hybrid models')."
         ),
     )
 

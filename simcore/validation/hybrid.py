@@ -6,7 +6,7 @@ model those tables publish, on DGX-H100, DGX-B200/B300 and GB200/GB300 NVL72) wi
 preset, the row's layout and precision (FP8 = per-tensor current scaling, MXFP8), recompute as the release's
 recipe sets it (``perf_recipes/nemotronh``: selective ``layernorm`` on H100, none on Blackwell) and the
 Megatron stack's defaults, and prints the error of tokens/s per GPU, ``predicted / published - 1``.
-Nothing is fitted to these rows (docs/compute.md, "Mamba-2 layers").
+Nothing is fitted to these rows (docs/compute.md, "Mamba-2 layers and hybrid models").
 """
 
 from __future__ import annotations

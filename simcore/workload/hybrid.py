@@ -15,7 +15,7 @@ head, or group) through the fitted GEMM model: those are small GEMMs (``Q x Q x 
 Q = 128 or 256, N = 128 or 256, P = 64), which the fitted model prices at the low efficiency it gives
 cuBLAS's batched small GEMMs. mamba_ssm runs them as Triton kernels fused with their elementwise work (the
 decays, ``dt``, the ``D`` skip), which no calibration sweep here has measured; the elementwise passes are
-priced as the streaming kernels below. See docs/compute.md, "Mamba-2 layers".
+priced as the streaming kernels below. See docs/compute.md, "Mamba-2 layers and hybrid models".
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ A Mamba-2 layer (Dao & Gu 2024, "Transformers are SSMs", arXiv 2405.21060; Megat
 Symbols of a hybrid pattern (``model.hybrid_pattern``, Megatron-Core's ``hybrid_override_pattern``): ``M``
 a Mamba-2 layer, ``*`` an attention layer, ``-`` an MLP layer, ``E`` an MoE layer; each has its own pre-norm
 and residual. A model without a pattern is a stack of transformer layers (attention and MLP / MoE in one
-layer). See docs/compute.md, "Mamba-2 layers".
+layer). See docs/compute.md, "Mamba-2 layers and hybrid models".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Mamba-2 layers and hybrid patterns: hand-computed shapes, parameters and FLOPs, the lowering's SSD kernels,
 a hybrid's cost as the sum over its pattern, pipeline stages over the pattern, decode state constant in the
-context, and a longer sequence never cheaper (docs/compute.md, "Mamba-2 layers")."""
+context, and a longer sequence never cheaper (docs/compute.md, "Mamba-2 layers and hybrid models")."""
 
 from __future__ import annotations
 
