@@ -189,6 +189,8 @@ class ModelSpec(Spec):
             raise ValueError("hybrid_pattern has M layers but the model has no mamba section")
         if "E" in p and self.moe is None:
             raise ValueError("hybrid_pattern has E layers but the model has no moe section")
+        if self.moe is not None and self.moe.dense_layers:
+            raise ValueError("moe.dense_layers does not apply with a hybrid_pattern: its - layers are the dense MLPs")
         if self.mla is not None:
             raise ValueError("hybrid_pattern with mla is not modelled")
         return self

@@ -219,6 +219,9 @@ def test_bad_patterns_are_clear_errors() -> None:
         tiny(mamba=None)
     with pytest.raises(ValidationError, match="no moe section"):
         tiny(hybrid_pattern="M*ME")
+    moe = {"experts": 4, "top_k": 1, "expert_ffn_hidden": 64, "dense_layers": 1}
+    with pytest.raises(ValidationError, match="dense_layers does not apply"):
+        tiny(hybrid_pattern="M*ME", moe=moe)
 
 
 def test_tp_must_divide_mamba_heads_and_groups() -> None:
