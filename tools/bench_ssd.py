@@ -74,13 +74,14 @@ def state_update(model: str, b: int) -> dict:
 
 def conv1d(model: str, b: int, s: int) -> dict:
     h, p, n, g, _q = MODELS[model]
-    return dict(op="conv1d", case=f"{model}-b{b}-s{s}", batch=b, seq=s, channels=h * p + 2 * g * n, width=CONV_K)
+    return dict(op="conv1d", case=f"{model}-b{b}-s{s}", batch=b, seq=s, heads=h, head_dim=p, state=n, groups=g,
+                channels=h * p + 2 * g * n, width=CONV_K)
 
 
 def norm(model: str, b: int, s: int) -> dict:
     h, p, n, g, _q = MODELS[model]
-    return dict(op="gated_rmsnorm", case=f"{model}-b{b}-s{s}", batch=b, seq=s, heads=h, head_dim=p, groups=g,
-                channels=h * p)
+    return dict(op="gated_rmsnorm", case=f"{model}-b{b}-s{s}", batch=b, seq=s, heads=h, head_dim=p, state=n,
+                groups=g, channels=h * p)
 
 
 def plan(smoke: bool) -> list[dict]:

@@ -387,6 +387,27 @@ def hybrid(
         _fail(e)
 
 
+@app.command("ssd")
+def ssd(
+    csv: Annotated[
+        str | None,
+        typer.Argument(
+            help="A tools/bench_ssd.py CSV, measured or planned (default: the pre-registered plan, "
+            "simcore/validation/data/ssd_predicted_h100.csv)."
+        ),
+    ] = None,
+    system: Annotated[str, typer.Option(help="The system whose one GPU prices the rows.")] = "hgx-h100",
+    out: Annotated[str | None, typer.Option("--out", metavar="CSV", help="Also write the prices here.")] = None,
+) -> None:
+    """Mamba-2's kernels (SSD scan, conv1d, gated norm, decode state update): simcore's price vs measured."""
+    from simcore.validation.ssd import PREDICTED_H100_CSV, report
+
+    try:
+        print(report(csv or PREDICTED_H100_CSV, system, out))
+    except SimcoreError as e:
+        _fail(e)
+
+
 @app.command("intervals")
 def intervals(
     as_json: JsonOpt = False,
@@ -490,6 +511,7 @@ REPORTS: dict[str, Callable[[], None]] = {
     "devices": devices,
     "moe": moe,
     "hybrid": hybrid,
+    "ssd": ssd,
     "intervals": intervals,
     "serving": serving,
     "served": served,

@@ -124,6 +124,14 @@ def mamba_decode_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ]
 
 
+def group_norm(m: ModelSpec, lay: Layout) -> Op:
+    """The gated group RMSNorm over the scan's output (``RMSNormGated``, ``norm_before_gate=False``), priced
+    as the model's norm over ``T x d_inner / t`` elements of ``T`` rows."""
+    s = mamba_shape(m)
+    T = lay.tokens
+    return mem_op(L.norm_name(m), T * s.d_inner / lay.tp, lay.act_bytes, "norm", rows=T)
+
+
 def mamba_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Forward ops of one Mamba-2 layer on a rank: the pre-norm, ``in_proj`` (column-parallel: heads,
     groups and the inner width split over TP), under CP the all-to-all to whole sequences of ``heads / cp``
@@ -151,7 +159,7 @@ def mamba_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(mem_op("copy", T * s.d_inner / t, b, "elementwise"))
     if not cp1 and not decode:
         ops.append(L._comm("ssm_cp_a2a_out", "all_to_all", T * s.d_inner / t * b, "cp", "cp_comm"))
-    ops.append(mem_op(L.norm_name(m), T * s.d_inner / t, b, "norm", rows=T))
+    ops.append(group_norm(m, lay))
     ops.append(L._gemm("out_proj", T, s.hidden, s.d_inner / t, lay.dtype))
     ops.extend(L.residual_add(m, lay, tsp))
     ops.extend(L.tp_comm_fwd(m, lay, blocks=1))
