@@ -196,17 +196,18 @@ def kernels(fn, dev: torch.device, reps: int = 3) -> dict[str, tuple[float, floa
     """{kernel name: (calls per call of fn, device seconds per call of fn)} under torch.profiler."""
     from torch.profiler import ProfilerActivity, profile
 
+    gpu = dev.type == "cuda"  # (on the CPU, --smoke: the CPU ops, so that this code runs there too)
     runs: list[dict[str, list[float]]] = []
     for _ in range(reps):
-        with profile(activities=[ProfilerActivity.CUDA]) as p:
+        with profile(activities=[ProfilerActivity.CUDA if gpu else ProfilerActivity.CPU]) as p:
             fn()
             sync(dev)
         acc: dict[str, list[float]] = {}
         for e in p.events():
-            if e.device_type.name == "CUDA":
+            if e.device_type.name == ("CUDA" if gpu else "CPU"):
                 a = acc.setdefault(e.name, [0.0, 0.0])
                 a[0] += 1
-                a[1] += e.device_time_total * 1e-6
+                a[1] += (e.device_time_total if gpu else e.self_cpu_time_total) * 1e-6
         runs.append(acc)
     names = set().union(*runs)
     return {k: (statistics.median(r.get(k, [0, 0])[0] for r in runs),
