@@ -50,14 +50,20 @@ class StateBytes:
 
 
 def state_bytes(
-    precision: str, optimizer: str, master_weights: bool, param_dtype: str = "bf16", device: Device | None = None
+    precision: str,
+    optimizer: str,
+    master_weights: bool,
+    param_dtype: str = "bf16",
+    device: Device | None = None,
+    grads_fp32: bool | None = None,
 ) -> StateBytes:
     """Per-parameter bytes of weights, gradients and optimizer state.
 
     ``param_dtype='fp32'`` is PyTorch AMP (fp32 weights, autocast): no separate master copy.
-    ``param_dtype='bf16'`` is Megatron-style mixed precision: low-precision weights, fp32 gradient
-    accumulation and an fp32 master copy in the optimizer when ``master_weights``; without it, the
-    optimizer keeps its moments in the weights' dtype (PyTorch's optimizers on bf16 parameters).
+    ``param_dtype='bf16'`` is Megatron-style mixed precision: low-precision weights, an fp32 master copy
+    in the optimizer when ``master_weights`` (without it, the optimizer keeps its moments in the weights'
+    dtype: PyTorch's optimizers on bf16 parameters) and the gradients in fp32 when ``grads_fp32``
+    (``training.grad_reduce_in_fp32``; ``None``: when ``master_weights``), else in bf16.
     FP8/FP4 recipes keep their quantized weight copies beside the bf16 weights
     (:meth:`simcore.workload.precision.Recipe.weight_copy_bytes` on ``device``; none given: two copies,
     Hopper's data and transpose).
@@ -69,7 +75,7 @@ def state_bytes(
         moments /= 2.0
     w = 2.0 + recipe(precision).weight_copy_bytes(device)
     master = 4.0 if master_weights else 0.0
-    grads = 4.0 if master_weights else 2.0
+    grads = 4.0 if (master_weights if grads_fp32 is None else grads_fp32) else 2.0
     return StateBytes(w, grads, moments + master)
 
 

@@ -366,7 +366,12 @@ class _Step:
         self.zero0, self.zero12, self.zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
         self.recipe = P.recipe(training.precision, cluster.device)
         self.sb = M.state_bytes(
-            training.precision, training.optimizer, training.master_weights, param_dtype, cluster.device
+            training.precision,
+            training.optimizer,
+            training.master_weights,
+            param_dtype,
+            cluster.device,
+            training.grad_reduce_in_fp32,
         )
         self.single_proc = np.asarray(lay.dp_mode) == "dataparallel"
         self.ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")
@@ -1435,7 +1440,14 @@ def training_memory(
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
     recompute = np.asarray(lay.recompute)
-    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype, device)
+    sb = M.state_bytes(
+        training.precision,
+        training.optimizer,
+        training.master_weights,
+        param_dtype,
+        device,
+        training.grad_reduce_in_fp32,
+    )
     w, g, o = M.training_state_bytes(params_rank, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
     # DualPipe keeps two copies of the parameters (one per direction; DeepSeek-V3 report, 3.2.1)
     w = w * np.where(np.asarray(lay.schedule) == "dualpipe", 2.0, 1.0)

@@ -246,6 +246,12 @@ class TrainingSpec(Spec):
     """fp32 master copy of the weights kept by the optimizer (mixed precision with low-precision weights;
     fp32 weights need none). Default: the stack's (pytorch, torchtitan: none, ``torch.optim`` updates the
     weights themselves; megatron, deepspeed: kept; docs/stacks.md)."""
+    grad_reduce_in_fp32: bool | None = None
+    """Gradients accumulated and reduced in fp32 (Megatron's ``grad_reduce_in_fp32``: fp32 ``main_grad``
+    buffers and an fp32 reduce-scatter / all-reduce) rather than in the weights' dtype. ``None``: fp32
+    exactly when the optimizer keeps an fp32 master copy (``master_weights``). Default: the stack's
+    (megatron: true, as Megatron-Bridge's pre-training recipes set it; its performance recipes set false;
+    docs/stacks.md). fp32 weights always have fp32 gradients."""
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: list[
         Literal["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]

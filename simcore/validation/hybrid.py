@@ -4,8 +4,9 @@
 performance summaries, each row naming its NeMo container release: Nemotron 3 Nano 30B-A3B, the only hybrid
 model those tables publish, on DGX-H100, DGX-B200/B300 and GB200/GB300 NVL72) with the ``nemotron3-nano``
 preset, the row's layout and precision (FP8 = per-tensor current scaling, MXFP8), recompute as the release's
-recipe sets it (``perf_recipes/nemotronh``: selective ``layernorm`` on H100, none on Blackwell) and the
-Megatron stack's defaults, and prints the error of tokens/s per GPU, ``predicted / published - 1``.
+recipe sets it (``perf_recipes/nemotronh``: selective ``layernorm`` on H100, none on Blackwell), bf16
+gradients as every performance recipe sets them (``perf_recipes/_common.py`` ``_benchmark_common``,
+``nemotronh/common.py``: ``grad_reduce_in_fp32 = False``) and the Megatron stack's other defaults, and prints the error of tokens/s per GPU, ``predicted / published - 1``.
 Nothing is fitted to these rows (docs/compute.md, "Mamba-2 layers and hybrid models").
 """
 
@@ -42,6 +43,7 @@ def scenario(row: dict[str, str]) -> dict[str, Any]:
             "precision": _PRECISIONS[row["precision"]],
             "recompute": row["recompute"],
             "recompute_modules": mods,
+            "grad_reduce_in_fp32": False,
         },
         "parallel": {
             "tp": int(row["tp"]),

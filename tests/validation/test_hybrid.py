@@ -19,6 +19,21 @@ def test_rows_become_scenarios_of_their_layout() -> None:
     assert sc["training"]["precision"] == "fp8_current"
     assert sc["training"]["recompute_modules"] == ["layernorm"]
     assert sc["parallel"]["ep"] == 8 and sc["model"]["preset"] == "nemotron3-nano"
+    assert sc["training"]["grad_reduce_in_fp32"] is False  # perf_recipes/_common.py _benchmark_common
+
+
+def test_bf16_gradients_halve_the_gradient_memory() -> None:
+    """The megatron stack's default (fp32 gradients, the pre-training recipes') against the performance
+    recipes' bf16 gradients the rows are run with."""
+    from simcore.prediction import predict
+
+    with open(PUBLISHED_HYBRID_CSV, newline="") as fh:
+        sc = scenario(next(csv.DictReader(fh)))
+    bf16 = predict(sc).memory_breakdown["gradients"]
+    sc["training"].pop("grad_reduce_in_fp32")
+    res = predict(sc)
+    assert res.memory_breakdown["gradients"] == pytest.approx(2 * bf16)
+    assert "training.grad_reduce_in_fp32=true" in " ".join(res.notes)
 
 
 def test_every_row_is_predicted() -> None:
