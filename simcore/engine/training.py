@@ -1433,9 +1433,12 @@ def training_memory(
     compiled: bool = False,
     device: Any = None,
 ) -> dict[str, Num]:
-    """Peak bytes per GPU on the busiest stage, by part. ``compiled``: torch.compile's graphs save
-    fewer activations (recomputable pointwise results are recomputed in backward) and its fused loss
-    keeps no fp32 logits (:func:`simcore.memory.activation_bytes_per_layer`, ``logits_bytes``)."""
+    """Peak bytes per GPU on the busiest stage, by part: the first and the last rank, each with its
+    layers' activations times its micro-batches in flight (a hybrid's rank: its own slice of the pattern,
+    :func:`pattern_stage_costs`; otherwise the mean layer times ``ceil(layers / pp)``). ``compiled``:
+    torch.compile's graphs save fewer activations (recomputable pointwise results are recomputed in
+    backward) and its fused loss keeps no fp32 logits (:func:`simcore.memory.activation_bytes_per_layer`,
+    ``logits_bytes``)."""
     tp, pp, dp, cp, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -1455,19 +1458,32 @@ def training_memory(
     amp = param_dtype == "fp32" and training.precision != "fp32"
     resid = 4.0 if amp else act
     kinds = layer_kinds(model)
-    per_layer: Num = 0.0
-    for rec in ("none", "selective", "full"):
-        sel = np.where(recompute == rec, 1.0, 0.0)
-        # the mean layer's bytes over the kinds of layer (a hybrid: over its pattern)
-        layer: Num = 0.0
-        for kind, n in kinds:
-            layer = layer + n / model.layers * M.activation_bytes_per_layer(
-                model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled
-            )
-        per_layer = per_layer + sel * layer
+    # each kind of layer's bytes per micro-batch under the layout's recompute
+    per_kind: dict[LayerKind, Num] = {
+        kind: sum(
+            np.where(recompute == rec, 1.0, 0.0)
+            * M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled)
+            for rec in ("none", "selective", "full")
+        )
+        for kind, _n in kinds
+    }
+    per_layer = sum(n / model.layers * per_kind[kind] for kind, n in kinds)  # the mean layer's
     layers_rank = np.ceil(model.layers / pp - 1e-9)  # the first stages hold the extra layers
+    if model.hybrid_pattern is not None:
+        # a hybrid's first and last ranks hold their own slices of the pattern (Megatron's split)
+        slice_first, slice_last, _mid = pattern_stage_costs(
+            model.hybrid_pattern,
+            {str(k): v for k, v in per_kind.items()},
+            pp,
+            vp,
+            lay.embedding_stage,
+            lay.loss_stage,
+            lay.stage_layers,
+        )
+    else:
+        slice_first = slice_last = per_layer * layers_rank
     inflight = M.inflight_microbatches(np.asarray(lay.schedule), pp, m, vp)
-    acts = per_layer * layers_rank * inflight
+    acts = slice_first * inflight
     # full recompute: one layer's full working set is rebuilt during its backward
     working = np.where(
         recompute == "full",
@@ -1489,7 +1505,7 @@ def training_memory(
     )
     logits = np.where(pp <= 1, last_stage_logits, 0.0)
     inflight_last = np.where(np.asarray(lay.schedule) == "gpipe", m, 1.0)
-    layers_mem = per_layer * layers_rank * inflight_last
+    layers_mem = slice_last * inflight_last
     # other in-flight micro-batches on the last stage keep their fp32 log-probabilities (compiled:
     # their bf16 logits) for backward
     kept = act if compiled else 4.0

@@ -147,6 +147,28 @@ def test_pipeline_stages_hold_their_slices_of_the_pattern() -> None:
     assert first.tolist() == [14.0, 2.0] and last.tolist() == [0.0, 12.0]
 
 
+@pytest.mark.parametrize("pattern", ["MMMMMM*-", "MM*-MMMM"])
+def test_first_stage_activations_are_its_own_slice(pattern: str) -> None:
+    """Under PP the first rank keeps, per micro-batch in flight, the activations of its own layers of the
+    pattern (here its four first layers), not the mean layer's times its layer count."""
+    from simcore.prediction import predict
+
+    sc = {
+        "kind": "training",
+        "cluster": {"system": "hgx-h100", "gpus": 2},
+        "model": {**SMALL, "layers": 8, "hybrid_pattern": pattern, "ffn_hidden": 1024},
+        "training": {"micro_batch": 1, "global_batch": 8},
+        "parallel": {"tp": 1, "pp": 2},
+        "runtime": {"stack": "megatron"},
+    }
+    m = tiny(layers=8, hybrid_pattern=pattern, ffn_hidden=1024)
+    per = {k: M.activation_bytes_per_layer(m, 1, 256, 1, 1, False, "none", 2.0, k, 2.0) for k in "M*-"}
+    in_flight = M.inflight_microbatches("1f1b", 2, 8, 1)  # 1F1B: pp micro-batches on the first rank
+    got = predict(sc).memory_breakdown["activations"]
+    assert got == pytest.approx(in_flight * sum(per[k] for k in pattern[:4]))
+    assert got != pytest.approx(in_flight * 4 * sum(per[k] for k in pattern) / 8)  # the mean layer's
+
+
 def test_decode_state_is_constant_in_the_context() -> None:
     m = preset("nemotron-h-8b")
     s = mamba_shape(m)
