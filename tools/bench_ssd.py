@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchutil import CsvOut, env_info, log, sync, time_eager, time_graph  # noqa: E402
 
 COLS = ["op", "case", "batch", "seq", "heads", "head_dim", "state", "groups", "chunk", "channels", "width",
-        "fwd_s", "fwd_bwd_s", "fwd_spread", "fwd_bwd_spread", "n", "graph_s"]
+        "fwd_s", "fwd_bwd_s", "fwd_spread", "fwd_bwd_spread", "n", "graph_s", "error"]
 KCOLS = ["op", "case", "phase", "kernel", "calls", "time_s"]
 
 # (model, heads, head_dim, state, groups, chunk) of one rank (TP 1 unless named)
@@ -267,13 +267,18 @@ def main() -> None:
             log(f"budget reached: {c['op']} {c['case']} skipped")
             continue
         t1 = time.perf_counter()
-        fwd, fwd_bwd = make(c, dev)
-        tf, nf, sf = time_eager(fwd, dev, target=target, warmup=3)
-        tb = nb = sb = None
-        if fwd_bwd is not None:
-            tb, nb, sb = time_eager(fwd_bwd, dev, target=target, warmup=3)
-        # a decode step's kernels replay in a CUDA graph (vLLM): device time without Triton's launch path
-        tg = time_graph(fwd, dev, 20) if c["op"] == "state_update" and dev.type == "cuda" else None
+        try:
+            fwd, fwd_bwd = make(c, dev)
+            tf, nf, sf = time_eager(fwd, dev, target=target, warmup=3)
+            tb = sb = None
+            if fwd_bwd is not None:
+                tb, _nb, sb = time_eager(fwd_bwd, dev, target=target, warmup=3)
+            # a decode step's kernels replay in a CUDA graph (vLLM): device time without Triton's launch
+            tg = time_graph(fwd, dev, 20) if c["op"] == "state_update" and dev.type == "cuda" else None
+        except Exception as e:  # noqa: BLE001  (one failing case must not cost the run's other rows)
+            log(f"{c['op']} {c['case']} failed: {type(e).__name__}: {str(e)[:300]}")
+            out.row(**c, error=f"{type(e).__name__}: {str(e)[:200]}")
+            continue
         out.row(**c, fwd_s=tf, fwd_bwd_s=tb, fwd_spread=sf, fwd_bwd_spread=sb, n=nf, graph_s=tg)
         msg = f"{c['op']} {c['case']}: fwd {tf * 1e6:.1f} us"
         msg += f", fwd+bwd {tb * 1e6:.1f} us" if tb is not None else ""
@@ -284,8 +289,11 @@ def main() -> None:
             for phase, fn in (("fwd", fwd), ("fwd_bwd", fwd_bwd)):
                 if fn is None:
                     continue
-                for k, (calls, t) in kernels(fn, dev).items():
-                    kout.row(op=c["op"], case=c["case"], phase=phase, kernel=k, calls=calls, time_s=t)
+                try:
+                    for k, (calls, t) in kernels(fn, dev).items():
+                        kout.row(op=c["op"], case=c["case"], phase=phase, kernel=k, calls=calls, time_s=t)
+                except Exception as e:  # noqa: BLE001
+                    log(f"profile of {c['case']} {phase} failed: {type(e).__name__}: {str(e)[:300]}")
         del fwd, fwd_bwd
         if dev.type == "cuda":
             torch.cuda.empty_cache()
