@@ -26,6 +26,7 @@ from simcore.specs.hardware import Device
 from simcore.specs.scenario import ModelSpec
 from simcore.workload.model import layer_shape
 from simcore.workload.precision import recipe
+from simcore.workload.ssm import LayerKind, attention_layers, mamba_activation_elements
 
 Num = Any
 
@@ -49,14 +50,20 @@ class StateBytes:
 
 
 def state_bytes(
-    precision: str, optimizer: str, master_weights: bool, param_dtype: str = "bf16", device: Device | None = None
+    precision: str,
+    optimizer: str,
+    master_weights: bool,
+    param_dtype: str = "bf16",
+    device: Device | None = None,
+    grads_fp32: bool | None = None,
 ) -> StateBytes:
     """Per-parameter bytes of weights, gradients and optimizer state.
 
     ``param_dtype='fp32'`` is PyTorch AMP (fp32 weights, autocast): no separate master copy.
-    ``param_dtype='bf16'`` is Megatron-style mixed precision: low-precision weights, fp32 gradient
-    accumulation and an fp32 master copy in the optimizer when ``master_weights``; without it, the
-    optimizer keeps its moments in the weights' dtype (PyTorch's optimizers on bf16 parameters).
+    ``param_dtype='bf16'`` is Megatron-style mixed precision: low-precision weights, an fp32 master copy
+    in the optimizer when ``master_weights`` (without it, the optimizer keeps its moments in the weights'
+    dtype: PyTorch's optimizers on bf16 parameters) and the gradients in fp32 when ``grads_fp32``
+    (``training.grad_reduce_in_fp32``; ``None``: when ``master_weights``), else in bf16.
     FP8/FP4 recipes keep their quantized weight copies beside the bf16 weights
     (:meth:`simcore.workload.precision.Recipe.weight_copy_bytes` on ``device``; none given: two copies,
     Hopper's data and transpose).
@@ -68,7 +75,7 @@ def state_bytes(
         moments /= 2.0
     w = 2.0 + recipe(precision).weight_copy_bytes(device)
     master = 4.0 if master_weights else 0.0
-    grads = 4.0 if master_weights else 2.0
+    grads = 4.0 if (master_weights if grads_fp32 is None else grads_fp32) else 2.0
     return StateBytes(w, grads, moments + master)
 
 
@@ -93,11 +100,14 @@ def activation_bytes_per_layer(
     sp: Num = False,
     recompute: str = "none",
     act_bytes: float = 2.0,
-    moe_layer: bool = False,
+    moe_layer: LayerKind = False,
     residual_bytes: float | None = None,
     compiled: bool = False,
 ) -> Num:
-    """Bytes one layer keeps for backward, per micro-batch, on one rank.
+    """Bytes one layer keeps for backward, per micro-batch, on one rank. ``moe_layer``: the layer's kind
+    (:data:`~simcore.workload.ssm.LayerKind`): a transformer layer with an MoE block (``True``) or a dense
+    MLP, or a hybrid pattern's symbol, whose one block keeps its norm's and first GEMM's inputs and that
+    block's tensors below (``M``: :func:`~simcore.workload.ssm.mamba_activation_elements`).
 
     ``residual_bytes``: bytes per element of the residual stream (fp32 under autocast with fp32
     weights), which the two norms keep as their inputs; default ``act_bytes``.
@@ -111,6 +121,8 @@ def activation_bytes_per_layer(
     rb = act_bytes if residual_bytes is None else residual_bytes
     if recompute == "full":
         return tokens * h * rb / sp_div
+    if moe_layer == "M":
+        return mamba_activation_elements(m, tokens, tp, sp) * act_bytes
     # 2 norm inputs (residual dtype) + QKV input + MLP-in input, in activation-element units
     # (compiled: the norm outputs are recomputed from the saved inputs)
     outside = (2.0 * rb / act_bytes + (0.0 if compiled else 2.0)) * tokens * h / sp_div
@@ -120,7 +132,13 @@ def activation_bytes_per_layer(
     lse = tokens * s.heads / tp * 2.0  # fp32 softmax statistics, in bf16-element units
     if recompute == "selective":
         lse = 0.0
-    if moe_layer and m.moe is not None:
+    if isinstance(moe_layer, str):
+        # one block of a hybrid: one norm input and one GEMM input outside the TP region
+        outside = outside / 2.0
+        if moe_layer == "*":
+            return (outside + qkv + attn_out + lse) * act_bytes
+        qkv = attn_out = lse = 0.0
+    if moe_layer in (True, "E") and m.moe is not None:
         f = m.moe.expert_ffn_hidden
         routed = tokens * m.moe.top_k * m.moe.imbalance
         shared_f = m.moe.shared_experts * f
@@ -188,6 +206,7 @@ def kv_cache_bytes(m: ModelSpec, batch: Num, tokens: Num, tp: Num = 1, kv_bytes:
         per_token = (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * m.layers
         return batch * tokens * per_token * kv_bytes
     s = layer_shape(m)
-    # each rank holds whole KV heads: ceil(kv_heads / tp), at least one (replicated when tp > kv_heads)
+    # each rank holds whole KV heads: ceil(kv_heads / tp), at least one (replicated when tp > kv_heads);
+    # a hybrid's attention (``*``) layers only
     kvh = np.maximum(np.ceil(s.kv_heads / np.asarray(tp, dtype=float)), 1.0)
-    return batch * tokens * 2.0 * kvh * s.head_dim * m.layers * kv_bytes
+    return batch * tokens * 2.0 * kvh * s.head_dim * attention_layers(m) * kv_bytes

@@ -52,6 +52,17 @@ def test_state_bytes_mixed_precision() -> None:
     assert amp.weights + amp.grads + amp.optimizer == 16.0  # PyTorch AMP
 
 
+def test_grad_reduce_in_fp32_sets_the_gradients_bytes() -> None:
+    """Megatron's ``grad_reduce_in_fp32``: fp32 main_grad buffers (4 B) or bf16 ones (2 B); unset, they
+    follow the master copy; fp32 weights keep fp32 gradients whatever it says."""
+    assert M.state_bytes("bf16", "adamw", True, grads_fp32=False).grads == 2.0
+    assert M.state_bytes("bf16", "adamw", False, grads_fp32=True).grads == 4.0
+    assert M.state_bytes("bf16", "adamw", False).grads == 2.0
+    assert M.state_bytes("bf16", "adamw", True, param_dtype="fp32", grads_fp32=False).grads == 4.0
+    bf16 = M.state_bytes("bf16", "adamw", True, grads_fp32=False)
+    assert bf16.optimizer == M.state_bytes("bf16", "adamw", True).optimizer  # the master copy stays fp32
+
+
 def test_zero_stages_shard_progressively() -> None:
     sb = M.state_bytes("bf16", "adamw", True)
     parts = [np.sum(M.training_state_bytes(1e9, sb, dp=8, zero=z)) for z in (0, 1, 2, 3)]

@@ -371,6 +371,43 @@ def moe(
     print(format_table(rows))
 
 
+@app.command("hybrid")
+def hybrid(
+    csv: Annotated[
+        str | None,
+        typer.Argument(help="A published hybrid table (default simcore/validation/data/published_hybrid.csv)."),
+    ] = None,
+) -> None:
+    """Nemotron 3 Nano (hybrid Mamba-Transformer MoE) pre-training: published tokens/s per GPU vs predicted."""
+    from simcore.validation.hybrid import report
+
+    try:
+        print(report(csv))
+    except SimcoreError as e:
+        _fail(e)
+
+
+@app.command("ssd")
+def ssd(
+    csv: Annotated[
+        str | None,
+        typer.Argument(
+            help="A tools/bench_ssd.py CSV, measured or planned (default: the pre-registered plan, "
+            "simcore/validation/data/ssd_predicted_h100.csv)."
+        ),
+    ] = None,
+    system: Annotated[str, typer.Option(help="The system whose one GPU prices the rows.")] = "hgx-h100",
+    out: Annotated[str | None, typer.Option("--out", metavar="CSV", help="Also write the prices here.")] = None,
+) -> None:
+    """Mamba-2's kernels (SSD scan, conv1d, gated norm, decode state update): simcore's price vs measured."""
+    from simcore.validation.ssd import PREDICTED_H100_CSV, report
+
+    try:
+        print(report(csv or PREDICTED_H100_CSV, system, out))
+    except SimcoreError as e:
+        _fail(e)
+
+
 @app.command("intervals")
 def intervals(
     as_json: JsonOpt = False,
@@ -473,6 +510,8 @@ REPORTS: dict[str, Callable[[], None]] = {
     "traces": traces,
     "devices": devices,
     "moe": moe,
+    "hybrid": hybrid,
+    "ssd": ssd,
     "intervals": intervals,
     "serving": serving,
     "served": served,

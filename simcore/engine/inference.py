@@ -23,8 +23,10 @@ from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import InferenceSpec, ModelSpec
+from simcore.workload import hybrid as H
 from simcore.workload import lowering as L
 from simcore.workload.model import param_counts
+from simcore.workload.ssm import layer_kinds, mamba_state_elements
 
 Num = Any
 
@@ -57,11 +59,10 @@ def _forward(
     """One forward pass: the layers over ``lw``'s tokens, the LM head over ``head_tokens`` rows and the
     next-token sampling over ``sample_rows`` sequences (default ``head_tokens``)."""
     rows = head_tokens if sample_rows is None else sample_rows
-    pc = param_counts(model)
     out = pricer.price(L.embedding_fwd(model, lw))
-    for moe, count in ((False, pc.dense_layers), (True, pc.moe_layers)):
-        if count:
-            out = out.merged(pricer.price(L.layer_fwd(model, lw, moe_layer=moe), count))
+    # each kind of layer once, times its count (a hybrid: its pattern's Mamba, attention, MLP, MoE layers)
+    for kind, count in layer_kinds(model):
+        out = out.merged(pricer.price(H.layer_fwd(model, lw, kind), count))
     out = out.merged(pricer.price(L.head_fwd(model, lw, tokens=head_tokens)))
     # sampling the next token: an argmax over each sequence's logits (PyTorch's reduce kernel, an
     # elementwise-class kernel in a trace), row-wise: a few sequences' vocabulary-wide rows run on few
@@ -358,7 +359,9 @@ def inference_memory(
     """Bytes per GPU by part: weights (over ``tp x pp``; with ``ep > 1`` the routed experts over
     ``ep x pp``; the embedding and LM head in 16 bits under FP8/FP4 weights, a vision encoder's
     ``vision_params`` in 16 bits on every GPU), the KV cache of ``ctx + output_len`` tokens
-    (``kvb`` bytes an element), and the transient activations of the prefill or a decode step.
+    (``kvb`` bytes an element; a hybrid's attention layers only), the Mamba layers' recurrent state
+    (:func:`~simcore.workload.ssm.mamba_state_elements`, in the activations' dtype, constant in the context;
+    ``mamba_state``, part of ``kv_cache``), and the transient activations of the prefill or a decode step.
 
     Transient activations: the widest layer intermediate (plus the residual stream) of a prefill over
     ``prompt_len`` tokens or a decode step over one token per sequence, plus fp32 logits of the last
@@ -378,6 +381,8 @@ def inference_memory(
     weights = (body / tpf + experts * wb / np.asarray(ep, dtype=float)) / np.asarray(pp, dtype=float)
     weights = weights + model.vision_params * act
     kv = M.kv_cache_bytes(model, batch, ctx + inf.output_len, tp, kvb) / np.asarray(pp, dtype=float)
+    state = mamba_state_elements(model, batch, tp) * act / np.asarray(pp, dtype=float)
+    kv = kv + state
     width = max(model.ffn_hidden * (4 if model.activation == "swiglu" else 2), 3 * model.hidden)
     per_token = (width / tpf + 2 * model.hidden) * act
     acts_prefill = batch * inf.prompt_len * per_token
@@ -386,7 +391,7 @@ def inference_memory(
     all_logits = logit_rows * model.vocab / tpf * act if inf.prefill_logits == "all" else 0.0
     prefill_peak = weights + kv + acts_prefill + np.maximum(logits, all_logits)
     decode_peak = weights + kv + acts_decode + logits
-    return {
+    out = {
         "weights": weights,
         "kv_cache": kv,
         "activations": acts_prefill,
@@ -395,6 +400,9 @@ def inference_memory(
         "decode_peak": decode_peak,
         "total": np.maximum(prefill_peak, decode_peak),
     }
+    if model.mamba is not None:
+        out["mamba_state"] = state
+    return out
 
 
 def evaluate(

@@ -69,7 +69,7 @@ def _plain_items(a: dict[str, Any]) -> tuple[Any, ...] | None:
         return tuple(a.items())
     out = []
     for k, v in a.items():
-        if k == "bwd_chain":
+        if k in ("bwd_chain", "bwd_ops"):
             continue
         p = _plain(v)
         if p is None and v is not None:

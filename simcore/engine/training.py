@@ -29,9 +29,11 @@ from simcore.errors import SpecError
 from simcore.specs.profile import ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import ModelSpec, TrainingSpec
+from simcore.workload import hybrid as H
 from simcore.workload import lowering as L
 from simcore.workload import precision as P
 from simcore.workload.model import model_flops_per_token, param_counts, weight_tensors
+from simcore.workload.ssm import LayerKind, layer_kinds
 
 Num = Any
 
@@ -234,18 +236,18 @@ class TrainingEval:
 
 
 def _stage_priced(
-    pricer: Pricer, model: ModelSpec, lw: L.Layout, moe: bool, quant: Any = None, weight_share: Num = 1.0
+    pricer: Pricer, model: ModelSpec, lw: L.Layout, moe: LayerKind, quant: Any = None, weight_share: Num = 1.0
 ) -> tuple[Priced, Priced, Num, Num, Num, Num]:
     """(forward, backward, weight-gradient seconds, attention-forward seconds, GEMM seconds,
-    attention-forward FLOPs) of one layer. ``quant``: the precision recipe's quantize traffic
+    attention-forward FLOPs) of one layer of kind ``moe`` (:func:`simcore.workload.hybrid.layer_fwd`). ``quant``: the precision recipe's quantize traffic
     (:meth:`Recipe.quantize_bytes` of the device), whose kernels join the layer's
     (:func:`~simcore.workload.lowering.quantize_ops`; weights cast once per step: ``weight_share``).
     Without it the priced layer is kept across calls (:meth:`Pricer.price_of`)."""
     if quant is None:
-        fwd = pricer.price_of((L.layer_fwd,), model, lw, moe)
-        bwd = pricer.price_of((L.layer_fwd,), model, lw, moe, backward=True)
+        fwd = pricer.price_of((H.layer_fwd,), model, lw, moe)
+        bwd = pricer.price_of((H.layer_fwd,), model, lw, moe, backward=True)
     else:
-        f_ops = L.layer_fwd(model, lw, moe_layer=moe)
+        f_ops = H.layer_fwd(model, lw, moe)
         b_ops = L.backward(f_ops) + L.quantize_ops(f_ops, quant, backward=True)
         f_ops = f_ops + L.quantize_ops(f_ops, quant, weight_share)
         fwd = pricer.price(f_ops)
@@ -442,8 +444,8 @@ class _StageWork:
     embedding (first stage) and the LM head + loss (last stage)."""
 
     parts: list[tuple[int, Priced, Priced, Num, Num]]
-    """Per kind of layer (dense, MoE): (count, exposed forward, backward with recomputation, weight
-    gradient seconds, recomputed FLOPs) of one layer."""
+    """Per kind of layer (dense, MoE; a hybrid's pattern symbols): (count, exposed forward, backward with
+    recomputation, weight gradient seconds, recomputed FLOPs) of one layer."""
     F_layers: Priced
     B_layers: Priced
     W_layers: Num
@@ -452,6 +454,8 @@ class _StageWork:
     head_f: Priced
     head_b: Priced
     head_w: Num
+    kinds: list[LayerKind] = field(default_factory=list)
+    """The kind of layer of each of ``parts`` (:func:`simcore.workload.ssm.layer_kinds`)."""
     hp_delta: Num = 0.0
     """Extra forward + backward seconds of a layer kept in bf16 by the precision recipe over a quantized
     one (``training.bf16_layers_start`` / ``_end``: on the first and last pipeline stages)."""
@@ -465,10 +469,9 @@ def _stage_work(s: _Step) -> _StageWork:
     dev = s.cluster.device
     quant = (lambda n, w: recipe.quantize_bytes(dev, n, w)) if recipe.quantized else None
     parts = []
+    kinds = layer_kinds(model)
     hp_delta: Num = 0.0
-    for moe, count in ((False, s.pc.dense_layers), (True, s.pc.moe_layers)):
-        if count == 0:
-            continue
+    for moe, count in kinds:
         fwd, bwd, w, attn, gemm, attn_flops = _stage_priced(pricer, model, lw, moe, quant, 1.0 / s.m)
         if s.hp_layers:
             # a layer the recipe keeps in bf16 (first/last layers): its extra seconds over a quantized one
@@ -487,7 +490,7 @@ def _stage_work(s: _Step) -> _StageWork:
         if mods:
             # selective recompute of the named modules: their forward ops once more (and, under a
             # low-precision recipe, their inputs' quantize kernels; the weights stay cached)
-            sub = L.recompute_fwd(model, lw, moe, mods)
+            sub = H.recompute_fwd(model, lw, moe, mods)
             sub_p = pricer.price(sub + (L.quantize_ops(sub, quant, 0.0) if quant is not None else []))
             rec.add("recompute_modules", sub_p.total() * s.sel_t)
             rec.flops = fwd.flops * s.full_t + sub_p.flops * s.sel_t
@@ -509,7 +512,8 @@ def _stage_work(s: _Step) -> _StageWork:
     emb_f, emb_b = pricer.price_of(emb, model, lw), pricer.price_of(emb, model, lw, backward=True)
     head_f, head_b = pricer.price_of(head, model, lw), pricer.price_of(head, model, lw, backward=True)
     work = _StageWork(
-        parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad, hp_delta
+        parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad,
+        [k for k, _n in kinds], hp_delta,
     )
     if s.param_dtype == "fp32" and s.training.precision != "fp32":
         _add_amp_casts(s, work)
@@ -918,6 +922,41 @@ def chunk_layer_counts(
     return n
 
 
+def pattern_stage_costs(
+    pattern: str,
+    cost: dict[str, Num],
+    pp: Num,
+    vp: Num = 1,
+    embedding_stage: bool = False,
+    loss_stage: bool = False,
+    stage_layers: tuple[int, ...] | None = None,
+) -> tuple[Num, Num, Num]:
+    """Seconds of the layers on the first, the last and the costliest middle pipeline rank of a hybrid
+    model: each rank holds its chunks' slices of ``pattern`` (Megatron's split,
+    :func:`chunk_layer_counts`: rank ``i`` holds chunks ``i, i + pp, ...``), and a slice costs the sum of
+    ``cost[symbol]`` over its layers. ``pp`` and ``vp`` may be arrays over layouts (each distinct pair is
+    split once); the costs may be arrays too."""
+    pp_a, vp_a = np.broadcast_arrays(np.asarray(pp, dtype=float), np.asarray(vp, dtype=float))
+    first: Num = 0.0
+    last: Num = 0.0
+    mid: Num = 0.0
+    for p, v in sorted({(int(a), int(b)) for a, b in zip(pp_a.ravel(), vp_a.ravel(), strict=True)}):
+        counts = chunk_layer_counts(len(pattern), p, v, embedding_stage, loss_stage, stage_layers)
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        ranks: list[Num] = [0.0] * p
+        for c, n in enumerate(counts):
+            for sym in pattern[starts[c] : starts[c] + n]:
+                ranks[c % p] = ranks[c % p] + cost[sym]
+        sel = (pp_a == p) & (vp_a == v)
+        f = ranks[0]
+        lo = ranks[-1] if p > 1 else 0.0
+        md = np.maximum.reduce([np.asarray(r, dtype=float) for r in ranks[1:-1]]) if p > 2 else 0.0
+        first = np.where(sel, f, first)
+        last = np.where(sel, lo, last)
+        mid = np.where(sel, md, mid)
+    return first, last, mid
+
+
 def _pipeline(s: _Step, work: _StageWork) -> _Pipeline:
     """The stages' times and the pipeline phase, :func:`simcore.engine.schedules.pipeline_time`.
 
@@ -938,13 +977,24 @@ def _pipeline(s: _Step, work: _StageWork) -> _Pipeline:
         model.layers, pp, s.vp, lay.embedding_stage, lay.loss_stage, lay.stage_layers
     )
     r_layer = R / (model.layers / pp)
+    if model.hybrid_pattern is not None:
+        # a hybrid's ranks hold their slices of the pattern: a layer of each kind costs the middle stage's
+        # mean layer in proportion to that kind's priced forward + backward
+        own = {k: f.total() + b.total() for k, (_n, f, b, _w, _r) in zip(work.kinds, work.parts, strict=True)}
+        mean = sum(n * own[k] for k, (n, *_x) in zip(work.kinds, work.parts, strict=True)) / model.layers
+        cost = {str(k): r_layer * own[k] / np.maximum(mean, 1e-30) for k in own}
+        c_hi, c_lo, c_mid = pattern_stage_costs(
+            model.hybrid_pattern, cost, pp, s.vp, lay.embedding_stage, lay.loss_stage, lay.stage_layers
+        )
+    else:
+        c_hi, c_lo, c_mid = r_layer * n_hi, r_layer * n_lo, r_layer * n_mid
     hp_first = work.hp_delta * np.minimum(tr.bf16_layers_start, n_hi) if s.hp_layers else 0.0
     hp_last = work.hp_delta * np.minimum(tr.bf16_layers_end, n_lo) if s.hp_layers else 0.0
     hp_all = work.hp_delta * min(s.hp_layers, model.layers)
-    first = r_layer * n_hi + embF + embB + hp_first
-    last = r_layer * n_lo + headF + headB + hp_last
+    first = c_hi + embF + embB + hp_first
+    last = c_lo + headF + headB + hp_last
     stage_max = np.where(
-        single, R + embF + embB + headF + headB + hp_all, np.maximum(np.maximum(first, last), r_layer * n_mid)
+        single, R + embF + embB + headF + headB + hp_all, np.maximum(np.maximum(first, last), c_mid)
     )
     stage_sum = pp * R + embF + embB + headF + headB + hp_all
     W_max = work.W_layers + np.where(single, work.head_w, 0.0)
@@ -1621,9 +1671,12 @@ def training_memory(
     compiled: bool = False,
     device: Any = None,
 ) -> dict[str, Num]:
-    """Peak bytes per GPU on the busiest stage, by part. ``compiled``: torch.compile's graphs save
-    fewer activations (recomputable pointwise results are recomputed in backward) and its fused loss
-    keeps no fp32 logits (:func:`simcore.memory.activation_bytes_per_layer`, ``logits_bytes``)."""
+    """Peak bytes per GPU on the busiest stage, by part: the first and the last rank, each with its
+    layers' activations times its micro-batches in flight (a hybrid's rank: its own slice of the pattern,
+    :func:`pattern_stage_costs`; otherwise the mean layer times ``ceil(layers / pp)``). ``compiled``:
+    torch.compile's graphs save fewer activations (recomputable pointwise results are recomputed in
+    backward) and its fused loss keeps no fp32 logits (:func:`simcore.memory.activation_bytes_per_layer`,
+    ``logits_bytes``)."""
     tp, pp, dp, cp, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.vp))
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -1635,21 +1688,42 @@ def training_memory(
     act = 2.0 if training.precision != "fp32" else 4.0
     amp = param_dtype == "fp32" and training.precision != "fp32"
     resid = 4.0 if amp else act
-    pc = param_counts(model)
-    per_layer = layer_activation_bytes(model, training, lay, param_dtype, compiled)
+    kinds = layer_kinds(model)
+    per_kind = layer_kind_activation_bytes(model, training, lay, param_dtype, compiled)
+    per_layer = sum(n / model.layers * per_kind[kind] for kind, n in kinds)  # the mean layer's
     layers_rank = np.ceil(model.layers / pp - 1e-9)  # the first stages hold the extra layers
+    if model.hybrid_pattern is not None:
+        # a hybrid's first and last ranks hold their own slices of the pattern (Megatron's split)
+        slice_first, slice_last, _mid = pattern_stage_costs(
+            model.hybrid_pattern,
+            {str(k): v for k, v in per_kind.items()},
+            pp,
+            vp,
+            lay.embedding_stage,
+            lay.loss_stage,
+            lay.stage_layers,
+        )
+    else:
+        slice_first = slice_last = per_layer * layers_rank
     inflight = M.inflight_microbatches(np.asarray(lay.schedule), pp, m, vp)
     # activation offload: the GPU keeps the last layers - n layers' activations (docs/parallelism.md, Offload)
     n_off = offloaded_layers(training, pp)
-    acts = per_layer * (layers_rank - n_off) * inflight
+    acts = (slice_first - per_layer * n_off) * inflight
     # optimizer offload: that share of the optimizer state lives in host memory
     o_host = o * training.optimizer_offload_fraction
     o = o - o_host
     # full recompute: one layer's full working set is rebuilt during its backward
     working = np.where(
         recompute == "full",
-        M.activation_bytes_per_layer(
-            model, mb, model.seq_len, tp, cp, sp, "none", act, pc.moe_layers > 0, resid, compiled
+        np.maximum.reduce(
+            [
+                np.asarray(
+                    M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, "none", act, k, resid, compiled),
+                    dtype=float,
+                )
+                # (a transformer stack: its MoE layer where it has one; a hybrid: its costliest kind)
+                for k in ([k for k, _n in kinds] if model.hybrid_pattern else [kinds[-1][0]])
+            ]
         ),
         0.0,
     )
@@ -1659,7 +1733,7 @@ def training_memory(
     )
     logits = np.where(pp <= 1, last_stage_logits, 0.0)
     inflight_last = np.where(np.asarray(lay.schedule) == "gpipe", m, 1.0)
-    layers_mem = per_layer * layers_rank * inflight_last
+    layers_mem = slice_last * inflight_last
     # other in-flight micro-batches on the last stage keep their fp32 log-probabilities (compiled:
     # their bf16 logits) for backward
     kept = act if compiled else 4.0
@@ -1714,7 +1788,14 @@ def layout_state_bytes(training: TrainingSpec, lay: TrainingLayout, param_dtype:
     """Bytes per parameter of the training state (:func:`simcore.memory.state_bytes`); under Megatron-FSDP
     the main gradients take the weights' dtype (``megatron_fsdp_main_grads_dtype: auto``, Megatron-LM's
     default: ``megatron/training/arguments.py``), so they are kept and reduced in it."""
-    sb = M.state_bytes(training.precision, training.optimizer, training.master_weights, param_dtype, device)
+    sb = M.state_bytes(
+        training.precision,
+        training.optimizer,
+        training.master_weights,
+        param_dtype,
+        device,
+        training.grad_reduce_in_fp32,
+    )
     if lay.megatron_fsdp:
         sb = replace(sb, grads=4.0 if param_dtype == "fp32" or training.precision == "fp32" else 2.0)
     return sb
@@ -1727,29 +1808,32 @@ def offloaded_layers(training: TrainingSpec, pp: Num) -> Num:
     return np.where(_a(pp) <= 1, float(training.activation_offload_layers), 0.0)
 
 
-def layer_activation_bytes(
+def layer_kind_activation_bytes(
     model: ModelSpec, training: TrainingSpec, lay: TrainingLayout, param_dtype: str, compiled: bool
-) -> Num:
-    """Bytes one layer (the model's mix of dense and MoE layers) keeps for its backward per micro-batch
-    on a rank, under each layout's recomputation (:func:`simcore.memory.activation_bytes_per_layer`)."""
+) -> dict[LayerKind, Num]:
+    """Bytes each kind of layer (:func:`simcore.workload.ssm.layer_kinds`: dense or MoE transformer layers, a
+    hybrid pattern's symbols) keeps for its backward per micro-batch on a rank, under each layout's
+    recomputation (:func:`simcore.memory.activation_bytes_per_layer`)."""
     tp, cp = _a(lay.tp), _a(lay.cp)
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
     recompute = np.asarray(lay.recompute)
     act = 2.0 if training.precision != "fp32" else 4.0
     resid = 4.0 if param_dtype == "fp32" and training.precision != "fp32" else act
-    pc = param_counts(model)
-    per_layer: Num = 0.0
-    for rec in ("none", "selective", "full"):
-        sel = np.where(recompute == rec, 1.0, 0.0)
-        dense = M.activation_bytes_per_layer(
-            model, mb, model.seq_len, tp, cp, sp, rec, act, False, resid, compiled
+    return {
+        kind: sum(
+            np.where(recompute == rec, 1.0, 0.0)
+            * M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled)
+            for rec in ("none", "selective", "full")
         )
-        layer = dense
-        if pc.moe_layers:
-            moe = M.activation_bytes_per_layer(
-                model, mb, model.seq_len, tp, cp, sp, rec, act, True, resid, compiled
-            )
-            layer = (dense * pc.dense_layers + moe * pc.moe_layers) / model.layers
-        per_layer = per_layer + sel * layer
-    return per_layer
+        for kind, _n in layer_kinds(model)
+    }
+
+
+def layer_activation_bytes(
+    model: ModelSpec, training: TrainingSpec, lay: TrainingLayout, param_dtype: str, compiled: bool
+) -> Num:
+    """Bytes the model's mean layer keeps for its backward per micro-batch on a rank
+    (:func:`layer_kind_activation_bytes` weighed by each kind's layer count)."""
+    per_kind = layer_kind_activation_bytes(model, training, lay, param_dtype, compiled)
+    return sum(n / model.layers * per_kind[kind] for kind, n in layer_kinds(model))

@@ -104,6 +104,39 @@ class MLASpec(Spec):
     v_head_dim: Int = Field(gt=0)
 
 
+class MambaSpec(Spec):
+    """The Mamba-2 mixer (SSD, Dao & Gu 2024) of a model's ``M`` layers (``model.hybrid_pattern``),
+    as Megatron-Core's ``MambaMixer`` and Hugging Face's ``NemotronH`` configs give it
+    (docs/compute.md, "Mamba-2 layers and hybrid models")."""
+
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
+
+    heads: Int = Field(gt=0)
+    """SSM heads ``H`` (``mamba_num_heads``); the inner width is ``heads x head_dim``."""
+    head_dim: Int = Field(default=64, gt=0)
+    """Channels per head ``P`` (``mamba_head_dim``; Megatron's and mamba_ssm's default 64)."""
+    state_dim: Int = Field(default=128, gt=0)
+    """State size ``N`` per head and channel (``ssm_state_size``, ``mamba_state_dim``; default 128)."""
+    groups: Int = Field(default=8, gt=0)
+    """Groups ``G`` sharing one ``B`` and ``C`` projection (``n_groups``, ``mamba_num_groups``; Megatron's
+    default 8)."""
+    conv_kernel: Int = Field(default=4, gt=0)
+    """Width of the causal depthwise convolution over ``x``, ``B``, ``C`` (``conv_kernel``, ``d_conv``: 4)."""
+    chunk_size: Int = Field(default=128, gt=0)
+    """Tokens per chunk of the SSD scan (Megatron-Core's ``MambaMixer`` default 128, the Nemotron-H configs'
+    ``chunk_size``; mamba_ssm's own ``Mamba2`` module uses 256)."""
+
+    @model_validator(mode="after")
+    def _groups(self) -> MambaSpec:
+        if self.heads % self.groups != 0:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of groups ({self.groups})")
+        return self
+
+
+HYBRID_SYMBOLS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+"""The layer symbols of ``model.hybrid_pattern`` (Megatron-Core's ``hybrid_override_pattern``)."""
+
+
 class ModelSpec(Spec):
     """A decoder-only transformer. ``preset`` fills the fields from ``hardware_specs/models``;
     fields given beside it override the preset."""
@@ -132,6 +165,42 @@ class ModelSpec(Spec):
     """Parameters of a multimodal checkpoint's vision encoder and projector (Llama 4's), which inference engines
     load beside the language model and keep on every GPU in 16 bits (quantized checkpoints leave them
     unquantized); they hold memory, not time, for text requests. 0: a text-only model."""
+    mamba: MambaSpec | None = Field(
+        default=None, description="The Mamba-2 mixer of the ``M`` layers of ``hybrid_pattern``."
+    )
+    hybrid_pattern: str | None = Field(
+        default=None,
+        description=(
+            "A hybrid model's layers, one symbol each (Megatron-Core's ``hybrid_override_pattern``, "
+            "Nemotron-H's config): ``M`` a Mamba-2 layer (norm, mixer, residual), ``*`` an attention layer "
+            "(norm, self-attention, residual), ``-`` an MLP layer (norm, MLP, residual), ``E`` an MoE layer "
+            "(norm, ``model.moe``, residual). Its length is ``layers``. ``None``: every layer is a "
+            "transformer layer (attention then MLP or MoE). Costs sum over the pattern and pipeline stages "
+            "hold their slice of it (docs/compute.md, 'Mamba-2 layers and hybrid models')."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _hybrid(self) -> ModelSpec:
+        p = self.hybrid_pattern
+        if p is None:
+            if self.mamba is not None:
+                raise ValueError("mamba needs a hybrid_pattern naming its M layers")
+            return self
+        bad = sorted(set(p) - set(HYBRID_SYMBOLS))
+        if bad:
+            raise ValueError(f"hybrid_pattern has unknown symbols {bad} (M Mamba, * attention, - MLP, E MoE)")
+        if len(p) != self.layers:
+            raise ValueError(f"hybrid_pattern has {len(p)} symbols but layers is {self.layers}")
+        if "M" in p and self.mamba is None:
+            raise ValueError("hybrid_pattern has M layers but the model has no mamba section")
+        if "E" in p and self.moe is None:
+            raise ValueError("hybrid_pattern has E layers but the model has no moe section")
+        if self.moe is not None and self.moe.dense_layers:
+            raise ValueError("moe.dense_layers does not apply with a hybrid_pattern: its - layers are the dense MLPs")
+        if self.mla is not None:
+            raise ValueError("hybrid_pattern with mla is not modelled")
+        return self
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:
@@ -184,6 +253,12 @@ class TrainingSpec(Spec):
     """fp32 master copy of the weights kept by the optimizer (mixed precision with low-precision weights;
     fp32 weights need none). Default: the stack's (pytorch, torchtitan: none, ``torch.optim`` updates the
     weights themselves; megatron, deepspeed: kept; docs/stacks.md)."""
+    grad_reduce_in_fp32: bool | None = None
+    """Gradients accumulated and reduced in fp32 (Megatron's ``grad_reduce_in_fp32``: fp32 ``main_grad``
+    buffers and an fp32 reduce-scatter / all-reduce) rather than in the weights' dtype. ``None``: fp32
+    exactly when the optimizer keeps an fp32 master copy (``master_weights``). Default: the stack's
+    (megatron: true, as Megatron-Bridge's pre-training recipes set it; its performance recipes set false;
+    docs/stacks.md). fp32 weights always have fp32 gradients."""
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: list[
         Literal["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]

@@ -230,6 +230,35 @@ RULES: tuple[_Rule, ...] = (
         "parallel.tp",
         lambda v: f"model.heads ({v['heads']}) is not divisible by tp ({v['tp']})",
     ),
+    # Megatron-Core's MambaMixer splits the SSM heads and the B/C groups over TP, and under CP the heads of
+    # a TP rank over the CP ranks (MambaContextParallel: groups split too, or one group repeated)
+    _Rule(
+        ("tp",),
+        lambda v: (v["ssm_heads"] > 0)
+        & ((v["ssm_heads"] % _safe(v["tp"]) != 0) | (v["ssm_groups"] % _safe(v["tp"]) != 0)),
+        "parallel.tp",
+        lambda v: (
+            f"model.mamba.heads ({v['ssm_heads']}) and groups ({v['ssm_groups']}) must be divisible by "
+            f"tp ({v['tp']})"
+        ),
+    ),
+    _Rule(
+        ("tp", "cp"),
+        lambda v: (v["ssm_heads"] > 0)
+        & (
+            ((v["ssm_heads"] // _safe(v["tp"])) % _safe(v["cp"]) != 0)
+            | (
+                ((v["ssm_groups"] // _safe(v["tp"])) % _safe(v["cp"]) != 0)
+                & (v["cp"] % _safe(v["ssm_groups"] // _safe(v["tp"])) != 0)
+            )
+        ),
+        "parallel.cp",
+        lambda v: (
+            f"model.mamba.heads per TP rank ({v['ssm_heads'] // max(v['tp'], 1)}) must be divisible by cp "
+            f"({v['cp']}), and its groups per TP rank ({v['ssm_groups'] // max(v['tp'], 1)}) divide or be "
+            f"divided by cp"
+        ),
+    ),
     # layers that do not divide pp (or pp*vp) evenly go one extra to the first stages or model chunks
     # (as Megatron's uneven splits), so only too few layers is an error
     _Rule(
@@ -319,7 +348,8 @@ def valid_layouts(
     A rule applies when every value it reads is given (inference gives ``tp`` and ``pp``, and its
     first rule names ``tp*pp``; training gives all). In the order reported: ``tp*pp*cp`` fits the
     cluster and ``tp*pp*cp*dp`` fills it; ``ep*etp`` divides ``tp*cp*dp`` (parallel folding; ``etp``
-    default ``tp``) and ``ep`` the experts, and needs an MoE model; ``tp`` divides the heads; ``pp*vp`` chunks (``vp > 1``) and ``pp`` stages have a layer
+    default ``tp``) and ``ep`` the experts, and needs an MoE model; ``tp`` divides the heads (and a Mamba
+    mixer's heads and groups; ``cp`` its heads per TP rank); ``pp*vp`` chunks (``vp > 1``) and ``pp`` stages have a layer
     each (uneven splits allowed; ``extra_units``: the embedding and loss counted as layers); ``micro_batch*dp`` divides the global batch. Search-space pruning
     (TP inside the NVLink domain, redundant knobs) is the planner's, not a rule here. See
     docs/parallelism.md section 1 (parallel plan)."""
@@ -339,6 +369,8 @@ def valid_layouts(
     v["heads"] = np.asarray(model.heads)
     v["layers"] = np.asarray(model.layers)
     v["experts"] = np.asarray(model.moe.experts if model.moe is not None else 0)
+    v["ssm_heads"] = np.asarray(model.mamba.heads if model.mamba is not None else 0)
+    v["ssm_groups"] = np.asarray(model.mamba.groups if model.mamba is not None else 0)
     if np.any(extra_units):
         v["extra_units"] = np.asarray(extra_units)
     shape = np.broadcast_shapes(*(x.shape for x in v.values()))

@@ -611,17 +611,18 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
     ops.extend(residual_add(m, lay, T))
     ops.extend(tp_comm_fwd(m, lay))
-    if not (isinstance(lay.cp, int | float) and lay.cp == 1):
-        # Ring attention: each rank passes its K/V shard around the ring (cp - 1 steps), overlapped
-        # with the attention compute of the previous shard.
-        s = layer_shape(m)
-        kv_bytes = 2 * lay.micro_batch * lay.seq / lay.cp * s.kv_heads / lay.tp * s.head_dim * lay.act_bytes
-        ops.append(
-            _comm(
-                "cp_kv_exchange", "send_recv", kv_bytes, "cp", "cp_comm", count=lay.cp - 1, overlappable=True
-            )
-        )
+    ops.extend(cp_exchange(m, lay))
     return ops
+
+
+def cp_exchange(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Ring attention's exchange of one attention block: each rank passes its K/V shard around the ring
+    (cp - 1 steps), overlapped with the attention compute of the previous shard (none without CP)."""
+    if isinstance(lay.cp, int | float) and lay.cp == 1:
+        return []
+    s = layer_shape(m)
+    kv_bytes = 2 * lay.micro_batch * lay.seq / lay.cp * s.kv_heads / lay.tp * s.head_dim * lay.act_bytes
+    return [_comm("cp_kv_exchange", "send_recv", kv_bytes, "cp", "cp_comm", count=lay.cp - 1, overlappable=True)]
 
 
 def recompute_fwd(m: ModelSpec, lay: Layout, moe_layer: bool, modules: Sequence[str]) -> list[Op]:
@@ -767,7 +768,11 @@ def eager_attention_ops(m: ModelSpec, lay: Layout) -> list[Op]:
 
 def backward_of(op: Op) -> list[Op]:
     """Backward ops of a forward op: two GEMMs per GEMM, the attention backward kernel, about twice
-    the bytes for memory-bound ops, the transposed collective for communication."""
+    the bytes for memory-bound ops, the transposed collective for communication; an op that lists its own
+    backward kernels (``bwd_ops``: a fused kernel whose backward is other kernels, the Mamba-2 scan's) gives
+    those."""
+    if "bwd_ops" in op.args:
+        return list(op.args["bwd_ops"])
     if op.kind == "gemm":
         a = {k: v for k, v in op.args.items() if k != "bias"}
         out = [

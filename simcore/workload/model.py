@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcore.specs.scenario import ModelSpec
+from simcore.workload.ssm import attention_layers, mamba_layers, mamba_params, ssd_model_flops_per_token
 
 
 @dataclass(frozen=True)
@@ -136,13 +137,43 @@ def weight_tensors(m: ModelSpec, layers: Any = None, gate_up: str = "fused", bia
     return (per_layer + extra_layer) * n + 1.0 + (0.0 if m.tied_embeddings else 1.0) + 1.0 + extra
 
 
+def hybrid_mixer_params(m: ModelSpec, kind: str) -> int:
+    """Weights of one layer of a hybrid pattern symbol besides its pre-norm (``E``: the router and experts
+    are counted apart, 0 here)."""
+    h = m.hidden
+    if kind == "M":
+        return mamba_params(m) - h
+    if kind == "*":
+        return attention_params(m)
+    if kind == "-":
+        return mlp_params(h, m.ffn_hidden, m.activation == "swiglu")
+    return 0
+
+
 def param_counts(m: ModelSpec) -> ParamCounts:
+    """Parameter counts of ``m``. A hybrid pattern (``model.hybrid_pattern``) is counted with one norm per
+    layer, no attention in the MoE (``E``) layers, and its other layers (``M``, ``*``, ``-``) as "dense"
+    layers of their mean weights (the totals are exact to a parameter a layer)."""
     h = m.hidden
     gated = m.activation == "swiglu"
     emb = m.vocab * h
     head = 0 if m.tied_embeddings else m.vocab * h
     attn = attention_params(m)
     norms = 2 * h
+    if m.hybrid_pattern is not None:
+        plain = [c for c in m.hybrid_pattern if c != "E"]
+        mean = round(sum(hybrid_mixer_params(m, c) for c in plain) / max(len(plain), 1))
+        n_moe = m.layers - len(plain)
+        if m.moe is None or n_moe == 0:
+            return ParamCounts(emb, head, 0, mean, 0, 0, 0, h, len(plain), 0)
+        moe = m.moe
+        expert = mlp_params(h, moe.expert_ffn_hidden, gated)
+        router = h * moe.experts
+        shared = moe.shared_experts * expert
+        return ParamCounts(
+            emb, head, 0, mean, moe.experts * expert + router, moe.top_k * expert + shared + router,
+            shared, h, len(plain), n_moe,
+        )
     if m.moe is None:
         return ParamCounts(emb, head, attn, mlp_params(h, m.ffn_hidden, gated), 0, 0, 0, norms, m.layers, 0)
     moe = m.moe
@@ -171,10 +202,13 @@ def attn_dim(m: ModelSpec) -> int:
 
 def model_flops_per_token(m: ModelSpec, seq_len: int | None = None, training: bool = True) -> float:
     """Model FLOPs per token: ``6 N_active + 12 L s (a d)`` for training, a third of it for inference
-    (forward only)."""
+    (forward only). In a hybrid ``L`` counts the attention layers, and each Mamba layer adds its scan's
+    ``3 x 7 d_inner N`` (Megatron-LM's count, :func:`~simcore.workload.ssm.ssd_model_flops_per_token`)."""
     s = seq_len or m.seq_len
     pc = param_counts(m)
     weights = 2.0 * pc.active_non_embedding
-    attn = 4.0 * m.layers * s * attn_dim(m)
+    attn = 4.0 * attention_layers(m) * s * attn_dim(m)
+    if mamba_layers(m):
+        attn = attn + mamba_layers(m) * ssd_model_flops_per_token(m)
     fwd = weights + attn
     return 3.0 * fwd if training else fwd
