@@ -296,3 +296,27 @@ def test_fp32_gemm_power_windows(tmp_path: Path) -> None:
     dmon.write_text(head + body)
     assert FC.window_power(dmon, log, FC.fp32_gemm_window) == pytest.approx(670)
     assert FC.window_power(dmon, log, lambda n: n == "nothing") is None
+
+
+def test_kernel_gemm_tables_are_told_apart() -> None:
+    """Only a table of kernel-timed GEMMs (every row a GEMM, no framework, not HBM-cold) fits ``gemm_kernel``
+    under ``--kernel-gemms-apart``; the op sweep, the cold decode GEMMs, the call-timed GEMM alignment pairs and the elementwise sweep do not."""
+    with contextlib.chdir(REPO):
+        assert FC.is_gemm_kernels_csv(KERNEL_GEMMS)
+        assert not any(FC.is_gemm_kernels_csv(p) for p in (OPS, COLD, GEMM_ALIGN, ELEMENTWISE))
+
+
+
+@pytest.mark.slow
+def test_cli_kernel_gemms_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``simcore calibrate ... --kernel-gemms-apart`` writes the kernel-rate GEMMs beside the call-timed ones."""
+    out = tmp_path / "prof.yaml"
+    inputs = [str(REPO / p) for p in (OPS, COLD, KERNEL_GEMMS)]
+    code, _, err = run_cli(
+        capsys, "calibrate", *inputs, "--device", "h200", "--no-comm", "--kernel-gemms-apart", "-o", str(out)
+    )
+    assert code == 0, err
+    prof = ComputeProfile.model_validate(yaml.safe_load(out.read_text()))
+    assert KERNEL_GEMMS in " ".join(prof.source)
+    assert prof.gemm_kernel["bf16"].eff_peak > 1.15 * prof.gemm["bf16"].eff_peak
+    assert prof.fit_report["held_out"]["gemm_kernel"]["n_check"] > 50
