@@ -53,3 +53,13 @@ def test_compiled_steps_use_the_kernel_rate_eager_ones_do_not() -> None:
     # without a kernel-duration fit compiled code's GEMMs are the call-timed ones (as eager's, but for
     # inductor's 16-byte padding, which this shape does not need, and eager's launch gap)
     assert t("compiled", bare) == pytest.approx(t("eager", prof), rel=0.01)
+
+
+def test_the_prediction_says_which_gemm_rate_it_assumed() -> None:
+    def notes(over: list[str]) -> list[str]:
+        return [n for n in simcore.predict(load_scenario(SC, over)).notes if n.startswith("torch.compile")]
+
+    assert notes([]) == ["torch.compile: inductor's fused memory-bound kernels; GEMMs (cuBLAS) at their kernels' in-step rate"]
+    # the H100's profile has no kernel-duration GEMM fit: the note says the compiled GEMMs stay call-timed
+    assert "call-timed" in notes(["cluster.system=hgx-h100"])[0]
+    assert notes(["runtime.framework=eager"]) == []
