@@ -97,11 +97,12 @@ def named_train_configs():
     Adam states: 16 bytes a parameter)."""
     C = GPTConfig
     llama = dict(kv_heads=8, vocab=32000, activation="swiglu", norm="rmsnorm")
+    # widest first: a run cut by its budget keeps the configs furthest from the committed ones
     return [
-        ("llama-1b-s8k", C(layers=16, hidden=2048, heads=32, ffn_hidden=8192, **llama), 8192, 1),
-        ("llama-3b-l12-s8k", C(layers=12, hidden=3072, heads=24, ffn_hidden=8192, **llama), 8192, 1),
         ("llama-8b-l8", C(layers=8, hidden=4096, heads=32, ffn_hidden=14336, **llama), 2048, 2),
         ("llama-8b-l8-s8k", C(layers=8, hidden=4096, heads=32, ffn_hidden=14336, **llama), 8192, 1),
+        ("llama-3b-l12-s8k", C(layers=12, hidden=3072, heads=24, ffn_hidden=8192, **llama), 8192, 1),
+        ("llama-1b-s8k", C(layers=16, hidden=2048, heads=32, ffn_hidden=8192, **llama), 8192, 1),
     ]
 
 
