@@ -170,9 +170,18 @@ def _fits(total: float, cluster: ClusterInfo) -> tuple[bool, str]:
     )
 
 
-def _calibration_note(cluster: ClusterInfo, name: str | None) -> tuple[str, list[str]]:
+def _calibration_note(
+    cluster: ClusterInfo, name: str | None, framework: str = "eager"
+) -> tuple[str, list[str]]:
     prof = load_profile(cluster.device, name)
     notes: list[str] = []
+    if framework == "compiled":
+        notes.append(
+            "torch.compile: inductor's fused memory-bound kernels; GEMMs (cuBLAS) at their kernels' in-step rate"
+            if prof.gemm_kernel
+            else "torch.compile: inductor's fused memory-bound kernels; GEMMs at the call-timed rate (this "
+            "profile has no kernel-duration GEMM fit, gemm_kernel: docs/compute.md, torch.compile)"
+        )
     tf = prof.transferred_from
     label = prof.device
     if tf:
@@ -415,7 +424,7 @@ def predict_training(
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     notes.extend(_offload_notes(sc, ev, mem, cluster))
-    cal, cal_notes = _calibration_note(cluster, sc.calibration)
+    cal, cal_notes = _calibration_note(cluster, sc.calibration, sc.runtime.framework)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}
     sysfx = training_system(sc, cluster, lay, step, mem, tokens, _param_dtype(sc), clocks)

@@ -90,6 +90,22 @@ def train_configs(smoke: bool):
     ]
 
 
+def named_train_configs():
+    """Training configs run only when ``--names`` names them (never in the default sweep): issue 42's
+    Llama-shaped compiled-step domain (RMSNorm, SwiGLU, GQA; 8-28 layers, hidden 2048-4096, sequences
+    2K-8K) beyond the committed llama-1b / llama-3b rows. Sized for one 80 GB H100 (fp32 parameters and
+    Adam states: 16 bytes a parameter)."""
+    C = GPTConfig
+    llama = dict(kv_heads=8, vocab=32000, activation="swiglu", norm="rmsnorm")
+    # widest first: a run cut by its budget keeps the configs furthest from the committed ones
+    return [
+        ("llama-8b-l8", C(layers=8, hidden=4096, heads=32, ffn_hidden=14336, **llama), 2048, 2),
+        ("llama-8b-l8-s8k", C(layers=8, hidden=4096, heads=32, ffn_hidden=14336, **llama), 8192, 1),
+        ("llama-3b-l12-s8k", C(layers=12, hidden=3072, heads=24, ffn_hidden=8192, **llama), 8192, 1),
+        ("llama-1b-s8k", C(layers=16, hidden=2048, heads=32, ffn_hidden=8192, **llama), 8192, 1),
+    ]
+
+
 def infer_models(smoke: bool):
     if smoke:
         return [("tiny-llama", GPTConfig(layers=2, hidden=64, heads=4, kv_heads=2, ffn_hidden=128, vocab=512,
@@ -229,7 +245,8 @@ class Runner:
 
     def run_train(self, deadline):
         names = [n for n in (self.args.names or "").split(",") if n]
-        for name, cfg, seq, mb in train_configs(self.smoke):
+        extra = named_train_configs() if names and not self.smoke else []
+        for name, cfg, seq, mb in train_configs(self.smoke) + extra:
             if names and name not in names:
                 continue
             if time.time() > deadline:

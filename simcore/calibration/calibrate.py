@@ -469,6 +469,7 @@ def calibrate(
     fit_comm_profile: bool = True,
     base: str | None = None,
     progress: Callable[[str], None] | None = None,
+    kernel_gemms_apart: bool = False,
 ) -> CalibrationResult:
     """Fit the compute (and, when there are collective measurements, the communication) profile.
 
@@ -478,6 +479,9 @@ def calibrate(
     a neutral profile, as the shipped H200 profile was made; its host model (``host_layer`` from host CSVs
     beside the op CSVs) is then stated against the host op tables of ``device``'s own profile. Profiled
     traces among the inputs refit the host op weights they cover (:func:`fit_host_ops`).
+
+    ``kernel_gemms_apart``: GEMM tables timed by their kernels' own durations fit the profile's
+    ``gemm_kernel`` block only (:func:`simcore.calibration.fit_compute.fit`).
 
     ``progress`` (if given) is called with a short line as each step starts (``simcore calibrate``
     prints them on stderr)."""
@@ -524,7 +528,7 @@ def calibrate(
         if csvs:
             say(f"fitting the compute profile for {dev.name} on {len(csvs)} table(s) of kernel times")
             base_prof = load_profile(dev, base) if base else None
-            prof, report = FC.fit([str(p) for p in csvs], dev, base=base_prof)
+            prof, report = FC.fit([str(p) for p in csvs], dev, base=base_prof, kernel_gemms_apart=kernel_gemms_apart)
             if base_prof is not None:
                 prof = _note_base(prof, base_prof, base or "")
             if rows:

@@ -1270,6 +1270,38 @@ class _Sweep:
         return sub, sub.num["time_s"], eager, floor
 
 
+def is_gemm_kernels_csv(path: str | Path) -> bool:
+    """Whether an op CSV times GEMMs by their kernels' own durations only (every row a GEMM with an empty
+    ``framework`` and no HBM-cold flag, as ``traces/h200/kernel_rates/gemm_kernels.csv.gz``)."""
+    t = read_ops([path])
+    timed = [k == "gemm" and f == "" for k, f in zip(t.kind, t.framework, strict=True)]
+    return len(t) > 0 and all(timed) and not bool(np.any(t.num["cold"] > 0))
+
+
+def _fit_gemm_kernel(
+    paths: Sequence[str | Path],
+    kernel_paths: Sequence[str | Path],
+    prof: ComputeProfile,
+    device: Device,
+    base: ComputeProfile | None,
+    host: dict[str, float],
+    n_starts: int,
+    clock: float | None,
+    fraction: float,
+) -> tuple[dict[str, GemmParams], dict[str, Any]]:
+    """The ``gemm_kernel`` block: GEMMs fitted on the sweep ``paths`` plus the kernel-duration rows of
+    ``kernel_paths``, which supersede the call-timed rows of their shapes (:func:`superseded_gemm_rows`: the
+    fit of a kernel-rate profile's ``gemm``), from the same start (``prof``, ``host``: the call-timed fit's);
+    and its errors on the kernel-duration rows (held out by shape hash, and fitted)."""
+    s = _Sweep.of(read_ops([*paths, *kernel_paths]), fraction)
+    gk = _fit_gemm(s, prof, device, base, dict(host), n_starts, clock)
+    timed = (s.fam == "gemm") & (s.fws == "") & ~(s.t.num["cold"] > 0) & s.ok
+    t = s.t.take(np.flatnonzero(timed))
+    pred = kernel_rows(device, prof.model_copy(update={"gemm": gk}), t)
+    meas, fit_part = t.num["time_s"], s.fit[timed]
+    return gk, {"check": _errors(pred[~fit_part], meas[~fit_part]), "fit": _errors(pred[fit_part], meas[fit_part])}
+
+
 def fit(
     ops_csv_paths: Sequence[str | Path],
     device: Device,
@@ -1277,11 +1309,17 @@ def fit(
     fraction: float = FIT_FRACTION,
     n_starts: int = 3,
     clocks: dict[str, float] | None = None,
+    kernel_gemms_apart: bool = False,
 ) -> tuple[ComputeProfile, dict[str, Any]]:
     """Fit a :class:`ComputeProfile` for ``device`` on the fit part of the measurements.
 
     ``clocks``: SM clock (Hz) per family during the sweeps (see :func:`sweep_clocks`); by default
     read from ``dmon.txt`` and ``ops.log`` next to the first CSV when both exist.
+
+    ``kernel_gemms_apart``: GEMM tables timed by their kernels' own durations (:func:`is_gemm_kernels_csv`)
+    fit the profile's ``gemm_kernel`` block only (:func:`_fit_gemm_kernel`: what compiled code's GEMMs are
+    priced with) and everything else is fitted without them; otherwise their rows supersede the call-timed
+    GEMM rows of their shapes in ``gemm`` (a kernel-rate profile, ``h200-kernels``).
 
     Returns the profile and a report: per op family, the errors on the check part (rows whose
     shape hash falls outside the fit fraction) and on the fit part.
@@ -1295,7 +1333,8 @@ def fit(
     """
     all_paths = list(ops_csv_paths)
     emb_paths = [p for p in all_paths if is_embedding_kernels_csv(p)]
-    ops_csv_paths = [p for p in all_paths if p not in emb_paths]
+    kernel_paths = [p for p in all_paths if kernel_gemms_apart and p not in emb_paths and is_gemm_kernels_csv(p)]
+    ops_csv_paths = [p for p in all_paths if p not in emb_paths and p not in kernel_paths]
     if not ops_csv_paths:
         raise TraceError("no op sweep among the inputs", file=", ".join(str(p) for p in all_paths))
     t = read_ops(ops_csv_paths)
@@ -1306,13 +1345,22 @@ def fit(
     prof = _fit_launch(s, base or neutral_profile(device))
     host: dict[str, float] = dict(prof.host_overhead)
     prof = prof.model_copy(update={"memory": _fit_memory(s, prof, device, host, n_starts, ops_csv_paths)})
+    gemm_kernel, kernel_report = prof.gemm_kernel, None
+    if kernel_paths:
+        gemm_kernel, kernel_report = _fit_gemm_kernel(
+            ops_csv_paths, kernel_paths, prof, device, base, host, n_starts, clocks_found.get("gemm"), fraction
+        )
+    elif np.any(s.fam == "gemm"):
+        gemm_kernel = {}  # (a base profile's kernel-rate GEMMs belong to the GEMMs refitted here)
     gemm = _fit_gemm(s, prof, device, base, host, n_starts, clocks_found.get("gemm"))
-    prof = prof.model_copy(update={"gemm": gemm})
+    prof = prof.model_copy(update={"gemm": gemm, "gemm_kernel": gemm_kernel})
     attn = _fit_attention(s, prof, device, host, n_starts, clocks_found.get("attention"))
     prof = prof.model_copy(update={"attention": attn})
     prof = prof.model_copy(update={"optimizer": _fit_optimizer(s, prof, device, host), "host_overhead": host})
 
     report = _held_out_report(s, prof, device, fraction)
+    if kernel_report is not None:
+        report["families"]["gemm_kernel"] = kernel_report
     emb = None
     if emb_paths:
         emb, report["families"]["embedding_bwd"] = fit_embedding_backward(emb_paths, device, fraction)

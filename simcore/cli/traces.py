@@ -108,6 +108,14 @@ def calibrate(
             help="Start from this profile (name or path, e.g. h200): entries the inputs do not cover are kept from it.",
         ),
     ] = None,
+    kernel_gemms_apart: Annotated[
+        bool,
+        typer.Option(
+            "--kernel-gemms-apart",
+            help="GEMM tables timed by their kernels' own durations fit only the profile's gemm_kernel block "
+            "(compiled code's GEMMs) instead of superseding the call-timed rows of their shapes.",
+        ),
+    ] = False,
     intervals: Annotated[
         Path | None,
         typer.Option(
@@ -147,6 +155,7 @@ def calibrate(
         system,
         fit_comm_profile=not no_comm,
         base=base,
+        kernel_gemms_apart=kernel_gemms_apart,
         progress=lambda text: print(f"calibrate: {text}", file=sys.stderr, flush=True),
     )
     written: list[str] = []

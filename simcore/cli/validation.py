@@ -72,12 +72,18 @@ def steps(
             "--system", help="The system whose GPU ran the rows (default: recorded beside the CSV)."
         ),
     ] = None,
+    predict_only: Annotated[
+        bool,
+        typer.Option(
+            "--predict", help="A planned run's rows (no measured times yet): print each row's prediction only."
+        ),
+    ] = False,
 ) -> None:
     """Whole training steps, prefills and decode steps: predicted vs measured per row."""
     from simcore.validation.steps import format_report, validate
 
     try:
-        res = validate(csv, calibration, system)
+        res = validate(csv, calibration, system, predict_only)
     except SimcoreError as e:
         _fail(e)
     print(json.dumps(res) if as_json else format_report(res))

@@ -202,6 +202,7 @@ def gemm(
     l2_reuse: bool = True,
     clock_hz: float | None = None,
     misaligned: ArrayLike | None = None,
+    kernel_rate: bool = False,
 ) -> OpCost:
     """``batch`` GEMMs ``C[m,n] = A[m,k] B[k,n]`` in ``dtype`` (seconds, FLOP, bytes).
 
@@ -211,14 +212,16 @@ def gemm(
     (the benchmark situation) lets working sets that fit the L2 stream at L2 speed;
     ``False`` reads the operands from HBM (e.g. a layer's weights in a decode step, untouched
     since the previous step). ``clock_hz``: SM clock the kernel runs at (default: the sustained
-    clock of the calibration sweep, see ``ComputeProfile.clock_fraction``)."""
+    clock of the calibration sweep, see ``ComputeProfile.clock_fraction``). ``kernel_rate``: the
+    kernel's own duration in a step (``ComputeProfile.gemm_kernel`` where fitted) rather than the
+    call-timed rate (docs/compute.md, "GEMM kernels vs back-to-back calls")."""
     ib = _dtype_bytes(dtype)
     ob = gemm_out_bytes(dtype)
     m_, n_, k_, b_ = (np.asarray(v, dtype=np.float64) for v in (m, n, k, batch))
     if misaligned is not None:  # one layout per element of all five
         m_, n_, k_, b_, misaligned = np.broadcast_arrays(m_, n_, k_, b_, np.asarray(misaligned, dtype=bool))
     mp = prof.memory if l2_reuse else None
-    gp = prof.gemm_params(dtype)
+    gp = prof.gemm_params(dtype, kernel_rate)
     scale = clock_scale(dev, prof, "gemm", clock_hz)
     if scale != 1.0:
         gp = gp.model_copy(update={"eff_peak": gp.eff_peak * scale})

@@ -575,6 +575,12 @@ class ComputeProfile(_Frozen):
     runs ahead of the GPU) or ``add`` (host time exposed); chosen by the fit."""
     gemm: dict[str, GemmParams]
     """Per dtype: bf16, fp16, fp8, tf32, fp32."""
+    gemm_kernel: dict[str, GemmParams] = {}
+    """Per dtype: GEMMs fitted on their kernels' own durations (profiler, not CUDA events around
+    back-to-back calls, whose time on a power-capped GPU holds gaps between the kernels), with the
+    call-timed rows of shapes not re-timed (``simcore calibrate --kernel-gemms-apart``). What a GEMM
+    kernel takes inside a step; compiled code's GEMMs are priced with it (docs/compute.md,
+    "torch.compile"). Empty: ``gemm`` prices every GEMM."""
     attention: dict[str, AttentionParams]
     """Keys ``fwd`` and ``bwd`` (optionally ``fwd_fp8``...)."""
     memory: MemoryParams
@@ -706,8 +712,10 @@ class ComputeProfile(_Frozen):
         bwd = backward_s / ref_b if backward_s and backward_s > 0 and ref_b else main
         return self.model_copy(update={"cpu_ratio_main": main, "cpu_ratio_bwd": bwd})
 
-    def gemm_params(self, dtype: str) -> GemmParams:
-        """Parameters for ``dtype``, falling back to the nearest dtype the profile has."""
+    def gemm_params(self, dtype: str, kernel_rate: bool = False) -> GemmParams:
+        """Parameters for ``dtype``, falling back to the nearest dtype the profile has; ``kernel_rate``:
+        from ``gemm_kernel`` where the profile has that fit (else ``gemm``)."""
+        table = self.gemm_kernel if kernel_rate and self.gemm_kernel else self.gemm
         order = {
             "fp4": ["fp4", "fp8", "bf16"],
             "fp8": ["fp8", "bf16"],
@@ -719,8 +727,8 @@ class ComputeProfile(_Frozen):
             "fp64": ["fp64", "fp32", "bf16"],
         }.get(dtype, [dtype, "bf16"])
         for d in order:
-            if d in self.gemm:
-                return self.gemm[d]
+            if d in table:
+                return table[d]
         raise SpecError(f"calibration profile for {self.device} has no GEMM parameters for {dtype}")
 
     def attention_params(

@@ -78,8 +78,24 @@ def system_for(path: str | Path) -> str:
     return default_system(key)
 
 
-def scenario_for(row: dict[str, str], system: str = "hgx-h200") -> dict[str, Any]:
-    """The scenario (as a dict) of one measured row, on one GPU of ``system``."""
+def attention_backend_for(path: str | Path) -> str:
+    """The attention backend a steps CSV's runs used, from the ``steps_configs.json`` that
+    ``tools/bench_steps.py`` wrote beside it: ``flash`` (tools/gpt.py forces SDPA's flash backend) unless
+    its ``env.sdpa.force_flash`` is false (``SIMCORE_SDPA=default``), then ``auto`` (PyTorch's own choice:
+    cuDNN's kernels on Hopper, docs/stacks.md)."""
+    import json
+
+    f = Path(path).parent / "steps_configs.json"
+    try:
+        sdpa = json.loads(f.read_text(encoding="utf-8")).get("env", {}).get("sdpa", {})
+    except (OSError, ValueError, AttributeError):
+        return "flash"
+    return "auto" if sdpa.get("force_flash") is False else "flash"
+
+
+def scenario_for(row: dict[str, str], system: str = "hgx-h200", attention_backend: str = "flash") -> dict[str, Any]:
+    """The scenario (as a dict) of one measured row, on one GPU of ``system``, its SDPA calls run by
+    ``attention_backend`` (:func:`attention_backend_for`)."""
     model = {
         "name": row["name"],
         "layers": _i(row["layers"]),
@@ -107,8 +123,8 @@ def scenario_for(row: dict[str, str], system: str = "hgx-h200") -> dict[str, Any
             # host wait between steps
             "decode_sync_every": None,
             # tools/gpt.py forces SDPA's flash backend (sdpa_kernel([FLASH_ATTENTION])) unless
-            # SIMCORE_SDPA=default, which no steps sweep set (traces/README.md)
-            "attention_backend": "flash",
+            # SIMCORE_SDPA=default
+            "attention_backend": attention_backend,
         },
     }
     mb = _i(row["micro_batch"])
@@ -139,24 +155,28 @@ def scenario_for(row: dict[str, str], system: str = "hgx-h200") -> dict[str, Any
 
 
 def validate(
-    path: str | Path | None = None, calibration: str | None = None, system: str | None = None
+    path: str | Path | None = None,
+    calibration: str | None = None,
+    system: str | None = None,
+    predict_only: bool = False,
 ) -> dict[str, Any]:
     """Predict every ok row; return per-row comparisons and summary statistics. ``calibration``
     (a profile name or path) replaces the device's default profile: a what-if. ``system`` is the
-    system whose GPU ran the rows (default: :func:`system_for` the file)."""
+    system whose GPU ran the rows (default: :func:`system_for` the file). ``predict_only``: a planned
+    run's rows (no measured time yet): each row's prediction alone, written down before the run."""
     p = Path(path) if path else traces_dir() / DEFAULT_CSV
     reg = default_registry()
     system = system or system_for(p)
+    backend = attention_backend_for(p)
     rows_out: list[dict[str, Any]] = []
     for row in read_rows(p):
-        if row.get("status", "ok") != "ok" or not row.get("step_time_s"):
+        if (row.get("status") or "ok") != "ok" or not (predict_only or row.get("step_time_s")):
             continue
-        data = scenario_for(row, system)
+        data = scenario_for(row, system, backend)
         if calibration is not None:
             data["calibration"] = calibration
         sc = scenario_from_dict(data, reg, str(p))
         r = predict(sc)
-        measured = float(row["step_time_s"])
         if isinstance(r, TrainingResult):
             pred = r.step_time_s
             kind = "train"
@@ -171,10 +191,14 @@ def validate(
             "micro_batch": _i(row["micro_batch"]),
             "seq_len": _i(row["seq_len"]),
             "recompute": row.get("recompute", ""),
-            "measured_s": measured,
             "predicted_s": pred,
-            "error_pct": (pred / measured - 1) * 100,
         }
+        if predict_only:
+            out["predicted_mem"] = r.memory_per_gpu_bytes
+            rows_out.append(out)
+            continue
+        measured = float(row["step_time_s"])
+        out |= {"measured_s": measured, "error_pct": (pred / measured - 1) * 100}
         if row.get("peak_mem_bytes"):
             mem_meas = float(row["peak_mem_bytes"])
             out["measured_mem"] = mem_meas
@@ -191,7 +215,7 @@ def validate(
         return str(r["mode"]) + ("_compiled" if r["framework"] == "compiled" else "")
 
     for mode in ("train", "prefill", "decode", "train_compiled", "prefill_compiled", "decode_compiled"):
-        errs = np.array([abs(r["error_pct"]) for r in rows_out if group(r) == mode])
+        errs = np.array([abs(r["error_pct"]) for r in rows_out if group(r) == mode and "error_pct" in r])
         if errs.size:
             summary[mode] = {
                 "n": int(errs.size),
@@ -205,7 +229,14 @@ def validate(
             summary[mode]["memory_median_abs_error_pct"] = float(np.median(merr))
             summary[mode]["memory_max_abs_error_pct"] = float(merr.max())
     device = reg.system(system).device
-    return {"file": str(p), "system": system, "device": device, "rows": rows_out, "summary": summary}
+    return {
+        "file": str(p),
+        "system": system,
+        "device": device,
+        "attention_backend": backend,
+        "rows": rows_out,
+        "summary": summary,
+    }
 
 
 def format_report(res: dict[str, Any]) -> str:
@@ -214,11 +245,12 @@ def format_report(res: dict[str, Any]) -> str:
     lines = [
         f"{'mode':8} {'name':26} {'fw':11} {'mb':>4} {'seq':>6} {'rec':>9} {'meas ms':>9} {'pred ms':>9} {'err%':>7} {'mem err%':>8}"
     ]
-    for r in sorted(res["rows"], key=lambda r: (r["mode"], -abs(r["error_pct"]))):
+    for r in sorted(res["rows"], key=lambda r: (r["mode"], -abs(r.get("error_pct", 0.0)))):
         me = f"{r['mem_error_pct']:8.1f}" if "mem_error_pct" in r else ""
+        meas, err = (f"{r['measured_s'] * 1e3:9.3f}", f"{r['error_pct']:7.1f}") if "error_pct" in r else (" " * 9, " " * 7)
         lines.append(
             f"{r['mode']:8} {r['name'][:26]:26} {r['framework'][:11]:11} {r['micro_batch']:>4} {r['seq_len']:>6} "
-            f"{r['recompute'][:9]:>9} {r['measured_s'] * 1e3:9.3f} {r['predicted_s'] * 1e3:9.3f} {r['error_pct']:7.1f} {me}"
+            f"{r['recompute'][:9]:>9} {meas} {r['predicted_s'] * 1e3:9.3f} {err} {me}"
         )
     for mode, s in res["summary"].items():
         line = f"{mode}: n={s['n']} median |err| {s['median_abs_error_pct']:.1f}%  worst {s['max_abs_error_pct']:.1f}%"

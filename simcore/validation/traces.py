@@ -396,7 +396,7 @@ def _kernel_rows(ans: list[Analysis], sc: Scenario, top: int) -> list[dict[str, 
         g[2].append(dur)
     rows = []
     for name, (cls, s, durs, nk) in groups.items():
-        pred = price_shape(s, cluster.device, prof)
+        pred = price_shape(s, cluster.device, prof, kernel_rate=sc.runtime.framework == "compiled")
         if pred is None:
             continue
         meas = float(statistics.median(durs))

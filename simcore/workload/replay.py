@@ -98,9 +98,12 @@ def default_system(device: str, reg: Registry | None = None) -> str:
 # pricing one op
 
 
-def price_shape(shape: dict[str, Any], dev: Device, prof: ComputeProfile) -> float | None:
+def price_shape(
+    shape: dict[str, Any], dev: Device, prof: ComputeProfile, kernel_rate: bool = False
+) -> float | None:
     """Kernel seconds of an op with a recovered shape on ``dev`` (no launch overhead), or None
-    when simcore has no model for it."""
+    when simcore has no model for it; ``kernel_rate``: a GEMM at its kernel's in-step rate, as compiled
+    code's are priced (``ComputeProfile.gemm_kernel``)."""
     from simcore.compute import ops as C
 
     kind = shape.get("kind")
@@ -116,6 +119,7 @@ def price_shape(shape: dict[str, Any], dev: Device, prof: ComputeProfile) -> flo
                     shape["dtype"],
                     shape["batch"],
                     misaligned=shape.get("misaligned"),
+                    kernel_rate=kernel_rate,
                 ).time_s
             )
         if kind == "attention":

@@ -47,6 +47,9 @@ INPUTS = [
     OPS, COLD, ELEMENTWISE, ATTENTION, GEMM_ALIGN, EAGER_OPS, ATTENTION_EFF, OPTIMIZER_BF16, EMBEDDING_BWD, ONE_QUERY,
     ONE_QUERY_KVLEN,
 ]
+# round 19: the sweep's GEMM shapes timed by their kernels' own durations; in the shipped profile (fitted with
+# --kernel-gemms-apart) they fit only the ``gemm_kernel`` block that compiled code's GEMMs are priced with
+KERNEL_GEMMS = "traces/h200/kernel_rates/gemm_kernels.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +58,9 @@ def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     with contextlib.chdir(REPO):
         dev = default_registry().device("h200")
         ours = calibrate(
-            INPUTS, "h200", fit_comm_profile=False
+            [*INPUTS, KERNEL_GEMMS], "h200", fit_comm_profile=False, kernel_gemms_apart=True
         ).compute_profile
-        ref, _ = FC.fit(INPUTS, dev)
+        ref, _ = FC.fit([*INPUTS, KERNEL_GEMMS], dev, kernel_gemms_apart=True)
     assert ours is not None
     return ours, ref
 
@@ -80,8 +83,14 @@ def test_reproduces_shipped_h200_profile(ops_fit: tuple[ComputeProfile, ComputeP
     # tables, which the profile carries (no profiled trace among the inputs refits them)
     assert ops_fit[0].host_ops == shipped.host_ops
     _assert_same_fit(
-        ops_fit[0], shipped, INPUTS, ("gemm", "attention", "memory", "optimizer", "launch", "host_overhead")
+        ops_fit[0],
+        shipped,
+        INPUTS,
+        ("gemm", "gemm_kernel", "attention", "memory", "optimizer", "launch", "host_overhead", "power_fraction"),
     )
+    # the kernel-duration rows fit the kernel block only: the rest is the call-timed fit of the sweeps
+    assert ops_fit[0].gemm_kernel["bf16"].eff_peak > 1.15 * ops_fit[0].gemm["bf16"].eff_peak
+    assert ops_fit[0].power_fraction["gemm"] < 1.0  # (no kernel-rate power stretch: gemm_power_stretch)
 
 
 PRED_REL = 1e-3
@@ -230,8 +239,7 @@ def test_nccl_tests_log_is_a_comm_input(tmp_path: Path) -> None:
 def test_reproduces_shipped_kernel_rate_profile() -> None:
     """``h200-kernels.yaml``: the op sweeps plus round 19's GEMM kernel durations (which supersede the
     call-timed GEMM rows of their shapes) and round 20's HBM-streaming memory power beside them."""
-    kr = "traces/h200/kernel_rates/gemm_kernels.csv.gz"
-    inputs = [OPS, COLD, kr, *INPUTS[2:], NORM_OPS]
+    inputs = [OPS, COLD, KERNEL_GEMMS, *INPUTS[2:], NORM_OPS]
     with contextlib.chdir(REPO):
         ours = calibrate(inputs, "h200", fit_comm_profile=False).compute_profile
     assert ours is not None
@@ -288,3 +296,27 @@ def test_fp32_gemm_power_windows(tmp_path: Path) -> None:
     dmon.write_text(head + body)
     assert FC.window_power(dmon, log, FC.fp32_gemm_window) == pytest.approx(670)
     assert FC.window_power(dmon, log, lambda n: n == "nothing") is None
+
+
+def test_kernel_gemm_tables_are_told_apart() -> None:
+    """Only a table of kernel-timed GEMMs (every row a GEMM, no framework, not HBM-cold) fits ``gemm_kernel``
+    under ``--kernel-gemms-apart``; the op sweep, the cold decode GEMMs, the call-timed GEMM alignment pairs and the elementwise sweep do not."""
+    with contextlib.chdir(REPO):
+        assert FC.is_gemm_kernels_csv(KERNEL_GEMMS)
+        assert not any(FC.is_gemm_kernels_csv(p) for p in (OPS, COLD, GEMM_ALIGN, ELEMENTWISE))
+
+
+
+@pytest.mark.slow
+def test_cli_kernel_gemms_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``simcore calibrate ... --kernel-gemms-apart`` writes the kernel-rate GEMMs beside the call-timed ones."""
+    out = tmp_path / "prof.yaml"
+    inputs = [str(REPO / p) for p in (OPS, COLD, KERNEL_GEMMS)]
+    code, _, err = run_cli(
+        capsys, "calibrate", *inputs, "--device", "h200", "--no-comm", "--kernel-gemms-apart", "-o", str(out)
+    )
+    assert code == 0, err
+    prof = ComputeProfile.model_validate(yaml.safe_load(out.read_text()))
+    assert KERNEL_GEMMS in " ".join(prof.source)
+    assert prof.gemm_kernel["bf16"].eff_peak > 1.15 * prof.gemm["bf16"].eff_peak
+    assert prof.fit_report["held_out"]["gemm_kernel"]["n_check"] > 50
