@@ -45,6 +45,10 @@ class Layout:
     """Bytes an element of the tokens the expert-parallel dispatch sends (``None``: ``act_bytes``; the combine
     always returns ``act_bytes``): serving engines' FP8 dispatch (DeepEP's) sends 1 + 4/128 (E4M3 values, an fp32
     scale per 128)."""
+    dispatcher: str = "alltoall"
+    """How the expert-parallel dispatch and combine move the routed tokens (``RuntimeSpec.moe_dispatcher``):
+    ``alltoall`` (an NCCL all-to-all of every routed copy) or ``deepep`` / ``hybridep`` (once per destination
+    NVLink domain, then NVLink forwarding; :func:`simcore.comm.dispatch.dispatch_cost`)."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
     dtype: str = "bf16"

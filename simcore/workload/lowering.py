@@ -518,7 +518,15 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
     a2a_bytes = T * moe.top_k * h * b * moe.imbalance
     db = b if lay.dispatch_bytes is None else lay.dispatch_bytes
-    ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm"))
+    dispatch = _comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm")
+    combine = _comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm")
+    if lay.dispatcher != "alltoall":
+        # a token goes once to each NVLink domain and GPU holding one of its experts: the pricer needs
+        # the routing's fan-out (simcore.comm.dispatch)
+        fan = {"dispatcher": lay.dispatcher, "top_k": moe.top_k, "experts": moe.experts}
+        dispatch = replace(dispatch, args={**dispatch.args, **fan})
+        combine = replace(combine, args={**combine.args, **fan})
+    ops.append(dispatch)
     # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
     # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
     permute = mem_op("embedding", routed * h, b, "moe_permute")
@@ -552,7 +560,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ops.append(Op("unpermute_scale", "memory", "moe_permute", mem_op("mul_bcast", routed * h, b).args))
     unpermute = mem_op("embedding", routed * h, b, "moe_permute")
     ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
-    ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
+    ops.append(combine)
     if moe.shared_experts:
         ops.extend(
             Op("shared_" + o.name, o.kind, o.category, o.args, o.count)
