@@ -234,10 +234,13 @@ def _exposed(
     schedule: Num,
     compute: Num,
     a2a_overlap: bool = False,
+    slowdown: float = 1.0,
 ) -> Priced:
     """Replace overlappable communication by its exposed part: CP ring exchange hides behind the
     attention compute; TP collectives hide behind the GEMMs when ``tp_overlap``; the expert all-to-all
-    behind the layer's compute under DualPipe or ``a2a_overlap`` (``RuntimeSpec.moe_a2a_overlap``)."""
+    behind the layer's compute under DualPipe or ``a2a_overlap`` (``RuntimeSpec.moe_a2a_overlap``), the
+    compute it hides behind running ``slowdown`` times slower meanwhile (:func:`overlap_slowdown`: the
+    all-to-all's kernels take SMs and memory bandwidth, as the data-parallel overlap prices)."""
     out = Priced(dict(p.time), p.flops, p.kernels)
     if "cp_comm" in out.time:
         out.time["cp_comm"] = np.maximum(out.time["cp_comm"] - attn, 0.0)
@@ -253,8 +256,9 @@ def _exposed(
         # DualPipe, and Megatron-Core's 1F1B A2A overlap, run one micro-batch's expert all-to-all
         # while another micro-batch computes
         epc = out.time["ep_comm"]
+        hidden = np.minimum(epc, compute)
         out.time["ep_comm"] = np.where(
-            (np.asarray(schedule) == "dualpipe") | a2a_overlap, np.maximum(epc - compute, 0.0), epc
+            (np.asarray(schedule) == "dualpipe") | a2a_overlap, epc - hidden + (slowdown - 1.0) * hidden, epc
         )
     return out
 
@@ -463,9 +467,9 @@ def _stage_work(s: _Step) -> _StageWork:
             hp_delta = hp_delta + extra * count / model.layers
         comp_f = fwd.total(exclude=COMM_CATEGORIES)
         comp_b = bwd.total(exclude=COMM_CATEGORIES)
-        ov = s.moe_a2a_overlap
-        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f, ov)
-        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b, ov)
+        ov, slow = s.moe_a2a_overlap, overlap_slowdown(s.cluster)
+        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f, ov, slow)
+        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b, ov, slow)
         # recomputation re-runs the forward (full) or the attention core (selective) before backward
         full = fwd_x
         rec = full.scaled(s.full_t)
