@@ -496,7 +496,8 @@ def _stage_work(s: _Step) -> _StageWork:
         B_layers = B_layers.merged(b.scaled(share))
         W_layers = W_layers + w * share
 
-    emb, head = (L.embedding_fwd,), (L.head_fwd, L.loss_fwd)
+    # the multi-token-prediction modules run on the last stage after the LM head (none: no ops)
+    emb, head = (L.embedding_fwd,), (L.head_fwd, L.loss_fwd, L.mtp_fwd)
     emb_f, emb_b = pricer.price_of(emb, model, lw), pricer.price_of(emb, model, lw, backward=True)
     head_f, head_b = pricer.price_of(head, model, lw), pricer.price_of(head, model, lw, backward=True)
     work = _StageWork(

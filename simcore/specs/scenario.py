@@ -125,6 +125,12 @@ class ModelSpec(Spec):
     tied_embeddings: bool = False
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    mtp_layers: Int = Field(default=0, ge=0)
+    """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
+    depth adds, on the last pipeline stage, the embedding of the tokens shifted by it, two RMSNorms, a
+    ``2h -> h`` projection, one more transformer layer (an MoE layer in an MoE model), the shared LM
+    head and its cross-entropy loss, forward and backward, every micro-batch (docs/parallelism.md,
+    "Multi-token prediction"). 0: none. Training only: inference runs the main model."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:

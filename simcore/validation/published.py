@@ -320,6 +320,29 @@ def mbridge_moe_recipe(
     return None
 
 
+_DSV3_CHUNKS: dict[tuple[int, int], list[int]] = {
+    (4, 1): [16, 16, 16, 13],
+    (8, 1): [8] * 7 + [5],
+    (4, 2): [8] * 7 + [5],
+    (16, 1): [4] * 15 + [1],
+    (8, 2): [4] * 15 + [1],
+    (4, 4): [4] * 15 + [1],
+    # the GB300 recipes of 26.02 on (workload_base_configs.py): pp_layout "Et*4|(t*4|)*14tmL"
+    (2, 8): [4] * 15 + [1],
+}
+"""Decoder layers of each pipeline chunk of Megatron-Bridge's DeepSeek-V3 layouts, by (pp, vp): the first
+chunk also holds the embedding, the last the MTP layer and the loss (``set_deepseek_v3_pipeline_model_
+parallel_layout`` in ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``, v0.2.0 to v0.5.0). Other
+(pp, vp) run Megatron's even split, MTP on the last stage on top."""
+
+
+def dsv3_stage_layers(pp: int, vp: int) -> list[int] | None:
+    """Decoder layers per pipeline rank of the DeepSeek-V3 recipe layout (rank ``r`` holds chunks ``r, r +
+    pp, ...``), ``None`` where the recipes give no layout for ``(pp, vp)``."""
+    chunks = _DSV3_CHUNKS.get((pp, vp))
+    return None if chunks is None else [sum(chunks[r::pp]) for r in range(pp)]
+
+
 def _preset_for(model: str, layers: int | None, hidden: int | None) -> dict[str, Any] | None:
     """The built-in model preset a row's model name names (name or alias, ignoring case and
     punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row
@@ -362,7 +385,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     preset = _preset_for(rec["model"], layers, hidden)
     arch: dict[str, Any] = {"activation": "gelu", "norm": "layernorm", "tied_embeddings": True}
     if preset is not None:
-        keep = ("activation", "norm", "kv_heads", "head_dim", "moe", "mla", "tied_embeddings")
+        keep = ("activation", "norm", "kv_heads", "head_dim", "moe", "mla", "tied_embeddings", "mtp_layers")
         arch = {k: preset[k] for k in keep if k in preset}
         arch.setdefault("tied_embeddings", False)
         assume.append(f"architecture of the built-in preset matching {rec['model']!r}")
@@ -492,6 +515,13 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             assume.append(
                 "embedding and loss counted as pipeline layers (NVIDIA-NeMo/Megatron-Bridge@00b7660b "
                 "src/megatron/bridge/recipes/qwen/qwen3_moe.py, Qwen3-235B-A22B recipe)"
+            )
+        stages = dsv3_stage_layers(pp, vp) if arch.get("mtp_layers") and layers == 61 else None
+        if stages is not None:
+            folding["pipeline_layers"] = stages
+            assume.append(
+                f"pipeline layers {stages} per rank: the DeepSeek-V3 recipe layout, the MTP layer and the loss "
+                "on the last chunk (Megatron-Bridge recipes/deepseek/deepseek_v3.py)"
             )
         if layers == 126 and pp > 1:
             # Megatron-Bridge's Llama 3.1 405B recipe counts the embedding and the loss as pipeline layers

@@ -898,6 +898,27 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ]
 
 
+def mtp_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Forward ops of the model's multi-token-prediction modules (``ModelSpec.mtp_layers``, last pipeline
+    stage), each: the embedding of the tokens shifted by its depth, RMSNorm of that embedding and of the
+    previous depth's hidden states, the ``2h -> h`` projection of their concatenation, one transformer
+    layer (MoE where the model has experts, as DeepSeek-V3's), then the shared LM head and its loss
+    (DeepSeek-V3 report sec. 2.2; Megatron-Core ``multi_token_prediction.py``)."""
+    if m.mtp_layers == 0:
+        return []
+    T = lay.tokens / lay.sp_div
+    one = [
+        *embedding_fwd(m, lay),
+        *norm_ops(m, lay, T, 1),
+        *norm_ops(m, lay, T, 1),
+        _gemm("mtp_proj", lay.tokens, m.hidden, 2 * m.hidden, lay.dtype, "gemm"),
+        *layer_fwd(m, lay, moe_layer=m.moe is not None),
+        *head_fwd(m, lay),
+        *loss_fwd(m, lay),
+    ]
+    return [Op("mtp_" + o.name, o.kind, o.category, o.args, o.count * m.mtp_layers, o.overlappable) for o in one]
+
+
 def dtype_bytes(dtype: str) -> float:
     return DTYPE_BYTES[dtype]
 

@@ -85,3 +85,26 @@ def test_deepep_and_overlap_in_a_step() -> None:
     assert ep[0] > 1.5 * ep[1] > 0 and ep[2] < ep[1]
     assert base.step_time_s > deepep.step_time_s > both.step_time_s
     assert np.isfinite(both.step_time_s)
+
+
+def test_mtp_adds_a_layer_a_projection_and_a_head_on_the_last_stage() -> None:
+    """DeepSeek-V3's preset carries one MTP module (config.json num_nextn_predict_layers 1); on one
+    pipeline stage it costs one more MoE layer, the 2h -> h projection and a second LM head and loss."""
+    from simcore.specs.registry import default_registry
+    from simcore.workload import lowering as L
+
+    assert default_registry().models["deepseek-v3"]["mtp_layers"] == 1
+    sc = _ds() | {"parallel": {"tp": 1, "pp": 1, "dp": 8, "ep": 8, "etp": 1}, "cluster": {"system": "dgx-b200", "gpus": 8}}
+    sc["training"] = {"micro_batch": 1, "global_batch": 8, "precision": "mxfp8", "recompute": "full"}
+    on, off = predict(sc), predict(sc | {"model": {"preset": "deepseek-v3", "mtp_layers": 0}})
+    # 61 layers + embedding + head: one more layer and head is a few percent, under 1/61 + a head's share
+    assert 1.0 < on.step_time_s / off.step_time_s < 1.0 + 2.5 / 61
+    from simcore.specs.resolve import as_scenario
+
+    m = as_scenario(sc).model
+    lay = L.Layout(micro_batch=1, seq=4096.0, ep=8, etp=1)
+    ops = L.mtp_fwd(m, lay)
+    assert {"mtp_mtp_proj", "mtp_lm_head", "mtp_ep_dispatch"} <= {o.name for o in ops}
+    proj = next(o for o in ops if o.name == "mtp_mtp_proj")
+    assert (proj.args["m"], proj.args["n"], proj.args["k"]) == (4096, 7168, 2 * 7168)
+    assert L.mtp_fwd(m.model_copy(update={"mtp_layers": 0}), lay) == []

@@ -316,3 +316,16 @@ def test_mbridge_moe_rows_take_their_releases_dispatcher() -> None:
     assert r is not None and r["config"].endswith("_V2") and r["dispatcher"] == "hybridep"
     # dense rows say nothing of a dispatcher
     assert "moe_dispatcher" not in by[("LLAMA3_8B", "dgx-b200")].scenario["runtime"]
+
+
+def test_deepseek_rows_take_the_recipe_pipeline_layout() -> None:
+    """Megatron-Bridge's DeepSeek-V3 layouts give the last chunk one decoder layer beside the MTP layer and
+    the loss (16 chunks of 4, the last of 1): per rank, chunks r, r + pp, ..."""
+    assert P.dsv3_stage_layers(16, 1) == [4] * 15 + [1]
+    assert P.dsv3_stage_layers(2, 8) == [32, 29]
+    assert P.dsv3_stage_layers(4, 4) == [16, 16, 16, 13]
+    assert P.dsv3_stage_layers(2, 4) is None
+    rows = P.load_published(P.DATA_DIR / "published_training_2025.csv")
+    ds = next(r for r in rows if r.model == "DeepSeekV3" and r.system == "dgx-b200")
+    assert ds.scenario["model"]["mtp_layers"] == 1
+    assert ds.scenario["parallel"]["pipeline_layers"] == [4] * 15 + [1]
