@@ -4,8 +4,10 @@ that each Megatron-Bridge release's performance recipes set, per model, GPU and 
 Reads ``scripts/performance/configs/<family>/*workload_base_configs.py`` at each release tag of a local
 clone of NVIDIA-NeMo/Megatron-Bridge (``git show``; nothing is imported or run): every config named
 ``<MODEL>_[PRETRAIN_CONFIG_]<GPU>_<PRECISION>_{V1,V2,BASE_CONFIG}`` is resolved through its ``replace(...)``
-chain, and its ``expert_model_parallel_size``, ``global_batch_size``, ``moe_flex_dispatcher_backend`` (none: the model's
-``alltoall``) and ``moe_a2a_overlap`` are written out.
+chain, and its ``expert_model_parallel_size``, ``global_batch_size``, ``moe_flex_dispatcher_backend``
+(none: the model's ``alltoall``) and ``moe_a2a_overlap`` are written out; a GPU's pretrain function in
+``*_llm_pretrain.py`` that sets ``moe_token_dispatcher_type = "alltoall"`` overrides the backend (the
+flex backend is then not used: Qwen3-235B on B200 and H100 from v0.3.1).
 
 Usage: python tools/mbridge_moe_recipes.py /path/to/Megatron-Bridge.git
 """
@@ -33,6 +35,8 @@ NAME = re.compile(
     r"(DEEPSEEK_V3|QWEN3_235B_A22B|QWEN3_30B_A3B|GPT_OSS_120B)_(?:PRETRAIN_CONFIG_)?"
     r"(GB300|GB200|B300|B200|H100)_(BF16|FP8_CS|FP8_MX|FP8_SC|NVFP4)_(?:V1|V2|BASE_CONFIG)$"
 )
+PRETRAIN = ("qwen/qwen3_llm_pretrain.py", "deepseek/deepseek_llm_pretrain.py", "gpt_oss/gpt_oss_llm_pretrain.py")
+FUNC = re.compile(r"(deepseek_v3|qwen3_235b_a22b|qwen3_30b_a3b|gpt_oss_120b)_pretrain_config_(gb300|gb200|b300|b200|h100)\(")
 OUT = Path(__file__).resolve().parent.parent / "simcore/validation/data/mbridge_moe_recipes.csv"
 
 
@@ -57,19 +61,39 @@ def _configs(src: str) -> dict[str, dict[str, Any]]:
     return env
 
 
+def _show(repo: str, tag: str, path: str) -> str | None:
+    r = subprocess.run(["git", "-C", repo, "show", f"{tag}:{path}"], capture_output=True, text=True)
+    return None if r.returncode else r.stdout
+
+
+def _alltoall_forced(repo: str, tag: str) -> set[tuple[str, str]]:
+    """(model, GPU) whose pretrain function sets ``moe_token_dispatcher_type = "alltoall"``."""
+    out = set()
+    for f in PRETRAIN:
+        src = _show(repo, tag, f"scripts/performance/configs/{f}") or ""
+        for body in src.split("\ndef ")[1:]:
+            m = FUNC.match(body)
+            if m and re.search(r"moe_token_dispatcher_type\s*=\s*[\"']alltoall[\"']", body):
+                out.add((m.group(1), m.group(2).upper()))
+    return out
+
+
 def main(repo: str) -> None:
     rows = []
     for tag in TAGS:
+        forced = _alltoall_forced(repo, tag)
         for f in FILES:
-            path = f"{tag}:scripts/performance/configs/{f}"
-            r = subprocess.run(["git", "-C", repo, "show", path], capture_output=True, text=True)
-            if r.returncode:
+            src = _show(repo, tag, f"scripts/performance/configs/{f}")
+            if src is None:
                 continue
-            for name, cfg in _configs(r.stdout).items():
+            for name, cfg in _configs(src).items():
                 m = NAME.match(name)
                 if m is None:
                     continue
                 model, gpu, prec = m.groups()
+                backend = cfg.get("moe_flex_dispatcher_backend") or "alltoall"
+                if (model.lower(), gpu) in forced:
+                    backend = "alltoall"
                 rows.append(
                     (
                         tag,
@@ -78,7 +102,7 @@ def main(repo: str) -> None:
                         prec.lower().replace("_", "-"),
                         cfg.get("expert_model_parallel_size") or "",
                         cfg.get("global_batch_size") or "",
-                        cfg.get("moe_flex_dispatcher_backend") or "alltoall",
+                        backend,
                         str(bool(cfg.get("moe_a2a_overlap"))).lower(),
                         name,
                     )
