@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from simcore.comm.collectives import collective_cost
+from simcore.comm.dispatch import dispatch_time
 from simcore.comm.groups import GroupPlacement, megatron_groups, placement
 from simcore.compute import ops as C
 from simcore.errors import SpecError
@@ -210,8 +211,12 @@ class Pricer:
             per_op_host=per_op_host,
         )
 
-    def comm_time(self, op: str, nbytes: Num, group: str, dtype: str = "bf16") -> Num:
-        """Seconds of a collective over the named communicator (0 where the group has one rank)."""
+    def comm_time(
+        self, op: str, nbytes: Num, group: str, dtype: str = "bf16", fanout: tuple[str, int, int] | None = None
+    ) -> Num:
+        """Seconds of a collective over the named communicator (0 where the group has one rank);
+        ``fanout`` (dispatcher, top_k, experts): an MoE dispatch or combine of a hierarchical dispatcher
+        (:func:`simcore.comm.dispatch.dispatch_time`) instead of the NCCL collective ``op``."""
         g = self.groups.get(group)
         if g is None:
             return 0.0
@@ -220,7 +225,7 @@ class Pricer:
             return 0.0 * np.asarray(nbytes, dtype=float)
         nb = np.maximum(np.asarray(nbytes, dtype=float), 1.0)
         slow = self.contention.get(group)
-        key = (op, group, dtype, nb.shape, nb.tobytes())
+        key = (op, group, dtype, fanout, nb.shape, nb.tobytes())
         hit = self._comm_cache.get(key)
         if hit is not None:
             return hit
@@ -235,7 +240,10 @@ class Pricer:
             mkey = (op, dtype, c.nodes, c.gpus, *sizes, plain, key[3:])
             hit = _COMM_MEMO.get(pins, mkey)
         if hit is None:
-            t = collective_cost(op, nb, g, self.cluster, dtype=dtype, contention=slow).time_s
+            if fanout is None:
+                t = collective_cost(op, nb, g, self.cluster, dtype=dtype, contention=slow).time_s
+            else:
+                t = dispatch_time(nb, fanout[1], fanout[2], g, self.cluster, fanout[0])
             hit = np.where(size > 1, t, 0.0)
             if pins is not None:
                 _COMM_MEMO.put(pins, mkey, hit)
@@ -285,7 +293,8 @@ class Pricer:
                 # (ops with and without a row count are priced apart: rows change a row-wise op's time)
                 key = ("memory", a["name"], bwd, "rows" in a)
             else:
-                key = ("comm", a["op"], a["group"])
+                fan = (a["dispatcher"], a["top_k"], a["experts"]) if "dispatcher" in a else None
+                key = ("comm", a["op"], a["group"], fan)
             groups.setdefault(key, []).append(i)
         t_out: list[Num] = [0.0] * len(ops)
         f_out: list[Num] = [0.0] * len(ops)
@@ -342,7 +351,7 @@ class Pricer:
             if g is not None and not common and np.ndim(g.size):
                 # the layouts differ only in the communicator's size: the ops in front of its shape
                 nb = nb.reshape(nb.shape + (1,) * np.ndim(g.size))
-            return self.comm_time(key[1], nb, key[2]), 0.0
+            return self.comm_time(key[1], nb, key[2], fanout=key[3]), 0.0
         if kind == "gemm":
             m, n, k, b = stack("m"), stack("n"), stack("k"), stack("batch", 1)
             if compiled := self.framework == "compiled":

@@ -88,6 +88,8 @@ def training_runtime(sc: Scenario) -> dict[str, Any]:
         "layer_ops": None if rt.layer_ops is None else (rt.layer_ops.fwd, rt.layer_ops.bwd or 0.0),
         "moe_expert_calls": rt.moe_expert_calls,
         "moe_host_sync": rt.moe_host_sync,
+        "moe_dispatcher": rt.moe_dispatcher,
+        "moe_a2a_overlap": rt.moe_a2a_overlap,
     }
 
 

@@ -258,10 +258,21 @@ def _stage_priced(
 
 
 def _exposed(
-    p: Priced, attn: Num, gemm: Num, tp_overlap: Num, tp: Num, schedule: Num, compute: Num
+    p: Priced,
+    attn: Num,
+    gemm: Num,
+    tp_overlap: Num,
+    tp: Num,
+    schedule: Num,
+    compute: Num,
+    a2a_overlap: bool = False,
+    slowdown: float = 1.0,
 ) -> Priced:
     """Replace overlappable communication by its exposed part: CP ring exchange hides behind the
-    attention compute; TP collectives hide behind the GEMMs when ``tp_overlap``."""
+    attention compute; TP collectives hide behind the GEMMs when ``tp_overlap``; the expert all-to-all
+    behind the layer's compute under DualPipe or ``a2a_overlap`` (``RuntimeSpec.moe_a2a_overlap``), the
+    compute it hides behind running ``slowdown`` times slower meanwhile (:func:`overlap_slowdown`: the
+    all-to-all's kernels take SMs and memory bandwidth, as the data-parallel overlap prices)."""
     out = Priced(dict(p.time), p.flops, p.kernels)
     if "cp_comm" in out.time:
         out.time["cp_comm"] = np.maximum(out.time["cp_comm"] - attn, 0.0)
@@ -274,10 +285,12 @@ def _exposed(
         hidden = np.maximum(tpc / k, tpc - gemm * (1.0 - 1.0 / k))
         out.time["tp_comm"] = np.where(_a(tp_overlap, bool), hidden, tpc)
     if "ep_comm" in out.time:
-        # DualPipe overlaps one micro-batch's expert all-to-all with another's computation
+        # DualPipe, and Megatron-Core's 1F1B A2A overlap, run one micro-batch's expert all-to-all
+        # while another micro-batch computes
         epc = out.time["ep_comm"]
+        hidden = np.minimum(epc, compute)
         out.time["ep_comm"] = np.where(
-            np.asarray(schedule) == "dualpipe", np.maximum(epc - compute, 0.0), epc
+            (np.asarray(schedule) == "dualpipe") | a2a_overlap, epc - hidden + (slowdown - 1.0) * hidden, epc
         )
     return out
 
@@ -300,6 +313,7 @@ def _layer_layout(
     implementation: str,
     dropout: float,
     attention_backend: str,
+    moe_dispatcher: str = "alltoall",
 ) -> L.Layout:
     """The lowering layout of one micro-batch's layer on a rank (shapes, dtypes, the run's kernels)."""
     lw = L.Layout(
@@ -319,6 +333,7 @@ def _layer_layout(
         implementation=implementation,
         dropout=dropout,
         attention_backend=attention_backend,
+        dispatcher=moe_dispatcher,
     )
     return lw
 
@@ -348,6 +363,8 @@ class _Step:
         layer_ops: tuple[float, float] | None,
         moe_expert_calls: str = "grouped",
         moe_host_sync: bool = False,
+        moe_dispatcher: str = "alltoall",
+        moe_a2a_overlap: bool = False,
     ) -> None:
         self.model, self.training, self.lay, self.cluster = model, training, lay, cluster
         self.framework, self.param_dtype, self.profiler, self.gate_up = (
@@ -359,6 +376,7 @@ class _Step:
         self.step_sync, self.implementation = step_sync, implementation
         self.profiler_record, self.layer_ops = profiler_record, layer_ops
         self.moe_expert_calls, self.moe_host_sync = moe_expert_calls, moe_host_sync and model.moe is not None
+        self.moe_a2a_overlap = moe_a2a_overlap
         tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
         self.tp, self.pp, self.dp, self.cp, self.ep, self.vp = tp, pp, dp, cp, ep, vp
         self.mb = mb = _a(lay.micro_batch)
@@ -422,6 +440,7 @@ class _Step:
             implementation,
             dropout,
             attention_backend,
+            moe_dispatcher,
         )
         # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
         # under AMP or the native bf16 one
@@ -480,8 +499,9 @@ def _stage_work(s: _Step) -> _StageWork:
             hp_delta = hp_delta + extra * count / model.layers
         comp_f = fwd.total(exclude=COMM_CATEGORIES)
         comp_b = bwd.total(exclude=COMM_CATEGORIES)
-        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f)
-        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b)
+        ov, slow = s.moe_a2a_overlap, overlap_slowdown(s.cluster)
+        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f, ov, slow)
+        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b, ov, slow)
         # recomputation re-runs the forward (full) or the attention core (selective) before backward
         full = fwd_x
         rec = full.scaled(s.full_t)
@@ -508,7 +528,8 @@ def _stage_work(s: _Step) -> _StageWork:
         B_layers = B_layers.merged(b.scaled(share))
         W_layers = W_layers + w * share
 
-    emb, head = (L.embedding_fwd,), (L.head_fwd, L.loss_fwd)
+    # the multi-token-prediction modules run on the last stage after the LM head (none: no ops)
+    emb, head = (L.embedding_fwd,), (L.head_fwd, L.loss_fwd, L.mtp_fwd)
     emb_f, emb_b = pricer.price_of(emb, model, lw), pricer.price_of(emb, model, lw, backward=True)
     head_f, head_b = pricer.price_of(head, model, lw), pricer.price_of(head, model, lw, backward=True)
     work = _StageWork(
@@ -1526,6 +1547,8 @@ def evaluate(
     layer_ops: tuple[float, float] | None = None,
     moe_expert_calls: str = "grouped",
     moe_host_sync: bool = False,
+    moe_dispatcher: str = "alltoall",
+    moe_a2a_overlap: bool = False,
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
     MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
@@ -1540,7 +1563,9 @@ def evaluate(
     layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer by
     their ratio to the calibrated code's (``HostOps.calibrated_layer_ops``); ``moe_expert_calls`` and
     ``moe_host_sync``: ``RuntimeSpec``'s (the routed experts' GEMMs issued per local expert; a host sync in
-    every MoE layer's forward; :func:`_moe_expert_host`, :func:`_host_overhead`).
+    every MoE layer's forward; :func:`_moe_expert_host`, :func:`_host_overhead`); ``moe_dispatcher`` and
+    ``moe_a2a_overlap``: ``RuntimeSpec``'s (how the routed tokens travel; the expert all-to-all hidden
+    behind another micro-batch's compute, :func:`_exposed`).
 
     The parts: stage times (:func:`_stage_work`), host (:func:`_host_overhead`), pipeline
     (:func:`_pipeline`), data-parallel communication (:func:`_data_parallel`), optimizer
@@ -1565,6 +1590,8 @@ def evaluate(
         layer_ops,
         moe_expert_calls,
         moe_host_sync,
+        moe_dispatcher,
+        moe_a2a_overlap,
     )
     work = _stage_work(s)
     ht = _host_tables(s) if s.layer_host else None

@@ -201,6 +201,12 @@ class ModelSpec(Spec):
         if self.mla is not None:
             raise ValueError("hybrid_pattern with mla is not modelled")
         return self
+    mtp_layers: Int = Field(default=0, ge=0)
+    """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
+    depth adds, on the last pipeline stage, the embedding of the tokens shifted by it, two RMSNorms, a
+    ``2h -> h`` projection, one more transformer layer (an MoE layer in an MoE model), the shared LM
+    head and its cross-entropy loss, forward and backward, every micro-batch (docs/parallelism.md,
+    "Multi-token prediction"). 0: none. Training only: inference runs the main model."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:
@@ -525,6 +531,19 @@ class RuntimeSpec(Spec):
     waits for them (Megatron-Core's dropless ``alltoall`` and ``flex`` dispatchers size the all-to-all and
     the grouped GEMMs on the host), so the host cannot run ahead of the GPU across MoE layers: a forward
     layer takes the larger of its host and GPU time, instead of the step's host slack hiding it."""
+    moe_dispatcher: Literal["alltoall", "deepep", "hybridep"] = "alltoall"
+    """Training an MoE model: what moves the routed tokens to their experts and back
+    (Megatron-Core's ``moe_token_dispatcher_type``, with ``flex`` and ``moe_flex_dispatcher_backend``).
+    ``alltoall``: an NCCL all-to-all of every (token, expert) copy, so a token routed to two experts on one
+    node crosses the fabric twice. ``deepep`` (DeepSeek's DeepEP normal kernels) and ``hybridep`` (NVIDIA's
+    HybridEP): a token crosses the fabric once per destination NVLink domain and is forwarded over NVLink
+    to each GPU holding one of its experts there (once per GPU), at the kernels' published bandwidths
+    (``hardware_specs/comm/moe_dispatchers.yaml``; docs/parallelism.md, "The MoE dispatcher")."""
+    moe_a2a_overlap: bool = False
+    """Training an MoE model: the expert-parallel dispatch and combine of one micro-batch run while another
+    micro-batch computes (Megatron-Core's ``overlap_moe_expert_parallel_comm``, "1F1B A2A overlap"; the same
+    pairing DualPipe makes), so only the all-to-all time beyond the layer's compute shows. Default off, as
+    in Megatron-Core."""
     decode_loop: Literal["manual", "generate"] = "manual"
     """What drives the decode steps: a hand-written loop of forward passes (``manual``), or
     transformers' ``generate()``, whose logits processors, stopping criteria and cache bookkeeping add

@@ -31,6 +31,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +271,78 @@ The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_c
 ``recompute_granularity = None``)."""
 
 
+MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
+"""The MoE dispatcher and A2A overlap of each Megatron-Bridge release's performance recipes, per model, GPU
+and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
+``scripts/performance/configs/*workload_base_configs.py``)."""
+
+_MBRIDGE_TAG = {
+    "25.11": "v0.2.0",
+    "26.02": "v0.3.0",
+    "26.02.01": "v0.3.1",
+    "26.04": "v0.4.0",
+    "26.04.01": "v0.4.2",
+    "26.06": "v0.5.0",
+    "26.06.01": "v0.5.0",
+    "26.08": "v0.5.0",
+}
+"""The NVIDIA-NeMo/Megatron-Bridge tag whose performance recipes a table release ran. 26.04.01 is v0.4.2,
+the first with the B200 DeepSeek-V3 EP 32 recipe (DeepEP) the table lists; 26.06 to 26.08 use v0.5.0's,
+the last with ``workload_base_configs.py`` (v0.6.0's ``src/megatron/bridge/perf_recipes`` set the same
+HybridEP and ``overlap_moe_expert_parallel_comm`` for the NVL72 MXFP8 recipes those tables list)."""
+
+
+@lru_cache(maxsize=1)
+def _mbridge_moe_recipes() -> list[dict[str, str]]:
+    with MBRIDGE_MOE_RECIPES.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def mbridge_moe_recipe(
+    release: str, model: str, gpu: str, precision: str, ep: int, global_batch: int
+) -> dict[str, str] | None:
+    """The performance recipe of a Megatron-Bridge table row (:data:`MBRIDGE_MOE_RECIPES`): of the release's
+    configs of the model on that GPU, the first with the row's expert parallelism, precision and global
+    batch, else its expert parallelism and precision, its expert parallelism, its precision; ``None``
+    where the release's recipes have no config of the model on that GPU."""
+    tag = _MBRIDGE_TAG.get(release.removeprefix("Megatron-Bridge ").strip())
+    prec = {"mxfp8": "fp8-mx", "fp8_current": "fp8-cs", "fp8_blockwise": "fp8-sc"}.get(precision, precision)
+    mine = [
+        r
+        for r in _mbridge_moe_recipes()
+        if r["tag"] == tag and _norm_name(r["model"]) == _norm_name(model) and r["gpu"] == gpu
+    ]
+    want = {"ep": str(ep), "precision": prec, "global_batch": str(global_batch)}
+    for keys in (("ep", "precision", "global_batch"), ("ep", "precision"), ("ep",), ("precision",)):
+        for r in mine:
+            if all(r[k] == want[k] for k in keys):
+                return r
+    return None
+
+
+_DSV3_CHUNKS: dict[tuple[int, int], list[int]] = {
+    (4, 1): [16, 16, 16, 13],
+    (8, 1): [8] * 7 + [5],
+    (4, 2): [8] * 7 + [5],
+    (16, 1): [4] * 15 + [1],
+    (8, 2): [4] * 15 + [1],
+    (4, 4): [4] * 15 + [1],
+    # the GB300 recipes of 26.02 on (workload_base_configs.py): pp_layout "Et*4|(t*4|)*14tmL"
+    (2, 8): [4] * 15 + [1],
+}
+"""Decoder layers of each pipeline chunk of Megatron-Bridge's DeepSeek-V3 layouts, by (pp, vp): the first
+chunk also holds the embedding, the last the MTP layer and the loss (``set_deepseek_v3_pipeline_model_
+parallel_layout`` in ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``, v0.2.0 to v0.5.0). Other
+(pp, vp) run Megatron's even split, MTP on the last stage on top."""
+
+
+def dsv3_stage_layers(pp: int, vp: int) -> list[int] | None:
+    """Decoder layers per pipeline rank of the DeepSeek-V3 recipe layout (rank ``r`` holds chunks ``r, r +
+    pp, ...``), ``None`` where the recipes give no layout for ``(pp, vp)``."""
+    chunks = _DSV3_CHUNKS.get((pp, vp))
+    return None if chunks is None else [sum(chunks[r::pp]) for r in range(pp)]
+
+
 def _preset_for(model: str, layers: int | None, hidden: int | None) -> dict[str, Any] | None:
     """The built-in model preset a row's model name names (name or alias, ignoring case and
     punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row
@@ -312,7 +385,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     preset = _preset_for(rec["model"], layers, hidden)
     arch: dict[str, Any] = {"activation": "gelu", "norm": "layernorm", "tied_embeddings": True}
     if preset is not None:
-        keep = ("activation", "norm", "kv_heads", "head_dim", "moe", "mla", "tied_embeddings")
+        keep = ("activation", "norm", "kv_heads", "head_dim", "moe", "mla", "tied_embeddings", "mtp_layers")
         arch = {k: preset[k] for k in keep if k in preset}
         arch.setdefault("tied_embeddings", False)
         assume.append(f"architecture of the built-in preset matching {rec['model']!r}")
@@ -443,6 +516,13 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
                 "embedding and loss counted as pipeline layers (NVIDIA-NeMo/Megatron-Bridge@00b7660b "
                 "src/megatron/bridge/recipes/qwen/qwen3_moe.py, Qwen3-235B-A22B recipe)"
             )
+        stages = dsv3_stage_layers(pp, vp) if arch.get("mtp_layers") and layers == 61 else None
+        if stages is not None:
+            folding["pipeline_layers"] = stages
+            assume.append(
+                f"pipeline layers {stages} per rank: the DeepSeek-V3 recipe layout, the MTP layer and the loss "
+                "on the last chunk (Megatron-Bridge recipes/deepseek/deepseek_v3.py)"
+            )
         if layers == 126 and pp > 1:
             # Megatron-Bridge's Llama 3.1 405B recipe counts the embedding and the loss as pipeline layers
             folding["account_for_embedding_in_pipeline_split"] = True
@@ -452,6 +532,18 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             )
 
     runtime: dict[str, Any] = {}
+    if mbridge_moe:
+        recipe = mbridge_moe_recipe(release_of(rec["source"]), rec["model"], rec["gpu"], precision, ep, gb)
+        if recipe is None:
+            assume.append("MoE dispatcher alltoall, no A2A overlap (no performance recipe of this model and GPU)")
+        else:
+            runtime["moe_dispatcher"] = recipe["dispatcher"]
+            runtime["moe_a2a_overlap"] = recipe["a2a_overlap"] == "true"
+            assume.append(
+                f"MoE dispatcher {recipe['dispatcher']}"
+                f"{', 1F1B A2A overlap' if runtime['moe_a2a_overlap'] else ''} (NVIDIA-NeMo/Megatron-Bridge@"
+                f"{recipe['tag']} {recipe['config']})"
+            )
     scenario: dict[str, Any] = {
         "name": f"{src} {rec['model']} {gpus}gpu #{index}",
         "kind": "training",

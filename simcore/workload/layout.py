@@ -50,6 +50,10 @@ class Layout:
     back: DeepEP, SGLang, TensorRT-LLM over multi-node NVLink) or ``all_gather`` (every rank gathers all ``ep``
     ranks' tokens, runs its experts on the ones routed to them and a reduce-scatter returns the sums: TensorRT-LLM's
     attention-DP MoE without multi-node NVLink; docs/serving.md, "Expert parallelism with attention DP")."""
+    dispatcher: str = "alltoall"
+    """How the expert-parallel dispatch and combine move the routed tokens (``RuntimeSpec.moe_dispatcher``):
+    ``alltoall`` (an NCCL all-to-all of every routed copy) or ``deepep`` / ``hybridep`` (once per destination
+    NVLink domain, then NVLink forwarding; :func:`simcore.comm.dispatch.dispatch_cost`)."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
     dtype: str = "bf16"

@@ -555,9 +555,18 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # a reduce-scatter sums the ranks' partial outputs back (T x ep rows in act_bytes), whatever the routing
     gathered = T * lay.ep * h
     if lay.ep_exchange == "all_gather":
-        ops.append(_comm("ep_dispatch", "all_gather", gathered * db, "ep", "ep_comm"))
+        dispatch = _comm("ep_dispatch", "all_gather", gathered * db, "ep", "ep_comm")
+        combine = _comm("ep_combine", "reduce_scatter", gathered * b, "ep", "ep_comm")
     else:
-        ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm"))
+        dispatch = _comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm")
+        combine = _comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm")
+        if lay.dispatcher != "alltoall":
+            # a token goes once to each NVLink domain and GPU holding one of its experts: the pricer needs
+            # the routing's fan-out (simcore.comm.dispatch)
+            fan = {"dispatcher": lay.dispatcher, "top_k": moe.top_k, "experts": moe.experts}
+            dispatch = replace(dispatch, args={**dispatch.args, **fan})
+            combine = replace(combine, args={**combine.args, **fan})
+    ops.append(dispatch)
     # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
     # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
     permute = mem_op("embedding", routed * h, b, "moe_permute")
@@ -591,10 +600,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ops.append(Op("unpermute_scale", "memory", "moe_permute", mem_op("mul_bcast", routed * h, b).args))
     unpermute = mem_op("embedding", routed * h, b, "moe_permute")
     ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
-    if lay.ep_exchange == "all_gather":
-        ops.append(_comm("ep_combine", "reduce_scatter", gathered * b, "ep", "ep_comm"))
-    else:
-        ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
+    ops.append(combine)
     if moe.shared_experts:
         ops.extend(
             Op("shared_" + o.name, o.kind, o.category, o.args, o.count)
@@ -935,6 +941,27 @@ def loss_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         fused_mem_op("cast_up", T * v, (b + 4.0) / 2.0, b + 4.0, b + 4.0, "loss_cast", "cast"),
         with_bwd_chain(ls, [(4.0, "fill"), (12.0, "log_softmax_bwd")]),
     ]
+
+
+def mtp_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Forward ops of the model's multi-token-prediction modules (``ModelSpec.mtp_layers``, last pipeline
+    stage), each: the embedding of the tokens shifted by its depth, RMSNorm of that embedding and of the
+    previous depth's hidden states, the ``2h -> h`` projection of their concatenation, one transformer
+    layer (MoE where the model has experts, as DeepSeek-V3's), then the shared LM head and its loss
+    (DeepSeek-V3 report sec. 2.2; Megatron-Core ``multi_token_prediction.py``)."""
+    if m.mtp_layers == 0:
+        return []
+    T = lay.tokens / lay.sp_div
+    one = [
+        *embedding_fwd(m, lay),
+        *norm_ops(m, lay, T, 1),
+        *norm_ops(m, lay, T, 1),
+        _gemm("mtp_proj", lay.tokens, m.hidden, 2 * m.hidden, lay.dtype, "gemm"),
+        *layer_fwd(m, lay, moe_layer=m.moe is not None),
+        *head_fwd(m, lay),
+        *loss_fwd(m, lay),
+    ]
+    return [Op("mtp_" + o.name, o.kind, o.category, o.args, o.count * m.mtp_layers, o.overlappable) for o in one]
 
 
 def dtype_bytes(dtype: str) -> float:

@@ -292,3 +292,40 @@ def test_mbridge_moe_rows_carry_their_recipes_settings() -> None:
     assert any("recompute_granularity None" in a for a in qwen.assumptions)
     big = by[("Qwen3_235B_a22B", "dgx-b200")].scenario["parallel"]
     assert big["account_for_embedding_in_pipeline_split"] and big["account_for_loss_in_pipeline_split"]
+
+
+def test_mbridge_moe_rows_take_their_releases_dispatcher() -> None:
+    """Each release's performance recipe names the dispatcher and the A2A overlap (mbridge_moe_recipes.csv,
+    from the release tags' workload_base_configs.py): 25.11 runs NCCL's all-to-all on B200 and HybridEP on
+    NVL72; 26.04.01's B200 DeepSeek-V3 at EP 32 runs DeepEP with the 1F1B A2A overlap."""
+    r = P.mbridge_moe_recipe("Megatron-Bridge 26.04.01", "DeepSeekV3", "B200", "mxfp8", 32, 4096)
+    assert r is not None and (r["dispatcher"], r["a2a_overlap"], r["tag"]) == ("deepep", "true", "v0.4.2")
+    r = P.mbridge_moe_recipe("Megatron-Bridge 26.04", "DeepSeekV3", "B200", "mxfp8", 8, 4096)
+    assert r is not None and r["dispatcher"] == "hybridep"
+    assert P.mbridge_moe_recipe("Megatron-Bridge 24.01", "DeepSeekV3", "B200", "mxfp8", 8, 4096) is None
+    rows = P.load_published(P.DATA_DIR / "published_training_2025.csv")
+    by = {(r.model, r.system): r for r in rows}
+    b200 = by[("Qwen3_30B_a3B", "dgx-b200")]
+    assert b200.scenario["runtime"]["moe_dispatcher"] == "alltoall"
+    assert by[("Qwen3_30B_a3B", "gb200-nvl72")].scenario["runtime"]["moe_dispatcher"] == "hybridep"
+    h100 = by[("Qwen3_30B_a3B", "hgx-h100")]
+    assert h100.scenario["runtime"]["moe_a2a_overlap"] is True
+    assert any("1F1B A2A overlap" in a and "@v0.2.0 QWEN3_30B_A3B_H100" in a for a in h100.assumptions)
+    # GPT-OSS on GB200 in 26.04: the V2 recipe of the table's global batch 1280 (HybridEP), not V1's 512
+    r = P.mbridge_moe_recipe("Megatron-Bridge 26.04", "GPT_OSS_120B", "GB200", "bf16", 64, 1280)
+    assert r is not None and r["config"].endswith("_V2") and r["dispatcher"] == "hybridep"
+    # dense rows say nothing of a dispatcher
+    assert "moe_dispatcher" not in by[("LLAMA3_8B", "dgx-b200")].scenario["runtime"]
+
+
+def test_deepseek_rows_take_the_recipe_pipeline_layout() -> None:
+    """Megatron-Bridge's DeepSeek-V3 layouts give the last chunk one decoder layer beside the MTP layer and
+    the loss (16 chunks of 4, the last of 1): per rank, chunks r, r + pp, ..."""
+    assert P.dsv3_stage_layers(16, 1) == [4] * 15 + [1]
+    assert P.dsv3_stage_layers(2, 8) == [32, 29]
+    assert P.dsv3_stage_layers(4, 4) == [16, 16, 16, 13]
+    assert P.dsv3_stage_layers(2, 4) is None
+    rows = P.load_published(P.DATA_DIR / "published_training_2025.csv")
+    ds = next(r for r in rows if r.model == "DeepSeekV3" and r.system == "dgx-b200")
+    assert ds.scenario["model"]["mtp_layers"] == 1
+    assert ds.scenario["parallel"]["pipeline_layers"] == [4] * 15 + [1]
