@@ -5,6 +5,7 @@ rows once more with one thing changed and prints the error per row (run from the
 
     python tools/moe_serving_diagnostics.py h100 Scout 1.5    # the rows as the study runs them, imbalance 1.5
     python tools/moe_serving_diagnostics.py tp Scout          # TP attention, experts TP-sharded (attention_dp 1)
+    python tools/moe_serving_diagnostics.py tp-ep Scout       # TP attention, experts whole on the TP ranks (ep = tp)
     python tools/moe_serving_diagnostics.py h200 Maverick     # the same page's H200 cells, same commands
 
 An optional third argument sets ``model.moe.imbalance`` on every MoE layer (default 1, the model's).
@@ -33,29 +34,34 @@ H200 = {
 }  # fmt: skip
 
 
-def _with_imbalance(imbalance: float) -> None:
-    """Every scenario the study builds gets ``model.moe.imbalance``."""
+def _patch(imbalance: float | None, ep_is_tp: bool) -> None:
+    """Every scenario the study builds gets ``model.moe.imbalance`` (where given) and ``parallel.ep`` = its ``tp``
+    (``ep_is_tp``)."""
     build = resolve.scenario_from_dict
 
     def patched(d: dict[str, Any], *a: Any, **k: Any) -> Any:
-        return build({**d, "model": {**d["model"], "moe": {"imbalance": imbalance}}}, *a, **k)
+        if imbalance is not None:
+            d = {**d, "model": {**d["model"], "moe": {"imbalance": imbalance}}}
+        if ep_is_tp:
+            d = {**d, "parallel": {**d["parallel"], "ep": d["parallel"]["tp"]}}
+        return build(d, *a, **k)
 
     resolve.scenario_from_dict = patched  # type: ignore[assignment]
 
 
 def main(argv: list[str]) -> int:
     mode, model = argv[0], argv[1].lower()
-    if mode not in ("h100", "tp", "h200"):
-        print(f"mode {mode!r}: h100, tp or h200", file=sys.stderr)
+    if mode not in ("h100", "tp", "tp-ep", "h200"):
+        print(f"mode {mode!r}: h100, tp, tp-ep or h200", file=sys.stderr)
         return 2
-    if len(argv) > 2:
-        _with_imbalance(float(argv[2]))
+    _patch(float(argv[2]) if len(argv) > 2 else None, mode == "tp-ep")
     errors = []
     for r in V.read_rows():
         if model not in r.model.lower() or r.rate is not None or r.engine != "TensorRT-LLM":
             continue
-        if mode == "tp":
-            # TensorRT-LLM without attention DP and without --ep: TP attention, moe_tp_size = tp (mapping.py)
+        if mode in ("tp", "tp-ep"):
+            # TensorRT-LLM without attention DP (mapping.py): without --ep moe_tp_size = tp; with --ep = tp,
+            # moe_ep_size = tp and moe_tp_size 1
             r.tp, r.attention_dp = r.attention_dp, 1
         elif mode == "h200":
             key = next((k for k in H200 if k in model), None)

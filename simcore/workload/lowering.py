@@ -513,8 +513,9 @@ def _busiest_active(experts: int, top_k: int, ep: float, tokens: np.ndarray) -> 
 
 
 def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
-    """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all.
-    Under :attr:`Layout.batched_experts` every routed token gathers its expert's weights and multiplies
+    """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all (the exchange
+    :attr:`Layout.ep_exchange` names; none under ``tp_all_reduce``, whose folded ``T x etp / tp`` tokens a rank
+    are the replicated tokens' ``1 / ep`` share with ``ep x etp = tp``). Under :attr:`Layout.batched_experts` every routed token gathers its expert's weights and multiplies
     them alone (a GEMV of batch ``routed``)."""
     assert m.moe is not None
     moe = m.moe
@@ -556,7 +557,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     gathered = T * lay.ep * h
     if lay.ep_exchange == "all_gather":
         ops.append(_comm("ep_dispatch", "all_gather", gathered * db, "ep", "ep_comm"))
-    else:
+    elif lay.ep_exchange != "tp_all_reduce":  # tp_all_reduce: the tokens are on every rank, tp_comm sums the outputs
         ops.append(_comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm"))
     # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
     # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
@@ -593,7 +594,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
     if lay.ep_exchange == "all_gather":
         ops.append(_comm("ep_combine", "reduce_scatter", gathered * b, "ep", "ep_comm"))
-    else:
+    elif lay.ep_exchange != "tp_all_reduce":
         ops.append(_comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm"))
     if moe.shared_experts:
         ops.extend(
