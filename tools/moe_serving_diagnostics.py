@@ -49,12 +49,35 @@ def _patch(imbalance: float | None, ep_is_tp: bool) -> None:
     resolve.scenario_from_dict = patched  # type: ignore[assignment]
 
 
+def _bench_limits_without_attention_dp() -> None:
+    """A row run without attention DP keeps what trtllm-bench picks for it (the MoE rows' limits and request
+    counts, :func:`simcore.validation.serving.trtllm_bench_limits` for ``--tp``), not the dense rows' settings."""
+    plain = V.settings
+
+    def settings(row: V.ServingRow) -> dict[str, Any]:
+        s = plain(row)
+        if row.attention_dp == 1 and row.concurrency is None and row.preset and row.system:
+            reg = V.default_registry()
+            weights = V.param_counts(V._model(row.preset)).total * V.DTYPE_BYTES[row.precision]
+            capacity = reg.device(reg.system(row.system).device).memory.capacity
+            batch, tokens = V.trtllm_bench_limits(
+                row.preset, row.tp, row.isl, row.osl, weights, V.DTYPE_BYTES[s["kv_cache_dtype"]], capacity
+            )
+            n = V.TRTLLM_BENCH_REQUESTS.get((row.isl, row.osl), s["requests"])
+            s.update(max_batch=batch, max_batch_tokens=tokens, requests=n)
+        return s
+
+    V.settings = settings  # type: ignore[assignment]
+
+
 def main(argv: list[str]) -> int:
     mode, model = argv[0], argv[1].lower()
     if mode not in ("h100", "tp", "tp-ep", "h200"):
         print(f"mode {mode!r}: h100, tp, tp-ep or h200", file=sys.stderr)
         return 2
     _patch(float(argv[2]) if len(argv) > 2 else None, mode == "tp-ep")
+    if mode in ("tp", "tp-ep"):
+        _bench_limits_without_attention_dp()
     errors = []
     for r in V.read_rows():
         if model not in r.model.lower() or r.rate is not None or r.engine != "TensorRT-LLM":
