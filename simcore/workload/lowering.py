@@ -515,8 +515,8 @@ def _busiest_active(experts: int, top_k: int, ep: float, tokens: np.ndarray) -> 
 def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all (the exchange
     :attr:`Layout.ep_exchange` names; none under ``tp_all_reduce``, whose folded ``T x etp / tp`` tokens a rank
-    are the replicated tokens' ``1 / ep`` share with ``ep x etp = tp``). Under :attr:`Layout.batched_experts` every routed token gathers its expert's weights and multiplies
-    them alone (a GEMV of batch ``routed``)."""
+    are the replicated tokens' ``1 / ep`` share with ``ep x etp = tp``). Under :attr:`Layout.batched_experts`
+    every routed token gathers its expert's weights and multiplies them alone (a GEMV of batch ``routed``)."""
     assert m.moe is not None
     moe = m.moe
     s = layer_shape(m)
