@@ -255,7 +255,8 @@ def build_step_model(
 
     ``dp > 1`` (``serving.attention_dp``): the instance is ``dp`` attention ranks stepping together, the
     experts sharded over ``ep = dp x tp`` GPUs (:func:`attention_dp_step_model` of one rank's tables, sampled
-    with ``ep``).
+    with ``ep``). ``dp == 1`` with ``ep == tp > 1`` (``parallel.ep``): TP attention with each expert whole on one
+    of the ``tp`` GPUs, the MoE's partial outputs summed by the layer's TP all-reduce (``tp_all_reduce``).
 
     ``engine``'s properties (default: none of them): ``prefill_framework`` prices the prefill rows under that
     framework (an engine whose decode steps are CUDA-graph replays while its prefill runs eager, its host time
@@ -271,7 +272,12 @@ def build_step_model(
     buckets = engine.decode_context_buckets if engine is not None else None
     pre_fw = engine.prefill_framework if engine is not None else None
     tbo = engine is not None and engine.two_batch_overlap and ep > 1
-    exchange = ep_exchange(engine, cluster.system.nvlink_domain) if engine is not None and ep > 1 else "all_to_all"
+    if ep > 1 and ep == tp:  # expert parallelism inside a TP instance: the tokens are already on every rank
+        exchange = "tp_all_reduce"
+    elif engine is not None and ep > 1:
+        exchange = ep_exchange(engine, cluster.system.nvlink_domain)
+    else:
+        exchange = "all_to_all"
     fw = sc.runtime.framework
     b_grid = _grid(max(max_batch, 2))
     c_top = max(max_len, 2, min(int(padded_context(buckets, max_len)), sc.model.seq_len))
@@ -414,6 +420,9 @@ def step_profile(sc: Scenario, spec: ServingSpec, device: str) -> StepProfile | 
     if spec.attention_dp > 1:
         raise SpecError(f"{prof.name} measured one rank's steps; attention_dp {spec.attention_dp} needs a profile of "
                         "the whole data-parallel instance", field=where)  # fmt: skip
+    if sc.parallel.ep > 1:
+        raise SpecError(f"{prof.name} measured its own expert layout; parallel.ep {sc.parallel.ep} is not what it ran",
+                        field=where)  # fmt: skip
     return prof
 
 
@@ -541,11 +550,35 @@ def _cuda_graph_bytes(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp:
     return float(np.asarray(ev.memory["activations"])) + outputs
 
 
+def instance_ep(sc: Scenario, tp: int, dp: int) -> int:
+    """Expert-parallel GPUs of a serving instance: all ``dp x tp`` with attention DP (``dp > 1``), else
+    ``parallel.ep`` (1, or ``tp``: each expert whole on one of the instance's GPUs; :func:`check_ep`)."""
+    return dp * tp if dp > 1 else sc.parallel.ep
+
+
+def check_ep(sc: Scenario, tp: int, dp: int, field: str = "parallel.ep") -> None:
+    """``parallel.ep`` of a serving scenario: 1 (experts as the attention lays them out), or the instance's
+    expert-parallel GPUs, ``tp`` without attention DP (experts whole on the TP ranks: TensorRT-LLM's ``--ep``
+    with ``moe_tp_size`` 1, vLLM's expert parallelism) or ``attention_dp x tp`` with it; anything else (expert
+    TP inside EP, EP across instances) is not modelled."""
+    ep = sc.parallel.ep
+    if ep == 1 or ep == dp * tp:
+        if ep > 1 and sc.model.moe is None:
+            raise SpecError(f"ep {ep} needs an MoE model; {sc.model.name} has no experts", field=field)
+        return
+    want = f"tp ({tp})" if dp == 1 else f"attention_dp x tp ({dp * tp})"
+    raise SpecError(
+        f"ep {ep}: a serving instance runs each expert whole on its {want} GPUs (ep 1 or {dp * tp}); expert "
+        "tensor parallelism inside EP is not modelled",
+        field=field,
+    )
+
+
 def _memory_terms(
     sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, dp: int = 1
 ) -> tuple[float, float, float, float]:
     """Per GPU of a tp x pp instance (an attention-DP rank of ``dp``), bytes: weights (routed experts over
-    ``dp x tp`` with ``dp > 1``), activations of a ``max_batch_tokens / dp`` prefill step, logits of
+    :func:`instance_ep` GPUs), activations of a ``max_batch_tokens / dp`` prefill step, logits of
     ``max_batch / dp`` sequences, KV cache per token."""
     inf = sc.inference
     assert inf is not None
@@ -567,7 +600,7 @@ def _memory_terms(
         sc.runtime.framework,
         sc.calibration,
         **inference_runtime(sc),
-        ep=dp * tp if dp > 1 else 1,
+        ep=instance_ep(sc, tp, dp),
     )
     weights = float(np.asarray(ev.memory["weights"]))
     acts = float(np.asarray(ev.memory["activations"]))
@@ -1765,6 +1798,7 @@ def _pools(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, notes: list[st
     if dis is None:
         tp, dp = sc.parallel.tp, spec.attention_dp
         valid_layouts(m, tp=tp).require()
+        check_ep(sc, tp, dp)
         per = dp * tp * pp
         reps = spec.replicas if spec.replicas is not None else max(cluster.gpus // per, 1)
         if reps * per > cluster.gpus:
@@ -1791,6 +1825,7 @@ def _pools(sc: Scenario, spec: ServingSpec, cluster: ClusterInfo, notes: list[st
     )
     for role, gpus, tpx, dp in sides:
         valid_layouts(m, tp=tpx).require(field=f"serving.disaggregated.{role}_tp")
+        check_ep(sc, tpx, dp)
         if gpus % (dp * tpx * pp):
             raise SpecError(
                 f"{role}_gpus ({gpus}) is not a multiple of {role}_{'tp*pp' if dp == 1 else 'attention_dp*tp*pp'} "
@@ -1839,7 +1874,9 @@ def _place(
         draft = draft_scenario(sc, spec) if role != "prefill" else None
         if key not in fleet.models:
             fleet.models[key] = (
-                build_step_model(sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, spec, dp)
+                build_step_model(
+                    sc, cluster, tpx, spec.max_batch, max_len, spec.max_batch_tokens, spec, dp, instance_ep(sc, tpx, dp)
+                )
                 if prof is None
                 else profile_step_model(prof, spec.max_batch, max_len, spec.max_batch_tokens, spec)
             )
@@ -1949,7 +1986,8 @@ def _result(
     for role, _, tpx, dp in pools:
         if dp > 1:
             layout[f"{role}_attention_dp"] = dp
-            layout[f"{role}_ep"] = dp * tpx
+        if instance_ep(sc, tpx, dp) > 1:
+            layout[f"{role}_ep"] = instance_ep(sc, tpx, dp)
     gpus = fleet.gpus
     return ServingResult(
         name=sc.name,

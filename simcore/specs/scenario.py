@@ -332,7 +332,9 @@ class ParallelSpec(Spec):
     ep: Int = Field(default=1, gt=0)
     """Expert parallelism: ranks the routed experts are split over. Megatron-Core's parallel folding
     lays the expert ranks over ``tp x cp x dp`` (independently of the attention's layout): ``ep x etp``
-    must divide ``tp x cp x dp``."""
+    must divide ``tp x cp x dp``. In a serving scenario: 1 (experts split as the attention is), ``tp`` (TP
+    attention with each expert whole on one of the instance's GPUs: TensorRT-LLM's ``--ep`` without attention
+    DP, vLLM's expert parallelism) or ``serving.attention_dp x tp``."""
     etp: Int | None = Field(default=None, gt=0)
     """Expert tensor parallelism (Megatron's ``expert_tensor_parallel_size``): ranks each expert's
     matrices are split over; default: ``tp``."""

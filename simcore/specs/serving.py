@@ -199,14 +199,16 @@ class ServingSpec(_Documented):
     ``parallel.tp`` GPUs, each rank running attention and the dense layers on its own sequences and KV cache,
     while every MoE layer's routed experts are sharded over all the instance's GPUs (EP = ``attention_dp`` x
     ``tp``), each token dispatched to and combined from its experts' GPUs by all-to-alls. ``max_batch`` and
-    ``max_batch_tokens`` are the instance's (all ranks together). 1: no attention DP, experts split by TP."""
+    ``max_batch_tokens`` are the instance's (all ranks together). 1: no attention DP, experts split by TP (or,
+    with ``parallel.ep`` = ``tp``, whole on the TP ranks)."""
     ep_exchange: Literal["all_to_all", "all_gather"] | None = None
     """How an attention-DP instance's MoE layers move tokens between its GPUs: ``all_to_all`` (each token to its
     experts' GPUs and back: SGLang/DeepEP, TensorRT-LLM over multi-node NVLink) or ``all_gather`` (every GPU
     gathers all ranks' tokens in FP8, runs its experts on those routed to them, and a reduce-scatter returns the
     sums: TensorRT-LLM's CUTLASS MoE when its all-to-all is not available). Default: the engine's
     (:func:`ep_exchange`): ``all_gather`` for ``engine: trtllm`` on a system without multi-node NVLink (HGX/DGX
-    baseboards of 8 GPUs), else ``all_to_all``."""
+    baseboards of 8 GPUs), else ``all_to_all``. Without attention DP (``parallel.ep`` = ``tp``) the tokens are on
+    every GPU already and the layer's TP all-reduce sums the experts' outputs: no exchange, this is not read."""
     two_batch_overlap: bool = False
     """Split each step's batch in two micro-batches so that one's expert all-to-alls run under the other's
     computation (SGLang ``--enable-two-batch-overlap``, off by default; DeepSeek's inference system): a step's

@@ -245,13 +245,15 @@ def _row(i: int, r: dict[str, str]) -> ServingRow:
         row.assumed.append(f"GPU count not stated: tp {tp} assumed")
     moe = row.preset is not None and default_registry().model_preset(row.preset).get("moe")
     if moe and row.rate is None:
-        # the performance overview's MoE rows: "attention DP enabled in MoE yaml", --ep $ep_size
+        # the performance overview's MoE rows: "attention DP enabled in MoE yaml", --ep $ep_size; the yaml nests
+        # the key inside cuda_graph_config, which TensorRT-LLM refuses (docs/serving.md, "third round")
         row.attention_dp, row.tp = row.tp, 1
         row.assumed.append(
             f"MoE: attention DP over the {row.attention_dp} GPUs with experts sharded EP{row.attention_dp} (the MoE "
-            "yaml enables attention DP; the EP size is not listed per cell: the world size assumed); trtllm-bench's "
-            "max_batch_size and max_num_tokens (its heuristic for the command's TP size) per DP rank, the overview's "
-            "request count"
+            "yaml's enable_attention_dp sits inside cuda_graph_config, which TensorRT-LLM v1.0 refuses as an extra "
+            "field: the layout that ran is not shown, attention DP assumed; the EP size is not listed per cell: the "
+            "world size assumed); trtllm-bench's max_batch_size and max_num_tokens (its heuristic for the command's "
+            "TP size) per DP rank, the overview's request count"
         )
     return row
 

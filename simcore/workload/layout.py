@@ -47,9 +47,13 @@ class Layout:
     scale per 128)."""
     ep_exchange: str = "all_to_all"
     """How the MoE layers move tokens between the ``ep`` ranks: ``all_to_all`` (each token to its experts' ranks and
-    back: DeepEP, SGLang, TensorRT-LLM over multi-node NVLink) or ``all_gather`` (every rank gathers all ``ep``
+    back: DeepEP, SGLang, TensorRT-LLM over multi-node NVLink), ``all_gather`` (every rank gathers all ``ep``
     ranks' tokens, runs its experts on the ones routed to them and a reduce-scatter returns the sums: TensorRT-LLM's
-    attention-DP MoE without multi-node NVLink; docs/serving.md, "Expert parallelism with attention DP")."""
+    attention-DP MoE without multi-node NVLink; docs/serving.md, "Expert parallelism with attention DP") or
+    ``tp_all_reduce`` (``ep`` = ``tp``, TP attention without sequence parallelism: every rank already holds all the
+    tokens, runs its experts on the ones routed to them, and the layer's TP all-reduce sums the partial outputs, no
+    exchange of its own: TensorRT-LLM's ``--ep`` without attention DP, vLLM's expert parallelism under TP;
+    docs/serving.md, "Expert parallelism inside a TP instance")."""
     dispatcher: str = "alltoall"
     """How the expert-parallel dispatch and combine move the routed tokens (``RuntimeSpec.moe_dispatcher``):
     ``alltoall`` (an NCCL all-to-all of every routed copy) or ``deepep`` / ``hybridep`` (once per destination

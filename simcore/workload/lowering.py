@@ -513,9 +513,10 @@ def _busiest_active(experts: int, top_k: int, ep: float, tokens: np.ndarray) -> 
 
 
 def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
-    """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all.
-    Under :attr:`Layout.batched_experts` every routed token gathers its expert's weights and multiplies
-    them alone (a GEMV of batch ``routed``)."""
+    """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all (the exchange
+    :attr:`Layout.ep_exchange` names; none under ``tp_all_reduce``, whose folded ``T x etp / tp`` tokens a rank
+    are the replicated tokens' ``1 / ep`` share with ``ep x etp = tp``). Under :attr:`Layout.batched_experts`
+    every routed token gathers its expert's weights and multiplies them alone (a GEMV of batch ``routed``)."""
     assert m.moe is not None
     moe = m.moe
     s = layer_shape(m)
@@ -554,9 +555,13 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # all_gather: every rank receives all ep ranks' tokens (the gathered T x ep rows, in the dispatch's bytes) and
     # a reduce-scatter sums the ranks' partial outputs back (T x ep rows in act_bytes), whatever the routing
     gathered = T * lay.ep * h
+    dispatch: Op | None
+    combine: Op | None
     if lay.ep_exchange == "all_gather":
         dispatch = _comm("ep_dispatch", "all_gather", gathered * db, "ep", "ep_comm")
         combine = _comm("ep_combine", "reduce_scatter", gathered * b, "ep", "ep_comm")
+    elif lay.ep_exchange == "tp_all_reduce":  # the tokens are on every rank, tp_comm sums the outputs
+        dispatch = combine = None
     else:
         dispatch = _comm("ep_dispatch", "all_to_all", a2a_bytes * db / b, "ep", "ep_comm")
         combine = _comm("ep_combine", "all_to_all", a2a_bytes, "ep", "ep_comm")
@@ -566,7 +571,8 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             fan = {"dispatcher": lay.dispatcher, "top_k": moe.top_k, "experts": moe.experts}
             dispatch = replace(dispatch, args={**dispatch.args, **fan})
             combine = replace(combine, args={**combine.args, **fan})
-    ops.append(dispatch)
+    if dispatch is not None:
+        ops.append(dispatch)
     # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
     # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
     permute = mem_op("embedding", routed * h, b, "moe_permute")
@@ -600,7 +606,8 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ops.append(Op("unpermute_scale", "memory", "moe_permute", mem_op("mul_bcast", routed * h, b).args))
     unpermute = mem_op("embedding", routed * h, b, "moe_permute")
     ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
-    ops.append(combine)
+    if combine is not None:
+        ops.append(combine)
     if moe.shared_experts:
         ops.extend(
             Op("shared_" + o.name, o.kind, o.category, o.args, o.count)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -145,3 +146,61 @@ def test_vision_encoder_weights_sit_on_every_gpu_in_16_bits() -> None:
         with_v = float(np.asarray(_decode(sc, 8, 256, ep).memory["weights"]))
         without = float(np.asarray(_decode(text, 8, 256, ep).memory["weights"]))
         assert with_v - without == pytest.approx(871_932_416 * 2.0)
+
+
+def test_tp_all_reduce_runs_the_folded_experts_without_an_exchange() -> None:
+    """EP inside a TP instance (ep = tp = 4, expert TP 1): every rank holds all 64 tokens after the attention's
+    all-reduce and runs its own experts on the rows routed to them, 64 x 8 / 4 = 128 rows of Qwen3-30B-A3B (top 8
+    of 128), on the experts the busiest rank hits; the layer's TP all-reduce sums the outputs. The expert GEMMs are
+    the folded all-to-all layout's, the exchange is gone."""
+    from simcore.workload import lowering as L
+
+    m = scen().model
+    assert m.moe is not None and m.moe.top_k == 8 and m.moe.experts == 128
+    tpar = L.Layout(micro_batch=64, seq=1.0, tp=4, ep=4, etp=1, dtype="fp8", kv_seq=1024.0, ep_exchange="tp_all_reduce")
+    a2a = replace(tpar, ep_exchange="all_to_all")
+    ops = L.moe_block_fwd(m, tpar)
+    assert not [o for o in ops if o.category == "ep_comm"]
+    gemm = {o.name: o.args for o in ops if o.kind == "gemm" and o.name.startswith("expert_")}
+    ref = {o.name: o.args for o in L.moe_block_fwd(m, a2a) if o.kind == "gemm" and o.name.startswith("expert_")}
+    assert gemm == ref
+    busiest = L.active_experts(128, 8, 4, 64)
+    for args in gemm.values():
+        assert args["batch"] == pytest.approx(busiest)
+        assert args["m"] == pytest.approx(64 * 8 / 4 / busiest)
+    # TP attention's all-reduces stay: one after the attention, one after the MoE, 64 x 2048 bf16 each
+    (ar,) = [o for o in L.layer_fwd(m, tpar, moe_layer=True) if o.category == "tp_comm"]
+    assert ar.args["op"] == "all_reduce" and ar.count == 2 and ar.args["nbytes"] == 64 * 2048 * 2
+
+
+def test_parallel_ep_inside_a_tp_instance_serves_and_reports_its_layout() -> None:
+    """parallel.ep = tp: TP attention, experts whole on the 4 GPUs (TensorRT-LLM's --ep 4 --tp 4 without attention
+    DP); weights a GPU as with TP-sharded experts (a quarter of them either way), no ep_comm in a step."""
+    sc = scen(gpus=4).model_copy(update={"parallel": scen().parallel.model_copy(update={"tp": 4, "ep": 4})})
+    spec = ServingSpec(rate=1e9, requests=200, prompt=256, output=32, max_batch=128)
+    res = simulate(sc, spec).result
+    assert res.layout["tp"] == 4 and res.layout["mixed_ep"] == 4 and "mixed_attention_dp" not in res.layout
+    tp_only = simulate(sc.model_copy(update={"parallel": sc.parallel.model_copy(update={"ep": 1})}), spec).result
+    assert "mixed_ep" not in tp_only.layout
+    assert res.memory_per_gpu["weights"] == pytest.approx(tp_only.memory_per_gpu["weights"], rel=1e-9)
+    cl = resolve_cluster(sc.cluster, default_registry())
+    assert build_step_model(sc, cl, 4, 64, 512, 512, spec, 1, 4).decode_gpu(64, 300.0) > 0
+
+
+@pytest.mark.parametrize(("tp", "ep", "dp"), [(4, 2, 1), (2, 8, 2)])
+def test_parallel_ep_the_instance_cannot_run_is_one_error(tp: int, ep: int, dp: int) -> None:
+    base = scen(gpus=8)
+    sc = base.model_copy(update={"parallel": base.parallel.model_copy(update={"tp": tp, "ep": ep})})
+    with pytest.raises(SpecError, match="ep ") as e:
+        simulate(sc, ServingSpec(rate=10.0, requests=10, attention_dp=dp))
+    assert e.value.field == "parallel.ep"
+
+
+def test_parallel_ep_needs_experts() -> None:
+    base = scenario_from_dict(
+        {"name": "d", "kind": "serving", "cluster": {"system": "hgx-h100", "gpus": 2}, "model": {"preset": "llama3.1-8b"},
+         "parallel": {"tp": 2, "ep": 2}, "inference": {"precision": "fp8", "kv_cache_dtype": "fp8"},
+         "serving": {"rate": 1.0}}
+    )  # fmt: skip
+    with pytest.raises(SpecError, match="MoE"):
+        simulate(base, ServingSpec(rate=10.0, requests=10))

@@ -103,6 +103,8 @@ def test_moe_rows_run_with_attention_dp_and_wide_ep(tmp_path: Path, monkeypatch:
     # trtllm-bench's heuristic limits for --tp 4, taken by each DP rank
     assert row["settings"]["max_batch"] % 4 == 0 and row["settings"]["max_batch"] // 4 >= 64
     assert "attention DP over the 4 GPUs" in " ".join(row["assumed"])
+    # the printed yaml nests enable_attention_dp in cuda_graph_config, which TensorRT-LLM refuses: an assumption
+    assert "refuses as an extra field" in " ".join(row["assumed"])
 
 
 def test_bench_limits_under_attention_dp_are_the_whole_groups(tmp_path: Path) -> None:
