@@ -88,6 +88,16 @@ def l2_boost(hw: HW, mp: MemoryParams | None, nbytes: F) -> F | float:
 # GEMM
 
 
+def misaligned_rows(in_bytes: float, *strides: ArrayLike) -> NDArray[np.bool_]:
+    """Whether any of a GEMM's operand row strides (elements of ``in_bytes`` bytes) is not a 16-byte
+    multiple: then cuBLAS cannot use TMA / vector loads and runs its misaligned kernels at
+    ``GemmParams.eff_misaligned`` of the rate (docs/compute.md, "Stride alignment")."""
+    out = np.zeros(np.broadcast_shapes(*(np.shape(s) for s in strides)), dtype=bool)
+    for s in strides:
+        out = out | (np.mod(f64(s) * in_bytes, 16.0) != 0)
+    return out
+
+
 class GemmTimes(NamedTuple):
     time: F
     compute: F
@@ -124,9 +134,8 @@ def gemm_time(
     m_, n_, k_, b_ = _flat(m, n, k, batch)
     shape = np.broadcast_shapes(*(np.shape(v) for v in (m, n, k, batch)))
     sm = float(hw.sm_count)
-    # strides of A (k elements) and B/C (n elements) that are not 16-byte multiples
-    if misaligned is None:
-        misaligned = (np.mod(k_ * in_bytes, 16.0) != 0) | (np.mod(n_ * in_bytes, 16.0) != 0)
+    if misaligned is None:  # row-major operands: A strided by k, B and C by n
+        misaligned = misaligned_rows(in_bytes, k_, n_)
     else:
         misaligned = np.broadcast_to(np.asarray(misaligned, dtype=bool), shape).ravel()
     rate_sm = hw.peak * p.eff_peak / sm * np.where(misaligned, p.eff_misaligned, 1.0)

@@ -275,7 +275,8 @@ class Pricer:
             a = op.args
             bwd = op.name.endswith(("_bwd", "_dgrad", "_wgrad"))
             if op.kind == "gemm":
-                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd)
+                # (ops that say their operands' alignment are priced apart from those that leave it to k, n)
+                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd, "misaligned" in a)
             elif op.kind == "attention":
                 key = (
                     "attention",
@@ -354,16 +355,21 @@ class Pricer:
             return self.comm_time(key[1], nb, key[2], fanout=key[3]), 0.0
         if kind == "gemm":
             m, n, k, b = stack("m"), stack("n"), stack("k"), stack("batch", 1)
+            misaligned = stack("misaligned") > 0.5 if key[3] else None
             if compiled := self.framework == "compiled":
                 # inductor pads a matmul's dimensions to 16-byte rows (shape_padding): a
                 # 50257-word vocabulary runs as 50264, without the misaligned kernels
                 q = 16.0 / DTYPE_BYTES.get(key[1], 2.0)
                 m, n, k = (np.ceil(x / q) * q for x in (m, n, k))
+                misaligned = None
             # in a model step each layer's weights stream from HBM: no L2 reuse across calls.
             # Compiled code: the GEMM kernels' own in-step rate (the call-timed rate's excess stands in
             # for memory-bound kernels the eager lowering leaves out; inductor's fused kernels are all
             # priced: docs/compute.md, "torch.compile")
-            t = C.gemm(dev, prof, m, n, k, key[1], b, l2_reuse=self.l2_reuse, kernel_rate=compiled).time_s
+            t = C.gemm(
+                dev, prof, m, n, k, key[1], b,
+                l2_reuse=self.l2_reuse, misaligned=misaligned, kernel_rate=compiled,
+            ).time_s  # fmt: skip
             fl = 2.0 * m * n * k * b
             family: str | None = "gemm"
             backward = key[2]

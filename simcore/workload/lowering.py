@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from simcore.compute.kernels import misaligned_rows
 from simcore.compute.ops import PAGED_DECODE, dtype_variant, memory_op_traffic
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.scenario import ModelSpec
@@ -800,7 +801,7 @@ def backward_of(op: Op) -> list[Op]:
                 op.name + "_wgrad",
                 "gemm",
                 op.category,
-                {**a, "m": a["k"], "n": a["n"], "k": a["m"]},
+                {**a, "m": a["k"], "n": a["n"], "k": a["m"], "misaligned": _wgrad_misaligned(a)},
                 op.count,
             ),
         ]
@@ -875,6 +876,16 @@ def backward_of(op: Op) -> list[Op]:
     return [
         Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)
     ]
+
+
+def _wgrad_misaligned(fwd: dict[str, Any]) -> Any:
+    """Whether the weight gradient of the forward GEMM ``fwd`` runs cuBLAS's misaligned kernels. PyTorch
+    computes it as ``grad_output.t() @ input``: its operands are the forward's output gradient (strided by
+    ``n``) and input (strided by ``k``), read transposed; its reduction runs over the tokens (``m``), which
+    are no stride. So a token count that is not a multiple of 8 (an MoE expert's share of the routed
+    tokens, an expected value) does not make it slower (docs/compute.md, "Stride alignment")."""
+    # (an unknown dtype: the pricer names it)
+    return misaligned_rows(DTYPE_BYTES.get(fwd["dtype"], 2.0), fwd["k"], fwd["n"])
 
 
 def backward(ops: list[Op]) -> list[Op]:

@@ -39,6 +39,14 @@ def test_more_tokens_more_time(tokens: int) -> None:
     assert simcore.moe_layer_time(QWEN, 2 * tokens)["total_s"] > simcore.moe_layer_time(QWEN, tokens)["total_s"]
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 16384), st.integers(1, 512), st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2]))
+def test_any_more_tokens_never_cost_less(tokens: int, more: int, ep: int, etp: int) -> None:
+    """Any token count, not only powers of two (an expert's rows then are a fractional expected share)."""
+    t = simcore.moe_layer_time(QWEN, tokens, ep=ep, etp=etp)["total_s"]
+    assert simcore.moe_layer_time(QWEN, tokens + more, ep=ep, etp=etp)["total_s"] >= t
+
+
 @pytest.mark.parametrize(
     ("kw", "field"),
     [({"tokens": 0}, "tokens"), ({"ep": 3}, "ep"), ({"model": {**QWEN, "moe": None}}, "model.moe")],
