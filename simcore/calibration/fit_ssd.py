@@ -292,7 +292,7 @@ def _errors(obs: list[Obs], p: dict[str, float], dev: Device, gap: float) -> dic
         k: {
             "n": len(v),
             "median_abs_err": round(statistics.median(abs(e) for e in v), 4),
-            "worst_err": round(max(v, key=lambda e: abs(e)), 4),
+            "worst_err": round(v[int(np.argmax(np.abs(v)))], 4),
         }
         for k, v in sorted(rep.items())
     }
