@@ -94,7 +94,8 @@ def calibrate(
     inputs: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Profiler traces (.json[.gz], .sqlite), op CSVs, nccl-tests logs, sweep CSVs, or folders."
+            help="Profiler traces (.json[.gz], .sqlite), op CSVs, nccl-tests logs, sweep CSVs, or folders "
+            "(a tools/bench_ssd.py folder: the SSD kernels' rates, hardware_specs/calibration/ssd-<device>.yaml)."
         ),
     ] = None,
     device: Annotated[
