@@ -146,7 +146,7 @@ def mamba_decode_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     k = s.conv_kernel
     conv = fused_mem_op("copy", T * s.conv_dim / t, b, 2 * k * b, 0.0, "ssm")
     state = T * s.heads / t * s.head_dim * s.state * 2 * b
-    io = T * (3 * s.heads * s.head_dim / t + 2 * s.groups * s.state) * b
+    io = T * (3 * s.heads * s.head_dim + 2 * s.groups * s.state) / t * b  # (TP splits heads and groups)
     return [
         Op("ssm_conv1d_update", conv.kind, conv.category, conv.args),
         ssd_op("ssm_state_update", "state_update", state + io),
