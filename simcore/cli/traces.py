@@ -71,12 +71,31 @@ def _write_step_profiles(manifests: list[Path], output: Path | None) -> None:
             print(f"wrote {path}")
 
 
+def _write_ssd(folders: list[Path], device: str | None, output: Path | None) -> None:
+    """``simcore calibrate`` of ``tools/bench_ssd.py`` collections: the SSD kernels' rates, written to
+    ``-o`` (a YAML file) or the checkout's ``hardware_specs/calibration/ssd-<device>.yaml``."""
+    from simcore.calibration import fit_ssd
+    from simcore.specs.registry import builtin_dir
+
+    if output is not None and len(folders) > 1:
+        fail("-o: one SSD collection at a time when -o names the file")
+    for f in folders:
+        params = fit_ssd.fit(f, device)
+        path = output if output is not None else builtin_dir() / "calibration" / f"ssd-{params.device}.yaml"
+        output_file(path, "-o", YAML_FORMATS, make_parents=True)
+        with writing(path, "-o"):
+            path.write_text(fit_ssd.to_yaml(params))
+        print(fit_ssd.summary(params))
+        print(f"wrote {path}")
+
+
 @app.command()
 def calibrate(
     inputs: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Profiler traces (.json[.gz], .sqlite), op CSVs, nccl-tests logs, sweep CSVs, or folders."
+            help="Profiler traces (.json[.gz], .sqlite), op CSVs, nccl-tests logs, sweep CSVs, or folders "
+            "(a tools/bench_ssd.py folder: the SSD kernels' rates, hardware_specs/calibration/ssd-<device>.yaml)."
         ),
     ] = None,
     device: Annotated[
@@ -144,6 +163,14 @@ def calibrate(
     if steps:
         _write_step_profiles(steps, output)
         inputs = [p for p in inputs if p not in steps]
+        if not inputs:
+            return
+    from simcore.calibration import fit_ssd
+
+    ssd = [p for p in inputs if fit_ssd.is_collection(p)]
+    if ssd:
+        _write_ssd(ssd, device, output)
+        inputs = [p for p in inputs if p not in ssd]
         if not inputs:
             return
 

@@ -381,7 +381,10 @@ def moe(
 def hybrid(
     csv: Annotated[
         str | None,
-        typer.Argument(help="A published hybrid table (default simcore/validation/data/published_hybrid.csv)."),
+        typer.Argument(
+            help="A published training table in the Megatron-Bridge format; its rows of hybrid presets are run "
+            "(default simcore/validation/data/published_training_mbridge.csv)."
+        ),
     ] = None,
 ) -> None:
     """Nemotron 3 Nano (hybrid Mamba-Transformer MoE) pre-training: published tokens/s per GPU vs predicted."""

@@ -42,6 +42,7 @@ from simcore.specs.profile import (
     ONE_QUERY_ODD_ATTENTION,
     ComputeProfile,
     EmbeddingBackwardParams,
+    SsdParams,
     load_profile,
     one_query_call,
     one_query_family,
@@ -500,6 +501,20 @@ def embedding_backward_time(dev: Device, p: EmbeddingBackwardParams, tokens: Arr
     direct = tok * p.direct_per_token + elements * per_elt / p.direct_eff
     sort = p.sorted_t0 + elements * per_elt / p.sorted_eff
     return _out(np.where(tok > p.direct_max_tokens, sort, direct))
+
+
+def ssd_kernel(dev: Device, ssd: SsdParams, cls: str, nbytes: ArrayLike, flops: ArrayLike) -> OpCost:
+    """One of mamba_ssm's Triton kernels of class ``cls`` (:data:`~simcore.specs.profile.SSD_CLASSES`)
+    moving ``nbytes`` (read + written) with ``flops`` of bf16 tensor-core work (seconds, FLOP, bytes):
+    ``t0 + nbytes / (eff_bw[cls] bandwidth) + flops / (eff_mma bf16 peak)`` with the fitted fractions of
+    ``ssd`` and ``dev``'s peaks (docs/compute.md, "Mamba-2 layers and hybrid models")."""
+    if cls not in ssd.eff_bw:
+        raise SimcoreError(f"unknown SSD kernel class {cls!r}; known: {', '.join(ssd.eff_bw)}", field="cls")
+    nb = np.asarray(nbytes, dtype=np.float64)
+    fl = np.asarray(flops, dtype=np.float64)
+    tm = nb / (ssd.eff_bw[cls] * dev.memory.bandwidth)
+    tc = fl / (ssd.eff_mma * dev.peak_flops("bf16"))
+    return _cost(ssd.t0 + tm + tc, fl, nb, tc, tm)
 
 
 def memory_op(

@@ -21,7 +21,7 @@ from simcore.errors import SpecError
 from simcore.specs.comm_profile import load_profile as load_comm_profile
 from simcore.specs.hardware import DTYPE_BYTES, Device
 from simcore.specs.memo import SpecMemo
-from simcore.specs.profile import ComputeProfile, load_profile
+from simcore.specs.profile import ComputeProfile, load_profile, load_ssd
 from simcore.specs.resolve import ClusterInfo
 from simcore.workload.lowering import Op
 from simcore.workload.lowering import backward as backward_ops
@@ -293,6 +293,8 @@ class Pricer:
             elif op.kind == "memory":
                 # (ops with and without a row count are priced apart: rows change a row-wise op's time)
                 key = ("memory", a["name"], bwd, "rows" in a)
+            elif op.kind == "ssd":
+                key = ("ssd", a["cls"], bwd)
             else:
                 fan = (a["dispatcher"], a["top_k"], a["experts"]) if "dispatcher" in a else None
                 key = ("comm", a["op"], a["group"], fan)
@@ -395,6 +397,12 @@ class Pricer:
             t, fl = r.time_s, r.flops
             family = "attention_bwd" if key[2] else "attention_fwd"
             backward = key[6]
+        elif kind == "ssd":
+            # mamba_ssm's Triton kernels: fitted rates of their own (docs/compute.md, Mamba-2)
+            r = C.ssd_kernel(dev, load_ssd(dev), key[1], stack("nbytes"), stack("flops", 0.0))
+            t, fl = r.time_s, r.flops
+            family = "memory"
+            backward = key[2]
         else:
             # row-wise ops (norms) say their row count: few long rows run on few SMs
             rows = stack("rows") if key[3] else None

@@ -777,6 +777,64 @@ def _distance(a: Device, b: Device) -> float:
     return d
 
 
+SSD_CLASSES = ("scan", "state_update", "norm_fwd", "norm_bwd")
+"""Kernel classes of Mamba-2's Triton kernels (mamba_ssm) with their own fitted rates: the chunked SSD
+scan's kernels (forward and backward), the decode step's state update, the gated group RMSNorm's forward
+and backward kernels."""
+
+
+class SsdParams(_Frozen):
+    """Achieved rates of mamba_ssm's Triton kernels as fractions of the device's peaks, fitted on one GPU
+    by :mod:`simcore.calibration.fit_ssd` (``hardware_specs/calibration/ssd-<device>.yaml``).
+
+    A kernel of class ``c`` moving ``bytes`` (read + written, fp32 intermediates counted at 4 bytes) with
+    ``flops`` of tensor-core work takes ``t0 + bytes / (eff_bw[c] HBM bandwidth) + flops / (eff_mma
+    bf16 dense peak)``: the chunked kernels stream each operand once and run their small matmuls in the
+    same pass, without overlapping the two (docs/compute.md, "Mamba-2 layers and hybrid models"). Being
+    fractions of peaks, the rates transfer to another device through its specs."""
+
+    device: str
+    """Device the kernels were measured on."""
+    source: list[str] = []
+    """The measurements (paths relative to the repository)."""
+    eff_bw: dict[str, float]
+    """Per class (:data:`SSD_CLASSES`): achieved fraction of HBM bandwidth (dimensionless)."""
+    eff_mma: float = Field(gt=0, le=1.0)
+    """The scan kernels' matmul work: achieved fraction of the bf16 dense tensor-core peak."""
+    t0: float = Field(ge=0)
+    """Fixed device time per kernel (seconds)."""
+    host_launch: float = Field(default=0.0, ge=0)
+    """Host seconds per Triton kernel launch of the measuring benchmark's eager calls (informational:
+    the eager bench rows are host-bound below some size; a training step's host time is the engine's)."""
+    fit_report: dict[str, Any] = {}
+    """Held-out errors per op (informational)."""
+
+    @model_validator(mode="after")
+    def _classes(self) -> SsdParams:
+        missing = [c for c in SSD_CLASSES if c not in self.eff_bw]
+        if missing or any(not 0 < v <= 1.2 for v in self.eff_bw.values()):
+            raise ValueError(f"eff_bw needs each of {', '.join(SSD_CLASSES)} in (0, 1.2] (missing: {missing})")
+        return self
+
+
+@lru_cache(maxsize=4)
+def _ssd_cached(path: str, mtime: float) -> SsdParams:
+    return validate(SsdParams, read_yaml(path), path, "ssd")
+
+
+def load_ssd(device: Device) -> SsdParams:
+    """The SSD kernel rates for ``device``: its own ``ssd-<device>.yaml`` where measured, else the
+    measured one (fractions of peak, applied to ``device``'s bandwidth and peak). Raises
+    :class:`SpecError` when no calibration has them."""
+    reg = default_registry()
+    own = reg.calibration_path(f"ssd-{device.calibration or device.name}")
+    paths = [own] if own is not None else [p for n, p in sorted(reg.calibration_files.items()) if n.startswith("ssd-")]
+    if not paths:
+        raise SpecError("no SSD kernel calibration (hardware_specs/calibration/ssd-<device>.yaml): run "
+                        "`simcore calibrate traces/h100/ssd`")
+    return _ssd_cached(str(paths[0]), paths[0].stat().st_mtime)
+
+
 def transfer(profile: ComputeProfile, target: Device) -> ComputeProfile:
     """``profile`` applied to ``target``: efficiencies kept, peaks taken from ``target`` at use; the
     attention's score work rescaled by :func:`attention_score_scale`."""
@@ -907,7 +965,9 @@ __all__ = [
     "MemoryOpParams",
     "MemoryParams",
     "OptimizerParams",
+    "SsdParams",
     "load_profile",
+    "load_ssd",
     "save_profile",
     "transfer",
 ]

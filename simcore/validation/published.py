@@ -270,6 +270,12 @@ _MBRIDGE_MOE_RECOMPUTE: dict[tuple[str, str], tuple[str, ...]] = {
 The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_configs`` sets
 ``recompute_granularity = None``)."""
 
+_MBRIDGE_HYBRID = "NVIDIA-NeMo/Megatron-Bridge scripts/performance perf_recipes/nemotronh"
+_MBRIDGE_HYBRID_RECOMPUTE: dict[str, tuple[str, ...]] = {"H100": ("layernorm",)}
+"""Selective-recompute modules of the hybrid (Nemotron-H / Nemotron 3) performance recipes by GPU: the
+H100 recipe recomputes the norms, the Blackwell ones nothing (:data:`_MBRIDGE_HYBRID`). The same recipes
+reduce gradients in bf16 (``_benchmark_common``, ``nemotronh/common.py``: ``grad_reduce_in_fp32 = False``)."""
+
 
 MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
 """The MoE dispatcher and A2A overlap of each Megatron-Bridge release's performance recipes, per model, GPU
@@ -385,7 +391,8 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     preset = _preset_for(rec["model"], layers, hidden)
     arch: dict[str, Any] = {"activation": "gelu", "norm": "layernorm", "tied_embeddings": True}
     if preset is not None:
-        keep = ("activation", "norm", "kv_heads", "head_dim", "moe", "mla", "tied_embeddings", "mtp_layers")
+        keep = ("activation", "norm", "kv_heads", "head_dim", "moe", "mla", "tied_embeddings", "mtp_layers",
+                "hybrid_pattern", "mamba")
         arch = {k: preset[k] for k in keep if k in preset}
         arch.setdefault("tied_embeddings", False)
         assume.append(f"architecture of the built-in preset matching {rec['model']!r}")
@@ -461,12 +468,21 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
 
     rc = rec.get("recompute", "").lower()
     mbridge_moe = family == "mcore" and src.startswith("MBridge") and "moe" in arch
-    recompute_modules = _MBRIDGE_MOE_RECOMPUTE.get((_norm_name(rec["model"]), rec["gpu"]), ())
+    mbridge_hybrid = family == "mcore" and src.startswith("MBridge") and "hybrid_pattern" in arch
+    recompute_modules = (
+        _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
+        if mbridge_hybrid
+        else _MBRIDGE_MOE_RECOMPUTE.get((_norm_name(rec["model"]), rec["gpu"]), ())
+    )
     # (an empty list is Megatron's default, core_attn)
     if "full" in rc:
         recompute = "full"
     elif "selective" in rc:
         recompute = "selective"
+    elif mbridge_hybrid:
+        recompute = "selective" if recompute_modules else "none"
+        what = f"selective recompute of {', '.join(recompute_modules)}" if recompute_modules else "no recompute"
+        assume.append(f"{what} and bf16 gradient reduction ({_MBRIDGE_HYBRID}: the {rec['gpu']} recipe)")
     elif mbridge_moe and recompute_modules:
         recompute = "selective"
         assume.append(
@@ -565,6 +581,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "optimizer": "adamw",
             "recompute": recompute,
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
+            **({"grad_reduce_in_fp32": False} if mbridge_hybrid else {}),
         },
         "parallel": {
             "tp": tp,

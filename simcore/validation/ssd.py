@@ -1,17 +1,18 @@
 """Mamba-2's kernels one by one: simcore's price of each row of ``tools/bench_ssd.py`` and, once measured, the
-error.
+error, beside the price pre-registered before the measurement.
 
 A row names an op of mamba_ssm and a per-rank shape (``op, case, batch, seq, heads, head_dim, state,
-groups, chunk, channels, width``). The ops priced are the ones the Mamba layer's lowering
-(:mod:`simcore.workload.hybrid`) gives for that shape on one GPU, kernel time plus the launch gap as a
-training step prices them (no host bound):
+groups, chunk, channels, width``); its ops are the Mamba layer's lowering for that shape on one GPU
+(:func:`simcore.calibration.fit_ssd.row_ops`: ``scan`` the SSD kernels and their backward, ``conv1d`` the
+convolution, ``gated_rmsnorm`` the group norm, ``state_update`` one decode step's state update), priced
+as a training step prices them: each kernel's device time plus the eager launch gap (no host bound).
 
-* ``scan``: :func:`~simcore.workload.hybrid.ssd_fwd` without the convolution (the cumsum, chunk states,
-  state passing, ``C B^T``, the intra-chunk and incoming-state products, the ``D`` skip and gate); the
-  backward its recompute and gradient kernels, the convolution's left out;
-* ``conv1d``: the convolution and its backward from the same lowering;
-* ``gated_rmsnorm``: :func:`~simcore.workload.hybrid.group_norm` and its backward;
-* ``state_update``: :func:`~simcore.workload.hybrid.mamba_decode_fwd`'s state update of one decode step.
+The bench times eager calls back to back, which its host bounds below some size (a Triton launch there
+costs ``host_launch``, fitted with the rates: ``hardware_specs/calibration/ssd-<device>.yaml``); the eager
+price compared to ``fwd_s`` and ``fwd_bwd_s`` is ``max(kernels x host_launch, device time)``; the graphed
+decode (``graph_s``) is compared to the device time. ``conv1d`` rows time PyTorch's ``nn.Conv1d``
+fallback, not causal_conv1d's kernels that Megatron-Core runs (and simcore prices): their error is shown,
+not fitted.
 
 ``python -m simcore.validation ssd CSV`` prints the prices of a planned CSV (``tools/bench_ssd.py
 --plan-only``) or the errors of a measured one (``predicted / measured - 1``); ``--out`` writes the prices.
@@ -22,124 +23,76 @@ See docs/compute.md, "Mamba-2 layers and hybrid models".
 from __future__ import annotations
 
 import csv
-import gzip
 from pathlib import Path
 from typing import Any
 
+from simcore.calibration.fit_ssd import SHAPE, read_rows, row_ops
 from simcore.engine.pricing import Pricer
-from simcore.errors import SpecError
-from simcore.specs.loader import validate
-from simcore.specs.registry import default_registry
-from simcore.specs.resolve import cluster_for, resolve_scenario_dict
-from simcore.specs.scenario import MambaSpec, ModelSpec
-from simcore.workload import hybrid
-from simcore.workload import lowering as L
-from simcore.workload.lowering import Layout, Op
+from simcore.specs.profile import load_ssd
+from simcore.specs.resolve import cluster_for
 
 PREDICTED_H100_CSV = Path(__file__).resolve().parent / "data" / "ssd_predicted_h100.csv"
-SHAPE = ("op", "case", "batch", "seq", "heads", "head_dim", "state", "groups", "chunk", "channels", "width")
-OPS = ("scan", "conv1d", "gated_rmsnorm", "state_update")
-
-
-def _int(row: dict[str, str], k: str, default: int | None = None) -> int:
-    v = row.get(k) or ""
-    if v == "":
-        if default is None:
-            raise SpecError(f"row {row.get('case')!r} has no {k}", field=k)
-        return default
-    return int(float(v))
-
-
-def _model(row: dict[str, str]) -> ModelSpec:
-    """A hybrid model whose Mamba mixer has the row's per-rank shape (the rest of the model is unused)."""
-    raw = resolve_scenario_dict({"model": {"preset": "nemotron-h-8b"}}, default_registry())["model"]
-    raw.pop("preset", None)
-    m = validate(ModelSpec, raw, None, "model")
-    mamba = MambaSpec(
-        heads=_int(row, "heads"),
-        head_dim=_int(row, "head_dim"),
-        state_dim=_int(row, "state"),
-        groups=_int(row, "groups"),
-        conv_kernel=_int(row, "width", 4),
-        chunk_size=_int(row, "chunk", 128),
-    )
-    return m.model_copy(update={"mamba": mamba})
-
-
-def _strip(op: Op) -> Op:
-    return Op(op.name, op.kind, op.category, {k: v for k, v in op.args.items() if k != "bwd_ops"}, op.count)
-
-
-def row_ops(row: dict[str, str]) -> tuple[list[Op], list[Op]]:
-    """(forward ops, backward ops) simcore prices for one row."""
-    op = row["op"]
-    if op not in OPS:
-        raise SpecError(f"row {row.get('case')!r}: unknown op {op!r} (one of {', '.join(OPS)})", field="op")
-    m = _model(row)
-    b = _int(row, "batch")
-    if op == "state_update":
-        lay = Layout(micro_batch=b, seq=1, kv_seq=1)
-        return [o for o in hybrid.mamba_decode_fwd(m, lay) if o.name == "ssm_state_update"], []
-    lay = Layout(micro_batch=b, seq=_int(row, "seq"))
-    if op == "gated_rmsnorm":
-        fwd = [hybrid.group_norm(m, lay)]
-        return fwd, L.backward(fwd)
-    conv, *scan = hybrid.ssd_fwd(m, lay)  # (the convolution first, carrying the backward's kernels)
-    bwd = list(conv.args["bwd_ops"])
-    if op == "conv1d":
-        return [_strip(conv)], [o for o in bwd if o.name == "ssm_conv1d_bwd"]
-    return [_strip(o) for o in scan], [o for o in bwd if not o.name.startswith("ssm_conv1d")]
 
 
 def predict(row: dict[str, str], system: str = "hgx-h100") -> dict[str, Any]:
-    """Seconds of the row's forward, forward + backward, and each op's seconds (``name: s``, the
-    forward's then the backward's), on one GPU of ``system`` with its shipped profile."""
-    pricer = Pricer.for_layout(cluster_for(system, gpus=1), per_op_host=False)
+    """Seconds of the row's forward, forward + backward (device time, as a step prices it), the eager
+    calls' (with the bench's host floor), and each op's seconds (``name: s``), on one GPU of ``system``."""
+    cluster = cluster_for(system, gpus=1)
+    pricer = Pricer.for_layout(cluster, per_op_host=False)
+    host = load_ssd(cluster.device).host_launch
     fwd, bwd = row_ops(row)
     tf, _ = pricer.times(fwd)
     tb, _ = pricer.times(bwd)
     per = [(o.name, float(t) * o.count) for o, t in zip([*fwd, *bwd], [*tf, *tb], strict=True)]
     f = sum(t for _, t in per[: len(fwd)])
+    fb = f + sum(t for _, t in per[len(fwd) :]) if bwd else None
+
+    def eager(ops: list[Any], t: float) -> float:
+        return max(t, host * sum(float(o.count) for o in ops if o.kind == "ssd"))
+
+    # a graphed decode step replays the kernels without the eager launch gap
+    graph = Pricer.for_layout(cluster, per_op_host=False, framework="cuda_graphs")
     return {
         "pred_fwd_s": f,
-        "pred_fwd_bwd_s": f + sum(t for _, t in per[len(fwd) :]) if bwd else None,
+        "pred_graph_s": sum(float(t) * o.count for o, t in zip(fwd, graph.times(fwd)[0], strict=True)),
+        "pred_fwd_bwd_s": fb,
+        "eager_fwd_s": eager(fwd, f),
+        "eager_fwd_bwd_s": eager(fwd + bwd, fb) if fb is not None else None,
         "pred_ops": ";".join(f"{n}={t:.4g}" for n, t in per),
     }
 
 
-def read_rows(path: str | Path) -> list[dict[str, str]]:
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"{p}: no such file")
-    with (gzip.open(p, "rt", newline="") if p.suffix == ".gz" else open(p, newline="")) as fh:
-        rows = list(csv.DictReader(fh))
-    missing = [k for k in SHAPE if rows and k not in rows[0]]
-    if not rows or missing:
-        raise SpecError(f"{p}: not a bench_ssd.py CSV (missing columns: {', '.join(missing) or 'all rows'})")
-    return rows
+def _preregistered() -> dict[tuple[str, str], dict[str, str]]:
+    with open(PREDICTED_H100_CSV, newline="") as fh:
+        return {(r["op"], r["case"]): r for r in csv.DictReader(fh)}
 
 
 def compare(path: str | Path, system: str = "hgx-h100") -> list[dict[str, Any]]:
     """One dict per row: its shape, the prices and, where the row has times, ``err_fwd``, ``err_fwd_bwd``
-    and (graphed decode) ``err_graph``: ``predicted / measured - 1``."""
+    (eager prices) and ``err_graph`` (device price): ``predicted / measured - 1``; on ``hgx-h100`` also
+    ``pre_fwd`` / ``pre_fwd_bwd`` / ``pre_graph``, the pre-registered prices' errors."""
+    pre = _preregistered() if system == "hgx-h100" else {}
     out: list[dict[str, Any]] = []
     for r in read_rows(path):
         rec: dict[str, Any] = {k: r.get(k, "") for k in SHAPE}
         rec.update(predict(r, system))
-        for col, pred, err in (
-            ("fwd_s", "pred_fwd_s", "err_fwd"),
-            ("fwd_bwd_s", "pred_fwd_bwd_s", "err_fwd_bwd"),
-            ("graph_s", "pred_fwd_s", "err_graph"),
+        old = pre.get((r["op"], r["case"]), {})
+        for col, pred, err, was in (
+            ("fwd_s", "eager_fwd_s", "err_fwd", "pred_fwd_s"),
+            ("fwd_bwd_s", "eager_fwd_bwd_s", "err_fwd_bwd", "pred_fwd_bwd_s"),
+            ("graph_s", "pred_graph_s", "err_graph", "pred_fwd_s"),
         ):
             meas = float(r[col]) if r.get(col) else None
             if meas is not None and rec[pred] is not None:
                 rec[col], rec[err] = meas, rec[pred] / meas - 1.0
+                if old.get(was):
+                    rec["pre_" + err.removeprefix("err_")] = float(old[was]) / meas - 1.0
         out.append(rec)
     return out
 
 
 def write(rows: list[dict[str, Any]], path: str | Path) -> None:
-    cols = [*SHAPE, "pred_fwd_s", "pred_fwd_bwd_s", "pred_ops"]
+    cols = [*SHAPE, "pred_fwd_s", "pred_fwd_bwd_s", "eager_fwd_s", "eager_fwd_bwd_s", "pred_ops"]
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
@@ -148,7 +101,9 @@ def write(rows: list[dict[str, Any]], path: str | Path) -> None:
 
 
 def report(path: str | Path, system: str = "hgx-h100", out: str | Path | None = None) -> str:
-    """A table of the rows of ``path``: prices in microseconds and, where measured, the errors in %."""
+    """A table of the rows of ``path``: device prices in microseconds and, where measured, the measured
+    times and the errors in % (``pre``: the pre-registered price's; ``now``: the fitted model's, eager
+    rows with the bench's host floor)."""
     rows = compare(path, system)
     if out is not None:
         write(rows, out)
@@ -159,13 +114,20 @@ def report(path: str | Path, system: str = "hgx-h100", out: str | Path | None = 
     def pct(v: Any) -> str:
         return "" if v is None else f"{100 * v:+.0f}%"
 
-    lines = [f"{'op':<14}{'case':<28}{'pred fwd':>10}{'meas':>10}{'err':>7}{'pred f+b':>10}{'meas':>10}"
-             f"{'err':>7}{'graph':>9}{'err':>7}"]
+    lines = [
+        f"{'op':<14}{'case':<27}{'dev fwd':>9}{'meas':>9}{'pre':>6}{'now':>6}{'dev f+b':>9}{'meas':>9}{'pre':>6}"
+        f"{'now':>6}{'graph':>8}{'pre':>6}{'now':>6}"
+    ]
     for r in rows:
         lines.append(
-            f"{r['op']:<14}{r['case']:<28}{us(r['pred_fwd_s']):>10}{us(r.get('fwd_s')):>10}"
-            f"{pct(r.get('err_fwd')):>7}{us(r['pred_fwd_bwd_s']):>10}{us(r.get('fwd_bwd_s')):>10}"
-            f"{pct(r.get('err_fwd_bwd')):>7}{us(r.get('graph_s')):>9}{pct(r.get('err_graph')):>7}"
+            f"{r['op']:<14}{r['case']:<27}{us(r['pred_fwd_s']):>9}{us(r.get('fwd_s')):>9}{pct(r.get('pre_fwd')):>6}"
+            f"{pct(r.get('err_fwd')):>6}{us(r['pred_fwd_bwd_s']):>9}{us(r.get('fwd_bwd_s')):>9}"
+            f"{pct(r.get('pre_fwd_bwd')):>6}{pct(r.get('err_fwd_bwd')):>6}{us(r.get('graph_s')):>8}"
+            f"{pct(r.get('pre_graph')):>6}{pct(r.get('err_graph')):>6}"
         )
-    lines.append(f"(microseconds; {system}, one GPU; error = predicted / measured - 1)")
+    lines.append(
+        f"(microseconds; {system}, one GPU; dev: device time as a step prices it; error = predicted / measured - 1, "
+        "eager calls with the bench's host floor; pre: the prices pre-registered in data/ssd_predicted_h100.csv; "
+        "conv1d rows time PyTorch's fallback, not the causal_conv1d kernels priced)"
+    )
     return "\n".join(lines)

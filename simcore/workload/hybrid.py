@@ -10,12 +10,12 @@ convolution, the cumsum, ``C B^T``, the chunk states and their passing, then run
 ``_chunk_state_bwd_db``, ``_chunk_scan_bwd_dC``, ``_chunk_scan_bwd_dcb``, two ``_bmm_chunk_bwd``,
 ``_chunk_scan_bwd_ddAcs_stable`` and the conv1d backward.
 
-Each chunk-level matmul of the scan is priced as a batched GEMM of its tile shape (one GEMM per chunk and
-head, or group) through the fitted GEMM model: those are small GEMMs (``Q x Q x N``, ``P x N x Q``, ...,
-Q = 128 or 256, N = 128 or 256, P = 64), which the fitted model prices at the low efficiency it gives
-cuBLAS's batched small GEMMs. mamba_ssm runs them as Triton kernels fused with their elementwise work (the
-decays, ``dt``, the ``D`` skip), which no calibration sweep here has measured; the elementwise passes are
-priced as the streaming kernels below. See docs/compute.md, "Mamba-2 layers and hybrid models".
+Each of mamba_ssm's Triton kernels (the scan's, the decode state update's, the gated norm's) is one
+``ssd`` op: the bytes it reads and writes (fp32 intermediates at 4 bytes) and the FLOPs of the small
+matmuls it runs in the same pass, priced at rates fitted on that kernel family's measurements
+(``hardware_specs/calibration/ssd-<device>.yaml``, :mod:`simcore.calibration.fit_ssd`): they are
+bandwidth-bound streaming kernels whose matmuls add to the time. See docs/compute.md, "Mamba-2 layers
+and hybrid models".
 """
 
 from __future__ import annotations
@@ -45,91 +45,124 @@ def _scan_sizes(m: ModelSpec, lay: Layout) -> tuple[Num, Num, Num, Num, Num]:
     return tokens, s.heads / tc, groups, chunks, repeat
 
 
+def ssd_op(name: str, cls: str, nbytes: Num, flops: Num = 0.0, category: str = "ssm", **args: object) -> Op:
+    """One of mamba_ssm's Triton kernels: ``nbytes`` read + written, ``flops`` of bf16 tensor-core work,
+    priced at the fitted rates of its class (:func:`simcore.compute.ops.ssd_kernel`)."""
+    return Op(name, "ssd", category, {"cls": cls, "nbytes": nbytes, "flops": flops, **args})
+
+
 def ssd_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """The convolution and the SSD scan of one Mamba layer's forward on a rank (the kernels of
-    ``mamba_split_conv1d_scan_combined``, gate included), the first op carrying the backward's kernels."""
+    ``mamba_split_conv1d_scan_combined``, gate included), the first op carrying the backward's kernels.
+
+    Each SSD kernel's traffic counts what it reads and writes once (an operand re-read per head of a
+    group comes from L2), in the dtypes mamba_ssm keeps: bf16 inputs (``x``, ``z``, ``B``, ``C``) and
+    outputs, fp32 ``dt``, decay cumsum, chunk states and ``C B^T``; the passed states bf16 in the forward,
+    fp32 when the backward recomputes them. Its FLOPs are the small matmuls it runs (hardware FLOPs,
+    the intra-chunk ones at the causal share). The conv1d is causal_conv1d's CUDA kernels (what
+    Megatron-Core runs), priced as a streaming kernel on the copy curve (not measured here)."""
     s = mamba_shape(m)
     b = lay.act_bytes
-    dt = L.hp_dtype(lay.dtype)  # the scan's operands stay bf16 under any GEMM recipe
     T, H, G, nc, _r = _scan_sizes(m, lay)
     Q, N, P = s.chunk, s.state, s.head_dim
-    di = H * P
-    conv_numel = T * (di + 2 * G * N)
-    states = nc * H * P * N
-    cf = causal_fraction(Q)
-
-    def gemm(name: str, mm: int, n: int, k: int, batch: Num, count: float = 1.0) -> Op:
-        return L._gemm(name, mm, n, k, dt, "ssm", count, batch)
+    X = T * H * P * b  # x, z, out, dout and their gradients: bytes of one
+    BC = T * G * N * b  # B or C
+    Sf = nc * H * P * N * 4.0  # the chunk states in fp32
+    Sh = Sf * b / 4.0  # ... in bf16
+    CBf = nc * G * Q * Q * 4.0  # C B^T in fp32
+    dA = T * H * 4.0  # fp32 dt, or the decays' cumsum
+    f_state = 2.0 * T * H * P * N  # one chunk-state product (B^T x, C states, ...)
+    f_intra = 2.0 * T * H * P * Q * causal_fraction(Q)  # one causal intra-chunk product
+    f_cb = 2.0 * nc * G * Q * Q * N  # C B^T
+    conv_numel = T * (H * P + 2 * G * N)
 
     def stream(name: str, numel: Num, nbytes: float) -> Op:
         # a streaming kernel of ``nbytes`` read + written per element (priced on the copy curve)
         op = fused_mem_op("copy", numel, b, nbytes, 0.0, "ssm")
         return Op(name, op.kind, op.category, op.args, op.count)
 
+    def scan(name: str, nbytes: Num, flops: Num = 0.0) -> Op:
+        return ssd_op(name, "scan", nbytes, flops)
+
     # causal depthwise conv1d + SiLU over x, B, C: each input read once, each output written once
     conv = stream("ssm_conv1d", conv_numel, 2 * b)
-    # dt + bias, softplus, and the decays' cumsum within each chunk: dt read, fp32 dt and cumsum written
-    cumsum = stream("ssm_chunk_cumsum", T * H, b + 8.0)
+
+    def cumsum(name: str) -> Op:  # dt read, dt + bias softplus and the decays' cumsum written (fp32)
+        return scan(name, T * H * b + 2 * dA)
+
+    def chunk_state(name: str) -> Op:  # x, B, dt, cumsum read; fp32 states written
+        return scan(name, X + BC + 2 * dA + Sf, f_state)
+
+    def bmm_cb(name: str) -> Op:  # B, C read; fp32 C B^T written
+        return scan(name, 2 * BC + CBf, f_cb)
+
     fwd_rest = [
-        gemm("ssm_chunk_state", P, N, Q, nc * H),  # B^T (x dt decay): N x P per chunk and head
-        stream("ssm_state_passing", states, 8.0),  # fp32 states read and written, chunk after chunk
-        gemm("ssm_bmm_cb", Q, Q, N, nc * G),  # C B^T per chunk and group
-        gemm("ssm_chunk_scan_intra", Q, P, Q, nc * H, cf),  # (C B^T o decay) (x dt), causal
-        gemm("ssm_chunk_scan_states", Q, P, N, nc * H),  # C times the incoming state
-        # the D skip and the silu(z) gate: z and x read, the gated and the ungated outputs written
-        stream("ssm_chunk_scan_out", T * di, 4 * b),
+        cumsum("ssm_chunk_cumsum"),
+        chunk_state("ssm_chunk_state"),
+        scan("ssm_state_passing", Sf + Sh),  # fp32 states in, passed states out in bf16
+        bmm_cb("ssm_bmm_cb"),
+        # C B^T, x, C, the passed states, z, dt, cumsum read; the gated and ungated outputs written
+        scan("ssm_chunk_scan", CBf + 4 * X + BC + Sh + 2 * dA, f_state + f_intra),
     ]
     bwd = [
-        # recomputed: the convolution, the cumsum, C B^T, the chunk states and their passing
+        # recomputed: the convolution, the cumsum, C B^T, the chunk states and their passing (fp32 out)
         stream("ssm_conv1d_recompute", conv_numel, 2 * b),
-        stream("ssm_chunk_cumsum_recompute", T * H, b + 8.0),
-        gemm("ssm_bmm_cb_recompute", Q, Q, N, nc * G),
-        gemm("ssm_chunk_state_recompute", P, N, Q, nc * H),
-        stream("ssm_state_passing_recompute", states, 8.0),
-        # dz and the gate's gradient: x, z, out, dout read, dz and dout' written
-        stream("ssm_chunk_scan_bwd_dz", T * di, 6 * b),
-        gemm("ssm_chunk_scan_bwd_dstates", N, P, Q, nc * H),  # C^T dout
-        stream("ssm_state_passing_bwd", states, 12.0),
-        gemm("ssm_bwd_dx_intra", Q, P, Q, nc * H, cf),  # (C B^T)^T dout, causal
-        gemm("ssm_bwd_dx_states", Q, P, N, nc * H),  # B dstates
-        gemm("ssm_chunk_state_bwd_db", Q, N, P, nc * H),  # x dstates^T
-        gemm("ssm_chunk_scan_bwd_dc", Q, N, P, nc * H),  # dout states^T
-        gemm("ssm_chunk_scan_bwd_dcb", Q, Q, P, nc * H, cf),  # dout x^T
-        gemm("ssm_bmm_chunk_bwd_db", Q, N, Q, nc * G),  # dCB B
-        gemm("ssm_bmm_chunk_bwd_dc", Q, N, Q, nc * G),  # dCB^T C
-        gemm("ssm_bwd_ddacs", Q, Q, P, nc * H, cf),  # dout x^T once more, for the decays' gradient
-        stream("ssm_chunk_cumsum_bwd", T * H, 8.0 + b),
+        cumsum("ssm_chunk_cumsum_recompute"),
+        bmm_cb("ssm_bmm_cb_recompute"),
+        chunk_state("ssm_chunk_state_recompute"),
+        scan("ssm_state_passing_recompute", 2 * Sf),
+        # x, z, out, dout read; dz and the gated dout written
+        scan("ssm_chunk_scan_bwd_dz", 6 * X),
+        scan("ssm_chunk_scan_bwd_dstates", X + BC + dA + Sf, f_state),  # C^T dout: fp32 dstates
+        # states and dstates (fp32) read, both written back in bf16
+        scan("ssm_state_passing_bwd", 2 * Sf + 2 * Sh),
+        # x, C B^T, dout, dstates, B, dt, cumsum read; dx, ddt written
+        scan("ssm_chunk_scan_chunk_state_bwd_dx", 3 * X + CBf + Sh + BC + 3 * dA, f_state + f_intra),
+        scan("ssm_chunk_state_bwd_db", X + Sh + 2 * dA + BC + 2 * BC, f_state),  # fp32 dB written
+        scan("ssm_chunk_scan_bwd_dc", X + Sh + 2 * dA + BC + 2 * BC, f_state),  # fp32 dC written
+        scan("ssm_chunk_scan_bwd_dcb", 2 * X + 2 * dA + CBf, f_intra),  # dout x^T: fp32 dCB
+        scan("ssm_bmm_chunk_bwd_db", 4 * BC + CBf, f_cb),  # dCB B + the fp32 residual -> dB
+        scan("ssm_bmm_chunk_bwd_dc", 4 * BC + CBf, f_cb),  # dCB^T C + the fp32 residual -> dC
+        scan("ssm_chunk_scan_bwd_ddacs", 2 * X + CBf + 3 * dA, f_intra),  # the decays' gradient
+        scan("ssm_chunk_cumsum_bwd", 2 * dA + T * H * b * 2),
         # conv1d backward: the input and the gradient read, the input's gradient written
         stream("ssm_conv1d_bwd", conv_numel, 3 * b),
     ]
     first = Op(conv.name, conv.kind, conv.category, {**conv.args, "bwd_ops": bwd}, conv.count)
-    rest = [Op(o.name, o.kind, o.category, {**o.args, "bwd_ops": []}, o.count) for o in [cumsum, *fwd_rest]]
+    rest = [Op(o.name, o.kind, o.category, {**o.args, "bwd_ops": []}, o.count) for o in fwd_rest]
     return [first, *rest]
 
 
 def mamba_decode_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """The recurrent step of one Mamba layer for one new token a sequence (``causal_conv1d_update`` and
-    ``selective_state_update``): the convolution's window (``K - 1`` inputs a channel) read and shifted,
-    and each head's ``P x N`` state read and written once. Constant in the context length."""
+    ``selective_state_update``): the convolution's window (``K - 1`` inputs a channel) read and shifted
+    (priced on the copy curve); each head's ``P x N`` state read and written once, and the token's
+    ``x``, ``z``, output, ``B`` and ``C`` (mamba_ssm's state-update kernel, at its fitted rate). Constant
+    in the context length."""
     s = mamba_shape(m)
     b = lay.act_bytes
     t = np.asarray(lay.tp, dtype=float)
     T = lay.tokens
     k = s.conv_kernel
     conv = fused_mem_op("copy", T * s.conv_dim / t, b, 2 * k * b, 0.0, "ssm")
-    state = fused_mem_op("copy", T * s.heads / t * s.head_dim * s.state, b, 2 * b, 0.0, "ssm")
+    state = T * s.heads / t * s.head_dim * s.state * 2 * b
+    io = T * (3 * s.heads * s.head_dim + 2 * s.groups * s.state) / t * b  # (TP splits heads and groups)
     return [
         Op("ssm_conv1d_update", conv.kind, conv.category, conv.args),
-        Op("ssm_state_update", state.kind, state.category, state.args),
+        ssd_op("ssm_state_update", "state_update", state + io),
     ]
 
 
 def group_norm(m: ModelSpec, lay: Layout) -> Op:
-    """The gated group RMSNorm over the scan's output (``RMSNormGated``, ``norm_before_gate=False``), priced
-    as the model's norm over ``T x d_inner / t`` elements of ``T`` rows."""
+    """The gated group RMSNorm over the scan's output (mamba_ssm's ``RMSNormGated``,
+    ``norm_before_gate=False``) on ``T x d_inner / t`` elements: the forward reads ``x`` and ``z`` and
+    writes the output; the backward reads ``x``, ``z`` and the output's gradient and writes ``dx`` and
+    ``dz`` (its Triton kernels, at their fitted rates)."""
     s = mamba_shape(m)
-    T = lay.tokens
-    return mem_op(L.norm_name(m), T * s.d_inner / lay.tp, lay.act_bytes, "norm", rows=T)
+    numel = lay.tokens * s.d_inner / lay.tp
+    b = lay.act_bytes
+    bwd = ssd_op("ssm_group_norm_bwd", "norm_bwd", 5 * numel * b, category="norm")
+    return ssd_op("ssm_group_norm", "norm_fwd", 3 * numel * b, category="norm", bwd_ops=[bwd])
 
 
 def mamba_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:

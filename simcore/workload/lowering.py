@@ -26,7 +26,7 @@ from simcore.workload.layout import Layout as Layout
 from simcore.workload.layout import Num as Num
 from simcore.workload.model import layer_shape
 
-OpKind = Literal["gemm", "attention", "memory", "comm"]
+OpKind = Literal["gemm", "attention", "memory", "ssd", "comm"]
 Phase = Literal["fwd", "bwd"]
 
 

@@ -82,14 +82,13 @@ def test_ssd_flops_of_one_layer_by_hand() -> None:
     assert ssd_flops_per_token(tiny()) == pytest.approx(conv + cb + 4 * per_head)
 
 
-def test_lowered_ssd_gemms_match_the_flop_count() -> None:
-    """The forward SSD GEMMs of the lowering do the matmul part of ``ssd_flops_per_token``: per token,
+def test_lowered_ssd_kernels_match_the_flop_count() -> None:
+    """The forward SSD kernels of the lowering do the matmul part of ``ssd_flops_per_token``: per token,
     ``G 2 Q N + H (2 N P + 2 Q P c + 2 N P)``."""
     m = tiny(seq_len=4096, mamba={**SMALL["mamba"], "chunk_size": 128})  # type: ignore[dict-item]
     s = mamba_shape(m)
     lw = Layout(micro_batch=2, seq=4096.0)
-    ops = [o for o in H.ssd_fwd(m, lw) if o.kind == "gemm"]
-    flops = sum(2 * o.args["m"] * o.args["n"] * o.args["k"] * o.args["batch"] * o.count for o in ops)
+    flops = sum(o.args["flops"] * o.count for o in H.ssd_fwd(m, lw) if o.kind == "ssd")
     q, n, p = s.chunk, s.state, s.head_dim
     per_token = s.groups * 2 * q * n + s.heads * (4 * n * p + 2 * q * p * causal_fraction(q))
     assert flops == pytest.approx(per_token * 2 * 4096)
