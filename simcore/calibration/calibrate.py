@@ -52,6 +52,8 @@ class Inputs:
     comm: list[Path] = field(default_factory=list)
     copies: list[Path] = field(default_factory=list)
     """Host<->GPU copy tables (:func:`simcore.calibration.fit_copy.write_copies`'s layout)."""
+    dist_units: list[Path] = field(default_factory=list)
+    """The distributed wrappers' host per unit (``tools/bench_dist_steps.py --units``)."""
     skipped: list[Path] = field(default_factory=list)
 
 
@@ -68,7 +70,7 @@ def _head(path: Path, n: int = 8192) -> str:
 
 
 def kind_of(path: Path) -> str | None:
-    """``ops``, ``trace``, ``comm``, ``copies`` or None (not a calibration input)."""
+    """``ops``, ``trace``, ``comm``, ``copies``, ``dist_units`` or None (not a calibration input)."""
     name = path.name.lower()
     base = name.removesuffix(".gz")
     if base.endswith((".sqlite", ".db")):
@@ -93,6 +95,10 @@ def kind_of(path: Path) -> str | None:
             return "comm"
         if {"direction", "memory", "nbytes", "dur_s"} <= set(cols):  # host<->GPU copies (fit_copy)
             return "copies"
+        from simcore.calibration.fit_dist_units import UNIT_COLUMNS
+
+        if set(UNIT_COLUMNS) <= set(cols):  # DDP buckets, FSDP2 groups, pipelining actions (fit_dist_units)
+            return "dist_units"
         return None
     if "nccl-tests" in head or "Avg bus bandwidth" in head or "out-of-place" in head:
         return "comm"
@@ -127,6 +133,8 @@ def sort_inputs(paths: list[str] | list[Path]) -> Inputs:
                 out.traces.append(f)
             elif k == "copies":
                 out.copies.append(f)
+            elif k == "dist_units":
+                out.dist_units.append(f)
             else:
                 out.comm.append(f)
     return out
@@ -550,13 +558,14 @@ def calibrate(
                     "held_out": _errors(pred[~fit_mask], meas[~fit_mask]),
                     "fit": _errors(pred[fit_mask], meas[fit_mask]),
                 }
-        elif not inp.comm and not analyses:
+        elif not inp.comm and not analyses and not inp.dist_units:
             raise SimcoreError(
                 "nothing to calibrate from: no op CSV, trace or collective log among the inputs"
             )
         else:
             notes.append(
                 "no compute measurements (op CSV or traces with recorded shapes): compute profile not fitted"
+                + (f" (the profile written is {base or dev.name}'s with the host per unit below)" if inp.dist_units else "")
             )
     # host speed: the CPU timeline of eager single-GPU traces against the profile's host model
     host_rows: list[dict[str, Any]] = []
@@ -594,6 +603,8 @@ def calibrate(
         )
     if prof is not None:
         prof = _host_copy(prof, inp.copies, dev, system or default_system(dev.name, reg), notes)
+    if inp.dist_units:
+        prof = _dist_units(prof if prof is not None else load_profile(dev, base), inp.dist_units, notes)
     # communication
     comm_yaml = comm_report = None
     if fit_comm_profile and (inp.comm or analyses):
@@ -604,6 +615,29 @@ def calibrate(
             notes.append("no collective measurements: communication profile not fitted")
     return CalibrationResult(
         inp, prof, report, len(rows), trace_check, comm_yaml, comm_report, notes, host_rows, dev.name
+    )
+
+
+def _dist_units(prof: Any, files: list[Path], notes: list[str]) -> Any:
+    """The profile with the distributed wrappers' host per unit fitted on ``files``
+    (:func:`simcore.calibration.fit_host.fit_dist_unit_files`) over its ``host_layer``; the entries,
+    their held-out errors and the families left out go in its notes and ``notes``."""
+    from simcore.calibration.fit_host import fit_dist_unit_files
+
+    entries, errs, left = fit_dist_unit_files(list(files))
+    said = [
+        *left,
+        "host per unit fitted on " + ", ".join(str(f) for f in files) + ": "
+        + (", ".join(f"{k} {v * 1e6:.1f} us" for k, v in sorted(entries.items())) or "nothing")
+        + ("; held-out median |err| " + ", ".join(f"{k} {v:.1%}" for k, v in errs.items()) if errs else ""),
+    ]
+    notes.extend(said)
+    return prof.model_copy(
+        update={
+            "host_layer": {**prof.host_layer, **entries},
+            "source": [*prof.source, *(str(f) for f in files if str(f) not in prof.source)],
+            "notes": [*prof.notes, *said],
+        }
     )
 
 

@@ -13,8 +13,17 @@ host-bound steps (``tools/bench_dist_steps.py --units``, collect suite ``dist-un
 
 Rows are split by a stable hash of the point (variant, pass, rank, micro-batches, stages): the values
 are fitted on one half and :func:`check` reports the other half's errors per family (DDP, FSDP2,
-pipelining GPipe / 1F1B by micro-batch count), so a fitted value is never judged on its own rows
-(docs/parallelism.md, "Plain PyTorch's distributed host costs").
+pipelining GPipe / 1F1B by micro-batch count, and all pipelining rows pooled), so a fitted value is
+never judged on its own rows.
+
+What one rank can measure (:data:`ONE_RANK`): at world size 1 DDP's Reducer still fills, launches
+and finishes every bucket through a one-rank process group (``reducer.cpp``: no world-size branch;
+NCCL completes a one-rank in-place all-reduce without a kernel, so only NCCL's own multi-rank launch
+is missing from ``ddp_bucket``), and stages sharing the rank still run every action
+(``schedules.py``: ``set_local_fwd_input`` in place of the point-to-point calls, which are priced
+apart). FSDP2 does not: ``_fsdp_collectives.py`` ``foreach_reduce`` replaces the reduce-scatter by a
+copy at world size 1 and its all-gather is a one-rank call, so ``fsdp_group`` is fitted only on rows
+of two or more ranks (docs/parallelism.md, "Plain PyTorch's distributed host costs").
 """
 
 from __future__ import annotations
@@ -30,7 +39,33 @@ UNIT_COLUMNS = ("family", "variant", "host_s", "buckets", "groups", "actions", "
 """The columns that mark a ``--units`` file (and that the fit reads)."""
 
 _UNIT = {"ddp": "buckets", "fsdp": "groups"}
+_ENTRY = {"ddp": "ddp_bucket", "fsdp": "fsdp_group", "pp": "pp_action"}
+ONE_RANK = frozenset({"ddp", "pp"})
+"""The families whose per-unit host a world-size-1 run measures (module docstring); the others are
+fitted only on rows of two or more ranks (the ``world`` column; rows without it count as one rank)."""
 Row = Mapping[str, str]
+
+
+def _world(row: Row) -> int:
+    try:
+        return int(row.get("world") or 1)
+    except ValueError:
+        return 1
+
+
+def _usable(rows: Sequence[Row]) -> list[Row]:
+    """The rows whose family's code path at their world size is the multi-rank one."""
+    return [r for r in rows if r["family"] in ONE_RANK or _world(r) >= 2]
+
+
+def not_fitted(rows: Sequence[Row]) -> list[str]:
+    """One line per family present in ``rows`` that the fit leaves out because its rows ran on one rank."""
+    fams = sorted({r["family"] for r in rows} - {r["family"] for r in _usable(rows)})
+    return [
+        f"{_ENTRY.get(f, f)} not fitted: its rows ran at world size 1, where FSDP2 copies instead of "
+        "reduce-scattering and its all-gather is a one-rank call (docs/parallelism.md)"
+        for f in fams
+    ]
 
 
 def is_dist_units_run(rows: Sequence[Row]) -> bool:
@@ -101,11 +136,12 @@ def _lines(rows: Sequence[Row], path: str) -> dict[str, tuple[float, float]]:
 
 def dist_unit_costs(rows: Sequence[Row], path: str | Path) -> dict[str, float]:
     """``ddp_bucket``, ``fsdp_group``, ``pp_action`` (host seconds per unit) from the fit half of
-    ``rows`` (:func:`fit_half`); a family without two distinct unit counts is left out."""
+    ``rows`` (:func:`fit_half`); a family without two distinct unit counts, or measured only where its
+    code path is not the multi-rank one (:data:`ONE_RANK`, :func:`not_fitted`), is left out."""
     p = str(path)
-    fit = [r for r in rows if fit_half(r)]
+    fit = [r for r in _usable(rows) if fit_half(r)]
     lines = _lines(fit, p)
-    out = {f"{'ddp_bucket' if fam == 'ddp' else 'fsdp_group'}": max(b, 0.0) for fam, (_a, b) in lines.items()}
+    out = {_ENTRY[fam]: max(b, 0.0) for fam, (_a, b) in lines.items()}
     excess = [e / acts for _r, e, acts in _accum_pairs(fit, p)]
     if excess:
         out["pp_action"] = max(statistics.median(excess), 0.0)
@@ -116,10 +152,11 @@ def check(rows: Sequence[Row], path: str | Path) -> dict[str, float]:
     """Median |error| (fraction) of the check half's step host per family, predicted from the fit
     half's values: ``ddp``, ``fsdp`` (the fitted line over buckets / groups), ``pp_<order>_m<k>``
     (the accumulation twin's host plus ``actions x pp_action``; ``order`` gpipe or 1f1b, ``k`` the
-    micro-batch count)."""
+    micro-batch count) and ``pp`` (every pipelining row pooled); only the families fitted."""
     p = str(path)
-    fit = [r for r in rows if fit_half(r)]
-    held = [r for r in rows if not fit_half(r)]
+    usable = _usable(rows)
+    fit = [r for r in usable if fit_half(r)]
+    held = [r for r in usable if not fit_half(r)]
     lines = _lines(fit, p)
     errs: dict[str, list[float]] = {}
     for r in held:
@@ -134,5 +171,6 @@ def check(rows: Sequence[Row], path: str | Path) -> dict[str, float]:
             meas = _num(r, "host_s", p)
             pred = meas - excess + acts * costs["pp_action"]
             order = r["variant"].split("_", 1)[0]
-            errs.setdefault(f"pp_{order}_m{r['micro_batches']}", []).append(abs(pred - meas) / meas)
+            for key in (f"pp_{order}_m{r['micro_batches']}", "pp"):
+                errs.setdefault(key, []).append(abs(pred - meas) / meas)
     return {k: statistics.median(v) for k, v in sorted(errs.items())}

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from simcore.calibration.fit_dist_units import dist_unit_costs, is_dist_units_run
+from simcore.calibration.fit_dist_units import check, dist_unit_costs, is_dist_units_run, not_fitted
 from simcore.errors import TraceError
 from simcore.specs.profile import HostOps
 from simcore.workload.model import WEIGHT_TENSORS_PER_LAYER
@@ -94,6 +94,18 @@ def ddp_hook_costs(rows: list[dict[str, str]], path: str | Path) -> dict[str, fl
     except (KeyError, ValueError) as e:
         raise TraceError(f"bad DDP hook row: {e}", file=str(path)) from None
     return {"profiled_ddp_param": statistics.median(param), "profiled_ddp_bucket": statistics.median(bucket)}
+
+
+def fit_dist_unit_files(paths: list[str | Path]) -> tuple[dict[str, float], dict[str, float], list[str]]:
+    """``tools/bench_dist_steps.py --units`` files (every rank's together): the ``host_layer`` entries
+    they give (:func:`~simcore.calibration.fit_dist_units.dist_unit_costs`), the held-out half's median
+    |error| per family (:func:`~simcore.calibration.fit_dist_units.check`) and a line per family the
+    fit leaves out (:func:`~simcore.calibration.fit_dist_units.not_fitted`)."""
+    rows = [r for p in paths for r in _csv_rows(p)]
+    name = ", ".join(str(p) for p in paths)
+    if not is_dist_units_run(rows):
+        raise TraceError("not a tools/bench_dist_steps.py --units table", file=name)
+    return dist_unit_costs(rows, name), check(rows, name), not_fitted(rows)
 
 
 def thread_probe(t: float, empty: float, ratio: float | None, training: bool = False) -> float:

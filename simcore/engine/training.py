@@ -770,7 +770,8 @@ def ddp_bucket_host(s: _Step) -> Num:
 def pipeline_action_host(s: _Step) -> Num:
     """Host seconds per micro-batch of torch.distributed.pipelining's own Python on a rank: one
     forward and one backward action per stage the rank holds (``2 vp``), each at the calibration
-    profile's fitted ``pp_action`` (0 where not fitted: no committed run measured it), where
+    profile's fitted ``pp_action`` (0 where not fitted: the H200 profile; the H100 profile's was
+    measured with the stages sharing one GPU's rank), where
     ``parallel.pipeline_library`` is ``torch`` and the layout has pipeline stages.
 
     Per action ``torch/distributed/pipelining/schedules.py`` (``_step_microbatches``: the action's

@@ -64,3 +64,17 @@ def test_the_stack_sets_the_library_only_with_pipeline_stages() -> None:
         str(REPO / "scenarios/llama3-70b-h100.yaml"), ["parallel.pp=1", "parallel.dp=null"]
     )
     assert not any("pipeline_library" in n for n in simcore.predict(one_stage).notes)
+
+
+def test_the_h100_profile_prices_the_actions_measured_on_one_h100() -> None:
+    """The shipped H100 profile carries ``pp_action`` (``simcore calibrate traces/h100/dist_units``): the
+    same host-bound GPipe on an HGX H100 pays its 9 x 2 actions; the H200 profile, without it, none."""
+    def on_h100(library: str) -> Scenario:
+        sc = _run(library, 8)
+        return sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"system": "hgx-h100"})})
+
+    action = load_profile(default_registry().device("h100")).at_cpu_speed(SLOW, SLOW).host("pp_action")
+    assert action > 0
+    torch_lib = simcore.predict(on_h100("torch")).step_time_s
+    own = simcore.predict(on_h100("own")).step_time_s
+    assert torch_lib - own == pytest.approx((8 - 1 + 2) * 2 * action, rel=1e-6)
