@@ -86,3 +86,35 @@ def test_split_moves_the_masked_one_query_rows(tmp_path: Path) -> None:
     assert collect.apply_split(tmp_path, split) == len(masked) - 1
     assert (tmp_path / "attention_masked_decode.csv").read_text().splitlines() == masked
     assert (tmp_path / "attention_short.csv").read_text().splitlines() == short
+
+
+def test_merge_host_median_gives_round_6_back_from_its_runs(tmp_path: Path) -> None:
+    """host-infer-median's merge (``tools/collect.py merge-host-median``) on round 6's seven runs, rebuilt from
+    the ``<point>_run<k>`` rows the committed file keeps, writes the committed file again (its env note names the
+    script that merged it)."""
+    import csv
+    import re
+
+    committed = gzip.decompress((ROOT / "traces" / "h200" / "host_infer_r6.csv.gz").read_bytes()).decode()
+    rows = list(csv.DictReader(committed.splitlines()))
+    env = dict(rows[0], notes=rows[0]["notes"].split("; merged:")[0])
+    kernels = [r for r in rows if r["name"].startswith("kernels_")]
+    runs: dict[int, list[dict[str, str]]] = {}
+    for r in rows:
+        m = re.fullmatch(r"(.*)_run(\d+)", r["name"])
+        if m and r["framework"] == "eager":
+            runs.setdefault(int(m.group(2)), []).append(dict(r, name=m.group(1)))
+    paths = []
+    for k, rs in sorted(runs.items()):
+        paths.append(str(tmp_path / f"run{k}.csv"))
+        with open(paths[-1], "w", newline="") as f:
+            w = csv.DictWriter(f, collect.HOST_COLS)
+            w.writeheader()
+            w.writerows([env, *rs, *kernels])
+    assert len(paths) == 7
+    out = tmp_path / "merged.csv.gz"
+    assert collect.main(["merge-host-median", *paths, "--out", str(out)]) == 0
+    merged = gzip.decompress(out.read_bytes()).decode().splitlines()
+    want = committed.splitlines()
+    assert merged[0] == want[0] and merged[2:] == want[2:]
+    assert merged[1].replace("tools/collect.py merge-host-median", "tools/merge_host_median.py") == want[1]

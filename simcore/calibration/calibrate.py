@@ -445,23 +445,76 @@ def fit_host_ops(analyses: list[Analysis], start: HostOps) -> tuple[HostOps, lis
     return start.model_copy(update=fitted), notes
 
 
-def _host_copy(prof: Any, copies: list[Path], dev: Any, system: str, notes: list[str]) -> Any:
-    """The profile with its host<->GPU copy section (``host_copy``): fitted on the copy tables among the inputs
-    over ``system``'s host link (:func:`simcore.calibration.fit_copy.fit_copies`), else kept from the starting
-    profile (which keeps its base's or the device's shipped section), said in the notes."""
+def fit_host_copy(copies: list[Path], system: str) -> tuple[Any, str]:
+    """``host_copy`` (:class:`~simcore.specs.profile.HostCopies`) fitted on the copy tables ``copies`` over
+    ``system``'s host link (:func:`simcore.calibration.fit_copy.fit_copies`), and a note saying on what."""
     from simcore.calibration.fit_copy import fit_copies, read_copies
     from simcore.comm.host import host_link
-    from simcore.specs.profile import load_profile
     from simcore.specs.registry import default_registry
 
+    rows = [r for path in copies for r in read_copies(path)]
+    link = host_link(default_registry().system(system))
+    try:
+        fitted = fit_copies(rows, link=link.name, bandwidth=link.bandwidth, source=[str(p) for p in copies])
+    except ValueError as e:
+        raise TraceError(str(e), file=", ".join(str(p) for p in copies)) from None
+    return fitted, f"host_copy fitted on {len(rows)} host<->GPU copies over {link.name}"
+
+
+def write_host_copy(inputs: list[str], profile: Path, system: str | None = None) -> tuple[Any, str]:
+    """``simcore calibrate COPIES.csv --host-copy PROFILE``: :func:`fit_host_copy` on the copy tables ``inputs``
+    over the host link of ``system`` (default: the profile device's system), written into the compute profile
+    file ``profile`` in place of its ``host_copy`` section, the rest of the file as it was
+    (:func:`simcore.calibration.fit_copy.write_section`); the section and the note."""
+    import yaml
+
+    from simcore.calibration.fit_copy import write_section
+    from simcore.specs.registry import default_registry
+    from simcore.workload.replay import default_system
+
+    inp = sort_inputs(inputs)
+    other = next(iter(inp.ops_csv + inp.traces + inp.comm), None)
+    if other is not None or not inp.copies:
+        what = "--host-copy fits host<->GPU copy tables only (--extract-copies writes one)"
+        raise TraceError(what, file=str(other or inputs[0]))
+    try:
+        device = yaml.safe_load(profile.read_text(encoding="utf-8"))["device"]
+    except (OSError, yaml.YAMLError, TypeError, KeyError) as e:
+        raise TraceError(f"not a compute profile with a device: {e}", file=str(profile)) from None
+    reg = default_registry()
+    fitted, note = fit_host_copy(inp.copies, system or default_system(reg.device(device).name, reg))
+    write_section(fitted, profile)
+    return fitted, note
+
+
+def extract_copy_table(inputs: list[str], out: Path, root: Path) -> tuple[int, int]:
+    """``simcore calibrate TRACES... --extract-copies CSV``: the host<->GPU copies of the Kineto traces among
+    ``inputs`` (files, or folders searched for them; only traces holding a ``Memcpy HtoD`` / ``Memcpy DtoH``
+    event are read) into the copy table ``out`` (:func:`simcore.calibration.fit_copy.extract_copies`, trace
+    names relative to ``root``); (traces read, copies written)."""
+    from simcore.calibration.fit_copy import extract_copies, write_copies
+
+    traces = []
+    for t in sort_inputs(inputs).traces:
+        if t.name.lower().removesuffix(".gz").endswith(".json"):
+            raw = t.read_bytes()
+            raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+            if b"Memcpy HtoD" in raw or b"Memcpy DtoH" in raw:
+                traces.append(t)
+    rows = extract_copies(sorted(traces), root=root)
+    write_copies(rows, out)
+    return len(traces), len(rows)
+
+
+def _host_copy(prof: Any, copies: list[Path], dev: Any, system: str, notes: list[str]) -> Any:
+    """The profile with its host<->GPU copy section (``host_copy``): fitted on the copy tables among the inputs
+    over ``system``'s host link (:func:`fit_host_copy`), else kept from the starting profile (which keeps its
+    base's or the device's shipped section), said in the notes."""
+    from simcore.specs.profile import load_profile
+
     if copies:
-        rows = [r for path in copies for r in read_copies(path)]
-        link = host_link(default_registry().system(system))
-        try:
-            fitted = fit_copies(rows, link=link.name, bandwidth=link.bandwidth, source=[str(p) for p in copies])
-        except ValueError as e:
-            raise TraceError(str(e), file=", ".join(str(p) for p in copies)) from None
-        notes.append(f"host_copy fitted on {len(rows)} host<->GPU copies over {link.name}")
+        fitted, note = fit_host_copy(copies, system)
+        notes.append(note)
         return prof.model_copy(update={"host_copy": fitted})
     if prof.host_copy is None:
         prof = prof.model_copy(update={"host_copy": load_profile(dev).host_copy})

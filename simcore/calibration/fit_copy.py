@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -71,11 +72,11 @@ def kind_of(name: str) -> str | None:
 
 
 def extract_copies(paths: Iterable[str | Path], root: str | Path = ".") -> list[dict[str, object]]:
-    """The host<->GPU copies of Kineto traces: rows of :data:`COLUMNS` (``trace`` relative to ``root``)."""
+    """The host<->GPU copies of Kineto traces: rows of :data:`COLUMNS` (``trace``: the path relative to ``root``)."""
     rows: list[dict[str, object]] = []
     for path in paths:
         trace = read_kineto(path, keep_cpu_op=lambda _n: False)
-        rel = Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+        rel = Path(os.path.relpath(Path(path).resolve(), Path(root).resolve())).as_posix()
         for ev in trace.gpu_events:
             if ev.cat != "gpu_memcpy":
                 continue

@@ -89,6 +89,25 @@ def _write_ssd(folders: list[Path], device: str | None, output: Path | None) -> 
         print(f"wrote {path}")
 
 
+def _host_copies(inputs: list[str], table: Path | None, profile: Path | None, system: str | None) -> None:
+    """``--extract-copies`` and ``--host-copy`` (docs/hardware.md, host<->GPU copies): the copy table from traces,
+    and/or the profile's ``host_copy`` section fitted on copy tables (on the table just written when both)."""
+    from simcore.calibration.calibrate import extract_copy_table, write_host_copy
+
+    if table is not None:
+        output_file(table, "--extract-copies", (".csv", ".csv.gz"), make_parents=True)
+        with writing(table, "--extract-copies"):
+            n_traces, n_rows = extract_copy_table(inputs, table, Path.cwd())
+        print(f"wrote {table}: {n_rows} host<->GPU copies of {n_traces} traces")
+        inputs = [str(table)]
+    if profile is not None:
+        with writing(profile, "--host-copy"):
+            hc, note = write_host_copy(inputs, profile, system)
+        for kind, rep in hc.held_out.items():
+            print(f"{kind}: held-out median |err| {rep['median_abs_err']:.1%} on {int(rep['n'])} copies")
+        print(f"wrote host_copy into {profile} ({note})")
+
+
 @app.command()
 def calibrate(
     inputs: Annotated[
@@ -144,6 +163,24 @@ def calibrate(
             "them here (hardware_specs/calibration/intervals.yaml ships); takes no inputs, needs a checkout's traces/.",
         ),
     ] = None,
+    extract_copies: Annotated[
+        Path | None,
+        typer.Option(
+            "--extract-copies",
+            metavar="CSV",
+            help="Instead: write the host<->GPU copies (Memcpy HtoD/DtoH events) of the input profiler traces "
+            "(files or folders) into this copy table (e.g. traces/h200/memcpy_host_gpu.csv.gz).",
+        ),
+    ] = None,
+    host_copy: Annotated[
+        Path | None,
+        typer.Option(
+            "--host-copy",
+            metavar="YAML",
+            help="Instead: fit only the host_copy section of this compute profile on the input copy tables (over "
+            "--system's host link, default the profile device's) and replace that section in the file.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Fit calibration profiles (compute efficiency curves, collective costs) from measurements."""
@@ -157,6 +194,9 @@ def calibrate(
         return
     if not inputs:
         fail("calibrate: give measurement files or folders (or --intervals YAML)")
+    if extract_copies is not None or host_copy is not None:
+        _host_copies([str(p) for p in inputs], extract_copies, host_copy, system)
+        return
     from simcore.calibration import fit_served
 
     steps = [p for p in inputs if fit_served.steps_manifest(p) is not None]

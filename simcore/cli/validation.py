@@ -457,6 +457,19 @@ def serving(
     model: Annotated[
         str | None, typer.Option("--model", help="Only rows whose model name contains this (e.g. '8B').")
     ] = None,
+    layout: Annotated[
+        str,
+        typer.Option(
+            "--layout",
+            metavar="attention-dp|tp|tp-ep",
+            help="What-if for the MoE rows: attention DP + EP over the GPUs (the validation's), TP attention with "
+            "TP-sharded experts, or TP attention with EP = tp.",
+        ),
+    ] = "attention-dp",
+    imbalance: Annotated[
+        float | None,
+        typer.Option("--imbalance", help="What-if: model.moe.imbalance on every MoE layer (default: the model's, 1)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """simcore serve against published engine throughput (TensorRT-LLM's performance overview and others):
@@ -464,7 +477,7 @@ def serving(
     from simcore.validation import serving as S
 
     try:
-        doc = S.report(csv, model)
+        doc = S.report(csv, model, layout, imbalance)
     except SimcoreError as e:
         _fail(e)
     print(json.dumps(doc, indent=1) if as_json else S.format_report(doc))

@@ -122,6 +122,14 @@ def _model(preset: str) -> ModelSpec:
     return ModelSpec(**{k: v for k, v in default_registry().model_preset(preset).items() if k not in ("name", "aliases")})
 
 
+MOE_LAYOUTS = ("attention-dp", "tp", "tp-ep")
+"""How an MoE row's instance is laid out (``python -m simcore.validation serving --layout``; docs/serving.md,
+"third round"): ``attention-dp`` (the validation's: attention DP over the row's GPUs, experts EP over all of them,
+what the overview's MoE yaml asks for), ``tp`` (TP attention, experts TP-sharded: TensorRT-LLM's ``Mapping``
+without ``--ep``) or ``tp-ep`` (TP attention, each expert whole on one TP rank: ``--ep`` = ``--tp``, ``moe_tp_size``
+1). The last two are what-ifs; the row then takes trtllm-bench's limits for ``--tp``, as a dense row."""
+
+
 SGLANG_KV = "bf16"
 """SGLang's ``--kv-cache-dtype auto``: the KV cache in the model's activation dtype (bf16 for DeepSeek-V3's FP8
 checkpoint); stacks.md section 6."""
@@ -157,6 +165,8 @@ class ServingRow:
     ``None``: a serving run."""
     attention_dp: int = 1
     """Attention data-parallel ranks of the instance (experts sharded over all its GPUs)."""
+    ep: int = 1
+    """Without attention DP: ``parallel.ep``, 1 (experts TP-sharded) or ``tp`` (each expert whole on a TP rank)."""
     per_device: int | None = None
     """A rate row's tokens a device runs in a prefill step, or sequences it decodes."""
     two_batch_overlap: bool = False
@@ -182,19 +192,22 @@ def _engine(framework: str) -> str:
     return "not stated"
 
 
-def read_rows(path: str | Path | None = None) -> list[ServingRow]:
+def read_rows(path: str | Path | None = None, layout: str = "attention-dp") -> list[ServingRow]:
     """The table's rows as :class:`ServingRow` (the model, system and precision resolved where simcore
-    has them; ``problem`` set where a row cannot be run)."""
+    has them; ``problem`` set where a row cannot be run); an MoE serving row laid out as ``layout``
+    (:data:`MOE_LAYOUTS`)."""
+    if layout not in MOE_LAYOUTS:
+        raise SimcoreError(f"{layout!r} is not one of {', '.join(MOE_LAYOUTS)}", field="layout")
     p = Path(path) if path is not None else DATA
     try:
         with p.open(encoding="utf-8", newline="") as f:
             recs = list(csv.DictReader(f))
     except OSError as e:
         raise SimcoreError(f"cannot read the published inference table: {e}", file=str(p)) from None
-    return [_row(i, r) for i, r in enumerate(recs)]
+    return [_row(i, r, layout) for i, r in enumerate(recs)]
 
 
-def _row(i: int, r: dict[str, str]) -> ServingRow:
+def _row(i: int, r: dict[str, str], layout: str = "attention-dp") -> ServingRow:
     engine = _engine(r.get("framework", ""))
     prec = r.get("precision", "").strip().lower()
     tp = _int(r.get("tp")) or 1
@@ -244,7 +257,14 @@ def _row(i: int, r: dict[str, str]) -> ServingRow:
     if not r.get("num_gpus"):
         row.assumed.append(f"GPU count not stated: tp {tp} assumed")
     moe = row.preset is not None and default_registry().model_preset(row.preset).get("moe")
-    if moe and row.rate is None:
+    if moe and row.rate is None and layout != "attention-dp":
+        row.ep = row.tp if layout == "tp-ep" else 1
+        experts = "each expert whole on one TP rank (EP = tp)" if row.ep > 1 else "experts TP-sharded"
+        row.assumed.append(
+            f"MoE layout {layout} (what-if, not the validation's): TP{row.tp} attention, {experts}; trtllm-bench's "
+            "max_batch_size and max_num_tokens for --tp, the overview's request count"
+        )
+    elif moe and row.rate is None:
         # the performance overview's MoE rows: "attention DP enabled in MoE yaml", --ep $ep_size; the yaml nests
         # the key inside cuda_graph_config, which TensorRT-LLM refuses (docs/serving.md, "third round")
         row.attention_dp, row.tp = row.tp, 1
@@ -359,6 +379,8 @@ def settings(row: ServingRow) -> dict[str, Any]:
     kv = row.kv_cache_dtype or ("fp8" if row.precision in ("fp8", "fp4") else row.precision)
     dp = row.attention_dp
     s: dict[str, Any] = {"precision": row.precision, "kv_cache_dtype": kv, "tp": row.tp, "framework": "cuda_graphs"}
+    if row.ep > 1:
+        s["ep"] = row.ep
     if dp > 1:
         s.update(attention_dp=dp, ep=dp * row.tp)
         if row.engine == "TensorRT-LLM" and row.system:
@@ -389,9 +411,11 @@ def settings(row: ServingRow) -> dict[str, Any]:
     }
 
 
-def run_row(row: ServingRow) -> ServingRow:
+def run_row(row: ServingRow, imbalance: float | None = None) -> ServingRow:
     """Simulate one row (in place): its predicted output tokens/s (input tokens/s per node of a prefill rate row)
-    and error, or the problem."""
+    and error, or the problem. ``imbalance``: a what-if ``model.moe.imbalance`` (the busiest rank's share of the
+    routed tokens over the uniform one) on every MoE layer of an MoE model; ``None``: the model's (1, uniform
+    routing)."""
     from simcore.serving import simulate
     from simcore.specs.resolve import scenario_from_dict
 
@@ -400,14 +424,17 @@ def run_row(row: ServingRow) -> ServingRow:
     s = settings(row)
     row.settings = s
     dp = row.attention_dp
+    model: dict[str, Any] = {"preset": row.preset}
+    if imbalance is not None and default_registry().model_preset(row.preset or "").get("moe"):
+        model["moe"] = {"imbalance": imbalance}
     try:
         sc = scenario_from_dict(
             {
                 "name": f"published-{row.index}",
                 "kind": "serving",
                 "cluster": {"system": row.system, "gpus": row.gpus},
-                "model": {"preset": row.preset},
-                "parallel": {"tp": row.tp},
+                "model": model,
+                "parallel": {"tp": row.tp, "ep": row.ep},
                 "inference": {"precision": s["precision"], "kv_cache_dtype": s["kv_cache_dtype"]},
                 "runtime": {"framework": s["framework"]},
                 "serving": {"rate": 1.0},
@@ -478,12 +505,20 @@ def _stats(errs: list[float]) -> dict[str, Any]:
     }
 
 
-def report(path: str | Path | None = None, model: str | None = None) -> dict[str, Any]:
-    """Every row run (``model``: only rows whose model name contains it); the rows, the summary per engine
-    x GPU x precision and over every row that ran."""
-    rows = [r for r in read_rows(path) if model is None or model.lower() in r.model.lower()]
+def report(
+    path: str | Path | None = None,
+    model: str | None = None,
+    layout: str = "attention-dp",
+    imbalance: float | None = None,
+) -> dict[str, Any]:
+    """Every row run (``model``: only rows whose model name contains it; ``layout`` and ``imbalance``: the MoE
+    what-ifs of :func:`read_rows` and :func:`run_row`); the rows, the summary per engine x GPU x precision and
+    over every row that ran."""
+    if imbalance is not None and not imbalance >= 1.0:
+        raise SimcoreError(f"{imbalance} is below 1 (1: uniform routing)", field="imbalance")
+    rows = [r for r in read_rows(path, layout) if model is None or model.lower() in r.model.lower()]
     for r in rows:
-        run_row(r)
+        run_row(r, imbalance)
     ran = [r for r in rows if r.error is not None]
     groups: dict[str, list[float]] = {}
     for r in ran:

@@ -164,3 +164,34 @@ def test_calibrate_writes_the_shipped_host_copy_section(tmp_path) -> None:  # ty
     kept = calibrate([str(repo / "traces/h200/ops.csv.gz")], "h200", fit_comm_profile=False)
     assert kept.compute_profile.host_copy == shipped
     assert any("host_copy (host<->GPU copies) kept from the starting profile" in n for n in kept.notes)
+
+
+def test_cli_extracts_the_copy_table_and_refits_the_section_in_place(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``simcore calibrate TRACE --extract-copies CSV`` writes the committed table's rows of that trace;
+    ``simcore calibrate CSV --host-copy PROFILE`` rewrites only the profile's host_copy section, back to the
+    shipped one here; anything but a copy table is one error line."""
+    from pathlib import Path
+
+    from simcore.calibration.fit_copy import read_copies
+    from tests.cli_runner import run_cli
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    one = "traces/h200x2/round44/profile_fsdp_llama8l_rank1.json.gz"
+    table = tmp_path / "copies.csv.gz"
+    rc, out, _ = run_cli(capsys, "calibrate", one, "--extract-copies", str(table))
+    committed = [r for r in read_copies("traces/h200/memcpy_host_gpu.csv.gz") if r["trace"] == one]
+    assert rc == 0 and f"{len(committed)} host<->GPU copies of 1 traces" in out
+    assert [(r["trace"], r["direction"], r["memory"], r["nbytes"]) for r in read_copies(table)] == [
+        (r["trace"], r["direction"], r["memory"], r["nbytes"]) for r in committed
+    ]
+    shipped = (repo / "hardware_specs/calibration/h200.yaml").read_text(encoding="utf-8")
+    start = shipped.index("host_copy:")
+    profile = tmp_path / "h200.yaml"
+    profile.write_text(shipped[:start] + "host_copy:\n  link: pcie4\n", encoding="utf-8")
+    rc, out, _ = run_cli(capsys, "calibrate", "traces/h200/memcpy_host_gpu.csv.gz", "--host-copy", str(profile))
+    assert rc == 0 and "host_copy fitted on 9837 host<->GPU copies over pcie5" in out
+    assert profile.read_text(encoding="utf-8") == shipped
+    rc, _, err = run_cli(capsys, "calibrate", "traces/h200/ops.csv.gz", "--host-copy", str(profile))
+    want = "error: traces/h200/ops.csv.gz: --host-copy fits host<->GPU copy tables only (--extract-copies writes one)"
+    assert rc == 2 and err.strip() == want

@@ -160,3 +160,63 @@ def test_wide_ep_rates_per_node(tmp_path: Path) -> None:
     assert dec.rate == "decode" and dec.attention_dp == 72 and dec.kv_cache_dtype == "bf16"
     assert dec.predicted is not None and dec.predicted > 0 and dec.settings["two_batch_overlap"] is True
     assert mtp.predicted is None and "MTP" in (mtp.problem or "")
+
+
+def test_moe_layout_what_ifs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--layout tp / tp-ep: TP attention over the row's GPUs, experts TP-sharded (ep 1) or whole on the TP ranks
+    (ep = tp), each with trtllm-bench's limits for --tp as a dense row; the row says it is a what-if."""
+    monkeypatch.setattr(S, "OFFLINE_REQUESTS", 100)
+    monkeypatch.setattr(S, "NUM_REQUESTS", {})
+    p = _table(tmp_path, {"gpu": "H100 SXM 80GB", "n": 4, "model": "Llama 4 Scout", "prec": "FP8", "isl": 128, "osl": 128,
+                          "value": 1000})  # fmt: skip
+    (tp,) = S.read_rows(p, "tp")
+    (tp_ep,) = S.read_rows(p, "tp-ep")
+    for row, ep in ((tp, 1), (tp_ep, 4)):
+        assert (row.tp, row.attention_dp, row.ep) == (4, 1, ep)
+        s = S.settings(row)
+        assert s.get("ep", 1) == ep and "attention_dp" not in s
+        assert (s["max_batch"], s["max_batch_tokens"]) == S.bench_limits(row) and s["requests"] == 100
+        assert "what-if" in " ".join(row.assumed)
+        S.run_row(row)
+        assert row.problem is None and row.predicted is not None and row.predicted > 0
+    with pytest.raises(S.SimcoreError, match="'ep' is not one of"):
+        S.read_rows(p, "ep")
+
+
+def test_moe_imbalance_what_if_slows_the_moe_rows_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(S, "OFFLINE_REQUESTS", 50)
+    monkeypatch.setattr(S, "NUM_REQUESTS", {})
+    p = _table(
+        tmp_path,
+        {"gpu": "H100 SXM 80GB", "n": 4, "model": "Llama 4 Scout", "prec": "FP8", "isl": 128, "osl": 128, "value": 1},
+        {"gpu": "H100 SXM 80GB", "n": 1, "model": "Llama 3.1 8B", "prec": "FP8", "isl": 128, "osl": 128, "value": 1},
+    )  # fmt: skip
+    (moe, dense), (moe_hot, dense_hot) = S.report(p)["rows"], S.report(p, imbalance=1.5)["rows"]
+    assert moe_hot["problem"] is None and moe_hot["predicted"] < moe["predicted"]
+    assert dense_hot["predicted"] == dense["predicted"]
+    with pytest.raises(S.SimcoreError, match="0.5 is below 1"):
+        S.report(p, imbalance=0.5)
+
+
+def test_cli_serving_bad_what_if_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from simcore.cli.validation import main
+
+    assert main(["serving", "--model", "Scout", "--layout", "ep"]) == 2
+    assert main(["serving", "--model", "Scout", "--imbalance", "0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: layout: 'ep' is not one of attention-dp, tp, tp-ep",
+        "error: imbalance: 0.5 is below 1 (1: uniform routing)",
+    ]
+
+
+def test_held_out_h200_moe_cells_pair_with_the_h100_rows() -> None:
+    """published_inference_moe_h200.csv: the overview's H200 cells of the MoE tables at the H100 rows' ISL/OSL
+    pairs (held out of the table), run as the H100 rows are."""
+    h200 = S.read_rows(S.DATA.parent / "published_inference_moe_h200.csv")
+    h100 = {(r.model, r.isl, r.osl): r for r in S.read_rows() if r.attention_dp > 1 and r.rate is None}
+    assert len(h200) == len(h100) == 22
+    for r in h200:
+        twin = h100[(r.model, r.isl, r.osl)]
+        assert r.system == "hgx-h200" and r.problem is None and r.published > twin.published
+        assert (r.attention_dp, r.tp, r.precision) == (twin.attention_dp, twin.tp, twin.precision)
