@@ -522,8 +522,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         # model: `cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4" else ...`)
         tp_overlap = False
         assume.append(
-            f"no TP comm overlap under NVFP4 ({_MBRIDGE_PERF}/llama/llama3_llm_pretrain.py, "
-            "llama31_llm_pretrain.py, gpt_oss: tp_comm_overlap = False if precision == 'nvfp4')"
+            "no TP comm overlap under NVFP4 (NVIDIA-NeMo/Megatron-Bridge@2a0d46e2 scripts/performance/configs/"
+            "llama/llama3_llm_pretrain.py, likewise llama31 and gpt_oss: tp_comm_overlap = False if precision "
+            "== 'nvfp4')"
         )
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
     folding: dict[str, Any] = {"zero3_gather": "per_tensor"} if deepspeed_2021 else {}
