@@ -517,6 +517,15 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     if precision == "fp16":
         precision = "bf16"
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
+    if precision == "nvfp4" and tp_overlap and src.startswith("MBridge"):
+        # Megatron-Bridge's performance recipes turn TP communication overlap off under NVFP4 (every
+        # model: `cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4" else ...`)
+        tp_overlap = False
+        assume.append(
+            "no TP comm overlap under NVFP4 (NVIDIA-NeMo/Megatron-Bridge@2a0d46e2 scripts/performance/configs/"
+            "llama/llama3_llm_pretrain.py, likewise llama31 and gpt_oss: tp_comm_overlap = False if precision "
+            "== 'nvfp4')"
+        )
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
     folding: dict[str, Any] = {"zero3_gather": "per_tensor"} if deepspeed_2021 else {}
     if family == "mcore" and src.startswith("MBridge"):

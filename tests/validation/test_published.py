@@ -211,6 +211,19 @@ def test_a_newer_table_row_is_read_in_its_own_spelling() -> None:
     assert res.predicted == pytest.approx(1536 * 8192 / res.step_time_s / 256)
 
 
+def test_mbridge_nvfp4_rows_run_without_tp_comm_overlap() -> None:
+    """Megatron-Bridge's performance recipes turn TP communication overlap off under NVFP4 and keep it
+    under FP8 (sequence parallel stays on either way); other tables keep the README's overlap."""
+    src = "Megatron-Bridge 26.04 DGX-GB200 (performance summary)"
+    fp4 = P.build_row(0, _rec(source=src, precision="NVFP4"))
+    fp8 = P.build_row(0, _rec(source=src))
+    other = P.build_row(0, _rec(precision="NVFP4"))
+    assert fp4.scenario["parallel"]["tp_overlap"] is False and fp4.scenario["parallel"]["sequence_parallel"]
+    assert any("no TP comm overlap under NVFP4" in a for a in fp4.assumptions)
+    assert fp8.scenario["parallel"]["tp_overlap"] is True
+    assert other.scenario["parallel"]["tp_overlap"] is True
+
+
 @pytest.mark.parametrize(
     ("column", "recipe"),
     [
