@@ -273,8 +273,15 @@ The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_c
 _MBRIDGE_HYBRID = "NVIDIA-NeMo/Megatron-Bridge scripts/performance perf_recipes/nemotronh"
 _MBRIDGE_HYBRID_RECOMPUTE: dict[str, tuple[str, ...]] = {"H100": ("layernorm",)}
 """Selective-recompute modules of the hybrid (Nemotron-H / Nemotron 3) performance recipes by GPU: the
-H100 recipe recomputes the norms, the Blackwell ones nothing (:data:`_MBRIDGE_HYBRID`). The same recipes
-reduce gradients in bf16 (``_benchmark_common``, ``nemotronh/common.py``: ``grad_reduce_in_fp32 = False``)."""
+H100 recipe recomputes the norms, the Blackwell ones nothing (:data:`_MBRIDGE_HYBRID`)."""
+
+_MBRIDGE_GRAD_REDUCE = "scripts/performance/configs/*/*_llm_pretrain.py, set_*_common_configs"
+"""Where every Megatron-Bridge performance recipe of the tables' releases (tags v0.2.0 to v0.5.0, every
+model: Llama 3 / 3.1, DeepSeek-V3, GPT-OSS, Qwen3, Kimi-K2, Nemotron-H / Nemotron 3) sets
+``cfg.mixed_precision.grad_reduce_in_fp32 = False`` and ``cfg.ddp.grad_reduce_in_fp32 = False``: bf16
+``main_grad`` buffers and a bf16 gradient reduce-scatter, unlike the pre-training recipes' fp32
+(``recipes/common.py``, the megatron stack's default; v0.6.0's ``perf_recipes/_common.py
+_benchmark_common`` keeps the rule). docs/parallelism.md, "Gradient reduction dtype"."""
 
 
 MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
@@ -467,8 +474,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     schedule = "interleaved" if vp > 1 else "1f1b"
 
     rc = rec.get("recompute", "").lower()
-    mbridge_moe = family == "mcore" and src.startswith("MBridge") and "moe" in arch
-    mbridge_hybrid = family == "mcore" and src.startswith("MBridge") and "hybrid_pattern" in arch
+    mbridge = family == "mcore" and src.startswith("MBridge")
+    mbridge_moe = mbridge and "moe" in arch
+    mbridge_hybrid = mbridge and "hybrid_pattern" in arch
     recompute_modules = (
         _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
         if mbridge_hybrid
@@ -482,7 +490,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     elif mbridge_hybrid:
         recompute = "selective" if recompute_modules else "none"
         what = f"selective recompute of {', '.join(recompute_modules)}" if recompute_modules else "no recompute"
-        assume.append(f"{what} and bf16 gradient reduction ({_MBRIDGE_HYBRID}: the {rec['gpu']} recipe)")
+        assume.append(f"{what} ({_MBRIDGE_HYBRID}: the {rec['gpu']} recipe)")
     elif mbridge_moe and recompute_modules:
         recompute = "selective"
         assume.append(
@@ -519,7 +527,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
     folding: dict[str, Any] = {"zero3_gather": "per_tensor"} if deepspeed_2021 else {}
-    if family == "mcore" and src.startswith("MBridge"):
+    if mbridge:
         if "moe" in arch:
             # Megatron-Bridge's MoE recipes set expert_tensor_parallel_size = 1 (parallel folding)
             folding["etp"] = 1
@@ -547,6 +555,12 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
                 "embedding and loss counted as pipeline layers (Megatron-Bridge Llama 3.1 405B recipe)"
             )
 
+    if mbridge:
+        tag = _MBRIDGE_TAG.get(release_of(rec["source"]).removeprefix("Megatron-Bridge "), "")
+        assume.append(
+            f"bf16 gradient buffers and reduction (grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag} "
+            f"{_MBRIDGE_GRAD_REDUCE})"
+        )
     runtime: dict[str, Any] = {}
     if mbridge_moe:
         recipe = mbridge_moe_recipe(release_of(rec["source"]), rec["model"], rec["gpu"], precision, ep, gb)
@@ -581,7 +595,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "optimizer": "adamw",
             "recompute": recompute,
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
-            **({"grad_reduce_in_fp32": False} if mbridge_hybrid else {}),
+            **({"grad_reduce_in_fp32": False} if mbridge else {}),
         },
         "parallel": {
             "tp": tp,

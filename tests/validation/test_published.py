@@ -329,3 +329,17 @@ def test_deepseek_rows_take_the_recipe_pipeline_layout() -> None:
     ds = next(r for r in rows if r.model == "DeepSeekV3" and r.system == "dgx-b200")
     assert ds.scenario["model"]["mtp_layers"] == 1
     assert ds.scenario["parallel"]["pipeline_layers"] == [4] * 15 + [1]
+
+
+def test_mbridge_rows_reduce_gradients_in_bf16_as_their_recipes() -> None:
+    """Every Megatron-Bridge performance recipe of the tables' releases sets ``grad_reduce_in_fp32 = False``
+    (dense, MoE and hybrid alike); each row names its release's tag. The papers' and the Megatron-LM README
+    rows keep the stack's default (fp32)."""
+    for csv_name in ("published_training_2025.csv", "published_training_mbridge.csv"):
+        for r in P.load_published(P.DATA_DIR / csv_name):
+            if not r.scenario:
+                continue
+            assert r.scenario["training"]["grad_reduce_in_fp32"] is False, r.index
+            tag = P._MBRIDGE_TAG[r.release.removeprefix("Megatron-Bridge ")]
+            assert any(f"grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag}" in a for a in r.assumptions)
+    assert all("grad_reduce_in_fp32" not in r.scenario.get("training", {}) for r in P.load_published())
