@@ -80,3 +80,42 @@ def test_kv_cache_gqa() -> None:
     m = _gpt(kv_heads=4, layers=2)
     # 2 (k,v) x kv_heads x head_dim x layers x bytes
     assert M.kv_cache_bytes(m, 3, 100) == pytest.approx(3 * 100 * 2 * 4 * 128 * 2 * 2)
+
+
+def test_recompute_modules_drop_what_they_rebuild() -> None:
+    """Selective recompute keeps each named module's input only (Megatron's CheckpointWithoutOutput): by
+    hand, one dense SwiGLU layer, T = 2048 tokens, h = 1024, ffn 4096, 8 heads of 128, tp 1."""
+    m = _gpt(layers=2, hidden=1024, heads=8, ffn_hidden=4096, activation="swiglu")
+    T, h = 2048, 1024
+    base = M.activation_bytes_per_layer(m, 1, T, recompute="selective")
+    norms = M.activation_bytes_per_layer(m, 1, T, recompute="selective", modules=("core_attn", "layernorm"))
+    assert base - norms == pytest.approx(2 * T * h * 2)  # the QKV and MLP-in GEMM inputs, bf16
+    mlp = M.activation_bytes_per_layer(m, 1, T, recompute="selective", modules=("core_attn", "mlp"))
+    assert base - mlp == pytest.approx(3 * T * 4096 * 2)  # gate, up and SwiGLU output
+    # no core_attn: the softmax statistics (fp32, T x heads) stay
+    only_norms = M.activation_bytes_per_layer(m, 1, T, recompute="selective", modules=("layernorm",))
+    assert only_norms - norms == pytest.approx(T * 8 * 4)
+    # the modules change nothing without selective recompute
+    assert M.activation_bytes_per_layer(m, 1, T, modules=("mlp",)) == M.activation_bytes_per_layer(m, 1, T)
+
+
+def test_moe_and_mla_recompute_modules() -> None:
+    from simcore.specs.scenario import MLASpec, MoESpec
+
+    moe = MoESpec(experts=8, top_k=2, expert_ffn_hidden=512, shared_experts=1)
+    m = _gpt(layers=2, hidden=1024, heads=8, activation="swiglu", moe=moe)
+    T = 1024
+    sel = M.activation_bytes_per_layer(m, 1, T, recompute="selective", moe_layer=True)
+    act = M.activation_bytes_per_layer(m, 1, T, recompute="selective", moe_layer=True, modules=("core_attn", "moe_act"))
+    assert sel - act == pytest.approx(T * 2 * 512 * 2)  # routed tokens x top-k x expert width, bf16
+    shared = M.activation_bytes_per_layer(
+        m, 1, T, recompute="selective", moe_layer=True, modules=("core_attn", "shared_experts")
+    )
+    assert sel - shared == pytest.approx(T * 512 * 3 * 2)
+    whole = M.activation_bytes_per_layer(m, 1, T, recompute="selective", moe_layer=True, modules=("core_attn", "moe"))
+    assert whole < min(act, shared)
+    mla = MLASpec(q_lora_rank=256, kv_lora_rank=128, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
+    ml = _gpt(layers=2, hidden=1024, heads=8, mla=mla)
+    full_qkv = M.activation_bytes_per_layer(ml, 1, T, recompute="selective")
+    up = M.activation_bytes_per_layer(ml, 1, T, recompute="selective", modules=("core_attn", "mla_up_proj"))
+    assert full_qkv - up == pytest.approx((T * 3 * 8 * 96 - T * (256 + 128 + 32)) * 2)

@@ -1851,7 +1851,9 @@ def layer_kind_activation_bytes(
     return {
         kind: sum(
             np.where(recompute == rec, 1.0, 0.0)
-            * M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled)
+            * M.activation_bytes_per_layer(
+                model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled, tuple(training.recompute_modules)
+            )
             for rec in ("none", "selective", "full")
         )
         for kind, _n in layer_kinds(model)
