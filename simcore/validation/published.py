@@ -284,6 +284,22 @@ model: Llama 3 / 3.1, DeepSeek-V3, GPT-OSS, Qwen3, Kimi-K2, Nemotron-H / Nemotro
 _benchmark_common`` keeps the rule). docs/parallelism.md, "Gradient reduction dtype"."""
 
 
+_MBRIDGE_FSDP_OFFLOAD: dict[tuple[str, str, str], int] = {
+    ("llama370b", "GB300", "bf16"): 30,
+    ("llama370b", "GB300", "fp8_current"): 20,
+    ("llama370b", "GB200", "bf16"): 20,
+    ("llama370b", "GB200", "fp8_current"): 40,
+    ("llama370b", "B200", "fp8_current"): 5,
+    ("llama31405b", "GB300", "bf16"): 40,
+    ("llama31405b", "GB300", "fp8_current"): 10,
+    ("llama31405b", "GB200", "fp8_current"): 92,
+}
+"""Layers whose activations the Megatron-FSDP dense performance recipes offload to the host, by (model, GPU,
+precision): ``use_megatron_fsdp=True`` with ``cpu_offloading_num_layers`` in ``LLAMA3_70B_*`` and
+``LLAMA31_405B_*`` of ``scripts/performance/configs/llama{3,31,}/*workload_base_configs.py`` (the same
+values at every tag v0.2.0 to v0.5.0; ``set_megatron_fsdp_overrides`` in ``utils/helpers.py`` sets
+``data_parallel_sharding_strategy = "optim_grads_params"``)."""
+
 MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
 """The MoE dispatcher and A2A overlap of each Megatron-Bridge release's performance recipes, per model, GPU
 and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
@@ -526,6 +542,15 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         precision = "bf16"
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
+    offload = _MBRIDGE_FSDP_OFFLOAD.get((_norm_name(rec["model"]), rec["gpu"], precision), 0) if mbridge else 0
+    megatron_fsdp = fsdp and mbridge and offload > 0 and pp == 1
+    if megatron_fsdp:
+        fsdp = False
+        assume.append(
+            f"Megatron-FSDP (optim_grads_params) offloading {offload} layers' activations to the host (the "
+            f"{rec['gpu']} recipe's use_megatron_fsdp and cpu_offloading_num_layers: NVIDIA-NeMo/Megatron-Bridge "
+            "scripts/performance/configs/llama*/*workload_base_configs.py, v0.2.0 to v0.5.0)"
+        )
     folding: dict[str, Any] = {"zero3_gather": "per_tensor"} if deepspeed_2021 else {}
     if mbridge:
         if "moe" in arch:
@@ -594,6 +619,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "precision": precision,
             "optimizer": "adamw",
             "recompute": recompute,
+            **({"activation_offload_layers": offload} if megatron_fsdp else {}),
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
             **({"grad_reduce_in_fp32": False} if mbridge else {}),
         },
@@ -605,8 +631,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "vp": vp,
             "schedule": schedule,
             "sequence_parallel": sp,
-            "zero": 3 if fsdp else zero,
+            "zero": 3 if fsdp or megatron_fsdp else zero,
             "fsdp": fsdp,
+            **({"megatron_fsdp": True} if megatron_fsdp else {}),
             "ep": ep,
             "dp_overlap": dp_overlap,
             "tp_overlap": tp_overlap,

@@ -343,3 +343,17 @@ def test_mbridge_rows_reduce_gradients_in_bf16_as_their_recipes() -> None:
             tag = P._MBRIDGE_TAG[r.release.removeprefix("Megatron-Bridge ")]
             assert any(f"grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag}" in a for a in r.assumptions)
     assert all("grad_reduce_in_fp32" not in r.scenario.get("training", {}) for r in P.load_published())
+
+
+def test_mbridge_fsdp_rows_run_megatron_fsdp_with_their_recipes_offload() -> None:
+    """The Llama 3 70B rows the table marks fsdp=1 run the recipes' Megatron-FSDP (optim_grads_params) and
+    offload the recipe's number of layers' activations (GB300 FP8-CS 20 layers, GB200 40)."""
+    rows = P.load_published(P.DATA_DIR / "published_training_2025.csv")
+    by = {(r.model, r.system): r for r in rows if r.model == "LLAMA3_70B"}
+    for system, n in (("gb300-nvl72", 20), ("gb200-nvl72", 40)):
+        sc = by[("LLAMA3_70B", system)].scenario
+        assert sc["parallel"]["megatron_fsdp"] is True and sc["parallel"]["fsdp"] is False
+        assert sc["parallel"]["zero"] == 3
+        assert sc["training"]["activation_offload_layers"] == n
+    h100 = by[("LLAMA3_70B", "hgx-h100")].scenario
+    assert "megatron_fsdp" not in h100["parallel"] and "activation_offload_layers" not in h100["training"]
