@@ -73,3 +73,21 @@ def test_bf16_reduction_never_moves_more_bytes(dp: int, zero: int, ep: int, tp: 
     assert _busy(bf16) <= _busy(fp32)
     a, b = predict(scenario_from_dict(fp32)), predict(scenario_from_dict(bf16))
     assert b.memory_breakdown["gradients"] < a.memory_breakdown["gradients"]
+
+
+def test_the_distributed_optimizer_shards_dense_state_over_dp_cp_and_experts_over_their_data_parallel_group() -> None:
+    """Megatron's dense optimizer shards over ``dp x cp``, the MoE optimizer over the expert-data-parallel
+    ranks ``tp cp dp / (ep etp)`` (``get_megatron_optimizer``): by hand, on the layout's numbers."""
+    from simcore.engine.training import TrainingLayout, sharding_groups
+
+    lay = TrainingLayout(tp=2, pp=1, dp=4, cp=2, ep=4, micro_batch=1, global_batch=8)
+    assert sharding_groups(lay) == (8, 2)  # dense 4 x 2; experts 2 x 2 x 4 / (4 x 2)
+    lay = TrainingLayout(tp=1, pp=1, dp=8, cp=1, ep=8, etp=1, micro_batch=1, global_batch=8)
+    assert sharding_groups(lay) == (8, 1)  # EP 8 over 8 ranks: each holds its own experts' whole state
+    # a dense model with context parallelism: ZeRO-1's optimizer state halves from cp 1 to cp 2 on as many
+    # data-parallel ranks
+    sc = _scenario(4, 1, 1, True)
+    one = predict(scenario_from_dict(sc)).memory_breakdown["optimizer"]
+    sc = {**sc, "cluster": {**sc["cluster"], "gpus": 8}, "parallel": {**sc["parallel"], "cp": 2}}
+    two = predict(scenario_from_dict(sc)).memory_breakdown["optimizer"]
+    assert two == pytest.approx(one / 2)
