@@ -104,6 +104,7 @@ def activation_bytes_per_layer(
     residual_bytes: float | None = None,
     compiled: bool = False,
     modules: tuple[str, ...] = (),
+    gemm_in_bytes: float | None = None,
 ) -> Num:
     """Bytes one layer keeps for backward, per micro-batch, on one rank. ``moe_layer``: the layer's kind
     (:data:`~simcore.workload.ssm.LayerKind`): a transformer layer with an MoE block (``True``) or a dense
@@ -124,7 +125,15 @@ def activation_bytes_per_layer(
     GEMM inputs); ``mla_up_proj`` MLA's up-projected queries, keys and values (the latents
     ``q_lora_rank + kv_lora_rank + qk_rope_head_dim`` per token stay); ``moe_act`` the routed experts'
     activation output; ``shared_experts`` the shared experts' tensors; ``moe`` a whole MoE block's, ``mlp``
-    a dense MLP's (docs/parallelism.md, section 9, "What recompute modules save")."""
+    a dense MLP's (docs/parallelism.md, section 9, "What recompute modules save").
+
+    ``gemm_in_bytes``: bytes per element of a GEMM input a quantized layer keeps for its weight gradient
+    (``None``: not quantized, the ``act_bytes`` tensor itself). Transformer Engine's ``Linear`` /
+    ``LayerNormLinear`` / ``GroupedLinear`` under an FP8 or FP4 recipe save the quantized input, its
+    column-wise copy only (``update_usage(rowwise_usage=False)`` before ``save_for_backward``), not the
+    bf16 one: the norms' outputs (QKV and MLP-in inputs) and the activation's output (the second MLP
+    GEMM's input) are kept at this size, and the output projection keeps a quantized copy of the
+    attention output beside the bf16 one the attention kernel keeps (docs/parallelism.md, section 6)."""
     s = layer_shape(m)
     tokens = micro_batch * seq / cp
     sp_div = np.where(np.asarray(sp, dtype=bool), tp, 1)
@@ -137,13 +146,16 @@ def activation_bytes_per_layer(
     rc = set(modules or ("core_attn",)) if recompute == "selective" else set()
     # 2 norm inputs (residual dtype) + QKV input + MLP-in input, in activation-element units
     # (compiled or recomputed norms: the norm outputs are rebuilt from the saved inputs)
-    norm_out = 0.0 if compiled or "layernorm" in rc else 2.0
+    g = 1.0 if gemm_in_bytes is None else gemm_in_bytes / act_bytes  # a saved GEMM input, in act elements
+    norm_out = 0.0 if compiled or "layernorm" in rc else 2.0 * g
     outside = (2.0 * rb / act_bytes + norm_out) * tokens * h / sp_div
-    per_f = (2.0 if s.gated else 1.0) if compiled else (3.0 if s.gated else 2.0)
+    # the first MLP GEMM's output(s) and the activation's output (the second GEMM's saved input)
+    per_f = (2.0 if s.gated else 1.0) if compiled else (2.0 if s.gated else 1.0) + g
     qkv = tokens * (s.heads + 2 * s.kv_heads) * s.head_dim / tp
     if m.mla is not None and "mla_up_proj" in rc:
         qkv = tokens * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
     attn_out = tokens * s.heads * s.v_head_dim / tp
+    attn_out = attn_out * (1.0 if gemm_in_bytes is None else 1.0 + g)  # + the projection's quantized copy
     lse = tokens * s.heads / tp * 2.0  # fp32 softmax statistics, in bf16-element units
     if "core_attn" in rc:
         lse = 0.0
@@ -157,7 +169,7 @@ def activation_bytes_per_layer(
         f = m.moe.expert_ffn_hidden
         routed = tokens * m.moe.top_k * m.moe.imbalance
         shared_f = m.moe.shared_experts * f
-        routed_f = per_f - (1.0 if "moe_act" in rc and not compiled else 0.0)
+        routed_f = per_f - (g if "moe_act" in rc and not compiled else 0.0)
         shared = 0.0 if "shared_experts" in rc else tokens * shared_f * per_f
         mlp = (routed * f * routed_f + shared) / tp
         mlp = mlp + 2.0 * routed * h  # permuted tokens (dispatch and expert input)

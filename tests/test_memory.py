@@ -119,3 +119,23 @@ def test_moe_and_mla_recompute_modules() -> None:
     full_qkv = M.activation_bytes_per_layer(ml, 1, T, recompute="selective")
     up = M.activation_bytes_per_layer(ml, 1, T, recompute="selective", modules=("core_attn", "mla_up_proj"))
     assert full_qkv - up == pytest.approx((T * 3 * 8 * 96 - T * (256 + 128 + 32)) * 2)
+
+
+def test_quantized_layers_keep_their_gemm_inputs_quantized() -> None:
+    """Transformer Engine under FP8 keeps the norms' outputs and the activation's output as the 1-byte
+    column-wise copy its wgrad GEMM reads, and the projection a 1-byte copy of the attention output: by
+    hand, one dense SwiGLU layer, T = 2048, h = 1024, ffn 4096, 8 heads of 128, tp 1."""
+    m = _gpt(layers=2, hidden=1024, heads=8, ffn_hidden=4096, activation="swiglu")
+    T, h, f = 2048, 1024, 4096
+    bf16 = M.activation_bytes_per_layer(m, 1, T)
+    fp8 = M.activation_bytes_per_layer(m, 1, T, gemm_in_bytes=1.0)
+    # norm outputs 2 T h and the SwiGLU output T f go from 2 bytes to 1; the projection adds T h at 1 byte
+    assert bf16 - fp8 == pytest.approx(2 * T * h + T * f - T * h)
+    mx = M.activation_bytes_per_layer(m, 1, T, gemm_in_bytes=1.0 + 1.0 / 32)  # MXFP8: a scale per 32
+    assert fp8 < mx < bf16
+    # selective recompute of the norms frees their quantized outputs
+    sel = M.activation_bytes_per_layer(m, 1, T, recompute="selective", gemm_in_bytes=1.0)
+    ln = M.activation_bytes_per_layer(
+        m, 1, T, recompute="selective", modules=("core_attn", "layernorm"), gemm_in_bytes=1.0
+    )
+    assert sel - ln == pytest.approx(2 * T * h)

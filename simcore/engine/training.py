@@ -1879,11 +1879,14 @@ def layer_kind_activation_bytes(
     recompute = np.asarray(lay.recompute)
     act = 2.0 if training.precision != "fp32" else 4.0
     resid = 4.0 if param_dtype == "fp32" and training.precision != "fp32" else act
+    q = P.recipe(training.precision)
+    gemm_in = q.stored_bytes(q.block) if q.quantized else None  # the quantized GEMM inputs kept
+    modules = tuple(training.recompute_modules)
     return {
         kind: sum(
             np.where(recompute == rec, 1.0, 0.0)
             * M.activation_bytes_per_layer(
-                model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled, tuple(training.recompute_modules)
+                model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled, modules, gemm_in
             )
             for rec in ("none", "selective", "full")
         )
