@@ -56,6 +56,7 @@ def state_bytes(
     param_dtype: str = "bf16",
     device: Device | None = None,
     grads_fp32: bool | None = None,
+    moments_bf16: bool = False,
 ) -> StateBytes:
     """Per-parameter bytes of weights, gradients and optimizer state.
 
@@ -66,12 +67,13 @@ def state_bytes(
     (``training.grad_reduce_in_fp32``; ``None``: when ``master_weights``), else in bf16.
     FP8/FP4 recipes keep their quantized weight copies beside the bf16 weights
     (:meth:`simcore.workload.precision.Recipe.weight_copy_bytes` on ``device``; none given: two copies,
-    Hopper's data and transpose).
+    Hopper's data and transpose). ``moments_bf16``: the moments in bf16 beside the fp32 master copy
+    (``training.optimizer_moments_dtype``; Megatron's precision-aware optimizer).
     """
     moments = 8.0 if optimizer == "adamw" else 4.0  # SGD with momentum
     if param_dtype == "fp32" or precision == "fp32":
         return StateBytes(4.0, 4.0, moments)
-    if not master_weights:
+    if not master_weights or moments_bf16:
         moments /= 2.0
     w = 2.0 + recipe(precision).weight_copy_bytes(device)
     master = 4.0 if master_weights else 0.0

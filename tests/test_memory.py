@@ -139,3 +139,11 @@ def test_quantized_layers_keep_their_gemm_inputs_quantized() -> None:
         m, 1, T, recompute="selective", modules=("core_attn", "layernorm"), gemm_in_bytes=1.0
     )
     assert sel - ln == pytest.approx(2 * T * h)
+
+
+def test_bf16_moments_halve_the_moments_not_the_master_copy() -> None:
+    """Megatron's precision-aware optimizer with bf16 ``exp_avg`` / ``exp_avg_sq``: AdamW's moments 4 bytes
+    instead of 8 beside the fp32 master (4): 8 bytes of optimizer state per parameter instead of 12."""
+    assert M.state_bytes("bf16", "adamw", True).optimizer == 12.0
+    assert M.state_bytes("bf16", "adamw", True, moments_bf16=True).optimizer == 8.0
+    assert M.state_bytes("bf16", "sgd", True, moments_bf16=True).optimizer == 6.0

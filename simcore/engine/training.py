@@ -1340,6 +1340,8 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
             training.optimizer_impl == "fused",
             training.master_weights and s.param_dtype != "fp32",
             s.param_dtype,
+            s.sb.grads,
+            2.0 if training.optimizer_moments_dtype == "bf16" else 4.0,
         ),
         pricer.launch_s,
         pricer.prof.launch_mode,
@@ -1854,6 +1856,7 @@ def layout_state_bytes(training: TrainingSpec, lay: TrainingLayout, param_dtype:
         param_dtype,
         device,
         training.grad_reduce_in_fp32,
+        training.optimizer_moments_dtype == "bf16",
     )
     if lay.megatron_fsdp:
         sb = replace(sb, grads=4.0 if param_dtype == "fp32" or training.precision == "fp32" else 2.0)

@@ -586,6 +586,13 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             f"bf16 gradient buffers and reduction (grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag} "
             f"{_MBRIDGE_GRAD_REDUCE})"
         )
+    moments_bf16 = mbridge and _norm_name(rec["model"]).startswith("deepseekv3")
+    if moments_bf16:
+        assume.append(
+            "bf16 Adam moments beside fp32 master weights (the DeepSeek-V3 recipe's precision-aware optimizer, "
+            "exp_avg_dtype = exp_avg_sq_dtype = bf16: Megatron-Bridge src/megatron/bridge/recipes/deepseek/"
+            "deepseek_v3.py, v0.2.0 to v0.5.0)"
+        )
     runtime: dict[str, Any] = {}
     if mbridge_moe:
         recipe = mbridge_moe_recipe(release_of(rec["source"]), rec["model"], rec["gpu"], precision, ep, gb)
@@ -622,6 +629,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             **({"activation_offload_layers": offload} if megatron_fsdp else {}),
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
             **({"grad_reduce_in_fp32": False} if mbridge else {}),
+            **({"optimizer_moments_dtype": "bf16"} if moments_bf16 else {}),
         },
         "parallel": {
             "tp": tp,

@@ -91,3 +91,11 @@ def test_the_distributed_optimizer_shards_dense_state_over_dp_cp_and_experts_ove
     sc = {**sc, "cluster": {**sc["cluster"], "gpus": 8}, "parallel": {**sc["parallel"], "cp": 2}}
     two = predict(scenario_from_dict(sc)).memory_breakdown["optimizer"]
     assert two == pytest.approx(one / 2)
+
+
+def test_bf16_moments_in_a_scenario() -> None:
+    fp32 = _scenario(8, 1, 1, False)
+    bf16 = {**fp32, "training": {**fp32["training"], "optimizer_moments_dtype": "bf16"}}
+    a, b = predict(scenario_from_dict(fp32)), predict(scenario_from_dict(bf16))
+    assert b.memory_breakdown["optimizer"] == pytest.approx(a.memory_breakdown["optimizer"] * 8 / 12)
+    assert b.breakdown["optimizer"] <= a.breakdown["optimizer"]  # (this small update is launch-bound)

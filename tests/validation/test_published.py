@@ -357,3 +357,11 @@ def test_mbridge_fsdp_rows_run_megatron_fsdp_with_their_recipes_offload() -> Non
         assert sc["training"]["activation_offload_layers"] == n
     h100 = by[("LLAMA3_70B", "hgx-h100")].scenario
     assert "megatron_fsdp" not in h100["parallel"] and "activation_offload_layers" not in h100["training"]
+
+
+def test_deepseek_v3_rows_keep_bf16_moments_as_their_recipe() -> None:
+    """Megatron-Bridge's DeepSeek-V3 recipe runs the precision-aware optimizer with bf16 moments; the other
+    models' recipes keep fp32 moments."""
+    for r in P.load_published(P.DATA_DIR / "published_training_2025.csv"):
+        want = "bf16" if r.model == "DeepSeekV3" else None
+        assert r.scenario["training"].get("optimizer_moments_dtype") == want, r.index
