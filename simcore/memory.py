@@ -127,7 +127,7 @@ def activation_bytes_per_layer(
     GEMM inputs); ``mla_up_proj`` MLA's up-projected queries, keys and values (the latents
     ``q_lora_rank + kv_lora_rank + qk_rope_head_dim`` per token stay); ``moe_act`` the routed experts'
     activation output; ``shared_experts`` the shared experts' tensors; ``moe`` a whole MoE block's, ``mlp``
-    a dense MLP's (docs/parallelism.md, section 9, "What recompute modules save").
+    a dense MLP's (docs/parallelism.md, section 9, "The Megatron-Bridge rows' memory, term by term").
 
     ``gemm_in_bytes``: bytes per element of a GEMM input a quantized layer keeps for its weight gradient
     (``None``: not quantized, the ``act_bytes`` tensor itself). Transformer Engine's ``Linear`` /
