@@ -56,6 +56,7 @@ def state_bytes(
     param_dtype: str = "bf16",
     device: Device | None = None,
     grads_fp32: bool | None = None,
+    moments_bf16: bool = False,
 ) -> StateBytes:
     """Per-parameter bytes of weights, gradients and optimizer state.
 
@@ -66,12 +67,13 @@ def state_bytes(
     (``training.grad_reduce_in_fp32``; ``None``: when ``master_weights``), else in bf16.
     FP8/FP4 recipes keep their quantized weight copies beside the bf16 weights
     (:meth:`simcore.workload.precision.Recipe.weight_copy_bytes` on ``device``; none given: two copies,
-    Hopper's data and transpose).
+    Hopper's data and transpose). ``moments_bf16``: the moments in bf16 beside the fp32 master copy
+    (``training.optimizer_moments_dtype``; Megatron's precision-aware optimizer).
     """
     moments = 8.0 if optimizer == "adamw" else 4.0  # SGD with momentum
     if param_dtype == "fp32" or precision == "fp32":
         return StateBytes(4.0, 4.0, moments)
-    if not master_weights:
+    if not master_weights or moments_bf16:
         moments /= 2.0
     w = 2.0 + recipe(precision).weight_copy_bytes(device)
     master = 4.0 if master_weights else 0.0
@@ -103,6 +105,8 @@ def activation_bytes_per_layer(
     moe_layer: LayerKind = False,
     residual_bytes: float | None = None,
     compiled: bool = False,
+    modules: tuple[str, ...] = (),
+    gemm_in_bytes: float | None = None,
 ) -> Num:
     """Bytes one layer keeps for backward, per micro-batch, on one rank. ``moe_layer``: the layer's kind
     (:data:`~simcore.workload.ssm.LayerKind`): a transformer layer with an MoE block (``True``) or a dense
@@ -113,7 +117,25 @@ def activation_bytes_per_layer(
     weights), which the two norms keep as their inputs; default ``act_bytes``.
     ``compiled``: torch.compile's partitioner saves the norms' inputs but recomputes their
     normalised outputs in backward, and saves the first MLP GEMM's output(s) but recomputes the
-    activation function's result (GELU: 1 instead of 2 tensors of the MLP width; SwiGLU: 2 instead of 3)."""
+    activation function's result (GELU: 1 instead of 2 tensors of the MLP width; SwiGLU: 2 instead of 3).
+
+    ``modules``: under ``selective``, the modules it re-runs (``training.recompute_modules``; empty:
+    ``core_attn``). Megatron-Core's ``CheckpointWithoutOutput`` frees each one's output after its consumer's
+    forward and rebuilds it before the backward (``megatron/core/transformer/transformer_layer.py``,
+    ``multi_latent_attention.py``, ``moe/experts.py``), so the layer keeps only the module's input:
+    ``core_attn`` drops the softmax statistics; ``layernorm`` the two norms' outputs (the QKV and MLP-in
+    GEMM inputs); ``mla_up_proj`` MLA's up-projected queries, keys and values (the latents
+    ``q_lora_rank + kv_lora_rank + qk_rope_head_dim`` per token stay); ``moe_act`` the routed experts'
+    activation output; ``shared_experts`` the shared experts' tensors; ``moe`` a whole MoE block's, ``mlp``
+    a dense MLP's (docs/parallelism.md, section 9, "The Megatron-Bridge rows' memory, term by term").
+
+    ``gemm_in_bytes``: bytes per element of a GEMM input a quantized layer keeps for its weight gradient
+    (``None``: not quantized, the ``act_bytes`` tensor itself). Transformer Engine's ``Linear`` /
+    ``LayerNormLinear`` / ``GroupedLinear`` under an FP8 or FP4 recipe save the quantized input, its
+    column-wise copy only (``update_usage(rowwise_usage=False)`` before ``save_for_backward``), not the
+    bf16 one: the norms' outputs (QKV and MLP-in inputs) and the activation's output (the second MLP
+    GEMM's input) are kept at this size, and the output projection keeps a quantized copy of the
+    attention output beside the bf16 one the attention kernel keeps (docs/parallelism.md, section 6)."""
     s = layer_shape(m)
     tokens = micro_batch * seq / cp
     sp_div = np.where(np.asarray(sp, dtype=bool), tp, 1)
@@ -123,14 +145,21 @@ def activation_bytes_per_layer(
         return tokens * h * rb / sp_div
     if moe_layer == "M":
         return mamba_activation_elements(m, tokens, tp, sp) * act_bytes
+    rc = set(modules or ("core_attn",)) if recompute == "selective" else set()
     # 2 norm inputs (residual dtype) + QKV input + MLP-in input, in activation-element units
-    # (compiled: the norm outputs are recomputed from the saved inputs)
-    outside = (2.0 * rb / act_bytes + (0.0 if compiled else 2.0)) * tokens * h / sp_div
-    per_f = (2.0 if s.gated else 1.0) if compiled else (3.0 if s.gated else 2.0)
+    # (compiled or recomputed norms: the norm outputs are rebuilt from the saved inputs)
+    g = 1.0 if gemm_in_bytes is None else gemm_in_bytes / act_bytes  # a saved GEMM input, in act elements
+    norm_out = 0.0 if compiled or "layernorm" in rc else 2.0 * g
+    outside = (2.0 * rb / act_bytes + norm_out) * tokens * h / sp_div
+    # the first MLP GEMM's output(s) and the activation's output (the second GEMM's saved input)
+    per_f = (2.0 if s.gated else 1.0) if compiled else (2.0 if s.gated else 1.0) + g
     qkv = tokens * (s.heads + 2 * s.kv_heads) * s.head_dim / tp
+    if m.mla is not None and "mla_up_proj" in rc:
+        qkv = tokens * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
     attn_out = tokens * s.heads * s.v_head_dim / tp
+    attn_out = attn_out * (1.0 if gemm_in_bytes is None else 1.0 + g)  # + the projection's quantized copy
     lse = tokens * s.heads / tp * 2.0  # fp32 softmax statistics, in bf16-element units
-    if recompute == "selective":
+    if "core_attn" in rc:
         lse = 0.0
     if isinstance(moe_layer, str):
         # one block of a hybrid: one norm input and one GEMM input outside the TP region
@@ -142,11 +171,15 @@ def activation_bytes_per_layer(
         f = m.moe.expert_ffn_hidden
         routed = tokens * m.moe.top_k * m.moe.imbalance
         shared_f = m.moe.shared_experts * f
-        mlp = (routed * f + tokens * shared_f) / tp * per_f
+        routed_f = per_f - (g if "moe_act" in rc and not compiled else 0.0)
+        shared = 0.0 if "shared_experts" in rc else tokens * shared_f * per_f
+        mlp = (routed * f * routed_f + shared) / tp
         mlp = mlp + 2.0 * routed * h  # permuted tokens (dispatch and expert input)
         mlp = mlp + tokens * m.moe.experts / tp * 2.0  # router probabilities (fp32)
+        if "moe" in rc:
+            mlp = 0.0 * mlp
     else:
-        mlp = tokens * s.ffn_hidden / tp * per_f
+        mlp = 0.0 if "mlp" in rc else tokens * s.ffn_hidden / tp * per_f
     return (outside + qkv + attn_out + lse + mlp) * act_bytes
 
 

@@ -578,6 +578,7 @@ _OPT_BYTES: dict[tuple[str, str], float] = {
     ("sgd", "bf16"): 10.0,
 }
 _OPT_FLOPS = {"adamw": 16.0, "sgd": 4.0}
+_OPT_MOMENTS = {"adamw": 2.0, "sgd": 1.0}
 
 
 def optimizer_step(
@@ -588,6 +589,8 @@ def optimizer_step(
     fused: bool = True,
     master_weights: bool = True,
     param_dtype: str = "fp32",
+    grad_bytes: float = 4.0,
+    moment_bytes: float = 4.0,
 ) -> OpCost:
     """One optimizer update over ``params`` parameters on this GPU (seconds, FLOP, bytes).
 
@@ -595,7 +598,9 @@ def optimizer_step(
     copy, else on parameters of ``param_dtype`` (``bf16``: moments in bf16 too, as PyTorch keeps
     them); unfused implementations make more passes, a factor fitted in the profile
     (``optimizer.<name>_unfused.traffic``); 16-bit parameters use ``optimizer.<name>_bf16`` where the
-    profile measured it.
+    profile measured it. With a master copy, ``grad_bytes`` and ``moment_bytes`` are the bytes per element
+    of the gradients it reads (bf16 under Megatron's ``grad_reduce_in_fp32: false``) and of each moment it
+    reads and writes (bf16 under the precision-aware optimizer); the table's entry counts 4 and 4.
     """
     if optimizer not in _OPT_FLOPS:
         raise SimcoreError(f"unknown optimizer {optimizer!r}; known: adamw, sgd", field="optimizer")
@@ -609,6 +614,8 @@ def optimizer_step(
         raise SimcoreError(f"calibration profile has no optimizer parameters for {key}")
     p = np.asarray(params, dtype=np.float64)
     nbytes = p * _OPT_BYTES[(optimizer, kind)]
+    if kind == "master":
+        nbytes = nbytes - p * ((4.0 - grad_bytes) + 2.0 * _OPT_MOMENTS[optimizer] * (4.0 - moment_bytes))
     flops = p * _OPT_FLOPS[optimizer]
     r = K.memory_time(_hw(dev, "fp32"), prof.memory, nbytes * op.traffic, flops, 1.0, op.t0)
     return _cost(r.time, flops, nbytes, r.compute, r.memory)

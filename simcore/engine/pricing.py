@@ -251,19 +251,28 @@ class Pricer:
         return hit
 
     def optimizer_time(
-        self, params: Num, optimizer: str, fused: bool, master_weights: bool, param_dtype: str
+        self,
+        params: Num,
+        optimizer: str,
+        fused: bool,
+        master_weights: bool,
+        param_dtype: str,
+        grad_bytes: float = 4.0,
+        moment_bytes: float = 4.0,
     ) -> Num:
         """Seconds of one optimizer update over ``params`` parameters per GPU
         (:func:`simcore.compute.ops.optimizer_step`); for one layout a pure function of the device, the
         profile and these arguments, kept across calls like :meth:`times`."""
         pins = (self.cluster.device, self.prof)
         p = _plain(params)
-        key = None if p is None else ("optimizer", p, optimizer, fused, master_weights, param_dtype)
+        key = (
+            None
+            if p is None
+            else ("optimizer", p, optimizer, fused, master_weights, param_dtype, grad_bytes, moment_bytes)
+        )
         if key is not None and (hit := _GROUP_MEMO.get(pins, key)) is not None:
             return hit
-        t = C.optimizer_step(
-            self.cluster.device, self.prof, params, optimizer, fused, master_weights, param_dtype
-        ).time_s
+        t = C.optimizer_step(*pins, params, optimizer, fused, master_weights, param_dtype, grad_bytes, moment_bytes).time_s
         return t if key is None else _GROUP_MEMO.put(pins, key, t)
 
     def times(self, ops: list[Op]) -> tuple[list[Num], list[Num]]:

@@ -1053,6 +1053,15 @@ def _rank_params(s: _Step) -> _RankParams:
     return _RankParams(dense, experts, embed, dense + experts + embed)
 
 
+def _optimizer_params(s: _Step, params: _RankParams) -> Num:
+    """Parameters whose optimizer state the rank holds and updates: all it holds, or under ZeRO >= 1 its
+    shard of them, the dense ones over ``dp x cp`` and the routed experts over their data-parallel group
+    (:func:`sharding_groups`)."""
+    group, expert_group = sharding_groups(s.lay)
+    sharded = (params.total - params.experts) / group + params.experts / expert_group
+    return np.where(s.zero >= 1, sharded, params.total)
+
+
 def _bucketed(comm: Num, window: Num, buckets: Num, overlap: Num) -> Num:
     """Exposed seconds of a bucketed collective overlapped with ``window`` seconds of compute: the
     last bucket always shows, ``max(comm / buckets, comm - window (1 - 1/buckets))``."""
@@ -1313,7 +1322,7 @@ class _Optimizer:
 
 
 def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: Num) -> _Optimizer:
-    """The optimizer step on each rank's share of the parameters (``/ dp`` under ZeRO >= 1).
+    """The optimizer step on each rank's share of the parameters (:func:`_optimizer_params`).
 
     fp16 trains with dynamic loss scaling (PyTorch's GradScaler, Megatron's): one more pass over the
     gradients unscales them and checks for inf/NaN; for a foreach (or for-loop) optimizer the host reads
@@ -1321,7 +1330,7 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
     update's host time is exposed. A fused optimizer takes the flag on the GPU: no wait (see
     docs/compute.md, host model)."""
     training, pricer, zero, dp = s.training, s.pricer, s.zero, s.dp
-    opt_params = params.total / np.where(zero >= 1, dp, 1.0)
+    opt_params = _optimizer_params(s, params)
     # CPU optimizer offload: the GPU updates the rest while the host's share runs beside it (docs/parallelism.md, Offload)
     off = _optimizer_offload(s, opt_params)
     opt = C.with_launch(
@@ -1331,6 +1340,8 @@ def _optimizer(s: _Step, params: _RankParams, ht: _HostTables | None, host_lag: 
             training.optimizer_impl == "fused",
             training.master_weights and s.param_dtype != "fp32",
             s.param_dtype,
+            s.sb.grads,
+            2.0 if training.optimizer_moments_dtype == "bf16" else 4.0,
         ),
         pricer.launch_s,
         pricer.prof.launch_mode,
@@ -1520,6 +1531,7 @@ def _step_memory(s: _Step, params: _RankParams) -> dict[str, Num]:
         s.param_dtype,
         s.compiled,
         s.cluster.device,
+        params.experts,
     )
     if s.param_dtype == "fp32":
         mask = (s.dp > 1) & s.zero0 & ~s.single_proc
@@ -1682,7 +1694,7 @@ def _offload_extra(s: _Step, params: _RankParams, act_offload: Num) -> dict[str,
     if s.training.activation_offload_layers:
         out["activation_offload_s"] = act_offload
     if s.training.optimizer_offload_fraction > 0:
-        opt_params = params.total / np.where(s.zero >= 1, s.dp, 1.0)
+        opt_params = _optimizer_params(s, params)
         for k, v in zip(("s", "d2h_s", "cpu_s", "h2d_s"), _optimizer_offload(s, opt_params), strict=True):
             out[f"optimizer_offload_{k}"] = v
     return out
@@ -1698,6 +1710,7 @@ def training_memory(
     param_dtype: str = "bf16",
     compiled: bool = False,
     device: Any = None,
+    expert_params_rank: Num = 0.0,
 ) -> dict[str, Num]:
     """Peak bytes per GPU on the busiest stage, by part: the first and the last rank, each with its
     layers' activations times its micro-batches in flight (a hybrid's rank: its own slice of the pattern,
@@ -1710,7 +1723,12 @@ def training_memory(
     sp = _a(lay.sp, bool)
     recompute = np.asarray(lay.recompute)
     sb = layout_state_bytes(training, lay, param_dtype, device)
-    w, g, o = M.training_state_bytes(params_rank, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
+    # ZeRO shards over the ranks that reduce the same gradients (:func:`sharding_groups`)
+    group, expert_group = sharding_groups(lay)
+    zero, fsdp = _a(lay.zero, int), _a(lay.fsdp, bool)
+    w, g, o = M.training_state_bytes(params_rank - expert_params_rank, sb, group, zero, fsdp)
+    we, ge, oe = M.training_state_bytes(expert_params_rank, sb, expert_group, zero, fsdp)
+    w, g, o = w + we, g + ge, o + oe
     # DualPipe keeps two copies of the parameters (one per direction; DeepSeek-V3 report, 3.2.1)
     w = w * np.where(np.asarray(lay.schedule) == "dualpipe", 2.0, 1.0)
     act = 2.0 if training.precision != "fp32" else 4.0
@@ -1812,6 +1830,21 @@ def training_memory(
     return out
 
 
+def sharding_groups(lay: TrainingLayout) -> tuple[Num, Num]:
+    """Ranks the ZeRO / distributed-optimizer / FSDP state is sharded over: ``(dense, expert)``.
+
+    The dense parameters' gradients are reduced over the data-parallel ranks of every context-parallel rank
+    (CP ranks hold the same weights), so Megatron-Core's distributed optimizer shards them over ``dp x cp``
+    (``megatron/core/optimizer/__init__.py get_megatron_optimizer``: the dense optimizer on
+    ``get_data_parallel_group(with_context_parallel=True)``; torchtitan's FSDP shards over its ``dp_shard_cp``
+    mesh alike), and the routed experts over the expert-data-parallel group, the ``tp cp dp / (ep etp)``
+    ranks holding the same experts (the MoE optimizer on ``get_expert_data_parallel_group()``;
+    docs/parallelism.md, section 6)."""
+    tp, dp, cp, ep = (_a(x) for x in (lay.tp, lay.dp, lay.cp, lay.ep))
+    etp = tp if lay.etp is None else _a(lay.etp)
+    return dp * cp, np.maximum(tp * cp * dp / (ep * etp), 1.0)
+
+
 def layout_state_bytes(training: TrainingSpec, lay: TrainingLayout, param_dtype: str, device: Any) -> M.StateBytes:
     """Bytes per parameter of the training state (:func:`simcore.memory.state_bytes`); under Megatron-FSDP
     the main gradients take the weights' dtype (``megatron_fsdp_main_grads_dtype: auto``, Megatron-LM's
@@ -1823,6 +1856,7 @@ def layout_state_bytes(training: TrainingSpec, lay: TrainingLayout, param_dtype:
         param_dtype,
         device,
         training.grad_reduce_in_fp32,
+        training.optimizer_moments_dtype == "bf16",
     )
     if lay.megatron_fsdp:
         sb = replace(sb, grads=4.0 if param_dtype == "fp32" or training.precision == "fp32" else 2.0)
@@ -1848,10 +1882,15 @@ def layer_kind_activation_bytes(
     recompute = np.asarray(lay.recompute)
     act = 2.0 if training.precision != "fp32" else 4.0
     resid = 4.0 if param_dtype == "fp32" and training.precision != "fp32" else act
+    q = P.recipe(training.precision)
+    gemm_in = q.stored_bytes(q.block) if q.quantized else None  # the quantized GEMM inputs kept
+    modules = tuple(training.recompute_modules)
     return {
         kind: sum(
             np.where(recompute == rec, 1.0, 0.0)
-            * M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled)
+            * M.activation_bytes_per_layer(
+                model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled, modules, gemm_in
+            )
             for rec in ("none", "selective", "full")
         )
         for kind, _n in layer_kinds(model)

@@ -265,6 +265,12 @@ class TrainingSpec(Spec):
     exactly when the optimizer keeps an fp32 master copy (``master_weights``). Default: the stack's
     (megatron: true, as Megatron-Bridge's pre-training recipes set it; its performance recipes set false;
     docs/stacks.md). fp32 weights always have fp32 gradients."""
+    optimizer_moments_dtype: Literal["fp32", "bf16"] | None = None
+    """Dtype of the optimizer's moments (Adam's ``exp_avg`` / ``exp_avg_sq``, SGD's momentum) beside an fp32
+    master copy: ``bf16`` is Megatron-Core's precision-aware optimizer with ``exp_avg_dtype`` and
+    ``exp_avg_sq_dtype`` bf16 (Megatron-Bridge's DeepSeek-V3 recipes), 4 bytes per parameter instead of 8 for
+    AdamW, in memory and in the update's traffic. ``None``: fp32 with a master copy, else the weights' dtype
+    (PyTorch's optimizers on bf16 parameters)."""
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: list[
         Literal["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]

@@ -273,9 +273,32 @@ The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_c
 _MBRIDGE_HYBRID = "NVIDIA-NeMo/Megatron-Bridge scripts/performance perf_recipes/nemotronh"
 _MBRIDGE_HYBRID_RECOMPUTE: dict[str, tuple[str, ...]] = {"H100": ("layernorm",)}
 """Selective-recompute modules of the hybrid (Nemotron-H / Nemotron 3) performance recipes by GPU: the
-H100 recipe recomputes the norms, the Blackwell ones nothing (:data:`_MBRIDGE_HYBRID`). The same recipes
-reduce gradients in bf16 (``_benchmark_common``, ``nemotronh/common.py``: ``grad_reduce_in_fp32 = False``)."""
+H100 recipe recomputes the norms, the Blackwell ones nothing (:data:`_MBRIDGE_HYBRID`)."""
 
+_MBRIDGE_GRAD_REDUCE = "scripts/performance/configs/*/*_llm_pretrain.py, set_*_common_configs"
+"""Where every Megatron-Bridge performance recipe of the tables' releases (tags v0.2.0 to v0.5.0, every
+model: Llama 3 / 3.1, DeepSeek-V3, GPT-OSS, Qwen3, Kimi-K2, Nemotron-H / Nemotron 3) sets
+``cfg.mixed_precision.grad_reduce_in_fp32 = False`` and ``cfg.ddp.grad_reduce_in_fp32 = False``: bf16
+``main_grad`` buffers and a bf16 gradient reduce-scatter, unlike the pre-training recipes' fp32
+(``recipes/common.py``, the megatron stack's default; v0.6.0's ``perf_recipes/_common.py
+_benchmark_common`` keeps the rule). docs/parallelism.md, "Gradient reduction dtype"."""
+
+
+_MBRIDGE_FSDP_OFFLOAD: dict[tuple[str, str, str], int] = {
+    ("llama370b", "GB300", "bf16"): 30,
+    ("llama370b", "GB300", "fp8_current"): 20,
+    ("llama370b", "GB200", "bf16"): 20,
+    ("llama370b", "GB200", "fp8_current"): 40,
+    ("llama370b", "B200", "fp8_current"): 5,
+    ("llama31405b", "GB300", "bf16"): 40,
+    ("llama31405b", "GB300", "fp8_current"): 10,
+    ("llama31405b", "GB200", "fp8_current"): 92,
+}
+"""Layers whose activations the Megatron-FSDP dense performance recipes offload to the host, by (model, GPU,
+precision): ``use_megatron_fsdp=True`` with ``cpu_offloading_num_layers`` in ``LLAMA3_70B_*`` and
+``LLAMA31_405B_*`` of ``scripts/performance/configs/llama{3,31,}/*workload_base_configs.py`` (the same
+values at every tag v0.2.0 to v0.5.0; ``set_megatron_fsdp_overrides`` in ``utils/helpers.py`` sets
+``data_parallel_sharding_strategy = "optim_grads_params"``)."""
 
 MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
 """The MoE dispatcher and A2A overlap of each Megatron-Bridge release's performance recipes, per model, GPU
@@ -467,8 +490,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     schedule = "interleaved" if vp > 1 else "1f1b"
 
     rc = rec.get("recompute", "").lower()
-    mbridge_moe = family == "mcore" and src.startswith("MBridge") and "moe" in arch
-    mbridge_hybrid = family == "mcore" and src.startswith("MBridge") and "hybrid_pattern" in arch
+    mbridge = family == "mcore" and src.startswith("MBridge")
+    mbridge_moe = mbridge and "moe" in arch
+    mbridge_hybrid = mbridge and "hybrid_pattern" in arch
     recompute_modules = (
         _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
         if mbridge_hybrid
@@ -482,7 +506,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     elif mbridge_hybrid:
         recompute = "selective" if recompute_modules else "none"
         what = f"selective recompute of {', '.join(recompute_modules)}" if recompute_modules else "no recompute"
-        assume.append(f"{what} and bf16 gradient reduction ({_MBRIDGE_HYBRID}: the {rec['gpu']} recipe)")
+        assume.append(f"{what} ({_MBRIDGE_HYBRID}: the {rec['gpu']} recipe)")
     elif mbridge_moe and recompute_modules:
         recompute = "selective"
         assume.append(
@@ -527,8 +551,17 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "== 'nvfp4')"
         )
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
+    offload = _MBRIDGE_FSDP_OFFLOAD.get((_norm_name(rec["model"]), rec["gpu"], precision), 0) if mbridge else 0
+    megatron_fsdp = fsdp and mbridge and offload > 0 and pp == 1
+    if megatron_fsdp:
+        fsdp = False
+        assume.append(
+            f"Megatron-FSDP (optim_grads_params) offloading {offload} layers' activations to the host (the "
+            f"{rec['gpu']} recipe's use_megatron_fsdp and cpu_offloading_num_layers: NVIDIA-NeMo/Megatron-Bridge "
+            "scripts/performance/configs/llama*/*workload_base_configs.py, v0.2.0 to v0.5.0)"
+        )
     folding: dict[str, Any] = {"zero3_gather": "per_tensor"} if deepspeed_2021 else {}
-    if family == "mcore" and src.startswith("MBridge"):
+    if mbridge:
         if "moe" in arch:
             # Megatron-Bridge's MoE recipes set expert_tensor_parallel_size = 1 (parallel folding)
             folding["etp"] = 1
@@ -556,6 +589,19 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
                 "embedding and loss counted as pipeline layers (Megatron-Bridge Llama 3.1 405B recipe)"
             )
 
+    if mbridge:
+        tag = _MBRIDGE_TAG.get(release_of(rec["source"]).removeprefix("Megatron-Bridge "), "")
+        assume.append(
+            f"bf16 gradient buffers and reduction (grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag} "
+            f"{_MBRIDGE_GRAD_REDUCE})"
+        )
+    moments_bf16 = mbridge and _norm_name(rec["model"]).startswith("deepseekv3")
+    if moments_bf16:
+        assume.append(
+            "bf16 Adam moments beside fp32 master weights (the DeepSeek-V3 recipe's precision-aware optimizer, "
+            "exp_avg_dtype = exp_avg_sq_dtype = bf16: Megatron-Bridge src/megatron/bridge/recipes/deepseek/"
+            "deepseek_v3.py, v0.2.0 to v0.5.0)"
+        )
     runtime: dict[str, Any] = {}
     if mbridge_moe:
         recipe = mbridge_moe_recipe(release_of(rec["source"]), rec["model"], rec["gpu"], precision, ep, gb)
@@ -589,8 +635,10 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "precision": precision,
             "optimizer": "adamw",
             "recompute": recompute,
+            **({"activation_offload_layers": offload} if megatron_fsdp else {}),
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
-            **({"grad_reduce_in_fp32": False} if mbridge_hybrid else {}),
+            **({"grad_reduce_in_fp32": False} if mbridge else {}),
+            **({"optimizer_moments_dtype": "bf16"} if moments_bf16 else {}),
         },
         "parallel": {
             "tp": tp,
@@ -600,8 +648,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "vp": vp,
             "schedule": schedule,
             "sequence_parallel": sp,
-            "zero": 3 if fsdp else zero,
+            "zero": 3 if fsdp or megatron_fsdp else zero,
             "fsdp": fsdp,
+            **({"megatron_fsdp": True} if megatron_fsdp else {}),
             "ep": ep,
             "dp_overlap": dp_overlap,
             "tp_overlap": tp_overlap,

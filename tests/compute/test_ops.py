@@ -633,3 +633,13 @@ def test_paged_decode_attention_monotone_and_never_slower_than_fa2(b: int, kv: i
     assert t(kv, "paged") <= t(kv + more, "paged")
     assert t(kv, "paged") <= t(kv, "flash") * 1.0001
     assert t(kv, "paged", seq=16) == t(kv, "flash", seq=16)
+
+
+def test_optimizer_update_reads_the_gradients_and_moments_as_kept() -> None:
+    """AdamW with an fp32 master copy moves 30 bytes per parameter (master r/w 8, fp32 gradient 4, two fp32
+    moments r/w 16, bf16 copy 2); bf16 gradients 28; bf16 moments too 20 (hand-counted)."""
+    base = ops.optimizer_step(H200, PROF, 1e9, "adamw", True, True, "bf16")
+    g = ops.optimizer_step(H200, PROF, 1e9, "adamw", True, True, "bf16", grad_bytes=2.0)
+    gm = ops.optimizer_step(H200, PROF, 1e9, "adamw", True, True, "bf16", grad_bytes=2.0, moment_bytes=2.0)
+    assert (base.bytes, g.bytes, gm.bytes) == (30e9, 28e9, 20e9)
+    assert gm.time_s < g.time_s < base.time_s

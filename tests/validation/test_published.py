@@ -342,3 +342,39 @@ def test_deepseek_rows_take_the_recipe_pipeline_layout() -> None:
     ds = next(r for r in rows if r.model == "DeepSeekV3" and r.system == "dgx-b200")
     assert ds.scenario["model"]["mtp_layers"] == 1
     assert ds.scenario["parallel"]["pipeline_layers"] == [4] * 15 + [1]
+
+
+def test_mbridge_rows_reduce_gradients_in_bf16_as_their_recipes() -> None:
+    """Every Megatron-Bridge performance recipe of the tables' releases sets ``grad_reduce_in_fp32 = False``
+    (dense, MoE and hybrid alike); each row names its release's tag. The papers' and the Megatron-LM README
+    rows keep the stack's default (fp32)."""
+    for csv_name in ("published_training_2025.csv", "published_training_mbridge.csv"):
+        for r in P.load_published(P.DATA_DIR / csv_name):
+            if not r.scenario:
+                continue
+            assert r.scenario["training"]["grad_reduce_in_fp32"] is False, r.index
+            tag = P._MBRIDGE_TAG[r.release.removeprefix("Megatron-Bridge ")]
+            assert any(f"grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag}" in a for a in r.assumptions)
+    assert all("grad_reduce_in_fp32" not in r.scenario.get("training", {}) for r in P.load_published())
+
+
+def test_mbridge_fsdp_rows_run_megatron_fsdp_with_their_recipes_offload() -> None:
+    """The Llama 3 70B rows the table marks fsdp=1 run the recipes' Megatron-FSDP (optim_grads_params) and
+    offload the recipe's number of layers' activations (GB300 FP8-CS 20 layers, GB200 40)."""
+    rows = P.load_published(P.DATA_DIR / "published_training_2025.csv")
+    by = {(r.model, r.system): r for r in rows if r.model == "LLAMA3_70B"}
+    for system, n in (("gb300-nvl72", 20), ("gb200-nvl72", 40)):
+        sc = by[("LLAMA3_70B", system)].scenario
+        assert sc["parallel"]["megatron_fsdp"] is True and sc["parallel"]["fsdp"] is False
+        assert sc["parallel"]["zero"] == 3
+        assert sc["training"]["activation_offload_layers"] == n
+    h100 = by[("LLAMA3_70B", "hgx-h100")].scenario
+    assert "megatron_fsdp" not in h100["parallel"] and "activation_offload_layers" not in h100["training"]
+
+
+def test_deepseek_v3_rows_keep_bf16_moments_as_their_recipe() -> None:
+    """Megatron-Bridge's DeepSeek-V3 recipe runs the precision-aware optimizer with bf16 moments; the other
+    models' recipes keep fp32 moments."""
+    for r in P.load_published(P.DATA_DIR / "published_training_2025.csv"):
+        want = "bf16" if r.model == "DeepSeekV3" else None
+        assert r.scenario["training"].get("optimizer_moments_dtype") == want, r.index
