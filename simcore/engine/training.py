@@ -1106,14 +1106,14 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     # (the contention of the layout's concurrent data-parallel groups on the fabric: the pricer's "dp" rate)
     ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
     rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
-    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp"))
+    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * s.sb.gathered, "dp"))
     # expert data parallelism: the tp x cp x dp / (ep x etp) ranks that hold the same experts, ep x etp
     # ranks apart (parallel folding; the pricer's "edp" group, across nodes once ep x etp fills a node):
     # their gradients all-reduce (DDP) or reduce-scatter and their parameters all-gather (ZeRO-1/2)
     moe = s.pc.moe_layers > 0
     ar_exp = when(zero0 & moe, lambda: pricer.comm_time("all_reduce", exp_grads, "edp", gdt))
     rs_exp = when(zero12 & moe, lambda: pricer.comm_time("reduce_scatter", exp_grads, "edp", gdt))
-    ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * 2.0, "edp"))
+    ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * s.sb.gathered, "edp"))
     buckets = np.maximum(s.layers_per_rank, 1.0)
     single = s.pp <= 1
     B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
@@ -1823,6 +1823,7 @@ def layout_state_bytes(training: TrainingSpec, lay: TrainingLayout, param_dtype:
         param_dtype,
         device,
         training.grad_reduce_in_fp32,
+        training.fp8_param_gather,
     )
     if lay.megatron_fsdp:
         sb = replace(sb, grads=4.0 if param_dtype == "fp32" or training.precision == "fp32" else 2.0)

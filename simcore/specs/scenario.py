@@ -265,6 +265,12 @@ class TrainingSpec(Spec):
     exactly when the optimizer keeps an fp32 master copy (``master_weights``). Default: the stack's
     (megatron: true, as Megatron-Bridge's pre-training recipes set it; its performance recipes set false;
     docs/stacks.md). fp32 weights always have fp32 gradients."""
+    fp8_param_gather: bool = False
+    """Under a quantized recipe, the weights are kept only as their quantized (FP8) copies, with no bf16
+    copy, and the distributed optimizer's parameter all-gather moves those (Megatron's
+    ``fp8_param_gather``: the model built under Transformer Engine's ``fp8_model_init``; the fp32 master
+    copy stays in the optimizer). Default: the stack's (megatron: true under ``fp8_current`` and ``mxfp8``,
+    as Megatron-Bridge's mixed-precision presets set it; docs/stacks.md). No effect on bf16/fp32."""
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: list[
         Literal["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]
