@@ -1795,6 +1795,10 @@ def training_memory(
         first = w + g + o + acts + working + logits
         # the last stage holds fewer in-flight micro-batches (1F1B: one) but the logits
         last = w + g + o + layers_mem + last_stage_logits + working
+    # multi-token prediction: on the last rank (the only one without pipeline stages)
+    mtp = mtp_memory(model, training, lay, sb, inflight_last, param_dtype, compiled)
+    first = first + np.where(pp <= 1, mtp, 0.0)
+    last = last + mtp
     total = np.maximum(first, np.where(pp > 1, last, 0.0))
     out = {
         "weights": w,
@@ -1804,6 +1808,8 @@ def training_memory(
         "logits": np.where(pp <= 1, logits, last_stage_logits),
         "total": total,
     }
+    if model.mtp_layers:
+        out["mtp"] = mtp
     # what offload keeps in (pinned) host memory per GPU, beside the GPU's total (not in it)
     if np.any(n_off > 0):
         out["host_activations"] = per_layer * n_off * inflight
@@ -1838,11 +1844,17 @@ def offloaded_layers(training: TrainingSpec, pp: Num) -> Num:
 
 
 def layer_kind_activation_bytes(
-    model: ModelSpec, training: TrainingSpec, lay: TrainingLayout, param_dtype: str, compiled: bool
+    model: ModelSpec,
+    training: TrainingSpec,
+    lay: TrainingLayout,
+    param_dtype: str,
+    compiled: bool,
+    extra_kinds: tuple[LayerKind, ...] = (),
 ) -> dict[LayerKind, Num]:
     """Bytes each kind of layer (:func:`simcore.workload.ssm.layer_kinds`: dense or MoE transformer layers, a
     hybrid pattern's symbols) keeps for its backward per micro-batch on a rank, under each layout's
-    recomputation (:func:`simcore.memory.activation_bytes_per_layer`)."""
+    recomputation (:func:`simcore.memory.activation_bytes_per_layer`); ``extra_kinds``: kinds priced beside the
+    model's own (the multi-token-prediction layer's, :func:`mtp_memory`)."""
     tp, cp = _a(lay.tp), _a(lay.cp)
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -1855,8 +1867,56 @@ def layer_kind_activation_bytes(
             * M.activation_bytes_per_layer(model, mb, model.seq_len, tp, cp, sp, rec, act, kind, resid, compiled)
             for rec in ("none", "selective", "full")
         )
-        for kind, _n in layer_kinds(model)
+        for kind in dict.fromkeys([*(k for k, _n in layer_kinds(model)), *extra_kinds])
     }
+
+
+def mtp_memory(
+    model: ModelSpec,
+    training: TrainingSpec,
+    lay: TrainingLayout,
+    sb: M.StateBytes,
+    inflight_last: Num,
+    param_dtype: str = "bf16",
+    compiled: bool = False,
+) -> Num:
+    """Bytes per GPU the multi-token-prediction depths (``model.mtp_layers``) add to the last pipeline rank.
+
+    Each depth's parameters: its two RMSNorms (``2 h``), the ``2h -> h`` projection (``2 h^2``) and one
+    transformer layer (an MoE layer where the model has experts), over TP, the routed experts over
+    ``etp x ep``; with pipeline stages and an untied head, the last rank also keeps an embedding copy for the
+    shifted tokens (Megatron-Core's ``GPTModel`` builds one where ``mtp_process``), except under DualPipe,
+    whose rank holding the last stage holds the first too and shares it (DeepSeek-V3 report sec. 3.2.1). Their weights, gradients
+    and optimizer state take the main model's bytes per parameter and ZeRO sharding
+    (:func:`simcore.memory.training_state_bytes`). Per micro-batch in flight, each depth keeps its layer's
+    activations (:func:`layer_kind_activation_bytes`, under the layout's recomputation), the two norms' and
+    the projection's inputs (``4 T h`` elements, sharded by sequence parallelism) and its loss's fp32
+    softmax (``T V / vocab-TP x 4`` bytes, Megatron's vocab-parallel cross-entropy); the one loss working
+    set at a time is the main head's (:func:`simcore.memory.logits_bytes`). docs/parallelism.md,
+    "Multi-token prediction"."""
+    d = model.mtp_layers
+    if d == 0:
+        return 0.0
+    tp, pp, dp, cp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp))
+    etp = tp if lay.etp is None else _a(lay.etp)
+    vdiv = tp if lay.vocab_parallel else 1.0
+    pc = param_counts(model)
+    h = model.hidden
+    moe = model.moe is not None
+    if moe:
+        layer_tp, experts = pc.attention_per_layer + pc.norms_per_layer + pc.moe_layer_shared, pc.moe_layer_experts
+    else:
+        layer_tp, experts = pc.per_dense_layer, 0
+    own_embedding = (pp > 1) & (pc.lm_head > 0) & (np.asarray(lay.schedule) != "dualpipe")
+    embed = np.where(own_embedding, pc.embedding, 0.0) / vdiv
+    params = d * ((2 * h + 2 * h * h + layer_tp) / tp + experts / etp / _a(lay.ep)) + embed
+    w, g, o = M.training_state_bytes(params, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
+    act = 2.0 if training.precision != "fp32" else 4.0
+    layer = layer_kind_activation_bytes(model, training, lay, param_dtype, compiled, (moe,))[moe]
+    tokens = _a(lay.micro_batch) * model.seq_len / cp
+    sp_div = np.where(_a(lay.sp, bool), tp, 1.0)
+    saved = layer + 4.0 * tokens * h / sp_div * act + tokens * model.vocab / vdiv * 4.0
+    return w + g + o + d * saved * inflight_last
 
 
 def layer_activation_bytes(

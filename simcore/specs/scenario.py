@@ -205,8 +205,10 @@ class ModelSpec(Spec):
     """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
     depth adds, on the last pipeline stage, the embedding of the tokens shifted by it, two RMSNorms, a
     ``2h -> h`` projection, one more transformer layer (an MoE layer in an MoE model), the shared LM
-    head and its cross-entropy loss, forward and backward, every micro-batch (docs/parallelism.md,
-    "Multi-token prediction"). 0: none. Training only: inference runs the main model."""
+    head and its cross-entropy loss, forward and backward, every micro-batch; in memory, that depth's
+    parameters' state and its saved activations and loss softmax on the last rank (with pipeline stages, an
+    embedding copy there too: ``simcore.engine.training.mtp_memory``; docs/parallelism.md, "Multi-token
+    prediction"). 0: none. Training only: inference runs the main model."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:
