@@ -544,7 +544,7 @@ def _cuda_graph_bytes(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp:
         sc.runtime.framework,
         sc.calibration,
         **inference_runtime(sc),
-        ep=dp * tp if dp > 1 else 1,
+        ep=instance_ep(sc, tp, dp),
     )
     outputs = sum(-(-b // dp) for b in sizes) * sc.model.hidden * 2.0  # bf16 hidden states per graph
     return float(np.asarray(ev.memory["activations"])) + outputs
