@@ -111,6 +111,21 @@ SCENARIO_CASES: list[tuple[str, Callable[[Path], dict[str, Any] | str], tuple[st
         ("cluster.fabric.link", "expected infiniband or ethernet"),
     ),
     ("wrong kind", lambda t: scenario(t, kind="trainign"), ("kind",)),
+    (
+        "MoE dispatcher on a dense model",
+        lambda t: scenario(t, runtime__moe_dispatcher="deepep"),
+        ("runtime.moe_dispatcher", "applies to an MoE model", "llama3-8b"),
+    ),
+    (
+        "MoE A2A overlap on an inference scenario",
+        lambda t: scenario(t, kind="inference", model__preset="mixtral-8x7b", runtime__moe_a2a_overlap=True),
+        ("runtime.moe_a2a_overlap", "kind: inference"),
+    ),
+    (
+        "pipeline library without pipeline stages",
+        lambda t: scenario(t, parallel__pipeline_library="own"),
+        ("parallel.pipeline_library", "pp 1"),
+    ),
     ("empty file", lambda t: "", ("file is empty",)),
     ("not a mapping", lambda t: "- a\n- b\n", ("expected a mapping",)),
 ]
