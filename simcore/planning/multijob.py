@@ -167,6 +167,7 @@ def predict_jobs(path: str | os.PathLike[str] | dict[str, Any]) -> MultiJobResul
         "each other job by its duty cycle (the fraction of its step its reductions move bytes), the steps' "
         "phases independent and uniform",
     ]
+    notes += [n for j in jobs for n in j.notes]
     idle = cluster.nodes - sum(len(j.systems) for j in jobs)
     if idle:
         notes.append(f"{idle} of {cluster.nodes} systems idle")
