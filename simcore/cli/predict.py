@@ -235,7 +235,7 @@ def predict_cmd(
         raise SpecError(f"unknown engine {engine!r}; use analytic or des", field="--engine")
     for path in scenarios or ["default"]:
         if multi_job_file(path):
-            _predict_jobs(path, bool(set_), engine, explain, as_json)
+            _predict_jobs(path, set_ or [], engine, explain, as_json)
             continue
         sc = load_scenario(path, set_ or [])
         r = predict(sc, engine=engine)
@@ -261,18 +261,23 @@ def _span(systems: list[int]) -> str:
     return ", ".join(map(str, systems))
 
 
-def _predict_jobs(path: str, overrides: bool, engine: str, explain: bool, as_json: bool) -> None:
+def _predict_jobs(path: str, overrides: list[str], engine: str, explain: bool, as_json: bool) -> None:
     """``simcore predict`` of a multi-job file (a ``jobs`` list): each job's step alone and together on
-    the shared fabric (:func:`simcore.planning.multijob.predict_jobs`)."""
+    the shared fabric (:func:`simcore.planning.multijob.predict_jobs`), with ``--set cluster.*`` and, under
+    ``--explain``, each job's stack defaults."""
     from simcore.planning.multijob import predict_jobs
+    from simcore.specs.multijob import load_multi_job
 
-    for given, flag in ((overrides, "--set"), (engine != "analytic", "--engine"), (explain, "--explain")):
-        if given:
-            raise SpecError(f"{flag} is not taken by a multi-job file (edit the jobs' scenarios)", file=path)
-    r = predict_jobs(path)
+    if engine != "analytic":
+        raise SpecError("--engine is not taken by a multi-job file (edit the jobs' scenarios)", file=path)
+    r = predict_jobs(path, overrides)
+    placed = load_multi_job(path, overrides=overrides)[1] if explain else []
     if as_json:
-        emit_json(r.model_dump())
+        stack = {"stack_defaults": {p.name: _explain(p.scenario) for p in placed}} if explain else {}
+        emit_json({**r.model_dump(), **stack})
         return
+    for p in placed:
+        _explain_table(p.scenario, _explain(p.scenario))
     f = r.fabric
     t = Table(
         title=esc(

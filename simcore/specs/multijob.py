@@ -21,7 +21,7 @@ from simcore.specs.docstrings import field_docstrings
 from simcore.specs.loader import read_yaml, validate
 from simcore.specs.quantities import Int, Spec
 from simcore.specs.registry import Registry, default_registry
-from simcore.specs.resolve import find_scenario, scenario_from_dict
+from simcore.specs.resolve import apply_overrides, find_scenario, scenario_from_dict
 from simcore.specs.scenario import ClusterSpec, Scenario
 
 
@@ -115,16 +115,28 @@ def _place(spec: MultiJobSpec, file: str | None) -> tuple[list[tuple[int, ...]],
 
 
 def load_multi_job(
-    path: str | os.PathLike[str] | dict[str, Any], reg: Registry | None = None
+    path: str | os.PathLike[str] | dict[str, Any],
+    reg: Registry | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
 ) -> tuple[MultiJobSpec, list[PlacedJob]]:
     """Read a multi-job file (or a dict of its fields) and resolve each job's scenario on its systems;
-    bad input raises one :class:`SpecError` naming the file and the field (``jobs[1].scenario...``)."""
+    bad input raises one :class:`SpecError` naming the file and the field (``jobs[1].scenario...``).
+    ``overrides``: ``--set``-style ``cluster.*=value`` changes of the shared cluster (its fabric's
+    ``oversubscription``, ``topology``...); a job is changed in its own scenario, so any other key is an
+    error."""
     reg = reg or default_registry()
     if isinstance(path, dict):
         file, data = None, copy.deepcopy(path)
     else:
         file = str(find_scenario(os.fspath(path)))
         data = read_yaml(file)
+    for item in overrides:
+        if not item.strip().startswith("cluster."):
+            raise SpecError(
+                f"--set {item!r}: a multi-job file takes --set cluster.* only (edit the jobs' scenarios)",
+                file=file,
+            )
+    apply_overrides(data, overrides, file)
     spec = validate(MultiJobSpec, data, file)
     c = spec.cluster
     if c.gpus is not None:

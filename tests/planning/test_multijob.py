@@ -179,3 +179,20 @@ def test_a_job_file_on_another_system_or_missing_is_one_line(
     code, _out, err = run_cli(capsys, "predict", str(p))
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert str(p) in err and "jobs[0].scenario" in err and needle in err
+
+
+def test_cli_set_cluster_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    name = "multi-job-llama3-8b-fat-tree-4to1"
+    code, out, err = run_cli(
+        capsys, "predict", name, "--set", "cluster.fabric.oversubscription=1", "--explain", "--json"
+    )
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["fabric"]["oversubscription"] == 1 and all(j["slowdown"] == pytest.approx(1.0) for j in r["jobs"])
+    assert set(r["stack_defaults"]) == {"a", "b"}
+    assert any(d["field"] == "parallel.dp_overlap" for d in r["stack_defaults"]["a"])
+    assert any(n.startswith("job a: stack megatron defaults") for n in r["notes"])
+    code, _out, err = run_cli(capsys, "predict", name, "--set", "jobs.0.nodes=3")
+    assert code == 2 and "cluster.* only" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_cli(capsys, "check", name, "--set", "cluster.nodes=5", "--json")
+    assert code == 0 and json.loads(out)["nodes"] == 5, err
