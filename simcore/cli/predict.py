@@ -19,6 +19,7 @@ from simcore.cli.common import (
     esc,
     image_file,
     note,
+    of_scenario,
     output_file,
     say,
 )
@@ -238,7 +239,8 @@ def predict_cmd(
             _predict_jobs(path, set_ or [], engine, explain, as_json)
             continue
         sc = load_scenario(path, set_ or [])
-        r = predict(sc, engine=engine)
+        with of_scenario(path):
+            r = predict(sc, engine=engine)
         if as_json:
             emit_json({**r.model_dump(), "stack_defaults": _explain(sc)} if explain else r.model_dump())
             continue
@@ -325,10 +327,11 @@ def timeline_cmd(
     output_file(output, "-o", TRACE_FORMATS)
     image_file(png, "--png")
     sc = load_scenario(scenario, set_ or [])
-    if sc.kind != "training" or sc.training is None:
-        raise SpecError("timeline needs a training scenario", field="kind")
-    cluster, lay, ev = evaluate_training(sc)
-    res = simulate_training(sc, cluster, lay, ev)
+    with of_scenario(scenario):
+        if sc.kind != "training" or sc.training is None:
+            raise SpecError("timeline needs a training scenario", field="kind")
+        cluster, lay, ev = evaluate_training(sc)
+        res = simulate_training(sc, cluster, lay, ev)
     write_trace(res, output, cluster.device.display_name)
     say(
         f"wrote {output}: {len(res.events)} events, step {units.fmt(res.step_time_s, 'time')}, "

@@ -880,6 +880,19 @@ class _Pipeline:
     t_pipe: Num
 
 
+def checked_stage_layers(stage_layers: tuple[int, ...], pp: Num, layers: int) -> list[int]:
+    """``parallel.pipeline_layers`` as a list, checked to have ``pp`` entries summing to ``layers`` (else one
+    :class:`SpecError` naming the field)."""
+    n = list(stage_layers)
+    if np.any(np.asarray(pp) != len(n)) or sum(n) != layers:
+        pps = ", ".join(str(int(v)) for v in np.unique(np.asarray(pp)))
+        raise SpecError(
+            f"pipeline_layers {n} must have pp ({pps}) entries summing to model.layers ({layers})",
+            field="parallel.pipeline_layers",
+        )
+    return n
+
+
 def stage_layer_counts(
     layers: int,
     pp: Num,
@@ -897,12 +910,7 @@ def stage_layer_counts(
     units then leave the first and last rank. ``stage_layers``: an explicit count per rank (checked to
     have ``pp`` entries summing to ``layers``)."""
     if stage_layers is not None:
-        n = list(stage_layers)
-        if np.any(np.asarray(pp) != len(n)) or sum(n) != layers:
-            raise SpecError(
-                f"pipeline_layers {n} must have pp ({pp}) entries summing to model.layers ({layers})",
-                field="parallel.pipeline_layers",
-            )
+        n = checked_stage_layers(stage_layers, pp, layers)
         mid = max(n[1:-1], default=0)
         return float(n[0]), float(n[-1] if len(n) > 1 else 0.0), float(mid)
     pp_, vp_ = np.asarray(pp, dtype=float), np.asarray(vp, dtype=float)
@@ -933,9 +941,9 @@ def chunk_layer_counts(
     """Transformer layers of each of the ``pp x vp`` model chunks, in chunk order (chunk ``c`` on rank
     ``c % pp``): Megatron's split of :func:`stage_layer_counts` chunk by chunk (``floor`` each, one more to
     the first chunks, the embedding's and the loss's units leaving the first and the last chunk), or the
-    explicit ``stage_layers`` (one chunk per rank)."""
+    explicit ``stage_layers`` (one chunk per rank, checked as :func:`checked_stage_layers`)."""
     if stage_layers is not None:
-        return list(stage_layers)
+        return checked_stage_layers(stage_layers, pp, layers)
     chunks = pp * vp
     units = layers + int(embedding_stage) + int(loss_stage)
     n = [units // chunks + (1 if c < units % chunks else 0) for c in range(chunks)]

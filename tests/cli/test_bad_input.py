@@ -299,3 +299,19 @@ def test_real_process_prints_no_traceback(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert p.stdout == ""
     assert_one_line_error(p.returncode, p.stderr, str(path), "cluster.gpus")
+
+
+@pytest.mark.parametrize(
+    ("changes", "needles"),
+    [
+        ({"training__activation_offload_layers": 1000}, ("training.activation_offload_layers", "1000 layers")),
+        ({"parallel__pp": 4, "parallel__pipeline_layers": [1, 2]}, ("parallel.pipeline_layers", "pp (4) entries")),
+    ],
+)
+def test_errors_of_the_model_code_name_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, changes: dict[str, Any], needles: tuple[str, ...]
+) -> None:
+    """Values the file's validation passes but the prediction cannot honour: one line naming the file too."""
+    path = write(tmp_path, scenario(tmp_path, **changes))
+    code, _, err = run_cli(capsys, "predict", str(path))
+    assert_one_line_error(code, err, str(path), *needles)
