@@ -42,7 +42,7 @@ import numpy as np
 from simcore.errors import SimcoreError
 from simcore.specs.registry import default_registry
 from simcore.specs.scenario import ModelSpec
-from simcore.specs.serving import ServingSpec, ep_exchange
+from simcore.specs.serving import ServingSpec, engine_ep_exchange
 from simcore.workload.model import layer_shape, param_counts
 
 DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
@@ -384,9 +384,10 @@ def settings(row: ServingRow) -> dict[str, Any]:
     if dp > 1:
         s.update(attention_dp=dp, ep=dp * row.tp)
         if row.engine == "TensorRT-LLM" and row.system:
-            # TensorRT-LLM's MoE token exchange on this system (all-gather + reduce-scatter without multi-node NVLink)
-            dom = default_registry().system(row.system).nvlink_domain
-            s["ep_exchange"] = ep_exchange(ServingSpec(rate=1.0, engine="trtllm"), dom)
+            # TensorRT-LLM's MoE token exchange on this system (its engine profile: all-gather + reduce-scatter
+            # without multi-node NVLink)
+            mnnvl = default_registry().system(row.system).multi_node_nvlink
+            s["ep_exchange"] = engine_ep_exchange("trtllm", mnnvl)
     if row.two_batch_overlap:
         s["two_batch_overlap"] = True
     if row.rate is not None:
