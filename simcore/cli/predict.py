@@ -69,12 +69,20 @@ def _explain_table(sc: Scenario, rows: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
+MEMORY_PART_OF = {"mamba_state": "kv_cache"}
+"""Memory rows that are a part of another row (indented and named so that the rows add up)."""
+
+
 def _memory_rows(t: Table, r: TrainingResult | InferenceResult) -> None:
     fits = "fits" if r.fits_in_memory else "DOES NOT FIT"
     add_row(t, "memory per GPU", f"{units.fmt(r.memory_per_gpu_bytes, 'bytes')} ({fits}: {r.fits_reason})")
-    for k, v in r.memory_breakdown.items():
-        if k != "total":
-            add_row(t, f"  memory {k}", units.fmt(v, "bytes"))
+    mem = r.memory_breakdown
+    for k, v in mem.items():
+        if k == "total" or k in MEMORY_PART_OF:
+            continue
+        add_row(t, f"  memory {k}", units.fmt(v, "bytes"))
+        for part in (p for p, whole in MEMORY_PART_OF.items() if whole == k and p in mem):
+            add_row(t, f"    memory {part} (in {k})", units.fmt(mem[part], "bytes"))
 
 
 def _interval_row(t: Table, label: str, low: float | None, high: float | None, what: str | None) -> None:
