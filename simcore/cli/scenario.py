@@ -18,6 +18,7 @@ from simcore.cli.common import (
     console,
     emit_json,
     esc,
+    of_scenario,
     output_file,
     say,
     writing,
@@ -80,9 +81,16 @@ def check(scenarios: ScenarioArgs, set_: SetOpt = None, as_json: JsonOpt = False
     """Validate scenario files and print what they describe."""
     from simcore.specs.multijob import multi_job_file
     from simcore.specs.resolve import load_scenario
+    from simcore.specs.stack import check_given, load_stack
 
     for path in scenarios:
-        s = _jobs_summary(path, set_ or []) if multi_job_file(path) else summary(load_scenario(path, set_ or []))
+        if multi_job_file(path):
+            s = _jobs_summary(path, set_ or [])
+        else:
+            sc = load_scenario(path, set_ or [])
+            with of_scenario(path):
+                check_given(sc, load_stack(sc.runtime.stack))  # what predict would refuse
+            s = summary(sc)
         if as_json:
             emit_json({"file": path, "ok": True, **s})
             continue

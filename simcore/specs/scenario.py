@@ -400,7 +400,8 @@ class ParallelSpec(Spec):
     schedules), ``deepspeed`` (its ``PipelineEngine``), ``own`` (a hand-written loop of sends,
     receives, forwards and backwards). ``torch`` pays pipelining's host per schedule action where the
     calibration profile fitted it (``pp_action``; docs/parallelism.md, pipeline host costs). Given with
-    ``pp`` 1: an error (a stack's default is set only with pipeline stages)."""
+    ``pp`` 1: an error (:func:`simcore.specs.stack.check_given`; a stack's default is set only with pipeline
+    stages)."""
     dp_overlap: bool = True
     """The data-parallel gradient reduction runs in buckets during the backward (DDP, Megatron's
     ``overlap_grad_reduce``; ZeRO-1/2: the parameter all-gather during the next forward,
@@ -652,10 +653,6 @@ def _not_null(v: Any) -> Any:
     return v
 
 
-MOE_TRAINING_KEYS = ("moe_expert_calls", "moe_host_sync", "moe_dispatcher", "moe_a2a_overlap")
-"""``runtime`` keys that apply only to training an MoE model: one given elsewhere is an error."""
-
-
 class Scenario(Spec):
     """One what-if: the top-level object of a scenario YAML file."""
 
@@ -713,16 +710,6 @@ class Scenario(Spec):
                 raise ValueError(
                     f"{given[0]} is modelled for training scenarios (this one is kind: {self.kind})"
                 )
-        # keys the user gave that the workload cannot honour (a stack's defaults set them silently later)
-        moe_keys = [f"runtime.{k}" for k in MOE_TRAINING_KEYS if k in self.runtime.model_fields_set]
-        if moe_keys and self.kind != "training":
-            raise ValueError(f"{moe_keys[0]} is modelled for training an MoE model (this one is kind: {self.kind})")
-        if moe_keys and self.model.moe is None:
-            raise ValueError(f"{moe_keys[0]} applies to an MoE model ({self.model.name} has no experts: model.moe)")
-        if "pipeline_library" in self.parallel.model_fields_set and self.parallel.pp <= 1:
-            raise ValueError(
-                "parallel.pipeline_library applies to a layout with pipeline stages (parallel.pp > 1; this one: pp 1)"
-            )
         if self.kind != "inference" and self.cluster.sharing is not None:
             raise ValueError(
                 f"cluster.sharing is modelled for inference scenarios (this one is kind: {self.kind})"

@@ -315,3 +315,20 @@ def test_errors_of_the_model_code_name_the_file(
     path = write(tmp_path, scenario(tmp_path, **changes))
     code, _, err = run_cli(capsys, "predict", str(path))
     assert_one_line_error(code, err, str(path), *needles)
+
+
+def test_a_scenario_written_out_whole_with_its_stacks_values_passes() -> None:
+    """The planner writes a stacked scenario out whole (every field given): the stack's MoE defaults on a dense
+    model, and the fields' own defaults, change nothing and are not errors; a value of the user's own is (when
+    the stack is applied, as every prediction does)."""
+    from simcore.engine.runtime import with_stack
+    from simcore.errors import SpecError
+    from simcore.specs.resolve import scenario_from_dict
+
+    sc = scenario_from_dict({**GOOD, "runtime": {"stack": "megatron"}})
+    data = with_stack(sc)[0].model_dump(mode="json", exclude_none=True)
+    assert data["runtime"]["moe_expert_calls"] == "per_expert"
+    with_stack(scenario_from_dict(data))
+    data["runtime"]["moe_dispatcher"] = "hybridep"
+    with pytest.raises(SpecError, match="runtime.moe_dispatcher"):
+        with_stack(scenario_from_dict(data))
