@@ -47,6 +47,9 @@ class StateBytes:
     grads: float
     optimizer: float
     """Optimizer states including an fp32 master copy when the weights are low precision."""
+    gathered: float = 2.0
+    """Bytes per parameter a ZeRO / distributed-optimizer parameter all-gather moves: bf16, or the FP8
+    values themselves under ``fp8_param_gather``."""
 
 
 def state_bytes(
@@ -57,6 +60,7 @@ def state_bytes(
     device: Device | None = None,
     grads_fp32: bool | None = None,
     moments_bf16: bool = False,
+    fp8_param_gather: bool = False,
 ) -> StateBytes:
     """Per-parameter bytes of weights, gradients and optimizer state.
 
@@ -68,17 +72,24 @@ def state_bytes(
     FP8/FP4 recipes keep their quantized weight copies beside the bf16 weights
     (:meth:`simcore.workload.precision.Recipe.weight_copy_bytes` on ``device``; none given: two copies,
     Hopper's data and transpose). ``moments_bf16``: the moments in bf16 beside the fp32 master copy
-    (``training.optimizer_moments_dtype``; Megatron's precision-aware optimizer).
+    (``training.optimizer_moments_dtype``; Megatron's precision-aware optimizer). ``fp8_param_gather``
+    (Megatron's ``--fp8-param-gather``: the model is built under Transformer Engine's ``fp8_model_init``, so its
+    parameters are FP8 tensors and the distributed optimizer's fp32 master copy is the only high-precision one):
+    no bf16 weights, only the quantized copies, and the parameter all-gather moves the FP8 values
+    (docs/parallelism.md, "Precision recipes").
     """
     moments = 8.0 if optimizer == "adamw" else 4.0  # SGD with momentum
     if param_dtype == "fp32" or precision == "fp32":
         return StateBytes(4.0, 4.0, moments)
     if not master_weights or moments_bf16:
         moments /= 2.0
-    w = 2.0 + recipe(precision).weight_copy_bytes(device)
+    rec = recipe(precision)
+    fp8_params = fp8_param_gather and rec.quantized
+    w = (0.0 if fp8_params else 2.0) + rec.weight_copy_bytes(device)
     master = 4.0 if master_weights else 0.0
     grads = 4.0 if (master_weights if grads_fp32 is None else grads_fp32) else 2.0
-    return StateBytes(w, grads, moments + master)
+    gathered = rec.stored_bytes(rec.weight_block or rec.block) if fp8_params else 2.0
+    return StateBytes(w, grads, moments + master, gathered)
 
 
 def training_state_bytes(

@@ -64,7 +64,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_host_pace_dist import build  # noqa: E402
 from bench_parallel import Ctx, make_opt  # noqa: E402
-from benchutil import CsvOut, log, save_trace  # noqa: E402
+from benchutil import CsvOut, log, save_trace, token_batch, train_step  # noqa: E402
 from gpt import GPT, GPTConfig, probe_sdpa  # noqa: E402
 
 
@@ -127,19 +127,7 @@ def cfg_of(layers, smoke):
 
 
 def batch(C, cfg, mb, seed=1234):
-    g = torch.Generator(device=C.dev).manual_seed(seed + C.rank)
-    return torch.randint(0, cfg.vocab, (mb, cfg.seq_len), device=C.dev, generator=g)
-
-
-def train_step(model, opt, x, ac):
-    def step():
-        with ac:
-            loss = model(x, x)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return token_batch(C.dev, C.rank, cfg.vocab, mb, cfg.seq_len, seed)
 
 
 # --- DDP: per bucket ------------------------------------------------------------------------------

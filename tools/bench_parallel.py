@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, log  # noqa: E402
+from benchutil import CsvOut, log, token_batch, train_step  # noqa: E402
 from gpt import GPT, GPTConfig, probe_sdpa  # noqa: E402
 
 COLS = ["strategy", "name", "world", "layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "micro_batch",
@@ -113,17 +113,9 @@ def build_single_or_ddp(C, cfg, mb, seq, ddp):
     if ddp:
         model = DDP(model, device_ids=[C.local] if C.cuda else None)
     opt, impl = make_opt(model.parameters(), C.cuda)
-    g = torch.Generator(device=C.dev).manual_seed(1234 + C.rank)
-    x = torch.randint(0, cfg.vocab, (mb, seq), device=C.dev, generator=g)
+    x = token_batch(C.dev, C.rank, cfg.vocab, mb, seq)
     ac = torch.autocast(device_type=C.dev.type, dtype=torch.bfloat16)
-
-    def step():
-        with ac:
-            loss = model(x, x)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
+    step = train_step(model, opt, x, ac)
     return step, nparam, nparam, ("ddp " if ddp else "") + "adamw_" + impl, model
 
 

@@ -167,6 +167,26 @@ def env_info(dev: torch.device) -> dict:
     return info
 
 
+def token_batch(dev: torch.device, rank: int, vocab: int, mb: int, seq: int, seed: int = 1234) -> torch.Tensor:
+    """Random token ids of shape ``(mb, seq)`` on ``dev``, seeded ``seed + rank`` (each rank its own batch)."""
+    g = torch.Generator(device=dev).manual_seed(seed + rank)
+    return torch.randint(0, vocab, (mb, seq), device=dev, generator=g)
+
+
+def train_step(model, opt, x, ac):
+    """One eager training step of a GPT taking ``x`` as input and target: forward under ``ac`` (autocast),
+    backward, optimizer step, gradients set to None."""
+
+    def step():
+        with ac:
+            loss = model(x, x)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
 def capture_graph(fn, warmup: int = 3) -> "torch.cuda.CUDAGraph":
     """A CUDA graph of one call of ``fn``, captured after ``warmup`` calls on a side stream (as
     PyTorch's CUDA-graph recipe asks); replay it with ``.replay()``."""

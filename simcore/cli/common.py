@@ -224,6 +224,20 @@ def writing(path: Path, option: str) -> Iterator[None]:
         raise SimcoreError(f"cannot write: {e.strerror or e}", field=f"{option} {path}") from None
 
 
+@contextmanager
+def of_scenario(path: str) -> Iterator[None]:
+    """Work on the scenario file ``path``: a user error raised by the model code (a value the file's
+    validation passed but the prediction cannot honour) that names no file is re-raised naming ``path``."""
+    try:
+        yield
+    except SimcoreError as e:
+        if e.file is not None:
+            raise
+        from simcore.specs.resolve import find_scenario
+
+        raise type(e)(e.problem, file=str(find_scenario(path)), field=e.field) from None
+
+
 def run_app(argv: list[str]) -> int:
     """Run the app, turning user errors into one line on stderr and exit status 2."""
     try:

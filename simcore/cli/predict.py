@@ -19,6 +19,7 @@ from simcore.cli.common import (
     esc,
     image_file,
     note,
+    of_scenario,
     output_file,
     say,
 )
@@ -68,12 +69,20 @@ def _explain_table(sc: Scenario, rows: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
+MEMORY_PART_OF = {"mamba_state": "kv_cache"}
+"""Memory rows that are a part of another row (indented and named so that the rows add up)."""
+
+
 def _memory_rows(t: Table, r: TrainingResult | InferenceResult) -> None:
     fits = "fits" if r.fits_in_memory else "DOES NOT FIT"
     add_row(t, "memory per GPU", f"{units.fmt(r.memory_per_gpu_bytes, 'bytes')} ({fits}: {r.fits_reason})")
-    for k, v in r.memory_breakdown.items():
-        if k != "total":
-            add_row(t, f"  memory {k}", units.fmt(v, "bytes"))
+    mem = r.memory_breakdown
+    for k, v in mem.items():
+        if k == "total" or k in MEMORY_PART_OF:
+            continue
+        add_row(t, f"  memory {k}", units.fmt(v, "bytes"))
+        for part in (p for p, whole in MEMORY_PART_OF.items() if whole == k and p in mem):
+            add_row(t, f"    memory {part} (in {k})", units.fmt(mem[part], "bytes"))
 
 
 def _interval_row(t: Table, label: str, low: float | None, high: float | None, what: str | None) -> None:
@@ -235,10 +244,11 @@ def predict_cmd(
         raise SpecError(f"unknown engine {engine!r}; use analytic or des", field="--engine")
     for path in scenarios or ["default"]:
         if multi_job_file(path):
-            _predict_jobs(path, bool(set_), engine, explain, as_json)
+            _predict_jobs(path, set_ or [], engine, explain, as_json)
             continue
         sc = load_scenario(path, set_ or [])
-        r = predict(sc, engine=engine)
+        with of_scenario(path):
+            r = predict(sc, engine=engine)
         if as_json:
             emit_json({**r.model_dump(), "stack_defaults": _explain(sc)} if explain else r.model_dump())
             continue
@@ -261,18 +271,23 @@ def _span(systems: list[int]) -> str:
     return ", ".join(map(str, systems))
 
 
-def _predict_jobs(path: str, overrides: bool, engine: str, explain: bool, as_json: bool) -> None:
+def _predict_jobs(path: str, overrides: list[str], engine: str, explain: bool, as_json: bool) -> None:
     """``simcore predict`` of a multi-job file (a ``jobs`` list): each job's step alone and together on
-    the shared fabric (:func:`simcore.planning.multijob.predict_jobs`)."""
+    the shared fabric (:func:`simcore.planning.multijob.predict_jobs`), with ``--set cluster.*`` and, under
+    ``--explain``, each job's stack defaults."""
     from simcore.planning.multijob import predict_jobs
+    from simcore.specs.multijob import load_multi_job
 
-    for given, flag in ((overrides, "--set"), (engine != "analytic", "--engine"), (explain, "--explain")):
-        if given:
-            raise SpecError(f"{flag} is not taken by a multi-job file (edit the jobs' scenarios)", file=path)
-    r = predict_jobs(path)
+    if engine != "analytic":
+        raise SpecError("--engine is not taken by a multi-job file (edit the jobs' scenarios)", file=path)
+    r = predict_jobs(path, overrides)
+    placed = load_multi_job(path, overrides=overrides)[1] if explain else []
     if as_json:
-        emit_json(r.model_dump())
+        stack = {"stack_defaults": {p.name: _explain(p.scenario) for p in placed}} if explain else {}
+        emit_json({**r.model_dump(), **stack})
         return
+    for p in placed:
+        _explain_table(p.scenario, _explain(p.scenario))
     f = r.fabric
     t = Table(
         title=esc(
@@ -320,10 +335,11 @@ def timeline_cmd(
     output_file(output, "-o", TRACE_FORMATS)
     image_file(png, "--png")
     sc = load_scenario(scenario, set_ or [])
-    if sc.kind != "training" or sc.training is None:
-        raise SpecError("timeline needs a training scenario", field="kind")
-    cluster, lay, ev = evaluate_training(sc)
-    res = simulate_training(sc, cluster, lay, ev)
+    with of_scenario(scenario):
+        if sc.kind != "training" or sc.training is None:
+            raise SpecError("timeline needs a training scenario", field="kind")
+        cluster, lay, ev = evaluate_training(sc)
+        res = simulate_training(sc, cluster, lay, ev)
     write_trace(res, output, cluster.device.display_name)
     say(
         f"wrote {output}: {len(res.events)} events, step {units.fmt(res.step_time_s, 'time')}, "

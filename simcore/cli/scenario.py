@@ -18,6 +18,7 @@ from simcore.cli.common import (
     console,
     emit_json,
     esc,
+    of_scenario,
     output_file,
     say,
     writing,
@@ -62,14 +63,12 @@ def summary(sc: Scenario) -> dict[str, object]:
     return out
 
 
-def _jobs_summary(path: str, overrides: bool) -> dict[str, object]:
-    """What a multi-job file describes: its cluster and each job's systems and scenario."""
-    from simcore.errors import SpecError
+def _jobs_summary(path: str, overrides: list[str]) -> dict[str, object]:
+    """What a multi-job file describes (with ``--set cluster.*``): its cluster and each job's systems and
+    scenario."""
     from simcore.specs.multijob import load_multi_job
 
-    if overrides:
-        raise SpecError("--set is not taken by a multi-job file (edit the jobs' scenarios)", file=path)
-    spec, jobs = load_multi_job(path)
+    spec, jobs = load_multi_job(path, overrides=overrides)
     out: dict[str, object] = {"name": spec.name, "kind": spec.kind, "system": spec.cluster.system, "nodes": spec.cluster.nodes}
     for j in jobs:
         p = j.scenario.parallel
@@ -82,9 +81,16 @@ def check(scenarios: ScenarioArgs, set_: SetOpt = None, as_json: JsonOpt = False
     """Validate scenario files and print what they describe."""
     from simcore.specs.multijob import multi_job_file
     from simcore.specs.resolve import load_scenario
+    from simcore.specs.stack import check_given, load_stack
 
     for path in scenarios:
-        s = _jobs_summary(path, bool(set_)) if multi_job_file(path) else summary(load_scenario(path, set_ or []))
+        if multi_job_file(path):
+            s = _jobs_summary(path, set_ or [])
+        else:
+            sc = load_scenario(path, set_ or [])
+            with of_scenario(path):
+                check_given(sc, load_stack(sc.runtime.stack))  # what predict would refuse
+            s = summary(sc)
         if as_json:
             emit_json({"file": path, "ok": True, **s})
             continue

@@ -880,6 +880,19 @@ class _Pipeline:
     t_pipe: Num
 
 
+def checked_stage_layers(stage_layers: tuple[int, ...], pp: Num, layers: int) -> list[int]:
+    """``parallel.pipeline_layers`` as a list, checked to have ``pp`` entries summing to ``layers`` (else one
+    :class:`SpecError` naming the field)."""
+    n = list(stage_layers)
+    if np.any(np.asarray(pp) != len(n)) or sum(n) != layers:
+        pps = ", ".join(str(int(v)) for v in np.unique(np.asarray(pp)))
+        raise SpecError(
+            f"pipeline_layers {n} must have pp ({pps}) entries summing to model.layers ({layers})",
+            field="parallel.pipeline_layers",
+        )
+    return n
+
+
 def stage_layer_counts(
     layers: int,
     pp: Num,
@@ -897,12 +910,7 @@ def stage_layer_counts(
     units then leave the first and last rank. ``stage_layers``: an explicit count per rank (checked to
     have ``pp`` entries summing to ``layers``)."""
     if stage_layers is not None:
-        n = list(stage_layers)
-        if np.any(np.asarray(pp) != len(n)) or sum(n) != layers:
-            raise SpecError(
-                f"pipeline_layers {n} must have pp ({pp}) entries summing to model.layers ({layers})",
-                field="parallel.pipeline_layers",
-            )
+        n = checked_stage_layers(stage_layers, pp, layers)
         mid = max(n[1:-1], default=0)
         return float(n[0]), float(n[-1] if len(n) > 1 else 0.0), float(mid)
     pp_, vp_ = np.asarray(pp, dtype=float), np.asarray(vp, dtype=float)
@@ -933,9 +941,9 @@ def chunk_layer_counts(
     """Transformer layers of each of the ``pp x vp`` model chunks, in chunk order (chunk ``c`` on rank
     ``c % pp``): Megatron's split of :func:`stage_layer_counts` chunk by chunk (``floor`` each, one more to
     the first chunks, the embedding's and the loss's units leaving the first and the last chunk), or the
-    explicit ``stage_layers`` (one chunk per rank)."""
+    explicit ``stage_layers`` (one chunk per rank, checked as :func:`checked_stage_layers`)."""
     if stage_layers is not None:
-        return list(stage_layers)
+        return checked_stage_layers(stage_layers, pp, layers)
     chunks = pp * vp
     units = layers + int(embedding_stage) + int(loss_stage)
     n = [units // chunks + (1 if c < units % chunks else 0) for c in range(chunks)]
@@ -1115,14 +1123,14 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     # (the contention of the layout's concurrent data-parallel groups on the fabric: the pricer's "dp" rate)
     ar = when(zero0, lambda: pricer.comm_time("all_reduce", dense_grads, "dp", gdt))
     rs = when(~zero0, lambda: pricer.comm_time("reduce_scatter", dense_grads, "dp", gdt))
-    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * 2.0, "dp"))
+    ag = when(~zero0, lambda: pricer.comm_time("all_gather", (params.dense + params.embed) * s.sb.gathered, "dp"))
     # expert data parallelism: the tp x cp x dp / (ep x etp) ranks that hold the same experts, ep x etp
     # ranks apart (parallel folding; the pricer's "edp" group, across nodes once ep x etp fills a node):
     # their gradients all-reduce (DDP) or reduce-scatter and their parameters all-gather (ZeRO-1/2)
     moe = s.pc.moe_layers > 0
     ar_exp = when(zero0 & moe, lambda: pricer.comm_time("all_reduce", exp_grads, "edp", gdt))
     rs_exp = when(zero12 & moe, lambda: pricer.comm_time("reduce_scatter", exp_grads, "edp", gdt))
-    ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * 2.0, "edp"))
+    ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * s.sb.gathered, "edp"))
     buckets = np.maximum(s.layers_per_rank, 1.0)
     single = s.pp <= 1
     B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
@@ -1813,6 +1821,10 @@ def training_memory(
         first = w + g + o + acts + working + logits
         # the last stage holds fewer in-flight micro-batches (1F1B: one) but the logits
         last = w + g + o + layers_mem + last_stage_logits + working
+    # multi-token prediction: on the last rank (the only one without pipeline stages)
+    mtp = mtp_memory(model, training, lay, sb, inflight_last, param_dtype, compiled)
+    first = first + np.where(pp <= 1, mtp, 0.0)
+    last = last + mtp
     total = np.maximum(first, np.where(pp > 1, last, 0.0))
     out = {
         "weights": w,
@@ -1822,6 +1834,8 @@ def training_memory(
         "logits": np.where(pp <= 1, logits, last_stage_logits),
         "total": total,
     }
+    if model.mtp_layers:
+        out["mtp"] = mtp
     # what offload keeps in (pinned) host memory per GPU, beside the GPU's total (not in it)
     if np.any(n_off > 0):
         out["host_activations"] = per_layer * n_off * inflight
@@ -1857,6 +1871,7 @@ def layout_state_bytes(training: TrainingSpec, lay: TrainingLayout, param_dtype:
         device,
         training.grad_reduce_in_fp32,
         training.optimizer_moments_dtype == "bf16",
+        training.fp8_param_gather,
     )
     if lay.megatron_fsdp:
         sb = replace(sb, grads=4.0 if param_dtype == "fp32" or training.precision == "fp32" else 2.0)
@@ -1871,11 +1886,17 @@ def offloaded_layers(training: TrainingSpec, pp: Num) -> Num:
 
 
 def layer_kind_activation_bytes(
-    model: ModelSpec, training: TrainingSpec, lay: TrainingLayout, param_dtype: str, compiled: bool
+    model: ModelSpec,
+    training: TrainingSpec,
+    lay: TrainingLayout,
+    param_dtype: str,
+    compiled: bool,
+    extra_kinds: tuple[LayerKind, ...] = (),
 ) -> dict[LayerKind, Num]:
     """Bytes each kind of layer (:func:`simcore.workload.ssm.layer_kinds`: dense or MoE transformer layers, a
     hybrid pattern's symbols) keeps for its backward per micro-batch on a rank, under each layout's
-    recomputation (:func:`simcore.memory.activation_bytes_per_layer`)."""
+    recomputation (:func:`simcore.memory.activation_bytes_per_layer`); ``extra_kinds``: kinds priced beside the
+    model's own (the multi-token-prediction layer's, :func:`mtp_memory`)."""
     tp, cp = _a(lay.tp), _a(lay.cp)
     mb = _a(lay.micro_batch)
     sp = _a(lay.sp, bool)
@@ -1893,8 +1914,56 @@ def layer_kind_activation_bytes(
             )
             for rec in ("none", "selective", "full")
         )
-        for kind, _n in layer_kinds(model)
+        for kind in dict.fromkeys([*(k for k, _n in layer_kinds(model)), *extra_kinds])
     }
+
+
+def mtp_memory(
+    model: ModelSpec,
+    training: TrainingSpec,
+    lay: TrainingLayout,
+    sb: M.StateBytes,
+    inflight_last: Num,
+    param_dtype: str = "bf16",
+    compiled: bool = False,
+) -> Num:
+    """Bytes per GPU the multi-token-prediction depths (``model.mtp_layers``) add to the last pipeline rank.
+
+    Each depth's parameters: its two RMSNorms (``2 h``), the ``2h -> h`` projection (``2 h^2``) and one
+    transformer layer (an MoE layer where the model has experts), over TP, the routed experts over
+    ``etp x ep``; with pipeline stages and an untied head, the last rank also keeps an embedding copy for the
+    shifted tokens (Megatron-Core's ``GPTModel`` builds one where ``mtp_process``), except under DualPipe,
+    whose rank holding the last stage holds the first too and shares it (DeepSeek-V3 report sec. 3.2.1). Their weights, gradients
+    and optimizer state take the main model's bytes per parameter and ZeRO sharding
+    (:func:`simcore.memory.training_state_bytes`). Per micro-batch in flight, each depth keeps its layer's
+    activations (:func:`layer_kind_activation_bytes`, under the layout's recomputation), the two norms' and
+    the projection's inputs (``4 T h`` elements, sharded by sequence parallelism) and its loss's fp32
+    softmax (``T V / vocab-TP x 4`` bytes, Megatron's vocab-parallel cross-entropy); the one loss working
+    set at a time is the main head's (:func:`simcore.memory.logits_bytes`). docs/parallelism.md,
+    "Multi-token prediction"."""
+    d = model.mtp_layers
+    if d == 0:
+        return 0.0
+    tp, pp, dp, cp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp))
+    etp = tp if lay.etp is None else _a(lay.etp)
+    vdiv = tp if lay.vocab_parallel else 1.0
+    pc = param_counts(model)
+    h = model.hidden
+    moe = model.moe is not None
+    if moe:
+        layer_tp, experts = pc.attention_per_layer + pc.norms_per_layer + pc.moe_layer_shared, pc.moe_layer_experts
+    else:
+        layer_tp, experts = pc.per_dense_layer, 0
+    own_embedding = (pp > 1) & (pc.lm_head > 0) & (np.asarray(lay.schedule) != "dualpipe")
+    embed = np.where(own_embedding, pc.embedding, 0.0) / vdiv
+    params = d * ((2 * h + 2 * h * h + layer_tp) / tp + experts / etp / _a(lay.ep)) + embed
+    w, g, o = M.training_state_bytes(params, sb, dp, _a(lay.zero, int), _a(lay.fsdp, bool))
+    act = 2.0 if training.precision != "fp32" else 4.0
+    layer = layer_kind_activation_bytes(model, training, lay, param_dtype, compiled, (moe,))[moe]
+    tokens = _a(lay.micro_batch) * model.seq_len / cp
+    sp_div = np.where(_a(lay.sp, bool), tp, 1.0)
+    saved = layer + 4.0 * tokens * h / sp_div * act + tokens * model.vocab / vdiv * 4.0
+    return w + g + o + d * saved * inflight_last
 
 
 def layer_activation_bytes(

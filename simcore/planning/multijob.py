@@ -95,11 +95,15 @@ def _groups(job: PlacedJob, gpus_per_node: int) -> list[list[int]]:
     return [[job.rank(r, gpus_per_node) for r in g] for g in local]
 
 
-def predict_jobs(path: str | os.PathLike[str] | dict[str, Any]) -> MultiJobResult:
+def predict_jobs(
+    path: str | os.PathLike[str] | dict[str, Any], overrides: list[str] | tuple[str, ...] = ()
+) -> MultiJobResult:
     """Each job's step time alone and together with the others on the file's cluster (see the module
-    docstring); bad input raises one :class:`~simcore.errors.SpecError` naming the file and field."""
+    docstring), with ``cluster.*`` overrides (:func:`~simcore.specs.multijob.load_multi_job`); bad input
+    raises one :class:`~simcore.errors.SpecError` naming the file and field. The notes carry each job's
+    stack-defaults note (``job NAME: stack ...``)."""
     reg = default_registry()
-    spec, jobs = load_multi_job(path, reg)
+    spec, jobs = load_multi_job(path, reg, overrides)
     file = None if isinstance(path, dict) else str(find_scenario(os.fspath(path)))
     cluster = resolve_cluster(spec.cluster, reg, file)
     topo = build_topology(cluster)
@@ -167,6 +171,8 @@ def predict_jobs(path: str | os.PathLike[str] | dict[str, Any]) -> MultiJobResul
         "each other job by its duty cycle (the fraction of its step its reductions move bytes), the steps' "
         "phases independent and uniform",
     ]
+    notes += [n for j in jobs for n in j.notes]
+    notes += [f"job {j.name}: {n}" for j, a in zip(jobs, first, strict=True) for n in a.notes if n.startswith("stack ")]
     idle = cluster.nodes - sum(len(j.systems) for j in jobs)
     if idle:
         notes.append(f"{idle} of {cluster.nodes} systems idle")

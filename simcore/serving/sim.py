@@ -66,7 +66,6 @@ from simcore.specs.scenario import InferenceSpec, ModelSpec, Scenario
 from simcore.specs.serving import (
     ENGINE_FIELDS,
     StepProfile,
-    ep_exchange,
     load_step_profile,
     padded_context,
     with_engine,
@@ -274,8 +273,8 @@ def build_step_model(
     tbo = engine is not None and engine.two_batch_overlap and ep > 1
     if ep > 1 and ep == tp:  # expert parallelism inside a TP instance: the tokens are already on every rank
         exchange = "tp_all_reduce"
-    elif engine is not None and ep > 1:
-        exchange = ep_exchange(engine, cluster.system.nvlink_domain)
+    elif engine is not None and ep > 1 and engine.ep_exchange is not None:
+        exchange = engine.ep_exchange
     else:
         exchange = "all_to_all"
     fw = sc.runtime.framework
@@ -544,7 +543,7 @@ def _cuda_graph_bytes(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp:
         sc.runtime.framework,
         sc.calibration,
         **inference_runtime(sc),
-        ep=dp * tp if dp > 1 else 1,
+        ep=instance_ep(sc, tp, dp),
     )
     outputs = sum(-(-b // dp) for b in sizes) * sc.model.hidden * 2.0  # bf16 hidden states per graph
     return float(np.asarray(ev.memory["activations"])) + outputs
@@ -2042,7 +2041,7 @@ def simulate(sc: Scenario, spec: ServingSpec, shapes: set[tuple[int, int]] | Non
     wall0 = time.perf_counter()
     sc, spec, chosen = with_serving_stack(sc, spec)
     cluster = resolve_cluster(sc.cluster, default_registry())
-    spec = with_engine(spec, cluster.device.name, cluster.device.memory.capacity)
+    spec = with_engine(spec, cluster.device.name, cluster.device.memory.capacity, cluster.system.multi_node_nvlink)
     m = sc.model
     notes: list[str] = []
     if chosen:

@@ -197,6 +197,12 @@ class System(Spec):
     sources: dict[str, str]
     notes: list[str] = []
 
+    @property
+    def multi_node_nvlink(self) -> bool:
+        """The NVLink domain spans several hosts (multi-node NVLink: an NVL72 rack's compute trays, each a
+        host of ``tray_gpus`` GPUs, share one NVSwitch fabric); an HGX/DGX baseboard's domain is one host's."""
+        return self.tray_gpus is not None and self.nvlink_domain > self.tray_gpus
+
     @model_validator(mode="after")
     def _domain(self) -> System:
         if self.gpus % self.nvlink_domain != 0:

@@ -21,7 +21,7 @@ from simcore.specs.docstrings import field_docstrings
 from simcore.specs.loader import read_yaml, validate
 from simcore.specs.quantities import Int, Spec
 from simcore.specs.registry import Registry, default_registry
-from simcore.specs.resolve import find_scenario, scenario_from_dict
+from simcore.specs.resolve import apply_overrides, find_scenario, scenario_from_dict
 from simcore.specs.scenario import ClusterSpec, Scenario
 
 
@@ -68,6 +68,8 @@ class PlacedJob:
     scenario: Scenario
     systems: tuple[int, ...]
     """The cluster's systems (0-based) the job's ranks fill in order."""
+    notes: tuple[str, ...] = ()
+    """What loading changed about the job (a job file's own cluster replaced by the file's)."""
 
     def rank(self, local: int, gpus_per_node: int) -> int:
         """The cluster rank of the job's rank ``local`` (its systems filled in order)."""
@@ -113,16 +115,28 @@ def _place(spec: MultiJobSpec, file: str | None) -> tuple[list[tuple[int, ...]],
 
 
 def load_multi_job(
-    path: str | os.PathLike[str] | dict[str, Any], reg: Registry | None = None
+    path: str | os.PathLike[str] | dict[str, Any],
+    reg: Registry | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
 ) -> tuple[MultiJobSpec, list[PlacedJob]]:
     """Read a multi-job file (or a dict of its fields) and resolve each job's scenario on its systems;
-    bad input raises one :class:`SpecError` naming the file and the field (``jobs[1].scenario...``)."""
+    bad input raises one :class:`SpecError` naming the file and the field (``jobs[1].scenario...``).
+    ``overrides``: ``--set``-style ``cluster.*=value`` changes of the shared cluster (its fabric's
+    ``oversubscription``, ``topology``...); a job is changed in its own scenario, so any other key is an
+    error."""
     reg = reg or default_registry()
     if isinstance(path, dict):
         file, data = None, copy.deepcopy(path)
     else:
         file = str(find_scenario(os.fspath(path)))
         data = read_yaml(file)
+    for item in overrides:
+        if not item.strip().startswith("cluster."):
+            raise SpecError(
+                f"--set {item!r}: a multi-job file takes --set cluster.* only (edit the jobs' scenarios)",
+                file=file,
+            )
+    apply_overrides(data, overrides, file)
     spec = validate(MultiJobSpec, data, file)
     c = spec.cluster
     if c.gpus is not None:
@@ -134,18 +148,35 @@ def load_multi_job(
     for i, job in enumerate(spec.jobs):
         where = f"jobs[{i}].scenario"
         sc_file = file
+        notes: tuple[str, ...] = ()
         if isinstance(job.scenario, str):
             p = find_scenario(job.scenario)
+            if not p.is_file():
+                raise SpecError(f"scenario file {job.scenario} not found", file=file, field=where)
             sc_file = str(p)
             sc_data = read_yaml(p)
+            own = sc_data.get("cluster")
+            if isinstance(own, dict):
+                # a job file written to run alone: its system must be the file's; its size and fabric give way
+                if own.get("system", c.system) != c.system:
+                    raise SpecError(
+                        f"{sc_file} runs on {own.get('system')}, this file's cluster is {c.system}: "
+                        "a job runs on the file's cluster",
+                        file=file,
+                        field=where,
+                    )
+                notes = (
+                    f"{where} ({sc_file}): its own cluster replaced by this file's ({c.system}, "
+                    f"{len(systems[i])} of its systems, its fabric)",
+                )
         else:
             sc_data = copy.deepcopy(job.scenario)
-        if not isinstance(job.scenario, str) and "cluster" in sc_data:
-            raise SpecError(
-                "a job runs on the file's cluster: leave out its cluster and give the job's nodes",
-                file=file,
-                field=f"{where}.cluster",
-            )
+            if "cluster" in sc_data:
+                raise SpecError(
+                    "a job runs on the file's cluster: leave out its cluster and give the job's nodes",
+                    file=file,
+                    field=f"{where}.cluster",
+                )
         sc_data["cluster"] = {**c.model_dump(exclude_none=True, exclude={"gpus"}), "nodes": len(systems[i])}
         try:
             sc = scenario_from_dict(sc_data, reg, sc_file)
@@ -159,7 +190,7 @@ def load_multi_job(
             raise SpecError(
                 f"a job is a training scenario (got kind: {sc.kind})", file=file, field=f"{where}.kind"
             )
-        placed.append(PlacedJob(job.name or sc.name, sc, systems[i]))
+        placed.append(PlacedJob(job.name or sc.name, sc, systems[i], notes))
     names = [p.name for p in placed]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)

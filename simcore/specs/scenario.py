@@ -205,8 +205,10 @@ class ModelSpec(Spec):
     """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
     depth adds, on the last pipeline stage, the embedding of the tokens shifted by it, two RMSNorms, a
     ``2h -> h`` projection, one more transformer layer (an MoE layer in an MoE model), the shared LM
-    head and its cross-entropy loss, forward and backward, every micro-batch (docs/parallelism.md,
-    "Multi-token prediction"). 0: none. Training only: inference runs the main model."""
+    head and its cross-entropy loss, forward and backward, every micro-batch; in memory, that depth's
+    parameters' state and its saved activations and loss softmax on the last rank (with pipeline stages, an
+    embedding copy there too: ``simcore.engine.training.mtp_memory``; docs/parallelism.md, "Multi-token
+    prediction"). 0: none. Training only: inference runs the main model."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:
@@ -271,6 +273,12 @@ class TrainingSpec(Spec):
     ``exp_avg_sq_dtype`` bf16 (Megatron-Bridge's DeepSeek-V3 recipes), 4 bytes per parameter instead of 8 for
     AdamW, in memory and in the update's traffic. ``None``: fp32 with a master copy, else the weights' dtype
     (PyTorch's optimizers on bf16 parameters)."""
+    fp8_param_gather: bool = False
+    """Under a quantized recipe, the weights are kept only as their quantized (FP8) copies, with no bf16
+    copy, and the distributed optimizer's parameter all-gather moves those (Megatron's
+    ``fp8_param_gather``: the model built under Transformer Engine's ``fp8_model_init``; the fp32 master
+    copy stays in the optimizer). Default: the stack's (megatron: true under ``fp8_current`` and ``mxfp8``,
+    as Megatron-Bridge's mixed-precision presets set it; docs/stacks.md). No effect on bf16/fp32."""
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: list[
         Literal["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]
@@ -331,10 +339,17 @@ class ParallelSpec(Spec):
     model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
 
     tp: Int = Field(default=1, gt=0)
+    """Tensor parallelism: ranks each layer's weight matrices are split over (Megatron's column/row
+    split: two all-reduces, or with ``sequence_parallel`` all-gathers and reduce-scatters, per layer and
+    direction); within one NVLink domain for the rates to hold."""
     pp: Int = Field(default=1, gt=0)
+    """Pipeline parallelism: stages the layers are split over (``pipeline_layers``, or evenly), each
+    micro-batch's activations sent from stage to stage under ``schedule``."""
     dp: Int | None = Field(default=None, gt=0)
     """Data-parallel degree; default: whatever GPUs tp x pp x cp leave."""
     cp: Int = Field(default=1, gt=0)
+    """Context parallelism: ranks each sequence is split over (Megatron's ring attention: every rank's
+    keys and values pass around the ring); activations per rank shrink by ``cp``."""
     ep: Int = Field(default=1, gt=0)
     """Expert parallelism: ranks the routed experts are split over. Megatron-Core's parallel folding
     lays the expert ranks over ``tp x cp x dp`` (independently of the attention's layout): ``ep x etp``
@@ -358,8 +373,17 @@ class ParallelSpec(Spec):
     written out); ``pp`` entries summing to ``model.layers``. Default: even, the remainder on the first
     stages."""
     sequence_parallel: bool = False
+    """Megatron's sequence parallelism with ``tp``: the norms, dropout and residuals outside the
+    tensor-parallel region are split over the TP ranks by sequence, and the TP all-reduces become an
+    all-gather and a reduce-scatter (same bytes); activations outside the region shrink by ``tp``."""
     zero: Annotated[Literal[0, 1, 2, 3], BeforeValidator(integer_value)] = 0
+    """ZeRO stage over the data-parallel ranks: 0 plain data parallelism (gradient all-reduce), 1 optimizer
+    states sharded (Megatron's distributed optimizer: reduce-scatter the gradients, all-gather the
+    parameters), 2 gradients too, 3 parameters too (gathered per layer in forward and backward)."""
     fsdp: bool = False
+    """PyTorch FSDP2 (``fully_shard`` per block): parameters, gradients and optimizer states sharded over
+    the data-parallel ranks, as ZeRO-3, with FSDP2's copy kernels around its collectives and its
+    all-gather issue order (docs/parallelism.md)."""
     megatron_fsdp: bool = False
     """Megatron-Core's own FSDP (``use_megatron_fsdp``) instead of PyTorch's: ``zero`` is its
     ``data_parallel_sharding_strategy`` (0 ``no_shard``, 1 ``optim``, 2 ``optim_grads``, 3
@@ -381,9 +405,17 @@ class ParallelSpec(Spec):
     (torch.distributed.pipelining's ``PipelineStage`` and schedules), ``megatron`` (Megatron-Core's
     schedules), ``deepspeed`` (its ``PipelineEngine``), ``own`` (a hand-written loop of sends,
     receives, forwards and backwards). ``torch`` pays pipelining's host per schedule action where the
-    calibration profile fitted it (``pp_action``; docs/parallelism.md, pipeline host costs)."""
+    calibration profile fitted it (``pp_action``; docs/parallelism.md, pipeline host costs). Given with
+    ``pp`` 1: an error (:func:`simcore.specs.stack.check_given`; a stack's default is set only with pipeline
+    stages)."""
     dp_overlap: bool = True
+    """The data-parallel gradient reduction runs in buckets during the backward (DDP, Megatron's
+    ``overlap_grad_reduce``; ZeRO-1/2: the parameter all-gather during the next forward,
+    ``overlap_param_gather``), so only the part the compute cannot cover shows; ``false``: after it."""
     tp_overlap: bool = False
+    """Tensor-parallel communication overlapped with the GEMMs (Megatron's ``tp_comm_overlap``,
+    Transformer Engine's userbuffers: the all-gather / reduce-scatter split into chunks pipelined with
+    the GEMM), at the contention cost of running both at once."""
     vocab_parallel: bool = True
     """Shard the embedding, LM head and loss over the tensor-parallel ranks (Megatron); ``false``
     keeps them replicated on every TP rank."""

@@ -206,8 +206,8 @@ class ServingSpec(_Documented):
     experts' GPUs and back: SGLang/DeepEP, TensorRT-LLM over multi-node NVLink) or ``all_gather`` (every GPU
     gathers all ranks' tokens in FP8, runs its experts on those routed to them, and a reduce-scatter returns the
     sums: TensorRT-LLM's CUTLASS MoE when its all-to-all is not available). Default: the engine's
-    (:func:`ep_exchange`): ``all_gather`` for ``engine: trtllm`` on a system without multi-node NVLink (HGX/DGX
-    baseboards of 8 GPUs), else ``all_to_all``. Without attention DP (``parallel.ep`` = ``tp``) the tokens are on
+    (``hardware_specs/engines/serving.yaml``, :func:`engine_settings`): ``all_gather`` for ``engine: trtllm`` on a
+    system without multi-node NVLink (HGX/DGX baseboards), else ``all_to_all``; none: ``all_to_all``. Without attention DP (``parallel.ep`` = ``tp``) the tokens are on
     every GPU already and the layer's TP all-reduce sums the experts' outputs: no exchange, this is not read."""
     two_batch_overlap: bool = False
     """Split each step's batch in two micro-batches so that one's expert all-to-alls run under the other's
@@ -440,6 +440,7 @@ ENGINE_FIELDS = (
     "memory_utilization",
     "reserve_output_kv",
     "cuda_graph_sizes",
+    "ep_exchange",
 )
 """The serving fields an engine profile sets."""
 
@@ -453,11 +454,14 @@ def engine_profiles() -> dict[str, dict[str, Any]]:
     return read_yaml(builtin_dir() / "engines" / "serving.yaml")
 
 
-def engine_settings(engine: str, device: str, memory_bytes: float) -> dict[str, Any]:
-    """The settings ``engine`` ships with on a GPU named ``device`` with ``memory_bytes`` of memory:
-    its defaults with the first memory tier it reaches applied, and the CUDA-graph capture sizes
-    expanded into a list (``None`` when the engine does not pad batches). Also ``overlap``: whether
-    it overlaps scheduling with execution."""
+def engine_settings(
+    engine: str, device: str, memory_bytes: float, multi_node_nvlink: bool = False
+) -> dict[str, Any]:
+    """The settings ``engine`` ships with on a GPU named ``device`` with ``memory_bytes`` of memory, in a system
+    whose NVLink domain spans hosts or not (``multi_node_nvlink``, :attr:`System.multi_node_nvlink`): its
+    defaults with the first memory tier it reaches applied, the CUDA-graph capture sizes expanded into a list
+    (``None`` when the engine does not pad batches) and the MoE token exchange for the system
+    (``ep_exchange``). Also ``overlap``: whether it overlaps scheduling with execution."""
     prof = engine_profiles().get(engine)
     if prof is None:
         raise SpecError(f"unknown engine {engine!r}; known: {', '.join(sorted(engine_profiles()))}")
@@ -471,33 +475,25 @@ def engine_settings(engine: str, device: str, memory_bytes: float) -> dict[str, 
     top = int(vals.pop("cuda_graph_max", graphs["max"]))
     sizes = sorted({x for a, b, c in graphs["ranges"] for x in range(a, b, c) if x <= top})
     vals["cuda_graph_sizes"] = sizes if graphs.get("padding", False) else None
+    vals["ep_exchange"] = engine_ep_exchange(engine, multi_node_nvlink)
     return vals
 
 
-MNNVL_MIN_DOMAIN = 9
-"""NVLink domains of at least this many GPUs span several hosts (GB200/GB300 NVL72 racks); an HGX/DGX baseboard's
-domain is its 8 GPUs."""
+def engine_ep_exchange(engine: str, multi_node_nvlink: bool) -> str:
+    """How ``engine``'s attention-DP MoE layers exchange tokens by default (its profile's ``ep_exchange``: one
+    value, or one for systems whose NVLink domain spans hosts, ``multi_node_nvlink``, and a ``default``)."""
+    ex = engine_profiles()[engine]["defaults"]["ep_exchange"]
+    return str(ex["multi_node_nvlink" if multi_node_nvlink else "default"] if isinstance(ex, dict) else ex)
 
 
-def ep_exchange(spec: ServingSpec, nvlink_domain: int) -> str:
-    """How an attention-DP instance's MoE layers exchange tokens (:attr:`ServingSpec.ep_exchange`): the scenario's
-    choice, else ``all_gather`` for TensorRT-LLM on a system whose NVLink domain is one baseboard (its fused MoE
-    takes the all-to-all only over multi-node NVLink, ``MnnvlMemory.supports_mnnvl()``, or with DeepEP enabled by
-    an environment variable; otherwise it all-gathers the ranks' tokens and reduce-scatters the outputs:
-    ``tensorrt_llm/_torch/modules/fused_moe``, ``select_alltoall_method_type``), else ``all_to_all``."""
-    if spec.ep_exchange is not None:
-        return spec.ep_exchange
-    if spec.engine == "trtllm" and nvlink_domain < MNNVL_MIN_DOMAIN:
-        return "all_gather"
-    return "all_to_all"
-
-
-def with_engine(spec: ServingSpec, device: str, memory_bytes: float) -> ServingSpec:
+def with_engine(
+    spec: ServingSpec, device: str, memory_bytes: float, multi_node_nvlink: bool = False
+) -> ServingSpec:
     """``spec`` with its engine's settings (:func:`engine_settings`) in every field of
     :data:`ENGINE_FIELDS` the scenario did not set; ``spec`` itself without an engine."""
     if spec.engine is None:
         return spec
-    vals = engine_settings(spec.engine, device, memory_bytes)
+    vals = engine_settings(spec.engine, device, memory_bytes, multi_node_nvlink)
     update = {k: vals[k] for k in ENGINE_FIELDS if k not in spec.model_fields_set}
     merged = spec.model_dump(exclude_unset=True) | update
     from simcore.specs.loader import validate
@@ -522,7 +518,7 @@ __all__ = [
     "load_step_profile",
     "padded_context",
     "engine_profiles",
+    "engine_ep_exchange",
     "engine_settings",
-    "ep_exchange",
     "with_engine",
 ]

@@ -132,6 +132,39 @@ class Chosen(NamedTuple):
     source: str
 
 
+MOE_TRAINING_KEYS = ("moe_expert_calls", "moe_host_sync", "moe_dispatcher", "moe_a2a_overlap")
+"""``runtime`` keys that apply only to training an MoE model."""
+
+
+def _changed(sc: Scenario, stack: StackSpec, section: str, fld: str) -> bool:
+    """``section.fld`` is given with a value other than the one ``sc`` gets without it: its stack's default where
+    the stack sets one, else the field's own (a scenario written out whole, as the planner does, passes)."""
+    part = getattr(sc, section)
+    if part is None or fld not in part.model_fields_set:
+        return False
+    key = f"{section}.{fld}"
+    quiet = [d.value for k, d in stack.defaults.items() if field_of(k) == key]
+    quiet.append(type(part).model_fields[fld].default)
+    return getattr(part, fld) not in quiet
+
+
+def check_given(sc: Scenario, stack: StackSpec) -> None:
+    """Keys the scenario gives that its workload cannot honour, each one :class:`SpecError` naming it: the
+    ``runtime.moe_*`` keys (:data:`MOE_TRAINING_KEYS`) on a dense model or outside training, and
+    ``parallel.pipeline_library`` without pipeline stages. The stack's own defaults for them stay silent
+    (:func:`apply_stack` sets them only on fields the scenario did not give)."""
+    moe = [f"runtime.{k}" for k in MOE_TRAINING_KEYS if _changed(sc, stack, "runtime", k)]
+    if moe and sc.kind != "training":
+        raise SpecError(f"is modelled for training an MoE model (this one is kind: {sc.kind})", field=moe[0])
+    if moe and sc.model.moe is None:
+        raise SpecError(f"applies to an MoE model ({sc.model.name} has no experts: model.moe)", field=moe[0])
+    if _changed(sc, stack, "parallel", "pipeline_library") and sc.parallel.pp <= 1:
+        raise SpecError(
+            "applies to a layout with pipeline stages (parallel.pp > 1; this one: pp 1)",
+            field="parallel.pipeline_library",
+        )
+
+
 def apply_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
     """``sc`` with every default of its stack (``runtime.stack``) that the scenario did not give, and
     the list of those chosen (in the stack file's order). Fields the scenario gave always win; a section
@@ -141,6 +174,7 @@ def apply_stack(sc: Scenario) -> tuple[Scenario, list[Chosen]]:
         raise SpecError(
             f"stack {stack.name} runs {' and '.join(stack.kinds)} scenarios, not {sc.kind}", field="runtime.stack"
         )
+    check_given(sc, stack)
     updates: dict[str, dict[str, Any]] = {}
     chosen: list[Chosen] = []
     for key, d in stack.defaults.items():

@@ -17,8 +17,9 @@ How a row is run
   ``docs/stacks``: ``/work/shared/reference/stacks.md`` section 7): the ``GUARANTEED_NO_EVICT`` capacity
   scheduler (``reserve_output_kv``: a request is admitted with KV blocks for its whole output), chunked
   context off, ``max_batch_size`` and ``max_num_tokens`` as trtllm-bench picks them when not given
-  (:func:`bench_limits`; MoE rows: the LLM API's 2048 and 8192 per DP rank), ``kv_cache_free_gpu_mem_fraction``
-  0.95 (the row's note),
+  (:func:`bench_limits`, dense and MoE rows alike; with attention DP each rank takes the whole group's limits;
+  the LLM API's 2048 and 8192 only where the row names no model preset or system), ``kv_cache_free_gpu_mem_fraction``
+  0.95 (the row's note, :data:`KV_FRACTION`),
   CUDA graphs with padding to the overview's ``batch_sizes`` (dense rows: :func:`graph_sizes`; a decode batch runs
   the next captured graph, whose dummy rows add GEMM rows but no KV), its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
   NVFP4 weights with an FP8 KV cache.
@@ -42,7 +43,7 @@ import numpy as np
 from simcore.errors import SimcoreError
 from simcore.specs.registry import default_registry
 from simcore.specs.scenario import ModelSpec
-from simcore.specs.serving import ServingSpec, ep_exchange
+from simcore.specs.serving import ServingSpec, engine_ep_exchange
 from simcore.workload.model import layer_shape, param_counts
 
 DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
@@ -323,7 +324,11 @@ def _rate_row(row: ServingRow, r: dict[str, str]) -> None:
 
 
 BENCH_KV_FRACTION = 0.95
-"""``kv_cache_gpu_mem_fraction`` default of trtllm-bench's ``calc_engine_setting`` (the rows' 0.95 too)."""
+"""``kv_cache_gpu_mem_fraction`` default of trtllm-bench's ``calc_engine_setting`` (``bench/build/tuning.py``): the
+share of memory its limit heuristic assumes for the KV cache. Kept apart from :data:`KV_FRACTION`, the runtime's
+``kv_cache_free_gpu_mem_fraction`` the rows state: two settings of two code paths (the tuning's is a function
+default, the runtime's the command's option) that happen to be equal here; a row run at another runtime fraction
+would change only the latter."""
 
 
 def bench_limits(row: ServingRow, dp: int = 1) -> tuple[int, int]:
@@ -384,9 +389,10 @@ def settings(row: ServingRow) -> dict[str, Any]:
     if dp > 1:
         s.update(attention_dp=dp, ep=dp * row.tp)
         if row.engine == "TensorRT-LLM" and row.system:
-            # TensorRT-LLM's MoE token exchange on this system (all-gather + reduce-scatter without multi-node NVLink)
-            dom = default_registry().system(row.system).nvlink_domain
-            s["ep_exchange"] = ep_exchange(ServingSpec(rate=1.0, engine="trtllm"), dom)
+            # TensorRT-LLM's MoE token exchange on this system (its engine profile: all-gather + reduce-scatter
+            # without multi-node NVLink)
+            mnnvl = default_registry().system(row.system).multi_node_nvlink
+            s["ep_exchange"] = engine_ep_exchange("trtllm", mnnvl)
     if row.two_batch_overlap:
         s["two_batch_overlap"] = True
     if row.rate is not None:

@@ -111,6 +111,21 @@ SCENARIO_CASES: list[tuple[str, Callable[[Path], dict[str, Any] | str], tuple[st
         ("cluster.fabric.link", "expected infiniband or ethernet"),
     ),
     ("wrong kind", lambda t: scenario(t, kind="trainign"), ("kind",)),
+    (
+        "MoE dispatcher on a dense model",
+        lambda t: scenario(t, runtime__moe_dispatcher="deepep"),
+        ("runtime.moe_dispatcher", "applies to an MoE model", "llama3-8b"),
+    ),
+    (
+        "MoE A2A overlap on an inference scenario",
+        lambda t: scenario(t, kind="inference", model__preset="mixtral-8x7b", runtime__moe_a2a_overlap=True),
+        ("runtime.moe_a2a_overlap", "kind: inference"),
+    ),
+    (
+        "pipeline library without pipeline stages",
+        lambda t: scenario(t, parallel__pipeline_library="own"),
+        ("parallel.pipeline_library", "pp 1"),
+    ),
     ("empty file", lambda t: "", ("file is empty",)),
     ("not a mapping", lambda t: "- a\n- b\n", ("expected a mapping",)),
 ]
@@ -284,3 +299,36 @@ def test_real_process_prints_no_traceback(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert p.stdout == ""
     assert_one_line_error(p.returncode, p.stderr, str(path), "cluster.gpus")
+
+
+@pytest.mark.parametrize(
+    ("changes", "needles"),
+    [
+        ({"training__activation_offload_layers": 1000}, ("training.activation_offload_layers", "1000 layers")),
+        ({"parallel__pp": 4, "parallel__pipeline_layers": [1, 2]}, ("parallel.pipeline_layers", "pp (4) entries")),
+    ],
+)
+def test_errors_of_the_model_code_name_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, changes: dict[str, Any], needles: tuple[str, ...]
+) -> None:
+    """Values the file's validation passes but the prediction cannot honour: one line naming the file too."""
+    path = write(tmp_path, scenario(tmp_path, **changes))
+    code, _, err = run_cli(capsys, "predict", str(path))
+    assert_one_line_error(code, err, str(path), *needles)
+
+
+def test_a_scenario_written_out_whole_with_its_stacks_values_passes() -> None:
+    """The planner writes a stacked scenario out whole (every field given): the stack's MoE defaults on a dense
+    model, and the fields' own defaults, change nothing and are not errors; a value of the user's own is (when
+    the stack is applied, as every prediction does)."""
+    from simcore.engine.runtime import with_stack
+    from simcore.errors import SpecError
+    from simcore.specs.resolve import scenario_from_dict
+
+    sc = scenario_from_dict({**GOOD, "runtime": {"stack": "megatron"}})
+    data = with_stack(sc)[0].model_dump(mode="json", exclude_none=True)
+    assert data["runtime"]["moe_expert_calls"] == "per_expert"
+    with_stack(scenario_from_dict(data))
+    data["runtime"]["moe_dispatcher"] = "hybridep"
+    with pytest.raises(SpecError, match="runtime.moe_dispatcher"):
+        with_stack(scenario_from_dict(data))

@@ -98,3 +98,12 @@ def test_timeline_writes_trace_and_gantt(tmp_path: Path, capsys: pytest.CaptureF
     assert {e["pid"] for e in kernels} == {0, 1, 2, 3}
     assert all(e["dur"] >= 0 for e in kernels)
     assert png.stat().st_size > 1000
+
+
+def test_inference_memory_rows_show_the_mamba_state_inside_the_kv_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    """A hybrid's recurrent state is part of ``kv_cache``: its row sits under it, indented and said to be in it."""
+    code, out, err = run_cli(capsys, "predict", "nemotron-h-8b-decode-h100")
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if "memory " in line]
+    kv = next(i for i, line in enumerate(rows) if "memory kv_cache" in line)
+    assert "    memory mamba_state (in kv_cache)" in rows[kv + 1]

@@ -85,12 +85,31 @@ def _fsdp(micro_batch: int, profiler: bool):  # type: ignore[no-untyped-def]
     )
 
 
-def test_fsdp_step_pays_the_waits_only_where_host_and_gpu_are_close() -> None:
-    """Priced end to end: FSDP2's gathers of a per-block-sharded Llama 8L on 2 H200s. DDP has none; the
-    FSDP step is never faster than the GPU's own work or the host's."""
+def test_a_wait_where_host_and_gpu_are_close_none_where_the_host_is_far_ahead() -> None:
+    """One micro-batch of 2 layers, gathers of 0.5 ms (hand-computed, as :func:`_simulate` runs it).
+
+    Host close to the GPU (host 1 ms, GPU 0.8 ms a layer each way): forward layer 0 ends at 0.5 + 0.8 = 1.3 ms,
+    layer 1 at 1 + 1.3 = 2.3 ms (its gather issued at 1 ms); backward layer 0's gather is issued at its own
+    start, 2 ms (host done with the forward), so it ends at 2 + 1.3 = 3.3 ms; layer 1's was issued one layer
+    ahead (2 ms) and the host issues it until 4 ms, so it ends at max(3.3 + 0.8, 4, 2 + 1.3) = 4.1 ms: 0.1 ms
+    of wait over the host-bound 4.0 ms.
+
+    Host far ahead (0.1 ms host, 2 ms GPU a layer): only the first forward layer's gather (issued at the step's
+    start) shows, 0.5 ms over 8 ms; every later one was issued long before the GPU reached its layer."""
+    close = host_run_ahead(2e-3, 2e-3, 1.6e-3, 1.6e-3, 0.0, 0.0, 0.0, 0.0, 2, 1, 0.0, 0.0, 5e-4, 5e-4)[0]
+    assert close == pytest.approx(4.1e-3, rel=1e-12)
+    assert host_run_ahead(2e-3, 2e-3, 1.6e-3, 1.6e-3, 0.0, 0.0, 0.0, 0.0, 2, 1)[0] == pytest.approx(4.0e-3)
+    far = host_run_ahead(2e-4, 2e-4, 4e-3, 4e-3, 0.0, 0.0, 0.0, 0.0, 2, 1, 0.0, 0.0, 5e-4, 5e-4)[0]
+    assert far == pytest.approx(8.5e-3, rel=1e-12)
+    layer = (1e-3, 0.8e-3, 5e-4)
+    units = [(*layer, 0)] * 2 + [(0.0, 0.0, 0.0, 0)] * 2 + [(*layer, 0), (*layer, 1)]
+    assert _simulate(units)[0] == pytest.approx(close, rel=1e-12)
+
+
+def test_fsdp_step_is_never_faster_than_the_gpu() -> None:
+    """Priced end to end: FSDP2's gathers of a per-block-sharded Llama 8L on 2 H200s; the step is never faster
+    than the GPU's own work."""
     for mb in (1, 2, 8):
         r = simcore.predict(_fsdp(mb, False))
-        bd = r.breakdown
-        gpu = sum(v for k, v in bd.items() if k not in ("host_overhead", "pipeline_bubble"))
+        gpu = sum(v for k, v in r.breakdown.items() if k not in ("host_overhead", "pipeline_bubble"))
         assert r.step_time_s >= gpu * (1 - 1e-9)
-        assert bd.get("host_overhead", 0.0) >= 0.0

@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from simcore.engine.training import stage_layer_counts
+from simcore.engine.training import chunk_layer_counts, stage_layer_counts
 from simcore.errors import SpecError
 from simcore.prediction import predict
 from simcore.specs.resolve import scenario_from_dict
@@ -102,18 +104,31 @@ def test_a_field_beside_a_preset_overrides_deeply() -> None:
     assert sc.model.moe.imbalance == 1.5 and sc.model.moe.experts == 8 and sc.model.moe.top_k == 2
 
 
-@pytest.mark.parametrize(
-    ("layers", "pp", "vp", "emb", "loss"),
-    [(126, 16, 8, True, True), (126, 8, 4, True, True), (14, 4, 4, True, True), (10, 3, 1, False, False)],
+@settings(max_examples=200, deadline=None)
+@given(
+    pp=st.integers(1, 16),
+    vp=st.integers(1, 8),
+    extra=st.integers(0, 100),
+    emb=st.booleans(),
+    loss=st.booleans(),
 )
-def test_chunk_layer_counts_agree_with_stage_counts(layers: int, pp: int, vp: int, emb: bool, loss: bool) -> None:
-    from simcore.engine.training import chunk_layer_counts
-
+def test_chunk_layer_counts_agree_with_stage_counts(pp: int, vp: int, extra: int, emb: bool, loss: bool) -> None:
+    """Megatron's split chunk by chunk (:func:`chunk_layer_counts`) and rank by rank over arrays
+    (:func:`stage_layer_counts`): the same first, last and fullest middle rank."""
+    layers = pp * vp + 2 + extra
     n = chunk_layer_counts(layers, pp, vp, emb, loss)
     assert len(n) == pp * vp and sum(n) == layers and min(n) >= 0
-    first, last, _mid = stage_layer_counts(layers, pp, vp, emb, loss)
-    assert sum(n[0::pp]) == first  # rank 0 holds chunks 0, pp, 2 pp, ...
-    assert sum(n[pp - 1 :: pp]) == last
+    first, last, mid = (float(x) for x in stage_layer_counts(layers, pp, vp, emb, loss))
+    ranks = [sum(n[i::pp]) for i in range(pp)]  # rank i holds chunks i, i + pp, ...
+    assert (first, last if pp > 1 else 0.0, mid) == (
+        ranks[0] if pp > 1 else layers, ranks[-1] if pp > 1 else 0.0, max(ranks[1:-1], default=0)
+    )
+
+
+def test_explicit_chunk_layers_are_checked() -> None:
+    assert chunk_layer_counts(10, 3, 1, stage_layers=(2, 5, 3)) == [2, 5, 3]
+    with pytest.raises(SpecError, match=r"pp \(4\) entries"):
+        chunk_layer_counts(10, 4, 1, stage_layers=(2, 5, 3))
 
 
 def test_des_follows_the_split_and_the_bf16_layers() -> None:

@@ -146,3 +146,53 @@ def test_cli_json_and_builtin(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "schema", "--jobs")
     assert code == 0, err
     assert "jobs" in json.loads(out)["properties"]
+
+
+def _with_job_file(tmp_path: Path, cluster: dict[str, Any] | None) -> Path:
+    job = {**copy.deepcopy(JOB), **({"cluster": cluster} if cluster else {})}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    d = _file(4.0)
+    d["jobs"][0]["scenario"] = str(tmp_path / "job.yaml")
+    p = tmp_path / "jobs.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return p
+
+
+def test_a_job_files_own_cluster_is_replaced_and_noted(tmp_path: Path) -> None:
+    r = predict_jobs(_with_job_file(tmp_path, {"system": "hgx-h100", "gpus": 64}))
+    assert any(n.startswith("jobs[0].scenario (") and "own cluster replaced" in n for n in r.notes)
+    assert r.jobs[0].gpus == 16
+    plain = predict_jobs(_with_job_file(tmp_path, None))
+    assert not any("own cluster" in n for n in plain.notes)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "needle"),
+    [({"system": "hgx-h200", "gpus": 16}, "runs on hgx-h200"), (None, "not found")],
+)
+def test_a_job_file_on_another_system_or_missing_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cluster: dict[str, Any] | None, needle: str
+) -> None:
+    p = _with_job_file(tmp_path, cluster)
+    if cluster is None:
+        (tmp_path / "job.yaml").unlink()
+    code, _out, err = run_cli(capsys, "predict", str(p))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(p) in err and "jobs[0].scenario" in err and needle in err
+
+
+def test_cli_set_cluster_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    name = "multi-job-llama3-8b-fat-tree-4to1"
+    code, out, err = run_cli(
+        capsys, "predict", name, "--set", "cluster.fabric.oversubscription=1", "--explain", "--json"
+    )
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["fabric"]["oversubscription"] == 1 and all(j["slowdown"] == pytest.approx(1.0) for j in r["jobs"])
+    assert set(r["stack_defaults"]) == {"a", "b"}
+    assert any(d["field"] == "parallel.dp_overlap" for d in r["stack_defaults"]["a"])
+    assert any(n.startswith("job a: stack megatron defaults") for n in r["notes"])
+    code, _out, err = run_cli(capsys, "predict", name, "--set", "jobs.0.nodes=3")
+    assert code == 2 and "cluster.* only" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_cli(capsys, "check", name, "--set", "cluster.nodes=5", "--json")
+    assert code == 0 and json.loads(out)["nodes"] == 5, err

@@ -89,14 +89,23 @@ def test_all_gather_exchange_moves_every_ranks_tokens() -> None:
     assert ops["ep_combine"]["nbytes"] == pytest.approx(64 * 8 * 2048 * 2.0)
 
 
-def test_ep_exchange_follows_the_engine_and_the_nvlink_domain() -> None:
-    from simcore.specs.serving import ep_exchange
+def test_ep_exchange_follows_the_engine_and_multi_node_nvlink() -> None:
+    from simcore.specs.serving import engine_settings, with_engine
 
-    trt = ServingSpec(rate=1.0, engine="trtllm")
-    assert ep_exchange(trt, 8) == "all_gather"  # HGX H100/H200: no multi-node NVLink
-    assert ep_exchange(trt, 72) == "all_to_all"  # GB200 NVL72: MNNVL all-to-all
-    assert ep_exchange(ServingSpec(rate=1.0, engine="sglang"), 8) == "all_to_all"
-    assert ep_exchange(ServingSpec(rate=1.0, engine="trtllm", ep_exchange="all_to_all"), 8) == "all_to_all"
+    reg = default_registry()
+    assert not reg.system("hgx-h100").multi_node_nvlink and not reg.system("dgx-b200").multi_node_nvlink
+    assert reg.system("gb200-nvl72").multi_node_nvlink  # 18 compute trays (hosts) on one NVLink domain
+    assert engine_settings("trtllm", "h100", 80e9)["ep_exchange"] == "all_gather"  # no multi-node NVLink
+    assert engine_settings("trtllm", "gb200", 186e9, multi_node_nvlink=True)["ep_exchange"] == "all_to_all"
+    assert engine_settings("sglang", "h100", 80e9)["ep_exchange"] == "all_to_all"
+    given = ServingSpec(rate=1.0, engine="trtllm", ep_exchange="all_to_all")
+    assert with_engine(given, "h100", 80e9).ep_exchange == "all_to_all"
+
+
+def test_the_chosen_exchange_is_in_the_results_settings() -> None:
+    sc = scen()
+    res = simulate(sc, ServingSpec(rate=1e9, requests=50, prompt=128, output=8, engine="trtllm", attention_dp=8))
+    assert res.result.settings["ep_exchange"] == "all_gather"
 
 
 def test_mla_paged_decode_streams_the_latent_once() -> None:

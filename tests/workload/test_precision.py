@@ -18,7 +18,7 @@ REG = default_registry()
 H100, B200 = REG.device("h100"), REG.device("b200")
 
 
-def _sc(system: str, precision: str, **training: Any) -> Any:
+def _sc(system: str, precision: str, stack: str = "pytorch", **training: Any) -> Any:
     return scenario_from_dict(
         {
             "kind": "training",
@@ -29,6 +29,7 @@ def _sc(system: str, precision: str, **training: Any) -> Any:
             },
             "training": {"micro_batch": 1, "global_batch": 64, "precision": precision, **training},
             "parallel": {"tp": 1, "pp": 1},
+            "runtime": {"stack": stack},
         }
     )
 
@@ -95,3 +96,22 @@ def test_bf16_layers_slow_the_step_monotonically() -> None:
 def test_every_recipe_has_a_gemm_dtype_of_the_spec() -> None:
     for r in RECIPES.values():
         assert r.gemm_dtype in ("fp32", "fp16", "bf16", "fp8", "fp4")
+
+
+def test_fp8_param_gather_keeps_no_bf16_weights() -> None:
+    # Megatron's fp8_param_gather: FP8 parameters only (Blackwell one copy, Hopper data + transpose), the
+    # optimizer's fp32 master copy and moments unchanged, the all-gather moves 1-byte values
+    b = state_bytes("fp8_current", "adamw", True, "bf16", B200, fp8_param_gather=True)
+    assert (b.weights, b.optimizer, b.gathered) == pytest.approx((1.0, 12.0, 1.0))
+    assert state_bytes("fp8_current", "adamw", True, "bf16", H100, fp8_param_gather=True).weights == pytest.approx(2.0)
+    # no effect on an unquantized recipe
+    assert state_bytes("bf16", "adamw", True, fp8_param_gather=True) == state_bytes("bf16", "adamw", True)
+
+
+def test_megatron_stack_keeps_fp8_parameters_under_fp8_current() -> None:
+    def weights(precision: str, **training: Any) -> float:
+        return float(predict(_sc("dgx-b200", precision, stack="megatron", **training)).memory_breakdown["weights"])
+
+    # the stack's default (Megatron-Bridge's fp8_current preset) drops the bf16 copy: 3 -> 1 byte a parameter
+    assert weights("fp8_current") == pytest.approx(weights("fp8_current", fp8_param_gather=False) / 3.0)
+    assert weights("bf16") == pytest.approx(weights("bf16", fp8_param_gather=True))
