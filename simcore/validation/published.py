@@ -30,7 +30,7 @@ import json
 import math
 import re
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -1333,6 +1333,38 @@ def _job_key(table: str, sc: dict[str, Any]) -> str:
     return json.dumps([table, rest, tr], sort_keys=True)
 
 
+def _recipe_str(row: PublishedRow) -> str:
+    """A row's layout (:func:`_layout_str`) with its expert parallelism."""
+    ep = int(row.scenario["parallel"].get("ep", 1))
+    return _layout_str(row.scenario) + (f" ep{ep}" if ep > 1 else "")
+
+
+def _across_releases(results: list[RowResult], rows: dict[int, PublishedRow]) -> list[RowResult]:
+    """The rows of one job (system, model, GPUs, global batch, sequence, precision) that releases ran with
+    different layouts, as one job each: per distinct layout the row of the latest release (releases sort as
+    their names do, ``26.02 < 26.02.01 < 26.04``). Their order mixes the layouts' effect with the software's
+    (the same layout moves by up to 40 % between releases)."""
+    latest: dict[tuple[str, str], RowResult] = {}
+    for r in results:
+        job = json.loads(r.job)
+        job[0] = r.system
+        key = (json.dumps(job), _recipe_str(rows[r.index]))
+        if key not in latest or r.release > latest[key].release:
+            latest[key] = replace(r, job=key[0], source=f"{r.system} (latest release)")
+    return list(latest.values())
+
+
+def _row_space(row: PublishedRow, space: dict[str, Any]) -> dict[str, Any]:
+    """``space`` with what the row's software does not let the planner choose: no TP communication overlap
+    where the recipe runs TP without it, or where the table is Megatron-Bridge's under NVFP4 (its recipes turn
+    the overlap off for every model then, :func:`build_row`)."""
+    p, tr = row.scenario["parallel"], row.scenario["training"]
+    nvfp4_mbridge = tr["precision"] == "nvfp4" and row.source.startswith("MBridge")
+    if (int(p["tp"]) > 1 and not p["tp_overlap"]) or nvfp4_mbridge:
+        return {**space, "tp_overlap": (False,)}
+    return space
+
+
 def plan_claims(
     tables: list[str | Path] | None = None,
     options: dict[str, Any] | None = None,
@@ -1341,7 +1373,7 @@ def plan_claims(
     """For each predicted published recipe of ``tables`` (default :data:`PLAN_CLAIM_TABLES`), run the planner
     (:func:`simcore.planning.plan`, objective time, search :data:`PLAN_CLAIM_SPACE` unless ``options``) on
     the recipe's job (model, GPUs, global batch, sequence, precision, system and the recipe's settings that
-    are not layout choices) and compare its best layout with the recipe's layout. One plan per job: the
+    are not layout choices, :func:`_row_space` too) and compare its best layout with the recipe's layout. One plan per job: the
     rows of a job with several layouts share it. Returns the claims (one per predicted configuration) and
     per table the rank fidelity of the rows (:func:`rank_fidelity`) and the rows not predicted."""
     from simcore.memory import RESERVED_BYTES
@@ -1360,8 +1392,10 @@ def plan_claims(
         rows = {r.index: r for r in load_published(path)}
         results = predict_rows(list(rows.values()), calibration=calibration)
         prim = [r for r in results if r.primary]
+        predicted = [r for r in prim if r.problem is None]
         per_table[name] = {
-            "rank_fidelity": rank_fidelity([r for r in prim if r.problem is None]),
+            "rank_fidelity": rank_fidelity(predicted),
+            "across_releases": rank_fidelity(_across_releases(predicted, rows)),
             "not_predicted": [{"row": r.index, "problem": r.problem} for r in prim if r.problem is not None],
         }
         plans: dict[str, tuple[dict[str, Any] | None, TrainingResult | None]] = {}
@@ -1371,10 +1405,11 @@ def plan_claims(
             data = dict(rows[r.index].scenario)
             if calibration is not None:
                 data["calibration"] = calibration
-            key = _job_key(name, data)
+            row_space = _row_space(rows[r.index], space)
+            key = _job_key(name, data) + json.dumps(row_space, sort_keys=True)
             if key not in plans:
                 sc = scenario_from_dict(data, reg)
-                res = plan(sc, objective="time", top=1, options=space, des_top=0)
+                res = plan(sc, objective="time", top=1, options=row_space, des_top=0)
                 best = res.top[0] if res.top else None
                 pr = None
                 if best is not None:
@@ -1411,7 +1446,7 @@ def plan_claims(
                     system=r.system,
                     precision=r.precision,
                     moe=r.moe,
-                    recipe=r.layout + (f" ep{ep}" if (ep := int(data["parallel"].get("ep", 1))) > 1 else ""),
+                    recipe=_recipe_str(rows[r.index]),
                     best=best_str,
                     published_tokens_per_s_per_gpu=tok / pub_step,
                     recipe_tokens_per_s_per_gpu=tok / r.step_time_s,
@@ -1461,10 +1496,13 @@ def summarize_claims(claims: list[PlanClaim], per_table: dict[str, Any]) -> dict
     }
 
 
+_WHY = {"bubble": "bubble", "tp_comm": "tp/cp/ep", "dp_comm": "dp", "recompute": "recompute"}
+
+
 def _fr(f: dict[str, float]) -> str:
     if not f:
         return "-"
-    return " ".join(f"{k[:3]} {100 * f[k]:.0f}" for k in ("bubble", "tp_comm", "dp_comm", "recompute"))
+    return " ".join(f"{label} {100 * f[k]:.0f}" for k, label in _WHY.items())
 
 
 def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
@@ -1517,6 +1555,15 @@ def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
             )
         else:
             lines.append(f"{name}: no job with several layouts (no rank fidelity)")
+        rx = t["across_releases"]
+        if rx.get("jobs"):
+            lines.append(
+                f"{name}: across releases (one row per distinct layout of a job, the latest release's; software "
+                f"changes included): Spearman {rx['spearman']:.2f} over {len(rx['jobs'])} job(s), "
+                f"{rx['pairs_ordered']}/{rx['pairs']} layout pairs ordered right"
+            )
+            for j in rx["jobs"]:
+                lines.append(f"  {j['job']:<52} layouts {j['layouts']:>2}  Spearman {j['spearman']:+.2f}")
         if t["not_predicted"]:
             lines.append(f"{name}: {len(t['not_predicted'])} configuration(s) not predicted, so not planned")
     return "\n".join(lines)

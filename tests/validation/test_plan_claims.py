@@ -138,3 +138,40 @@ def test_cli_plan_claims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert validation(["published", "--plan-claims", "--csv", str(t), "--engine", "des"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "analytic" in err[0]
+
+
+def test_software_constraints_of_the_row_bound_the_search(tmp_path: Path) -> None:
+    """Megatron-Bridge's recipes turn TP communication overlap off under NVFP4: the planner may not turn it
+    back on for that job (a setting of the software, not a layout choice); under MXFP8 it may."""
+    t = _table(
+        tmp_path / "fp4.csv",
+        _rec(gpu="B200", system="DGX-B200", tp="2", precision="NVFP4"),
+        _rec(gpu="B200", system="DGX-B200", tp="2", precision="MXFP8"),
+    )
+    fp4, mx = P.load_published(t)
+    assert fp4.scenario["parallel"]["tp_overlap"] is False
+    assert P._row_space(fp4, P.PLAN_CLAIM_SPACE)["tp_overlap"] == (False,)
+    assert "tp_overlap" not in P._row_space(mx, P.PLAN_CLAIM_SPACE)
+    claims, _ = P.plan_claims([t])
+    assert " tpo" not in claims[0].best
+
+
+def test_layouts_of_one_job_across_releases_are_ranked(tmp_path: Path) -> None:
+    """Three releases ran one job: 26.02 with TP 8 and full recompute, 26.04 and 26.04.01 with plain data
+    parallelism. Across releases that is two layouts (the plain one taken from 26.04.01, the latest), measured
+    and predicted in the same order: Spearman +1, one pair ordered right. Within a release no job has two."""
+
+    def src(release: str) -> str:
+        return f"Megatron-Bridge {release} DGX-H100 (test table)"
+
+    t = _table(
+        tmp_path / "rel.csv",
+        _rec(source=src("26.02"), tp="8", recompute="full", value="100"),
+        _rec(source=src("26.04"), micro_batch="8", value="1000"),
+        _rec(source=src("26.04.01"), micro_batch="8", value="1100"),
+    )
+    _, per = P.plan_claims([t])
+    assert per["rel.csv"]["rank_fidelity"]["jobs"] == []
+    rx = per["rel.csv"]["across_releases"]
+    assert len(rx["jobs"]) == 1 and rx["jobs"][0]["layouts"] == 2
+    assert rx["spearman"] == pytest.approx(1.0) and (rx["pairs"], rx["pairs_ordered"]) == (1, 1)
