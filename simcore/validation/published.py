@@ -1312,7 +1312,11 @@ class PlanClaim:
     global batch, so the same ratio of tokens per second); NaN where no layout fits."""
     row_error: float
     """The recipe row's own error (``predicted / published - 1`` of throughput; < 0: simcore pessimistic)."""
+    recipe_step_s: float
+    best_step_s: float
     recipe_fractions: dict[str, float]
+    """Shares of the predicted step (:func:`_fractions`: compute, recompute, tp_comm (TP, CP and EP), bubble,
+    dp_comm, optimizer)."""
     best_fractions: dict[str, float]
     recipe_memory_gib: float
     best_memory_gib: float
@@ -1453,6 +1457,8 @@ def plan_claims(
                     best_tokens_per_s_per_gpu=tok / best_step,
                     claim=claim,
                     row_error=r.error,
+                    recipe_step_s=r.step_time_s,
+                    best_step_s=best_step,
                     recipe_fractions=r.fractions,
                     best_fractions=best_fr,
                     recipe_memory_gib=r.memory_gib,
@@ -1465,9 +1471,10 @@ def plan_claims(
 
 
 def summarize_claims(claims: list[PlanClaim], per_table: dict[str, Any]) -> dict[str, Any]:
-    """How many recipes the planner claims to beat by more than :data:`CLAIM_THRESHOLD` (and of those how
-    many beyond the row's own error, how many where the recipe is predicted over memory), the median and
-    largest claim, dense and MoE apart, and each table's rank fidelity and rows not predicted."""
+    """How many recipes the planner claims to beat by more than :data:`CLAIM_THRESHOLD` (and of those: how
+    many distinct layouts of a job, the releases that ran one counted once; how many beyond the row's own
+    error; how many where the recipe is predicted over memory), the median and largest claim, dense and MoE
+    apart, and each table's rank fidelity and rows not predicted."""
 
     def stats(cs: list[PlanClaim]) -> dict[str, Any]:
         ok = [c for c in cs if math.isfinite(c.claim)]
@@ -1482,6 +1489,7 @@ def summarize_claims(claims: list[PlanClaim], per_table: dict[str, Any]) -> dict
             if top
             else "",
             "over_threshold": len(big),
+            "distinct_over_threshold": len({(c.system, c.model, c.gpus, c.precision, c.recipe) for c in big}),
             "beyond_row_error": sum(c.verdict.startswith("beyond") for c in big),
             "recipe_over_memory": sum("over memory" in c.verdict for c in big),
         }
@@ -1496,20 +1504,29 @@ def summarize_claims(claims: list[PlanClaim], per_table: dict[str, Any]) -> dict
     }
 
 
-_WHY = {"bubble": "bubble", "tp_comm": "tp/cp/ep", "dp_comm": "dp", "recompute": "recompute"}
+_WHY = {
+    "compute": "compute",
+    "bubble": "bubble",
+    "tp_comm": "tp/cp/ep",
+    "dp_comm": "dp",
+    "recompute": "recompute",
+    "optimizer": "optimizer",
+}
 
 
-def _fr(f: dict[str, float]) -> str:
+def _why(step_s: float, f: dict[str, float]) -> str:
+    """A step's parts in milliseconds (its exposed time: compute, bubble, TP/CP/EP and DP communication,
+    recompute, optimizer)."""
     if not f:
         return "-"
-    return " ".join(f"{label} {100 * f[k]:.0f}" for k, label in _WHY.items())
+    parts = ", ".join(f"{label} {1e3 * step_s * f[k]:.0f}" for k, label in _WHY.items())
+    return f"{1e3 * step_s:.0f} ms: {parts}"
 
 
 def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
     """Plain-text table of :func:`plan_claims` (tokens/s/GPU published, predicted for the recipe and for the
     planner's best; memory GiB of both against the capacity) with each claim above the threshold followed
-    by the two predictions' shares of the step (bubble, TP/CP/EP comm, DP comm, recompute, %), then
-    :func:`summarize_claims`."""
+    by the two predicted steps' parts (:func:`_why`), then :func:`summarize_claims`."""
     hdr = (
         f"{'table':<8} {'#':>3} {'model':<15} {'gpus':>5} {'system':<11} {'prec':<11} {'recipe':<28} "
         f"{'planner best':<58} {'pub':>7} {'recipe':>7} {'best':>7} {'claim':>7} {'err%':>6} "
@@ -1526,8 +1543,8 @@ def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
             f"{c.recipe_memory_gib:>5.0f}/{c.best_memory_gib:>4.0f}/{c.capacity_gib:>4.0f}  {c.verdict}"
         )
         if c.verdict:
-            why = f"recipe {_fr(c.recipe_fractions)} | best {_fr(c.best_fractions)}"
-            lines.append(f"{'':>13}why (% of step): {why}")
+            lines.append(f"{'':>13}why: recipe {_why(c.recipe_step_s, c.recipe_fractions)}")
+            lines.append(f"{'':>13}     best   {_why(c.best_step_s, c.best_fractions)}")
     s = summary
     lines.append("")
     lines.append(
@@ -1540,8 +1557,8 @@ def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
             continue
         lines.append(
             f"{kind:<5} recipes {k['recipes']:>3}: planner claims > {100 * s['threshold']:.0f}% on "
-            f"{k['over_threshold']} "
-            f"({k['beyond_row_error']} beyond the row's own error, {k['recipe_over_memory']} with the recipe "
+            f"{k['over_threshold']} ({k['distinct_over_threshold']} distinct layouts of a job; "
+            f"{k['beyond_row_error']} beyond the row's own error, {k['recipe_over_memory']} with the recipe "
             f"predicted over memory); median claim {100 * k['median_claim']:+.1f}%, largest "
             f"{100 * k['max_claim']:+.1f}% ({k['max_label']})"
             + (f"; no layout fits: {k['no_layout_fits']}" if k["no_layout_fits"] else "")
@@ -1558,8 +1575,8 @@ def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
         rx = t["across_releases"]
         if rx.get("jobs"):
             lines.append(
-                f"{name}: across releases (one row per distinct layout of a job, the latest release's; software "
-                f"changes included): Spearman {rx['spearman']:.2f} over {len(rx['jobs'])} job(s), "
+                f"{name}: across releases (one row per distinct layout of a job, the latest release's; "
+                f"software changes included): Spearman {rx['spearman']:.2f} over {len(rx['jobs'])} job(s), "
                 f"{rx['pairs_ordered']}/{rx['pairs']} layout pairs ordered right"
             )
             for j in rx["jobs"]:

@@ -102,7 +102,7 @@ def test_a_poor_recipe_is_beaten_and_one_plan_serves_the_job(tmp_path: Path) -> 
     s = P.summarize_claims(claims, per)
     assert s["all"]["over_threshold"] == 1 and s["all"]["beyond_row_error"] == 0
     text = P.format_claims(claims, s)
-    assert "why (% of step)" in text and "rank fidelity over 1 job" in text
+    assert "why: recipe" in text and "rank fidelity over 1 job" in text
 
 
 def test_claim_is_beyond_the_row_error_when_the_recipe_is_predicted_well(tmp_path: Path) -> None:
