@@ -140,6 +140,10 @@ def published(
     if plan_claims:
         if engine != "analytic":
             _fail("--plan-claims: the planner prices layouts with the analytic engine; drop --engine des")
+        given = (("--plot", plot), ("--own", own), ("--all", all_rows), ("--assumptions", assumptions))
+        extra = [o for o, on in given if on]
+        if extra:
+            _fail(f"--plan-claims prints its own table; drop {', '.join(extra)}")
         try:
             claims, per_table = P.plan_claims([csv] if csv else None, calibration=calibration)
         except SimcoreError as e:

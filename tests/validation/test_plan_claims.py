@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcore.cli.validation import main as validation
 from simcore.validation import published as P
@@ -138,6 +140,9 @@ def test_cli_plan_claims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert validation(["published", "--plan-claims", "--csv", str(t), "--engine", "des"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "analytic" in err[0]
+    assert validation(["published", "--plan-claims", "--csv", str(t), "--own", "--all"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "drop --own, --all" in err[0]
 
 
 def test_software_constraints_of_the_row_bound_the_search(tmp_path: Path) -> None:
@@ -175,3 +180,23 @@ def test_layouts_of_one_job_across_releases_are_ranked(tmp_path: Path) -> None:
     rx = per["rel.csv"]["across_releases"]
     assert len(rx["jobs"]) == 1 and rx["jobs"][0]["layouts"] == 2
     assert rx["spearman"] == pytest.approx(1.0) and (rx["pairs"], rx["pairs_ordered"]) == (1, 1)
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    tp=st.sampled_from(["1", "2", "4", "8"]),
+    mb=st.sampled_from(["1", "2", "4", "8"]),
+    recompute=st.sampled_from(["", "selective", "full"]),
+)
+def test_a_recipe_inside_the_search_is_never_beaten_by_a_slower_best(
+    tp: str, mb: str, recompute: str
+) -> None:
+    """The planner keeps the fastest layout of its space; a recipe that fits in memory and lies in that space
+    (one pipeline stage, Megatron's SP / TP overlap / distributed optimizer) cannot be faster: claim >= 0."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        t = _table(Path(d) / "p.csv", _rec(tp=tp, micro_batch=mb, recompute=recompute))
+        (c,) = P.plan_claims([t])[0]
+    assert c.recipe_memory_gib < c.capacity_gib
+    assert c.claim >= -1e-9
