@@ -1300,7 +1300,7 @@ class PlanClaim:
     precision: str
     moe: bool
     recipe: str
-    """The recipe's layout (:func:`_layout_str`)."""
+    """The recipe's layout (:func:`_recipe_str`)."""
     best: str
     """The planner's best layout (``simcore plan``'s summary), ``""`` when none fits in memory."""
     published_tokens_per_s_per_gpu: float
@@ -1327,6 +1327,8 @@ class PlanClaim:
     claim ``1 + claim`` not above the row's own error as a speed factor, ``max(1 + e, 1 / (1 + e))``, is not a
     finding (a recipe predicted 15 % slow explains a claim of up to 17.6 %); ``, recipe over memory`` added
     where the recipe itself is predicted not to fit (the planner may not pick it)."""
+    problem: str | None = None
+    """Why the planner gave no layout for the job (none fits in memory, or its one-line error)."""
 
 
 def _job_key(table: str, sc: dict[str, Any]) -> str:
@@ -1377,9 +1379,11 @@ def plan_claims(
     """For each predicted published recipe of ``tables`` (default :data:`PLAN_CLAIM_TABLES`), run the planner
     (:func:`simcore.planning.plan`, objective time, search :data:`PLAN_CLAIM_SPACE` unless ``options``) on
     the recipe's job (model, GPUs, global batch, sequence, precision, system and the recipe's settings that
-    are not layout choices, :func:`_row_space` too) and compare its best layout with the recipe's layout. One plan per job: the
-    rows of a job with several layouts share it. Returns the claims (one per predicted configuration) and
-    per table the rank fidelity of the rows (:func:`rank_fidelity`) and the rows not predicted."""
+    are not layout choices, :func:`_row_space` too) and compare its best layout with the recipe's layout.
+    One plan per job: the rows of a job with several layouts share it. Returns the claims (one per predicted
+    configuration) and per table the rank fidelity of the rows (:func:`rank_fidelity`; also across releases,
+    :func:`_across_releases`) and the rows not predicted. A job the planner rejects keeps its claim NaN
+    with the reason in ``problem``."""
     from simcore.memory import RESERVED_BYTES
     from simcore.planning import plan
     from simcore.planning.plan import scenario_for
@@ -1402,7 +1406,7 @@ def plan_claims(
             "across_releases": rank_fidelity(_across_releases(predicted, rows)),
             "not_predicted": [{"row": r.index, "problem": r.problem} for r in prim if r.problem is not None],
         }
-        plans: dict[str, tuple[dict[str, Any] | None, TrainingResult | None]] = {}
+        plans: dict[str, tuple[dict[str, Any] | None, TrainingResult | None, str | None]] = {}
         for r in prim:
             if r.problem is not None:
                 continue
@@ -1412,16 +1416,21 @@ def plan_claims(
             row_space = _row_space(rows[r.index], space)
             key = _job_key(name, data) + json.dumps(row_space, sort_keys=True)
             if key not in plans:
-                sc = scenario_from_dict(data, reg)
-                res = plan(sc, objective="time", top=1, options=row_space, des_top=0)
-                best = res.top[0] if res.top else None
-                pr = None
-                if best is not None:
-                    p = predict(scenario_for(sc, {**best["layout"], "gpus": best["gpus"]}))
-                    assert isinstance(p, TrainingResult)
-                    pr = p
-                plans[key] = (best, pr)
-            best, pr = plans[key]
+                best: dict[str, Any] | None = None
+                pr: TrainingResult | None = None
+                why: str | None = "no layout fits in memory"
+                try:
+                    sc = scenario_from_dict(data, reg)
+                    res = plan(sc, objective="time", top=1, options=row_space, des_top=0)
+                    if res.top:
+                        best = res.top[0]
+                        p = predict(scenario_for(sc, {**best["layout"], "gpus": best["gpus"]}))
+                        assert isinstance(p, TrainingResult)
+                        pr, why = p, None
+                except SimcoreError as e:
+                    why = f"not planned: {e}"
+                plans[key] = (best, pr, why)
+            best, pr, why = plans[key]
             dims = rows[r.index].dims
             cap = reg.device(reg.system(r.system).device).memory.capacity - RESERVED_BYTES
             tok = dims["B"] * dims["s"] / r.gpus
@@ -1465,6 +1474,7 @@ def plan_claims(
                     best_memory_gib=best_mem,
                     capacity_gib=cap / 1024.0**3,
                     verdict=verdict,
+                    problem=why,
                 )
             )
     return claims, per_table
@@ -1537,7 +1547,7 @@ def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
         lines.append(
             f"{c.table.removeprefix('published_training_').removesuffix('.csv')[:8]:<8} {c.index:>3} "
             f"{c.model[:15]:<15} {c.gpus:>5} {c.system[:11]:<11} {c.precision[:11]:<11} {c.recipe[:28]:<28} "
-            f"{(c.best or 'no layout fits')[:58]:<58} {c.published_tokens_per_s_per_gpu:>7.0f} "
+            f"{(c.best or c.problem or '')[:58]:<58} {c.published_tokens_per_s_per_gpu:>7.0f} "
             f"{c.recipe_tokens_per_s_per_gpu:>7.0f} {c.best_tokens_per_s_per_gpu:>7.0f} "
             f"{100 * c.claim:>+6.1f}% {100 * c.row_error:>+6.1f} "
             f"{c.recipe_memory_gib:>5.0f}/{c.best_memory_gib:>4.0f}/{c.capacity_gib:>4.0f}  {c.verdict}"

@@ -200,3 +200,15 @@ def test_a_recipe_inside_the_search_is_never_beaten_by_a_slower_best(
         (c,) = P.plan_claims([t])[0]
     assert c.recipe_memory_gib < c.capacity_gib
     assert c.claim >= -1e-9
+
+
+def test_a_job_no_layout_fits_has_no_claim(tmp_path: Path) -> None:
+    """A 126-layer, 16384-wide model on one H100: its weights alone exceed the memory, no layout fits, so
+    there is no claim (NaN), the reason is given and the summary counts it apart."""
+    big = _rec(num_gpus="1", global_batch="1", layers="126", hidden="16384", heads="128", ffn_hidden="53248")
+    claims, per = P.plan_claims([_table(tmp_path / "big.csv", big)])
+    (c,) = claims
+    assert math.isnan(c.claim) and c.best == "" and c.problem == "no layout fits in memory"
+    s = P.summarize_claims(claims, per)
+    assert s["all"]["no_layout_fits"] == 1 and s["all"]["over_threshold"] == 0
+    assert "no layout fits in memory" in P.format_claims(claims, s)
