@@ -1403,6 +1403,7 @@ def plan_claims(
         predicted = [r for r in prim if r.problem is None]
         per_table[name] = {
             "rank_fidelity": rank_fidelity(predicted),
+            "releases": sorted({r.release for r in predicted}),
             "across_releases": rank_fidelity(_across_releases(predicted, rows)),
             "not_predicted": [{"row": r.index, "problem": r.problem} for r in prim if r.problem is not None],
         }
@@ -1480,11 +1481,14 @@ def plan_claims(
     return claims, per_table
 
 
-def summarize_claims(claims: list[PlanClaim], per_table: dict[str, Any]) -> dict[str, Any]:
+def summarize_claims(
+    claims: list[PlanClaim], per_table: dict[str, Any], options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """How many recipes the planner claims to beat by more than :data:`CLAIM_THRESHOLD` (and of those: how
     many distinct layouts of a job, the releases that ran one counted once; how many beyond the row's own
     error; how many where the recipe is predicted over memory), the median and largest claim, dense and MoE
-    apart, and each table's rank fidelity and rows not predicted."""
+    apart, each table's rank fidelity and rows not predicted, and the search (``options`` as given to
+    :func:`plan_claims`)."""
 
     def stats(cs: list[PlanClaim]) -> dict[str, Any]:
         ok = [c for c in cs if math.isfinite(c.claim)]
@@ -1509,7 +1513,7 @@ def summarize_claims(claims: list[PlanClaim], per_table: dict[str, Any]) -> dict
         "dense": stats([c for c in claims if not c.moe]),
         "moe": stats([c for c in claims if c.moe]),
         "threshold": CLAIM_THRESHOLD,
-        "search": {k: list(v) for k, v in PLAN_CLAIM_SPACE.items()},
+        "search": {k: list(v) for k, v in (PLAN_CLAIM_SPACE if options is None else options).items()},
         "tables": per_table,
     }
 
@@ -1557,10 +1561,8 @@ def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
             lines.append(f"{'':>13}     best   {_why(c.best_step_s, c.best_fractions)}")
     s = summary
     lines.append("")
-    lines.append(
-        f"search: simcore plan's space, schedules {', '.join(s['search']['schedule'])}, ZeRO "
-        f"{', '.join(str(z) for z in s['search']['zero'])} (Megatron-Core's); one plan per job"
-    )
+    narrowed = "; ".join(f"{k} {', '.join(str(v) for v in vs)}" for k, vs in s["search"].items())
+    lines.append(f"search: simcore plan's space, {narrowed or 'in full'}; one plan per job")
     for kind in ("all", "dense", "moe"):
         k = s[kind]
         if not k["recipes"]:
@@ -1583,7 +1585,7 @@ def format_claims(claims: list[PlanClaim], summary: dict[str, Any]) -> str:
         else:
             lines.append(f"{name}: no job with several layouts (no rank fidelity)")
         rx = t["across_releases"]
-        if rx.get("jobs"):
+        if len(t["releases"]) > 1 and rx.get("jobs"):
             lines.append(
                 f"{name}: across releases (one row per distinct layout of a job, the latest release's; "
                 f"software changes included): Spearman {rx['spearman']:.2f} over {len(rx['jobs'])} job(s), "

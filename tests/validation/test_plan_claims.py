@@ -175,8 +175,9 @@ def test_layouts_of_one_job_across_releases_are_ranked(tmp_path: Path) -> None:
         _rec(source=src("26.04"), micro_batch="8", value="1000"),
         _rec(source=src("26.04.01"), micro_batch="8", value="1100"),
     )
-    _, per = P.plan_claims([t])
+    claims, per = P.plan_claims([t])
     assert per["rel.csv"]["rank_fidelity"]["jobs"] == []
+    assert "across releases" in P.format_claims(claims, P.summarize_claims(claims, per))
     rx = per["rel.csv"]["across_releases"]
     assert len(rx["jobs"]) == 1 and rx["jobs"][0]["layouts"] == 2
     assert rx["spearman"] == pytest.approx(1.0) and (rx["pairs"], rx["pairs_ordered"]) == (1, 1)
