@@ -125,10 +125,36 @@ def published(
     assumptions: Annotated[
         bool, typer.Option("--assumptions", help="Print the per-row assumptions.")
     ] = False,
+    plan_claims: Annotated[
+        bool,
+        typer.Option(
+            "--plan-claims",
+            help="Instead: the planner's best layout against each tuned recipe's own, both predicted "
+            "(default: the Megatron-Bridge 25.11 and 26.x tables; --csv: that table).",
+        ),
+    ] = False,
 ) -> None:
     """The published Megatron-LM training tables, row by row (each paper's FLOP formula)."""
     from simcore.validation import published as P
 
+    if plan_claims:
+        if engine != "analytic":
+            _fail("--plan-claims: the planner prices layouts with the analytic engine; drop --engine des")
+        given = (("--plot", plot), ("--own", own), ("--all", all_rows), ("--assumptions", assumptions))
+        extra = [o for o, on in given if on]
+        if extra:
+            _fail(f"--plan-claims prints its own table; drop {', '.join(extra)}")
+        try:
+            claims, per_table = P.plan_claims([csv] if csv else None, calibration=calibration)
+        except SimcoreError as e:
+            _fail(e)
+        summary = P.summarize_claims(claims, per_table)
+        if as_json:
+            claims_doc = {"claims": [asdict(c) for c in claims], "summary": summary}
+            print(json.dumps(claims_doc, indent=1, default=_jsonable))
+        else:
+            print(P.format_claims(claims, summary))
+        return
     results = P.predict_rows(P.load_published(csv), engine=engine, calibration=calibration)
     summary = P.summarize(results)
     own_doc = P.own_report(engine=engine, calibration=calibration) if own else None
