@@ -204,6 +204,7 @@ def gemm(
     clock_hz: float | None = None,
     misaligned: ArrayLike | None = None,
     kernel_rate: bool = False,
+    block_format: str | None = None,
 ) -> OpCost:
     """``batch`` GEMMs ``C[m,n] = A[m,k] B[k,n]`` in ``dtype`` (seconds, FLOP, bytes).
 
@@ -215,7 +216,10 @@ def gemm(
     since the previous step). ``clock_hz``: SM clock the kernel runs at (default: the sustained
     clock of the calibration sweep, see ``ComputeProfile.clock_fraction``). ``kernel_rate``: the
     kernel's own duration in a step (``ComputeProfile.gemm_kernel`` where fitted) rather than the
-    call-timed rate (docs/compute.md, "GEMM kernels vs back-to-back calls")."""
+    call-timed rate (docs/compute.md, "GEMM kernels vs back-to-back calls"). ``block_format``: the
+    operands are block-scaled in that format (``mxfp8``...): the main loop reaches the device's
+    ``block_gemm_rate`` of the per-tensor-scaled kernel's rate (docs/parallelism.md, "Precision
+    recipes")."""
     ib = _dtype_bytes(dtype)
     ob = gemm_out_bytes(dtype)
     m_, n_, k_, b_ = (np.asarray(v, dtype=np.float64) for v in (m, n, k, batch))
@@ -224,6 +228,8 @@ def gemm(
     mp = prof.memory if l2_reuse else None
     gp = prof.gemm_params(dtype, kernel_rate)
     scale = clock_scale(dev, prof, "gemm", clock_hz)
+    if block_format is not None:
+        scale *= dev.block_gemm_rate.get(block_format, 1.0)  # type: ignore[call-overload]
     if scale != 1.0:
         gp = gp.model_copy(update={"eff_peak": gp.eff_peak * scale})
     r = K.gemm_time(_hw(dev, dtype), gp, m_, n_, k_, b_, ib, ob, mp, misaligned)

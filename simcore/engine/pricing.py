@@ -23,7 +23,7 @@ from simcore.specs.hardware import DTYPE_BYTES, Device
 from simcore.specs.memo import SpecMemo
 from simcore.specs.profile import ComputeProfile, load_profile, load_ssd
 from simcore.specs.resolve import ClusterInfo
-from simcore.workload.lowering import Op
+from simcore.workload.lowering import LOW_PRECISION, Op
 from simcore.workload.lowering import backward as backward_ops
 
 Num = Any
@@ -144,6 +144,9 @@ class Pricer:
     kernel_gap: float = 0.0
     """Device idle after each kernel (between the kernels of a replayed CUDA graph); the floor, measured
     per kernel of a replay, already holds it."""
+    block_format: str | None = None
+    """The block-scaled format of the low-precision GEMMs (the precision recipe's, e.g. ``mxfp8``), priced
+    at the device's ``block_gemm_rate`` for it; ``None``: per-tensor scaled."""
     l2_reuse: bool = False
     """Whether a GEMM's operands may stay in L2 between calls (true in a micro-benchmark that repeats
     one GEMM; false in a model step, where every layer reads its own weights from HBM)."""
@@ -380,6 +383,7 @@ class Pricer:
             t = C.gemm(
                 dev, prof, m, n, k, key[1], b,
                 l2_reuse=self.l2_reuse, misaligned=misaligned, kernel_rate=compiled,
+                block_format=self.block_format if key[1] in LOW_PRECISION else None,
             ).time_s  # fmt: skip
             fl = 2.0 * m * n * k * b
             family: str | None = "gemm"
@@ -505,7 +509,7 @@ class Pricer:
 
     def _options(self) -> tuple[Any, ...]:
         """The pricer's options that change an op's seconds (beside the device and the profile)."""
-        return (self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse)
+        return (self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse, self.block_format)
 
 
 _POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap", "graph_sync")

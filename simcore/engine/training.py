@@ -417,6 +417,8 @@ class _Step:
         self.zero = zero = np.where(_a(lay.fsdp, bool), 3, _a(lay.zero, int))  # FSDP is ZeRO-3
         self.zero0, self.zero12, self.zero3 = zero == 0, (zero >= 1) & (zero <= 2), zero >= 3
         self.recipe = P.recipe(training.precision, cluster.device)
+        # the recipe's GEMMs at the device's rate for its block-scaled format (mxfp8, nvfp4)
+        self.pricer.block_format = self.recipe.block_format
         self.sb = layout_state_bytes(training, lay, param_dtype, cluster.device)
         self.single_proc = np.asarray(lay.dp_mode) == "dataparallel"
         self.ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")

@@ -6,7 +6,7 @@ units and name a source for each. Peak rates are *dense* (vendor sheets often qu
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -63,6 +63,14 @@ class Device(Spec):
     """Block-scaled formats the tensor cores run natively (per-block scales applied inside the MMA:
     Blackwell's MXFP8/MXFP6/MXFP4 and NVFP4), at the rate of ``peak`` for the element type (``fp8``,
     ``fp4``). Training recipes that need one (``mxfp8``, ``nvfp4``) are refused on a device without it."""
+    block_gemm_rate: dict[Literal["mxfp8", "mxfp6", "mxfp4", "nvfp4"], Annotated[float, Field(gt=0, le=1)]] = Field(
+        default_factory=dict
+    )
+    """Per block-scaled format, the rate its GEMMs reach as a fraction of the per-tensor-scaled GEMMs of
+    the same element type, as the vendor's library runs them (the scale factors swizzled into the
+    tensor cores' layout and staged beside the operands); a format not listed: 1 (dimensionless, in
+    (0, 1]). Published kernel benchmarks, cited in the device file (docs/parallelism.md, "Precision
+    recipes")."""
     exp_per_clock_per_sm: float | None = Field(default=None, gt=0)
     """Exponentials (``MUFU.EX2`` results) per SM per clock of the special-function units: the rate of
     attention's softmax, which runs beside the tensor cores, not on them. ``None``: unknown (attention's

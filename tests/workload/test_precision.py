@@ -115,3 +115,44 @@ def test_megatron_stack_keeps_fp8_parameters_under_fp8_current() -> None:
     # the stack's default (Megatron-Bridge's fp8_current preset) drops the bf16 copy: 3 -> 1 byte a parameter
     assert weights("fp8_current") == pytest.approx(weights("fp8_current", fp8_param_gather=False) / 3.0)
     assert weights("bf16") == pytest.approx(weights("bf16", fp8_param_gather=True))
+
+
+def test_mxfp8_gemms_run_at_the_devices_block_scaled_rate() -> None:
+    """A block-scaled GEMM's main loop runs at ``block_gemm_rate`` of the per-tensor kernel's: its
+    tensor-core time is exactly 1 / rate longer; formats or devices without a rate are unchanged."""
+    from simcore.compute import ops as C
+    from simcore.specs.profile import load_profile
+
+    rate = B200.block_gemm_rate["mxfp8"]
+    assert 0.0 < rate < 1.0
+    prof = load_profile(B200)
+    plain = C.gemm(B200, prof, 16384, 14336, 4096, "fp8")
+    mx = C.gemm(B200, prof, 16384, 14336, 4096, "fp8", block_format="mxfp8")
+    assert float(mx.compute_time_s) == pytest.approx(float(plain.compute_time_s) / rate)
+    assert float(plain.time_s) < float(mx.time_s) <= float(plain.time_s) / rate * (1 + 1e-12)
+    assert mx.memory_time_s == plain.memory_time_s and mx.flops == plain.flops
+    nv = C.gemm(B200, prof, 16384, 14336, 4096, "fp4", block_format="nvfp4")  # no rate listed: 1
+    assert float(nv.time_s) == float(C.gemm(B200, prof, 16384, 14336, 4096, "fp4").time_s)
+    h = load_profile(H100)
+    assert H100.block_gemm_rate == {}
+    assert C.gemm(H100, h, 4096, 4096, 4096, "fp8", block_format="mxfp8") == C.gemm(H100, h, 4096, 4096, 4096, "fp8")
+
+
+@pytest.mark.parametrize("system", ["hgx-b200", "gb300-nvl72"])
+def test_mxfp8_step_pays_its_gemm_rate(system: str) -> None:
+    """The MXFP8 step's GEMM seconds exceed FP8 current scaling's (same FP8 peak, slower block-scaled
+    kernels) while its quantize kernels cost less (no amax pass; two 1-byte copies + E8M0 scales)."""
+    mx = predict(_sc(system, "mxfp8")).breakdown
+    cs = predict(_sc(system, "fp8_current")).breakdown
+    assert mx["gemm"] > cs["gemm"]
+    assert mx["quantize"] < cs["quantize"]
+
+
+def test_block_gemm_rate_out_of_range_is_one_error() -> None:
+    from pydantic import ValidationError
+
+    data = B200.model_dump()
+    data["block_gemm_rate"] = {"mxfp8": 1.2}
+    with pytest.raises(ValidationError) as e:
+        type(B200).model_validate(data)
+    assert "block_gemm_rate" in str(e.value)
