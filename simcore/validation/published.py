@@ -390,6 +390,15 @@ def _preset_for(model: str, layers: int | None, hidden: int | None) -> dict[str,
     return {k: v for k, v in data.items() if k != "name"}
 
 
+def _no_tp_overlap(precision: str, source: str) -> bool:
+    """Whether the row's software turns TP communication overlap off whatever the layout: Megatron-Bridge's
+    performance recipes do under NVFP4, for every model (``cfg.comm_overlap.tp_comm_overlap = False if
+    precision == "nvfp4" else ...``). ``precision`` is :func:`precision_recipe`'s name, ``source`` the short
+    source (``MBridge ...``). Used by :func:`build_row` for the recipe and :func:`_row_space` for the
+    planner's search."""
+    return precision == "nvfp4" and source.startswith("MBridge")
+
+
 def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     """Turn one CSV record into a scenario dict and the FLOP-formula dimensions.
 
@@ -541,9 +550,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     if precision == "fp16":
         precision = "bf16"
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
-    if precision == "nvfp4" and tp_overlap and src.startswith("MBridge"):
-        # Megatron-Bridge's performance recipes turn TP communication overlap off under NVFP4 (every
-        # model: `cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4" else ...`)
+    if tp_overlap and _no_tp_overlap(precision, src):
         tp_overlap = False
         assume.append(
             "no TP comm overlap under NVFP4 (NVIDIA-NeMo/Megatron-Bridge@2a0d46e2 scripts/performance/configs/"
@@ -1411,11 +1418,9 @@ def _across_releases(results: list[RowResult], rows: dict[int, PublishedRow]) ->
 
 def _row_space(row: PublishedRow, space: dict[str, Any]) -> dict[str, Any]:
     """``space`` with what the row's software does not let the planner choose: no TP communication overlap
-    where the recipe runs TP without it, or where the table is Megatron-Bridge's under NVFP4 (its recipes turn
-    the overlap off for every model then, :func:`build_row`)."""
+    where the recipe runs TP without it, or where the row's software turns it off (:func:`_no_tp_overlap`)."""
     p, tr = row.scenario["parallel"], row.scenario["training"]
-    nvfp4_mbridge = tr["precision"] == "nvfp4" and row.source.startswith("MBridge")
-    if (int(p["tp"]) > 1 and not p["tp_overlap"]) or nvfp4_mbridge:
+    if (int(p["tp"]) > 1 and not p["tp_overlap"]) or _no_tp_overlap(tr["precision"], row.source):
         return {**space, "tp_overlap": (False,)}
     return space
 
