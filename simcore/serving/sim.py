@@ -522,29 +522,9 @@ def _cuda_graph_bytes(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp:
     with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`` (default 0), so the graphs live in the memory
     ``memory_utilization`` leaves (docs/parallelism.md, CUDA-graph memory)."""
     sizes = spec.cuda_graph_sizes
-    inf = sc.inference
-    if not sizes or inf is None:
+    if not sizes or sc.inference is None:
         return 0.0
-    top = -(-max(sizes) // dp)
-    step = InferenceSpec.model_construct(
-        batch=1,
-        prompt_len=top,
-        context_len=1,
-        output_len=1,
-        precision=inf.precision,
-        kv_cache_dtype=inf.kv_cache_dtype,
-    )
-    ev = INF.evaluate(
-        sc.model,
-        step,
-        cluster,
-        tp,
-        sc.parallel.pp,
-        sc.runtime.framework,
-        sc.calibration,
-        **inference_runtime(sc),
-        ep=instance_ep(sc, tp, dp),
-    )
+    ev = _prefill_memory(sc, cluster, tp, dp, -(-max(sizes) // dp))
     outputs = sum(-(-b // dp) for b in sizes) * sc.model.hidden * 2.0  # bf16 hidden states per graph
     return float(np.asarray(ev.memory["activations"])) + outputs
 
@@ -573,34 +553,41 @@ def check_ep(sc: Scenario, tp: int, dp: int, field: str = "parallel.ep") -> None
     )
 
 
+def _prefill_memory(sc: Scenario, cluster: ClusterInfo, tp: int, dp: int, tokens: int) -> INF.InferenceEval:
+    """The engine's evaluation (its ``memory`` parts per GPU) of one prefill step of ``tokens`` tokens on a
+    ``tp x pp`` instance whose routed experts span :func:`instance_ep` GPUs: the transient activations a
+    step of that many tokens holds, beside the weights."""
+    inf = sc.inference
+    assert inf is not None
+    step = InferenceSpec.model_construct(
+        batch=1,
+        prompt_len=tokens,
+        context_len=1,
+        output_len=1,
+        precision=inf.precision,
+        kv_cache_dtype=inf.kv_cache_dtype,
+    )
+    return INF.evaluate(
+        sc.model,
+        step,
+        cluster,
+        tp,
+        sc.parallel.pp,
+        sc.runtime.framework,
+        sc.calibration,
+        **inference_runtime(sc),
+        ep=instance_ep(sc, tp, dp),
+    )
+
+
 def _memory_terms(
     sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, dp: int = 1
 ) -> tuple[float, float, float, float]:
     """Per GPU of a tp x pp instance (an attention-DP rank of ``dp``), bytes: weights (routed experts over
     :func:`instance_ep` GPUs), activations of a ``max_batch_tokens / dp`` prefill step, logits of
     ``max_batch / dp`` sequences, KV cache per token."""
-    inf = sc.inference
-    assert inf is not None
     pp = sc.parallel.pp
-    spec1 = InferenceSpec.model_construct(
-        batch=1,
-        prompt_len=max(spec.max_batch_tokens // dp, 1),
-        context_len=1,
-        output_len=1,
-        precision=inf.precision,
-        kv_cache_dtype=inf.kv_cache_dtype,
-    )
-    ev = INF.evaluate(
-        sc.model,
-        spec1,
-        cluster,
-        tp,
-        pp,
-        sc.runtime.framework,
-        sc.calibration,
-        **inference_runtime(sc),
-        ep=instance_ep(sc, tp, dp),
-    )
+    ev = _prefill_memory(sc, cluster, tp, dp, max(spec.max_batch_tokens // dp, 1))
     weights = float(np.asarray(ev.memory["weights"]))
     acts = float(np.asarray(ev.memory["activations"]))
     logits = float(np.asarray(ev.memory["logits"])) * -(-spec.max_batch // dp)
