@@ -126,18 +126,9 @@ def build_tp(C, cfg, mb, seq):
     local = sum(p.numel() for p in model.parameters())
     total = cfg.param_count()
     opt, impl = make_opt(model.parameters(), C.cuda)
-    g = torch.Generator(device=C.dev).manual_seed(1234)  # same batch on every TP rank
-    x = torch.randint(0, cfg.vocab, (mb, seq), device=C.dev, generator=g)
+    x = token_batch(C.dev, 0, cfg.vocab, mb, seq)  # same batch on every TP rank
     ac = torch.autocast(device_type=C.dev.type, dtype=torch.bfloat16)
-
-    def step():
-        with ac:
-            loss = model(x, x)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step, total, local, "megatron_tp adamw_" + impl, model
+    return train_step(model, opt, x, ac), total, local, "megatron_tp adamw_" + impl, model
 
 
 def build_pp(C, cfg, mb, seq, n_micro):
@@ -218,18 +209,9 @@ def build_fsdp(C, cfg, mb, seq):
         impl = "fsdp1 FULL_SHARD bf16/fp32reduce"
     local = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in model.parameters())
     opt, oimpl = make_opt(model.parameters(), C.cuda)
-    g = torch.Generator(device=C.dev).manual_seed(1234 + C.rank)
-    x = torch.randint(0, cfg.vocab, (mb, seq), device=C.dev, generator=g)
+    x = token_batch(C.dev, C.rank, cfg.vocab, mb, seq)
     ac = torch.autocast(device_type=C.dev.type, dtype=torch.bfloat16)
-
-    def step():
-        with ac:
-            loss = model(x, x)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step, total, local, impl + " adamw_" + oimpl, model
+    return train_step(model, opt, x, ac), total, local, impl + " adamw_" + oimpl, model
 
 
 def main():
