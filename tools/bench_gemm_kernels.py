@@ -13,6 +13,11 @@ ranges; the row's time is the median over calls of the summed durations of the G
 empty (device time, no launch gaps).
 
   python tools/bench_gemm_kernels.py --ops traces/h200/ops.csv.gz --out gemm_kernels.csv
+
+``--grid DTYPES:MS:NxK,...`` times an explicit grid instead of (or beside) the sweep's shapes, e.g. the
+weight-bound decode GEMMs of a served model: ``--grid bf16,fp8:1,64,256:57344x8192,8192x28672``. fp8 rows
+are ``torch._scaled_mm`` with e4m3 operands and row-wise fp32 scales (``scaled_mm_e4m3_rowwise``, bf16 out),
+built as ``bench_ops.py`` builds them; ``--ops`` may then be omitted.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchutil import CsvOut, env_info, log, sync  # noqa: E402
 
 TDT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
-ESZ = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+ESZ = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1}
 COLS = ["kind", "dtype", "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal",
         "backward", "name", "bytes", "time_s", "flops", "framework"]
 
@@ -51,9 +56,40 @@ def shapes(path):
     return out
 
 
+def grid(specs):
+    out = []
+    for spec in specs:
+        dts, ms, nks = spec.split(":")
+        for nk in nks.split(","):
+            n, k = (int(x) for x in nk.split("x"))
+            for m in ms.split(","):
+                for dt in dts.split(","):
+                    out.append((dt, int(m), n, k, 0))
+    return out
+
+
+def operands(dt, m, n, k, batch, dev):
+    """The GEMM's call: fp8 as torch._scaled_mm (row-wise scales), others as torch.matmul."""
+    if dt == "fp8":
+        a = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()
+        sa = torch.rand(m, 1, device=dev, dtype=torch.float32) + 0.5
+        sb = torch.rand(1, n, device=dev, dtype=torch.float32) + 0.5
+        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    tdt = TDT[dt]
+    if batch:
+        a = torch.randn(batch, m, k, device=dev, dtype=tdt)
+        b = torch.randn(batch, k, n, device=dev, dtype=tdt)
+    else:
+        a = torch.randn(m, k, device=dev, dtype=tdt)
+        b = torch.randn(k, n, device=dev, dtype=tdt)
+    return lambda: torch.matmul(a, b)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ops", required=True)
+    ap.add_argument("--ops", default=None)
+    ap.add_argument("--grid", action="append", default=[], help="DTYPES:MS:NxK,... (repeatable)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=8)
     ap.add_argument("--budget", type=float, default=420.0)
@@ -62,7 +98,7 @@ def main():
     log("env", env_info(dev))
     out = CsvOut(args.out, COLS)
     t0 = time.time()
-    todo = shapes(args.ops)
+    todo = (shapes(args.ops) if args.ops else []) + grid(args.grid)
     log(f"{len(todo)} GEMM shapes")
     for i, (dt, m, n, k, batch) in enumerate(todo):
         if time.time() - t0 > args.budget:
@@ -70,20 +106,14 @@ def main():
             break
         try:
             torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
-            tdt = TDT[dt]
-            if batch:
-                a = torch.randn(batch, m, k, device=dev, dtype=tdt)
-                b = torch.randn(batch, k, n, device=dev, dtype=tdt)
-            else:
-                a = torch.randn(m, k, device=dev, dtype=tdt)
-                b = torch.randn(k, n, device=dev, dtype=tdt)
+            fn = operands(dt, m, n, k, batch, dev)
             for _ in range(3):
-                torch.matmul(a, b)
+                fn()
             sync(dev)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for c in range(args.calls):
                     with record_function(f"call{c}"):
-                        torch.matmul(a, b)
+                        fn()
                 sync(dev)
             # each kernel belongs to the op that launched it (aten::mm); sum them per call range
             calls: dict[int, float] = {}
@@ -101,12 +131,14 @@ def main():
                 raise RuntimeError("no kernels recorded")
             t = statistics.median(per_call) * 1e-6
             bt = batch or 1
-            out.row(kind="gemm", dtype=dt, m=m, n=n, k=k, batch=batch or "", name="bmm" if batch else "matmul",
-                    bytes=bt * ((m * k + k * n) * ESZ[dt] + m * n * ESZ[dt]), time_s=t, flops=2 * bt * m * n * k,
+            name = "scaled_mm_e4m3_rowwise" if dt == "fp8" else "bmm" if batch else "matmul"
+            out_sz = 2 if dt == "fp8" else ESZ[dt]
+            out.row(kind="gemm", dtype=dt, m=m, n=n, k=k, batch=batch or "", name=name,
+                    bytes=bt * ((m * k + k * n) * ESZ[dt] + m * n * out_sz), time_s=t, flops=2 * bt * m * n * k,
                     framework="", backward=0)
             if i % 25 == 0:
                 log(f"{i}/{len(todo)} {dt} {m}x{n}x{k} b{batch}: {t * 1e6:.1f} us")
-            del a, b
+            del fn
         except torch.cuda.OutOfMemoryError:
             log("OOM", dt, m, n, k, batch)
             torch.cuda.empty_cache()
