@@ -94,7 +94,7 @@ class MoESpec(Spec):
             "hidden states) a shared ``hidden -> latent_dim`` projection, the dispatch, routed experts of input and "
             "output width ``latent_dim`` and the combine all in the latent width, then a shared ``latent_dim -> "
             "hidden`` projection; the shared experts stay at the hidden width. None: experts at the hidden width "
-            "(docs/compute.md, 'LatentMoE')."
+            "(docs/hardware.md, 'LatentMoE')."
         ),
     )
 
