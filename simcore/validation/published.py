@@ -402,6 +402,15 @@ _MBRIDGE_RECIPES_AFTER_V050: dict[tuple[str, str], dict[str, Any]] = {
 :data:`MBRIDGE_MOE_RECIPES`) does not have: dispatcher, selective-recompute modules, Megatron-FSDP."""
 
 
+_MBRIDGE_NVFP4_BF16_LAST: dict[str, int] = {"nemotron3super": 14}
+"""Trailing layers the NVFP4 performance recipe keeps in bf16, by model: Nemotron 3 Super's
+``first_last_layers_bf16 = True``, ``num_layers_at_end_in_bf16 = 14`` (NVIDIA-NeMo/Megatron-Bridge v0.4.0 to v0.5.0
+``scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py`` ``set_nemotron_3_super_common_configs``; v0.6.0
+``training/mixed_precision.py`` ``nemotron_3_super_bf16_with_nvfp4_mixed``). Its ``te_quant.cfg`` also keeps the
+attention projections, the latent projections and the MTP block in bf16 and Mamba's ``out_proj`` in MXFP8: per-module
+precision simcore does not express (those GEMMs are priced in NVFP4)."""
+
+
 def _preset_for(model: str, layers: int | None, hidden: int | None) -> dict[str, Any] | None:
     """The built-in model preset a row's model name names (name or alias, ignoring case and
     punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row
@@ -656,6 +665,9 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "exp_avg_dtype = exp_avg_sq_dtype = bf16: Megatron-Bridge src/megatron/bridge/recipes/deepseek/"
             "deepseek_v3.py, v0.2.0 to v0.5.0)"
         )
+    bf16_last = _MBRIDGE_NVFP4_BF16_LAST.get(_norm_name(rec["model"]), 0) if mbridge and precision == "nvfp4" else 0
+    if bf16_last:
+        assume.append(f"the last {bf16_last} layers in bf16 (the NVFP4 recipe's num_layers_at_end_in_bf16)")
     runtime: dict[str, Any] = {}
     if mbridge_moe:
         if recipe is None and later is not None:
@@ -695,6 +707,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
             **({"grad_reduce_in_fp32": False} if mbridge else {}),
             **({"optimizer_moments_dtype": "bf16"} if moments_bf16 else {}),
+            **({"bf16_layers_end": bf16_last} if bf16_last else {}),
         },
         "parallel": {
             "tp": tp,

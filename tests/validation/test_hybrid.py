@@ -72,6 +72,7 @@ def test_the_latent_moe_rows_use_their_presets_and_recipes() -> None:
     # v0.5.0 NEMOTRON_3_SUPER_PRETRAIN_CONFIG_B300_NVFP4_V1: HybridEP, recompute moe_act and layernorm
     assert sc["runtime"]["moe_dispatcher"] == "hybridep"
     assert sc["training"]["recompute_modules"] == ["moe_act", "layernorm"]
+    assert sc["training"]["bf16_layers_end"] == 14  # the NVFP4 recipe's num_layers_at_end_in_bf16
     ultra = next(r for r in rows if r.model == "Nemotron_3_Ultra" and r.system == "gb300-nvl72").scenario
     assert ultra["model"]["moe"]["latent_dim"] == 2048
     assert ultra["parallel"]["megatron_fsdp"] and ultra["training"]["recompute_modules"] == ["moe_act"]
