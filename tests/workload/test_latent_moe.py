@@ -105,3 +105,22 @@ def test_latent_dim_beside_a_preset_overrides_it() -> None:
     )
     assert sc.model.moe is not None and sc.model.moe.latent_dim == 2048 and sc.model.moe.experts == 512
     assert predict(sc).step_time_s > 0
+
+
+def test_cli_predicts_super_and_rejects_a_bad_latent_dim(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.cli_runner import run_cli
+
+    sc = tmp_path / "super.yaml"
+    sc.write_text(
+        "kind: training\n"
+        "cluster: {system: gb300-nvl72, gpus: 64}\n"
+        "model: {preset: nemotron3-super}\n"
+        "training: {micro_batch: 1, global_batch: 512, precision: nvfp4}\n"
+        "parallel: {tp: 1, ep: 64, etp: 1}\n"
+        "runtime: {stack: megatron, moe_dispatcher: hybridep}\n"
+    )
+    code, out, err = run_cli(capsys, "predict", str(sc))
+    assert code == 0 and "Traceback" not in err and out
+    code, _out, err = run_cli(capsys, "predict", str(sc), "--set", "model.moe.latent_dim=0")
+    assert code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "latent_dim" in err
