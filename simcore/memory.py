@@ -24,7 +24,7 @@ import numpy as np
 
 from simcore.specs.hardware import Device
 from simcore.specs.scenario import ModelSpec
-from simcore.workload.model import layer_shape
+from simcore.workload.model import expert_width, layer_shape
 from simcore.workload.precision import recipe
 from simcore.workload.ssm import LayerKind, attention_layers, mamba_activation_elements
 
@@ -185,7 +185,10 @@ def activation_bytes_per_layer(
         routed_f = per_f - (g if "moe_act" in rc and not compiled else 0.0)
         shared = 0.0 if "shared_experts" in rc else tokens * shared_f * per_f
         mlp = (routed * f * routed_f + shared) / tp
-        mlp = mlp + 2.0 * routed * h  # permuted tokens (dispatch and expert input)
+        w = expert_width(m)  # the routed rows' width (a LatentMoE's latent width)
+        mlp = mlp + 2.0 * routed * w  # permuted tokens (dispatch and expert input)
+        if m.moe.latent_dim is not None:
+            mlp = mlp + tokens * w / tp  # the combined latent rows, the up projection's saved input
         mlp = mlp + tokens * m.moe.experts / tp * 2.0  # router probabilities (fp32)
         if "moe" in rc:
             mlp = 0.0 * mlp

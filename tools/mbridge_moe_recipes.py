@@ -1,11 +1,13 @@
 """Write ``simcore/validation/data/mbridge_moe_recipes.csv``: the MoE dispatcher and the 1F1B A2A overlap
-that each Megatron-Bridge release's performance recipes set, per model, GPU and precision.
+that each Megatron-Bridge release's performance recipes set, per model, GPU and precision, with the recipe's
+tensor parallelism, selective-recompute modules and CUDA-graph scope.
 
 Reads ``scripts/performance/configs/<family>/*workload_base_configs.py`` at each release tag of a local
 clone of NVIDIA-NeMo/Megatron-Bridge (``git show``; nothing is imported or run): every config named
 ``<MODEL>_[PRETRAIN_CONFIG_]<GPU>_<PRECISION>_{V1,V2,BASE_CONFIG}`` is resolved through its ``replace(...)``
 chain, and its ``expert_model_parallel_size``, ``global_batch_size``, ``moe_flex_dispatcher_backend``
-(none: the model's ``alltoall``) and ``moe_a2a_overlap`` are written out; a GPU's pretrain function in
+(none: the model's ``alltoall``), ``moe_a2a_overlap``, ``tensor_model_parallel_size``, ``recompute_modules``
+(``;``-separated; empty: none) and ``cuda_graph_scope`` (``cuda_graph_impl`` ``none``: empty) are written out; a GPU's pretrain function in
 ``*_llm_pretrain.py`` that sets ``moe_token_dispatcher_type = "alltoall"`` overrides the backend (the
 flex backend is then not used: Qwen3-235B on B200 and H100 from v0.3.1).
 
@@ -30,9 +32,10 @@ FILES = (
     "deepseek/deepseek_workload_base_configs.py",
     "qwen/qwen3_workload_base_configs.py",
     "gpt_oss/gpt_oss_workload_base_configs.py",
+    "nemotronh/nemotron_3_workload_base_configs.py",
 )
 NAME = re.compile(
-    r"(DEEPSEEK_V3|QWEN3_235B_A22B|QWEN3_30B_A3B|GPT_OSS_120B)_(?:PRETRAIN_CONFIG_)?"
+    r"(DEEPSEEK_V3|QWEN3_235B_A22B|QWEN3_30B_A3B|GPT_OSS_120B|NEMOTRON_3_NANO|NEMOTRON_3_SUPER)_(?:PRETRAIN_CONFIG_)?"
     r"(GB300|GB200|B300|B200|H100)_(BF16|FP8_CS|FP8_MX|FP8_SC|NVFP4)_(?:V1|V2|BASE_CONFIG)$"
 )
 PRETRAIN = ("qwen/qwen3_llm_pretrain.py", "deepseek/deepseek_llm_pretrain.py", "gpt_oss/gpt_oss_llm_pretrain.py")
@@ -78,6 +81,14 @@ def _alltoall_forced(repo: str, tag: str) -> set[tuple[str, str]]:
     return out
 
 
+def _graphs(cfg: dict[str, Any]) -> str:
+    """The config's CUDA-graph scope, ``;``-separated (empty where ``cuda_graph_impl`` is unset or ``none``)."""
+    if cfg.get("cuda_graph_impl") in (None, "none"):
+        return ""
+    scope = cfg.get("cuda_graph_scope") or []
+    return ";".join(scope) if isinstance(scope, list) else str(scope)
+
+
 def main(repo: str) -> None:
     rows = []
     for tag in TAGS:
@@ -105,11 +116,19 @@ def main(repo: str) -> None:
                         backend,
                         str(bool(cfg.get("moe_a2a_overlap"))).lower(),
                         name,
+                        cfg.get("tensor_model_parallel_size") or "",
+                        ";".join(cfg.get("recompute_modules") or []),
+                        _graphs(cfg),
                     )
                 )
     with OUT.open("w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
-        w.writerow(["tag", "model", "gpu", "precision", "ep", "global_batch", "dispatcher", "a2a_overlap", "config"])
+        w.writerow(
+            [
+                "tag", "model", "gpu", "precision", "ep", "global_batch", "dispatcher", "a2a_overlap", "config", "tp",
+                "recompute_modules", "cuda_graph_scope",
+            ]
+        )  # fmt: skip
         w.writerows(sorted(set(rows)))
     print(f"{OUT}: {len(set(rows))} configs")
 

@@ -86,6 +86,17 @@ class MoESpec(Spec):
     capacity_factor: float | None = Field(default=None, gt=0)
     imbalance: float = Field(default=1.0, ge=1.0)
     """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
+    latent_dim: Int | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "LatentMoE (Nemotron 3 Super / Ultra; Megatron-Core's ``moe_latent_size``): after the router (on the "
+            "hidden states) a shared ``hidden -> latent_dim`` projection, the dispatch, routed experts of input and "
+            "output width ``latent_dim`` and the combine all in the latent width, then a shared ``latent_dim -> "
+            "hidden`` projection; the shared experts stay at the hidden width. None: experts at the hidden width "
+            "(docs/hardware.md, 'LatentMoE')."
+        ),
+    )
 
     @model_validator(mode="after")
     def _k(self) -> MoESpec:

@@ -372,6 +372,45 @@ def dsv3_stage_layers(pp: int, vp: int) -> list[int] | None:
     return None if chunks is None else [sum(chunks[r::pp]) for r in range(pp)]
 
 
+_UNMODELLED: dict[str, str] = {
+    "deepseekv4flash": (
+        "DeepSeek-V4 Flash's architecture is not modelled: its attention is compressed sparse attention (per-layer KV "
+        "compression ratios, a DSA indexer picking 512 of the compressed entries, a 128-token sliding window, grouped "
+        "low-rank output projections) with 4-stream manifold hyper-connections and hash-routed MoE layers "
+        "(NVIDIA-NeMo/Megatron-Bridge@067f987d src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py)"
+    ),
+}
+"""Models a table names whose architecture simcore cannot express, with the reason (the row is listed as not
+predicted with it)."""
+
+_MBRIDGE_V060 = "NVIDIA-NeMo/Megatron-Bridge@v0.6.0 src/megatron/bridge/perf_recipes/nemotronh"
+_MBRIDGE_RECIPES_AFTER_V050: dict[tuple[str, str], dict[str, Any]] = {
+    # gb300/nemotronh.py _nemotron_3_ultra_gb300_fp8mx_config and gb200/nemotronh.py
+    # nemotron_3_ultra_pretrain_256gpu_gb200_fp8mx_config: flex / hybridep, recompute_modules ["moe_act"],
+    # common.py _apply_nemotron_3_ultra_fsdp_hsdp: Megatron-FSDP optim_grads_params, cuda_graph_impl "none"
+    ("nemotron3ultra", "GB300"): {"dispatcher": "hybridep", "recompute": ("moe_act",), "megatron_fsdp": True,
+                                  "config": f"{_MBRIDGE_V060}/gb300/nemotronh.py"},
+    ("nemotron3ultra", "GB200"): {"dispatcher": "hybridep", "recompute": ("moe_act",), "megatron_fsdp": True,
+                                  "config": f"{_MBRIDGE_V060}/gb200/nemotronh.py"},
+    # the Lightning recipes (after v0.6.0: NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/nemotronh/gb200/
+    # nemotronh.py, tests/unit_tests/recipes/test_nemotron_3_5_lightning_perf_recipes.py): the Nano recipe's
+    # layout and policy with HybridEP, no MoE A2A overlap, no recompute
+    ("nemotron35lightning", "GB200"): {"dispatcher": "hybridep", "recompute": (), "megatron_fsdp": False,
+                                       "config": "NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/nemotronh/gb200"},
+}  # fmt: skip
+"""The performance recipes of the 26.08 table's models that v0.5.0's ``workload_base_configs.py`` (the source of
+:data:`MBRIDGE_MOE_RECIPES`) does not have: dispatcher, selective-recompute modules, Megatron-FSDP."""
+
+
+_MBRIDGE_NVFP4_BF16_LAST: dict[str, int] = {"nemotron3super": 14}
+"""Trailing layers the NVFP4 performance recipe keeps in bf16, by model: Nemotron 3 Super's
+``first_last_layers_bf16 = True``, ``num_layers_at_end_in_bf16 = 14`` (NVIDIA-NeMo/Megatron-Bridge v0.4.0 to v0.5.0
+``scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py`` ``set_nemotron_3_super_common_configs``; v0.6.0
+``training/mixed_precision.py`` ``nemotron_3_super_bf16_with_nvfp4_mixed``). Its ``te_quant.cfg`` also keeps the
+attention projections, the latent projections and the MTP block in bf16 and Mamba's ``out_proj`` in MXFP8: per-module
+precision simcore does not express (those GEMMs are priced in NVFP4)."""
+
+
 def _preset_for(model: str, layers: int | None, hidden: int | None) -> dict[str, Any] | None:
     """The built-in model preset a row's model name names (name or alias, ignoring case and
     punctuation: ``LLAMA3.1_405B`` is ``llama3.1-405b``), if its layers and width agree with the row
@@ -411,6 +450,8 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     if not (rec.get("layers") or "").strip():
         # a row whose table gives no architecture: a built-in preset of that name, else not expressible
         named = _preset_for(rec["model"], None, None)
+        if named is None and _norm_name(rec["model"]) in _UNMODELLED:
+            raise ValueError(f"model {rec['model']!r}: {_UNMODELLED[_norm_name(rec['model'])]}")
         if named is None:
             raise ValueError(f"model {rec['model']!r}: no architecture in the row and no built-in preset of that name")
         rec = {**rec, **{k: str(named[k]) for k in ("layers", "hidden", "heads") if k in named}}
@@ -502,11 +543,22 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     mbridge = family == "mcore" and src.startswith("MBridge")
     mbridge_moe = mbridge and "moe" in arch
     mbridge_hybrid = mbridge and "hybrid_pattern" in arch
+    precision = precision_recipe(rec.get("precision", ""))
+    # the release's performance recipe of the model on that GPU (dispatcher, A2A overlap; a hybrid's recompute)
+    release = release_of(rec["source"])
+    recipe = mbridge_moe_recipe(release, rec["model"], rec["gpu"], precision, ep, gb) if mbridge_moe else None
+    later = _MBRIDGE_RECIPES_AFTER_V050.get((_norm_name(rec["model"]), rec["gpu"])) if mbridge_moe else None
     recompute_modules = (
         _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
         if mbridge_hybrid
         else _MBRIDGE_MOE_RECOMPUTE.get((_norm_name(rec["model"]), rec["gpu"]), ())
     )
+    recompute_src = f"{_MBRIDGE_HYBRID}: the {rec['gpu']} recipe"
+    if mbridge_hybrid and recipe is not None:
+        recompute_modules = tuple(x for x in recipe.get("recompute_modules", "").split(";") if x)
+        recompute_src = f"NVIDIA-NeMo/Megatron-Bridge@{recipe['tag']} {recipe['config']}"
+    elif mbridge_hybrid and later is not None:
+        recompute_modules, recompute_src = later["recompute"], later["config"]
     # (an empty list is Megatron's default, core_attn)
     if "full" in rc:
         recompute = "full"
@@ -515,7 +567,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     elif mbridge_hybrid:
         recompute = "selective" if recompute_modules else "none"
         what = f"selective recompute of {', '.join(recompute_modules)}" if recompute_modules else "no recompute"
-        assume.append(f"{what} ({_MBRIDGE_HYBRID}: the {rec['gpu']} recipe)")
+        assume.append(f"{what} ({recompute_src})")
     elif mbridge_moe and recompute_modules:
         recompute = "selective"
         assume.append(
@@ -546,7 +598,6 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         if dp > 1:
             assume.append("data-parallel all-reduce after backward, not overlapped (Megatron-LM 2021 DDP)")
 
-    precision = precision_recipe(rec.get("precision", ""))
     if precision == "fp16":
         precision = "bf16"
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
@@ -567,6 +618,11 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             f"{rec['gpu']} recipe's use_megatron_fsdp and cpu_offloading_num_layers: NVIDIA-NeMo/Megatron-Bridge "
             "scripts/performance/configs/llama*/*workload_base_configs.py, v0.2.0 to v0.5.0)"
         )
+    if later is not None and later["megatron_fsdp"] and pp == 1 and not megatron_fsdp:
+        # the recipe's Megatron-FSDP (optim_grads_params; its HSDP replicas over NVLink domains are not modelled:
+        # sharded over the whole data-parallel group here)
+        megatron_fsdp = True
+        assume.append(f"Megatron-FSDP, optim_grads_params ({later['config']}; HSDP priced as FSDP over all of DP)")
     folding: dict[str, Any] = {"zero3_gather": "per_tensor"} if deepspeed_2021 else {}
     if mbridge:
         if "moe" in arch:
@@ -609,10 +665,15 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "exp_avg_dtype = exp_avg_sq_dtype = bf16: Megatron-Bridge src/megatron/bridge/recipes/deepseek/"
             "deepseek_v3.py, v0.2.0 to v0.5.0)"
         )
+    bf16_last = _MBRIDGE_NVFP4_BF16_LAST.get(_norm_name(rec["model"]), 0) if mbridge and precision == "nvfp4" else 0
+    if bf16_last:
+        assume.append(f"the last {bf16_last} layers in bf16 (the NVFP4 recipe's num_layers_at_end_in_bf16)")
     runtime: dict[str, Any] = {}
     if mbridge_moe:
-        recipe = mbridge_moe_recipe(release_of(rec["source"]), rec["model"], rec["gpu"], precision, ep, gb)
-        if recipe is None:
+        if recipe is None and later is not None:
+            runtime["moe_dispatcher"] = later["dispatcher"]
+            assume.append(f"MoE dispatcher {later['dispatcher']}, no A2A overlap ({later['config']})")
+        elif recipe is None:
             assume.append("MoE dispatcher alltoall, no A2A overlap (no performance recipe of this model and GPU)")
         else:
             runtime["moe_dispatcher"] = recipe["dispatcher"]
@@ -646,6 +707,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
             **({"grad_reduce_in_fp32": False} if mbridge else {}),
             **({"optimizer_moments_dtype": "bf16"} if moments_bf16 else {}),
+            **({"bf16_layers_end": bf16_last} if bf16_last else {}),
         },
         "parallel": {
             "tp": tp,

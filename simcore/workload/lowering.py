@@ -24,7 +24,7 @@ from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.scenario import ModelSpec
 from simcore.workload.layout import Layout as Layout
 from simcore.workload.layout import Num as Num
-from simcore.workload.model import layer_shape
+from simcore.workload.model import expert_width, layer_shape
 
 OpKind = Literal["gemm", "attention", "memory", "ssd", "comm"]
 Phase = Literal["fwd", "bwd"]
@@ -410,12 +410,15 @@ def strided_gate_up(framework: str, gate_up: str) -> bool:
     return gate_up == "fused" and framework != "compiled"
 
 
-def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num | None = None) -> list[Op]:
-    """Forward ops of a dense MLP block (or one expert group's when ``tokens`` is given)."""
+def mlp_block_fwd(
+    m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num | None = None, hidden: Num | None = None
+) -> list[Op]:
+    """Forward ops of a dense MLP block (or one expert group's when ``tokens`` is given; ``hidden``: its input and
+    output width, a LatentMoE's latent width for the routed experts)."""
     s = layer_shape(m)
     T = lay.tokens if tokens is None else tokens
     f = (s.ffn_hidden if ffn is None else ffn) / lay.tp
-    h = s.hidden
+    h = s.hidden if hidden is None else hidden
     b = lay.act_bytes
     dt = lay.dtype
     ops: list[Op] = []
@@ -517,12 +520,18 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     """Forward ops of an MoE block: router, dispatch all-to-all, expert GEMMs, combine all-to-all (the exchange
     :attr:`Layout.ep_exchange` names; none under ``tp_all_reduce``, whose folded ``T x etp / tp`` tokens a rank
     are the replicated tokens' ``1 / ep`` share with ``ep x etp = tp``). Under :attr:`Layout.batched_experts`
-    every routed token gathers its expert's weights and multiplies them alone (a GEMV of batch ``routed``)."""
+    every routed token gathers its expert's weights and multiplies them alone (a GEMV of batch ``routed``).
+    A LatentMoE (``moe.latent_dim``) projects the routed tokens down to the latent width after the router and back
+    up after the combine (Megatron-Core ``MoELayer``'s ``fc1_latent_proj`` / ``fc2_latent_proj``, replicated over
+    TP, on the rank's sequence-parallel share of the tokens): the dispatch, permute, experts, unpermute and combine
+    all move and multiply ``latent_dim``-wide rows."""
     assert m.moe is not None
     moe = m.moe
     s = layer_shape(m)
     T = lay.tokens
-    h = s.hidden
+    h = expert_width(m)  # the routed rows' width (the hidden size, or a LatentMoE's latent width)
+    latent = moe.latent_dim is not None
+    T_lat = lay.tokens / lay.sp_div
     b = lay.act_bytes
     dt = lay.dtype
     # the router is a plain linear layer in bf16 whatever the recipe (Megatron-Core's TopKRouter)
@@ -532,6 +541,8 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # its backward scatters the k gradients into a T x experts gradient (read the probs' shape once more)
     topk = mem_op("argmax", T * moe.experts, 4.0, "moe_router")
     ops.append(Op("topk", topk.kind, topk.category, topk.args, topk.count))
+    if latent:
+        ops.append(_gemm("latent_down", T_lat, h, s.hidden, dt))
     # parallel folding: an expert-TP group of etp ranks shares the tokens of etp of the attention's
     # tp ranks (each attention TP rank holds 1/tp of the tokens under sequence parallelism)
     etp = lay.tp if lay.etp is None else lay.etp
@@ -579,7 +590,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     permute = mem_op("embedding", routed * h, b, "moe_permute")
     ops.append(Op("permute", permute.kind, permute.category, permute.args, permute.count))
     wide = lay.fp32_experts
-    for op in mlp_block_fwd(m, replace(lay, tp=etp), ffn=moe.expert_ffn_hidden, tokens=per_expert):
+    for op in mlp_block_fwd(m, replace(lay, tp=etp), ffn=moe.expert_ffn_hidden, tokens=per_expert, hidden=h):
         args = dict(op.args)
         if op.kind == "gemm":
             args["batch"] = local_experts
@@ -609,6 +620,8 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
     if combine is not None:
         ops.append(combine)
+    if latent:
+        ops.append(_gemm("latent_up", T_lat, s.hidden, h, dt))
     if moe.shared_experts:
         ops.extend(
             Op("shared_" + o.name, o.kind, o.category, o.args, o.count)

@@ -78,6 +78,8 @@ class ParamCounts:
     moe_layer_active: int
     """Routed experts a token visits (top_k) plus shared experts, plus the router."""
     moe_layer_shared: int
+    """Shared experts and LatentMoE's latent projections: weights every token of an MoE layer uses, replicated
+    like the attention's rather than spread over expert parallelism."""
     norms_per_layer: int
     dense_layers: int
     moe_layers: int
@@ -150,6 +152,28 @@ def hybrid_mixer_params(m: ModelSpec, kind: str) -> int:
     return 0
 
 
+def expert_width(m: ModelSpec) -> int:
+    """Input and output width of the routed experts, the dispatch and the combine: LatentMoE's
+    ``moe.latent_dim`` where the model has one, else the hidden size."""
+    return m.hidden if m.moe is None or m.moe.latent_dim is None else m.moe.latent_dim
+
+
+def _moe_weights(m: ModelSpec) -> tuple[int, int, int]:
+    """(one routed expert, the router, the weights every token uses besides them) of an MoE layer. The
+    last are the shared experts (at the hidden width) and, in a LatentMoE, its ``h x latent`` down and
+    ``latent x h`` up projections (Megatron-Core ``MoELayer.fc1_latent_proj`` / ``fc2_latent_proj``;
+    Megatron-Bridge ``theoretical_memory_utils``: ``2 h latent`` a layer); the routed experts then hold
+    ``(3 if gated else 2) x latent x ffn`` each."""
+    assert m.moe is not None
+    moe = m.moe
+    h = m.hidden
+    gated = m.activation == "swiglu"
+    expert = mlp_params(expert_width(m), moe.expert_ffn_hidden, gated)
+    latent = 0 if moe.latent_dim is None else 2 * h * moe.latent_dim
+    shared = moe.shared_experts * mlp_params(h, moe.expert_ffn_hidden, gated) + latent
+    return expert, h * moe.experts, shared
+
+
 def param_counts(m: ModelSpec) -> ParamCounts:
     """Parameter counts of ``m``. A hybrid pattern (``model.hybrid_pattern``) is counted with one norm per
     layer, no attention in the MoE (``E``) layers, and its other layers (``M``, ``*``, ``-``) as "dense"
@@ -166,10 +190,8 @@ def param_counts(m: ModelSpec) -> ParamCounts:
         n_moe = m.layers - len(plain)
         if m.moe is None or n_moe == 0:
             return ParamCounts(emb, head, 0, mean, 0, 0, 0, h, len(plain), 0)
+        expert, router, shared = _moe_weights(m)
         moe = m.moe
-        expert = mlp_params(h, moe.expert_ffn_hidden, gated)
-        router = h * moe.experts
-        shared = moe.shared_experts * expert
         return ParamCounts(
             emb, head, 0, mean, moe.experts * expert + router, moe.top_k * expert + shared + router,
             shared, h, len(plain), n_moe,
@@ -177,9 +199,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     if m.moe is None:
         return ParamCounts(emb, head, attn, mlp_params(h, m.ffn_hidden, gated), 0, 0, 0, norms, m.layers, 0)
     moe = m.moe
-    expert = mlp_params(h, moe.expert_ffn_hidden, gated)
-    router = h * moe.experts
-    shared = moe.shared_experts * expert
+    expert, router, shared = _moe_weights(m)
     return ParamCounts(
         emb,
         head,
