@@ -16,8 +16,9 @@ from simcore.validation.steps import traces_dir
 @lru_cache(maxsize=1)
 def report_inputs() -> dict[str, Any]:
     """The parsed ``report_inputs.yaml``: ``calibration`` (device -> its op sweeps, in the order ``simcore
-    calibrate`` takes them), ``kernels`` (the kernels report's sweeps), ``h100_steps`` (the H100's step
-    table)."""
+    calibrate`` takes them), ``kernel_gemms`` (device -> its GEMMs timed by their kernels' own durations,
+    fitted apart into the profile's ``gemm_kernel`` block), ``kernels`` (the kernels report's sweeps),
+    ``h100_steps`` (the H100's step table)."""
     path = traces_dir() / "report_inputs.yaml"
     if not path.is_file():
         raise SimcoreError(f"{path}: not found (the accuracy reports need a checkout's traces/ folder)")

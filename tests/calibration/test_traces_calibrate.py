@@ -16,6 +16,7 @@ from simcore.errors import TraceError
 from simcore.specs.profile import ComputeProfile
 from simcore.specs.registry import builtin_dir, default_registry
 from simcore.traces.synth import SynthConfig, write_trace
+from simcore.validation.inputs import report_inputs
 from simcore.workload.replay import load_analyses
 from tests.cli_runner import run_cli
 
@@ -49,7 +50,7 @@ INPUTS = [
 ]
 # round 19: the sweep's GEMM shapes timed by their kernels' own durations; in the shipped profile (fitted with
 # --kernel-gemms-apart) they fit only the ``gemm_kernel`` block that compiled code's GEMMs are priced with
-KERNEL_GEMMS = "traces/h200/kernel_rates/gemm_kernels.csv.gz"
+KERNEL_GEMMS = f"traces/{report_inputs()['kernel_gemms']['h200']}"  # traces/h200/kernel_rates/gemm_kernels.csv.gz
 
 
 @pytest.fixture(scope="module")
