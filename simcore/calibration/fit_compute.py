@@ -978,6 +978,7 @@ _GEMM_PARAMS = (
     Param("cta_bw", 0.2, 8.0, 2.0, log=True),
     Param("split_t0", 1e-8, 2e-5, 1e-6, log=True),
     Param("t0_hbm", 1e-8, 2e-5, 1e-6, log=True),
+    Param("skinny_bw", 0.1, 1.0, 0.6),
 )
 _COLD_GEMM = ("cta_bw", "split_t0", "t0_hbm")
 _ATTN_PARAMS = (
@@ -1555,7 +1556,8 @@ def _fit_gemm(
     """GEMM parameters per dtype. The dtype group with the most fit rows (bf16 and fp16 together: the same
     tensor-core rate, the same kernels) fits every parameter (:func:`_fit_gemm_rows`) and the eager host time
     (``host["gemm"]``); the others refit the efficiencies from it and keep its structure (their
-    misalignment penalty the ``base`` profile's where they have no misaligned rows). Dtypes without rows
+    misalignment penalty the ``base`` profile's where they have no misaligned rows; fp8 with eight rows or
+    more below ``kernels.SKINNY_ROWS`` also fits ``skinny_bw``). Dtypes without rows
     are dropped: they fall back to the nearest fitted one (``profile.gemm_params``). ``clock``: the SM
     clock (Hz) of the sweep."""
     gemm = dict(prof.gemm)
@@ -1575,7 +1577,7 @@ def _fit_gemm(
             # (a property of the dtype's kernels: fp32 FFMA barely minds, tensor-core tiles do)
             start = start.model_copy(update={"eff_misaligned": base.gemm[key_g].eff_misaligned})
         if anchor is None:
-            names = [p.name for p in _GEMM_PARAMS if p.name not in _COLD_GEMM] + (
+            names = [p.name for p in _GEMM_PARAMS if p.name not in (*_COLD_GEMM, "skinny_bw")] + (
                 ["eff_misaligned"] if misal else []
             )
         else:
@@ -1584,6 +1586,9 @@ def _fit_gemm(
                 names.append("eff_bw")  # skinny (memory-bound) shapes measured
             if len(sub) >= 40:
                 names.append("load_cost")
+            if key_g == "fp8" and np.sum(sub.num["m"] < K.SKINNY_ROWS) >= 8:
+                # cuBLASLt's fp8 scaled_mm streams few rows slower than 128 (GemmParams.skinny_bw)
+                names.append("skinny_bw")
         h_gemm = host.get("gemm", prof.launch["eager"])
         floor_e = np.where(eager, h_gemm, floor)
         p_fit, h = _fit_gemm_rows(

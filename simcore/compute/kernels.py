@@ -24,6 +24,9 @@ GEMM_TILES: tuple[tuple[int, int], ...] = ((128, 256), (256, 128), (128, 128), (
 GEMM_SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16)
 _CHUNK = 16384
 _MMA_ROWS = 64.0  # smallest row tile of a Hopper warpgroup MMA (wgmma M = 64)
+SKINNY_ROWS = 128.0
+"""Rows from which a GEMM's operands stream at the full rate where ``GemmParams.skinny_bw`` is set (the
+128-row tile of the kernels cuBLASLt picks from there on)."""
 
 
 class HW(NamedTuple):
@@ -127,7 +130,9 @@ def gemm_time(
     ``mp`` for working sets that stay in L2 between calls; with ``cta_bw``, each wave also takes at
     least one CTA's operand tiles ``(min(m, tm) + min(n, tn)) ceil(k / s)`` elements over
     ``cta_bw x eff_bw x bandwidth / sm_count`` (a grid of few deep CTAs cannot reach the HBM rate;
-    raised by the L2 boost like the bandwidth when the operands stay in L2). A split-K candidate pays ``split_t0``;
+    raised by the L2 boost like the bandwidth when the operands stay in L2). With ``skinny_bw``, both
+    streaming rates are ``skinny_bw + (1 - skinny_bw) min(m / SKINNY_ROWS, 1)`` of that (a kernel of few rows
+    streams slower, so such a GEMM may take longer than one of more rows, as measured). A split-K candidate pays ``split_t0``;
     operands from HBM add ``t0_hbm`` (scaled by the part not resident in L2). The fastest
     candidate wins.
     """
@@ -141,6 +146,8 @@ def gemm_time(
     rate_sm = hw.peak * p.eff_peak / sm * np.where(misaligned, p.eff_misaligned, 1.0)
     base_bytes = b_ * ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * out_bytes)
     bw = np.broadcast_to(hw.bandwidth * p.eff_bw * l2_boost(hw, mp, base_bytes), m_.shape)
+    if p.skinny_bw is not None:  # few rows: the library's GEMV-like kernels stream slower
+        bw = bw * (p.skinny_bw + (1.0 - p.skinny_bw) * np.minimum(m_ / SKINNY_ROWS, 1.0))
     t_fixed = p.t0 + p.t0_hbm * (1.0 - np.broadcast_to(l2_resident(hw, mp, base_bytes), m_.shape))
     cand = [(tm, tn, sp) for tm, tn in GEMM_TILES for sp in GEMM_SPLITS]
     tm_c = np.array([c[0] for c in cand], dtype=np.float64)[:, None]

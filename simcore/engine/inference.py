@@ -112,6 +112,8 @@ class _Run:
     """Expert-parallel ranks the MoE layers' experts are sharded over (1: experts split by ``tp``)."""
     ep_exchange: str = "all_to_all"
     """How the MoE layers move tokens between the ``ep`` ranks (:attr:`simcore.workload.layout.Layout.ep_exchange`)."""
+    decode_kernel_gemms: bool = False
+    """The decode step's GEMMs at their kernels' own in-step rate (:attr:`simcore.engine.pricing.Pricer.kernel_gemms`)."""
 
     @property
     def host_cal(self) -> dict[str, float]:
@@ -224,8 +226,10 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
         )
         dec_pricer.kernel_floor = r.host_cal.get(f"graph_kernel_{r.act_key}", 0.0)
         dec_pricer.kernel_gap = graph_gap
+    dec_pricer.kernel_gemms = r.decode_kernel_gemms
     decode = _forward(dec_pricer, r.model, dec, batch, r.pp)
     pricer.kernel_gap = 0.0
+    pricer.kernel_gemms = False
     return prefill, decode
 
 
@@ -428,6 +432,7 @@ def evaluate(
     paged_kv: bool = False,
     ep: int = 1,
     ep_exchange: str = "all_to_all",
+    decode_kernel_gemms: bool = False,
 ) -> InferenceEval:
     """Price a prefill of ``prompt_len`` tokens and a decode step at ``context_len`` for ``batch``.
     ``cpu_op_time``: the CPU's probe speed (``RuntimeSpec.cpu_op_time``), scaling host times;
@@ -454,7 +459,9 @@ def evaluate(
     without multi-node NVLink);
     ``paged_kv``: a serving engine's paged KV cache, whose decode steps run the engines' paged decode
     attention kernels (:data:`simcore.compute.ops.PAGED_DECODE`: the KV stream at the device's streaming
-    rate) instead of ``attention_backend``'s; the prefill keeps ``attention_backend``.
+    rate) instead of ``attention_backend``'s; the prefill keeps ``attention_backend``; ``decode_kernel_gemms``:
+    the decode step's GEMMs at their kernels' own in-step rate (``gemm_kernel``; a serving engine's CUDA-graph
+    replay, ``ServingSpec.decode_gemms``), the prefill's at the profile's call-timed rate.
 
     The parts: GPU time of the passes (:func:`_price_passes`), the host (:func:`_add_host`), CUDA
     graphs' sync (:func:`_add_graph_sync`), the power cap and memory (:func:`inference_memory`)."""
@@ -479,6 +486,7 @@ def evaluate(
         dec_prof=base.at_cpu_speed(decode_cpu_op_time, inference=True) if decode_cpu_op_time else prof,
         ep=ep,
         ep_exchange=ep_exchange,
+        decode_kernel_gemms=decode_kernel_gemms,
         act_key=act_key,
         layer_host=framework == "eager" and f"infer_decode_{act_key}" in prof.host_layer,
         lk=prof.layer_key(act_key, "moe_native" if moe else None, implementation, "infer_decode", attention_backend),

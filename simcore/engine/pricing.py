@@ -150,6 +150,9 @@ class Pricer:
     l2_reuse: bool = False
     """Whether a GEMM's operands may stay in L2 between calls (true in a micro-benchmark that repeats
     one GEMM; false in a model step, where every layer reads its own weights from HBM)."""
+    kernel_gemms: bool = False
+    """Price GEMMs at their kernels' own in-step rate (the profile's ``gemm_kernel``), as compiled code's are:
+    a serving engine's decode step, one CUDA-graph replay without launch gaps (``ServingSpec.decode_gemms``)."""
 
     def __post_init__(self) -> None:
         if self.profile is None:
@@ -382,7 +385,7 @@ class Pricer:
             # priced: docs/compute.md, "torch.compile")
             t = C.gemm(
                 dev, prof, m, n, k, key[1], b,
-                l2_reuse=self.l2_reuse, misaligned=misaligned, kernel_rate=compiled,
+                l2_reuse=self.l2_reuse, misaligned=misaligned, kernel_rate=compiled or self.kernel_gemms,
                 block_format=self.block_format if key[1] in LOW_PRECISION else None,
             ).time_s  # fmt: skip
             fl = 2.0 * m * n * k * b
@@ -509,7 +512,10 @@ class Pricer:
 
     def _options(self) -> tuple[Any, ...]:
         """The pricer's options that change an op's seconds (beside the device and the profile)."""
-        return (self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse, self.block_format)
+        return (
+            self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse, self.block_format,
+            self.kernel_gemms,
+        )  # fmt: skip
 
 
 _POWER_IDLE = ("pipeline_bubble", "host_overhead", "host_launch", "idle", "power_cap", "graph_sync")

@@ -293,7 +293,8 @@ def build_step_model(
         spec = InferenceSpec.model_construct(batch=batch, prompt_len=n, context_len=n, output_len=1,
                                              precision=inf.precision, kv_cache_dtype=inf.kv_cache_dtype)  # fmt: skip
         return INF.evaluate(sc.model, spec, cluster, tp, sc.parallel.pp, framework, sc.calibration,
-                            **inference_runtime(sc), paged_kv=True, ep=ep, ep_exchange=exchange)  # a serving engine's paged KV cache  # fmt: skip
+                            **inference_runtime(sc), paged_kv=True, ep=ep, ep_exchange=exchange,
+                            decode_kernel_gemms=engine is not None and engine.decode_gemms == "kernel")  # a serving engine's paged KV cache  # fmt: skip
 
     for n in n_grid:
         ev = evaluate(n, barr if n <= c_top else 1, fw)

@@ -65,6 +65,12 @@ class GemmParams(_Frozen):
     t0_hbm: float = Field(default=0.0, ge=0)
     """Extra fixed time when the operands come from HBM rather than L2 (seconds): the longer
     memory latency of filling the kernel's load pipeline once."""
+    skinny_bw: float | None = Field(default=None, gt=0, le=1.0)
+    """Fraction of the streaming rate a GEMM of one row reaches, rising linearly with the rows to the full
+    rate at ``SKINNY_ROWS`` (128) rows (dimensionless; ``None`` = every row count streams alike). cuBLASLt's
+    fp8 row-wise ``scaled_mm`` picks GEMV-like kernels for few rows that stream the weights at 36-53 % of
+    the HBM rate, slower than its 128-row kernels (H200, 8192 x 28672: 137 µs at M = 1, 72 µs at M = 128;
+    docs/compute.md, "Served models' GEMMs: the decode grid"). Fitted where a dtype's rows show it."""
 
 
 ATTENTION_BACKENDS = ("flash", "cudnn", "efficient")

@@ -269,6 +269,13 @@ class ServingSpec(_Documented):
     """The framework the engine runs its prefill passes in where it differs from ``runtime.framework`` (which
     then prices the decode steps): e.g. ``eager`` for an engine that replays CUDA graphs for decode but prefills
     eagerly, paying the eager host time of a pass. ``None``: ``runtime.framework`` for both."""
+    decode_gemms: Literal["call", "kernel"] = "call"
+    """The rate the decode steps' GEMMs run at: ``kernel``, their kernels' own in-step rate (the profile's
+    ``gemm_kernel``, fitted on GEMMs timed by their kernels' durations): a serving engine's decode step is one
+    CUDA-graph replay of fused kernels without launch gaps, as a compiled step is (vLLM, SGLang, TensorRT-LLM);
+    ``call``: the call-timed rate of back-to-back calls, whose power-cap gaps an eager step's other kernels hide
+    behind. Prefills keep the call-timed rate (compute-bound at the power cap). docs/compute.md, "Served models'
+    GEMMs: the decode grid"."""
     decode_context_buckets: list[int] | None = None
     """Context lengths (tokens) an engine's decode attention is padded up to (CUDA graphs captured per context
     bucket attend over the whole bucket): a step at context ``c`` is priced at the smallest bucket ``>= c``
@@ -441,6 +448,7 @@ ENGINE_FIELDS = (
     "reserve_output_kv",
     "cuda_graph_sizes",
     "ep_exchange",
+    "decode_gemms",
 )
 """The serving fields an engine profile sets."""
 

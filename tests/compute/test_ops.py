@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import simcore
 from simcore.calibration.fit_compute import neutral_profile
 from simcore.compute import ops
+from simcore.compute.kernels import SKINNY_ROWS
 from simcore.errors import SimcoreError
 from simcore.specs.hardware import Device
 from simcore.specs.profile import ComputeProfile, GemmParams, MemoryParams, backend_of_name, load_profile
@@ -66,6 +67,22 @@ def test_misaligned_strides_cost_and_padding_pays() -> None:
     assert PROF.gemm_params("bf16").eff_misaligned <= 1.0
     # m (the row count) is not a stride: odd m costs only its share of padding
     assert ops.gemm(H200, PROF, 8191, 8192, 8192).time_s <= ops.gemm(H200, PROF, 8192, 8192, 8192).time_s
+
+
+def test_skinny_bw_slows_few_rows_linearly_up_to_128() -> None:
+    """``skinny_bw`` (cuBLASLt's fp8 kernels for few rows): a memory-bound GEMM of ``m`` rows streams at
+    ``skinny_bw + (1 - skinny_bw) min(m / 128, 1)`` of the rate, so one row takes longer than 128 (hand-computed
+    on a pure-roofline profile)."""
+    prof = _plain(eff=0.8, bw=0.9)
+    g = prof.gemm["bf16"].model_copy(update={"skinny_bw": 0.5})
+    sk = prof.model_copy(update={"gemm": {"bf16": g}})
+    n = k = 16384
+    bw = 4.8e12 * 0.9
+    for m, frac in ((1, 0.5 + 0.5 / 128), (64, 0.75), (128, 1.0), (256, 1.0)):
+        nbytes = (m * k + k * n + m * n) * 2.0
+        assert ops.gemm(H200, sk, m, n, k).memory_time_s == pytest.approx(nbytes / (bw * frac), rel=1e-9)
+        assert ops.gemm(H200, prof, m, n, k).memory_time_s == pytest.approx(nbytes / bw, rel=1e-9)
+    assert ops.gemm(H200, sk, 1, n, k).time_s > ops.gemm(H200, sk, 128, n, k).time_s
 
 
 def test_decode_gemm_is_memory_bound() -> None:
@@ -179,6 +196,9 @@ def test_gemm_more_work_never_faster(m: int, n: int, k: int, dm: int, which: int
     base = ops.gemm(H200, PROF, m, n, k, dtype)
     bigger = [m, n, k]
     bigger[which] += dm if which == 0 else 16 * dm
+    # a dtype whose few-row kernels stream slower (GemmParams.skinny_bw) is measured faster at 128 rows than
+    # at 1: more rows are never faster from SKINNY_ROWS on
+    assume(which != 0 or PROF.gemm_params(dtype).skinny_bw is None or m >= SKINNY_ROWS)
     more = ops.gemm(H200, PROF, *bigger, dtype=dtype)
     assert more.time_s >= base.time_s * (1 - 1e-12)
 
