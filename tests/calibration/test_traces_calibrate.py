@@ -50,7 +50,9 @@ INPUTS = [
 ]
 # round 19: the sweep's GEMM shapes timed by their kernels' own durations; in the shipped profile (fitted with
 # --kernel-gemms-apart) they fit only the ``gemm_kernel`` block that compiled code's GEMMs are priced with
-KERNEL_GEMMS = f"traces/{report_inputs()['kernel_gemms']['h200']}"  # traces/h200/kernel_rates/gemm_kernels.csv.gz
+KERNEL_GEMMS = f"traces/{report_inputs()['kernel_gemms']['h200']}"  # traces/h200/kernel_rates_decode/gemm_kernels.csv.gz
+# round 19's: the kernel-rate what-if profile h200-kernels.yaml is fitted on it, round 20's memory power beside it
+ROUND19_GEMMS = "traces/h200/kernel_rates/gemm_kernels.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +159,7 @@ def test_input_kinds(tmp_path: Path) -> None:
         "elementwise.csv.gz",
         "gemm_align.csv.gz",
         "gemm_kernels.csv.gz",
+        "gemm_kernels.csv.gz",  # kernel_rates_decode/: the sweep's shapes again and the served models' decode grid
         "ops.csv.gz",
         "gemm_align_check.csv.gz",
         "eager_ops.csv.gz",
@@ -240,7 +243,7 @@ def test_nccl_tests_log_is_a_comm_input(tmp_path: Path) -> None:
 def test_reproduces_shipped_kernel_rate_profile() -> None:
     """``h200-kernels.yaml``: the op sweeps plus round 19's GEMM kernel durations (which supersede the
     call-timed GEMM rows of their shapes) and round 20's HBM-streaming memory power beside them."""
-    inputs = [OPS, COLD, KERNEL_GEMMS, *INPUTS[2:], NORM_OPS]
+    inputs = [OPS, COLD, ROUND19_GEMMS, *INPUTS[2:], NORM_OPS]
     with contextlib.chdir(REPO):
         ours = calibrate(inputs, "h200", fit_comm_profile=False).compute_profile
     assert ours is not None
