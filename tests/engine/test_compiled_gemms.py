@@ -63,3 +63,26 @@ def test_the_prediction_says_which_gemm_rate_it_assumed() -> None:
     # the H100's profile has no kernel-duration GEMM fit: the note says the compiled GEMMs stay call-timed
     assert "call-timed" in notes(["cluster.system=hgx-h100"])[0]
     assert notes(["runtime.framework=eager"]) == []
+
+
+def test_serving_engines_decode_gemms_at_the_kernel_rate_prefills_call_timed() -> None:
+    """``ServingSpec.decode_gemms: kernel`` (the vLLM / SGLang / TensorRT-LLM profiles): a decode step's GEMMs at
+    the ``gemm_kernel`` rate, the prefill's call-timed; the engine profiles say so."""
+    from simcore.engine import inference as INF
+    from simcore.specs.scenario import InferenceSpec
+    from simcore.specs.serving import engine_settings
+
+    sc = load_scenario("scenarios/serve_llama3_8b_h200.yaml", [])
+    cl = resolve_cluster(sc.cluster, default_registry())
+    spec = InferenceSpec.model_construct(
+        batch=256, prompt_len=1024, context_len=1024, output_len=1, precision="fp8", kv_cache_dtype="fp8"
+    )
+
+    def ev(kernel: bool) -> INF.InferenceEval:
+        return INF.evaluate(sc.model, spec, cl, 1, 1, "cuda_graphs", paged_kv=True, decode_kernel_gemms=kernel)
+
+    call, kern = ev(False), ev(True)
+    assert float(kern.decode.time["gemm"]) < 0.95 * float(call.decode.time["gemm"])
+    assert float(kern.prefill.time["gemm"]) == pytest.approx(float(call.prefill.time["gemm"]), rel=1e-12)
+    for engine in ("vllm", "sglang", "trtllm"):
+        assert engine_settings(engine, "h200", 141e9)["decode_gemms"] == "kernel"
