@@ -5,7 +5,9 @@ Reads ``scripts/performance/configs/<family>/*workload_base_configs.py`` at each
 clone of NVIDIA-NeMo/Megatron-Bridge (``git show``; nothing is imported or run): every config named
 ``<MODEL>_[PRETRAIN_CONFIG_]<GPU>_<PRECISION>_{V1,V2,BASE_CONFIG}`` is resolved through its ``replace(...)``
 chain, and its ``expert_model_parallel_size``, ``global_batch_size``, ``moe_flex_dispatcher_backend``
-(none: the model's ``alltoall``) and ``moe_a2a_overlap`` are written out; a GPU's pretrain function in
+(none: the model's ``alltoall``), ``moe_a2a_overlap`` and ``recompute_modules`` (``;``-joined; ``none`` where
+the config sets an empty list, which ``utils/overrides.py _set_recompute_overrides`` turns into selective
+recompute of nothing; empty where the config leaves the recipe's own) are written out; a GPU's pretrain function in
 ``*_llm_pretrain.py`` that sets ``moe_token_dispatcher_type = "alltoall"`` overrides the backend (the
 flex backend is then not used: Qwen3-235B on B200 and H100 from v0.3.1).
 
@@ -78,6 +80,15 @@ def _alltoall_forced(repo: str, tag: str) -> set[tuple[str, str]]:
     return out
 
 
+def _modules(value: Any) -> str:
+    """A config's ``recompute_modules`` as one CSV cell: ``a;b``, ``none`` for ``[]``, empty when unset."""
+    if value is None:
+        return ""
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"recompute_modules {value!r} is not a literal list")
+    return ";".join(str(m) for m in value) or "none"
+
+
 def main(repo: str) -> None:
     rows = []
     for tag in TAGS:
@@ -104,12 +115,18 @@ def main(repo: str) -> None:
                         cfg.get("global_batch_size") or "",
                         backend,
                         str(bool(cfg.get("moe_a2a_overlap"))).lower(),
+                        _modules(cfg.get("recompute_modules")),
                         name,
                     )
                 )
     with OUT.open("w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
-        w.writerow(["tag", "model", "gpu", "precision", "ep", "global_batch", "dispatcher", "a2a_overlap", "config"])
+        w.writerow(
+            [
+                "tag", "model", "gpu", "precision", "ep", "global_batch", "dispatcher", "a2a_overlap",
+                "recompute_modules", "config",
+            ]
+        )
         w.writerows(sorted(set(rows)))
     print(f"{OUT}: {len(set(rows))} configs")
 

@@ -251,25 +251,6 @@ def _norm_name(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-_MBRIDGE_PERF = "NVIDIA-NeMo/Megatron-Bridge@00b7660b scripts/performance/configs"
-"""Where the 25.11 table's MoE recipes live (``{deepseek,qwen}/*_workload_base_configs.py`` beside
-``*_llm_pretrain.py``; the same settings as the v0.2.0 tag the 25.11 container ships)."""
-
-_MBRIDGE_MOE_RECOMPUTE: dict[tuple[str, str], tuple[str, ...]] = {
-    # deepseek_llm_pretrain.py: recompute_granularity "selective" for every GPU; the workload base
-    # configs name the modules per GPU (B200 and GB200 ``mla_up_proj``, GB300 ``moe_act``)
-    ("deepseekv3", "B200"): ("mla_up_proj",),
-    ("deepseekv3", "GB200"): ("mla_up_proj",),
-    ("deepseekv3", "GB300"): ("moe_act",),
-    # gpt_oss_workload_base_configs.py: GB200, B200 and H100 recompute layernorm and moe_act, GB300 nothing
-    ("gptoss120b", "GB200"): ("layernorm", "moe_act"),
-    ("gptoss120b", "B200"): ("layernorm", "moe_act"),
-    ("gptoss120b", "H100"): ("layernorm", "moe_act"),
-}
-"""Selective-recompute modules of Megatron-Bridge 25.11's MoE performance recipes, by (model, GPU).
-The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_configs`` sets
-``recompute_granularity = None``)."""
-
 _MBRIDGE_HYBRID = "NVIDIA-NeMo/Megatron-Bridge scripts/performance perf_recipes/nemotronh"
 _MBRIDGE_HYBRID_RECOMPUTE: dict[str, tuple[str, ...]] = {"H100": ("layernorm",)}
 """Selective-recompute modules of the hybrid (Nemotron-H / Nemotron 3) performance recipes by GPU: the
@@ -301,8 +282,8 @@ values at every tag v0.2.0 to v0.5.0; ``set_megatron_fsdp_overrides`` in ``utils
 ``data_parallel_sharding_strategy = "optim_grads_params"``)."""
 
 MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
-"""The MoE dispatcher and A2A overlap of each Megatron-Bridge release's performance recipes, per model, GPU
-and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
+"""The MoE dispatcher, A2A overlap and selective-recompute modules of each Megatron-Bridge release's
+performance recipes, per model, GPU and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
 ``scripts/performance/configs/*workload_base_configs.py``)."""
 
 _MBRIDGE_TAG = {
@@ -502,11 +483,19 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     mbridge = family == "mcore" and src.startswith("MBridge")
     mbridge_moe = mbridge and "moe" in arch
     mbridge_hybrid = mbridge and "hybrid_pattern" in arch
-    recompute_modules = (
-        _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
-        if mbridge_hybrid
-        else _MBRIDGE_MOE_RECOMPUTE.get((_norm_name(rec["model"]), rec["gpu"]), ())
+    # the row's own MoE performance recipe at its release (dispatcher, overlap, recompute modules)
+    recipe = (
+        mbridge_moe_recipe(
+            release_of(rec["source"]), rec["model"], rec["gpu"], precision_recipe(rec.get("precision", "")), ep, gb
+        )
+        if mbridge_moe
+        else None
     )
+    recompute_modules: tuple[str, ...] = ()
+    if mbridge_hybrid:
+        recompute_modules = _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
+    elif recipe is not None and recipe["recompute_modules"] not in ("", "none"):
+        recompute_modules = tuple(recipe["recompute_modules"].split(";"))
     # (an empty list is Megatron's default, core_attn)
     if "full" in rc:
         recompute = "full"
@@ -516,15 +505,12 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         recompute = "selective" if recompute_modules else "none"
         what = f"selective recompute of {', '.join(recompute_modules)}" if recompute_modules else "no recompute"
         assume.append(f"{what} ({_MBRIDGE_HYBRID}: the {rec['gpu']} recipe)")
-    elif mbridge_moe and recompute_modules:
-        recompute = "selective"
-        assume.append(
-            f"selective recompute of {', '.join(recompute_modules)} ({_MBRIDGE_PERF}: the 25.11 "
-            f"{rec['gpu']} recipe's recompute_modules)"
-        )
-    elif mbridge_moe and _norm_name(rec["model"]).startswith("qwen3"):
-        recompute = "none"
-        assume.append(f"no activation recompute ({_MBRIDGE_PERF}/qwen: recompute_granularity None)")
+    elif recipe is not None:
+        recompute = "selective" if recompute_modules else "none"
+        what = f"selective recompute of {', '.join(recompute_modules)}" if recompute_modules else "no recompute"
+        # an unset recompute_modules leaves the model recipe's recompute_granularity None (Qwen3, GPT-OSS);
+        # an empty list is selective recompute of nothing
+        assume.append(f"{what} (NVIDIA-NeMo/Megatron-Bridge@{recipe['tag']} {recipe['config']})")
     else:
         recompute = "none"
         assume.append("no activation recompute (not stated; memory checked per row)")
@@ -611,7 +597,6 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         )
     runtime: dict[str, Any] = {}
     if mbridge_moe:
-        recipe = mbridge_moe_recipe(release_of(rec["source"]), rec["model"], rec["gpu"], precision, ep, gb)
         if recipe is None:
             assume.append("MoE dispatcher alltoall, no A2A overlap (no performance recipe of this model and GPU)")
         else:
