@@ -5,7 +5,9 @@ Reads ``scripts/performance/configs/<family>/*workload_base_configs.py`` at each
 clone of NVIDIA-NeMo/Megatron-Bridge (``git show``; nothing is imported or run): every config named
 ``<MODEL>_[PRETRAIN_CONFIG_]<GPU>_<PRECISION>_{V1,V2,BASE_CONFIG}`` is resolved through its ``replace(...)``
 chain, and its ``expert_model_parallel_size``, ``global_batch_size``, ``moe_flex_dispatcher_backend``
-(none: the model's ``alltoall``), ``moe_a2a_overlap`` and ``recompute_modules`` (``;``-joined; ``none`` where
+(none: the model's ``alltoall``), ``moe_a2a_overlap``, ``cutedsl_fused_grouped_mlp`` (``fused_mlp``: the
+experts' Transformer Engine op-fuser path, ``utils/overrides.py`` sets ``use_transformer_engine_op_fuser``) and
+``recompute_modules`` (``;``-joined; ``none`` where
 the config sets an empty list, which ``utils/overrides.py _set_recompute_overrides`` turns into selective
 recompute of nothing; empty where the config leaves the recipe's own) are written out; a GPU's pretrain function in
 ``*_llm_pretrain.py`` that sets ``moe_token_dispatcher_type = "alltoall"`` overrides the backend (the
@@ -115,6 +117,7 @@ def main(repo: str) -> None:
                         cfg.get("global_batch_size") or "",
                         backend,
                         str(bool(cfg.get("moe_a2a_overlap"))).lower(),
+                        str(bool(cfg.get("cutedsl_fused_grouped_mlp"))).lower(),
                         _modules(cfg.get("recompute_modules")),
                         name,
                     )
@@ -124,7 +127,7 @@ def main(repo: str) -> None:
         w.writerow(
             [
                 "tag", "model", "gpu", "precision", "ep", "global_batch", "dispatcher", "a2a_overlap",
-                "recompute_modules", "config",
+                "fused_mlp", "recompute_modules", "config",
             ]
         )
         w.writerows(sorted(set(rows)))

@@ -314,6 +314,7 @@ def _layer_layout(
     dropout: float,
     attention_backend: str,
     moe_dispatcher: str = "alltoall",
+    moe_fused_mlp: bool = False,
 ) -> L.Layout:
     """The lowering layout of one micro-batch's layer on a rank (shapes, dtypes, the run's kernels)."""
     lw = L.Layout(
@@ -334,6 +335,7 @@ def _layer_layout(
         dropout=dropout,
         attention_backend=attention_backend,
         dispatcher=moe_dispatcher,
+        fused_expert_mlp=moe_fused_mlp,
     )
     return lw
 
@@ -365,6 +367,7 @@ class _Step:
         moe_host_sync: bool = False,
         moe_dispatcher: str = "alltoall",
         moe_a2a_overlap: bool = False,
+        moe_fused_mlp: bool = False,
     ) -> None:
         self.model, self.training, self.lay, self.cluster = model, training, lay, cluster
         self.framework, self.param_dtype, self.profiler, self.gate_up = (
@@ -443,6 +446,7 @@ class _Step:
             dropout,
             attention_backend,
             moe_dispatcher,
+            moe_fused_mlp,
         )
         # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
         # under AMP or the native bf16 one
@@ -1572,6 +1576,7 @@ def evaluate(
     moe_host_sync: bool = False,
     moe_dispatcher: str = "alltoall",
     moe_a2a_overlap: bool = False,
+    moe_fused_mlp: bool = False,
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
     MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
@@ -1586,9 +1591,10 @@ def evaluate(
     layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer by
     their ratio to the calibrated code's (``HostOps.calibrated_layer_ops``); ``moe_expert_calls`` and
     ``moe_host_sync``: ``RuntimeSpec``'s (the routed experts' GEMMs issued per local expert; a host sync in
-    every MoE layer's forward; :func:`_moe_expert_host`, :func:`_host_overhead`); ``moe_dispatcher`` and
-    ``moe_a2a_overlap``: ``RuntimeSpec``'s (how the routed tokens travel; the expert all-to-all hidden
-    behind another micro-batch's compute, :func:`_exposed`).
+    every MoE layer's forward; :func:`_moe_expert_host`, :func:`_host_overhead`); ``moe_dispatcher``,
+    ``moe_a2a_overlap`` and ``moe_fused_mlp``: ``RuntimeSpec``'s (how the routed tokens travel; the expert
+    all-to-all hidden behind another micro-batch's compute, :func:`_exposed`; the experts' fused grouped MLP,
+    :func:`~simcore.workload.lowering.expert_eager_ops`).
 
     The parts: stage times (:func:`_stage_work`), host (:func:`_host_overhead`), pipeline
     (:func:`_pipeline`), data-parallel communication (:func:`_data_parallel`), optimizer
@@ -1615,6 +1621,7 @@ def evaluate(
         moe_host_sync,
         moe_dispatcher,
         moe_a2a_overlap,
+        moe_fused_mlp,
     )
     work = _stage_work(s)
     ht = _host_tables(s) if s.layer_host else None

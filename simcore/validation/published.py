@@ -282,8 +282,8 @@ values at every tag v0.2.0 to v0.5.0; ``set_megatron_fsdp_overrides`` in ``utils
 ``data_parallel_sharding_strategy = "optim_grads_params"``)."""
 
 MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
-"""The MoE dispatcher, A2A overlap and selective-recompute modules of each Megatron-Bridge release's
-performance recipes, per model, GPU and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
+"""The MoE dispatcher, A2A overlap, fused grouped MLP and selective-recompute modules of each Megatron-Bridge
+release's performance recipes, per model, GPU and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
 ``scripts/performance/configs/*workload_base_configs.py``)."""
 
 _MBRIDGE_TAG = {
@@ -602,9 +602,11 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         else:
             runtime["moe_dispatcher"] = recipe["dispatcher"]
             runtime["moe_a2a_overlap"] = recipe["a2a_overlap"] == "true"
+            runtime["moe_fused_mlp"] = recipe["fused_mlp"] == "true"
             assume.append(
                 f"MoE dispatcher {recipe['dispatcher']}"
-                f"{', 1F1B A2A overlap' if runtime['moe_a2a_overlap'] else ''} (NVIDIA-NeMo/Megatron-Bridge@"
+                f"{', 1F1B A2A overlap' if runtime['moe_a2a_overlap'] else ''}"
+                f"{', fused grouped MLP' if runtime['moe_fused_mlp'] else ''} (NVIDIA-NeMo/Megatron-Bridge@"
                 f"{recipe['tag']} {recipe['config']})"
             )
     scenario: dict[str, Any] = {

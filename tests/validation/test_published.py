@@ -337,6 +337,15 @@ def test_mbridge_moe_rows_take_their_releases_dispatcher() -> None:
     # GPT-OSS on GB200 in 26.04: the V2 recipe of the table's global batch 1280 (HybridEP), not V1's 512
     r = P.mbridge_moe_recipe("Megatron-Bridge 26.04", "GPT_OSS_120B", "GB200", "bf16", 64, 1280)
     assert r is not None and r["config"].endswith("_V2") and r["dispatcher"] == "hybridep"
+    # the fused grouped MLP (cutedsl_fused_grouped_mlp) of the NVL72 MXFP8 recipes from 26.06, not B300's
+    later = {
+        (r.release, r.system): r.scenario["runtime"]
+        for r in P.load_published(P.DATA_DIR / "published_training_mbridge.csv")
+        if r.model == "GPT_OSS_120B"
+    }
+    assert later[("Megatron-Bridge 26.08", "gb300-nvl72")]["moe_fused_mlp"] is True
+    assert later[("Megatron-Bridge 26.06", "dgx-b300")]["moe_fused_mlp"] is False
+    assert later[("Megatron-Bridge 26.04", "gb300-nvl72")]["moe_fused_mlp"] is False
     # dense rows say nothing of a dispatcher
     assert "moe_dispatcher" not in by[("LLAMA3_8B", "dgx-b200")].scenario["runtime"]
 
