@@ -267,12 +267,15 @@ def _exposed(
     compute: Num,
     a2a_overlap: bool = False,
     slowdown: float = 1.0,
+    paired: Num = 1.0,
 ) -> Priced:
     """Replace overlappable communication by its exposed part: CP ring exchange hides behind the
     attention compute; TP collectives hide behind the GEMMs when ``tp_overlap``; the expert all-to-all
     behind the layer's compute under DualPipe or ``a2a_overlap`` (``RuntimeSpec.moe_a2a_overlap``), the
     compute it hides behind running ``slowdown`` times slower meanwhile (:func:`overlap_slowdown`: the
-    all-to-all's kernels take SMs and memory bandwidth, as the data-parallel overlap prices)."""
+    all-to-all's kernels take SMs and memory bandwidth, as the data-parallel overlap prices). Under
+    ``a2a_overlap`` only the ``paired`` share of the passes has another micro-batch's pass beside it
+    (:func:`a2a_paired_share`); DualPipe pairs every one."""
     out = Priced(dict(p.time), p.flops, p.kernels)
     if "cp_comm" in out.time:
         out.time["cp_comm"] = np.maximum(out.time["cp_comm"] - attn, 0.0)
@@ -288,11 +291,24 @@ def _exposed(
         # DualPipe, and Megatron-Core's 1F1B A2A overlap, run one micro-batch's expert all-to-all
         # while another micro-batch computes
         epc = out.time["ep_comm"]
-        hidden = np.minimum(epc, compute)
-        out.time["ep_comm"] = np.where(
-            (np.asarray(schedule) == "dualpipe") | a2a_overlap, epc - hidden + (slowdown - 1.0) * hidden, epc
-        )
+        dualpipe = np.asarray(schedule) == "dualpipe"
+        hidden = np.minimum(epc, compute) * np.where(dualpipe, 1.0, paired)
+        out.time["ep_comm"] = np.where(dualpipe | a2a_overlap, epc - hidden + (slowdown - 1.0) * hidden, epc)
     return out
+
+
+def a2a_paired_share(m: Num, pp: Num, vp: Num) -> Num:
+    """The share of a rank's forward (and backward) passes that Megatron-Core's 1F1B A2A overlap runs beside
+    another micro-batch's backward (forward), so that their expert all-to-alls hide. Without pipelining
+    (``combined_1f1b_schedule_for_no_pipelining``) the first micro-batch's forward and the last one's
+    backward run alone: ``1 - 1/m``. With pipelining (interleaved only: Megatron-Core asserts a virtual
+    pipeline), the first rank's warmup of ``2 (pp - 1) + (vp - 1) pp`` chunk forwards plus the one extra the
+    overlap schedules (``schedules.py get_pp_rank_microbatches``) run alone, and as many backwards in the
+    cooldown: ``1 - (2 (pp - 1) + (vp - 1) pp + 1) / (m vp)``, at least 0 (docs/parallelism.md, "GPT-OSS's
+    experts, and each release's own recipe")."""
+    pp, vp, m = (np.maximum(_a(x), 1.0) for x in (pp, vp, m))
+    alone = 2.0 * (pp - 1.0) + (vp - 1.0) * pp + 1.0
+    return np.clip(1.0 - alone / (m * vp), 0.0, 1.0)
 
 
 def _layer_layout(
@@ -506,8 +522,9 @@ def _stage_work(s: _Step) -> _StageWork:
         comp_f = fwd.total(exclude=COMM_CATEGORIES)
         comp_b = bwd.total(exclude=COMM_CATEGORIES)
         ov, slow = s.moe_a2a_overlap, overlap_slowdown(s.cluster)
-        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f, ov, slow)
-        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b, ov, slow)
+        pair = a2a_paired_share(s.m, s.pp, s.vp)
+        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f, ov, slow, pair)
+        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b, ov, slow, pair)
         # recomputation re-runs the forward (full) or the attention core (selective) before backward
         full = fwd_x
         rec = full.scaled(s.full_t)
