@@ -351,7 +351,7 @@ def _layer_layout(
         dropout=dropout,
         attention_backend=attention_backend,
         dispatcher=moe_dispatcher,
-        fused_expert_mlp=moe_fused_mlp,
+        eager_expert_ops=not moe_fused_mlp,
     )
     return lw
 

@@ -601,7 +601,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             if "bwd_chain" in args:
                 args["bwd_chain"] = [(nb * scale, nm) for nb, nm in args["bwd_chain"]]
             ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))
-    if not lay.fused_expert_mlp:
+    if lay.eager_expert_ops:
         ops.extend(expert_eager_ops(m, routed, etp, b))
     # unpermute: each routed row times its router probability, then the top_k rows of a token summed
     # into it (a row scatter-add of ``routed`` rows into ``T``: the embedding backward's access pattern,
@@ -628,7 +628,8 @@ def expert_eager_ops(m: ModelSpec, routed: Num, etp: Num, b: float) -> list[Op]:
     back (``expert_act_clamp``: recomputed with ``moe_act``). ``_apply_bias`` adds the output projection's
     bias per local expert as ``t + bias * prob`` with the fp32 router probabilities (an fp32 broadcast
     product, a bf16 + fp32 add), ``torch.cat``s the fp32 pieces and casts them back to bf16. The first
-    projection's bias is added inside the fused activation kernel, not priced apart."""
+    projection's bias is added inside the fused activation kernel, not priced apart. Only where
+    :attr:`Layout.eager_expert_ops`."""
     assert m.moe is not None
     moe = m.moe
     ops: list[Op] = []

@@ -1,5 +1,5 @@
 """GPT-OSS's experts beside the grouped GEMMs: Megatron-Core's eager clamp and per-expert bias kernels
-(``lowering.expert_eager_ops``), gone under the fused grouped MLP (``runtime.moe_fused_mlp``)."""
+(``lowering.expert_eager_ops``), gone under the fused grouped MLP (``runtime.moe_fused_mlp``) and in serving."""
 
 from __future__ import annotations
 
@@ -39,9 +39,10 @@ def test_only_the_models_features_and_never_under_the_fused_mlp() -> None:
     assert L.expert_eager_ops(_model(bias=False, clamp=None), 10.0, 1.0, 2.0) == []
     names = [o.name for o in L.expert_eager_ops(_model(bias=False), 10.0, 1.0, 2.0)]
     assert names == ["expert_act_clamp", "expert_act_clamp_cat"]
-    lay = L.Layout(micro_batch=1, seq=16)
+    lay = L.Layout(micro_batch=1, seq=16, eager_expert_ops=True)
     eager = [o.name for o in L.moe_block_fwd(_model(), lay)]
-    fused = [o.name for o in L.moe_block_fwd(_model(), L.Layout(micro_batch=1, seq=16, fused_expert_mlp=True))]
+    # the fused grouped MLP, and serving engines' fused MoE kernels (the Layout's default)
+    fused = [o.name for o in L.moe_block_fwd(_model(), L.Layout(micro_batch=1, seq=16))]
     assert "fc2_bias_add" in eager and "expert_act_clamp" in eager
     assert not any(n.startswith(("fc2_bias", "expert_act_clamp")) for n in fused)
     # selective recompute of moe_act re-runs the clamps with the activation, not the output bias
