@@ -1,15 +1,15 @@
 """Write ``simcore/validation/data/mbridge_moe_recipes.csv``: the MoE dispatcher and the 1F1B A2A overlap
-that each Megatron-Bridge release's performance recipes set, per model, GPU and precision.
+that each Megatron-Bridge release's performance recipes set, per model, GPU and precision, with the recipe's
+tensor parallelism, selective-recompute modules and CUDA-graph scope.
 
 Reads ``scripts/performance/configs/<family>/*workload_base_configs.py`` at each release tag of a local
 clone of NVIDIA-NeMo/Megatron-Bridge (``git show``; nothing is imported or run): every config named
 ``<MODEL>_[PRETRAIN_CONFIG_]<GPU>_<PRECISION>_{V1,V2,BASE_CONFIG}`` is resolved through its ``replace(...)``
 chain, and its ``expert_model_parallel_size``, ``global_batch_size``, ``moe_flex_dispatcher_backend``
-(none: the model's ``alltoall``), ``moe_a2a_overlap``, ``cutedsl_fused_grouped_mlp`` (``fused_mlp``: the
-experts' Transformer Engine op-fuser path, ``utils/overrides.py`` sets ``use_transformer_engine_op_fuser``) and
-``recompute_modules`` (``;``-joined; ``none`` where
-the config sets an empty list, which ``utils/overrides.py _set_recompute_overrides`` turns into selective
-recompute of nothing; empty where the config leaves the recipe's own) are written out; a GPU's pretrain function in
+(none: the model's ``alltoall``), ``moe_a2a_overlap``, ``tensor_model_parallel_size``, ``recompute_modules``
+(``;``-separated; empty: none), ``cuda_graph_scope`` (``cuda_graph_impl`` ``none``: empty) and
+``cutedsl_fused_grouped_mlp`` (``fused_mlp``: the experts' Transformer Engine op-fuser path, which
+``utils/overrides.py`` turns on with ``use_transformer_engine_op_fuser``) are written out; a GPU's pretrain function in
 ``*_llm_pretrain.py`` that sets ``moe_token_dispatcher_type = "alltoall"`` overrides the backend (the
 flex backend is then not used: Qwen3-235B on B200 and H100 from v0.3.1).
 
@@ -34,9 +34,10 @@ FILES = (
     "deepseek/deepseek_workload_base_configs.py",
     "qwen/qwen3_workload_base_configs.py",
     "gpt_oss/gpt_oss_workload_base_configs.py",
+    "nemotronh/nemotron_3_workload_base_configs.py",
 )
 NAME = re.compile(
-    r"(DEEPSEEK_V3|QWEN3_235B_A22B|QWEN3_30B_A3B|GPT_OSS_120B)_(?:PRETRAIN_CONFIG_)?"
+    r"(DEEPSEEK_V3|QWEN3_235B_A22B|QWEN3_30B_A3B|GPT_OSS_120B|NEMOTRON_3_NANO|NEMOTRON_3_SUPER)_(?:PRETRAIN_CONFIG_)?"
     r"(GB300|GB200|B300|B200|H100)_(BF16|FP8_CS|FP8_MX|FP8_SC|NVFP4)_(?:V1|V2|BASE_CONFIG)$"
 )
 PRETRAIN = ("qwen/qwen3_llm_pretrain.py", "deepseek/deepseek_llm_pretrain.py", "gpt_oss/gpt_oss_llm_pretrain.py")
@@ -82,13 +83,12 @@ def _alltoall_forced(repo: str, tag: str) -> set[tuple[str, str]]:
     return out
 
 
-def _modules(value: Any) -> str:
-    """A config's ``recompute_modules`` as one CSV cell: ``a;b``, ``none`` for ``[]``, empty when unset."""
-    if value is None:
+def _graphs(cfg: dict[str, Any]) -> str:
+    """The config's CUDA-graph scope, ``;``-separated (empty where ``cuda_graph_impl`` is unset or ``none``)."""
+    if cfg.get("cuda_graph_impl") in (None, "none"):
         return ""
-    if not isinstance(value, (list, tuple)):
-        raise ValueError(f"recompute_modules {value!r} is not a literal list")
-    return ";".join(str(m) for m in value) or "none"
+    scope = cfg.get("cuda_graph_scope") or []
+    return ";".join(scope) if isinstance(scope, list) else str(scope)
 
 
 def main(repo: str) -> None:
@@ -117,19 +117,21 @@ def main(repo: str) -> None:
                         cfg.get("global_batch_size") or "",
                         backend,
                         str(bool(cfg.get("moe_a2a_overlap"))).lower(),
-                        str(bool(cfg.get("cutedsl_fused_grouped_mlp"))).lower(),
-                        _modules(cfg.get("recompute_modules")),
                         name,
+                        cfg.get("tensor_model_parallel_size") or "",
+                        ";".join(cfg.get("recompute_modules") or []),
+                        _graphs(cfg),
+                        str(bool(cfg.get("cutedsl_fused_grouped_mlp"))).lower(),
                     )
                 )
     with OUT.open("w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(
             [
-                "tag", "model", "gpu", "precision", "ep", "global_batch", "dispatcher", "a2a_overlap",
-                "fused_mlp", "recompute_modules", "config",
+                "tag", "model", "gpu", "precision", "ep", "global_batch", "dispatcher", "a2a_overlap", "config", "tp",
+                "recompute_modules", "cuda_graph_scope", "fused_mlp",
             ]
-        )
+        )  # fmt: skip
         w.writerows(sorted(set(rows)))
     print(f"{OUT}: {len(set(rows))} configs")
 
