@@ -83,9 +83,6 @@ class MoESpec(Spec):
     expert_ffn_hidden: Int = Field(gt=0)
     dense_layers: Int = Field(default=0, ge=0)
     """Leading layers with a dense MLP instead of experts."""
-    capacity_factor: float | None = Field(default=None, gt=0)
-    imbalance: float = Field(default=1.0, ge=1.0)
-    """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
     expert_bias: bool = False
     """The routed experts' projections carry biases (GPT-OSS). Unless ``runtime.moe_fused_mlp``, Megatron-Core's
     ``TEGroupedMLP`` adds the output projection's bias outside the GEMM, per local expert, scaled by the
@@ -97,6 +94,9 @@ class MoESpec(Spec):
     halves of the gate/up output and concatenates them before its fused activation kernel
     (``weighted_bias_quick_geglu_impl``): two eager passes over the routed rows' ``2 x expert_ffn_hidden``
     values (docs/parallelism.md, "GPT-OSS's experts")."""
+    capacity_factor: float | None = Field(default=None, gt=0)
+    imbalance: float = Field(default=1.0, ge=1.0)
+    """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
 
     @model_validator(mode="after")
     def _k(self) -> MoESpec:

@@ -483,14 +483,10 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     mbridge = family == "mcore" and src.startswith("MBridge")
     mbridge_moe = mbridge and "moe" in arch
     mbridge_hybrid = mbridge and "hybrid_pattern" in arch
-    # the row's own MoE performance recipe at its release (dispatcher, overlap, recompute modules)
-    recipe = (
-        mbridge_moe_recipe(
-            release_of(rec["source"]), rec["model"], rec["gpu"], precision_recipe(rec.get("precision", "")), ep, gb
-        )
-        if mbridge_moe
-        else None
-    )
+    precision = precision_recipe(rec.get("precision", ""))
+    # the release's performance recipe of the model on that GPU (dispatcher, A2A overlap, recompute modules)
+    release = release_of(rec["source"])
+    recipe = mbridge_moe_recipe(release, rec["model"], rec["gpu"], precision, ep, gb) if mbridge_moe else None
     recompute_modules: tuple[str, ...] = ()
     if mbridge_hybrid:
         recompute_modules = _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
@@ -532,7 +528,6 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         if dp > 1:
             assume.append("data-parallel all-reduce after backward, not overlapped (Megatron-LM 2021 DDP)")
 
-    precision = precision_recipe(rec.get("precision", ""))
     if precision == "fp16":
         precision = "bf16"
         assume.append("fp16 priced as bf16 (same tensor-core peak)")
