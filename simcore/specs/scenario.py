@@ -83,6 +83,17 @@ class MoESpec(Spec):
     expert_ffn_hidden: Int = Field(gt=0)
     dense_layers: Int = Field(default=0, ge=0)
     """Leading layers with a dense MLP instead of experts."""
+    expert_bias: bool = False
+    """The routed experts' projections carry biases (GPT-OSS). Unless ``runtime.moe_fused_mlp``, Megatron-Core's
+    ``TEGroupedMLP`` adds the output projection's bias outside the GEMM, per local expert, scaled by the
+    fp32 router probability, then concatenates and casts back (``_apply_bias``): four eager passes over the
+    routed rows (docs/parallelism.md, "GPT-OSS's experts")."""
+    activation_clamp: float | None = Field(default=None, gt=0)
+    """The experts' gated activation clamps its inputs at this limit (GPT-OSS: 7, on the gate's upper side
+    and both sides of the linear half). Unless ``runtime.moe_fused_mlp``, Megatron-Core clamps the two
+    halves of the gate/up output and concatenates them before its fused activation kernel
+    (``weighted_bias_quick_geglu_impl``): two eager passes over the routed rows' ``2 x expert_ffn_hidden``
+    values (docs/parallelism.md, "GPT-OSS's experts")."""
     capacity_factor: float | None = Field(default=None, gt=0)
     imbalance: float = Field(default=1.0, ge=1.0)
     """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
@@ -595,6 +606,12 @@ class RuntimeSpec(Spec):
     micro-batch computes (Megatron-Core's ``overlap_moe_expert_parallel_comm``, "1F1B A2A overlap"; the same
     pairing DualPipe makes), so only the all-to-all time beyond the layer's compute shows. Default off, as
     in Megatron-Core."""
+    moe_fused_mlp: bool = False
+    """Training an MoE model: the routed experts run Megatron-Core's Transformer Engine op-fuser path
+    (``use_transformer_engine_op_fuser``; Megatron-Bridge's ``cutedsl_fused_grouped_mlp``): the grouped
+    GEMMs with the gated activation (clamped where the model clamps), the probability scale and the biases
+    fused, so no eager clamp or bias kernels (``moe.activation_clamp``, ``moe.expert_bias``). Default off,
+    as in Megatron-Core."""
     decode_loop: Literal["manual", "generate"] = "manual"
     """What drives the decode steps: a hand-written loop of forward passes (``manual``), or
     transformers' ``generate()``, whose logits processors, stopping criteria and cache bookkeeping add

@@ -251,25 +251,6 @@ def _norm_name(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-_MBRIDGE_PERF = "NVIDIA-NeMo/Megatron-Bridge@00b7660b scripts/performance/configs"
-"""Where the 25.11 table's MoE recipes live (``{deepseek,qwen}/*_workload_base_configs.py`` beside
-``*_llm_pretrain.py``; the same settings as the v0.2.0 tag the 25.11 container ships)."""
-
-_MBRIDGE_MOE_RECOMPUTE: dict[tuple[str, str], tuple[str, ...]] = {
-    # deepseek_llm_pretrain.py: recompute_granularity "selective" for every GPU; the workload base
-    # configs name the modules per GPU (B200 and GB200 ``mla_up_proj``, GB300 ``moe_act``)
-    ("deepseekv3", "B200"): ("mla_up_proj",),
-    ("deepseekv3", "GB200"): ("mla_up_proj",),
-    ("deepseekv3", "GB300"): ("moe_act",),
-    # gpt_oss_workload_base_configs.py: GB200, B200 and H100 recompute layernorm and moe_act, GB300 nothing
-    ("gptoss120b", "GB200"): ("layernorm", "moe_act"),
-    ("gptoss120b", "B200"): ("layernorm", "moe_act"),
-    ("gptoss120b", "H100"): ("layernorm", "moe_act"),
-}
-"""Selective-recompute modules of Megatron-Bridge 25.11's MoE performance recipes, by (model, GPU).
-The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_configs`` sets
-``recompute_granularity = None``)."""
-
 _MBRIDGE_HYBRID = "NVIDIA-NeMo/Megatron-Bridge scripts/performance perf_recipes/nemotronh"
 _MBRIDGE_HYBRID_RECOMPUTE: dict[str, tuple[str, ...]] = {"H100": ("layernorm",)}
 """Selective-recompute modules of the hybrid (Nemotron-H / Nemotron 3) performance recipes by GPU: the
@@ -301,8 +282,8 @@ values at every tag v0.2.0 to v0.5.0; ``set_megatron_fsdp_overrides`` in ``utils
 ``data_parallel_sharding_strategy = "optim_grads_params"``)."""
 
 MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
-"""The MoE dispatcher and A2A overlap of each Megatron-Bridge release's performance recipes, per model, GPU
-and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
+"""The MoE dispatcher, A2A overlap, fused grouped MLP and selective-recompute modules of each Megatron-Bridge
+release's performance recipes, per model, GPU and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
 ``scripts/performance/configs/*workload_base_configs.py``)."""
 
 _MBRIDGE_TAG = {
@@ -544,17 +525,14 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     mbridge_moe = mbridge and "moe" in arch
     mbridge_hybrid = mbridge and "hybrid_pattern" in arch
     precision = precision_recipe(rec.get("precision", ""))
-    # the release's performance recipe of the model on that GPU (dispatcher, A2A overlap; a hybrid's recompute)
+    # the release's performance recipe of the model on that GPU (dispatcher, A2A overlap, recompute modules)
     release = release_of(rec["source"])
     recipe = mbridge_moe_recipe(release, rec["model"], rec["gpu"], precision, ep, gb) if mbridge_moe else None
     later = _MBRIDGE_RECIPES_AFTER_V050.get((_norm_name(rec["model"]), rec["gpu"])) if mbridge_moe else None
-    recompute_modules = (
-        _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
-        if mbridge_hybrid
-        else _MBRIDGE_MOE_RECOMPUTE.get((_norm_name(rec["model"]), rec["gpu"]), ())
-    )
+    recompute_modules: tuple[str, ...] = _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ()) if mbridge_hybrid else ()
     recompute_src = f"{_MBRIDGE_HYBRID}: the {rec['gpu']} recipe"
-    if mbridge_hybrid and recipe is not None:
+    if recipe is not None:
+        # an unset or empty recompute_modules: no recompute (Qwen3's and GPT-OSS's recompute_granularity None)
         recompute_modules = tuple(x for x in recipe.get("recompute_modules", "").split(";") if x)
         recompute_src = f"NVIDIA-NeMo/Megatron-Bridge@{recipe['tag']} {recipe['config']}"
     elif mbridge_hybrid and later is not None:
@@ -564,19 +542,10 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         recompute = "full"
     elif "selective" in rc:
         recompute = "selective"
-    elif mbridge_hybrid:
+    elif mbridge_hybrid or recipe is not None:
         recompute = "selective" if recompute_modules else "none"
         what = f"selective recompute of {', '.join(recompute_modules)}" if recompute_modules else "no recompute"
         assume.append(f"{what} ({recompute_src})")
-    elif mbridge_moe and recompute_modules:
-        recompute = "selective"
-        assume.append(
-            f"selective recompute of {', '.join(recompute_modules)} ({_MBRIDGE_PERF}: the 25.11 "
-            f"{rec['gpu']} recipe's recompute_modules)"
-        )
-    elif mbridge_moe and _norm_name(rec["model"]).startswith("qwen3"):
-        recompute = "none"
-        assume.append(f"no activation recompute ({_MBRIDGE_PERF}/qwen: recompute_granularity None)")
     else:
         recompute = "none"
         assume.append("no activation recompute (not stated; memory checked per row)")
@@ -678,9 +647,11 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         else:
             runtime["moe_dispatcher"] = recipe["dispatcher"]
             runtime["moe_a2a_overlap"] = recipe["a2a_overlap"] == "true"
+            runtime["moe_fused_mlp"] = recipe["fused_mlp"] == "true"
             assume.append(
                 f"MoE dispatcher {recipe['dispatcher']}"
-                f"{', 1F1B A2A overlap' if runtime['moe_a2a_overlap'] else ''} (NVIDIA-NeMo/Megatron-Bridge@"
+                f"{', 1F1B A2A overlap' if runtime['moe_a2a_overlap'] else ''}"
+                f"{', fused grouped MLP' if runtime['moe_fused_mlp'] else ''} (NVIDIA-NeMo/Megatron-Bridge@"
                 f"{recipe['tag']} {recipe['config']})"
             )
     scenario: dict[str, Any] = {

@@ -612,6 +612,8 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             if "bwd_chain" in args:
                 args["bwd_chain"] = [(nb * scale, nm) for nb, nm in args["bwd_chain"]]
             ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))
+    if lay.eager_expert_ops:
+        ops.extend(expert_eager_ops(m, routed, etp, b))
     # unpermute: each routed row times its router probability, then the top_k rows of a token summed
     # into it (a row scatter-add of ``routed`` rows into ``T``: the embedding backward's access pattern,
     # whose backward is a gather)
@@ -627,6 +629,35 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             Op("shared_" + o.name, o.kind, o.category, o.args, o.count)
             for o in mlp_block_fwd(m, lay, ffn=moe.shared_experts * moe.expert_ffn_hidden)
         )
+    return ops
+
+
+def expert_eager_ops(m: ModelSpec, routed: Num, etp: Num, b: float) -> list[Op]:
+    """The eager kernels Megatron-Core's ``TEGroupedMLP`` runs beside the grouped GEMMs and the fused
+    activation for a clamped activation and expert biases (GPT-OSS), over a rank's ``routed`` rows
+    (megatron/core/transformer/moe/experts.py and fusions/fused_bias_geglu.py, Megatron-LM 0d8e0714 to
+    d0b3b775; none under the fused grouped MLP). ``weighted_bias_quick_geglu_impl`` clamps the gate and
+    linear halves of the gate/up output (two kernels reading the strided halves) and ``torch.cat``s them
+    back (``expert_act_clamp``: recomputed with ``moe_act``). ``_apply_bias`` adds the output projection's
+    bias per local expert as ``t + bias * prob`` with the fp32 router probabilities (an fp32 broadcast
+    product, a bf16 + fp32 add), ``torch.cat``s the fp32 pieces and casts them back to bf16. The first
+    projection's bias is added inside the fused activation kernel, not priced apart. Only where
+    :attr:`Layout.eager_expert_ops`."""
+    assert m.moe is not None
+    moe = m.moe
+    ops: list[Op] = []
+    if moe.activation_clamp is not None and m.activation == "swiglu":
+        n = routed * 2.0 * moe.expert_ffn_hidden / etp
+        # each clamp reads a strided half of the gate/up output, as the eager SiLU of a fused gate/up does
+        ops.append(Op("expert_act_clamp", "memory", "elementwise", mem_op("silu_strided", n, b).args))
+        ops.append(Op("expert_act_clamp_cat", "memory", "elementwise", mem_op("copy", n, b).args))
+    if moe.expert_bias:
+        n = routed * m.hidden
+        mixed = (b + 4.0 + 4.0) / 3.0  # a bf16 row plus an fp32 product into fp32
+        ops.append(Op("fc2_bias_scale", "memory", "elementwise", mem_op("mul_bcast_fp32", n, 4.0).args))
+        ops.append(Op("fc2_bias_add", "memory", "elementwise", mem_op("add_mixed", n, mixed).args))
+        ops.append(Op("fc2_bias_cat", "memory", "elementwise", mem_op("copy", n, 4.0).args))
+        ops.append(Op("fc2_bias_cast", "memory", "elementwise", mem_op("cast", n, (4.0 + b) / 2.0).args))
     return ops
 
 
