@@ -487,7 +487,7 @@ def evaluate(
         dec_prof=base.at_cpu_speed(decode_cpu_op_time, inference=True) if decode_cpu_op_time else prof,
         ep=ep,
         ep_exchange=ep_exchange,
-        # a serving engine's dense low-precision linears quantize their inputs (MoE layers: their own kernels)
+        # a serving engine's low-precision linears quantize their inputs (models without experts; MoE serving prices its own)
         quantize_inputs=paged_kv and inf.precision in L.LOW_PRECISION and not moe,
         act_key=act_key,
         layer_host=framework == "eager" and f"infer_decode_{act_key}" in prof.host_layer,
