@@ -1068,6 +1068,42 @@ def quantize_ops(
     return out
 
 
+_ATTN_IN = {"qkv": True, "q_proj": True, "k_proj": True, "v_proj": True, "mlp_in": True, "gate_proj": True,
+            "up_proj": True}
+SERVING_QUANTIZED_INPUTS: dict[str, dict[str, bool]] = {"fp8": _ATTN_IN, "fp4": {**_ATTN_IN, "mlp_out": False}}
+"""By GEMM dtype, the dense layer's linears whose 16-bit input a serving engine quantizes in a kernel of its own
+(TensorRT-LLM's PyTorch backend, assumed for every serving engine), by GEMM name; ``True``: only without tensor
+parallelism. The QKV and gate/up inputs come from the RMSNorms in 16 bits (with TP > 1 the all-reduce + RMSNorm
+fusion writes them quantized: ``RESIDUAL_RMS_NORM_QUANT_FP8`` / ``_NVFP4``). The out-projection's input never: the
+attention kernel writes its output quantized (``out_scale``; ``enable_attn_nvfp4_output``, default on). The down
+projection's only under NVFP4: ``GatedMLP._apply_activation`` runs SwiGLU with ``quant_type=float8_e4m3fn`` under
+FP8 (its kernel writes FP8), plain SwiGLU under NVFP4, whose 16-bit output ``NVFP4LinearMethod.apply`` then
+quantizes (``fp4_quantize``: per-16 block amax, E4M3 scales in the swizzled layout). docs/serving.md, "Activation
+quantization"."""
+
+
+def activation_quantize_fwd(ops: list[Op], lay: Layout) -> list[Op]:
+    """The quantize kernels a serving engine runs before the FP8/FP4 linears of one dense layer (``ops``, the layer's
+    forward): each linear of :data:`SERVING_QUANTIZED_INPUTS` for its dtype reads its ``m x k`` input (2 bytes an
+    element) and writes it in the GEMM's dtype (FP8: 1 byte; NVFP4: half a byte and an E4M3 scale per 16 elements,
+    ``DTYPE_BYTES["fp4"]``): TensorRT-LLM's ``FP8QDQLinearMethod`` / ``NVFP4LinearMethod.apply`` on a 16-bit input
+    (``static_quantize_e4m3_per_tensor`` / ``fp4_quantize``). A memory-bound kernel each (category ``quantize``), at
+    the kernel floor of a replayed CUDA graph like any other."""
+    out: list[Op] = []
+    tp = np.asarray(lay.tp, dtype=float)
+    for op in ops:
+        a = op.args
+        solo = SERVING_QUANTIZED_INPUTS.get(a.get("dtype", ""), {}).get(op.name) if op.kind == "gemm" else None
+        if solo is None:
+            continue
+        numel = a["m"] * a["k"] * a.get("batch", 1)
+        count = op.count * (np.where(tp > 1, 0.0, 1.0) if solo else 1.0)
+        args = {"name": "cast", "nbytes": numel * (2.0 + DTYPE_BYTES[a["dtype"]]), "flops": 2.0 * numel,
+                "numel": numel, "elt": 2.0}  # fmt: skip
+        out.append(Op(f"quantize_{op.name}_input", "memory", "quantize", args, count))
+    return out
+
+
 def amp_ops(params: Num, tensors: Num, accumulate: Num = 0.0, shard: Num = 1.0) -> tuple[list[Op], list[Op]]:
     """PyTorch autocast with fp32 weights: every forward casts each weight to bf16 (read 4, write 2
     bytes per parameter), and every backward casts the bf16 weight gradient to fp32 (about the same
