@@ -20,6 +20,7 @@ import numpy as np
 
 from simcore.compute.kernels import misaligned_rows
 from simcore.compute.ops import PAGED_DECODE, dtype_variant, memory_op_traffic
+from simcore.errors import SimcoreError
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.scenario import ModelSpec
 from simcore.workload import csa as C
@@ -402,6 +403,8 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     o_lora_rank``, batched; ``wo_b``: ``o_groups x o_lora_rank -> hidden``, row-parallel)."""
     c = m.csa
     assert c is not None
+    if lay.kv_seq is not None or lay.kv_cache:
+        raise SimcoreError("DeepSeek-V4's hybrid attention is modelled for training only", field="model.csa")
     s = layer_shape(m)
     T, t, b, dt = lay.tokens, lay.tp, lay.act_bytes, lay.dtype
     h, d = s.hidden, s.head_dim

@@ -184,3 +184,13 @@ def test_bad_csa_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path)
     code, _out, err = run_cli(capsys, "predict", str(sc), "--set", "model.csa.compress_ratios=[0,4]")
     assert code == 2 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "compress_ratios" in err
+
+
+def test_inference_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.cli_runner import run_cli
+
+    sc = tmp_path / "dsv4_serve.yaml"
+    sc.write_text("kind: inference\ncluster: {system: gb200-nvl72, gpus: 8}\nmodel: {preset: deepseek-v4-flash}\n")
+    code, _out, err = run_cli(capsys, "predict", str(sc))
+    assert code != 0 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "model.csa" in err
