@@ -153,7 +153,7 @@ def activation_bytes_per_layer(
     h = s.hidden
     rb = act_bytes if residual_bytes is None else residual_bytes
     if recompute == "full":
-        return tokens * h * rb / sp_div
+        return tokens * h * m.residual_streams * rb / sp_div  # the layer's input: its residual stream(s)
     if moe_layer == "M":
         return mamba_activation_elements(m, tokens, tp, sp) * act_bytes
     rc = set(modules or ("core_attn",)) if recompute == "selective" else set()

@@ -408,7 +408,7 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     s = layer_shape(m)
     T, t, b, dt = lay.tokens, lay.tp, lay.act_bytes, lay.dtype
     h, d = s.hidden, s.head_dim
-    seq = float(np.max(np.asarray(lay.seq, dtype=float)))
+    seq = float(np.max(np.asarray(lay.seq, dtype=float)))  # one sequence length per evaluation (the longest)
     ops: list[Op] = [
         _gemm("q_down", T, c.q_lora_rank, h, dt),
         mem_op(norm_name(m), T * c.q_lora_rank, b, "norm", rows=T),

@@ -194,3 +194,8 @@ def test_inference_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tm
     code, _out, err = run_cli(capsys, "predict", str(sc))
     assert code != 0 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "model.csa" in err
+
+
+def test_full_recompute_keeps_every_stream() -> None:
+    kw = {"micro_batch": 1, "seq": 128, "recompute": "full", "moe_layer": True}
+    assert activation_bytes_per_layer(_model(4), **kw) == pytest.approx(4 * activation_bytes_per_layer(_model(1), **kw))
