@@ -153,7 +153,7 @@ def activation_bytes_per_layer(
     h = s.hidden
     rb = act_bytes if residual_bytes is None else residual_bytes
     if recompute == "full":
-        return tokens * h * rb / sp_div
+        return tokens * h * m.residual_streams * rb / sp_div  # the layer's input: its residual stream(s)
     if moe_layer == "M":
         return mamba_activation_elements(m, tokens, tp, sp) * act_bytes
     rc = set(modules or ("core_attn",)) if recompute == "selective" else set()
@@ -168,6 +168,10 @@ def activation_bytes_per_layer(
     if m.mla is not None and "mla_up_proj" in rc:
         qkv = tokens * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
     attn_out = tokens * s.heads * s.v_head_dim / tp
+    if m.csa is not None:
+        qkv, attn_out = _csa_saved(m, tokens, tp, "mla_up_proj" in rc)
+    # hyper-connections: each block's mix reads the n residual streams, kept for its backward (two a layer)
+    outside = outside + 2.0 * (m.residual_streams - 1) * tokens * h * rb / act_bytes / sp_div
     attn_out = attn_out * (1.0 if gemm_in_bytes is None else 1.0 + g)  # + the projection's quantized copy
     lse = tokens * s.heads / tp * 2.0  # fp32 softmax statistics, in bf16-element units
     if "core_attn" in rc:
@@ -195,6 +199,23 @@ def activation_bytes_per_layer(
     else:
         mlp = 0.0 if "mlp" in rc else tokens * s.ffn_hidden / tp * per_f
     return (outside + qkv + attn_out + lse + mlp) * act_bytes
+
+
+def _csa_saved(m: ModelSpec, tokens: Num, tp: Num, up_recomputed: bool) -> tuple[Num, Num]:
+    """(query/key/value side, output side) elements DeepSeek-V4's attention block keeps for its backward per
+    layer, averaged over its compression ratios: the query latent and the shared key/value head, plus the
+    up-projected queries unless ``mla_up_proj`` recomputes them; a CSA layer's indexer queries and its top-k
+    entry indices (int32: 2 elements each); the attention output and the grouped ``wo_a`` output
+    (``o_groups x o_lora_rank``, the ``wo_b`` input)."""
+    c = m.csa
+    assert c is not None
+    d = m.d_head
+    q = 0.0 if up_recomputed else m.heads * d / tp
+    sparse = c.compress_ratios.count(c.sparse_ratio) / m.layers
+    indexer = sparse * (c.indexer_heads * c.indexer_head_dim / tp + 2.0 * c.indexer_topk)
+    qkv = tokens * (c.q_lora_rank + d + q + indexer)
+    out = tokens * (m.heads * d + c.o_groups * c.o_lora_rank) / tp
+    return qkv, out
 
 
 def logits_bytes(

@@ -17,7 +17,8 @@ empty (device time, no launch gaps).
 ``--grid DTYPES:MS:NxK,...`` times an explicit grid instead of (or beside) the sweep's shapes, e.g. the
 weight-bound decode GEMMs of a served model: ``--grid bf16,fp8:1,64,256:57344x8192,8192x28672``. fp8 rows
 are ``torch._scaled_mm`` with e4m3 operands and row-wise fp32 scales (``scaled_mm_e4m3_rowwise``, bf16 out),
-built as ``bench_ops.py`` builds them; ``--ops`` may then be omitted.
+``fp8_tensor`` the same with one scale per tensor (``scaled_mm_e4m3_tensorwise``: cuBLASLt's per-tensor FP8
+GEMM), built as ``bench_ops.py`` builds them; ``--ops`` may then be omitted.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchutil import CsvOut, env_info, log, sync  # noqa: E402
 
 TDT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
-ESZ = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1}
+ESZ = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1, "fp8_tensor": 1}
 COLS = ["kind", "dtype", "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim", "causal",
         "backward", "name", "bytes", "time_s", "flops", "framework"]
 
@@ -70,11 +71,15 @@ def grid(specs):
 
 def operands(dt, m, n, k, batch, dev):
     """The GEMM's call: fp8 as torch._scaled_mm (row-wise scales), others as torch.matmul."""
-    if dt == "fp8":
+    if dt in ("fp8", "fp8_tensor"):
         a = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()
-        sa = torch.rand(m, 1, device=dev, dtype=torch.float32) + 0.5
-        sb = torch.rand(1, n, device=dev, dtype=torch.float32) + 0.5
+        if dt == "fp8":
+            sa = torch.rand(m, 1, device=dev, dtype=torch.float32) + 0.5
+            sb = torch.rand(1, n, device=dev, dtype=torch.float32) + 0.5
+        else:  # one fp32 scale per tensor: cuBLASLt's per-tensor FP8 GEMM (TensorRT-LLM's FP8 linear layers)
+            sa = torch.tensor(1.0, device=dev)
+            sb = torch.tensor(1.0, device=dev)
         return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     tdt = TDT[dt]
     if batch:
@@ -131,9 +136,11 @@ def main():
                 raise RuntimeError("no kernels recorded")
             t = statistics.median(per_call) * 1e-6
             bt = batch or 1
-            name = "scaled_mm_e4m3_rowwise" if dt == "fp8" else "bmm" if batch else "matmul"
-            out_sz = 2 if dt == "fp8" else ESZ[dt]
-            out.row(kind="gemm", dtype=dt, m=m, n=n, k=k, batch=batch or "", name=name,
+            fp8 = dt.startswith("fp8")
+            name = {"fp8": "scaled_mm_e4m3_rowwise", "fp8_tensor": "scaled_mm_e4m3_tensorwise"}.get(
+                dt, "bmm" if batch else "matmul")
+            out_sz = 2 if fp8 else ESZ[dt]
+            out.row(kind="gemm", dtype="fp8" if fp8 else dt, m=m, n=n, k=k, batch=batch or "", name=name,
                     bytes=bt * ((m * k + k * n) * ESZ[dt] + m * n * out_sz), time_s=t, flops=2 * bt * m * n * k,
                     framework="", backward=0)
             if i % 25 == 0:

@@ -7,7 +7,9 @@ clone of NVIDIA-NeMo/Megatron-Bridge (``git show``; nothing is imported or run):
 ``<MODEL>_[PRETRAIN_CONFIG_]<GPU>_<PRECISION>_{V1,V2,BASE_CONFIG}`` is resolved through its ``replace(...)``
 chain, and its ``expert_model_parallel_size``, ``global_batch_size``, ``moe_flex_dispatcher_backend``
 (none: the model's ``alltoall``), ``moe_a2a_overlap``, ``tensor_model_parallel_size``, ``recompute_modules``
-(``;``-separated; empty: none) and ``cuda_graph_scope`` (``cuda_graph_impl`` ``none``: empty) are written out; a GPU's pretrain function in
+(``;``-separated; empty: none), ``cuda_graph_scope`` (``cuda_graph_impl`` ``none``: empty) and
+``cutedsl_fused_grouped_mlp`` (``fused_mlp``: the experts' Transformer Engine op-fuser path, which
+``utils/overrides.py`` turns on with ``use_transformer_engine_op_fuser``) are written out; a GPU's pretrain function in
 ``*_llm_pretrain.py`` that sets ``moe_token_dispatcher_type = "alltoall"`` overrides the backend (the
 flex backend is then not used: Qwen3-235B on B200 and H100 from v0.3.1).
 
@@ -119,6 +121,7 @@ def main(repo: str) -> None:
                         cfg.get("tensor_model_parallel_size") or "",
                         ";".join(cfg.get("recompute_modules") or []),
                         _graphs(cfg),
+                        str(bool(cfg.get("cutedsl_fused_grouped_mlp"))).lower(),
                     )
                 )
     with OUT.open("w", newline="") as fh:
@@ -126,7 +129,7 @@ def main(repo: str) -> None:
         w.writerow(
             [
                 "tag", "model", "gpu", "precision", "ep", "global_batch", "dispatcher", "a2a_overlap", "config", "tp",
-                "recompute_modules", "cuda_graph_scope",
+                "recompute_modules", "cuda_graph_scope", "fused_mlp",
             ]
         )  # fmt: skip
         w.writerows(sorted(set(rows)))

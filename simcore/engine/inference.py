@@ -54,15 +54,20 @@ class InferenceEval:
 
 
 def _forward(
-    pricer: Pricer, model: ModelSpec, lw: L.Layout, head_tokens: Num, pp: Num, sample_rows: Num | None = None
+    pricer: Pricer, model: ModelSpec, lw: L.Layout, head_tokens: Num, pp: Num, sample_rows: Num | None = None,
+    quantize_inputs: bool = False,
 ) -> Priced:
     """One forward pass: the layers over ``lw``'s tokens, the LM head over ``head_tokens`` rows and the
-    next-token sampling over ``sample_rows`` sequences (default ``head_tokens``)."""
+    next-token sampling over ``sample_rows`` sequences (default ``head_tokens``); ``quantize_inputs``: a serving
+    engine's quantize kernels before its FP8/FP4 linears (:func:`~simcore.workload.lowering.activation_quantize_fwd`)."""
     rows = head_tokens if sample_rows is None else sample_rows
     out = pricer.price(L.embedding_fwd(model, lw))
     # each kind of layer once, times its count (a hybrid: its pattern's Mamba, attention, MLP, MoE layers)
     for kind, count in layer_kinds(model):
-        out = out.merged(pricer.price(H.layer_fwd(model, lw, kind), count))
+        ops = H.layer_fwd(model, lw, kind)
+        out = out.merged(pricer.price(ops, count))
+        if quantize_inputs:
+            out = out.merged(pricer.price(L.activation_quantize_fwd(ops, lw), count))
     out = out.merged(pricer.price(L.head_fwd(model, lw, tokens=head_tokens)))
     # sampling the next token: an argmax over each sequence's logits (PyTorch's reduce kernel, an
     # elementwise-class kernel in a trace), row-wise: a few sequences' vocabulary-wide rows run on few
@@ -114,6 +119,9 @@ class _Run:
     """How the MoE layers move tokens between the ``ep`` ranks (:attr:`simcore.workload.layout.Layout.ep_exchange`)."""
     decode_kernel_gemms: bool = False
     """The decode step's GEMMs at their kernels' own in-step rate (:attr:`simcore.engine.pricing.Pricer.kernel_gemms`)."""
+    quantize_inputs: bool = False
+    """A serving engine's dense FP8/FP4 layers quantize their 16-bit inputs in kernels of their own
+    (:func:`~simcore.workload.lowering.activation_quantize_fwd`)."""
 
     @property
     def host_cal(self) -> dict[str, float]:
@@ -208,7 +216,7 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
         profile=r.prof,
     )
     pricer.kernel_floor = graph_floor
-    prefill = _forward(pricer, r.model, pre, logit_rows, r.pp, sample_rows=batch)
+    prefill = _forward(pricer, r.model, pre, logit_rows, r.pp, sample_rows=batch, quantize_inputs=r.quantize_inputs)
     graph_gap = _graph_gap(r)
     if r.framework == "cuda_graphs":
         pricer.kernel_gap = graph_gap
@@ -227,7 +235,7 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
         dec_pricer.kernel_floor = r.host_cal.get(f"graph_kernel_{r.act_key}", 0.0)
         dec_pricer.kernel_gap = graph_gap
     dec_pricer.kernel_gemms = r.decode_kernel_gemms
-    decode = _forward(dec_pricer, r.model, dec, batch, r.pp)
+    decode = _forward(dec_pricer, r.model, dec, batch, r.pp, quantize_inputs=r.quantize_inputs)
     pricer.kernel_gap = 0.0
     pricer.kernel_gemms = False
     return prefill, decode
@@ -487,6 +495,8 @@ def evaluate(
         ep=ep,
         ep_exchange=ep_exchange,
         decode_kernel_gemms=decode_kernel_gemms,
+        # a serving engine's low-precision linears quantize their inputs (models without experts; MoE serving prices its own)
+        quantize_inputs=paged_kv and inf.precision in L.LOW_PRECISION and not moe,
         act_key=act_key,
         layer_host=framework == "eager" and f"infer_decode_{act_key}" in prof.host_layer,
         lk=prof.layer_key(act_key, "moe_native" if moe else None, implementation, "infer_decode", attention_backend),

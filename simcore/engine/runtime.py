@@ -90,6 +90,7 @@ def training_runtime(sc: Scenario) -> dict[str, Any]:
         "moe_host_sync": rt.moe_host_sync,
         "moe_dispatcher": rt.moe_dispatcher,
         "moe_a2a_overlap": rt.moe_a2a_overlap,
+        "moe_fused_mlp": rt.moe_fused_mlp,
     }
 
 

@@ -267,12 +267,15 @@ def _exposed(
     compute: Num,
     a2a_overlap: bool = False,
     slowdown: float = 1.0,
+    paired: Num = 1.0,
 ) -> Priced:
     """Replace overlappable communication by its exposed part: CP ring exchange hides behind the
     attention compute; TP collectives hide behind the GEMMs when ``tp_overlap``; the expert all-to-all
     behind the layer's compute under DualPipe or ``a2a_overlap`` (``RuntimeSpec.moe_a2a_overlap``), the
     compute it hides behind running ``slowdown`` times slower meanwhile (:func:`overlap_slowdown`: the
-    all-to-all's kernels take SMs and memory bandwidth, as the data-parallel overlap prices)."""
+    all-to-all's kernels take SMs and memory bandwidth, as the data-parallel overlap prices). Under
+    ``a2a_overlap`` only the ``paired`` share of the passes has another micro-batch's pass beside it
+    (:func:`a2a_paired_share`); DualPipe pairs every one."""
     out = Priced(dict(p.time), p.flops, p.kernels)
     if "cp_comm" in out.time:
         out.time["cp_comm"] = np.maximum(out.time["cp_comm"] - attn, 0.0)
@@ -288,11 +291,24 @@ def _exposed(
         # DualPipe, and Megatron-Core's 1F1B A2A overlap, run one micro-batch's expert all-to-all
         # while another micro-batch computes
         epc = out.time["ep_comm"]
-        hidden = np.minimum(epc, compute)
-        out.time["ep_comm"] = np.where(
-            (np.asarray(schedule) == "dualpipe") | a2a_overlap, epc - hidden + (slowdown - 1.0) * hidden, epc
-        )
+        dualpipe = np.asarray(schedule) == "dualpipe"
+        hidden = np.minimum(epc, compute) * np.where(dualpipe, 1.0, paired)
+        out.time["ep_comm"] = np.where(dualpipe | a2a_overlap, epc - hidden + (slowdown - 1.0) * hidden, epc)
     return out
+
+
+def a2a_paired_share(m: Num, pp: Num, vp: Num) -> Num:
+    """The share of a rank's forward (and backward) passes that Megatron-Core's 1F1B A2A overlap runs beside
+    another micro-batch's backward (forward), so that their expert all-to-alls hide. Without pipelining
+    (``combined_1f1b_schedule_for_no_pipelining``) the first micro-batch's forward and the last one's
+    backward run alone: ``1 - 1/m``. With pipelining (interleaved only: Megatron-Core asserts a virtual
+    pipeline), the first rank's warmup of ``2 (pp - 1) + (vp - 1) pp`` chunk forwards plus the one extra the
+    overlap schedules (``schedules.py get_pp_rank_microbatches``) run alone, and as many backwards in the
+    cooldown: ``1 - (2 (pp - 1) + (vp - 1) pp + 1) / (m vp)``, at least 0 (docs/parallelism.md, "GPT-OSS's
+    experts, and each release's own recipe")."""
+    pp, vp, m = (np.maximum(_a(x), 1.0) for x in (pp, vp, m))
+    alone = 2.0 * (pp - 1.0) + (vp - 1.0) * pp + 1.0
+    return np.clip(1.0 - alone / (m * vp), 0.0, 1.0)
 
 
 def _layer_layout(
@@ -314,6 +330,7 @@ def _layer_layout(
     dropout: float,
     attention_backend: str,
     moe_dispatcher: str = "alltoall",
+    moe_fused_mlp: bool = False,
 ) -> L.Layout:
     """The lowering layout of one micro-batch's layer on a rank (shapes, dtypes, the run's kernels)."""
     lw = L.Layout(
@@ -334,6 +351,7 @@ def _layer_layout(
         dropout=dropout,
         attention_backend=attention_backend,
         dispatcher=moe_dispatcher,
+        eager_expert_ops=not moe_fused_mlp,
     )
     return lw
 
@@ -365,6 +383,7 @@ class _Step:
         moe_host_sync: bool = False,
         moe_dispatcher: str = "alltoall",
         moe_a2a_overlap: bool = False,
+        moe_fused_mlp: bool = False,
     ) -> None:
         self.model, self.training, self.lay, self.cluster = model, training, lay, cluster
         self.framework, self.param_dtype, self.profiler, self.gate_up = (
@@ -443,6 +462,7 @@ class _Step:
             dropout,
             attention_backend,
             moe_dispatcher,
+            moe_fused_mlp,
         )
         # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
         # under AMP or the native bf16 one
@@ -502,8 +522,9 @@ def _stage_work(s: _Step) -> _StageWork:
         comp_f = fwd.total(exclude=COMM_CATEGORIES)
         comp_b = bwd.total(exclude=COMM_CATEGORIES)
         ov, slow = s.moe_a2a_overlap, overlap_slowdown(s.cluster)
-        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f, ov, slow)
-        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b, ov, slow)
+        pair = a2a_paired_share(s.m, s.pp, s.vp)
+        fwd_x = _exposed(fwd, attn, gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_f, ov, slow, pair)
+        bwd_x = _exposed(bwd, 2.0 * attn, 2.0 * gemm, s.lay.tp_overlap, s.tp, s.schedule, comp_b, ov, slow, pair)
         # recomputation re-runs the forward (full) or the attention core (selective) before backward
         full = fwd_x
         rec = full.scaled(s.full_t)
@@ -1572,6 +1593,7 @@ def evaluate(
     moe_host_sync: bool = False,
     moe_dispatcher: str = "alltoall",
     moe_a2a_overlap: bool = False,
+    moe_fused_mlp: bool = False,
 ) -> TrainingEval:
     """Price one training step for every layout in ``lay`` (numpy broadcasting). ``gate_up``: a gated
     MLP's gate/up projections as ``separate`` GEMMs or one ``fused`` GEMM (see ``RuntimeSpec``).
@@ -1586,9 +1608,10 @@ def evaluate(
     layer of the run's own code issues (``RuntimeSpec.layer_ops``), scaling the eager host per layer by
     their ratio to the calibrated code's (``HostOps.calibrated_layer_ops``); ``moe_expert_calls`` and
     ``moe_host_sync``: ``RuntimeSpec``'s (the routed experts' GEMMs issued per local expert; a host sync in
-    every MoE layer's forward; :func:`_moe_expert_host`, :func:`_host_overhead`); ``moe_dispatcher`` and
-    ``moe_a2a_overlap``: ``RuntimeSpec``'s (how the routed tokens travel; the expert all-to-all hidden
-    behind another micro-batch's compute, :func:`_exposed`).
+    every MoE layer's forward; :func:`_moe_expert_host`, :func:`_host_overhead`); ``moe_dispatcher``,
+    ``moe_a2a_overlap`` and ``moe_fused_mlp``: ``RuntimeSpec``'s (how the routed tokens travel; the expert
+    all-to-all hidden behind another micro-batch's compute, :func:`_exposed`; the experts' fused grouped MLP,
+    :func:`~simcore.workload.lowering.expert_eager_ops`).
 
     The parts: stage times (:func:`_stage_work`), host (:func:`_host_overhead`), pipeline
     (:func:`_pipeline`), data-parallel communication (:func:`_data_parallel`), optimizer
@@ -1615,6 +1638,7 @@ def evaluate(
         moe_host_sync,
         moe_dispatcher,
         moe_a2a_overlap,
+        moe_fused_mlp,
     )
     work = _stage_work(s)
     ht = _host_tables(s) if s.layer_host else None

@@ -83,9 +83,30 @@ class MoESpec(Spec):
     expert_ffn_hidden: Int = Field(gt=0)
     dense_layers: Int = Field(default=0, ge=0)
     """Leading layers with a dense MLP instead of experts."""
+    expert_bias: bool = False
+    """The routed experts' projections carry biases (GPT-OSS). Unless ``runtime.moe_fused_mlp``, Megatron-Core's
+    ``TEGroupedMLP`` adds the output projection's bias outside the GEMM, per local expert, scaled by the
+    fp32 router probability, then concatenates and casts back (``_apply_bias``): four eager passes over the
+    routed rows (docs/parallelism.md, "GPT-OSS's experts")."""
+    activation_clamp: float | None = Field(default=None, gt=0)
+    """The experts' gated activation clamps its inputs at this limit (GPT-OSS: 7, on the gate's upper side
+    and both sides of the linear half). Unless ``runtime.moe_fused_mlp``, Megatron-Core clamps the two
+    halves of the gate/up output and concatenates them before its fused activation kernel
+    (``weighted_bias_quick_geglu_impl``): two eager passes over the routed rows' ``2 x expert_ffn_hidden``
+    values (docs/parallelism.md, "GPT-OSS's experts")."""
     capacity_factor: float | None = Field(default=None, gt=0)
     imbalance: float = Field(default=1.0, ge=1.0)
     """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
+    hash_layers: Int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Leading MoE layers routed by a fixed token-id -> experts table instead of a learned router "
+            "(DeepSeek-V4's hash routing, Megatron-Core's ``moe_n_hash_layers``): no router GEMM, softmax or top-k "
+            "on them, and each expert's share of the tokens is fixed (priced balanced). 0: every MoE layer routes "
+            "with its router (docs/hardware.md, 'DeepSeek-V4')."
+        ),
+    )
     latent_dim: Int | None = Field(
         default=None,
         gt=0,
@@ -113,6 +134,41 @@ class MLASpec(Spec):
     qk_nope_head_dim: Int = Field(gt=0)
     qk_rope_head_dim: Int = Field(gt=0)
     v_head_dim: Int = Field(gt=0)
+
+
+class CSASpec(Spec):
+    """DeepSeek-V4's hybrid attention (Megatron-Core's ``dsv4_hybrid`` variant): per layer, queries of
+    ``heads x head_dim`` from a low-rank latent, one shared key/value head of ``head_dim`` (MQA), attention over
+    a sliding window of raw keys plus compressed keys (``compress_ratios``), and a grouped low-rank output
+    projection (docs/hardware.md, 'DeepSeek-V4')."""
+
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
+
+    compress_ratios: list[Int] = Field(min_length=1)
+    """Per decoder layer, tokens pooled into one compressed key/value entry (``compress_ratios`` of the HF
+    config, one per layer): 0 a sliding-window layer only; ``sparse_ratio`` compressed sparse attention (CSA:
+    the lightning indexer picks ``indexer_topk`` of the compressed entries); any other ratio heavily compressed
+    attention (HCA: every compressed entry). Its length is ``layers``."""
+    sparse_ratio: Int = Field(default=4, gt=0)
+    """The ratio of the CSA layers: their compressor pools overlapping windows (two projections of twice the
+    width) and an indexer selects their entries (DeepSeek-V4 ``Compressor`` / ``Indexer``: ``compress_ratio == 4``)."""
+    window: Int = Field(default=128, gt=0)
+    """Raw keys every query attends besides the compressed ones (``sliding_window``)."""
+    q_lora_rank: Int = Field(gt=0)
+    """Query latent width (``q_lora_rank``): ``hidden -> q_lora_rank -> heads x head_dim``."""
+    qk_rope_head_dim: Int = Field(default=64, gt=0)
+    """Rotary dims of ``head_dim`` (``qk_rope_head_dim``)."""
+    o_groups: Int = Field(gt=0)
+    """Head groups of the grouped low-rank output projection (``o_groups``): each group's
+    ``heads / o_groups x head_dim`` outputs project to ``o_lora_rank``, then ``o_groups x o_lora_rank -> hidden``."""
+    o_lora_rank: Int = Field(gt=0)
+    """Rank of each group's output projection (``o_lora_rank``)."""
+    indexer_heads: Int = Field(gt=0)
+    """Lightning-indexer heads (``index_n_heads``)."""
+    indexer_head_dim: Int = Field(gt=0)
+    """Lightning-indexer head dimension (``index_head_dim``)."""
+    indexer_topk: Int = Field(gt=0)
+    """Compressed entries each query of a CSA layer attends (``index_topk``)."""
 
 
 class MambaSpec(Spec):
@@ -179,6 +235,22 @@ class ModelSpec(Spec):
     mamba: MambaSpec | None = Field(
         default=None, description="The Mamba-2 mixer of the ``M`` layers of ``hybrid_pattern``."
     )
+    csa: CSASpec | None = Field(
+        default=None,
+        description=(
+            "DeepSeek-V4's compressed sparse / heavily compressed / sliding-window attention, per layer "
+            "(replaces multi-head attention; ``head_dim`` is its query and shared key/value head width)."
+        ),
+    )
+    residual_streams: Int = Field(
+        default=1,
+        gt=0,
+        description=(
+            "Parallel residual streams of manifold-constrained hyper-connections (DeepSeek-V4's ``hc_mult``, "
+            "Megatron-Core's ``num_residual_streams``): each layer keeps ``residual_streams x hidden`` per token "
+            "and mixes the streams before and after each block. 1: a plain residual."
+        ),
+    )
     hybrid_pattern: str | None = Field(
         default=None,
         description=(
@@ -211,6 +283,21 @@ class ModelSpec(Spec):
             raise ValueError("moe.dense_layers does not apply with a hybrid_pattern: its - layers are the dense MLPs")
         if self.mla is not None:
             raise ValueError("hybrid_pattern with mla is not modelled")
+        return self
+
+    @model_validator(mode="after")
+    def _csa(self) -> ModelSpec:
+        c = self.csa
+        if c is None:
+            return self
+        if len(c.compress_ratios) != self.layers:
+            raise ValueError(f"csa.compress_ratios has {len(c.compress_ratios)} entries but layers is {self.layers}")
+        if self.mla is not None or self.hybrid_pattern is not None:
+            raise ValueError("csa does not combine with mla or hybrid_pattern")
+        if self.head_dim is None:
+            raise ValueError("csa needs head_dim (the query and shared key/value head width)")
+        if self.heads % c.o_groups != 0:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of csa.o_groups ({c.o_groups})")
         return self
     mtp_layers: Int = Field(default=0, ge=0)
     """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
@@ -595,6 +682,12 @@ class RuntimeSpec(Spec):
     micro-batch computes (Megatron-Core's ``overlap_moe_expert_parallel_comm``, "1F1B A2A overlap"; the same
     pairing DualPipe makes), so only the all-to-all time beyond the layer's compute shows. Default off, as
     in Megatron-Core."""
+    moe_fused_mlp: bool = False
+    """Training an MoE model: the routed experts run Megatron-Core's Transformer Engine op-fuser path
+    (``use_transformer_engine_op_fuser``; Megatron-Bridge's ``cutedsl_fused_grouped_mlp``): the grouped
+    GEMMs with the gated activation (clamped where the model clamps), the probability scale and the biases
+    fused, so no eager clamp or bias kernels (``moe.activation_clamp``, ``moe.expert_bias``). Default off,
+    as in Megatron-Core."""
     decode_loop: Literal["manual", "generate"] = "manual"
     """What drives the decode steps: a hand-written loop of forward passes (``manual``), or
     transformers' ``generate()``, whose logits processors, stopping criteria and cache bookkeeping add

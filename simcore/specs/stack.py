@@ -132,7 +132,7 @@ class Chosen(NamedTuple):
     source: str
 
 
-MOE_TRAINING_KEYS = ("moe_expert_calls", "moe_host_sync", "moe_dispatcher", "moe_a2a_overlap")
+MOE_TRAINING_KEYS = ("moe_expert_calls", "moe_host_sync", "moe_dispatcher", "moe_a2a_overlap", "moe_fused_mlp")
 """``runtime`` keys that apply only to training an MoE model."""
 
 

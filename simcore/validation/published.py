@@ -251,25 +251,6 @@ def _norm_name(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-_MBRIDGE_PERF = "NVIDIA-NeMo/Megatron-Bridge@00b7660b scripts/performance/configs"
-"""Where the 25.11 table's MoE recipes live (``{deepseek,qwen}/*_workload_base_configs.py`` beside
-``*_llm_pretrain.py``; the same settings as the v0.2.0 tag the 25.11 container ships)."""
-
-_MBRIDGE_MOE_RECOMPUTE: dict[tuple[str, str], tuple[str, ...]] = {
-    # deepseek_llm_pretrain.py: recompute_granularity "selective" for every GPU; the workload base
-    # configs name the modules per GPU (B200 and GB200 ``mla_up_proj``, GB300 ``moe_act``)
-    ("deepseekv3", "B200"): ("mla_up_proj",),
-    ("deepseekv3", "GB200"): ("mla_up_proj",),
-    ("deepseekv3", "GB300"): ("moe_act",),
-    # gpt_oss_workload_base_configs.py: GB200, B200 and H100 recompute layernorm and moe_act, GB300 nothing
-    ("gptoss120b", "GB200"): ("layernorm", "moe_act"),
-    ("gptoss120b", "B200"): ("layernorm", "moe_act"),
-    ("gptoss120b", "H100"): ("layernorm", "moe_act"),
-}
-"""Selective-recompute modules of Megatron-Bridge 25.11's MoE performance recipes, by (model, GPU).
-The Qwen3 MoE recipes set none (``qwen3_llm_pretrain.py``'s ``set_qwen3_common_configs`` sets
-``recompute_granularity = None``)."""
-
 _MBRIDGE_HYBRID = "NVIDIA-NeMo/Megatron-Bridge scripts/performance perf_recipes/nemotronh"
 _MBRIDGE_HYBRID_RECOMPUTE: dict[str, tuple[str, ...]] = {"H100": ("layernorm",)}
 """Selective-recompute modules of the hybrid (Nemotron-H / Nemotron 3) performance recipes by GPU: the
@@ -301,8 +282,8 @@ values at every tag v0.2.0 to v0.5.0; ``set_megatron_fsdp_overrides`` in ``utils
 ``data_parallel_sharding_strategy = "optim_grads_params"``)."""
 
 MBRIDGE_MOE_RECIPES = DATA_DIR / "mbridge_moe_recipes.csv"
-"""The MoE dispatcher and A2A overlap of each Megatron-Bridge release's performance recipes, per model, GPU
-and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
+"""The MoE dispatcher, A2A overlap, fused grouped MLP and selective-recompute modules of each Megatron-Bridge
+release's performance recipes, per model, GPU and precision (written by ``tools/mbridge_moe_recipes.py`` from the release tags'
 ``scripts/performance/configs/*workload_base_configs.py``)."""
 
 _MBRIDGE_TAG = {
@@ -372,14 +353,7 @@ def dsv3_stage_layers(pp: int, vp: int) -> list[int] | None:
     return None if chunks is None else [sum(chunks[r::pp]) for r in range(pp)]
 
 
-_UNMODELLED: dict[str, str] = {
-    "deepseekv4flash": (
-        "DeepSeek-V4 Flash's architecture is not modelled: its attention is compressed sparse attention (per-layer KV "
-        "compression ratios, a DSA indexer picking 512 of the compressed entries, a 128-token sliding window, grouped "
-        "low-rank output projections) with 4-stream manifold hyper-connections and hash-routed MoE layers "
-        "(NVIDIA-NeMo/Megatron-Bridge@067f987d src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py)"
-    ),
-}
+_UNMODELLED: dict[str, str] = {}
 """Models a table names whose architecture simcore cannot express, with the reason (the row is listed as not
 predicted with it)."""
 
@@ -397,6 +371,16 @@ _MBRIDGE_RECIPES_AFTER_V050: dict[tuple[str, str], dict[str, Any]] = {
     # layout and policy with HybridEP, no MoE A2A overlap, no recompute
     ("nemotron35lightning", "GB200"): {"dispatcher": "hybridep", "recompute": (), "megatron_fsdp": False,
                                        "config": "NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/nemotronh/gb200"},
+    # DeepSeek-V4 Flash, 26.08 (NVIDIA-NeMo/Megatron-Bridge@067f987d src/megatron/bridge/perf_recipes/deepseek/
+    # gb200/deepseek_v4.py deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config; gb300/deepseek_v4.py's 128-GPU
+    # config is it with other environment variables): TP1 PP1 EP64 ETP1, flex / hybridep, selective recompute of
+    # ["mla_up_proj"], moe_router_force_load_balancing, full-iteration CUDA graph, no Megatron-FSDP
+    ("deepseekv4flash", "GB300"): {"dispatcher": "hybridep", "recompute": ("mla_up_proj",), "megatron_fsdp": False,
+                                   "config": "NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/deepseek/gb300/"
+                                             "deepseek_v4.py"},
+    ("deepseekv4flash", "GB200"): {"dispatcher": "hybridep", "recompute": ("mla_up_proj",), "megatron_fsdp": False,
+                                   "config": "NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/deepseek/gb200/"
+                                             "deepseek_v4.py"},
 }  # fmt: skip
 """The performance recipes of the 26.08 table's models that v0.5.0's ``workload_base_configs.py`` (the source of
 :data:`MBRIDGE_MOE_RECIPES`) does not have: dispatcher, selective-recompute modules, Megatron-FSDP."""
@@ -465,7 +449,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     arch: dict[str, Any] = {"activation": "gelu", "norm": "layernorm", "tied_embeddings": True}
     if preset is not None:
         keep = ("activation", "norm", "kv_heads", "head_dim", "moe", "mla", "tied_embeddings", "mtp_layers",
-                "hybrid_pattern", "mamba")
+                "hybrid_pattern", "mamba", "csa", "residual_streams")
         arch = {k: preset[k] for k in keep if k in preset}
         arch.setdefault("tied_embeddings", False)
         assume.append(f"architecture of the built-in preset matching {rec['model']!r}")
@@ -544,39 +528,27 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     mbridge_moe = mbridge and "moe" in arch
     mbridge_hybrid = mbridge and "hybrid_pattern" in arch
     precision = precision_recipe(rec.get("precision", ""))
-    # the release's performance recipe of the model on that GPU (dispatcher, A2A overlap; a hybrid's recompute)
+    # the release's performance recipe of the model on that GPU (dispatcher, A2A overlap, recompute modules)
     release = release_of(rec["source"])
     recipe = mbridge_moe_recipe(release, rec["model"], rec["gpu"], precision, ep, gb) if mbridge_moe else None
     later = _MBRIDGE_RECIPES_AFTER_V050.get((_norm_name(rec["model"]), rec["gpu"])) if mbridge_moe else None
-    recompute_modules = (
-        _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ())
-        if mbridge_hybrid
-        else _MBRIDGE_MOE_RECOMPUTE.get((_norm_name(rec["model"]), rec["gpu"]), ())
-    )
+    recompute_modules: tuple[str, ...] = _MBRIDGE_HYBRID_RECOMPUTE.get(rec["gpu"], ()) if mbridge_hybrid else ()
     recompute_src = f"{_MBRIDGE_HYBRID}: the {rec['gpu']} recipe"
-    if mbridge_hybrid and recipe is not None:
+    if recipe is not None:
+        # an unset or empty recompute_modules: no recompute (Qwen3's and GPT-OSS's recompute_granularity None)
         recompute_modules = tuple(x for x in recipe.get("recompute_modules", "").split(";") if x)
         recompute_src = f"NVIDIA-NeMo/Megatron-Bridge@{recipe['tag']} {recipe['config']}"
-    elif mbridge_hybrid and later is not None:
+    elif later is not None:  # a recipe newer than the tool's tags, transcribed (hybrids, DeepSeek-V4 Flash)
         recompute_modules, recompute_src = later["recompute"], later["config"]
     # (an empty list is Megatron's default, core_attn)
     if "full" in rc:
         recompute = "full"
     elif "selective" in rc:
         recompute = "selective"
-    elif mbridge_hybrid:
+    elif mbridge_hybrid or recipe is not None or later is not None:
         recompute = "selective" if recompute_modules else "none"
         what = f"selective recompute of {', '.join(recompute_modules)}" if recompute_modules else "no recompute"
         assume.append(f"{what} ({recompute_src})")
-    elif mbridge_moe and recompute_modules:
-        recompute = "selective"
-        assume.append(
-            f"selective recompute of {', '.join(recompute_modules)} ({_MBRIDGE_PERF}: the 25.11 "
-            f"{rec['gpu']} recipe's recompute_modules)"
-        )
-    elif mbridge_moe and _norm_name(rec["model"]).startswith("qwen3"):
-        recompute = "none"
-        assume.append(f"no activation recompute ({_MBRIDGE_PERF}/qwen: recompute_granularity None)")
     else:
         recompute = "none"
         assume.append("no activation recompute (not stated; memory checked per row)")
@@ -658,12 +630,12 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             f"bf16 gradient buffers and reduction (grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag} "
             f"{_MBRIDGE_GRAD_REDUCE})"
         )
-    moments_bf16 = mbridge and _norm_name(rec["model"]).startswith("deepseekv3")
+    moments_bf16 = mbridge and _norm_name(rec["model"]).startswith(("deepseekv3", "deepseekv4"))
     if moments_bf16:
         assume.append(
-            "bf16 Adam moments beside fp32 master weights (the DeepSeek-V3 recipe's precision-aware optimizer, "
+            "bf16 Adam moments beside fp32 master weights (the DeepSeek recipes' precision-aware optimizer, "
             "exp_avg_dtype = exp_avg_sq_dtype = bf16: Megatron-Bridge src/megatron/bridge/recipes/deepseek/"
-            "deepseek_v3.py, v0.2.0 to v0.5.0)"
+            "deepseek_v3.py, v0.2.0 to v0.5.0; gb200/deepseek_v4.py@067f987d)"
         )
     bf16_last = _MBRIDGE_NVFP4_BF16_LAST.get(_norm_name(rec["model"]), 0) if mbridge and precision == "nvfp4" else 0
     if bf16_last:
@@ -678,9 +650,11 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         else:
             runtime["moe_dispatcher"] = recipe["dispatcher"]
             runtime["moe_a2a_overlap"] = recipe["a2a_overlap"] == "true"
+            runtime["moe_fused_mlp"] = recipe["fused_mlp"] == "true"
             assume.append(
                 f"MoE dispatcher {recipe['dispatcher']}"
-                f"{', 1F1B A2A overlap' if runtime['moe_a2a_overlap'] else ''} (NVIDIA-NeMo/Megatron-Bridge@"
+                f"{', 1F1B A2A overlap' if runtime['moe_a2a_overlap'] else ''}"
+                f"{', fused grouped MLP' if runtime['moe_fused_mlp'] else ''} (NVIDIA-NeMo/Megatron-Bridge@"
                 f"{recipe['tag']} {recipe['config']})"
             )
     scenario: dict[str, Any] = {

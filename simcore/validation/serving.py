@@ -20,8 +20,8 @@ How a row is run
   (:func:`bench_limits`, dense and MoE rows alike; with attention DP each rank takes the whole group's limits;
   the LLM API's 2048 and 8192 only where the row names no model preset or system), ``kv_cache_free_gpu_mem_fraction``
   0.95 (the row's note, :data:`KV_FRACTION`),
-  CUDA graphs with padding to the overview's ``batch_sizes`` (dense rows: :func:`graph_sizes`; a decode batch runs
-  the next captured graph, whose dummy rows add GEMM rows but no KV), its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
+  CUDA graphs with padding to the overview's ``batch_sizes`` (:func:`graph_sizes`, per attention-DP rank; a decode
+  batch runs the next captured graph, whose dummy rows add GEMM rows but no KV), its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
   NVFP4 weights with an FP8 KV cache.
 * a fixed concurrency (a batch of ``batch_or_concurrency`` requests kept full): ten times that many requests
   queued at t = 0, at most that many running; tokens/s as output tokens over the run. Where the row states
@@ -267,14 +267,17 @@ def _row(i: int, r: dict[str, str], layout: str = "attention-dp") -> ServingRow:
         )
     elif moe and row.rate is None:
         # the performance overview's MoE rows: "attention DP enabled in MoE yaml", --ep $ep_size; the yaml nests
-        # the key inside cuda_graph_config, which TensorRT-LLM refuses (docs/serving.md, "third round")
+        # the key inside cuda_graph_config, which TensorRT-LLM refuses; the overview's next version states the
+        # layout (docs/serving.md, "Which layout ran")
         row.attention_dp, row.tp = row.tp, 1
         row.assumed.append(
-            f"MoE: attention DP over the {row.attention_dp} GPUs with experts sharded EP{row.attention_dp} (the MoE "
-            "yaml's enable_attention_dp sits inside cuda_graph_config, which TensorRT-LLM v1.0 refuses as an extra "
-            "field: the layout that ran is not shown, attention DP assumed; the EP size is not listed per cell: the "
-            "world size assumed); trtllm-bench's max_batch_size and max_num_tokens (its heuristic for the command's "
-            "TP size) per DP rank, the overview's request count"
+            f"MoE: attention DP over the {row.attention_dp} GPUs with experts sharded EP{row.attention_dp} (the v1.0 "
+            "MoE yaml's enable_attention_dp sits inside cuda_graph_config, which TensorRT-LLM v1.0 refuses as an "
+            "extra field; the overview's next version, NVIDIA/TensorRT-LLM@03e27c7d docs/source/developer-guide/"
+            "perf-overview.md, sets it at the top level for Qwen3 MoE and Llama 4 Maverick and labels those cells "
+            "DEP8/DEP4, attention DP with EP over every GPU, and its Qwen3 H100 DEP8 and Maverick H200 DEP8 1000/1000 "
+            "cells are within 5 % of these rows'); trtllm-bench's max_batch_size and max_num_tokens (its heuristic "
+            "for the command's TP size) per DP rank, CUDA graphs padded per rank, the overview's request count"
         )
     return row
 
@@ -403,8 +406,10 @@ def settings(row: ServingRow) -> dict[str, Any]:
         batch, tokens = bench_limits(row, dp) if row.preset and row.system else (MAX_BATCH, max(MAX_TOKENS, row.isl))
     else:
         n, batch, tokens = 10 * row.concurrency * dp, row.concurrency, max(MAX_TOKENS, row.isl)
-    if dp == 1 and row.concurrency is None and row.source == OVERVIEW_SOURCE:
-        s["cuda_graph_sizes"] = graph_sizes(batch, tokens)
+    if row.concurrency is None and row.source == OVERVIEW_SOURCE:
+        # the overview's llm_options.yml pads decode batches to its CUDA graphs, its MoE rows too; with attention DP
+        # every rank captures the sizes up to its own limits and the instance's mean-field batch is dp ranks' worth
+        s["cuda_graph_sizes"] = [dp * b for b in graph_sizes(batch, tokens)]
     return {
         **s,
         "requests": n,

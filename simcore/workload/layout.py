@@ -58,6 +58,11 @@ class Layout:
     """How the expert-parallel dispatch and combine move the routed tokens (``RuntimeSpec.moe_dispatcher``):
     ``alltoall`` (an NCCL all-to-all of every routed copy) or ``deepep`` / ``hybridep`` (once per destination
     NVLink domain, then NVLink forwarding; :func:`simcore.comm.dispatch.dispatch_cost`)."""
+    eager_expert_ops: bool = False
+    """The routed experts' activation clamp and output bias run as Megatron-Core's eager kernels beside the
+    grouped GEMMs and the activation (:func:`~simcore.workload.lowering.expert_eager_ops`): training without
+    ``RuntimeSpec.moe_fused_mlp``. Off: fused into the experts' kernels (the fused grouped MLP, serving
+    engines' fused MoE kernels)."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
     dtype: str = "bf16"

@@ -20,8 +20,10 @@ import numpy as np
 
 from simcore.compute.kernels import misaligned_rows
 from simcore.compute.ops import PAGED_DECODE, dtype_variant, memory_op_traffic
+from simcore.errors import SimcoreError
 from simcore.specs.hardware import DTYPE_BYTES
 from simcore.specs.scenario import ModelSpec
+from simcore.workload import csa as C
 from simcore.workload.layout import Layout as Layout
 from simcore.workload.layout import Num as Num
 from simcore.workload.model import expert_width, layer_shape
@@ -327,6 +329,10 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     ops: list[Op] = []
     tsp = T / lay.sp_div  # tokens seen outside the TP region
     ops.extend(norm_ops(m, lay, tsp, 3 if lay.hf and m.activation == "swiglu" else 1))
+    if m.csa is not None:
+        ops.extend(csa_attention_fwd(m, lay))
+        ops.extend(residual_add(m, lay, tsp))
+        return ops
     if m.mla is not None:
         ml = m.mla
         ops.append(_gemm("q_down", T, ml.q_lora_rank, h, dt))
@@ -379,6 +385,93 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(dropout_op(tsp * h, b))
     ops.extend(residual_add(m, lay, tsp))
     return ops
+
+
+def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Forward ops of DeepSeek-V4's hybrid attention between the pre-norm and the residual on one rank, one
+    layer averaged over the model's compression ratios (each ratio's ops counted ``layers of it / layers``;
+    :mod:`simcore.workload.csa`): the query latent (``q_down``, its norm, ``q_up``, column-parallel), the shared
+    key/value head (``kv``, its norm); per compressed layer the compressor's key/value and gate GEMM
+    (``hidden -> 2 x overlap x head_dim``) and its gated pooling of ``overlap x ratio`` rows into one; per CSA
+    layer the indexer (query ``q_lora -> H_I D_I``, its own overlapping compressor, ``weights_proj``
+    ``hidden -> H_I``), its scores of every earlier compressed entry (a GEMM of ``2 H_I D_I`` FLOPs per
+    query-entry pair whose epilogue sums the heads' ReLU-weighted scores into one fp32 logit, in bf16: Megatron-
+    Core's ``dsa.py`` indexer is "a BF16 implementation of the ``fp8_index`` logic") and its top-k over those
+    logits; the attention kernel over the window and the selected (CSA) or all (HCA) compressed entries, as a
+    non-causal attention of :func:`~simcore.workload.csa.attention_context` keys per query (one key/value head);
+    and the grouped low-rank output projection (``wo_a``: ``o_groups`` GEMMs of ``heads / o_groups x head_dim ->
+    o_lora_rank``, batched; ``wo_b``: ``o_groups x o_lora_rank -> hidden``, row-parallel)."""
+    c = m.csa
+    assert c is not None
+    if lay.kv_seq is not None or lay.kv_cache:
+        raise SimcoreError("DeepSeek-V4's hybrid attention is modelled for training only", field="model.csa")
+    s = layer_shape(m)
+    T, t, b, dt = lay.tokens, lay.tp, lay.act_bytes, lay.dtype
+    h, d = s.hidden, s.head_dim
+    seq = float(np.max(np.asarray(lay.seq, dtype=float)))  # one sequence length per evaluation (the longest)
+    ops: list[Op] = [
+        _gemm("q_down", T, c.q_lora_rank, h, dt),
+        mem_op(norm_name(m), T * c.q_lora_rank, b, "norm", rows=T),
+        _gemm("q_up", T, s.heads * d / t, c.q_lora_rank, dt),
+        _gemm("kv", T, d, h, dt),
+        mem_op(norm_name(m), T * d, b, "norm", rows=T),
+    ]
+    for g in C.ratio_groups(m):
+        w = g.layers / m.layers
+        if g.ratio:
+            ops.append(_gemm(f"compress_r{g.ratio}", T, 2 * g.overlap * d, h, dt, count=w))
+            pool = fused_mem_op("softmax", T * g.overlap * d, b, 2 * b + b / g.ratio, 4 * b, "attention_aux", count=w)
+            ops.append(Op(f"compress_pool_r{g.ratio}", pool.kind, pool.category, pool.args, pool.count))
+        if g.sparse:
+            hi, di = c.indexer_heads / t, c.indexer_head_dim
+            ops.append(_gemm("indexer_q", T, hi * di, c.q_lora_rank, dt, count=w))
+            ops.append(_gemm("indexer_compress", T, 2 * 2 * di, h, dt, count=w))
+            ops.append(_gemm("indexer_weights", T, hi, h, hp_dtype(dt), count=w))
+            pairs = C.indexer_pairs(g, seq)
+            # per sequence: seq queries x their mean earlier entries, k = the heads' H_I D_I products summed
+            ops.append(
+                _gemm("indexer_scores", lay.seq, pairs, hi * di, hp_dtype(dt), "attention_aux", w, lay.micro_batch)
+            )
+            topk = mem_op("argmax", T * pairs, 4.0, "attention_aux", count=w)
+            ops.append(Op("indexer_topk", topk.kind, topk.category, topk.args, topk.count))
+        att = _fused_attention(m, lay)
+        ctx = C.attention_context(g, c, seq)
+        args = {**att.args, "kv_heads": 1.0, "kv_seq": ctx, "causal": False}
+        if args["backend"] not in ("flash", "cudnn"):
+            # DeepSeek-V4's attention runs its own fused sparse kernels whatever SDPA would pick for a 512-wide
+            # head: cuDNN's DSA where Megatron-Bridge finds it (``deepseek_v4_supports_fused_dsa_kernels``),
+            # priced on cuDNN's fused-attention curve
+            args["backend"] = "cudnn"
+        ops.append(Op("attention" if g.ratio == 0 else f"attention_r{g.ratio}", "attention", "attention", args,
+                      att.count * w))
+    groups = c.o_groups / t
+    ops.append(_gemm("o_down", T, c.o_lora_rank, s.heads * d / c.o_groups, dt, batch=groups))
+    ops.append(_gemm("attn_out", T, h, groups * c.o_lora_rank, dt))
+    return ops
+
+
+def hc_ops(m: ModelSpec, lay: Layout) -> list[Op]:
+    """Forward ops of one layer's two manifold-constrained hyper-connections (none for a plain residual): each
+    block's ``hc_pre`` (the ``n`` streams, flattened to ``n h`` and RMS-normalised, times ``hc_fn`` into the
+    ``(2 + n) n`` mixes; a GEMM that reads the streams once) and its weighted sum of the streams into the block's
+    ``h``-wide input (reads ``n h``, writes ``h``), and ``hc_post``: the ``n x n`` residual mix of the streams plus
+    the post weights times the block's output (reads ``n h + h``, writes ``n h``). Bandwidth-bound streaming
+    kernels over the ``n h`` streams, fused as Megatron-Core's ``use_fused_mhc`` kernels are; the 20 Sinkhorn
+    iterations on the ``n x n`` mixes per token are left out (``n^2`` elements a token)."""
+    n = m.residual_streams
+    if n == 1:
+        return []
+    T = lay.tokens / lay.sp_div
+    b = lay.act_bytes
+    numel = T * n * m.hidden
+    mix = _gemm("hc_mix", T, C.hc_mixes(n), n * m.hidden, hp_dtype(lay.dtype), "hyper_connection", count=2.0)
+    pre = fused_mem_op("copy", numel, b, b * (1 + 1 / n), 2 * b * (1 + 1 / n), "hyper_connection", "copy", 2.0)
+    post = fused_mem_op("copy", numel, b, b * (2 + 1 / n), 2 * b * (2 + 1 / n), "hyper_connection", "copy", 2.0)
+    return [
+        mix,
+        Op("hc_pre_mix", pre.kind, pre.category, pre.args, pre.count),
+        Op("hc_post_mix", post.kind, post.category, post.args, post.count),
+    ]
 
 
 def rotary_ops(numel: Num, lay: Layout) -> list[Op]:
@@ -534,12 +627,14 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     T_lat = lay.tokens / lay.sp_div
     b = lay.act_bytes
     dt = lay.dtype
-    # the router is a plain linear layer in bf16 whatever the recipe (Megatron-Core's TopKRouter)
-    ops: list[Op] = [_gemm("router", T, moe.experts, h, hp_dtype(dt), "moe_router")]
-    ops.append(mem_op("softmax", T * moe.experts, 4.0, "moe_router"))
+    # the router is a plain linear layer in bf16 whatever the recipe (Megatron-Core's TopKRouter); hash-routed
+    # layers (moe.hash_layers) look their experts up instead: no router kernels on those
+    routed_share = 1.0 - moe.hash_layers / max(m.layers - moe.dense_layers, 1)
+    ops: list[Op] = [_gemm("router", T, moe.experts, h, hp_dtype(dt), "moe_router", routed_share)]
+    ops.append(mem_op("softmax", T * moe.experts, 4.0, "moe_router", routed_share))
     # top-k over the fp32 probabilities: one read of them (the k indices and values written are small);
     # its backward scatters the k gradients into a T x experts gradient (read the probs' shape once more)
-    topk = mem_op("argmax", T * moe.experts, 4.0, "moe_router")
+    topk = mem_op("argmax", T * moe.experts, 4.0, "moe_router", routed_share)
     ops.append(Op("topk", topk.kind, topk.category, topk.args, topk.count))
     if latent:
         ops.append(_gemm("latent_down", T_lat, h, s.hidden, dt))
@@ -547,7 +642,9 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # tp ranks (each attention TP rank holds 1/tp of the tokens under sequence parallelism)
     etp = lay.tp if lay.etp is None else lay.etp
     T = T * etp / lay.tp
-    routed = T * moe.top_k * moe.imbalance
+    # hash-routed layers' fixed assignment is taken as balanced: the busiest rank's excess applies to the others
+    imbalance = 1.0 + (moe.imbalance - 1.0) * routed_share
+    routed = T * moe.top_k * imbalance
     # experts a rank runs (and whose weights it reads): at few tokens not all of its share are hit, and the
     # busiest of the ep ranks sets every MoE layer's pace (the group routes T x ep tokens)
     local_experts = active_experts(moe.experts, moe.top_k, lay.ep, T * lay.ep)
@@ -562,7 +659,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     per_expert = routed / local_experts
     # the busiest rank sets the all-to-all's pace: it receives (dispatch) and sends back (combine) the
     # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
-    a2a_bytes = T * moe.top_k * h * b * moe.imbalance
+    a2a_bytes = T * moe.top_k * h * b * imbalance
     db = b if lay.dispatch_bytes is None else lay.dispatch_bytes
     # all_gather: every rank receives all ep ranks' tokens (the gathered T x ep rows, in the dispatch's bytes) and
     # a reduce-scatter sums the ranks' partial outputs back (T x ep rows in act_bytes), whatever the routing
@@ -612,6 +709,8 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             if "bwd_chain" in args:
                 args["bwd_chain"] = [(nb * scale, nm) for nb, nm in args["bwd_chain"]]
             ops.append(Op("expert_" + op.name, op.kind, op.category, args, op.count))
+    if lay.eager_expert_ops:
+        ops.extend(expert_eager_ops(m, routed, etp, b))
     # unpermute: each routed row times its router probability, then the top_k rows of a token summed
     # into it (a row scatter-add of ``routed`` rows into ``T``: the embedding backward's access pattern,
     # whose backward is a gather)
@@ -630,6 +729,35 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     return ops
 
 
+def expert_eager_ops(m: ModelSpec, routed: Num, etp: Num, b: float) -> list[Op]:
+    """The eager kernels Megatron-Core's ``TEGroupedMLP`` runs beside the grouped GEMMs and the fused
+    activation for a clamped activation and expert biases (GPT-OSS), over a rank's ``routed`` rows
+    (megatron/core/transformer/moe/experts.py and fusions/fused_bias_geglu.py, Megatron-LM 0d8e0714 to
+    d0b3b775; none under the fused grouped MLP). ``weighted_bias_quick_geglu_impl`` clamps the gate and
+    linear halves of the gate/up output (two kernels reading the strided halves) and ``torch.cat``s them
+    back (``expert_act_clamp``: recomputed with ``moe_act``). ``_apply_bias`` adds the output projection's
+    bias per local expert as ``t + bias * prob`` with the fp32 router probabilities (an fp32 broadcast
+    product, a bf16 + fp32 add), ``torch.cat``s the fp32 pieces and casts them back to bf16. The first
+    projection's bias is added inside the fused activation kernel, not priced apart. Only where
+    :attr:`Layout.eager_expert_ops`."""
+    assert m.moe is not None
+    moe = m.moe
+    ops: list[Op] = []
+    if moe.activation_clamp is not None and m.activation == "swiglu":
+        n = routed * 2.0 * moe.expert_ffn_hidden / etp
+        # each clamp reads a strided half of the gate/up output, as the eager SiLU of a fused gate/up does
+        ops.append(Op("expert_act_clamp", "memory", "elementwise", mem_op("silu_strided", n, b).args))
+        ops.append(Op("expert_act_clamp_cat", "memory", "elementwise", mem_op("copy", n, b).args))
+    if moe.expert_bias:
+        n = routed * m.hidden
+        mixed = (b + 4.0 + 4.0) / 3.0  # a bf16 row plus an fp32 product into fp32
+        ops.append(Op("fc2_bias_scale", "memory", "elementwise", mem_op("mul_bcast_fp32", n, 4.0).args))
+        ops.append(Op("fc2_bias_add", "memory", "elementwise", mem_op("add_mixed", n, mixed).args))
+        ops.append(Op("fc2_bias_cat", "memory", "elementwise", mem_op("copy", n, 4.0).args))
+        ops.append(Op("fc2_bias_cast", "memory", "elementwise", mem_op("cast", n, (4.0 + b) / 2.0).args))
+    return ops
+
+
 def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     """All forward ops of one transformer layer on one rank."""
     ops = attention_block_fwd(m, lay)
@@ -637,6 +765,7 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     ops.extend(norm_ops(m, lay, T, 2 if lay.hf and m.activation == "swiglu" else 1))
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
     ops.extend(residual_add(m, lay, T))
+    ops.extend(hc_ops(m, lay))
     ops.extend(tp_comm_fwd(m, lay))
     ops.extend(cp_exchange(m, lay))
     return ops
@@ -1034,6 +1163,42 @@ def quantize_ops(
         for what, numel, weight, count in tensors:
             args = {"name": "cast", "nbytes": quant_bytes(numel, weight), "flops": 2.0 * numel, "numel": numel, "elt": 2.0}
             out.append(Op(f"quantize_{op.name}_{what}", "memory", "quantize", args, count))
+    return out
+
+
+_ATTN_IN = {"qkv": True, "q_proj": True, "k_proj": True, "v_proj": True, "mlp_in": True, "gate_proj": True,
+            "up_proj": True}
+SERVING_QUANTIZED_INPUTS: dict[str, dict[str, bool]] = {"fp8": _ATTN_IN, "fp4": {**_ATTN_IN, "mlp_out": False}}
+"""By GEMM dtype, the dense layer's linears whose 16-bit input a serving engine quantizes in a kernel of its own
+(TensorRT-LLM's PyTorch backend, assumed for every serving engine), by GEMM name; ``True``: only without tensor
+parallelism. The QKV and gate/up inputs come from the RMSNorms in 16 bits (with TP > 1 the all-reduce + RMSNorm
+fusion writes them quantized: ``RESIDUAL_RMS_NORM_QUANT_FP8`` / ``_NVFP4``). The out-projection's input never: the
+attention kernel writes its output quantized (``out_scale``; ``enable_attn_nvfp4_output``, default on). The down
+projection's only under NVFP4: ``GatedMLP._apply_activation`` runs SwiGLU with ``quant_type=float8_e4m3fn`` under
+FP8 (its kernel writes FP8), plain SwiGLU under NVFP4, whose 16-bit output ``NVFP4LinearMethod.apply`` then
+quantizes (``fp4_quantize``: per-16 block amax, E4M3 scales in the swizzled layout). docs/serving.md, "Activation
+quantization"."""
+
+
+def activation_quantize_fwd(ops: list[Op], lay: Layout) -> list[Op]:
+    """The quantize kernels a serving engine runs before the FP8/FP4 linears of one dense layer (``ops``, the layer's
+    forward): each linear of :data:`SERVING_QUANTIZED_INPUTS` for its dtype reads its ``m x k`` input (2 bytes an
+    element) and writes it in the GEMM's dtype (FP8: 1 byte; NVFP4: half a byte and an E4M3 scale per 16 elements,
+    ``DTYPE_BYTES["fp4"]``): TensorRT-LLM's ``FP8QDQLinearMethod`` / ``NVFP4LinearMethod.apply`` on a 16-bit input
+    (``static_quantize_e4m3_per_tensor`` / ``fp4_quantize``). A memory-bound kernel each (category ``quantize``), at
+    the kernel floor of a replayed CUDA graph like any other."""
+    out: list[Op] = []
+    tp = np.asarray(lay.tp, dtype=float)
+    for op in ops:
+        a = op.args
+        solo = SERVING_QUANTIZED_INPUTS.get(a.get("dtype", ""), {}).get(op.name) if op.kind == "gemm" else None
+        if solo is None:
+            continue
+        numel = a["m"] * a["k"] * a.get("batch", 1)
+        count = op.count * (np.where(tp > 1, 0.0, 1.0) if solo else 1.0)
+        args = {"name": "cast", "nbytes": numel * (2.0 + DTYPE_BYTES[a["dtype"]]), "flops": 2.0 * numel,
+                "numel": numel, "elt": 2.0}  # fmt: skip
+        out.append(Op(f"quantize_{op.name}_input", "memory", "quantize", args, count))
     return out
 
 

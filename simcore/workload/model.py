@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcore.specs.scenario import ModelSpec
+from simcore.workload import csa as C
 from simcore.workload.ssm import attention_layers, mamba_layers, mamba_params, ssd_model_flops_per_token
 
 
@@ -34,6 +35,10 @@ class LayerShape:
 
 
 def layer_shape(m: ModelSpec) -> LayerShape:
+    if m.csa is not None:
+        # DeepSeek-V4: ``heads`` queries over one shared key/value head, both ``head_dim`` wide
+        d = m.d_head
+        return LayerShape(m.hidden, m.heads, 1, d, d, m.ffn_hidden, m.activation == "swiglu")
     if m.mla is not None:
         qk = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
         return LayerShape(
@@ -45,8 +50,11 @@ def layer_shape(m: ModelSpec) -> LayerShape:
 
 
 def attention_params(m: ModelSpec) -> int:
-    """Weights of one attention block (projections only)."""
+    """Weights of one attention block (projections only; DeepSeek-V4's hybrid attention: the mean over its
+    layers, :func:`simcore.workload.csa.attention_params`)."""
     h = m.hidden
+    if m.csa is not None:
+        return round(C.attention_params(m))
     if m.mla is not None:
         a = m.heads
         ml = m.mla
@@ -183,7 +191,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     emb = m.vocab * h
     head = 0 if m.tied_embeddings else m.vocab * h
     attn = attention_params(m)
-    norms = 2 * h
+    norms = 2 * h + C.hc_params(m)  # the two norms, and hyper-connections' mixing weights where it has them
     if m.hybrid_pattern is not None:
         plain = [c for c in m.hybrid_pattern if c != "E"]
         mean = round(sum(hybrid_mixer_params(m, c) for c in plain) / max(len(plain), 1))
@@ -222,12 +230,17 @@ def attn_dim(m: ModelSpec) -> int:
 
 def model_flops_per_token(m: ModelSpec, seq_len: int | None = None, training: bool = True) -> float:
     """Model FLOPs per token: ``6 N_active + 12 L s (a d)`` for training, a third of it for inference
-    (forward only). In a hybrid ``L`` counts the attention layers, and each Mamba layer adds its scan's
+    (forward only). DeepSeek-V4's hybrid attention counts its keys per query instead of ``s``
+(:func:`simcore.workload.csa.model_attention_flops_per_token`). In a hybrid ``L`` counts the attention layers, and each Mamba layer adds its scan's
     ``3 x 7 d_inner N`` (Megatron-LM's count, :func:`~simcore.workload.ssm.ssd_model_flops_per_token`)."""
     s = seq_len or m.seq_len
     pc = param_counts(m)
     weights = 2.0 * pc.active_non_embedding
     attn = 4.0 * attention_layers(m) * s * attn_dim(m)
+    if m.csa is not None:
+        # DeepSeek-V4: the keys each query attends (window, selected or all compressed entries) and the
+        # indexer's scores, as Megatron-Bridge's flop_utils counts them
+        attn = C.model_attention_flops_per_token(m, s)
     if mamba_layers(m):
         attn = attn + mamba_layers(m) * ssd_model_flops_per_token(m)
     fwd = weights + attn

@@ -108,3 +108,23 @@ def test_mtp_adds_a_layer_a_projection_and_a_head_on_the_last_stage() -> None:
     proj = next(o for o in ops if o.name == "mtp_mtp_proj")
     assert (proj.args["m"], proj.args["n"], proj.args["k"]) == (4096, 7168, 2 * 7168)
     assert L.mtp_fwd(m.model_copy(update={"mtp_layers": 0}), lay) == []
+
+
+def test_a2a_overlap_leaves_the_schedules_unpaired_passes_exposed() -> None:
+    """Megatron-Core's 1F1B A2A overlap pairs a forward with another micro-batch's backward: without pipelining
+    the first forward and the last backward run alone (1 - 1/m paired); interleaved, rank 0's warmup of
+    2 (pp - 1) + (vp - 1) pp chunk forwards and one extra run alone, as many backwards in the cooldown."""
+    from simcore.engine.training import a2a_paired_share
+
+    assert a2a_paired_share(5, 1, 1) == pytest.approx(0.8)
+    # pp 2, vp 8, 32 micro-batches: 2 + 14 + 1 = 17 of 256 chunk passes alone
+    assert a2a_paired_share(32, 2, 8) == pytest.approx(1 - 17 / 256)
+    assert a2a_paired_share(1, 1, 1) == 0.0
+    assert a2a_paired_share(2, 8, 4) == 0.0  # all warmup: nothing to pair
+    shares = a2a_paired_share(np.array([2.0, 8.0, 64.0]), 4, 2)
+    assert np.all(np.diff(shares) > 0)  # more micro-batches, more of them paired
+    # a one-micro-batch step hides nothing: the overlap changes no exposed all-to-all time
+    one = _ds(moe_dispatcher="deepep") | {"parallel": {"tp": 1, "pp": 1, "dp": 256, "ep": 32, "etp": 1}}
+    one["training"] = {**one["training"], "global_batch": 256}
+    a, b = predict(one), predict({**one, "runtime": {**one["runtime"], "moe_a2a_overlap": True}})
+    assert b.breakdown["ep_comm"] == pytest.approx(a.breakdown["ep_comm"])

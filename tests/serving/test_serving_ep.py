@@ -213,3 +213,22 @@ def test_parallel_ep_needs_experts() -> None:
     )  # fmt: skip
     with pytest.raises(SpecError, match="MoE"):
         simulate(base, ServingSpec(rate=10.0, requests=10))
+
+
+def test_cuda_graph_padding_under_attention_dp_pads_each_ranks_batch() -> None:
+    """Sizes are the instance's decode batches (dp x a rank's captured size): 8 ranks of 10 sequences run a rank's
+    graph of 16 (8 x 16 = 128 for the instance), priced as a rank's step of 16 rows over the 10 real sequences' KV;
+    padding never makes the run faster."""
+    from simcore.serving.sim import padded_slots_context
+
+    sc = scen()
+    cl = resolve_cluster(sc.cluster, default_registry())
+    inst = attention_dp_step_model(build_step_model(sc, cl, 1, 64, 1024, 1024, None, 1, ep=8), 8)
+    padded = inst.decode_gpu(128, padded_slots_context(700.0, 80, 128))
+    assert padded > inst.decode_gpu(80, 700.0)
+    graphs = [8 * g for g in (1, 2, 4, 8, 16, 32, 64)]
+    base = ServingSpec(rate=1e9, requests=160, prompt=256, output=32, attention_dp=8, max_batch=512)
+    plain = simulate(sc, base).result
+    pad = simulate(sc, base.model_copy(update={"cuda_graph_sizes": graphs})).result
+    assert pad.output_tokens_per_s <= plain.output_tokens_per_s
+    assert pad.memory_per_gpu["cuda_graphs"] > 0

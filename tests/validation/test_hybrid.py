@@ -78,7 +78,15 @@ def test_the_latent_moe_rows_use_their_presets_and_recipes() -> None:
     assert ultra["parallel"]["megatron_fsdp"] and ultra["training"]["recompute_modules"] == ["moe_act"]
 
 
-def test_deepseek_v4_flash_rows_name_what_is_not_modelled() -> None:
+def test_deepseek_v4_flash_rows_use_the_preset_and_the_128gpu_recipe() -> None:
     rows = [r for r in load_published(MBRIDGE_CSV) if r.model == "DeepSeekV4_Flash"]
-    assert len(rows) == 2
-    assert all(r.problem is not None and "compressed sparse attention" in r.problem for r in rows)
+    assert len(rows) == 2 and all(r.problem is None for r in rows)
+    for r in rows:
+        sc = r.scenario
+        assert sc["model"]["csa"]["indexer_topk"] == 512 and sc["model"]["residual_streams"] == 4
+        assert sc["model"]["moe"]["hash_layers"] == 3 and sc["model"]["layers"] == 43
+        # perf_recipes/deepseek/gb200/deepseek_v4.py@067f987d: TP1 PP1 EP64, hybridep, recompute mla_up_proj
+        assert (sc["parallel"]["tp"], sc["parallel"]["pp"], sc["parallel"]["ep"]) == (1, 1, 64)
+        assert sc["runtime"]["moe_dispatcher"] == "hybridep"
+        assert sc["training"]["recompute_modules"] == ["mla_up_proj"]
+        assert sc["training"]["precision"] == "mxfp8"

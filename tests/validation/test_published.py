@@ -297,12 +297,22 @@ def test_mbridge_moe_rows_carry_their_recipes_settings() -> None:
     ds = by[("DeepSeekV3", "dgx-b200")]
     assert ds.scenario["training"]["recompute"] == "selective"
     assert ds.scenario["training"]["recompute_modules"] == ["mla_up_proj"]
-    assert any("mla_up_proj" in a and "Megatron-Bridge@00b7660b" in a for a in ds.assumptions)
+    assert any("mla_up_proj" in a and "Megatron-Bridge@v0.2.0 DEEPSEEK_V3_B200" in a for a in ds.assumptions)
     assert by[("DeepSeekV3", "gb300-nvl72")].scenario["training"]["recompute_modules"] == ["moe_act"]
     qwen = by[("Qwen3_30B_a3B", "dgx-b200")]
     assert qwen.scenario["training"]["recompute"] == "none"
     assert "recompute_modules" not in qwen.scenario["training"]
-    assert any("recompute_granularity None" in a for a in qwen.assumptions)
+    assert any(a.startswith("no recompute (") for a in qwen.assumptions)
+    # each release's own modules: GB300 DeepSeek-V3 MXFP8 recomputes moe_act in 25.11, mla_up_proj from 26.02,
+    # nothing from 26.06 (recompute_modules=[] beside the full-iteration CUDA graph)
+    later = P.load_published(P.DATA_DIR / "published_training_mbridge.csv")
+    gb300 = {
+        r.release: r.scenario["training"]
+        for r in later
+        if (r.model, r.system) == ("DeepSeekV3", "gb300-nvl72") and r.scenario["training"]["precision"] == "mxfp8"
+    }
+    assert gb300["Megatron-Bridge 26.04"]["recompute_modules"] == ["mla_up_proj"]
+    assert gb300["Megatron-Bridge 26.08"]["recompute"] == "none"
     big = by[("Qwen3_235B_a22B", "dgx-b200")].scenario["parallel"]
     assert big["account_for_embedding_in_pipeline_split"] and big["account_for_loss_in_pipeline_split"]
 
@@ -327,6 +337,15 @@ def test_mbridge_moe_rows_take_their_releases_dispatcher() -> None:
     # GPT-OSS on GB200 in 26.04: the V2 recipe of the table's global batch 1280 (HybridEP), not V1's 512
     r = P.mbridge_moe_recipe("Megatron-Bridge 26.04", "GPT_OSS_120B", "GB200", "bf16", 64, 1280)
     assert r is not None and r["config"].endswith("_V2") and r["dispatcher"] == "hybridep"
+    # the fused grouped MLP (cutedsl_fused_grouped_mlp) of the NVL72 MXFP8 recipes from 26.06, not B300's
+    later = {
+        (r.release, r.system): r.scenario["runtime"]
+        for r in P.load_published(P.DATA_DIR / "published_training_mbridge.csv")
+        if r.model == "GPT_OSS_120B"
+    }
+    assert later[("Megatron-Bridge 26.08", "gb300-nvl72")]["moe_fused_mlp"] is True
+    assert later[("Megatron-Bridge 26.06", "dgx-b300")]["moe_fused_mlp"] is False
+    assert later[("Megatron-Bridge 26.04", "gb300-nvl72")]["moe_fused_mlp"] is False
     # dense rows say nothing of a dispatcher
     assert "moe_dispatcher" not in by[("LLAMA3_8B", "dgx-b200")].scenario["runtime"]
 

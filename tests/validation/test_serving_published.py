@@ -75,6 +75,13 @@ def test_overview_rows_capture_trtllm_benchs_cuda_graphs() -> None:
     row = next(r for r in S.read_rows() if r.source == S.OVERVIEW_SOURCE and r.attention_dp == 1)
     s = S.settings(row)
     assert s["cuda_graph_sizes"] == S.graph_sizes(s["max_batch"], s["max_batch_tokens"])
+    # an MoE row with attention DP (Scout, 4 ranks): each rank pads to its own captured sizes, the instance's
+    # mean-field batch being 4 ranks' worth (Scout 128/2048 on H100: 1,280 sequences and 2,048 tokens a rank)
+    moe = next(r for r in S.read_rows() if r.source == S.OVERVIEW_SOURCE and r.attention_dp == 4 and r.osl == 2048)
+    s = S.settings(moe)
+    assert (s["max_batch"], s["max_batch_tokens"]) == (4 * 1280, 4 * 2048)
+    assert s["cuda_graph_sizes"] == [4 * b for b in S.graph_sizes(1280, 2048)]
+    assert s["cuda_graph_sizes"][-2:] == [4 * 1024, 4 * 1280]
 
 
 def test_a_longer_published_row_than_the_context_is_reported_not_clipped(tmp_path: Path) -> None:
@@ -103,8 +110,9 @@ def test_moe_rows_run_with_attention_dp_and_wide_ep(tmp_path: Path, monkeypatch:
     # trtllm-bench's heuristic limits for --tp 4, taken by each DP rank
     assert row["settings"]["max_batch"] % 4 == 0 and row["settings"]["max_batch"] // 4 >= 64
     assert "attention DP over the 4 GPUs" in " ".join(row["assumed"])
-    # the printed yaml nests enable_attention_dp in cuda_graph_config, which TensorRT-LLM refuses: an assumption
-    assert "refuses as an extra field" in " ".join(row["assumed"])
+    # the printed yaml nests enable_attention_dp in cuda_graph_config, which TensorRT-LLM refuses; the overview's
+    # next version states the layout (DEP8/DEP4): both said
+    assert "refuses as an extra field" in " ".join(row["assumed"]) and "DEP8" in " ".join(row["assumed"])
 
 
 def test_bench_limits_under_attention_dp_are_the_whole_groups(tmp_path: Path) -> None:

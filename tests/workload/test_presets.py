@@ -24,6 +24,7 @@ PUBLISHED = [
     ("deepseek-v3", 671e9, 0.01),
     ("mistral-7b", 7.24e9, 0.01),
     ("qwen3-235b-a22b", 235e9, 0.01),
+    ("deepseek-v4-flash", 284e9, 0.01),  # the model card: 284B total, 13B active
 ]
 
 
