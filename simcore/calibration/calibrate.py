@@ -523,6 +523,46 @@ def _host_copy(prof: Any, copies: list[Path], dev: Any, system: str, notes: list
     return prof
 
 
+def gemm_kernel_donor(spec: str) -> tuple[str, list[str], Any]:
+    """``PROFILE:FAMILY[,FAMILY]`` (``--gemm-kernel-from``) read and checked: the profile's name, the families, and
+    the profile (one clear error where the spec, the profile or a family's ``gemm_kernel`` entry is missing)."""
+    from simcore.specs.profile import load_profile
+    from simcore.specs.registry import default_registry
+
+    name, _, fams = spec.partition(":")
+    families = [f.strip() for f in fams.split(",") if f.strip()]
+    if not name or not families:
+        raise SimcoreError(f"--gemm-kernel-from {spec!r}: give PROFILE:FAMILY[,FAMILY] (e.g. h100:fp8_tensor)",
+                           field="gemm_kernel_from")  # fmt: skip
+    reg = default_registry()
+    if name not in reg.devices:
+        raise SimcoreError(f"--gemm-kernel-from {spec!r}: no device profile {name!r}", field="gemm_kernel_from")
+    donor = load_profile(reg.device(name), name)
+    missing = [f for f in families if f not in donor.gemm_kernel]
+    if missing:
+        raise SimcoreError(
+            f"--gemm-kernel-from {spec!r}: {name}'s profile has no gemm_kernel entry {', '.join(missing)}",
+            field="gemm_kernel_from",
+        )
+    return name, families, donor
+
+
+def borrow_gemm_kernel(prof: Any, spec: str) -> Any:
+    """``prof`` with the ``gemm_kernel`` entries of the families named in ``spec`` (``PROFILE:FAMILY[,FAMILY]``)
+    taken from that profile: efficiencies are fractions of the peak and the HBM bandwidth, so they carry over to
+    a device whose kernels are the same (Hopper: H100 -> H200; the transfer's error on the row-wise FP8 grid
+    is in docs/compute.md, "FP8 GEMMs by scaling"). Said in the source and the notes."""
+    name, families, donor = gemm_kernel_donor(spec)
+    return prof.model_copy(
+        update={
+            "gemm_kernel": {**prof.gemm_kernel, **{f: donor.gemm_kernel[f] for f in families}},
+            "source": [*prof.source, f"gemm_kernel {','.join(families)}: {name}"],
+            "notes": [*prof.notes, f"gemm_kernel {', '.join(families)} taken from {name}'s profile (fractions of "
+                      "peak and bandwidth; no kernel-timed rows of those families here)"],
+        }
+    )  # fmt: skip
+
+
 def calibrate(
     paths: list[str] | list[Path],
     device: str | None = None,
@@ -531,6 +571,7 @@ def calibrate(
     base: str | None = None,
     progress: Callable[[str], None] | None = None,
     kernel_gemms_apart: bool = False,
+    gemm_kernel_from: str | None = None,
 ) -> CalibrationResult:
     """Fit the compute (and, when there are collective measurements, the communication) profile.
 
@@ -544,6 +585,10 @@ def calibrate(
     ``kernel_gemms_apart``: GEMM tables timed by their kernels' own durations fit the profile's
     ``gemm_kernel`` block only (:func:`simcore.calibration.fit_compute.fit`).
 
+    ``gemm_kernel_from`` (``PROFILE:FAMILY[,FAMILY]``, e.g. ``h100:fp8_tensor``): GEMM families no input here
+    times by kernel duration, their ``gemm_kernel`` entries taken from another device's profile
+    (:func:`borrow_gemm_kernel`).
+
     ``progress`` (if given) is called with a short line as each step starts (``simcore calibrate``
     prints them on stderr)."""
     from simcore.calibration import fit_compute as FC
@@ -553,6 +598,8 @@ def calibrate(
 
     reg = default_registry()
     say = progress or (lambda _text: None)
+    if gemm_kernel_from:
+        gemm_kernel_donor(gemm_kernel_from)  # checked before any fit
     inp = sort_inputs(paths)
     say(
         f"inputs: {len(inp.ops_csv)} op CSV(s), {len(inp.traces)} profiler trace(s), "
@@ -592,6 +639,8 @@ def calibrate(
             prof, report = FC.fit([str(p) for p in csvs], dev, base=base_prof, kernel_gemms_apart=kernel_gemms_apart)
             if base_prof is not None:
                 prof = _note_base(prof, base_prof, base or "")
+            if gemm_kernel_from:
+                prof = borrow_gemm_kernel(prof, gemm_kernel_from)
             if rows:
                 src = sorted({*(x for x in prof.source if x != str(tpath)), *(str(p) for p in inp.traces)})
                 prof = prof.model_copy(

@@ -36,6 +36,8 @@ from simcore.specs.hardware import DTYPE_BYTES, Device
 from simcore.specs.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
+    FP8_TENSOR,
+    GEMM_ROW_NAMES,
     ONE_QUERY_ATTENTION,
     ONE_QUERY_ODD_ATTENTION,
     AttentionParams,
@@ -47,6 +49,7 @@ from simcore.specs.profile import (
     MemoryParams,
     OptimizerParams,
     backend_of_name,
+    gemm_element_dtype,
     load_profile,
     one_query_call,
     one_query_family,
@@ -54,7 +57,8 @@ from simcore.specs.profile import (
 
 F = NDArray[np.float64]
 FIT_FRACTION = 0.7
-GEMM_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
+GEMM_DTYPES = ("bf16", "fp16", "fp8", FP8_TENSOR, "tf32", "fp32")
+"""The GEMM families fitted (the dtype column, or the family of a row named in ``GEMM_ROW_NAMES``)."""
 _MEMORY_KINDS = {"elementwise", "memory", "norm", "softmax", "copy", "reduction", "memory_op", "bandwidth"}
 
 
@@ -219,10 +223,12 @@ def read_ops(paths: Iterable[str | Path]) -> Table:
     num = {c: np.array([_float(r.get(c)) for r in rows], dtype=np.float64) for c in _NUM_COLS}
     num["cold"] = np.nan_to_num(num["cold"], nan=0.0)
     num["clock"] = np.array(clk, dtype=np.float64)
+    names = [(r.get("name") or "").strip().lower() for r in rows]
     return Table(
         [(r.get("kind") or "").strip().lower() for r in rows],
-        [(r.get("dtype") or "").strip().lower() for r in rows],
-        [(r.get("name") or "").strip().lower() for r in rows],
+        # a GEMM row's dtype column names its family (per-tensor FP8 rows: ``fp8_tensor``)
+        [GEMM_ROW_NAMES.get(nm, (r.get("dtype") or "").strip().lower()) for r, nm in zip(rows, names, strict=True)],
+        names,
         [(r.get("framework") or "").strip().lower() for r in rows],
         num,
         src,
@@ -512,6 +518,7 @@ def least_squares(
 
 
 def _hw(dev: Device, dtype: str) -> K.HW:
+    dtype = gemm_element_dtype(dtype)
     return K.HW(
         dev.peak_flops(dtype), dev.memory.bandwidth, dev.sm_count, dev.l2_cache, dev.peak_flops("fp32")
     )
@@ -540,6 +547,7 @@ def _gemm_pred(
     mp: MemoryParams | None = None,
     clock_ref: float | None = None,
 ) -> F:
+    dtype = gemm_element_dtype(dtype)
     ob = 4.0 if dtype in ("fp32", "tf32") else 2.0
     b = np.nan_to_num(t.num["batch"], nan=1.0)
     b = np.where(b > 0, b, 1.0)
@@ -1174,6 +1182,42 @@ def _gemm_kernel_pairs(
     return keys, kernels, np.flatnonzero(gemm & (fws != ""))
 
 
+def repeated_kernel_rows(t: Table, fam: NDArray[Any], fws: NDArray[Any]) -> NDArray[np.bool_]:
+    """GEMM rows timed by their kernels' own durations of a shape (family, m, n, k, batch) an earlier file
+    already times: the first file's timing stands (``traces/h100/kernel_rates_tensorwise`` re-times the op
+    sweep's shapes before its per-tensor grid; given after ``kernel_rates_decode``, only its grid enters)."""
+    keys, _, _ = _gemm_kernel_pairs(t, fam, fws)
+    timed = (fam == "gemm") & ~(t.num["cold"] > 0) & (fws == "")
+    first: dict[tuple[Any, ...], str] = {}
+    out = np.zeros(len(t), dtype=bool)
+    for i in np.flatnonzero(timed):
+        out[i] = first.setdefault(keys[i], t.source[i]) != t.source[i]
+    return out
+
+
+def burst_compute_rows(t: Table, fam: NDArray[Any], fws: NDArray[Any], dev: Device) -> NDArray[np.bool_]:
+    """Kernel-timed GEMM rows of shapes the op sweep does not time (no call-timed twin: the served models' grid,
+    ``kernel_rates_decode``, ``kernel_rates_tensorwise``) that are compute-bound at the datasheet roofline
+    (``2 m n k / peak > bytes / bandwidth``). The grid interleaves few-row shapes with large ones, so its 8-call
+    bursts ran at the boost clock (H200 ``dmon`` 1935-1980 MHz at 290-490 W while the grid ran, 1215-1695 MHz at
+    662-713 W while the sweep's shapes ran just before; the H100 1485-1965 MHz): a compute-bound kernel's time
+    scales with the clock, so these rows would price in-step GEMMs under the power cap too fast; a
+    bandwidth-bound one's does not (the HBM clock is fixed), and those enter (docs/compute.md, "FP8 GEMMs by
+    scaling")."""
+    keys, _, called = _gemm_kernel_pairs(t, fam, fws)
+    twins = {keys[i] for i in called}
+    timed = (fam == "gemm") & ~(t.num["cold"] > 0) & (fws == "")
+    out = np.zeros(len(t), dtype=bool)
+    for i in np.flatnonzero(timed):
+        if keys[i] in twins:
+            continue
+        dt, m, n, k, b = keys[i]
+        e = DTYPE_BYTES[gemm_element_dtype(dt)]
+        nbytes = b * ((m * k + k * n) * e + m * n * (4.0 if dt in ("fp32", "tf32") else 2.0))
+        out[i] = 2.0 * m * n * k * b / dev.peak_flops(gemm_element_dtype(dt)) > nbytes / dev.memory.bandwidth
+    return out
+
+
 def superseded_gemm_rows(t: Table, fam: NDArray[Any], fws: NDArray[Any]) -> NDArray[np.bool_]:
     """GEMM rows timed around calls (``eager``, ``cuda_graphs``) of a shape that another file times
     by its kernels' own durations (``framework`` empty, ``traces/h200/kernel_rates/gemm_kernels.csv.gz``).
@@ -1244,7 +1288,7 @@ class _Sweep:
         meas = t.num["time_s"]
         fws = np.array(t.framework)
         ok = np.isfinite(meas) & (meas > 0)
-        ok &= ~superseded_gemm_rows(t, fam, fws)
+        ok &= ~superseded_gemm_rows(t, fam, fws) & ~repeated_kernel_rows(t, fam, fws)
         all_mem = (fam == "memory") | (fam == "memory_bwd")
         return cls(
             t=t,
@@ -1295,6 +1339,7 @@ def _fit_gemm_kernel(
     fit of a kernel-rate profile's ``gemm``), from the same start (``prof``, ``host``: the call-timed fit's);
     and its errors on the kernel-duration rows (held out by shape hash, and fitted)."""
     s = _Sweep.of(read_ops([*paths, *kernel_paths]), fraction)
+    s.ok &= ~burst_compute_rows(s.t, s.fam, s.fws, device)
     gk = _fit_gemm(s, prof, device, base, dict(host), n_starts, clock)
     timed = (s.fam == "gemm") & (s.fws == "") & ~(s.t.num["cold"] > 0) & s.ok
     t = s.t.take(np.flatnonzero(timed))
@@ -1586,8 +1631,8 @@ def _fit_gemm(
                 names.append("eff_bw")  # skinny (memory-bound) shapes measured
             if len(sub) >= 40:
                 names.append("load_cost")
-            if key_g == "fp8" and np.sum(sub.num["m"] < K.SKINNY_ROWS) >= 8:
-                # cuBLASLt's fp8 scaled_mm streams few rows slower than 128 (GemmParams.skinny_bw)
+            if key_g in ("fp8", FP8_TENSOR) and np.sum(sub.num["m"] < K.SKINNY_ROWS) >= 8:
+                # fp8 kernels may stream few rows slower than 128 (GemmParams.skinny_bw)
                 names.append("skinny_bw")
         h_gemm = host.get("gemm", prof.launch["eager"])
         floor_e = np.where(eager, h_gemm, floor)

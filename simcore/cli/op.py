@@ -51,6 +51,14 @@ def op_cmd(
             "(FlashAttention-2) | cudnn | efficient (memory-efficient).",
         ),
     ] = None,
+    scaling: Annotated[
+        str | None,
+        typer.Option(
+            "--scaling",
+            help="FP8 GEMM scaling: row (default: PyTorch's row-wise scaled_mm) | tensor (one scale per tensor: "
+            "Transformer Engine's delayed/current scaling, TensorRT-LLM).",
+        ),
+    ] = None,
     mask: Annotated[
         bool | None,
         typer.Option("--mask/--no-mask", help="Attention reads an explicit additive mask tensor."),
@@ -95,7 +103,7 @@ def op_cmd(
     given: dict[str, Any] = {
         "m": m, "n": n, "k": k, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
         "causal": causal, "backward": backward or None, "kv_heads": kv_heads, "kv_seq": kv_seq,
-        "backend": backend, "mask": mask, "dropout": dropout, "name": name, "bytes": nbytes, "numel": numel,
+        "backend": backend, "scaling": scaling, "mask": mask, "dropout": dropout, "name": name, "bytes": nbytes, "numel": numel,
         "flops": flops, "rows": rows, "params": params, "optimizer": optimizer, "fused": fused,
         "master_weights": master_weights,
     }  # fmt: skip

@@ -154,6 +154,15 @@ def calibrate(
             "(compiled code's GEMMs) instead of superseding the call-timed rows of their shapes.",
         ),
     ] = False,
+    gemm_kernel_from: Annotated[
+        str | None,
+        typer.Option(
+            "--gemm-kernel-from",
+            metavar="PROFILE:FAMILY",
+            help="Take these GEMM families' gemm_kernel entries from another device's profile (e.g. h100:fp8_tensor: "
+            "the H200 has no per-tensor FP8 grid), as fractions of peak and bandwidth.",
+        ),
+    ] = None,
     intervals: Annotated[
         Path | None,
         typer.Option(
@@ -223,6 +232,7 @@ def calibrate(
         fit_comm_profile=not no_comm,
         base=base,
         kernel_gemms_apart=kernel_gemms_apart,
+        gemm_kernel_from=gemm_kernel_from,
         progress=lambda text: print(f"calibrate: {text}", file=sys.stderr, flush=True),
     )
     written: list[str] = []

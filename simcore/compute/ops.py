@@ -205,6 +205,7 @@ def gemm(
     misaligned: ArrayLike | None = None,
     kernel_rate: bool = False,
     block_format: str | None = None,
+    per_tensor: bool = False,
 ) -> OpCost:
     """``batch`` GEMMs ``C[m,n] = A[m,k] B[k,n]`` in ``dtype`` (seconds, FLOP, bytes).
 
@@ -219,14 +220,16 @@ def gemm(
     call-timed rate (docs/compute.md, "GEMM kernels vs back-to-back calls"). ``block_format``: the
     operands are block-scaled in that format (``mxfp8``...): the main loop reaches the device's
     ``block_gemm_rate`` of the per-tensor-scaled kernel's rate (docs/parallelism.md, "Precision
-    recipes")."""
+    recipes"). ``per_tensor``: a low-precision GEMM of the per-tensor kernel family (per-tensor FP8, Blackwell's
+    block-scaled FP8/FP4), priced with the profile's ``fp8_tensor`` parameters rather than the row-wise ``fp8``
+    ones (docs/compute.md, "FP8 GEMMs by scaling")."""
     ib = _dtype_bytes(dtype)
     ob = gemm_out_bytes(dtype)
     m_, n_, k_, b_ = (np.asarray(v, dtype=np.float64) for v in (m, n, k, batch))
     if misaligned is not None:  # one layout per element of all five
         m_, n_, k_, b_, misaligned = np.broadcast_arrays(m_, n_, k_, b_, np.asarray(misaligned, dtype=bool))
     mp = prof.memory if l2_reuse else None
-    gp = prof.gemm_params(dtype, kernel_rate)
+    gp = prof.gemm_params(dtype, kernel_rate, per_tensor)
     scale = clock_scale(dev, prof, "gemm", clock_hz)
     if block_format is not None:
         scale *= dev.block_gemm_rate.get(block_format, 1.0)  # type: ignore[call-overload]
@@ -745,7 +748,7 @@ def _text(v: Any, name: str) -> str:
 
 KINDS = ("gemm", "attention", "elementwise", "norm", "softmax", "reduction", "memory", "copy", "optimizer")
 SHAPE_KEYS: dict[str, tuple[str, ...]] = {
-    "gemm": ("m", "n", "k", "batch"),
+    "gemm": ("m", "n", "k", "batch", "scaling"),
     "attention": (
         "batch",
         "heads",
@@ -821,11 +824,21 @@ def op_cost(
         for key in ("m", "n", "k"):
             if key not in shape:
                 raise SimcoreError("gemm needs m, n and k", field=key)
-        s = {key: _int(shape[key], key) for key in ("m", "n", "k")}
+        s: dict[str, Any] = {key: _int(shape[key], key) for key in ("m", "n", "k")}
         s["batch"] = _int(shape.get("batch", 1), "batch")
         if dtype not in GEMM_DTYPES:
             raise SimcoreError(f"unknown dtype {dtype!r}; known: {', '.join(GEMM_DTYPES)}", field="dtype")
-        return gemm(dev, prof, s["m"], s["n"], s["k"], dtype, s["batch"], l2_reuse, clock_hz), s
+        # FP8's scaling picks the kernel family: row-wise (default) or per-tensor (docs/compute.md, "FP8 GEMMs by scaling")
+        scaling = _text(shape.get("scaling") or "row", "scaling")
+        if scaling not in ("row", "tensor"):
+            raise SimcoreError(f"unknown scaling {scaling!r}; known: row, tensor", field="scaling")
+        if dtype == "fp8":
+            s["scaling"] = scaling
+        elif shape.get("scaling") is not None:
+            raise SimcoreError(f"scaling applies to fp8 GEMMs only (dtype is {dtype})", field="scaling")
+        return gemm(
+            dev, prof, s["m"], s["n"], s["k"], dtype, s["batch"], l2_reuse, clock_hz, per_tensor=scaling == "tensor"
+        ), s
     if family == "attention":
         for key in ("batch", "heads", "seq", "head_dim"):
             if key not in shape:

@@ -216,6 +216,9 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
         profile=r.prof,
     )
     pricer.kernel_floor = graph_floor
+    # inference FP8 is per-tensor scaled, as FP8 checkpoints ship; NVFP4 block-scaled in Blackwell's MMA: both the
+    # per-tensor kernel family (docs/compute.md, "FP8 GEMMs by scaling")
+    pricer.per_tensor = True
     prefill = _forward(pricer, r.model, pre, logit_rows, r.pp, sample_rows=batch, quantize_inputs=r.quantize_inputs)
     graph_gap = _graph_gap(r)
     if r.framework == "cuda_graphs":
@@ -235,6 +238,7 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
         dec_pricer.kernel_floor = r.host_cal.get(f"graph_kernel_{r.act_key}", 0.0)
         dec_pricer.kernel_gap = graph_gap
     dec_pricer.kernel_gemms = r.decode_kernel_gemms
+    dec_pricer.per_tensor = True
     decode = _forward(dec_pricer, r.model, dec, batch, r.pp, quantize_inputs=r.quantize_inputs)
     pricer.kernel_gap = 0.0
     pricer.kernel_gemms = False

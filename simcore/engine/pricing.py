@@ -147,6 +147,10 @@ class Pricer:
     block_format: str | None = None
     """The block-scaled format of the low-precision GEMMs (the precision recipe's, e.g. ``mxfp8``), priced
     at the device's ``block_gemm_rate`` for it; ``None``: per-tensor scaled."""
+    per_tensor: bool = False
+    """The low-precision GEMMs run the per-tensor kernel family (per-tensor FP8: Transformer Engine's delayed and
+    current scaling, TensorRT-LLM's FP8 linears; Blackwell's block-scaled MXFP8/NVFP4): priced with the profile's
+    ``fp8_tensor`` parameters, else the row-wise ``fp8`` ones (:meth:`ComputeProfile.gemm_params`)."""
     l2_reuse: bool = False
     """Whether a GEMM's operands may stay in L2 between calls (true in a micro-benchmark that repeats
     one GEMM; false in a model step, where every layer reads its own weights from HBM)."""
@@ -386,7 +390,7 @@ class Pricer:
             t = C.gemm(
                 dev, prof, m, n, k, key[1], b,
                 l2_reuse=self.l2_reuse, misaligned=misaligned, kernel_rate=compiled or self.kernel_gemms,
-                block_format=self.block_format if key[1] in LOW_PRECISION else None,
+                block_format=self.block_format if key[1] in LOW_PRECISION else None, per_tensor=self.per_tensor,
             ).time_s  # fmt: skip
             fl = 2.0 * m * n * k * b
             family: str | None = "gemm"
@@ -514,7 +518,7 @@ class Pricer:
         """The pricer's options that change an op's seconds (beside the device and the profile)."""
         return (
             self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse, self.block_format,
-            self.kernel_gemms,
+            self.kernel_gemms, self.per_tensor,
         )  # fmt: skip
 
 

@@ -438,6 +438,7 @@ class _Step:
         self.recipe = P.recipe(training.precision, cluster.device)
         # the recipe's GEMMs at the device's rate for its block-scaled format (mxfp8, nvfp4)
         self.pricer.block_format = self.recipe.block_format
+        self.pricer.per_tensor = self.recipe.per_tensor_kernels(cluster.device)
         self.sb = layout_state_bytes(training, lay, param_dtype, cluster.device)
         self.single_proc = np.asarray(lay.dp_mode) == "dataparallel"
         self.ddp = (dp > 1) & (np.asarray(lay.dp_mode) == "ddp")

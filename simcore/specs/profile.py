@@ -67,10 +67,26 @@ class GemmParams(_Frozen):
     memory latency of filling the kernel's load pipeline once."""
     skinny_bw: float | None = Field(default=None, gt=0, le=1.0)
     """Fraction of the streaming rate a GEMM of one row reaches, rising linearly with the rows to the full
-    rate at ``SKINNY_ROWS`` (128) rows (dimensionless; ``None`` = every row count streams alike). cuBLASLt's
-    fp8 row-wise ``scaled_mm`` picks GEMV-like kernels for few rows that stream the weights at 36-53 % of
+    rate at ``SKINNY_ROWS`` (128) rows (dimensionless; ``None`` = every row count streams alike). PyTorch's
+    row-wise fp8 ``scaled_mm`` picks GEMV-like kernels for few rows that stream the weights at 36-53 % of
     the HBM rate, slower than its 128-row kernels (H200, 8192 x 28672: 137 µs at M = 1, 72 µs at M = 128;
     docs/compute.md, "Served models' GEMMs: the decode grid"). Fitted where a dtype's rows show it."""
+
+
+FP8_TENSOR = "fp8_tensor"
+"""The GEMM family (a key of ``ComputeProfile.gemm`` / ``gemm_kernel``) of per-tensor scaled FP8 GEMMs: one
+scale per operand, applied to the accumulator in the epilogue, cuBLASLt's FP8 kernels (PyTorch's ``_scaled_mm``
+with tensor-wise scales, Transformer Engine's delayed and current scaling, TensorRT-LLM's FP8 linears). The
+``fp8`` family is row-wise scaled FP8 (PyTorch's ``_scaled_mm`` with a scale per row of A and per column of B,
+on Hopper its own CUTLASS kernel), a slower kernel family: docs/compute.md, "FP8 GEMMs by scaling"."""
+
+GEMM_ROW_NAMES = {"scaled_mm_e4m3_tensorwise": FP8_TENSOR}
+"""Op-sweep GEMM rows (by ``name``) whose family is not their ``dtype`` column: the per-tensor scaled FP8 ones."""
+
+
+def gemm_element_dtype(family: str) -> str:
+    """The element dtype of a GEMM family (``fp8_tensor``: ``fp8``; a dtype is its own)."""
+    return "fp8" if family == FP8_TENSOR else family
 
 
 ATTENTION_BACKENDS = ("flash", "cudnn", "efficient")
@@ -580,7 +596,8 @@ class ComputeProfile(_Frozen):
     """How launch overhead combines with kernel time in a stream of launches: ``max`` (the host
     runs ahead of the GPU) or ``add`` (host time exposed); chosen by the fit."""
     gemm: dict[str, GemmParams]
-    """Per dtype: bf16, fp16, fp8, tf32, fp32."""
+    """Per GEMM family: bf16, fp16, fp8 (row-wise scaled FP8), fp8_tensor (per-tensor scaled FP8:
+    :data:`FP8_TENSOR`), tf32, fp32."""
     gemm_kernel: dict[str, GemmParams] = {}
     """Per dtype: GEMMs fitted on their kernels' own durations (profiler, not CUDA events around
     back-to-back calls, whose time on a power-capped GPU holds gaps between the kernels), with the
@@ -718,12 +735,17 @@ class ComputeProfile(_Frozen):
         bwd = backward_s / ref_b if backward_s and backward_s > 0 and ref_b else main
         return self.model_copy(update={"cpu_ratio_main": main, "cpu_ratio_bwd": bwd})
 
-    def gemm_params(self, dtype: str, kernel_rate: bool = False) -> GemmParams:
+    def gemm_params(self, dtype: str, kernel_rate: bool = False, per_tensor: bool = False) -> GemmParams:
         """Parameters for ``dtype``, falling back to the nearest dtype the profile has; ``kernel_rate``:
-        from ``gemm_kernel`` where the profile has that fit (else ``gemm``)."""
+        from ``gemm_kernel`` where the profile has that fit (else ``gemm``); ``per_tensor``: a low-precision GEMM
+        of the per-tensor kernel family (:data:`FP8_TENSOR`: per-tensor FP8, and Blackwell's block-scaled FP8/FP4
+        without a measured family of their own), else the row-wise ``fp8`` family."""
         table = self.gemm_kernel if kernel_rate and self.gemm_kernel else self.gemm
+        if per_tensor and dtype == "fp8":
+            dtype = FP8_TENSOR
         order = {
-            "fp4": ["fp4", "fp8", "bf16"],
+            "fp4": ["fp4", FP8_TENSOR, "fp8", "bf16"] if per_tensor else ["fp4", "fp8", "bf16"],
+            FP8_TENSOR: [FP8_TENSOR, "fp8", "bf16"],
             "fp8": ["fp8", "bf16"],
             "int8": ["int8", "fp8", "bf16"],
             "bf16": ["bf16", "fp16"],

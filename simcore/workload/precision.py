@@ -63,6 +63,17 @@ class Recipe:
     def quantized(self) -> bool:
         return self.value_bytes > 0
 
+    def per_tensor_kernels(self, dev: Device) -> bool:
+        """Whether the recipe's GEMMs are priced with the per-tensor kernel family (the profile's ``fp8_tensor``):
+        one scale per tensor (Transformer Engine's delayed and current scaling: cuBLASLt's per-tensor FP8 GEMMs),
+        or a block-scaled format whose scales ``dev``'s tensor cores apply inside the MMA (Blackwell's MXFP8 and
+        NVFP4: cuBLASLt's block-scaled kernels, whose ``block_gemm_rate`` is measured against the per-tensor
+        ones). FP8 blockwise (DeepSeek's 1x128 / 128x128, scales applied by the kernel's main loop, not the MMA)
+        keeps the row-wise ``fp8`` family. docs/compute.md, "FP8 GEMMs by scaling"."""
+        if not self.quantized:
+            return False
+        return self.block == 0 or (self.block_format is not None and self.block_format in dev.block_scaling)
+
     def copies(self, dev: Device) -> float:
         """Quantized copies of a tensor used in two GEMM orientations: 2 with block scales (row- and
         column-wise) or on FP8 tensor cores that take only TN GEMMs (before Blackwell), else 1."""

@@ -11,7 +11,14 @@ import pytest
 import yaml
 
 from simcore.calibration import fit_compute as FC
-from simcore.calibration.calibrate import calibrate, kind_of, sort_inputs, trace_comm_rows, trace_op_rows
+from simcore.calibration.calibrate import (
+    borrow_gemm_kernel,
+    calibrate,
+    kind_of,
+    sort_inputs,
+    trace_comm_rows,
+    trace_op_rows,
+)
 from simcore.errors import TraceError
 from simcore.specs.profile import ComputeProfile
 from simcore.specs.registry import builtin_dir, default_registry
@@ -50,7 +57,9 @@ INPUTS = [
 ]
 # round 19: the sweep's GEMM shapes timed by their kernels' own durations; in the shipped profile (fitted with
 # --kernel-gemms-apart) they fit only the ``gemm_kernel`` block that compiled code's GEMMs are priced with
-KERNEL_GEMMS = f"traces/{report_inputs()['kernel_gemms']['h200']}"  # traces/h200/kernel_rates_decode/gemm_kernels.csv.gz
+KERNEL_GEMMS = [f"traces/{p}" for p in report_inputs()["kernel_gemms"]["h200"]]  # h200/kernel_rates_decode/
+# no H200 grid of per-tensor FP8 GEMMs: the shipped profile takes the H100's kernel-rate block of that family
+GEMM_KERNEL_FROM = "h100:fp8_tensor"
 # round 19's: the kernel-rate what-if profile h200-kernels.yaml is fitted on it, round 20's memory power beside it
 ROUND19_GEMMS = "traces/h200/kernel_rates/gemm_kernels.csv.gz"
 
@@ -61,9 +70,11 @@ def ops_fit() -> tuple[ComputeProfile, ComputeProfile]:
     with contextlib.chdir(REPO):
         dev = default_registry().device("h200")
         ours = calibrate(
-            [*INPUTS, KERNEL_GEMMS], "h200", fit_comm_profile=False, kernel_gemms_apart=True
+            [*INPUTS, *KERNEL_GEMMS], "h200", fit_comm_profile=False, kernel_gemms_apart=True,
+            gemm_kernel_from=GEMM_KERNEL_FROM,
         ).compute_profile
-        ref, _ = FC.fit([*INPUTS, KERNEL_GEMMS], dev, kernel_gemms_apart=True)
+        ref, _ = FC.fit([*INPUTS, *KERNEL_GEMMS], dev, kernel_gemms_apart=True)
+        ref = borrow_gemm_kernel(ref, GEMM_KERNEL_FROM)
     assert ours is not None
     return ours, ref
 
@@ -306,7 +317,7 @@ def test_kernel_gemm_tables_are_told_apart() -> None:
     """Only a table of kernel-timed GEMMs (every row a GEMM, no framework, not HBM-cold) fits ``gemm_kernel``
     under ``--kernel-gemms-apart``; the op sweep, the cold decode GEMMs, the call-timed GEMM alignment pairs and the elementwise sweep do not."""
     with contextlib.chdir(REPO):
-        assert FC.is_gemm_kernels_csv(KERNEL_GEMMS)
+        assert all(FC.is_gemm_kernels_csv(p) for p in KERNEL_GEMMS)
         assert not any(FC.is_gemm_kernels_csv(p) for p in (OPS, COLD, GEMM_ALIGN, ELEMENTWISE))
 
 
@@ -315,12 +326,12 @@ def test_kernel_gemm_tables_are_told_apart() -> None:
 def test_cli_kernel_gemms_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``simcore calibrate ... --kernel-gemms-apart`` writes the kernel-rate GEMMs beside the call-timed ones."""
     out = tmp_path / "prof.yaml"
-    inputs = [str(REPO / p) for p in (OPS, COLD, KERNEL_GEMMS)]
+    inputs = [str(REPO / p) for p in (OPS, COLD, *KERNEL_GEMMS)]
     code, _, err = run_cli(
         capsys, "calibrate", *inputs, "--device", "h200", "--no-comm", "--kernel-gemms-apart", "-o", str(out)
     )
     assert code == 0, err
     prof = ComputeProfile.model_validate(yaml.safe_load(out.read_text()))
-    assert KERNEL_GEMMS in " ".join(prof.source)
+    assert KERNEL_GEMMS[0] in " ".join(prof.source)
     assert prof.gemm_kernel["bf16"].eff_peak > 1.15 * prof.gemm["bf16"].eff_peak
     assert prof.fit_report["held_out"]["gemm_kernel"]["n_check"] > 50

@@ -23,14 +23,14 @@ from tests.cli_runner import run_cli
 REPO = Path(__file__).resolve().parents[2]
 H100_INPUTS = [f"traces/{p}" for p in report_inputs()["calibration"]["h100"]]
 # the sweep's GEMM shapes timed by their kernels' own durations: the gemm_kernel block (--kernel-gemms-apart)
-H100_KERNEL_GEMMS = f"traces/{report_inputs()['kernel_gemms']['h100']}"
+H100_KERNEL_GEMMS = [f"traces/{p}" for p in report_inputs()["kernel_gemms"]["h100"]]
 
 
 @pytest.fixture(scope="module")
 def h100_fit() -> ComputeProfile:
     with contextlib.chdir(REPO):
         prof = calibrate(
-            [*H100_INPUTS, H100_KERNEL_GEMMS], "h100", fit_comm_profile=False, base="h200", kernel_gemms_apart=True
+            [*H100_INPUTS, *H100_KERNEL_GEMMS], "h100", fit_comm_profile=False, base="h200", kernel_gemms_apart=True
         ).compute_profile
     assert prof is not None
     return prof

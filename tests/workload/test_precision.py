@@ -3,6 +3,7 @@ device checks (one line naming training.precision), and the laws of a step under
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,3 +157,28 @@ def test_block_gemm_rate_out_of_range_is_one_error() -> None:
     with pytest.raises(ValidationError) as e:
         type(B200).model_validate(data)
     assert "block_gemm_rate" in str(e.value)
+
+
+def test_which_recipes_run_the_per_tensor_gemm_family() -> None:
+    """Per-tensor scaling (TE delayed / current) runs cuBLASLt's per-tensor FP8 GEMMs; Blackwell's MXFP8 and NVFP4
+    apply their block scales inside the MMA (the per-tensor family at ``block_gemm_rate``); FP8 blockwise keeps
+    the row-wise family (docs/compute.md, "FP8 GEMMs by scaling")."""
+    on = {name for name, r in RECIPES.items() if r.per_tensor_kernels(B200)}
+    assert on == {"fp8", "fp8_delayed", "fp8_current", "mxfp8", "nvfp4"}
+    assert {name for name, r in RECIPES.items() if r.per_tensor_kernels(H100)} == {"fp8", "fp8_delayed", "fp8_current"}
+
+
+def test_fp8_current_step_prices_its_gemms_per_tensor(tmp_path: Path) -> None:
+    """An H100 step under FP8 current scaling prices its GEMMs with the profile's ``fp8_tensor`` family: with that
+    family's efficiency halved, its GEMM seconds grow; FP8 blockwise (row-wise family) does not move."""
+    from simcore.specs.profile import FP8_TENSOR, load_profile, save_profile
+
+    prof = load_profile(H100)
+    slow = prof.gemm[FP8_TENSOR].model_copy(update={"eff_peak": prof.gemm[FP8_TENSOR].eff_peak / 2})
+    path = str(tmp_path / "slow.yaml")
+
+    save_profile(prof.model_copy(update={"gemm": {**prof.gemm, FP8_TENSOR: slow}}), path)
+    for precision, moves in (("fp8_current", True), ("fp8_blockwise", False)):
+        base = predict(_sc("hgx-h100", precision)).breakdown["gemm"]
+        sc = _sc("hgx-h100", precision).model_copy(update={"calibration": path})
+        assert (predict(sc).breakdown["gemm"] > 1.2 * base) is moves
