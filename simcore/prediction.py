@@ -420,7 +420,10 @@ def predict_training(
         kept = "embedding, LM head, router, attention core, norms"
         if tr.bf16_layers_start or tr.bf16_layers_end:
             kept += f", first {tr.bf16_layers_start} and last {tr.bf16_layers_end} layers"
-        notes.append(f"precision {tr.precision}: {rec.description}; kept in bf16: {kept}")
+        fam = "per-tensor (cuBLASLt)" if rec.per_tensor_kernels(cluster.device) else "row-wise"
+        notes.append(
+            f"precision {tr.precision}: {rec.description}; GEMMs at the {fam} FP8 kernels' rate; kept in bf16: {kept}"
+        )
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     notes.extend(_offload_notes(sc, ev, mem, cluster))
@@ -543,6 +546,11 @@ def predict_inference(sc: Scenario) -> InferenceResult:
     notes = stack_note(sc.runtime.stack, chosen) + notes
     if ignored:
         notes.append(f"inference prices one tp x pp replica; parallel.{', parallel.'.join(ignored)} not used")
+    if inf.precision in ("fp8", "fp4"):
+        notes.append(
+            f"precision {inf.precision}: GEMMs at the per-tensor (cuBLASLt) FP8 kernels' rate (FP8 checkpoints are "
+            "per-tensor scaled; NVFP4's block scales are applied inside the MMA)"
+        )
     iv = interval_of(cluster, sc.calibration, p.tp * p.pp, "inference")
     return InferenceResult(
         name=sc.name,

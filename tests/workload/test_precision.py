@@ -182,3 +182,12 @@ def test_fp8_current_step_prices_its_gemms_per_tensor(tmp_path: Path) -> None:
         base = predict(_sc("hgx-h100", precision)).breakdown["gemm"]
         sc = _sc("hgx-h100", precision).model_copy(update={"calibration": path})
         assert (predict(sc).breakdown["gemm"] > 1.2 * base) is moves
+
+
+def test_the_prediction_says_which_fp8_kernels_it_assumed() -> None:
+    def note(system: str, precision: str) -> str:
+        return next(n for n in predict(_sc(system, precision)).notes if n.startswith(f"precision {precision}"))
+
+    assert "per-tensor (cuBLASLt)" in note("hgx-h100", "fp8_current")
+    assert "row-wise" in note("hgx-h100", "fp8_blockwise")
+    assert "per-tensor (cuBLASLt)" in note("hgx-b200", "nvfp4")
