@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from simcore.compute import ops as C
-from simcore.specs.profile import FP8_TENSOR, gemm_element_dtype, load_profile
+from simcore.specs.profile import FP8_TENSOR, GEMM_ROW_NAMES, gemm_element_dtype, load_profile
 from simcore.specs.registry import default_registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,8 +41,7 @@ def grid_rows(device: str) -> dict[str, list[dict[str, str]]]:
         # the grid starts at the first fp8 row (its bf16 twin before it in kernel_rates_decode)
         first_fp8 = next(i for i, r in enumerate(rows) if r["dtype"] == "fp8")
         for r in rows[first_fp8 - (folder == "kernel_rates_decode") :]:
-            fam = FP8_TENSOR if r["name"] == "scaled_mm_e4m3_tensorwise" else r["dtype"]
-            out.setdefault(fam, []).append(r)
+            out.setdefault(GEMM_ROW_NAMES.get(r["name"], r["dtype"]), []).append(r)
     return out
 
 

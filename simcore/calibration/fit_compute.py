@@ -1209,12 +1209,9 @@ def burst_compute_rows(t: Table, fam: NDArray[Any], fws: NDArray[Any], dev: Devi
     timed = (fam == "gemm") & ~(t.num["cold"] > 0) & (fws == "")
     out = np.zeros(len(t), dtype=bool)
     for i in np.flatnonzero(timed):
-        if keys[i] in twins:
-            continue
-        dt, m, n, k, b = keys[i]
-        e = DTYPE_BYTES[gemm_element_dtype(dt)]
-        nbytes = b * ((m * k + k * n) * e + m * n * (4.0 if dt in ("fp32", "tf32") else 2.0))
-        out[i] = 2.0 * m * n * k * b / dev.peak_flops(gemm_element_dtype(dt)) > nbytes / dev.memory.bandwidth
+        if keys[i] not in twins:  # the row's own FLOP and bytes columns
+            peak = dev.peak_flops(gemm_element_dtype(keys[i][0]))
+            out[i] = t.num["flops"][i] / peak > t.num["bytes"][i] / dev.memory.bandwidth
     return out
 
 

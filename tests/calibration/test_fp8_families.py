@@ -18,12 +18,18 @@ from simcore.specs.registry import default_registry
 from tests.cli_runner import run_cli
 
 H200 = default_registry().device("h200")
-HEAD = "kind,dtype,m,n,k,batch,name,time_s,framework\n"
+HEAD = "kind,dtype,m,n,k,batch,name,time_s,framework,flops,bytes\n"
 
 
 def _csv(path: Path, rows: list[str]) -> Path:
+    """An ops CSV of GEMM rows ``kind,dtype,m,n,k,batch,name,time_s,framework``, with their FLOP and bytes."""
+    lines = []
+    for r in rows:
+        _, dt, m, n, k = r.split(",")[:5]
+        m_, n_, k_, e = float(m), float(n), float(k), (1.0 if dt == "fp8" else 2.0)
+        lines.append(f"{r},{2 * m_ * n_ * k_},{(m_ * k_ + k_ * n_) * e + m_ * n_ * 2}\n")
     with gzip.open(path, "wt") as f:
-        f.write(HEAD + "".join(r + "\n" for r in rows))
+        f.write(HEAD + "".join(lines))
     return path
 
 
