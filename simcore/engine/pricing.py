@@ -360,6 +360,7 @@ class Pricer:
             return out.reshape((len(sel),) + (1,) * (len(common) - len(shape)) + shape)
 
         kind = key[0]
+        calls: Num = 1.0
         if kind == "comm":
             nb = stack("nbytes")
             g = self.groups.get(key[2])
@@ -380,8 +381,11 @@ class Pricer:
             # Compiled code: the GEMM kernels' own in-step rate (the call-timed rate's excess stands in
             # for memory-bound kernels the eager lowering leaves out; inductor's fused kernels are all
             # priced: docs/compute.md, "torch.compile")
+            # a GEMM run as ``splits`` calls of ``m / splits`` rows (TP overlap's ring exchange) costs that many
+            # kernels of the smaller shape, each with its launch gap
+            calls = stack("splits", 1.0)
             t = C.gemm(
-                dev, prof, m, n, k, key[1], b,
+                dev, prof, m / calls, n, k, key[1], b,
                 l2_reuse=self.l2_reuse, misaligned=misaligned, kernel_rate=compiled,
                 block_format=self.block_format if key[1] in LOW_PRECISION else None,
             ).time_s  # fmt: skip
@@ -434,7 +438,7 @@ class Pricer:
             t = C.with_launch(t, 0.0, "max", prof.gap.get(self.framework, 0.0))
         if self.kernel_floor > 0.0 or self.kernel_gap > 0.0:
             t = np.maximum(t + self.kernel_gap, self.kernel_floor)
-        return t, fl
+        return t * calls, fl
 
     def price(self, ops: list[Op], count: Num = 1.0) -> Priced:
         """Seconds by category of running ``ops`` (each ``op.count`` times), ``count`` times."""

@@ -324,6 +324,7 @@ def _layer_layout(
         ep=ep,
         etp=etp,
         sp=sp,
+        tp_overlap=lay.tp_overlap,
         dtype=gemm_dtype,
         act_bytes=act,
         residual=resid,

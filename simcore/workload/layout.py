@@ -60,6 +60,9 @@ class Layout:
     NVLink domain, then NVLink forwarding; :func:`simcore.comm.dispatch.dispatch_cost`)."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
+    tp_overlap: Num = False
+    """Userbuffers TP communication overlap (``parallel.tp_overlap``, bool or array): with sequence
+    parallelism its ring-exchange GEMMs run as ``tp`` chunks (:attr:`tp_splits`)."""
     dtype: str = "bf16"
     """The GEMMs' dtype."""
     act_bytes: float = 2.0
@@ -148,6 +151,17 @@ class Layout:
     def tokens(self) -> Num:
         """Tokens a rank processes per micro-batch (sequence split by CP)."""
         return self.micro_batch * self.seq / self.cp
+
+    @property
+    def tp_splits(self) -> Num:
+        """Chunks each ring-exchange GEMM of a TP-overlapped layer runs as: ``tp`` under userbuffers
+        overlap with sequence parallelism, else 1. Transformer Engine's ``CommOverlapP2PBase``
+        (``split_overlap_ag`` / ``split_overlap_rs``) computes the GEMM on one ``tokens / tp`` row chunk while
+        the next chunk moves to (from) the neighbouring rank, one cuBLAS call per chunk (docs/parallelism.md,
+        "TP overlap runs its GEMMs in chunks")."""
+        on = np.asarray(self.tp_overlap, dtype=bool) & np.asarray(self.sp, dtype=bool)
+        out = np.where(on, self.tp, 1.0)
+        return float(out) if out.ndim == 0 else out
 
     @property
     def sp_div(self) -> Num:

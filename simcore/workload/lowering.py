@@ -59,10 +59,18 @@ def _gemm(
     count: Num = 1.0,
     batch: Num = 1,
     bias: bool = False,
+    splits: Num = 1.0,
+    dgrad_splits: Num = 1.0,
 ) -> Op:
-    args = {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
+    """A GEMM op; ``splits``: it runs as that many calls of ``m / splits`` rows (TP overlap's ring exchange,
+    :attr:`Layout.tp_splits`), ``dgrad_splits`` its input gradient likewise (the weight gradient is one call)."""
+    args: dict[str, Any] = {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
     if bias:
         args["bias"] = True  # its backward also reduces the output gradient over the tokens
+    if not (isinstance(splits, (int, float)) and splits == 1):
+        args["splits"] = splits
+    if not (isinstance(dgrad_splits, (int, float)) and dgrad_splits == 1):
+        args["dgrad_splits"] = dgrad_splits
     return Op(name, "gemm", category, args, count)
 
 
@@ -344,7 +352,14 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(fused_mem_op("copy", T * s.heads / t * s.head_dim, b, 2 * b, 0.0, "elementwise"))
         ops.append(fused_mem_op("copy", lay.micro_batch * (lay.static_cache or 1.0), 1.0, 2.0, 0.0, "elementwise"))
     else:
-        ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay)))
+        # TP overlap: the forward's all-gather ring exchange (qkv_fprop); the input gradient's reduce-scatter
+        # is a bulk overlap beside one GEMM (qkv_dgrad)
+        ops.append(
+            _gemm(
+                "qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay),
+                splits=lay.tp_splits,
+            )
+        )  # fmt: skip
         if lay.hf_code and m.activation == "swiglu":
             # the Llama family's rotary embedding on the queries and the keys (GPT-2: learned positions)
             ops.extend(rotary_ops(T * (s.heads + s.kv_heads) * s.head_dim / t, lay))
@@ -374,7 +389,12 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     if lay.hf:
         # transformers' attention output, [b, heads, s, d] transposed back and made contiguous
         ops.append(mem_op("copy", T * s.heads / t * s.v_head_dim, b, "elementwise"))
-    ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay)))
+    # TP overlap: the forward's reduce-scatter (proj_fprop) and the input gradient's all-gather (proj_dgrad)
+    # ring exchanges
+    sp_ = lay.tp_splits
+    ops.append(
+        _gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay), splits=sp_, dgrad_splits=sp_)
+    )
     if lay.dropout > 0:
         ops.append(dropout_op(tsp * h, b))
     ops.extend(residual_add(m, lay, tsp))
@@ -418,18 +438,21 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
     h = s.hidden
     b = lay.act_bytes
     dt = lay.dtype
+    # TP overlap's ring exchanges (fc1_fprop, fc2_fprop, fc2_dgrad) on the dense MLP; an expert group's GEMMs
+    # (``tokens`` given) are not TP-overlapped
+    splits = lay.tp_splits if tokens is None else 1.0
     ops: list[Op] = []
     if s.gated and split_projections(m, lay):
         # transformers' gate_proj and up_proj: two GEMMs, then inductor's fused SiLU-and-product
         ops.extend(_gemm(nm, T, f, h, dt) for nm in ("gate_proj", "up_proj"))
         ops.append(mem_op("swiglu", T * f, b, "elementwise"))
     elif s.gated:
-        ops.append(_gemm("mlp_in", T, 2 * f, h, dt))
+        ops.append(_gemm("mlp_in", T, 2 * f, h, dt, splits=splits))
         # one fused gate/up GEMM in eager PyTorch: SiLU and the product read its strided halves
         act = "swiglu_strided" if lay.strided_gate_up else "swiglu"
         ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
-        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay)))
+        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay), splits=splits))
         if m.activation == "squared_relu":
             # Megatron-Core's squared_relu, ``torch.pow(F.relu(x), 2)``: two unary kernels in eager
             # PyTorch (the vectorised one-in one-out loop, priced as ``mul_scalar``)
@@ -440,7 +463,7 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
             ops.extend(composite_ops("gelu_tanh", T * f, b, lay.residual_bytes))
         else:
             ops.append(mem_op("gelu", T * f, b, "elementwise"))
-    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay)))
+    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay), splits=splits, dgrad_splits=splits))
     if lay.dropout > 0:
         ops.append(dropout_op(T * h, b))
     return ops
@@ -788,13 +811,14 @@ def backward_of(op: Op) -> list[Op]:
     if "bwd_ops" in op.args:
         return list(op.args["bwd_ops"])
     if op.kind == "gemm":
-        a = {k: v for k, v in op.args.items() if k != "bias"}
+        a = {k: v for k, v in op.args.items() if k not in ("bias", "splits", "dgrad_splits")}
+        dsplit = {"splits": op.args["dgrad_splits"]} if "dgrad_splits" in op.args else {}
         out = [
             Op(
                 op.name + "_dgrad",
                 "gemm",
                 op.category,
-                {**a, "m": a["m"], "n": a["k"], "k": a["n"]},
+                {**a, "m": a["m"], "n": a["k"], "k": a["n"], **dsplit},
                 op.count,
             ),
             Op(
