@@ -1079,6 +1079,21 @@ def _bucketed(comm: Num, window: Num, buckets: Num, overlap: Num) -> Num:
     return np.where(overlap, np.maximum(comm / buckets, comm - window * (1 - 1 / buckets)), comm)
 
 
+def _chunk_synced(s: _Step, comm: Num, per_mb: Num, plain: Num, overlap: Num) -> Num:
+    """Exposed seconds of a data-parallel collective under Megatron's interleaved schedule: it launches
+    each of the ``v`` model chunks' gradient reduce when that chunk's last micro-batch backward ends, and
+    each chunk's parameter all-gather at the previous chunk's first forward
+    (``megatron/core/pipeline_parallel/schedules.py``: ``grad_sync_func`` / ``param_sync_func`` per model
+    chunk). Those chunk boundaries lie ``p`` virtual micro-batches (``per_mb / v`` seconds each) apart, so
+    every chunk's share but the last (first) one's hides behind the ``(v - 1) p per_mb / v`` seconds
+    between them: ``max(comm / v, comm - (v - 1) p per_mb / v)``. ``per_mb``: a stage's backward
+    (forward) seconds per micro-batch; ``plain``: the exposure without interleaving, kept where ``v`` is 1
+    or the overlap is off (docs/parallelism.md, "Data-parallel overlap under the interleaved schedule")."""
+    v = np.maximum(s.vp, 1.0)
+    chunked = np.maximum(comm / v, comm - (v - 1.0) * s.pp * per_mb / v)
+    return np.where(overlap & (v > 1) & (s.schedule == "interleaved"), np.minimum(chunked, plain), plain)
+
+
 @dataclass
 class _DataParallel:
     """Data-parallel seconds of one step (gradient reduction, ZeRO/FSDP gathers, side costs)."""
@@ -1140,9 +1155,9 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
     overlap = _a(s.lay.dp_overlap, bool)
     dp_grad = np.select([zero0, zero12], [ar + ar_exp, rs + rs_exp], default=0.0)
-    dp_exposed = _bucketed(dp_grad, B_last, buckets, overlap) + np.where(
-        zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
-    )
+    grad_x = _chunk_synced(s, dp_grad, pipe.Bl, _bucketed(dp_grad, B_last, buckets, overlap), overlap)
+    ag_x = _chunk_synced(s, ag, pipe.Fl, _bucketed(ag, F_first, buckets, overlap), overlap)
+    dp_exposed = grad_x + np.where(zero12, ag_x, 0.0)
     per_tensor = zero3 & (np.asarray(s.lay.zero3_gather) == "per_tensor")
     copy_out, ag_in, rs_in = _fsdp_copies(s, params, zeros)
     zero3_exposed = np.where(
@@ -1165,8 +1180,7 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     overlapped = np.where(
         zero3,
         np.minimum(2.0 * ag + rs, pipe.Fl + pipe.Bl) * s.m,
-        (dp_grad - _bucketed(dp_grad, B_last, buckets, overlap))
-        + np.where(zero12, ag - _bucketed(ag, F_first, buckets, overlap), 0.0),
+        (dp_grad - grad_x) + np.where(zero12, ag - ag_x, 0.0),
     )
     overlapped = np.where((dp > 1) & overlap & ~s.single_proc & ~per_tensor, overlapped, 0.0)
     host_slack = (
@@ -1174,7 +1188,7 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     ) * s.m
     slowdown = overlap_slowdown(s.cluster)
     overlap_cost = np.maximum((slowdown - 1.0) * overlapped - host_slack, 0.0)
-    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, _bucketed(ag, F_first, buckets, overlap), 0.0)
+    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, ag_x, 0.0)
     return _DataParallel(
         dp_exposed,
         zero3_exposed,
