@@ -1079,21 +1079,6 @@ def _bucketed(comm: Num, window: Num, buckets: Num, overlap: Num) -> Num:
     return np.where(overlap, np.maximum(comm / buckets, comm - window * (1 - 1 / buckets)), comm)
 
 
-def _chunk_synced(s: _Step, comm: Num, per_mb: Num, plain: Num, overlap: Num) -> Num:
-    """Exposed seconds of a data-parallel collective under Megatron's interleaved schedule: it launches
-    each of the ``v`` model chunks' gradient reduce when that chunk's last micro-batch backward ends, and
-    each chunk's parameter all-gather at the previous chunk's first forward
-    (``megatron/core/pipeline_parallel/schedules.py``: ``grad_sync_func`` / ``param_sync_func`` per model
-    chunk). Those chunk boundaries lie ``p`` virtual micro-batches (``per_mb / v`` seconds each) apart, so
-    every chunk's share but the last (first) one's hides behind the ``(v - 1) p per_mb / v`` seconds
-    between them: ``max(comm / v, comm - (v - 1) p per_mb / v)``. ``per_mb``: a stage's backward
-    (forward) seconds per micro-batch; ``plain``: the exposure without interleaving, kept where ``v`` is 1
-    or the overlap is off (docs/parallelism.md, "Data-parallel overlap under the interleaved schedule")."""
-    v = np.maximum(s.vp, 1.0)
-    chunked = np.maximum(comm / v, comm - (v - 1.0) * s.pp * per_mb / v)
-    return np.where(overlap & (v > 1) & (s.schedule == "interleaved"), np.minimum(chunked, plain), plain)
-
-
 @dataclass
 class _DataParallel:
     """Data-parallel seconds of one step (gradient reduction, ZeRO/FSDP gathers, side costs)."""
@@ -1149,14 +1134,23 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     ar_exp = when(zero0 & moe, lambda: pricer.comm_time("all_reduce", exp_grads, "edp", gdt))
     rs_exp = when(zero12 & moe, lambda: pricer.comm_time("reduce_scatter", exp_grads, "edp", gdt))
     ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * s.sb.gathered, "edp"))
-    buckets = np.maximum(s.layers_per_rank, 1.0)
     single = s.pp <= 1
-    B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
-    F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
     overlap = _a(s.lay.dp_overlap, bool)
+    # Megatron's interleaved schedule syncs each of the v model chunks' gradients when that chunk's last
+    # micro-batch backward ends, and gathers each chunk's parameters at the previous chunk's first forward
+    # (megatron/core/pipeline_parallel/schedules.py: grad_sync_func / param_sync_func per model chunk): v
+    # buckets whose boundaries lie p virtual micro-batches (Bl / v, Fl / v seconds each) apart, the last
+    # ending with the step's last backward. Otherwise one bucket per layer during the last micro-batch.
+    v = np.maximum(s.vp, 1.0)
+    chunked = overlap & (v > 1) & (s.schedule == "interleaved")
+    buckets = np.where(chunked, v, np.maximum(s.layers_per_rank, 1.0))
+    B_last = np.where(
+        chunked, s.pp * pipe.Bl, pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
+    )
+    F_first = np.where(chunked, s.pp * pipe.Fl, pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF))
     dp_grad = np.select([zero0, zero12], [ar + ar_exp, rs + rs_exp], default=0.0)
-    grad_x = _chunk_synced(s, dp_grad, pipe.Bl, _bucketed(dp_grad, B_last, buckets, overlap), overlap)
-    ag_x = _chunk_synced(s, ag, pipe.Fl, _bucketed(ag, F_first, buckets, overlap), overlap)
+    grad_x = _bucketed(dp_grad, B_last, buckets, overlap)
+    ag_x = _bucketed(ag, F_first, buckets, overlap)
     dp_exposed = grad_x + np.where(zero12, ag_x, 0.0)
     per_tensor = zero3 & (np.asarray(s.lay.zero3_gather) == "per_tensor")
     copy_out, ag_in, rs_in = _fsdp_copies(s, params, zeros)

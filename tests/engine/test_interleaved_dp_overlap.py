@@ -1,57 +1,49 @@
 """Megatron's interleaved schedule syncs each model chunk's gradients (parameters) at that chunk's last
-backward (first forward): the data-parallel collectives hide behind the other chunks' micro-batches
-(docs/parallelism.md, "Data-parallel overlap under the interleaved schedule")."""
+backward (first forward): v buckets whose boundaries lie p virtual micro-batches apart (docs/parallelism.md,
+"Data-parallel overlap under the interleaved schedule")."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
-
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simcore
-from simcore.engine.training import _chunk_synced
+from simcore.engine.training import _bucketed
+from simcore.prediction import evaluate_training
 from simcore.specs.resolve import load_scenario
 
-
-def _step(v: float, p: float, schedule: str = "interleaved") -> Any:
-    return SimpleNamespace(vp=np.asarray(v), pp=np.asarray(p), schedule=np.asarray(schedule))
+SC = "scenarios/llama3-70b-h100.yaml"  # TP 4, PP 4 x VP 5 interleaved, CP 2, DP 4 over InfiniBand, ZeRO-1
 
 
-def test_hand_computed_window() -> None:
-    # v 4 chunks, p 8 stages, 1 s of backward per micro-batch: the chunk boundaries are 8 virtual
-    # micro-batches of 0.25 s apart, 3 x 8 x 0.25 = 6 s for the first three chunks' collectives
-    s = _step(4, 8)
-    assert float(_chunk_synced(s, 10.0, 1.0, 9.0, True)) == pytest.approx(4.0)  # 10 - 6
-    assert float(_chunk_synced(s, 1.0, 1.0, 0.9, True)) == pytest.approx(0.25)  # the last chunk's quarter
-    # never more than without interleaving (the plain bucketed exposure)
-    assert float(_chunk_synced(s, 1.0, 1.0, 0.2, True)) == pytest.approx(0.2)
-    # one chunk, another schedule or no overlap: the plain exposure
-    assert float(_chunk_synced(_step(1, 8), 10.0, 1.0, 9.0, True)) == 9.0
-    assert float(_chunk_synced(_step(4, 8, "1f1b"), 10.0, 1.0, 9.0, True)) == 9.0
-    assert float(_chunk_synced(s, 10.0, 1.0, 10.0, False)) == 10.0
+def test_the_chunks_are_the_buckets_and_their_spacing_the_window() -> None:
+    _cl, lay, ev = evaluate_training(load_scenario(SC, []))
+    st_ = ev.stage_times
+    p, v = float(lay["pp"]), float(lay["vp"])
+    assert float(st_["buckets"]) == v
+    assert float(st_["dp_window_s"]) == pytest.approx(p * float(st_["backward_s"]))
+    # hand check of the exposed gradient reduce-scatter: the last chunk's share, or what the other
+    # chunks' (v - 1) p virtual micro-batches of backward cannot cover
+    C, B = float(st_["dp_comm_s"]), float(st_["backward_s"])
+    want = max(C / v, C - (v - 1.0) * p * B / v)
+    assert float(_bucketed(C, p * B, v, True)) == pytest.approx(want)
+    # without interleaving (1F1B, the same layers): one bucket per layer in the last micro-batch's backward
+    _cl, _lay1, ev1 = evaluate_training(load_scenario(SC, ["parallel.schedule=1f1b", "parallel.vp=1"]))
+    assert float(ev1.stage_times["buckets"]) == 80 / 4  # Llama 3 70B's 80 layers on 4 stages
+
+
+def test_interleaved_exposes_less_than_one_window() -> None:
+    """Llama 3 70B on 64 H100: the interleaved step's exposed data-parallel time is below what the same
+    collectives expose behind one micro-batch's backward."""
+    r = simcore.predict(load_scenario(SC, []))
+    _cl, _lay, ev = evaluate_training(load_scenario(SC, []))
+    C, B = float(ev.stage_times["dp_comm_s"]), float(ev.stage_times["backward_s"])
+    assert r.exposed_comm["dp_comm"] < float(_bucketed(C, B, 20.0, True)) + 1e-12
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    v=st.integers(2, 12),
-    p=st.integers(2, 16),
-    per_mb=st.floats(1e-3, 10.0),
-    comm=st.floats(0.0, 100.0),
-)
+@given(v=st.integers(2, 12), p=st.integers(2, 16), per_mb=st.floats(1e-3, 10.0), comm=st.floats(0.0, 100.0))
 def test_more_chunks_never_expose_more(v: int, p: int, per_mb: float, comm: float) -> None:
-    plain = comm
-    a = float(_chunk_synced(_step(v, p), comm, per_mb, plain, True))
-    b = float(_chunk_synced(_step(v + 1, p), comm, per_mb, plain, True))
-    assert 0.0 <= b <= a + 1e-12 and a <= plain
-
-
-def test_interleaved_scenario_exposes_less_dp_than_the_last_backward_allows() -> None:
-    """Mixtral 8x7B on H100 (pp 4 x vp 8, interleaved): the chunks' collectives hide, the exposed data-parallel
-    time is below the bucketed last-backward exposure of the same step with the schedule's chunk windows
-    ignored (vp 8 with the plain one-window rule was 37.5 ms; docs)."""
-    r = simcore.predict(load_scenario("scenarios/mixtral-8x7b-h100.yaml", []))
-    assert 0.0 < r.exposed_comm["dp_comm"] < 0.030
+    a = float(_bucketed(comm, p * per_mb, float(v), True))
+    b = float(_bucketed(comm, p * per_mb, float(v + 1), True))
+    assert 0.0 <= b <= a + 1e-9 <= comm + 1e-9
