@@ -288,7 +288,7 @@ class Pricer:
             bwd = op.name.endswith(("_bwd", "_dgrad", "_wgrad"))
             if op.kind == "gemm":
                 # (ops that say their operands' alignment are priced apart from those that leave it to k, n)
-                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd, "misaligned" in a)
+                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd, "misaligned" in a, "splits" in a)
             elif op.kind == "attention":
                 key = (
                     "attention",
@@ -381,14 +381,17 @@ class Pricer:
             # Compiled code: the GEMM kernels' own in-step rate (the call-timed rate's excess stands in
             # for memory-bound kernels the eager lowering leaves out; inductor's fused kernels are all
             # priced: docs/compute.md, "torch.compile")
-            # a GEMM run as ``splits`` calls of ``m / splits`` rows (TP overlap's ring exchange) costs that many
-            # kernels of the smaller shape, each with its launch gap
-            calls = stack("splits", 1.0)
-            t = C.gemm(
-                dev, prof, m / calls, n, k, key[1], b,
-                l2_reuse=self.l2_reuse, misaligned=misaligned, kernel_rate=compiled,
-                block_format=self.block_format if key[1] in LOW_PRECISION else None,
-            ).time_s  # fmt: skip
+            kw: dict[str, Any] = {
+                "l2_reuse": self.l2_reuse, "misaligned": misaligned, "kernel_rate": compiled,
+                "block_format": self.block_format if key[1] in LOW_PRECISION else None,
+            }  # fmt: skip
+            t = C.gemm(dev, prof, m, n, k, key[1], b, **kw).time_s
+            if key[4]:
+                # where TP overlap's ring exchange runs it, ``splits`` kernels of ``m / splits`` rows (priced on
+                # the layouts' own shapes, then chosen per layout)
+                sp, on = stack("splits"), stack("split_on") > 0.5
+                t = np.where(on, C.gemm(dev, prof, m / sp, n, k, key[1], b, **kw).time_s, t)
+                calls = np.where(on, sp, 1.0)
             fl = 2.0 * m * n * k * b
             family: str | None = "gemm"
             backward = key[2]

@@ -1136,18 +1136,10 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * s.sb.gathered, "edp"))
     single = s.pp <= 1
     overlap = _a(s.lay.dp_overlap, bool)
-    # Megatron's interleaved schedule syncs each of the v model chunks' gradients when that chunk's last
-    # micro-batch backward ends, and gathers each chunk's parameters at the previous chunk's first forward
-    # (megatron/core/pipeline_parallel/schedules.py: grad_sync_func / param_sync_func per model chunk): v
-    # buckets whose boundaries lie p virtual micro-batches (Bl / v, Fl / v seconds each) apart, the last
-    # ending with the step's last backward. Otherwise one bucket per layer during the last micro-batch.
-    v = np.maximum(s.vp, 1.0)
-    chunked = overlap & (v > 1) & (s.schedule == "interleaved")
-    buckets = np.where(chunked, v, np.maximum(s.layers_per_rank, 1.0))
-    B_last = np.where(
-        chunked, s.pp * pipe.Bl, pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
-    )
-    F_first = np.where(chunked, s.pp * pipe.Fl, pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF))
+    # one bucket per layer during the last micro-batch's backward (forward)
+    buckets = np.maximum(s.layers_per_rank, 1.0)
+    B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
+    F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
     dp_grad = np.select([zero0, zero12], [ar + ar_exp, rs + rs_exp], default=0.0)
     grad_x = _bucketed(dp_grad, B_last, buckets, overlap)
     ag_x = _bucketed(ag, F_first, buckets, overlap)
@@ -1180,9 +1172,24 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     host_slack = (
         work.F_layers.time.get("host_overhead", 0.0) + work.B_layers.time.get("host_overhead", 0.0)
     ) * s.m
+    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, ag_x, 0.0)
+    v = np.maximum(s.vp, 1.0)
+    # (vp > 1 only under the interleaved schedule: prediction.layout_of and the planner's space set vp 1 elsewhere)
+    chunked = overlap & (v > 1) & (dp > 1) & ~zero3 & ~s.single_proc
+    if np.any(chunked):
+        # Megatron's interleaved schedule syncs each of the v model chunks' gradients when that chunk's last
+        # micro-batch backward ends, and gathers each chunk's parameters at the previous chunk's first forward
+        # (megatron/core/pipeline_parallel/schedules.py: grad_sync_func / param_sync_func per model chunk): v
+        # buckets whose boundaries lie p virtual micro-batches (Bl / v, Fl / v seconds each) apart, the last
+        # ending with the step's last backward. Applied as a change to the one-window exposure (the arrays
+        # above do not carry the schedule's axes: the layout grid's full size is met here only)
+        d_ag = np.where(chunked & zero12, _bucketed(ag, s.pp * pipe.Fl, v, True) - ag_x, 0.0)
+        d_exp = np.where(chunked, _bucketed(dp_grad, s.pp * pipe.Bl, v, True) - grad_x, 0.0) + d_ag
+        dp_exposed, overlapped, dp_tail = dp_exposed + d_exp, overlapped - d_exp, dp_tail + d_ag
+        # (the buckets and window the DES replays)
+        buckets, B_last = np.where(chunked, v, buckets), np.where(chunked, s.pp * pipe.Bl, B_last)
     slowdown = overlap_slowdown(s.cluster)
     overlap_cost = np.maximum((slowdown - 1.0) * overlapped - host_slack, 0.0)
-    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, ag_x, 0.0)
     return _DataParallel(
         dp_exposed,
         zero3_exposed,

@@ -62,7 +62,7 @@ class Layout:
     """Sequence parallelism (bool or array of bools)."""
     tp_overlap: Num = False
     """Userbuffers TP communication overlap (``parallel.tp_overlap``, bool or array): with sequence
-    parallelism its ring-exchange GEMMs run as ``tp`` chunks (:attr:`tp_splits`)."""
+    parallelism its ring-exchange GEMMs run as ``tp`` chunks (:attr:`tp_chunks`)."""
     dtype: str = "bf16"
     """The GEMMs' dtype."""
     act_bytes: float = 2.0
@@ -153,15 +153,17 @@ class Layout:
         return self.micro_batch * self.seq / self.cp
 
     @property
-    def tp_splits(self) -> Num:
-        """Chunks each ring-exchange GEMM of a TP-overlapped layer runs as: ``tp`` under userbuffers
-        overlap with sequence parallelism, else 1. Transformer Engine's ``CommOverlapP2PBase``
-        (``split_overlap_ag`` / ``split_overlap_rs``) computes the GEMM on one ``tokens / tp`` row chunk while
-        the next chunk moves to (from) the neighbouring rank, one cuBLAS call per chunk (docs/parallelism.md,
-        "TP overlap runs its GEMMs in chunks")."""
-        on = np.asarray(self.tp_overlap, dtype=bool) & np.asarray(self.sp, dtype=bool)
-        out = np.where(on, self.tp, 1.0)
-        return float(out) if out.ndim == 0 else out
+    def tp_chunks(self) -> tuple[Num, Num] | None:
+        """How TP overlap runs its ring-exchange GEMMs: ``(tp, on)``, ``on`` where userbuffers overlap runs
+        with sequence parallelism (bool or array), each such GEMM ``tp`` calls of ``tokens / tp`` rows;
+        ``None`` where no layout overlaps. Transformer Engine's ``CommOverlapP2PBase``
+        (``split_overlap_ag`` / ``split_overlap_rs``) computes the GEMM on one row chunk while the next
+        chunk moves to (from) the neighbouring rank, one cuBLAS call per chunk (docs/parallelism.md, "The
+        dense rows' layouts", TP overlap in chunks)."""
+        on = np.asarray(self.tp_overlap, dtype=bool) & np.asarray(self.sp, dtype=bool) & (np.asarray(self.tp) > 1)
+        if not np.any(on):
+            return None
+        return self.tp, (bool(on) if on.ndim == 0 else on)
 
     @property
     def sp_div(self) -> Num:

@@ -59,18 +59,19 @@ def _gemm(
     count: Num = 1.0,
     batch: Num = 1,
     bias: bool = False,
-    splits: Num = 1.0,
-    dgrad_splits: Num = 1.0,
+    chunks: tuple[Num, Num] | None = None,
+    dgrad_chunks: bool = False,
 ) -> Op:
-    """A GEMM op; ``splits``: it runs as that many calls of ``m / splits`` rows (TP overlap's ring exchange,
-    :attr:`Layout.tp_splits`), ``dgrad_splits`` its input gradient likewise (the weight gradient is one call)."""
+    """A GEMM op; ``chunks`` ``(n, on)``: where ``on``, it runs as ``n`` calls of ``m / n`` rows (TP overlap's
+    ring exchange, :attr:`Layout.tp_chunks`), with ``dgrad_chunks`` its input gradient too (its weight
+    gradient is one call)."""
     args: dict[str, Any] = {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
     if bias:
         args["bias"] = True  # its backward also reduces the output gradient over the tokens
-    if not (isinstance(splits, (int, float)) and splits == 1):
-        args["splits"] = splits
-    if not (isinstance(dgrad_splits, (int, float)) and dgrad_splits == 1):
-        args["dgrad_splits"] = dgrad_splits
+    if chunks is not None:
+        args["splits"], args["split_on"] = chunks
+        if dgrad_chunks:
+            args["dgrad_split"] = True
     return Op(name, "gemm", category, args, count)
 
 
@@ -357,7 +358,7 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(
             _gemm(
                 "qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay),
-                splits=lay.tp_splits,
+                chunks=lay.tp_chunks,
             )
         )  # fmt: skip
         if lay.hf_code and m.activation == "swiglu":
@@ -391,10 +392,12 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(mem_op("copy", T * s.heads / t * s.v_head_dim, b, "elementwise"))
     # TP overlap: the forward's reduce-scatter (proj_fprop) and the input gradient's all-gather (proj_dgrad)
     # ring exchanges
-    sp_ = lay.tp_splits
     ops.append(
-        _gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay), splits=sp_, dgrad_splits=sp_)
-    )
+        _gemm(
+            "attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay), chunks=lay.tp_chunks,
+            dgrad_chunks=True,
+        )
+    )  # fmt: skip
     if lay.dropout > 0:
         ops.append(dropout_op(tsp * h, b))
     ops.extend(residual_add(m, lay, tsp))
@@ -440,19 +443,19 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
     dt = lay.dtype
     # TP overlap's ring exchanges (fc1_fprop, fc2_fprop, fc2_dgrad) on the dense MLP; an expert group's GEMMs
     # (``tokens`` given) are not TP-overlapped
-    splits = lay.tp_splits if tokens is None else 1.0
+    chunks = lay.tp_chunks if tokens is None else None
     ops: list[Op] = []
     if s.gated and split_projections(m, lay):
         # transformers' gate_proj and up_proj: two GEMMs, then inductor's fused SiLU-and-product
         ops.extend(_gemm(nm, T, f, h, dt) for nm in ("gate_proj", "up_proj"))
         ops.append(mem_op("swiglu", T * f, b, "elementwise"))
     elif s.gated:
-        ops.append(_gemm("mlp_in", T, 2 * f, h, dt, splits=splits))
+        ops.append(_gemm("mlp_in", T, 2 * f, h, dt, chunks=chunks))
         # one fused gate/up GEMM in eager PyTorch: SiLU and the product read its strided halves
         act = "swiglu_strided" if lay.strided_gate_up else "swiglu"
         ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
-        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay), splits=splits))
+        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay), chunks=chunks))
         if m.activation == "squared_relu":
             # Megatron-Core's squared_relu, ``torch.pow(F.relu(x), 2)``: two unary kernels in eager
             # PyTorch (the vectorised one-in one-out loop, priced as ``mul_scalar``)
@@ -463,7 +466,7 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
             ops.extend(composite_ops("gelu_tanh", T * f, b, lay.residual_bytes))
         else:
             ops.append(mem_op("gelu", T * f, b, "elementwise"))
-    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay), splits=splits, dgrad_splits=splits))
+    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay), chunks=chunks, dgrad_chunks=True))
     if lay.dropout > 0:
         ops.append(dropout_op(T * h, b))
     return ops
@@ -811,8 +814,10 @@ def backward_of(op: Op) -> list[Op]:
     if "bwd_ops" in op.args:
         return list(op.args["bwd_ops"])
     if op.kind == "gemm":
-        a = {k: v for k, v in op.args.items() if k not in ("bias", "splits", "dgrad_splits")}
-        dsplit = {"splits": op.args["dgrad_splits"]} if "dgrad_splits" in op.args else {}
+        a = {k: v for k, v in op.args.items() if k not in ("bias", "splits", "split_on", "dgrad_split")}
+        dsplit = (
+            {"splits": op.args["splits"], "split_on": op.args["split_on"]} if op.args.get("dgrad_split") else {}
+        )
         out = [
             Op(
                 op.name + "_dgrad",

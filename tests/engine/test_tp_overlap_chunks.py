@@ -26,7 +26,7 @@ def _llama() -> ModelSpec:
 
 
 def _splits(ops: list[L.Op]) -> dict[str, float]:
-    return {o.name: float(o.args.get("splits", 1.0)) for o in ops if o.kind == "gemm"}
+    return {o.name: float(o.args["splits"]) if o.args.get("split_on") else 1.0 for o in ops if o.kind == "gemm"}
 
 
 def test_layer_lowering_marks_the_ring_exchange_gemms() -> None:
@@ -50,7 +50,9 @@ def test_layer_lowering_marks_the_ring_exchange_gemms() -> None:
     # arrays of layouts: per element
     arr = L.Layout(micro_batch=1, seq=4096, tp=np.array([2.0, 8.0]), sp=np.array([True, True]),
                    tp_overlap=np.array([True, False]))  # fmt: skip
-    assert np.array_equal(arr.tp_splits, [2.0, 1.0])
+    chunks = arr.tp_chunks
+    assert chunks is not None and np.array_equal(chunks[0], [2.0, 8.0]) and np.array_equal(chunks[1], [True, False])
+    assert L.Layout(micro_batch=1, seq=4096, tp=1, sp=True, tp_overlap=True).tp_chunks is None
 
 
 def test_a_split_gemm_costs_its_chunks() -> None:
@@ -61,7 +63,7 @@ def test_a_split_gemm_costs_its_chunks() -> None:
     prof = load_profile(dev)
     pricer = Pricer(cl, "eager", profile=prof, per_op_host=False)
     whole = L._gemm("qkv", 4096.0, 2304.0, 16384.0, "bf16")
-    split = L._gemm("qkv", 4096.0, 2304.0, 16384.0, "bf16", splits=8.0)
+    split = L._gemm("qkv", 4096.0, 2304.0, 16384.0, "bf16", chunks=(8.0, True))
     (t_w, t_s), (f_w, f_s) = pricer.times([whole, split])
     gap = prof.gap.get("eager", 0.0)  # each kernel's launch gap
 
