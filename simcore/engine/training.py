@@ -314,6 +314,7 @@ def _layer_layout(
     dropout: float,
     attention_backend: str,
     moe_dispatcher: str = "alltoall",
+    gather_bytes: float | None = None,
 ) -> L.Layout:
     """The lowering layout of one micro-batch's layer on a rank (shapes, dtypes, the run's kernels)."""
     lw = L.Layout(
@@ -326,6 +327,7 @@ def _layer_layout(
         sp=sp,
         tp_overlap=lay.tp_overlap,
         dtype=gemm_dtype,
+        gather_bytes=gather_bytes,
         act_bytes=act,
         residual=resid,
         vocab_parallel=bool(lay.vocab_parallel),
@@ -444,6 +446,8 @@ class _Step:
             dropout,
             attention_backend,
             moe_dispatcher,
+            # TE gathers the quantized GEMM inputs (values and block scales; one row-wise copy)
+            self.recipe.stored_bytes(self.recipe.block) if self.recipe.quantized else None,
         )
         # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
         # under AMP or the native bf16 one

@@ -65,6 +65,11 @@ class Layout:
     parallelism its ring-exchange GEMMs run as ``tp`` chunks (:attr:`tp_chunks`)."""
     dtype: str = "bf16"
     """The GEMMs' dtype."""
+    gather_bytes: float | None = None
+    """Bytes per element a Transformer Engine linear layer's sequence-parallel all-gather moves under a
+    low-precision recipe (``None``: :attr:`act_bytes`): TE quantizes the input (forward) and the output
+    gradient (backward) before gathering them (``gather_along_first_dim(..., quantizer=...)``), so the
+    gather carries the recipe's values and block scales; the reduce-scatters stay in ``act_bytes``."""
     act_bytes: float = 2.0
     """Bytes per activation element (bf16)."""
     residual: float | None = None

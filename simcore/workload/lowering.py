@@ -472,14 +472,22 @@ def mlp_block_fwd(m: ModelSpec, lay: Layout, ffn: Num | None = None, tokens: Num
     return ops
 
 
-def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2) -> list[Op]:
-    """Tensor-parallel collectives of ``blocks`` blocks in the forward pass."""
+def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2, quantized: bool = True) -> list[Op]:
+    """Tensor-parallel collectives of ``blocks`` blocks in the forward pass (their backward twins follow by
+    :func:`backward_of`). With sequence parallelism and ``quantized`` (the blocks' linear layers are
+    Transformer Engine modules under the recipe), the all-gathers of the inputs (forward) and of the output
+    gradients (backward) move :attr:`Layout.gather_bytes` per element, the reduce-scatters the activation
+    dtype."""
     nbytes = lay.tokens * m.hidden * lay.act_bytes
     # backward collectives carry gradients of the residual stream (fp32 under autocast)
     bwd = lay.tokens * m.hidden * lay.residual_bytes
+    q = lay.tokens * m.hidden * lay.gather_bytes if quantized and lay.gather_bytes is not None else None
     ar = _comm("tp_allreduce", "all_reduce", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=bwd)
-    ag = _comm("tp_allgather", "all_gather", nbytes, "tp", "tp_comm", count=blocks)
-    rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks)
+    ag = _comm(
+        "tp_allgather", "all_gather", nbytes if q is None else q, "tp", "tp_comm", count=blocks,
+        bwd_nbytes=None if q is None else nbytes,
+    )  # fmt: skip
+    rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=q)
     if isinstance(lay.sp, bool):
         return [ag, rs] if lay.sp else [ar]
     # Arrays of layouts: all three listed, counts zeroed where they do not apply.
@@ -650,7 +658,11 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     ops.extend(norm_ops(m, lay, T, 2 if lay.hf and m.activation == "swiglu" else 1))
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
     ops.extend(residual_add(m, lay, T))
-    ops.extend(tp_comm_fwd(m, lay))
+    if moe_layer:
+        # the MoE block's TP collectives move the routed tokens' bf16 hidden states (the token dispatcher's)
+        ops.extend([*tp_comm_fwd(m, lay, blocks=1), *tp_comm_fwd(m, lay, blocks=1, quantized=False)])
+    else:
+        ops.extend(tp_comm_fwd(m, lay))
     ops.extend(cp_exchange(m, lay))
     return ops
 
