@@ -658,7 +658,7 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     ops.extend(norm_ops(m, lay, T, 2 if lay.hf and m.activation == "swiglu" else 1))
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
     ops.extend(residual_add(m, lay, T))
-    if moe_layer:
+    if moe_layer and lay.gather_bytes is not None:
         # the MoE block's TP collectives move the routed tokens' bf16 hidden states (the token dispatcher's)
         ops.extend([*tp_comm_fwd(m, lay, blocks=1), *tp_comm_fwd(m, lay, blocks=1, quantized=False)])
     else:
