@@ -331,6 +331,7 @@ def _layer_layout(
     attention_backend: str,
     moe_dispatcher: str = "alltoall",
     moe_fused_mlp: bool = False,
+    gather_bytes: float | None = None,
 ) -> L.Layout:
     """The lowering layout of one micro-batch's layer on a rank (shapes, dtypes, the run's kernels)."""
     lw = L.Layout(
@@ -341,7 +342,9 @@ def _layer_layout(
         ep=ep,
         etp=etp,
         sp=sp,
+        tp_overlap=lay.tp_overlap,
         dtype=gemm_dtype,
+        gather_bytes=gather_bytes,
         act_bytes=act,
         residual=resid,
         vocab_parallel=bool(lay.vocab_parallel),
@@ -463,6 +466,8 @@ class _Step:
             attention_backend,
             moe_dispatcher,
             moe_fused_mlp,
+            # TE gathers the quantized GEMM inputs (values and block scales; one row-wise copy)
+            self.recipe.stored_bytes(self.recipe.block) if self.recipe.quantized else None,
         )
         # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
         # under AMP or the native bf16 one
@@ -1154,15 +1159,16 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     ar_exp = when(zero0 & moe, lambda: pricer.comm_time("all_reduce", exp_grads, "edp", gdt))
     rs_exp = when(zero12 & moe, lambda: pricer.comm_time("reduce_scatter", exp_grads, "edp", gdt))
     ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * s.sb.gathered, "edp"))
-    buckets = np.maximum(s.layers_per_rank, 1.0)
     single = s.pp <= 1
+    overlap = _a(s.lay.dp_overlap, bool)
+    # one bucket per layer during the last micro-batch's backward (forward)
+    buckets = np.maximum(s.layers_per_rank, 1.0)
     B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
     F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
-    overlap = _a(s.lay.dp_overlap, bool)
     dp_grad = np.select([zero0, zero12], [ar + ar_exp, rs + rs_exp], default=0.0)
-    dp_exposed = _bucketed(dp_grad, B_last, buckets, overlap) + np.where(
-        zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
-    )
+    grad_x = _bucketed(dp_grad, B_last, buckets, overlap)
+    ag_x = _bucketed(ag, F_first, buckets, overlap)
+    dp_exposed = grad_x + np.where(zero12, ag_x, 0.0)
     per_tensor = zero3 & (np.asarray(s.lay.zero3_gather) == "per_tensor")
     copy_out, ag_in, rs_in = _fsdp_copies(s, params, zeros)
     zero3_exposed = np.where(
@@ -1185,16 +1191,30 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     overlapped = np.where(
         zero3,
         np.minimum(2.0 * ag + rs, pipe.Fl + pipe.Bl) * s.m,
-        (dp_grad - _bucketed(dp_grad, B_last, buckets, overlap))
-        + np.where(zero12, ag - _bucketed(ag, F_first, buckets, overlap), 0.0),
+        (dp_grad - grad_x) + np.where(zero12, ag - ag_x, 0.0),
     )
     overlapped = np.where((dp > 1) & overlap & ~s.single_proc & ~per_tensor, overlapped, 0.0)
     host_slack = (
         work.F_layers.time.get("host_overhead", 0.0) + work.B_layers.time.get("host_overhead", 0.0)
     ) * s.m
+    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, ag_x, 0.0)
+    v = np.maximum(s.vp, 1.0)
+    # (vp > 1 only under the interleaved schedule: prediction.layout_of and the planner's space set vp 1 elsewhere)
+    chunked = overlap & (v > 1) & (dp > 1) & ~zero3 & ~s.single_proc
+    if np.any(chunked):
+        # Megatron's interleaved schedule syncs each of the v model chunks' gradients when that chunk's last
+        # micro-batch backward ends, and gathers each chunk's parameters at the previous chunk's first forward
+        # (megatron/core/pipeline_parallel/schedules.py: grad_sync_func / param_sync_func per model chunk): v
+        # buckets whose boundaries lie p virtual micro-batches (Bl / v, Fl / v seconds each) apart, the last
+        # ending with the step's last backward. Applied as a change to the one-window exposure (the arrays
+        # above do not carry the schedule's axes: the layout grid's full size is met here only)
+        d_ag = np.where(chunked & zero12, _bucketed(ag, s.pp * pipe.Fl, v, True) - ag_x, 0.0)
+        d_exp = np.where(chunked, _bucketed(dp_grad, s.pp * pipe.Bl, v, True) - grad_x, 0.0) + d_ag
+        dp_exposed, overlapped, dp_tail = dp_exposed + d_exp, overlapped - d_exp, dp_tail + d_ag
+        # (the buckets and window the DES replays)
+        buckets, B_last = np.where(chunked, v, buckets), np.where(chunked, s.pp * pipe.Bl, B_last)
     slowdown = overlap_slowdown(s.cluster)
     overlap_cost = np.maximum((slowdown - 1.0) * overlapped - host_slack, 0.0)
-    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, _bucketed(ag, F_first, buckets, overlap), 0.0)
     return _DataParallel(
         dp_exposed,
         zero3_exposed,

@@ -582,13 +582,20 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         )
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
     offload = _MBRIDGE_FSDP_OFFLOAD.get((_norm_name(rec["model"]), rec["gpu"], precision), 0) if mbridge else 0
-    megatron_fsdp = fsdp and mbridge and offload > 0 and pp == 1
+    # the performance scripts' only FSDP is Megatron-FSDP (``--use_megatron_fsdp``, ``use_megatron_fsdp`` in the
+    # workload configs: helpers.py set_megatron_fsdp_overrides), never PyTorch's FSDP2
+    megatron_fsdp = fsdp and mbridge
     if megatron_fsdp:
         fsdp = False
         assume.append(
-            f"Megatron-FSDP (optim_grads_params) offloading {offload} layers' activations to the host (the "
-            f"{rec['gpu']} recipe's use_megatron_fsdp and cpu_offloading_num_layers: NVIDIA-NeMo/Megatron-Bridge "
-            "scripts/performance/configs/llama*/*workload_base_configs.py, v0.2.0 to v0.5.0)"
+            "Megatron-FSDP (optim_grads_params: NVIDIA-NeMo/Megatron-Bridge scripts/performance/utils/helpers.py "
+            "set_megatron_fsdp_overrides, v0.2.0 to v0.5.0)"
+            + (
+                f" offloading {offload} layers' activations to the host (the {rec['gpu']} recipe's "
+                "cpu_offloading_num_layers: scripts/performance/configs/llama*/*workload_base_configs.py)"
+                if offload
+                else ""
+            )
         )
     if later is not None and later["megatron_fsdp"] and pp == 1 and not megatron_fsdp:
         # the recipe's Megatron-FSDP (optim_grads_params; its HSDP replicas over NVLink domains are not modelled:
@@ -677,7 +684,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "precision": precision,
             "optimizer": "adamw",
             "recompute": recompute,
-            **({"activation_offload_layers": offload} if megatron_fsdp else {}),
+            **({"activation_offload_layers": offload} if megatron_fsdp and offload else {}),
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
             **({"grad_reduce_in_fp32": False} if mbridge else {}),
             **({"optimizer_moments_dtype": "bf16"} if moments_bf16 else {}),

@@ -65,8 +65,16 @@ class Layout:
     engines' fused MoE kernels)."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
+    tp_overlap: Num = False
+    """Userbuffers TP communication overlap (``parallel.tp_overlap``, bool or array): with sequence
+    parallelism its ring-exchange GEMMs run as ``tp`` chunks (:attr:`tp_chunks`)."""
     dtype: str = "bf16"
     """The GEMMs' dtype."""
+    gather_bytes: float | None = None
+    """Bytes per element a Transformer Engine linear layer's sequence-parallel all-gather moves under a
+    low-precision recipe (``None``: :attr:`act_bytes`): TE quantizes the input (forward) and the output
+    gradient (backward) before gathering them (``gather_along_first_dim(..., quantizer=...)``), so the
+    gather carries the recipe's values and block scales; the reduce-scatters stay in ``act_bytes``."""
     act_bytes: float = 2.0
     """Bytes per activation element (bf16)."""
     residual: float | None = None
@@ -153,6 +161,19 @@ class Layout:
     def tokens(self) -> Num:
         """Tokens a rank processes per micro-batch (sequence split by CP)."""
         return self.micro_batch * self.seq / self.cp
+
+    @property
+    def tp_chunks(self) -> tuple[Num, Num] | None:
+        """How TP overlap runs its ring-exchange GEMMs: ``(tp, on)``, ``on`` where userbuffers overlap runs
+        with sequence parallelism (bool or array), each such GEMM ``tp`` calls of ``tokens / tp`` rows;
+        ``None`` where no layout overlaps. Transformer Engine's ``CommOverlapP2PBase``
+        (``split_overlap_ag`` / ``split_overlap_rs``) computes the GEMM on one row chunk while the next
+        chunk moves to (from) the neighbouring rank, one cuBLAS call per chunk (docs/parallelism.md, "The
+        dense rows' layouts", TP overlap in chunks)."""
+        on = np.asarray(self.tp_overlap, dtype=bool) & np.asarray(self.sp, dtype=bool) & (np.asarray(self.tp) > 1)
+        if not np.any(on):
+            return None
+        return self.tp, (bool(on) if on.ndim == 0 else on)
 
     @property
     def sp_div(self) -> Num:

@@ -61,10 +61,19 @@ def _gemm(
     count: Num = 1.0,
     batch: Num = 1,
     bias: bool = False,
+    chunks: tuple[Num, Num] | None = None,
+    dgrad_chunks: bool = False,
 ) -> Op:
-    args = {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
+    """A GEMM op; ``chunks`` ``(n, on)``: where ``on``, it runs as ``n`` calls of ``m / n`` rows (TP overlap's
+    ring exchange, :attr:`Layout.tp_chunks`), with ``dgrad_chunks`` its input gradient too (its weight
+    gradient is one call)."""
+    args: dict[str, Any] = {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
     if bias:
         args["bias"] = True  # its backward also reduces the output gradient over the tokens
+    if chunks is not None:
+        args["splits"], args["split_on"] = chunks
+        if dgrad_chunks:
+            args["dgrad_split"] = True
     return Op(name, "gemm", category, args, count)
 
 
@@ -350,7 +359,14 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(fused_mem_op("copy", T * s.heads / t * s.head_dim, b, 2 * b, 0.0, "elementwise"))
         ops.append(fused_mem_op("copy", lay.micro_batch * (lay.static_cache or 1.0), 1.0, 2.0, 0.0, "elementwise"))
     else:
-        ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay)))
+        # TP overlap: the forward's all-gather ring exchange (qkv_fprop); the input gradient's reduce-scatter
+        # is a bulk overlap beside one GEMM (qkv_dgrad)
+        ops.append(
+            _gemm(
+                "qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay),
+                chunks=lay.tp_chunks,
+            )
+        )  # fmt: skip
         if lay.hf_code and m.activation == "swiglu":
             # the Llama family's rotary embedding on the queries and the keys (GPT-2: learned positions)
             ops.extend(rotary_ops(T * (s.heads + s.kv_heads) * s.head_dim / t, lay))
@@ -380,7 +396,14 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     if lay.hf:
         # transformers' attention output, [b, heads, s, d] transposed back and made contiguous
         ops.append(mem_op("copy", T * s.heads / t * s.v_head_dim, b, "elementwise"))
-    ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay)))
+    # TP overlap: the forward's reduce-scatter (proj_fprop) and the input gradient's all-gather (proj_dgrad)
+    # ring exchanges
+    ops.append(
+        _gemm(
+            "attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay), chunks=lay.tp_chunks,
+            dgrad_chunks=True,
+        )
+    )  # fmt: skip
     if lay.dropout > 0:
         ops.append(dropout_op(tsp * h, b))
     ops.extend(residual_add(m, lay, tsp))
@@ -514,18 +537,21 @@ def mlp_block_fwd(
     h = s.hidden if hidden is None else hidden
     b = lay.act_bytes
     dt = lay.dtype
+    # TP overlap's ring exchanges (fc1_fprop, fc2_fprop, fc2_dgrad) on the dense MLP; an expert group's GEMMs
+    # (``tokens`` given) are not TP-overlapped
+    chunks = lay.tp_chunks if tokens is None else None
     ops: list[Op] = []
     if s.gated and split_projections(m, lay):
         # transformers' gate_proj and up_proj: two GEMMs, then inductor's fused SiLU-and-product
         ops.extend(_gemm(nm, T, f, h, dt) for nm in ("gate_proj", "up_proj"))
         ops.append(mem_op("swiglu", T * f, b, "elementwise"))
     elif s.gated:
-        ops.append(_gemm("mlp_in", T, 2 * f, h, dt))
+        ops.append(_gemm("mlp_in", T, 2 * f, h, dt, chunks=chunks))
         # one fused gate/up GEMM in eager PyTorch: SiLU and the product read its strided halves
         act = "swiglu_strided" if lay.strided_gate_up else "swiglu"
         ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
-        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay)))
+        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay), chunks=chunks))
         if m.activation == "squared_relu":
             # Megatron-Core's squared_relu, ``torch.pow(F.relu(x), 2)``: two unary kernels in eager
             # PyTorch (the vectorised one-in one-out loop, priced as ``mul_scalar``)
@@ -536,20 +562,28 @@ def mlp_block_fwd(
             ops.extend(composite_ops("gelu_tanh", T * f, b, lay.residual_bytes))
         else:
             ops.append(mem_op("gelu", T * f, b, "elementwise"))
-    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay)))
+    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay), chunks=chunks, dgrad_chunks=True))
     if lay.dropout > 0:
         ops.append(dropout_op(T * h, b))
     return ops
 
 
-def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2) -> list[Op]:
-    """Tensor-parallel collectives of ``blocks`` blocks in the forward pass."""
+def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2, quantized: bool = True) -> list[Op]:
+    """Tensor-parallel collectives of ``blocks`` blocks in the forward pass (their backward twins follow by
+    :func:`backward_of`). With sequence parallelism and ``quantized`` (the blocks' linear layers are
+    Transformer Engine modules under the recipe), the all-gathers of the inputs (forward) and of the output
+    gradients (backward) move :attr:`Layout.gather_bytes` per element, the reduce-scatters the activation
+    dtype."""
     nbytes = lay.tokens * m.hidden * lay.act_bytes
     # backward collectives carry gradients of the residual stream (fp32 under autocast)
     bwd = lay.tokens * m.hidden * lay.residual_bytes
+    q = lay.tokens * m.hidden * lay.gather_bytes if quantized and lay.gather_bytes is not None else None
     ar = _comm("tp_allreduce", "all_reduce", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=bwd)
-    ag = _comm("tp_allgather", "all_gather", nbytes, "tp", "tp_comm", count=blocks)
-    rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks)
+    ag = _comm(
+        "tp_allgather", "all_gather", nbytes if q is None else q, "tp", "tp_comm", count=blocks,
+        bwd_nbytes=None if q is None else nbytes,
+    )  # fmt: skip
+    rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=q)
     if isinstance(lay.sp, bool):
         return [ag, rs] if lay.sp else [ar]
     # Arrays of layouts: all three listed, counts zeroed where they do not apply.
@@ -766,7 +800,11 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
     ops.extend(residual_add(m, lay, T))
     ops.extend(hc_ops(m, lay))
-    ops.extend(tp_comm_fwd(m, lay))
+    if moe_layer and lay.gather_bytes is not None:
+        # the MoE block's TP collectives move the routed tokens' bf16 hidden states (the token dispatcher's)
+        ops.extend([*tp_comm_fwd(m, lay, blocks=1), *tp_comm_fwd(m, lay, blocks=1, quantized=False)])
+    else:
+        ops.extend(tp_comm_fwd(m, lay))
     ops.extend(cp_exchange(m, lay))
     return ops
 
@@ -930,13 +968,16 @@ def backward_of(op: Op) -> list[Op]:
     if "bwd_ops" in op.args:
         return list(op.args["bwd_ops"])
     if op.kind == "gemm":
-        a = {k: v for k, v in op.args.items() if k != "bias"}
+        a = {k: v for k, v in op.args.items() if k not in ("bias", "splits", "split_on", "dgrad_split")}
+        dsplit = (
+            {"splits": op.args["splits"], "split_on": op.args["split_on"]} if op.args.get("dgrad_split") else {}
+        )
         out = [
             Op(
                 op.name + "_dgrad",
                 "gemm",
                 op.category,
-                {**a, "m": a["m"], "n": a["k"], "k": a["n"]},
+                {**a, "m": a["m"], "n": a["k"], "k": a["n"], **dsplit},
                 op.count,
             ),
             Op(

@@ -391,6 +391,17 @@ def test_mbridge_fsdp_rows_run_megatron_fsdp_with_their_recipes_offload() -> Non
     assert "megatron_fsdp" not in h100["parallel"] and "activation_offload_layers" not in h100["training"]
 
 
+def test_mbridge_fsdp_row_without_offload_is_megatron_fsdp_not_fsdp2() -> None:
+    """The performance scripts' only FSDP is Megatron-FSDP: the 25.11 H100 Llama 3 8B row (fsdp=1, a recipe
+    that offloads nothing) runs it, not PyTorch's FSDP2 and its copy kernels, and offloads nothing."""
+    rows = P.load_published(P.DATA_DIR / "published_training_2025.csv")
+    (r,) = [r for r in rows if r.model == "LLAMA3_8B" and r.system == "hgx-h100"]
+    assert r.scenario["parallel"]["megatron_fsdp"] is True and r.scenario["parallel"]["fsdp"] is False
+    assert r.scenario["parallel"]["zero"] == 3
+    assert "activation_offload_layers" not in r.scenario["training"]
+    assert any("set_megatron_fsdp_overrides" in a for a in r.assumptions)
+
+
 def test_deepseek_v3_rows_keep_bf16_moments_as_their_recipe() -> None:
     """Megatron-Bridge's DeepSeek-V3 recipe runs the precision-aware optimizer with bf16 moments; the other
     models' recipes keep fp32 moments."""
