@@ -354,6 +354,8 @@ def _layer_layout(
         dropout=dropout,
         attention_backend=attention_backend,
         dispatcher=moe_dispatcher,
+        capacity_factor=None if model.moe is None else model.moe.capacity_factor,
+        pad_to_capacity=model.moe is not None and model.moe.pad_to_capacity,
         eager_expert_ops=not moe_fused_mlp,
     )
     return lw
@@ -397,7 +399,9 @@ class _Step:
         )
         self.step_sync, self.implementation = step_sync, implementation
         self.profiler_record, self.layer_ops = profiler_record, layer_ops
-        self.moe_expert_calls, self.moe_host_sync = moe_expert_calls, moe_host_sync and model.moe is not None
+        # padded to capacity, the dispatcher knows its split sizes on the host (capacity x experts): no sync
+        self.moe_expert_calls = moe_expert_calls
+        self.moe_host_sync = moe_host_sync and model.moe is not None and not model.moe.pad_to_capacity
         self.moe_a2a_overlap = moe_a2a_overlap
         tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
         self.tp, self.pp, self.dp, self.cp, self.ep, self.vp = tp, pp, dp, cp, ep, vp

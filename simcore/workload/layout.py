@@ -58,6 +58,13 @@ class Layout:
     """How the expert-parallel dispatch and combine move the routed tokens (``RuntimeSpec.moe_dispatcher``):
     ``alltoall`` (an NCCL all-to-all of every routed copy) or ``deepep`` / ``hybridep`` (once per destination
     NVLink domain, then NVLink forwarding; :func:`simcore.comm.dispatch.dispatch_cost`)."""
+    capacity_factor: float | None = None
+    """Training's expert capacity (``ModelSpec.moe.capacity_factor``): each expert takes at most
+    :func:`~simcore.workload.model.expert_capacity` of a rank's routed copies (``None``: dropless, as serving
+    engines and Megatron-Core's default route; the inference engines leave it so)."""
+    pad_to_capacity: bool = False
+    """Every expert's input padded to its capacity (``ModelSpec.moe.pad_to_capacity``; with
+    :attr:`capacity_factor`)."""
     eager_expert_ops: bool = False
     """The routed experts' activation clamp and output bias run as Megatron-Core's eager kernels beside the
     grouped GEMMs and the activation (:func:`~simcore.workload.lowering.expert_eager_ops`): training without

@@ -26,7 +26,7 @@ from simcore.specs.scenario import ModelSpec
 from simcore.workload import csa as C
 from simcore.workload.layout import Layout as Layout
 from simcore.workload.layout import Num as Num
-from simcore.workload.model import expert_width, layer_shape
+from simcore.workload.model import expert_width, layer_shape, routed_load
 
 OpKind = Literal["gemm", "attention", "memory", "ssd", "comm"]
 Phase = Literal["fwd", "bwd"]
@@ -676,12 +676,16 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # tp ranks (each attention TP rank holds 1/tp of the tokens under sequence parallelism)
     etp = lay.tp if lay.etp is None else lay.etp
     T = T * etp / lay.tp
-    # hash-routed layers' fixed assignment is taken as balanced: the busiest rank's excess applies to the others
+    # hash-routed layers' fixed assignment is taken as balanced: the busiest rank's excess applies to the others;
+    # a capacity factor caps it (the copies beyond an expert's capacity dropped) or pads every expert to it
     imbalance = 1.0 + (moe.imbalance - 1.0) * routed_share
-    routed = T * moe.top_k * imbalance
+    load = routed_load(T, moe.top_k, moe.experts, imbalance, lay.capacity_factor, lay.pad_to_capacity)
+    routed = T * moe.top_k * load
     # experts a rank runs (and whose weights it reads): at few tokens not all of its share are hit, and the
-    # busiest of the ep ranks sets every MoE layer's pace (the group routes T x ep tokens)
+    # busiest of the ep ranks sets every MoE layer's pace (the group routes T x ep tokens); padded, all of them
     local_experts = active_experts(moe.experts, moe.top_k, lay.ep, T * lay.ep)
+    if lay.pad_to_capacity and lay.capacity_factor is not None:
+        local_experts = np.maximum(moe.experts / lay.ep, 1.0)
     if lay.batched_experts:
         # one "expert" per routed token, each gathering its weights (gate/up and down: an index-select's
         # gather kernel, as the embedding lookup's, over (2 if gated) + 1 matrices of h x ffn per token)
@@ -692,8 +696,9 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(Op("expert_weight_gather", g.kind, g.category, g.args, g.count))
     per_expert = routed / local_experts
     # the busiest rank sets the all-to-all's pace: it receives (dispatch) and sends back (combine) the
-    # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
-    a2a_bytes = T * moe.top_k * h * b * imbalance
+    # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``), at most their
+    # capacity; padded to capacity, every rank moves ``capacity x experts`` rows
+    a2a_bytes = routed * h * b
     db = b if lay.dispatch_bytes is None else lay.dispatch_bytes
     # all_gather: every rank receives all ep ranks' tokens (the gathered T x ep rows, in the dispatch's bytes) and
     # a reduce-scatter sums the ranks' partial outputs back (T x ep rows in act_bytes), whatever the routing
