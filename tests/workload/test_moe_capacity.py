@@ -82,7 +82,9 @@ def test_inference_layout_stays_dropless() -> None:
 
 def test_saved_activations_follow_the_rows() -> None:
     def mem(**moe: object) -> float:
-        return float(activation_bytes_per_layer(_model(**moe), 1, 4096, 1, 1, False, "none", 2.0, moe_layer=True))
+        return float(
+            activation_bytes_per_layer(_model(**moe), 1, 4096, 1, 1, False, "none", 2.0, moe_layer=True)
+        )
 
     assert mem(imbalance=1.5, capacity_factor=1.2) < mem(imbalance=1.5)
     assert mem(capacity_factor=1.5, pad_to_capacity=True) > mem()
@@ -126,7 +128,13 @@ SCENARIO = "scenarios/mixtral-8x7b-h100.yaml"
 
 def test_cli_capacity_note_and_bad_values(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
-        capsys, "predict", SCENARIO, "--set", "model.moe.imbalance=1.5", "--set", "model.moe.capacity_factor=1.2"
+        capsys,
+        "predict",
+        SCENARIO,
+        "--set",
+        "model.moe.imbalance=1.5",
+        "--set",
+        "model.moe.capacity_factor=1.2",
     )
     assert code == 0 and "Traceback" not in err
     flat = " ".join(out.split())
@@ -155,7 +163,11 @@ def test_cli_deepep_padding_and_serving_refused(capsys: pytest.CaptureFixture[st
     )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "deepep" in err
     code, _out, err = run_cli(
-        capsys, "predict", "scenarios/serve_deepseek_v3_disagg_h100.yaml", "--set", "model.moe.capacity_factor=1.0"
+        capsys,
+        "predict",
+        "scenarios/serve_deepseek_v3_disagg_h100.yaml",
+        "--set",
+        "model.moe.capacity_factor=1.0",
     )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "dropless" in err
 
