@@ -374,16 +374,22 @@ _MBRIDGE_RECIPES_AFTER_V050: dict[tuple[str, str], dict[str, Any]] = {
     # DeepSeek-V4 Flash, 26.08 (NVIDIA-NeMo/Megatron-Bridge@067f987d src/megatron/bridge/perf_recipes/deepseek/
     # gb200/deepseek_v4.py deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config; gb300/deepseek_v4.py's 128-GPU
     # config is it with other environment variables): TP1 PP1 EP64 ETP1, flex / hybridep, selective recompute of
-    # ["mla_up_proj"], moe_router_force_load_balancing, full-iteration CUDA graph, no Megatron-FSDP
+    # ["mla_up_proj"], moe_router_force_load_balancing, full-iteration CUDA graph, no Megatron-FSDP;
+    # moe_expert_rank_capacity_factor 1.5 with moe_paged_stash (buffer_size_factor_cuda 1.2), no
+    # moe_expert_capacity_factor and no moe_pad_expert_input_to_capacity (dropless: docs/parallelism.md, "Capacity
+    # factor")
     ("deepseekv4flash", "GB300"): {"dispatcher": "hybridep", "recompute": ("mla_up_proj",), "megatron_fsdp": False,
+                                   "rank_capacity_factor": 1.5,
                                    "config": "NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/deepseek/gb300/"
                                              "deepseek_v4.py"},
     ("deepseekv4flash", "GB200"): {"dispatcher": "hybridep", "recompute": ("mla_up_proj",), "megatron_fsdp": False,
+                                   "rank_capacity_factor": 1.5,
                                    "config": "NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/deepseek/gb200/"
                                              "deepseek_v4.py"},
 }  # fmt: skip
 """The performance recipes of the 26.08 table's models that v0.5.0's ``workload_base_configs.py`` (the source of
-:data:`MBRIDGE_MOE_RECIPES`) does not have: dispatcher, selective-recompute modules, Megatron-FSDP."""
+:data:`MBRIDGE_MOE_RECIPES`) does not have: dispatcher, selective-recompute modules, Megatron-FSDP, and HybridEP's
+per-rank receive budget where the recipe sets one (``rank_capacity_factor``: an assumption line, not a capacity)."""
 
 
 _MBRIDGE_NVFP4_BF16_LAST: dict[str, int] = {"nemotron3super": 14}
@@ -652,6 +658,13 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         if recipe is None and later is not None:
             runtime["moe_dispatcher"] = later["dispatcher"]
             assume.append(f"MoE dispatcher {later['dispatcher']}, no A2A overlap ({later['config']})")
+            if (rcf := later.get("rank_capacity_factor")) is not None:
+                # Megatron-Core's moe_expert_rank_capacity_factor sizes HybridEP's static receive buffer; the
+                # grouped GEMMs run the received split sizes, and a step over budget reruns dropless
+                assume.append(
+                    f"dropless, no padding to capacity: moe_expert_rank_capacity_factor {rcf:g} only sizes "
+                    f"HybridEP's receive buffer (force-balanced routing stays under it) ({later['config']})"
+                )
         elif recipe is None:
             assume.append("MoE dispatcher alltoall, no A2A overlap (no performance recipe of this model and GPU)")
         else:
