@@ -645,8 +645,8 @@ def moe_layer_time(
     ``tokens``: tokens the rank holds before the dispatch; ``ep`` / ``etp``: expert and expert-tensor
     parallelism (``ep x etp`` GPUs of ``system``). The layer is :func:`simcore.workload.lowering.moe_block_fwd`
     and its backward: router GEMM, fp32 softmax and top-k, dispatch all-to-all (skewed by
-    ``moe.imbalance``, capped or padded by ``moe.capacity_factor``), permute gather, the local experts' grouped GEMMs (each expert's ``m`` its share
-    of the routed tokens, priced by the GEMM model's tile/wave efficiency) and activation, the
+    ``moe.imbalance``, capped or padded by ``moe.capacity_factor``), permute gather, the local experts' grouped
+    GEMMs (each expert's ``m`` its share of the routed tokens, priced by the GEMM model's tile/wave efficiency) and activation, the
     probability scale and unpermute scatter-add, combine all-to-all (docs/parallelism.md, "MoE layer").
     Returns ``fwd_s``, ``bwd_s``, ``total_s`` and ``by_category`` (seconds, forward + backward).
     """

@@ -651,7 +651,9 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     A LatentMoE (``moe.latent_dim``) projects the routed tokens down to the latent width after the router and back
     up after the combine (Megatron-Core ``MoELayer``'s ``fc1_latent_proj`` / ``fc2_latent_proj``, replicated over
     TP, on the rank's sequence-parallel share of the tokens): the dispatch, permute, experts, unpermute and combine
-    all move and multiply ``latent_dim``-wide rows."""
+    all move and multiply ``latent_dim``-wide rows. With :attr:`Layout.capacity_factor` the busiest expert's rows
+    are capped at its capacity, or with :attr:`Layout.pad_to_capacity` every expert's are filled to it
+    (:func:`~simcore.workload.model.routed_load`): the exchange, permute, experts and unpermute follow."""
     assert m.moe is not None
     moe = m.moe
     s = layer_shape(m)
