@@ -58,6 +58,9 @@ class TrainingLayout:
     recompute: Num = "none"
     schedule: Num = "1f1b"
     dp_overlap: Num = True
+    param_gather_overlap: Num = True
+    """ZeRO-1/2's parameter all-gather behind the next forward (``ParallelSpec.param_gather_overlap``; with
+    ``dp_overlap``); ``False``: whole after the optimizer step."""
     tp_overlap: Num = False
     dp_mode: Num = "ddp"
     """``ddp`` or ``dataparallel`` (single-process nn.DataParallel)."""
@@ -1167,7 +1170,9 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
     dp_grad = np.select([zero0, zero12], [ar + ar_exp, rs + rs_exp], default=0.0)
     grad_x = _bucketed(dp_grad, B_last, buckets, overlap)
-    ag_x = _bucketed(ag, F_first, buckets, overlap)
+    # Megatron's overlap_param_gather off: the distributed optimizer gathers every bucket after its step
+    gather_overlap = overlap & _a(s.lay.param_gather_overlap, bool)
+    ag_x = _bucketed(ag, F_first, buckets, gather_overlap)
     dp_exposed = grad_x + np.where(zero12, ag_x, 0.0)
     per_tensor = zero3 & (np.asarray(s.lay.zero3_gather) == "per_tensor")
     copy_out, ag_in, rs_in = _fsdp_copies(s, params, zeros)
@@ -1208,7 +1213,7 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
         # buckets whose boundaries lie p virtual micro-batches (Bl / v, Fl / v seconds each) apart, the last
         # ending with the step's last backward. Applied as a change to the one-window exposure (the arrays
         # above do not carry the schedule's axes: the layout grid's full size is met here only)
-        d_ag = np.where(chunked & zero12, _bucketed(ag, s.pp * pipe.Fl, v, True) - ag_x, 0.0)
+        d_ag = np.where(chunked & zero12 & gather_overlap, _bucketed(ag, s.pp * pipe.Fl, v, True) - ag_x, 0.0)
         d_exp = np.where(chunked, _bucketed(dp_grad, s.pp * pipe.Bl, v, True) - grad_x, 0.0) + d_ag
         dp_exposed, overlapped, dp_tail = dp_exposed + d_exp, overlapped - d_exp, dp_tail + d_ag
         # (the buckets and window the DES replays)
