@@ -573,7 +573,8 @@ def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2, quantized: bool = Tr
     :func:`backward_of`). With sequence parallelism and ``quantized`` (the blocks' linear layers are
     Transformer Engine modules under the recipe), the all-gathers of the inputs (forward) and of the output
     gradients (backward) move :attr:`Layout.gather_bytes` per element, the reduce-scatters the activation
-    dtype."""
+    dtype. Such a block's input feeds a column-parallel linear layer, whose backward gathers the input once
+    more for its weight gradient (the forward keeps only the local shard; :func:`backward_of`)."""
     nbytes = lay.tokens * m.hidden * lay.act_bytes
     # backward collectives carry gradients of the residual stream (fp32 under autocast)
     bwd = lay.tokens * m.hidden * lay.residual_bytes
@@ -583,6 +584,8 @@ def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2, quantized: bool = Tr
         "tp_allgather", "all_gather", nbytes if q is None else q, "tp", "tp_comm", count=blocks,
         bwd_nbytes=None if q is None else nbytes,
     )  # fmt: skip
+    if quantized:
+        ag = Op(ag.name, ag.kind, ag.category, {**ag.args, "regather": True}, ag.count)
     rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=q)
     if isinstance(lay.sp, bool):
         return [ag, rs] if lay.sp else [ar]
@@ -1056,9 +1059,15 @@ def backward_of(op: Op) -> list[Op]:
     a = op.args
     swap = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}.get(a["op"], a["op"])
     nb = a.get("bwd_nbytes", a["nbytes"])
-    return [
-        Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)
-    ]
+    out = [Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)]
+    if a.get("regather"):
+        # sequence parallelism: a column-parallel linear layer saves only its local input shard, and its
+        # backward all-gathers it again (the forward's bytes: the recipe's column-wise quantized copy, or
+        # bf16) for the weight gradient, launched asynchronously beside the input-gradient GEMM (Transformer
+        # Engine's linear.py / layernorm_linear.py backward_input_needs_gather; Megatron-Core's own
+        # linear_with_grad_accumulation_and_async_allreduce likewise): category tp_comm_async
+        out.append(Op(op.name + "_regather", "comm", "tp_comm_async", dict(a), op.count))
+    return out
 
 
 def _wgrad_misaligned(fwd: dict[str, Any]) -> Any:
