@@ -22,7 +22,7 @@ import numpy as np
 from simcore import memory as M
 from simcore.comm.host import pinned_copy_time
 from simcore.compute import ops as C
-from simcore.engine.offload import layered_copy_exposed, optimizer_offload_time
+from simcore.engine.offload import host_memory_copy_time, layered_copy_exposed, optimizer_offload_time
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.schedules import pipeline_time
 from simcore.errors import SpecError
@@ -1466,7 +1466,9 @@ def _activation_offload(s: _Step, pipe: _Pipeline) -> Num:
     """Exposed seconds per step of activation offload (``training.activation_offload_layers``): per
     micro-batch, the offload stream's excess over the forward and the reload stream's over the backward
     (:func:`simcore.engine.offload.layered_copy_exposed`), each layer's activations
-    (:func:`layer_activation_bytes`) over the host link (:func:`simcore.comm.host.pinned_copy_time`)."""
+    (:func:`layer_activation_bytes`) over the host link (:func:`simcore.comm.host.pinned_copy_time`), and no
+    faster than the host memory's share of each GPU (every GPU's stream copies at once: a Grace's LPDDR5X
+    serves the two GPUs of its superchip; :func:`simcore.engine.offload.host_memory_copy_time`)."""
     n = s.training.activation_offload_layers
     on = offloaded_layers(s.training, s.pp) > 0  # one stage: the stage holds every layer
     if not np.any(on):
@@ -1474,8 +1476,9 @@ def _activation_offload(s: _Step, pipe: _Pipeline) -> Num:
     nbytes = layer_activation_bytes(s.model, s.training, s.lay, s.param_dtype, s.compiled)
     system = s.cluster.system
     L = s.model.layers
-    fwd = layered_copy_exposed(n, L, pipe.Fl / L, pinned_copy_time(system, nbytes, "d2h"))
-    bwd = layered_copy_exposed(n, L, pipe.Bl / L, pinned_copy_time(system, nbytes, "h2d"))
+    mem = host_memory_copy_time(system, nbytes)
+    fwd = layered_copy_exposed(n, L, pipe.Fl / L, np.maximum(pinned_copy_time(system, nbytes, "d2h"), mem))
+    bwd = layered_copy_exposed(n, L, pipe.Bl / L, np.maximum(pinned_copy_time(system, nbytes, "h2d"), mem))
     return np.where(on, (fwd + bwd) * s.m, 0.0)
 
 
