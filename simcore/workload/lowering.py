@@ -1064,8 +1064,8 @@ def backward_of(op: Op) -> list[Op]:
         # sequence parallelism: a column-parallel linear layer saves only its local input shard, and its
         # backward all-gathers it again (the forward's bytes: the recipe's column-wise quantized copy, or
         # bf16) for the weight gradient, launched asynchronously beside the input-gradient GEMM (Transformer
-        # Engine's linear.py / layernorm_linear.py backward_input_needs_gather; Megatron-Core's own
-        # linear_with_grad_accumulation_and_async_allreduce likewise): category tp_comm_async
+        # Engine's linear.py backward_input_needs_gather, layernorm_linear.py ln_out_needs_gather; Megatron-Core's
+        # own LinearWithGradAccumulationAndAsyncCommunication likewise): category tp_comm_async
         out.append(Op(op.name + "_regather", "comm", "tp_comm_async", dict(a), op.count))
     return out
 
