@@ -291,12 +291,13 @@ def _exposed(
         hidden = np.maximum(tpc / k, tpc - gemm * (1.0 - 1.0 / k))
         out.time["tp_comm"] = np.where(_a(tp_overlap, bool), hidden, tpc)
     if "tp_comm_async" in out.time:
-        # the backward's re-gather of the column-parallel layers' inputs, asynchronous beside their input-gradient
-        # GEMMs (with TP overlap, the bulk overlaps qkv_dgrad / fc1_dgrad): what those GEMMs (the layer's
-        # backward GEMMs, half of them input gradients; aggregated over the layer) do not cover shows, and the
-        # GEMMs run slower beside the part that hides; reported with the TP communication
+        # the column-parallel layers' backward collectives, each asynchronous beside one GEMM: the input's
+        # re-gather beside the input-gradient GEMM, the input gradient's reduce-scatter beside the weight-gradient
+        # GEMM (Transformer Engine's async_op=True; with TP overlap, the bulk overlaps qkv_dgrad / fc1_dgrad and
+        # qkv_wgrad / fc1_wgrad): what the layer's backward GEMMs (``gemm`` here; aggregated over the layer) do
+        # not cover shows, and the GEMMs run slower beside the part that hides; reported with the TP communication
         rg = out.time.pop("tp_comm_async")
-        hidden = np.minimum(rg, 0.5 * gemm)
+        hidden = np.minimum(rg, gemm)
         out.time["tp_comm"] = out.time.get("tp_comm", 0.0) + rg - hidden + (slowdown - 1.0) * hidden
     if "ep_comm" in out.time:
         # DualPipe, and Megatron-Core's 1F1B A2A overlap, run one micro-batch's expert all-to-all

@@ -574,7 +574,8 @@ def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2, quantized: bool = Tr
     Transformer Engine modules under the recipe), the all-gathers of the inputs (forward) and of the output
     gradients (backward) move :attr:`Layout.gather_bytes` per element, the reduce-scatters the activation
     dtype. Such a block's input feeds a column-parallel linear layer, whose backward gathers the input once
-    more for its weight gradient (the forward keeps only the local shard; :func:`backward_of`)."""
+    more for its weight gradient (the forward keeps only the local shard) and reduce-scatters the input
+    gradient, each asynchronously beside a GEMM (:func:`backward_of`: category ``tp_comm_async``)."""
     nbytes = lay.tokens * m.hidden * lay.act_bytes
     # backward collectives carry gradients of the residual stream (fp32 under autocast)
     bwd = lay.tokens * m.hidden * lay.residual_bytes
@@ -1059,7 +1060,11 @@ def backward_of(op: Op) -> list[Op]:
     a = op.args
     swap = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}.get(a["op"], a["op"])
     nb = a.get("bwd_nbytes", a["nbytes"])
-    out = [Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)]
+    # a column-parallel layer's input-gradient reduce-scatter runs asynchronously beside its weight-gradient GEMM
+    # (Transformer Engine's linear.py / layernorm_linear.py backward: reduce_scatter_along_first_dim(...,
+    # async_op=True) before the wgrad GEMM; with TP overlap, the qkv_wgrad / fc1_wgrad bulk overlaps)
+    cat = "tp_comm_async" if a.get("regather") else op.category
+    out = [Op(op.name + "_bwd", "comm", cat, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)]
     if a.get("regather"):
         # sequence parallelism: a column-parallel linear layer saves only its local input shard, and its
         # backward all-gathers it again (the forward's bytes: the recipe's column-wise quantized copy, or
