@@ -252,6 +252,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "stage_layers": tuple(p.pipeline_layers) if p.pipeline_layers is not None else None,
         "zero3_gather": p.zero3_gather if p.zero3_gather != "bucketed" else None,
         "megatron_fsdp": p.megatron_fsdp or None,
+        "param_gather_overlap": False if not p.param_gather_overlap else None,
         "pipeline_library": p.pipeline_library if p.pp > 1 and p.pipeline_library != "torch" else None,
     }
     return {

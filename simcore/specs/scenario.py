@@ -535,6 +535,12 @@ class ParallelSpec(Spec):
     """The data-parallel gradient reduction runs in buckets during the backward (DDP, Megatron's
     ``overlap_grad_reduce``; ZeRO-1/2: the parameter all-gather during the next forward,
     ``overlap_param_gather``), so only the part the compute cannot cover shows; ``false``: after it."""
+    param_gather_overlap: bool = True
+    """With ``dp_overlap`` and the distributed optimizer (ZeRO-1/2): the parameter all-gather after the
+    optimizer step runs in buckets behind the next forward (Megatron's ``overlap_param_gather``, on in
+    Megatron-Bridge's performance recipes); ``false``: it runs whole after the optimizer step, exposed
+    (Megatron-Bridge v0.2.0's Llama MXFP8 recipes and the v0.4.2+ GB200 405B NVFP4 ``v2`` recipe turn it
+    off; docs/parallelism.md, the dense rows' recipe facts). Without ZeRO-1/2 it has no effect."""
     tp_overlap: bool = False
     """Tensor-parallel communication overlapped with the GEMMs (Megatron's ``tp_comm_overlap``,
     Transformer Engine's userbuffers: the all-gather / reduce-scatter split into chunks pipelined with

@@ -428,6 +428,28 @@ def _no_tp_overlap(precision: str, source: str) -> bool:
     return precision == "nvfp4" and source.startswith("MBridge")
 
 
+def _no_param_gather_overlap(tag: str, model: str, gpu: str, precision: str, global_batch: int) -> str:
+    """The source of a dense Megatron-Bridge recipe that turns the distributed optimizer's parameter
+    all-gather overlap off (``overlap_param_gather = False``), or ``""``: v0.2.0's Llama 3 70B and 3.1 405B
+    MXFP8 recipes on GB300, GB200 and B200 ("keeping this enabled causes NaN grad norm"; the 8B recipes keep
+    it, v0.3.0 on dropped it), and v0.4.2 / v0.5.0's GB200 405B NVFP4 ``v2`` recipe (256 GPUs, global batch
+    1,536: ``disable_param_gather_overlap``, "to reduce training peak memory and avoid OOM")."""
+    name = _norm_name(model)
+    if tag == "v0.2.0" and precision == "mxfp8" and name in ("llama370b", "llama31405b"):
+        return (
+            "NVIDIA-NeMo/Megatron-Bridge@v0.2.0 scripts/performance/configs/llama3/llama3_llm_pretrain.py, "
+            "llama31/llama31_llm_pretrain.py: overlap_param_gather = False if precision == 'fp8_mx'"
+        )
+    v2 = name == "llama31405b" and gpu == "GB200" and precision == "nvfp4" and global_batch == 1536
+    if tag in ("v0.4.2", "v0.5.0") and v2:
+        return (
+            f"NVIDIA-NeMo/Megatron-Bridge@{tag} scripts/performance/configs/llama/llama31_llm_pretrain.py "
+            "llama31_405b_pretrain_config_gb200: disable_param_gather_overlap for nvfp4 v2, "
+            "LLAMA31_405B_PRETRAIN_CONFIG_GB200_NVFP4_V2 of llama31_workload_base_configs.py"
+        )
+    return ""
+
+
 def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     """Turn one CSV record into a scenario dict and the FLOP-formula dimensions.
 
@@ -586,6 +608,10 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "llama/llama3_llm_pretrain.py, likewise llama31 and gpt_oss: tp_comm_overlap = False if precision "
             "== 'nvfp4')"
         )
+    tag = _MBRIDGE_TAG.get(release_of(rec["source"]).removeprefix("Megatron-Bridge "), "") if mbridge else ""
+    no_gather_overlap = _no_param_gather_overlap(tag, rec["model"], rec["gpu"], precision, gb)
+    if no_gather_overlap:
+        assume.append(f"parameter all-gather after the optimizer step, not overlapped ({no_gather_overlap})")
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
     offload = _MBRIDGE_FSDP_OFFLOAD.get((_norm_name(rec["model"]), rec["gpu"], precision), 0) if mbridge else 0
     # the performance scripts' only FSDP is Megatron-FSDP (``--use_megatron_fsdp``, ``use_megatron_fsdp`` in the
@@ -638,7 +664,6 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             )
 
     if mbridge:
-        tag = _MBRIDGE_TAG.get(release_of(rec["source"]).removeprefix("Megatron-Bridge "), "")
         assume.append(
             f"bf16 gradient buffers and reduction (grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag} "
             f"{_MBRIDGE_GRAD_REDUCE})"
@@ -717,6 +742,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "ep": ep,
             "dp_overlap": dp_overlap,
             "tp_overlap": tp_overlap,
+            **({"param_gather_overlap": False} if no_gather_overlap else {}),
             **folding,
         },
         # every published table is a Megatron-LM / Megatron-Core / Megatron-Bridge run

@@ -573,7 +573,9 @@ def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2, quantized: bool = Tr
     :func:`backward_of`). With sequence parallelism and ``quantized`` (the blocks' linear layers are
     Transformer Engine modules under the recipe), the all-gathers of the inputs (forward) and of the output
     gradients (backward) move :attr:`Layout.gather_bytes` per element, the reduce-scatters the activation
-    dtype."""
+    dtype. Such a block's input feeds a column-parallel linear layer, whose backward gathers the input once
+    more for its weight gradient (the forward keeps only the local shard) and reduce-scatters the input
+    gradient, each asynchronously beside a GEMM (:func:`backward_of`: category ``tp_comm_async``)."""
     nbytes = lay.tokens * m.hidden * lay.act_bytes
     # backward collectives carry gradients of the residual stream (fp32 under autocast)
     bwd = lay.tokens * m.hidden * lay.residual_bytes
@@ -583,6 +585,8 @@ def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2, quantized: bool = Tr
         "tp_allgather", "all_gather", nbytes if q is None else q, "tp", "tp_comm", count=blocks,
         bwd_nbytes=None if q is None else nbytes,
     )  # fmt: skip
+    if quantized:
+        ag = Op(ag.name, ag.kind, ag.category, {**ag.args, "regather": True}, ag.count)
     rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=q)
     if isinstance(lay.sp, bool):
         return [ag, rs] if lay.sp else [ar]
@@ -1063,9 +1067,19 @@ def backward_of(op: Op) -> list[Op]:
     a = op.args
     swap = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}.get(a["op"], a["op"])
     nb = a.get("bwd_nbytes", a["nbytes"])
-    return [
-        Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)
-    ]
+    # a column-parallel layer's input-gradient reduce-scatter runs asynchronously beside its weight-gradient GEMM
+    # (Transformer Engine's linear.py / layernorm_linear.py backward: reduce_scatter_along_first_dim(...,
+    # async_op=True) before the wgrad GEMM; with TP overlap, the qkv_wgrad / fc1_wgrad bulk overlaps)
+    cat = "tp_comm_async" if a.get("regather") else op.category
+    out = [Op(op.name + "_bwd", "comm", cat, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)]
+    if a.get("regather"):
+        # sequence parallelism: a column-parallel linear layer saves only its local input shard, and its
+        # backward all-gathers it again (the forward's bytes: the recipe's column-wise quantized copy, or
+        # bf16) for the weight gradient, launched asynchronously beside the input-gradient GEMM (Transformer
+        # Engine's linear.py backward_input_needs_gather, layernorm_linear.py ln_out_needs_gather; Megatron-Core's
+        # own LinearWithGradAccumulationAndAsyncCommunication likewise): category tp_comm_async
+        out.append(Op(op.name + "_regather", "comm", "tp_comm_async", dict(a), op.count))
+    return out
 
 
 def _wgrad_misaligned(fwd: dict[str, Any]) -> Any:

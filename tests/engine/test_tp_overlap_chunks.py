@@ -114,3 +114,41 @@ def test_sequence_parallel_gathers_move_the_quantized_inputs() -> None:
     fp8 = simcore.predict(load_scenario(SC, ["parallel.tp_overlap=false", "training.precision=fp8_current"]))
     bf16 = simcore.predict(load_scenario(SC, ["parallel.tp_overlap=false"]))
     assert 0.6 < fp8.exposed_comm["tp_comm"] / bf16.exposed_comm["tp_comm"] < 0.85
+
+
+def test_column_parallel_backward_gathers_its_input_again() -> None:
+    """Under sequence parallelism a column-parallel layer keeps only its input shard: its backward all-gathers
+    the input once more (the forward's bytes: quantized under a recipe, bf16 without) for the weight gradient,
+    asynchronously beside the input-gradient GEMM. An MoE block's gathers (the dispatcher's) have none."""
+    m = _llama()
+    q = 0.5 + 1.0 / 16
+    full = 4096 * 4096
+    for lay, nbytes in (
+        (L.Layout(micro_batch=1, seq=4096, tp=4, sp=True, dtype="fp4", gather_bytes=q), full * q),
+        (L.Layout(micro_batch=1, seq=4096, tp=4, sp=True), full * 2.0),
+    ):
+        bwd = {o.name: o for o in L.backward(L.tp_comm_fwd(m, lay))}
+        rg = bwd["tp_allgather_regather"]
+        assert (rg.args["op"], rg.category, rg.count) == ("all_gather", "tp_comm_async", 2)
+        assert rg.args["nbytes"] == pytest.approx(nbytes)
+        # the input gradient's reduce-scatter: beside the weight-gradient GEMM; the row-parallel layers'
+        # output-gradient all-gather stays on the critical path
+        assert bwd["tp_allgather_bwd"].category == "tp_comm_async"
+        assert bwd["tp_reducescatter_bwd"].category == "tp_comm"
+    moe_block = L.backward(L.tp_comm_fwd(m, L.Layout(micro_batch=1, seq=4096, tp=4, sp=True), quantized=False))
+    assert not any(o.category == "tp_comm_async" for o in moe_block)
+    assert not any(o.category == "tp_comm_async" for o in L.backward(L.tp_comm_fwd(m, L.Layout(micro_batch=1, seq=4096, tp=4))))
+
+
+def test_the_async_collectives_hide_behind_the_backward_gemms() -> None:
+    """Hand check of the exposure: what the layer's backward GEMMs do not cover shows, and the hidden part
+    slows the GEMMs by the system's overlap factor; reported as TP communication."""
+    from simcore.engine.pricing import Priced
+    from simcore.engine.training import _exposed
+
+    for rg, gemm, shown in ((0.2, 0.5, 0.0), (0.8, 0.25, 0.3)):
+        p = Priced({"tp_comm": 0.5, "tp_comm_async": rg, "gemm": 2.0 * gemm})
+        out = _exposed(p, 0.0, 2.0 * gemm, False, 4, "1f1b", 2.0, slowdown=1.1)
+        hidden = rg - shown
+        assert "tp_comm_async" not in out.time
+        assert out.time["tp_comm"] == pytest.approx(0.5 + shown + 0.1 * hidden)
