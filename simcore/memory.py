@@ -24,7 +24,7 @@ import numpy as np
 
 from simcore.specs.hardware import Device
 from simcore.specs.scenario import ModelSpec
-from simcore.workload.model import expert_width, layer_shape
+from simcore.workload.model import expert_width, layer_shape, routed_load
 from simcore.workload.precision import recipe
 from simcore.workload.ssm import LayerKind, attention_layers, mamba_activation_elements
 
@@ -184,7 +184,11 @@ def activation_bytes_per_layer(
         qkv = attn_out = lse = 0.0
     if moe_layer in (True, "E") and m.moe is not None:
         f = m.moe.expert_ffn_hidden
-        routed = tokens * m.moe.top_k * m.moe.imbalance
+        # the busiest rank's routed rows: its imbalance, capped by a capacity factor or padded to the capacity
+        moe = m.moe
+        routed = tokens * moe.top_k * routed_load(
+            tokens, moe.top_k, moe.experts, moe.imbalance, moe.capacity_factor, moe.pad_to_capacity
+        )
         shared_f = m.moe.shared_experts * f
         routed_f = per_f - (g if "moe_act" in rc and not compiled else 0.0)
         shared = 0.0 if "shared_experts" in rc else tokens * shared_f * per_f

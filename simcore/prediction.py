@@ -252,6 +252,7 @@ def layout_of(sc: Scenario, cluster: ClusterInfo) -> dict[str, Any]:
         "stage_layers": tuple(p.pipeline_layers) if p.pipeline_layers is not None else None,
         "zero3_gather": p.zero3_gather if p.zero3_gather != "bucketed" else None,
         "megatron_fsdp": p.megatron_fsdp or None,
+        "param_gather_overlap": False if not p.param_gather_overlap else None,
         "pipeline_library": p.pipeline_library if p.pp > 1 and p.pipeline_library != "torch" else None,
     }
     return {
@@ -320,6 +321,27 @@ def _offload_notes(sc: Scenario, ev: T.TrainingEval, mem: dict[str, float], clus
             f"{how}: {x['optimizer_offload_s'] * 1e3:.1f} ms beside the GPU's update of the rest"
         )
     return notes
+
+
+def _capacity_notes(m: ModelSpec, micro_batch: int, lay: dict[str, Any]) -> list[str]:
+    """The note of an MoE prediction with a capacity factor: each expert's capacity on a rank, the busiest
+    expert's rows and the share of its copies dropped (:func:`simcore.workload.model.routed_load`)."""
+    moe = m.moe
+    if moe is None or moe.capacity_factor is None:
+        return []
+    from simcore.workload.model import dropped_share, expert_capacity, routed_load
+
+    etp = lay["tp"] if lay.get("etp") is None else lay["etp"]
+    tokens = micro_batch * m.seq_len / lay["cp"] * etp / lay["tp"]  # a rank's tokens at the dispatcher
+    cap = _f(expert_capacity(tokens, moe.top_k, moe.experts, moe.capacity_factor))
+    load = _f(routed_load(tokens, moe.top_k, moe.experts, moe.imbalance, moe.capacity_factor, moe.pad_to_capacity))
+    drop = _f(dropped_share(tokens, moe.top_k, moe.experts, moe.imbalance, moe.capacity_factor))
+    what = "padded to it: every expert computes" if moe.pad_to_capacity else "the busiest expert computes"
+    return [
+        f"MoE capacity factor {moe.capacity_factor:g} (Megatron-Core moe_expert_capacity_factor): {cap:.0f} rows per "
+        f"expert from each rank's {tokens:.0f} tokens; {what} {load:.3g}x the mean rows; at imbalance "
+        f"{moe.imbalance:g} the busiest expert drops {drop:.1%} of its routed copies"
+    ]
 
 
 def stack_note(stack: str, chosen: list[Chosen]) -> list[str]:
@@ -427,6 +449,7 @@ def predict_training(
     mem = {k: _f(v) for k, v in ev.memory.items()}
     fits, reason = _fits(mem["total"], cluster)
     notes.extend(_offload_notes(sc, ev, mem, cluster))
+    notes.extend(_capacity_notes(sc.model, tr.micro_batch, lay))
     cal, cal_notes = _calibration_note(cluster, sc.calibration, sc.runtime.framework)
     notes.extend(cal_notes)
     bd = {k: _f(v) for k, v in ev.breakdown.items()}
@@ -631,8 +654,8 @@ def moe_layer_time(
     ``tokens``: tokens the rank holds before the dispatch; ``ep`` / ``etp``: expert and expert-tensor
     parallelism (``ep x etp`` GPUs of ``system``). The layer is :func:`simcore.workload.lowering.moe_block_fwd`
     and its backward: router GEMM, fp32 softmax and top-k, dispatch all-to-all (skewed by
-    ``moe.imbalance``), permute gather, the local experts' grouped GEMMs (each expert's ``m`` its share
-    of the routed tokens, priced by the GEMM model's tile/wave efficiency) and activation, the
+    ``moe.imbalance``, capped or padded by ``moe.capacity_factor``), permute gather, the local experts' grouped
+    GEMMs (each expert's ``m`` its share of the routed tokens, priced by the GEMM model's tile/wave efficiency) and activation, the
     probability scale and unpermute scatter-add, combine all-to-all (docs/parallelism.md, "MoE layer").
     Returns ``fwd_s``, ``bwd_s``, ``total_s`` and ``by_category`` (seconds, forward + backward).
     """
@@ -660,7 +683,17 @@ def moe_layer_time(
     except SpecError as e:
         raise SpecError(e.problem, field="dtype") from None
     pricer = Pricer.for_layout(cluster_for(system, gpus=ep * etp), tp=etp, dp=ep, ep=ep, etp=etp)
-    lay = L.Layout(micro_batch=1, seq=tokens * etp, tp=etp, ep=ep, etp=etp, sp=etp > 1, dtype=dtype)
+    lay = L.Layout(
+        micro_batch=1,
+        seq=tokens * etp,
+        tp=etp,
+        ep=ep,
+        etp=etp,
+        sp=etp > 1,
+        dtype=dtype,
+        capacity_factor=m.moe.capacity_factor,
+        pad_to_capacity=m.moe.pad_to_capacity,
+    )
     fwd = L.moe_block_fwd(m, lay)
     pf, pb = pricer.price(fwd), pricer.price(L.backward(fwd))
     cats = {k: float(pf.time.get(k, 0.0) + pb.time.get(k, 0.0)) for k in {*pf.time, *pb.time}}

@@ -24,3 +24,13 @@ def exit_status(*args: str) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     return 0  # pragma: no cover - main always exits
+
+
+def predicts_then_rejects(capsys: pytest.CaptureFixture[str], scenario: str, setting: str, word: str) -> None:
+    """``simcore predict SCENARIO`` succeeds, and with ``--set SETTING`` fails with exit 2 and one line naming
+    ``word`` (no traceback)."""
+    code, out, err = run_cli(capsys, "predict", scenario)
+    assert code == 0 and "Traceback" not in err and out
+    code, _out, err = run_cli(capsys, "predict", scenario, "--set", setting)
+    assert code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and word in err

@@ -76,6 +76,17 @@ def host_bandwidth_per_gpu(system: System) -> float:
     return bw / system.gpus
 
 
+def host_memory_copy_time(system: System, nbytes: Num) -> Num:
+    """Seconds the host memory needs to take (or give) ``nbytes`` from each GPU of ``system`` when every GPU
+    copies at once: ``nbytes / (host memory bandwidth / gpus)``, the STREAM triad rate where measured
+    (``host_memory_stream``), else the peak (``host_memory_bandwidth``); 0 where the system gives neither
+    (the host link alone then bounds the copy). On an NVL72 rack each Grace serves two GPUs: 315 GB/s of
+    STREAM over two is 158 GB/s per GPU, below NVLink-C2C's 450 GB/s a direction (docs/parallelism.md,
+    Offload)."""
+    bw = system.host_memory_stream or system.host_memory_bandwidth
+    return np.asarray(nbytes, dtype=float) / (bw / system.gpus) if bw else 0.0
+
+
 def optimizer_offload_time(
     system: System,
     params: Num,

@@ -295,7 +295,7 @@ class Pricer:
             bwd = op.name.endswith(("_bwd", "_dgrad", "_wgrad"))
             if op.kind == "gemm":
                 # (ops that say their operands' alignment are priced apart from those that leave it to k, n)
-                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd, "misaligned" in a)
+                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd, "misaligned" in a, "splits" in a)
             elif op.kind == "attention":
                 key = (
                     "attention",
@@ -367,6 +367,7 @@ class Pricer:
             return out.reshape((len(sel),) + (1,) * (len(common) - len(shape)) + shape)
 
         kind = key[0]
+        calls: Num = 1.0
         if kind == "comm":
             nb = stack("nbytes")
             g = self.groups.get(key[2])
@@ -387,11 +388,17 @@ class Pricer:
             # Compiled code: the GEMM kernels' own in-step rate (the call-timed rate's excess stands in
             # for memory-bound kernels the eager lowering leaves out; inductor's fused kernels are all
             # priced: docs/compute.md, "torch.compile")
-            t = C.gemm(
-                dev, prof, m, n, k, key[1], b,
-                l2_reuse=self.l2_reuse, misaligned=misaligned, kernel_rate=compiled or self.kernel_gemms,
-                block_format=self.block_format if key[1] in LOW_PRECISION else None, per_tensor=self.per_tensor,
-            ).time_s  # fmt: skip
+            kw: dict[str, Any] = {
+                "l2_reuse": self.l2_reuse, "misaligned": misaligned, "kernel_rate": compiled or self.kernel_gemms,
+                "block_format": self.block_format if key[1] in LOW_PRECISION else None, "per_tensor": self.per_tensor,
+            }  # fmt: skip
+            t = C.gemm(dev, prof, m, n, k, key[1], b, **kw).time_s
+            if key[4]:
+                # where TP overlap's ring exchange runs it, ``splits`` kernels of ``m / splits`` rows (priced on
+                # the layouts' own shapes, then chosen per layout)
+                sp, on = stack("splits"), stack("split_on") > 0.5
+                t = np.where(on, C.gemm(dev, prof, m / sp, n, k, key[1], b, **kw).time_s, t)
+                calls = np.where(on, sp, 1.0)
             fl = 2.0 * m * n * k * b
             family: str | None = "gemm"
             backward = key[2]
@@ -441,7 +448,7 @@ class Pricer:
             t = C.with_launch(t, 0.0, "max", prof.gap.get(self.framework, 0.0))
         if self.kernel_floor > 0.0 or self.kernel_gap > 0.0:
             t = np.maximum(t + self.kernel_gap, self.kernel_floor)
-        return t, fl
+        return t * calls, fl
 
     def price(self, ops: list[Op], count: Num = 1.0) -> Priced:
         """Seconds by category of running ``ops`` (each ``op.count`` times), ``count`` times."""

@@ -22,7 +22,7 @@ import numpy as np
 from simcore import memory as M
 from simcore.comm.host import pinned_copy_time
 from simcore.compute import ops as C
-from simcore.engine.offload import layered_copy_exposed, optimizer_offload_time
+from simcore.engine.offload import host_memory_copy_time, layered_copy_exposed, optimizer_offload_time
 from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.schedules import pipeline_time
 from simcore.errors import SpecError
@@ -37,7 +37,7 @@ from simcore.workload.ssm import LayerKind, layer_kinds
 
 Num = Any
 
-COMM_CATEGORIES = ("tp_comm", "cp_comm", "ep_comm")
+COMM_CATEGORIES = ("tp_comm", "cp_comm", "ep_comm", "tp_comm_async")
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class TrainingLayout:
     recompute: Num = "none"
     schedule: Num = "1f1b"
     dp_overlap: Num = True
+    param_gather_overlap: Num = True
+    """ZeRO-1/2's parameter all-gather behind the next forward (``ParallelSpec.param_gather_overlap``; with
+    ``dp_overlap``); ``False``: whole after the optimizer step."""
     tp_overlap: Num = False
     dp_mode: Num = "ddp"
     """``ddp`` or ``dataparallel`` (single-process nn.DataParallel)."""
@@ -287,6 +290,15 @@ def _exposed(
         k = np.maximum(_a(tp), 1.0)
         hidden = np.maximum(tpc / k, tpc - gemm * (1.0 - 1.0 / k))
         out.time["tp_comm"] = np.where(_a(tp_overlap, bool), hidden, tpc)
+    if "tp_comm_async" in out.time:
+        # the column-parallel layers' backward collectives, each asynchronous beside one GEMM: the input's
+        # re-gather beside the input-gradient GEMM, the input gradient's reduce-scatter beside the weight-gradient
+        # GEMM (Transformer Engine's async_op=True; with TP overlap, the bulk overlaps qkv_dgrad / fc1_dgrad and
+        # qkv_wgrad / fc1_wgrad): what the layer's backward GEMMs (``gemm`` here; aggregated over the layer) do
+        # not cover shows, and the GEMMs run slower beside the part that hides; reported with the TP communication
+        rg = out.time.pop("tp_comm_async")
+        hidden = np.minimum(rg, gemm)
+        out.time["tp_comm"] = out.time.get("tp_comm", 0.0) + rg - hidden + (slowdown - 1.0) * hidden
     if "ep_comm" in out.time:
         # DualPipe, and Megatron-Core's 1F1B A2A overlap, run one micro-batch's expert all-to-all
         # while another micro-batch computes
@@ -331,6 +343,7 @@ def _layer_layout(
     attention_backend: str,
     moe_dispatcher: str = "alltoall",
     moe_fused_mlp: bool = False,
+    gather_bytes: float | None = None,
 ) -> L.Layout:
     """The lowering layout of one micro-batch's layer on a rank (shapes, dtypes, the run's kernels)."""
     lw = L.Layout(
@@ -341,7 +354,9 @@ def _layer_layout(
         ep=ep,
         etp=etp,
         sp=sp,
+        tp_overlap=lay.tp_overlap,
         dtype=gemm_dtype,
+        gather_bytes=gather_bytes,
         act_bytes=act,
         residual=resid,
         vocab_parallel=bool(lay.vocab_parallel),
@@ -351,6 +366,8 @@ def _layer_layout(
         dropout=dropout,
         attention_backend=attention_backend,
         dispatcher=moe_dispatcher,
+        capacity_factor=None if model.moe is None else model.moe.capacity_factor,
+        pad_to_capacity=model.moe is not None and model.moe.pad_to_capacity,
         eager_expert_ops=not moe_fused_mlp,
     )
     return lw
@@ -394,7 +411,9 @@ class _Step:
         )
         self.step_sync, self.implementation = step_sync, implementation
         self.profiler_record, self.layer_ops = profiler_record, layer_ops
-        self.moe_expert_calls, self.moe_host_sync = moe_expert_calls, moe_host_sync and model.moe is not None
+        # padded to capacity, the dispatcher knows its split sizes on the host (capacity x experts): no sync
+        self.moe_expert_calls = moe_expert_calls
+        self.moe_host_sync = moe_host_sync and model.moe is not None and not model.moe.pad_to_capacity
         self.moe_a2a_overlap = moe_a2a_overlap
         tp, pp, dp, cp, ep, vp = (_a(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vp))
         self.tp, self.pp, self.dp, self.cp, self.ep, self.vp = tp, pp, dp, cp, ep, vp
@@ -464,6 +483,8 @@ class _Step:
             attention_backend,
             moe_dispatcher,
             moe_fused_mlp,
+            # TE gathers the quantized GEMM inputs (values and block scales; one row-wise copy)
+            self.recipe.stored_bytes(self.recipe.block) if self.recipe.quantized else None,
         )
         # transformers' MoE layers have their own host entries: the fp32 grouped GEMM's per-expert loop
         # under AMP or the native bf16 one
@@ -556,6 +577,9 @@ def _stage_work(s: _Step) -> _StageWork:
     emb, head = (L.embedding_fwd,), (L.head_fwd, L.loss_fwd, L.mtp_fwd)
     emb_f, emb_b = pricer.price_of(emb, model, lw), pricer.price_of(emb, model, lw, backward=True)
     head_f, head_b = pricer.price_of(head, model, lw), pricer.price_of(head, model, lw, backward=True)
+    if "tp_comm_async" in head_b.time:
+        # (the multi-token-prediction layers' TP communication is priced exposed, their re-gathers with it)
+        head_b.time["tp_comm"] = head_b.time.get("tp_comm", 0.0) + head_b.time.pop("tp_comm_async")
     work = _StageWork(
         parts, F_layers, B_layers, W_layers, emb_f, emb_b, head_f, head_b, head_b.wgrad,
         [k for k, _n in kinds], hp_delta,
@@ -1155,15 +1179,18 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     ar_exp = when(zero0 & moe, lambda: pricer.comm_time("all_reduce", exp_grads, "edp", gdt))
     rs_exp = when(zero12 & moe, lambda: pricer.comm_time("reduce_scatter", exp_grads, "edp", gdt))
     ag = ag + when(zero12 & moe, lambda: pricer.comm_time("all_gather", params.experts * s.sb.gathered, "edp"))
-    buckets = np.maximum(s.layers_per_rank, 1.0)
     single = s.pp <= 1
+    overlap = _a(s.lay.dp_overlap, bool)
+    # one bucket per layer during the last micro-batch's backward (forward)
+    buckets = np.maximum(s.layers_per_rank, 1.0)
     B_last = pipe.Bl + np.where(single, pipe.embB + pipe.headB, np.maximum(pipe.embB, pipe.headB))
     F_first = pipe.Fl + np.where(single, pipe.embF + pipe.headF, pipe.embF)
-    overlap = _a(s.lay.dp_overlap, bool)
     dp_grad = np.select([zero0, zero12], [ar + ar_exp, rs + rs_exp], default=0.0)
-    dp_exposed = _bucketed(dp_grad, B_last, buckets, overlap) + np.where(
-        zero12, _bucketed(ag, F_first, buckets, overlap), 0.0
-    )
+    grad_x = _bucketed(dp_grad, B_last, buckets, overlap)
+    # Megatron's overlap_param_gather off: the distributed optimizer gathers every bucket after its step
+    gather_overlap = overlap & _a(s.lay.param_gather_overlap, bool)
+    ag_x = _bucketed(ag, F_first, buckets, gather_overlap)
+    dp_exposed = grad_x + np.where(zero12, ag_x, 0.0)
     per_tensor = zero3 & (np.asarray(s.lay.zero3_gather) == "per_tensor")
     copy_out, ag_in, rs_in = _fsdp_copies(s, params, zeros)
     zero3_exposed = np.where(
@@ -1186,16 +1213,30 @@ def _data_parallel(s: _Step, work: _StageWork, pipe: _Pipeline, params: _RankPar
     overlapped = np.where(
         zero3,
         np.minimum(2.0 * ag + rs, pipe.Fl + pipe.Bl) * s.m,
-        (dp_grad - _bucketed(dp_grad, B_last, buckets, overlap))
-        + np.where(zero12, ag - _bucketed(ag, F_first, buckets, overlap), 0.0),
+        (dp_grad - grad_x) + np.where(zero12, ag - ag_x, 0.0),
     )
     overlapped = np.where((dp > 1) & overlap & ~s.single_proc & ~per_tensor, overlapped, 0.0)
     host_slack = (
         work.F_layers.time.get("host_overhead", 0.0) + work.B_layers.time.get("host_overhead", 0.0)
     ) * s.m
+    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, ag_x, 0.0)
+    v = np.maximum(s.vp, 1.0)
+    # (vp > 1 only under the interleaved schedule: prediction.layout_of and the planner's space set vp 1 elsewhere)
+    chunked = overlap & (v > 1) & (dp > 1) & ~zero3 & ~s.single_proc
+    if np.any(chunked):
+        # Megatron's interleaved schedule syncs each of the v model chunks' gradients when that chunk's last
+        # micro-batch backward ends, and gathers each chunk's parameters at the previous chunk's first forward
+        # (megatron/core/pipeline_parallel/schedules.py: grad_sync_func / param_sync_func per model chunk): v
+        # buckets whose boundaries lie p virtual micro-batches (Bl / v, Fl / v seconds each) apart, the last
+        # ending with the step's last backward. Applied as a change to the one-window exposure (the arrays
+        # above do not carry the schedule's axes: the layout grid's full size is met here only)
+        d_ag = np.where(chunked & zero12 & gather_overlap, _bucketed(ag, s.pp * pipe.Fl, v, True) - ag_x, 0.0)
+        d_exp = np.where(chunked, _bucketed(dp_grad, s.pp * pipe.Bl, v, True) - grad_x, 0.0) + d_ag
+        dp_exposed, overlapped, dp_tail = dp_exposed + d_exp, overlapped - d_exp, dp_tail + d_ag
+        # (the buckets and window the DES replays)
+        buckets, B_last = np.where(chunked, v, buckets), np.where(chunked, s.pp * pipe.Bl, B_last)
     slowdown = overlap_slowdown(s.cluster)
     overlap_cost = np.maximum((slowdown - 1.0) * overlapped - host_slack, 0.0)
-    dp_tail = np.where(zero12 & (dp > 1) & ~s.single_proc, _bucketed(ag, F_first, buckets, overlap), 0.0)
     return _DataParallel(
         dp_exposed,
         zero3_exposed,
@@ -1431,7 +1472,9 @@ def _activation_offload(s: _Step, pipe: _Pipeline) -> Num:
     """Exposed seconds per step of activation offload (``training.activation_offload_layers``): per
     micro-batch, the offload stream's excess over the forward and the reload stream's over the backward
     (:func:`simcore.engine.offload.layered_copy_exposed`), each layer's activations
-    (:func:`layer_activation_bytes`) over the host link (:func:`simcore.comm.host.pinned_copy_time`)."""
+    (:func:`layer_activation_bytes`) over the host link (:func:`simcore.comm.host.pinned_copy_time`), and no
+    faster than the host memory's share of each GPU (every GPU's stream copies at once: a Grace's LPDDR5X
+    serves the two GPUs of its superchip; :func:`simcore.engine.offload.host_memory_copy_time`)."""
     n = s.training.activation_offload_layers
     on = offloaded_layers(s.training, s.pp) > 0  # one stage: the stage holds every layer
     if not np.any(on):
@@ -1439,8 +1482,9 @@ def _activation_offload(s: _Step, pipe: _Pipeline) -> Num:
     nbytes = layer_activation_bytes(s.model, s.training, s.lay, s.param_dtype, s.compiled)
     system = s.cluster.system
     L = s.model.layers
-    fwd = layered_copy_exposed(n, L, pipe.Fl / L, pinned_copy_time(system, nbytes, "d2h"))
-    bwd = layered_copy_exposed(n, L, pipe.Bl / L, pinned_copy_time(system, nbytes, "h2d"))
+    mem = host_memory_copy_time(system, nbytes)
+    fwd = layered_copy_exposed(n, L, pipe.Fl / L, np.maximum(pinned_copy_time(system, nbytes, "d2h"), mem))
+    bwd = layered_copy_exposed(n, L, pipe.Bl / L, np.maximum(pinned_copy_time(system, nbytes, "h2d"), mem))
     return np.where(on, (fwd + bwd) * s.m, 0.0)
 
 

@@ -94,7 +94,30 @@ class MoESpec(Spec):
     halves of the gate/up output and concatenates them before its fused activation kernel
     (``weighted_bias_quick_geglu_impl``): two eager passes over the routed rows' ``2 x expert_ffn_hidden``
     values (docs/parallelism.md, "GPT-OSS's experts")."""
-    capacity_factor: float | None = Field(default=None, gt=0)
+    capacity_factor: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Training: each expert takes at most ``ceil(tokens x top_k / experts x capacity_factor)`` of a rank's "
+            "routed token copies and the router drops the rest (Megatron-Core's ``moe_expert_capacity_factor``, "
+            "``get_capacity``): the busiest expert computes and exchanges ``min(imbalance, capacity_factor)`` "
+            "times the mean rows. Not Megatron's ``moe_expert_rank_capacity_factor`` (HybridEP's per-rank receive "
+            "budget, which drops nothing once the step reruns dropless). ``None``: dropless, Megatron-Core's "
+            "default. Serving engines route dropless: an inference or serving scenario that sets it is an error "
+            "(docs/parallelism.md, 'Capacity factor')."
+        ),
+    )
+    pad_to_capacity: bool = Field(
+        default=False,
+        description=(
+            "Training with ``capacity_factor``: every expert's input is padded to its capacity (Megatron-Core's "
+            "``moe_pad_expert_input_to_capacity``, next to the factor in its TransformerConfig): the permute, the "
+            "dispatch and combine all-to-alls and the grouped GEMMs move ``capacity x experts`` rows a rank "
+            "whatever the routing (static shapes, no host sync for the split sizes). Not with "
+            "``runtime.moe_dispatcher: deepep`` (Megatron-Core rejects it). Default off, as in Megatron-Core "
+            "(docs/parallelism.md, 'Capacity factor')."
+        ),
+    )
     imbalance: float = Field(default=1.0, ge=1.0)
     """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
     hash_layers: Int = Field(
@@ -123,6 +146,8 @@ class MoESpec(Spec):
     def _k(self) -> MoESpec:
         if self.top_k > self.experts:
             raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        if self.pad_to_capacity and self.capacity_factor is None:
+            raise ValueError("pad_to_capacity needs a capacity_factor (each expert's input is padded to its capacity)")
         return self
 
 
@@ -510,6 +535,12 @@ class ParallelSpec(Spec):
     """The data-parallel gradient reduction runs in buckets during the backward (DDP, Megatron's
     ``overlap_grad_reduce``; ZeRO-1/2: the parameter all-gather during the next forward,
     ``overlap_param_gather``), so only the part the compute cannot cover shows; ``false``: after it."""
+    param_gather_overlap: bool = True
+    """With ``dp_overlap`` and the distributed optimizer (ZeRO-1/2): the parameter all-gather after the
+    optimizer step runs in buckets behind the next forward (Megatron's ``overlap_param_gather``, on in
+    Megatron-Bridge's performance recipes); ``false``: it runs whole after the optimizer step, exposed
+    (Megatron-Bridge v0.2.0's Llama MXFP8 recipes and the v0.4.2+ GB200 405B NVFP4 ``v2`` recipe turn it
+    off; docs/parallelism.md, the dense rows' recipe facts). Without ZeRO-1/2 it has no effect."""
     tp_overlap: bool = False
     """Tensor-parallel communication overlapped with the GEMMs (Megatron's ``tp_comm_overlap``,
     Transformer Engine's userbuffers: the all-gather / reduce-scatter split into chunks pipelined with
@@ -832,6 +863,17 @@ class Scenario(Spec):
         if self.kind == "serving" and (key := next((k for k, v in served.items() if v is not None), None)):
             raise ValueError(
                 f"{key} is modelled for training and inference scenarios (this one is kind: serving)"
+            )
+        moe = self.model.moe
+        if moe is not None and moe.capacity_factor is not None and self.kind != "training":
+            raise ValueError(
+                f"model.moe.capacity_factor is modelled for training scenarios (this one is kind: {self.kind}; "
+                "serving engines route every token, dropless)"
+            )
+        if moe is not None and moe.pad_to_capacity and self.runtime.moe_dispatcher == "deepep":
+            raise ValueError(
+                "model.moe.pad_to_capacity does not run with runtime.moe_dispatcher: deepep (Megatron-Core's flex "
+                "dispatcher with the DeepEP backend rejects moe_pad_expert_input_to_capacity); use alltoall or hybridep"
             )
         if self.kind == "training" and self.training is None:
             object.__setattr__(self, "training", TrainingSpec())

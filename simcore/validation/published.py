@@ -374,16 +374,22 @@ _MBRIDGE_RECIPES_AFTER_V050: dict[tuple[str, str], dict[str, Any]] = {
     # DeepSeek-V4 Flash, 26.08 (NVIDIA-NeMo/Megatron-Bridge@067f987d src/megatron/bridge/perf_recipes/deepseek/
     # gb200/deepseek_v4.py deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config; gb300/deepseek_v4.py's 128-GPU
     # config is it with other environment variables): TP1 PP1 EP64 ETP1, flex / hybridep, selective recompute of
-    # ["mla_up_proj"], moe_router_force_load_balancing, full-iteration CUDA graph, no Megatron-FSDP
+    # ["mla_up_proj"], moe_router_force_load_balancing, full-iteration CUDA graph, no Megatron-FSDP;
+    # moe_expert_rank_capacity_factor 1.5 with moe_paged_stash (buffer_size_factor_cuda 1.2), no
+    # moe_expert_capacity_factor and no moe_pad_expert_input_to_capacity (dropless: docs/parallelism.md, "Capacity
+    # factor")
     ("deepseekv4flash", "GB300"): {"dispatcher": "hybridep", "recompute": ("mla_up_proj",), "megatron_fsdp": False,
+                                   "rank_capacity_factor": 1.5,
                                    "config": "NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/deepseek/gb300/"
                                              "deepseek_v4.py"},
     ("deepseekv4flash", "GB200"): {"dispatcher": "hybridep", "recompute": ("mla_up_proj",), "megatron_fsdp": False,
+                                   "rank_capacity_factor": 1.5,
                                    "config": "NVIDIA-NeMo/Megatron-Bridge@067f987d perf_recipes/deepseek/gb200/"
                                              "deepseek_v4.py"},
 }  # fmt: skip
 """The performance recipes of the 26.08 table's models that v0.5.0's ``workload_base_configs.py`` (the source of
-:data:`MBRIDGE_MOE_RECIPES`) does not have: dispatcher, selective-recompute modules, Megatron-FSDP."""
+:data:`MBRIDGE_MOE_RECIPES`) does not have: dispatcher, selective-recompute modules, Megatron-FSDP, and HybridEP's
+per-rank receive budget where the recipe sets one (``rank_capacity_factor``: an assumption line, not a capacity)."""
 
 
 _MBRIDGE_NVFP4_BF16_LAST: dict[str, int] = {"nemotron3super": 14}
@@ -420,6 +426,28 @@ def _no_tp_overlap(precision: str, source: str) -> bool:
     source (``MBridge ...``). Used by :func:`build_row` for the recipe and :func:`_row_space` for the
     planner's search."""
     return precision == "nvfp4" and source.startswith("MBridge")
+
+
+def _no_param_gather_overlap(tag: str, model: str, gpu: str, precision: str, global_batch: int) -> str:
+    """The source of a dense Megatron-Bridge recipe that turns the distributed optimizer's parameter
+    all-gather overlap off (``overlap_param_gather = False``), or ``""``: v0.2.0's Llama 3 70B and 3.1 405B
+    MXFP8 recipes on GB300, GB200 and B200 ("keeping this enabled causes NaN grad norm"; the 8B recipes keep
+    it, v0.3.0 on dropped it), and v0.4.2 / v0.5.0's GB200 405B NVFP4 ``v2`` recipe (256 GPUs, global batch
+    1,536: ``disable_param_gather_overlap``, "to reduce training peak memory and avoid OOM")."""
+    name = _norm_name(model)
+    if tag == "v0.2.0" and precision == "mxfp8" and name in ("llama370b", "llama31405b"):
+        return (
+            "NVIDIA-NeMo/Megatron-Bridge@v0.2.0 scripts/performance/configs/llama3/llama3_llm_pretrain.py, "
+            "llama31/llama31_llm_pretrain.py: overlap_param_gather = False if precision == 'fp8_mx'"
+        )
+    v2 = name == "llama31405b" and gpu == "GB200" and precision == "nvfp4" and global_batch == 1536
+    if tag in ("v0.4.2", "v0.5.0") and v2:
+        return (
+            f"NVIDIA-NeMo/Megatron-Bridge@{tag} scripts/performance/configs/llama/llama31_llm_pretrain.py "
+            "llama31_405b_pretrain_config_gb200: disable_param_gather_overlap for nvfp4 v2, "
+            "LLAMA31_405B_PRETRAIN_CONFIG_GB200_NVFP4_V2 of llama31_workload_base_configs.py"
+        )
+    return ""
 
 
 def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
@@ -580,15 +608,26 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "llama/llama3_llm_pretrain.py, likewise llama31 and gpt_oss: tp_comm_overlap = False if precision "
             "== 'nvfp4')"
         )
+    tag = _MBRIDGE_TAG.get(release_of(rec["source"]).removeprefix("Megatron-Bridge "), "") if mbridge else ""
+    no_gather_overlap = _no_param_gather_overlap(tag, rec["model"], rec["gpu"], precision, gb)
+    if no_gather_overlap:
+        assume.append(f"parameter all-gather after the optimizer step, not overlapped ({no_gather_overlap})")
     fsdp = bool(re.search(r"\bfsdp\s*[=:]?\s*(1|true|yes)\b", notes, re.IGNORECASE))
     offload = _MBRIDGE_FSDP_OFFLOAD.get((_norm_name(rec["model"]), rec["gpu"], precision), 0) if mbridge else 0
-    megatron_fsdp = fsdp and mbridge and offload > 0 and pp == 1
+    # the performance scripts' only FSDP is Megatron-FSDP (``--use_megatron_fsdp``, ``use_megatron_fsdp`` in the
+    # workload configs: helpers.py set_megatron_fsdp_overrides), never PyTorch's FSDP2
+    megatron_fsdp = fsdp and mbridge
     if megatron_fsdp:
         fsdp = False
         assume.append(
-            f"Megatron-FSDP (optim_grads_params) offloading {offload} layers' activations to the host (the "
-            f"{rec['gpu']} recipe's use_megatron_fsdp and cpu_offloading_num_layers: NVIDIA-NeMo/Megatron-Bridge "
-            "scripts/performance/configs/llama*/*workload_base_configs.py, v0.2.0 to v0.5.0)"
+            "Megatron-FSDP (optim_grads_params: NVIDIA-NeMo/Megatron-Bridge scripts/performance/utils/helpers.py "
+            "set_megatron_fsdp_overrides, v0.2.0 to v0.5.0)"
+            + (
+                f" offloading {offload} layers' activations to the host (the {rec['gpu']} recipe's "
+                "cpu_offloading_num_layers: scripts/performance/configs/llama*/*workload_base_configs.py)"
+                if offload
+                else ""
+            )
         )
     if later is not None and later["megatron_fsdp"] and pp == 1 and not megatron_fsdp:
         # the recipe's Megatron-FSDP (optim_grads_params; its HSDP replicas over NVLink domains are not modelled:
@@ -625,7 +664,6 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             )
 
     if mbridge:
-        tag = _MBRIDGE_TAG.get(release_of(rec["source"]).removeprefix("Megatron-Bridge "), "")
         assume.append(
             f"bf16 gradient buffers and reduction (grad_reduce_in_fp32 False: NVIDIA-NeMo/Megatron-Bridge@{tag} "
             f"{_MBRIDGE_GRAD_REDUCE})"
@@ -645,6 +683,13 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
         if recipe is None and later is not None:
             runtime["moe_dispatcher"] = later["dispatcher"]
             assume.append(f"MoE dispatcher {later['dispatcher']}, no A2A overlap ({later['config']})")
+            if (rcf := later.get("rank_capacity_factor")) is not None:
+                # Megatron-Core's moe_expert_rank_capacity_factor sizes HybridEP's static receive buffer; the
+                # grouped GEMMs run the received split sizes, and a step over budget reruns dropless
+                assume.append(
+                    f"dropless, no padding to capacity: moe_expert_rank_capacity_factor {rcf:g} only sizes "
+                    f"HybridEP's receive buffer (force-balanced routing stays under it) ({later['config']})"
+                )
         elif recipe is None:
             assume.append("MoE dispatcher alltoall, no A2A overlap (no performance recipe of this model and GPU)")
         else:
@@ -677,7 +722,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "precision": precision,
             "optimizer": "adamw",
             "recompute": recompute,
-            **({"activation_offload_layers": offload} if megatron_fsdp else {}),
+            **({"activation_offload_layers": offload} if megatron_fsdp and offload else {}),
             **({"recompute_modules": list(recompute_modules)} if recompute == "selective" and mbridge_moe else {}),
             **({"grad_reduce_in_fp32": False} if mbridge else {}),
             **({"optimizer_moments_dtype": "bf16"} if moments_bf16 else {}),
@@ -697,6 +742,7 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
             "ep": ep,
             "dp_overlap": dp_overlap,
             "tp_overlap": tp_overlap,
+            **({"param_gather_overlap": False} if no_gather_overlap else {}),
             **folding,
         },
         # every published table is a Megatron-LM / Megatron-Core / Megatron-Bridge run

@@ -212,7 +212,8 @@ def layer_fwd(m: ModelSpec, lay: Layout, kind: LayerKind) -> list[Op]:
         return [*L.attention_block_fwd(m, lay), *L.tp_comm_fwd(m, lay, blocks=1), *L.cp_exchange(m, lay)]
     tsp = lay.tokens / lay.sp_div
     block = L.moe_block_fwd(m, lay) if kind == "E" else L.mlp_block_fwd(m, lay)
-    return [*L.norm_ops(m, lay, tsp), *block, *L.residual_add(m, lay, tsp), *L.tp_comm_fwd(m, lay, blocks=1)]
+    tpc = L.tp_comm_fwd(m, lay, blocks=1, quantized=kind != "E")  # (an MoE block's: the dispatcher's bf16 tokens)
+    return [*L.norm_ops(m, lay, tsp), *block, *L.residual_add(m, lay, tsp), *tpc]
 
 
 def recompute_fwd(m: ModelSpec, lay: Layout, kind: LayerKind, modules: Sequence[str]) -> list[Op]:

@@ -58,6 +58,13 @@ class Layout:
     """How the expert-parallel dispatch and combine move the routed tokens (``RuntimeSpec.moe_dispatcher``):
     ``alltoall`` (an NCCL all-to-all of every routed copy) or ``deepep`` / ``hybridep`` (once per destination
     NVLink domain, then NVLink forwarding; :func:`simcore.comm.dispatch.dispatch_cost`)."""
+    capacity_factor: float | None = None
+    """Training's expert capacity (``ModelSpec.moe.capacity_factor``): each expert takes at most
+    :func:`~simcore.workload.model.expert_capacity` of a rank's routed copies (``None``: dropless, as serving
+    engines and Megatron-Core's default route; the inference engines leave it so)."""
+    pad_to_capacity: bool = False
+    """Every expert's input padded to its capacity (``ModelSpec.moe.pad_to_capacity``; with
+    :attr:`capacity_factor`)."""
     eager_expert_ops: bool = False
     """The routed experts' activation clamp and output bias run as Megatron-Core's eager kernels beside the
     grouped GEMMs and the activation (:func:`~simcore.workload.lowering.expert_eager_ops`): training without
@@ -65,8 +72,16 @@ class Layout:
     engines' fused MoE kernels)."""
     sp: Num = False
     """Sequence parallelism (bool or array of bools)."""
+    tp_overlap: Num = False
+    """Userbuffers TP communication overlap (``parallel.tp_overlap``, bool or array): with sequence
+    parallelism its ring-exchange GEMMs run as ``tp`` chunks (:attr:`tp_chunks`)."""
     dtype: str = "bf16"
     """The GEMMs' dtype."""
+    gather_bytes: float | None = None
+    """Bytes per element a Transformer Engine linear layer's sequence-parallel all-gather moves under a
+    low-precision recipe (``None``: :attr:`act_bytes`): TE quantizes the input (forward) and the output
+    gradient (backward) before gathering them (``gather_along_first_dim(..., quantizer=...)``), so the
+    gather carries the recipe's values and block scales; the reduce-scatters stay in ``act_bytes``."""
     act_bytes: float = 2.0
     """Bytes per activation element (bf16)."""
     residual: float | None = None
@@ -153,6 +168,19 @@ class Layout:
     def tokens(self) -> Num:
         """Tokens a rank processes per micro-batch (sequence split by CP)."""
         return self.micro_batch * self.seq / self.cp
+
+    @property
+    def tp_chunks(self) -> tuple[Num, Num] | None:
+        """How TP overlap runs its ring-exchange GEMMs: ``(tp, on)``, ``on`` where userbuffers overlap runs
+        with sequence parallelism (bool or array), each such GEMM ``tp`` calls of ``tokens / tp`` rows;
+        ``None`` where no layout overlaps. Transformer Engine's ``CommOverlapP2PBase``
+        (``split_overlap_ag`` / ``split_overlap_rs``) computes the GEMM on one row chunk while the next
+        chunk moves to (from) the neighbouring rank, one cuBLAS call per chunk (docs/parallelism.md, "The
+        dense rows' layouts", TP overlap in chunks)."""
+        on = np.asarray(self.tp_overlap, dtype=bool) & np.asarray(self.sp, dtype=bool) & (np.asarray(self.tp) > 1)
+        if not np.any(on):
+            return None
+        return self.tp, (bool(on) if on.ndim == 0 else on)
 
     @property
     def sp_div(self) -> Num:

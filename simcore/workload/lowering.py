@@ -26,7 +26,7 @@ from simcore.specs.scenario import ModelSpec
 from simcore.workload import csa as C
 from simcore.workload.layout import Layout as Layout
 from simcore.workload.layout import Num as Num
-from simcore.workload.model import expert_width, layer_shape
+from simcore.workload.model import expert_width, layer_shape, routed_load
 
 OpKind = Literal["gemm", "attention", "memory", "ssd", "comm"]
 Phase = Literal["fwd", "bwd"]
@@ -61,10 +61,19 @@ def _gemm(
     count: Num = 1.0,
     batch: Num = 1,
     bias: bool = False,
+    chunks: tuple[Num, Num] | None = None,
+    dgrad_chunks: bool = False,
 ) -> Op:
-    args = {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
+    """A GEMM op; ``chunks`` ``(n, on)``: where ``on``, it runs as ``n`` calls of ``m / n`` rows (TP overlap's
+    ring exchange, :attr:`Layout.tp_chunks`), with ``dgrad_chunks`` its input gradient too (its weight
+    gradient is one call)."""
+    args: dict[str, Any] = {"m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
     if bias:
         args["bias"] = True  # its backward also reduces the output gradient over the tokens
+    if chunks is not None:
+        args["splits"], args["split_on"] = chunks
+        if dgrad_chunks:
+            args["dgrad_split"] = True
     return Op(name, "gemm", category, args, count)
 
 
@@ -350,7 +359,14 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(fused_mem_op("copy", T * s.heads / t * s.head_dim, b, 2 * b, 0.0, "elementwise"))
         ops.append(fused_mem_op("copy", lay.micro_batch * (lay.static_cache or 1.0), 1.0, 2.0, 0.0, "elementwise"))
     else:
-        ops.append(_gemm("qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay)))
+        # TP overlap: the forward's all-gather ring exchange (qkv_fprop); the input gradient's reduce-scatter
+        # is a bulk overlap beside one GEMM (qkv_dgrad)
+        ops.append(
+            _gemm(
+                "qkv", T, (s.heads + 2 * s.kv_heads) * s.head_dim / t, h, dt, bias=_biased(m, lay),
+                chunks=lay.tp_chunks,
+            )
+        )  # fmt: skip
         if lay.hf_code and m.activation == "swiglu":
             # the Llama family's rotary embedding on the queries and the keys (GPT-2: learned positions)
             ops.extend(rotary_ops(T * (s.heads + s.kv_heads) * s.head_dim / t, lay))
@@ -380,7 +396,14 @@ def attention_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     if lay.hf:
         # transformers' attention output, [b, heads, s, d] transposed back and made contiguous
         ops.append(mem_op("copy", T * s.heads / t * s.v_head_dim, b, "elementwise"))
-    ops.append(_gemm("attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay)))
+    # TP overlap: the forward's reduce-scatter (proj_fprop) and the input gradient's all-gather (proj_dgrad)
+    # ring exchanges
+    ops.append(
+        _gemm(
+            "attn_out", T, h, s.heads * s.v_head_dim / t, dt, bias=_biased(m, lay), chunks=lay.tp_chunks,
+            dgrad_chunks=True,
+        )
+    )  # fmt: skip
     if lay.dropout > 0:
         ops.append(dropout_op(tsp * h, b))
     ops.extend(residual_add(m, lay, tsp))
@@ -514,18 +537,21 @@ def mlp_block_fwd(
     h = s.hidden if hidden is None else hidden
     b = lay.act_bytes
     dt = lay.dtype
+    # TP overlap's ring exchanges (fc1_fprop, fc2_fprop, fc2_dgrad) on the dense MLP; an expert group's GEMMs
+    # (``tokens`` given) are not TP-overlapped
+    chunks = lay.tp_chunks if tokens is None else None
     ops: list[Op] = []
     if s.gated and split_projections(m, lay):
         # transformers' gate_proj and up_proj: two GEMMs, then inductor's fused SiLU-and-product
         ops.extend(_gemm(nm, T, f, h, dt) for nm in ("gate_proj", "up_proj"))
         ops.append(mem_op("swiglu", T * f, b, "elementwise"))
     elif s.gated:
-        ops.append(_gemm("mlp_in", T, 2 * f, h, dt))
+        ops.append(_gemm("mlp_in", T, 2 * f, h, dt, chunks=chunks))
         # one fused gate/up GEMM in eager PyTorch: SiLU and the product read its strided halves
         act = "swiglu_strided" if lay.strided_gate_up else "swiglu"
         ops.append(mem_op(act, T * f, b, "elementwise"))
     else:
-        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay)))
+        ops.append(_gemm("mlp_in", T, f, h, dt, bias=_biased(m, lay), chunks=chunks))
         if m.activation == "squared_relu":
             # Megatron-Core's squared_relu, ``torch.pow(F.relu(x), 2)``: two unary kernels in eager
             # PyTorch (the vectorised one-in one-out loop, priced as ``mul_scalar``)
@@ -536,20 +562,32 @@ def mlp_block_fwd(
             ops.extend(composite_ops("gelu_tanh", T * f, b, lay.residual_bytes))
         else:
             ops.append(mem_op("gelu", T * f, b, "elementwise"))
-    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay)))
+    ops.append(_gemm("mlp_out", T, h, f, dt, bias=_biased(m, lay), chunks=chunks, dgrad_chunks=True))
     if lay.dropout > 0:
         ops.append(dropout_op(T * h, b))
     return ops
 
 
-def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2) -> list[Op]:
-    """Tensor-parallel collectives of ``blocks`` blocks in the forward pass."""
+def tp_comm_fwd(m: ModelSpec, lay: Layout, blocks: int = 2, quantized: bool = True) -> list[Op]:
+    """Tensor-parallel collectives of ``blocks`` blocks in the forward pass (their backward twins follow by
+    :func:`backward_of`). With sequence parallelism and ``quantized`` (the blocks' linear layers are
+    Transformer Engine modules under the recipe), the all-gathers of the inputs (forward) and of the output
+    gradients (backward) move :attr:`Layout.gather_bytes` per element, the reduce-scatters the activation
+    dtype. Such a block's input feeds a column-parallel linear layer, whose backward gathers the input once
+    more for its weight gradient (the forward keeps only the local shard) and reduce-scatters the input
+    gradient, each asynchronously beside a GEMM (:func:`backward_of`: category ``tp_comm_async``)."""
     nbytes = lay.tokens * m.hidden * lay.act_bytes
     # backward collectives carry gradients of the residual stream (fp32 under autocast)
     bwd = lay.tokens * m.hidden * lay.residual_bytes
+    q = lay.tokens * m.hidden * lay.gather_bytes if quantized and lay.gather_bytes is not None else None
     ar = _comm("tp_allreduce", "all_reduce", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=bwd)
-    ag = _comm("tp_allgather", "all_gather", nbytes, "tp", "tp_comm", count=blocks)
-    rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks)
+    ag = _comm(
+        "tp_allgather", "all_gather", nbytes if q is None else q, "tp", "tp_comm", count=blocks,
+        bwd_nbytes=None if q is None else nbytes,
+    )  # fmt: skip
+    if quantized:
+        ag = Op(ag.name, ag.kind, ag.category, {**ag.args, "regather": True}, ag.count)
+    rs = _comm("tp_reducescatter", "reduce_scatter", nbytes, "tp", "tp_comm", count=blocks, bwd_nbytes=q)
     if isinstance(lay.sp, bool):
         return [ag, rs] if lay.sp else [ar]
     # Arrays of layouts: all three listed, counts zeroed where they do not apply.
@@ -617,7 +655,9 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     A LatentMoE (``moe.latent_dim``) projects the routed tokens down to the latent width after the router and back
     up after the combine (Megatron-Core ``MoELayer``'s ``fc1_latent_proj`` / ``fc2_latent_proj``, replicated over
     TP, on the rank's sequence-parallel share of the tokens): the dispatch, permute, experts, unpermute and combine
-    all move and multiply ``latent_dim``-wide rows."""
+    all move and multiply ``latent_dim``-wide rows. With :attr:`Layout.capacity_factor` the busiest expert's rows
+    are capped at its capacity, or with :attr:`Layout.pad_to_capacity` every expert's are filled to it
+    (:func:`~simcore.workload.model.routed_load`): the exchange, permute, experts and unpermute follow."""
     assert m.moe is not None
     moe = m.moe
     s = layer_shape(m)
@@ -642,12 +682,16 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # tp ranks (each attention TP rank holds 1/tp of the tokens under sequence parallelism)
     etp = lay.tp if lay.etp is None else lay.etp
     T = T * etp / lay.tp
-    # hash-routed layers' fixed assignment is taken as balanced: the busiest rank's excess applies to the others
+    # hash-routed layers' fixed assignment is taken as balanced: the busiest rank's excess applies to the others;
+    # a capacity factor caps it (the copies beyond an expert's capacity dropped) or pads every expert to it
     imbalance = 1.0 + (moe.imbalance - 1.0) * routed_share
-    routed = T * moe.top_k * imbalance
+    load = routed_load(T, moe.top_k, moe.experts, imbalance, lay.capacity_factor, lay.pad_to_capacity)
+    routed = T * moe.top_k * load
     # experts a rank runs (and whose weights it reads): at few tokens not all of its share are hit, and the
-    # busiest of the ep ranks sets every MoE layer's pace (the group routes T x ep tokens)
+    # busiest of the ep ranks sets every MoE layer's pace (the group routes T x ep tokens); padded, all of them
     local_experts = active_experts(moe.experts, moe.top_k, lay.ep, T * lay.ep)
+    if lay.pad_to_capacity and lay.capacity_factor is not None:
+        local_experts = np.maximum(moe.experts / lay.ep, 1.0)
     if lay.batched_experts:
         # one "expert" per routed token, each gathering its weights (gate/up and down: an index-select's
         # gather kernel, as the embedding lookup's, over (2 if gated) + 1 matrices of h x ffn per token)
@@ -658,8 +702,9 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         ops.append(Op("expert_weight_gather", g.kind, g.category, g.args, g.count))
     per_expert = routed / local_experts
     # the busiest rank sets the all-to-all's pace: it receives (dispatch) and sends back (combine) the
-    # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``)
-    a2a_bytes = T * moe.top_k * h * b * imbalance
+    # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``), at most their
+    # capacity; padded to capacity, every rank moves ``capacity x experts`` rows
+    a2a_bytes = routed * h * b
     db = b if lay.dispatch_bytes is None else lay.dispatch_bytes
     # all_gather: every rank receives all ep ranks' tokens (the gathered T x ep rows, in the dispatch's bytes) and
     # a reduce-scatter sums the ranks' partial outputs back (T x ep rows in act_bytes), whatever the routing
@@ -766,7 +811,11 @@ def layer_fwd(m: ModelSpec, lay: Layout, moe_layer: bool) -> list[Op]:
     ops.extend(moe_block_fwd(m, lay) if moe_layer else mlp_block_fwd(m, lay))
     ops.extend(residual_add(m, lay, T))
     ops.extend(hc_ops(m, lay))
-    ops.extend(tp_comm_fwd(m, lay))
+    if moe_layer and lay.gather_bytes is not None:
+        # the MoE block's TP collectives move the routed tokens' bf16 hidden states (the token dispatcher's)
+        ops.extend([*tp_comm_fwd(m, lay, blocks=1), *tp_comm_fwd(m, lay, blocks=1, quantized=False)])
+    else:
+        ops.extend(tp_comm_fwd(m, lay))
     ops.extend(cp_exchange(m, lay))
     return ops
 
@@ -930,13 +979,16 @@ def backward_of(op: Op) -> list[Op]:
     if "bwd_ops" in op.args:
         return list(op.args["bwd_ops"])
     if op.kind == "gemm":
-        a = {k: v for k, v in op.args.items() if k != "bias"}
+        a = {k: v for k, v in op.args.items() if k not in ("bias", "splits", "split_on", "dgrad_split")}
+        dsplit = (
+            {"splits": op.args["splits"], "split_on": op.args["split_on"]} if op.args.get("dgrad_split") else {}
+        )
         out = [
             Op(
                 op.name + "_dgrad",
                 "gemm",
                 op.category,
-                {**a, "m": a["m"], "n": a["k"], "k": a["n"]},
+                {**a, "m": a["m"], "n": a["k"], "k": a["n"], **dsplit},
                 op.count,
             ),
             Op(
@@ -1015,9 +1067,19 @@ def backward_of(op: Op) -> list[Op]:
     a = op.args
     swap = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}.get(a["op"], a["op"])
     nb = a.get("bwd_nbytes", a["nbytes"])
-    return [
-        Op(op.name + "_bwd", "comm", op.category, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)
-    ]
+    # a column-parallel layer's input-gradient reduce-scatter runs asynchronously beside its weight-gradient GEMM
+    # (Transformer Engine's linear.py / layernorm_linear.py backward: reduce_scatter_along_first_dim(...,
+    # async_op=True) before the wgrad GEMM; with TP overlap, the qkv_wgrad / fc1_wgrad bulk overlaps)
+    cat = "tp_comm_async" if a.get("regather") else op.category
+    out = [Op(op.name + "_bwd", "comm", cat, {**a, "op": swap, "nbytes": nb}, op.count, op.overlappable)]
+    if a.get("regather"):
+        # sequence parallelism: a column-parallel linear layer saves only its local input shard, and its
+        # backward all-gathers it again (the forward's bytes: the recipe's column-wise quantized copy, or
+        # bf16) for the weight gradient, launched asynchronously beside the input-gradient GEMM (Transformer
+        # Engine's linear.py backward_input_needs_gather, layernorm_linear.py ln_out_needs_gather; Megatron-Core's
+        # own LinearWithGradAccumulationAndAsyncCommunication likewise): category tp_comm_async
+        out.append(Op(op.name + "_regather", "comm", "tp_comm_async", dict(a), op.count))
+    return out
 
 
 def _wgrad_misaligned(fwd: dict[str, Any]) -> Any:

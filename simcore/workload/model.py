@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from simcore.specs.scenario import ModelSpec
 from simcore.workload import csa as C
 from simcore.workload.ssm import attention_layers, mamba_layers, mamba_params, ssd_model_flops_per_token
@@ -164,6 +166,40 @@ def expert_width(m: ModelSpec) -> int:
     """Input and output width of the routed experts, the dispatch and the combine: LatentMoE's
     ``moe.latent_dim`` where the model has one, else the hidden size."""
     return m.hidden if m.moe is None or m.moe.latent_dim is None else m.moe.latent_dim
+
+
+def expert_capacity(tokens: Any, top_k: int, experts: int, capacity_factor: float) -> Any:
+    """Rows each expert takes from one rank's ``tokens`` (Megatron-Core's ``get_capacity`` on the rank's
+    ``tokens x top_k`` routed copies): ``ceil(tokens x top_k / experts x capacity_factor)``; the router drops
+    the copies beyond it (``apply_router_token_dropping``; docs/parallelism.md, "Capacity factor")."""
+    return np.ceil(np.asarray(tokens, dtype=float) * top_k / experts * capacity_factor)
+
+
+def routed_load(
+    tokens: Any, top_k: int, experts: int, imbalance: Any, capacity_factor: float | None, pad: bool
+) -> Any:
+    """Rows the busiest rank's experts take, over the balanced mean ``tokens x top_k`` (``tokens``: one rank's).
+
+    Dropless (``capacity_factor`` None): ``imbalance``, the busiest expert's excess. With a capacity factor
+    ``c = experts x capacity / (tokens x top_k)`` (:func:`expert_capacity`; ``capacity_factor`` up to the
+    ceiling): ``min(imbalance, c)``, the copies beyond the capacity dropped; padded to capacity
+    (``pad``, Megatron-Core's ``moe_pad_expert_input_to_capacity``): ``c`` whatever the routing, every expert's
+    input filled to its capacity (docs/parallelism.md, "Capacity factor")."""
+    if capacity_factor is None:
+        return imbalance
+    mean = np.asarray(tokens, dtype=float) * top_k
+    c = expert_capacity(tokens, top_k, experts, capacity_factor) * experts / np.maximum(mean, 1e-30)
+    return c if pad else np.minimum(imbalance, c)
+
+
+def dropped_share(tokens: Any, top_k: int, experts: int, imbalance: Any, capacity_factor: float | None) -> Any:
+    """Share of the busiest expert's routed copies its capacity drops: ``max(0, 1 - c / imbalance)`` with ``c``
+    as in :func:`routed_load` (0 dropless). With balanced routing (``imbalance`` 1) nothing is dropped at a
+    factor of at least 1."""
+    if capacity_factor is None:
+        return 0.0 * np.asarray(imbalance, dtype=float)
+    kept = routed_load(tokens, top_k, experts, imbalance, capacity_factor, pad=False)
+    return 1.0 - kept / np.asarray(imbalance, dtype=float)
 
 
 def _moe_weights(m: ModelSpec) -> tuple[int, int, int]:

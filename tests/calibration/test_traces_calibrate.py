@@ -161,7 +161,7 @@ def test_input_kinds(tmp_path: Path) -> None:
     assert kind_of(REPO / "traces/h200/profile_train_gpt_gelu_ln.json.gz") == "trace"
     assert kind_of(REPO / "traces/h200/steps.csv.gz") is None
     inp = sort_inputs([REPO / "traces" / "h200"])
-    # the op sweeps, round 19's GEMM kernel durations, round 49's bf16 check rows and rounds 59-60, 65, 72, 92 and 96's
+    # the op sweeps, round 19's GEMM kernel durations and the served models' decode GEMM grid (kernel_rates_decode), round 49's bf16 check rows and rounds 59-60, 65, 72, 92 and 96's
     # sweeps (op CSVs in subfolders, round 72's embedding kernels among them; its fp32 reference rows are not);
     # round 17's in-step kernels (no framework column) are not op rows
     assert [p.name for p in inp.ops_csv] == [

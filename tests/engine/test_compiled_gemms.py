@@ -60,8 +60,10 @@ def test_the_prediction_says_which_gemm_rate_it_assumed() -> None:
         return [n for n in simcore.predict(load_scenario(SC, over)).notes if n.startswith("torch.compile")]
 
     assert notes([]) == ["torch.compile: inductor's fused memory-bound kernels; GEMMs (cuBLAS) at their kernels' in-step rate"]
-    # the H100's profile has no kernel-duration GEMM fit: the note says the compiled GEMMs stay call-timed
-    assert "call-timed" in notes(["cluster.system=hgx-h100"])[0]
+    # the H100's profile has its own kernel-duration GEMM fit (traces/h100/kernel_rates)
+    assert "in-step rate" in notes(["cluster.system=hgx-h100"])[0]
+    # a profile without one (h200-kernels: every GEMM row kernel-timed, no separate block) says the GEMMs stay call-timed
+    assert "call-timed" in notes(["calibration=h200-kernels"])[0]
     assert notes(["runtime.framework=eager"]) == []
 
 

@@ -3,6 +3,7 @@ module re-runs, that the engine prices them once more before the backward, and t
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def test_recomputed_modules_cost_their_forward_once_more() -> None:
         predict(_sc(*a)).step_time_s
         for a in (("none", None), ("selective", ["mla_up_proj"]), ("selective", ["mla_up_proj", "moe"]))
     ]
-    assert steps == sorted(steps)
+    assert all(b >= a * (1 - 1e-12) for a, b in itertools.pairwise(steps))  # up to float rounding
 
 
 def test_modules_need_selective() -> None:

@@ -90,3 +90,6 @@ def test_deepseek_v4_flash_rows_use_the_preset_and_the_128gpu_recipe() -> None:
         assert sc["runtime"]["moe_dispatcher"] == "hybridep"
         assert sc["training"]["recompute_modules"] == ["mla_up_proj"]
         assert sc["training"]["precision"] == "mxfp8"
+        # its moe_expert_rank_capacity_factor 1.5 is HybridEP's receive budget, not a capacity: priced dropless
+        assert sc["model"]["moe"].get("capacity_factor") is None
+        assert any("moe_expert_rank_capacity_factor 1.5" in a for a in r.assumptions)

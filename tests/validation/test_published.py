@@ -224,6 +224,24 @@ def test_mbridge_nvfp4_rows_run_without_tp_comm_overlap() -> None:
     assert other.scenario["parallel"]["tp_overlap"] is True
 
 
+def test_mbridge_recipes_that_turn_the_parameter_gather_overlap_off() -> None:
+    """v0.2.0's (25.11) Llama 70B / 405B MXFP8 recipes and v0.4.2 / v0.5.0's GB200 405B NVFP4 v2 recipe (256
+    GPUs, global batch 1,536) set overlap_param_gather False; the same jobs in other releases or precisions,
+    and other tables, keep it."""
+    def off(source: str, **kw: str) -> bool:
+        r = P.build_row(0, _rec(source=f"Megatron-Bridge {source} (performance summary)", **kw))
+        return r.scenario["parallel"].get("param_gather_overlap", True) is False
+
+    assert off("25.11 DGX-B200", gpu="B200", system="DGX-B200", precision="MXFP8", num_gpus="128", pp="8", cp="2")
+    assert not off("25.11 DGX-B200", gpu="B200", system="DGX-B200", num_gpus="128", pp="8", cp="2")
+    assert not off("26.02 DGX-GB200", precision="MXFP8")
+    assert off("26.04.01 DGX-GB200", precision="NVFP4", vp="8") and off("26.06 DGX-GB200", precision="NVFP4", vp="8")
+    assert not off("26.04 DGX-GB200", precision="NVFP4", vp="8")  # v0.4.0: before disable_param_gather_overlap
+    assert not off("26.06 DGX-GB300", gpu="GB300", system="DGX-GB300", precision="NVFP4", pp="8", vp="4")
+    other = P.build_row(0, _rec(precision="MXFP8"))
+    assert "param_gather_overlap" not in other.scenario["parallel"]
+
+
 @pytest.mark.parametrize(
     ("column", "recipe"),
     [
@@ -389,6 +407,17 @@ def test_mbridge_fsdp_rows_run_megatron_fsdp_with_their_recipes_offload() -> Non
         assert sc["training"]["activation_offload_layers"] == n
     h100 = by[("LLAMA3_70B", "hgx-h100")].scenario
     assert "megatron_fsdp" not in h100["parallel"] and "activation_offload_layers" not in h100["training"]
+
+
+def test_mbridge_fsdp_row_without_offload_is_megatron_fsdp_not_fsdp2() -> None:
+    """The performance scripts' only FSDP is Megatron-FSDP: the 25.11 H100 Llama 3 8B row (fsdp=1, a recipe
+    that offloads nothing) runs it, not PyTorch's FSDP2 and its copy kernels, and offloads nothing."""
+    rows = P.load_published(P.DATA_DIR / "published_training_2025.csv")
+    (r,) = [r for r in rows if r.model == "LLAMA3_8B" and r.system == "hgx-h100"]
+    assert r.scenario["parallel"]["megatron_fsdp"] is True and r.scenario["parallel"]["fsdp"] is False
+    assert r.scenario["parallel"]["zero"] == 3
+    assert "activation_offload_layers" not in r.scenario["training"]
+    assert any("set_megatron_fsdp_overrides" in a for a in r.assumptions)
 
 
 def test_deepseek_v3_rows_keep_bf16_moments_as_their_recipe() -> None:

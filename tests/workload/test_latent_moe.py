@@ -108,7 +108,7 @@ def test_latent_dim_beside_a_preset_overrides_it() -> None:
 
 
 def test_cli_predicts_super_and_rejects_a_bad_latent_dim(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tests.cli_runner import run_cli
+    from tests.cli_runner import predicts_then_rejects
 
     sc = tmp_path / "super.yaml"
     sc.write_text(
@@ -119,8 +119,4 @@ def test_cli_predicts_super_and_rejects_a_bad_latent_dim(capsys: pytest.CaptureF
         "parallel: {tp: 1, ep: 64, etp: 1}\n"
         "runtime: {stack: megatron, moe_dispatcher: hybridep}\n"
     )
-    code, out, err = run_cli(capsys, "predict", str(sc))
-    assert code == 0 and "Traceback" not in err and out
-    code, _out, err = run_cli(capsys, "predict", str(sc), "--set", "model.moe.latent_dim=0")
-    assert code == 2 and "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1 and "latent_dim" in err
+    predicts_then_rejects(capsys, str(sc), "model.moe.latent_dim=0", "latent_dim")
