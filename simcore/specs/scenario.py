@@ -144,11 +144,11 @@ class CSASpec(Spec):
 
     model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
 
-    compress_ratios: list[Int] = Field(min_length=1)
+    compress_ratios: list[Annotated[Int, Field(ge=0)]] = Field(min_length=1)
     """Per decoder layer, tokens pooled into one compressed key/value entry (``compress_ratios`` of the HF
     config, one per layer): 0 a sliding-window layer only; ``sparse_ratio`` compressed sparse attention (CSA:
-    the lightning indexer picks ``indexer_topk`` of the compressed entries); any other ratio heavily compressed
-    attention (HCA: every compressed entry). Its length is ``layers``."""
+    the lightning indexer picks ``indexer_topk`` of the compressed entries); any other ratio, at least 2,
+    heavily compressed attention (HCA: every compressed entry). Its length is ``layers``."""
     sparse_ratio: Int = Field(default=4, gt=0)
     """The ratio of the CSA layers: their compressor pools overlapping windows (two projections of twice the
     width) and an indexer selects their entries (DeepSeek-V4 ``Compressor`` / ``Indexer``: ``compress_ratio == 4``)."""
@@ -169,6 +169,16 @@ class CSASpec(Spec):
     """Lightning-indexer head dimension (``index_head_dim``)."""
     indexer_topk: Int = Field(gt=0)
     """Compressed entries each query of a CSA layer attends (``index_topk``)."""
+
+    @model_validator(mode="after")
+    def _ratios(self) -> CSASpec:
+        bad = sorted({r for r in self.compress_ratios if r == 1 and r != self.sparse_ratio})
+        if bad:
+            raise ValueError(
+                f"compress_ratios has {bad}: a ratio is 0 (window only), sparse_ratio ({self.sparse_ratio}) or, "
+                "for a heavily compressed layer, at least 2 tokens pooled into one entry"
+            )
+        return self
 
 
 class MambaSpec(Spec):

@@ -4,6 +4,8 @@ activations, checked by hand; the preset against its published size and the 26.0
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -167,9 +169,8 @@ def test_saved_activations_by_hand() -> None:
     assert full - one == pytest.approx(128 * (A * D - 2 * A) * 2)
 
 
-def test_bad_csa_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tests.cli_runner import predicts_then_rejects
-
+def _dsv4_scenario(tmp_path: Path, extra: str = "") -> Path:
+    """A DeepSeek-V4 Flash training scenario file (the published GB200 layout), ``extra`` lines appended."""
     sc = tmp_path / "dsv4.yaml"
     sc.write_text(
         "kind: training\n"
@@ -177,9 +178,29 @@ def test_bad_csa_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path)
         "model: {preset: deepseek-v4-flash}\n"
         "training: {micro_batch: 1, global_batch: 256, precision: mxfp8}\n"
         "parallel: {tp: 1, ep: 64, etp: 1}\n"
-        "runtime: {stack: megatron, moe_dispatcher: hybridep}\n"
+        "runtime: {stack: megatron, moe_dispatcher: hybridep}\n" + extra
     )
-    predicts_then_rejects(capsys, str(sc), "model.csa.compress_ratios=[0,4]", "compress_ratios")
+    return sc
+
+
+def test_bad_csa_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.cli_runner import predicts_then_rejects
+
+    predicts_then_rejects(capsys, str(_dsv4_scenario(tmp_path)), "model.csa.compress_ratios=[0,4]", "compress_ratios")
+
+
+@pytest.mark.parametrize("bad", [-1, 1])
+def test_a_ratio_below_two_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path, bad: int) -> None:  # type: ignore[no-untyped-def]
+    from tests.cli_runner import run_cli
+
+    sc = _dsv4_scenario(tmp_path)
+    ratios = ",".join(["0", "0"] + ["4", str(bad)] * 20 + ["4"])  # the preset's, its HCA layers' 128 replaced
+    code, _out, err = run_cli(capsys, "predict", str(sc), "--set", f"model.csa.compress_ratios=[{ratios}]")
+    assert code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "compress_ratios" in err
+    with pytest.raises(ValueError, match="at least 2"):
+        CSASpec(compress_ratios=[0, 4, 1], q_lora_rank=QL, o_groups=G, o_lora_rank=OL, indexer_heads=HI,
+                indexer_head_dim=DI, indexer_topk=K)  # fmt: skip
 
 
 def test_inference_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
