@@ -329,6 +329,24 @@ class ModelSpec(Spec):
             )
         return self
 
+    @model_validator(mode="after")
+    def _moe_layers(self) -> ModelSpec:
+        if self.moe is not None and self.moe.hash_layers > self.moe_layers:
+            raise ValueError(
+                f"moe.hash_layers ({self.moe.hash_layers}) exceeds the model's {self.moe_layers} MoE layers"
+            )
+        return self
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts: a hybrid pattern's ``E`` layers, else all but ``moe.dense_layers`` (0 without
+        ``moe``)."""
+        if self.moe is None:
+            return 0
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern.count("E")
+        return self.layers - self.moe.dense_layers
+
     @property
     def n_kv_heads(self) -> int:
         return self.kv_heads or self.heads

@@ -663,7 +663,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     dt = lay.dtype
     # the router is a plain linear layer in bf16 whatever the recipe (Megatron-Core's TopKRouter); hash-routed
     # layers (moe.hash_layers) look their experts up instead: no router kernels on those
-    routed_share = 1.0 - moe.hash_layers / max(m.layers - moe.dense_layers, 1)
+    routed_share = 1.0 - moe.hash_layers / max(m.moe_layers, 1)
     ops: list[Op] = [_gemm("router", T, moe.experts, h, hp_dtype(dt), "moe_router", routed_share)]
     ops.append(mem_op("softmax", T * moe.experts, 4.0, "moe_router", routed_share))
     # top-k over the fp32 probabilities: one read of them (the k indices and values written are small);

@@ -195,7 +195,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     if m.hybrid_pattern is not None:
         plain = [c for c in m.hybrid_pattern if c != "E"]
         mean = round(sum(hybrid_mixer_params(m, c) for c in plain) / max(len(plain), 1))
-        n_moe = m.layers - len(plain)
+        n_moe = m.moe_layers
         if m.moe is None or n_moe == 0:
             return ParamCounts(emb, head, 0, mean, 0, 0, 0, h, len(plain), 0)
         expert, router, shared = _moe_weights(m)
@@ -218,7 +218,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
         shared,
         norms,
         moe.dense_layers,
-        m.layers - moe.dense_layers,
+        m.moe_layers,
     )
 
 

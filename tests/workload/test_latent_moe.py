@@ -5,6 +5,8 @@ the Nemotron 3 presets against their published sizes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -107,9 +109,7 @@ def test_latent_dim_beside_a_preset_overrides_it() -> None:
     assert predict(sc).step_time_s > 0
 
 
-def test_cli_predicts_super_and_rejects_a_bad_latent_dim(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tests.cli_runner import predicts_then_rejects
-
+def _super_scenario(tmp_path: Path) -> Path:
     sc = tmp_path / "super.yaml"
     sc.write_text(
         "kind: training\n"
@@ -119,4 +119,23 @@ def test_cli_predicts_super_and_rejects_a_bad_latent_dim(capsys: pytest.CaptureF
         "parallel: {tp: 1, ep: 64, etp: 1}\n"
         "runtime: {stack: megatron, moe_dispatcher: hybridep}\n"
     )
-    predicts_then_rejects(capsys, str(sc), "model.moe.latent_dim=0", "latent_dim")
+    return sc
+
+
+def test_cli_predicts_super_and_rejects_a_bad_latent_dim(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tests.cli_runner import predicts_then_rejects
+
+    predicts_then_rejects(capsys, str(_super_scenario(tmp_path)), "model.moe.latent_dim=0", "latent_dim")
+
+
+def test_hash_layers_count_the_hybrid_patterns_moe_layers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tests.cli_runner import predicts_then_rejects
+
+    # Nemotron 3 Super: 88 layers, 40 of them MoE (E)
+    m = preset("nemotron3-super")
+    assert m.moe_layers == 40 == param_counts(m).moe_layers
+    assert m.moe is not None
+    hashed = m.model_copy(update={"moe": m.moe.model_copy(update={"hash_layers": 10})})
+    router = next(o for o in L.moe_block_fwd(hashed, L.Layout(micro_batch=1, seq=1024.0, ep=8, etp=1)) if o.name == "router")
+    assert router.count == pytest.approx(1 - 10 / 40)  # not 1 - 10 / 88
+    predicts_then_rejects(capsys, str(_super_scenario(tmp_path)), "model.moe.hash_layers=41", "hash_layers")
