@@ -77,10 +77,21 @@ class ClusterSpec(Spec):
 
 
 class MoESpec(Spec):
+    """The mixture-of-experts layers of a model (``model.moe``): a router picks ``top_k`` of ``experts`` routed
+    experts per token, beside ``shared_experts`` every token runs (docs/parallelism.md, MoE)."""
+
+    # each field's docstring is its description in the JSON Schema (``simcore schema``)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
+
     experts: Int = Field(gt=0)
+    """Routed experts per MoE layer (Megatron-Core's ``num_moe_experts``, HF ``n_routed_experts``)."""
     top_k: Int = Field(gt=0)
+    """Routed experts each token visits (``moe_router_topk``, HF ``num_experts_per_tok``)."""
     shared_experts: Int = Field(default=0, ge=0)
+    """Experts every token runs besides the routed ones, each ``expert_ffn_hidden`` wide (HF
+    ``n_shared_experts``; Megatron-Core's ``moe_shared_expert_intermediate_size`` is their summed width)."""
     expert_ffn_hidden: Int = Field(gt=0)
+    """Intermediate width of one expert's MLP (``moe_ffn_hidden_size``, HF ``moe_intermediate_size``)."""
     dense_layers: Int = Field(default=0, ge=0)
     """Leading layers with a dense MLP instead of experts."""
     expert_bias: bool = False
