@@ -342,9 +342,12 @@ class ModelSpec(Spec):
 
     @model_validator(mode="after")
     def _moe_layers(self) -> ModelSpec:
-        if self.moe is not None and self.moe.hash_layers > self.moe_layers:
+        moe = self.moe
+        if moe is not None and moe.hash_layers > self.moe_layers:
+            raise ValueError(f"moe.hash_layers ({moe.hash_layers}) exceeds the model's {self.moe_layers} MoE layers")
+        if moe is not None and moe.latent_dim is not None and moe.latent_dim >= self.hidden:
             raise ValueError(
-                f"moe.hash_layers ({self.moe.hash_layers}) exceeds the model's {self.moe_layers} MoE layers"
+                f"moe.latent_dim ({moe.latent_dim}) must be below hidden ({self.hidden}): LatentMoE projects down"
             )
         return self
 
