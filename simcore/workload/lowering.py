@@ -458,13 +458,15 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             topk = mem_op("argmax", T * pairs, 4.0, "attention_aux", count=w)
             ops.append(Op("indexer_topk", topk.kind, topk.category, topk.args, topk.count))
         att = _fused_attention(m, lay)
+        if att.args["backend"] != "cudnn":
+            # DeepSeek-V4's attention runs its own fused sparse kernels (cuDNN's DSA where Megatron-Bridge finds it,
+            # ``deepseek_v4_supports_fused_dsa_kernels``), priced on cuDNN's 16-bit fused-attention curve
+            raise SimcoreError(
+                f"DeepSeek-V4's hybrid attention is priced as cuDNN's 16-bit fused kernels, not {att.args['backend']}",
+                field="runtime.attention_backend",
+            )
         ctx = C.attention_context(g, c, seq)
         args = {**att.args, "kv_heads": 1.0, "kv_seq": ctx, "causal": False}
-        if args["backend"] not in ("flash", "cudnn"):
-            # DeepSeek-V4's attention runs its own fused sparse kernels whatever SDPA would pick for a 512-wide
-            # head: cuDNN's DSA where Megatron-Bridge finds it (``deepseek_v4_supports_fused_dsa_kernels``),
-            # priced on cuDNN's fused-attention curve
-            args["backend"] = "cudnn"
         ops.append(Op("attention" if g.ratio == 0 else f"attention_r{g.ratio}", "attention", "attention", args,
                       att.count * w))
     groups = c.o_groups / t

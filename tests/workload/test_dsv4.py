@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simcore.errors import SimcoreError
 from simcore.memory import activation_bytes_per_layer
 from simcore.specs.registry import registry
 from simcore.specs.scenario import CSASpec, ModelSpec, MoESpec
@@ -101,7 +102,7 @@ def test_preset_size_and_the_tables_flop_convention() -> None:
 
 def test_lowered_attention_by_hand() -> None:
     m = _model()
-    lay = L.Layout(micro_batch=1, seq=128.0)
+    lay = L.Layout(micro_batch=1, seq=128.0, attention_backend="cudnn")
     ops = {o.name: o for o in L.attention_block_fwd(m, lay)}
     assert (ops["q_up"].args["n"], ops["q_up"].args["k"]) == (A * D, QL)
     assert ops["kv"].args["n"] == D  # one shared key/value head
@@ -124,7 +125,7 @@ def test_lowered_attention_by_hand() -> None:
 
 
 def test_hyper_connection_ops_by_hand() -> None:
-    lay = L.Layout(micro_batch=1, seq=128.0)
+    lay = L.Layout(micro_batch=1, seq=128.0, attention_backend="cudnn")
     assert L.hc_ops(_model(1), lay) == []
     ops = {o.name: o for o in L.hc_ops(_model(4), lay)}
     mix = ops["hc_mix"].args
@@ -201,6 +202,21 @@ def test_a_ratio_below_two_is_one_clear_line(capsys: pytest.CaptureFixture[str],
     with pytest.raises(ValueError, match="at least 2"):
         CSASpec(compress_ratios=[0, 4, 1], q_lora_rank=QL, o_groups=G, o_lora_rank=OL, indexer_heads=HI,
                 indexer_head_dim=DI, indexer_topk=K)  # fmt: skip
+
+
+def test_the_attention_backend_is_cudnn_named_or_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from simcore.engine.runtime import with_stack
+    from simcore.specs.resolve import load_scenario
+    from tests.cli_runner import predicts_then_rejects
+
+    sc = _dsv4_scenario(tmp_path)
+    stacked, chosen = with_stack(load_scenario(sc))
+    assert stacked.runtime.attention_backend == "cudnn"  # not the stack's eager fallback at head dim 512
+    assert any(c.key == "runtime.attention_backend" and "DeepSeek-V4" in c.source for c in chosen)
+    for backend in ("eager", "efficient", "flash"):
+        predicts_then_rejects(capsys, str(sc), f"runtime.attention_backend={backend}", "attention_backend")
+    with pytest.raises(SimcoreError, match="cuDNN"):  # an API caller's layout too
+        L.attention_block_fwd(_model(), L.Layout(micro_batch=1, seq=128.0, attention_backend="flash"))
 
 
 def test_inference_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
