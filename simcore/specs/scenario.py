@@ -168,7 +168,9 @@ class CSASpec(Spec):
     q_lora_rank: Int = Field(gt=0)
     """Query latent width (``q_lora_rank``): ``hidden -> q_lora_rank -> heads x head_dim``."""
     qk_rope_head_dim: Int = Field(default=64, gt=0)
-    """Rotary dims of ``head_dim`` (``qk_rope_head_dim``)."""
+    """Rotary dims of ``head_dim`` (``qk_rope_head_dim``: the last of each query's and key's ``head_dim``, below it).
+    Checked, not priced apart: the rotation is fused into the kernels around it, as the other attention's in
+    Megatron-Core."""
     o_groups: Int = Field(gt=0)
     """Head groups of the grouped low-rank output projection (``o_groups``): each group's
     ``heads / o_groups x head_dim`` outputs project to ``o_lora_rank``, then ``o_groups x o_lora_rank -> hidden``."""
@@ -319,6 +321,8 @@ class ModelSpec(Spec):
             raise ValueError("csa needs head_dim (the query and shared key/value head width)")
         if self.heads % c.o_groups != 0:
             raise ValueError(f"heads ({self.heads}) must be a multiple of csa.o_groups ({c.o_groups})")
+        if c.qk_rope_head_dim >= self.head_dim:
+            raise ValueError(f"csa.qk_rope_head_dim ({c.qk_rope_head_dim}) must be below head_dim ({self.head_dim})")
         return self
     mtp_layers: Int = Field(default=0, ge=0)
     """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each

@@ -23,7 +23,7 @@ H, A, D, QL, G, OL, HI, DI, K, W = 256, 8, 64, 128, 4, 32, 4, 16, 8, 16
 
 def _model(streams: int = 1, hash_layers: int = 0) -> ModelSpec:
     # 4 layers: window-only, window-only, CSA (ratio 4), HCA (ratio 16)
-    csa = CSASpec(compress_ratios=[0, 0, 4, 16], sparse_ratio=4, window=W, q_lora_rank=QL, o_groups=G,
+    csa = CSASpec(compress_ratios=[0, 0, 4, 16], sparse_ratio=4, window=W, q_lora_rank=QL, qk_rope_head_dim=16, o_groups=G,
                   o_lora_rank=OL, indexer_heads=HI, indexer_head_dim=DI, indexer_topk=K)
     return ModelSpec(
         layers=4, hidden=H, heads=A, head_dim=D, ffn_hidden=64, vocab=1000, seq_len=128, activation="swiglu",
@@ -199,6 +199,8 @@ def test_a_ratio_below_two_is_one_clear_line(capsys: pytest.CaptureFixture[str],
     code, _out, err = run_cli(capsys, "predict", str(sc), "--set", f"model.csa.compress_ratios=[{ratios}]")
     assert code == 2 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "compress_ratios" in err
+    with pytest.raises(ValueError, match="qk_rope_head_dim"):
+        _model().model_validate({**_model().model_dump(), "csa": {**_model().model_dump()["csa"], "qk_rope_head_dim": D}})
     with pytest.raises(ValueError, match="at least 2"):
         CSASpec(compress_ratios=[0, 4, 1], q_lora_rank=QL, o_groups=G, o_lora_rank=OL, indexer_heads=HI,
                 indexer_head_dim=DI, indexer_topk=K)  # fmt: skip
