@@ -104,7 +104,7 @@ class MoESpec(Spec):
     and both sides of the linear half). Unless ``runtime.moe_fused_mlp``, Megatron-Core clamps the two
     halves of the gate/up output and concatenates them before its fused activation kernel
     (``weighted_bias_quick_geglu_impl``): two eager passes over the routed rows' ``2 x expert_ffn_hidden``
-    values (docs/parallelism.md, "GPT-OSS's experts")."""
+    values (docs/parallelism.md, "GPT-OSS's experts"). Needs ``activation: swiglu``."""
     capacity_factor: float | None = Field(default=None, gt=0)
     imbalance: float = Field(default=1.0, ge=1.0)
     """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
@@ -349,6 +349,8 @@ class ModelSpec(Spec):
         moe = self.moe
         if moe is not None and moe.hash_layers > self.moe_layers:
             raise ValueError(f"moe.hash_layers ({moe.hash_layers}) exceeds the model's {self.moe_layers} MoE layers")
+        if moe is not None and moe.activation_clamp is not None and self.activation != "swiglu":
+            raise ValueError(f"moe.activation_clamp clamps a gated activation (swiglu), not {self.activation}")
         if moe is not None and moe.latent_dim is not None and moe.latent_dim >= self.hidden:
             raise ValueError(
                 f"moe.latent_dim ({moe.latent_dim}) must be below hidden ({self.hidden}): LatentMoE projects down"

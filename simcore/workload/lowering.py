@@ -779,13 +779,13 @@ def expert_eager_ops(m: ModelSpec, routed: Num, etp: Num, b: float) -> list[Op]:
     assert m.moe is not None
     moe = m.moe
     ops: list[Op] = []
-    if moe.activation_clamp is not None and m.activation == "swiglu":
+    if moe.activation_clamp is not None:  # a gated activation's (ModelSpec checks it)
         n = routed * 2.0 * moe.expert_ffn_hidden / etp
         # each clamp reads a strided half of the gate/up output, as the eager SiLU of a fused gate/up does
         ops.append(Op("expert_act_clamp", "memory", "elementwise", mem_op("silu_strided", n, b).args))
         ops.append(Op("expert_act_clamp_cat", "memory", "elementwise", mem_op("copy", n, b).args))
     if moe.expert_bias:
-        n = routed * m.hidden
+        n = routed * expert_width(m)  # the routed rows' width (a LatentMoE's latent)
         mixed = (b + 4.0 + 4.0) / 3.0  # a bf16 row plus an fp32 product into fp32
         ops.append(Op("fc2_bias_scale", "memory", "elementwise", mem_op("mul_bcast_fp32", n, 4.0).args))
         ops.append(Op("fc2_bias_add", "memory", "elementwise", mem_op("add_mixed", n, mixed).args))

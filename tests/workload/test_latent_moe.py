@@ -151,3 +151,18 @@ def test_a_latent_dim_not_below_hidden_is_one_clear_line(
     code, _out, err = run_cli(capsys, "predict", str(_super_scenario(tmp_path)), "--set", f"model.moe.latent_dim={latent}")
     assert code == 2 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "latent_dim" in err and "hidden (4096)" in err
+
+
+def test_expert_bias_kernels_cover_the_latent_rows() -> None:
+    m = _model(LAT)
+    assert m.moe is not None
+    biased = m.model_copy(update={"moe": m.moe.model_copy(update={"expert_bias": True})})
+    lay = L.Layout(micro_batch=1, seq=1024.0, ep=8, etp=1, eager_expert_ops=True)
+    ops = {o.name: o for o in L.moe_block_fwd(biased, lay)}
+    routed = ops["permute"].args["numel"] / LAT  # the rank's routed rows
+    assert ops["fc2_bias_scale"].args["numel"] == pytest.approx(routed * LAT)  # not routed x H
+
+
+def test_a_clamp_on_an_ungated_activation_is_refused() -> None:
+    with pytest.raises(ValueError, match="activation_clamp"):
+        ModelSpec(**{**_model(None).model_dump(), "moe": {**_model(None).model_dump()["moe"], "activation_clamp": 7.0}})
