@@ -423,11 +423,10 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     logits; the attention kernel over the window and the selected (CSA) or all (HCA) compressed entries, as a
     non-causal attention of :func:`~simcore.workload.csa.attention_context` keys per query (one key/value head);
     and the grouped low-rank output projection (``wo_a``: ``o_groups`` GEMMs of ``heads / o_groups x head_dim ->
-    o_lora_rank``, batched; ``wo_b``: ``o_groups x o_lora_rank -> hidden``, row-parallel)."""
+    o_lora_rank``, batched; ``wo_b``: ``o_groups x o_lora_rank -> hidden``, row-parallel). Training only
+    (:func:`simcore.specs.stack.check_given` refuses other kinds)."""
     c = m.csa
     assert c is not None
-    if lay.kv_seq is not None or lay.kv_cache:
-        raise SimcoreError("DeepSeek-V4's hybrid attention is modelled for training only", field="model.csa")
     s = layer_shape(m)
     T, t, b, dt = lay.tokens, lay.tp, lay.act_bytes, lay.dtype
     h, d = s.hidden, s.head_dim

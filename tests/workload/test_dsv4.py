@@ -226,9 +226,12 @@ def test_inference_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tm
 
     sc = tmp_path / "dsv4_serve.yaml"
     sc.write_text("kind: inference\ncluster: {system: gb200-nvl72, gpus: 8}\nmodel: {preset: deepseek-v4-flash}\n")
-    code, _out, err = run_cli(capsys, "predict", str(sc))
-    assert code != 0 and "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1 and "model.csa" in err
+    for command in ("predict", "check"):  # check reports what predict would refuse
+        code, _out, err = run_cli(capsys, command, str(sc))
+        assert code != 0 and "Traceback" not in err
+        assert "model.csa" in err and "training only" in err
+        if command == "predict":
+            assert len(err.strip().splitlines()) == 1
 
 
 def test_full_recompute_keeps_every_stream() -> None:
