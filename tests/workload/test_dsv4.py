@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -219,6 +220,16 @@ def test_the_attention_backend_is_cudnn_named_or_refused(capsys: pytest.CaptureF
         predicts_then_rejects(capsys, str(sc), f"runtime.attention_backend={backend}", "attention_backend")
     with pytest.raises(SimcoreError, match="cuDNN"):  # an API caller's layout too
         L.attention_block_fwd(_model(), L.Layout(micro_batch=1, seq=128.0, attention_backend="flash"))
+
+
+def test_output_groups_split_over_tp(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from simcore.workload.layout import valid_layouts
+    from tests.cli_runner import predicts_then_rejects
+
+    # G = 4 output groups, A = 8 heads: tp 4 splits both, tp 8 only the heads
+    check = valid_layouts(_model(), tp=np.array([4, 8]))
+    assert check.ok.tolist() == [True, False] and "o_groups" in check.reason((1,))
+    predicts_then_rejects(capsys, str(_dsv4_scenario(tmp_path)), "parallel.tp=16", "o_groups")  # the preset's 8
 
 
 def test_inference_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
