@@ -286,6 +286,15 @@ class ModelSpec(Spec):
         ),
     )
 
+    mtp_layers: Int = Field(default=0, ge=0)
+    """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
+    depth adds, on the last pipeline stage, the embedding of the tokens shifted by it, two RMSNorms, a
+    ``2h -> h`` projection, one more transformer layer (an MoE layer in an MoE model), the shared LM
+    head and its cross-entropy loss, forward and backward, every micro-batch; in memory, that depth's
+    parameters' state and its saved activations and loss softmax on the last rank (with pipeline stages, an
+    embedding copy there too: ``simcore.engine.training.mtp_memory``; docs/parallelism.md, "Multi-token
+    prediction"). 0: none. Training only: inference runs the main model."""
+
     @model_validator(mode="after")
     def _hybrid(self) -> ModelSpec:
         p = self.hybrid_pattern
@@ -324,14 +333,6 @@ class ModelSpec(Spec):
         if c.qk_rope_head_dim >= self.head_dim:
             raise ValueError(f"csa.qk_rope_head_dim ({c.qk_rope_head_dim}) must be below head_dim ({self.head_dim})")
         return self
-    mtp_layers: Int = Field(default=0, ge=0)
-    """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
-    depth adds, on the last pipeline stage, the embedding of the tokens shifted by it, two RMSNorms, a
-    ``2h -> h`` projection, one more transformer layer (an MoE layer in an MoE model), the shared LM
-    head and its cross-entropy loss, forward and backward, every micro-batch; in memory, that depth's
-    parameters' state and its saved activations and loss softmax on the last rank (with pipeline stages, an
-    embedding copy there too: ``simcore.engine.training.mtp_memory``; docs/parallelism.md, "Multi-token
-    prediction"). 0: none. Training only: inference runs the main model."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:
