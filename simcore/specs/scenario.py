@@ -100,11 +100,11 @@ class MoESpec(Spec):
     fp32 router probability, then concatenates and casts back (``_apply_bias``): four eager passes over the
     routed rows (docs/parallelism.md, "GPT-OSS's experts")."""
     activation_clamp: float | None = Field(default=None, gt=0)
-    """The experts' gated activation clamps its inputs at this limit (GPT-OSS: 7, on the gate's upper side
-    and both sides of the linear half). Unless ``runtime.moe_fused_mlp``, Megatron-Core clamps the two
+    """The experts' gated activation (``activation: swiglu``) clamps its inputs at this limit (GPT-OSS: 7, on
+    the gate's upper side and both sides of the linear half). Unless ``runtime.moe_fused_mlp``, Megatron-Core clamps the two
     halves of the gate/up output and concatenates them before its fused activation kernel
     (``weighted_bias_quick_geglu_impl``): two eager passes over the routed rows' ``2 x expert_ffn_hidden``
-    values (docs/parallelism.md, "GPT-OSS's experts"). Needs ``activation: swiglu``."""
+    values (docs/parallelism.md, "GPT-OSS's experts")."""
     capacity_factor: float | None = Field(default=None, gt=0)
     imbalance: float = Field(default=1.0, ge=1.0)
     """Tokens on the busiest expert over the mean (1 = perfectly balanced)."""
