@@ -160,8 +160,10 @@ def check_given(sc: Scenario, stack: StackSpec) -> None:
     if moe and sc.model.moe is None:
         raise SpecError(f"applies to an MoE model ({sc.model.name} has no experts: model.moe)", field=moe[0])
     if sc.model.csa is not None and sc.kind != "training":
-        raise SpecError(f"DeepSeek-V4's hybrid attention is modelled for training only (this one is kind: {sc.kind})",
-                        field="model.csa")  # fmt: skip
+        raise SpecError(
+            f"DeepSeek-V4's hybrid attention is modelled for training only (this one is kind: {sc.kind})",
+            field="model.csa",
+        )
     if sc.model.csa is not None and sc.runtime.attention_backend not in ("auto", "cudnn"):
         raise SpecError(
             f"{sc.runtime.attention_backend} is not modelled for DeepSeek-V4's hybrid attention (model.csa), which "
