@@ -43,7 +43,7 @@ import numpy as np
 from simcore.errors import SimcoreError
 from simcore.specs.registry import default_registry
 from simcore.specs.scenario import ModelSpec
-from simcore.specs.serving import ServingSpec, engine_ep_exchange
+from simcore.specs.serving import ServingSpec, engine_ep_exchange, engine_profiles
 from simcore.workload.model import layer_shape, param_counts
 
 DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
@@ -410,6 +410,9 @@ def settings(row: ServingRow) -> dict[str, Any]:
         # the overview's llm_options.yml pads decode batches to its CUDA graphs, its MoE rows too; with attention DP
         # every rank captures the sizes up to its own limits and the instance's mean-field batch is dp ranks' worth
         s["cuda_graph_sizes"] = [dp * b for b in graph_sizes(batch, tokens)]
+        # the PyTorch backend captures them before it sizes the KV cache (its engine profile's memory fields)
+        prof = engine_profiles()["trtllm"]["defaults"]
+        s.update({k: prof[k] for k in ("graphs_before_kv", "graph_logit_bytes")})
     return {
         **s,
         "requests": n,
@@ -470,6 +473,7 @@ def run_row(row: ServingRow, imbalance: float | None = None) -> ServingRow:
                 # TensorRT-LLM's kv_cache_free_gpu_mem_fraction: of the memory left once the model is loaded
                 memory_utilization=KV_FRACTION,
                 memory_fraction_of="free",
+                **{k: s[k] for k in ("graphs_before_kv", "graph_logit_bytes") if k in s},
             )
             row.predicted = simulate(sc, spec).result.output_tokens_per_s
     except SimcoreError as e:
