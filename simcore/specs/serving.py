@@ -272,10 +272,10 @@ class ServingSpec(_Documented):
     (``hardware_specs/engines/serving.yaml``, docs/serving.md "KV cache"). ``False``: the graphs are captured after
     the cache is allocated, in the memory ``memory_utilization`` leaves (vLLM), and the KV budget holds instead the
     fp32 logits of ``max_batch`` sequences of the engine's profiling run."""
-    graph_logit_bytes: float = Field(default=6.0, gt=0)
+    graph_logit_bytes: float = Field(default=4.0, gt=0)
     """Bytes per logit a captured decode step holds at its end, per sequence and vocabulary entry (read with
-    ``graphs_before_kv``): 6 for TensorRT-LLM, whose model forward ends in its ``LogitsProcessor`` (the LM head's
-    16-bit output, 2 bytes, and its fp32 copy, ``logits.float()``, 4 bytes, alive together)."""
+    ``graphs_before_kv``). Default: fp32 logits alone; TensorRT-LLM's engine profile says 6 (its model forward ends
+    in a ``LogitsProcessor`` that keeps the LM head's 16-bit output beside its fp32 copy)."""
     prefill_framework: Literal["eager", "compiled", "cuda_graphs"] | None = None
     """The framework the engine runs its prefill passes in where it differs from ``runtime.framework`` (which
     then prices the decode steps): e.g. ``eager`` for an engine that replays CUDA graphs for decode but prefills

@@ -21,7 +21,9 @@ How a row is run
   the LLM API's 2048 and 8192 only where the row names no model preset or system), ``kv_cache_free_gpu_mem_fraction``
   0.95 (the row's note, :data:`KV_FRACTION`),
   CUDA graphs with padding to the overview's ``batch_sizes`` (:func:`graph_sizes`, per attention-DP rank; a decode
-  batch runs the next captured graph, whose dummy rows add GEMM rows but no KV), its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
+  batch runs the next captured graph, whose dummy rows add GEMM rows but no KV; captured before the KV cache is sized,
+  so the graph pool comes off its budget: the trtllm engine profile's ``graphs_before_kv``), its own paged decode
+  kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
   NVFP4 weights with an FP8 KV cache.
 * a fixed concurrency (a batch of ``batch_or_concurrency`` requests kept full): ten times that many requests
   queued at t = 0, at most that many running; tokens/s as output tokens over the run. Where the row states

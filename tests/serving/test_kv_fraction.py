@@ -121,3 +121,16 @@ def test_a_larger_captured_size_never_adds_kv_blocks(sizes: list[int], extra: in
     base = kv_blocks(sc, cluster, trtllm(max_batch=1024, cuda_graph_sizes=sizes), 1)[0]
     more = kv_blocks(sc, cluster, trtllm(max_batch=1024, cuda_graph_sizes=[*sizes, max(sizes) + extra]), 1)[0]
     assert more <= base
+
+
+def test_engine_profiles_set_the_graph_order() -> None:
+    """``serving.engine: trtllm`` takes its profile's graph order and logit bytes; vLLM keeps the profiling logits."""
+    from simcore.specs.serving import with_engine
+
+    gib = 80 * 2.0**30
+    trt = with_engine(ServingSpec(rate=1.0, engine="trtllm"), "h100", gib)
+    vll = with_engine(ServingSpec(rate=1.0, engine="vllm"), "h100", gib)
+    assert (trt.graphs_before_kv, trt.graph_logit_bytes) == (True, 6.0)
+    assert not vll.graphs_before_kv
+    # a scenario's own value wins over its engine's
+    assert not with_engine(ServingSpec(rate=1.0, engine="trtllm", graphs_before_kv=False), "h100", gib).graphs_before_kv
