@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from simcore.memory import RESERVED_BYTES
 from simcore.serving import ServingSpec
-from simcore.serving.sim import kv_blocks
+from simcore.serving.sim import estimation_blocks, kv_blocks
 from simcore.specs.registry import default_registry
-from simcore.specs.resolve import resolve_cluster
+from simcore.specs.resolve import resolve_cluster, scenario_from_dict
 from tests.serving.test_serving import scen
 
 
@@ -85,13 +85,28 @@ def test_graphs_captured_before_the_kv_cache_by_hand() -> None:
     assert blocks == int(free // per_block)
 
 
+def test_estimation_blocks_by_hand() -> None:
+    """TensorRT-LLM's estimation cache: ``max_num_tokens`` in dummy requests of at most ``max_seq_len - 1`` tokens,
+    each plus one token, in whole blocks."""
+    assert estimation_blocks(2048, 8192, 16) == 129  # one request: ceil(2049 / 16)
+    # NVIDIA/TensorRT-LLM#6294's run (23,552 tokens, max_seq_len 157, 32-token blocks): 150 requests of 156 tokens,
+    # 5 blocks each, and one of 152 tokens, 5 blocks
+    assert estimation_blocks(23552, 157, 32) == 755
+    assert estimation_blocks(4608, 256, 32) == 18 * 8 + 1  # 18 x 255 tokens, then 18 tokens (+1) in one block
+
+
 def test_graph_pool_sizes_and_attention_dp() -> None:
-    """Without listed sizes the engine captures up to its batch limit; each attention-DP rank captures its own
-    share of the sizes and prefills its share of the step's tokens."""
+    """Only sizes the estimation cache has blocks for are captured before the KV sizing (without listed sizes, up
+    to the batch limit); each attention-DP rank captures its own share of the sizes and prefills its share of the
+    step's tokens."""
     sc = scen()
     cluster = resolve_cluster(sc.cluster, default_registry())
+    # the estimation cache: one 2,048-token dummy request (the 8,192-token context holds it) and its generated
+    # token, ceil(2,049 / 16) = 129 blocks: no graph above 129 sequences is captured before the KV sizing
     unlisted = kv_blocks(sc, cluster, trtllm(cuda_graph_sizes=None), 1)[1]
-    assert unlisted["cuda_graphs"] == pytest.approx(256 * ACT_PER_TOKEN + 256 * VOCAB * 6.0)
+    assert unlisted["cuda_graphs"] == pytest.approx(129 * ACT_PER_TOKEN + 129 * VOCAB * 6.0)
+    listed = kv_blocks(sc, cluster, trtllm(cuda_graph_sizes=[64, 128, 256]), 1)[1]
+    assert listed["cuda_graphs"] == pytest.approx(128 * ACT_PER_TOKEN + 128 * VOCAB * 6.0)
     rank = kv_blocks(sc, cluster, trtllm(), 1, dp=2)[1]
     assert rank["cuda_graphs"] == pytest.approx(8 * ACT_PER_TOKEN + 8 * VOCAB * 6.0)
     assert rank["activations"] == pytest.approx(1024 * ACT_PER_TOKEN)
@@ -134,3 +149,28 @@ def test_engine_profiles_set_the_graph_order() -> None:
     assert not vll.graphs_before_kv
     # a scenario's own value wins over its engine's
     assert not with_engine(ServingSpec(rate=1.0, engine="trtllm", graphs_before_kv=False), "h100", gib).graphs_before_kv
+
+
+def test_a_published_trtllm_kv_capacity() -> None:
+    """NVIDIA/TensorRT-LLM#6294 (trtllm-bench, Llama 3.1 8B FP8 on one H100, max_num_requests 4,096, max_num_tokens
+    23,552, max_seq_len 157, fraction 0.8, 32-token blocks, CUDA graphs of 24 sizes up to 4,096) logged "Allocated 52.51
+    GiB for max tokens in paged KV cache (860320)": the graphs-before-KV accounting lands within 1 % of it."""
+    sc = scenario_from_dict(
+        {
+            "name": "trtllm-6294",
+            "kind": "serving",
+            "cluster": {"system": "hgx-h100", "gpus": 1},
+            "model": {"preset": "llama3.1-8b"},
+            "inference": {"precision": "fp8", "kv_cache_dtype": "fp8"},
+            "runtime": {"framework": "cuda_graphs"},
+            "serving": {"rate": 1.0},
+        }
+    )
+    cluster = resolve_cluster(sc.cluster, default_registry())
+    # the log's 24 captured sizes, read as CudaGraphConfig generates them with padding: 1, 2, 4, 8..128, 256..4096
+    sizes = [1, 2, 4, *range(8, 129, 8), 256, 512, 1024, 2048, 4096]
+    spec = trtllm(
+        max_batch=4096, max_batch_tokens=23552, memory_utilization=0.8, kv_block_tokens=32, cuda_graph_sizes=sizes
+    )
+    blocks, _ = kv_blocks(sc, cluster, spec, 1, max_seq_len=157)
+    assert blocks * 32 == pytest.approx(860320, rel=0.01)
