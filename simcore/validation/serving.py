@@ -78,6 +78,11 @@ OVERVIEW_GRAPH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 
 true``; NVIDIA/TensorRT-LLM@00f37686 docs/source/performance/perf-overview.md, "Running the Benchmark")."""
 
 
+TRTLLM_MEMORY = ("kv_block_tokens", "graphs_before_kv", "graph_logit_bytes")
+"""The trtllm engine profile's KV-cache memory fields a performance-overview row takes (its ``tokens_per_block``,
+and the CUDA graphs captured before the KV cache is sized: docs/serving.md, "KV cache")."""
+
+
 def graph_sizes(max_batch: int, max_tokens: int) -> list[int]:
     """The decode batches TensorRT-LLM captures from :data:`OVERVIEW_GRAPH_SIZES` with padding on
     (``_torch/pyexecutor/model_engine.py`` ``_filter_cuda_graph_batch_sizes``): the sizes up to ``min(max_batch_size,
@@ -412,9 +417,10 @@ def settings(row: ServingRow) -> dict[str, Any]:
         # the overview's llm_options.yml pads decode batches to its CUDA graphs, its MoE rows too; with attention DP
         # every rank captures the sizes up to its own limits and the instance's mean-field batch is dp ranks' worth
         s["cuda_graph_sizes"] = [dp * b for b in graph_sizes(batch, tokens)]
-        # the PyTorch backend captures them before it sizes the KV cache (its engine profile's memory fields)
+        # the PyTorch backend captures them before it sizes the KV cache, on a cache of its own block size (the
+        # engine profile's memory fields)
         prof = engine_profiles()["trtllm"]["defaults"]
-        s.update({k: prof[k] for k in ("graphs_before_kv", "graph_logit_bytes")})
+        s.update({k: prof[k] for k in TRTLLM_MEMORY})
     return {
         **s,
         "requests": n,
@@ -475,7 +481,7 @@ def run_row(row: ServingRow, imbalance: float | None = None) -> ServingRow:
                 # TensorRT-LLM's kv_cache_free_gpu_mem_fraction: of the memory left once the model is loaded
                 memory_utilization=KV_FRACTION,
                 memory_fraction_of="free",
-                **{k: s[k] for k in ("graphs_before_kv", "graph_logit_bytes") if k in s},
+                **{k: s[k] for k in TRTLLM_MEMORY if k in s},
             )
             row.predicted = simulate(sc, spec).result.output_tokens_per_s
     except SimcoreError as e:
