@@ -497,8 +497,8 @@ def kv_blocks(
     instance's step) and its per-GPU memory budget (bytes): device memory times
     ``memory_utilization`` (at most capacity minus the reserved runtime bytes; with ``memory_fraction_of:
     free`` of what is left after it), minus what is resident when the engine sizes its cache
-    (:func:`resident_before_kv`, whose ``max_seq_len`` this passes on). With a ``draft`` scenario (speculative decoding) its weights come off too
-    and each token's block space holds the draft's KV beside the target's."""
+    (:func:`resident_before_kv`, whose ``max_seq_len`` this passes on). With a ``draft`` scenario (speculative
+    decoding) its weights come off too and each token's block space holds the draft's KV beside the target's."""
     res = resident_before_kv(sc, cluster, spec, tp, dp, max_seq_len)
     weights = res["weights"]
     per_token = _kv_bytes_per_token(sc, tp)
