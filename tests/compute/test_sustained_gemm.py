@@ -95,3 +95,19 @@ def test_power_law_monotone_in_tdp(t1: float, t2: float, dtype: str) -> None:
         ops.power_cap_time(d, PROF, {"gemm": 1.0, "memory": 0.2}, gemm_dtype=dtype) for d in (d_lo, d_hi)
     )
     assert s_lo >= s_hi >= 0.0
+
+
+def test_published_check_prices_azure_rows_as_sustained_streams() -> None:
+    from simcore.calibration.fit_compute import check_published
+    from simcore.validation.published import DATA_DIR
+
+    rows = check_published(load_profile(H200), DATA_DIR / "published_kernels.csv")
+    row = next(
+        r for r in rows if r["device"] == "gb200" and r["dtype"] == "FP8" and "8192x8192x8192" in r["shape"]
+    )
+    burst = ops.gemm(GB200, PROF, 8192, 8192, 8192, "fp8")
+    assert row["predicted"] == pytest.approx(burst.flops / burst.time_s / 1e12 * _r(GB200), abs=0.1)
+    # burst rows (stas00 MAMF) are the op's own rate
+    mamf = next(r for r in rows if r["gpu"] == "NVIDIA GB200 SXM" and "FP8" in r["dtype"])
+    b = ops.gemm(GB200, PROF, 19456, 5120, 1536, "fp8")
+    assert mamf["predicted"] == pytest.approx(b.flops / b.time_s / 1e12, abs=0.1)
