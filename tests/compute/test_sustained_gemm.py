@@ -111,3 +111,14 @@ def test_published_check_prices_azure_rows_as_sustained_streams() -> None:
     mamf = next(r for r in rows if r["gpu"] == "NVIDIA GB200 SXM" and "FP8" in r["dtype"])
     b = ops.gemm(GB200, PROF, 19456, 5120, 1536, "fp8")
     assert mamf["predicted"] == pytest.approx(b.flops / b.time_s / 1e12, abs=0.1)
+
+
+def test_power_cap_what_if_takes_the_steps_gemm_dtype() -> None:
+    from simcore.system.power import cap_clocks
+
+    bd = {"gemm": 0.7, "attention": 0.1, "elementwise": 0.2}
+    bare = GB200.model_copy(update={"sustained_gemm": None})
+    fp4 = cap_clocks(GB200, PROF, bd, 1000.0, "fp4")
+    assert fp4 == cap_clocks(bare, PROF, bd, 1000.0, "fp4")  # FP4 GEMMs: no sustained limit listed
+    fp8 = cap_clocks(GB200, PROF, bd, 1000.0, "fp8")
+    assert fp8.uncapped_clock_hz < fp4.uncapped_clock_hz and fp8.clock_hz < fp4.clock_hz
