@@ -118,3 +118,24 @@ def test_merge_host_median_gives_round_6_back_from_its_runs(tmp_path: Path) -> N
     want = committed.splitlines()
     assert merged[0] == want[0] and merged[2:] == want[2:]
     assert merged[1].replace("tools/collect.py merge-host-median", "tools/merge_host_median.py") == want[1]
+
+
+def test_bench_gemm_kernels_needs_ops_or_grid(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With neither ``--ops`` nor ``--grid`` there is nothing to time: an argparse error, not an empty CSV
+    (torch stubbed: the check comes before any GPU work)."""
+    from unittest.mock import MagicMock
+
+    for mod in ("torch", "torch.profiler"):
+        monkeypatch.setitem(sys.modules, mod, MagicMock())
+    tools = Path(__file__).resolve().parents[1] / "tools"
+    monkeypatch.syspath_prepend(str(tools))
+    monkeypatch.delitem(sys.modules, "benchutil", raising=False)
+    spec = importlib.util.spec_from_file_location("simcore_tools_bench_gemm_kernels", tools / "bench_gemm_kernels.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--out", "unused.csv"])
+    assert e.value.code == 2 and "--ops" in capsys.readouterr().err

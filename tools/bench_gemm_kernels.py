@@ -35,7 +35,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, env_info, log, sync  # noqa: E402
+from benchutil import CsvOut, env_info, fp8_gemm, log, sync  # noqa: E402
 
 TDT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
 ESZ = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1, "fp8_tensor": 1}
@@ -70,17 +70,10 @@ def grid(specs):
 
 
 def operands(dt, m, n, k, batch, dev):
-    """The GEMM's call: fp8 as torch._scaled_mm (row-wise scales), others as torch.matmul."""
+    """The GEMM's call and its kernel family's name: fp8 as torch._scaled_mm (``fp8`` row-wise scales,
+    ``fp8_tensor`` one per tensor: :func:`benchutil.fp8_gemm`), others as torch.matmul."""
     if dt in ("fp8", "fp8_tensor"):
-        a = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
-        b = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()
-        if dt == "fp8":
-            sa = torch.rand(m, 1, device=dev, dtype=torch.float32) + 0.5
-            sb = torch.rand(1, n, device=dev, dtype=torch.float32) + 0.5
-        else:  # one fp32 scale per tensor: cuBLASLt's per-tensor FP8 GEMM (TensorRT-LLM's FP8 linear layers)
-            sa = torch.tensor(1.0, device=dev)
-            sb = torch.tensor(1.0, device=dev)
-        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        return fp8_gemm(m, n, k, dev, "row" if dt == "fp8" else "tensor")
     tdt = TDT[dt]
     if batch:
         a = torch.randn(batch, m, k, device=dev, dtype=tdt)
@@ -88,17 +81,19 @@ def operands(dt, m, n, k, batch, dev):
     else:
         a = torch.randn(m, k, device=dev, dtype=tdt)
         b = torch.randn(k, n, device=dev, dtype=tdt)
-    return lambda: torch.matmul(a, b)
+    return (lambda: torch.matmul(a, b)), "bmm" if batch else "matmul"
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", default=None)
     ap.add_argument("--grid", action="append", default=[], help="DTYPES:MS:NxK,... (repeatable)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=8)
     ap.add_argument("--budget", type=float, default=420.0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if not args.ops and not args.grid:
+        ap.error("give --ops (an ops CSV's GEMM shapes) or --grid (an explicit grid), or both")
     dev = torch.device("cuda")
     log("env", env_info(dev))
     out = CsvOut(args.out, COLS)
@@ -111,7 +106,7 @@ def main():
             break
         try:
             torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
-            fn = operands(dt, m, n, k, batch, dev)
+            fn, name = operands(dt, m, n, k, batch, dev)
             for _ in range(3):
                 fn()
             sync(dev)
@@ -137,8 +132,6 @@ def main():
             t = statistics.median(per_call) * 1e-6
             bt = batch or 1
             fp8 = dt.startswith("fp8")
-            name = {"fp8": "scaled_mm_e4m3_rowwise", "fp8_tensor": "scaled_mm_e4m3_tensorwise"}.get(
-                dt, "bmm" if batch else "matmul")
             out_sz = 2 if fp8 else ESZ[dt]
             out.row(kind="gemm", dtype="fp8" if fp8 else dt, m=m, n=n, k=k, batch=batch or "", name=name,
                     bytes=bt * ((m * k + k * n) * ESZ[dt] + m * n * out_sz), time_s=t, flops=2 * bt * m * n * k,

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import CsvOut, env_info, log, measure, sync, time_eager, time_graph  # noqa: E402
+from benchutil import CsvOut, env_info, fp8_gemm, log, measure, sync, time_eager, time_graph  # noqa: E402
 
 COLS = ["kind", "dtype", "m", "n", "k", "batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim",
         "causal", "backward", "name", "bytes", "time_s", "flops", "framework"]
@@ -81,22 +81,7 @@ class Bench:
     def gemm_point(self, dt, m, n, k, batch=None, scaling="tensor"):
         dev = self.dev
         if dt == "fp8":
-            if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
-                raise RuntimeError("no fp8")
-            a = self.rand(m, k, dtype=torch.float8_e4m3fn)
-            b = self.rand(n, k, dtype=torch.float8_e4m3fn).t()  # column-major (k, n) as _scaled_mm wants
-            if scaling == "row":
-                sa = torch.rand(m, 1, device=dev, dtype=torch.float32) + 0.5
-                sb = torch.rand(1, n, device=dev, dtype=torch.float32) + 0.5
-                name = "scaled_mm_e4m3_rowwise"
-            else:
-                sa = torch.tensor(1.0, device=dev)
-                sb = torch.tensor(1.0, device=dev)
-                name = "scaled_mm_e4m3_tensorwise"
-
-            def fn():
-                return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-
+            fn, name = fp8_gemm(m, n, k, dev, scaling)
             out_sz = 2
         else:
             torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"

@@ -14,6 +14,26 @@ import time
 import torch
 
 
+def fp8_gemm(m: int, n: int, k: int, dev: torch.device, scaling: str = "row"):
+    """An FP8 GEMM call, as the sweeps build it: ``torch._scaled_mm`` of e4m3 ``A[m,k]`` and column-major
+    ``B[k,n]`` (as ``_scaled_mm`` wants), bf16 out, with row-wise fp32 scales (``scaling="row"``:
+    ``scaled_mm_e4m3_rowwise``) or one per tensor (``"tensor"``: ``scaled_mm_e4m3_tensorwise``, cuBLASLt's
+    per-tensor FP8 GEMM, TensorRT-LLM's FP8 linear layers). Returns (the call, its kernel family's name)."""
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        raise RuntimeError("no fp8")
+    a = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()
+    if scaling == "row":
+        sa = torch.rand(m, 1, device=dev, dtype=torch.float32) + 0.5
+        sb = torch.rand(1, n, device=dev, dtype=torch.float32) + 0.5
+        name = "scaled_mm_e4m3_rowwise"
+    else:
+        sa = torch.tensor(1.0, device=dev)
+        sb = torch.tensor(1.0, device=dev)
+        name = "scaled_mm_e4m3_tensorwise"
+    return (lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)), name
+
+
 def log(*a) -> None:
     print(time.strftime("%H:%M:%S"), *a, flush=True)
 

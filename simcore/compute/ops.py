@@ -110,8 +110,71 @@ LOWEST_CLOCK = 0.2
 """The lowest SM clock :func:`sustained_clock` searches, as a fraction of the boost clock."""
 
 
+POWER_EXPONENT = 3.0
+"""Exponent of board power in the SM clock under DVFS (dynamic power ~ f V^2, V rising with f): a physics
+prior, not fitted (docs/compute.md, "SM clock and the power cap")."""
+
+
+def _sustained_at_tdp(dev: Device, idle_fraction: float, dtype: str, exponent: float) -> float:
+    """``dev``'s own sustained-over-burst GEMM rate at its TDP from ``dev.sustained_gemm`` (1 without it)."""
+    sg = dev.sustained_gemm
+    r0 = None if sg is None else sg.fraction.get(dtype)  # type: ignore[call-overload]
+    if sg is None or r0 is None:
+        return 1.0
+    p_idle = idle_fraction * dev.tdp
+    headroom = (dev.tdp - p_idle) / max(sg.board_power - p_idle, 1e-9)
+    return float(min(1.0, r0 * max(headroom, 0.0) ** (1.0 / exponent)))
+
+
+def gemm_sustained_fraction(
+    dev: Device, prof: ComputeProfile, dtype: str, exponent: float = POWER_EXPONENT
+) -> float:
+    """Sustained rate of a stream of ``dtype`` GEMMs on ``dev`` at its TDP over the rate the transferred
+    profile ``prof`` gives them (dimensionless, at most 1).
+
+    ``Device.sustained_gemm`` holds a measured sustained-over-burst fraction ``r0`` at a board limit
+    ``P0``. The GEMM stream's burst power ``P_b`` follows from ``P0 = P_idle + (P_b - P_idle) r0^k``; at a
+    device's own TDP ``T`` the clock holds ``r = r0 ((T - P_idle) / (P0 - P_idle))^(1/k)`` of the burst
+    clock (compute-bound time ~ 1/clock), at most 1; ``P_idle`` is the profile's idle fraction of ``T``.
+    A transferred profile carries the source device's call-timed, i.e. sustained, rates as fractions of
+    peak, so the answer is ``r_dev / r_source`` (each at its own TDP, 1 without the fact), at most 1.
+    1 for a profile measured on the device itself (its sweep is already the sustained rate) and for a dtype
+    the device's fact does not list. Monotone non-decreasing in the device's TDP."""
+    src = prof.transferred_from
+    if src is None or dev.sustained_gemm is None:
+        return 1.0
+    from simcore.specs.registry import default_registry
+
+    idle = prof.power_fraction.get("idle", 0.0)
+    r_dev = _sustained_at_tdp(dev, idle, dtype, exponent)
+    source = default_registry().devices.get(src)
+    r_src = _sustained_at_tdp(source, idle, dtype, exponent) if source is not None else 1.0
+    return min(1.0, r_dev / r_src)
+
+
+def power_fractions(
+    dev: Device, prof: ComputeProfile, gemm_dtype: str = "bf16", exponent: float | None = None
+) -> dict[str, float]:
+    """The profile's power fractions of TDP by family, the GEMM family's raised where ``dev`` sustains
+    only :func:`gemm_sustained_fraction` ``r < 1`` of the profile's GEMM rate: to the draw at which a
+    stream of GEMMs is slowed by exactly ``1 / r``. Under :func:`power_cap_time`'s stretch (``exponent``
+    ``None``) that is ``1 + (1/r - 1)(1 - i)``, under :func:`sustained_clock`'s power law
+    ``i + (1 - i) / r^k`` (``i``: the idle fraction). Other families are left as measured."""
+    pf = prof.power_fraction
+    r = gemm_sustained_fraction(dev, prof, gemm_dtype, exponent or POWER_EXPONENT)
+    if r >= 1.0 or "idle" not in pf or "gemm" not in pf:
+        return pf
+    i = pf["idle"]
+    need = i + (1.0 - i) / r**exponent if exponent else 1.0 + (1.0 / r - 1.0) * (1.0 - i)
+    return {**pf, "gemm": max(pf["gemm"], need)}
+
+
 def sustained_clock(
-    dev: Device, prof: ComputeProfile, seconds: dict[str, float], exponent: float = 3.0
+    dev: Device,
+    prof: ComputeProfile,
+    seconds: dict[str, float],
+    exponent: float = POWER_EXPONENT,
+    gemm_dtype: str = "bf16",
 ) -> float:
     """SM clock (Hz) a power-capped GPU sustains on a workload (a training or inference step).
 
@@ -120,9 +183,10 @@ def sustained_clock(
     ``P(f) = P_idle + (P_measured - P_idle) (f / f_measured)^exponent`` (dynamic power ~ f V^2 with
     V rising with f); compute-bound time scales with ``1/f``, memory-bound time does not. The clock
     is the highest one, up to the boost clock, at which the time-averaged power stays within the
-    TDP. Without power data in the profile, returns the boost clock.
+    TDP. ``gemm_dtype``: the GEMMs' dtype, for a device that sustains less than the profile's GEMM rate
+    (:func:`power_fractions`). Without power data in the profile, returns the boost clock.
     """
-    pf, cf = prof.power_fraction, prof.clock_fraction
+    pf, cf = power_fractions(dev, prof, gemm_dtype, exponent), prof.clock_fraction
     fams = [k for k, v in seconds.items() if v > 0 and k in pf and k in cf]
     if not fams or "idle" not in pf:
         return dev.boost_clock
@@ -149,7 +213,9 @@ def sustained_clock(
     return lo
 
 
-def power_cap_time(dev: Device, prof: ComputeProfile, seconds: dict[str, Num], idle_s: Num = 0.0) -> Num:
+def power_cap_time(
+    dev: Device, prof: ComputeProfile, seconds: dict[str, Num], idle_s: Num = 0.0, gemm_dtype: str = "bf16"
+) -> Num:
     """Seconds a power-capped GPU adds to a workload whose kernels, run at their own speed, would
     draw more than its TDP on average (vectorised over layouts).
 
@@ -160,9 +226,12 @@ def power_cap_time(dev: Device, prof: ComputeProfile, seconds: dict[str, Num], i
     time: ``x = (sum_f t_f P_f + t_idle P_idle - TDP T) / (TDP - P_idle)`` for a step of ``T`` seconds.
     On the H200, GEMM kernels timed by their own durations draw more than the TDP when
     they run back to back (``power_fraction["gemm"] > 1``): a stream of GEMMs is stretched by the
-    measured 16 %, a training step that mixes them with memory-bound work not at all. Profiles
-    without power data, or whose families all draw at most the TDP, add nothing."""
-    pf = prof.power_fraction
+    measured 16 %, a training step that mixes them with memory-bound work not at all. On a device with a
+    measured sustained GEMM rate (``Device.sustained_gemm``) the GEMM family of ``gemm_dtype`` draws
+    :func:`power_fractions`' value: a stream of them is stretched to the sustained rate, a step's
+    memory-bound time absorbs part of it. Profiles without power data, or whose families all draw at
+    most the TDP, add nothing."""
+    pf = power_fractions(dev, prof, gemm_dtype)
     if "idle" not in pf or dev.tdp <= 0:
         return 0.0 * np.asarray(idle_s, dtype=float)
     p_idle = pf["idle"]
@@ -1054,5 +1123,8 @@ __all__ = [
     "stream_time",
     "sustained_clock",
     "power_cap_time",
+    "gemm_sustained_fraction",
+    "power_fractions",
+    "POWER_EXPONENT",
     "with_launch",
 ]

@@ -549,7 +549,8 @@ def breakdown_power_cap(
     dev: Device, prof: ComputeProfile, breakdown: dict[str, Num], gemm_dtype: str = "bf16"
 ) -> Num:
     """:func:`power_cap_time` of a step given as seconds by breakdown category; ``gemm_dtype``: its GEMMs'
-    dtype (fp32 GEMMs, CUDA-core FFMA kernels, draw ``power_fraction["gemm_fp32"]`` where measured)."""
+    dtype (fp32 GEMMs, CUDA-core FFMA kernels, draw ``power_fraction["gemm_fp32"]`` where measured; on a device
+    with a sustained GEMM rate, ``Device.sustained_gemm``, the dtype picks its fraction)."""
     fams: dict[str, Num] = {}
     idle: Num = 0.0
     fp32 = gemm_dtype == "fp32" and "gemm_fp32" in prof.power_fraction
@@ -561,4 +562,4 @@ def breakdown_power_cap(
             idle = idle + v
         else:
             fams[f] = fams.get(f, 0.0) + v
-    return C.power_cap_time(dev, prof, fams, idle)
+    return C.power_cap_time(dev, prof, fams, idle, gemm_dtype)

@@ -51,6 +51,12 @@ def attention_backend(sc: Scenario) -> tuple[str, str]:
     if rt.attention_backend != "auto":
         return rt.attention_backend, "given"
     stack = load_stack(rt.stack)
+    if sc.model.csa is not None:
+        return "cudnn", (
+            "auto: DeepSeek-V4's hybrid attention runs its own fused sparse kernels whatever the stack picks for a "
+            f"{sc.model.d_head}-wide head (cuDNN's DSA where Megatron-Bridge finds it, "
+            "deepseek_v4_supports_fused_dsa_kernels), priced on cuDNN's fused-attention curve"
+        )
     dev = resolve_cluster(sc.cluster, default_registry()).device
     # the fused attention runs in the recipe's high precision (bf16 under fp8*, mxfp8, nvfp4, fp4 inference)
     if sc.training is not None:

@@ -479,55 +479,110 @@ def _kv_dtype_bytes(sc: Scenario) -> float:
     return float(DTYPE_BYTES[MEM.kv_cache_dtype(inf.precision, inf.kv_cache_dtype)])
 
 
+def _kv_bytes_per_token(sc: Scenario, tp: int) -> float:
+    """KV-cache bytes of one token on one GPU of a ``tp x pp`` instance (:func:`simcore.memory.kv_cache_bytes`)."""
+    return float(np.asarray(MEM.kv_cache_bytes(sc.model, 1, 1, tp, _kv_dtype_bytes(sc)))) / sc.parallel.pp
+
+
 def kv_blocks(
-    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, draft: Scenario | None = None, dp: int = 1
+    sc: Scenario,
+    cluster: ClusterInfo,
+    spec: ServingSpec,
+    tp: int,
+    draft: Scenario | None = None,
+    dp: int = 1,
+    max_seq_len: int | None = None,
 ) -> tuple[int, dict[str, float]]:
     """KV-cache blocks of one instance (with attention DP, ``dp > 1``: of one of its ``dp`` ranks, whose
     ``tp`` GPUs hold the experts of ``ep = dp x tp`` ranks and the activations of ``1 / dp`` of the
     instance's step) and its per-GPU memory budget (bytes): device memory times
-    ``memory_utilization`` (at most capacity minus the reserved runtime bytes), minus weights, the
-    activations of a ``max_batch_tokens`` prefill step and the logits of ``max_batch`` sequences.
-    With a ``draft`` scenario (speculative decoding) its weights come off too and each token's
-    block space holds the draft's KV beside the target's."""
-    weights, acts, logits, per_token = _memory_terms(sc, cluster, spec, tp, dp)
-    graphs = _cuda_graph_bytes(sc, cluster, spec, tp, dp)
+    ``memory_utilization`` (at most capacity minus the reserved runtime bytes; with ``memory_fraction_of:
+    free`` of what is left after it), minus what is resident when the engine sizes its cache
+    (:func:`resident_before_kv`, whose ``max_seq_len`` this passes on). With a ``draft`` scenario (speculative
+    decoding) its weights come off too and each token's block space holds the draft's KV beside the target's."""
+    res = resident_before_kv(sc, cluster, spec, tp, dp, max_seq_len)
+    weights = res["weights"]
+    per_token = _kv_bytes_per_token(sc, tp)
     if draft is not None:
-        d_weights, _, _, d_token = _memory_terms(draft, cluster, spec, tp, dp)
-        weights += d_weights
-        per_token += d_token
+        weights += resident_before_kv(draft, cluster, spec, tp, dp, max_seq_len)["weights"]
+        per_token += _kv_bytes_per_token(draft, tp)
+    held = res["activations"] + (res["cuda_graphs"] if spec.graphs_before_kv else 0.0)
     cap = cluster.device.memory.capacity
     if spec.memory_fraction_of == "free":
-        used = weights + acts + logits
+        used = weights + held
         usable = used + spec.memory_utilization * max(cap - MEM.RESERVED_BYTES - used, 0.0)
     else:
         usable = min(cap * spec.memory_utilization, cap - MEM.RESERVED_BYTES)
-    free = usable - weights - acts - logits
+    free = usable - weights - held
     blocks = int(max(free, 0.0) // (per_token * spec.kv_block_tokens))
     return blocks, {
         "usable": usable,
         "weights": weights,
-        "activations": acts + logits,
+        "activations": res["activations"],
         "kv_cache": blocks * per_token * spec.kv_block_tokens,
         "kv_bytes_per_token": per_token,
-        "cuda_graphs": graphs,
+        "cuda_graphs": res["cuda_graphs"],
     }
 
 
-def _cuda_graph_bytes(sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, dp: int = 1) -> float:
-    """Bytes per GPU the decode CUDA graphs of ``spec.cuda_graph_sizes`` hold (0 without them): PyTorch
-    keeps a captured graph's memory in a private pool that the eager allocator does not reuse, and the
-    engines capture every size into one shared pool, largest first, so the pool holds the intermediate
-    activations of the largest captured decode step (``max(sizes) / dp`` tokens, as a prefill step of that
-    many tokens); each graph keeps its static output alive beside it (``b x hidden`` activations for a
-    size ``b``). Reported beside the KV budget, not taken from it: vLLM subtracts its graph estimate only
-    with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`` (default 0), so the graphs live in the memory
-    ``memory_utilization`` leaves (docs/parallelism.md, CUDA-graph memory)."""
+def resident_before_kv(
+    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, dp: int = 1, max_seq_len: int | None = None
+) -> dict[str, float]:
+    """Bytes per GPU of a ``tp x pp`` instance (an attention-DP rank of ``dp``) that are resident when the engine
+    sizes its KV cache, by part (docs/serving.md, "KV cache"):
+
+    * ``weights``: routed experts over :func:`instance_ep` GPUs, the rest over ``tp x pp``;
+    * ``activations``: the transient peak of the engine's profiling forward, a ``max_batch_tokens / dp``-token
+      prefill step, plus, unless the CUDA graphs come first (``graphs_before_kv``), fp32 logits of
+      ``max_batch / dp`` sequences over the vocabulary split ``tp`` ways (vLLM's dummy sampler run);
+    * ``cuda_graphs``: the decode CUDA graphs' memory pool (0 without graphs).
+
+    With ``graphs_before_kv`` (TensorRT-LLM's PyTorch backend) the graphs are captured in a warm-up that runs on the
+    small estimation cache, before the engine measures free memory: every size into one shared private pool,
+    largest first, each graph's output kept as a weak reference, so the pool is the largest captured step's peak:
+    the intermediate activations of ``B`` tokens (as a ``B``-token prefill step) plus ``B x vocab x
+    graph_logit_bytes`` for the logits the captured forward ends in (the whole vocabulary per rank). The warm-up
+    captures a size only when the cache has that many free blocks, and the estimation cache holds just the
+    profiling requests: ``max_batch_tokens / dp`` tokens in requests of at most ``max_seq_len - 1`` tokens (default
+    the model's context), each with one more token, in ``kv_block_tokens`` blocks. So ``B`` is the largest of
+    ``cuda_graph_sizes / dp`` within those blocks (``max_batch / dp`` capped by them when the sizes are not listed).
+    Otherwise (vLLM: graphs captured after the cache is allocated; it subtracts its graph estimate only with
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``, default 0, docs/parallelism.md, CUDA-graph memory) the pool of
+    the largest step's activations plus each captured size's ``b x hidden`` 16-bit output, reported beside the KV
+    budget and not taken from it, in the memory ``memory_utilization`` leaves."""
+    rank = -(-spec.max_batch // dp)
+    ev = _prefill_memory(sc, cluster, tp, dp, max(spec.max_batch_tokens // dp, 1))
+    weights = float(np.asarray(ev.memory["weights"]))
+    acts = float(np.asarray(ev.memory["activations"]))
     sizes = spec.cuda_graph_sizes
-    if not sizes or sc.inference is None:
-        return 0.0
-    ev = _prefill_memory(sc, cluster, tp, dp, -(-max(sizes) // dp))
-    outputs = sum(-(-b // dp) for b in sizes) * sc.model.hidden * 2.0  # bf16 hidden states per graph
-    return float(np.asarray(ev.memory["activations"])) + outputs
+    graphs = 0.0
+    if spec.graphs_before_kv:
+        free = estimation_blocks(spec.max_batch_tokens // dp, max_seq_len or sc.model.seq_len, spec.kv_block_tokens)
+        if sizes:
+            top = max((c for c in (-(-b // dp) for b in sizes) if c <= free), default=0)
+        else:
+            top = min(rank, free)
+        if top:
+            pool = _prefill_memory(sc, cluster, tp, dp, top)
+            graphs = float(np.asarray(pool.memory["activations"])) + top * sc.model.vocab * spec.graph_logit_bytes
+    else:
+        acts += float(np.asarray(ev.memory["logits"])) * rank
+        if sizes:
+            pool = _prefill_memory(sc, cluster, tp, dp, -(-max(sizes) // dp))
+            outputs = sum(-(-b // dp) for b in sizes) * sc.model.hidden * 2.0  # bf16 hidden states per graph
+            graphs = float(np.asarray(pool.memory["activations"])) + outputs
+    return {"weights": weights, "activations": acts, "cuda_graphs": graphs}
+
+
+def estimation_blocks(tokens: int, max_seq_len: int, block: int) -> int:
+    """KV blocks of the cache TensorRT-LLM sizes its memory estimate on (``_util.py``
+    ``KvCacheCreator._get_token_num_for_estimation``): ``tokens`` (``max_num_tokens``) split into dummy requests of at
+    most ``max_seq_len - 1`` tokens, each with one generated token more, each rounded up to whole ``block``-token
+    blocks (requests do not share blocks)."""
+    tokens = max(tokens, 1)
+    per_req = max(min(tokens, max_seq_len - 1), 1)
+    full, rest = divmod(tokens, per_req)
+    return full * -(-(per_req + 1) // block) + (-(-(rest + 1) // block) if rest else 0)
 
 
 def instance_ep(sc: Scenario, tp: int, dp: int) -> int:
@@ -579,21 +634,6 @@ def _prefill_memory(sc: Scenario, cluster: ClusterInfo, tp: int, dp: int, tokens
         **inference_runtime(sc),
         ep=instance_ep(sc, tp, dp),
     )
-
-
-def _memory_terms(
-    sc: Scenario, cluster: ClusterInfo, spec: ServingSpec, tp: int, dp: int = 1
-) -> tuple[float, float, float, float]:
-    """Per GPU of a tp x pp instance (an attention-DP rank of ``dp``), bytes: weights (routed experts over
-    :func:`instance_ep` GPUs), activations of a ``max_batch_tokens / dp`` prefill step, logits of
-    ``max_batch / dp`` sequences, KV cache per token."""
-    pp = sc.parallel.pp
-    ev = _prefill_memory(sc, cluster, tp, dp, max(spec.max_batch_tokens // dp, 1))
-    weights = float(np.asarray(ev.memory["weights"]))
-    acts = float(np.asarray(ev.memory["activations"]))
-    logits = float(np.asarray(ev.memory["logits"])) * -(-spec.max_batch // dp)
-    per_token = float(np.asarray(MEM.kv_cache_bytes(sc.model, 1, 1, tp, _kv_dtype_bytes(sc)))) / pp
-    return weights, acts, logits, per_token
 
 
 # --------------------------------------------------------------------------------------------
@@ -1878,7 +1918,7 @@ def _place(
                     model, dm, spec.speculative.tokens, spec.speculative.tokens_per_round
                 )
             model = fleet.models[dkey]
-        rank_blocks, mem = kv_blocks(sc, cluster, spec, tpx, draft, dp)
+        rank_blocks, mem = kv_blocks(sc, cluster, spec, tpx, draft, dp, max_len)
         # a request lives on one attention-DP rank: its cache must fit one rank's blocks
         cap_tokens = rank_blocks * spec.kv_block_tokens
         blocks = rank_blocks * dp

@@ -47,6 +47,18 @@ class NVLinkPort(Spec):
     """Bytes/s per GPU per direction, all links together."""
 
 
+class SustainedGemm(Spec):
+    """What a stream of dense tensor-core GEMMs sustains at the board's power limit, measured against its
+    burst rate (docs/compute.md, "SM clock and the power cap")."""
+
+    board_power: Watts
+    """The board power limit the measurement ran at (W)."""
+    fraction: dict[Literal["bf16", "fp16", "fp8", "fp4"], Annotated[float, Field(gt=0, le=1)]]
+    """Per GEMM dtype, the sustained rate of a GEMM stream held at ``board_power`` (thousands of warm-up
+    iterations) over its burst rate (the first few milliseconds), both on the same device (dimensionless,
+    in (0, 1]). A dtype not listed is not limited beyond the transferred profile."""
+
+
 class Device(Spec):
     """One accelerator."""
 
@@ -81,6 +93,14 @@ class Device(Spec):
     smem_per_sm: Bytes | None = None
     tdp: Watts
     idle_power: Watts | None = None
+    sustained_gemm: SustainedGemm | None = None
+    """Measured sustained-vs-burst rate of GEMM streams on this device's silicon, for a device whose
+    compute profile is transferred from one that sustains its burst rate (Hopper): the power model
+    (:func:`simcore.compute.ops.gemm_sustained_fraction`) derives this device's own fraction at its TDP
+    through the power law ``P = P_idle + (P_burst - P_idle) (f / f_burst)^3`` and makes the GEMM family
+    draw accordingly, so that compute-bound GEMM time stretches to the sustained rate and memory-bound work
+    does not. ``None``: the transferred profile's power fractions (docs/compute.md, "SM clock and the power
+    cap")."""
     nvlink: NVLinkPort | None = None
     pcie_generation: Int = Field(ge=3)
     pcie_bandwidth: Bandwidth

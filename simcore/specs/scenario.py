@@ -77,10 +77,21 @@ class ClusterSpec(Spec):
 
 
 class MoESpec(Spec):
+    """The mixture-of-experts layers of a model (``model.moe``): a router picks ``top_k`` of ``experts`` routed
+    experts per token, beside ``shared_experts`` every token runs (docs/parallelism.md, MoE)."""
+
+    # each field's docstring is its description in the JSON Schema (``simcore schema``)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
+
     experts: Int = Field(gt=0)
+    """Routed experts per MoE layer (Megatron-Core's ``num_moe_experts``, HF ``n_routed_experts``)."""
     top_k: Int = Field(gt=0)
+    """Routed experts each token visits (``moe_router_topk``, HF ``num_experts_per_tok``)."""
     shared_experts: Int = Field(default=0, ge=0)
+    """Experts every token runs besides the routed ones, each ``expert_ffn_hidden`` wide (HF
+    ``n_shared_experts``; Megatron-Core's ``moe_shared_expert_intermediate_size`` is their summed width)."""
     expert_ffn_hidden: Int = Field(gt=0)
+    """Intermediate width of one expert's MLP (``moe_ffn_hidden_size``, HF ``moe_intermediate_size``)."""
     dense_layers: Int = Field(default=0, ge=0)
     """Leading layers with a dense MLP instead of experts."""
     expert_bias: bool = False
@@ -89,8 +100,8 @@ class MoESpec(Spec):
     fp32 router probability, then concatenates and casts back (``_apply_bias``): four eager passes over the
     routed rows (docs/parallelism.md, "GPT-OSS's experts")."""
     activation_clamp: float | None = Field(default=None, gt=0)
-    """The experts' gated activation clamps its inputs at this limit (GPT-OSS: 7, on the gate's upper side
-    and both sides of the linear half). Unless ``runtime.moe_fused_mlp``, Megatron-Core clamps the two
+    """The experts' gated activation (``activation: swiglu``) clamps its inputs at this limit (GPT-OSS: 7, on
+    the gate's upper side and both sides of the linear half). Unless ``runtime.moe_fused_mlp``, Megatron-Core clamps the two
     halves of the gate/up output and concatenates them before its fused activation kernel
     (``weighted_bias_quick_geglu_impl``): two eager passes over the routed rows' ``2 x expert_ffn_hidden``
     values (docs/parallelism.md, "GPT-OSS's experts")."""
@@ -169,11 +180,11 @@ class CSASpec(Spec):
 
     model_config = ConfigDict(**Spec.model_config, json_schema_extra=field_docstrings)
 
-    compress_ratios: list[Int] = Field(min_length=1)
+    compress_ratios: list[Annotated[Int, Field(ge=0)]] = Field(min_length=1)
     """Per decoder layer, tokens pooled into one compressed key/value entry (``compress_ratios`` of the HF
     config, one per layer): 0 a sliding-window layer only; ``sparse_ratio`` compressed sparse attention (CSA:
-    the lightning indexer picks ``indexer_topk`` of the compressed entries); any other ratio heavily compressed
-    attention (HCA: every compressed entry). Its length is ``layers``."""
+    the lightning indexer picks ``indexer_topk`` of the compressed entries); any other ratio, at least 2,
+    heavily compressed attention (HCA: every compressed entry). Its length is ``layers``."""
     sparse_ratio: Int = Field(default=4, gt=0)
     """The ratio of the CSA layers: their compressor pools overlapping windows (two projections of twice the
     width) and an indexer selects their entries (DeepSeek-V4 ``Compressor`` / ``Indexer``: ``compress_ratio == 4``)."""
@@ -182,7 +193,9 @@ class CSASpec(Spec):
     q_lora_rank: Int = Field(gt=0)
     """Query latent width (``q_lora_rank``): ``hidden -> q_lora_rank -> heads x head_dim``."""
     qk_rope_head_dim: Int = Field(default=64, gt=0)
-    """Rotary dims of ``head_dim`` (``qk_rope_head_dim``)."""
+    """Rotary dims of ``head_dim`` (``qk_rope_head_dim``: the last of each query's and key's ``head_dim``, below it).
+    Checked, not priced apart: the rotation is fused into the kernels around it, as the other attention's in
+    Megatron-Core."""
     o_groups: Int = Field(gt=0)
     """Head groups of the grouped low-rank output projection (``o_groups``): each group's
     ``heads / o_groups x head_dim`` outputs project to ``o_lora_rank``, then ``o_groups x o_lora_rank -> hidden``."""
@@ -194,6 +207,16 @@ class CSASpec(Spec):
     """Lightning-indexer head dimension (``index_head_dim``)."""
     indexer_topk: Int = Field(gt=0)
     """Compressed entries each query of a CSA layer attends (``index_topk``)."""
+
+    @model_validator(mode="after")
+    def _ratios(self) -> CSASpec:
+        bad = sorted({r for r in self.compress_ratios if r == 1 and r != self.sparse_ratio})
+        if bad:
+            raise ValueError(
+                f"compress_ratios has {bad}: a ratio is 0 (window only), sparse_ratio ({self.sparse_ratio}) or, "
+                "for a heavily compressed layer, at least 2 tokens pooled into one entry"
+            )
+        return self
 
 
 class MambaSpec(Spec):
@@ -288,6 +311,15 @@ class ModelSpec(Spec):
         ),
     )
 
+    mtp_layers: Int = Field(default=0, ge=0)
+    """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
+    depth adds, on the last pipeline stage, the embedding of the tokens shifted by it, two RMSNorms, a
+    ``2h -> h`` projection, one more transformer layer (an MoE layer in an MoE model), the shared LM
+    head and its cross-entropy loss, forward and backward, every micro-batch; in memory, that depth's
+    parameters' state and its saved activations and loss softmax on the last rank (with pipeline stages, an
+    embedding copy there too: ``simcore.engine.training.mtp_memory``; docs/parallelism.md, "Multi-token
+    prediction"). 0: none. Training only: inference runs the main model."""
+
     @model_validator(mode="after")
     def _hybrid(self) -> ModelSpec:
         p = self.hybrid_pattern
@@ -323,15 +355,9 @@ class ModelSpec(Spec):
             raise ValueError("csa needs head_dim (the query and shared key/value head width)")
         if self.heads % c.o_groups != 0:
             raise ValueError(f"heads ({self.heads}) must be a multiple of csa.o_groups ({c.o_groups})")
+        if c.qk_rope_head_dim >= self.head_dim:
+            raise ValueError(f"csa.qk_rope_head_dim ({c.qk_rope_head_dim}) must be below head_dim ({self.head_dim})")
         return self
-    mtp_layers: Int = Field(default=0, ge=0)
-    """Multi-token prediction depth (DeepSeek-V3's MTP modules, Megatron-Core's ``mtp_num_layers``): each
-    depth adds, on the last pipeline stage, the embedding of the tokens shifted by it, two RMSNorms, a
-    ``2h -> h`` projection, one more transformer layer (an MoE layer in an MoE model), the shared LM
-    head and its cross-entropy loss, forward and backward, every micro-batch; in memory, that depth's
-    parameters' state and its saved activations and loss softmax on the last rank (with pipeline stages, an
-    embedding copy there too: ``simcore.engine.training.mtp_memory``; docs/parallelism.md, "Multi-token
-    prediction"). 0: none. Training only: inference runs the main model."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSpec:
@@ -343,6 +369,29 @@ class ModelSpec(Spec):
                 f"hidden ({self.hidden}) must be divisible by heads ({self.heads}) or give head_dim"
             )
         return self
+
+    @model_validator(mode="after")
+    def _moe_layers(self) -> ModelSpec:
+        moe = self.moe
+        if moe is not None and moe.hash_layers > self.moe_layers:
+            raise ValueError(f"moe.hash_layers ({moe.hash_layers}) exceeds the model's {self.moe_layers} MoE layers")
+        if moe is not None and moe.activation_clamp is not None and self.activation != "swiglu":
+            raise ValueError(f"moe.activation_clamp clamps a gated activation (swiglu), not {self.activation}")
+        if moe is not None and moe.latent_dim is not None and moe.latent_dim >= self.hidden:
+            raise ValueError(
+                f"moe.latent_dim ({moe.latent_dim}) must be below hidden ({self.hidden}): LatentMoE projects down"
+            )
+        return self
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts: a hybrid pattern's ``E`` layers, else all but ``moe.dense_layers`` (0 without
+        ``moe``)."""
+        if self.moe is None:
+            return 0
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern.count("E")
+        return self.layers - self.moe.dense_layers
 
     @property
     def n_kv_heads(self) -> int:

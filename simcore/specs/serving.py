@@ -265,6 +265,17 @@ class ServingSpec(_Documented):
     cuda_graph_sizes: list[int] | None = None
     """Decode batch sizes captured as CUDA graphs: a decode batch is padded up to the next size (and
     priced at it); a batch above the largest runs unpadded. ``None``: no padding."""
+    graphs_before_kv: bool = False
+    """Whether the engine captures its decode CUDA graphs before it sizes the KV cache, so that their memory pool
+    (the largest captured step's activations and logits) comes off the KV budget: TensorRT-LLM's PyTorch backend
+    captures them in the executor's warm-up and then sizes the cache from the free memory it measures
+    (``hardware_specs/engines/serving.yaml``, docs/serving.md "KV cache"). ``False``: the graphs are captured after
+    the cache is allocated, in the memory ``memory_utilization`` leaves (vLLM), and the KV budget holds instead the
+    fp32 logits of ``max_batch`` sequences of the engine's profiling run."""
+    graph_logit_bytes: float = Field(default=4.0, gt=0)
+    """Bytes per logit a captured decode step holds at its end, per sequence and vocabulary entry (read with
+    ``graphs_before_kv``). Default: fp32 logits alone; TensorRT-LLM's engine profile says 6 (its model forward ends
+    in a ``LogitsProcessor`` that keeps the LM head's 16-bit output beside its fp32 copy)."""
     prefill_framework: Literal["eager", "compiled", "cuda_graphs"] | None = None
     """The framework the engine runs its prefill passes in where it differs from ``runtime.framework`` (which
     then prices the decode steps): e.g. ``eager`` for an engine that replays CUDA graphs for decode but prefills
@@ -449,6 +460,8 @@ ENGINE_FIELDS = (
     "cuda_graph_sizes",
     "ep_exchange",
     "decode_gemms",
+    "graphs_before_kv",
+    "graph_logit_bytes",
 )
 """The serving fields an engine profile sets."""
 
@@ -502,7 +515,7 @@ def with_engine(
     if spec.engine is None:
         return spec
     vals = engine_settings(spec.engine, device, memory_bytes, multi_node_nvlink)
-    update = {k: vals[k] for k in ENGINE_FIELDS if k not in spec.model_fields_set}
+    update = {k: vals[k] for k in ENGINE_FIELDS if k in vals and k not in spec.model_fields_set}
     merged = spec.model_dump(exclude_unset=True) | update
     from simcore.specs.loader import validate
 

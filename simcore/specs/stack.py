@@ -150,7 +150,8 @@ def _changed(sc: Scenario, stack: StackSpec, section: str, fld: str) -> bool:
 
 def check_given(sc: Scenario, stack: StackSpec) -> None:
     """Keys the scenario gives that its workload cannot honour, each one :class:`SpecError` naming it: the
-    ``runtime.moe_*`` keys (:data:`MOE_TRAINING_KEYS`) on a dense model or outside training, and
+    ``runtime.moe_*`` keys (:data:`MOE_TRAINING_KEYS`) on a dense model or outside training, DeepSeek-V4's
+    hybrid attention (``model.csa``) outside training or on an attention backend other than cuDNN's, and
     ``parallel.pipeline_library`` without pipeline stages. The stack's own defaults for them stay silent
     (:func:`apply_stack` sets them only on fields the scenario did not give)."""
     moe = [f"runtime.{k}" for k in MOE_TRAINING_KEYS if _changed(sc, stack, "runtime", k)]
@@ -158,6 +159,17 @@ def check_given(sc: Scenario, stack: StackSpec) -> None:
         raise SpecError(f"is modelled for training an MoE model (this one is kind: {sc.kind})", field=moe[0])
     if moe and sc.model.moe is None:
         raise SpecError(f"applies to an MoE model ({sc.model.name} has no experts: model.moe)", field=moe[0])
+    if sc.model.csa is not None and sc.kind != "training":
+        raise SpecError(
+            f"DeepSeek-V4's hybrid attention is modelled for training only (this one is kind: {sc.kind})",
+            field="model.csa",
+        )
+    if sc.model.csa is not None and sc.runtime.attention_backend not in ("auto", "cudnn"):
+        raise SpecError(
+            f"{sc.runtime.attention_backend} is not modelled for DeepSeek-V4's hybrid attention (model.csa), which "
+            "runs its own fused sparse kernels: auto or cudnn",
+            field="runtime.attention_backend",
+        )
     if _changed(sc, stack, "parallel", "pipeline_library") and sc.parallel.pp <= 1:
         raise SpecError(
             "applies to a layout with pipeline stages (parallel.pp > 1; this one: pp 1)",

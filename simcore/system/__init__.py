@@ -31,6 +31,7 @@ from simcore.system.mig import mig_slice
 from simcore.system.power import PowerCapResult, board_limit, cap_clocks, clock_scaled, family_seconds
 from simcore.system.reliability import GoodputResult, goodput, whole_steps
 from simcore.system.sharing import SharingResult, shared_decode
+from simcore.workload.precision import recipe
 
 SAMPLE_BYTES_PER_TOKEN = 16.0
 """Default bytes a language-model sample carries per token: an int64 token id and an int64 label."""
@@ -90,7 +91,11 @@ def power_capped(
     if cap is None:
         return None
     prof = load_profile(cluster.device, sc.calibration)
-    clocks = cap_clocks(cluster.device, prof, breakdown, cap)
+    if sc.training is not None:
+        gemm_dtype = recipe(sc.training.precision).gemm_dtype
+    else:
+        gemm_dtype = sc.inference.precision if sc.inference is not None else "bf16"
+    clocks = cap_clocks(cluster.device, prof, breakdown, cap, gemm_dtype)
     ratio = clocks.clock_hz / clocks.uncapped_clock_hz
     sys_max = cluster.system.power_max - cluster.system.gpus * (cluster.device.tdp - cap)
     clocks = dataclasses.replace(clocks, system_power_max_w=sys_max, cooling=sc.cluster.cooling)

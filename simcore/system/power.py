@@ -63,14 +63,19 @@ def capped(device: Device, prof: ComputeProfile, cap_w: float) -> tuple[Device, 
 
 
 def cap_clocks(
-    device: Device, prof: ComputeProfile, breakdown: Mapping[str, float], cap_w: float
+    device: Device,
+    prof: ComputeProfile,
+    breakdown: Mapping[str, float],
+    cap_w: float,
+    gemm_dtype: str = "bf16",
 ) -> PowerCapResult:
     """The SM clocks a step of ``breakdown`` (seconds by category) sustains at the TDP and under a
-    ``cap_w`` W board limit (:func:`simcore.compute.ops.sustained_clock` against each limit)."""
+    ``cap_w`` W board limit (:func:`simcore.compute.ops.sustained_clock` against each limit; ``gemm_dtype``:
+    the step's GEMMs, for a device with a sustained GEMM rate, ``Device.sustained_gemm``)."""
     fams = family_seconds(breakdown)
     dev_c, prof_c = capped(device, prof, cap_w)
     idle = prof.power_fraction.get("idle", 0.0) * device.tdp
-    f_cap = sustained_clock(dev_c, prof_c, fams)
+    f_cap = sustained_clock(dev_c, prof_c, fams, gemm_dtype=gemm_dtype)
     if cap_w <= idle or f_cap <= LOWEST_CLOCK * device.boost_clock:
         raise SpecError(
             f"power cap {cap_w:g} W is too low for {device.name}: it idles at {idle:.0f} W and the step does not fit "
@@ -78,7 +83,10 @@ def cap_clocks(
             field="cluster.power_cap",
         )
     return PowerCapResult(
-        cap_w=cap_w, tdp_w=device.tdp, clock_hz=f_cap, uncapped_clock_hz=sustained_clock(device, prof, fams)
+        cap_w=cap_w,
+        tdp_w=device.tdp,
+        clock_hz=f_cap,
+        uncapped_clock_hz=sustained_clock(device, prof, fams, gemm_dtype=gemm_dtype),
     )
 
 

@@ -353,10 +353,6 @@ def dsv3_stage_layers(pp: int, vp: int) -> list[int] | None:
     return None if chunks is None else [sum(chunks[r::pp]) for r in range(pp)]
 
 
-_UNMODELLED: dict[str, str] = {}
-"""Models a table names whose architecture simcore cannot express, with the reason (the row is listed as not
-predicted with it)."""
-
 _MBRIDGE_V060 = "NVIDIA-NeMo/Megatron-Bridge@v0.6.0 src/megatron/bridge/perf_recipes/nemotronh"
 _MBRIDGE_RECIPES_AFTER_V050: dict[tuple[str, str], dict[str, Any]] = {
     # gb300/nemotronh.py _nemotron_3_ultra_gb300_fp8mx_config and gb200/nemotronh.py
@@ -462,8 +458,6 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     if not (rec.get("layers") or "").strip():
         # a row whose table gives no architecture: a built-in preset of that name, else not expressible
         named = _preset_for(rec["model"], None, None)
-        if named is None and _norm_name(rec["model"]) in _UNMODELLED:
-            raise ValueError(f"model {rec['model']!r}: {_UNMODELLED[_norm_name(rec['model'])]}")
         if named is None:
             raise ValueError(f"model {rec['model']!r}: no architecture in the row and no built-in preset of that name")
         rec = {**rec, **{k: str(named[k]) for k in ("layers", "hidden", "heads") if k in named}}

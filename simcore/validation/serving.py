@@ -21,7 +21,9 @@ How a row is run
   the LLM API's 2048 and 8192 only where the row names no model preset or system), ``kv_cache_free_gpu_mem_fraction``
   0.95 (the row's note, :data:`KV_FRACTION`),
   CUDA graphs with padding to the overview's ``batch_sizes`` (:func:`graph_sizes`, per attention-DP rank; a decode
-  batch runs the next captured graph, whose dummy rows add GEMM rows but no KV), its own paged decode kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
+  batch runs the next captured graph, whose dummy rows add GEMM rows but no KV; captured before the KV cache is sized,
+  so the graph pool comes off its budget: the trtllm engine profile's ``graphs_before_kv``), its own paged decode
+  kernels (``paged_kv``), FP8 (ModelOpt) weights with an FP8 KV cache,
   NVFP4 weights with an FP8 KV cache.
 * a fixed concurrency (a batch of ``batch_or_concurrency`` requests kept full): ten times that many requests
   queued at t = 0, at most that many running; tokens/s as output tokens over the run. Where the row states
@@ -43,7 +45,7 @@ import numpy as np
 from simcore.errors import SimcoreError
 from simcore.specs.registry import default_registry
 from simcore.specs.scenario import ModelSpec
-from simcore.specs.serving import ServingSpec, engine_ep_exchange
+from simcore.specs.serving import ServingSpec, engine_ep_exchange, engine_profiles
 from simcore.workload.model import layer_shape, param_counts
 
 DATA = Path(__file__).resolve().parent / "data" / "published_inference.csv"
@@ -74,6 +76,11 @@ OVERVIEW_SOURCE = "NVIDIA/TensorRT-LLM@00f37686"
 OVERVIEW_GRAPH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
 """``cuda_graph_config.batch_sizes`` of the ``llm_options.yml`` the performance overview runs with (``enable_padding:
 true``; NVIDIA/TensorRT-LLM@00f37686 docs/source/performance/perf-overview.md, "Running the Benchmark")."""
+
+
+TRTLLM_MEMORY = ("kv_block_tokens", "graphs_before_kv", "graph_logit_bytes")
+"""The trtllm engine profile's KV-cache memory fields a performance-overview row takes (its ``tokens_per_block``,
+and the CUDA graphs captured before the KV cache is sized: docs/serving.md, "KV cache")."""
 
 
 def graph_sizes(max_batch: int, max_tokens: int) -> list[int]:
@@ -410,6 +417,10 @@ def settings(row: ServingRow) -> dict[str, Any]:
         # the overview's llm_options.yml pads decode batches to its CUDA graphs, its MoE rows too; with attention DP
         # every rank captures the sizes up to its own limits and the instance's mean-field batch is dp ranks' worth
         s["cuda_graph_sizes"] = [dp * b for b in graph_sizes(batch, tokens)]
+        # the PyTorch backend captures them before it sizes the KV cache, on a cache of its own block size (the
+        # engine profile's memory fields)
+        prof = engine_profiles()["trtllm"]["defaults"]
+        s.update({k: prof[k] for k in TRTLLM_MEMORY})
     return {
         **s,
         "requests": n,
@@ -470,6 +481,7 @@ def run_row(row: ServingRow, imbalance: float | None = None) -> ServingRow:
                 # TensorRT-LLM's kv_cache_free_gpu_mem_fraction: of the memory left once the model is loaded
                 memory_utilization=KV_FRACTION,
                 memory_fraction_of="free",
+                **{k: s[k] for k in TRTLLM_MEMORY if k in s},
             )
             row.predicted = simulate(sc, spec).result.output_tokens_per_s
     except SimcoreError as e:

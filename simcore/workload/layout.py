@@ -271,6 +271,13 @@ RULES: tuple[_Rule, ...] = (
         "parallel.tp",
         lambda v: f"model.heads ({v['heads']}) is not divisible by tp ({v['tp']})",
     ),
+    # DeepSeek-V4's grouped output projection splits its head groups over TP (``wo_a``: o_groups / tp a rank)
+    _Rule(
+        ("tp",),
+        lambda v: (v["o_groups"] > 0) & (v["o_groups"] % _safe(v["tp"]) != 0),
+        "parallel.tp",
+        lambda v: f"model.csa.o_groups ({v['o_groups']}) is not divisible by tp ({v['tp']})",
+    ),
     # Megatron-Core's MambaMixer splits the SSM heads and the B/C groups over TP, and under CP the heads of
     # a TP rank over the CP ranks (MambaContextParallel: groups split too, or one group repeated)
     _Rule(
@@ -389,7 +396,7 @@ def valid_layouts(
     A rule applies when every value it reads is given (inference gives ``tp`` and ``pp``, and its
     first rule names ``tp*pp``; training gives all). In the order reported: ``tp*pp*cp`` fits the
     cluster and ``tp*pp*cp*dp`` fills it; ``ep*etp`` divides ``tp*cp*dp`` (parallel folding; ``etp``
-    default ``tp``) and ``ep`` the experts, and needs an MoE model; ``tp`` divides the heads (and a Mamba
+    default ``tp``) and ``ep`` the experts, and needs an MoE model; ``tp`` divides the heads (and DeepSeek-V4's output groups, a Mamba
     mixer's heads and groups; ``cp`` its heads per TP rank); ``pp*vp`` chunks (``vp > 1``) and ``pp`` stages have a layer
     each (uneven splits allowed; ``extra_units``: the embedding and loss counted as layers); ``micro_batch*dp`` divides the global batch. Search-space pruning
     (TP inside the NVLink domain, redundant knobs) is the planner's, not a rule here. See
@@ -412,6 +419,7 @@ def valid_layouts(
     v["experts"] = np.asarray(model.moe.experts if model.moe is not None else 0)
     v["ssm_heads"] = np.asarray(model.mamba.heads if model.mamba is not None else 0)
     v["ssm_groups"] = np.asarray(model.mamba.groups if model.mamba is not None else 0)
+    v["o_groups"] = np.asarray(model.csa.o_groups if model.csa is not None else 0)
     if np.any(extra_units):
         v["extra_units"] = np.asarray(extra_units)
     shape = np.broadcast_shapes(*(x.shape for x in v.values()))

@@ -423,11 +423,10 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     logits; the attention kernel over the window and the selected (CSA) or all (HCA) compressed entries, as a
     non-causal attention of :func:`~simcore.workload.csa.attention_context` keys per query (one key/value head);
     and the grouped low-rank output projection (``wo_a``: ``o_groups`` GEMMs of ``heads / o_groups x head_dim ->
-    o_lora_rank``, batched; ``wo_b``: ``o_groups x o_lora_rank -> hidden``, row-parallel)."""
+    o_lora_rank``, batched; ``wo_b``: ``o_groups x o_lora_rank -> hidden``, row-parallel). Training only
+    (:func:`simcore.specs.stack.check_given` refuses other kinds)."""
     c = m.csa
     assert c is not None
-    if lay.kv_seq is not None or lay.kv_cache:
-        raise SimcoreError("DeepSeek-V4's hybrid attention is modelled for training only", field="model.csa")
     s = layer_shape(m)
     T, t, b, dt = lay.tokens, lay.tp, lay.act_bytes, lay.dtype
     h, d = s.hidden, s.head_dim
@@ -458,13 +457,15 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
             topk = mem_op("argmax", T * pairs, 4.0, "attention_aux", count=w)
             ops.append(Op("indexer_topk", topk.kind, topk.category, topk.args, topk.count))
         att = _fused_attention(m, lay)
+        if att.args["backend"] != "cudnn":
+            # DeepSeek-V4's attention runs its own fused sparse kernels (cuDNN's DSA where Megatron-Bridge finds it,
+            # ``deepseek_v4_supports_fused_dsa_kernels``), priced on cuDNN's 16-bit fused-attention curve
+            raise SimcoreError(
+                f"DeepSeek-V4's hybrid attention is priced as cuDNN's 16-bit fused kernels, not {att.args['backend']}",
+                field="runtime.attention_backend",
+            )
         ctx = C.attention_context(g, c, seq)
         args = {**att.args, "kv_heads": 1.0, "kv_seq": ctx, "causal": False}
-        if args["backend"] not in ("flash", "cudnn"):
-            # DeepSeek-V4's attention runs its own fused sparse kernels whatever SDPA would pick for a 512-wide
-            # head: cuDNN's DSA where Megatron-Bridge finds it (``deepseek_v4_supports_fused_dsa_kernels``),
-            # priced on cuDNN's fused-attention curve
-            args["backend"] = "cudnn"
         ops.append(Op("attention" if g.ratio == 0 else f"attention_r{g.ratio}", "attention", "attention", args,
                       att.count * w))
     groups = c.o_groups / t
@@ -669,7 +670,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     dt = lay.dtype
     # the router is a plain linear layer in bf16 whatever the recipe (Megatron-Core's TopKRouter); hash-routed
     # layers (moe.hash_layers) look their experts up instead: no router kernels on those
-    routed_share = 1.0 - moe.hash_layers / max(m.layers - moe.dense_layers, 1)
+    routed_share = 1.0 - moe.hash_layers / max(m.moe_layers, 1)
     ops: list[Op] = [_gemm("router", T, moe.experts, h, hp_dtype(dt), "moe_router", routed_share)]
     ops.append(mem_op("softmax", T * moe.experts, 4.0, "moe_router", routed_share))
     # top-k over the fp32 probabilities: one read of them (the k indices and values written are small);
@@ -788,13 +789,13 @@ def expert_eager_ops(m: ModelSpec, routed: Num, etp: Num, b: float) -> list[Op]:
     assert m.moe is not None
     moe = m.moe
     ops: list[Op] = []
-    if moe.activation_clamp is not None and m.activation == "swiglu":
+    if moe.activation_clamp is not None:  # a gated activation's (ModelSpec checks it)
         n = routed * 2.0 * moe.expert_ffn_hidden / etp
         # each clamp reads a strided half of the gate/up output, as the eager SiLU of a fused gate/up does
         ops.append(Op("expert_act_clamp", "memory", "elementwise", mem_op("silu_strided", n, b).args))
         ops.append(Op("expert_act_clamp_cat", "memory", "elementwise", mem_op("copy", n, b).args))
     if moe.expert_bias:
-        n = routed * m.hidden
+        n = routed * expert_width(m)  # the routed rows' width (a LatentMoE's latent)
         mixed = (b + 4.0 + 4.0) / 3.0  # a bf16 row plus an fp32 product into fp32
         ops.append(Op("fc2_bias_scale", "memory", "elementwise", mem_op("mul_bcast_fp32", n, 4.0).args))
         ops.append(Op("fc2_bias_add", "memory", "elementwise", mem_op("add_mixed", n, mixed).args))

@@ -231,7 +231,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     if m.hybrid_pattern is not None:
         plain = [c for c in m.hybrid_pattern if c != "E"]
         mean = round(sum(hybrid_mixer_params(m, c) for c in plain) / max(len(plain), 1))
-        n_moe = m.layers - len(plain)
+        n_moe = m.moe_layers
         if m.moe is None or n_moe == 0:
             return ParamCounts(emb, head, 0, mean, 0, 0, 0, h, len(plain), 0)
         expert, router, shared = _moe_weights(m)
@@ -254,7 +254,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
         shared,
         norms,
         moe.dense_layers,
-        m.layers - moe.dense_layers,
+        m.moe_layers,
     )
 
 
@@ -267,8 +267,9 @@ def attn_dim(m: ModelSpec) -> int:
 def model_flops_per_token(m: ModelSpec, seq_len: int | None = None, training: bool = True) -> float:
     """Model FLOPs per token: ``6 N_active + 12 L s (a d)`` for training, a third of it for inference
     (forward only). DeepSeek-V4's hybrid attention counts its keys per query instead of ``s``
-(:func:`simcore.workload.csa.model_attention_flops_per_token`). In a hybrid ``L`` counts the attention layers, and each Mamba layer adds its scan's
-    ``3 x 7 d_inner N`` (Megatron-LM's count, :func:`~simcore.workload.ssm.ssd_model_flops_per_token`)."""
+    (:func:`simcore.workload.csa.model_attention_flops_per_token`). In a hybrid ``L`` counts the attention
+    layers, and each Mamba layer adds its scan's ``3 x 7 d_inner N`` (Megatron-LM's count,
+    :func:`~simcore.workload.ssm.ssd_model_flops_per_token`)."""
     s = seq_len or m.seq_len
     pc = param_counts(m)
     weights = 2.0 * pc.active_non_embedding

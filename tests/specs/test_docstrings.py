@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from simcore.specs.docstrings import field_docstrings
-from simcore.specs.scenario import RuntimeSpec
+from simcore.specs.scenario import MoESpec, RuntimeSpec
 
 
 class _Base(BaseModel):
@@ -36,3 +36,11 @@ def test_docstrings_are_descriptions_inherited_fields_included() -> None:
 def test_scenario_sections_carry_their_docstrings() -> None:
     stack = RuntimeSpec.model_json_schema()["properties"]["stack"]["description"]
     assert stack.startswith("The software that runs the scenario")
+
+
+def test_every_moe_key_has_a_description() -> None:
+    props = MoESpec.model_json_schema()["properties"]
+    # capacity_factor is described by the change that makes it priced (issue 44)
+    missing = [k for k, v in props.items() if "description" not in v and k != "capacity_factor"]
+    assert missing == []
+    assert props["expert_bias"]["description"].startswith("The routed experts' projections carry biases")

@@ -426,3 +426,19 @@ def test_deepseek_v3_rows_keep_bf16_moments_as_their_recipe() -> None:
     for r in P.load_published(P.DATA_DIR / "published_training_2025.csv"):
         want = "bf16" if r.model == "DeepSeekV3" else None
         assert r.scenario["training"].get("optimizer_moments_dtype") == want, r.index
+
+
+def test_mbridge_rows_name_the_preset_they_run() -> None:
+    """A row whose table gives no architecture runs the built-in preset its model names, and its notes name that
+    preset (no row says "no simcore preset" while one exists)."""
+    import csv
+
+    with open(P.DATA_DIR / "published_training_mbridge.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for rec in rows:
+        if (rec["layers"] or "").strip():
+            continue
+        named = P._preset_for(rec["model"], None, None)
+        assert named is not None, rec["model"]
+        assert "no simcore preset" not in rec["notes"], rec["model"]
+        assert "preset" in rec["notes"], rec["model"]

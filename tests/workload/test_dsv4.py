@@ -4,10 +4,14 @@ activations, checked by hand; the preset against its published size and the 26.0
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simcore.errors import SimcoreError
 from simcore.memory import activation_bytes_per_layer
 from simcore.specs.registry import registry
 from simcore.specs.scenario import CSASpec, ModelSpec, MoESpec
@@ -20,7 +24,7 @@ H, A, D, QL, G, OL, HI, DI, K, W = 256, 8, 64, 128, 4, 32, 4, 16, 8, 16
 
 def _model(streams: int = 1, hash_layers: int = 0) -> ModelSpec:
     # 4 layers: window-only, window-only, CSA (ratio 4), HCA (ratio 16)
-    csa = CSASpec(compress_ratios=[0, 0, 4, 16], sparse_ratio=4, window=W, q_lora_rank=QL, o_groups=G,
+    csa = CSASpec(compress_ratios=[0, 0, 4, 16], sparse_ratio=4, window=W, q_lora_rank=QL, qk_rope_head_dim=16, o_groups=G,
                   o_lora_rank=OL, indexer_heads=HI, indexer_head_dim=DI, indexer_topk=K)
     return ModelSpec(
         layers=4, hidden=H, heads=A, head_dim=D, ffn_hidden=64, vocab=1000, seq_len=128, activation="swiglu",
@@ -99,7 +103,7 @@ def test_preset_size_and_the_tables_flop_convention() -> None:
 
 def test_lowered_attention_by_hand() -> None:
     m = _model()
-    lay = L.Layout(micro_batch=1, seq=128.0)
+    lay = L.Layout(micro_batch=1, seq=128.0, attention_backend="cudnn")
     ops = {o.name: o for o in L.attention_block_fwd(m, lay)}
     assert (ops["q_up"].args["n"], ops["q_up"].args["k"]) == (A * D, QL)
     assert ops["kv"].args["n"] == D  # one shared key/value head
@@ -122,7 +126,7 @@ def test_lowered_attention_by_hand() -> None:
 
 
 def test_hyper_connection_ops_by_hand() -> None:
-    lay = L.Layout(micro_batch=1, seq=128.0)
+    lay = L.Layout(micro_batch=1, seq=128.0, attention_backend="cudnn")
     assert L.hc_ops(_model(1), lay) == []
     ops = {o.name: o for o in L.hc_ops(_model(4), lay)}
     mix = ops["hc_mix"].args
@@ -167,9 +171,8 @@ def test_saved_activations_by_hand() -> None:
     assert full - one == pytest.approx(128 * (A * D - 2 * A) * 2)
 
 
-def test_bad_csa_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tests.cli_runner import predicts_then_rejects
-
+def _dsv4_scenario(tmp_path: Path, extra: str = "") -> Path:
+    """A DeepSeek-V4 Flash training scenario file (the published GB200 layout), ``extra`` lines appended."""
     sc = tmp_path / "dsv4.yaml"
     sc.write_text(
         "kind: training\n"
@@ -177,9 +180,56 @@ def test_bad_csa_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path)
         "model: {preset: deepseek-v4-flash}\n"
         "training: {micro_batch: 1, global_batch: 256, precision: mxfp8}\n"
         "parallel: {tp: 1, ep: 64, etp: 1}\n"
-        "runtime: {stack: megatron, moe_dispatcher: hybridep}\n"
+        "runtime: {stack: megatron, moe_dispatcher: hybridep}\n" + extra
     )
-    predicts_then_rejects(capsys, str(sc), "model.csa.compress_ratios=[0,4]", "compress_ratios")
+    return sc
+
+
+def test_bad_csa_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.cli_runner import predicts_then_rejects
+
+    predicts_then_rejects(capsys, str(_dsv4_scenario(tmp_path)), "model.csa.compress_ratios=[0,4]", "compress_ratios")
+
+
+@pytest.mark.parametrize("bad", [-1, 1])
+def test_a_ratio_below_two_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path, bad: int) -> None:  # type: ignore[no-untyped-def]
+    from tests.cli_runner import run_cli
+
+    sc = _dsv4_scenario(tmp_path)
+    ratios = ",".join(["0", "0"] + ["4", str(bad)] * 20 + ["4"])  # the preset's, its HCA layers' 128 replaced
+    code, _out, err = run_cli(capsys, "predict", str(sc), "--set", f"model.csa.compress_ratios=[{ratios}]")
+    assert code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "compress_ratios" in err
+    with pytest.raises(ValueError, match="qk_rope_head_dim"):
+        _model().model_validate({**_model().model_dump(), "csa": {**_model().model_dump()["csa"], "qk_rope_head_dim": D}})
+    with pytest.raises(ValueError, match="at least 2"):
+        CSASpec(compress_ratios=[0, 4, 1], q_lora_rank=QL, o_groups=G, o_lora_rank=OL, indexer_heads=HI,
+                indexer_head_dim=DI, indexer_topk=K)  # fmt: skip
+
+
+def test_the_attention_backend_is_cudnn_named_or_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from simcore.engine.runtime import with_stack
+    from simcore.specs.resolve import load_scenario
+    from tests.cli_runner import predicts_then_rejects
+
+    sc = _dsv4_scenario(tmp_path)
+    stacked, chosen = with_stack(load_scenario(sc))
+    assert stacked.runtime.attention_backend == "cudnn"  # not the stack's eager fallback at head dim 512
+    assert any(c.key == "runtime.attention_backend" and "DeepSeek-V4" in c.source for c in chosen)
+    for backend in ("eager", "efficient", "flash"):
+        predicts_then_rejects(capsys, str(sc), f"runtime.attention_backend={backend}", "attention_backend")
+    with pytest.raises(SimcoreError, match="cuDNN"):  # an API caller's layout too
+        L.attention_block_fwd(_model(), L.Layout(micro_batch=1, seq=128.0, attention_backend="flash"))
+
+
+def test_output_groups_split_over_tp(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from simcore.workload.layout import valid_layouts
+    from tests.cli_runner import predicts_then_rejects
+
+    # G = 4 output groups, A = 8 heads: tp 4 splits both, tp 8 only the heads
+    check = valid_layouts(_model(), tp=np.array([4, 8]))
+    assert check.ok.tolist() == [True, False] and "o_groups" in check.reason((1,))
+    predicts_then_rejects(capsys, str(_dsv4_scenario(tmp_path)), "parallel.tp=16", "o_groups")  # the preset's 8
 
 
 def test_inference_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -187,9 +237,12 @@ def test_inference_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tm
 
     sc = tmp_path / "dsv4_serve.yaml"
     sc.write_text("kind: inference\ncluster: {system: gb200-nvl72, gpus: 8}\nmodel: {preset: deepseek-v4-flash}\n")
-    code, _out, err = run_cli(capsys, "predict", str(sc))
-    assert code != 0 and "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1 and "model.csa" in err
+    for command in ("predict", "check"):  # check reports what predict would refuse
+        code, _out, err = run_cli(capsys, command, str(sc))
+        assert code != 0 and "Traceback" not in err
+        assert "model.csa" in err and "training only" in err
+        if command == "predict":
+            assert len(err.strip().splitlines()) == 1
 
 
 def test_full_recompute_keeps_every_stream() -> None:

@@ -119,7 +119,7 @@ def test_vectorised_over_a_table() -> None:
     assert grid.ok[3, 2] and not grid.ok[0, 0]  # 4*4 fills 16 GPUs; 1*1 does not
     with pytest.raises(SpecError, match="tp\\*pp\\*cp\\*dp = 1\\*1\\*1\\*1 = 1"):
         grid.require()
-    assert len(RULES) == 11
+    assert len(RULES) == 12
 
 
 def test_layout_fields_and_defaults() -> None:
