@@ -40,6 +40,7 @@ from simcore.system import (
 )
 from simcore.system.sharing import SharingResult
 from simcore.workload.layout import valid_layouts
+from simcore.workload.model import dropped_share, expert_capacity, routed_load
 from simcore.workload.precision import recipe
 
 
@@ -329,8 +330,6 @@ def _capacity_notes(m: ModelSpec, micro_batch: int, lay: dict[str, Any]) -> list
     moe = m.moe
     if moe is None or moe.capacity_factor is None:
         return []
-    from simcore.workload.model import dropped_share, expert_capacity, routed_load
-
     etp = lay["tp"] if lay.get("etp") is None else lay["etp"]
     tokens = micro_batch * m.seq_len / lay["cp"] * etp / lay["tp"]  # a rank's tokens at the dispatcher
     cap = _f(expert_capacity(tokens, moe.top_k, moe.experts, moe.capacity_factor))

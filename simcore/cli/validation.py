@@ -111,7 +111,12 @@ def published(
         bool, typer.Option("--all", help="List every metric row, not one per configuration.")
     ] = False,
     csv: Annotated[
-        str | None, typer.Option("--csv", metavar="PATH", help="Another table in the same format.")
+        list[str] | None,
+        typer.Option(
+            "--csv",
+            metavar="PATH",
+            help="Another table in the same format; repeated, the tables' rows pooled (numbered in order).",
+        ),
     ] = None,
     own: Annotated[
         bool, typer.Option("--own", help="Also validate the 2xH200 measurements in traces/.")
@@ -145,7 +150,7 @@ def published(
         if extra:
             _fail(f"--plan-claims prints its own table; drop {', '.join(extra)}")
         try:
-            claims, per_table = P.plan_claims([csv] if csv else None, calibration=calibration)
+            claims, per_table = P.plan_claims(list(csv) if csv else None, calibration=calibration)
         except SimcoreError as e:
             _fail(e)
         summary = P.summarize_claims(claims, per_table)

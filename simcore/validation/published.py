@@ -30,6 +30,7 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -775,9 +776,16 @@ def build_row(index: int, rec: dict[str, str]) -> PublishedRow:
     )
 
 
-def load_published(path: str | Path | None = None) -> list[PublishedRow]:
+def load_published(path: str | Path | Sequence[str | Path] | None = None) -> list[PublishedRow]:
     """Every row of the published table as a :class:`PublishedRow`; a row that cannot be read (a
-    column missing, a GPU type simcore has no system for) keeps its index with ``problem`` set."""
+    column missing, a GPU type simcore has no system for) keeps its index with ``problem`` set. Several
+    tables (a sequence of paths): their rows pooled, numbered on from one table to the next."""
+    if isinstance(path, Sequence) and not isinstance(path, str):
+        pooled: list[PublishedRow] = []
+        for p in path:
+            offset = len(pooled)
+            pooled.extend(replace(r, index=r.index + offset) for r in load_published(p))
+        return pooled
     out: list[PublishedRow] = []
     for i, rec in enumerate(read_rows(path)):
         try:
@@ -1053,6 +1061,8 @@ def summarize(results: list[RowResult]) -> dict[str, Any]:
         return {
             "rows": len(rs),
             "median_abs_error": statistics.median(errs),
+            # the 90th percentile, interpolated between ranks (numpy's default)
+            "p90_abs_error": statistics.quantiles(errs, n=10, method="inclusive")[8] if len(errs) > 1 else errs[0],
             "mean_abs_error": statistics.fmean(errs),
             "worst_abs_error": abs(worst.error),
             "worst_row": worst.index,
@@ -1075,6 +1085,7 @@ def summarize(results: list[RowResult]) -> dict[str, Any]:
     return {
         "configurations": s,
         "all_rows": stats(results),
+        "by_kind": {"dense": stats([r for r in prim if not r.moe]), "MoE": stats([r for r in prim if r.moe])},
         "by_source": by_source,
         "by_system_precision_kind": by_group,
         "rank_fidelity": rank_fidelity(prim),
@@ -1207,6 +1218,12 @@ def format_summary(summary: dict[str, Any]) -> str:
     ]
     if summary["not_predicted"]:
         out.append(f"not predicted: {len(summary['not_predicted'])} configuration(s) (listed in the table)")
+    for kind, k in summary.get("by_kind", {}).items():
+        if k["rows"]:
+            out.append(
+                f"  {kind:<6} n={k['rows']:>3}  median {100 * k['median_abs_error']:5.1f}%  "
+                f"p90 {100 * k['p90_abs_error']:5.1f}%  worst {100 * k['worst_abs_error']:5.1f}%"
+            )
     for src, s in summary["by_source"].items():
         out.append(
             f"  {src:<18} n={s['rows']:>2}  median {100 * s['median_abs_error']:5.1f}%  "

@@ -431,6 +431,14 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     T, t, b, dt = lay.tokens, lay.tp, lay.act_bytes, lay.dtype
     h, d = s.hidden, s.head_dim
     seq = float(np.max(np.asarray(lay.seq, dtype=float)))  # one sequence length per evaluation (the longest)
+    att = _fused_attention(m, lay)
+    if att.args["backend"] != "cudnn":
+        # DeepSeek-V4's attention runs its own fused sparse kernels (cuDNN's DSA where Megatron-Bridge finds it,
+        # ``deepseek_v4_supports_fused_dsa_kernels``), priced on cuDNN's 16-bit fused-attention curve
+        raise SimcoreError(
+            f"DeepSeek-V4's hybrid attention is priced as cuDNN's 16-bit fused kernels, not {att.args['backend']}",
+            field="runtime.attention_backend",
+        )
     ops: list[Op] = [
         _gemm("q_down", T, c.q_lora_rank, h, dt),
         mem_op(norm_name(m), T * c.q_lora_rank, b, "norm", rows=T),
@@ -443,7 +451,7 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         if g.ratio:
             ops.append(_gemm(f"compress_r{g.ratio}", T, 2 * g.overlap * d, h, dt, count=w))
             pool = fused_mem_op("softmax", T * g.overlap * d, b, 2 * b + b / g.ratio, 4 * b, "attention_aux", count=w)
-            ops.append(Op(f"compress_pool_r{g.ratio}", pool.kind, pool.category, pool.args, pool.count))
+            ops.append(replace(pool, name=f"compress_pool_r{g.ratio}"))
         if g.sparse:
             hi, di = c.indexer_heads / t, c.indexer_head_dim
             ops.append(_gemm("indexer_q", T, hi * di, c.q_lora_rank, dt, count=w))
@@ -455,15 +463,7 @@ def csa_attention_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
                 _gemm("indexer_scores", lay.seq, pairs, hi * di, hp_dtype(dt), "attention_aux", w, lay.micro_batch)
             )
             topk = mem_op("argmax", T * pairs, 4.0, "attention_aux", count=w)
-            ops.append(Op("indexer_topk", topk.kind, topk.category, topk.args, topk.count))
-        att = _fused_attention(m, lay)
-        if att.args["backend"] != "cudnn":
-            # DeepSeek-V4's attention runs its own fused sparse kernels (cuDNN's DSA where Megatron-Bridge finds it,
-            # ``deepseek_v4_supports_fused_dsa_kernels``), priced on cuDNN's 16-bit fused-attention curve
-            raise SimcoreError(
-                f"DeepSeek-V4's hybrid attention is priced as cuDNN's 16-bit fused kernels, not {att.args['backend']}",
-                field="runtime.attention_backend",
-            )
+            ops.append(replace(topk, name="indexer_topk"))
         ctx = C.attention_context(g, c, seq)
         args = {**att.args, "kv_heads": 1.0, "kv_seq": ctx, "causal": False}
         ops.append(Op("attention" if g.ratio == 0 else f"attention_r{g.ratio}", "attention", "attention", args,
@@ -493,8 +493,8 @@ def hc_ops(m: ModelSpec, lay: Layout) -> list[Op]:
     post = fused_mem_op("copy", numel, b, b * (2 + 1 / n), 2 * b * (2 + 1 / n), "hyper_connection", "copy", 2.0)
     return [
         mix,
-        Op("hc_pre_mix", pre.kind, pre.category, pre.args, pre.count),
-        Op("hc_post_mix", post.kind, post.category, post.args, post.count),
+        replace(pre, name="hc_pre_mix"),
+        replace(post, name="hc_post_mix"),
     ]
 
 
@@ -676,7 +676,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # top-k over the fp32 probabilities: one read of them (the k indices and values written are small);
     # its backward scatters the k gradients into a T x experts gradient (read the probs' shape once more)
     topk = mem_op("argmax", T * moe.experts, 4.0, "moe_router", routed_share)
-    ops.append(Op("topk", topk.kind, topk.category, topk.args, topk.count))
+    ops.append(replace(topk, name="topk"))
     if latent:
         ops.append(_gemm("latent_down", T_lat, h, s.hidden, dt))
     # parallel folding: an expert-TP group of etp ranks shares the tokens of etp of the attention's
@@ -700,7 +700,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
         f = moe.expert_ffn_hidden / etp
         mats = 3.0 if s.gated else 2.0
         g = mem_op("embedding", routed * mats * h * f, b, "embedding")
-        ops.append(Op("expert_weight_gather", g.kind, g.category, g.args, g.count))
+        ops.append(replace(g, name="expert_weight_gather"))
     per_expert = routed / local_experts
     # the busiest rank sets the all-to-all's pace: it receives (dispatch) and sends back (combine) the
     # tokens of its hot experts, ``imbalance`` times the mean (collective_time's ``skew``), at most their
@@ -731,7 +731,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # permute: a row gather of the routed tokens into expert order (an index-select, priced as the
     # embedding lookup's gather); its backward scatter-adds the rows back (the embedding backward's kernel)
     permute = mem_op("embedding", routed * h, b, "moe_permute")
-    ops.append(Op("permute", permute.kind, permute.category, permute.args, permute.count))
+    ops.append(replace(permute, name="permute"))
     wide = lay.fp32_experts
     for op in mlp_block_fwd(m, replace(lay, tp=etp), ffn=moe.expert_ffn_hidden, tokens=per_expert, hidden=h):
         args = dict(op.args)
@@ -762,7 +762,7 @@ def moe_block_fwd(m: ModelSpec, lay: Layout) -> list[Op]:
     # whose backward is a gather)
     ops.append(Op("unpermute_scale", "memory", "moe_permute", mem_op("mul_bcast", routed * h, b).args))
     unpermute = mem_op("embedding", routed * h, b, "moe_permute")
-    ops.append(Op("unpermute", unpermute.kind, unpermute.category, unpermute.args, unpermute.count))
+    ops.append(replace(unpermute, name="unpermute"))
     if combine is not None:
         ops.append(combine)
     if latent:

@@ -123,6 +123,32 @@ def test_predictions_and_summary(results: list[P.RowResult]) -> None:
     assert set(s["by_source"]) >= {"Narayanan21 T1", "Korthikanti22 T5", "MCore H100 weak"}
 
 
+def test_dense_and_moe_summaries_by_hand() -> None:
+    def row(i: int, err: float, moe: bool) -> P.RowResult:
+        return P.RowResult(
+            index=i, source="s", model="m", gpus=8, layout="l", metric="tokens_per_s_per_gpu", unit="",
+            published=1.0, predicted=1.0 + err, error=err, primary=True, step_time_s=1.0,
+            published_tflops_per_gpu=1.0, predicted_tflops_per_gpu=1.0, fractions={}, fits_in_memory=True,
+            memory_gib=1.0, assumptions=[], moe=moe,
+        )  # fmt: skip
+
+    # dense |errors| 0.1 .. 1.0: median 0.55, p90 between the 9th and 10th (0.9 + 0.9 x 0.1 = 0.91)
+    rows = [row(i, (i + 1) / 10, False) for i in range(10)] + [row(10, -0.3, True)]
+    k = P.summarize(rows)["by_kind"]
+    assert k["dense"]["rows"] == 10 and k["dense"]["median_abs_error"] == pytest.approx(0.55)
+    assert k["dense"]["p90_abs_error"] == pytest.approx(0.91)
+    assert k["MoE"]["rows"] == 1 and k["MoE"]["p90_abs_error"] == pytest.approx(0.3)
+
+
+def test_several_tables_pool_their_rows() -> None:
+    t25, t26 = P.PLAN_CLAIM_TABLES  # the Megatron-Bridge 25.11 and 26.x tables
+    a, b = P.load_published(t25), P.load_published(t26)
+    both = P.load_published([t25, t26])
+    assert len(both) == len(a) + len(b)
+    assert [r.index for r in both] == list(range(len(both)))
+    assert [r.model for r in both] == [r.model for r in a + b]
+
+
 def test_cli_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "pv.png"
     assert validation(["published", "--json", "--plot", str(png)]) == 0
