@@ -598,6 +598,11 @@ class ComputeProfile(_Frozen):
     gemm: dict[str, GemmParams]
     """Per GEMM family: bf16, fp16, fp8 (row-wise scaled FP8), fp8_tensor (per-tensor scaled FP8:
     :data:`FP8_TENSOR`), tf32, fp32."""
+    gemm_measured: dict[str, str] = {}
+    """GEMM families of a transferred profile that were measured on this device itself, by family: where
+    (an engine's linear-layer table, ``hardware_specs/calibration/gemm-<device>.yaml``, applied by
+    :func:`load_profile`). Their ``gemm`` entries are this device's own efficiencies at its burst clock, not
+    the source device's (docs/compute.md, "Blackwell's GEMMs from engine tables")."""
     gemm_kernel: dict[str, GemmParams] = {}
     """Per dtype: GEMMs fitted on their kernels' own durations (profiler, not CUDA events around
     back-to-back calls, whose time on a power-capped GPU holds gaps between the kernels), with the
@@ -863,6 +868,78 @@ def load_ssd(device: Device) -> SsdParams:
     return _ssd_cached(str(paths[0]), paths[0].stat().st_mtime)
 
 
+class EngineGemm(_Frozen):
+    """A serving engine's linear layers on one GPU, fitted to the GEMM model by
+    :mod:`simcore.calibration.fit_engine_gemm` (``hardware_specs/calibration/gemm-<device>.yaml``).
+
+    Each family's :class:`GemmParams` prices the GEMM kernel alone: the table's times less the input's
+    quantize kernel, which serving steps price as an op of its own (docs/compute.md, "Blackwell's GEMMs from
+    engine tables"). :func:`load_profile` puts them in place of a transferred profile's entries for this
+    device (and for a device of the same architecture without a table of its own, as fractions of its peaks)."""
+
+    device: str
+    """Device the table was measured on."""
+    engine: str
+    """The engine whose linear layers were timed (``tensorrt-llm``)."""
+    engine_version: str
+    source: list[str] = []
+    """The collection (paths relative to the repository) and the table it was imported from."""
+    gemm: dict[str, GemmParams]
+    """Per GEMM family (``bf16``, ``fp8_tensor``, ``fp4``)."""
+    fit_report: dict[str, Any] = {}
+    """Held-out errors per family (informational)."""
+
+
+@lru_cache(maxsize=8)
+def _engine_gemm_cached(path: str, mtime: float) -> EngineGemm:
+    return validate(EngineGemm, read_yaml(path), path, "engine GEMM table")
+
+
+ENGINE_GEMM_PREFIX = "gemm-"
+"""Calibration files ``gemm-<device>.yaml``: :class:`EngineGemm` fits."""
+
+
+def engine_gemm_for(device: Device) -> EngineGemm | None:
+    """The engine GEMM fit that applies to ``device``: its own ``gemm-<device>.yaml``, else the nearest
+    (:func:`_distance`) fitted device of the same architecture family (first word: Blackwell Ultra takes
+    Blackwell's), else ``None``."""
+    reg = default_registry()
+    own = reg.calibration_path(f"{ENGINE_GEMM_PREFIX}{device.name}")
+    if own is not None:
+        return _engine_gemm_cached(str(own), own.stat().st_mtime)
+    family = device.architecture.split()[0].lower()
+    best: tuple[float, Path] | None = None
+    for key, path in sorted(reg.calibration_files.items()):
+        other = reg.devices.get(key.removeprefix(ENGINE_GEMM_PREFIX)) if key.startswith(ENGINE_GEMM_PREFIX) else None
+        if other is None or other.architecture.split()[0].lower() != family:
+            continue
+        dist = _distance(device, other)
+        if best is None or dist < best[0]:
+            best = (dist, path)
+    return None if best is None else _engine_gemm_cached(str(best[1]), best[1].stat().st_mtime)
+
+
+def with_engine_gemm(profile: ComputeProfile, device: Device) -> ComputeProfile:
+    """``profile`` (transferred to ``device``) with the GEMM families of :func:`engine_gemm_for` put in place of
+    the transferred ones (:attr:`ComputeProfile.gemm_measured` says which, the notes say from where). A profile
+    measured on ``device`` itself is returned as it is: its own sweeps rule."""
+    if profile.transferred_from is None:
+        return profile
+    eg = engine_gemm_for(device)
+    if eg is None:
+        return profile
+    where = f"{eg.device}'s {eg.engine} {eg.engine_version} linear-layer table ({ENGINE_GEMM_PREFIX}{eg.device}.yaml)"
+    fams = sorted(eg.gemm)
+    return profile.model_copy(
+        update={
+            "gemm": {**profile.gemm, **eg.gemm},
+            "gemm_measured": {**profile.gemm_measured, **dict.fromkeys(fams, where)},
+            "notes": [*profile.notes, f"GEMMs {', '.join(fams)} from {where}"
+                      + ("" if eg.device == device.name else f", as fractions of {device.name}'s peaks")],
+        }
+    )  # fmt: skip
+
+
 def transfer(profile: ComputeProfile, target: Device) -> ComputeProfile:
     """``profile`` applied to ``target``: efficiencies kept, peaks taken from ``target`` at use; the
     attention's score work rescaled by :func:`attention_score_scale`."""
@@ -929,7 +1006,7 @@ def _load_cached(device_json: str, name_or_path: str | None, files: tuple[str, .
         return transfer(_read_file(path), device)
     own = reg.calibration_path(device.calibration) if device.calibration else None
     if own is not None:
-        return transfer(_read_file(own), device)
+        return with_engine_gemm(transfer(_read_file(own), device), device)
     # nearest calibrated device
     best: tuple[float, str, Path] | None = None
     for dname, dev in sorted(reg.devices.items()):
@@ -941,7 +1018,7 @@ def _load_cached(device_json: str, name_or_path: str | None, files: tuple[str, .
             best = (dist, dname, path)
     if best is None:
         raise SpecError(f"no calibration profile for {device.name} and no calibrated device to transfer from")
-    return transfer(_read_file(best[2]), device)
+    return with_engine_gemm(transfer(_read_file(best[2]), device), device)
 
 
 def load_profile(device: Device, name_or_path: str | None = None) -> ComputeProfile:
@@ -987,6 +1064,7 @@ __all__ = [
     "AttentionParams",
     "ComputeProfile",
     "CopyParams",
+    "EngineGemm",
     "GemmParams",
     "HardwareRef",
     "HostCopies",
@@ -995,7 +1073,9 @@ __all__ = [
     "OptimizerParams",
     "SsdParams",
     "load_profile",
+    "engine_gemm_for",
     "load_ssd",
     "save_profile",
     "transfer",
+    "with_engine_gemm",
 ]

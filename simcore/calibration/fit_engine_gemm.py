@@ -1,0 +1,208 @@
+"""Fit the GEMM model to a serving engine's measured linear layers on one GPU and write
+``hardware_specs/calibration/gemm-<device>.yaml`` (:class:`~simcore.specs.profile.EngineGemm`).
+
+The collection (``tools/import_engine_gemm.py``: ``engine_gemm.json`` beside ``gemm.csv.gz``) holds the device
+time of one linear-layer forward per ``(family, m, n, k)``, replayed in a CUDA graph with weights that left the
+L2. A quantized linear (``fp8_tensor``, ``fp4``) runs the input's quantize kernel first; serving steps price that
+kernel as an op of its own (:func:`simcore.workload.lowering.serving_quantize_ops`: a memory-bound ``cast`` of
+``m x k`` 16-bit elements into the GEMM's format), so the GEMM is fitted on the table's time less that priced
+cast, with the profile the device has without the table (docs/compute.md, "Blackwell's GEMMs from engine
+tables").
+
+Fit: :func:`simcore.compute.kernels.gemm_time` with operands from HBM (no L2 reuse) over the family's rows with
+``m <= 16384``, the deterministic 70 / 30 shape split of the op sweeps (:func:`~simcore.calibration.fit_compute.is_fit_row`);
+``eff_peak``, ``k_overhead``, ``load_cost``, ``eff_bw``, ``sharpness``, ``t0`` and ``cta_bw`` fitted by the bounded
+least squares of :mod:`~simcore.calibration.fit_compute` on log-time residuals, the others kept from the
+starting profile's family. The check half's errors go to ``fit_report``; ``simcore calibrate
+traces/b200/trtllm_gemm`` runs it.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simcore.calibration import fit_compute as FC
+from simcore.compute import kernels as K
+from simcore.compute.ops import gemm_out_bytes, memory_op
+from simcore.errors import SpecError
+from simcore.specs.hardware import DTYPE_BYTES, Device
+from simcore.specs.profile import FP8_TENSOR, ComputeProfile, EngineGemm, GemmParams, load_profile
+from simcore.specs.registry import default_registry
+
+MANIFEST = "engine_gemm.json"
+TABLE = "gemm.csv.gz"
+FAMILIES = ("bf16", FP8_TENSOR, "fp4")
+"""The GEMM families an engine table can hold."""
+MAX_M = 16384
+"""Rows above this many tokens are left out (no serving step runs them)."""
+MAX_FIT_ROWS = 6000
+"""At most this many fit rows per family (every k-th of the fit half, in table order): the fit's cost."""
+FITTED = ("eff_peak", "k_overhead", "load_cost", "eff_bw", "sharpness", "t0", "cta_bw")
+_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "eff_peak": (0.05, 1.2, False),
+    "k_overhead": (1.0, 4000.0, True),
+    "load_cost": (1.0, 1000.0, True),
+    "eff_bw": (0.05, 1.5, False),
+    "sharpness": (1.0, 16.0, False),
+    "t0": (1e-7, 5e-5, True),
+    "cta_bw": (0.1, 8.0, True),
+}
+
+
+def is_collection(path: str | Path) -> bool:
+    """Whether ``path`` is a ``tools/import_engine_gemm.py`` folder (its manifest says kind ``engine_gemm``)."""
+    m = Path(path) / MANIFEST
+    if not m.is_file():
+        return False
+    try:
+        return bool(json.loads(m.read_text()).get("kind") == "engine_gemm")
+    except (OSError, ValueError):
+        return False
+
+
+def read(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray[Any, Any]]]:
+    """The manifest and the table's columns (``dtype`` as strings, ``m, n, k, time_s`` as floats)."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        with gzip.open(folder / TABLE, "rt", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, ValueError) as e:
+        raise SpecError(f"cannot read the engine GEMM collection: {e}", file=str(folder)) from None
+    need = {"dtype", "m", "n", "k", "time_s"}
+    if not rows or not need <= set(rows[0]):
+        raise SpecError(f"{TABLE} needs the columns {', '.join(sorted(need))}", file=str(folder / TABLE))
+    cols: dict[str, np.ndarray[Any, Any]] = {"dtype": np.array([r["dtype"] for r in rows])}
+    for c in ("m", "n", "k", "time_s"):
+        try:
+            cols[c] = np.array([float(r[c]) for r in rows])
+        except ValueError:
+            raise SpecError(f"column {c}: not a number", file=str(folder / TABLE), field=c) from None
+    bad = [d for d in set(cols["dtype"].tolist()) if d not in FAMILIES]
+    if bad:
+        raise SpecError(f"unknown GEMM family {bad[0]!r} (known: {', '.join(FAMILIES)})", file=str(folder / TABLE),
+                        field="dtype")  # fmt: skip
+    return manifest, cols
+
+
+def quantize_time(dev: Device, prof: ComputeProfile, family: str, m: Any, k: Any) -> np.ndarray[Any, Any]:
+    """Seconds of the input's quantize kernel of a ``family`` linear as a serving step prices it (a ``cast`` of
+    ``m x k`` 16-bit elements written in the GEMM's format, operands from HBM); 0 for ``bf16``."""
+    m, k = np.asarray(m, dtype=float), np.asarray(k, dtype=float)
+    if family == "bf16":
+        return np.zeros(np.broadcast(m, k).shape)
+    dtype = "fp8" if family == FP8_TENSOR else family
+    numel = m * k
+    cost = memory_op(dev, prof, "cast", numel * (2.0 + DTYPE_BYTES[dtype]), flops=2.0 * numel, l2_reuse=False)
+    return np.asarray(cost.time_s, dtype=float)
+
+
+def _predict(hw: K.HW, p: GemmParams, family: str, m: Any, n: Any, k: Any) -> np.ndarray[Any, Any]:
+    dtype = "fp8" if family == FP8_TENSOR else family
+    return np.asarray(K.gemm_time(hw, p, m, n, k, 1.0, DTYPE_BYTES[dtype], gemm_out_bytes(dtype), None).time)
+
+
+def _errors(pred: np.ndarray[Any, Any], meas: np.ndarray[Any, Any]) -> dict[str, float]:
+    e = pred / meas - 1.0
+    a = np.abs(e)
+    return {"n": int(e.size), "median_abs_err": round(float(np.median(a)), 4),
+            "p90_abs_err": round(float(np.percentile(a, 90)), 4), "median_err": round(float(np.median(e)), 4)}  # fmt: skip
+
+
+def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
+    """Fit each family of the collection; starting values and the quantize kernels' prices from the profile
+    ``device`` has without an engine table (its transferred profile)."""
+    manifest, cols = read(folder)
+    reg = default_registry()
+    key = device or str(manifest.get("device") or "")
+    if key not in reg.devices and device is None:
+        raise SpecError(f"{folder}: the manifest names no GPU simcore knows; pass --device", field="device")
+    dev = reg.device(key)
+    base = without_table(dev)
+    keys = [f"gemm|{d}|{m:.6g}|{n:.6g}|{k:.6g}" for d, m, n, k in zip(cols["dtype"], cols["m"], cols["n"], cols["k"], strict=True)]
+    is_fit = np.array([FC.is_fit_row(x) for x in keys])
+    gemm: dict[str, GemmParams] = {}
+    report: dict[str, Any] = {"held_out": {}, "fit": {}, "start_held_out": {}}
+    for fam in FAMILIES:
+        sel = (cols["dtype"] == fam) & (cols["m"] <= MAX_M)
+        if not sel.any():
+            continue
+        m, n, k = cols["m"][sel], cols["n"][sel], cols["k"][sel]
+        gemm_s = cols["time_s"][sel] - quantize_time(dev, base, fam, m, k)
+        ok = gemm_s > 0
+        fit_rows = np.flatnonzero(is_fit[sel] & ok)
+        fit_rows = fit_rows[:: max(1, len(fit_rows) // MAX_FIT_ROWS)]
+        check = ~is_fit[sel] & ok
+        if len(fit_rows) < 20:
+            raise SpecError(f"{folder}: {fam}: {len(fit_rows)} rows to fit (need 20)")
+        dtype = "fp8" if fam == FP8_TENSOR else fam
+        hw = FC._hw(dev, dtype)
+        start = base.gemm_params(dtype, per_tensor=True)
+        ps = [FC.Param(p, lo, hi, min(max(getattr(start, p) or 1.0, lo * 1.001), hi * 0.999), log) for p, (lo, hi, log) in _BOUNDS.items()]
+        mf, nf, kf, yf = m[fit_rows], n[fit_rows], k[fit_rows], gemm_s[fit_rows]
+
+        def resid(x: np.ndarray[Any, Any], mf: Any = mf, nf: Any = nf, kf: Any = kf, yf: Any = yf,
+                  start: GemmParams = start, hw: K.HW = hw, fam: str = fam) -> np.ndarray[Any, Any]:  # fmt: skip
+            p = start.model_copy(update=dict(zip(FITTED, (float(v) for v in x), strict=True)))
+            return np.log(_predict(hw, p, fam, mf, nf, kf) / yf)
+
+        x, _ = FC.least_squares(resid, ps, max_iter=60)
+        p = GemmParams.model_validate({**start.model_dump(), **{a: float(f"{v:.5g}") for a, v in zip(FITTED, x, strict=True)}})
+        gemm[fam] = p
+        total = cols["time_s"][sel]
+        q = total - gemm_s
+        report["held_out"][fam] = _errors(_predict(hw, p, fam, m[check], n[check], k[check]) + q[check], total[check])
+        report["fit"][fam] = _errors(_predict(hw, p, fam, mf, nf, kf) + q[fit_rows], total[fit_rows])
+        report["start_held_out"][fam] = _errors(_predict(hw, start, fam, m[check], n[check], k[check]) + q[check], total[check])
+    src = manifest.get("source") or {}
+    folder_s = Path(folder).as_posix()
+    return EngineGemm(
+        device=dev.name,
+        engine=str(manifest.get("engine", "")),
+        engine_version=str(manifest.get("engine_version", "")),
+        source=[folder_s, f"{src.get('repository')}@{str(src.get('commit'))[:12]} {src.get('path')}"],
+        gemm=gemm,
+        fit_report=report,
+    )
+
+
+def without_table(dev: Device) -> ComputeProfile:
+    """``dev``'s profile without any engine table: the transferred families in place of the measured ones (the
+    fit's starting point and its quantize prices)."""
+    prof = load_profile(dev)
+    if not prof.gemm_measured or prof.transferred_from is None:
+        return prof
+    src = load_profile(default_registry().device(prof.transferred_from))
+    gemm = {f: v for f, v in prof.gemm.items() if f not in prof.gemm_measured}
+    gemm.update({f: src.gemm[f] for f in prof.gemm_measured if f in src.gemm})
+    return prof.model_copy(update={"gemm": gemm, "gemm_measured": {}})
+
+
+def to_yaml(eg: EngineGemm) -> str:
+    import yaml
+
+    return (
+        "# A serving engine's linear layers fitted to the GEMM model (written by simcore.calibration.fit_engine_gemm:\n"
+        "# `simcore calibrate traces/<gpu>/<engine>_gemm`).\n"
+        + yaml.safe_dump(eg.model_dump(mode="json"), sort_keys=False, width=110)
+    )
+
+
+def summary(eg: EngineGemm) -> str:
+    """A few lines: each family's fitted rates and the held-out errors against the profile it replaces."""
+    lines = [f"{eg.engine} {eg.engine_version} linear layers on {eg.device} (held out: predicted / measured - 1):"]
+    for fam, p in eg.gemm.items():
+        h = eg.fit_report.get("held_out", {}).get(fam, {})
+        s = eg.fit_report.get("start_held_out", {}).get(fam, {})
+        lines.append(
+            f"  {fam:10s} eff_peak {p.eff_peak:.2f} eff_bw {p.eff_bw:.2f} t0 {p.t0 * 1e6:.1f} us | n {h.get('n', 0):5d} "
+            f"median |err| {h.get('median_abs_err', 0):6.1%} p90 {h.get('p90_abs_err', 0):6.1%} signed "
+            f"{h.get('median_err', 0):+6.1%} (transferred: {s.get('median_abs_err', 0):.1%}, {s.get('median_err', 0):+.1%})"
+        )
+    return "\n".join(lines)
