@@ -39,6 +39,7 @@ from simcore.specs.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
     ONE_QUERY_ATTENTION,
+    FP8_TENSOR,
     ONE_QUERY_ODD_ATTENTION,
     ComputeProfile,
     EmbeddingBackwardParams,
@@ -139,7 +140,9 @@ def gemm_sustained_fraction(
     A transferred profile carries the source device's call-timed, i.e. sustained, rates as fractions of
     peak, so the answer is ``r_dev / r_source`` (each at its own TDP, 1 without the fact), at most 1.
     1 for a profile measured on the device itself (its sweep is already the sustained rate) and for a dtype
-    the device's fact does not list. Monotone non-decreasing in the device's TDP."""
+    the device's fact does not list. A family measured on the device in an engine's table
+    (``prof.gemm_measured``: a few CUDA-graph replays, the burst clock) gets ``r_dev`` itself. Monotone
+    non-decreasing in the device's TDP."""
     src = prof.transferred_from
     if src is None or dev.sustained_gemm is None:
         return 1.0
@@ -147,6 +150,8 @@ def gemm_sustained_fraction(
 
     idle = prof.power_fraction.get("idle", 0.0)
     r_dev = _sustained_at_tdp(dev, idle, dtype, exponent)
+    if dtype in prof.gemm_measured or (dtype == "fp8" and FP8_TENSOR in prof.gemm_measured):
+        return r_dev  # measured at the burst clock on this device (docs/compute.md, "Blackwell's GEMMs from engine tables")
     source = default_registry().devices.get(src)
     r_src = _sustained_at_tdp(source, idle, dtype, exponent) if source is not None else 1.0
     return min(1.0, r_dev / r_src)
