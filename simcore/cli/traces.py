@@ -89,6 +89,24 @@ def _write_ssd(folders: list[Path], device: str | None, output: Path | None) -> 
         print(f"wrote {path}")
 
 
+def _write_engine_gemm(folders: list[Path], device: str | None, output: Path | None) -> None:
+    """``simcore calibrate`` of ``tools/import_engine_gemm.py`` collections: an engine's linear layers fitted to
+    the GEMM model, written to ``-o`` (a YAML file) or the checkout's ``hardware_specs/calibration/gemm-<device>.yaml``."""
+    from simcore.calibration import fit_engine_gemm
+    from simcore.specs.registry import builtin_dir
+
+    if output is not None and len(folders) > 1:
+        fail("-o: one engine GEMM collection at a time when -o names the file")
+    for f in folders:
+        eg = fit_engine_gemm.fit(f, device)
+        path = output if output is not None else builtin_dir() / "calibration" / f"gemm-{eg.device}.yaml"
+        output_file(path, "-o", YAML_FORMATS, make_parents=True)
+        with writing(path, "-o"):
+            path.write_text(fit_engine_gemm.to_yaml(eg))
+        print(fit_engine_gemm.summary(eg))
+        print(f"wrote {path}")
+
+
 def _host_copies(inputs: list[str], table: Path | None, profile: Path | None, system: str | None) -> None:
     """``--extract-copies`` and ``--host-copy`` (docs/hardware.md, host<->GPU copies): the copy table from traces,
     and/or the profile's ``host_copy`` section fitted on copy tables (on the table just written when both)."""
@@ -114,7 +132,8 @@ def calibrate(
         list[Path] | None,
         typer.Argument(
             help="Profiler traces (.json[.gz], .sqlite), op CSVs, nccl-tests logs, sweep CSVs, or folders "
-            "(a tools/bench_ssd.py folder: the SSD kernels' rates, hardware_specs/calibration/ssd-<device>.yaml)."
+            "(a tools/bench_ssd.py folder: the SSD kernels' rates, hardware_specs/calibration/ssd-<device>.yaml; a "
+            "tools/import_engine_gemm.py folder: an engine's linear layers, hardware_specs/calibration/gemm-<device>.yaml)."
         ),
     ] = None,
     device: Annotated[
@@ -220,6 +239,15 @@ def calibrate(
     if ssd:
         _write_ssd(ssd, device, output)
         inputs = [p for p in inputs if p not in ssd]
+        if not inputs:
+            return
+
+    from simcore.calibration import fit_engine_gemm
+
+    tables = [p for p in inputs if fit_engine_gemm.is_collection(p)]
+    if tables:
+        _write_engine_gemm(tables, device, output)
+        inputs = [p for p in inputs if p not in tables]
         if not inputs:
             return
 
