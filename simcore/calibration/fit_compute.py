@@ -1974,14 +1974,15 @@ def check_published(
     profile: ComputeProfile, published_csv: str | Path, ref_yaml: str | Path | None = None
 ) -> list[dict[str, Any]]:
     """Predict the GEMM/bandwidth rows of the published kernel table for H100/H200/A100/B200/B300/GB200 with
-    ``profile`` transferred to each device; returns one dict per row with the relative error. A GEMM row
+    ``profile`` transferred to each device (with the device's engine GEMM table where it has one:
+    :func:`simcore.specs.profile.with_engine_gemm`); returns one dict per row with the relative error. A GEMM row
     timed after thousands of warm-up iterations (Azure's AI-benchmarking-guide: the board at its power
     limit) is a sustained stream: its time carries :func:`simcore.compute.ops.power_cap_time` of a pure
     GEMM stream (docs/compute.md, "SM clock and the power cap"); other rows are burst timings."""
     import re
 
     from simcore.compute import ops
-    from simcore.specs.profile import transfer
+    from simcore.specs.profile import transfer, with_engine_gemm
     from simcore.specs.registry import default_registry
 
     reg = default_registry()
@@ -1999,7 +2000,7 @@ def check_published(
                 dev = refdevs.get(ref_id)  # type: ignore[assignment]
             if dev is None:
                 continue
-            prof = transfer(profile, dev)
+            prof = with_engine_gemm(transfer(profile, dev), dev)
             metric = row["metric"]
             value = float(row["value"])
             dt_raw = row["dtype"].lower()

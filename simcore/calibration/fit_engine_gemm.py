@@ -1,7 +1,8 @@
 """Fit the GEMM model to a serving engine's measured linear layers on one GPU and write
 ``hardware_specs/calibration/gemm-<device>.yaml`` (:class:`~simcore.specs.profile.EngineGemm`).
 
-The collection (``tools/import_engine_gemm.py``: ``engine_gemm.json`` beside ``gemm.csv.gz``) holds the device
+The collection (:func:`import_aiconfigurator`, ``simcore calibrate --import-aiconfigurator``: ``engine_gemm.json``
+beside ``gemm.csv.gz``) holds the device
 time of one linear-layer forward per ``(family, m, n, k)``, replayed in a CUDA graph with weights that left the
 L2. A quantized linear (``fp8_tensor``, ``fp4``) runs the input's quantize kernel first; serving steps price that
 kernel as an op of its own (:func:`simcore.workload.lowering.serving_quantize_ops`: a memory-bound ``cast`` of
@@ -11,7 +12,7 @@ tables").
 
 Fit: :func:`simcore.compute.kernels.gemm_time` with operands from HBM (no L2 reuse) over the family's rows with
 ``m <= 16384``, the deterministic 70 / 30 shape split of the op sweeps (:func:`~simcore.calibration.fit_compute.is_fit_row`);
-``eff_peak``, ``k_overhead``, ``load_cost``, ``eff_bw``, ``sharpness``, ``t0`` and ``cta_bw`` fitted by the bounded
+``eff_peak``, ``k_overhead``, ``load_cost``, ``eff_bw``, ``sharpness`` and ``t0`` fitted by the bounded
 least squares of :mod:`~simcore.calibration.fit_compute` on log-time residuals, the others kept from the
 starting profile's family. The check half's errors go to ``fit_report``; ``simcore calibrate
 traces/b200/trtllm_gemm`` runs it.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ MAX_M = 16384
 """Rows above this many tokens are left out (no serving step runs them)."""
 MAX_FIT_ROWS = 6000
 """At most this many fit rows per family (every k-th of the fit half, in table order): the fit's cost."""
-FITTED = ("eff_peak", "k_overhead", "load_cost", "eff_bw", "sharpness", "t0", "cta_bw")
+FITTED = ("eff_peak", "k_overhead", "load_cost", "eff_bw", "sharpness", "t0")
 _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "eff_peak": (0.05, 1.2, False),
     "k_overhead": (1.0, 4000.0, True),
@@ -51,12 +53,72 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "eff_bw": (0.05, 1.5, False),
     "sharpness": (1.0, 16.0, False),
     "t0": (1e-7, 5e-5, True),
-    "cta_bw": (0.1, 8.0, True),
 }
 
 
+AIC_DTYPES = {"bfloat16": "bf16", "fp8": FP8_TENSOR, "nvfp4": "fp4"}
+"""AIConfigurator's ``gemm_dtype`` -> simcore's GEMM family (``fp8`` there is ``QuantAlgo.FP8``: per-tensor scales,
+cuBLASLt's per-tensor kernel)."""
+AIC_SYSTEMS = {"b200_sxm": "b200", "gb200": "gb200", "b300_sxm": "b300", "gb300": "gb300", "h100_sxm": "h100",
+               "h200_sxm": "h200"}  # fmt: skip
+"""AIConfigurator's system folders -> simcore's devices."""
+AIC_DATA = "aic-core/src/aiconfigurator_core/systems/data"
+AIC_TIMED = (
+    "one TensorRT-LLM Linear forward (collector/trtllm/collect_gemm.py) on a bf16 input: FP8 (QuantAlgo.FP8, per-tensor) "
+    "and NVFP4 linears quantize the input in a kernel of their own before the GEMM; replayed in a CUDA graph "
+    "(helper.benchmark_with_power: 3 warm-ups, 6 replays), weights rotated through copies that exceed the L2; "
+    "latency per linear"
+)
+
+
+def import_aiconfigurator(repo: str | Path, system: str, version: str, out: str | Path, commit: str | None = None) -> int:
+    """Write a collection (``gemm.csv.gz``: ``dtype,m,n,k,time_s``; ``engine_gemm.json``: where it came from and what
+    was timed) from NVIDIA AIConfigurator's TensorRT-LLM GEMM table of ``system`` at ``version``
+    (``REPO/aic-core/.../data/<system>/gemm/trtllm/<version>/gemm_perf.parquet``; ai-dynamo/aiconfigurator,
+    Apache-2.0). Needs ``pyarrow`` (not a simcore dependency: only this import reads parquet). Returns the rows."""
+    if system not in AIC_SYSTEMS:
+        raise SpecError(f"unknown AIConfigurator system {system!r} (known: {', '.join(AIC_SYSTEMS)})", field="system")
+    rel = f"{AIC_DATA}/{system}/gemm/trtllm/{version}/gemm_perf.parquet"
+    src = Path(repo) / rel
+    if not src.is_file():
+        raise SpecError("no such AIConfigurator GEMM table", file=str(src))
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise SpecError("reading AIConfigurator's parquet tables needs pyarrow (pip install pyarrow)", file=str(src)) from None
+    if commit is None:
+        run = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+        commit = run.stdout.strip() or None
+    table = pq.read_table(src).to_pylist()
+    rows = sorted(
+        (AIC_DTYPES[r["gemm_dtype"]], int(r["m"]), int(r["n"]), int(r["k"]), float(r["latency"]) * 1e-3)
+        for r in table
+        if r["gemm_dtype"] in AIC_DTYPES and r["latency"] and r["latency"] > 0
+    )
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / TABLE, "wt", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["dtype", "m", "n", "k", "time_s"])
+        w.writerows((d, m, n, k, f"{s:.6g}") for d, m, n, k, s in rows)
+    manifest = {
+        "kind": "engine_gemm",
+        "engine": "tensorrt-llm",
+        "engine_version": version,
+        "device": AIC_SYSTEMS[system],
+        "device_name": sorted({str(r["device"]) for r in table}),
+        "source": {"repository": "ai-dynamo/aiconfigurator", "commit": commit, "path": rel, "license": "Apache-2.0"},
+        "timed": AIC_TIMED,
+        "dtypes": {v: k for k, v in AIC_DTYPES.items()},
+        "rows": len(rows),
+        "imported_by": "simcore calibrate --import-aiconfigurator",
+    }
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return len(rows)
+
+
 def is_collection(path: str | Path) -> bool:
-    """Whether ``path`` is a ``tools/import_engine_gemm.py`` folder (its manifest says kind ``engine_gemm``)."""
+    """Whether ``path`` is an engine GEMM collection (its manifest says kind ``engine_gemm``)."""
     m = Path(path) / MANIFEST
     if not m.is_file():
         return False
@@ -144,7 +206,7 @@ def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
         dtype = "fp8" if fam == FP8_TENSOR else fam
         hw = FC._hw(dev, dtype)
         start = base.gemm_params(dtype, per_tensor=True)
-        ps = [FC.Param(p, lo, hi, min(max(getattr(start, p) or 1.0, lo * 1.001), hi * 0.999), log) for p, (lo, hi, log) in _BOUNDS.items()]
+        ps = [FC.Param(p, lo, hi, min(max(getattr(start, p), lo * 1.001), hi * 0.999), log) for p, (lo, hi, log) in _BOUNDS.items()]
         mf, nf, kf, yf = m[fit_rows], n[fit_rows], k[fit_rows], gemm_s[fit_rows]
 
         def resid(x: np.ndarray[Any, Any], mf: Any = mf, nf: Any = nf, kf: Any = kf, yf: Any = yf,

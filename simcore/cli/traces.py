@@ -90,7 +90,7 @@ def _write_ssd(folders: list[Path], device: str | None, output: Path | None) -> 
 
 
 def _write_engine_gemm(folders: list[Path], device: str | None, output: Path | None) -> None:
-    """``simcore calibrate`` of ``tools/import_engine_gemm.py`` collections: an engine's linear layers fitted to
+    """``simcore calibrate`` of engine GEMM collections (``--import-aiconfigurator``): an engine's linear layers fitted to
     the GEMM model, written to ``-o`` (a YAML file) or the checkout's ``hardware_specs/calibration/gemm-<device>.yaml``."""
     from simcore.calibration import fit_engine_gemm
     from simcore.specs.registry import builtin_dir
@@ -105,6 +105,20 @@ def _write_engine_gemm(folders: list[Path], device: str | None, output: Path | N
             path.write_text(fit_engine_gemm.to_yaml(eg))
         print(fit_engine_gemm.summary(eg))
         print(f"wrote {path}")
+
+
+def _import_aiconfigurator(spec: str, output: Path | None) -> None:
+    """``--import-aiconfigurator REPO:SYSTEM:VERSION -o FOLDER``: an engine GEMM collection from AIConfigurator."""
+    from simcore.calibration import fit_engine_gemm
+
+    repo, _, rest = spec.rpartition(":")
+    repo, _, system = repo.rpartition(":")
+    if not repo or not system or not rest:
+        fail(f"--import-aiconfigurator {spec!r}: give REPO:SYSTEM:VERSION (e.g. ../aiconfigurator:b200_sxm:1.2.0rc5)")
+    if output is None or output.suffix:
+        fail("--import-aiconfigurator: -o names the collection folder to write (e.g. traces/b200/trtllm_gemm)")
+    n = fit_engine_gemm.import_aiconfigurator(repo, system, rest, output)
+    print(f"wrote {output}/{fit_engine_gemm.TABLE} ({n} rows) and {fit_engine_gemm.MANIFEST}; fit it: simcore calibrate {output}")
 
 
 def _host_copies(inputs: list[str], table: Path | None, profile: Path | None, system: str | None) -> None:
@@ -133,7 +147,7 @@ def calibrate(
         typer.Argument(
             help="Profiler traces (.json[.gz], .sqlite), op CSVs, nccl-tests logs, sweep CSVs, or folders "
             "(a tools/bench_ssd.py folder: the SSD kernels' rates, hardware_specs/calibration/ssd-<device>.yaml; a "
-            "tools/import_engine_gemm.py folder: an engine's linear layers, hardware_specs/calibration/gemm-<device>.yaml)."
+            "--import-aiconfigurator folder: an engine's linear layers, hardware_specs/calibration/gemm-<device>.yaml)."
         ),
     ] = None,
     device: Annotated[
@@ -209,12 +223,25 @@ def calibrate(
             "--system's host link, default the profile device's) and replace that section in the file.",
         ),
     ] = None,
+    import_aiconfigurator: Annotated[
+        str | None,
+        typer.Option(
+            "--import-aiconfigurator",
+            metavar="REPO:SYSTEM:VERSION",
+            help="Instead: write an engine GEMM collection (to -o, a folder) from NVIDIA AIConfigurator's TensorRT-LLM "
+            "GEMM table (a checkout of ai-dynamo/aiconfigurator, e.g. ../aiconfigurator:b200_sxm:1.2.0rc5; needs pyarrow); "
+            "then `simcore calibrate FOLDER` fits it.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Fit calibration profiles (compute efficiency curves, collective costs) from measurements."""
     from simcore.calibration.calibrate import calibrate as run
     from simcore.specs.profile import save_profile
 
+    if import_aiconfigurator is not None:
+        _import_aiconfigurator(import_aiconfigurator, output)
+        return
     if intervals is not None:
         if inputs:
             fail("--intervals takes no measurement inputs")

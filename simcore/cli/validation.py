@@ -448,6 +448,28 @@ def ssd(
         _fail(e)
 
 
+@app.command("gemms")
+def gemms(
+    devices: Annotated[
+        list[str] | None, typer.Argument(help="Devices whose decode grid to price (default: h200 h100).")
+    ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="Price the decode grid with this compute profile (name or YAML) instead of the device's."),
+    ] = None,
+) -> None:
+    """Measured GEMM tables: the served models' decode grid (traces/<gpu>/kernel_rates_decode) and the engines'
+    linear-layer tables (traces/<gpu>/<engine>_gemm, their check half) against simcore's price."""
+    from simcore.validation import gemms as G
+
+    try:
+        print(G.grid_report(devices or ["h200", "h100"], calibration))
+        print()
+        print(G.tables_report(G.engine_tables()))
+    except SimcoreError as e:
+        _fail(e)
+
+
 @app.command("intervals")
 def intervals(
     as_json: JsonOpt = False,
