@@ -241,9 +241,12 @@ def without_table(dev: Device) -> ComputeProfile:
     if not prof.gemm_measured or prof.transferred_from is None:
         return prof
     src = load_profile(default_registry().device(prof.transferred_from))
-    gemm = {f: v for f, v in prof.gemm.items() if f not in prof.gemm_measured}
-    gemm.update({f: src.gemm[f] for f in prof.gemm_measured if f in src.gemm})
-    return prof.model_copy(update={"gemm": gemm, "gemm_measured": {}})
+    def restored(own: dict[str, GemmParams], theirs: dict[str, GemmParams]) -> dict[str, GemmParams]:
+        out = {f: v for f, v in own.items() if f not in prof.gemm_measured}
+        return out | {f: theirs[f] for f in prof.gemm_measured if f in theirs and own}
+
+    return prof.model_copy(update={"gemm": restored(prof.gemm, src.gemm),
+                                   "gemm_kernel": restored(prof.gemm_kernel, src.gemm_kernel), "gemm_measured": {}})  # fmt: skip
 
 
 def to_yaml(eg: EngineGemm) -> str:

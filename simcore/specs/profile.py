@@ -921,7 +921,8 @@ def engine_gemm_for(device: Device) -> EngineGemm | None:
 
 def with_engine_gemm(profile: ComputeProfile, device: Device) -> ComputeProfile:
     """``profile`` (transferred to ``device``) with the GEMM families of :func:`engine_gemm_for` put in place of
-    the transferred ones (:attr:`ComputeProfile.gemm_measured` says which, the notes say from where). A profile
+    the transferred ones, call-timed and kernel-rate alike (:attr:`ComputeProfile.gemm_measured` says which, the
+    notes say from where). A profile
     measured on ``device`` itself is returned as it is: its own sweeps rule."""
     if profile.transferred_from is None:
         return profile
@@ -930,9 +931,13 @@ def with_engine_gemm(profile: ComputeProfile, device: Device) -> ComputeProfile:
         return profile
     where = f"{eg.device}'s {eg.engine} {eg.engine_version} linear-layer table ({ENGINE_GEMM_PREFIX}{eg.device}.yaml)"
     fams = sorted(eg.gemm)
+    # the tables time kernels replayed in a CUDA graph: the in-step rate as well (``gemm_kernel``, where the
+    # profile prices some GEMMs by their kernels' own durations)
+    kernel = {**profile.gemm_kernel, **eg.gemm} if profile.gemm_kernel else {}
     return profile.model_copy(
         update={
             "gemm": {**profile.gemm, **eg.gemm},
+            "gemm_kernel": kernel,
             "gemm_measured": {**profile.gemm_measured, **dict.fromkeys(fams, where)},
             "notes": [*profile.notes, f"GEMMs {', '.join(fams)} from {where}"
                       + ("" if eg.device == device.name else f", as fractions of {device.name}'s peaks")],

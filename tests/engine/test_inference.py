@@ -110,12 +110,12 @@ def test_layer_ops_scale_the_eager_decode_host_of_the_reference_code() -> None:
     assert host(54.0) > 1.8 * base  # the layers' host doubles (32 layers against a fixed part)
 
 
-def _prec(system: str, precision: str, **inf: object) -> object:
+def _prec(system: str, precision: str, preset: str = "llama3.1-8b", **inf: object) -> object:
     return scenario_from_dict(
         {
             "kind": "inference",
             "cluster": {"system": system, "gpus": 1},
-            "model": {"preset": "llama3.1-8b"},
+            "model": {"preset": preset},
             "inference": {"batch": 64, "prompt_len": 1024, "output_len": 64, "precision": precision, **inf},
             "runtime": {"framework": "cuda_graphs"},
         },
@@ -126,7 +126,10 @@ def _prec(system: str, precision: str, **inf: object) -> object:
 def test_fp4_weights_on_blackwell_bytes_and_speed() -> None:
     """NVFP4 weights: 4-bit values plus an E4M3 scale per 16 (0.5625 bytes a parameter) in the transformer
     blocks, the embedding and LM head in bf16 (the checkpoints quantize only the blocks' linear layers), an
-    FP8 KV cache by default; each step narrower than fp8's is never slower (its GEMMs run at the fp4 peak)."""
+    FP8 KV cache by default; NVFP4's steps are never slower than FP8's or bf16's. FP8 against bf16 depends on the
+    FP8 linear's fixed cost at small shapes (B200's engine table: TensorRT-LLM's FP8 linear takes 14 us at
+    512 x 512 where bf16 takes 3 us, docs/compute.md "Blackwell's GEMMs from engine tables"), so that pair is
+    compared on the 70B, whose decode streams 70 GB of weights."""
     pc = param_counts(_prec("dgx-b200", "bf16").model)
     edge = pc.embedding + pc.lm_head
     r4 = simcore.predict(_prec("dgx-b200", "fp4"))
@@ -138,7 +141,9 @@ def test_fp4_weights_on_blackwell_bytes_and_speed() -> None:
     assert r4.memory_breakdown["kv_cache"] == pytest.approx(r8.memory_breakdown["kv_cache"])
     assert r4.memory_breakdown["kv_cache"] == pytest.approx(r16.memory_breakdown["kv_cache"] / 2)
     assert r4.prefill_time_s <= r8.prefill_time_s <= r16.prefill_time_s
-    assert r4.decode_step_time_s <= r8.decode_step_time_s <= r16.decode_step_time_s
+    assert r4.decode_step_time_s <= min(r8.decode_step_time_s, r16.decode_step_time_s)
+    big = {p: simcore.predict(_prec("dgx-b200", p, preset="llama3.3-70b")) for p in ("fp4", "fp8", "bf16")}
+    assert big["fp4"].decode_step_time_s < big["fp8"].decode_step_time_s < big["bf16"].decode_step_time_s
 
 
 @pytest.mark.parametrize("system", ["hgx-h100", "hgx-h200"])

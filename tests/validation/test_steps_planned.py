@@ -43,8 +43,10 @@ def test_planned_rows_are_predicted_and_match_the_committed_predictions(
         assert rows[(name, "compiled")]["predicted_mem"] < 80 * 2**30  # sized for one H100
     committed = json.loads((PLANNED.parent / "predicted_h200.json").read_text())
     got = {(r["name"], r["framework"]): r["predicted_s"] for r in committed["rows"]}
+    # the committed file is what was predicted before the run (never rewritten); later refits of the H200 profile
+    # (the per-tensor FP8 family) moved these bf16 steps by < 1e-5, so a model change above 0.1 % shows here
     for k, r in rows.items():
-        assert r["predicted_s"] == pytest.approx(got[k], rel=1e-6), k
+        assert r["predicted_s"] == pytest.approx(got[k], rel=1e-3), k
     text = format_report(res)
     assert "llama-8b-l8-s8k" in text
     # without --predict the rows (no measured time) are skipped; with it the CLI prints them
