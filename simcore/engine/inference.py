@@ -219,6 +219,7 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
     # inference FP8 is per-tensor scaled, as FP8 checkpoints ship; NVFP4 block-scaled in Blackwell's MMA: both the
     # per-tensor kernel family (docs/compute.md, "FP8 GEMMs by scaling")
     pricer.per_tensor = True
+    pricer.expert_per_tensor = False  # fused MoE: CUTLASS grouped GEMMs (the row-wise family's kernels)
     prefill = _forward(pricer, r.model, pre, logit_rows, r.pp, sample_rows=batch, quantize_inputs=r.quantize_inputs)
     graph_gap = _graph_gap(r)
     if r.framework == "cuda_graphs":
@@ -239,6 +240,7 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
         dec_pricer.kernel_gap = graph_gap
     dec_pricer.kernel_gemms = r.decode_kernel_gemms
     dec_pricer.per_tensor = True
+    dec_pricer.expert_per_tensor = False
     decode = _forward(dec_pricer, r.model, dec, batch, r.pp, quantize_inputs=r.quantize_inputs)
     pricer.kernel_gap = 0.0
     pricer.kernel_gemms = False

@@ -151,6 +151,10 @@ class Pricer:
     """The low-precision GEMMs run the per-tensor kernel family (per-tensor FP8: Transformer Engine's delayed and
     current scaling, TensorRT-LLM's FP8 linears; Blackwell's block-scaled MXFP8/NVFP4): priced with the profile's
     ``fp8_tensor`` parameters, else the row-wise ``fp8`` ones (:meth:`ComputeProfile.gemm_params`)."""
+    expert_per_tensor: bool | None = None
+    """Whether the MoE expert GEMMs (ops ``expert_*``) run the per-tensor family; ``None``: as ``per_tensor``. Serving
+    engines' fused MoE kernels are CUTLASS grouped GEMMs with per-expert scales, not cuBLASLt's per-tensor
+    kernel: ``False`` prices them with the row-wise (CUTLASS) family (docs/compute.md, "FP8 GEMMs by scaling")."""
     l2_reuse: bool = False
     """Whether a GEMM's operands may stay in L2 between calls (true in a micro-benchmark that repeats
     one GEMM; false in a model step, where every layer reads its own weights from HBM)."""
@@ -295,7 +299,8 @@ class Pricer:
             bwd = op.name.endswith(("_bwd", "_dgrad", "_wgrad"))
             if op.kind == "gemm":
                 # (ops that say their operands' alignment are priced apart from those that leave it to k, n)
-                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd, "misaligned" in a, "splits" in a)
+                key: tuple[Any, ...] = ("gemm", a["dtype"], bwd, "misaligned" in a, "splits" in a,
+                                        op.name.startswith("expert_"))  # fmt: skip
             elif op.kind == "attention":
                 key = (
                     "attention",
@@ -390,7 +395,7 @@ class Pricer:
             # priced: docs/compute.md, "torch.compile")
             kw: dict[str, Any] = {
                 "l2_reuse": self.l2_reuse, "misaligned": misaligned, "kernel_rate": compiled or self.kernel_gemms,
-                "block_format": self.block_format if key[1] in LOW_PRECISION else None, "per_tensor": self.per_tensor,
+                "block_format": self.block_format if key[1] in LOW_PRECISION else None, "per_tensor": self.per_tensor if not key[5] or self.expert_per_tensor is None else self.expert_per_tensor,
             }  # fmt: skip
             t = C.gemm(dev, prof, m, n, k, key[1], b, **kw).time_s
             if key[4]:
@@ -525,7 +530,7 @@ class Pricer:
         """The pricer's options that change an op's seconds (beside the device and the profile)."""
         return (
             self.framework, self.per_op_host, self.kernel_floor, self.kernel_gap, self.l2_reuse, self.block_format,
-            self.kernel_gemms, self.per_tensor,
+            self.kernel_gemms, self.per_tensor, self.expert_per_tensor,
         )  # fmt: skip
 
 
