@@ -83,7 +83,7 @@ def import_aiconfigurator(repo: str | Path, system: str, version: str, out: str 
     if not src.is_file():
         raise SpecError("no such AIConfigurator GEMM table", file=str(src))
     try:
-        import pyarrow.parquet as pq  # type: ignore[import-not-found,unused-ignore]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
         raise SpecError("reading AIConfigurator's parquet tables needs pyarrow (pip install pyarrow)", file=str(src)) from None
     if commit is None:
@@ -212,7 +212,7 @@ def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
         def resid(x: np.ndarray[Any, Any], mf: Any = mf, nf: Any = nf, kf: Any = kf, yf: Any = yf,
                   start: GemmParams = start, hw: K.HW = hw, fam: str = fam) -> np.ndarray[Any, Any]:  # fmt: skip
             p = start.model_copy(update=dict(zip(FITTED, (float(v) for v in x), strict=True)))
-            return np.log(_predict(hw, p, fam, mf, nf, kf) / yf)
+            return np.asarray(np.log(_predict(hw, p, fam, mf, nf, kf) / yf), dtype=float)
 
         x, _ = FC.least_squares(resid, ps, max_iter=60)
         p = GemmParams.model_validate({**start.model_dump(), **{a: float(f"{v:.5g}") for a, v in zip(FITTED, x, strict=True)}})
@@ -223,7 +223,7 @@ def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
         report["fit"][fam] = _errors(_predict(hw, p, fam, mf, nf, kf) + q[fit_rows], total[fit_rows])
         report["start_held_out"][fam] = _errors(_predict(hw, start, fam, m[check], n[check], k[check]) + q[check], total[check])
     src = manifest.get("source") or {}
-    folder_s = Path(folder).as_posix()
+    folder_s = _repo_relative(Path(folder))
     return EngineGemm(
         device=dev.name,
         engine=str(manifest.get("engine", "")),
@@ -232,6 +232,16 @@ def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
         gemm=gemm,
         fit_report=report,
     )
+
+
+def _repo_relative(path: Path) -> str:
+    """``path`` relative to the checkout (the parent of ``hardware_specs/``) where it lies inside it."""
+    from simcore.specs.registry import builtin_dir
+
+    try:
+        return path.resolve().relative_to(builtin_dir().resolve().parent).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def without_table(dev: Device) -> ComputeProfile:

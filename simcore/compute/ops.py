@@ -38,8 +38,8 @@ from simcore.specs.ops import memory_op_traffic as memory_op_traffic
 from simcore.specs.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
-    ONE_QUERY_ATTENTION,
     FP8_TENSOR,
+    ONE_QUERY_ATTENTION,
     ONE_QUERY_ODD_ATTENTION,
     ComputeProfile,
     EmbeddingBackwardParams,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import gzip
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def grid_rows(device: str, traces: Path = TRACES) -> dict[str, list[dict[str, st
     return out
 
 
-def _stats(e: np.ndarray) -> str:  # type: ignore[type-arg]
+def _stats(e: np.ndarray[Any, Any]) -> str:
     if e.size == 0:
         return "-"
     return f"{np.median(np.abs(e)) * 100:5.1f} % {np.median(e) * 100:+6.1f} (p90 {np.quantile(np.abs(e), 0.9) * 100:5.1f} %)"
@@ -71,13 +72,13 @@ def grid_report(devices: list[str], calibration: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def engine_table_errors(folder: Path) -> dict[str, dict[str, np.ndarray]]:  # type: ignore[type-arg]
+def engine_table_errors(folder: Path) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
     """Per family of an engine table: the check half's relative errors (predicted / measured - 1) with the
     device's profile, under ``all``, ``decode`` (M <= 512), ``middle`` and ``prefill`` (M >= 4096)."""
     manifest, cols = FE.read(folder)
     dev = default_registry().device(str(manifest.get("device")))
     prof = load_profile(dev)
-    out: dict[str, dict[str, np.ndarray]] = {}  # type: ignore[type-arg]
+    out: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
     for fam in FE.FAMILIES:
         sel = (cols["dtype"] == fam) & (cols["m"] <= FE.MAX_M)
         keys = [f"gemm|{fam}|{m:.6g}|{n:.6g}|{k:.6g}" for m, n, k in zip(cols["m"][sel], cols["n"][sel], cols["k"][sel], strict=True)]
