@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -71,39 +71,24 @@ def _write_step_profiles(manifests: list[Path], output: Path | None) -> None:
             print(f"wrote {path}")
 
 
-def _write_ssd(folders: list[Path], device: str | None, output: Path | None) -> None:
-    """``simcore calibrate`` of ``tools/bench_ssd.py`` collections: the SSD kernels' rates, written to
-    ``-o`` (a YAML file) or the checkout's ``hardware_specs/calibration/ssd-<device>.yaml``."""
-    from simcore.calibration import fit_ssd
+def _write_device_fits(folders: list[Path], device: str | None, output: Path | None, what: str, prefix: str) -> None:
+    """``simcore calibrate`` of collections fitted one device at a time (``what``: ``ssd``, ``tools/bench_ssd.py``
+    folders, the SSD kernels' rates; ``engine GEMM``, ``--import-aiconfigurator`` folders, an engine's linear layers
+    fitted to the GEMM model), each written to ``-o`` (a YAML file) or the checkout's
+    ``hardware_specs/calibration/<prefix><device>.yaml``."""
+    from simcore.calibration import fit_engine_gemm, fit_ssd
     from simcore.specs.registry import builtin_dir
 
+    mod: Any = fit_ssd if what == "SSD" else fit_engine_gemm
     if output is not None and len(folders) > 1:
-        fail("-o: one SSD collection at a time when -o names the file")
+        fail(f"-o: one {what} collection at a time when -o names the file")
     for f in folders:
-        params = fit_ssd.fit(f, device)
-        path = output if output is not None else builtin_dir() / "calibration" / f"ssd-{params.device}.yaml"
+        fitted = mod.fit(f, device)
+        path = output if output is not None else builtin_dir() / "calibration" / f"{prefix}{fitted.device}.yaml"
         output_file(path, "-o", YAML_FORMATS, make_parents=True)
         with writing(path, "-o"):
-            path.write_text(fit_ssd.to_yaml(params))
-        print(fit_ssd.summary(params))
-        print(f"wrote {path}")
-
-
-def _write_engine_gemm(folders: list[Path], device: str | None, output: Path | None) -> None:
-    """``simcore calibrate`` of engine GEMM collections (``--import-aiconfigurator``): an engine's linear layers fitted to
-    the GEMM model, written to ``-o`` (a YAML file) or the checkout's ``hardware_specs/calibration/gemm-<device>.yaml``."""
-    from simcore.calibration import fit_engine_gemm
-    from simcore.specs.registry import builtin_dir
-
-    if output is not None and len(folders) > 1:
-        fail("-o: one engine GEMM collection at a time when -o names the file")
-    for f in folders:
-        eg = fit_engine_gemm.fit(f, device)
-        path = output if output is not None else builtin_dir() / "calibration" / f"gemm-{eg.device}.yaml"
-        output_file(path, "-o", YAML_FORMATS, make_parents=True)
-        with writing(path, "-o"):
-            path.write_text(fit_engine_gemm.to_yaml(eg))
-        print(fit_engine_gemm.summary(eg))
+            path.write_text(mod.to_yaml(fitted))
+        print(mod.summary(fitted))
         print(f"wrote {path}")
 
 
@@ -264,7 +249,7 @@ def calibrate(
 
     ssd = [p for p in inputs if fit_ssd.is_collection(p)]
     if ssd:
-        _write_ssd(ssd, device, output)
+        _write_device_fits(ssd, device, output, "SSD", "ssd-")
         inputs = [p for p in inputs if p not in ssd]
         if not inputs:
             return
@@ -273,7 +258,7 @@ def calibrate(
 
     tables = [p for p in inputs if fit_engine_gemm.is_collection(p)]
     if tables:
-        _write_engine_gemm(tables, device, output)
+        _write_device_fits(tables, device, output, "engine GEMM", "gemm-")
         inputs = [p for p in inputs if p not in tables]
         if not inputs:
             return
