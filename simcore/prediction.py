@@ -570,8 +570,9 @@ def predict_inference(sc: Scenario) -> InferenceResult:
         notes.append(f"inference prices one tp x pp replica; parallel.{', parallel.'.join(ignored)} not used")
     if inf.precision in ("fp8", "fp4"):
         notes.append(
-            f"precision {inf.precision}: GEMMs at the per-tensor (cuBLASLt) FP8 kernels' rate (FP8 checkpoints are "
-            "per-tensor scaled; NVFP4's block scales are applied inside the MMA)"
+            f"precision {inf.precision}: dense GEMMs at the per-tensor (cuBLASLt) FP8 kernels' rate (FP8 checkpoints are "
+            "per-tensor scaled), NVFP4 at its own family's (block scales applied inside the MMA); MoE experts on the "
+            "row-wise (CUTLASS) family except where the GPU's own FP8 linears were measured"
         )
     iv = interval_of(cluster, sc.calibration, p.tp * p.pp, "inference")
     return InferenceResult(

@@ -975,7 +975,7 @@ def _ref(dev: Device) -> HardwareRef:
 # ---------------------------------------------------------------------------------------------
 # fitting per family
 
-_GEMM_PARAMS = (
+GEMM_PARAMS = (
     Param("eff_peak", 0.05, 1.1, 0.75),
     Param("k_overhead", 0.5, 4096.0, 64.0, log=True),
     Param("load_cost", 0.01, 256.0, 4.0, log=True),
@@ -1619,7 +1619,7 @@ def _fit_gemm(
             # (a property of the dtype's kernels: fp32 FFMA barely minds, tensor-core tiles do)
             start = start.model_copy(update={"eff_misaligned": base.gemm[key_g].eff_misaligned})
         if anchor is None:
-            names = [p.name for p in _GEMM_PARAMS if p.name not in (*_COLD_GEMM, "skinny_bw")] + (
+            names = [p.name for p in GEMM_PARAMS if p.name not in (*_COLD_GEMM, "skinny_bw")] + (
                 ["eff_misaligned"] if misal else []
             )
         else:
@@ -1690,19 +1690,19 @@ def _fit_gemm_rows(
             return g_k(p, s, dts)
 
         p_fit, h = _fit_model(
-            start, _subset(_GEMM_PARAMS, names, start), g_hot,
+            start, _subset(GEMM_PARAMS, names, start), g_hot,
             y[hot], eager[hot], floor[hot], host, mode, n_starts, gap_rows(prof, sub)[hot],
         )  # fmt: skip
         floor_2 = np.where(eager, h if h is not None else floor, floor)
         p_fit, _ = _fit_model(
-            p_fit, _subset(_GEMM_PARAMS, _COLD_GEMM, p_fit), g_k, y, eager, floor_2, None, mode,
+            p_fit, _subset(GEMM_PARAMS, _COLD_GEMM, p_fit), g_k, y, eager, floor_2, None, mode,
             n_starts, gap_rows(prof, sub),
         )  # fmt: skip
         return p_fit, h
     if host is not None and np.any(cold):
         names = [*names, *_COLD_GEMM]  # too few sweep rows for two stages: one fit of everything
     return _fit_model(
-        start, _subset(_GEMM_PARAMS, names, start), g_k, y, eager, floor, host, mode, n_starts, gap_rows(prof, sub)
+        start, _subset(GEMM_PARAMS, names, start), g_k, y, eager, floor, host, mode, n_starts, gap_rows(prof, sub)
     )
 
 
@@ -2017,10 +2017,13 @@ def check_published(
                 dtype = next((d for d in ("fp8", "fp4", "bf16") if d in dt_raw), None)
                 if dtype is None or dtype not in dev.peak:
                     continue
-                c = ops.gemm(dev, prof, m, n, k, dtype)
+                # cuBLASLt's FP8 GEMMs (Azure's sweep, MAMF's torch._scaled_mm with one scale per tensor) and its
+                # block-scaled FP4: the per-tensor family (docs/compute.md, "FP8 GEMMs by scaling")
+                c = ops.gemm(dev, prof, m, n, k, dtype, per_tensor=True)
                 t = c.time_s
                 if "10,000 warmup" in row["notes"]:
-                    t = t + ops.power_cap_time(dev, prof, {"gemm": t}, gemm_dtype=dtype)
+                    fam = FP8_TENSOR if dtype == "fp8" else dtype
+                    t = t + ops.power_cap_time(dev, prof, {"gemm": t}, gemm_dtype=fam)
                 pred = c.flops / t / 1e12
             elif metric == "hbm_bandwidth":
                 nbytes = 2 * 1024**3  # a large stream, far past L2

@@ -5,9 +5,10 @@ The collection (:func:`import_aiconfigurator`, ``simcore calibrate --import-aico
 beside ``gemm.csv.gz``) holds the device
 time of one linear-layer forward per ``(family, m, n, k)``, replayed in a CUDA graph with weights that left the
 L2. A quantized linear (``fp8_tensor``, ``fp4``) runs the input's quantize kernel first; serving steps price that
-kernel as an op of its own (:func:`simcore.workload.lowering.serving_quantize_ops`: a memory-bound ``cast`` of
+kernel as an op of its own (:func:`simcore.workload.lowering.activation_quantize_fwd`: a memory-bound ``cast`` of
 ``m x k`` 16-bit elements into the GEMM's format), so the GEMM is fitted on the table's time less that priced
-cast, with the profile the device has without the table (docs/compute.md, "Blackwell's GEMMs from engine
+cast (the kernel's own time: the graph's per-kernel floor a step also applies, about a microsecond more at decode
+sizes, stays in the GEMM's ``t0``), with the profile the device has without the table (docs/compute.md, "Blackwell's GEMMs from engine
 tables").
 
 Fit: :func:`simcore.compute.kernels.gemm_time` with operands from HBM (no L2 reuse) over the family's rows with
@@ -34,8 +35,10 @@ from simcore.compute import kernels as K
 from simcore.compute.ops import gemm_out_bytes, memory_op
 from simcore.errors import SpecError
 from simcore.specs.hardware import DTYPE_BYTES, Device
+from simcore.specs.loader import manifest_field
 from simcore.specs.profile import FP8_TENSOR, ComputeProfile, EngineGemm, GemmParams, load_profile
 from simcore.specs.registry import default_registry
+from simcore.workload.lowering import quantize_input_args
 
 MANIFEST = "engine_gemm.json"
 TABLE = "gemm.csv.gz"
@@ -44,16 +47,9 @@ FAMILIES = ("bf16", FP8_TENSOR, "fp4")
 MAX_M = 16384
 """Rows above this many tokens are left out (no serving step runs them)."""
 MAX_FIT_ROWS = 6000
-"""At most this many fit rows per family (every k-th of the fit half, in table order): the fit's cost."""
+"""At most this many fit rows per family (evenly spaced over the fit half, in table order): the fit's cost."""
 FITTED = ("eff_peak", "k_overhead", "load_cost", "eff_bw", "sharpness", "t0")
-_BOUNDS: dict[str, tuple[float, float, bool]] = {
-    "eff_peak": (0.05, 1.2, False),
-    "k_overhead": (1.0, 4000.0, True),
-    "load_cost": (1.0, 1000.0, True),
-    "eff_bw": (0.05, 1.5, False),
-    "sharpness": (1.0, 16.0, False),
-    "t0": (1e-7, 5e-5, True),
-}
+"""The parameters fitted, within the op sweeps' bounds (:data:`simcore.calibration.fit_compute.GEMM_PARAMS`)."""
 
 
 AIC_DTYPES = {"bfloat16": "bf16", "fp8": FP8_TENSOR, "nvfp4": "fp4"}
@@ -119,24 +115,20 @@ def import_aiconfigurator(repo: str | Path, system: str, version: str, out: str 
 
 def is_collection(path: str | Path) -> bool:
     """Whether ``path`` is an engine GEMM collection (its manifest says kind ``engine_gemm``)."""
-    m = Path(path) / MANIFEST
-    if not m.is_file():
-        return False
-    try:
-        return bool(json.loads(m.read_text()).get("kind") == "engine_gemm")
-    except (OSError, ValueError):
-        return False
+    return bool(manifest_field(Path(path) / MANIFEST, "kind") == "engine_gemm")
 
 
 def read(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray[Any, Any]]]:
     """The manifest and the table's columns (``dtype`` as strings, ``m, n, k, time_s`` as floats)."""
     folder = Path(folder)
+    if manifest_field(folder / MANIFEST, "kind") != "engine_gemm":
+        raise SpecError(f"not an engine GEMM collection (no {MANIFEST} of kind engine_gemm)", file=str(folder))
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
         with gzip.open(folder / TABLE, "rt", newline="") as fh:
             rows = list(csv.DictReader(fh))
-    except (OSError, ValueError) as e:
-        raise SpecError(f"cannot read the engine GEMM collection: {e}", file=str(folder)) from None
+    except (OSError, ValueError, EOFError) as e:
+        raise SpecError(f"cannot read the table: {e}", file=str(folder / TABLE)) from None
     need = {"dtype", "m", "n", "k", "time_s"}
     if not rows or not need <= set(rows[0]):
         raise SpecError(f"{TABLE} needs the columns {', '.join(sorted(need))}", file=str(folder / TABLE))
@@ -144,8 +136,8 @@ def read(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray[Any, 
     for c in ("m", "n", "k", "time_s"):
         try:
             cols[c] = np.array([float(r[c]) for r in rows])
-        except ValueError:
-            raise SpecError(f"column {c}: not a number", file=str(folder / TABLE), field=c) from None
+        except (TypeError, ValueError):  # a short row reads None
+            raise SpecError(f"column {c}: not a number in every row", file=str(folder / TABLE), field=c) from None
     bad = [d for d in set(cols["dtype"].tolist()) if d not in FAMILIES]
     if bad:
         raise SpecError(f"unknown GEMM family {bad[0]!r} (known: {', '.join(FAMILIES)})", file=str(folder / TABLE),
@@ -159,9 +151,8 @@ def quantize_time(dev: Device, prof: ComputeProfile, family: str, m: Any, k: Any
     m, k = np.asarray(m, dtype=float), np.asarray(k, dtype=float)
     if family == "bf16":
         return np.zeros(np.broadcast(m, k).shape)
-    dtype = "fp8" if family == FP8_TENSOR else family
-    numel = m * k
-    cost = memory_op(dev, prof, "cast", numel * (2.0 + DTYPE_BYTES[dtype]), flops=2.0 * numel, l2_reuse=False)
+    a = quantize_input_args(m * k, "fp8" if family == FP8_TENSOR else family)
+    cost = memory_op(dev, prof, a["name"], a["nbytes"], flops=a["flops"], l2_reuse=False)
     return np.asarray(cost.time_s, dtype=float)
 
 
@@ -199,14 +190,17 @@ def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
         gemm_s = cols["time_s"][sel] - quantize_time(dev, base, fam, m, k)
         ok = gemm_s > 0
         fit_rows = np.flatnonzero(is_fit[sel] & ok)
-        fit_rows = fit_rows[:: max(1, len(fit_rows) // MAX_FIT_ROWS)]
+        if len(fit_rows) > MAX_FIT_ROWS:
+            fit_rows = fit_rows[np.unique(np.linspace(0, len(fit_rows) - 1, MAX_FIT_ROWS).astype(int))]
         check = ~is_fit[sel] & ok
         if len(fit_rows) < 20:
             raise SpecError(f"{folder}: {fam}: {len(fit_rows)} rows to fit (need 20)")
         dtype = "fp8" if fam == FP8_TENSOR else fam
         hw = FC._hw(dev, dtype)
         start = base.gemm_params(dtype, per_tensor=True)
-        ps = [FC.Param(p, lo, hi, min(max(getattr(start, p), lo * 1.001), hi * 0.999), log) for p, (lo, hi, log) in _BOUNDS.items()]
+        bounds = {b.name: b for b in FC.GEMM_PARAMS if b.name in FITTED}
+        ps = [FC.Param(p, bounds[p].lo, bounds[p].hi, min(max(getattr(start, p), bounds[p].lo * 1.001), bounds[p].hi * 0.999),
+                       bounds[p].log) for p in FITTED]  # fmt: skip
         mf, nf, kf, yf = m[fit_rows], n[fit_rows], k[fit_rows], gemm_s[fit_rows]
 
         def resid(x: np.ndarray[Any, Any], mf: Any = mf, nf: Any = nf, kf: Any = kf, yf: Any = yf,
@@ -217,6 +211,10 @@ def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
         x, _ = FC.least_squares(resid, ps, max_iter=60)
         p = GemmParams.model_validate({**start.model_dump(), **{a: float(f"{v:.5g}") for a, v in zip(FITTED, x, strict=True)}})
         gemm[fam] = p
+        at_bound = [a for a, v in zip(FITTED, x, strict=True)
+                    if min(v - bounds[a].lo, bounds[a].hi - v) <= 1e-3 * (bounds[a].hi - bounds[a].lo)]  # fmt: skip
+        if at_bound:
+            report.setdefault("at_bound", {})[fam] = at_bound
         total = cols["time_s"][sel]
         q = total - gemm_s
         report["held_out"][fam] = _errors(_predict(hw, p, fam, m[check], n[check], k[check]) + q[check], total[check])
@@ -245,18 +243,8 @@ def _repo_relative(path: Path) -> str:
 
 
 def without_table(dev: Device) -> ComputeProfile:
-    """``dev``'s profile without any engine table: the transferred families in place of the measured ones (the
-    fit's starting point and its quantize prices)."""
-    prof = load_profile(dev)
-    if not prof.gemm_measured or prof.transferred_from is None:
-        return prof
-    src = load_profile(default_registry().device(prof.transferred_from))
-    def restored(own: dict[str, GemmParams], theirs: dict[str, GemmParams]) -> dict[str, GemmParams]:
-        out = {f: v for f, v in own.items() if f not in prof.gemm_measured}
-        return out | {f: theirs[f] for f in prof.gemm_measured if f in theirs and own}
-
-    return prof.model_copy(update={"gemm": restored(prof.gemm, src.gemm),
-                                   "gemm_kernel": restored(prof.gemm_kernel, src.gemm_kernel), "gemm_measured": {}})  # fmt: skip
+    """``dev``'s profile without any engine table (the fit's starting point and its quantize prices)."""
+    return load_profile(dev, engine_tables=False)
 
 
 def to_yaml(eg: EngineGemm) -> str:
@@ -279,5 +267,6 @@ def summary(eg: EngineGemm) -> str:
             f"  {fam:10s} eff_peak {p.eff_peak:.2f} eff_bw {p.eff_bw:.2f} t0 {p.t0 * 1e6:.1f} us | n {h.get('n', 0):5d} "
             f"median |err| {h.get('median_abs_err', 0):6.1%} p90 {h.get('p90_abs_err', 0):6.1%} signed "
             f"{h.get('median_err', 0):+6.1%} (transferred: {s.get('median_abs_err', 0):.1%}, {s.get('median_err', 0):+.1%})"
+            + (f"; at a bound: {', '.join(b)}" if (b := eg.fit_report.get("at_bound", {}).get(fam)) else "")
         )
     return "\n".join(lines)

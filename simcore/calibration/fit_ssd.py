@@ -39,7 +39,7 @@ import numpy as np
 
 from simcore.errors import SpecError
 from simcore.specs.hardware import Device
-from simcore.specs.loader import validate
+from simcore.specs.loader import manifest_field, validate
 from simcore.specs.profile import SSD_CLASSES, SsdParams, load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import resolve_scenario_dict
@@ -364,10 +364,4 @@ def summary(params: SsdParams) -> str:
 
 def is_collection(path: str | Path) -> bool:
     """Whether ``path`` is a ``bench_ssd.py`` collection folder (its manifest says suite ``ssd``)."""
-    m = Path(path) / "ssd.manifest.json"
-    if not m.is_file():
-        return False
-    try:
-        return bool(json.loads(m.read_text()).get("suite") == "ssd")
-    except (OSError, ValueError):
-        return False
+    return bool(manifest_field(Path(path) / "ssd.manifest.json", "suite") == "ssd")

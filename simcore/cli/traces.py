@@ -72,7 +72,7 @@ def _write_step_profiles(manifests: list[Path], output: Path | None) -> None:
 
 
 def _write_device_fits(folders: list[Path], device: str | None, output: Path | None, what: str, prefix: str) -> None:
-    """``simcore calibrate`` of collections fitted one device at a time (``what``: ``ssd``, ``tools/bench_ssd.py``
+    """``simcore calibrate`` of collections fitted one device at a time (``what``: ``SSD``, ``tools/bench_ssd.py``
     folders, the SSD kernels' rates; ``engine GEMM``, ``--import-aiconfigurator`` folders, an engine's linear layers
     fitted to the GEMM model), each written to ``-o`` (a YAML file) or the checkout's
     ``hardware_specs/calibration/<prefix><device>.yaml``."""
@@ -80,8 +80,6 @@ def _write_device_fits(folders: list[Path], device: str | None, output: Path | N
     from simcore.specs.registry import builtin_dir
 
     mod: Any = fit_ssd if what == "SSD" else fit_engine_gemm
-    if output is not None and len(folders) > 1:
-        fail(f"-o: one {what} collection at a time when -o names the file")
     for f in folders:
         fitted = mod.fit(f, device)
         path = output if output is not None else builtin_dir() / "calibration" / f"{prefix}{fitted.device}.yaml"
@@ -245,23 +243,18 @@ def calibrate(
         inputs = [p for p in inputs if p not in steps]
         if not inputs:
             return
-    from simcore.calibration import fit_ssd
+    from simcore.calibration import fit_engine_gemm, fit_ssd
 
     ssd = [p for p in inputs if fit_ssd.is_collection(p)]
-    if ssd:
-        _write_device_fits(ssd, device, output, "SSD", "ssd-")
-        inputs = [p for p in inputs if p not in ssd]
-        if not inputs:
-            return
-
-    from simcore.calibration import fit_engine_gemm
-
     tables = [p for p in inputs if fit_engine_gemm.is_collection(p)]
-    if tables:
-        _write_device_fits(tables, device, output, "engine GEMM", "gemm-")
-        inputs = [p for p in inputs if p not in tables]
-        if not inputs:
-            return
+    if output is not None and len(ssd) + len(tables) > 1:
+        fail("-o: one SSD or engine GEMM collection at a time when -o names the file")
+    for found, what, prefix in ((ssd, "SSD", "ssd-"), (tables, "engine GEMM", "gemm-")):
+        if found:
+            _write_device_fits(found, device, output, what, prefix)
+            inputs = [p for p in inputs if p not in found]
+    if (ssd or tables) and not inputs:
+        return
 
     output_file(output, "-o", YAML_FORMATS, make_parents=True)
     output_file(comm_output, "--comm-output", YAML_FORMATS, make_parents=True)

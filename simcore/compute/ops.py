@@ -38,12 +38,12 @@ from simcore.specs.ops import memory_op_traffic as memory_op_traffic
 from simcore.specs.profile import (
     ATTENTION_BACKENDS,
     EMBEDDING_BWD_ELEMENT_BYTES,
-    FP8_TENSOR,
     ONE_QUERY_ATTENTION,
     ONE_QUERY_ODD_ATTENTION,
     ComputeProfile,
     EmbeddingBackwardParams,
     SsdParams,
+    gemm_element_dtype,
     load_profile,
     one_query_call,
     one_query_family,
@@ -130,8 +130,8 @@ def _sustained_at_tdp(dev: Device, idle_fraction: float, dtype: str, exponent: f
 def gemm_sustained_fraction(
     dev: Device, prof: ComputeProfile, dtype: str, exponent: float = POWER_EXPONENT
 ) -> float:
-    """Sustained rate of a stream of ``dtype`` GEMMs on ``dev`` at its TDP over the rate the transferred
-    profile ``prof`` gives them (dimensionless, at most 1).
+    """Sustained rate of a stream of ``dtype`` GEMMs (a dtype or a GEMM family: ``fp8_tensor``) on ``dev`` at its TDP
+    over the rate the transferred profile ``prof`` gives them (dimensionless, at most 1).
 
     ``Device.sustained_gemm`` holds a measured sustained-over-burst fraction ``r0`` at a board limit
     ``P0``. The GEMM stream's burst power ``P_b`` follows from ``P0 = P_idle + (P_b - P_idle) r0^k``; at a
@@ -149,9 +149,10 @@ def gemm_sustained_fraction(
     from simcore.specs.registry import default_registry
 
     idle = prof.power_fraction.get("idle", 0.0)
+    family, dtype = dtype, gemm_element_dtype(dtype)
     r_dev = _sustained_at_tdp(dev, idle, dtype, exponent)
-    if dtype in prof.gemm_measured or (dtype == "fp8" and FP8_TENSOR in prof.gemm_measured):
-        return r_dev  # measured at the burst clock on this device (docs/compute.md, "Blackwell's GEMMs from engine tables")
+    if family in prof.gemm_measured:
+        return r_dev  # measured at the burst clock on this die (docs/compute.md, "Blackwell's GEMMs from engine tables")
     source = default_registry().devices.get(src)
     r_src = _sustained_at_tdp(source, idle, dtype, exponent) if source is not None else 1.0
     return min(1.0, r_dev / r_src)

@@ -20,12 +20,13 @@ from simcore.engine.pricing import Priced, Pricer, breakdown_power_cap
 from simcore.engine.training import comm_call_host
 from simcore.errors import SpecError
 from simcore.specs.hardware import DTYPE_BYTES
-from simcore.specs.profile import ComputeProfile, load_profile
+from simcore.specs.profile import FP8_TENSOR, ComputeProfile, load_profile
 from simcore.specs.resolve import ClusterInfo
 from simcore.specs.scenario import InferenceSpec, ModelSpec
 from simcore.workload import hybrid as H
 from simcore.workload import lowering as L
 from simcore.workload.model import param_counts
+from simcore.workload.precision import inference_gemm_family
 from simcore.workload.ssm import layer_kinds, mamba_state_elements
 
 Num = Any
@@ -219,7 +220,7 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
     # inference FP8 is per-tensor scaled, as FP8 checkpoints ship; NVFP4 block-scaled in Blackwell's MMA: both the
     # per-tensor kernel family (docs/compute.md, "FP8 GEMMs by scaling")
     pricer.per_tensor = True
-    pricer.expert_per_tensor = False  # fused MoE: CUTLASS grouped GEMMs (the row-wise family's kernels)
+    pricer.expert_per_tensor = expert_family_per_tensor(r.prof)
     prefill = _forward(pricer, r.model, pre, logit_rows, r.pp, sample_rows=batch, quantize_inputs=r.quantize_inputs)
     graph_gap = _graph_gap(r)
     if r.framework == "cuda_graphs":
@@ -240,11 +241,20 @@ def _price_passes(r: _Run, pre: L.Layout, dec: L.Layout, logit_rows: Num, batch:
         dec_pricer.kernel_gap = graph_gap
     dec_pricer.kernel_gemms = r.decode_kernel_gemms
     dec_pricer.per_tensor = True
-    dec_pricer.expert_per_tensor = False
+    dec_pricer.expert_per_tensor = expert_family_per_tensor(r.prof)
     decode = _forward(dec_pricer, r.model, dec, batch, r.pp, quantize_inputs=r.quantize_inputs)
     pricer.kernel_gap = 0.0
     pricer.kernel_gemms = False
     return prefill, decode
+
+
+def expert_family_per_tensor(prof: ComputeProfile) -> bool | None:
+    """Whether a serving engine's MoE expert GEMMs run the per-tensor family (:attr:`Pricer.expert_per_tensor`): the
+    engines' fused MoE is a CUTLASS grouped GEMM with per-expert scales, nearer PyTorch's CUTLASS row-wise kernel
+    than cuBLASLt's per-tensor one (``False``), except on a GPU whose per-tensor family was measured on its own die
+    (an engine table, ``prof.gemm_measured``): the transferred row-wise family is further from that die's kernels
+    than its own measurement (``None``: as the dense GEMMs). docs/compute.md, "FP8 GEMMs by scaling"."""
+    return None if FP8_TENSOR in prof.gemm_measured else False
 
 
 def _pass_fixed_host(r: _Run, mode: str, key: str, hp: ComputeProfile) -> tuple[float, float]:
@@ -525,7 +535,7 @@ def evaluate(
     _add_graph_sync(r, decode)
     # a power-capped GPU stretches a phase whose kernels would draw more than its TDP on average
     for pr in (prefill, decode):
-        pr.add("power_cap", breakdown_power_cap(cluster.device, prof, pr.time, dt))
+        pr.add("power_cap", breakdown_power_cap(cluster.device, prof, pr.time, inference_gemm_family(dt)))
     memory = inference_memory(model, inf, tp, pp, batch, ctx, kvb, logit_rows, ep)
     return InferenceEval(
         prefill=prefill,

@@ -1578,7 +1578,7 @@ def _step_time(
         bd["fsdp_copy"] = dpc.fsdp_copy
     bd["overlap_slowdown"] = dpc.overlap_cost
     bd["host_overhead"] = bd.get("host_overhead", 0.0) + optm.h_end
-    power_cap = breakdown_power_cap(s.cluster.device, s.prof, bd, s.recipe.gemm_dtype)
+    power_cap = breakdown_power_cap(s.cluster.device, s.prof, bd, s.recipe.gemm_family(s.cluster.device))
     bd["power_cap"] = power_cap
     step = step + power_cap
     opt = optm.opt

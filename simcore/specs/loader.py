@@ -56,6 +56,23 @@ def read_yaml(path: str | Path, max_bytes: int | None = None) -> dict[str, Any]:
     return data
 
 
+def manifest_field(path: str | Path, key: str) -> Any:
+    """``key`` of the JSON object in ``path`` (a collection's manifest), ``None`` where the file is absent or has no
+    such key; one :class:`SpecError` naming the file where it is there but not a JSON object."""
+    import json
+
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SpecError(f"not a readable JSON manifest: {e}", file=str(p)) from None
+    if not isinstance(obj, dict):
+        raise SpecError(f"a manifest is a JSON object, not {type(obj).__name__}", file=str(p))
+    return obj.get(key)
+
+
 def loc_str(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:

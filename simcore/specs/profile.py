@@ -599,10 +599,11 @@ class ComputeProfile(_Frozen):
     """Per GEMM family: bf16, fp16, fp8 (row-wise scaled FP8), fp8_tensor (per-tensor scaled FP8:
     :data:`FP8_TENSOR`), tf32, fp32."""
     gemm_measured: dict[str, str] = {}
-    """GEMM families of a transferred profile that were measured on this device itself, by family: where
-    (an engine's linear-layer table, ``hardware_specs/calibration/gemm-<device>.yaml``, applied by
-    :func:`load_profile`). Their ``gemm`` entries are this device's own efficiencies at its burst clock, not
-    the source device's (docs/compute.md, "Blackwell's GEMMs from engine tables")."""
+    """GEMM families of a transferred profile taken from an engine's linear-layer table, by family: where
+    (``hardware_specs/calibration/gemm-<device>.yaml``, applied by :func:`load_profile`: this device's own table,
+    or the nearest of its die family's as fractions of its peaks). Their ``gemm`` entries are efficiencies
+    measured on that die at its burst clock, not the transfer source's (docs/compute.md, "Blackwell's GEMMs from
+    engine tables")."""
     gemm_kernel: dict[str, GemmParams] = {}
     """Per dtype: GEMMs fitted on their kernels' own durations (profiler, not CUDA events around
     back-to-back calls, whose time on a power-capped GPU holds gaps between the kernels), with the
@@ -899,21 +900,36 @@ ENGINE_GEMM_PREFIX = "gemm-"
 """Calibration files ``gemm-<device>.yaml``: :class:`EngineGemm` fits."""
 
 
-def engine_gemm_for(device: Device) -> EngineGemm | None:
-    """The engine GEMM fit that applies to ``device``: its own ``gemm-<device>.yaml``, else the nearest
-    (:func:`_distance`) fitted device of the same architecture family (first word: Blackwell Ultra takes
-    Blackwell's), else ``None``."""
+def die_family(device: Device) -> str:
+    """The GPU die family of ``device``'s architecture string: the die name's letters and first digit
+    (``Blackwell (GB100, dual die)`` and ``Blackwell Ultra (GB110, ...)``: ``GB1``; ``Hopper (GH100)``: ``GH1``;
+    a workstation Blackwell ``GB202``: ``GB2``); the architecture's first word where no die is named."""
+    m = re.search(r"\(([A-Z]+)(\d)", device.architecture)
+    return m.group(1) + m.group(2) if m else device.architecture.split()[0].lower()
+
+
+def engine_gemm_for(device: Device, source: str | None = None) -> EngineGemm | None:
+    """The engine GEMM fit that applies to ``device``: its own ``gemm-<device>.yaml``; else, unless ``device``'s
+    profile is transferred from a device of its own die family (``source``: then that measured relative's curves
+    are nearer than another device's engine table), the nearest (:func:`_distance`) fitted device of the same
+    :func:`die_family` (B300 takes B200's or GB300's); else ``None``."""
     reg = default_registry()
     own = reg.calibration_path(f"{ENGINE_GEMM_PREFIX}{device.name}")
     if own is not None:
         return _engine_gemm_cached(str(own), own.stat().st_mtime)
-    family = device.architecture.split()[0].lower()
+    family = die_family(device)
+    src = reg.devices.get(source) if source else None
+    if src is not None and die_family(src) == family:
+        return None
     best: tuple[float, Path] | None = None
     for key, path in sorted(reg.calibration_files.items()):
         other = reg.devices.get(key.removeprefix(ENGINE_GEMM_PREFIX)) if key.startswith(ENGINE_GEMM_PREFIX) else None
-        if other is None or other.architecture.split()[0].lower() != family:
+        if other is None or die_family(other) != family:
             continue
-        dist = _distance(device, other)
+        # the low-precision peaks too: the tables' families are FP8 and FP4 (GB300 vs GB200: the same bf16 peak)
+        dist = _distance(device, other) + sum(
+            abs(math.log(device.peak[d] / other.peak[d])) for d in ("fp8", "fp4") if d in device.peak and d in other.peak
+        )
         if best is None or dist < best[0]:
             best = (dist, path)
     return None if best is None else _engine_gemm_cached(str(best[1]), best[1].stat().st_mtime)
@@ -922,11 +938,10 @@ def engine_gemm_for(device: Device) -> EngineGemm | None:
 def with_engine_gemm(profile: ComputeProfile, device: Device) -> ComputeProfile:
     """``profile`` (transferred to ``device``) with the GEMM families of :func:`engine_gemm_for` put in place of
     the transferred ones, call-timed and kernel-rate alike (:attr:`ComputeProfile.gemm_measured` says which, the
-    notes say from where). A profile
-    measured on ``device`` itself is returned as it is: its own sweeps rule."""
+    notes say from where). A profile measured on ``device`` itself is returned as it is: its own sweeps rule."""
     if profile.transferred_from is None:
         return profile
-    eg = engine_gemm_for(device)
+    eg = engine_gemm_for(device, profile.transferred_from)
     if eg is None:
         return profile
     where = f"{eg.device}'s {eg.engine} {eg.engine_version} linear-layer table ({ENGINE_GEMM_PREFIX}{eg.device}.yaml)"
@@ -994,9 +1009,14 @@ def _read_file(path: Path) -> ComputeProfile:
 
 
 @lru_cache(maxsize=64)
-def _load_cached(device_json: str, name_or_path: str | None, files: tuple[str, ...]) -> ComputeProfile:
+def _load_cached(
+    device_json: str, name_or_path: str | None, files: tuple[str, ...], engine_tables: bool = True
+) -> ComputeProfile:
     device = Device.model_validate_json(device_json)
     reg = default_registry()
+    if name_or_path is not None and name_or_path.startswith(ENGINE_GEMM_PREFIX) and reg.calibration_path(name_or_path):
+        raise SpecError(f"{name_or_path!r} is an engine GEMM table (applied over a transferred profile by itself), "
+                        "not a compute profile", field="calibration")  # fmt: skip
     if name_or_path is not None:
         path = reg.calibration_path(name_or_path)
         if path is None:
@@ -1010,8 +1030,9 @@ def _load_cached(device_json: str, name_or_path: str | None, files: tuple[str, .
             )
         return transfer(_read_file(path), device)
     own = reg.calibration_path(device.calibration) if device.calibration else None
+    overlay = with_engine_gemm if engine_tables else (lambda prof, _dev: prof)
     if own is not None:
-        return with_engine_gemm(transfer(_read_file(own), device), device)
+        return overlay(transfer(_read_file(own), device), device)
     # nearest calibrated device
     best: tuple[float, str, Path] | None = None
     for dname, dev in sorted(reg.devices.items()):
@@ -1023,20 +1044,22 @@ def _load_cached(device_json: str, name_or_path: str | None, files: tuple[str, .
             best = (dist, dname, path)
     if best is None:
         raise SpecError(f"no calibration profile for {device.name} and no calibrated device to transfer from")
-    return with_engine_gemm(transfer(_read_file(best[2]), device), device)
+    return overlay(transfer(_read_file(best[2]), device), device)
 
 
-def load_profile(device: Device, name_or_path: str | None = None) -> ComputeProfile:
+def load_profile(device: Device, name_or_path: str | None = None, engine_tables: bool = True) -> ComputeProfile:
     """The compute profile for ``device`` (cached).
 
     ``name_or_path`` picks a profile by name (a ``calibration/<name>.yaml`` in the spec folders) or
     by file path. Without it, the device's own profile (``Device.calibration``) is used, or, when the
     device has none, the profile of the nearest calibrated device, transferred (``transferred_from``
-    is set). Raises :class:`SpecError` when nothing applies.
+    is set), with the GEMM families of an engine table in place of the transferred ones
+    (:func:`with_engine_gemm`; ``engine_tables=False``: without them). Raises :class:`SpecError` when nothing
+    applies.
     """
     reg = default_registry()
     files = tuple(sorted(str(p) for p in reg.calibration_files.values()))
-    return _load_cached(_device_key(device), name_or_path, files)
+    return _load_cached(_device_key(device), name_or_path, files, engine_tables)
 
 
 _DEV_KEYS: dict[int, tuple[Device, str]] = {}
@@ -1078,6 +1101,7 @@ __all__ = [
     "OptimizerParams",
     "SsdParams",
     "load_profile",
+    "die_family",
     "engine_gemm_for",
     "load_ssd",
     "save_profile",

@@ -31,7 +31,7 @@ from simcore.system.mig import mig_slice
 from simcore.system.power import PowerCapResult, board_limit, cap_clocks, clock_scaled, family_seconds
 from simcore.system.reliability import GoodputResult, goodput, whole_steps
 from simcore.system.sharing import SharingResult, shared_decode
-from simcore.workload.precision import recipe
+from simcore.workload.precision import inference_gemm_family, recipe
 
 SAMPLE_BYTES_PER_TOKEN = 16.0
 """Default bytes a language-model sample carries per token: an int64 token id and an int64 label."""
@@ -92,9 +92,9 @@ def power_capped(
         return None
     prof = load_profile(cluster.device, sc.calibration)
     if sc.training is not None:
-        gemm_dtype = recipe(sc.training.precision).gemm_dtype
+        gemm_dtype = recipe(sc.training.precision).gemm_family(cluster.device)
     else:
-        gemm_dtype = sc.inference.precision if sc.inference is not None else "bf16"
+        gemm_dtype = inference_gemm_family(sc.inference.precision) if sc.inference is not None else "bf16"
     clocks = cap_clocks(cluster.device, prof, breakdown, cap, gemm_dtype)
     ratio = clocks.clock_hz / clocks.uncapped_clock_hz
     sys_max = cluster.system.power_max - cluster.system.gpus * (cluster.device.tdp - cap)

@@ -349,11 +349,12 @@ def _predicted(
         from simcore.specs.profile import load_profile
         from simcore.specs.registry import default_registry
         from simcore.specs.resolve import resolve_cluster
+        from simcore.workload.precision import inference_gemm_family
 
         dev = resolve_cluster(sc.cluster, default_registry()).device
         per_phase = bd.pop("power_cap")
         bd["power_cap"] = float(
-            breakdown_power_cap(dev, load_profile(dev, sc.calibration), bd, inf.precision)
+            breakdown_power_cap(dev, load_profile(dev, sc.calibration), bd, inference_gemm_family(inf.precision))
         )
         total += bd["power_cap"] - per_phase
     phases = {

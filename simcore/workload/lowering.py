@@ -1259,10 +1259,14 @@ def activation_quantize_fwd(ops: list[Op], lay: Layout) -> list[Op]:
             continue
         numel = a["m"] * a["k"] * a.get("batch", 1)
         count = op.count * (np.where(tp > 1, 0.0, 1.0) if solo else 1.0)
-        args = {"name": "cast", "nbytes": numel * (2.0 + DTYPE_BYTES[a["dtype"]]), "flops": 2.0 * numel,
-                "numel": numel, "elt": 2.0}  # fmt: skip
-        out.append(Op(f"quantize_{op.name}_input", "memory", "quantize", args, count))
+        out.append(Op(f"quantize_{op.name}_input", "memory", "quantize", quantize_input_args(numel, a["dtype"]), count))
     return out
+
+
+def quantize_input_args(numel: Num, dtype: str) -> dict[str, Any]:
+    """The memory-op arguments of quantizing ``numel`` 16-bit elements into a ``dtype`` GEMM's input (a ``cast``:
+    reads 2 bytes an element, writes ``DTYPE_BYTES[dtype]``: FP8 1, NVFP4 half a byte and an E4M3 scale per 16)."""
+    return {"name": "cast", "nbytes": numel * (2.0 + DTYPE_BYTES[dtype]), "flops": 2.0 * numel, "numel": numel, "elt": 2.0}
 
 
 def amp_ops(params: Num, tensors: Num, accumulate: Num = 0.0, shard: Num = 1.0) -> tuple[list[Op], list[Op]]:

@@ -17,6 +17,7 @@ from simcore.calibration import fit_compute as FC
 from simcore.calibration import fit_engine_gemm as F
 from simcore.compute import kernels as K
 from simcore.compute import ops
+from simcore.engine.pricing import Pricer
 from simcore.errors import SpecError
 from simcore.specs.profile import FP8_TENSOR, engine_gemm_for, load_profile, with_engine_gemm
 from simcore.specs.registry import default_registry
@@ -98,10 +99,15 @@ def test_overlay_own_nearest_and_never_over_a_measured_profile() -> None:
     # a measured profile is left as it is; a Blackwell device without its own table takes the nearest's
     h200 = load_profile(H200)
     assert h200.gemm_measured == {} and with_engine_gemm(h200, H200) is h200
-    bare = B200.model_copy(update={"name": "b200-test"})
-    nearest = engine_gemm_for(bare)
-    assert nearest is not None and nearest.device in {"b200", "gb200", "b300", "gb300"}
-    assert engine_gemm_for(REG.device("a100")) is None
+    # a Blackwell GPU without a table of its own takes its nearest die relative's (a copy of the B200: the B200's;
+    # of the GB300: the GB300's), a Hopper one transferred from a measured Hopper none, nor another die's GPU
+    for name in ("b200", "gb300"):
+        nearest = engine_gemm_for(REG.device(name).model_copy(update={"name": f"{name}-copy"}), "h200")
+        assert nearest is not None and nearest.device == name
+    assert engine_gemm_for(REG.device("h800"), "h100") is None
+    assert engine_gemm_for(REG.device("a100"), "h100") is None
+    workstation = B200.model_copy(update={"name": "rtx-pro", "architecture": "Blackwell (GB202)"})
+    assert engine_gemm_for(workstation, "h200") is None
 
 
 def test_blackwell_prices_its_measured_linears_and_fp4_beats_the_transfer_direction() -> None:
@@ -114,8 +120,8 @@ def test_blackwell_prices_its_measured_linears_and_fp4_beats_the_transfer_direct
 
 def test_burst_measured_families_take_the_sustained_fraction_whole() -> None:
     prof = load_profile(GB300)
-    r = ops.gemm_sustained_fraction(GB300, prof, "fp8")
-    r_old = ops.gemm_sustained_fraction(GB300, F.without_table(GB300), "fp8")
+    r = ops.gemm_sustained_fraction(GB300, prof, FP8_TENSOR)
+    r_old = ops.gemm_sustained_fraction(GB300, F.without_table(GB300), FP8_TENSOR)
     assert 0.0 < r < 1.0 and r < r_old  # over the burst clock, not over the H200's own sustained rate
 
 
@@ -148,3 +154,38 @@ def test_validation_gemms_reports_the_grid_and_the_tables(capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "h100   fp8_tensor kernel" in out  # the decode grid, per-tensor family
     assert "gb300/trtllm_gemm" in out and "M <= 512" in out  # the engine tables' check half
+
+
+def test_serving_experts_take_the_row_wise_family_unless_the_die_measured_its_own() -> None:
+    from simcore.engine.inference import expert_family_per_tensor
+    from simcore.workload.lowering import Op
+    from tests.engine.test_memo import cluster_for
+
+    args = {"m": 64.0, "n": 8192.0, "k": 4096.0, "batch": 1.0, "dtype": "fp8"}
+    ops_ = [Op("mlp_in", "gemm", "gemm", dict(args), 1.0), Op("expert_mlp_in", "gemm", "gemm", dict(args), 1.0)]
+    for system, dev, want in (("hgx-h100", REG.device("h100"), False), ("dgx-b200", B200, None)):
+        prof = load_profile(dev)
+        assert expert_family_per_tensor(prof) is want
+        p = Pricer.for_layout(cluster_for(system, gpus=1), tp=1)
+        p.per_tensor, p.expert_per_tensor = True, want
+        dense, expert = (float(t) for t in p.times(ops_)[0])
+        p.expert_per_tensor = None  # experts as the dense GEMMs
+        same = float(p.times(ops_)[0][1])
+        assert same == pytest.approx(dense)
+        # on the H100 the row-wise family prices the expert GEMM apart (slower, as its kernel is); on the B200 its own
+        # per-tensor measurement prices both alike
+        row_slower = float(ops.gemm(dev, prof, 64, 8192, 4096, "fp8", l2_reuse=False).time_s) > float(
+            ops.gemm(dev, prof, 64, 8192, 4096, "fp8", l2_reuse=False, per_tensor=True).time_s
+        )
+        assert (expert > dense) == (want is False and row_slower) and (expert == pytest.approx(dense)) == (want is None)
+
+
+def test_a_bad_manifest_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / F.MANIFEST).write_text('["engine_gemm"]')
+    with pytest.raises(SpecError, match="JSON object") as e:
+        F.is_collection(tmp_path)
+    assert str(tmp_path / F.MANIFEST) in str(e.value)
+    (tmp_path / F.MANIFEST).write_text('{"kind": "engine_gemm", "device": "b200"}')
+    (tmp_path / F.TABLE).write_bytes(gzip.compress(b"dtype,m,n,k,time_s\nbf16,1,2\n"))
+    with pytest.raises(SpecError, match="not a number"):
+        F.read(tmp_path)

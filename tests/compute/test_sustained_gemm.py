@@ -23,7 +23,7 @@ PROF = load_profile(GB200)  # the H200's profile transferred, GEMMs from GB200's
 IDLE = PROF.power_fraction["idle"]
 
 
-def _r(dev: Device, dtype: str = "fp8") -> float:
+def _r(dev: Device, dtype: str = "fp8_tensor") -> float:
     return ops.gemm_sustained_fraction(dev, load_profile(dev), dtype)
 
 
@@ -32,14 +32,16 @@ def test_gb200_fraction_hand_computed() -> None:
     # clock): the sustained fraction measured at its own 1200 W applies whole
     assert PROF.transferred_from == "h200" and "fp8_tensor" in PROF.gemm_measured
     assert _r(GB200) == pytest.approx(0.804)
+    # the row-wise family (FP8 blockwise) is still the H200's transferred: over the H200's own sustained rate
+    assert _r(GB200, "fp8") == pytest.approx(0.804 / 0.940)
     # without the table, the families are the H200's call-timed (sustained) rates: GB200's fraction over the
     # H200's, both at their TDPs
     assert ops.gemm_sustained_fraction(GB200, without_table(GB200), "fp8") == pytest.approx(0.804 / 0.940)
     # a stream of GEMMs is stretched by exactly 1 / r
     r = _r(GB200)
-    assert ops.power_cap_time(GB200, PROF, {"gemm": 1.0}, gemm_dtype="fp8") == pytest.approx(1.0 / r - 1.0)
+    assert ops.power_cap_time(GB200, PROF, {"gemm": 1.0}, gemm_dtype="fp8_tensor") == pytest.approx(1.0 / r - 1.0)
     # and sustained_clock's power law gives the stream the clock r x the calibration clock
-    f = ops.sustained_clock(GB200, PROF, {"gemm": 1.0}, gemm_dtype="fp8")
+    f = ops.sustained_clock(GB200, PROF, {"gemm": 1.0}, gemm_dtype="fp8_tensor")
     assert f == pytest.approx(r * PROF.clock_fraction["gemm"] * GB200.boost_clock, rel=1e-6)
 
 
@@ -110,11 +112,14 @@ def test_published_check_prices_azure_rows_as_sustained_streams() -> None:
     row = next(
         r for r in rows if r["device"] == "gb200" and r["dtype"] == "FP8" and "8192x8192x8192" in r["shape"]
     )
-    burst = ops.gemm(GB200, PROF, 8192, 8192, 8192, "fp8")
-    assert row["predicted"] == pytest.approx(burst.flops / burst.time_s / 1e12 * _r(GB200), abs=0.1)
+    # cuBLASLt's per-tensor FP8: the per-tensor family, GB200's own (its engine table: the burst clock)
+    burst = ops.gemm(GB200, PROF, 8192, 8192, 8192, "fp8", per_tensor=True)
+    r = ops.gemm_sustained_fraction(GB200, PROF, "fp8_tensor")
+    assert r == pytest.approx(0.804)
+    assert row["predicted"] == pytest.approx(burst.flops / burst.time_s / 1e12 * r, abs=0.1)
     # burst rows (stas00 MAMF) are the op's own rate
     mamf = next(r for r in rows if r["gpu"] == "NVIDIA GB200 SXM" and "FP8" in r["dtype"])
-    b = ops.gemm(GB200, PROF, 19456, 5120, 1536, "fp8")
+    b = ops.gemm(GB200, PROF, 19456, 5120, 1536, "fp8", per_tensor=True)
     assert mamf["predicted"] == pytest.approx(b.flops / b.time_s / 1e12, abs=0.1)
 
 
