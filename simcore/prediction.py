@@ -22,7 +22,7 @@ from simcore.engine.runtime import inference_runtime, training_runtime, with_sta
 from simcore.errors import SpecError
 from simcore.memory import RESERVED_BYTES as RESERVED_BYTES
 from simcore.specs.intervals import class_key, load_intervals, lookup
-from simcore.specs.profile import load_profile
+from simcore.specs.profile import engine_gemm_note, load_profile
 from simcore.specs.registry import default_registry
 from simcore.specs.resolve import ClusterInfo, resolve_cluster
 from simcore.specs.scenario import ModelSpec, Scenario
@@ -189,6 +189,7 @@ def _calibration_note(
         notes.append(
             f"no measurements for {cluster.device.name}: efficiency curves transferred from {tf} (measured "
             "fractions of peak kept; memory-bound kernels move worst between GPUs: docs/validation.md section 6)"
+            + (f"; {own} (docs/compute.md, Blackwell's GEMMs from engine tables)" if (own := engine_gemm_note(prof)) else "")
         )
         label = f"transferred from {tf}"
     if prof.provisional:

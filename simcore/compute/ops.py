@@ -43,6 +43,7 @@ from simcore.specs.profile import (
     ComputeProfile,
     EmbeddingBackwardParams,
     SsdParams,
+    engine_gemm_note,
     gemm_element_dtype,
     load_profile,
     one_query_call,
@@ -1080,6 +1081,8 @@ def op_time(
     cal = f"{prof.transferred_from or prof.device} profile"
     if prof.transferred_from:
         cal += f" transferred to {dev.name} (efficiencies measured on {prof.transferred_from})"
+        if (own := engine_gemm_note(prof)) is not None:
+            cal += f"; {own}"
     if prof.provisional:
         cal += " (provisional: neutral defaults, not fitted on measurements)"
     return OpResult(

@@ -935,6 +935,15 @@ def engine_gemm_for(device: Device, source: str | None = None) -> EngineGemm | N
     return None if best is None else _engine_gemm_cached(str(best[1]), best[1].stat().st_mtime)
 
 
+def engine_gemm_note(profile: ComputeProfile) -> str | None:
+    """One phrase saying which GEMM families of a transferred profile come from an engine table and from where
+    (``None`` without any): what predictions and the op report add to "transferred from"."""
+    if not profile.gemm_measured:
+        return None
+    sources = sorted(set(profile.gemm_measured.values()))
+    return f"GEMMs {', '.join(sorted(profile.gemm_measured))} from {'; '.join(sources)}, not transferred"
+
+
 def with_engine_gemm(profile: ComputeProfile, device: Device) -> ComputeProfile:
     """``profile`` (transferred to ``device``) with the GEMM families of :func:`engine_gemm_for` put in place of
     the transferred ones, call-timed and kernel-rate alike (:attr:`ComputeProfile.gemm_measured` says which, the
@@ -1103,6 +1112,7 @@ __all__ = [
     "load_profile",
     "die_family",
     "engine_gemm_for",
+    "engine_gemm_note",
     "load_ssd",
     "save_profile",
     "transfer",

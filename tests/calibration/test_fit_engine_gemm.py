@@ -189,3 +189,16 @@ def test_a_bad_manifest_is_one_line_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / F.TABLE).write_bytes(gzip.compress(b"dtype,m,n,k,time_s\nbf16,1,2\n"))
     with pytest.raises(SpecError, match="not a number"):
         F.read(tmp_path)
+
+
+def test_predictions_and_the_op_report_say_where_the_gemms_came_from() -> None:
+    import simcore
+    from simcore.specs.resolve import scenario_from_dict
+
+    sc = scenario_from_dict({"kind": "inference", "cluster": {"system": "dgx-b200", "gpus": 1},
+                             "model": {"preset": "llama3.1-8b"}, "inference": {"batch": 8, "prompt_len": 512,
+                                                                                "output_len": 16}}, REG)  # fmt: skip
+    notes = " ".join(simcore.predict(sc).notes)
+    assert "transferred from h200" in notes and "gemm-b200.yaml" in notes
+    assert "gemm-b200.yaml" in ops.op_time("gemm", "b200", "fp4", m=64, n=4096, k=4096).calibration
+    assert "gemm-" not in ops.op_time("gemm", "h200", "fp8", m=64, n=4096, k=4096).calibration
