@@ -590,6 +590,7 @@ REPORTS: dict[str, Callable[[], None]] = {
     "intervals": intervals,
     "serving": serving,
     "served": served,
+    "gemms": gemms,
 }
 
 
