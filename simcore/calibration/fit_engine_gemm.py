@@ -2,14 +2,13 @@
 ``hardware_specs/calibration/gemm-<device>.yaml`` (:class:`~simcore.specs.profile.EngineGemm`).
 
 The collection (:func:`import_aiconfigurator`, ``simcore calibrate --import-aiconfigurator``: ``engine_gemm.json``
-beside ``gemm.csv.gz``) holds the device
-time of one linear-layer forward per ``(family, m, n, k)``, replayed in a CUDA graph with weights that left the
-L2. A quantized linear (``fp8_tensor``, ``fp4``) runs the input's quantize kernel first; serving steps price that
+beside ``gemm.csv.gz``) holds the device time of one linear-layer forward per ``(family, m, n, k)``, replayed in a
+CUDA graph with weights that left the L2. A quantized linear (``fp8_tensor``, ``fp4``) runs the input's quantize kernel first; serving steps price that
 kernel as an op of its own (:func:`simcore.workload.lowering.activation_quantize_fwd`: a memory-bound ``cast`` of
 ``m x k`` 16-bit elements into the GEMM's format), so the GEMM is fitted on the table's time less that priced
 cast (the kernel's own time: the graph's per-kernel floor a step also applies, about a microsecond more at decode
-sizes, stays in the GEMM's ``t0``), with the profile the device has without the table (docs/compute.md, "Blackwell's GEMMs from engine
-tables").
+sizes, stays in the GEMM's ``t0``), with the profile the device has without the table (docs/compute.md,
+"Blackwell's GEMMs from engine tables").
 
 Fit: :func:`simcore.compute.kernels.gemm_time` with operands from HBM (no L2 reuse) over the family's rows with
 ``m <= 16384``, the deterministic 70 / 30 shape split of the op sweeps (:func:`~simcore.calibration.fit_compute.is_fit_row`);
@@ -36,7 +35,14 @@ from simcore.compute.ops import gemm_out_bytes, memory_op
 from simcore.errors import SpecError
 from simcore.specs.hardware import DTYPE_BYTES, Device
 from simcore.specs.loader import manifest_field
-from simcore.specs.profile import FP8_TENSOR, ComputeProfile, EngineGemm, GemmParams, load_profile
+from simcore.specs.profile import (
+    FP8_TENSOR,
+    ComputeProfile,
+    EngineGemm,
+    GemmParams,
+    gemm_element_dtype,
+    load_profile,
+)
 from simcore.specs.registry import default_registry
 from simcore.workload.lowering import quantize_input_args
 
@@ -151,13 +157,13 @@ def quantize_time(dev: Device, prof: ComputeProfile, family: str, m: Any, k: Any
     m, k = np.asarray(m, dtype=float), np.asarray(k, dtype=float)
     if family == "bf16":
         return np.zeros(np.broadcast(m, k).shape)
-    a = quantize_input_args(m * k, "fp8" if family == FP8_TENSOR else family)
+    a = quantize_input_args(m * k, gemm_element_dtype(family))
     cost = memory_op(dev, prof, a["name"], a["nbytes"], flops=a["flops"], l2_reuse=False)
     return np.asarray(cost.time_s, dtype=float)
 
 
 def _predict(hw: K.HW, p: GemmParams, family: str, m: Any, n: Any, k: Any) -> np.ndarray[Any, Any]:
-    dtype = "fp8" if family == FP8_TENSOR else family
+    dtype = gemm_element_dtype(family)
     return np.asarray(K.gemm_time(hw, p, m, n, k, 1.0, DTYPE_BYTES[dtype], gemm_out_bytes(dtype), None).time)
 
 
@@ -195,7 +201,7 @@ def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
         check = ~is_fit[sel] & ok
         if len(fit_rows) < 20:
             raise SpecError(f"{folder}: {fam}: {len(fit_rows)} rows to fit (need 20)")
-        dtype = "fp8" if fam == FP8_TENSOR else fam
+        dtype = gemm_element_dtype(fam)
         hw = FC._hw(dev, dtype)
         start = base.gemm_params(dtype, per_tensor=True)
         bounds = {b.name: b for b in FC.GEMM_PARAMS if b.name in FITTED}
