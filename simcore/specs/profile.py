@@ -876,7 +876,7 @@ class EngineGemm(_Frozen):
     Each family's :class:`GemmParams` prices the GEMM kernel alone: the table's times less the input's
     quantize kernel, which serving steps price as an op of its own (docs/compute.md, "Blackwell's GEMMs from
     engine tables"). :func:`load_profile` puts them in place of a transferred profile's entries for this
-    device (and for a device of the same architecture without a table of its own, as fractions of its peaks)."""
+    device (and for a device of its die family without a table of its own, as fractions of its peaks)."""
 
     device: str
     """Device the table was measured on."""
