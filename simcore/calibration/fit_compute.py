@@ -50,6 +50,7 @@ from simcore.specs.profile import (
     OptimizerParams,
     backend_of_name,
     gemm_element_dtype,
+    gemm_family,
     load_profile,
     one_query_call,
     one_query_family,
@@ -2022,7 +2023,7 @@ def check_published(
                 c = ops.gemm(dev, prof, m, n, k, dtype, per_tensor=True)
                 t = c.time_s
                 if "10,000 warmup" in row["notes"]:
-                    fam = FP8_TENSOR if dtype == "fp8" else dtype
+                    fam = gemm_family(dtype, per_tensor=True)
                     t = t + ops.power_cap_time(dev, prof, {"gemm": t}, gemm_dtype=fam)
                 pred = c.flops / t / 1e12
             elif metric == "hbm_bandwidth":

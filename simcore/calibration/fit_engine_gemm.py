@@ -151,6 +151,13 @@ def read(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray[Any, 
     return manifest, cols
 
 
+def fit_half(cols: dict[str, np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+    """Which rows of a table (:func:`read`'s columns) the fit sees: the op sweeps' deterministic shape split
+    (:func:`~simcore.calibration.fit_compute.is_fit_row` of ``gemm|family|m|n|k``); the others are the check half."""
+    keys = (f"gemm|{d}|{m:.6g}|{n:.6g}|{k:.6g}" for d, m, n, k in zip(cols["dtype"], cols["m"], cols["n"], cols["k"], strict=True))
+    return np.array([FC.is_fit_row(x) for x in keys], dtype=bool)
+
+
 def quantize_time(dev: Device, prof: ComputeProfile, family: str, m: Any, k: Any) -> np.ndarray[Any, Any]:
     """Seconds of the input's quantize kernel of a ``family`` linear as a serving step prices it (a ``cast`` of
     ``m x k`` 16-bit elements written in the GEMM's format, operands from HBM); 0 for ``bf16``."""
@@ -184,8 +191,7 @@ def fit(folder: str | Path, device: str | None = None) -> EngineGemm:
         raise SpecError(f"{folder}: the manifest names no GPU simcore knows; pass --device", field="device")
     dev = reg.device(key)
     base = without_table(dev)
-    keys = [f"gemm|{d}|{m:.6g}|{n:.6g}|{k:.6g}" for d, m, n, k in zip(cols["dtype"], cols["m"], cols["n"], cols["k"], strict=True)]
-    is_fit = np.array([FC.is_fit_row(x) for x in keys])
+    is_fit = fit_half(cols)
     gemm: dict[str, GemmParams] = {}
     report: dict[str, Any] = {"held_out": {}, "fit": {}, "start_held_out": {}}
     for fam in FAMILIES:

@@ -141,7 +141,7 @@ def gemm_sustained_fraction(
     A transferred profile carries the source device's call-timed, i.e. sustained, rates as fractions of
     peak, so the answer is ``r_dev / r_source`` (each at its own TDP, 1 without the fact), at most 1.
     1 for a profile measured on the device itself (its sweep is already the sustained rate) and for a dtype
-    the device's fact does not list. A family measured on the device in an engine's table
+    the device's fact does not list. A family from an engine's table measured on the device or its die family
     (``prof.gemm_measured``: a few CUDA-graph replays, the burst clock) gets ``r_dev`` itself. Monotone
     non-decreasing in the device's TDP."""
     src = prof.transferred_from

@@ -393,9 +393,11 @@ class Pricer:
             # Compiled code: the GEMM kernels' own in-step rate (the call-timed rate's excess stands in
             # for memory-bound kernels the eager lowering leaves out; inductor's fused kernels are all
             # priced: docs/compute.md, "torch.compile")
+            expert = key[5]  # the MoE expert GEMMs may run another kernel family (``expert_per_tensor``)
+            per_tensor = self.expert_per_tensor if expert and self.expert_per_tensor is not None else self.per_tensor
             kw: dict[str, Any] = {
                 "l2_reuse": self.l2_reuse, "misaligned": misaligned, "kernel_rate": compiled or self.kernel_gemms,
-                "block_format": self.block_format if key[1] in LOW_PRECISION else None, "per_tensor": self.per_tensor if not key[5] or self.expert_per_tensor is None else self.expert_per_tensor,
+                "block_format": self.block_format if key[1] in LOW_PRECISION else None, "per_tensor": per_tensor,
             }  # fmt: skip
             t = C.gemm(dev, prof, m, n, k, key[1], b, **kw).time_s
             if key[4]:

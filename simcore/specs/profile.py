@@ -89,6 +89,12 @@ def gemm_element_dtype(family: str) -> str:
     return "fp8" if family == FP8_TENSOR else family
 
 
+def gemm_family(dtype: str, per_tensor: bool) -> str:
+    """The GEMM family of ``dtype`` GEMMs of the per-tensor kernel family or not (``fp8`` per-tensor: ``fp8_tensor``;
+    any other dtype is its own family): the inverse of :func:`gemm_element_dtype`."""
+    return FP8_TENSOR if per_tensor and dtype == "fp8" else dtype
+
+
 ATTENTION_BACKENDS = ("flash", "cudnn", "efficient")
 """Fused attention kernels simcore prices: FlashAttention-2 (PyTorch's flash SDPA backend, the
 flash-attn package), cuDNN's fused attention (PyTorch's default SDPA backend on Hopper) and the
@@ -747,8 +753,7 @@ class ComputeProfile(_Frozen):
         of the per-tensor kernel family (:data:`FP8_TENSOR`: per-tensor FP8, and Blackwell's block-scaled FP8/FP4
         without a measured family of their own), else the row-wise ``fp8`` family."""
         table = self.gemm_kernel if kernel_rate and self.gemm_kernel else self.gemm
-        if per_tensor and dtype == "fp8":
-            dtype = FP8_TENSOR
+        dtype = gemm_family(dtype, per_tensor)
         order = {
             "fp4": ["fp4", FP8_TENSOR, "fp8", "bf16"] if per_tensor else ["fp4", "fp8", "bf16"],
             FP8_TENSOR: [FP8_TENSOR, "fp8", "bf16"],

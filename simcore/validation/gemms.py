@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from simcore.calibration import fit_compute as FC
 from simcore.calibration import fit_engine_gemm as FE
 from simcore.compute import ops as C
 from simcore.specs.profile import FP8_TENSOR, GEMM_ROW_NAMES, gemm_element_dtype, load_profile
@@ -79,10 +78,10 @@ def engine_table_errors(folder: Path) -> dict[str, dict[str, np.ndarray[Any, Any
     dev = default_registry().device(str(manifest.get("device")))
     prof = load_profile(dev)
     out: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
+    checked = ~FE.fit_half(cols)
     for fam in FE.FAMILIES:
         sel = (cols["dtype"] == fam) & (cols["m"] <= FE.MAX_M)
-        keys = [f"gemm|{fam}|{m:.6g}|{n:.6g}|{k:.6g}" for m, n, k in zip(cols["m"][sel], cols["n"][sel], cols["k"][sel], strict=True)]
-        check = ~np.array([FC.is_fit_row(x) for x in keys], dtype=bool)
+        check = checked[sel]
         if not check.any():
             continue
         m, n, k, y = (cols[c][sel][check] for c in ("m", "n", "k", "time_s"))

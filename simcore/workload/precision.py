@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from simcore.errors import SpecError
 from simcore.specs.hardware import Device
-from simcore.specs.profile import FP8_TENSOR
+from simcore.specs.profile import gemm_family
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Recipe:
     def gemm_family(self, dev: Device) -> str:
         """The GEMM family the recipe's GEMMs are priced with on ``dev`` (:meth:`per_tensor_kernels`): ``fp8_tensor``
         for per-tensor FP8, else the GEMM dtype (the row-wise ``fp8`` one under FP8 blockwise)."""
-        return FP8_TENSOR if self.gemm_dtype == "fp8" and self.per_tensor_kernels(dev) else self.gemm_dtype
+        return gemm_family(self.gemm_dtype, self.per_tensor_kernels(dev))
 
     def copies(self, dev: Device) -> float:
         """Quantized copies of a tensor used in two GEMM orientations: 2 with block scales (row- and
@@ -159,13 +159,11 @@ def recipe(precision: str, dev: Device | None = None) -> Recipe:
     return r
 
 
-
-
 def inference_gemm_family(precision: str) -> str:
     """The GEMM family of an inference precision's linears: FP8 checkpoints are per-tensor scaled (TensorRT-LLM's
     ``FP8QDQLinearMethod``, vLLM's ``Fp8LinearMethod``: docs/compute.md, "FP8 GEMMs by scaling"), so ``fp8`` runs
     ``fp8_tensor``; other precisions are their own."""
-    return FP8_TENSOR if precision == "fp8" else precision
+    return gemm_family(precision, per_tensor=True)
 
 
 __all__ = ["RECIPES", "Recipe", "inference_gemm_family", "recipe"]
